@@ -1,0 +1,78 @@
+//! `evlbi`: the thin command-line front end. Parsing and printing live here; every capability
+//! lives in a library crate.
+//!
+//! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error.
+
+mod units;
+mod vdif_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A usage error found after parsing (inconsistent flag values): exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A run that completed but found problems worth a non-zero exit (report already printed).
+#[derive(Debug)]
+pub struct ProblemsFound(pub String);
+
+impl std::fmt::Display for ProblemsFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProblemsFound {}
+
+#[derive(Parser)]
+#[command(
+    name = "evlbi",
+    version,
+    about = "e-VLBI data transport and network measurement",
+    long_about = "evlbi moves VLBI telescope data (VDIF) across research networks and tells the operator \
+exactly what the network did to it.\n\nStart with `evlbi vdif --help`.",
+    after_help = "Examples:\n  evlbi vdif gen --stations Ef,Wb --rate 512M --seconds 2 --delay Wb=1.5us --out data/\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif stats data/Wb.vdif --json\n\nExit codes: 0 ok, 1 runtime failure or problems found in the data, 2 usage error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// VDIF files: generate synthetic stations, inspect, sampler statistics, dump.
+    #[command(subcommand)]
+    Vdif(vdif_cmd::VdifCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Vdif(c) => vdif_cmd::run(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<UsageError>() {
+                eprintln!("error: {u}\n\nFor more information, try '--help'.");
+                return ExitCode::from(2);
+            }
+            if e.downcast_ref::<ProblemsFound>().is_some() {
+                eprintln!("evlbi: {e}");
+                return ExitCode::from(1);
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,613 @@
+//! `evlbi vdif …`: generate, inspect, stats, dump.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use vdif::gen::{GenConfig, Generator, StationOutput, StationSpec};
+use vdif::inspect::{inspect, InspectReport};
+use vdif::stats::{SamplerStats, StateCounter};
+use vdif::{FrameLayout, FrameScanner, ScanEvent};
+
+use crate::units::{parse_duration, parse_frequency, parse_rate, si_fmt};
+use crate::{ProblemsFound, UsageError};
+
+#[derive(Subcommand)]
+pub enum VdifCommand {
+    /// Generate synthetic multi-station VDIF: common sky noise (delayed per station) plus
+    /// independent station noise, optionally a tone, quantised by an optimal sampler.
+    #[command(after_help = "Examples:\n  \
+        evlbi vdif gen --stations Ef,Wb,Jb --rate 512M --bits 2 --channels 8 --threads 1 --frame 8000 \\\n      \
+        --seconds 10 --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --out data/\n  \
+        evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n\n\
+        One file per station, DIR/<station>.vdif. The same --seed and --start give byte-identical files.")]
+    Gen(GenArgs),
+    /// Describe a VDIF file: station, threads, frame size, bits, channels, rate, start time,
+    /// duration, invalid frames, gaps and garbage. Exit code 1 when problems are found.
+    #[command(
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
+    )]
+    Inspect(InspectArgs),
+    /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel,
+    /// beside the Gaussian expectation (16/34/34/16 % for optimal 2-bit levels), with a verdict.
+    #[command(
+        after_help = "Examples:\n  evlbi vdif stats data/Ef.vdif\n  evlbi vdif stats --max-frames 10000 --json data/Ef.vdif"
+    )]
+    Stats(StatsArgs),
+    /// Print headers and decoded samples of the first frames as JSON lines (one per frame).
+    #[command(after_help = "Example:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600")]
+    Dump(DumpArgs),
+}
+
+#[derive(Args)]
+pub struct GenArgs {
+    /// Station codes, comma separated: two ASCII characters each (Ef, Wb, Jb) or numeric ids.
+    #[arg(long, value_delimiter = ',', required = true)]
+    stations: Vec<String>,
+    /// Total data rate of each station (sample bits of all channels): 512M, 1G, 4096M.
+    #[arg(long, default_value = "512M", value_parser = parse_rate)]
+    rate: f64,
+    /// Bits per sample: 1 or 2.
+    #[arg(long, default_value_t = 2)]
+    bits: u8,
+    /// Channels per station (split evenly over threads; a power of two per thread).
+    #[arg(long, default_value_t = 8)]
+    channels: u32,
+    /// VDIF threads per station.
+    #[arg(long, default_value_t = 1)]
+    threads: u32,
+    /// Data bytes per frame (header excluded), a multiple of 8.
+    #[arg(long, default_value_t = 8000)]
+    frame: usize,
+    /// Seconds of data to generate.
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
+    /// Sky-signal delay per station, STATION=TIME (e.g. Wb=1.5us); rounded to whole samples. Repeatable or comma separated.
+    #[arg(long, value_delimiter = ',')]
+    delay: Vec<String>,
+    /// Correlated (sky) fraction of each station's power, i.e. the correlation coefficient of every baseline.
+    #[arg(long, default_value_t = 0.01)]
+    snr: f64,
+    /// Inject a tone (like phase-cal) at this baseband frequency in every channel: 1.2MHz.
+    #[arg(long, value_parser = parse_frequency)]
+    tone: Option<f64>,
+    /// Tone amplitude relative to the noise σ.
+    #[arg(long, default_value_t = 0.1)]
+    tone_amp: f64,
+    /// Seed of all random draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// UTC time of the first frame (RFC 3339, e.g. 2026-01-01T00:00:00Z) or `now`.
+    #[arg(long, default_value = "now")]
+    start: String,
+    /// Output directory (created if missing).
+    #[arg(long, short, default_value = ".")]
+    out: PathBuf,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// VDIF files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Frames per second per thread, for files too short to show it.
+    #[arg(long)]
+    fps: Option<u32>,
+    /// Print the report as JSON (an object for one file, an array for several).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// VDIF file.
+    file: PathBuf,
+    /// Stop after this many frames (0 = all).
+    #[arg(long, default_value_t = 0)]
+    max_frames: u64,
+    /// Print the statistics as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct DumpArgs {
+    /// VDIF file.
+    file: PathBuf,
+    /// Number of frames to print.
+    #[arg(long, default_value_t = 1)]
+    frames: u64,
+    /// Frames to skip first.
+    #[arg(long, default_value_t = 0)]
+    skip: u64,
+}
+
+pub fn run(cmd: VdifCommand) -> Result<()> {
+    match cmd {
+        VdifCommand::Gen(a) => gen(a),
+        VdifCommand::Inspect(a) => inspect_files(a),
+        VdifCommand::Stats(a) => stats(a),
+        VdifCommand::Dump(a) => dump(a),
+    }
+}
+
+/// Result of `evlbi vdif gen`.
+#[derive(Serialize)]
+struct GenReport {
+    /// Frame layout used.
+    layout: FrameLayout,
+    /// Start time of the first frame, UTC.
+    start_utc: String,
+    /// Seconds generated.
+    seconds: u32,
+    /// Correlated fraction.
+    snr: f64,
+    /// Tone frequency, Hz.
+    tone_hz: Option<f64>,
+    /// Seed.
+    seed: u64,
+    /// One entry per station.
+    stations: Vec<GenStation>,
+    /// Bytes written, all stations.
+    bytes: u64,
+    /// Wall time, seconds.
+    elapsed_s: f64,
+    /// Bytes per second written.
+    write_rate_bytes_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct GenStation {
+    path: PathBuf,
+    #[serde(flatten)]
+    output: StationOutput,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow!(UsageError(msg.into()))
+}
+
+fn gen(a: GenArgs) -> Result<()> {
+    let layout = FrameLayout::new(a.rate, a.bits, a.channels, a.threads, a.frame)
+        .map_err(|e| usage(e.to_string()))?;
+    if !(0.0..=1.0).contains(&a.snr) {
+        return Err(usage(format!(
+            "--snr {} must be within 0..=1 (the correlated fraction of the power)",
+            a.snr
+        )));
+    }
+    if a.seconds == 0 {
+        return Err(usage("--seconds must be at least 1"));
+    }
+    if let Some(f) = a.tone {
+        if !(f > 0.0 && f < layout.sample_rate_hz / 2.0) {
+            return Err(usage(format!(
+                "--tone {} Hz must lie inside the channel band (0, {} Hz)",
+                f,
+                layout.sample_rate_hz / 2.0
+            )));
+        }
+    }
+    let mut stations = Vec::new();
+    for s in &a.stations {
+        let id = vdif::parse_station(s).map_err(|e| usage(e.to_string()))?;
+        if stations.iter().any(|x: &StationSpec| x.id == id) {
+            return Err(usage(format!("station {s} given twice")));
+        }
+        stations.push(StationSpec {
+            name: vdif::station_name(id),
+            id,
+            delay_s: 0.0,
+        });
+    }
+    for d in &a.delay {
+        let (name, t) = d.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us"
+            ))
+        })?;
+        let secs = parse_duration(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
+        let st = stations
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| {
+                usage(format!(
+                    "--delay {d:?}: station {name} is not in --stations"
+                ))
+            })?;
+        st.delay_s = secs;
+    }
+    let start_unix =
+        vdif::time::parse_start(&a.start).map_err(|e| usage(format!("--start: {e}")))?;
+    let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
+        .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
+    let config = GenConfig {
+        layout,
+        stations,
+        seconds: a.seconds,
+        ref_epoch,
+        start_seconds,
+        snr: a.snr,
+        tone_hz: a.tone,
+        tone_amplitude: a.tone_amp,
+        seed: a.seed,
+    };
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create output directory {}", a.out.display()))?;
+    let paths: Vec<PathBuf> = config
+        .stations
+        .iter()
+        .map(|s| a.out.join(format!("{}.vdif", s.name)))
+        .collect();
+    let total = layout.bytes_per_second() * u64::from(a.seconds) * paths.len() as u64;
+    let started = Instant::now();
+    let generator = Generator::new(config);
+    let done = AtomicU64::new(0);
+    let bar = progress_bar(total, a.quiet || a.json);
+    // One writer thread per station: stations are independent streams of the same pools.
+    let outputs: Vec<Result<StationOutput>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .iter()
+            .enumerate()
+            .map(|(s, path)| {
+                let generator = &generator;
+                let done = &done;
+                scope.spawn(move || -> Result<StationOutput> {
+                    let f = File::create(path)
+                        .with_context(|| format!("cannot create {}", path.display()))?;
+                    let mut w = BufWriter::with_capacity(1 << 20, f);
+                    generator
+                        .write_station(s, &mut w, |n| {
+                            done.fetch_add(n, Ordering::Relaxed);
+                        })
+                        .with_context(|| format!("writing {}", path.display()))
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            bar.set_position(done.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("generator thread panicked")))
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut stations = Vec::new();
+    for (path, out) in paths.into_iter().zip(outputs) {
+        stations.push(GenStation { path, output: out? });
+    }
+    let bytes: u64 = stations.iter().map(|s| s.output.bytes).sum();
+    let report = GenReport {
+        layout,
+        start_utc: vdif::time::iso(ref_epoch, start_seconds, 0.0),
+        seconds: a.seconds,
+        snr: a.snr,
+        tone_hz: a.tone,
+        seed: a.seed,
+        stations,
+        bytes,
+        elapsed_s: elapsed,
+        write_rate_bytes_per_s: bytes as f64 / elapsed.max(1e-9),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "generated {} station(s) x {} s from {}: {}b/s, {}-bit, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
+        report.stations.len(),
+        a.seconds,
+        report.start_utc,
+        si_fmt(layout.rate_bps),
+        layout.bits,
+        layout.channels,
+        layout.threads,
+        layout.frame_len,
+        layout.frames_per_second,
+        si_fmt(layout.sample_rate_hz)
+    );
+    for s in &report.stations {
+        println!(
+            "  {:<4} {}  {}B  {} frames  sky delay {} samples ({:.3} us)",
+            s.output.station,
+            s.path.display(),
+            si_fmt(s.output.bytes as f64),
+            s.output.frames,
+            s.output.delay_samples,
+            s.output.delay_applied_s * 1e6
+        );
+    }
+    println!(
+        "wrote {}B in {:.2} s ({}B/s)",
+        si_fmt(bytes as f64),
+        elapsed,
+        si_fmt(report.write_rate_bytes_per_s)
+    );
+    Ok(())
+}
+
+fn progress_bar(total: u64, hidden: bool) -> indicatif::ProgressBar {
+    if hidden {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn open(path: &Path) -> Result<BufReader<File>> {
+    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    Ok(BufReader::with_capacity(1 << 20, f))
+}
+
+#[derive(Serialize)]
+struct FileReport {
+    file: PathBuf,
+    #[serde(flatten)]
+    report: InspectReport,
+}
+
+fn inspect_files(a: InspectArgs) -> Result<()> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for path in &a.files {
+        match inspect(open(path)?, a.fps, |_, _| {}) {
+            Ok(report) => {
+                if !report.problems.is_empty() {
+                    failures.push(format!(
+                        "{}: {}",
+                        path.display(),
+                        report.problems.join("; ")
+                    ));
+                }
+                reports.push(FileReport {
+                    file: path.clone(),
+                    report,
+                });
+            }
+            Err(e) => {
+                failures.push(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    if a.json {
+        if reports.len() == 1 && a.files.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(&reports[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&reports)?);
+        }
+    } else {
+        for r in &reports {
+            print_inspect(r);
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!(ProblemsFound(failures.join("\n"))))
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or("?".to_string(), |x| x.to_string())
+}
+
+fn print_inspect(f: &FileReport) {
+    let r = &f.report;
+    println!("file       {} ({} bytes)", f.file.display(), r.file_bytes);
+    println!("station    {} (id {})", opt(&r.station), opt(&r.station_id));
+    println!("threads    {} {:?}", r.threads.len(), r.threads);
+    println!(
+        "frames     {} of {} bytes ({}-byte header{}, EDV {})",
+        r.frames,
+        opt(&r.frame_bytes),
+        opt(&r.header_bytes),
+        if r.legacy == Some(true) {
+            ", legacy"
+        } else {
+            ""
+        },
+        opt(&r.edv)
+    );
+    println!(
+        "samples    {}-bit {}, {} channel(s), {} samples/frame",
+        opt(&r.bits_per_sample),
+        if r.complex == Some(true) {
+            "complex"
+        } else {
+            "real"
+        },
+        opt(&r.channels),
+        opt(&r.samples_per_frame)
+    );
+    match r.frames_per_second {
+        Some(fps) => println!(
+            "rate       {} frames/s per thread (from {}), {}S/s per channel, {}b/s",
+            fps,
+            opt(&r.frame_rate_source),
+            si_fmt(r.sample_rate_hz.unwrap_or(0.0)),
+            si_fmt(r.data_rate_bps.unwrap_or(0.0))
+        ),
+        None => println!("rate       unknown (file shorter than a second; pass --fps)"),
+    }
+    println!(
+        "time       {} .. {} ({} s)",
+        opt(&r.start_utc),
+        opt(&r.end_utc),
+        r.duration_s.map_or("?".into(), |d| format!("{d:.6}"))
+    );
+    println!("invalid    {} frame(s)", r.invalid_frames);
+    println!(
+        "missing    {} frame(s) in {} gap(s); {} out of order",
+        r.missing_frames, r.gaps, r.out_of_order_frames
+    );
+    println!(
+        "garbage    {} byte(s) in {} region(s)",
+        r.garbage_bytes,
+        r.garbage.len()
+    );
+    if r.problems.is_empty() {
+        println!("verdict    OK");
+    } else {
+        println!("verdict    {} problem(s):", r.problems.len());
+        for p in r.problems.iter().take(vdif::inspect::MAX_LISTED) {
+            println!("  - {p}");
+        }
+    }
+}
+
+fn stats(a: StatsArgs) -> Result<()> {
+    let mut counter: Option<StateCounter> = None;
+    let mut unsupported = None;
+    let mut n = 0u64;
+    for ev in FrameScanner::new(open(&a.file)?) {
+        let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
+        if let ScanEvent::Frame { header, bytes, .. } = ev {
+            if header.complex || header.bits_per_sample > 2 {
+                unsupported = Some((header.bits_per_sample, header.complex));
+                break;
+            }
+            let c = counter.get_or_insert_with(|| {
+                StateCounter::new(header.bits_per_sample, header.channels())
+            });
+            c.add(&header, &bytes[header.header_len()..]);
+            n += 1;
+            if a.max_frames > 0 && n >= a.max_frames {
+                break;
+            }
+        }
+    }
+    if let Some((bits, complex)) = unsupported {
+        return Err(anyhow!(
+            "{}: state counts need real 1- or 2-bit data, this file has {}-bit {} samples",
+            a.file.display(),
+            bits,
+            if complex { "complex" } else { "real" }
+        ));
+    }
+    let stats: SamplerStats = counter
+        .ok_or_else(|| {
+            anyhow!(
+                "{}: no VDIF frames found (try `evlbi vdif inspect` for details)",
+                a.file.display()
+            )
+        })?
+        .finish();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} frames, {}-bit, {} invalid frame(s) skipped",
+        a.file.display(),
+        stats.frames,
+        stats.bits,
+        stats.invalid_frames_skipped
+    );
+    let heads: &[&str] = if stats.bits == 2 {
+        &["--", "-", "+", "++"]
+    } else {
+        &["-", "+"]
+    };
+    print!("thread chan     samples");
+    for h in heads {
+        print!(" {h:>7}");
+    }
+    println!("  thresh/σ  verdict");
+    for c in &stats.channels {
+        print!("{:>6} {:>4} {:>11}", c.thread, c.channel, c.samples);
+        for f in &c.fractions {
+            print!(" {:>6.2}%", f * 100.0);
+        }
+        println!(
+            "  {:>8}  {:?}",
+            c.implied_threshold_sigma
+                .map_or("-".into(), |t| format!("{t:.3}")),
+            c.verdict
+        );
+    }
+    if let Some(c) = stats.channels.first() {
+        print!("{:<23}", "expected (Gaussian)");
+        for f in &c.expected {
+            print!(" {:>6.2}%", f * 100.0);
+        }
+        println!("  {:>8}", if stats.bits == 2 { "0.982" } else { "-" });
+    }
+    println!("verdict: {:?}", stats.verdict);
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DumpLine {
+    offset: u64,
+    header: vdif::VdifHeader,
+    station: String,
+    edv: u8,
+    /// Decoded sample values per channel (`null` for encodings the codec does not handle).
+    samples: Option<Vec<Vec<f32>>>,
+}
+
+fn dump(a: DumpArgs) -> Result<()> {
+    let mut seen = 0u64;
+    let mut printed = 0u64;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for ev in FrameScanner::new(open(&a.file)?) {
+        let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
+        let ScanEvent::Frame {
+            offset,
+            header,
+            bytes,
+        } = ev
+        else {
+            continue;
+        };
+        seen += 1;
+        if seen <= a.skip {
+            continue;
+        }
+        let data = &bytes[header.header_len()..];
+        let samples = (!header.complex)
+            .then(|| vdif::codec::decode(data, header.bits_per_sample).ok())
+            .flatten()
+            .map(|v| vdif::codec::deinterleave(&v, header.channels() as usize));
+        let line = DumpLine {
+            offset,
+            header,
+            station: header.station_name(),
+            edv: header.edv(),
+            samples,
+        };
+        serde_json::to_writer(&mut out, &line)?;
+        writeln!(out)?;
+        printed += 1;
+        if printed >= a.frames {
+            break;
+        }
+    }
+    if printed == 0 {
+        return Err(anyhow!("{}: no VDIF frames to dump", a.file.display()));
+    }
+    Ok(())
+}

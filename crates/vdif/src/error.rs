@@ -1,0 +1,98 @@
+//! Typed errors of the VDIF crate.
+
+use thiserror::Error;
+
+/// A VDIF header that cannot be parsed, emitted or trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HeaderError {
+    /// Fewer bytes than a header needs.
+    #[error("header needs {need} bytes, only {have} available")]
+    TooShort { have: usize, need: usize },
+    /// A field value does not fit its width in the header.
+    #[error("header field {field} = {value} exceeds its maximum {max}")]
+    FieldOutOfRange {
+        field: &'static str,
+        value: u64,
+        max: u64,
+    },
+    /// The frame-length field is not larger than the header itself.
+    #[error("frame length {frame_len} bytes is not larger than the {header_len}-byte header")]
+    FrameShorterThanHeader { frame_len: usize, header_len: usize },
+    /// The data array does not hold a whole number of complete samples.
+    #[error(
+        "data array of {data_len} bytes does not hold whole samples of {bits_per_sample} bit(s) x {channels} channel(s){}",
+        if *complex { " (complex)" } else { "" }
+    )]
+    IncompleteSamples {
+        data_len: usize,
+        bits_per_sample: u8,
+        channels: u32,
+        complex: bool,
+    },
+    /// A station name that is neither two ASCII characters nor a number 0..=65535.
+    #[error("station {0:?} is neither two ASCII characters (e.g. Ef) nor a number 0..=65535")]
+    BadStation(String),
+}
+
+/// A frame layout requested by a user that VDIF cannot represent.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LayoutError {
+    /// Data array length is not a multiple of 8 bytes (VDIF 1.1.1 §3, note 4).
+    #[error("frame data size {0} bytes is not a multiple of 8 (VDIF frames are counted in 8-byte units)")]
+    NotMultipleOf8(usize),
+    /// Data array length of zero or larger than the 24-bit length field allows.
+    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::header::MAX_FRAME_LEN - crate::header::HEADER_LEN)]
+    FrameSize(usize),
+    /// Bits per sample not supported by the sample codec.
+    #[error("{0} bits per sample is not supported (1 or 2)")]
+    Bits(u8),
+    /// Channel count is not a power of two, or threads do not divide it.
+    #[error("{channels} channel(s) over {threads} thread(s): channels per thread must be a power of two 1..=2^31")]
+    Channels { channels: u32, threads: u32 },
+    /// Thread count outside 1..=1024.
+    #[error("{0} threads: VDIF thread ids have 10 bits, so 1..=1024")]
+    Threads(u32),
+    /// The data rate does not give a whole number of frames per second.
+    #[error("{rate_bps} b/s over {threads} thread(s) with {data_len}-byte frames is {fps} frames/s per thread; VDIF needs a whole number (try another --frame or --rate)")]
+    FractionalFrameRate {
+        rate_bps: f64,
+        threads: u32,
+        data_len: usize,
+        fps: f64,
+    },
+    /// The data array does not hold a whole number of time samples.
+    #[error("{data_len}-byte frames do not hold a whole number of {bits}-bit x {channels}-channel samples")]
+    IncompleteSamples {
+        data_len: usize,
+        bits: u8,
+        channels: u32,
+    },
+    /// Frames per second exceed the 24-bit frame-number field.
+    #[error("{0} frames per second exceed the 24-bit frame-number field")]
+    TooManyFrames(u64),
+}
+
+/// Sample encoding/decoding failures.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CodecError {
+    /// The codec handles real 1- and 2-bit samples only.
+    #[error("cannot decode {bits}-bit{} samples (only real 1- and 2-bit)", if *complex { " complex" } else { "" })]
+    Unsupported { bits: u8, complex: bool },
+    /// Buffer length does not match the sample count.
+    #[error("buffer of {have} bytes, {need} needed")]
+    Length { have: usize, need: usize },
+}
+
+/// VTP/udps datagram errors.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VtpError {
+    /// Datagram shorter than the 8-byte sequence number plus a header.
+    #[error("datagram of {0} bytes is too short for an 8-byte sequence number and a VDIF header")]
+    TooShort(usize),
+    /// The frame inside has a bad header.
+    #[error("bad VDIF header in datagram: {0}")]
+    Header(#[from] HeaderError),
+    /// The frame-length field disagrees with the datagram length.
+    #[error("VDIF header says {header} bytes but the datagram carries {carried}")]
+    LengthMismatch { header: usize, carried: usize },
+}

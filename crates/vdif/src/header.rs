@@ -1,0 +1,302 @@
+//! VDIF data-frame header: parse, validate and emit.
+//!
+//! Layout per the VDIF specification, release 1.1.1 (June 2014), §3 and Table 1. All words are
+//! 32-bit little-endian; bit 31 is the most significant bit.
+//!
+//! | word | bits  | field                                                        |
+//! |------|-------|--------------------------------------------------------------|
+//! | 0    | 31    | invalid data                                                 |
+//! | 0    | 30    | legacy mode (header is 16 bytes, words 0–3 only)             |
+//! | 0    | 29–0  | seconds since reference epoch                                |
+//! | 1    | 31–30 | unassigned (should be 0)                                     |
+//! | 1    | 29–24 | reference epoch (half-years since 2000-01-01)                |
+//! | 1    | 23–0  | data-frame number within the second                          |
+//! | 2    | 31–29 | VDIF version                                                 |
+//! | 2    | 28–24 | log2(number of channels)                                     |
+//! | 2    | 23–0  | data-frame length in units of 8 bytes, header included       |
+//! | 3    | 31    | data type (0 real, 1 complex)                                |
+//! | 3    | 30–26 | bits per sample − 1                                          |
+//! | 3    | 25–16 | thread id                                                    |
+//! | 3    | 15–0  | station id                                                   |
+//! | 4    | 31–24 | extended data version (EDV)                                  |
+//! | 4–7  |       | extended user data, kept here as raw words                   |
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::HeaderError;
+
+/// Length of a standard VDIF header in bytes.
+pub const HEADER_LEN: usize = 32;
+/// Length of a legacy-mode VDIF header in bytes (words 0–3 only).
+pub const LEGACY_HEADER_LEN: usize = 16;
+/// Largest frame the 24-bit length field can describe (2^24 − 1 units of 8 bytes).
+pub const MAX_FRAME_LEN: usize = ((1 << 24) - 1) * 8;
+
+/// A decoded VDIF header. Field widths are those of the specification; `emit` masks nothing, so
+/// [`VdifHeader::check_ranges`] must pass before a header built by hand is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VdifHeader {
+    /// Word 0 bit 31: the data in this frame are invalid (e.g. a lost frame filled in).
+    pub invalid: bool,
+    /// Word 0 bit 30: legacy mode, 16-byte header.
+    pub legacy: bool,
+    /// Seconds since the reference epoch (30 bits).
+    pub seconds: u32,
+    /// Reference epoch: number of half-years since 2000-01-01 00:00 UTC (6 bits).
+    pub ref_epoch: u8,
+    /// Data-frame number within the second, starting at 0 (24 bits).
+    pub frame_number: u32,
+    /// VDIF version number (3 bits).
+    pub version: u8,
+    /// log2 of the number of channels in this thread (5 bits).
+    pub log2_channels: u8,
+    /// Frame length including the header, in units of 8 bytes (24 bits).
+    pub frame_len_units: u32,
+    /// Complex (true) or real (false) samples.
+    pub complex: bool,
+    /// Bits per sample, 1..=32 (stored on the wire minus one).
+    pub bits_per_sample: u8,
+    /// Thread id (10 bits).
+    pub thread_id: u16,
+    /// Station id: two ASCII characters (first in the high byte) or a number.
+    pub station_id: u16,
+    /// Words 4–7 as read (EDV in the top byte of word 4). Zero in legacy mode.
+    pub extended: [u32; 4],
+}
+
+impl VdifHeader {
+    /// Header length on the wire for this header's mode.
+    pub fn header_len(&self) -> usize {
+        if self.legacy {
+            LEGACY_HEADER_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+
+    /// Frame length in bytes, header included.
+    pub fn frame_len(&self) -> usize {
+        self.frame_len_units as usize * 8
+    }
+
+    /// Length of the data array in bytes (0 if the length field is smaller than the header).
+    pub fn data_len(&self) -> usize {
+        self.frame_len().saturating_sub(self.header_len())
+    }
+
+    /// Number of channels in this thread.
+    pub fn channels(&self) -> u32 {
+        1u32 << self.log2_channels.min(31)
+    }
+
+    /// Extended data version (top byte of word 4).
+    pub fn edv(&self) -> u8 {
+        (self.extended[0] >> 24) as u8
+    }
+
+    /// Bits occupied by one time sample of all channels.
+    pub fn bits_per_time_sample(&self) -> u64 {
+        u64::from(self.bits_per_sample)
+            * u64::from(self.channels())
+            * if self.complex { 2 } else { 1 }
+    }
+
+    /// Time samples per frame (data bits / bits per complete sample).
+    pub fn samples_per_frame(&self) -> u64 {
+        (self.data_len() as u64 * 8)
+            .checked_div(self.bits_per_time_sample())
+            .unwrap_or(0)
+    }
+
+    /// Station id as text: two characters when both bytes are printable ASCII, else the number.
+    pub fn station_name(&self) -> String {
+        station_name(self.station_id)
+    }
+
+    /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz.
+    ///
+    /// Word 4 bit 23 gives the unit (0 kHz, 1 MHz) and bits 22–0 the rate (VDIF EDV registry,
+    /// EDV 1 and EDV 3 documents). Other EDVs carry no rate.
+    pub fn header_sample_rate_hz(&self) -> Option<f64> {
+        if self.legacy || !matches!(self.edv(), 1 | 3) {
+            return None;
+        }
+        let w = self.extended[0];
+        let value = f64::from(w & 0x7f_ffff);
+        if value == 0.0 {
+            return None;
+        }
+        Some(if w & 0x80_0000 != 0 {
+            value * 1e6
+        } else {
+            value * 1e3
+        })
+    }
+
+    /// Parse a header from the start of `bytes` (at least 16 bytes; 32 unless legacy).
+    ///
+    /// Only the structure is checked here; see [`VdifHeader::validate`] for consistency rules.
+    pub fn parse(bytes: &[u8]) -> Result<Self, HeaderError> {
+        if bytes.len() < LEGACY_HEADER_LEN {
+            return Err(HeaderError::TooShort {
+                have: bytes.len(),
+                need: LEGACY_HEADER_LEN,
+            });
+        }
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ])
+        };
+        let (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3));
+        let legacy = w0 & (1 << 30) != 0;
+        let mut extended = [0u32; 4];
+        if !legacy {
+            if bytes.len() < HEADER_LEN {
+                return Err(HeaderError::TooShort {
+                    have: bytes.len(),
+                    need: HEADER_LEN,
+                });
+            }
+            for (i, e) in extended.iter_mut().enumerate() {
+                *e = word(4 + i);
+            }
+        }
+        Ok(VdifHeader {
+            invalid: w0 & (1 << 31) != 0,
+            legacy,
+            seconds: w0 & 0x3fff_ffff,
+            ref_epoch: ((w1 >> 24) & 0x3f) as u8,
+            frame_number: w1 & 0x00ff_ffff,
+            version: (w2 >> 29) as u8,
+            log2_channels: ((w2 >> 24) & 0x1f) as u8,
+            frame_len_units: w2 & 0x00ff_ffff,
+            complex: w3 & (1 << 31) != 0,
+            bits_per_sample: (((w3 >> 26) & 0x1f) + 1) as u8,
+            thread_id: ((w3 >> 16) & 0x3ff) as u16,
+            station_id: (w3 & 0xffff) as u16,
+            extended,
+        })
+    }
+
+    /// Parse and then [`validate`](Self::validate).
+    pub fn parse_valid(bytes: &[u8]) -> Result<Self, HeaderError> {
+        let h = Self::parse(bytes)?;
+        h.validate()?;
+        Ok(h)
+    }
+
+    /// Check that every field fits its width, so `emit` writes what the struct says.
+    pub fn check_ranges(&self) -> Result<(), HeaderError> {
+        let checks: [(&'static str, u64, u64); 8] = [
+            ("seconds", u64::from(self.seconds), (1 << 30) - 1),
+            ("ref_epoch", u64::from(self.ref_epoch), 63),
+            ("frame_number", u64::from(self.frame_number), (1 << 24) - 1),
+            ("version", u64::from(self.version), 7),
+            ("log2_channels", u64::from(self.log2_channels), 31),
+            (
+                "frame_len_units",
+                u64::from(self.frame_len_units),
+                (1 << 24) - 1,
+            ),
+            ("thread_id", u64::from(self.thread_id), 1023),
+            (
+                "bits_per_sample - 1",
+                u64::from(self.bits_per_sample.wrapping_sub(1)),
+                31,
+            ),
+        ];
+        for (field, value, max) in checks {
+            if value > max {
+                return Err(HeaderError::FieldOutOfRange { field, value, max });
+            }
+        }
+        Ok(())
+    }
+
+    /// Consistency rules a frame must satisfy to be decodable (VDIF 1.1.1 §3 notes):
+    /// the frame is longer than its header, and the data array holds a whole number of
+    /// complete samples (bits/sample × channels × (2 if complex) divides the data bits).
+    pub fn validate(&self) -> Result<(), HeaderError> {
+        self.check_ranges()?;
+        let frame_len = self.frame_len();
+        if frame_len <= self.header_len() {
+            return Err(HeaderError::FrameShorterThanHeader {
+                frame_len,
+                header_len: self.header_len(),
+            });
+        }
+        let per = self.bits_per_time_sample();
+        let data_bits = self.data_len() as u64 * 8;
+        if !data_bits.is_multiple_of(per) {
+            return Err(HeaderError::IncompleteSamples {
+                data_len: self.data_len(),
+                bits_per_sample: self.bits_per_sample,
+                channels: self.channels(),
+                complex: self.complex,
+            });
+        }
+        Ok(())
+    }
+
+    /// Write the header into `out` (16 or 32 bytes depending on `legacy`).
+    pub fn emit(&self, out: &mut [u8]) -> Result<(), HeaderError> {
+        self.check_ranges()?;
+        let need = self.header_len();
+        if out.len() < need {
+            return Err(HeaderError::TooShort {
+                have: out.len(),
+                need,
+            });
+        }
+        let w0 = (u32::from(self.invalid) << 31) | (u32::from(self.legacy) << 30) | self.seconds;
+        let w1 = (u32::from(self.ref_epoch) << 24) | self.frame_number;
+        let w2 = (u32::from(self.version) << 29)
+            | (u32::from(self.log2_channels) << 24)
+            | self.frame_len_units;
+        let w3 = (u32::from(self.complex) << 31)
+            | (u32::from(self.bits_per_sample - 1) << 26)
+            | (u32::from(self.thread_id) << 16)
+            | u32::from(self.station_id);
+        let mut words = vec![w0, w1, w2, w3];
+        if !self.legacy {
+            words.extend_from_slice(&self.extended);
+        }
+        for (i, w) in words.iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Header as a byte vector.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, HeaderError> {
+        let mut v = vec![0u8; self.header_len()];
+        self.emit(&mut v)?;
+        Ok(v)
+    }
+}
+
+/// Station id as text: two printable ASCII characters (high byte first), else the decimal number.
+pub fn station_name(id: u16) -> String {
+    let [hi, lo] = id.to_be_bytes();
+    if hi.is_ascii_graphic() && lo.is_ascii_graphic() {
+        format!("{}{}", hi as char, lo as char)
+    } else {
+        id.to_string()
+    }
+}
+
+/// Parse a station given as two ASCII characters ("Ef") or a number ("65532").
+pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
+    if let Ok(n) = s.parse::<u16>() {
+        return Ok(n);
+    }
+    let b = s.as_bytes();
+    if b.len() == 2 && b.iter().all(u8::is_ascii_graphic) {
+        return Ok(u16::from_be_bytes([b[0], b[1]]));
+    }
+    Err(HeaderError::BadStation(s.to_string()))
+}

@@ -1,0 +1,165 @@
+//! Frame layout: how a data rate, sample size, channel count and thread count map onto VDIF
+//! frames, with every constraint checked up front so a user gets one clear message.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LayoutError;
+use crate::header::{VdifHeader, HEADER_LEN, MAX_FRAME_LEN};
+
+/// A validated layout of real-sampled VDIF data.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FrameLayout {
+    /// Total data rate over all threads, bits per second (headers excluded).
+    pub rate_bps: f64,
+    /// Bits per sample (1 or 2).
+    pub bits: u8,
+    /// Channels over all threads.
+    pub channels: u32,
+    /// Number of VDIF threads; channels are split evenly across them.
+    pub threads: u32,
+    /// Channels carried by each thread.
+    pub channels_per_thread: u32,
+    /// Data-array bytes per frame (header excluded).
+    pub data_len: usize,
+    /// Frame bytes, 32-byte header included.
+    pub frame_len: usize,
+    /// Time samples (of all channels of a thread) per frame.
+    pub samples_per_frame: u64,
+    /// Frames per second per thread.
+    pub frames_per_second: u32,
+    /// Sample rate per channel, Hz (twice the channel bandwidth for real sampling).
+    pub sample_rate_hz: f64,
+}
+
+impl FrameLayout {
+    /// Check and derive a layout. `rate_bps` counts sample bits only, as VLBI rates do
+    /// ("512 Mb/s" = 8 channels × 32 MS/s × 2 bits).
+    pub fn new(
+        rate_bps: f64,
+        bits: u8,
+        channels: u32,
+        threads: u32,
+        data_len: usize,
+    ) -> Result<Self, LayoutError> {
+        if !(1..=2).contains(&bits) {
+            return Err(LayoutError::Bits(bits));
+        }
+        if !(1..=1024).contains(&threads) {
+            return Err(LayoutError::Threads(threads));
+        }
+        if data_len == 0 || data_len + HEADER_LEN > MAX_FRAME_LEN {
+            return Err(LayoutError::FrameSize(data_len));
+        }
+        if !data_len.is_multiple_of(8) {
+            return Err(LayoutError::NotMultipleOf8(data_len));
+        }
+        if channels == 0
+            || !channels.is_multiple_of(threads)
+            || !(channels / threads).is_power_of_two()
+        {
+            return Err(LayoutError::Channels { channels, threads });
+        }
+        let cpt = channels / threads;
+        let bits_per_time = u64::from(bits) * u64::from(cpt);
+        if !(data_len as u64 * 8).is_multiple_of(bits_per_time) {
+            return Err(LayoutError::IncompleteSamples {
+                data_len,
+                bits,
+                channels: cpt,
+            });
+        }
+        let samples_per_frame = data_len as u64 * 8 / bits_per_time;
+        let fps = rate_bps / f64::from(threads) / (data_len as f64 * 8.0);
+        if fps.is_nan() || fps < 1.0 || (fps - fps.round()).abs() > 1e-9 * fps {
+            return Err(LayoutError::FractionalFrameRate {
+                rate_bps,
+                threads,
+                data_len,
+                fps,
+            });
+        }
+        let fps_int = fps.round() as u64;
+        if fps_int > (1 << 24) {
+            return Err(LayoutError::TooManyFrames(fps_int));
+        }
+        Ok(FrameLayout {
+            rate_bps,
+            bits,
+            channels,
+            threads,
+            channels_per_thread: cpt,
+            data_len,
+            frame_len: data_len + HEADER_LEN,
+            samples_per_frame,
+            frames_per_second: fps_int as u32,
+            sample_rate_hz: (fps_int * samples_per_frame) as f64,
+        })
+    }
+
+    /// A header template for this layout (time, thread and station to be filled in).
+    pub fn header(&self, station_id: u16) -> VdifHeader {
+        VdifHeader {
+            invalid: false,
+            legacy: false,
+            seconds: 0,
+            ref_epoch: 0,
+            frame_number: 0,
+            version: 0,
+            log2_channels: self.channels_per_thread.trailing_zeros() as u8,
+            frame_len_units: (self.frame_len / 8) as u32,
+            complex: false,
+            bits_per_sample: self.bits,
+            thread_id: 0,
+            station_id,
+            extended: [0; 4],
+        }
+    }
+
+    /// Bytes of VDIF (headers included) per second over all threads.
+    pub fn bytes_per_second(&self) -> u64 {
+        u64::from(self.frames_per_second) * u64::from(self.threads) * self.frame_len as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_example() {
+        // 512 Mb/s, 2 bit, 8 channels, 1 thread, 8000-byte frames: 8000 frames/s, 32 MS/s.
+        let l = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
+        assert_eq!(l.frames_per_second, 8000);
+        assert_eq!(l.samples_per_frame, 4000);
+        assert_eq!(l.sample_rate_hz, 32e6);
+        assert_eq!(l.frame_len, 8032);
+    }
+
+    #[test]
+    fn rejects() {
+        assert_eq!(
+            FrameLayout::new(512e6, 2, 8, 1, 8001),
+            Err(LayoutError::NotMultipleOf8(8001))
+        );
+        assert!(matches!(
+            FrameLayout::new(512e6, 3, 8, 1, 8000),
+            Err(LayoutError::Bits(3))
+        ));
+        assert!(matches!(
+            FrameLayout::new(512e6, 2, 6, 1, 8000),
+            Err(LayoutError::Channels { .. })
+        ));
+        assert!(matches!(
+            FrameLayout::new(512e6, 2, 8, 3, 8000),
+            Err(LayoutError::Channels { .. })
+        ));
+        assert!(matches!(
+            FrameLayout::new(500e6, 2, 8, 1, 8192),
+            Err(LayoutError::FractionalFrameRate { .. })
+        ));
+        assert!(matches!(
+            FrameLayout::new(512e6, 2, 8, 1, 0),
+            Err(LayoutError::FrameSize(0))
+        ));
+    }
+}

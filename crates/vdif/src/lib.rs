@@ -1,0 +1,32 @@
+//! VDIF (VLBI Data Interchange Format, release 1.1.1) for evlbi: frame headers, the VTP/udps
+//! datagram prefix, the 1/2-bit sample codec, a garbage-tolerant frame scanner, file
+//! inspection, sampler statistics and a multi-station signal generator.
+//!
+//! The crate does no I/O of its own beyond `std::io::Read`/`Write` handed to it.
+//!
+//! ```
+//! use vdif::{FrameLayout, VdifHeader};
+//! let layout = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
+//! let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+//! h.seconds = 12;
+//! let bytes = h.to_bytes().unwrap();
+//! assert_eq!(VdifHeader::parse_valid(&bytes).unwrap(), h);
+//! assert_eq!(h.station_name(), "Ef");
+//! ```
+
+pub mod codec;
+pub mod error;
+pub mod gauss;
+pub mod gen;
+pub mod header;
+pub mod inspect;
+pub mod layout;
+pub mod scan;
+pub mod stats;
+pub mod time;
+pub mod vtp;
+
+pub use error::{CodecError, HeaderError, LayoutError, VtpError};
+pub use header::{parse_station, station_name, VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
+pub use layout::FrameLayout;
+pub use scan::{FrameScanner, ScanEvent};

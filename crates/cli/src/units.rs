@@ -10,16 +10,13 @@ fn split_number(s: &str) -> Result<(f64, &str), String> {
         .find(|(i, c)| {
             !(c.is_ascii_digit()
                 || *c == '.'
-                || ((*c == 'e' || *c == 'E')
-                    && s[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '-'))
+                || ((*c == 'e' || *c == 'E') && s[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '-'))
                 || ((*c == '-' || *c == '+') && (*i == 0 || s[..*i].ends_with(['e', 'E']))))
         })
         .map(|(i, _)| i)
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(end);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number first"))?;
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a number first"))?;
     if !v.is_finite() {
         return Err(format!("{s:?} is not a finite number"));
     }
@@ -44,8 +41,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         .trim_end_matches("bps")
         .trim_end_matches("b/s")
         .trim_end_matches("bit/s");
-    let m = si(prefix)
-        .ok_or_else(|| format!("{s:?}: unknown rate unit {unit:?} (use e.g. 512M, 4.096G, 1e9)"))?;
+    let m = si(prefix).ok_or_else(|| format!("{s:?}: unknown rate unit {unit:?} (use e.g. 512M, 4.096G, 1e9)"))?;
     let r = v * m;
     if r <= 0.0 {
         return Err(format!("{s:?}: rate must be positive"));
@@ -63,11 +59,7 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
         "" | "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown time unit {unit:?} (use ns, us, ms, s, min, h)"
-            ))
-        }
+        _ => return Err(format!("{s:?}: unknown time unit {unit:?} (use ns, us, ms, s, min, h)")),
     };
     Ok(v * m)
 }
@@ -76,8 +68,7 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
 pub fn parse_frequency(s: &str) -> Result<f64, String> {
     let (v, unit) = split_number(s)?;
     let prefix = unit.trim_end_matches("Hz").trim_end_matches("hz");
-    let m = si(prefix)
-        .ok_or_else(|| format!("{s:?}: unknown frequency unit {unit:?} (use Hz, kHz, MHz, GHz)"))?;
+    let m = si(prefix).ok_or_else(|| format!("{s:?}: unknown frequency unit {unit:?} (use Hz, kHz, MHz, GHz)"))?;
     Ok(v * m)
 }
 

@@ -179,8 +179,7 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn gen(a: GenArgs) -> Result<()> {
-    let layout = FrameLayout::new(a.rate, a.bits, a.channels, a.threads, a.frame)
-        .map_err(|e| usage(e.to_string()))?;
+    let layout = FrameLayout::new(a.rate, a.bits, a.channels, a.threads, a.frame).map_err(|e| usage(e.to_string()))?;
     if !(0.0..=1.0).contains(&a.snr) {
         return Err(usage(format!(
             "--snr {} must be within 0..=1 (the correlated fraction of the power)",
@@ -212,24 +211,17 @@ fn gen(a: GenArgs) -> Result<()> {
         });
     }
     for d in &a.delay {
-        let (name, t) = d.split_once('=').ok_or_else(|| {
-            usage(format!(
-                "--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us"
-            ))
-        })?;
+        let (name, t) = d
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us")))?;
         let secs = parse_duration(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
         let st = stations
             .iter_mut()
             .find(|s| s.name == name)
-            .ok_or_else(|| {
-                usage(format!(
-                    "--delay {d:?}: station {name} is not in --stations"
-                ))
-            })?;
+            .ok_or_else(|| usage(format!("--delay {d:?}: station {name} is not in --stations")))?;
         st.delay_s = secs;
     }
-    let start_unix =
-        vdif::time::parse_start(&a.start).map_err(|e| usage(format!("--start: {e}")))?;
+    let start_unix = vdif::time::parse_start(&a.start).map_err(|e| usage(format!("--start: {e}")))?;
     let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
         .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
     let config = GenConfig {
@@ -243,8 +235,7 @@ fn gen(a: GenArgs) -> Result<()> {
         tone_amplitude: a.tone_amp,
         seed: a.seed,
     };
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("cannot create output directory {}", a.out.display()))?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let paths: Vec<PathBuf> = config
         .stations
         .iter()
@@ -264,8 +255,7 @@ fn gen(a: GenArgs) -> Result<()> {
                 let generator = &generator;
                 let done = &done;
                 scope.spawn(move || -> Result<StationOutput> {
-                    let f = File::create(path)
-                        .with_context(|| format!("cannot create {}", path.display()))?;
+                    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
                     let mut w = BufWriter::with_capacity(1 << 20, f);
                     generator
                         .write_station(s, &mut w, |n| {
@@ -281,10 +271,7 @@ fn gen(a: GenArgs) -> Result<()> {
         }
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("generator thread panicked")))
-            })
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("generator thread panicked"))))
             .collect()
     });
     bar.finish_and_clear();
@@ -348,9 +335,9 @@ fn progress_bar(total: u64, hidden: bool) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
-    ) {
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}")
+    {
         bar.set_style(style);
     }
     bar
@@ -375,11 +362,7 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
         match inspect(open(path)?, a.fps, |_, _| {}) {
             Ok(report) => {
                 if !report.problems.is_empty() {
-                    failures.push(format!(
-                        "{}: {}",
-                        path.display(),
-                        report.problems.join("; ")
-                    ));
+                    failures.push(format!("{}: {}", path.display(), report.problems.join("; ")));
                 }
                 reports.push(FileReport {
                     file: path.clone(),
@@ -423,21 +406,13 @@ fn print_inspect(f: &FileReport) {
         r.frames,
         opt(&r.frame_bytes),
         opt(&r.header_bytes),
-        if r.legacy == Some(true) {
-            ", legacy"
-        } else {
-            ""
-        },
+        if r.legacy == Some(true) { ", legacy" } else { "" },
         opt(&r.edv)
     );
     println!(
         "samples    {}-bit {}, {} channel(s), {} samples/frame",
         opt(&r.bits_per_sample),
-        if r.complex == Some(true) {
-            "complex"
-        } else {
-            "real"
-        },
+        if r.complex == Some(true) { "complex" } else { "real" },
         opt(&r.channels),
         opt(&r.samples_per_frame)
     );
@@ -467,6 +442,9 @@ fn print_inspect(f: &FileReport) {
         r.garbage_bytes,
         r.garbage.len()
     );
+    for n in &r.notes {
+        println!("note       {n}");
+    }
     if r.problems.is_empty() {
         println!("verdict    OK");
     } else {
@@ -488,9 +466,7 @@ fn stats(a: StatsArgs) -> Result<()> {
                 unsupported = Some((header.bits_per_sample, header.complex));
                 break;
             }
-            let c = counter.get_or_insert_with(|| {
-                StateCounter::new(header.bits_per_sample, header.channels())
-            });
+            let c = counter.get_or_insert_with(|| StateCounter::new(header.bits_per_sample, header.channels()));
             c.add(&header, &bytes[header.header_len()..]);
             n += 1;
             if a.max_frames > 0 && n >= a.max_frames {
@@ -542,8 +518,7 @@ fn stats(a: StatsArgs) -> Result<()> {
         }
         println!(
             "  {:>8}  {:?}",
-            c.implied_threshold_sigma
-                .map_or("-".into(), |t| format!("{t:.3}")),
+            c.implied_threshold_sigma.map_or("-".into(), |t| format!("{t:.3}")),
             c.verdict
         );
     }
@@ -575,12 +550,7 @@ fn dump(a: DumpArgs) -> Result<()> {
     let mut out = stdout.lock();
     for ev in FrameScanner::new(open(&a.file)?) {
         let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
-        let ScanEvent::Frame {
-            offset,
-            header,
-            bytes,
-        } = ev
-        else {
+        let ScanEvent::Frame { offset, header, bytes } = ev else {
             continue;
         };
         seen += 1;

@@ -25,10 +25,7 @@ pub const LEVELS_1BIT: [f32; 2] = [-1.0, 1.0];
 fn check_bits(bits: u8) -> Result<(), CodecError> {
     match bits {
         1 | 2 => Ok(()),
-        _ => Err(CodecError::Unsupported {
-            bits,
-            complex: false,
-        }),
+        _ => Err(CodecError::Unsupported { bits, complex: false }),
     }
 }
 
@@ -54,10 +51,7 @@ pub fn pack_codes(codes: &[u8], bits: u8, out: &mut [u8]) -> Result<(), CodecErr
     let per_byte = 8 / bits as usize;
     let need = codes.len().div_ceil(per_byte);
     if out.len() != need || !codes.len().is_multiple_of(per_byte) {
-        return Err(CodecError::Length {
-            have: out.len(),
-            need,
-        });
+        return Err(CodecError::Length { have: out.len(), need });
     }
     let mask = (1u8 << bits) - 1;
     for (byte, chunk) in out.iter_mut().zip(codes.chunks_exact(per_byte)) {
@@ -73,11 +67,7 @@ pub fn pack_codes(codes: &[u8], bits: u8, out: &mut [u8]) -> Result<(), CodecErr
 /// Decode the data array of a frame to sample values, `[time][channel]` flattened
 /// (time-major), using the optimal-quantiser levels.
 pub fn decode(data: &[u8], bits: u8) -> Result<Vec<f32>, CodecError> {
-    let levels: &[f32] = if bits == 1 {
-        &LEVELS_1BIT
-    } else {
-        &LEVELS_2BIT
-    };
+    let levels: &[f32] = if bits == 1 { &LEVELS_1BIT } else { &LEVELS_2BIT };
     Ok(unpack_codes(data, bits)?
         .into_iter()
         .map(|c| levels[c as usize])
@@ -90,9 +80,7 @@ pub fn quantise(value: f32, bits: u8) -> u8 {
     if bits == 1 {
         u8::from(value >= 0.0)
     } else {
-        u8::from(value >= -TWO_BIT_THRESHOLD)
-            + u8::from(value >= 0.0)
-            + u8::from(value >= TWO_BIT_THRESHOLD)
+        u8::from(value >= -TWO_BIT_THRESHOLD) + u8::from(value >= 0.0) + u8::from(value >= TWO_BIT_THRESHOLD)
     }
 }
 

@@ -10,11 +10,7 @@ pub enum HeaderError {
     TooShort { have: usize, need: usize },
     /// A field value does not fit its width in the header.
     #[error("header field {field} = {value} exceeds its maximum {max}")]
-    FieldOutOfRange {
-        field: &'static str,
-        value: u64,
-        max: u64,
-    },
+    FieldOutOfRange { field: &'static str, value: u64, max: u64 },
     /// The frame-length field is not larger than the header itself.
     #[error("frame length {frame_len} bytes is not larger than the {header_len}-byte header")]
     FrameShorterThanHeader { frame_len: usize, header_len: usize },
@@ -62,11 +58,7 @@ pub enum LayoutError {
     },
     /// The data array does not hold a whole number of time samples.
     #[error("{data_len}-byte frames do not hold a whole number of {bits}-bit x {channels}-channel samples")]
-    IncompleteSamples {
-        data_len: usize,
-        bits: u8,
-        channels: u32,
-    },
+    IncompleteSamples { data_len: usize, bits: u8, channels: u32 },
     /// Frames per second exceed the 24-bit frame-number field.
     #[error("{0} frames per second exceed the 24-bit frame-number field")]
     TooManyFrames(u64),

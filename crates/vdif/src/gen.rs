@@ -123,10 +123,7 @@ impl Generator {
         let sigma = (1.0 + amp * amp / 2.0).sqrt();
         let threshold = (OPTIMAL_2BIT_THRESHOLD_SIGMA * sigma * SCALE).round() as i16;
         let tone_table = (0..TONE_TABLE)
-            .map(|k| {
-                (amp * SCALE * (2.0 * std::f64::consts::PI * k as f64 / TONE_TABLE as f64).cos())
-                    .round() as i16
-            })
+            .map(|k| (amp * SCALE * (2.0 * std::f64::consts::PI * k as f64 / TONE_TABLE as f64).cos()).round() as i16)
             .collect();
         Generator {
             config,
@@ -155,8 +152,7 @@ impl Generator {
         while done < out.len() {
             let block = idx / BLOCK as u64;
             let within = (idx % BLOCK as u64) as usize;
-            let off = (mix(self.config.seed ^ mix(stream ^ mix(block))) % (POOL_LEN - BLOCK) as u64)
-                as usize;
+            let off = (mix(self.config.seed ^ mix(stream ^ mix(block))) % (POOL_LEN - BLOCK) as u64) as usize;
             let n = (BLOCK - within).min(out.len() - done);
             let src = &pool[off + within..off + within + n];
             let dst = &mut out[done..done + n];
@@ -182,13 +178,7 @@ impl Generator {
         let i0 = k as i64 * n;
         let sky_stream = mix(0x736b_7900 ^ u64::from(thread));
         let noise_stream = mix(0x6e6f_6973_6500 ^ ((s as u64) << 16) ^ u64::from(thread));
-        self.stream(
-            &self.sky,
-            sky_stream,
-            i0 - self.delay_samples(s) * nct,
-            values,
-            false,
-        );
+        self.stream(&self.sky, sky_stream, i0 - self.delay_samples(s) * nct, values, false);
         self.stream(&self.noise, noise_stream, i0, values, true);
         if let Some(f) = self.config.tone_hz {
             let spf = l.samples_per_frame;
@@ -246,15 +236,7 @@ impl Generator {
 
     /// Un-quantised values, quantisation and packing of one frame's data array.
     #[inline(always)]
-    fn fill_frame(
-        &self,
-        s: usize,
-        thread: u32,
-        k: u64,
-        values: &mut [i16],
-        codes: &mut [u64],
-        data: &mut [u8],
-    ) {
+    fn fill_frame(&self, s: usize, thread: u32, k: u64, values: &mut [i16], codes: &mut [u64], data: &mut [u8]) {
         self.frame_values(s, thread, k, values);
         self.quantise_into(values, codes, data);
     }
@@ -262,27 +244,11 @@ impl Generator {
     /// [`Self::fill_frame`] compiled for AVX2: the same loops vectorise twice as wide.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn fill_frame_avx2(
-        &self,
-        s: usize,
-        thread: u32,
-        k: u64,
-        values: &mut [i16],
-        codes: &mut [u64],
-        data: &mut [u8],
-    ) {
+    fn fill_frame_avx2(&self, s: usize, thread: u32, k: u64, values: &mut [i16], codes: &mut [u64], data: &mut [u8]) {
         self.fill_frame(s, thread, k, values, codes, data);
     }
 
-    fn fill_frame_best(
-        &self,
-        s: usize,
-        thread: u32,
-        k: u64,
-        values: &mut [i16],
-        codes: &mut [u64],
-        data: &mut [u8],
-    ) {
+    fn fill_frame_best(&self, s: usize, thread: u32, k: u64, values: &mut [i16], codes: &mut [u64], data: &mut [u8]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked at run time just above.
@@ -309,8 +275,7 @@ impl Generator {
         let frames_total = u64::from(self.config.seconds) * u64::from(l.frames_per_second);
         // Write in chunks of ~4 MiB so syscalls are few and progress is smooth.
         let frames_per_chunk = ((4 << 20) / (l.frame_len * l.threads as usize)).max(1) as u64;
-        let mut chunk =
-            Vec::with_capacity(frames_per_chunk as usize * l.frame_len * l.threads as usize);
+        let mut chunk = Vec::with_capacity(frames_per_chunk as usize * l.frame_len * l.threads as usize);
         let mut written = 0u64;
         let mut k = 0u64;
         while k < frames_total {
@@ -318,8 +283,7 @@ impl Generator {
             let end = (k + frames_per_chunk).min(frames_total);
             for kk in k..end {
                 for thread in 0..l.threads {
-                    header.seconds =
-                        self.config.start_seconds + (kk / u64::from(l.frames_per_second)) as u32;
+                    header.seconds = self.config.start_seconds + (kk / u64::from(l.frames_per_second)) as u32;
                     header.frame_number = (kk % u64::from(l.frames_per_second)) as u32;
                     header.thread_id = thread as u16;
                     let at = chunk.len();

@@ -96,9 +96,7 @@ impl VdifHeader {
 
     /// Bits occupied by one time sample of all channels.
     pub fn bits_per_time_sample(&self) -> u64 {
-        u64::from(self.bits_per_sample)
-            * u64::from(self.channels())
-            * if self.complex { 2 } else { 1 }
+        u64::from(self.bits_per_sample) * u64::from(self.channels()) * if self.complex { 2 } else { 1 }
     }
 
     /// Time samples per frame (data bits / bits per complete sample).
@@ -115,8 +113,10 @@ impl VdifHeader {
 
     /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz.
     ///
-    /// Word 4 bit 23 gives the unit (0 kHz, 1 MHz) and bits 22–0 the rate (VDIF EDV registry,
-    /// EDV 1 and EDV 3 documents). Other EDVs carry no rate.
+    /// Word 4 bit 23 gives the unit (0 kHz, 1 MHz) and bits 22–0 the value (VDIF EDV registry,
+    /// EDV 1 and EDV 3 documents). The value is the complex sample rate, i.e. half the rate of
+    /// real samples (the channel bandwidth) — the reading of the VLBA EDV 3 document that
+    /// baseband and DiFX share. Other EDVs carry no rate.
     pub fn header_sample_rate_hz(&self) -> Option<f64> {
         if self.legacy || !matches!(self.edv(), 1 | 3) {
             return None;
@@ -126,11 +126,8 @@ impl VdifHeader {
         if value == 0.0 {
             return None;
         }
-        Some(if w & 0x80_0000 != 0 {
-            value * 1e6
-        } else {
-            value * 1e3
-        })
+        let unit = if w & 0x80_0000 != 0 { 1e6 } else { 1e3 };
+        Some(value * unit * if self.complex { 1.0 } else { 2.0 })
     }
 
     /// Parse a header from the start of `bytes` (at least 16 bytes; 32 unless legacy).
@@ -143,14 +140,7 @@ impl VdifHeader {
                 need: LEGACY_HEADER_LEN,
             });
         }
-        let word = |i: usize| {
-            u32::from_le_bytes([
-                bytes[4 * i],
-                bytes[4 * i + 1],
-                bytes[4 * i + 2],
-                bytes[4 * i + 3],
-            ])
-        };
+        let word = |i: usize| u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
         let (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3));
         let legacy = w0 & (1 << 30) != 0;
         let mut extended = [0u32; 4];
@@ -197,11 +187,7 @@ impl VdifHeader {
             ("frame_number", u64::from(self.frame_number), (1 << 24) - 1),
             ("version", u64::from(self.version), 7),
             ("log2_channels", u64::from(self.log2_channels), 31),
-            (
-                "frame_len_units",
-                u64::from(self.frame_len_units),
-                (1 << 24) - 1,
-            ),
+            ("frame_len_units", u64::from(self.frame_len_units), (1 << 24) - 1),
             ("thread_id", u64::from(self.thread_id), 1023),
             (
                 "bits_per_sample - 1",
@@ -247,16 +233,11 @@ impl VdifHeader {
         self.check_ranges()?;
         let need = self.header_len();
         if out.len() < need {
-            return Err(HeaderError::TooShort {
-                have: out.len(),
-                need,
-            });
+            return Err(HeaderError::TooShort { have: out.len(), need });
         }
         let w0 = (u32::from(self.invalid) << 31) | (u32::from(self.legacy) << 30) | self.seconds;
         let w1 = (u32::from(self.ref_epoch) << 24) | self.frame_number;
-        let w2 = (u32::from(self.version) << 29)
-            | (u32::from(self.log2_channels) << 24)
-            | self.frame_len_units;
+        let w2 = (u32::from(self.version) << 29) | (u32::from(self.log2_channels) << 24) | self.frame_len_units;
         let w3 = (u32::from(self.complex) << 31)
             | (u32::from(self.bits_per_sample - 1) << 26)
             | (u32::from(self.thread_id) << 16)

@@ -116,9 +116,14 @@ pub struct InspectReport {
     pub truncated: Option<(u64, u64, u64)>,
     /// Per thread.
     pub per_thread: BTreeMap<u16, ThreadSummary>,
-    /// Human-readable problems, each naming an offset where one applies.
+    /// Human-readable problems, each naming an offset where one applies (exit code 1).
     pub problems: Vec<String>,
+    /// Remarks that are not faults (e.g. the frame rate cannot be known from a short file).
+    pub notes: Vec<String>,
 }
+
+/// A thread whose time is further than this from the first frame is reported as inconsistent.
+pub const MAX_TIME_SPREAD_S: u32 = 86_400;
 
 /// Errors of inspection.
 #[derive(Debug, thiserror::Error)]
@@ -151,10 +156,7 @@ impl Tracker {
         if self.fps.is_none() {
             // The rate is learnt when a thread crosses a second boundary: all frames of the
             // earlier second have then been seen (frames are in time order within a thread).
-            let crossed = self
-                .threads
-                .get(&thread)
-                .is_some_and(|(t, _)| sec > t.last.0);
+            let crossed = self.threads.get(&thread).is_some_and(|(t, _)| sec > t.last.0);
             if crossed || self.pending.len() >= MAX_PENDING {
                 self.fps = Some(self.max_frame + 1);
                 self.source = Some("frame numbers".into());
@@ -242,11 +244,7 @@ pub fn inspect<R: Read>(
     let mut first_garbage_reason = None;
     for ev in FrameScanner::new(reader) {
         match ev? {
-            ScanEvent::Frame {
-                header,
-                bytes,
-                offset,
-            } => {
+            ScanEvent::Frame { header, bytes, offset } => {
                 report_bytes = report_bytes.max(offset + bytes.len() as u64);
                 if first.is_none() {
                     first = Some(header);
@@ -264,32 +262,18 @@ pub fn inspect<R: Read>(
                 tracker.count(&header);
                 on_frame(&header, &bytes[header.header_len()..]);
             }
-            ScanEvent::Garbage {
-                offset,
-                len,
-                reason,
-            } => {
+            ScanEvent::Garbage { offset, len, reason } => {
                 report_bytes = report_bytes.max(offset + len);
                 garbage_bytes += len;
-                problems.push(format!(
-                    "offset {offset}: {len} bytes of garbage skipped ({reason})"
-                ));
+                problems.push(format!("offset {offset}: {len} bytes of garbage skipped ({reason})"));
                 if first_garbage_reason.is_none() && offset == 0 {
                     first_garbage_reason = Some(reason.clone());
                 }
                 if garbage.len() < MAX_LISTED {
-                    garbage.push(GarbageRegion {
-                        offset,
-                        len,
-                        reason,
-                    });
+                    garbage.push(GarbageRegion { offset, len, reason });
                 }
             }
-            ScanEvent::Truncated {
-                offset,
-                len,
-                expected,
-            } => {
+            ScanEvent::Truncated { offset, len, expected } => {
                 report_bytes = report_bytes.max(offset + len);
                 problems.push(format!(
                     "offset {offset}: last frame truncated ({len} of {expected} bytes)"
@@ -305,14 +289,16 @@ pub fn inspect<R: Read>(
         return Err(InspectError::NotVdif {
             bytes: report_bytes,
             reason: first_garbage_reason
-                .or_else(|| {
-                    truncated.map(|(_, l, e)| format!("one truncated frame ({l} of {e} bytes)"))
-                })
+                .or_else(|| truncated.map(|(_, l, e)| format!("one truncated frame ({l} of {e} bytes)")))
                 .unwrap_or_default(),
         });
     };
+    let mut notes = Vec::new();
     if tracker.fps.is_none() && !tracker.pending.is_empty() {
-        problems.push("frame rate unknown: the file spans less than one second and its header states no sample rate (pass --fps)".into());
+        notes.push(
+            "frame rate unknown: the file spans less than one second and its header states no sample rate (pass --fps)"
+                .into(),
+        );
     }
     if let Some(fps) = tracker.fps {
         if tracker.max_frame >= fps {
@@ -324,21 +310,29 @@ pub fn inspect<R: Read>(
     }
     let fps = tracker.fps;
     let spf = h0.samples_per_frame();
-    let per_thread: BTreeMap<u16, ThreadSummary> = tracker
-        .threads
-        .iter()
-        .map(|(k, (t, _))| (*k, t.clone()))
-        .collect();
+    let per_thread: BTreeMap<u16, ThreadSummary> = tracker.threads.iter().map(|(k, (t, _))| (*k, t.clone())).collect();
     let nthreads = per_thread.len() as f64;
-    let (start, end) =
-        per_thread
-            .values()
-            .fold((None::<(u32, u32)>, None::<(u32, u32)>), |(s, e), t| {
-                (
-                    Some(s.map_or(t.first, |s| s.min(t.first))),
-                    Some(e.map_or(t.last, |e| e.max(t.last))),
-                )
-            });
+    // Times are taken relative to the first frame in the file (as baseband does); a thread
+    // whose clock is far from it is a fault of the recorder, reported, and left out of the span.
+    for (id, t) in &per_thread {
+        if t.first.0.abs_diff(h0.seconds) > MAX_TIME_SPREAD_S {
+            problems.push(format!(
+                "thread {id}: time {} is {} s away from the first frame ({})",
+                iso(h0.ref_epoch, t.first.0, 0.0),
+                i64::from(t.first.0) - i64::from(h0.seconds),
+                iso(h0.ref_epoch, h0.seconds, 0.0)
+            ));
+        }
+    }
+    let (start, end) = per_thread
+        .values()
+        .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
+        .fold((None::<(u32, u32)>, None::<(u32, u32)>), |(s, e), t| {
+            (
+                Some(s.map_or(t.first, |s| s.min(t.first))),
+                Some(e.map_or(t.last, |e| e.max(t.last))),
+            )
+        });
     let frac = |(_, f): (u32, u32)| fps.map(|r| f64::from(f) / f64::from(r));
     let start_utc = start.and_then(|s| {
         if s.1 == 0 {
@@ -353,11 +347,7 @@ pub fn inspect<R: Read>(
             let first = u64::from(s.0) * u64::from(r) + u64::from(s.1);
             let secs = (after / u64::from(r)) as u32;
             (
-                Some(iso(
-                    h0.ref_epoch,
-                    secs,
-                    (after % u64::from(r)) as f64 / f64::from(r),
-                )),
+                Some(iso(h0.ref_epoch, secs, (after % u64::from(r)) as f64 / f64::from(r))),
                 Some((after - first) as f64 / f64::from(r)),
             )
         }
@@ -367,10 +357,7 @@ pub fn inspect<R: Read>(
     let missing: u64 = per_thread.values().map(|t| t.missing).sum();
     let ooo: u64 = per_thread.values().map(|t| t.out_of_order).sum();
     if missing > 0 {
-        problems.push(format!(
-            "{missing} frames missing in {} gap(s)",
-            tracker.gaps
-        ));
+        problems.push(format!("{missing} frames missing in {} gap(s)", tracker.gaps));
     }
     if ooo > 0 {
         problems.push(format!("{ooo} frames out of time order or repeated"));
@@ -407,5 +394,6 @@ pub fn inspect<R: Read>(
         truncated,
         per_thread,
         problems,
+        notes,
     })
 }

@@ -34,13 +34,7 @@ pub struct FrameLayout {
 impl FrameLayout {
     /// Check and derive a layout. `rate_bps` counts sample bits only, as VLBI rates do
     /// ("512 Mb/s" = 8 channels × 32 MS/s × 2 bits).
-    pub fn new(
-        rate_bps: f64,
-        bits: u8,
-        channels: u32,
-        threads: u32,
-        data_len: usize,
-    ) -> Result<Self, LayoutError> {
+    pub fn new(rate_bps: f64, bits: u8, channels: u32, threads: u32, data_len: usize) -> Result<Self, LayoutError> {
         if !(1..=2).contains(&bits) {
             return Err(LayoutError::Bits(bits));
         }
@@ -53,10 +47,7 @@ impl FrameLayout {
         if !data_len.is_multiple_of(8) {
             return Err(LayoutError::NotMultipleOf8(data_len));
         }
-        if channels == 0
-            || !channels.is_multiple_of(threads)
-            || !(channels / threads).is_power_of_two()
-        {
+        if channels == 0 || !channels.is_multiple_of(threads) || !(channels / threads).is_power_of_two() {
             return Err(LayoutError::Channels { channels, threads });
         }
         let cpt = channels / threads;

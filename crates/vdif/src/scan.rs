@@ -11,9 +11,6 @@ use std::io::{self, Read};
 
 use crate::header::{VdifHeader, LEGACY_HEADER_LEN, MAX_FRAME_LEN};
 
-/// A header further than this from the previous good frame is taken as corruption, not data.
-pub const MAX_TIME_JUMP_S: u32 = 86_400;
-
 /// Something found in the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanEvent {
@@ -84,7 +81,6 @@ pub struct FrameScanner<R: Read> {
     buf_offset: u64,
     eof: bool,
     template: Option<Template>,
-    last_seconds: u32,
     /// Frames whose header is not consistent on its own are never reported as frames.
     done: bool,
 }
@@ -101,7 +97,6 @@ impl<R: Read> FrameScanner<R> {
             buf_offset: 0,
             eof: false,
             template: None,
-            last_seconds: 0,
             done: false,
         }
     }
@@ -115,8 +110,9 @@ impl<R: Read> FrameScanner<R> {
                 self.pos = 0;
             }
             let old = self.buf.len();
-            let want = (n - (old - self.pos)).max(READ_CHUNK);
-            self.buf.resize(old + want, 0);
+            // Grow by one chunk per read: a header claiming a huge length must not make us
+            // zero-fill hundreds of megabytes that the stream may never supply.
+            self.buf.resize(old + READ_CHUNK, 0);
             let got = loop {
                 match self.reader.read(&mut self.buf[old..]) {
                     Ok(k) => break k,
@@ -148,9 +144,7 @@ impl<R: Read> FrameScanner<R> {
         if let Some(t) = template {
             // Cheap pre-check on word 2 (version, channels, length) before a full parse.
             let w2 = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-            let want = (u32::from(t.version) << 29)
-                | (u32::from(t.log2_channels) << 24)
-                | t.frame_len_units;
+            let want = (u32::from(t.version) << 29) | (u32::from(t.log2_channels) << 24) | t.frame_len_units;
             if w2 != want {
                 return None;
             }
@@ -160,29 +154,41 @@ impl<R: Read> FrameScanner<R> {
             return None;
         }
         match template {
-            Some(t) => (Template::of(&h) == *t
-                && h.seconds.abs_diff(self.last_seconds) <= MAX_TIME_JUMP_S)
-                .then_some(h),
+            Some(t) => (Template::of(&h) == *t).then_some(h),
             None => Some(h),
         }
     }
 
-    /// Whether a candidate first header at `idx` is confirmed: the next header agrees with it,
-    /// or the stream ends right after it (a one-frame file) or within a header's length.
+    /// Whether a candidate first header at `idx` is confirmed by the stream around it:
+    /// - the next compatible header sits exactly one frame later, or the stream ends there;
+    /// - or the next compatible header comes later than that (junk after a complete frame).
+    ///
+    /// A compatible header *inside* the candidate means the candidate is a truncated frame,
+    /// and a candidate running past the end is rejected: random bytes often claim a huge length.
     fn confirmed(&mut self, idx: usize, h: &VdifHeader) -> io::Result<bool> {
         let len = h.frame_len();
+        let hdr = h.header_len();
         let rel = idx - self.pos;
-        let have = self.fill(rel + len + LEGACY_HEADER_LEN.max(h.header_len()))?;
-        if have < rel + len + h.header_len() {
+        let have = self.fill(rel + 2 * len + hdr)?;
+        if have < rel + len {
+            return Ok(false);
+        }
+        if have < rel + len + hdr {
             return Ok(true);
         }
         let t = Template::of(h);
-        let saved = self.last_seconds;
-        self.last_seconds = h.seconds;
         // fill() may have compacted the buffer, so index from `pos` again.
-        let ok = self.compatible(self.pos + rel + len, Some(&t)).is_some();
-        self.last_seconds = saved;
-        Ok(ok)
+        let base = self.pos + rel;
+        if self.compatible(base + len, Some(&t)).is_some() {
+            return Ok(true);
+        }
+        let last = (rel + 2 * len).min(have.saturating_sub(hdr));
+        for p in rel + 1..=last {
+            if self.compatible(self.pos + p, Some(&t)).is_some() {
+                return Ok(p > rel + len);
+            }
+        }
+        Ok(false)
     }
 
     /// Is there an acceptable frame start at `idx`?
@@ -200,16 +206,12 @@ impl<R: Read> FrameScanner<R> {
         match VdifHeader::parse_valid(bytes) {
             Err(e) => format!("not a VDIF header: {e}"),
             Ok(h) => match &self.template {
-                Some(t) if Template::of(&h) != *t => format!(
+                Some(_) => format!(
                     "header does not match the stream (station {}, {} B frames, {} bit x {} ch)",
                     h.station_name(),
                     h.frame_len(),
                     h.bits_per_sample,
                     h.channels()
-                ),
-                Some(_) => format!(
-                    "time jumps by {} s",
-                    i64::from(h.seconds) - i64::from(self.last_seconds)
                 ),
                 None => "header not confirmed by a following frame".to_string(),
             },
@@ -275,7 +277,6 @@ impl<R: Read> FrameScanner<R> {
         let bytes = self.buf[self.pos..self.pos + len].to_vec();
         self.pos += len;
         self.template = Some(Template::of(&h));
-        self.last_seconds = h.seconds;
         Ok(ScanEvent::Frame {
             offset,
             header: h,

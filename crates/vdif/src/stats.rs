@@ -150,13 +150,7 @@ impl StateCounter {
                 let samples: u64 = c.iter().sum();
                 let fractions: Vec<f64> = c
                     .iter()
-                    .map(|&n| {
-                        if samples == 0 {
-                            0.0
-                        } else {
-                            n as f64 / samples as f64
-                        }
-                    })
+                    .map(|&n| if samples == 0 { 0.0 } else { n as f64 / samples as f64 })
                     .collect();
                 let dev = fractions
                     .iter()

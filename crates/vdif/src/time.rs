@@ -39,10 +39,7 @@ pub fn parse_start(s: &str) -> Result<i64, String> {
     }
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp())
-        .or_else(|_| {
-            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S")
-                .map(|t| t.and_utc().timestamp())
-        })
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").map(|t| t.and_utc().timestamp()))
         .map_err(|e| format!("{s:?} is not a UTC time like 2026-11-23T12:00:00Z ({e})"))
 }
 
@@ -58,9 +55,6 @@ mod tests {
         let (e, s) = to_epoch(parse_start("2014-06-16T05:56:07Z").unwrap()).unwrap();
         assert_eq!(e, 28);
         assert_eq!(iso(e, s, 0.0), "2014-06-16T05:56:07.000000000Z");
-        assert_eq!(
-            to_epoch(parse_start("2026-07-01T00:00:00Z").unwrap()),
-            Some((53, 0))
-        );
+        assert_eq!(to_epoch(parse_start("2026-07-01T00:00:00Z").unwrap()), Some((53, 0)));
     }
 }

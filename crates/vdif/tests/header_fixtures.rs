@@ -1,0 +1,129 @@
+//! Header layout pinned with literal bytes (VDIF 1.1.1 Table 1), parse/emit round trips, and
+//! the guarantee that arbitrary bytes never panic the parser.
+
+use proptest::prelude::*;
+use vdif::{HeaderError, VdifHeader};
+
+/// A hand-assembled header: invalid=1, legacy=0, seconds=0x0123_4567, epoch=53, frame 0x00_0abc,
+/// version 1, log2(ch)=3, length 1004 units (8032 B), real, 2-bit, thread 5, station "Ef",
+/// EDV 3 with word 4 = 0x0380_0010 (MHz, 16), word 5 = 0xACAB_FEED.
+const FIXTURE: [u8; 32] = [
+    0x67, 0x45, 0x23, 0x81, // w0: invalid bit 31, seconds
+    0xbc, 0x0a, 0x00, 0x35, // w1: epoch 53 in bits 29-24, frame 0xabc
+    0xec, 0x03, 0x00, 0x23, // w2: version 1 (bits 31-29), log2ch 3, length 1004
+    0x66, 0x45, 0x05, 0x04, // w3: real, bits-1 = 1, thread 5, station 0x4566 "Ef"
+    0x10, 0x00, 0x80, 0x03, // w4: EDV 3, MHz unit, rate field 16
+    0xed, 0xfe, 0xab, 0xac, // w5
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+];
+
+#[test]
+fn fixture_parses_to_every_field() {
+    let h = VdifHeader::parse_valid(&FIXTURE).unwrap();
+    assert!(h.invalid);
+    assert!(!h.legacy);
+    assert_eq!(h.seconds, 0x0123_4567);
+    assert_eq!(h.ref_epoch, 53);
+    assert_eq!(h.frame_number, 0xabc);
+    assert_eq!(h.version, 1);
+    assert_eq!(h.channels(), 8);
+    assert_eq!(h.frame_len(), 8032);
+    assert_eq!(h.data_len(), 8000);
+    assert!(!h.complex);
+    assert_eq!(h.bits_per_sample, 2);
+    assert_eq!(h.thread_id, 5);
+    assert_eq!(h.station_name(), "Ef");
+    assert_eq!(h.edv(), 3);
+    assert_eq!(h.extended, [0x0380_0010, 0xacab_feed, 0, 0]);
+    // EDV 3 field 16 MHz is the complex rate: real sampling at 32 MS/s.
+    assert_eq!(h.header_sample_rate_hz(), Some(32e6));
+    assert_eq!(h.samples_per_frame(), 4000);
+    assert_eq!(h.to_bytes().unwrap(), FIXTURE.to_vec());
+}
+
+#[test]
+fn legacy_header_is_16_bytes() {
+    let mut b = FIXTURE[..16].to_vec();
+    b[3] |= 0x40; // legacy bit 30 of word 0
+    let h = VdifHeader::parse_valid(&b).unwrap();
+    assert!(h.legacy);
+    assert_eq!(h.header_len(), 16);
+    assert_eq!(h.data_len(), 8016);
+    assert_eq!(h.extended, [0; 4]);
+    assert_eq!(h.header_sample_rate_hz(), None);
+    assert_eq!(h.to_bytes().unwrap(), b);
+}
+
+#[test]
+fn typed_errors() {
+    assert_eq!(VdifHeader::parse(&FIXTURE[..15]), Err(HeaderError::TooShort { have: 15, need: 16 }));
+    assert_eq!(VdifHeader::parse(&FIXTURE[..20]), Err(HeaderError::TooShort { have: 20, need: 32 }));
+    let mut short = FIXTURE;
+    short[8] = 4; // 4 units = 32 bytes: no data array
+    short[9] = 0;
+    assert!(matches!(VdifHeader::parse_valid(&short), Err(HeaderError::FrameShorterThanHeader { .. })));
+    let mut odd = FIXTURE;
+    odd[15] = (odd[15] & 0x83) | (2 << 2); // 3 bits/sample x 8 channels = 24 bits; 8000*8 % 24 != 0
+    assert!(matches!(VdifHeader::parse_valid(&odd), Err(HeaderError::IncompleteSamples { bits_per_sample: 3, .. })));
+    let mut h = VdifHeader::parse(&FIXTURE).unwrap();
+    h.thread_id = 1024;
+    assert!(matches!(h.to_bytes(), Err(HeaderError::FieldOutOfRange { field: "thread_id", .. })));
+}
+
+#[test]
+fn vtp_prefix_is_little_endian() {
+    let mut frame = FIXTURE.to_vec();
+    frame.resize(8032, 0);
+    let mut dgram = Vec::new();
+    vdif::vtp::encode(0x0102_0304_0506_0708, &frame, &mut dgram);
+    assert_eq!(&dgram[..8], &[0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01]);
+    let d = vdif::vtp::decode(&dgram).unwrap();
+    assert_eq!(d.seq, 0x0102_0304_0506_0708);
+    assert_eq!(d.frame.len(), 8032);
+    assert!(matches!(vdif::vtp::decode(&dgram[..27]), Err(vdif::VtpError::Header(_))));
+    assert!(matches!(vdif::vtp::decode(&dgram[..20]), Err(vdif::VtpError::TooShort(20))));
+    assert!(matches!(vdif::vtp::decode(&dgram[..4000]), Err(vdif::VtpError::LengthMismatch { header: 8032, carried: 3992 })));
+}
+
+fn arb_header() -> impl Strategy<Value = VdifHeader> {
+    (
+        (any::<bool>(), any::<bool>(), 0u32..(1 << 30), 0u8..64, 0u32..(1 << 24), 0u8..8),
+        (0u8..32, 0u32..(1 << 24), any::<bool>(), 1u8..=32, 0u16..1024, any::<u16>(), any::<[u32; 4]>()),
+    )
+        .prop_map(|((invalid, legacy, seconds, ref_epoch, frame_number, version), (l2, len, complex, bits, thread_id, station_id, ext))| {
+            VdifHeader {
+                invalid,
+                legacy,
+                seconds,
+                ref_epoch,
+                frame_number,
+                version,
+                log2_channels: l2,
+                frame_len_units: len,
+                complex,
+                bits_per_sample: bits,
+                thread_id,
+                station_id,
+                extended: if legacy { [0; 4] } else { ext },
+            }
+        })
+}
+
+proptest! {
+    #[test]
+    fn emit_parse_roundtrip(h in arb_header()) {
+        let bytes = h.to_bytes().unwrap();
+        prop_assert_eq!(VdifHeader::parse(&bytes).unwrap(), h);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        if let Ok(h) = VdifHeader::parse(&bytes) {
+            let _ = h.validate();
+            let _ = h.samples_per_frame();
+            let _ = h.header_sample_rate_hz();
+            let _ = h.station_name();
+        }
+        let _ = vdif::vtp::decode(&bytes);
+    }
+}

@@ -1,0 +1,132 @@
+//! The frame scanner over clean, corrupted, truncated and random streams.
+
+use proptest::prelude::*;
+use vdif::gen::{GenConfig, Generator, StationSpec};
+use vdif::{FrameLayout, FrameScanner, ScanEvent};
+
+/// `seconds` of a small 2-station-compatible stream: 8 Mb/s, 2 threads, 1000-byte frames.
+fn stream(seconds: u32) -> (Vec<u8>, usize) {
+    let layout = FrameLayout::new(8e6, 2, 2, 2, 1000).unwrap();
+    let config = GenConfig {
+        layout,
+        stations: vec![StationSpec { name: "Ef".into(), id: vdif::parse_station("Ef").unwrap(), delay_s: 0.0 }],
+        seconds,
+        ref_epoch: 52,
+        start_seconds: 1000,
+        snr: 0.0,
+        tone_hz: None,
+        tone_amplitude: 0.0,
+        seed: 3,
+    };
+    let mut out = Vec::new();
+    Generator::new(config).write_station(0, &mut out, |_| {}).unwrap();
+    (out, layout.frame_len)
+}
+
+fn events(bytes: &[u8]) -> Vec<ScanEvent> {
+    FrameScanner::new(bytes).collect::<Result<Vec<_>, _>>().unwrap()
+}
+
+fn frames(ev: &[ScanEvent]) -> usize {
+    ev.iter().filter(|e| matches!(e, ScanEvent::Frame { .. })).count()
+}
+
+#[test]
+fn clean_stream() {
+    let (s, flen) = stream(1);
+    let ev = events(&s);
+    assert_eq!(frames(&ev), s.len() / flen);
+    assert_eq!(ev.len(), s.len() / flen);
+}
+
+#[test]
+fn empty_stream_has_no_events() {
+    assert!(events(&[]).is_empty());
+}
+
+#[test]
+fn garbage_between_frames_is_located() {
+    let (s, flen) = stream(1);
+    let mut bad = s[..10 * flen].to_vec();
+    bad.extend((0..777u32).map(|i| (i * 37 % 251) as u8));
+    bad.extend_from_slice(&s[10 * flen..]);
+    let ev = events(&bad);
+    assert_eq!(frames(&ev), s.len() / flen);
+    let g: Vec<_> = ev.iter().filter_map(|e| if let ScanEvent::Garbage { offset, len, .. } = e { Some((*offset, *len)) } else { None }).collect();
+    assert_eq!(g, vec![((10 * flen) as u64, 777)]);
+}
+
+#[test]
+fn leading_garbage_and_corrupted_header() {
+    let (s, flen) = stream(1);
+    let mut bad = vec![0xffu8; 13];
+    bad.extend_from_slice(&s);
+    // Zero the header of frame 5: its whole frame becomes garbage.
+    let at = 13 + 5 * flen;
+    bad[at..at + 32].fill(0);
+    let ev = events(&bad);
+    assert_eq!(frames(&ev), s.len() / flen - 1);
+    let g: Vec<_> = ev.iter().filter_map(|e| if let ScanEvent::Garbage { offset, len, .. } = e { Some((*offset, *len)) } else { None }).collect();
+    assert_eq!(g, vec![(0, 13), (at as u64, flen as u64)]);
+}
+
+#[test]
+fn truncated_tail() {
+    let (s, flen) = stream(1);
+    let cut = &s[..3 * flen + 500];
+    let ev = events(cut);
+    assert_eq!(frames(&ev), 3);
+    assert_eq!(ev.last(), Some(&ScanEvent::Truncated { offset: (3 * flen) as u64, len: 500, expected: flen as u64 }));
+}
+
+#[test]
+fn random_bytes_are_all_garbage() {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let bytes: Vec<u8> = (0..200_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let ev = events(&bytes);
+    assert_eq!(frames(&ev), 0);
+    let skipped: u64 = ev.iter().map(|e| if let ScanEvent::Garbage { len, .. } = e { *len } else { 0 }).sum();
+    assert_eq!(skipped, bytes.len() as u64);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Garbage of any content and length inserted anywhere never costs a frame that is intact,
+    /// and every byte is accounted for exactly once.
+    #[test]
+    fn garbage_never_costs_intact_frames(cuts in proptest::collection::vec((0usize..40, proptest::collection::vec(any::<u8>(), 1..300)), 0..5)) {
+        let (s, flen) = stream(1);
+        let s = &s[..40 * flen];
+        let mut bad = Vec::new();
+        let mut cuts = cuts;
+        cuts.sort_by_key(|c| c.0);
+        let mut prev = 0;
+        for (frame, junk) in &cuts {
+            bad.extend_from_slice(&s[prev * flen..frame * flen]);
+            bad.extend_from_slice(junk);
+            prev = *frame;
+        }
+        bad.extend_from_slice(&s[prev * flen..]);
+        let ev = events(&bad);
+        prop_assert_eq!(frames(&ev), 40);
+        let total: u64 = ev.iter().map(|e| match e {
+            ScanEvent::Frame { bytes, .. } => bytes.len() as u64,
+            ScanEvent::Garbage { len, .. } => *len,
+            ScanEvent::Truncated { len, .. } => *len,
+        }).sum();
+        prop_assert_eq!(total, bad.len() as u64);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let _ = events(&bytes);
+        let _ = vdif::inspect::inspect(&bytes[..], None, |_, _| {});
+    }
+}

@@ -131,6 +131,9 @@ pub struct DumpArgs {
     /// Frames to skip first.
     #[arg(long, default_value_t = 0)]
     skip: u64,
+    /// Print headers only (no samples): fast over whole files.
+    #[arg(long)]
+    headers_only: bool,
 }
 
 pub fn run(cmd: VdifCommand) -> Result<()> {
@@ -558,7 +561,7 @@ fn dump(a: DumpArgs) -> Result<()> {
             continue;
         }
         let data = &bytes[header.header_len()..];
-        let samples = (!header.complex)
+        let samples = (!header.complex && !a.headers_only)
             .then(|| vdif::codec::decode(data, header.bits_per_sample).ok())
             .flatten()
             .map(|v| vdif::codec::deinterleave(&v, header.channels() as usize));
@@ -569,8 +572,14 @@ fn dump(a: DumpArgs) -> Result<()> {
             edv: header.edv(),
             samples,
         };
-        serde_json::to_writer(&mut out, &line)?;
-        writeln!(out)?;
+        let written = serde_json::to_writer(&mut out, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|_| writeln!(out));
+        match written {
+            // The reader (e.g. `head`) has seen enough: not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            other => other?,
+        }
         printed += 1;
         if printed >= a.frames {
             break;

@@ -6,7 +6,10 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn evlbi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_evlbi")).args(args).output().expect("run evlbi")
+    Command::new(env!("CARGO_BIN_EXE_evlbi"))
+        .args(args)
+        .output()
+        .expect("run evlbi")
 }
 
 fn stdout(o: &Output) -> String {
@@ -20,9 +23,31 @@ fn stderr(o: &Output) -> String {
 /// Generate Ef and Wb (64 Mb/s, 4 ch, 2 s) into `dir`; returns the gen JSON report.
 fn gen(dir: &Path, seed: &str) -> Value {
     let o = evlbi(&[
-        "vdif", "gen", "--stations", "Ef,Wb", "--rate", "64M", "--channels", "4", "--frame", "8000", "--seconds", "2",
-        "--delay", "Wb=1.5us", "--snr", "0.02", "--tone", "1.2MHz", "--seed", seed, "--start", "2026-03-01T12:00:00Z",
-        "--out", dir.to_str().unwrap(), "--json",
+        "vdif",
+        "gen",
+        "--stations",
+        "Ef,Wb",
+        "--rate",
+        "64M",
+        "--channels",
+        "4",
+        "--frame",
+        "8000",
+        "--seconds",
+        "2",
+        "--delay",
+        "Wb=1.5us",
+        "--snr",
+        "0.02",
+        "--tone",
+        "1.2MHz",
+        "--seed",
+        seed,
+        "--start",
+        "2026-03-01T12:00:00Z",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
     ]);
     assert!(o.status.success(), "gen failed: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).expect("gen --json prints JSON")
@@ -58,7 +83,10 @@ fn gen_then_inspect_agree() {
     // Human output names the essentials.
     let o = evlbi(&["vdif", "inspect", ef.to_str().unwrap()]);
     let text = stdout(&o);
-    assert!(text.contains("station    Ef") && text.contains("1000 frames/s") && text.contains("verdict    OK"), "{text}");
+    assert!(
+        text.contains("station    Ef") && text.contains("1000 frames/s") && text.contains("verdict    OK"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -99,7 +127,15 @@ fn stats_gives_gaussian_verdict_and_flags_a_dead_sampler() {
 fn dump_prints_headers_and_samples() {
     let d = tmp();
     gen(d.path(), "1");
-    let o = evlbi(&["vdif", "dump", "--frames", "2", "--skip", "1", d.path().join("Ef.vdif").to_str().unwrap()]);
+    let o = evlbi(&[
+        "vdif",
+        "dump",
+        "--frames",
+        "2",
+        "--skip",
+        "1",
+        d.path().join("Ef.vdif").to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     let lines: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
@@ -134,16 +170,32 @@ fn bad_files_give_clear_errors() {
     bad_len[7 * 8032 + 8..7 * 8032 + 11].copy_from_slice(&[0xf4, 0x01, 0x00]);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("empty.vdif", vec![], "the file is empty"),
-        ("random.vdif", random, "no VDIF frame found in 100000 bytes; at offset 0"),
-        ("text.vdif", b"SIMPLE  = T / this is a FITS file, not VDIF\n".repeat(50), "no VDIF frame found"),
-        ("truncated.vdif", good[..5 * 8032 + 1000].to_vec(), "offset 40160: last frame truncated (1000 of 8032 bytes)"),
+        (
+            "random.vdif",
+            random,
+            "no VDIF frame found in 100000 bytes; at offset 0",
+        ),
+        (
+            "text.vdif",
+            b"SIMPLE  = T / this is a FITS file, not VDIF\n".repeat(50),
+            "no VDIF frame found",
+        ),
+        (
+            "truncated.vdif",
+            good[..5 * 8032 + 1000].to_vec(),
+            "offset 40160: last frame truncated (1000 of 8032 bytes)",
+        ),
         ("badlen.vdif", bad_len, "offset 56224: 8032 bytes of garbage skipped"),
     ];
     for (name, bytes, want) in cases {
         let p = write(d.path(), name, &bytes);
         let o = evlbi(&["vdif", "inspect", p.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{name}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{name}: stderr {:?} lacks {want:?}", stderr(&o));
+        assert!(
+            stderr(&o).contains(want),
+            "{name}: stderr {:?} lacks {want:?}",
+            stderr(&o)
+        );
         assert!(!stderr(&o).contains("panicked"), "{name}");
         // stats and dump fail cleanly too.
         let o = evlbi(&["vdif", "stats", p.to_str().unwrap()]);
@@ -186,7 +238,10 @@ fn usage_errors_exit_2() {
 fn help_teaches_with_examples() {
     let o = evlbi(&["vdif", "gen", "--help"]);
     let h = stdout(&o);
-    assert!(h.contains("Examples:") && h.contains("--delay Wb=1.5us") && h.contains("--seed"), "{h}");
+    assert!(
+        h.contains("Examples:") && h.contains("--delay Wb=1.5us") && h.contains("--seed"),
+        "{h}"
+    );
     let o = evlbi(&["--help"]);
     assert!(stdout(&o).contains("Exit codes"));
 }

@@ -44,6 +44,8 @@ pub struct VdifHeader {
     pub seconds: u32,
     /// Reference epoch: number of half-years since 2000-01-01 00:00 UTC (6 bits).
     pub ref_epoch: u8,
+    /// Word 1 bits 31–30, unassigned and "should be 0"; kept so that emit reproduces any input.
+    pub unassigned: u8,
     /// Data-frame number within the second, starting at 0 (24 bits).
     pub frame_number: u32,
     /// VDIF version number (3 bits).
@@ -160,6 +162,7 @@ impl VdifHeader {
             legacy,
             seconds: w0 & 0x3fff_ffff,
             ref_epoch: ((w1 >> 24) & 0x3f) as u8,
+            unassigned: (w1 >> 30) as u8,
             frame_number: w1 & 0x00ff_ffff,
             version: (w2 >> 29) as u8,
             log2_channels: ((w2 >> 24) & 0x1f) as u8,
@@ -181,9 +184,10 @@ impl VdifHeader {
 
     /// Check that every field fits its width, so `emit` writes what the struct says.
     pub fn check_ranges(&self) -> Result<(), HeaderError> {
-        let checks: [(&'static str, u64, u64); 8] = [
+        let checks: [(&'static str, u64, u64); 9] = [
             ("seconds", u64::from(self.seconds), (1 << 30) - 1),
             ("ref_epoch", u64::from(self.ref_epoch), 63),
+            ("unassigned", u64::from(self.unassigned), 3),
             ("frame_number", u64::from(self.frame_number), (1 << 24) - 1),
             ("version", u64::from(self.version), 7),
             ("log2_channels", u64::from(self.log2_channels), 31),
@@ -236,7 +240,7 @@ impl VdifHeader {
             return Err(HeaderError::TooShort { have: out.len(), need });
         }
         let w0 = (u32::from(self.invalid) << 31) | (u32::from(self.legacy) << 30) | self.seconds;
-        let w1 = (u32::from(self.ref_epoch) << 24) | self.frame_number;
+        let w1 = (u32::from(self.unassigned) << 30) | (u32::from(self.ref_epoch) << 24) | self.frame_number;
         let w2 = (u32::from(self.version) << 29) | (u32::from(self.log2_channels) << 24) | self.frame_len_units;
         let w3 = (u32::from(self.complex) << 31)
             | (u32::from(self.bits_per_sample - 1) << 26)

@@ -51,6 +51,10 @@ pub struct ThreadSummary {
     pub first: (u32, u32),
     /// Last (second, frame number) in file order.
     pub last: (u32, u32),
+    /// Earliest (second, frame number) seen.
+    pub earliest: (u32, u32),
+    /// Latest (second, frame number) seen.
+    pub latest: (u32, u32),
 }
 
 /// Everything `evlbi vdif inspect` reports. Fields are `None` when the file cannot tell.
@@ -151,34 +155,36 @@ struct Tracker {
 }
 
 impl Tracker {
-    fn stamp(&mut self, thread: u16, sec: u32, frame: u32) {
-        self.max_frame = self.max_frame.max(frame);
+    fn count(&mut self, h: &VdifHeader) {
+        let (thread, now) = (h.thread_id, (h.seconds, h.frame_number));
+        let t = &mut self.threads.entry(thread).or_default().0;
+        let crossed = t.frames > 0 && now.0 > t.last.0;
+        if t.frames == 0 {
+            (t.first, t.earliest, t.latest) = (now, now, now);
+        }
+        t.frames += 1;
+        t.last = now;
+        t.earliest = t.earliest.min(now);
+        t.latest = t.latest.max(now);
+        t.invalid += u64::from(h.invalid);
+        self.max_frame = self.max_frame.max(now.1);
         if self.fps.is_none() {
             // The rate is learnt when a thread crosses a second boundary: all frames of the
             // earlier second have then been seen (frames are in time order within a thread).
-            let crossed = self.threads.get(&thread).is_some_and(|(t, _)| sec > t.last.0);
-            if crossed || self.pending.len() >= MAX_PENDING {
-                self.fps = Some(self.max_frame + 1);
-                self.source = Some("frame numbers".into());
-                for (t, s, f) in std::mem::take(&mut self.pending) {
-                    self.advance(t, s, f);
-                }
-            } else {
-                self.pending.push((thread, sec, frame));
-                let e = self.threads.entry(thread).or_default();
-                if e.0.frames == 0 {
-                    e.0.first = (sec, frame);
-                }
-                e.0.frames += 1;
-                e.0.last = (sec, frame);
+            if !crossed && self.pending.len() < MAX_PENDING {
+                self.pending.push((thread, now.0, now.1));
                 return;
             }
+            self.fps = Some(self.max_frame + 1);
+            self.source = Some("frame numbers".into());
+            for (t, s, f) in std::mem::take(&mut self.pending) {
+                self.advance(t, s, f);
+            }
         }
-        self.advance(thread, sec, frame);
+        self.advance(thread, now.0, now.1);
     }
 
-    /// Account one frame with a known rate. Counters of frames are kept in `stamp` while
-    /// pending, so here only order and gaps are handled for replayed stamps.
+    /// Order and gap accounting of one frame once the frame rate is known.
     fn advance(&mut self, thread: u16, sec: u32, frame: u32) {
         let fps = u64::from(self.fps.unwrap_or(1));
         let idx = u64::from(sec) * fps + u64::from(frame);
@@ -204,22 +210,6 @@ impl Tracker {
             }
         }
         *last = Some(idx);
-    }
-
-    fn count(&mut self, h: &VdifHeader) {
-        let pending = self.fps.is_none();
-        if !pending {
-            let e = self.threads.entry(h.thread_id).or_default();
-            if e.0.frames == 0 {
-                e.0.first = (h.seconds, h.frame_number);
-            }
-            e.0.frames += 1;
-            e.0.last = (h.seconds, h.frame_number);
-        }
-        self.stamp(h.thread_id, h.seconds, h.frame_number);
-        if h.invalid {
-            self.threads.entry(h.thread_id).or_default().0.invalid += 1;
-        }
     }
 }
 
@@ -329,8 +319,8 @@ pub fn inspect<R: Read>(
         .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
         .fold((None::<(u32, u32)>, None::<(u32, u32)>), |(s, e), t| {
             (
-                Some(s.map_or(t.first, |s| s.min(t.first))),
-                Some(e.map_or(t.last, |e| e.max(t.last))),
+                Some(s.map_or(t.earliest, |s| s.min(t.earliest))),
+                Some(e.map_or(t.latest, |e| e.max(t.latest))),
             )
         });
     let frac = |(_, f): (u32, u32)| fps.map(|r| f64::from(f) / f64::from(r));

@@ -94,6 +94,7 @@ impl FrameLayout {
             legacy: false,
             seconds: 0,
             ref_epoch: 0,
+            unassigned: 0,
             frame_number: 0,
             version: 0,
             log2_channels: self.channels_per_thread.trailing_zeros() as u8,

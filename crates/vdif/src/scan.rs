@@ -86,13 +86,14 @@ pub struct FrameScanner<R: Read> {
 }
 
 const READ_CHUNK: usize = 1 << 20;
+const MIN_READ: usize = 1 << 16;
 
 impl<R: Read> FrameScanner<R> {
     /// Scan `reader` from its current position (reported offsets start at 0).
     pub fn new(reader: R) -> Self {
         FrameScanner {
             reader,
-            buf: Vec::with_capacity(2 * READ_CHUNK),
+            buf: Vec::new(),
             pos: 0,
             buf_offset: 0,
             eof: false,
@@ -110,9 +111,11 @@ impl<R: Read> FrameScanner<R> {
                 self.pos = 0;
             }
             let old = self.buf.len();
-            // Grow by one chunk per read: a header claiming a huge length must not make us
-            // zero-fill hundreds of megabytes that the stream may never supply.
-            self.buf.resize(old + READ_CHUNK, 0);
+            // Grow by what is needed, at least 64 KiB (few syscalls) and at most one chunk per
+            // read: a header claiming a huge length must not make us zero-fill hundreds of
+            // megabytes that the stream may never supply.
+            let want = (n - (old - self.pos)).clamp(MIN_READ, READ_CHUNK);
+            self.buf.resize(old + want, 0);
             let got = loop {
                 match self.reader.read(&mut self.buf[old..]) {
                     Ok(k) => break k,

@@ -8,13 +8,28 @@ use vdif::{FrameLayout, FrameScanner, ScanEvent, VdifHeader};
 
 fn config(snr: f64, delay_samples: f64, channels: u32, threads: u32, bits: u8) -> GenConfig {
     // 8 Mb/s per channel: 4 MS/s of 2-bit data, 1000-byte frames.
-    let layout = FrameLayout::new(8e6 * f64::from(channels) / f64::from(bits) * 2.0 / 2.0, bits, channels, threads, 1000).unwrap();
+    let layout = FrameLayout::new(
+        8e6 * f64::from(channels) / f64::from(bits) * 2.0 / 2.0,
+        bits,
+        channels,
+        threads,
+        1000,
+    )
+    .unwrap();
     let sr = layout.sample_rate_hz;
     GenConfig {
         layout,
         stations: vec![
-            StationSpec { name: "Ef".into(), id: vdif::parse_station("Ef").unwrap(), delay_s: 0.0 },
-            StationSpec { name: "Wb".into(), id: vdif::parse_station("Wb").unwrap(), delay_s: delay_samples / sr },
+            StationSpec {
+                name: "Ef".into(),
+                id: vdif::parse_station("Ef").unwrap(),
+                delay_s: 0.0,
+            },
+            StationSpec {
+                name: "Wb".into(),
+                id: vdif::parse_station("Wb").unwrap(),
+                delay_s: delay_samples / sr,
+            },
         ],
         seconds: 1,
         ref_epoch: 52,
@@ -107,7 +122,12 @@ fn state_counts_are_gaussian() {
         assert_eq!(s.verdict, Verdict::Good, "{s:?}");
         for ch in &s.channels {
             for (f, e) in ch.fractions.iter().zip(&ch.expected) {
-                assert!((f - e).abs() < 0.005, "bits {bits}: {:?} vs {:?}", ch.fractions, ch.expected);
+                assert!(
+                    (f - e).abs() < 0.005,
+                    "bits {bits}: {:?} vs {:?}",
+                    ch.fractions,
+                    ch.expected
+                );
             }
         }
     }
@@ -125,7 +145,10 @@ fn baselines_correlate_at_the_delay_only() {
     let peak = corr(&a, &b, lag);
     // 2-bit quantisation keeps ~0.88 of the correlation coefficient (Van Vleck / Thompson,
     // Moran & Swenson §8.3); allow for it and for 5 sigma of noise.
-    assert!(peak > 0.80 * rho && peak < 0.95 * rho + 5.0 * sigma, "peak {peak} at lag {lag}, rho {rho}");
+    assert!(
+        peak > 0.80 * rho && peak < 0.95 * rho + 5.0 * sigma,
+        "peak {peak} at lag {lag}, rho {rho}"
+    );
     for off in [0usize, 3, 6, 8, 50] {
         let r = corr(&a, &b, off);
         assert!(r.abs() < 5.0 * sigma, "lag {off}: {r} (sigma {sigma})");

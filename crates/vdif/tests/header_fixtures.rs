@@ -56,18 +56,33 @@ fn legacy_header_is_16_bytes() {
 
 #[test]
 fn typed_errors() {
-    assert_eq!(VdifHeader::parse(&FIXTURE[..15]), Err(HeaderError::TooShort { have: 15, need: 16 }));
-    assert_eq!(VdifHeader::parse(&FIXTURE[..20]), Err(HeaderError::TooShort { have: 20, need: 32 }));
+    assert_eq!(
+        VdifHeader::parse(&FIXTURE[..15]),
+        Err(HeaderError::TooShort { have: 15, need: 16 })
+    );
+    assert_eq!(
+        VdifHeader::parse(&FIXTURE[..20]),
+        Err(HeaderError::TooShort { have: 20, need: 32 })
+    );
     let mut short = FIXTURE;
     short[8] = 4; // 4 units = 32 bytes: no data array
     short[9] = 0;
-    assert!(matches!(VdifHeader::parse_valid(&short), Err(HeaderError::FrameShorterThanHeader { .. })));
+    assert!(matches!(
+        VdifHeader::parse_valid(&short),
+        Err(HeaderError::FrameShorterThanHeader { .. })
+    ));
     let mut odd = FIXTURE;
     odd[15] = (odd[15] & 0x83) | (2 << 2); // 3 bits/sample x 8 channels = 24 bits; 8000*8 % 24 != 0
-    assert!(matches!(VdifHeader::parse_valid(&odd), Err(HeaderError::IncompleteSamples { bits_per_sample: 3, .. })));
+    assert!(matches!(
+        VdifHeader::parse_valid(&odd),
+        Err(HeaderError::IncompleteSamples { bits_per_sample: 3, .. })
+    ));
     let mut h = VdifHeader::parse(&FIXTURE).unwrap();
     h.thread_id = 1024;
-    assert!(matches!(h.to_bytes(), Err(HeaderError::FieldOutOfRange { field: "thread_id", .. })));
+    assert!(matches!(
+        h.to_bytes(),
+        Err(HeaderError::FieldOutOfRange { field: "thread_id", .. })
+    ));
 }
 
 #[test]
@@ -80,33 +95,67 @@ fn vtp_prefix_is_little_endian() {
     let d = vdif::vtp::decode(&dgram).unwrap();
     assert_eq!(d.seq, 0x0102_0304_0506_0708);
     assert_eq!(d.frame.len(), 8032);
-    assert!(matches!(vdif::vtp::decode(&dgram[..27]), Err(vdif::VtpError::Header(_))));
-    assert!(matches!(vdif::vtp::decode(&dgram[..20]), Err(vdif::VtpError::TooShort(20))));
-    assert!(matches!(vdif::vtp::decode(&dgram[..4000]), Err(vdif::VtpError::LengthMismatch { header: 8032, carried: 3992 })));
+    assert!(matches!(
+        vdif::vtp::decode(&dgram[..27]),
+        Err(vdif::VtpError::Header(_))
+    ));
+    assert!(matches!(
+        vdif::vtp::decode(&dgram[..20]),
+        Err(vdif::VtpError::TooShort(20))
+    ));
+    assert!(matches!(
+        vdif::vtp::decode(&dgram[..4000]),
+        Err(vdif::VtpError::LengthMismatch {
+            header: 8032,
+            carried: 3992
+        })
+    ));
 }
 
 fn arb_header() -> impl Strategy<Value = VdifHeader> {
     (
-        (any::<bool>(), any::<bool>(), 0u32..(1 << 30), 0u8..64, 0u32..(1 << 24), 0u8..8),
-        (0u8..32, 0u32..(1 << 24), any::<bool>(), 1u8..=32, 0u16..1024, any::<u16>(), any::<[u32; 4]>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            0u32..(1 << 30),
+            0u8..64,
+            0u8..4,
+            0u32..(1 << 24),
+            0u8..8,
+        ),
+        (
+            0u8..32,
+            0u32..(1 << 24),
+            any::<bool>(),
+            1u8..=32,
+            0u16..1024,
+            any::<u16>(),
+            any::<[u32; 4]>(),
+        ),
     )
-        .prop_map(|((invalid, legacy, seconds, ref_epoch, frame_number, version), (l2, len, complex, bits, thread_id, station_id, ext))| {
-            VdifHeader {
-                invalid,
-                legacy,
-                seconds,
-                ref_epoch,
-                frame_number,
-                version,
-                log2_channels: l2,
-                frame_len_units: len,
-                complex,
-                bits_per_sample: bits,
-                thread_id,
-                station_id,
-                extended: if legacy { [0; 4] } else { ext },
-            }
-        })
+        .prop_map(
+            |(
+                (invalid, legacy, seconds, ref_epoch, unassigned, frame_number, version),
+                (l2, len, complex, bits, thread_id, station_id, ext),
+            )| {
+                VdifHeader {
+                    invalid,
+                    legacy,
+                    seconds,
+                    ref_epoch,
+                    unassigned,
+                    frame_number,
+                    version,
+                    log2_channels: l2,
+                    frame_len_units: len,
+                    complex,
+                    bits_per_sample: bits,
+                    thread_id,
+                    station_id,
+                    extended: if legacy { [0; 4] } else { ext },
+                }
+            },
+        )
 }
 
 proptest! {

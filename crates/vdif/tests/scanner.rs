@@ -9,7 +9,11 @@ fn stream(seconds: u32) -> (Vec<u8>, usize) {
     let layout = FrameLayout::new(8e6, 2, 2, 2, 1000).unwrap();
     let config = GenConfig {
         layout,
-        stations: vec![StationSpec { name: "Ef".into(), id: vdif::parse_station("Ef").unwrap(), delay_s: 0.0 }],
+        stations: vec![StationSpec {
+            name: "Ef".into(),
+            id: vdif::parse_station("Ef").unwrap(),
+            delay_s: 0.0,
+        }],
         seconds,
         ref_epoch: 52,
         start_seconds: 1000,
@@ -52,7 +56,16 @@ fn garbage_between_frames_is_located() {
     bad.extend_from_slice(&s[10 * flen..]);
     let ev = events(&bad);
     assert_eq!(frames(&ev), s.len() / flen);
-    let g: Vec<_> = ev.iter().filter_map(|e| if let ScanEvent::Garbage { offset, len, .. } = e { Some((*offset, *len)) } else { None }).collect();
+    let g: Vec<_> = ev
+        .iter()
+        .filter_map(|e| {
+            if let ScanEvent::Garbage { offset, len, .. } = e {
+                Some((*offset, *len))
+            } else {
+                None
+            }
+        })
+        .collect();
     assert_eq!(g, vec![((10 * flen) as u64, 777)]);
 }
 
@@ -66,7 +79,16 @@ fn leading_garbage_and_corrupted_header() {
     bad[at..at + 32].fill(0);
     let ev = events(&bad);
     assert_eq!(frames(&ev), s.len() / flen - 1);
-    let g: Vec<_> = ev.iter().filter_map(|e| if let ScanEvent::Garbage { offset, len, .. } = e { Some((*offset, *len)) } else { None }).collect();
+    let g: Vec<_> = ev
+        .iter()
+        .filter_map(|e| {
+            if let ScanEvent::Garbage { offset, len, .. } = e {
+                Some((*offset, *len))
+            } else {
+                None
+            }
+        })
+        .collect();
     assert_eq!(g, vec![(0, 13), (at as u64, flen as u64)]);
 }
 
@@ -76,7 +98,14 @@ fn truncated_tail() {
     let cut = &s[..3 * flen + 500];
     let ev = events(cut);
     assert_eq!(frames(&ev), 3);
-    assert_eq!(ev.last(), Some(&ScanEvent::Truncated { offset: (3 * flen) as u64, len: 500, expected: flen as u64 }));
+    assert_eq!(
+        ev.last(),
+        Some(&ScanEvent::Truncated {
+            offset: (3 * flen) as u64,
+            len: 500,
+            expected: flen as u64
+        })
+    );
 }
 
 #[test]
@@ -92,7 +121,16 @@ fn random_bytes_are_all_garbage() {
         .collect();
     let ev = events(&bytes);
     assert_eq!(frames(&ev), 0);
-    let skipped: u64 = ev.iter().map(|e| if let ScanEvent::Garbage { len, .. } = e { *len } else { 0 }).sum();
+    let skipped: u64 = ev
+        .iter()
+        .map(|e| {
+            if let ScanEvent::Garbage { len, .. } = e {
+                *len
+            } else {
+                0
+            }
+        })
+        .sum();
     assert_eq!(skipped, bytes.len() as u64);
 }
 

@@ -1,0 +1,672 @@
+//! `evlbi linkemu`: a WAN emulator (delay, jitter, loss, bottleneck) between two
+//! network namespaces, driven by the `linkemu` crate's real-time forwarder.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use linkemu::realtime::{self, Emulator, LiveCounters, Mode, RealtimeConfig, RealtimeStats};
+use linkemu::{GilbertElliott, LinkConfig, LossModel};
+
+use crate::units::{parse_duration, parse_rate};
+use crate::UsageError;
+
+const EXAMPLES: &str = "\
+Examples:
+  # A 1 Gb/s path with 100 ms RTT and 0.1 % loss in bursts of 3, iperf3 through it:
+  evlbi linkemu --a ns:tel --b ns:corr --rate 1G --delay 50ms --loss 0.1% --burst 3 --buffer 2MB &
+  ip netns exec corr iperf3 -s -D
+  ip netns exec tel iperf3 -c 10.77.0.2 -t 10
+  kill %1        # or Ctrl-C in its terminal: namespaces it created are removed
+
+  # Scripted use: start in the background, test, take down.
+  evlbi linkemu --up --a ns:tel --b ns:corr --delay 20ms --jitter 1ms --reorder
+  ip netns exec tel ping -c 3 10.77.0.2
+  evlbi linkemu --down --a ns:tel --b ns:corr
+
+  # 30 s with a slower return path, JSON summary for `evlbi report`:
+  evlbi linkemu --a ns:tel --b ns:corr --rate 4G --rate-ba 100M --delay 10ms \
+      --duration 30s --json > run.json
+
+Addresses: A gets 10.77.0.1/30 and B 10.77.0.2/30 on a TUN device (lkemu-a, lkemu-b) inside each
+namespace; nothing is added outside them. Rates and buffers count whole IP packets.
+State of running emulators: /run/evlbi-linkemu/<a>--<b>.json (log of --up runs beside it).";
+
+/// Emulate a long fat network between two network namespaces.
+#[derive(Args, Debug, Clone)]
+// The description is `before_long_help`, not `long_about`: a doc comment on
+// the subcommand variant in main.rs would replace `long_about`.
+#[command(
+    before_long_help = "Emulate a wide-area path between two network namespaces on this machine: every IP packet \
+from A to B (and back) goes through a TUN device into a model with a bottleneck rate and drop-tail buffer, \
+random (Bernoulli) or bursty (Gilbert-Elliott) loss, one-way delay, jitter, optional reordering and \
+duplication, then out of a TUN device on the other side. Needs root. Namespaces that do not exist are \
+created and deleted again at exit (Ctrl-C, SIGTERM, --duration, or --down for --up runs); existing \
+ones are left as they were, minus our TUN device.\n\nPrints a status line per second on stderr and a \
+summary at the end (--json for machine-readable).",
+    after_help = EXAMPLES
+)]
+pub struct LinkemuArgs {
+    /// Endpoint A, `ns:NAME`: a network namespace; gets the first address of the /30.
+    #[arg(long, value_name = "ns:NAME")]
+    pub a: Option<String>,
+    /// Endpoint B, `ns:NAME`; gets the second address.
+    #[arg(long, value_name = "ns:NAME")]
+    pub b: Option<String>,
+    /// Bottleneck rate, e.g. 1G, 512M, 4.096G (b/s of IP packets); unlimited when absent.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way propagation delay, e.g. 50ms (RTT = 2 × delay when symmetric).
+    #[arg(long, default_value = "0ms")]
+    pub delay: String,
+    /// Extra random delay per packet, uniform on [0, JITTER].
+    #[arg(long, default_value = "0ms")]
+    pub jitter: String,
+    /// Let jitter reorder packets (default: packets keep their order).
+    #[arg(long)]
+    pub reorder: bool,
+    /// Random loss, e.g. 0.1% or 0.001.
+    #[arg(long, default_value = "0%")]
+    pub loss: String,
+    /// Mean loss-burst length in packets; > 1 selects Gilbert-Elliott loss, 1 Bernoulli.
+    #[arg(long, default_value_t = 1.0)]
+    pub burst: f64,
+    /// Bottleneck buffer, e.g. 2MB, 512KiB [default: one RTT at the rate, at least 10 ms and 64 KiB].
+    #[arg(long)]
+    pub buffer: Option<String>,
+    /// Probability that a packet is delivered twice, e.g. 0.01%.
+    #[arg(long, default_value = "0%")]
+    pub duplicate: String,
+    /// B→A rate, if different.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub rate_ba: Option<String>,
+    /// B→A one-way delay.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub delay_ba: Option<String>,
+    /// B→A jitter.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub jitter_ba: Option<String>,
+    /// B→A loss.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub loss_ba: Option<String>,
+    /// B→A mean loss-burst length.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub burst_ba: Option<f64>,
+    /// B→A buffer.
+    #[arg(long, help_heading = "Return path (B to A) overrides")]
+    pub buffer_ba: Option<String>,
+    /// MTU of both TUN devices (e.g. 9000 for jumbo frames).
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// The /30 shared by A and B; must be inside 10.77.0.0/16.
+    #[arg(long, default_value = "10.77.0.0/30")]
+    pub subnet: String,
+    /// RNG seed (loss, jitter, duplication) for a reproducible run [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Stop after this long, e.g. 30s [default: until Ctrl-C or SIGTERM].
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Print the final summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No per-second status line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Bypass the model: plain TUN-to-TUN copy, to measure the plumbing alone.
+    #[arg(long)]
+    pub bare: bool,
+    /// Most IP bytes held per direction (delay line + queue); beyond it packets are dropped as `overflow`.
+    #[arg(long, default_value = "256MiB")]
+    pub queue_limit: String,
+    /// Start in the background and return once it forwards; stop it with --down.
+    #[arg(long, conflicts_with = "down")]
+    pub up: bool,
+    /// Stop a run started with --up (same --a/--b; optional if only one runs) and remove what it created.
+    #[arg(long)]
+    pub down: bool,
+    /// Directory of state files of running emulators.
+    #[arg(long, default_value = realtime::DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// Internal: this process is the background half of --up.
+    #[arg(long, hide = true)]
+    pub detached: bool,
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    UsageError(msg.into()).into()
+}
+
+/// A size in bytes: "2MB", "1.5M", "64KiB", "9000". k/M/G are decimal, Ki/Mi/Gi binary.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
+    let unit = unit.trim();
+    let unit = unit.strip_suffix('B').unwrap_or(unit);
+    let m = match unit {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "Ki" => 1024.0,
+        "Mi" => 1048576.0,
+        "Gi" => 1073741824.0,
+        _ => return Err(format!("{s:?}: unknown size unit (use B, kB, MB, GB, KiB, MiB, GiB)")),
+    };
+    let bytes = (v * m).round();
+    if !(1.0..=1e15).contains(&bytes) {
+        return Err(format!("{s:?}: size out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// A probability: "0.1%" (percent) or "0.001" (fraction).
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected e.g. 0.1% or 0.001"))?;
+    let p = v * scale;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!(
+            "{s:?}: must be between 0% and 100% (a bare number is a fraction: 0.01 = 1%)"
+        ));
+    }
+    Ok(p)
+}
+
+/// "ns:tel" → "tel".
+fn parse_endpoint(flag: &str, s: &str) -> anyhow::Result<String> {
+    let Some(name) = s.strip_prefix("ns:") else {
+        return Err(usage(format!(
+            "--{flag} {s:?}: expected ns:NAME (a network namespace), e.g. ns:tel"
+        )));
+    };
+    realtime::check_netns_name(name).map_err(|e| usage(format!("--{flag}: {e}")))?;
+    Ok(name.to_owned())
+}
+
+/// "10.77.0.4/30" → 10.77.0.4.
+fn parse_subnet(s: &str) -> anyhow::Result<std::net::Ipv4Addr> {
+    let (addr, prefix) = s.split_once('/').unwrap_or((s, "30"));
+    if prefix != "30" {
+        return Err(usage(format!("--subnet {s}: only a /30 is supported (two hosts)")));
+    }
+    addr.parse()
+        .map_err(|_| usage(format!("--subnet {s}: not an IPv4 network address")))
+}
+
+fn duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
+    let secs = parse_duration(s).map_err(|e| usage(format!("--{flag}: {e}")))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| usage(format!("--{flag} {s}: must be >= 0")))
+}
+
+/// The settings of one direction, as typed.
+struct DirectionArgs<'a> {
+    suffix: &'a str,
+    rate: Option<&'a str>,
+    delay: &'a str,
+    jitter: &'a str,
+    loss: &'a str,
+    burst: f64,
+    buffer: Option<&'a str>,
+}
+
+fn link_config(d: &DirectionArgs<'_>, duplicate: f64, reorder: bool) -> anyhow::Result<LinkConfig> {
+    let flag = |name: &str| format!("{name}{}", d.suffix);
+    let rate_bps = match d.rate {
+        None => None,
+        Some(r) => {
+            let bps = parse_rate(r).map_err(|e| usage(format!("--{}: {e}", flag("rate"))))?;
+            Some(bps.round().max(1.0) as u64)
+        }
+    };
+    let delay = duration(&flag("delay"), d.delay)?;
+    let jitter = duration(&flag("jitter"), d.jitter)?;
+    let mean_loss = parse_fraction(d.loss).map_err(|e| usage(format!("--{}: {e}", flag("loss"))))?;
+    let loss = if mean_loss == 0.0 {
+        LossModel::None
+    } else if d.burst > 1.0 {
+        let ge = GilbertElliott::from_mean_loss_and_burst(mean_loss, d.burst)
+            .map_err(|e| usage(format!("--{} with --{}: {e}", flag("loss"), flag("burst"))))?;
+        LossModel::GilbertElliott(ge)
+    } else if d.burst == 1.0 {
+        LossModel::Bernoulli { p: mean_loss }
+    } else {
+        return Err(usage(format!("--{} {}: must be >= 1 packet", flag("burst"), d.burst)));
+    };
+    let buffer_bytes = match (d.buffer, rate_bps) {
+        (Some(b), _) => parse_size(b).map_err(|e| usage(format!("--{}: {e}", flag("buffer"))))?,
+        // One round trip's worth (the classic router rule of thumb), at
+        // least 10 ms and 64 KiB so that short paths still absorb bursts.
+        (None, Some(rate)) => {
+            let secs = (2.0 * delay.as_secs_f64()).max(0.010);
+            ((rate as f64 * secs / 8.0) as u64).max(64 << 10)
+        }
+        (None, None) => LinkConfig::default().buffer_bytes,
+    };
+    let config = LinkConfig {
+        rate_bps,
+        buffer_bytes,
+        delay,
+        jitter,
+        reorder,
+        loss,
+        duplicate,
+    };
+    config.validate().map_err(|e| usage(e.to_string()))?;
+    Ok(config)
+}
+
+/// Validated emulator configuration from the flags.
+fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
+    let (Some(a), Some(b)) = (&args.a, &args.b) else {
+        return Err(usage("--a ns:NAME and --b ns:NAME are required"));
+    };
+    let ns_a = parse_endpoint("a", a)?;
+    let ns_b = parse_endpoint("b", b)?;
+    let duplicate = parse_fraction(&args.duplicate).map_err(|e| usage(format!("--duplicate: {e}")))?;
+    let ab = DirectionArgs {
+        suffix: "",
+        rate: args.rate.as_deref(),
+        delay: &args.delay,
+        jitter: &args.jitter,
+        loss: &args.loss,
+        burst: args.burst,
+        buffer: args.buffer.as_deref(),
+    };
+    let ba = DirectionArgs {
+        suffix: "-ba",
+        rate: args.rate_ba.as_deref().or(ab.rate),
+        delay: args.delay_ba.as_deref().unwrap_or(ab.delay),
+        jitter: args.jitter_ba.as_deref().unwrap_or(ab.jitter),
+        loss: args.loss_ba.as_deref().unwrap_or(ab.loss),
+        burst: args.burst_ba.unwrap_or(ab.burst),
+        buffer: args.buffer_ba.as_deref().or(ab.buffer),
+    };
+    let seed = args.seed.unwrap_or_else(|| {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    let config = RealtimeConfig {
+        subnet: parse_subnet(&args.subnet)?,
+        mtu: args.mtu,
+        a_to_b: link_config(&ab, duplicate, args.reorder)?,
+        b_to_a: link_config(&ba, duplicate, args.reorder)?,
+        seed,
+        mode: if args.bare { Mode::Bare } else { Mode::Model },
+        queue_limit_bytes: parse_size(&args.queue_limit).map_err(|e| usage(format!("--queue-limit: {e}")))?,
+        state_dir: Some(args.state_dir.clone()),
+        ..RealtimeConfig::new(ns_a, ns_b)
+    };
+    config.validate().map_err(|e| usage(e.to_string()))?;
+    Ok(config)
+}
+
+/// Runs `evlbi linkemu`.
+pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
+    if args.down {
+        return run_down(&args);
+    }
+    let config = build_config(&args)?;
+    let deadline = args.duration.as_deref().map(|d| duration("duration", d)).transpose()?;
+    if args.up {
+        return run_up(&config);
+    }
+    if args.detached {
+        realtime::detach_from_terminal().context("detaching from the terminal")?;
+    }
+    realtime::install_stop_signals().context("installing signal handlers")?;
+    let emu = Emulator::start(config).context("starting the emulator")?;
+    let c = emu.config();
+    let (addr_a, addr_b) = c.addresses();
+    eprintln!(
+        "linkemu: {} {addr_a} ({}) <-> {} {addr_b} ({}), mtu {}, seed {}{}; Ctrl-C to stop",
+        c.ns_a,
+        c.dev_a,
+        c.ns_b,
+        c.dev_b,
+        c.mtu,
+        c.seed,
+        if c.mode == Mode::Bare { ", BARE (no model)" } else { "" }
+    );
+    let started = Instant::now();
+    let mut last = (Instant::now(), emu.live());
+    let mut next_status = started + Duration::from_secs(1);
+    let stop_reason = loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(sig) = realtime::stop_signal() {
+            break format!("signal {sig}");
+        }
+        if deadline.is_some_and(|d| started.elapsed() >= d) {
+            break "duration reached".to_owned();
+        }
+        if !emu.is_healthy() {
+            break "a forwarding thread stopped".to_owned();
+        }
+        let now = Instant::now();
+        if now >= next_status {
+            next_status += Duration::from_secs(1);
+            let live = emu.live();
+            if !args.quiet {
+                let dt = (now - last.0).as_secs_f64();
+                eprintln!(
+                    "[{:>5.0}s] a->b {} | b->a {}",
+                    started.elapsed().as_secs_f64(),
+                    status(&last.1 .0, &live.0, dt),
+                    status(&last.1 .1, &live.1, dt)
+                );
+            }
+            last = (now, live);
+        }
+    };
+    eprintln!("linkemu: stopping ({stop_reason}), removing what we created");
+    let stats = emu.shutdown().context("stopping the emulator")?;
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &stats)?;
+        writeln!(out)?;
+    } else {
+        print_summary(&stats);
+    }
+    Ok(())
+}
+
+fn status(before: &LiveCounters, now: &LiveCounters, dt: f64) -> String {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let bits = d(before.forwarded_bytes, now.forwarded_bytes) as f64 * 8.0;
+    let pkts = d(before.forwarded_packets, now.forwarded_packets) as f64;
+    format!(
+        "{:>9} {:>7.1} kpkt/s lost {} qdrop {}{}",
+        rate_fmt(bits / dt.max(1e-9)),
+        pkts / dt.max(1e-9) / 1e3,
+        d(before.dropped_loss, now.dropped_loss),
+        d(before.dropped_queue, now.dropped_queue),
+        match d(before.overflow, now.overflow) + d(before.write_errors, now.write_errors) {
+            0 => String::new(),
+            n => format!(" overflow/write-err {n}"),
+        }
+    )
+}
+
+fn rate_fmt(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gb/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mb/s", bps / 1e6)
+    } else {
+        format!("{:.1} kb/s", bps / 1e3)
+    }
+}
+
+fn print_summary(s: &RealtimeStats) {
+    println!(
+        "linkemu summary: {:.1} s, mode {:?}, mtu {}, seed {}",
+        s.elapsed_s, s.mode, s.mtu, s.seed
+    );
+    for (name, d) in [("a->b", &s.a_to_b), ("b->a", &s.b_to_a)] {
+        println!(
+            "  {name}: received {} pkt ({} B), forwarded {} pkt ({} B, mean {}), overflow {}, write errors {}",
+            d.received.packets,
+            d.received.bytes,
+            d.forwarded.packets,
+            d.forwarded.bytes,
+            rate_fmt(d.forwarded.bytes as f64 * 8.0 / s.elapsed_s.max(1e-9)),
+            d.overflow.packets,
+            d.write_errors
+        );
+        if let Some(m) = &d.model {
+            println!(
+                "        model: lost {} ({:.4} %), queue drops {} ({:.4} %), duplicated {}, max queue {} B, \
+queue delay p50 {:?} p99 {:?} max {:?}",
+                m.dropped_loss.packets,
+                100.0 * m.loss_fraction(),
+                m.dropped_queue.packets,
+                100.0 * m.queue_drop_fraction(),
+                m.duplicated.packets,
+                m.max_queue_bytes,
+                m.queue_delay_p50(),
+                m.queue_delay_p99(),
+                m.queue_delay_max()
+            );
+        }
+    }
+}
+
+/// `--up`: re-runs this command detached, waits until it forwards, returns.
+fn run_up(config: &RealtimeConfig) -> anyhow::Result<()> {
+    let state_dir = config
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(realtime::DEFAULT_STATE_DIR));
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
+    let state = realtime::state_path(&state_dir, &config.ns_a, &config.ns_b);
+    // Refuse here, before touching the log of a run that may still write to it.
+    if let Ok(old) = realtime::read_state(&state) {
+        if realtime::is_running(&old) {
+            bail!(
+                "an emulator for this pair is already running as pid {} ({})",
+                old.pid,
+                state.display()
+            );
+        }
+        bail!(
+            "stale state file {}: run `evlbi linkemu --down` with the same --a/--b first",
+            state.display()
+        );
+    }
+    let log = state.with_extension("log");
+    let log_file = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let log_err = log_file.try_clone()?;
+    // Same arguments, minus --up, plus --detached: the child is a normal
+    // foreground run that has left the terminal's session.
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--up").collect();
+    let exe = std::env::current_exe().context("finding our own executable")?;
+    let mut child = Command::new(exe)
+        .args(&args)
+        .args(["--detached", "--quiet"])
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .spawn()
+        .context("starting the background emulator")?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            bail!("background emulator exited ({status}):\n{}", text.trim());
+        }
+        if let Ok(s) = realtime::read_state(&state) {
+            if s.ready && s.pid == child.id() {
+                println!(
+                    "linkemu up: pid {}, {} {} <-> {} {}; log {}\nstop with: evlbi linkemu --down --a ns:{} --b ns:{}",
+                    s.pid,
+                    s.ns_a,
+                    s.addr_a,
+                    s.ns_b,
+                    s.addr_b,
+                    log.display(),
+                    s.ns_a,
+                    s.ns_b
+                );
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "background emulator (pid {}) not ready after 15 s; see {}",
+                child.id(),
+                log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `--down`: stops the run recorded for --a/--b (or the only one running).
+fn run_down(args: &LinkemuArgs) -> anyhow::Result<()> {
+    let path = match (&args.a, &args.b) {
+        (Some(a), Some(b)) => realtime::state_path(&args.state_dir, &parse_endpoint("a", a)?, &parse_endpoint("b", b)?),
+        (None, None) => only_state(&args.state_dir)?,
+        _ => return Err(usage("--down needs both --a and --b, or neither")),
+    };
+    if !path.exists() {
+        bail!("no emulator recorded in {}", path.display());
+    }
+    let report = realtime::down(&path, Duration::from_secs(10))?;
+    match report.stopped_pid {
+        Some(pid) => eprintln!("linkemu: stopped pid {pid}"),
+        None => eprintln!("linkemu: emulator was not running; cleaned up after it"),
+    }
+    for ns in &report.deleted_netns {
+        eprintln!("linkemu: deleted leftover namespace {ns}");
+    }
+    if let Ok(log) = std::fs::read_to_string(path.with_extension("log")) {
+        // The detached run's final summary is the tail of its log.
+        print!("{log}");
+    }
+    let _ = std::fs::remove_file(path.with_extension("log"));
+    Ok(())
+}
+
+fn only_state(dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut states = realtime::list_states(dir)?;
+    match states.len() {
+        0 => bail!("no emulator recorded in {}", dir.display()),
+        1 => Ok(states.remove(0).0),
+        _ => {
+            let names: Vec<String> = states
+                .iter()
+                .map(|(_, s)| format!("--a ns:{} --b ns:{}", s.ns_a, s.ns_b))
+                .collect();
+            Err(usage(format!(
+                "several emulators are recorded; choose one of: {}",
+                names.join("; ")
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LinkemuArgs,
+    }
+
+    fn parse(extra: &[&str]) -> LinkemuArgs {
+        let mut v = vec!["evlbi", "--a", "ns:tel", "--b", "ns:corr"];
+        v.extend_from_slice(extra);
+        Cli::parse_from(v).args
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2MB"), Ok(2_000_000));
+        assert_eq!(parse_size("1.5M"), Ok(1_500_000));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("9000"), Ok(9000));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert!(parse_size("2 parsecs").is_err());
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(parse_fraction("0.1%"), Ok(0.001));
+        assert_eq!(parse_fraction("0.001"), Ok(0.001));
+        assert_eq!(parse_fraction("100%"), Ok(1.0));
+        assert!(parse_fraction("5").is_err());
+        assert!(parse_fraction("-1%").is_err());
+        assert!(parse_fraction("x%").is_err());
+    }
+
+    #[test]
+    fn endpoints_and_subnets() {
+        assert_eq!(parse_endpoint("a", "ns:tel").unwrap(), "tel");
+        assert!(parse_endpoint("a", "tel").is_err());
+        assert!(parse_endpoint("a", "ns:../etc").is_err());
+        assert_eq!(
+            parse_subnet("10.77.0.4/30").unwrap(),
+            std::net::Ipv4Addr::new(10, 77, 0, 4)
+        );
+        assert!(parse_subnet("10.77.0.0/24").is_err());
+    }
+
+    #[test]
+    fn burst_selects_gilbert_elliott() {
+        let c = build_config(&parse(&[
+            "--loss", "0.1%", "--burst", "3", "--rate", "1G", "--delay", "50ms",
+        ]))
+        .unwrap();
+        let LossModel::GilbertElliott(ge) = c.a_to_b.loss else {
+            panic!("expected Gilbert-Elliott, got {:?}", c.a_to_b.loss)
+        };
+        assert!((ge.mean_loss() - 0.001).abs() < 1e-12);
+        assert!((ge.p_bad_to_good - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(c.a_to_b.rate_bps, Some(1_000_000_000));
+        // Default buffer: one RTT (100 ms) at 1 Gb/s.
+        assert_eq!(c.a_to_b.buffer_bytes, 12_500_000);
+        assert_eq!(c.b_to_a, c.a_to_b);
+        let c = build_config(&parse(&["--loss", "1%"])).unwrap();
+        assert_eq!(c.a_to_b.loss, LossModel::Bernoulli { p: 0.01 });
+        assert!(build_config(&parse(&["--loss", "1%", "--burst", "0.5"])).is_err());
+    }
+
+    #[test]
+    fn return_path_overrides() {
+        let c = build_config(&parse(&[
+            "--rate",
+            "4G",
+            "--rate-ba",
+            "100M",
+            "--delay",
+            "10ms",
+            "--buffer",
+            "2MB",
+        ]))
+        .unwrap();
+        assert_eq!(c.a_to_b.rate_bps, Some(4_000_000_000));
+        assert_eq!(c.b_to_a.rate_bps, Some(100_000_000));
+        assert_eq!(c.b_to_a.delay, Duration::from_millis(10));
+        assert_eq!(c.b_to_a.buffer_bytes, 2_000_000);
+        assert_eq!(c.b_to_a.loss, LossModel::None);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for extra in [
+            &["--delay", "fast"][..],
+            &["--rate", "1X"],
+            &["--mtu", "100"],
+            &["--subnet", "192.168.1.0/30"],
+            &["--duplicate", "200%"],
+        ] {
+            let e = build_config(&parse(extra)).unwrap_err();
+            assert!(e.downcast_ref::<UsageError>().is_some(), "{extra:?}: {e}");
+        }
+        let mut no_b = parse(&[]);
+        no_b.b = None;
+        assert!(build_config(&no_b).is_err());
+    }
+}

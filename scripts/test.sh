@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every test of evlbi: formatting and lint, the Rust unit/integration/property tests
+# (real packets and files), the baseband cross-checks, and bounded fuzzing. Exit code 0 only if
+# all pass. Idempotent: installs what it needs through scripts/setup.sh.
+#
+#   scripts/test.sh              everything (~10 min on 2 cores)
+#   FUZZ_SECONDS=0 scripts/test.sh   skip fuzzing
+set -uo pipefail
+cd "$(dirname "$0")/.."
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+passed=0
+failed=0
+failures=()
+
+step() { # step NAME COMMAND...: run, show output, count tests from the runners' closing lines
+    local name=$1
+    shift
+    printf '\n\033[1m== %s\033[0m\n' "$name"
+    "$@" 2>&1 | tee "$log/out"
+    local rc=${PIPESTATUS[0]}
+    local p f
+    p=$(grep -oE '(test result: [a-zA-Z]+\. )?[0-9]+ passed' "$log/out" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+    f=$(grep -oE '[0-9]+ failed' "$log/out" | awk '{s+=$1} END {print s+0}')
+    [[ $p -eq 0 && $rc -eq 0 ]] && p=1 # a check without a test count counts as one
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [[ $rc -ne 0 ]]; then
+        [[ $f -eq 0 ]] && failed=$((failed + 1))
+        failures+=("$name")
+    fi
+}
+
+step "setup (venv, release build)" scripts/setup.sh
+step "cargo fmt --check" cargo fmt --all --check
+step "cargo clippy" cargo clippy --workspace --all-targets --locked -q -- -D warnings
+step "cargo test" cargo test --workspace --release --locked
+step "baseband cross-check" .venv/bin/pytest -q tests/crosscheck
+if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
+    step "fuzz (${FUZZ_SECONDS:-30} s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+fi
+
+echo
+if ((${#failures[@]})); then
+    echo "FAILED steps: ${failures[*]}"
+fi
+echo "tests: $passed passed, $failed failed"
+[[ ${#failures[@]} -eq 0 ]]

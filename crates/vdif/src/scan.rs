@@ -9,7 +9,7 @@
 
 use std::io::{self, Read};
 
-use crate::header::{VdifHeader, LEGACY_HEADER_LEN, MAX_FRAME_LEN};
+use crate::header::{VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN, MAX_FRAME_LEN};
 
 /// Something found in the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +225,9 @@ impl<R: Read> FrameScanner<R> {
         if self.done {
             return Ok(None);
         }
-        let have = self.fill(LEGACY_HEADER_LEN)?;
+        // Ask for a full 32-byte header even though legacy ones need 16: a short read here
+        // would make a good header look truncated.
+        let have = self.fill(HEADER_LEN)?;
         if have == 0 {
             self.done = true;
             return Ok(None);
@@ -238,7 +240,7 @@ impl<R: Read> FrameScanner<R> {
         let reason = self.why_not(start);
         let mut rel = 1;
         loop {
-            let avail = self.fill(rel + LEGACY_HEADER_LEN)?;
+            let avail = self.fill(rel + HEADER_LEN)?;
             // fill() may have compacted the buffer: recompute indexes relative to pos.
             let start_off = self.offset_of(self.pos);
             if avail < rel + LEGACY_HEADER_LEN {

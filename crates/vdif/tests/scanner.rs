@@ -168,3 +168,28 @@ proptest! {
         let _ = vdif::inspect::inspect(&bytes[..], None, |_, _| {});
     }
 }
+
+/// A reader that hands out at most 7 bytes per call, like a slow pipe or socket.
+struct Trickle<'a>(&'a [u8]);
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(7).min(self.0.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn short_reads_change_nothing() {
+    let (s, flen) = stream(1);
+    let mut bad = vec![0xffu8; 5];
+    bad.extend_from_slice(&s[..300 * flen]);
+    bad.extend_from_slice(b"junk");
+    bad.extend_from_slice(&s[300 * flen..301 * flen + 100]);
+    let whole = events(&bad);
+    let trickled: Vec<ScanEvent> = FrameScanner::new(Trickle(&bad)).collect::<Result<_, _>>().unwrap();
+    assert_eq!(whole, trickled);
+    assert_eq!(frames(&whole), 301);
+}

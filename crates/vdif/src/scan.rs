@@ -77,6 +77,8 @@ pub struct FrameScanner<R: Read> {
     buf: Vec<u8>,
     /// Index in `buf` of the next unread byte.
     pos: usize,
+    /// End of the valid bytes in `buf` (the rest is spare room).
+    end: usize,
     /// Stream offset of `buf[0]`.
     buf_offset: u64,
     eof: bool,
@@ -95,6 +97,7 @@ impl<R: Read> FrameScanner<R> {
             reader,
             buf: Vec::new(),
             pos: 0,
+            end: 0,
             buf_offset: 0,
             eof: false,
             template: None,
@@ -104,34 +107,34 @@ impl<R: Read> FrameScanner<R> {
 
     /// Make `n` bytes available at `pos` unless the stream ends first. Returns bytes available.
     fn fill(&mut self, n: usize) -> io::Result<usize> {
-        while self.buf.len() - self.pos < n && !self.eof {
-            if self.pos > 0 && self.pos >= self.buf.len() / 2 {
-                self.buf.drain(..self.pos);
+        while self.end - self.pos < n && !self.eof {
+            if self.pos > 0 && self.pos >= self.end / 2 {
+                self.buf.copy_within(self.pos..self.end, 0);
+                self.end -= self.pos;
                 self.buf_offset += self.pos as u64;
                 self.pos = 0;
             }
-            let old = self.buf.len();
-            // Grow by what is needed, at least 64 KiB (few syscalls) and at most one chunk per
-            // read: a header claiming a huge length must not make us zero-fill hundreds of
-            // megabytes that the stream may never supply.
-            let want = (n - (old - self.pos)).clamp(MIN_READ, READ_CHUNK);
-            self.buf.resize(old + want, 0);
+            // Room for what is needed, at least 64 KiB (few syscalls) and at most one chunk more
+            // per read: a header claiming a huge length must not make us allocate hundreds of
+            // megabytes that the stream may never supply. Space already zeroed is reused, so a
+            // reader that returns a few bytes per call costs no extra zeroing.
+            let want = (n - (self.end - self.pos)).clamp(MIN_READ, READ_CHUNK);
+            if self.buf.len() - self.end < want {
+                self.buf.resize(self.end + want, 0);
+            }
             let got = loop {
-                match self.reader.read(&mut self.buf[old..]) {
+                match self.reader.read(&mut self.buf[self.end..]) {
                     Ok(k) => break k,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        self.buf.truncate(old);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 }
             };
-            self.buf.truncate(old + got);
+            self.end += got;
             if got == 0 {
                 self.eof = true;
             }
         }
-        Ok(self.buf.len() - self.pos)
+        Ok(self.end - self.pos)
     }
 
     fn offset_of(&self, idx: usize) -> u64 {
@@ -140,7 +143,7 @@ impl<R: Read> FrameScanner<R> {
 
     /// Header at `buf[idx..]` if one parses, is self-consistent and fits the template.
     fn compatible(&self, idx: usize, template: Option<&Template>) -> Option<VdifHeader> {
-        let bytes = self.buf.get(idx..)?;
+        let bytes = self.buf.get(idx..self.end)?;
         if bytes.len() < LEGACY_HEADER_LEN {
             return None;
         }
@@ -205,7 +208,7 @@ impl<R: Read> FrameScanner<R> {
     }
 
     fn why_not(&self, idx: usize) -> String {
-        let bytes = self.buf.get(idx..).unwrap_or(&[]);
+        let bytes = self.buf.get(idx..self.end).unwrap_or(&[]);
         match VdifHeader::parse_valid(bytes) {
             Err(e) => format!("not a VDIF header: {e}"),
             Ok(h) => match &self.template {

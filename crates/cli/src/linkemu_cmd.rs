@@ -426,6 +426,12 @@ fn print_summary(s: &RealtimeStats) {
             d.overflow.packets,
             d.write_errors
         );
+        if let Some(n) = d.input_tx_dropped.filter(|&n| n > 0) {
+            println!(
+                "        WARNING: the kernel dropped {n} packets at the input TUN device before the emulator read \
+them (CPU overload): these losses are not part of the model"
+            );
+        }
         if let Some(m) = &d.model {
             println!(
                 "        model: lost {} ({:.4} %), queue drops {} ({:.4} %), duplicated {}, max queue {} B, \

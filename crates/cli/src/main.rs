@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error.
 
+mod linkemu_cmd;
 mod units;
 mod vdif_cmd;
 
@@ -41,7 +42,7 @@ impl std::error::Error for ProblemsFound {}
     about = "e-VLBI data transport and network measurement",
     long_about = "evlbi moves VLBI telescope data (VDIF) across research networks and tells the operator \
 exactly what the network did to it.\n\nStart with `evlbi vdif --help`.",
-    after_help = "Examples:\n  evlbi vdif gen --stations Ef,Wb --rate 512M --seconds 2 --delay Wb=1.5us --out data/\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif stats data/Wb.vdif --json\n\nExit codes: 0 ok, 1 runtime failure or problems found in the data, 2 usage error."
+    after_help = "Examples:\n  evlbi vdif gen --stations Ef,Wb --rate 512M --seconds 2 --delay Wb=1.5us --out data/\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif stats data/Wb.vdif --json\n  evlbi linkemu --a ns:tel --b ns:corr --rate 1G --delay 50ms --loss 0.1% --burst 3 --buffer 2MB\n\nExit codes: 0 ok, 1 runtime failure or problems found in the data, 2 usage error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -53,12 +54,16 @@ enum Command {
     /// VDIF files: generate synthetic stations, inspect, sampler statistics, dump.
     #[command(subcommand)]
     Vdif(vdif_cmd::VdifCommand),
+    /// WAN emulator: two network namespaces joined through a link with delay, jitter, loss,
+    /// a bottleneck rate and a drop-tail buffer (this kernel has no netem).
+    Linkemu(Box<linkemu_cmd::LinkemuArgs>),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Vdif(c) => vdif_cmd::run(c),
+        Command::Linkemu(a) => linkemu_cmd::run(*a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -346,9 +346,35 @@ fn progress_bar(total: u64, hidden: bool) -> indicatif::ProgressBar {
     bar
 }
 
-fn open(path: &Path) -> Result<BufReader<File>> {
+/// A file reader that advances a progress bar (drawn only when stderr is a terminal).
+struct ProgressReader {
+    inner: BufReader<File>,
+    bar: indicatif::ProgressBar,
+}
+
+impl std::io::Read for ProgressReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+}
+
+impl Drop for ProgressReader {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn open(path: &Path) -> Result<ProgressReader> {
     let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    Ok(BufReader::with_capacity(1 << 20, f))
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    // Small files finish before a bar could be read; large ones take seconds to minutes.
+    let bar = progress_bar(len, len < (256 << 20));
+    Ok(ProgressReader {
+        inner: BufReader::with_capacity(1 << 20, f),
+        bar,
+    })
 }
 
 #[derive(Serialize)]

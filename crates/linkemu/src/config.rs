@@ -89,10 +89,7 @@ impl GilbertElliott {
     /// `p_bg = 1 / burst`, `p_gb = loss · p_bg / (1 − loss)`.
     /// (Gilbert 1960, "Capacity of a burst-noise channel"; the same
     /// parametrisation is used by netem's `loss gemodel p r`.)
-    pub fn from_mean_loss_and_burst(
-        mean_loss: f64,
-        mean_burst_len: f64,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_mean_loss_and_burst(mean_loss: f64, mean_burst_len: f64) -> Result<Self, ConfigError> {
         // NaN is not finite, so it is rejected here too.
         if !mean_burst_len.is_finite() || mean_burst_len < 1.0 {
             return Err(ConfigError::InvalidBurstLength(mean_burst_len));
@@ -275,10 +272,7 @@ mod tests {
             delay: Duration::from_secs(u64::MAX),
             ..ok
         };
-        assert!(matches!(
-            c.validate(),
-            Err(ConfigError::DelayTooLarge { .. })
-        ));
+        assert!(matches!(c.validate(), Err(ConfigError::DelayTooLarge { .. })));
     }
 
     #[test]
@@ -286,17 +280,14 @@ mod tests {
         let c = LinkConfig {
             rate_bps: Some(1_000_000_000),
             delay: Duration::from_millis(100),
-            loss: LossModel::GilbertElliott(
-                GilbertElliott::from_mean_loss_and_burst(0.01, 3.0).unwrap(),
-            ),
+            loss: LossModel::GilbertElliott(GilbertElliott::from_mean_loss_and_burst(0.01, 3.0).unwrap()),
             ..LinkConfig::default()
         };
         let json = serde_json::to_string(&c).unwrap();
         let back: LinkConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, c);
         // Missing fields take their defaults.
-        let partial: LinkConfig =
-            serde_json::from_str(r#"{"loss": {"kind": "bernoulli", "p": 0.5}}"#).unwrap();
+        let partial: LinkConfig = serde_json::from_str(r#"{"loss": {"kind": "bernoulli", "p": 0.5}}"#).unwrap();
         assert_eq!(partial.loss, LossModel::Bernoulli { p: 0.5 });
     }
 }

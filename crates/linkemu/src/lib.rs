@@ -52,9 +52,15 @@
 //!
 //! For whole protocol runs, see [`sim::Sim`]: two [`sim::Endpoint`]s joined
 //! by a [`Duplex`] link under a virtual clock.
+//!
+//! On Linux, [`realtime`] runs the same model in real time between two
+//! network namespaces, forwarding real IP packets through TUN devices
+//! (`evlbi linkemu`).
 
 mod config;
 mod link;
+#[cfg(target_os = "linux")]
+pub mod realtime;
 pub mod sim;
 mod stats;
 

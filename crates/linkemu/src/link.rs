@@ -211,8 +211,7 @@ impl<P> Link<P> {
         }
 
         // 3. Duplication, then 4. propagation for each copy.
-        let duplicate =
-            self.config.duplicate > 0.0 && self.rng.duplicate.gen::<f64>() < self.config.duplicate;
+        let duplicate = self.config.duplicate > 0.0 && self.rng.duplicate.gen::<f64>() < self.config.duplicate;
         if duplicate {
             self.stats.duplicated.add(len);
             self.schedule(departure, packet.clone(), len);
@@ -261,19 +260,11 @@ impl<P> Link<P> {
             LossModel::Bernoulli { p } => rng.gen::<f64>() < p,
             LossModel::GilbertElliott(ge) => {
                 // Transition first, then lose with the new state's probability.
-                let flip = if self.bad {
-                    ge.p_bad_to_good
-                } else {
-                    ge.p_good_to_bad
-                };
+                let flip = if self.bad { ge.p_bad_to_good } else { ge.p_good_to_bad };
                 if rng.gen::<f64>() < flip {
                     self.bad = !self.bad;
                 }
-                let p = if self.bad {
-                    ge.loss_in_bad
-                } else {
-                    ge.loss_in_good
-                };
+                let p = if self.bad { ge.loss_in_bad } else { ge.loss_in_good };
                 rng.gen::<f64>() < p
             }
         }
@@ -290,9 +281,7 @@ impl<P> Link<P> {
         };
         // delay + jitter ≤ 2·MAX_DELAY; if `Instant` cannot hold it the clock
         // is near its end of range anyway: release at the departure time.
-        let mut release = departure
-            .checked_add(self.config.delay + jitter)
-            .unwrap_or(departure);
+        let mut release = departure.checked_add(self.config.delay + jitter).unwrap_or(departure);
         if !self.config.reorder {
             if let Some(last) = self.last_release {
                 release = release.max(last);
@@ -336,11 +325,7 @@ impl<P> Duplex<P> {
     }
 
     /// Different configurations per direction, seeds derived from `seed`.
-    pub fn asymmetric(
-        a_to_b: LinkConfig,
-        b_to_a: LinkConfig,
-        seed: u64,
-    ) -> Result<Self, ConfigError> {
+    pub fn asymmetric(a_to_b: LinkConfig, b_to_a: LinkConfig, seed: u64) -> Result<Self, ConfigError> {
         Ok(Self {
             a_to_b: Link::new(a_to_b, seed)?,
             b_to_a: Link::new(b_to_a, reverse_seed(seed))?,

@@ -140,14 +140,10 @@ impl<A: Endpoint, B: Endpoint> Sim<A, B> {
     /// sending whatever the endpoints have ready now.
     pub fn next_event(&mut self) -> Option<Instant> {
         self.flush();
-        [
-            self.a.poll_timeout(),
-            self.b.poll_timeout(),
-            self.link.next_release(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.a.poll_timeout(), self.b.poll_timeout(), self.link.next_release()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Advances the clock to the next event (never backwards: an overdue

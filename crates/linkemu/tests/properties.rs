@@ -49,18 +49,13 @@ fn check_accounting(link: &Link<(usize, Instant)>) -> Result<(), TestCaseError> 
     let s: &LinkStats = link.stats();
     prop_assert_eq!(
         s.offered.packets + s.duplicated.packets,
-        s.delivered.packets
-            + s.dropped_loss.packets
-            + s.dropped_queue.packets
-            + link.in_flight() as u64
+        s.delivered.packets + s.dropped_loss.packets + s.dropped_queue.packets + link.in_flight() as u64
     );
     prop_assert_eq!(
         s.offered.bytes + s.duplicated.bytes,
         s.delivered.bytes + s.dropped_loss.bytes + s.dropped_queue.bytes + link.in_flight_bytes()
     );
-    prop_assert!(
-        link.config().rate_bps.is_none() || s.max_queue_bytes <= link.config().buffer_bytes
-    );
+    prop_assert!(link.config().rate_bps.is_none() || s.max_queue_bytes <= link.config().buffer_bytes);
     Ok(())
 }
 
@@ -84,11 +79,7 @@ fn poll_all(
                 let tx = cfg.rate_bps.map_or(Duration::ZERO, |r| {
                     Duration::from_nanos((lens[i] as u64 * 8 * 1_000_000_000) / r)
                 });
-                prop_assert!(
-                    now >= pushed + cfg.delay + tx,
-                    "packet {} delivered early",
-                    i
-                );
+                prop_assert!(now >= pushed + cfg.delay + tx, "packet {} delivered early", i);
                 delivered.push(i);
             }
             None => {

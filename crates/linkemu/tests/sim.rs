@@ -239,12 +239,7 @@ fn ping_round_trip_is_both_delays_plus_serialisation() {
 fn run_until_is_bounded_in_virtual_time() {
     let start = Instant::now();
     let sender = PacedSender::new(start, 1e6, 1000, 1_000_000);
-    let mut sim = Sim::new(
-        sender,
-        Receiver::default(),
-        link(LinkConfig::default(), 3),
-        start,
-    );
+    let mut sim = Sim::new(sender, Receiver::default(), link(LinkConfig::default(), 3), start);
     let err = sim.run_until(|_| false, Duration::from_secs(1));
     assert_eq!(err, Err(SimError::Deadline(Duration::from_secs(1))));
     assert_eq!(sim.elapsed(), Duration::from_secs(1));
@@ -272,12 +267,7 @@ impl Endpoint for Stuck {
 #[test]
 fn run_until_is_bounded_in_steps() {
     let start = Instant::now();
-    let mut sim = Sim::new(
-        Stuck(start),
-        Receiver::default(),
-        link(LinkConfig::default(), 3),
-        start,
-    );
+    let mut sim = Sim::new(Stuck(start), Receiver::default(), link(LinkConfig::default(), 3), start);
     sim.set_step_limit(1000);
     assert_eq!(
         sim.run_until(|_| false, Duration::from_secs(1)),

@@ -14,11 +14,7 @@ const MS: Duration = Duration::from_millis(1);
 
 /// One-way delays of delivered packets whose payload is their index in
 /// `paced(base, _, spacing, _)`.
-fn one_way_delays(
-    base: Instant,
-    spacing: Duration,
-    deliveries: &[(Instant, u64)],
-) -> Vec<Duration> {
+fn one_way_delays(base: Instant, spacing: Duration, deliveries: &[(Instant, u64)]) -> Vec<Duration> {
     let mut d: Vec<Duration> = deliveries
         .iter()
         .map(|(at, i)| *at - (base + spacing * *i as u32))
@@ -63,12 +59,7 @@ fn check_jitter(reorder: bool, spacing: Duration, n: u64) {
     let d = one_way_delays(base, spacing, &trace.deliveries);
     assert_eq!(d.len() as u64, n);
     assert_close("mean", mean(&d), 105 * MS, MS);
-    assert_close(
-        "p99",
-        quantile(&d, 0.99),
-        Duration::from_micros(109_900),
-        MS,
-    );
+    assert_close("p99", quantile(&d, 0.99), Duration::from_micros(109_900), MS);
     assert!(d[0] >= 100 * MS && d[d.len() - 1] <= 110 * MS);
 }
 
@@ -155,8 +146,7 @@ fn gilbert_elliott_mean_loss_and_geometric_bursts() {
         // eigenvalue (asymptotic variance of a Markov chain sample mean).
         let k = lost.iter().filter(|l| **l).count() as f64;
         let lambda = 1.0 - ge.p_good_to_bad - ge.p_bad_to_good;
-        let sigma =
-            (n as f64 * mean_loss * (1.0 - mean_loss) * (1.0 + lambda) / (1.0 - lambda)).sqrt();
+        let sigma = (n as f64 * mean_loss * (1.0 - mean_loss) * (1.0 + lambda) / (1.0 - lambda)).sqrt();
         assert!(
             (k - mean_loss * n as f64).abs() <= 4.0 * sigma,
             "loss {mean_loss}: lost {k} of {n}, σ = {sigma}"
@@ -242,10 +232,7 @@ fn bottleneck_overload_delivers_the_configured_rate() {
     // the time from the first delivery to the last.
     let first = deliveries.first().unwrap().0;
     let last = deliveries.last().unwrap().0;
-    let bits: usize = deliveries[1..]
-        .iter()
-        .map(|(_, i)| lens[*i as usize] * 8)
-        .sum();
+    let bits: usize = deliveries[1..].iter().map(|(_, i)| lens[*i as usize] * 8).sum();
     let rate = bits as f64 / (last - first).as_secs_f64();
     assert!((rate / 100e6 - 1.0).abs() < 0.02, "delivered {rate} b/s");
     // A standing queue builds up: late packets wait most of the buffer.
@@ -329,26 +316,17 @@ fn everything_on(seed: u64) -> Vec<(Duration, u64)> {
         delay: 30 * MS,
         jitter: 5 * MS,
         reorder: true,
-        loss: LossModel::GilbertElliott(
-            GilbertElliott::from_mean_loss_and_burst(0.02, 3.0).unwrap(),
-        ),
+        loss: LossModel::GilbertElliott(GilbertElliott::from_mean_loss_and_burst(0.02, 3.0).unwrap()),
         duplicate: 0.01,
     };
     let mut link = Link::new(cfg, seed).unwrap();
     // Offered 60 Mb/s into 50 Mb/s: some congestion drops as well.
     let base = Instant::now();
-    let trace = drive(
-        &mut link,
-        paced(base, 20_000, Duration::from_micros(200), 1500),
-    );
+    let trace = drive(&mut link, paced(base, 20_000, Duration::from_micros(200), 1500));
     assert!(link.stats().dropped_queue.packets > 0);
     assert!(link.stats().dropped_loss.packets > 0);
     assert!(link.stats().duplicated.packets > 0);
-    trace
-        .deliveries
-        .into_iter()
-        .map(|(t, i)| (t - base, i))
-        .collect()
+    trace.deliveries.into_iter().map(|(t, i)| (t - base, i)).collect()
 }
 
 #[test]
@@ -370,10 +348,7 @@ fn duplicates_are_counted_and_delivered_twice() {
     };
     let mut link = Link::new(cfg, 8).unwrap();
     let n = 100_000u64;
-    let trace = drive(
-        &mut link,
-        paced(Instant::now(), n, Duration::from_micros(10), 100),
-    );
+    let trace = drive(&mut link, paced(Instant::now(), n, Duration::from_micros(10), 100));
     let dups = link.stats().duplicated.packets;
     let sigma = (n as f64 * 0.05 * 0.95).sqrt();
     assert!((dups as f64 - 5_000.0).abs() <= 4.0 * sigma, "{dups}");

@@ -20,10 +20,7 @@ pub struct Trace<P> {
 
 /// Feeds time-ordered arrivals into `link`, polling at each release time
 /// exactly (as an event-driven driver would), then drains the link.
-pub fn drive<P: Clone>(
-    link: &mut Link<P>,
-    arrivals: impl IntoIterator<Item = Arrival<P>>,
-) -> Trace<P> {
+pub fn drive<P: Clone>(link: &mut Link<P>, arrivals: impl IntoIterator<Item = Arrival<P>>) -> Trace<P> {
     let mut trace = Trace {
         admissions: Vec::new(),
         deliveries: Vec::new(),
@@ -46,12 +43,7 @@ fn drain_until<P>(link: &mut Link<P>, t: Instant, out: &mut Vec<(Instant, P)>) {
 }
 
 /// `n` packets of `len` bytes, numbered 0.., every `spacing` from `base`.
-pub fn paced(
-    base: Instant,
-    n: u64,
-    spacing: Duration,
-    len: usize,
-) -> impl Iterator<Item = Arrival<u64>> {
+pub fn paced(base: Instant, n: u64, spacing: Duration, len: usize) -> impl Iterator<Item = Arrival<u64>> {
     (0..n).map(move |i| Arrival {
         at: base + spacing * u32::try_from(i).expect("test sizes fit u32"),
         packet: i,

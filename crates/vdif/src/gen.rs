@@ -192,7 +192,6 @@ impl Generator {
         values: &mut [i16],
         tone_cache: (&mut [i16], &mut Option<u32>),
     ) {
-        let tone_cache = tone_cache;
         let l = &self.config.layout;
         let nct = i64::from(l.channels_per_thread);
         let n = values.len() as i64;

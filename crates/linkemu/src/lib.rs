@@ -60,10 +60,12 @@
 mod config;
 mod link;
 #[cfg(target_os = "linux")]
+mod loss;
 pub mod realtime;
 pub mod sim;
 mod stats;
 
 pub use config::{ConfigError, GilbertElliott, LinkConfig, LossModel, MAX_DELAY};
 pub use link::{Admission, Duplex, Link};
+pub use loss::LossProcess;
 pub use stats::{Counter, LinkStats};

@@ -10,6 +10,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 
 use crate::config::{ConfigError, LinkConfig, LossModel};
+use crate::loss::LossProcess;
 use crate::stats::LinkStats;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
@@ -56,21 +57,21 @@ impl<P> Ord for Scheduled<P> {
 /// e.g. the jitter does not change which packets the loss model drops: two
 /// runs differing in one setting see the same loss pattern.
 struct Rngs {
-    loss: Xoshiro256PlusPlus,
+    loss: LossProcess,
     jitter: Xoshiro256PlusPlus,
     duplicate: Xoshiro256PlusPlus,
 }
 
 impl Rngs {
-    fn new(seed: u64) -> Self {
-        let loss = Xoshiro256PlusPlus::seed_from_u64(seed);
+    fn new(seed: u64, loss: LossModel) -> Self {
+        let loss_rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         // `jump()` advances by 2^128 draws: the streams cannot overlap.
-        let mut jitter = loss.clone();
+        let mut jitter = loss_rng.clone();
         jitter.jump();
         let mut duplicate = jitter.clone();
         duplicate.jump();
         Self {
-            loss,
+            loss: LossProcess::with_rng(loss, loss_rng),
             jitter,
             duplicate,
         }
@@ -85,8 +86,6 @@ impl Rngs {
 pub struct Link<P> {
     config: LinkConfig,
     rng: Rngs,
-    /// Gilbert–Elliott state: true while Bad.
-    bad: bool,
     /// When the bottleneck finishes serialising everything admitted so far,
     /// plus a sub-nanosecond remainder `busy_frac / rate` ns kept so that
     /// rounding never accumulates (exact rate over any number of packets).
@@ -105,17 +104,10 @@ impl<P> Link<P> {
     /// A link with the given configuration and RNG seed.
     pub fn new(config: LinkConfig, seed: u64) -> Result<Self, ConfigError> {
         config.validate()?;
-        let mut rng = Rngs::new(seed);
-        // Start Gilbert–Elliott in its stationary distribution so that short
-        // runs are unbiased (starting in Good would under-count loss).
-        let bad = match config.loss {
-            LossModel::GilbertElliott(ge) => rng.loss.gen::<f64>() < ge.stationary_bad(),
-            _ => false,
-        };
+        let rng = Rngs::new(seed, config.loss);
         Ok(Self {
             config,
             rng,
-            bad,
             busy_until: None,
             busy_frac: 0,
             last_push: None,
@@ -205,7 +197,7 @@ impl<P> Link<P> {
         };
 
         // 2. Wire loss.
-        if self.draw_loss() {
+        if self.rng.loss.lose() {
             self.stats.dropped_loss.add(len);
             return Admission::DroppedLoss;
         }
@@ -251,23 +243,6 @@ impl<P> Link<P> {
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(after);
         self.stats.record_queue_delay(start - now);
         Some(departure)
-    }
-
-    fn draw_loss(&mut self) -> bool {
-        let rng = &mut self.rng.loss;
-        match self.config.loss {
-            LossModel::None => false,
-            LossModel::Bernoulli { p } => rng.gen::<f64>() < p,
-            LossModel::GilbertElliott(ge) => {
-                // Transition first, then lose with the new state's probability.
-                let flip = if self.bad { ge.p_bad_to_good } else { ge.p_good_to_bad };
-                if rng.gen::<f64>() < flip {
-                    self.bad = !self.bad;
-                }
-                let p = if self.bad { ge.loss_in_bad } else { ge.loss_in_good };
-                rng.gen::<f64>() < p
-            }
-        }
     }
 
     fn schedule(&mut self, departure: Instant, packet: P, len: u64) {

@@ -11,8 +11,8 @@ use clap::Args;
 use linkemu::realtime::{self, Emulator, LiveCounters, Mode, RealtimeConfig, RealtimeStats};
 use linkemu::{GilbertElliott, LinkConfig, LossModel};
 
-use crate::units::{parse_duration, parse_rate};
-use crate::UsageError;
+use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
+use crate::usage;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -134,54 +134,6 @@ pub struct LinkemuArgs {
     /// Internal: this process is the background half of --up.
     #[arg(long, hide = true)]
     pub detached: bool,
-}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    UsageError(msg.into()).into()
-}
-
-/// A size in bytes: "2MB", "1.5M", "64KiB", "9000". k/M/G are decimal, Ki/Mi/Gi binary.
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
-    let unit = unit.trim();
-    let unit = unit.strip_suffix('B').unwrap_or(unit);
-    let m = match unit {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "Ki" => 1024.0,
-        "Mi" => 1048576.0,
-        "Gi" => 1073741824.0,
-        _ => return Err(format!("{s:?}: unknown size unit (use B, kB, MB, GB, KiB, MiB, GiB)")),
-    };
-    let bytes = (v * m).round();
-    if !(1.0..=1e15).contains(&bytes) {
-        return Err(format!("{s:?}: size out of range"));
-    }
-    Ok(bytes as u64)
-}
-
-/// A probability: "0.1%" (percent) or "0.001" (fraction).
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, scale) = match t.strip_suffix('%') {
-        Some(n) => (n.trim(), 0.01),
-        None => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected e.g. 0.1% or 0.001"))?;
-    let p = v * scale;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(format!(
-            "{s:?}: must be between 0% and 100% (a bare number is a fraction: 0.01 = 1%)"
-        ));
-    }
-    Ok(p)
 }
 
 /// "ns:tel" → "tel".
@@ -571,6 +523,7 @@ fn only_state(dir: &Path) -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::UsageError;
     use clap::Parser;
 
     #[derive(Parser)]

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error.
 
 mod linkemu_cmd;
+mod model_cmd;
 mod units;
 mod vdif_cmd;
 
@@ -22,6 +23,11 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// A usage error as an `anyhow::Error` (exit code 2).
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::anyhow!(UsageError(msg.into()))
+}
 
 /// A run that completed but found problems worth a non-zero exit (report already printed).
 #[derive(Debug)]
@@ -57,6 +63,9 @@ enum Command {
     /// WAN emulator: two network namespaces joined through a link with delay, jitter, loss,
     /// a bottleneck rate and a drop-tail buffer (this kernel has no netem).
     Linkemu(Box<linkemu_cmd::LinkemuArgs>),
+    /// Models: VLBI S/N under packet loss, the Mathis TCP bound, wire rate and packet spacing.
+    #[command(subcommand)]
+    Model(model_cmd::ModelCommand),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +73,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Vdif(c) => vdif_cmd::run(c),
         Command::Linkemu(a) => linkemu_cmd::run(*a),
+        Command::Model(c) => model_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,5 @@
 //! Parsing of the quantities users type: rates ("512M", "4.096G"), durations ("1.5us", "300ms"),
-//! and frequencies ("1.2MHz"). SI prefixes are decimal, as in networking
+//! frequencies ("1.2MHz"), sizes ("2MB") and probabilities ("0.1%"). SI prefixes are decimal, as in networking
 //! and VLBI ("4096M" = 4.096e9 b/s).
 
 /// Split "1.5us" into (1.5, "us").
@@ -72,6 +72,50 @@ pub fn parse_frequency(s: &str) -> Result<f64, String> {
     Ok(v * m)
 }
 
+/// A size in bytes: "2MB", "1.5M", "64KiB", "9000". k/M/G are decimal, Ki/Mi/Gi binary.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
+    let unit = unit.trim();
+    let unit = unit.strip_suffix('B').unwrap_or(unit);
+    let m = match unit {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "Ki" => 1024.0,
+        "Mi" => 1048576.0,
+        "Gi" => 1073741824.0,
+        _ => return Err(format!("{s:?}: unknown size unit (use B, kB, MB, GB, KiB, MiB, GiB)")),
+    };
+    let bytes = (v * m).round();
+    if !(1.0..=1e15).contains(&bytes) {
+        return Err(format!("{s:?}: size out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// A probability: "0.1%" (percent) or "0.001" (fraction).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 0.01),
+        None => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected e.g. 0.1% or 0.001"))?;
+    let p = v * scale;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!(
+            "{s:?}: must be between 0% and 100% (a bare number is a fraction: 0.01 = 1%)"
+        ));
+    }
+    Ok(p)
+}
+
 /// Human-readable SI value: 1.29e9 → "1.29 G".
 pub fn si_fmt(v: f64) -> String {
     let (d, p) = if v.abs() >= 1e9 {
@@ -104,5 +148,11 @@ mod tests {
         assert!(parse_duration("3 fortnights").is_err());
         assert_eq!(parse_frequency("1.2MHz").unwrap(), 1.2e6);
         assert_eq!(parse_duration("-1.5e-6").unwrap(), -1.5e-6);
+        assert_eq!(parse_size("2MB").unwrap(), 2_000_000);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_fraction("0.1%").unwrap(), 0.001);
+        assert_eq!(parse_fraction("0.02").unwrap(), 0.02);
+        assert!(parse_fraction("120%").is_err());
     }
 }

@@ -15,7 +15,7 @@ use vdif::stats::{SamplerStats, StateCounter};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 use crate::units::{parse_duration, parse_frequency, parse_rate, si_fmt};
-use crate::{ProblemsFound, UsageError};
+use crate::{usage, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum VdifCommand {
@@ -175,10 +175,6 @@ struct GenStation {
     path: PathBuf,
     #[serde(flatten)]
     output: StationOutput,
-}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    anyhow!(UsageError(msg.into()))
 }
 
 fn gen(a: GenArgs) -> Result<()> {

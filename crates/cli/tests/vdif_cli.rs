@@ -245,3 +245,55 @@ fn help_teaches_with_examples() {
     let o = evlbi(&["--help"]);
     assert!(stdout(&o).contains("Exit codes"));
 }
+
+#[test]
+fn correlate_finds_the_generated_delay() {
+    let d = tmp();
+    // No tone: a tone common to both stations correlates at every lag and buries the fringe.
+    let o = evlbi(&[
+        "vdif",
+        "gen",
+        "--stations",
+        "Ef,Wb",
+        "--rate",
+        "64M",
+        "--channels",
+        "4",
+        "--seconds",
+        "2",
+        "--delay",
+        "Wb=1.5us",
+        "--snr",
+        "0.02",
+        "--seed",
+        "4",
+        "--out",
+        d.path().to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = evlbi(&[
+        "vdif",
+        "correlate",
+        "--channel",
+        "2",
+        "--json",
+        d.path().join("Ef.vdif").to_str().unwrap(),
+        d.path().join("Wb.vdif").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(f["delay_samples"], 12);
+    assert!((f["delay_s"].as_f64().unwrap() - 1.5e-6).abs() < 1e-12);
+    assert!(f["snr"].as_f64().unwrap() > 20.0, "{f}");
+    assert_eq!(f["valid_fraction"], 1.0);
+    let o = evlbi(&[
+        "vdif",
+        "correlate",
+        "--fft",
+        "100",
+        d.path().join("Ef.vdif").to_str().unwrap(),
+        d.path().join("Wb.vdif").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -22,15 +22,19 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 
 dd_rates=()
 gen_rates=()
-for i in $(seq "$runs"); do
+settle() { # deleted files and dirty pages are flushed before each timed run
     rm -f "$dir"/*.vdif "$dir/dd.bin"
     sync
+    sleep 1
+}
+
+for i in $(seq "$runs"); do
+    settle
     t0=$(now)
     dd if=/dev/zero of="$dir/dd.bin" bs=4M count="$blocks" status=none
     t1=$(now)
     dd_rates+=("$(echo "$blocks * 4194304 / ($t1 - $t0) / 1000000000" | bc -l)")
-    rm -f "$dir/dd.bin"
-    sync
+    settle
     t0=$(now)
     "$evlbi" vdif gen --stations Ef,Wb --rate 512M --bits 2 --channels 8 --threads 1 --frame 8000 \
         --seconds "$secs" --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --seed "$i" --out "$dir" -q >/dev/null

@@ -20,9 +20,10 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Generate Ef and Wb (64 Mb/s, 4 ch, 2 s) into `dir`; returns the gen JSON report.
-fn gen(dir: &Path, seed: &str) -> Value {
-    let o = evlbi(&[
+/// Generate Ef and Wb (64 Mb/s, 4 ch, 2 s, Wb delayed 1.5 us) into `dir`, plus `extra`
+/// flags; returns the gen JSON report.
+fn gen_with(dir: &Path, seed: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
         "vdif",
         "gen",
         "--stations",
@@ -39,18 +40,23 @@ fn gen(dir: &Path, seed: &str) -> Value {
         "Wb=1.5us",
         "--snr",
         "0.02",
-        "--tone",
-        "1.2MHz",
         "--seed",
         seed,
         "--start",
         "2026-03-01T12:00:00Z",
+        "--json",
         "--out",
         dir.to_str().unwrap(),
-        "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = evlbi(&args);
     assert!(o.status.success(), "gen failed: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).expect("gen --json prints JSON")
+}
+
+/// [`gen_with`] with a 1.2 MHz tone.
+fn gen(dir: &Path, seed: &str) -> Value {
+    gen_with(dir, seed, &["--tone", "1.2MHz"])
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -250,28 +256,7 @@ fn help_teaches_with_examples() {
 fn correlate_finds_the_generated_delay() {
     let d = tmp();
     // No tone: a tone common to both stations correlates at every lag and buries the fringe.
-    let o = evlbi(&[
-        "vdif",
-        "gen",
-        "--stations",
-        "Ef,Wb",
-        "--rate",
-        "64M",
-        "--channels",
-        "4",
-        "--seconds",
-        "2",
-        "--delay",
-        "Wb=1.5us",
-        "--snr",
-        "0.02",
-        "--seed",
-        "4",
-        "--out",
-        d.path().to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    gen_with(d.path(), "4", &[]);
     let o = evlbi(&[
         "vdif",
         "correlate",

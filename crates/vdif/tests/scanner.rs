@@ -31,6 +31,19 @@ fn events(bytes: &[u8]) -> Vec<ScanEvent> {
     FrameScanner::new(bytes).collect::<Result<Vec<_>, _>>().unwrap()
 }
 
+/// (offset, length) of every garbage region.
+fn garbage(ev: &[ScanEvent]) -> Vec<(u64, u64)> {
+    ev.iter()
+        .filter_map(|e| {
+            if let ScanEvent::Garbage { offset, len, .. } = e {
+                Some((*offset, *len))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 fn frames(ev: &[ScanEvent]) -> usize {
     ev.iter().filter(|e| matches!(e, ScanEvent::Frame { .. })).count()
 }
@@ -56,16 +69,7 @@ fn garbage_between_frames_is_located() {
     bad.extend_from_slice(&s[10 * flen..]);
     let ev = events(&bad);
     assert_eq!(frames(&ev), s.len() / flen);
-    let g: Vec<_> = ev
-        .iter()
-        .filter_map(|e| {
-            if let ScanEvent::Garbage { offset, len, .. } = e {
-                Some((*offset, *len))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let g = garbage(&ev);
     assert_eq!(g, vec![((10 * flen) as u64, 777)]);
 }
 
@@ -79,16 +83,7 @@ fn leading_garbage_and_corrupted_header() {
     bad[at..at + 32].fill(0);
     let ev = events(&bad);
     assert_eq!(frames(&ev), s.len() / flen - 1);
-    let g: Vec<_> = ev
-        .iter()
-        .filter_map(|e| {
-            if let ScanEvent::Garbage { offset, len, .. } = e {
-                Some((*offset, *len))
-            } else {
-                None
-            }
-        })
-        .collect();
+    let g = garbage(&ev);
     assert_eq!(g, vec![(0, 13), (at as u64, flen as u64)]);
 }
 

@@ -1,0 +1,431 @@
+//! Optional mutual HMAC-SHA256 challenge–response on the control channel (pre-shared key).
+//!
+//! No I/O and no randomness inside: the caller supplies nonces (from a CSPRNG) and moves
+//! [`ControlMsg`]s between the two state machines and the socket.
+//!
+//! ```text
+//! client                                  server
+//!   hello{params, client_nonce}   ──▶
+//!                                 ◀──   challenge{server_nonce}
+//!   auth{mac = H(k, "client" ‖ sn ‖ cn ‖ params)} ──▶   verify (constant time)
+//!                                 ◀──   ready{udp_port, proof = H(k, "server" ‖ cn ‖ sn ‖ port ‖ test_id)}
+//!   verify proof
+//! ```
+//!
+//! The client MAC covers the trial parameters, so a man in the middle cannot turn a polite test
+//! into a flood; the server proof covers the UDP port, so the client does not blast a port chosen
+//! by someone who does not hold the key. Fresh nonces on both sides defeat replay.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use thiserror::Error;
+
+use crate::control::{Auth, Challenge, ControlError, ControlMsg, Hello, Ready};
+
+/// Nonce length, bytes.
+pub const NONCE_LEN: usize = 16;
+/// HMAC-SHA256 output length, bytes.
+pub const MAC_LEN: usize = 32;
+
+const CLIENT_LABEL: &[u8] = b"evlbi-probe-v1 client\0";
+const SERVER_LABEL: &[u8] = b"evlbi-probe-v1 server\0";
+
+/// Why a handshake failed.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    /// The peer sent a message that does not fit the handshake state.
+    #[error("unexpected `{got}` control message while {state}")]
+    Unexpected {
+        /// What we were waiting for.
+        state: &'static str,
+        /// Message type received.
+        got: &'static str,
+    },
+    /// The message is invalid (range or format).
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// A key is configured here but the peer did not take part in authentication.
+    #[error("peer did not authenticate but a pre-shared key is required")]
+    PeerNotAuthenticated,
+    /// The peer asked for authentication and we have no key.
+    #[error("peer requires authentication; configure the pre-shared key")]
+    KeyRequired,
+    /// MAC or proof mismatch: wrong key or tampering.
+    #[error("authentication failed (wrong key or tampered message)")]
+    BadMac,
+    /// The pre-shared key is empty.
+    #[error("pre-shared key must not be empty")]
+    EmptyKey,
+    /// The peer sent an `error` message.
+    #[error("peer refused: {0}")]
+    Rejected(String),
+}
+
+/// Lower-case hex encoding.
+pub fn hex_encode(bytes: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    bytes
+        .iter()
+        .flat_map(|b| [D[usize::from(b >> 4)] as char, D[usize::from(b & 15)] as char])
+        .collect()
+}
+
+/// Hex decoding; `None` on odd length or a non-hex digit.
+pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    let nib = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    b.chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(p[1])?)).collect()
+}
+
+fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, AuthError> {
+    // HMAC accepts an empty key, but an empty pre-shared key is a configuration mistake.
+    if key.is_empty() {
+        return Err(AuthError::EmptyKey);
+    }
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|_| AuthError::EmptyKey)?;
+    for p in parts {
+        m.update(p);
+    }
+    Ok(m)
+}
+
+/// Fixed binary encoding of the parameters the client MAC vouches for.
+fn hello_binding(h: &Hello) -> Vec<u8> {
+    let mut v = Vec::with_capacity(29);
+    v.push(h.version);
+    v.extend_from_slice(&h.test_id.to_be_bytes());
+    v.extend_from_slice(&h.size.to_be_bytes());
+    v.extend_from_slice(&h.count.to_be_bytes());
+    v.extend_from_slice(&h.spacing_ns.to_be_bytes());
+    v
+}
+
+fn client_mac(key: &[u8], sn: &[u8], cn: &[u8], h: &Hello) -> Result<Hmac<Sha256>, AuthError> {
+    mac_over(key, &[CLIENT_LABEL, sn, cn, &hello_binding(h)])
+}
+
+fn server_mac(key: &[u8], cn: &[u8], sn: &[u8], port: u16, test_id: u64) -> Result<Hmac<Sha256>, AuthError> {
+    mac_over(
+        key,
+        &[SERVER_LABEL, cn, sn, &port.to_be_bytes(), &test_id.to_be_bytes()],
+    )
+}
+
+/// Constant-time check of a hex MAC (hmac's `verify_slice` compares in constant time).
+fn verify_hex(m: Hmac<Sha256>, hex: &str) -> Result<(), AuthError> {
+    let bytes = hex_decode(hex).ok_or(AuthError::BadMac)?;
+    m.verify_slice(&bytes).map_err(|_| AuthError::BadMac)
+}
+
+fn msg_name(m: &ControlMsg) -> &'static str {
+    match m {
+        ControlMsg::Hello(_) => "hello",
+        ControlMsg::Challenge(_) => "challenge",
+        ControlMsg::Auth(_) => "auth",
+        ControlMsg::Ready(_) => "ready",
+        ControlMsg::Done(_) => "done",
+        ControlMsg::Results(_) => "results",
+        ControlMsg::Error(_) => "error",
+    }
+}
+
+/// What the server should do after [`ServerHandshake::handle`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServerStep {
+    /// Send this message and wait for the next one.
+    Send(ControlMsg),
+    /// Authenticated (or no key configured): open the UDP socket, then send
+    /// [`ServerHandshake::ready`].
+    Accepted(Hello),
+}
+
+#[derive(Clone, Debug)]
+enum ServerState {
+    AwaitHello,
+    AwaitAuth(Hello),
+    Accepted(Hello),
+    Failed,
+}
+
+/// Server side of the handshake.
+#[derive(Debug)]
+pub struct ServerHandshake {
+    key: Option<Vec<u8>>,
+    nonce: [u8; NONCE_LEN],
+    state: ServerState,
+}
+
+impl ServerHandshake {
+    /// `key`: pre-shared key, `None` to accept anyone; `nonce`: fresh random bytes.
+    pub fn new(key: Option<Vec<u8>>, nonce: [u8; NONCE_LEN]) -> Self {
+        ServerHandshake {
+            key,
+            nonce,
+            state: ServerState::AwaitHello,
+        }
+    }
+
+    /// Feed one received message.
+    pub fn handle(&mut self, msg: ControlMsg) -> Result<ServerStep, AuthError> {
+        let r = self.step(msg);
+        if r.is_err() {
+            self.state = ServerState::Failed;
+        }
+        r
+    }
+
+    fn step(&mut self, msg: ControlMsg) -> Result<ServerStep, AuthError> {
+        msg.validate()?;
+        match (&self.state, msg) {
+            (ServerState::AwaitHello, ControlMsg::Hello(h)) => match &self.key {
+                None => {
+                    self.state = ServerState::Accepted(h.clone());
+                    Ok(ServerStep::Accepted(h))
+                }
+                Some(_) if h.client_nonce.is_none() => Err(AuthError::PeerNotAuthenticated),
+                Some(_) => {
+                    self.state = ServerState::AwaitAuth(h);
+                    Ok(ServerStep::Send(ControlMsg::Challenge(Challenge {
+                        server_nonce: hex_encode(&self.nonce),
+                    })))
+                }
+            },
+            (ServerState::AwaitAuth(h), ControlMsg::Auth(a)) => {
+                let key = self.key.as_deref().ok_or(AuthError::KeyRequired)?;
+                let cn = h
+                    .client_nonce
+                    .as_deref()
+                    .and_then(hex_decode)
+                    .ok_or(AuthError::BadMac)?;
+                verify_hex(client_mac(key, &self.nonce, &cn, h)?, &a.mac)?;
+                let h = h.clone();
+                self.state = ServerState::Accepted(h.clone());
+                Ok(ServerStep::Accepted(h))
+            }
+            (_, ControlMsg::Error(e)) => Err(AuthError::Rejected(e.message)),
+            (s, m) => Err(AuthError::Unexpected {
+                state: server_state_name(s),
+                got: msg_name(&m),
+            }),
+        }
+    }
+
+    /// The `ready` message for the accepted trial, with the server proof when a key is set.
+    pub fn ready(&self, udp_port: u16) -> Result<ControlMsg, AuthError> {
+        let ServerState::Accepted(h) = &self.state else {
+            return Err(AuthError::Unexpected {
+                state: server_state_name(&self.state),
+                got: "ready",
+            });
+        };
+        let server_proof = match (&self.key, h.client_nonce.as_deref().and_then(hex_decode)) {
+            (Some(k), Some(cn)) => Some(hex_encode(
+                &server_mac(k, &cn, &self.nonce, udp_port, h.test_id)?
+                    .finalize()
+                    .into_bytes(),
+            )),
+            _ => None,
+        };
+        Ok(ControlMsg::Ready(Ready { udp_port, server_proof }))
+    }
+}
+
+fn server_state_name(s: &ServerState) -> &'static str {
+    match s {
+        ServerState::AwaitHello => "awaiting hello",
+        ServerState::AwaitAuth(_) => "awaiting auth",
+        ServerState::Accepted(_) => "accepted",
+        ServerState::Failed => "failed",
+    }
+}
+
+/// What the client should do after [`ClientHandshake::handle`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientStep {
+    /// Send this message and wait for the next one.
+    Send(ControlMsg),
+    /// The server accepted and (if keyed) proved the key: stream UDP to this port.
+    Established {
+        /// Server's UDP port.
+        udp_port: u16,
+    },
+}
+
+/// Client side of the handshake.
+#[derive(Debug)]
+pub struct ClientHandshake {
+    key: Option<Vec<u8>>,
+    hello: Hello,
+    nonce: [u8; NONCE_LEN],
+    server_nonce: Option<Vec<u8>>,
+    failed: bool,
+}
+
+impl ClientHandshake {
+    /// `hello`'s `client_nonce` is overwritten with `nonce` when a key is configured.
+    pub fn new(mut hello: Hello, key: Option<Vec<u8>>, nonce: [u8; NONCE_LEN]) -> Self {
+        hello.client_nonce = key.as_ref().map(|_| hex_encode(&nonce));
+        ClientHandshake {
+            key,
+            hello,
+            nonce,
+            server_nonce: None,
+            failed: false,
+        }
+    }
+
+    /// The opening message.
+    pub fn hello(&self) -> ControlMsg {
+        ControlMsg::Hello(self.hello.clone())
+    }
+
+    /// Feed one received message.
+    pub fn handle(&mut self, msg: ControlMsg) -> Result<ClientStep, AuthError> {
+        if self.failed {
+            return Err(AuthError::Unexpected {
+                state: "failed",
+                got: msg_name(&msg),
+            });
+        }
+        let r = self.step(msg);
+        self.failed = r.is_err();
+        r
+    }
+
+    fn step(&mut self, msg: ControlMsg) -> Result<ClientStep, AuthError> {
+        msg.validate()?;
+        match msg {
+            ControlMsg::Challenge(c) if self.server_nonce.is_none() => {
+                let key = self.key.as_deref().ok_or(AuthError::KeyRequired)?;
+                let sn = hex_decode(&c.server_nonce).ok_or(AuthError::BadMac)?;
+                let mac = client_mac(key, &sn, &self.nonce, &self.hello)?.finalize().into_bytes();
+                self.server_nonce = Some(sn);
+                Ok(ClientStep::Send(ControlMsg::Auth(Auth { mac: hex_encode(&mac) })))
+            }
+            ControlMsg::Ready(r) => {
+                if let Some(key) = self.key.as_deref() {
+                    // With a key, refuse a server that skipped the challenge or the proof.
+                    let sn = self.server_nonce.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
+                    let proof = r.server_proof.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
+                    verify_hex(server_mac(key, &self.nonce, sn, r.udp_port, self.hello.test_id)?, proof)?;
+                }
+                Ok(ClientStep::Established { udp_port: r.udp_port })
+            }
+            ControlMsg::Error(e) => Err(AuthError::Rejected(e.message)),
+            m => Err(AuthError::Unexpected {
+                state: "handshaking",
+                got: msg_name(&m),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            version: 1,
+            test_id: 42,
+            size: 1472,
+            count: 1000,
+            spacing_ns: 12_000,
+            client_nonce: None,
+        }
+    }
+
+    fn run(ckey: Option<&[u8]>, skey: Option<&[u8]>) -> Result<u16, AuthError> {
+        let mut c = ClientHandshake::new(hello(), ckey.map(<[u8]>::to_vec), [1; NONCE_LEN]);
+        let mut s = ServerHandshake::new(skey.map(<[u8]>::to_vec), [2; NONCE_LEN]);
+        let mut to_server = c.hello();
+        loop {
+            match s.handle(to_server)? {
+                ServerStep::Send(m) => match c.handle(m)? {
+                    ClientStep::Send(m) => to_server = m,
+                    ClientStep::Established { .. } => unreachable!("established before ready"),
+                },
+                ServerStep::Accepted(h) => {
+                    assert_eq!(h.test_id, 42);
+                    return match c.handle(s.ready(5001)?)? {
+                        ClientStep::Established { udp_port } => Ok(udp_port),
+                        ClientStep::Send(_) => unreachable!("client sends after ready"),
+                    };
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_roundtrip() {
+        assert_eq!(hex_encode(&[0x00, 0xab, 0xff]), "00abff");
+        assert_eq!(hex_decode("00ABff"), Some(vec![0x00, 0xab, 0xff]));
+        assert_eq!(hex_decode("0"), None);
+        assert_eq!(hex_decode("zz"), None);
+    }
+
+    #[test]
+    fn hmac_sha256_known_answer() {
+        // RFC 4231 test case 2.
+        let m = mac_over(b"Jefe", &[b"what do ya want ", b"for nothing?"]).expect("key");
+        assert_eq!(
+            hex_encode(&m.finalize().into_bytes()),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn matching_keys_and_no_keys_succeed() {
+        assert_eq!(run(Some(b"secret"), Some(b"secret")).ok(), Some(5001));
+        assert_eq!(run(None, None).ok(), Some(5001));
+    }
+
+    #[test]
+    fn wrong_or_missing_keys_fail() {
+        assert!(matches!(run(Some(b"secret"), Some(b"other")), Err(AuthError::BadMac)));
+        assert!(matches!(
+            run(None, Some(b"secret")),
+            Err(AuthError::PeerNotAuthenticated)
+        ));
+        // Client insists on a keyed server: an open server gives no proof.
+        assert!(matches!(
+            run(Some(b"secret"), None),
+            Err(AuthError::PeerNotAuthenticated)
+        ));
+    }
+
+    #[test]
+    fn tampered_parameters_fail() {
+        let key = b"secret".to_vec();
+        let mut c = ClientHandshake::new(hello(), Some(key.clone()), [1; NONCE_LEN]);
+        let mut s = ServerHandshake::new(Some(key), [2; NONCE_LEN]);
+        let ControlMsg::Hello(mut h) = c.hello() else {
+            unreachable!()
+        };
+        h.count = 1_000_000_000; // a man in the middle inflates the trial
+        let ServerStep::Send(ch) = s.handle(ControlMsg::Hello(h)).expect("challenge") else {
+            unreachable!()
+        };
+        let ClientStep::Send(auth) = c.handle(ch).expect("auth") else {
+            unreachable!()
+        };
+        assert!(matches!(s.handle(auth), Err(AuthError::BadMac)));
+        // The server stays failed.
+        assert!(s.ready(1).is_err());
+    }
+
+    #[test]
+    fn out_of_order_messages_fail() {
+        let mut s = ServerHandshake::new(None, [0; NONCE_LEN]);
+        let r = s.handle(ControlMsg::Auth(Auth {
+            mac: "00".repeat(MAC_LEN),
+        }));
+        assert!(matches!(r, Err(AuthError::Unexpected { got: "auth", .. })));
+        let mut c = ClientHandshake::new(hello(), None, [0; NONCE_LEN]);
+        let r = c.handle(ControlMsg::Hello(hello()));
+        assert!(matches!(r, Err(AuthError::Unexpected { got: "hello", .. })));
+    }
+}

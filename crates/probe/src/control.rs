@@ -1,0 +1,436 @@
+//! Control-channel messages (TCP, one JSON object per line) and a size-bounded line decoder.
+//!
+//! A trial is: client → `hello`; server → `challenge` (only when a pre-shared key is configured,
+//! see [`crate::auth`]); client → `auth`; server → `ready` (UDP port to aim at); the client streams
+//! UDP datagrams and then sends `done` with the number it sent; server → `results`. Either side may
+//! send `error` and close. Every line is untrusted: [`LineDecoder`] refuses lines longer than its
+//! bound before buffering them, serde refuses unknown fields, and [`ControlMsg::validate`] refuses
+//! out-of-range values, so a hostile peer can neither exhaust memory nor smuggle parameters.
+//!
+//! ```text
+//! {"type":"hello","version":1,"test_id":7,"size":8192,"count":1000000,"spacing_ns":16000,"client_nonce":null}
+//! ```
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::recv_stats::ReceiverReport;
+use crate::send_stats::SenderReport;
+use crate::wire::{HEADER_LEN, MAX_DATAGRAM};
+
+/// Control protocol version carried in [`Hello::version`].
+pub const PROTOCOL_VERSION: u8 = 1;
+/// Default line bound: large enough for a `results` line with bucket lists, small enough that a
+/// peer cannot make us buffer much.
+pub const DEFAULT_MAX_LINE: usize = 1 << 20;
+/// Most packets a trial may announce (1e12 ≈ 4.5 hours at 8192 B and 16 µs spacing × 1000).
+pub const MAX_COUNT: u64 = 1_000_000_000_000;
+/// Largest inter-packet spacing accepted: 10 s.
+pub const MAX_SPACING_NS: u64 = 10_000_000_000;
+/// Longest `error` message accepted, bytes.
+pub const MAX_ERROR_LEN: usize = 1024;
+
+/// Client's opening message: the trial parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// Control protocol version, must equal [`PROTOCOL_VERSION`].
+    pub version: u8,
+    /// Session id; the receiver accepts only datagrams carrying it.
+    pub test_id: u64,
+    /// UDP payload size of every datagram, bytes (`32..=65507`).
+    pub size: u32,
+    /// Number of datagrams the client intends to send (`1..=MAX_COUNT`).
+    pub count: u64,
+    /// Intended spacing between departures, ns (0 = as fast as possible).
+    pub spacing_ns: u64,
+    /// Client nonce for mutual authentication, 32 hex digits; required when a key is configured.
+    #[serde(default)]
+    pub client_nonce: Option<String>,
+}
+
+/// Server's authentication challenge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Challenge {
+    /// Server nonce, 32 hex digits.
+    pub server_nonce: String,
+}
+
+/// Client's answer to a [`Challenge`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    /// HMAC-SHA256 over the nonces and the hello parameters, 64 hex digits.
+    pub mac: String,
+}
+
+/// Server accepted the trial.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ready {
+    /// UDP port the receiver listens on (non-zero).
+    pub udp_port: u16,
+    /// Server's proof of key possession (64 hex digits) when a key is configured.
+    #[serde(default)]
+    pub server_proof: Option<String>,
+}
+
+/// Client finished sending.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Done {
+    /// Datagrams actually sent; lets the receiver count losses at the tail of the trial.
+    pub sent: u64,
+    /// Sender-side statistics, when the client measured them.
+    #[serde(default)]
+    pub sender: Option<SenderReport>,
+}
+
+/// Server's measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Results {
+    /// Receiver statistics of the trial.
+    pub receiver: ReceiverReport,
+}
+
+/// Either side refuses to go on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorMsg {
+    /// Human-readable reason (at most [`MAX_ERROR_LEN`] bytes).
+    pub message: String,
+}
+
+/// One control line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlMsg {
+    /// Client → server: trial parameters.
+    Hello(Hello),
+    /// Server → client: authentication challenge.
+    Challenge(Challenge),
+    /// Client → server: challenge answer.
+    Auth(Auth),
+    /// Server → client: accepted, send UDP here.
+    Ready(Ready),
+    /// Client → server: sending finished.
+    Done(Box<Done>),
+    /// Server → client: receiver statistics.
+    Results(Box<Results>),
+    /// Either way: refusal.
+    Error(ErrorMsg),
+}
+
+/// Why a control line was refused.
+#[derive(Debug, Error)]
+pub enum ControlError {
+    /// A line (or the unterminated tail of the buffer) exceeded the decoder's bound.
+    #[error("control line longer than {limit} bytes")]
+    LineTooLong {
+        /// The bound in force.
+        limit: usize,
+    },
+    /// The line is not JSON of a known message, or has unknown/missing fields.
+    #[error("malformed control message: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The message parsed but a field is out of range.
+    #[error("invalid control message field `{field}`: {reason}")]
+    Invalid {
+        /// Field name.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The connection closed in the middle of a line.
+    #[error("control connection closed with {0} bytes of an unterminated line")]
+    Truncated(usize),
+    /// The decoder already failed; the connection must be closed.
+    #[error("control decoder poisoned by an earlier error")]
+    Poisoned,
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ControlError {
+    ControlError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn check_hex(field: &'static str, s: &str, bytes: usize) -> Result<(), ControlError> {
+    if s.len() != 2 * bytes || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Err(invalid(field, format!("expected {} hex digits", 2 * bytes)));
+    }
+    Ok(())
+}
+
+impl Hello {
+    /// Range checks on the trial parameters.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        if self.version != PROTOCOL_VERSION {
+            return Err(invalid("version", format!("unsupported version {}", self.version)));
+        }
+        let size = self.size as usize;
+        if !(HEADER_LEN..=MAX_DATAGRAM).contains(&size) {
+            return Err(invalid("size", format!("{size} outside {HEADER_LEN}..={MAX_DATAGRAM}")));
+        }
+        if !(1..=MAX_COUNT).contains(&self.count) {
+            return Err(invalid("count", format!("{} outside 1..={MAX_COUNT}", self.count)));
+        }
+        if self.spacing_ns > MAX_SPACING_NS {
+            return Err(invalid(
+                "spacing_ns",
+                format!("{} above {MAX_SPACING_NS}", self.spacing_ns),
+            ));
+        }
+        if let Some(n) = &self.client_nonce {
+            check_hex("client_nonce", n, crate::auth::NONCE_LEN)?;
+        }
+        Ok(())
+    }
+}
+
+impl ControlMsg {
+    /// Range checks beyond what the JSON schema enforces.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        match self {
+            ControlMsg::Hello(h) => h.validate(),
+            ControlMsg::Challenge(c) => check_hex("server_nonce", &c.server_nonce, crate::auth::NONCE_LEN),
+            ControlMsg::Auth(a) => check_hex("mac", &a.mac, crate::auth::MAC_LEN),
+            ControlMsg::Ready(r) => {
+                if r.udp_port == 0 {
+                    return Err(invalid("udp_port", "port 0"));
+                }
+                match &r.server_proof {
+                    Some(p) => check_hex("server_proof", p, crate::auth::MAC_LEN),
+                    None => Ok(()),
+                }
+            }
+            ControlMsg::Done(d) if d.sent > MAX_COUNT => Err(invalid("sent", format!("{} above {MAX_COUNT}", d.sent))),
+            ControlMsg::Done(_) | ControlMsg::Results(_) => Ok(()),
+            ControlMsg::Error(e) if e.message.len() > MAX_ERROR_LEN => {
+                Err(invalid("message", format!("longer than {MAX_ERROR_LEN} bytes")))
+            }
+            ControlMsg::Error(_) => Ok(()),
+        }
+    }
+
+    /// Parse and validate one line (without its trailing newline).
+    pub fn from_line(line: &[u8]) -> Result<Self, ControlError> {
+        let msg: ControlMsg = serde_json::from_slice(line)?;
+        msg.validate()?;
+        Ok(msg)
+    }
+
+    /// Serialise as one JSON line terminated by `\n`, refusing lines over `max_line` bytes
+    /// (the peer would refuse them anyway).
+    pub fn to_line(&self, max_line: usize) -> Result<Vec<u8>, ControlError> {
+        self.validate()?;
+        let mut v = serde_json::to_vec(self)?;
+        if v.len() > max_line {
+            return Err(ControlError::LineTooLong { limit: max_line });
+        }
+        v.push(b'\n');
+        Ok(v)
+    }
+}
+
+/// Splits a byte stream into bounded lines and decodes each into a [`ControlMsg`].
+///
+/// Memory is bounded by `max_line` plus the largest chunk handed to [`LineDecoder::push`]. After
+/// any error the decoder is poisoned: the connection should be answered with `error` and closed,
+/// because resynchronising on a hostile stream is not worth the risk.
+#[derive(Debug)]
+pub struct LineDecoder {
+    buf: Vec<u8>,
+    max_line: usize,
+    poisoned: bool,
+}
+
+impl LineDecoder {
+    /// A decoder refusing lines longer than `max_line` bytes (excluding the newline).
+    pub fn new(max_line: usize) -> Self {
+        LineDecoder {
+            buf: Vec::new(),
+            max_line,
+            poisoned: false,
+        }
+    }
+
+    /// Append bytes read from the connection.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), ControlError> {
+        if self.poisoned {
+            return Err(ControlError::Poisoned);
+        }
+        self.buf.extend_from_slice(data);
+        // Only the unterminated tail can grow without bound; complete lines are checked in poll.
+        let tail_start = self.buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if self.buf.len() - tail_start > self.max_line {
+            return Err(self.poison(ControlError::LineTooLong { limit: self.max_line }));
+        }
+        Ok(())
+    }
+
+    /// Next complete message, `Ok(None)` when no full line is buffered yet.
+    pub fn poll(&mut self) -> Result<Option<ControlMsg>, ControlError> {
+        if self.poisoned {
+            return Err(ControlError::Poisoned);
+        }
+        let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
+            return Ok(None);
+        };
+        if nl > self.max_line {
+            return Err(self.poison(ControlError::LineTooLong { limit: self.max_line }));
+        }
+        let line: Vec<u8> = self.buf.drain(..=nl).collect();
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        // Tolerate CRLF from hand-typed sessions (telnet/nc) without accepting anything else.
+        let body = body.strip_suffix(b"\r").unwrap_or(body);
+        ControlMsg::from_line(body).map(Some).map_err(|e| self.poison(e))
+    }
+
+    /// The peer closed the connection: an unterminated tail is an error.
+    pub fn finish(&self) -> Result<(), ControlError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(ControlError::Truncated(self.buf.len()))
+        }
+    }
+
+    fn poison(&mut self, e: ControlError) -> ControlError {
+        self.poisoned = true;
+        self.buf.clear();
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            version: 1,
+            test_id: 7,
+            size: 8192,
+            count: 1_000_000,
+            spacing_ns: 16_000,
+            client_nonce: None,
+        }
+    }
+
+    #[test]
+    fn hello_json_is_pinned() {
+        let line = ControlMsg::Hello(hello()).to_line(DEFAULT_MAX_LINE).expect("encode");
+        assert_eq!(
+            std::str::from_utf8(&line).expect("utf8"),
+            "{\"type\":\"hello\",\"version\":1,\"test_id\":7,\"size\":8192,\"count\":1000000,\
+             \"spacing_ns\":16000,\"client_nonce\":null}\n"
+        );
+    }
+
+    #[test]
+    fn roundtrip_through_decoder_in_pieces() {
+        let msgs = vec![
+            ControlMsg::Hello(hello()),
+            ControlMsg::Ready(Ready {
+                udp_port: 5001,
+                server_proof: None,
+            }),
+            ControlMsg::Done(Box::new(Done { sent: 10, sender: None })),
+            ControlMsg::Error(ErrorMsg { message: "busy".into() }),
+        ];
+        let mut bytes = Vec::new();
+        for m in &msgs {
+            bytes.extend(m.to_line(DEFAULT_MAX_LINE).expect("encode"));
+        }
+        let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
+        let mut out = Vec::new();
+        for chunk in bytes.chunks(7) {
+            d.push(chunk).expect("push");
+            while let Some(m) = d.poll().expect("poll") {
+                out.push(m);
+            }
+        }
+        assert_eq!(out, msgs);
+        assert!(d.finish().is_ok());
+    }
+
+    #[test]
+    fn unknown_fields_and_types_rejected() {
+        let extra = br#"{"type":"ready","udp_port":5001,"evil":1}"#;
+        assert!(matches!(ControlMsg::from_line(extra), Err(ControlError::Json(_))));
+        let unknown = br#"{"type":"shutdown"}"#;
+        assert!(matches!(ControlMsg::from_line(unknown), Err(ControlError::Json(_))));
+        let missing = br#"{"type":"hello","version":1}"#;
+        assert!(matches!(ControlMsg::from_line(missing), Err(ControlError::Json(_))));
+    }
+
+    #[test]
+    fn out_of_range_fields_rejected() {
+        let cases: [(&[u8], &str); 6] = [
+            (
+                br#"{"type":"hello","version":2,"test_id":1,"size":100,"count":1,"spacing_ns":0}"#,
+                "version",
+            ),
+            (
+                br#"{"type":"hello","version":1,"test_id":1,"size":31,"count":1,"spacing_ns":0}"#,
+                "size",
+            ),
+            (
+                br#"{"type":"hello","version":1,"test_id":1,"size":65508,"count":1,"spacing_ns":0}"#,
+                "size",
+            ),
+            (
+                br#"{"type":"hello","version":1,"test_id":1,"size":100,"count":0,"spacing_ns":0}"#,
+                "count",
+            ),
+            (br#"{"type":"ready","udp_port":0}"#, "udp_port"),
+            (br#"{"type":"auth","mac":"zz"}"#, "mac"),
+        ];
+        for (line, field) in cases {
+            match ControlMsg::from_line(line) {
+                Err(ControlError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
+            }
+        }
+    }
+
+    #[test]
+    fn long_lines_rejected_before_buffering_and_poison() {
+        let mut d = LineDecoder::new(16);
+        assert!(matches!(
+            d.push(&[b'x'; 17]),
+            Err(ControlError::LineTooLong { limit: 16 })
+        ));
+        assert!(matches!(d.poll(), Err(ControlError::Poisoned)));
+
+        // A complete but long line inside one chunk is caught by poll.
+        let mut d = LineDecoder::new(16);
+        let mut chunk = vec![b'x'; 20];
+        chunk.extend_from_slice(b"\n{");
+        d.push(&chunk).expect("tail is short");
+        assert!(matches!(d.poll(), Err(ControlError::LineTooLong { .. })));
+    }
+
+    #[test]
+    fn truncated_tail_reported() {
+        let mut d = LineDecoder::new(100);
+        d.push(b"{\"type\":").expect("push");
+        assert_eq!(d.poll().expect("poll"), None);
+        assert!(matches!(d.finish(), Err(ControlError::Truncated(8))));
+    }
+
+    #[test]
+    fn oversized_error_message_rejected() {
+        let m = ControlMsg::Error(ErrorMsg {
+            message: "x".repeat(MAX_ERROR_LEN + 1),
+        });
+        assert!(matches!(
+            m.to_line(DEFAULT_MAX_LINE),
+            Err(ControlError::Invalid { field: "message", .. })
+        ));
+    }
+}

@@ -1,0 +1,212 @@
+//! The results of a probe trial and of a sweep, defined once (hyperfine style): JSON, CSV, plots
+//! and HTML reports are all views of these structs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::control::Hello;
+use crate::recv_stats::ReceiverReport;
+use crate::send_stats::SenderReport;
+
+/// Version of the result JSON layout; bumped on incompatible changes.
+pub const RESULT_SCHEMA_VERSION: u32 = 1;
+
+/// Parameters of one trial, as negotiated in `hello`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestParams {
+    /// Session id carried in every datagram.
+    pub test_id: u64,
+    /// UDP payload size, bytes.
+    pub size: u32,
+    /// Packets the sender was asked to send.
+    pub count: u64,
+    /// Intended inter-packet spacing, ns (0 = as fast as possible).
+    pub spacing_ns: u64,
+}
+
+impl From<&Hello> for TestParams {
+    fn from(h: &Hello) -> Self {
+        TestParams {
+            test_id: h.test_id,
+            size: h.size,
+            count: h.count,
+            spacing_ns: h.spacing_ns,
+        }
+    }
+}
+
+impl TestParams {
+    /// Offered user-data rate, bit/s (`None` for spacing 0).
+    pub fn offered_user_rate_bps(&self) -> Option<f64> {
+        (self.spacing_ns > 0).then(|| f64::from(self.size) * 8e9 / self.spacing_ns as f64)
+    }
+
+    /// Offered wire rate including 66 bytes of framing per packet, bit/s.
+    pub fn offered_wire_rate_bps(&self) -> Option<f64> {
+        (self.spacing_ns > 0)
+            .then(|| (f64::from(self.size) + crate::WIRE_OVERHEAD_BYTES as f64) * 8e9 / self.spacing_ns as f64)
+    }
+}
+
+/// Host counters before/after a trial on both ends (CPU user/sys/idle, `/proc/net/snmp` UDP
+/// errors, NIC drops). Filled by the socket layer (`netio`); opaque JSON here so this crate does
+/// not depend on it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostCounters {
+    /// Sending host's counter differences, if collected.
+    pub sender: Option<serde_json::Value>,
+    /// Receiving host's counter differences, if collected.
+    pub receiver: Option<serde_json::Value>,
+}
+
+/// Everything measured in one probe trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    /// [`RESULT_SCHEMA_VERSION`] of this document.
+    pub schema_version: u32,
+    /// evlbi version that produced it.
+    pub tool_version: String,
+    /// Trial parameters.
+    pub params: TestParams,
+    /// Offered user-data rate from size and spacing, bit/s.
+    pub offered_user_rate_bps: Option<f64>,
+    /// Offered wire rate, bit/s.
+    pub offered_wire_rate_bps: Option<f64>,
+    /// Sender statistics (`None` if the sender did not report them).
+    pub sender: Option<SenderReport>,
+    /// Receiver statistics (`None` if the trial failed before results).
+    pub receiver: Option<ReceiverReport>,
+    /// Host CPU and kernel/NIC counters, filled by the socket layer.
+    pub host: HostCounters,
+    /// Free-form notes and warnings (e.g. "socket buffer capped by the kernel").
+    pub notes: Vec<String>,
+}
+
+impl ProbeResult {
+    /// Assemble a result from the parts.
+    pub fn new(params: TestParams, sender: Option<SenderReport>, receiver: Option<ReceiverReport>) -> Self {
+        ProbeResult {
+            schema_version: RESULT_SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            offered_user_rate_bps: params.offered_user_rate_bps(),
+            offered_wire_rate_bps: params.offered_wire_rate_bps(),
+            params,
+            sender,
+            receiver,
+            host: HostCounters::default(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// One point of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// UDP payload size, bytes.
+    pub size: u32,
+    /// Spacing, ns.
+    pub spacing_ns: u64,
+    /// The trial at this point.
+    pub result: ProbeResult,
+}
+
+/// A sweep over sizes × spacings: the data of seed 000 Figures 3–4 and seed 004 Figure 3
+/// (received rate and loss against spacing, one curve per size).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    /// [`RESULT_SCHEMA_VERSION`] of this document.
+    pub schema_version: u32,
+    /// Sizes swept, bytes.
+    pub sizes: Vec<u32>,
+    /// Spacings swept, ns.
+    pub spacings_ns: Vec<u64>,
+    /// Measured points, in the order run (size-major).
+    pub points: Vec<SweepPoint>,
+}
+
+impl SweepResult {
+    /// Empty sweep over the given grid.
+    pub fn new(sizes: Vec<u32>, spacings_ns: Vec<u64>) -> Self {
+        SweepResult {
+            schema_version: RESULT_SCHEMA_VERSION,
+            sizes,
+            spacings_ns,
+            points: Vec::new(),
+        }
+    }
+
+    /// The grid in run order (size-major, spacing-minor).
+    pub fn grid(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.sizes
+            .iter()
+            .flat_map(move |&s| self.spacings_ns.iter().map(move |&g| (s, g)))
+    }
+
+    /// Add a measured point.
+    pub fn push(&mut self, result: ProbeResult) {
+        self.points.push(SweepPoint {
+            size: result.params.size,
+            spacing_ns: result.params.spacing_ns,
+            result,
+        });
+    }
+
+    /// One curve: `(spacing_ns, received wire rate bit/s, loss fraction)` for a size, for the
+    /// throughput/loss-versus-spacing plots.
+    pub fn curve(&self, size: u32) -> Vec<(u64, Option<f64>, Option<f64>)> {
+        self.points
+            .iter()
+            .filter(|p| p.size == size)
+            .map(|p| {
+                let r = p.result.receiver.as_ref();
+                (
+                    p.spacing_ns,
+                    r.and_then(|r| r.wire_rate_bps),
+                    r.and_then(|r| r.loss_fraction),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offered_rates() {
+        let p = TestParams {
+            test_id: 1,
+            size: 8192,
+            count: 10,
+            spacing_ns: 16_000,
+        };
+        assert_eq!(p.offered_user_rate_bps(), Some(4.096e9));
+        assert_eq!(p.offered_wire_rate_bps(), Some(8258.0 * 8e9 / 16e3));
+        assert_eq!(TestParams { spacing_ns: 0, ..p }.offered_user_rate_bps(), None);
+    }
+
+    #[test]
+    fn sweep_grid_and_json_roundtrip() {
+        let mut s = SweepResult::new(vec![1472, 8192], vec![10_000, 20_000]);
+        assert_eq!(
+            s.grid().collect::<Vec<_>>(),
+            vec![(1472, 10_000), (1472, 20_000), (8192, 10_000), (8192, 20_000)]
+        );
+        for (size, spacing_ns) in s.grid().collect::<Vec<_>>() {
+            s.push(ProbeResult::new(
+                TestParams {
+                    test_id: 0,
+                    size,
+                    count: 1,
+                    spacing_ns,
+                },
+                None,
+                None,
+            ));
+        }
+        let json = serde_json::to_string(&s).expect("serialise");
+        let back: SweepResult = serde_json::from_str(&json).expect("deserialise");
+        assert_eq!(back, s);
+        assert_eq!(s.curve(8192).len(), 2);
+    }
+}

@@ -5,6 +5,7 @@
 
 mod linkemu_cmd;
 mod model_cmd;
+mod probe_cmd;
 mod units;
 mod vdif_cmd;
 
@@ -63,6 +64,9 @@ enum Command {
     /// WAN emulator: two network namespaces joined through a link with delay, jitter, loss,
     /// a bottleneck rate and a drop-tail buffer (this kernel has no netem).
     Linkemu(Box<linkemu_cmd::LinkemuArgs>),
+    /// Measure a network path: a paced UDP stream, and what arrived (udpmon successor).
+    #[command(subcommand)]
+    Probe(probe_cmd::ProbeCommand),
     /// Models: VLBI S/N under packet loss, the Mathis TCP bound, wire rate and packet spacing.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Vdif(c) => vdif_cmd::run(c),
         Command::Linkemu(a) => linkemu_cmd::run(*a),
         Command::Model(c) => model_cmd::run(c),
+        Command::Probe(c) => probe_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,275 @@
+//! `evlbi probe server|client`: udpmon-style path measurement.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Subcommand};
+use probe::hist::HistSummary;
+use probe::results::ProbeResult;
+use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
+
+use crate::units::{parse_duration, parse_rate, si_fmt};
+use crate::usage;
+
+/// Default control port.
+pub const DEFAULT_PORT: u16 = 5301;
+
+#[derive(Subcommand)]
+pub enum ProbeCommand {
+    /// Wait for probe clients (one at a time): control on TCP PORT, data on an ephemeral UDP port.
+    #[command(
+        after_help = "Examples:\n  evlbi probe server                        # all addresses, port 5301\n  \
+        evlbi probe server --bind 127.0.0.1 --port 5301 --once\n  \
+        evlbi probe server --key-file /etc/evlbi/probe.key     # clients must prove the key"
+    )]
+    Server(ServerArgs),
+    /// Send a paced UDP stream to a probe server and report what arrived: loss, duplicates,
+    /// reordering, jitter, one-way delay, loss statistics with a Poisson fit, sender gaps.
+    #[command(after_help = "Examples:\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --spacing 16us --count 100000   # 4.096 Gb/s of payload\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 100000    # same, spacing computed\n  \
+        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json")]
+    Client(ClientArgs),
+}
+
+#[derive(Args)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind: String,
+    /// TCP control port.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// File holding a pre-shared key; clients must prove it (HMAC-SHA256 challenge).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Serve one session, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Print one JSON line per finished session instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ClientArgs {
+    /// Server: HOST or HOST:PORT.
+    server: String,
+    /// UDP payload bytes per datagram (32..=65507).
+    #[arg(long, default_value_t = 1472)]
+    size: u32,
+    /// Spacing between datagram departures: 16us (0 = as fast as possible).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "rate")]
+    spacing: Option<f64>,
+    /// Payload rate instead of a spacing: 4.096G.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Datagrams to send.
+    #[arg(long, default_value_t = 100_000)]
+    count: u64,
+    /// File holding the pre-shared key.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Print the full result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON result to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(cmd: ProbeCommand) -> Result<()> {
+    match cmd {
+        ProbeCommand::Server(a) => server(a),
+        ProbeCommand::Client(a) => client(a),
+    }
+}
+
+fn read_key(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
+    let Some(p) = path else { return Ok(None) };
+    let k = std::fs::read(p).with_context(|| format!("cannot read key file {}", p.display()))?;
+    let k = k.trim_ascii().to_vec();
+    if k.is_empty() {
+        return Err(usage(format!("key file {} is empty", p.display())));
+    }
+    Ok(Some(k))
+}
+
+fn server(a: ServerArgs) -> Result<()> {
+    let listen: SocketAddr = format!("{}:{}", a.bind, a.port)
+        .parse()
+        .map_err(|_| usage(format!("--bind {}: not an IP address", a.bind)))?;
+    let mut cfg = ServerConfig::new(listen);
+    cfg.key = read_key(&a.key_file)?;
+    let asked = cfg.rcvbuf;
+    let server = Server::bind(cfg)?;
+    eprintln!(
+        "probe server: control on {} (TCP){}",
+        server.local_addr()?,
+        if a.key_file.is_some() { ", key required" } else { "" }
+    );
+    let stop = AtomicBool::new(false);
+    server.serve(&stop, a.once.then_some(1), |e| match e {
+        ServerEvent::Ready {
+            peer,
+            hello,
+            udp_port,
+            rcvbuf_granted,
+        } => {
+            eprintln!(
+                "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B)",
+                hello.count, hello.size, hello.spacing_ns, rcvbuf_granted
+            );
+            if rcvbuf_granted < asked {
+                eprintln!(
+                    "warning: the kernel capped the UDP receive buffer at {rcvbuf_granted} B of {asked} B asked; \
+                     raise it with `sysctl -w net.core.rmem_max={asked}`"
+                );
+            }
+        }
+        ServerEvent::Finished { peer, report } => {
+            if a.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                eprintln!(
+                    "{peer}: received {} of {} ({} lost, {} strays)",
+                    report.unique_packets,
+                    report.expected_packets,
+                    report.lost_packets,
+                    report.strays.total()
+                );
+            }
+        }
+        ServerEvent::Failed { peer, error } => eprintln!(
+            "{}: session failed: {error}",
+            peer.map_or("?".into(), |p| p.to_string())
+        ),
+    })?;
+    Ok(())
+}
+
+fn resolve(s: &str) -> Result<SocketAddr> {
+    let with_port = if s.parse::<SocketAddr>().is_ok()
+        || s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !s.ends_with(']')
+    {
+        s.to_string()
+    } else {
+        format!("{s}:{DEFAULT_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| anyhow!("cannot resolve {s}: {e}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{s} resolves to no address"))
+}
+
+fn client(a: ClientArgs) -> Result<()> {
+    if !(32..=65_507).contains(&a.size) {
+        return Err(usage(format!(
+            "--size {}: a probe datagram is 32..=65507 bytes",
+            a.size
+        )));
+    }
+    if a.count == 0 {
+        return Err(usage("--count must be at least 1"));
+    }
+    let spacing_ns = match (a.spacing, a.rate) {
+        (Some(s), None) if s >= 0.0 => (s * 1e9).round() as u64,
+        (None, Some(r)) => (f64::from(a.size) * 8.0 / r * 1e9).round() as u64,
+        (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G)")),
+        _ => return Err(usage("--spacing must be >= 0")),
+    };
+    let server = resolve(&a.server)?;
+    let config = ClientConfig {
+        server,
+        size: a.size,
+        count: a.count,
+        spacing_ns,
+        key: read_key(&a.key_file)?,
+        test_id: None,
+        sndbuf: 16 << 20,
+    };
+    let bar = if a.quiet || a.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(a.count)
+    };
+    let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&result)?;
+    if let Some(p) = &a.out {
+        std::fs::write(p, &json).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print_result(&result);
+    }
+    Ok(())
+}
+
+fn us(h: &HistSummary, f: impl Fn(&HistSummary) -> Option<u64>) -> String {
+    f(h).map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
+}
+
+fn print_result(r: &ProbeResult) {
+    let p = &r.params;
+    println!(
+        "probe: {} x {} B, spacing {:.3} us, offered {}b/s user, {}b/s wire",
+        p.count,
+        p.size,
+        p.spacing_ns as f64 / 1e3,
+        si_fmt(r.offered_user_rate_bps.unwrap_or(0.0)),
+        si_fmt(r.offered_wire_rate_bps.unwrap_or(0.0))
+    );
+    if let Some(s) = &r.sender {
+        println!(
+            "sent       {} datagrams, {}b/s user; departure gap p50 {} us p99 {} us; {} late",
+            s.packets_sent,
+            si_fmt(s.user_rate_bps.unwrap_or(0.0)),
+            us(&s.departure_gap_ns, |h| h.p50),
+            us(&s.departure_gap_ns, |h| h.p99),
+            s.late_packets
+        );
+    }
+    if let Some(x) = &r.receiver {
+        println!(
+            "received   {} of {} ({} lost, loss {:.3e}), {} duplicates, {} reordered, {} strays",
+            x.unique_packets,
+            x.expected_packets,
+            x.lost_packets,
+            x.loss_fraction.unwrap_or(0.0),
+            x.duplicates,
+            x.reordering.reordered_packets,
+            x.strays.total()
+        );
+        println!(
+            "rate       {}b/s user, {}b/s wire",
+            si_fmt(x.user_rate_bps.unwrap_or(0.0)),
+            si_fmt(x.wire_rate_bps.unwrap_or(0.0))
+        );
+        println!(
+            "arrivals   inter-arrival p50 {} us p99 {} us",
+            us(&x.inter_arrival_ns, |h| h.p50),
+            us(&x.inter_arrival_ns, |h| h.p99)
+        );
+        let d = &x.one_way_delay;
+        println!(
+            "delay      one-way above minimum: p50 {} us p99 {} us max {} us",
+            d.p50_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
+            d.p99_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
+            d.max_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
+        );
+        if let Some(f) = &x.poisson {
+            println!("loss stats {}", f.verdict);
+        }
+    }
+    for n in &r.notes {
+        println!("note       {n}");
+    }
+}

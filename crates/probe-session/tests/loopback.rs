@@ -1,0 +1,154 @@
+//! evlbi probe sessions over real sockets on 127.0.0.1: a clean trial, forged and stray
+//! datagrams injected mid-trial, a wrong key, and garbage on the control port.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use probe::wire::Repr;
+use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
+
+/// A server on an ephemeral port serving `sessions` sessions in a thread; events come back on
+/// the channel.
+fn server(key: Option<&[u8]>, sessions: u64) -> (SocketAddr, mpsc::Receiver<String>, thread::JoinHandle<()>) {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.key = key.map(<[u8]>::to_vec);
+    cfg.handshake_timeout = Duration::from_secs(3);
+    let server = Server::bind(cfg).unwrap();
+    let addr = server.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let stop = AtomicBool::new(false);
+        server
+            .serve(&stop, Some(sessions), |e| {
+                let _ = tx.send(match e {
+                    ServerEvent::Ready { .. } => "ready".to_string(),
+                    ServerEvent::Finished { report, .. } => format!("finished {}", report.unique_packets),
+                    ServerEvent::Failed { error, .. } => format!("failed {error}"),
+                });
+            })
+            .unwrap();
+    });
+    (addr, rx, h)
+}
+
+fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
+    ClientConfig {
+        server,
+        size: 1472,
+        count,
+        spacing_ns: 20_000,
+        key: key.map(<[u8]>::to_vec),
+        test_id: Some(42),
+        sndbuf: 4 << 20,
+    }
+}
+
+#[test]
+fn clean_trial_counts_every_datagram() {
+    let (addr, events, h) = server(None, 1);
+    let r = run_client(&client(addr, 5000, None), |_| {}, |_| {}).unwrap();
+    h.join().unwrap();
+    let rx = r.receiver.as_ref().unwrap();
+    let tx = r.sender.as_ref().unwrap();
+    assert_eq!(tx.packets_sent, 5000);
+    // 5000 x 1.5 kB fit in the receive buffer, so even a stalled receiver thread loses nothing.
+    assert_eq!(rx.unique_packets, 5000);
+    assert_eq!(rx.lost_packets, 0);
+    assert_eq!(rx.duplicates, 0);
+    assert_eq!(rx.strays.total(), 0);
+    assert_eq!(rx.expected_packets, 5000);
+    assert!(rx.last_flag_seen);
+    assert!(rx.user_rate_bps.unwrap() > 0.0);
+    assert_eq!(r.params.size, 1472);
+    let ev: Vec<String> = events.try_iter().collect();
+    assert_eq!(ev, vec!["ready".to_string(), "finished 5000".to_string()]);
+    // The whole result serialises (it is what --json prints).
+    assert!(serde_json::to_string(&r).unwrap().contains("\"lost_packets\":0"));
+}
+
+fn datagram(test_id: u64, seq: u64, size: usize) -> Vec<u8> {
+    Repr {
+        flags: 0,
+        test_id,
+        seq,
+        send_ns: 1,
+        size,
+    }
+    .to_vec()
+    .unwrap()
+}
+
+#[test]
+fn forged_and_stray_datagrams_are_counted_apart() {
+    let (addr, _events, h) = server(None, 1);
+    let (dest_tx, dest_rx) = mpsc::channel::<SocketAddr>();
+    let injector = thread::spawn(move || {
+        let dest = dest_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut bad_magic = datagram(42, 3, 1472);
+        bad_magic[0] = b'X';
+        s.send_to(&bad_magic, dest).unwrap();
+        s.send_to(&datagram(43, 4, 1472), dest).unwrap(); // another test's id
+        s.send_to(b"a 27-byte stray datagram!!!", dest).unwrap(); // jive5ab died on this
+        s.send_to(&datagram(42, 5, 1000), dest).unwrap(); // wrong size
+        s.send_to(&datagram(42, 1 << 63, 1472), dest).unwrap(); // absurd sequence number
+                                                                // Right test, right size, wrong sender address.
+        let other = UdpSocket::bind("127.0.0.2:0").unwrap();
+        other.send_to(&datagram(42, 6, 1472), dest).unwrap();
+    });
+    let r = run_client(&client(addr, 3000, None), move |d| dest_tx.send(d).unwrap(), |_| {}).unwrap();
+    injector.join().unwrap();
+    h.join().unwrap();
+    let rx = r.receiver.unwrap();
+    assert_eq!(rx.strays.bad_magic, 1);
+    assert_eq!(rx.strays.wrong_test_id, 1);
+    assert_eq!(rx.strays.too_short, 1);
+    assert_eq!(rx.strays.wrong_size, 1);
+    assert_eq!(rx.strays.other_peer, 1);
+    assert_eq!(rx.out_of_window, 1);
+    // None of it touched the data: every real datagram counted once, no loss invented.
+    assert_eq!(rx.unique_packets, 3000);
+    assert_eq!(rx.lost_packets, 0);
+    assert_eq!(rx.expected_packets, 3000);
+}
+
+#[test]
+fn wrong_key_is_refused_and_the_server_goes_on() {
+    let (addr, events, h) = server(Some(b"correct horse"), 3);
+    let err = run_client(&client(addr, 10, Some(b"wrong key")), |_| {}, |_| {}).unwrap_err();
+    assert!(
+        err.to_string().contains("auth") || err.to_string().contains("refused"),
+        "{err}"
+    );
+    let err = run_client(&client(addr, 10, None), |_| {}, |_| {}).unwrap_err();
+    assert!(!err.to_string().is_empty());
+    let ok = run_client(&client(addr, 100, Some(b"correct horse")), |_| {}, |_| {}).unwrap();
+    h.join().unwrap();
+    assert_eq!(ok.receiver.unwrap().unique_packets, 100);
+    let ev: Vec<String> = events.try_iter().collect();
+    assert!(ev[0].starts_with("failed") && ev[1].starts_with("failed"), "{ev:?}");
+    assert_eq!(ev.last().map(String::as_str), Some("finished 100"));
+}
+
+#[test]
+fn garbage_on_the_control_port_is_bounded_and_harmless() {
+    let (addr, events, h) = server(None, 3);
+    // Two megabytes without a newline: refused at the line bound, not buffered forever.
+    let mut s = TcpStream::connect(addr).unwrap();
+    let _ = s.write_all(&vec![b'x'; 2 << 20]);
+    drop(s);
+    // A well-formed line that is not a valid message.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"{\"type\":\"hello\",\"version\":1,\"test_id\":1,\"size\":3,\"count\":1,\"spacing_ns\":0,\"client_nonce\":null}\n").unwrap();
+    drop(s);
+    let ok = run_client(&client(addr, 50, None), |_| {}, |_| {}).unwrap();
+    h.join().unwrap();
+    assert_eq!(ok.receiver.unwrap().unique_packets, 50);
+    let ev: Vec<String> = events.try_iter().collect();
+    assert!(ev[0].starts_with("failed") && ev[0].contains("longer than"), "{ev:?}");
+    assert!(ev[1].starts_with("failed"), "{ev:?}");
+}

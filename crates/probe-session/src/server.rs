@@ -188,7 +188,7 @@ impl Server {
                 .and_then(|m| match m {
                     ControlMsg::Done(d) => Ok(d.sent),
                     ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
-                    other => Err(SessionError::Unexpected(message_name(&other))),
+                    other => Err(SessionError::Unexpected(other.name())),
                 });
             // Drain: stop once no datagram arrived for `drain`, or after 10 drains in all.
             let start = Instant::now();
@@ -215,18 +215,6 @@ impl Server {
             report: Box::new(report),
         });
         Ok(())
-    }
-}
-
-fn message_name(m: &ControlMsg) -> &'static str {
-    match m {
-        ControlMsg::Hello(_) => "hello",
-        ControlMsg::Challenge(_) => "challenge",
-        ControlMsg::Auth(_) => "auth",
-        ControlMsg::Ready(_) => "ready",
-        ControlMsg::Done(_) => "done",
-        ControlMsg::Results(_) => "results",
-        ControlMsg::Error(_) => "error",
     }
 }
 

@@ -120,18 +120,6 @@ fn verify_hex(m: Hmac<Sha256>, hex: &str) -> Result<(), AuthError> {
     m.verify_slice(&bytes).map_err(|_| AuthError::BadMac)
 }
 
-fn msg_name(m: &ControlMsg) -> &'static str {
-    match m {
-        ControlMsg::Hello(_) => "hello",
-        ControlMsg::Challenge(_) => "challenge",
-        ControlMsg::Auth(_) => "auth",
-        ControlMsg::Ready(_) => "ready",
-        ControlMsg::Done(_) => "done",
-        ControlMsg::Results(_) => "results",
-        ControlMsg::Error(_) => "error",
-    }
-}
-
 /// What the server should do after [`ServerHandshake::handle`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum ServerStep {
@@ -208,7 +196,7 @@ impl ServerHandshake {
             (_, ControlMsg::Error(e)) => Err(AuthError::Rejected(e.message)),
             (s, m) => Err(AuthError::Unexpected {
                 state: server_state_name(s),
-                got: msg_name(&m),
+                got: m.name(),
             }),
         }
     }
@@ -287,7 +275,7 @@ impl ClientHandshake {
         if self.failed {
             return Err(AuthError::Unexpected {
                 state: "failed",
-                got: msg_name(&msg),
+                got: msg.name(),
             });
         }
         let r = self.step(msg);
@@ -317,7 +305,7 @@ impl ClientHandshake {
             ControlMsg::Error(e) => Err(AuthError::Rejected(e.message)),
             m => Err(AuthError::Unexpected {
                 state: "handshaking",
-                got: msg_name(&m),
+                got: m.name(),
             }),
         }
     }

@@ -216,6 +216,19 @@ impl ControlMsg {
         }
     }
 
+    /// The message's `type` tag, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ControlMsg::Hello(_) => "hello",
+            ControlMsg::Challenge(_) => "challenge",
+            ControlMsg::Auth(_) => "auth",
+            ControlMsg::Ready(_) => "ready",
+            ControlMsg::Done(_) => "done",
+            ControlMsg::Results(_) => "results",
+            ControlMsg::Error(_) => "error",
+        }
+    }
+
     /// Parse and validate one line (without its trailing newline).
     pub fn from_line(line: &[u8]) -> Result<Self, ControlError> {
         let msg: ControlMsg = serde_json::from_slice(line)?;

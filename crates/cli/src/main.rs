@@ -25,6 +25,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A progress bar on stderr in the given indicatif `template`; drawn only when stderr is a
+/// terminal, and not at all when `hidden` (JSON output, --quiet, short work).
+pub fn progress_bar(total: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
+    if hidden {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// A usage error as an `anyhow::Error` (exit code 2).
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))

@@ -6,12 +6,11 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
-use probe::hist::HistSummary;
 use probe::results::ProbeResult;
 use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::units::{parse_duration, parse_rate, si_fmt};
-use crate::usage;
+use crate::{progress_bar, usage};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -194,11 +193,7 @@ fn client(a: ClientArgs) -> Result<()> {
         test_id: None,
         sndbuf: 16 << 20,
     };
-    let bar = if a.quiet || a.json {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(a.count)
-    };
+    let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
     let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&result)?;
@@ -213,8 +208,9 @@ fn client(a: ClientArgs) -> Result<()> {
     Ok(())
 }
 
-fn us(h: &HistSummary, f: impl Fn(&HistSummary) -> Option<u64>) -> String {
-    f(h).map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
+/// Nanoseconds as microseconds with two decimals, "-" when absent.
+fn us(ns: Option<u64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
 }
 
 fn print_result(r: &ProbeResult) {
@@ -232,8 +228,8 @@ fn print_result(r: &ProbeResult) {
             "sent       {} datagrams, {}b/s user; departure gap p50 {} us p99 {} us; {} late",
             s.packets_sent,
             si_fmt(s.user_rate_bps.unwrap_or(0.0)),
-            us(&s.departure_gap_ns, |h| h.p50),
-            us(&s.departure_gap_ns, |h| h.p99),
+            us(s.departure_gap_ns.p50),
+            us(s.departure_gap_ns.p99),
             s.late_packets
         );
     }
@@ -255,15 +251,15 @@ fn print_result(r: &ProbeResult) {
         );
         println!(
             "arrivals   inter-arrival p50 {} us p99 {} us",
-            us(&x.inter_arrival_ns, |h| h.p50),
-            us(&x.inter_arrival_ns, |h| h.p99)
+            us(x.inter_arrival_ns.p50),
+            us(x.inter_arrival_ns.p99)
         );
         let d = &x.one_way_delay;
         println!(
             "delay      one-way above minimum: p50 {} us p99 {} us max {} us",
-            d.p50_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
-            d.p99_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3)),
-            d.max_ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
+            us(d.p50_ns),
+            us(d.p99_ns),
+            us(d.max_ns)
         );
         if let Some(f) = &x.poisson {
             println!("loss stats {}", f.verdict);

@@ -15,7 +15,10 @@ use vdif::stats::{SamplerStats, StateCounter};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 use crate::units::{parse_duration, parse_frequency, parse_rate, si_fmt};
-use crate::{usage, ProblemsFound};
+use crate::{progress_bar, usage, ProblemsFound};
+
+/// Progress-bar layout for work measured in bytes.
+const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
 
 #[derive(Subcommand)]
 pub enum VdifCommand {
@@ -277,7 +280,7 @@ fn gen(a: GenArgs) -> Result<()> {
     let started = Instant::now();
     let generator = Generator::new(config);
     let done = AtomicU64::new(0);
-    let bar = progress_bar(total, a.quiet || a.json);
+    let bar = progress_bar(total, a.quiet || a.json, BYTES_BAR);
     // One writer thread per station: stations are independent streams of the same pools.
     let outputs: Vec<Result<StationOutput>> = std::thread::scope(|scope| {
         let handles: Vec<_> = paths
@@ -362,19 +365,6 @@ fn gen(a: GenArgs) -> Result<()> {
     Ok(())
 }
 
-fn progress_bar(total: u64, hidden: bool) -> indicatif::ProgressBar {
-    if hidden {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}")
-    {
-        bar.set_style(style);
-    }
-    bar
-}
-
 /// A file reader that advances a progress bar (drawn only when stderr is a terminal).
 struct ProgressReader {
     inner: BufReader<File>,
@@ -399,7 +389,7 @@ fn open(path: &Path) -> Result<ProgressReader> {
     let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     // Small files finish before a bar could be read; large ones take seconds to minutes.
-    let bar = progress_bar(len, len < (256 << 20));
+    let bar = progress_bar(len, len < (256 << 20), BYTES_BAR);
     Ok(ProgressReader {
         inner: BufReader::with_capacity(1 << 20, f),
         bar,

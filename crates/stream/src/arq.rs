@@ -1,0 +1,393 @@
+//! Deadline-bounded retransmission for real-time VDIF.
+//!
+//! Unlike a reliable transfer, a frame is only worth repeating while it can still reach the
+//! receiver before the receiver's window writes its time slot (then it is filled invalid for
+//! good). The receiver therefore asks only for frames whose slot is more than one round trip
+//! ahead of its write position, re-asks after 1.5 RTT, and gives up at the deadline; the sender
+//! keeps only the last latency window of frames and spends at most a set share of the data rate
+//! on repeats, so ARQ can never starve the live stream.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::wire::{Nak, SeqRange, MAX_NAK_RANGES};
+
+/// Receiver-side ARQ settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NakConfig {
+    /// Stream index the NAKs are for.
+    pub stream: u16,
+    /// Round-trip guess until the first measurement.
+    pub initial_rtt: Duration,
+    /// Wait this long after a gap is seen before asking (reordering settles first).
+    pub reorder_grace: Duration,
+    /// Most missing frames tracked (the window size is a natural bound).
+    pub max_tracked: usize,
+}
+
+/// Receiver-side ARQ counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NakStats {
+    /// Frames seen missing (sequence gaps).
+    pub missing_seen: u64,
+    /// Frames asked for at least once.
+    pub requested: u64,
+    /// Requests sent, counting repeats.
+    pub requests: u64,
+    /// NAK datagrams sent.
+    pub nak_datagrams: u64,
+    /// NAK bytes sent.
+    pub nak_bytes: u64,
+    /// Missing frames that arrived after being asked for.
+    pub recovered: u64,
+    /// Missing frames that arrived late on their own, before or without a request.
+    pub arrived_unasked: u64,
+    /// Missing frames whose slot was written before they came (filled invalid).
+    pub expired: u64,
+    /// Smoothed round trip from request to repaired frame, seconds.
+    pub srtt_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Missing {
+    slot: u64,
+    seen: Instant,
+    last_request: Option<Instant>,
+    tries: u32,
+}
+
+/// Tracks sequence gaps of one stream and decides what to ask for, when.
+#[derive(Debug, Clone)]
+pub struct NakScheduler {
+    cfg: NakConfig,
+    next_seq: Option<u64>,
+    /// slot − seq of the newest in-order frame: frames are sent one per slot, in order.
+    slot_offset: i128,
+    missing: BTreeMap<u64, Missing>,
+    srtt: Option<Duration>,
+    stats: NakStats,
+}
+
+impl NakScheduler {
+    /// A scheduler with nothing missing yet.
+    pub fn new(cfg: NakConfig) -> Self {
+        NakScheduler {
+            cfg,
+            next_seq: None,
+            slot_offset: 0,
+            missing: BTreeMap::new(),
+            srtt: None,
+            stats: NakStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> NakStats {
+        NakStats {
+            srtt_s: self.srtt.map(|d| d.as_secs_f64()),
+            ..self.stats
+        }
+    }
+
+    /// Frames currently missing and still tracked.
+    pub fn outstanding(&self) -> usize {
+        self.missing.len()
+    }
+
+    fn rtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.cfg.initial_rtt)
+    }
+
+    /// A frame with sequence number `seq` for time slot `slot` was stored by the window.
+    pub fn on_frame(&mut self, now: Instant, seq: u64, slot: u64) {
+        let Some(next) = self.next_seq else {
+            self.next_seq = Some(seq.wrapping_add(1));
+            self.slot_offset = i128::from(slot) - i128::from(seq);
+            return;
+        };
+        if seq >= next {
+            // Only the newest `max_tracked` of a long gap can still be repaired in time.
+            let from = next.max(seq.saturating_sub(self.cfg.max_tracked as u64));
+            self.stats.missing_seen += seq - next;
+            for s in from..seq {
+                let slot = i128::from(s) + self.slot_offset;
+                self.missing.insert(
+                    s,
+                    Missing {
+                        slot: slot.max(0) as u64,
+                        seen: now,
+                        last_request: None,
+                        tries: 0,
+                    },
+                );
+            }
+            while self.missing.len() > self.cfg.max_tracked {
+                if let Some((&s, _)) = self.missing.iter().next() {
+                    self.missing.remove(&s);
+                    self.stats.expired += 1;
+                }
+            }
+            self.next_seq = Some(seq + 1);
+            self.slot_offset = i128::from(slot) - i128::from(seq);
+        } else if let Some(m) = self.missing.remove(&seq) {
+            match m.last_request {
+                Some(asked) => {
+                    self.stats.recovered += 1;
+                    // Karn: only unambiguous samples (one request) measure the round trip.
+                    if m.tries == 1 {
+                        let sample = now.saturating_duration_since(asked);
+                        self.srtt = Some(match self.srtt {
+                            None => sample,
+                            Some(s) => (s * 7 + sample) / 8,
+                        });
+                    }
+                }
+                None => self.stats.arrived_unasked += 1,
+            }
+        }
+    }
+
+    /// The window has written every slot below `base`, and at the current arrival rate writes
+    /// slot `front` now (`newest − window + 1`, which is below `base` while the window fills);
+    /// `slots_per_second` converts the round trip to slots. Returns the NAK to send now, if any.
+    pub fn poll(&mut self, now: Instant, base: u64, front: u64, slots_per_second: f64) -> Option<Nak> {
+        let rtt = self.rtt();
+        let margin = (rtt.as_secs_f64() * slots_per_second).ceil() as u64;
+        let before = self.missing.len();
+        self.missing.retain(|_, m| m.slot >= base);
+        self.stats.expired += (before - self.missing.len()) as u64;
+        let retry = rtt * 3 / 2;
+        let mut ranges: Vec<SeqRange> = Vec::new();
+        for (&seq, m) in self.missing.iter_mut() {
+            if ranges.len() == MAX_NAK_RANGES && ranges.last().is_none_or(|r| r.first + u64::from(r.count) != seq) {
+                break;
+            }
+            let due = match m.last_request {
+                None => now.saturating_duration_since(m.seen) >= self.cfg.reorder_grace,
+                Some(t) => now.saturating_duration_since(t) >= retry,
+            };
+            // A repeat that cannot arrive before the slot is written is wasted bandwidth.
+            if !due || m.slot < front + margin {
+                continue;
+            }
+            if m.tries == 0 {
+                self.stats.requested += 1;
+            }
+            m.tries += 1;
+            m.last_request = Some(now);
+            self.stats.requests += 1;
+            match ranges.last_mut() {
+                Some(r) if r.first + u64::from(r.count) == seq && r.count < crate::wire::MAX_NAK_RANGE_LEN => {
+                    r.count += 1
+                }
+                _ => ranges.push(SeqRange { first: seq, count: 1 }),
+            }
+        }
+        if ranges.is_empty() {
+            return None;
+        }
+        let nak = Nak {
+            stream: self.cfg.stream,
+            ranges,
+        };
+        self.stats.nak_datagrams += 1;
+        self.stats.nak_bytes += nak.encoded_len() as u64;
+        Some(nak)
+    }
+}
+
+/// Sender-side ARQ counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetransmitStats {
+    /// Valid NAKs received.
+    pub naks: u64,
+    /// Frames asked for.
+    pub asked: u64,
+    /// Frames sent again.
+    pub resent: u64,
+    /// Bytes sent again (datagram bytes).
+    pub resent_bytes: u64,
+    /// Asked-for frames no longer kept (older than the latency window) or never sent.
+    pub unavailable: u64,
+    /// Asked-for frames dropped because the repeat budget was spent.
+    pub over_budget: u64,
+}
+
+/// The sender's copy of the last latency window of datagrams, and the queue of repeats.
+#[derive(Debug)]
+pub struct RetransmitBuffer {
+    /// Datagrams by sequence number, oldest first; `first_seq` is the sequence of `kept[0]`.
+    kept: VecDeque<Vec<u8>>,
+    first_seq: u64,
+    capacity: usize,
+    queue: VecDeque<u64>,
+    /// Repeat budget in datagrams, refilled by `share` per new datagram, capped at `burst`.
+    budget: f64,
+    share: f64,
+    burst: f64,
+    stats: RetransmitStats,
+}
+
+impl RetransmitBuffer {
+    /// Keep the last `capacity` datagrams; repeats may use up to `share` (e.g. 0.1) of the
+    /// datagrams sent.
+    pub fn new(capacity: usize, share: f64) -> Self {
+        RetransmitBuffer {
+            kept: VecDeque::with_capacity(capacity.min(1 << 20)),
+            first_seq: 0,
+            capacity: capacity.max(1),
+            queue: VecDeque::new(),
+            budget: 0.0,
+            share: share.max(0.0),
+            burst: 256.0,
+            stats: RetransmitStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &RetransmitStats {
+        &self.stats
+    }
+
+    /// Datagram `seq` (the original, retransmit flag clear) was just sent.
+    pub fn on_sent(&mut self, seq: u64, datagram: &[u8]) {
+        if self.kept.is_empty() || seq != self.first_seq + self.kept.len() as u64 {
+            self.kept.clear();
+            self.first_seq = seq;
+        }
+        if self.kept.len() == self.capacity {
+            if let Some(mut old) = self.kept.pop_front() {
+                old.clear();
+                old.extend_from_slice(datagram);
+                self.kept.push_back(old);
+            }
+            self.first_seq += 1;
+        } else {
+            self.kept.push_back(datagram.to_vec());
+        }
+        self.budget = (self.budget + self.share).min(self.burst);
+    }
+
+    /// Queue what a NAK asks for.
+    pub fn on_nak(&mut self, nak: &Nak) {
+        self.stats.naks += 1;
+        for r in &nak.ranges {
+            for seq in r.first..r.first + u64::from(r.count) {
+                self.stats.asked += 1;
+                let end = self.first_seq + self.kept.len() as u64;
+                if seq < self.first_seq || seq >= end {
+                    self.stats.unavailable += 1;
+                } else if self.queue.len() < self.capacity {
+                    self.queue.push_back(seq);
+                }
+            }
+        }
+    }
+
+    /// Repeats waiting.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Next repeat to send, with the retransmit flag to be set by the caller's framing; `None`
+    /// when nothing is queued or the budget is spent.
+    pub fn next_repeat(&mut self) -> Option<&[u8]> {
+        while let Some(seq) = self.queue.pop_front() {
+            if seq < self.first_seq || seq >= self.first_seq + self.kept.len() as u64 {
+                self.stats.unavailable += 1;
+                continue;
+            }
+            if self.budget < 1.0 {
+                self.stats.over_budget += 1 + self.queue.len() as u64;
+                self.queue.clear();
+                return None;
+            }
+            self.budget -= 1.0;
+            let d = &self.kept[(seq - self.first_seq) as usize];
+            self.stats.resent += 1;
+            self.stats.resent_bytes += d.len() as u64;
+            return Some(d);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> NakConfig {
+        NakConfig {
+            stream: 0,
+            initial_rtt: Duration::from_millis(10),
+            reorder_grace: Duration::from_millis(1),
+            max_tracked: 1000,
+        }
+    }
+
+    #[test]
+    fn asks_once_then_retries_then_expires() {
+        let t0 = Instant::now();
+        let mut n = NakScheduler::new(cfg());
+        n.on_frame(t0, 100, 1000);
+        n.on_frame(t0, 103, 1003); // 101, 102 missing
+        assert!(n.poll(t0, 900, 900, 1000.0).is_none(), "reorder grace first");
+        let nak = n.poll(t0 + Duration::from_millis(2), 900, 900, 1000.0).unwrap();
+        assert_eq!(nak.ranges, vec![SeqRange { first: 101, count: 2 }]);
+        assert!(
+            n.poll(t0 + Duration::from_millis(5), 900, 900, 1000.0).is_none(),
+            "not before 1.5 RTT"
+        );
+        n.on_frame(t0 + Duration::from_millis(12), 101, 1001);
+        assert_eq!(n.stats().recovered, 1);
+        assert!((n.stats().srtt_s.unwrap() - 0.010).abs() < 1e-9);
+        let again = n.poll(t0 + Duration::from_millis(20), 900, 900, 1000.0).unwrap();
+        assert_eq!(again.ranges, vec![SeqRange { first: 102, count: 1 }]);
+        // The window wrote slot 1002: give up.
+        assert!(n.poll(t0 + Duration::from_millis(60), 1003, 1003, 1000.0).is_none());
+        assert_eq!(n.stats().expired, 1);
+        assert_eq!(n.outstanding(), 0);
+    }
+
+    #[test]
+    fn does_not_ask_what_cannot_arrive_in_time() {
+        let t0 = Instant::now();
+        let mut n = NakScheduler::new(cfg());
+        n.on_frame(t0, 0, 0);
+        n.on_frame(t0, 2, 2);
+        // 10 ms RTT at 1000 slots/s = 10 slots of margin; writing slot 0 now → slot 1 is too close.
+        assert!(n.poll(t0 + Duration::from_millis(2), 0, 0, 1000.0).is_none());
+        assert!(n.poll(t0 + Duration::from_millis(2), 0, 0, 10.0).is_some());
+    }
+
+    #[test]
+    fn buffer_resends_within_window_and_budget() {
+        let mut b = RetransmitBuffer::new(4, 1.0);
+        for seq in 10..16u64 {
+            b.on_sent(seq, &[seq as u8]);
+        }
+        // Kept: 12..16.
+        b.on_nak(&Nak {
+            stream: 0,
+            ranges: vec![SeqRange { first: 11, count: 3 }],
+        });
+        assert_eq!(b.stats().unavailable, 1);
+        assert_eq!(b.next_repeat(), Some(&[12u8][..]));
+        assert_eq!(b.next_repeat(), Some(&[13u8][..]));
+        assert_eq!(b.next_repeat(), None);
+        assert_eq!(b.stats().resent, 2);
+        let mut tight = RetransmitBuffer::new(100, 0.01);
+        for seq in 0..100u64 {
+            tight.on_sent(seq, &[0]);
+        }
+        tight.on_nak(&Nak {
+            stream: 0,
+            ranges: vec![SeqRange { first: 0, count: 10 }],
+        });
+        assert!(tight.next_repeat().is_some());
+        assert!(tight.next_repeat().is_none());
+        assert_eq!(tight.stats().over_budget, 9);
+    }
+}

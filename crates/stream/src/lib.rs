@@ -1,0 +1,19 @@
+//! Sans-IO core of `evlbi stream`: real-time VDIF over UDP from a station to a correlator.
+//!
+//! - [`wire`]: datagram framings (native, jive5ab udps, bare) and the NAK message.
+//! - [`window`]: per-station reorder window writing continuous VDIF, lost frames filled invalid.
+//! - [`receiver`]: demultiplexes datagrams to stations, counts every rejected datagram by reason.
+//! - [`arq`]: deadline-bounded retransmission (receiver's NAK scheduling, sender's repeat buffer).
+//!
+//! Nothing here touches a socket, a file or the clock: callers pass `now` and bytes in and get
+//! frames (through a [`window::FrameSink`]) and NAKs out, so the same code runs over real sockets
+//! and in deterministic tests.
+
+pub mod arq;
+pub mod receiver;
+pub mod window;
+pub mod wire;
+
+pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, StationSummary};
+pub use window::{FrameSink, StationWindow, VecSink, WindowConfig, WindowStats};
+pub use wire::{SeqFormat, WireError};

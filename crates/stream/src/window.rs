@@ -1,0 +1,388 @@
+//! Per-station reorder window: frames are placed by VDIF time, written in time order, and every
+//! frame that did not arrive in time is replaced by one with the invalid bit set (VDIF 1.1.1 §3,
+//! word 0 bit 31) and the right second, frame number and thread, so a correlator sees continuous
+//! time and weights the gap out instead of losing sync.
+//!
+//! Frames are numbered by *slot*: `((unix_second · fps) + frame_number) · threads + thread_id`.
+//! A slot is written once it falls `window` slots behind the newest frame, so the window is the
+//! reorder (and retransmission) latency measured in frames.
+//!
+//! One forged or corrupt frame must not move the window (that would flush real data as late): a
+//! frame more than one window beyond the newest, or behind what was already written by more than a
+//! window, is held as a *candidate*; only `confirm` mutually consistent candidates in a row, with
+//! no in-range frame between them, move the stream there (a real jump: the sender restarted, or a
+//! long outage). Gaps up to `max_fill` frames are filled with invalid frames; longer ones and jumps
+//! back in time end the continuous segment ([`FrameSink::discontinuity`]), which the caller turns
+//! into a new output file.
+
+use serde::{Deserialize, Serialize};
+use vdif::VdifHeader;
+
+/// Where the window writes frames, in time order.
+pub trait FrameSink {
+    /// One frame of `station` (VDIF station id): received (`filled == false`) or made up invalid.
+    fn frame(&mut self, station: u16, frame: &[u8], filled: bool);
+    /// Time does not continue from the last frame written: start a new segment (file).
+    fn discontinuity(&mut self, station: u16);
+}
+
+/// A sink that keeps everything in memory (tests, small tools).
+#[derive(Debug, Default, Clone)]
+pub struct VecSink {
+    /// Frames written, per segment: `segments[i]` is the bytes of segment `i`.
+    pub segments: Vec<Vec<u8>>,
+    /// Number of filled (invalid) frames written.
+    pub filled: u64,
+}
+
+impl FrameSink for VecSink {
+    fn frame(&mut self, _station: u16, frame: &[u8], filled: bool) {
+        if self.segments.is_empty() {
+            self.segments.push(Vec::new());
+        }
+        if let Some(s) = self.segments.last_mut() {
+            s.extend_from_slice(frame);
+        }
+        self.filled += u64::from(filled);
+    }
+    fn discontinuity(&mut self, _station: u16) {
+        self.segments.push(Vec::new());
+    }
+}
+
+/// Shape of one station's stream and the window's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowConfig {
+    /// Frames per second per thread.
+    pub frames_per_second: u32,
+    /// VDIF threads, ids `0..threads`.
+    pub threads: u16,
+    /// Reorder window in frames (all threads), ≥ 1.
+    pub window: u64,
+    /// Longest gap (frames) filled with invalid frames; longer gaps start a new segment.
+    pub max_fill: u64,
+    /// Consistent out-of-range frames needed to move the stream.
+    pub confirm: u32,
+}
+
+/// What happened to one frame offered to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Stored; will be written. `reordered` when it arrived after a later frame.
+    Placed { slot: u64, reordered: bool },
+    /// Its slot is already stored.
+    Duplicate,
+    /// Its slot was already written (filled invalid, or the frame itself earlier).
+    Late,
+    /// Held as a candidate for a jump of the stream; not (yet) stored.
+    Candidate,
+    /// The header does not match the stream's format (length, bits, channels, station, thread id).
+    WrongFormat,
+}
+
+/// Counters of one station's window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowStats {
+    /// Frames stored (first copies, in range).
+    pub placed: u64,
+    /// Frames written as received.
+    pub written_valid: u64,
+    /// Invalid frames written in place of frames that never arrived in time.
+    pub written_filled: u64,
+    /// Stored frames that arrived after a frame later in time.
+    pub reordered: u64,
+    /// Second copies of a stored frame.
+    pub duplicates: u64,
+    /// Frames whose time was already written.
+    pub late: u64,
+    /// Frames whose header does not match the stream (dropped).
+    pub wrong_format: u64,
+    /// Out-of-range frames never confirmed by others (forged, corrupt or stray; dropped).
+    pub out_of_range: u64,
+    /// Times the stream jumped (confirmed) and the window moved.
+    pub jumps: u64,
+    /// New segments started (a jump back in time or a gap above `max_fill`).
+    pub discontinuities: u64,
+    /// Frames in gaps too long to fill (not written).
+    pub unfilled_gap_frames: u64,
+}
+
+impl WindowStats {
+    /// Fraction of written frames that are filled (invalid): the data loss `f` a correlator sees.
+    pub fn loss_fraction(&self) -> f64 {
+        let total = self.written_valid + self.written_filled;
+        if total == 0 {
+            0.0
+        } else {
+            self.written_filled as f64 / total as f64
+        }
+    }
+}
+
+/// The format fields every frame of a stream shares.
+fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
+    a.legacy == b.legacy
+        && a.frame_len_units == b.frame_len_units
+        && a.bits_per_sample == b.bits_per_sample
+        && a.log2_channels == b.log2_channels
+        && a.complex == b.complex
+        && a.version == b.version
+        && a.station_id == b.station_id
+}
+
+/// One station's reorder window.
+pub struct StationWindow {
+    cfg: WindowConfig,
+    template: VdifHeader,
+    frame_len: usize,
+    epoch_unix: [i64; 64],
+    /// Next slot to write; `None` until the first confirmed frames.
+    base: Option<u64>,
+    /// Newest slot stored (≥ base − 1 once anchored).
+    highest: u64,
+    ring: Vec<u8>,
+    present: Vec<bool>,
+    candidates: Vec<(u64, Vec<u8>)>,
+    written_any: bool,
+    fill: Vec<u8>,
+    stats: WindowStats,
+}
+
+impl StationWindow {
+    /// A window for the stream whose first frame has header `first` (the format template).
+    pub fn new(cfg: WindowConfig, first: &VdifHeader) -> Self {
+        let cfg = WindowConfig {
+            window: cfg.window.max(1),
+            threads: cfg.threads.max(1),
+            frames_per_second: cfg.frames_per_second.max(1),
+            confirm: cfg.confirm.max(1),
+            ..cfg
+        };
+        let frame_len = first.frame_len();
+        let mut epoch_unix = [0i64; 64];
+        for (e, u) in epoch_unix.iter_mut().enumerate() {
+            *u = vdif::time::epoch_unix(e as u8);
+        }
+        let w = cfg.window as usize;
+        StationWindow {
+            cfg,
+            template: *first,
+            frame_len,
+            epoch_unix,
+            base: None,
+            highest: 0,
+            ring: vec![0u8; w * frame_len],
+            present: vec![false; w],
+            candidates: Vec::new(),
+            written_any: false,
+            fill: vec![0u8; frame_len],
+            stats: WindowStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &WindowStats {
+        &self.stats
+    }
+
+    /// The stream's configuration.
+    pub fn config(&self) -> &WindowConfig {
+        &self.cfg
+    }
+
+    /// Frame length, header included.
+    pub fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+
+    /// Newest slot stored, once anchored.
+    pub fn highest(&self) -> Option<u64> {
+        self.base.map(|_| self.highest)
+    }
+
+    /// Next slot to be written, once anchored.
+    pub fn base(&self) -> Option<u64> {
+        self.base
+    }
+
+    /// The slot of a header (see the module docs).
+    pub fn slot_of(&self, h: &VdifHeader) -> u64 {
+        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
+        let t = (unix.max(0) as u64) * u64::from(self.cfg.frames_per_second) + u64::from(h.frame_number);
+        t * u64::from(self.cfg.threads) + u64::from(h.thread_id)
+    }
+
+    fn in_range(&self, slot: u64) -> bool {
+        match self.base {
+            None => false,
+            Some(base) => {
+                slot + self.cfg.window >= base.min(self.highest) && slot < base.max(self.highest + 1) + self.cfg.window
+            }
+        }
+    }
+
+    /// Offer one frame (header already parsed and length-checked). Frames fall out of the window
+    /// into `sink`.
+    pub fn push(&mut self, header: &VdifHeader, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
+        if !same_format(header, &self.template)
+            || frame.len() != self.frame_len
+            || header.thread_id >= self.cfg.threads
+            || header.frame_number >= self.cfg.frames_per_second
+        {
+            self.stats.wrong_format += 1;
+            return Placement::WrongFormat;
+        }
+        let slot = self.slot_of(header);
+        if !self.in_range(slot) {
+            return self.candidate(slot, frame, sink);
+        }
+        // An in-range frame proves the stream is where we think: forget candidates.
+        self.stats.out_of_range += self.candidates.len() as u64;
+        self.candidates.clear();
+        self.place(slot, frame, sink)
+    }
+
+    fn place(&mut self, slot: u64, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
+        let Some(base) = self.base else {
+            return Placement::Candidate;
+        };
+        if slot < base {
+            // Until the first frame is written the start may still move back: the first frames
+            // to arrive need not be the earliest sent.
+            if !self.written_any && self.highest - slot < self.cfg.window {
+                self.base = Some(slot);
+            } else {
+                self.stats.late += 1;
+                return Placement::Late;
+            }
+        }
+        if slot >= base + self.cfg.window {
+            self.write_until(slot + 1 - self.cfg.window, sink);
+        }
+        let idx = (slot % self.cfg.window) as usize;
+        if self.present[idx] {
+            self.stats.duplicates += 1;
+            return Placement::Duplicate;
+        }
+        self.present[idx] = true;
+        self.ring[idx * self.frame_len..(idx + 1) * self.frame_len].copy_from_slice(frame);
+        self.stats.placed += 1;
+        let reordered = slot < self.highest;
+        if reordered {
+            self.stats.reordered += 1;
+        } else {
+            self.highest = slot;
+        }
+        Placement::Placed { slot, reordered }
+    }
+
+    fn candidate(&mut self, slot: u64, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
+        let consistent = self
+            .candidates
+            .last()
+            .is_none_or(|(s, _)| s.abs_diff(slot) < self.cfg.window);
+        if !consistent {
+            self.stats.out_of_range += self.candidates.len() as u64;
+            self.candidates.clear();
+        }
+        self.candidates.push((slot, frame.to_vec()));
+        if self.candidates.len() < self.cfg.confirm as usize {
+            return Placement::Candidate;
+        }
+        let candidates = std::mem::take(&mut self.candidates);
+        let anchor = candidates.iter().map(|(s, _)| *s).min().unwrap_or(slot);
+        self.jump(anchor, sink);
+        let mut last = Placement::Candidate;
+        for (s, f) in &candidates {
+            let p = self.place(*s, f, sink);
+            if *s == slot {
+                last = p;
+            }
+        }
+        last
+    }
+
+    /// Move the stream to `anchor`: write out the window, then fill the gap or start a new segment.
+    fn jump(&mut self, anchor: u64, sink: &mut impl FrameSink) {
+        let Some(_) = self.base else {
+            self.base = Some(anchor);
+            self.highest = anchor;
+            return;
+        };
+        self.stats.jumps += 1;
+        self.flush(sink);
+        let next = self.base.unwrap_or(anchor);
+        if anchor >= next && anchor - next <= self.cfg.max_fill {
+            self.write_until(anchor, sink);
+        } else {
+            if anchor > next {
+                self.stats.unfilled_gap_frames += anchor - next;
+            }
+            self.stats.discontinuities += 1;
+            sink.discontinuity(self.template.station_id);
+            self.base = Some(anchor);
+        }
+        self.highest = anchor;
+    }
+
+    /// Write every slot below `until` (received frames as they are, the rest filled invalid).
+    fn write_until(&mut self, until: u64, sink: &mut impl FrameSink) {
+        let Some(mut s) = self.base else { return };
+        self.written_any |= s < until;
+        while s < until {
+            let idx = (s % self.cfg.window) as usize;
+            if self.present[idx] {
+                self.present[idx] = false;
+                sink.frame(
+                    self.template.station_id,
+                    &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
+                    false,
+                );
+                self.stats.written_valid += 1;
+            } else {
+                self.make_fill(s);
+                sink.frame(self.template.station_id, &self.fill, true);
+                self.stats.written_filled += 1;
+            }
+            s += 1;
+        }
+        self.base = Some(s);
+    }
+
+    /// An invalid frame for `slot`: the stream's header with time and thread of the slot.
+    fn make_fill(&mut self, slot: u64) {
+        let threads = u64::from(self.cfg.threads);
+        let fps = u64::from(self.cfg.frames_per_second);
+        let t = slot / threads;
+        let mut h = self.template;
+        h.invalid = true;
+        h.thread_id = (slot % threads) as u16;
+        h.frame_number = (t % fps) as u32;
+        let unix = (t / fps) as i64;
+        h.seconds = (unix - self.epoch_unix[usize::from(h.ref_epoch & 63)]).clamp(0, (1 << 30) - 1) as u32;
+        self.fill.fill(0);
+        // The template passed validation when it arrived; only time fields changed, all in range.
+        let _ = h.emit(&mut self.fill[..h.header_len()]);
+    }
+
+    /// Write everything stored, up to the end of the newest time step (all its threads), filling
+    /// what is missing. Called at the end of a stream and before a jump.
+    pub fn flush(&mut self, sink: &mut impl FrameSink) {
+        let Some(base) = self.base else { return };
+        if self.stats.placed == 0 {
+            return;
+        }
+        let threads = u64::from(self.cfg.threads);
+        let end = (self.highest / threads + 1) * threads;
+        if end > base {
+            self.write_until(end, sink);
+        }
+    }
+
+    /// Frames held as candidates at the end are counted as out of range.
+    pub fn finish(&mut self, sink: &mut impl FrameSink) {
+        self.flush(sink);
+        self.stats.out_of_range += self.candidates.len() as u64;
+        self.candidates.clear();
+    }
+}

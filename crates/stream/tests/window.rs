@@ -1,0 +1,226 @@
+//! The reorder window against a known frame sequence: what comes out must be exactly what went
+//! in, in time order, with every missing frame replaced by an invalid one at the right time.
+
+use stream::window::{FrameSink, Placement, StationWindow, VecSink, WindowConfig};
+use vdif::{FrameLayout, VdifHeader};
+
+const FPS: u32 = 62_500;
+
+fn layout(threads: u32) -> FrameLayout {
+    FrameLayout::new(512e6 * f64::from(threads), 2, 8 * threads, threads, 1024).unwrap()
+}
+
+/// Frame `k` (time step k / threads, thread k % threads) with recognisable data.
+fn frame(l: &FrameLayout, k: u64, start: u32) -> (VdifHeader, Vec<u8>) {
+    let threads = u64::from(l.threads);
+    let t = k / threads;
+    let mut h = l.header(0x4566);
+    h.ref_epoch = 52;
+    h.seconds = start + (t / u64::from(l.frames_per_second)) as u32;
+    h.frame_number = (t % u64::from(l.frames_per_second)) as u32;
+    h.thread_id = (k % threads) as u16;
+    let mut f = vec![0u8; l.frame_len];
+    h.emit(&mut f[..32]).unwrap();
+    for (i, b) in f[32..].iter_mut().enumerate() {
+        *b = (k as usize).wrapping_mul(31).wrapping_add(i) as u8 | 1;
+    }
+    (h, f)
+}
+
+fn cfg(l: &FrameLayout, window: u64) -> WindowConfig {
+    WindowConfig {
+        frames_per_second: l.frames_per_second,
+        threads: l.threads as u16,
+        window,
+        max_fill: u64::from(FPS) * 2,
+        confirm: 4,
+    }
+}
+
+fn run(l: &FrameLayout, window: u64, order: &[u64]) -> (VecSink, StationWindow) {
+    let (h0, _) = frame(l, order[0], 1000);
+    let mut w = StationWindow::new(cfg(l, window), &h0);
+    let mut sink = VecSink::default();
+    for &k in order {
+        let (h, f) = frame(l, k, 1000);
+        w.push(&h, &f, &mut sink);
+    }
+    w.finish(&mut sink);
+    (sink, w)
+}
+
+fn frames_of(bytes: &[u8], len: usize) -> Vec<(VdifHeader, &[u8])> {
+    assert_eq!(bytes.len() % len, 0, "only whole frames");
+    bytes
+        .chunks_exact(len)
+        .map(|c| (VdifHeader::parse_valid(c).unwrap(), c))
+        .collect()
+}
+
+#[test]
+fn in_order_stream_comes_out_unchanged() {
+    let l = layout(1);
+    let order: Vec<u64> = (0..5000).collect();
+    let (sink, w) = run(&l, 64, &order);
+    let mut expect = Vec::new();
+    for k in 0..5000 {
+        expect.extend_from_slice(&frame(&l, k, 1000).1);
+    }
+    assert_eq!(sink.segments.len(), 1);
+    assert!(sink.segments[0] == expect, "output differs from input");
+    assert_eq!(w.stats().written_valid, 5000);
+    assert_eq!(w.stats().written_filled, 0);
+}
+
+#[test]
+fn lost_frames_are_filled_invalid_at_the_right_time() {
+    for threads in [1u32, 4] {
+        let l = layout(threads);
+        let lost = |k: u64| k % 97 == 5 || (2000..2100).contains(&k);
+        let order: Vec<u64> = (0..8000).filter(|k| !lost(*k)).collect();
+        let (sink, w) = run(&l, 256, &order);
+        let out = frames_of(&sink.segments[0], l.frame_len);
+        assert_eq!(out.len(), 8000, "continuous time: one frame per slot");
+        let mut filled = 0;
+        for (k, (h, bytes)) in out.iter().enumerate() {
+            let (eh, ef) = frame(&l, k as u64, 1000);
+            assert_eq!(
+                (h.seconds, h.frame_number, h.thread_id),
+                (eh.seconds, eh.frame_number, eh.thread_id)
+            );
+            if lost(k as u64) {
+                assert!(h.invalid, "frame {k} should be marked invalid");
+                filled += 1;
+            } else {
+                assert_eq!(*bytes, &ef[..], "frame {k} altered");
+            }
+        }
+        assert_eq!(w.stats().written_filled, filled);
+        assert!((w.stats().loss_fraction() - filled as f64 / 8000.0).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn reordering_within_the_window_is_repaired_and_counted() {
+    let l = layout(2);
+    let mut order: Vec<u64> = (0..4000).collect();
+    for c in order.chunks_mut(16) {
+        c.reverse();
+    }
+    let (sink, w) = run(&l, 64, &order);
+    let mut expect = Vec::new();
+    for k in 0..4000 {
+        expect.extend_from_slice(&frame(&l, k, 1000).1);
+    }
+    assert!(sink.segments[0] == expect);
+    assert_eq!(w.stats().reordered, 4000 - 4000 / 16);
+    assert_eq!(w.stats().written_filled, 0);
+}
+
+#[test]
+fn duplicates_and_late_frames_are_dropped() {
+    let l = layout(1);
+    let mut order: Vec<u64> = (0..1000).collect();
+    order.insert(500, 450); // already written (window 32, base 468): late
+    order.insert(700, 690); // still in the window: duplicate
+    let (sink, w) = run(&l, 32, &order);
+    assert_eq!(sink.segments[0].len(), 1000 * l.frame_len);
+    assert_eq!(w.stats().late, 1);
+    assert_eq!(w.stats().duplicates, 1);
+}
+
+#[test]
+fn one_forged_frame_far_in_time_does_not_move_the_stream() {
+    let l = layout(1);
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 64), &h0);
+    let mut sink = VecSink::default();
+    for k in 0..3000u64 {
+        let (h, f) = frame(&l, k, 1000);
+        w.push(&h, &f, &mut sink);
+        if k % 1000 == 500 {
+            // A frame one hour ahead, and one a year back: forged or corrupt.
+            for (ahead, secs) in [(true, 3600u32), (false, 31_000_000)] {
+                let (mut fh, mut ff) = frame(&l, k, 1000);
+                fh.seconds = if ahead {
+                    fh.seconds + secs
+                } else {
+                    fh.seconds.saturating_sub(secs)
+                };
+                fh.emit(&mut ff[..32]).unwrap();
+                assert_eq!(w.push(&fh, &ff, &mut sink), Placement::Candidate);
+            }
+        }
+    }
+    w.finish(&mut sink);
+    assert_eq!(sink.segments.len(), 1);
+    assert_eq!(sink.segments[0].len(), 3000 * l.frame_len);
+    assert_eq!(sink.filled, 0);
+    assert_eq!(w.stats().out_of_range, 6);
+    assert_eq!(w.stats().jumps, 0);
+}
+
+#[test]
+fn a_real_jump_fills_short_gaps_and_splits_long_ones() {
+    let l = layout(1);
+    // 0.5 s outage (31250 frames < max_fill of 2 s): filled.
+    let mut order: Vec<u64> = (0..1000).collect();
+    order.extend(1000 + 31_250..1000 + 31_250 + 1000);
+    let (sink, w) = run(&l, 64, &order);
+    assert_eq!(sink.segments.len(), 1);
+    assert_eq!(sink.segments[0].len() as u64, (2000 + 31_250) * l.frame_len as u64);
+    assert_eq!(w.stats().jumps, 1);
+    assert_eq!(w.stats().written_filled, 31_250);
+    // Restart 10 s later: a new segment, nothing filled.
+    let mut order: Vec<u64> = (0..1000).collect();
+    order.extend(10 * 62_500..10 * 62_500 + 1000);
+    let (sink, w) = run(&l, 64, &order);
+    assert_eq!(sink.segments.len(), 2);
+    assert_eq!(sink.segments[0].len(), 1000 * l.frame_len);
+    assert_eq!(sink.segments[1].len(), 1000 * l.frame_len);
+    let first = VdifHeader::parse_valid(&sink.segments[1]).unwrap();
+    assert_eq!(first.seconds, 1010);
+    assert_eq!(w.stats().discontinuities, 1);
+    assert_eq!(sink.filled, 0);
+}
+
+#[test]
+fn wrong_format_frames_never_reach_the_output() {
+    let l = layout(1);
+    let other = FrameLayout::new(256e6, 2, 4, 1, 1024).unwrap();
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 64), &h0);
+    let mut sink = VecSink::default();
+    for k in 0..500u64 {
+        let (h, f) = frame(&l, k, 1000);
+        w.push(&h, &f, &mut sink);
+        let (h2, f2) = frame(&other, k, 1000);
+        assert_eq!(w.push(&h2, &f2, &mut sink), Placement::WrongFormat);
+    }
+    w.finish(&mut sink);
+    assert_eq!(sink.segments[0].len(), 500 * l.frame_len);
+    assert_eq!(w.stats().wrong_format, 500);
+}
+
+/// A sink that counts calls only.
+struct Count(u64);
+impl FrameSink for Count {
+    fn frame(&mut self, _: u16, _: &[u8], _: bool) {
+        self.0 += 1;
+    }
+    fn discontinuity(&mut self, _: u16) {}
+}
+
+#[test]
+fn memory_stays_bounded_over_a_long_stream() {
+    let l = layout(1);
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 128), &h0);
+    let mut sink = Count(0);
+    for k in 0..200_000u64 {
+        let (h, f) = frame(&l, k, 1000);
+        w.push(&h, &f, &mut sink);
+    }
+    w.finish(&mut sink);
+    assert_eq!(sink.0, 200_000);
+}

@@ -10,8 +10,8 @@ use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::pacer::wait_until;
 use crate::{io, nonce, now_ns, Control, SessionError};
+use netio::pacer::wait_until;
 
 /// Client settings.
 #[derive(Debug, Clone)]

@@ -13,7 +13,6 @@
 //! `socket2` for now; batched syscalls and kernel receive timestamps come with `netio`.
 
 mod client;
-mod pacer;
 mod server;
 
 use std::io::{Read, Write};

@@ -6,6 +6,7 @@
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
+mod stream_cmd;
 mod units;
 mod vdif_cmd;
 
@@ -80,6 +81,9 @@ enum Command {
     /// Measure a network path: a paced UDP stream, and what arrived (udpmon successor).
     #[command(subcommand)]
     Probe(probe_cmd::ProbeCommand),
+    /// Real-time VDIF over UDP: paced sender, receiver writing continuous VDIF, optional ARQ.
+    #[command(subcommand)]
+    Stream(stream_cmd::StreamCommand),
     /// Models: VLBI S/N under packet loss, the Mathis TCP bound, wire rate and packet spacing.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
         Command::Linkemu(a) => linkemu_cmd::run(*a),
         Command::Model(c) => model_cmd::run(c),
         Command::Probe(c) => probe_cmd::run(c),
+        Command::Stream(c) => stream_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,10 @@
-//! Host counters from /proc, parsed by name (not position) so kernels that add columns still
-//! parse. Each has a `parse` for fixture tests and a `read` for the live file.
+//! Host counters from /proc, so every result can tell network loss from a full socket buffer, a
+//! busy CPU or a NIC drop. Each counter set has a `parse` (pure, for fixture tests), a `read` of
+//! the live file and a `delta` against an earlier reading. Fields are found by name where the
+//! file has names (/proc/net/snmp, /proc/net/dev), so kernels that add columns still parse.
+//! Malformed text is a [`CountersError`], never a panic.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -23,21 +28,38 @@ pub enum CountersError {
         /// What was wrong.
         why: String,
     },
+    /// /proc/net/dev has no line for the interface.
+    #[error("{path}: no interface {name:?}")]
+    NoInterface {
+        /// File.
+        path: &'static str,
+        /// Interface asked for.
+        name: String,
+    },
 }
 
 fn read(path: &'static str) -> Result<String, CountersError> {
     std::fs::read_to_string(path).map_err(|source| CountersError::Read { path, source })
 }
 
-/// The "Udp:" counters of /proc/net/snmp (RFC 4113 names; RcvbufErrors are datagrams the kernel
-/// dropped because a socket receive buffer was full).
+fn malformed(path: &'static str, why: impl Into<String>) -> CountersError {
+    CountersError::Malformed { path, why: why.into() }
+}
+
+fn number(path: &'static str, what: &str, s: &str) -> Result<u64, CountersError> {
+    s.parse()
+        .map_err(|_| malformed(path, format!("{what} = {s:?} is not a number")))
+}
+
+/// The "Udp:" counters of /proc/net/snmp (IPv4; names from RFC 4113). RcvbufErrors are
+/// datagrams the kernel dropped because a socket receive buffer was full.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UdpCounters {
     /// Datagrams delivered to sockets.
     pub in_datagrams: u64,
     /// Datagrams to a port nobody listens on.
     pub no_ports: u64,
-    /// Datagrams dropped for any error (includes RcvbufErrors).
+    /// Datagrams dropped for any error (includes RcvbufErrors and InCsumErrors).
     pub in_errors: u64,
     /// Datagrams sent.
     pub out_datagrams: u64,
@@ -50,33 +72,29 @@ pub struct UdpCounters {
 }
 
 impl UdpCounters {
-    const PATH: &'static str = "/proc/net/snmp";
+    /// The live file.
+    pub const PATH: &'static str = "/proc/net/snmp";
 
-    /// Parse /proc/net/snmp text. Missing fields read as 0.
+    /// Parse /proc/net/snmp text: the first "Udp:" line names the columns, the second holds the
+    /// values. Fields are matched by name; missing ones read as 0.
     pub fn parse(text: &str) -> Result<UdpCounters, CountersError> {
         let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
         let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
-            return Err(CountersError::Malformed {
-                path: Self::PATH,
-                why: "no Udp: header and value lines".into(),
-            });
+            return Err(malformed(Self::PATH, "no Udp: header and value lines"));
         };
         let mut c = UdpCounters::default();
         for (name, value) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
-            let v: u64 = value.parse().map_err(|_| CountersError::Malformed {
-                path: Self::PATH,
-                why: format!("Udp {name} = {value:?} is not a number"),
-            })?;
-            match name {
-                "InDatagrams" => c.in_datagrams = v,
-                "NoPorts" => c.no_ports = v,
-                "InErrors" => c.in_errors = v,
-                "OutDatagrams" => c.out_datagrams = v,
-                "RcvbufErrors" => c.rcvbuf_errors = v,
-                "SndbufErrors" => c.sndbuf_errors = v,
-                "InCsumErrors" => c.in_csum_errors = v,
-                _ => {}
-            }
+            let slot = match name {
+                "InDatagrams" => &mut c.in_datagrams,
+                "NoPorts" => &mut c.no_ports,
+                "InErrors" => &mut c.in_errors,
+                "OutDatagrams" => &mut c.out_datagrams,
+                "RcvbufErrors" => &mut c.rcvbuf_errors,
+                "SndbufErrors" => &mut c.sndbuf_errors,
+                "InCsumErrors" => &mut c.in_csum_errors,
+                _ => continue,
+            };
+            *slot = number(Self::PATH, &format!("Udp {name}"), value)?;
         }
         Ok(c)
     }
@@ -100,7 +118,8 @@ impl UdpCounters {
     }
 }
 
-/// Host CPU time from the first "cpu" line of /proc/stat, in clock ticks (proc(5)).
+/// Host CPU time from the aggregate "cpu" line of /proc/stat, in clock ticks (proc(5)). Guest
+/// time is already included in user/nice and is not read separately.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTimes {
     /// Normal user time.
@@ -121,52 +140,69 @@ pub struct CpuTimes {
     pub steal: u64,
 }
 
-/// Shares of CPU time over an interval, percent of all CPUs.
+/// Shares of host CPU time over an interval, percent of all CPUs (they sum to 100 when any time
+/// passed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuShare {
-    /// User + nice.
+    /// User.
     pub user: f64,
-    /// System + irq + softirq.
+    /// Niced user.
+    pub nice: f64,
+    /// Kernel.
     pub system: f64,
-    /// Idle + iowait.
+    /// Idle.
     pub idle: f64,
-    /// Steal.
+    /// I/O wait.
+    pub iowait: f64,
+    /// Hard interrupts.
+    pub irq: f64,
+    /// Soft interrupts.
+    pub softirq: f64,
+    /// Stolen by the hypervisor.
     pub steal: f64,
 }
 
-impl CpuTimes {
-    const PATH: &'static str = "/proc/stat";
+impl CpuShare {
+    /// Everything but idle and iowait.
+    pub fn busy(&self) -> f64 {
+        self.user + self.nice + self.system + self.irq + self.softirq + self.steal
+    }
+}
 
-    /// Parse /proc/stat text.
+impl CpuTimes {
+    /// The live file.
+    pub const PATH: &'static str = "/proc/stat";
+
+    /// Parse /proc/stat text (the line starting "cpu " sums all CPUs). Kernels before 2.6.11
+    /// lack steal etc.; missing trailing fields read as 0, at least user/nice/system/idle are
+    /// required.
     pub fn parse(text: &str) -> Result<CpuTimes, CountersError> {
         let line = text
             .lines()
             .find(|l| l.split_whitespace().next() == Some("cpu"))
-            .ok_or_else(|| CountersError::Malformed {
-                path: Self::PATH,
-                why: "no aggregate cpu line".into(),
-            })?;
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .skip(1)
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        if v.len() < 4 {
-            return Err(CountersError::Malformed {
-                path: Self::PATH,
-                why: format!("cpu line has {} fields, expected at least 4", v.len()),
-            });
+            .ok_or_else(|| malformed(Self::PATH, "no aggregate cpu line"))?;
+        let mut v = [0u64; 8];
+        let mut fields = 0;
+        for (slot, s) in v.iter_mut().zip(line.split_whitespace().skip(1)) {
+            *slot = number(Self::PATH, "cpu field", s)?;
+            fields += 1;
         }
-        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        if fields < 4 {
+            return Err(malformed(
+                Self::PATH,
+                format!("cpu line has {fields} fields, expected at least 4"),
+            ));
+        }
+        let [user, nice, system, idle, iowait, irq, softirq, steal] = v;
         Ok(CpuTimes {
-            user: at(0),
-            nice: at(1),
-            system: at(2),
-            idle: at(3),
-            iowait: at(4),
-            irq: at(5),
-            softirq: at(6),
-            steal: at(7),
+            user,
+            nice,
+            system,
+            idle,
+            iowait,
+            irq,
+            softirq,
+            steal,
         })
     }
 
@@ -175,24 +211,71 @@ impl CpuTimes {
         Self::parse(&read(Self::PATH)?)
     }
 
-    /// Percent shares between `earlier` and `self`.
-    pub fn share_since(&self, earlier: &CpuTimes) -> CpuShare {
-        let d = |a: u64, b: u64| a.saturating_sub(b) as f64;
-        let user = d(self.user, earlier.user) + d(self.nice, earlier.nice);
-        let system = d(self.system, earlier.system) + d(self.irq, earlier.irq) + d(self.softirq, earlier.softirq);
-        let idle = d(self.idle, earlier.idle) + d(self.iowait, earlier.iowait);
-        let steal = d(self.steal, earlier.steal);
-        let total = (user + system + idle + steal).max(1.0);
-        CpuShare {
-            user: 100.0 * user / total,
-            system: 100.0 * system / total,
-            idle: 100.0 * idle / total,
-            steal: 100.0 * steal / total,
+    /// Ticks since `earlier`.
+    pub fn delta(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user.saturating_sub(earlier.user),
+            nice: self.nice.saturating_sub(earlier.nice),
+            system: self.system.saturating_sub(earlier.system),
+            idle: self.idle.saturating_sub(earlier.idle),
+            iowait: self.iowait.saturating_sub(earlier.iowait),
+            irq: self.irq.saturating_sub(earlier.irq),
+            softirq: self.softirq.saturating_sub(earlier.softirq),
+            steal: self.steal.saturating_sub(earlier.steal),
         }
+    }
+
+    /// Total ticks.
+    pub fn total(&self) -> u64 {
+        [
+            self.user,
+            self.nice,
+            self.system,
+            self.idle,
+            self.iowait,
+            self.irq,
+            self.softirq,
+            self.steal,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// Read `self` as an interval (a [`CpuTimes::delta`]) and give each field's percent share;
+    /// all zero if no ticks passed.
+    pub fn percentages(&self) -> CpuShare {
+        let total = self.total();
+        if total == 0 {
+            return CpuShare::default();
+        }
+        let p = |x: u64| 100.0 * x as f64 / total as f64;
+        CpuShare {
+            user: p(self.user),
+            nice: p(self.nice),
+            system: p(self.system),
+            idle: p(self.idle),
+            iowait: p(self.iowait),
+            irq: p(self.irq),
+            softirq: p(self.softirq),
+            steal: p(self.steal),
+        }
+    }
+
+    /// Shares between `earlier` and `self`: `self.delta(earlier).percentages()`.
+    pub fn share_since(&self, earlier: &CpuTimes) -> CpuShare {
+        self.delta(earlier).percentages()
     }
 }
 
-/// CPU time of this process (user and system ticks from /proc/self/stat fields 14 and 15).
+/// Clock ticks per second of the /proc CPU counters (sysconf(3) _SC_CLK_TCK, usually 100).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+/// CPU time of this process: user and system ticks, fields 14 and 15 of /proc/self/stat
+/// (proc(5)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessCpu {
     /// User ticks.
@@ -201,7 +284,8 @@ pub struct ProcessCpu {
     pub stime: u64,
 }
 
-/// CPU used by this process over an interval, percent of one core.
+/// CPU used by this process over an interval, percent of one core (a process with two busy
+/// threads reads 200).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessCpuShare {
     /// User, % of one core.
@@ -210,32 +294,36 @@ pub struct ProcessCpuShare {
     pub system: f64,
 }
 
-impl ProcessCpu {
-    const PATH: &'static str = "/proc/self/stat";
+impl ProcessCpuShare {
+    /// User + system.
+    pub fn total(&self) -> f64 {
+        self.user + self.system
+    }
+}
 
-    /// Parse /proc/<pid>/stat text. The command name (field 2) may hold spaces and parentheses,
+impl ProcessCpu {
+    /// The live file.
+    pub const PATH: &'static str = "/proc/self/stat";
+
+    /// Parse `/proc/<pid>/stat` text. The command name (field 2) may hold spaces and parentheses,
     /// so fields are counted after the last ')'.
     pub fn parse(text: &str) -> Result<ProcessCpu, CountersError> {
-        let rest = text
+        let close = text
             .rfind(')')
-            .map(|i| &text[i + 1..])
-            .ok_or_else(|| CountersError::Malformed {
-                path: Self::PATH,
-                why: "no ')' closing the command name".into(),
-            })?;
+            .ok_or_else(|| malformed(Self::PATH, "no ')' closing the command name"))?;
+        // `)` is one byte, so `close + 1` is a char boundary.
+        let rest = text.get(close + 1..).unwrap_or("");
         // After ')' come field 3 (state) onwards: utime is field 14 → index 11 here.
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let num = |i: usize| -> Result<u64, CountersError> {
-            f.get(i)
-                .and_then(|x| x.parse().ok())
-                .ok_or_else(|| CountersError::Malformed {
-                    path: Self::PATH,
-                    why: format!("field {} missing or not a number", i + 3),
-                })
+        let mut f = rest.split_whitespace().skip(11);
+        let mut num = |field: u32| -> Result<u64, CountersError> {
+            let s = f
+                .next()
+                .ok_or_else(|| malformed(Self::PATH, format!("field {field} missing")))?;
+            number(Self::PATH, &format!("field {field}"), s)
         };
         Ok(ProcessCpu {
-            utime: num(11)?,
-            stime: num(12)?,
+            utime: num(14)?,
+            stime: num(15)?,
         })
     }
 
@@ -244,14 +332,146 @@ impl ProcessCpu {
         Self::parse(&read(Self::PATH)?)
     }
 
-    /// CPU between `earlier` and `self` over `wall` seconds, in percent of one core.
-    pub fn share_since(&self, earlier: &ProcessCpu, wall_s: f64) -> ProcessCpuShare {
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let pct = |a: u64, b: u64| 100.0 * a.saturating_sub(b) as f64 / hz / wall_s.max(1e-9);
+    /// Ticks since `earlier`.
+    pub fn delta(&self, earlier: &ProcessCpu) -> ProcessCpu {
+        ProcessCpu {
+            utime: self.utime.saturating_sub(earlier.utime),
+            stime: self.stime.saturating_sub(earlier.stime),
+        }
+    }
+
+    /// CPU between `earlier` and `self` over `wall` of wall-clock time, in percent of one core.
+    pub fn share_since(&self, earlier: &ProcessCpu, wall: Duration) -> ProcessCpuShare {
+        let d = self.delta(earlier);
+        let hz = clock_ticks_per_second() as f64;
+        let secs = wall.as_secs_f64().max(1e-9);
+        let pct = |ticks: u64| 100.0 * ticks as f64 / hz / secs;
         ProcessCpuShare {
-            user: pct(self.utime, earlier.utime),
-            system: pct(self.stime, earlier.stime),
+            user: pct(d.utime),
+            system: pct(d.stime),
+        }
+    }
+
+    /// User + system CPU between `earlier` and `self` over `wall`, percent of one core.
+    pub fn cpu_percent(&self, earlier: &ProcessCpu, wall: Duration) -> f64 {
+        self.share_since(earlier, wall).total()
+    }
+}
+
+/// One interface's counters from /proc/net/dev (as the driver reports them; `rx_drop` includes
+/// packets the kernel dropped for lack of backlog or buffers).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetDevCounters {
+    /// Interface name.
+    pub interface: String,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Receive errors.
+    pub rx_errs: u64,
+    /// Received packets dropped.
+    pub rx_drop: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Send errors.
+    pub tx_errs: u64,
+    /// Packets dropped on send.
+    pub tx_drop: u64,
+}
+
+impl NetDevCounters {
+    /// The live file.
+    pub const PATH: &'static str = "/proc/net/dev";
+
+    /// Parse every interface of /proc/net/dev text. The second header line names the columns of
+    /// the Receive and Transmit groups (separated by '|'); values are matched by those names.
+    pub fn parse_all(text: &str) -> Result<Vec<NetDevCounters>, CountersError> {
+        let header = text
+            .lines()
+            .find(|l| l.contains('|') && l.contains("bytes"))
+            .ok_or_else(|| malformed(Self::PATH, "no column header line"))?;
+        let groups: Vec<&str> = header.split('|').collect();
+        let (Some(rx), Some(tx)) = (groups.get(1), groups.get(2)) else {
+            return Err(malformed(Self::PATH, "header lacks Receive|Transmit column groups"));
+        };
+        let rx: Vec<&str> = rx.split_whitespace().collect();
+        let tx: Vec<&str> = tx.split_whitespace().collect();
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.contains('|') {
+                continue;
+            }
+            let Some((name, values)) = line.split_once(':') else {
+                continue;
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                continue;
+            }
+            let values: Vec<&str> = values.split_whitespace().collect();
+            if values.len() < rx.len() + tx.len() {
+                return Err(malformed(
+                    Self::PATH,
+                    format!("{name}: {} values, header names {}", values.len(), rx.len() + tx.len()),
+                ));
+            }
+            let mut c = NetDevCounters {
+                interface: name.to_string(),
+                ..NetDevCounters::default()
+            };
+            let (rv, tv) = values.split_at(rx.len());
+            for (group, names, vals) in [("rx", &rx, rv), ("tx", &tx, tv)] {
+                for (col, v) in names.iter().zip(vals) {
+                    let slot = match (group, *col) {
+                        ("rx", "bytes") => &mut c.rx_bytes,
+                        ("rx", "packets") => &mut c.rx_packets,
+                        ("rx", "errs") => &mut c.rx_errs,
+                        ("rx", "drop") => &mut c.rx_drop,
+                        ("tx", "bytes") => &mut c.tx_bytes,
+                        ("tx", "packets") => &mut c.tx_packets,
+                        ("tx", "errs") => &mut c.tx_errs,
+                        ("tx", "drop") => &mut c.tx_drop,
+                        _ => continue,
+                    };
+                    *slot = number(Self::PATH, &format!("{name} {group}_{col}"), v)?;
+                }
+            }
+            out.push(c);
+        }
+        Ok(out)
+    }
+
+    /// Parse the counters of `interface` from /proc/net/dev text.
+    pub fn parse(text: &str, interface: &str) -> Result<NetDevCounters, CountersError> {
+        Self::parse_all(text)?
+            .into_iter()
+            .find(|c| c.interface == interface)
+            .ok_or_else(|| CountersError::NoInterface {
+                path: Self::PATH,
+                name: interface.to_string(),
+            })
+    }
+
+    /// Read the live counters of `interface`.
+    pub fn read(interface: &str) -> Result<NetDevCounters, CountersError> {
+        Self::parse(&read(Self::PATH)?, interface)
+    }
+
+    /// Counts since `earlier` (same interface assumed; the name is kept from `self`).
+    pub fn delta(&self, earlier: &NetDevCounters) -> NetDevCounters {
+        NetDevCounters {
+            interface: self.interface.clone(),
+            rx_bytes: self.rx_bytes.saturating_sub(earlier.rx_bytes),
+            rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
+            rx_errs: self.rx_errs.saturating_sub(earlier.rx_errs),
+            rx_drop: self.rx_drop.saturating_sub(earlier.rx_drop),
+            tx_bytes: self.tx_bytes.saturating_sub(earlier.tx_bytes),
+            tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
+            tx_errs: self.tx_errs.saturating_sub(earlier.tx_errs),
+            tx_drop: self.tx_drop.saturating_sub(earlier.tx_drop),
         }
     }
 }

@@ -1,17 +1,35 @@
-//! UDP I/O primitives shared by `evlbi stream` and `evlbi probe`.
+//! UDP I/O primitives for paced multi-Gb/s streams on Linux, shared by `evlbi stream` and
+//! `evlbi probe`.
+//!
+//! Radio telescopes stream VDIF frames over UDP at 0.5–10 Gb/s. At those rates the sender must
+//! release packets on a precise schedule without bursts, the receiver must take tens of thousands
+//! of datagrams a second without one system call each, and every result must be able to say
+//! whether a loss was the network's, a full socket buffer's or a busy CPU's. This crate supplies
+//! the pieces:
 //!
 //! - [`pacer`]: packet `n` leaves at `start + n·spacing` on an absolute monotonic timeline with
 //!   exact rational spacing (no drift), sleeping then spinning, re-anchoring instead of bursting
-//!   when the sender fell far behind.
-//! - [`socket`]: UDP sockets whose send/receive buffers are sized, read back and reported
-//!   (with the sysctl to raise when the kernel capped them).
-//! - [`counters`]: host counters from /proc (UDP drops, CPU of the host and of this process), so
-//!   every result can tell network loss from a full socket buffer or a busy CPU.
+//!   when the sender fell far behind; pure `poll`/`on_sent`/`batch_due` for deterministic tests.
+//! - [`socket`]: UDP sockets whose send/receive buffers are sized (forced past the sysctl cap when
+//!   privileged), read back and reported, with the sysctl to raise when the kernel capped them.
+//! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS),
+//!   truncation flags, and opt-in UDP GRO receive with coalesced buffers split into datagrams.
+//! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
+//! - [`counters`]: host counters from /proc (UDP drops, NIC counters, CPU of the host and of this
+//!   process).
+//!
+//! Linux only: the socket options and /proc files are Linux's. The system calls std and socket2
+//! do not cover are called through `libc` in [`batch`], [`gso`] and a private `sys` module.
 
+pub mod batch;
 pub mod counters;
+pub mod gso;
 pub mod pacer;
 pub mod socket;
+mod sys;
 
-pub use counters::{CountersError, CpuTimes, ProcessCpu, UdpCounters};
-pub use pacer::{Pacer, Spacing};
-pub use socket::{bind_udp, BufferGrant, BufferRequest, NetioError};
+pub use batch::{enable_rx_timestamps, Received, RecvBatch, SendBatch};
+pub use counters::{CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu, ProcessCpuShare, UdpCounters};
+pub use gso::{gso_supported, send_gso, GsoSent};
+pub use pacer::{Lateness, Pacer, Spacing};
+pub use socket::{bind_udp, connect_udp, size_buffers, BufferGrant, BufferRequest, NetioError};

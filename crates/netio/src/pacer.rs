@@ -1,165 +1,307 @@
-//! Absolute-timeline pacing. Packet `n` is due at `start + n·spacing`, never "previous + spacing",
-//! so sleep overshoot does not accumulate (jive5ab's relative whole-µs delays drift). The spacing
-//! is an exact rational in nanoseconds: 8000-byte frames at 4.096 Gb/s are due every 15 625 ns
-//! and 10⁹ packets later the schedule is still exact.
+//! Absolute-timeline pacing. Packet `n` is due at `anchor + (n − anchor_n)·spacing`, never
+//! "previous + spacing", so sleep overshoot does not accumulate (jive5ab's relative whole-µs delays
+//! drift). The spacing is an exact rational in nanoseconds: 8000-byte frames at 4.096 Gb/s are due
+//! every 15 625 ns and 10⁹ packets later the schedule is still exact.
+//!
+//! Falling far behind (a descheduled sender, a full send buffer) does not end in a burst of
+//! back-to-back packets that would overrun a shallow router queue: past a bound the timeline is
+//! re-anchored at "now" and the slip is counted, so a report can say the sender, not the network,
+//! lost time.
+//!
+//! The scheduling logic is pure ([`Pacer::poll`], [`Pacer::on_sent`], [`Pacer::batch_due`] take
+//! `now` as an argument) and tested with synthetic instants; [`Pacer::wait_next`] adds the real
+//! sleep-then-spin.
 
 use std::time::{Duration, Instant};
 
-/// Sleep no closer than this to a deadline and spin the rest (Linux timer slack is ~50 µs).
-const SPIN: Duration = Duration::from_micros(100);
+/// Default: sleep until this close to a deadline, spin the rest. Linux timer slack is ~50 µs
+/// (prctl(2) PR_SET_TIMERSLACK), so a sleep may overshoot by that much; 100 µs leaves margin.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(100);
 
-/// Time between packets, exactly: `num / den` nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Default lower bound on the lateness caught up by sending at once (the other bound is 64
+/// spacings, whichever is larger).
+pub const DEFAULT_MIN_MAX_LAG: Duration = Duration::from_millis(1);
+
+/// Default number of spacings of lateness caught up by sending at once.
+pub const DEFAULT_MAX_LAG_PACKETS: u64 = 64;
+
+/// Time between packets, exactly `num / den` nanoseconds (kept reduced), so that
+/// `deadline_ns(n) = n·num/den` has no accumulated rounding error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Spacing {
     num: u128,
     den: u128,
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 impl Spacing {
     /// No pacing: every packet is due at once.
     pub const ZERO: Spacing = Spacing { num: 0, den: 1 };
 
-    /// Spacing of `bytes_per_packet` at `bits_per_second` (bytes·8·10⁹ / bps ns). A rate of 0
-    /// means unpaced.
+    /// Spacing of `bytes_per_packet`-byte packets at `bits_per_second`: bytes·8·10⁹ / bps ns,
+    /// exactly. A rate of 0 means unpaced ([`Spacing::ZERO`]).
     pub fn from_rate(bytes_per_packet: u64, bits_per_second: u64) -> Spacing {
-        if bits_per_second == 0 {
+        if bits_per_second == 0 || bytes_per_packet == 0 {
             return Spacing::ZERO;
         }
-        Spacing {
-            num: u128::from(bytes_per_packet) * 8 * 1_000_000_000,
-            den: u128::from(bits_per_second),
-        }
+        Spacing::ratio(
+            u128::from(bytes_per_packet) * 8 * 1_000_000_000,
+            u128::from(bits_per_second),
+        )
     }
 
-    /// A whole number of nanoseconds.
+    /// A whole number of nanoseconds between packets (0 = unpaced).
     pub fn from_nanos(ns: u64) -> Spacing {
+        Spacing::ratio(u128::from(ns), 1)
+    }
+
+    fn ratio(num: u128, den: u128) -> Spacing {
+        if num == 0 {
+            return Spacing::ZERO;
+        }
+        let g = gcd(num, den);
         Spacing {
-            num: u128::from(ns),
-            den: 1,
+            num: num / g,
+            den: den / g,
         }
     }
 
-    /// Offset of packet `n` from the start, in nanoseconds (rounded down).
-    pub fn offset_ns(&self, n: u64) -> u128 {
-        u128::from(n) * self.num / self.den
+    /// Offset of packet `n` from the timeline's anchor: `⌊n·num/den⌋` ns. Saturates at
+    /// `u128::MAX` only for absurd inputs (more than ~10²⁹ ns).
+    pub fn deadline_ns(&self, n: u64) -> u128 {
+        u128::from(n).checked_mul(self.num).map_or(u128::MAX, |p| p / self.den)
     }
 
-    /// The spacing in (fractional) nanoseconds.
+    /// [`Spacing::deadline_ns`] as a `Duration` (saturating at `Duration::MAX`-ish u64 ns).
+    pub fn offset(&self, n: u64) -> Duration {
+        Duration::from_nanos(u64::try_from(self.deadline_ns(n)).unwrap_or(u64::MAX))
+    }
+
+    /// The spacing in (fractional) nanoseconds, for display.
     pub fn as_nanos_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
     }
 
-    /// Whether packets are paced at all.
+    /// Whether packets are unpaced.
     pub fn is_zero(&self) -> bool {
         self.num == 0
     }
+
+    /// Index of the last packet due within `elapsed_ns` of the anchor: the largest `j` with
+    /// `⌊j·num/den⌋ ≤ elapsed_ns`, i.e. `j·num < (elapsed_ns+1)·den`. `None` when unpaced
+    /// (every packet is due).
+    fn last_due(&self, elapsed_ns: u128) -> Option<u128> {
+        if self.num == 0 {
+            return None;
+        }
+        let lim = (elapsed_ns + 1).saturating_mul(self.den);
+        Some((lim - 1) / self.num)
+    }
 }
 
-/// Schedules packets on an absolute timeline.
+/// How late a packet was released relative to its deadline, for the caller's histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    /// `now − deadline`, zero if on time.
+    pub late: Duration,
+    /// The lateness exceeded the bound: the timeline was re-anchored at this packet.
+    pub slipped: bool,
+}
+
+/// Schedules packets on an absolute monotonic timeline. Packets are numbered from 0 over the
+/// whole run; after a slip the timeline is re-anchored so that the slipping packet is due at the
+/// moment it left.
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    start: Instant,
     spacing: Spacing,
-    /// Index of the next packet on the current timeline.
-    n: u64,
-    /// Packets sent in total, over all re-anchorings.
-    sent: u64,
+    /// Instant at which packet `anchor_n` is due.
+    anchor: Instant,
+    anchor_n: u64,
+    /// Index of the next packet (= packets released so far).
+    next: u64,
     max_lag: Duration,
+    spin: Duration,
     slips: u64,
-    slipped: Duration,
+    slipped_total: Duration,
 }
 
 impl Pacer {
-    /// Packet 0 is due at `start`. Falling more than `max(1 ms, 64 spacings)` behind re-anchors
-    /// the timeline instead of sending a catch-up burst.
+    /// Packet 0 is due at `start`, packet `n` at `start + n·spacing`. Falling more than
+    /// [`Pacer::default_max_lag`] behind re-anchors the timeline instead of bursting.
     pub fn new(start: Instant, spacing: Spacing) -> Pacer {
-        let lag = Duration::from_nanos((spacing.as_nanos_f64() * 64.0) as u64).max(Duration::from_millis(1));
         Pacer {
-            start,
             spacing,
-            n: 0,
-            sent: 0,
-            max_lag: lag,
+            anchor: start,
+            anchor_n: 0,
+            next: 0,
+            max_lag: Pacer::default_max_lag(spacing),
+            spin: DEFAULT_SPIN,
             slips: 0,
-            slipped: Duration::ZERO,
+            slipped_total: Duration::ZERO,
         }
     }
 
-    /// Change the largest lag caught up by sending at once.
+    /// The default catch-up bound: 1 ms or 64 spacings, whichever is larger.
+    pub fn default_max_lag(spacing: Spacing) -> Duration {
+        spacing.offset(DEFAULT_MAX_LAG_PACKETS).max(DEFAULT_MIN_MAX_LAG)
+    }
+
+    /// Set the largest lateness that is caught up by sending at once; later than this re-anchors.
     pub fn with_max_lag(mut self, max_lag: Duration) -> Pacer {
         self.max_lag = max_lag;
         self
     }
 
-    /// Due time of the `k`-th packet from now on the current timeline (`k = 0`: the next).
-    pub fn deadline_after(&self, k: u64) -> Instant {
-        let ns = self.spacing.offset_ns(self.n + k);
-        self.start + Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64)
+    /// Set how close to a deadline [`Pacer::wait_next`] stops sleeping and starts spinning.
+    /// Smaller saves CPU at the cost of overshoot by the timer slack.
+    pub fn with_spin(mut self, spin: Duration) -> Pacer {
+        self.spin = spin;
+        self
+    }
+
+    /// The spacing.
+    pub fn spacing(&self) -> Spacing {
+        self.spacing
+    }
+
+    /// The catch-up bound in force.
+    pub fn max_lag(&self) -> Duration {
+        self.max_lag
+    }
+
+    /// Due time of packet `n` on the current timeline. Packets before the last re-anchoring are
+    /// extrapolated backwards from the anchor.
+    pub fn deadline(&self, n: u64) -> Instant {
+        if n >= self.anchor_n {
+            self.anchor + self.spacing.offset(n - self.anchor_n)
+        } else {
+            let back = self.spacing.offset(self.anchor_n - n);
+            self.anchor.checked_sub(back).unwrap_or(self.anchor)
+        }
     }
 
     /// Due time of the next packet.
     pub fn next_deadline(&self) -> Instant {
-        self.deadline_after(0)
+        self.deadline(self.next)
     }
 
-    /// How many packets (up to `max`) are due at `now`: a sender may hand them to one system call.
-    pub fn due(&self, now: Instant, max: u64) -> u64 {
-        let mut k = 0;
-        while k < max && self.deadline_after(k) <= now {
-            k += 1;
+    /// Pure scheduling step: `None` if the next packet may leave at `now` (on time or late),
+    /// `Some(deadline)` if the caller must wait until then. Does not advance; call
+    /// [`Pacer::on_sent`] once the packet left.
+    pub fn poll(&self, now: Instant) -> Option<Instant> {
+        if self.spacing.is_zero() {
+            return None;
         }
-        k
-    }
-
-    /// The next packet left at `now`. Returns how late it was. If it was more than the lag bound
-    /// late, the timeline restarts at `now` (counted as a slip) so the next packets are not sent
-    /// back to back to catch up.
-    pub fn on_sent(&mut self, now: Instant) -> Duration {
         let due = self.next_deadline();
-        let late = now.saturating_duration_since(due);
-        self.sent += 1;
-        if late > self.max_lag {
-            self.slips += 1;
-            self.slipped += late;
-            self.start = now;
-            self.n = 1;
-        } else {
-            self.n += 1;
+        (now < due).then_some(due)
+    }
+
+    /// The next packet left at `now`: advance, and return how late it was. If later than the
+    /// bound, re-anchor the timeline at `now` (this packet counts as due `now`), count a slip and
+    /// add the lateness to [`Pacer::slipped_total`], so that the following packets keep their
+    /// spacing instead of leaving back to back.
+    pub fn on_sent(&mut self, now: Instant) -> Lateness {
+        if self.spacing.is_zero() {
+            self.next += 1;
+            return Lateness::default();
         }
-        late
+        let late = now.saturating_duration_since(self.next_deadline());
+        let slipped = late > self.max_lag;
+        if slipped {
+            self.slips += 1;
+            self.slipped_total += late;
+            self.anchor = now;
+            self.anchor_n = self.next;
+        }
+        self.next += 1;
+        Lateness { late, slipped }
     }
 
-    /// Sleep then spin until the next packet is due.
-    pub fn wait(&self) {
-        wait_until(self.next_deadline());
+    /// `count` packets left together at `now` (one sendmmsg): as [`Pacer::on_sent`] for the first,
+    /// whose lateness is returned, then advance past the rest.
+    pub fn on_sent_batch(&mut self, now: Instant, count: usize) -> Lateness {
+        if count == 0 {
+            return Lateness::default();
+        }
+        let l = self.on_sent(now);
+        self.next += count as u64 - 1;
+        l
     }
 
-    /// Packets sent.
+    /// How many packets (at most `max`) are due at `now`, for senders that hand several due
+    /// packets to one sendmmsg. If the next packet is later than the bound only it is due (it will
+    /// re-anchor the timeline), so a batch never becomes a catch-up burst beyond the bound.
+    pub fn batch_due(&self, now: Instant, max: usize) -> usize {
+        if max == 0 {
+            return 0;
+        }
+        if self.spacing.is_zero() {
+            return max;
+        }
+        let due = self.next_deadline();
+        if now < due {
+            return 0;
+        }
+        if now - due > self.max_lag {
+            return 1;
+        }
+        // `now ≥ anchor` here because the next deadline is at or after the anchor.
+        let elapsed = now.saturating_duration_since(self.anchor).as_nanos();
+        let Some(last) = self.spacing.last_due(elapsed) else {
+            return max;
+        };
+        let next_rel = u128::from(self.next - self.anchor_n);
+        let count = (last + 1).saturating_sub(next_rel);
+        usize::try_from(count).unwrap_or(usize::MAX).min(max)
+    }
+
+    /// Wait until the next packet is due (sleep to [`DEFAULT_SPIN`] before the deadline, then
+    /// spin), mark it released and return its lateness. Send the packet right after this returns.
+    pub fn wait_next(&mut self) -> Lateness {
+        if let Some(due) = self.poll(Instant::now()) {
+            wait_until_spin(due, self.spin);
+        }
+        self.on_sent(Instant::now())
+    }
+
+    /// Packets released so far.
     pub fn sent(&self) -> u64 {
-        self.sent
+        self.next
     }
 
-    /// Times the timeline was re-anchored because the sender fell behind.
+    /// Times the timeline was re-anchored because the sender fell more than the bound behind.
     pub fn slips(&self) -> u64 {
         self.slips
     }
 
-    /// Total lateness given up at slips.
-    pub fn slipped(&self) -> Duration {
-        self.slipped
+    /// Total lateness given up at slips (time the stream lost against its schedule).
+    pub fn slipped_total(&self) -> Duration {
+        self.slipped_total
     }
 }
 
-/// Wait until `deadline`: sleep to shortly before it, then spin. Returns at once if it passed.
+/// Wait until `deadline`: sleep to [`DEFAULT_SPIN`] before it, then spin. Returns at once if it
+/// passed.
 pub fn wait_until(deadline: Instant) {
+    wait_until_spin(deadline, DEFAULT_SPIN);
+}
+
+/// Wait until `deadline`, sleeping until `spin` before it and spinning the rest.
+pub fn wait_until_spin(deadline: Instant, spin: Duration) {
     loop {
         let now = Instant::now();
         if now >= deadline {
             return;
         }
         let left = deadline - now;
-        if left > SPIN {
-            std::thread::sleep(left - SPIN);
+        if left > spin {
+            std::thread::sleep(left - spin);
         } else {
             std::hint::spin_loop();
         }
@@ -170,47 +312,112 @@ pub fn wait_until(deadline: Instant) {
 mod tests {
     use super::*;
 
+    const US: Duration = Duration::from_micros(1);
+
     #[test]
     fn exact_rational_spacing() {
         let s = Spacing::from_rate(8000, 4_096_000_000);
-        assert_eq!(s.offset_ns(1), 15_625);
-        assert_eq!(Spacing::from_rate(8192, 4_096_000_000).offset_ns(1), 16_000);
+        assert_eq!(s.deadline_ns(1), 15_625);
+        assert_eq!(Spacing::from_rate(8192, 4_096_000_000).deadline_ns(1), 16_000);
         // 10⁶ frames: exactly 15.625 s, no drift.
-        assert_eq!(s.offset_ns(1_000_000), 15_625_000_000);
-        // 1472 B at 1 Gb/s is 11 776 ns exactly; a non-integral one stays exact over many packets.
+        assert_eq!(s.deadline_ns(1_000_000), 15_625_000_000);
+        // A non-integral spacing stays exact over many packets.
         let odd = Spacing::from_rate(1000, 3_000_000_000); // 2666.67 ns
-        assert_eq!(odd.offset_ns(3), 8000);
-        assert_eq!(odd.offset_ns(3_000_000_000), 8_000_000_000_000);
+        assert_eq!(odd.deadline_ns(1), 2666);
+        assert_eq!(odd.deadline_ns(3), 8000);
+        assert_eq!(odd.deadline_ns(3_000_000_000), 8_000_000_000_000);
+        assert_eq!(Spacing::from_nanos(20_000).deadline_ns(7), 140_000);
+        assert!(Spacing::from_rate(8000, 0).is_zero());
+        assert_eq!(
+            Spacing::from_rate(1, 1).deadline_ns(u64::MAX),
+            u128::from(u64::MAX) * 8_000_000_000
+        );
+    }
+
+    #[test]
+    fn pacer_deadlines_do_not_drift() {
+        let t0 = Instant::now();
+        let p = Pacer::new(t0, Spacing::from_rate(8000, 4_096_000_000));
+        assert_eq!(p.deadline(0), t0);
+        assert_eq!(p.deadline(1) - t0, Duration::from_nanos(15_625));
+        assert_eq!(p.deadline(1_000_000) - t0, Duration::from_millis(15_625));
+        assert_eq!(p.max_lag(), Duration::from_millis(1)); // 64 · 15.625 µs = 1 ms exactly
+        let slow = Pacer::new(t0, Spacing::from_nanos(100_000));
+        assert_eq!(slow.max_lag(), Duration::from_micros(6400));
+    }
+
+    #[test]
+    fn poll_and_batch_due_follow_the_timeline() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(t0, Spacing::from_nanos(10_000));
+        assert_eq!(p.poll(t0), None);
+        assert_eq!(p.batch_due(t0, 100), 1);
+        assert_eq!(p.batch_due(t0 + 25 * US, 100), 3); // packets 0, 1, 2
+        assert_eq!(p.batch_due(t0 + 25 * US, 2), 2);
+        assert_eq!(p.batch_due(t0, 0), 0);
+        assert!(!p.on_sent(t0).slipped);
+        assert_eq!(p.poll(t0 + 5 * US), Some(t0 + 10 * US));
+        assert_eq!(p.batch_due(t0 + 5 * US, 100), 0);
+        assert_eq!(p.on_sent_batch(t0 + 30 * US, 3).late, 20 * US); // packets 1..=3
+        assert_eq!(p.sent(), 4);
+        assert_eq!(p.poll(t0 + 30 * US), Some(t0 + 40 * US));
+    }
+
+    #[test]
+    fn non_integral_batch_due_matches_deadlines() {
+        let t0 = Instant::now();
+        let p = Pacer::new(t0, Spacing::from_rate(1000, 3_000_000_000)).with_max_lag(Duration::from_secs(1));
+        for ns in [0u64, 1, 2665, 2666, 2667, 5333, 5334, 8000, 100_000] {
+            let now = t0 + Duration::from_nanos(ns);
+            let by_loop = (0..1000u64).take_while(|&k| p.deadline(k) <= now).count();
+            assert_eq!(p.batch_due(now, 1000), by_loop, "at {ns} ns");
+        }
     }
 
     #[test]
     fn small_lateness_is_caught_up_large_lateness_slips() {
         let t0 = Instant::now();
         let mut p = Pacer::new(t0, Spacing::from_nanos(10_000));
-        assert_eq!(p.on_sent(t0), Duration::ZERO);
-        // 50 µs late for packet 1 (due at 10 µs): below the 1 ms bound → packets 2..6 are already due.
-        let late = p.on_sent(t0 + Duration::from_micros(60));
-        assert_eq!(late, Duration::from_micros(50));
-        assert_eq!(p.due(t0 + Duration::from_micros(60), 100), 5);
+        assert_eq!(p.on_sent(t0).late, Duration::ZERO);
+        // 50 µs late for packet 1 (due at 10 µs): below the 1 ms bound → sent at once, and
+        // packets 2..=6 are already due too.
+        let now = t0 + 60 * US;
+        assert_eq!(p.poll(now), None);
+        let l = p.on_sent(now);
+        assert_eq!(
+            l,
+            Lateness {
+                late: 50 * US,
+                slipped: false
+            }
+        );
+        assert_eq!(p.batch_due(now, 100), 5);
         assert_eq!(p.slips(), 0);
-        // 5 ms late: re-anchor, next packet one spacing after now, nothing due at once.
+        // 5 ms late: only this one packet is due, it re-anchors, nothing else is due at once.
         let now = t0 + Duration::from_millis(5);
-        p.on_sent(now);
+        assert_eq!(p.batch_due(now, 100), 1);
+        let l = p.on_sent(now);
+        assert!(l.slipped);
+        assert_eq!(l.late, Duration::from_millis(5) - 20 * US);
         assert_eq!(p.slips(), 1);
-        assert_eq!(p.next_deadline(), now + Duration::from_micros(10));
-        assert_eq!(p.due(now, 100), 0);
+        assert_eq!(p.slipped_total(), l.late);
+        assert_eq!(p.next_deadline(), now + 10 * US);
+        assert_eq!(p.batch_due(now, 100), 0);
+        assert_eq!(p.poll(now), Some(now + 10 * US));
+        // Deadlines keep the global numbering: packet 2 was the slipping one, due at `now`.
+        assert_eq!(p.deadline(2), now);
+        assert_eq!(p.deadline(1), now - 10 * US);
     }
 
     #[test]
-    fn real_time_smoke() {
+    fn unpaced_never_waits_or_slips() {
         let t0 = Instant::now();
-        let mut p = Pacer::new(t0, Spacing::from_nanos(20_000));
-        for _ in 0..2000 {
-            p.wait();
-            p.on_sent(Instant::now());
-        }
-        assert_eq!(p.sent(), 2000);
-        // A lower bound cannot flake: 2000 packets at 20 µs take at least 39.98 ms.
-        assert!(t0.elapsed() >= Duration::from_micros(20 * 1999));
+        let mut p = Pacer::new(t0, Spacing::ZERO);
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(p.poll(later), None);
+        assert_eq!(p.batch_due(later, 64), 64);
+        assert_eq!(p.on_sent(later), Lateness::default());
+        assert_eq!(p.slips(), 0);
+        assert_eq!(p.sent(), 1);
     }
 }

@@ -1,21 +1,30 @@
-//! UDP sockets with sized buffers. At 4 Gb/s a 200 KB default receive buffer holds 0.4 ms of data:
-//! one scheduling hiccup and the kernel drops (RcvbufErrors). We ask for what the rate needs,
-//! force it past `net.core.rmem_max` when root (SO_RCVBUFFORCE, socket(7)), and report what the
-//! kernel actually granted so a cap is never silent.
+//! UDP sockets with sized buffers. At 4 Gb/s a 208 KiB default receive buffer holds 0.4 ms of
+//! data: one scheduling hiccup and the kernel drops (Udp RcvbufErrors). We ask for what the rate
+//! needs, force it past `net.core.rmem_max`/`wmem_max` when privileged (SO_RCVBUFFORCE /
+//! SO_SNDBUFFORCE, socket(7), need CAP_NET_ADMIN), and report what the kernel actually granted so
+//! a cap is never silent.
+//!
+//! Linux doubles the value given to SO_RCVBUF/SO_SNDBUF to leave room for its own bookkeeping
+//! (struct sk_buff overhead) and getsockopt(2) reports the doubled value (socket(7)): a request of
+//! N bytes that was met reads back as 2·N, and roughly N bytes of payload fit. A request capped at
+//! `rmem_max` reads back as 2·rmem_max.
 
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
 
 use serde::{Deserialize, Serialize};
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use thiserror::Error;
 
-/// Socket errors, with what was being done.
+use crate::sys;
+
+/// Socket setup errors, saying what was being done.
 #[derive(Debug, Error)]
 pub enum NetioError {
     /// A socket call failed.
     #[error("{what}: {source}")]
     Io {
-        /// What we were doing.
+        /// What we were doing, e.g. "bind UDP 0.0.0.0:46227".
         what: String,
         /// The OS error.
         source: std::io::Error,
@@ -27,104 +36,240 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NetioError {
     move |source| NetioError::Io { what, source }
 }
 
-/// Buffer sizes to ask for, bytes (0 = leave the kernel default).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Buffer sizes to ask for, in bytes of payload (0 = leave the kernel default). Size the receive
+/// buffer for the longest stall to ride out: rate/8 · stall, e.g. 4.096 Gb/s · 50 ms ≈ 25.6 MB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BufferRequest {
-    /// SO_RCVBUF.
-    pub recv: usize,
-    /// SO_SNDBUF.
-    pub send: usize,
+    /// SO_RCVBUF request.
+    pub rcv: usize,
+    /// SO_SNDBUF request.
+    pub snd: usize,
 }
 
-/// What the kernel granted. Linux reports (and allocates) twice the requested size to account for
-/// its bookkeeping (socket(7)), so `granted ≥ requested` means the request was met.
+impl BufferRequest {
+    /// Ask for `rcv` bytes of receive and `snd` bytes of send buffer.
+    pub fn new(rcv: usize, snd: usize) -> BufferRequest {
+        BufferRequest { rcv, snd }
+    }
+}
+
+/// What the kernel granted, read back with getsockopt(2). `granted_*` are the kernel's (doubled,
+/// see the module docs) figures: a request was met when `granted ≥ 2·requested`, and
+/// [`BufferGrant::usable_rcv`] is the payload that fits.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct BufferGrant {
-    /// Receive buffer asked for.
-    pub requested_recv: usize,
-    /// Receive buffer reported by the kernel.
-    pub granted_recv: usize,
-    /// Send buffer asked for.
-    pub requested_send: usize,
-    /// Send buffer reported by the kernel.
-    pub granted_send: usize,
-    /// net.core.rmem_max, if readable.
+    /// Receive buffer asked for (0: kernel default kept).
+    pub requested_rcv: usize,
+    /// SO_RCVBUF as reported by the kernel (twice the usable size).
+    pub granted_rcv: usize,
+    /// Send buffer asked for (0: kernel default kept).
+    pub requested_snd: usize,
+    /// SO_SNDBUF as reported by the kernel (twice the usable size).
+    pub granted_snd: usize,
+    /// net.core.rmem_max (cap on SO_RCVBUF without CAP_NET_ADMIN), if readable.
     pub rmem_max: Option<usize>,
-    /// net.core.wmem_max, if readable.
+    /// net.core.wmem_max (cap on SO_SNDBUF without CAP_NET_ADMIN), if readable.
     pub wmem_max: Option<usize>,
+    /// The receive request exceeded rmem_max and SO_RCVBUFFORCE lifted the cap.
+    pub forced_rcv: bool,
+    /// The send request exceeded wmem_max and SO_SNDBUFFORCE lifted the cap.
+    pub forced_snd: bool,
     /// One line per buffer that was capped, with the sysctl that lifts the cap.
     pub warnings: Vec<String>,
 }
 
-fn sysctl(path: &str) -> Option<usize> {
+impl BufferGrant {
+    /// Receive payload bytes that fit (half the reported size, socket(7)).
+    pub fn usable_rcv(&self) -> usize {
+        self.granted_rcv / 2
+    }
+
+    /// Send payload bytes that fit (half the reported size, socket(7)).
+    pub fn usable_snd(&self) -> usize {
+        self.granted_snd / 2
+    }
+}
+
+/// What the kernel reports for a request of `req` that was met in full: it clamps the value to
+/// INT_MAX/2 and doubles it (net/core/sock.c, sk_setsockopt SO_RCVBUF).
+fn full_grant(req: usize) -> usize {
+    req.min(i32::MAX as usize / 2) * 2
+}
+
+/// The warning for a buffer the kernel capped. `dir` is "receive" or "send", `knob` "rmem_max"
+/// or "wmem_max"; `force_note` says why SO_*BUFFORCE did not help, if it was tried.
+fn capped_warning(dir: &str, knob: &str, req: usize, got: usize, max: Option<usize>, force_note: &str) -> String {
+    let max = max.map_or_else(|| "?".to_string(), |m| m.to_string());
+    format!(
+        "{dir} buffer {req} requested, kernel granted {got} (net.core.{knob}={max}; Linux reports twice the \
+         usable size, so {} bytes fit){force_note}; raise it with sysctl -w net.core.{knob}={req}",
+        got / 2
+    )
+}
+
+fn read_sysctl(path: &str) -> Option<usize> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Bind a UDP socket to `addr` with the requested buffers.
-pub fn bind_udp(addr: SocketAddr, buffers: BufferRequest) -> Result<(UdpSocket, BufferGrant), NetioError> {
-    let sock =
-        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(io("create UDP socket"))?;
-    let mut grant = BufferGrant {
-        requested_recv: buffers.recv,
-        requested_send: buffers.send,
-        rmem_max: sysctl("/proc/sys/net/core/rmem_max"),
-        wmem_max: sysctl("/proc/sys/net/core/wmem_max"),
-        ..BufferGrant::default()
+/// Outcome of sizing one buffer.
+struct Sized {
+    granted: usize,
+    forced: bool,
+    force_note: &'static str,
+}
+
+/// Set one buffer to `req` bytes; if the kernel capped it, try the FORCE variant (socket(7):
+/// SO_RCVBUFFORCE / SO_SNDBUFFORCE ignore rmem_max/wmem_max but need CAP_NET_ADMIN).
+fn size_one(sock: &SockRef<'_>, req: usize, rcv: bool) -> Result<Sized, NetioError> {
+    let (name, force, force_name) = if rcv {
+        ("SO_RCVBUF", libc::SO_RCVBUFFORCE, "SO_RCVBUFFORCE")
+    } else {
+        ("SO_SNDBUF", libc::SO_SNDBUFFORCE, "SO_SNDBUFFORCE")
     };
-    if buffers.recv > 0 {
-        set_buffer(&sock, buffers.recv, true);
-    }
-    if buffers.send > 0 {
-        set_buffer(&sock, buffers.send, false);
-    }
-    grant.granted_recv = sock.recv_buffer_size().map_err(io("read SO_RCVBUF"))?;
-    grant.granted_send = sock.send_buffer_size().map_err(io("read SO_SNDBUF"))?;
-    for (what, req, got, max, knob) in [
-        ("receive", buffers.recv, grant.granted_recv, grant.rmem_max, "rmem_max"),
-        ("send", buffers.send, grant.granted_send, grant.wmem_max, "wmem_max"),
-    ] {
-        if req > 0 && got < req {
-            grant.warnings.push(format!(
-                "{what} buffer {req} bytes requested, kernel granted {got} (net.core.{knob}={}); \
-                 raise it with: sysctl -w net.core.{knob}={}",
-                max.map_or("?".to_string(), |m| m.to_string()),
-                req
-            ));
+    let read = |s: &SockRef<'_>| {
+        if rcv {
+            s.recv_buffer_size()
+        } else {
+            s.send_buffer_size()
         }
+        .map_err(io(format!("read {name}")))
+    };
+    if req == 0 {
+        return Ok(Sized {
+            granted: read(sock)?,
+            forced: false,
+            force_note: "",
+        });
     }
-    sock.bind(&addr.into()).map_err(io(format!("bind UDP {addr}")))?;
+    if rcv {
+        sock.set_recv_buffer_size(req)
+    } else {
+        sock.set_send_buffer_size(req)
+    }
+    .map_err(io(format!("set {name} to {req}")))?;
+    let granted = read(sock)?;
+    if granted >= full_grant(req) {
+        return Ok(Sized {
+            granted,
+            forced: false,
+            force_note: "",
+        });
+    }
+    let value = libc::c_int::try_from(req).unwrap_or(libc::c_int::MAX);
+    match sys::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, force, value) {
+        Ok(()) => {
+            let granted = read(sock)?;
+            Ok(Sized {
+                granted,
+                forced: granted >= full_grant(req),
+                force_note: "",
+            })
+        }
+        Err(e) if sys::is_errno(&e, libc::EPERM) => Ok(Sized {
+            granted,
+            forced: false,
+            force_note: if rcv {
+                " (SO_RCVBUFFORCE refused: needs root/CAP_NET_ADMIN)"
+            } else {
+                " (SO_SNDBUFFORCE refused: needs root/CAP_NET_ADMIN)"
+            },
+        }),
+        Err(e) => Err(NetioError::Io {
+            what: format!("set {force_name} to {req}"),
+            source: e,
+        }),
+    }
+}
+
+/// Size the buffers of an existing socket (any UDP socket, e.g. one made by std) and report what
+/// the kernel granted.
+pub fn size_buffers<S: AsFd>(sock: &S, buffers: BufferRequest) -> Result<BufferGrant, NetioError> {
+    let sock = SockRef::from(sock);
+    let rmem_max = read_sysctl("/proc/sys/net/core/rmem_max");
+    let wmem_max = read_sysctl("/proc/sys/net/core/wmem_max");
+    let r = size_one(&sock, buffers.rcv, true)?;
+    let s = size_one(&sock, buffers.snd, false)?;
+    let mut warnings = Vec::new();
+    if buffers.rcv > 0 && r.granted < full_grant(buffers.rcv) {
+        warnings.push(capped_warning(
+            "receive",
+            "rmem_max",
+            buffers.rcv,
+            r.granted,
+            rmem_max,
+            r.force_note,
+        ));
+    }
+    if buffers.snd > 0 && s.granted < full_grant(buffers.snd) {
+        warnings.push(capped_warning(
+            "send",
+            "wmem_max",
+            buffers.snd,
+            s.granted,
+            wmem_max,
+            s.force_note,
+        ));
+    }
+    Ok(BufferGrant {
+        requested_rcv: buffers.rcv,
+        granted_rcv: r.granted,
+        requested_snd: buffers.snd,
+        granted_snd: s.granted,
+        rmem_max,
+        wmem_max,
+        forced_rcv: r.forced,
+        forced_snd: s.forced,
+        warnings,
+    })
+}
+
+fn new_udp(local: SocketAddr, buffers: BufferRequest) -> Result<(Socket, BufferGrant), NetioError> {
+    let sock =
+        Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP)).map_err(io("create UDP socket"))?;
+    // Buffers before bind: a receive buffer must be large before the first burst arrives.
+    let grant = size_buffers(&sock, buffers)?;
+    sock.bind(&local.into()).map_err(io(format!("bind UDP {local}")))?;
+    Ok((sock, grant))
+}
+
+/// A UDP socket bound to `addr` (port 0: any free port) with the requested buffers, and what the
+/// kernel granted.
+pub fn bind_udp(addr: SocketAddr, buffers: BufferRequest) -> Result<(UdpSocket, BufferGrant), NetioError> {
+    let (sock, grant) = new_udp(addr, buffers)?;
     Ok((sock.into(), grant))
 }
 
-/// Set a buffer; past the sysctl cap try the FORCE variant (needs CAP_NET_ADMIN).
-fn set_buffer(sock: &Socket, size: usize, recv: bool) {
-    let _ = if recv {
-        sock.set_recv_buffer_size(size)
-    } else {
-        sock.set_send_buffer_size(size)
-    };
-    let got = if recv {
-        sock.recv_buffer_size()
-    } else {
-        sock.send_buffer_size()
-    };
-    if got.is_ok_and(|g| g >= size) {
-        return;
+/// A UDP socket bound to `local` and connected to `remote` (so plain `send`, sendmmsg(2) without
+/// addresses and UDP GSO work, and datagrams from other sources are filtered by the kernel), with
+/// the requested buffers.
+pub fn connect_udp(
+    local: SocketAddr,
+    remote: SocketAddr,
+    buffers: BufferRequest,
+) -> Result<(UdpSocket, BufferGrant), NetioError> {
+    let (sock, grant) = new_udp(local, buffers)?;
+    sock.connect(&remote.into())
+        .map_err(io(format!("connect UDP {local} to {remote}")))?;
+    Ok((sock.into(), grant))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_names_the_sysctl_and_the_figures() {
+        let w = capped_warning("receive", "rmem_max", 4_194_304, 425_984, Some(212_992), "");
+        assert!(w.starts_with("receive buffer 4194304 requested, kernel granted 425984 (net.core.rmem_max=212992"));
+        assert!(w.ends_with("raise it with sysctl -w net.core.rmem_max=4194304"), "{w}");
+        assert!(w.contains("212992 bytes fit"));
+        let w = capped_warning("send", "wmem_max", 10, 4, None, " (x)");
+        assert!(w.contains("net.core.wmem_max=?") && w.contains("(x)"));
     }
-    let opt = if recv {
-        libc::SO_RCVBUFFORCE
-    } else {
-        libc::SO_SNDBUFFORCE
-    };
-    let val = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
-    // SAFETY: a plain setsockopt on a valid fd with a c_int argument of the right length.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            libc::SOL_SOCKET,
-            opt,
-            (&val as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
+
+    #[test]
+    fn full_grant_is_doubled_and_clamped() {
+        assert_eq!(full_grant(256 << 10), 512 << 10);
+        assert_eq!(full_grant(usize::MAX), (i32::MAX as usize / 2) * 2);
     }
 }

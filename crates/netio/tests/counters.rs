@@ -1,65 +1,199 @@
-//! /proc parsers against real text, and the live files.
+//! /proc parsers against real text, the live files, and malformed input never panicking.
 
-use netio::counters::{CpuTimes, ProcessCpu, UdpCounters};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use netio::counters::{clock_ticks_per_second, CountersError, CpuTimes, NetDevCounters, ProcessCpu, UdpCounters};
 use proptest::prelude::*;
 
-const SNMP: &str = "Ip: Forwarding DefaultTTL InReceives\nIp: 1 64 100\n\
-Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
-Udp: 123456 7 89 654321 80 3 1 0 0\nUdpLite: InDatagrams NoPorts\nUdpLite: 0 0\n";
+/// /proc/net/snmp of a Linux 6.x host (Ip/Icmp/Tcp lines shortened).
+const SNMP: &str = "\
+Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams OutRequests
+Ip: 1 64 2281934 0 0 0 2289131
+Icmp: InMsgs InErrors InCsumErrors OutMsgs
+Icmp: 45 0 0 45
+Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens
+Tcp: 1 200 120000 -1 1051
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 2262424 3 7884 2270410 7881 2 1 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 0 0 0 0 0
+";
+
+const STAT: &str = "\
+cpu  615534 3 190669 2191993 5610 7 8248 2877 0 0
+cpu0 287910 0 93505 1119368 990 0 4328 1420 0 0
+cpu1 327624 3 97163 1072625 4619 7 3919 1457 0 0
+intr 96412211 0 9 0 0
+ctxt 190356712
+btime 1760000000
+processes 26091
+";
+
+/// A process whose command name is "evil ) (name" — field 2 holds ") (".
+const PID_STAT: &str = "2614 (evil ) (name) R 2609 2609 25912 0 -1 4194304 98 0 0 0 77 33 0 0 20 0 1 0 1513757 \
+3133440 382 18446744073709551615 94669450846208 94669450866089 140734536988144 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+
+const NET_DEV: &str = "\
+Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 18039464106 2272293    0    0    0     0          0         0 18039464106 2272293    0    0    0     0       0          0
+  ifb0:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0: 521302599   19624    1    2    0     0          0         0  1385161   15612    3    4    0     0       0          0
+";
 
 #[test]
 fn parses_snmp_by_name() {
     let c = UdpCounters::parse(SNMP).unwrap();
-    assert_eq!(c.in_datagrams, 123_456);
-    assert_eq!(c.no_ports, 7);
-    assert_eq!(c.in_errors, 89);
-    assert_eq!(c.out_datagrams, 654_321);
-    assert_eq!(c.rcvbuf_errors, 80);
-    assert_eq!(c.sndbuf_errors, 3);
-    assert_eq!(c.in_csum_errors, 1);
-    assert!(UdpCounters::parse("Ip: a\nIp: 1\n").is_err());
+    assert_eq!(
+        c,
+        UdpCounters {
+            in_datagrams: 2_262_424,
+            no_ports: 3,
+            in_errors: 7884,
+            out_datagrams: 2_270_410,
+            rcvbuf_errors: 7881,
+            sndbuf_errors: 2,
+            in_csum_errors: 1,
+        }
+    );
+    // By name, not position; missing fields read 0.
+    let shuffled = "Udp: OutDatagrams InDatagrams\nUdp: 5 9\n";
+    let c = UdpCounters::parse(shuffled).unwrap();
+    assert_eq!((c.in_datagrams, c.out_datagrams, c.rcvbuf_errors), (9, 5, 0));
+    assert!(matches!(
+        UdpCounters::parse("Ip: a\nIp: 1\n"),
+        Err(CountersError::Malformed { .. })
+    ));
+    assert!(UdpCounters::parse("Udp: InDatagrams\nUdp: lots\n").is_err());
+    let later = UdpCounters {
+        out_datagrams: 2_270_500,
+        ..UdpCounters::parse(SNMP).unwrap()
+    };
+    assert_eq!(later.delta(&UdpCounters::parse(SNMP).unwrap()).out_datagrams, 90);
 }
 
 #[test]
-fn parses_stat_lines() {
-    let stat = "cpu  100 5 50 1000 10 1 2 3 0 0\ncpu0 50 2 25 500 5 0 1 1 0 0\nintr 1\n";
-    let c = CpuTimes::parse(stat).unwrap();
+fn parses_stat_and_shares() {
+    let c = CpuTimes::parse(STAT).unwrap();
     assert_eq!(
-        (c.user, c.nice, c.system, c.idle, c.softirq, c.steal),
-        (100, 5, 50, 1000, 2, 3)
+        c,
+        CpuTimes {
+            user: 615_534,
+            nice: 3,
+            system: 190_669,
+            idle: 2_191_993,
+            iowait: 5610,
+            irq: 7,
+            softirq: 8248,
+            steal: 2877
+        }
     );
     let later = CpuTimes {
-        user: 200,
-        idle: 1100,
+        user: c.user + 50,
+        system: c.system + 25,
+        idle: c.idle + 25,
         ..c
     };
-    let s = later.share_since(&c);
-    assert!((s.user - 50.0).abs() < 1e-9 && (s.idle - 50.0).abs() < 1e-9);
-    // A command name with spaces and parentheses.
-    let pstat = "4242 (evil ) (name) S 1 4242 4242 0 -1 4194560 100 0 0 0 77 33 0 0 20 0 1 0 100 1000 10";
-    let p = ProcessCpu::parse(pstat).unwrap();
+    let d = later.delta(&c);
+    assert_eq!(d.total(), 100);
+    let s = d.percentages();
+    assert!((s.user - 50.0).abs() < 1e-9 && (s.system - 25.0).abs() < 1e-9 && (s.idle - 25.0).abs() < 1e-9);
+    assert!((s.busy() - 75.0).abs() < 1e-9);
+    assert_eq!(later.share_since(&c), s);
+    assert_eq!(c.delta(&c).percentages().idle, 0.0);
+    assert!(CpuTimes::parse("cpu 1 2 3\n").is_err());
+    assert!(CpuTimes::parse("cpu 1 2 x 4\n").is_err());
+    assert!(CpuTimes::parse("cpu0 1 2 3 4\n").is_err());
+}
+
+#[test]
+fn parses_pid_stat_after_the_last_paren() {
+    let p = ProcessCpu::parse(PID_STAT).unwrap();
     assert_eq!((p.utime, p.stime), (77, 33));
+    assert!(ProcessCpu::parse("1 (x) R 1 2 3").is_err());
+    assert!(ProcessCpu::parse("no parens at all").is_err());
+    let later = ProcessCpu {
+        utime: 77 + clock_ticks_per_second(),
+        stime: 33,
+    };
+    // One second of user CPU over two seconds of wall time: 50 % of one core.
+    let share = later.share_since(&p, Duration::from_secs(2));
+    assert!((share.user - 50.0).abs() < 1e-9 && share.system == 0.0);
+    assert!((later.cpu_percent(&p, Duration::from_secs(2)) - 50.0).abs() < 1e-9);
+}
+
+#[test]
+fn parses_net_dev() {
+    let eth = NetDevCounters::parse(NET_DEV, "eth0").unwrap();
+    assert_eq!(
+        eth,
+        NetDevCounters {
+            interface: "eth0".into(),
+            rx_bytes: 521_302_599,
+            rx_packets: 19_624,
+            rx_errs: 1,
+            rx_drop: 2,
+            tx_bytes: 1_385_161,
+            tx_packets: 15_612,
+            tx_errs: 3,
+            tx_drop: 4,
+        }
+    );
+    assert_eq!(NetDevCounters::parse(NET_DEV, "lo").unwrap().rx_bytes, 18_039_464_106);
+    assert_eq!(NetDevCounters::parse_all(NET_DEV).unwrap().len(), 3);
+    assert!(matches!(
+        NetDevCounters::parse(NET_DEV, "eth9"),
+        Err(CountersError::NoInterface { .. })
+    ));
+    assert!(NetDevCounters::parse("lo: 1 2 3\n", "lo").is_err());
+    let later = NetDevCounters {
+        rx_packets: eth.rx_packets + 7,
+        ..eth.clone()
+    };
+    assert_eq!(later.delta(&eth).rx_packets, 7);
 }
 
 #[test]
 fn live_counters_move_with_real_traffic() {
+    const N: u64 = 500;
     let before = UdpCounters::read().unwrap();
-    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    for _ in 0..100 {
+    let lo_before = NetDevCounters::read("lo").unwrap();
+    let cpu_before = CpuTimes::read().unwrap();
+    let me_before = ProcessCpu::read().unwrap();
+    let t0 = Instant::now();
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..N {
         tx.send_to(b"counted", rx.local_addr().unwrap()).unwrap();
     }
     let after = UdpCounters::read().unwrap();
-    assert!(after.delta(&before).out_datagrams >= 100);
-    CpuTimes::read().unwrap();
-    ProcessCpu::read().unwrap();
+    assert!(after.delta(&before).out_datagrams >= N, "{:?}", after.delta(&before));
+    let lo = NetDevCounters::read("lo").unwrap().delta(&lo_before);
+    assert!(lo.tx_packets >= N, "{lo:?}");
+    let share = CpuTimes::read().unwrap().share_since(&cpu_before);
+    assert!(share.busy() >= 0.0 && share.busy() <= 100.0 + 1e-9);
+    let me = ProcessCpu::read().unwrap().cpu_percent(&me_before, t0.elapsed());
+    assert!(me.is_finite() && me >= 0.0);
 }
 
 proptest! {
     #[test]
-    fn parsers_never_panic(s in ".{0,300}") {
+    fn parsers_never_panic(s in "\\PC{0,400}") {
         let _ = UdpCounters::parse(&s);
         let _ = CpuTimes::parse(&s);
         let _ = ProcessCpu::parse(&s);
+        let _ = NetDevCounters::parse_all(&s);
+    }
+
+    #[test]
+    fn parsers_never_panic_on_near_miss_text(
+        s in "((Udp: |cpu |cpu0 |lo: |eth0:| face \\||\\(|\\)|[0-9]{1,25}|[a-zA-Z]{1,8}|-1| |\\|)){0,60}(\n((Udp: |cpu |lo: |[0-9]{1,22}| |\\|)){0,40}){0,4}"
+    ) {
+        let _ = UdpCounters::parse(&s);
+        let _ = CpuTimes::parse(&s);
+        let _ = ProcessCpu::parse(&s);
+        let _ = NetDevCounters::parse_all(&s);
+        let _ = NetDevCounters::parse(&s, "lo");
     }
 }

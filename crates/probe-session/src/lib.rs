@@ -33,7 +33,7 @@ pub const MAX_LINE: usize = 1 << 20;
 #[derive(Debug, Error)]
 pub enum SessionError {
     /// A socket operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io { what: &'static str, source: std::io::Error },
     /// The peer sent a malformed, oversized or invalid control message.
     #[error("control channel: {0}")]

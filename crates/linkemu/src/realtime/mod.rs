@@ -93,7 +93,7 @@ pub enum RealtimeError {
         stderr: String,
     },
     /// A system call or file operation failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// What was being done.
         what: String,

@@ -1,0 +1,356 @@
+//! `evlbi stream send|recv`: real-time VDIF over UDP.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use linkemu::realtime;
+use stream::{ReceiverConfig, SeqFormat};
+use stream_session::recv::{BoundReceiver, RecvConfig};
+use stream_session::send::{run_sender, SendConfig};
+
+use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, si_fmt};
+use crate::{usage, ProblemsFound};
+
+#[derive(Subcommand)]
+pub enum StreamCommand {
+    /// Send VDIF files (one station each) as one frame per UDP datagram, paced on an exact
+    /// timeline at the data rate (from the headers, or --rate).
+    #[command(after_help = "Examples:\n  \
+        evlbi stream send --to 127.0.0.1:46227 data/Ef.vdif data/Wb.vdif          # two stations, rate from the files\n  \
+        evlbi stream send --to corr:46227 Ef.vdif --rate 4096M --loop --duration 10m\n  \
+        evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
+        evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing")]
+    Send(SendArgs),
+    /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames
+    /// written with the invalid bit set at the right time, everything counted.
+    #[command(after_help = "Examples:\n  \
+        evlbi stream recv --listen 46227 --out rx/                                # until Ctrl-C\n  \
+        evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --json summary.json\n  \
+        evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
+        evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only")]
+    Recv(RecvArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// evlbi's 24-byte prefix: sequence number, stream, frame rate, threads.
+    Native,
+    /// jive5ab udps: 8-byte little-endian sequence number.
+    Jive5ab,
+    /// Bare VDIF frames.
+    None,
+}
+
+impl From<Format> for SeqFormat {
+    fn from(f: Format) -> SeqFormat {
+        match f {
+            Format::Native => SeqFormat::Native,
+            Format::Jive5ab => SeqFormat::Jive5ab,
+            Format::None => SeqFormat::None,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// VDIF files, one station each.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Receiver HOST:PORT.
+    #[arg(long)]
+    to: String,
+    /// Data rate per station (sample bits, headers excluded): 4096M. Default: from the files.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Frames per second per thread, if a file is under a second long and states no sample rate.
+    #[arg(long)]
+    fps: Option<u32>,
+    /// Datagram framing.
+    #[arg(long, value_enum, default_value = "native")]
+    seq_format: Format,
+    /// Stop after this long: 10s, 10m.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<f64>,
+    /// Restart each file at its end with VDIF time advanced (files of whole seconds).
+    #[arg(long = "loop")]
+    loop_files: bool,
+    /// Answer the receiver's NAKs for frames up to this old: 300ms (native framing).
+    #[arg(long, value_parser = parse_duration)]
+    arq_latency: Option<f64>,
+    /// Drop this fraction of datagrams at random before sending (a lossy path inside the host): 1%.
+    #[arg(long, value_parser = parse_fraction, default_value = "0")]
+    inject_loss: f64,
+    /// Seed of --inject-loss.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the result as JSON on stdout (and to --out if given).
+    #[arg(long)]
+    json: bool,
+    /// Write the JSON result to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct RecvArgs {
+    /// PORT or ADDRESS:PORT to listen on (0 picks a free port, printed on stderr).
+    #[arg(long)]
+    listen: String,
+    /// Output directory (files STATION_UTC.vdif). Without it, frames are counted and dropped.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Start a new file after this many bytes: 1G.
+    #[arg(long, value_parser = parse_size)]
+    chunk: Option<u64>,
+    /// Datagram framing.
+    #[arg(long, value_enum, default_value = "native")]
+    seq_format: Format,
+    /// Frames per second per thread (jive5ab/none framing without a rate in the header).
+    #[arg(long)]
+    fps: Option<u32>,
+    /// VDIF threads per station (jive5ab/none framing).
+    #[arg(long)]
+    threads: Option<u16>,
+    /// Reorder window: frames are written this long (in stream time) after they are due.
+    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
+    latency: f64,
+    /// Ask the sender to repeat lost frames while they can still arrive within --latency.
+    #[arg(long)]
+    arq: bool,
+    /// Gaps up to this long are filled with invalid frames; longer ones start a new file.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    max_fill: f64,
+    /// Accept data only from this address.
+    #[arg(long)]
+    from: Option<SocketAddr>,
+    /// Most stations (further ones are counted and dropped).
+    #[arg(long, default_value_t = 16)]
+    max_stations: usize,
+    /// Receive socket buffer to ask for.
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    rcvbuf: u64,
+    /// Stop after this long.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<f64>,
+    /// Stop when no datagram arrived for this long (after the first).
+    #[arg(long, value_parser = parse_duration)]
+    idle_timeout: Option<f64>,
+    /// Live line cadence.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    interval: f64,
+    /// Write the JSON summary to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No live lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(cmd: StreamCommand) -> Result<()> {
+    match cmd {
+        StreamCommand::Send(a) => send(a),
+        StreamCommand::Recv(a) => recv(a),
+    }
+}
+
+/// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    realtime::install_stop_signals().context("installing signal handlers")?;
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    std::thread::spawn(move || loop {
+        if realtime::stop_signal().is_some() {
+            f.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+    Ok(flag)
+}
+
+fn write_json<T: serde::Serialize>(value: &T, path: Option<&PathBuf>, stdout: bool) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    if let Some(p) = path {
+        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if stdout {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+fn send(a: SendArgs) -> Result<()> {
+    let to =
+        a.to.to_socket_addrs()
+            .map_err(|e| usage(format!("--to {}: {e} (expected HOST:PORT)", a.to)))?
+            .next()
+            .ok_or_else(|| usage(format!("--to {}: no address", a.to)))?;
+    if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
+        return Err(usage("--arq-latency needs --seq-format native"));
+    }
+    let cfg = SendConfig {
+        to,
+        files: a.files,
+        fps: a.fps,
+        rate_bps: a.rate,
+        format: a.seq_format.into(),
+        duration: a.duration.map(Duration::from_secs_f64),
+        loop_files: a.loop_files,
+        arq_latency: a.arq_latency.map(Duration::from_secs_f64),
+        inject_loss: a.inject_loss,
+        seed: a.seed,
+        sndbuf: 8 << 20,
+    };
+    let stop = stop_flag()?;
+    let r = run_sender(&cfg, &stop).map_err(|e| match e {
+        stream_session::SessionError::Input(m) => usage(m),
+        e => anyhow::Error::new(e),
+    })?;
+    write_json(&r, a.out.as_ref(), a.json)?;
+    if !a.json {
+        for s in &r.stations {
+            let g = &s.departure_gap;
+            eprintln!(
+                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {:.2} µs p99 {:.2} µs σ {:.2} µs (nominal {:.3} µs){}",
+                s.station,
+                s.file,
+                s.frames_sent,
+                r.duration_s,
+                si_fmt(s.achieved_rate_bps),
+                si_fmt(s.rate_bps),
+                g.p50_us,
+                g.p99_us,
+                g.stddev_us,
+                s.spacing_us,
+                if s.injected_drops > 0 {
+                    format!(", {} dropped on purpose", s.injected_drops)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if let Some(q) = &r.arq {
+            eprintln!(
+                "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
+                q.naks, q.asked, q.resent, q.resent_bytes, q.unavailable
+            );
+        }
+        eprintln!(
+            "sender CPU {:.0} % user + {:.0} % system of one core",
+            r.cpu.user, r.cpu.system
+        );
+    }
+    if r.interrupted {
+        return Err(ProblemsFound("interrupted".into()).into());
+    }
+    Ok(())
+}
+
+fn recv(a: RecvArgs) -> Result<()> {
+    let listen: SocketAddr = if let Ok(port) = a.listen.parse::<u16>() {
+        SocketAddr::from(([0, 0, 0, 0], port))
+    } else {
+        a.listen
+            .parse()
+            .map_err(|_| usage(format!("--listen {}: expected PORT or ADDRESS:PORT", a.listen)))?
+    };
+    if a.arq && !matches!(a.seq_format, Format::Native) {
+        return Err(usage(
+            "--arq needs --seq-format native (NAKs name native sequence numbers)",
+        ));
+    }
+    let cfg = RecvConfig {
+        listen,
+        out_dir: a.out.clone(),
+        chunk: a.chunk,
+        rcvbuf: a.rcvbuf as usize,
+        receiver: ReceiverConfig {
+            format: a.seq_format.into(),
+            frames_per_second: a.fps,
+            threads: a.threads,
+            latency: Duration::from_secs_f64(a.latency),
+            max_fill: Duration::from_secs_f64(a.max_fill),
+            max_stations: a.max_stations,
+            from: a.from,
+            arq: a.arq,
+            confirm: 4,
+        },
+        duration: a.duration.map(Duration::from_secs_f64),
+        idle_timeout: a.idle_timeout.map(Duration::from_secs_f64),
+        interval: Duration::from_secs_f64(a.interval.max(0.05)),
+    };
+    let bound = BoundReceiver::bind(cfg)?;
+    eprintln!(
+        "stream recv: listening on {} (UDP), writing {}",
+        bound.local_addr()?,
+        a.out
+            .as_ref()
+            .map_or("nothing (memory sink)".to_string(), |d| d.display().to_string())
+    );
+    for w in &bound.grant().warnings {
+        eprintln!("warning: {w}");
+    }
+    let stop = stop_flag()?;
+    let quiet = a.quiet;
+    let r = bound.run(&stop, |l| {
+        if !quiet {
+            eprintln!(
+                "{:7.1} s  {:>9}b/s  {} station(s)  frames {:>7}  filled {:>5}  rejected {:>4}  kernel drops {}",
+                l.elapsed_s,
+                si_fmt(l.rate_bps),
+                l.stations,
+                l.frames,
+                l.filled,
+                l.rejected,
+                l.kernel_drops
+            );
+        }
+    })?;
+    write_json(&r, a.json.as_ref(), false)?;
+    for s in &r.stations {
+        let w = &s.window;
+        eprintln!(
+            "{}: {} frames written ({} filled invalid, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}",
+            s.station,
+            w.written_valid + w.written_filled,
+            w.written_filled,
+            s.loss_fraction,
+            s.snr_factor,
+            w.reordered,
+            w.late,
+            w.duplicates,
+            w.out_of_range,
+            s.arq.map_or(String::new(), |q| format!(", ARQ recovered {} of {} missing", q.recovered, q.missing_seen))
+        );
+    }
+    for f in &r.files {
+        eprintln!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
+    }
+    let d = &r.datagrams;
+    if d.rejected() > 0 {
+        eprintln!(
+            "rejected datagrams: {} ({})",
+            d.rejected(),
+            r.first_problem.as_deref().unwrap_or("")
+        );
+    }
+    if r.udp.rcvbuf_errors > 0 {
+        eprintln!(
+            "kernel dropped {} datagrams on full socket buffers (RcvbufErrors)",
+            r.udp.rcvbuf_errors
+        );
+    }
+    eprintln!(
+        "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core",
+        r.stopped_by, r.cpu.user, r.cpu.system
+    );
+    if let Some(e) = &r.write_error {
+        return Err(ProblemsFound(format!("{e}; {} frames not written", r.frames_not_written)).into());
+    }
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! `evlbi stream send` and `stream recv` as separate processes on 127.0.0.1: what arrives on
+//! disk is compared frame by frame with what was sent.
+
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vdif::VdifHeader;
+
+/// 128 Mb/s, 8000-byte frames: 2000 frames/s per station.
+const FPS: &str = "2000";
+const FRAME: usize = 8032;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_evlbi"))
+}
+
+/// Two stations of 2 s each in a fresh directory.
+fn generate(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = bin()
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef,Wb",
+            "--rate",
+            "128M",
+            "--seconds",
+            "2",
+            "-q",
+        ])
+        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
+        .arg(dir.join("in"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (dir.join("in/Ef.vdif"), dir.join("in/Wb.vdif"))
+}
+
+/// A receiver process; killed on drop if still running.
+struct Recv {
+    child: Child,
+    port: u16,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Recv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Recv {
+    fn start(extra: &[&str]) -> Recv {
+        let mut child = bin()
+            .args([
+                "stream",
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "1s",
+                "-q",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("receiver prints its address");
+        let port = first
+            .split("127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        Recv { child, port, log: rx }
+    }
+
+    /// Wait (bounded) for the receiver to stop on its idle timeout; its exit status and stderr.
+    fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                let log: Vec<String> = self.log.try_iter().collect();
+                return (st, log.join("\n"));
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "receiver did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn send(port: u16, files: &[&Path], extra: &[&str]) -> (Output, Value) {
+    let to = format!("127.0.0.1:{port}");
+    let out = bin()
+        .args(["stream", "send", "--to", &to, "--json"])
+        .args(files)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (out, v)
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The one file the receiver wrote for `station`.
+fn output_of(dir: &Path, station: &str) -> Vec<u8> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("{station}_"))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "one file for {station}: {found:?}");
+    std::fs::read(found.pop().unwrap()).unwrap()
+}
+
+#[test]
+fn two_stations_arrive_byte_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, wb) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("r.json");
+    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let (_, s) = send(rx.port, &[&ef, &wb], &[]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert!(output_of(&rx_dir, "Ef") == std::fs::read(&ef).unwrap(), "Ef differs");
+    assert!(output_of(&rx_dir, "Wb") == std::fs::read(&wb).unwrap(), "Wb differs");
+    let r = json(&summary);
+    assert_eq!(r["stations"].as_array().unwrap().len(), 2);
+    for st in r["stations"].as_array().unwrap() {
+        assert_eq!(st["window"]["written_valid"], 4000);
+        assert_eq!(st["window"]["written_filled"], 0);
+        assert_eq!(st["snr_factor"], 1.0);
+    }
+    assert_eq!(r["datagrams"]["datagrams"], 8000);
+    assert_eq!(s["stations"][0]["frames_sent"], 4000);
+    assert_eq!(s["stations"][0]["frames_per_second"], 2000);
+    assert!(log.contains("stopped by idle timeout"), "{log}");
+}
+
+#[test]
+fn lost_frames_are_written_invalid_at_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("r.json");
+    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let (_, s) = send(rx.port, &[&ef], &["--inject-loss", "3%", "--seed", "5"]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let dropped = s["stations"][0]["injected_drops"].as_u64().unwrap();
+    assert!(dropped > 60, "3 % of 4000 dropped, got {dropped}");
+    let input = std::fs::read(&ef).unwrap();
+    let output = output_of(&rx_dir, "Ef");
+    assert_eq!(output.len(), input.len(), "continuous time: same length as sent");
+    let mut invalid = 0u64;
+    for (i, (a, b)) in input.chunks(FRAME).zip(output.chunks(FRAME)).enumerate() {
+        let (ha, hb) = (VdifHeader::parse(a).unwrap(), VdifHeader::parse(b).unwrap());
+        assert_eq!(
+            (ha.seconds, ha.frame_number),
+            (hb.seconds, hb.frame_number),
+            "frame {i} time"
+        );
+        if hb.invalid {
+            invalid += 1;
+        } else {
+            assert!(a == b, "frame {i} altered");
+        }
+    }
+    // The first frames before the stream is confirmed may be missing entirely; none were.
+    assert_eq!(invalid, dropped, "exactly the dropped frames are invalid");
+    let r = json(&summary);
+    assert_eq!(r["stations"][0]["window"]["written_filled"].as_u64(), Some(dropped));
+    let f = dropped as f64 / 4000.0;
+    assert!((r["stations"][0]["snr_factor"].as_f64().unwrap() - (1.0 - f).sqrt()).abs() < 1e-9);
+}
+
+#[test]
+fn arq_recovers_injected_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("r.json");
+    let rx = Recv::start(&[
+        "--out",
+        rx_dir.to_str().unwrap(),
+        "--json",
+        summary.to_str().unwrap(),
+        "--arq",
+        "--latency",
+        "200ms",
+    ]);
+    let (_, s) = send(
+        rx.port,
+        &[&ef],
+        &["--inject-loss", "2%", "--seed", "3", "--arq-latency", "300ms"],
+    );
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let r = json(&summary);
+    let arq = &r["stations"][0]["arq"];
+    let missing = arq["missing_seen"].as_u64().unwrap();
+    let recovered = arq["recovered"].as_u64().unwrap();
+    assert!(missing > 40, "2 % of 4000 missing, saw {missing}");
+    assert!(
+        recovered as f64 >= 0.99 * missing as f64,
+        "recovered {recovered} of {missing}: {arq}"
+    );
+    let filled = r["stations"][0]["window"]["written_filled"].as_u64().unwrap();
+    assert_eq!(filled, missing - recovered);
+    assert!(s["arq"]["resent"].as_u64().unwrap() >= recovered);
+    if filled == 0 {
+        assert!(output_of(&rx_dir, "Ef") == std::fs::read(&ef).unwrap());
+    }
+}
+
+#[test]
+fn strays_and_forgeries_are_counted_and_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("r.json");
+    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let port = rx.port;
+    // A genuine datagram for the attacker to replay from its own address.
+    let forged = native_datagram(&ef);
+    let attacker = std::thread::spawn(move || {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = format!("127.0.0.1:{port}");
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..50 {
+            s.send_to(&[0u8; 27], &to).unwrap(); // jive5ab's udps reader died on 27 bytes
+            s.send_to(&[0xffu8; 2000], &to).unwrap(); // bad magic
+            s.send_to(&forged, &to).unwrap(); // well-formed, wrong source
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let (_, _) = send(rx.port, &[&ef], &[]);
+    attacker.join().unwrap();
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert!(
+        output_of(&rx_dir, "Ef") == std::fs::read(&ef).unwrap(),
+        "output changed by strays"
+    );
+    let r = json(&summary);
+    let d = &r["datagrams"];
+    assert_eq!(d["too_short"], 50, "{d}");
+    assert_eq!(d["bad_magic"], 50, "{d}");
+    assert_eq!(d["foreign_source"], 50, "{d}");
+}
+
+/// The first frame of `file` in native framing, as the sender would send it.
+fn native_datagram(file: &Path) -> Vec<u8> {
+    let f = std::fs::read(file).unwrap();
+    let p = stream::wire::NativePrefix {
+        retransmit: false,
+        stream: 0,
+        seq: 1,
+        frames_per_second: 2000,
+        threads: 1,
+    };
+    let mut d = Vec::new();
+    stream::wire::encode_data(stream::SeqFormat::Native, &p, &f[FRAME..2 * FRAME], &mut d);
+    d
+}
+
+#[test]
+fn jive5ab_framing_on_the_wire_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let input = std::fs::read(&ef).unwrap();
+    // On the wire: 8-byte little-endian sequence numbers counting up from a random start, each
+    // followed by exactly one frame of the file.
+    // A receive buffer for the whole test stream: the test reads as fast as it can, but shares two
+    // cores with the sender.
+    let (raw, _) = netio::bind_udp("127.0.0.1:0".parse().unwrap(), netio::BufferRequest::new(64 << 20, 0)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let port = raw.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut got = Vec::new();
+        while got.len() < 4000 {
+            match raw.recv_from(&mut buf) {
+                Ok((n, _)) => got.push(buf[..n].to_vec()),
+                Err(_) => break,
+            }
+        }
+        got
+    });
+    send(port, &[&ef], &["--seq-format", "jive5ab"]);
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), 4000, "loopback lost datagrams");
+    let seq0 = u64::from_le_bytes(got[0][..8].try_into().unwrap());
+    for (i, d) in got.iter().enumerate() {
+        assert_eq!(d.len(), 8 + FRAME);
+        assert_eq!(u64::from_le_bytes(d[..8].try_into().unwrap()), seq0 + i as u64);
+        assert!(
+            d[8..] == input[i * FRAME..(i + 1) * FRAME],
+            "datagram {i} is not frame {i}"
+        );
+    }
+    // And back: a jive5ab-framed stream received into a file.
+    let rx_dir = dir.path().join("rx");
+    let rx = Recv::start(&[
+        "--out",
+        rx_dir.to_str().unwrap(),
+        "--seq-format",
+        "jive5ab",
+        "--fps",
+        FPS,
+    ]);
+    send(rx.port, &[&ef], &["--seq-format", "jive5ab"]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert!(output_of(&rx_dir, "Ef") == input);
+}
+
+#[test]
+fn kill_9_leaves_only_whole_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let mut rx = Recv::start(&["--out", rx_dir.to_str().unwrap()]);
+    let port = rx.port;
+    let sender = std::thread::spawn(move || {
+        let to = format!("127.0.0.1:{port}");
+        bin()
+            .args(["stream", "send", "--to", &to, "--loop", "--duration", "3s"])
+            .arg(&ef)
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    rx.child.kill().unwrap(); // SIGKILL
+    rx.child.wait().unwrap();
+    sender.join().unwrap();
+    let files: Vec<PathBuf> = std::fs::read_dir(&rx_dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1);
+    let data = std::fs::read(&files[0]).unwrap();
+    assert!(
+        data.len() > 100 * FRAME,
+        "the receiver had written data: {}",
+        data.len()
+    );
+    assert_eq!(data.len() % FRAME, 0, "a partial frame on disk");
+    for (i, f) in data.chunks(FRAME).enumerate() {
+        let h = VdifHeader::parse_valid(f).unwrap_or_else(|e| panic!("frame {i}: {e}"));
+        assert_eq!(h.frame_len(), FRAME);
+    }
+}
+
+#[test]
+fn unusable_output_directory_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let out = bin()
+        .args([
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "1s",
+            "--out",
+        ])
+        .arg(file.join("rx"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("output directory"), "{err}");
+}

@@ -1,0 +1,154 @@
+//! UDP GSO send (UDP_SEGMENT, udp(7), Linux ≥ 4.18): hand the kernel one large buffer and a
+//! segment size, and it cuts the datagrams (in the NIC if it can). For unpaced bulk transfer this
+//! replaces dozens of per-datagram traversals of the stack with one; it is not for paced sending,
+//! because the segments of one call leave back to back.
+//!
+//! The segment size travels as a per-call SOL_UDP/UDP_SEGMENT cmsg (not the socket option), so
+//! other sends on the socket stay unaffected. std and socket2 do not expose this, hence the libc
+//! FFI here.
+
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+
+use crate::batch::SendBatch;
+use crate::sys;
+
+/// Most segments per GSO call (UDP_MAX_SEGMENTS in include/linux/udp.h: 64 before Linux 6.9's
+/// raise to 128; we keep the portable value).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Largest UDP payload of one GSO call: the whole super-packet must fit an IPv4 datagram
+/// (65535 − 20 IP − 8 UDP). Also safe for IPv6.
+pub const GSO_MAX_PAYLOAD: usize = 65_507;
+
+/// Whether the kernel knows UDP_SEGMENT (getsockopt succeeds, Linux ≥ 4.18). A device without
+/// checksum offload can still refuse a GSO send (EIO); [`send_gso`] falls back then.
+pub fn gso_supported(sock: &UdpSocket) -> bool {
+    sys::get_int(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_SEGMENT).is_ok()
+}
+
+/// What [`send_gso`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GsoSent {
+    /// Datagrams (segments) sent.
+    pub datagrams: usize,
+    /// System calls made.
+    pub syscalls: usize,
+    /// Whether GSO was used; `false` when the kernel refused it and sendmmsg(2) was used instead.
+    pub gso: bool,
+}
+
+/// Send `buf` on a connected socket as datagrams of `segment_size` bytes (the last may be
+/// shorter), with UDP GSO where the kernel allows and one sendmmsg(2) batch per chunk otherwise.
+/// Buffers longer than one GSO call allows ([`GSO_MAX_SEGMENTS`], [`GSO_MAX_PAYLOAD`]) are sent
+/// in several calls. If a later call fails after some went, returns the count so far (as
+/// [`SendBatch::send_batch`]); a failure before anything went is an `Err`.
+pub fn send_gso(sock: &UdpSocket, buf: &[u8], segment_size: usize) -> io::Result<GsoSent> {
+    if segment_size == 0 || segment_size > GSO_MAX_PAYLOAD {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("GSO segment size {segment_size} outside 1..={GSO_MAX_PAYLOAD}"),
+        ));
+    }
+    let per_call = (GSO_MAX_PAYLOAD / segment_size).min(GSO_MAX_SEGMENTS) * segment_size;
+    let seg16 = u16::try_from(segment_size).unwrap_or(u16::MAX);
+    let mut out = GsoSent {
+        gso: true,
+        ..GsoSent::default()
+    };
+    let mut fallback = SendBatch::new();
+    for chunk in buf.chunks(per_call) {
+        let segs = chunk.len().div_ceil(segment_size);
+        let res = if out.gso {
+            out.syscalls += 1;
+            match send_one_gso(sock, chunk, seg16) {
+                Ok(()) => Ok(segs),
+                // EIO: device cannot checksum-offload; EINVAL/ENOPROTOOPT/EOPNOTSUPP: kernel or
+                // path refuses GSO. Fall back for this and the remaining chunks.
+                Err(e)
+                    if [libc::EIO, libc::EINVAL, libc::ENOPROTOOPT, libc::EOPNOTSUPP]
+                        .iter()
+                        .any(|&c| sys::is_errno(&e, c)) =>
+                {
+                    out.gso = false;
+                    send_plain(&mut fallback, sock, chunk, segment_size, &mut out.syscalls)
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            send_plain(&mut fallback, sock, chunk, segment_size, &mut out.syscalls)
+        };
+        match res {
+            Ok(n) => {
+                out.datagrams += n;
+                if n < segs {
+                    break;
+                }
+            }
+            Err(e) if out.datagrams > 0 => {
+                let _ = e; // reported on the caller's next call
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+fn send_plain(
+    batch: &mut SendBatch,
+    sock: &UdpSocket,
+    chunk: &[u8],
+    segment_size: usize,
+    syscalls: &mut usize,
+) -> io::Result<usize> {
+    let before = batch.syscalls();
+    let dgrams: Vec<&[u8]> = chunk.chunks(segment_size).collect();
+    let r = batch.send_batch(sock, &dgrams);
+    *syscalls += (batch.syscalls() - before) as usize;
+    r
+}
+
+/// One sendmsg(2) of `chunk` with a UDP_SEGMENT cmsg of `seg` bytes.
+fn send_one_gso(sock: &UdpSocket, chunk: &[u8], seg: u16) -> io::Result<()> {
+    // Control buffer for one cmsg carrying a u16, 8-byte aligned as cmsghdr requires.
+    let mut ctrl = [0u64; 4];
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as libc::c_uint) } as usize;
+    debug_assert!(space <= std::mem::size_of_val(&ctrl));
+    let mut iov = libc::iovec {
+        iov_base: chunk.as_ptr() as *mut libc::c_void,
+        iov_len: chunk.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctrl.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer holds CMSG_SPACE(2) bytes, so the first header and its 2-byte
+    // payload fit.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() {
+            return Err(io::Error::other("no room for the UDP_SEGMENT cmsg"));
+        }
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as libc::c_uint) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+    }
+    loop {
+        // SAFETY: `msg` points at the live iovec (the caller's buffer, only read by the kernel)
+        // and the control buffer filled above.
+        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+        if r >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

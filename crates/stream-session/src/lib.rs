@@ -1,0 +1,38 @@
+//! `evlbi stream` over real sockets: the thin loops around the sans-IO [`stream`] crate.
+//!
+//! - [`send`]: reads VDIF files (one station each) on reader threads and sends one frame per
+//!   datagram on an exact absolute timeline ([`netio::Pacer`]), answering NAKs from a repeat buffer.
+//! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
+//!   VDIF through [`sink::FileSink`], sends NAKs, reports live and at the end.
+//! - [`report`]: the documented result structs (JSON is the source of truth).
+
+pub mod recv;
+pub mod report;
+pub mod send;
+pub mod sink;
+
+use thiserror::Error;
+
+/// Why a stream session could not run.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// Socket setup or I/O.
+    #[error(transparent)]
+    Net(#[from] netio::NetioError),
+    /// A file could not be read or written.
+    #[error("{what}")]
+    Io {
+        /// What we were doing.
+        what: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// The input cannot be streamed as asked.
+    #[error("{0}")]
+    Input(String),
+}
+
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
+    let what = what.into();
+    move |source| SessionError::Io { what, source }
+}

@@ -1,0 +1,202 @@
+//! The receiver loop: socket → [`stream::Receiver`] → [`FileSink`], NAKs back, live lines out.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use netio::counters::{ProcessCpu, UdpCounters};
+use netio::{bind_udp, BufferRequest};
+use stream::{Receiver, ReceiverConfig};
+
+use crate::report::RecvReport;
+use crate::sink::FileSink;
+use crate::{io_err, SessionError};
+
+/// How to run a receiver.
+#[derive(Debug, Clone)]
+pub struct RecvConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Output directory; `None` discards frames after accounting (memory sink).
+    pub out_dir: Option<PathBuf>,
+    /// Start a new file after this many bytes.
+    pub chunk: Option<u64>,
+    /// Receive socket buffer to ask for.
+    pub rcvbuf: usize,
+    /// The sans-IO receiver's settings.
+    pub receiver: ReceiverConfig,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop when no datagram came for this long after the first one.
+    pub idle_timeout: Option<Duration>,
+    /// Live line cadence.
+    pub interval: Duration,
+}
+
+/// One live line: counts over the last interval and totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LiveLine {
+    /// Seconds since the first datagram.
+    pub elapsed_s: f64,
+    /// Datagram bytes per second over the interval, bits.
+    pub rate_bps: f64,
+    /// Frames written in the interval.
+    pub frames: u64,
+    /// Filled (invalid) frames written in the interval.
+    pub filled: u64,
+    /// Datagrams rejected in the interval.
+    pub rejected: u64,
+    /// Kernel drops (RcvbufErrors, host-wide) in the interval.
+    pub kernel_drops: u64,
+    /// Stations seen.
+    pub stations: usize,
+}
+
+/// Bound socket, before receiving: lets a caller print the port (e.g. `--listen 127.0.0.1:0`).
+pub struct BoundReceiver {
+    cfg: RecvConfig,
+    sock: std::net::UdpSocket,
+    grant: netio::BufferGrant,
+}
+
+impl BoundReceiver {
+    /// Bind the socket.
+    pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, SessionError> {
+        let (sock, grant) = bind_udp(
+            cfg.listen,
+            BufferRequest {
+                rcv: cfg.rcvbuf,
+                snd: 0,
+            },
+        )?;
+        sock.set_read_timeout(Some(Duration::from_millis(1)))
+            .map_err(io_err("set receive timeout"))?;
+        Ok(BoundReceiver { cfg, sock, grant })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
+        self.sock.local_addr().map_err(io_err("read local address"))
+    }
+
+    /// What the kernel granted for the receive buffer (with warnings when capped).
+    pub fn grant(&self) -> &netio::BufferGrant {
+        &self.grant
+    }
+
+    /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
+    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
+        let cfg = self.cfg;
+        let mut sink =
+            FileSink::new(cfg.out_dir.as_deref(), cfg.chunk).map_err(io_err("create the output directory"))?;
+        let mut rx = Receiver::new(cfg.receiver.clone());
+        let udp0 = UdpCounters::read().unwrap_or_default();
+        let cpu0 = ProcessCpu::read().unwrap_or_default();
+        let started = Instant::now();
+        let mut buf = vec![0u8; 65_536];
+        let mut first: Option<Instant> = None;
+        let mut last_rx = started;
+        let mut next_nak = started;
+        let mut next_live = started + cfg.interval;
+        let mut naks_sent = 0u64;
+        let mut nak_buf = Vec::new();
+        let (mut live_bytes, mut live_frames, mut live_filled, mut live_rej) = (0u64, 0u64, 0u64, 0u64);
+        let mut live_udp = udp0;
+        let stopped_by;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                stopped_by = "signal".to_string();
+                break;
+            }
+            let now = Instant::now();
+            if cfg.duration.is_some_and(|d| now - started >= d) {
+                stopped_by = "duration".to_string();
+                break;
+            }
+            if first.is_some() && cfg.idle_timeout.is_some_and(|t| now - last_rx >= t) {
+                stopped_by = "idle timeout".to_string();
+                break;
+            }
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    let now = Instant::now();
+                    first.get_or_insert(now);
+                    last_rx = now;
+                    live_bytes += n as u64;
+                    rx.handle_datagram(now, from, &buf[..n], false, &mut sink);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => {
+                    return Err(SessionError::Io {
+                        what: "receive".into(),
+                        source: e,
+                    })
+                }
+            }
+            let now = Instant::now();
+            if cfg.receiver.arq && now >= next_nak {
+                for (to, nak) in rx.poll_naks(now) {
+                    nak.encode(&mut nak_buf);
+                    if self.sock.send_to(&nak_buf, to).is_ok() {
+                        naks_sent += 1;
+                    }
+                }
+                next_nak = now + Duration::from_millis(1);
+            }
+            if now >= next_live {
+                let udp = UdpCounters::read().unwrap_or_default();
+                let secs = cfg.interval.as_secs_f64();
+                let rejected = rx.counters().rejected();
+                live(&LiveLine {
+                    elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
+                    rate_bps: live_bytes as f64 * 8.0 / secs,
+                    frames: sink.frames() - live_frames,
+                    filled: sink.filled() - live_filled,
+                    rejected: rejected - live_rej,
+                    kernel_drops: udp.delta(&live_udp).rcvbuf_errors,
+                    stations: rx.station_count(),
+                });
+                live_bytes = 0;
+                live_frames = sink.frames();
+                live_filled = sink.filled();
+                live_rej = rejected;
+                live_udp = udp;
+                next_live += cfg.interval;
+            }
+        }
+        rx.finish(&mut sink);
+        let (files, frames_not_written, write_error) = sink.finish();
+        let wall = started.elapsed().as_secs_f64();
+        let duration_s = first.map_or(0.0, |f| (last_rx - f).as_secs_f64());
+        let c = *rx.counters();
+        Ok(RecvReport {
+            listen: self.sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            format: cfg.receiver.format,
+            out_dir: cfg.out_dir.as_ref().map(|d| d.display().to_string()),
+            duration_s,
+            datagrams: c,
+            first_problem: rx.first_problem().map(str::to_string),
+            stations: rx.summaries(),
+            files,
+            frames_not_written,
+            write_error,
+            received_rate_bps: if duration_s > 0.0 {
+                c.bytes as f64 * 8.0 / duration_s
+            } else {
+                0.0
+            },
+            rcvbuf: self.grant,
+            udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+            cpu: ProcessCpu::read()
+                .unwrap_or_default()
+                .share_since(&cpu0, std::time::Duration::from_secs_f64(wall)),
+            naks_sent,
+            stopped_by,
+        })
+    }
+}

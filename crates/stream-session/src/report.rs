@@ -1,0 +1,165 @@
+//! Results of `evlbi stream send` and `stream recv`, defined once; JSON is the source of truth.
+
+use netio::counters::{ProcessCpuShare, UdpCounters};
+use serde::{Deserialize, Serialize};
+use stream::arq::RetransmitStats;
+use stream::{DatagramCounters, StationSummary};
+
+/// Distribution of a time interval, microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalStats {
+    /// Intervals recorded.
+    pub count: u64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Standard deviation.
+    pub stddev_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 1st percentile.
+    pub p1_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Largest.
+    pub max_us: f64,
+}
+
+impl IntervalStats {
+    /// Summarise a histogram of nanoseconds.
+    pub fn from_ns(h: &hdrhistogram::Histogram<u64>) -> IntervalStats {
+        if h.is_empty() {
+            return IntervalStats::default();
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        IntervalStats {
+            count: h.len(),
+            mean_us: h.mean() / 1e3,
+            stddev_us: h.stdev() / 1e3,
+            p50_us: us(h.value_at_quantile(0.5)),
+            p1_us: us(h.value_at_quantile(0.01)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    }
+}
+
+/// One station's stream at the sender.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentStation {
+    /// Source file.
+    pub file: String,
+    /// Station code.
+    pub station: String,
+    /// Native stream index.
+    pub stream: u16,
+    /// Frames per second per thread.
+    pub frames_per_second: u32,
+    /// Threads.
+    pub threads: u16,
+    /// Frame length, header included.
+    pub frame_len: usize,
+    /// Data rate paced at (sample bits, headers excluded), b/s.
+    pub rate_bps: f64,
+    /// Nominal spacing between this station's datagrams, µs.
+    pub spacing_us: f64,
+    /// Frames handed to the socket (first transmissions; injected drops included).
+    pub frames_sent: u64,
+    /// Datagram bytes handed to the socket.
+    pub bytes_sent: u64,
+    /// Frames dropped on purpose by `--inject-loss` (never sent).
+    pub injected_drops: u64,
+    /// Achieved data rate over the run, b/s.
+    pub achieved_rate_bps: f64,
+    /// Times the file was restarted (`--loop`).
+    pub loops: u64,
+    /// Times the reader could not keep up and the sender waited for data.
+    pub source_underruns: u64,
+    /// Garbage bytes skipped in the file.
+    pub garbage_bytes: u64,
+    /// Departure gaps between consecutive datagrams of this station.
+    pub departure_gap: IntervalStats,
+    /// How late after its due time each datagram left.
+    pub lateness: IntervalStats,
+    /// Times the timeline was re-anchored because the sender fell more than 1 ms behind.
+    pub slips: u64,
+}
+
+/// `evlbi stream send` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendReport {
+    /// Destination.
+    pub to: String,
+    /// Framing.
+    pub format: stream::SeqFormat,
+    /// Seconds from first to last datagram.
+    pub duration_s: f64,
+    /// Per station.
+    pub stations: Vec<SentStation>,
+    /// Retransmissions, if ARQ was on.
+    pub arq: Option<RetransmitStats>,
+    /// Datagrams on the socket that were not valid NAKs.
+    pub rejected_control: u64,
+    /// Send calls that found the socket buffer full and retried.
+    pub send_would_block: u64,
+    /// CPU of this process, % of one core.
+    pub cpu: ProcessCpuShare,
+    /// Host UDP counters over the run.
+    pub udp: UdpCounters,
+    /// Stopped by a signal before the end.
+    pub interrupted: bool,
+}
+
+/// A file the receiver wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrittenFile {
+    /// Path.
+    pub path: String,
+    /// Station code.
+    pub station: String,
+    /// Bytes written (whole frames).
+    pub bytes: u64,
+    /// Frames written.
+    pub frames: u64,
+    /// Of which filled invalid.
+    pub filled: u64,
+}
+
+/// `evlbi stream recv` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecvReport {
+    /// Address listened on.
+    pub listen: String,
+    /// Framing expected.
+    pub format: stream::SeqFormat,
+    /// Output directory, or null for the memory sink.
+    pub out_dir: Option<String>,
+    /// Seconds from first to last datagram.
+    pub duration_s: f64,
+    /// Datagram counters (what never reached a station).
+    pub datagrams: DatagramCounters,
+    /// The first rejected datagram's reason.
+    pub first_problem: Option<String>,
+    /// Per station.
+    pub stations: Vec<StationSummary>,
+    /// Files written.
+    pub files: Vec<WrittenFile>,
+    /// Frames that could not be written (disk full, unwritable output).
+    pub frames_not_written: u64,
+    /// The first write error.
+    pub write_error: Option<String>,
+    /// Received datagram rate over the run (payload bytes), b/s.
+    pub received_rate_bps: f64,
+    /// Receive buffer granted by the kernel.
+    pub rcvbuf: netio::BufferGrant,
+    /// Host UDP counters over the run (RcvbufErrors = kernel drops on a full socket buffer).
+    pub udp: UdpCounters,
+    /// CPU of this process, % of one core.
+    pub cpu: ProcessCpuShare,
+    /// NAK datagrams sent.
+    pub naks_sent: u64,
+    /// Why the receiver stopped.
+    pub stopped_by: String,
+}

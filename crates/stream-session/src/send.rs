@@ -1,0 +1,531 @@
+//! The sender: VDIF files (one station each) read on reader threads, one frame per datagram on
+//! an exact absolute timeline per station, NAKs answered from a repeat buffer between frames.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use linkemu::{LossModel, LossProcess};
+use netio::counters::{ProcessCpu, UdpCounters};
+use netio::pacer::wait_until;
+use netio::{bind_udp, BufferRequest, Pacer, Spacing};
+use stream::arq::RetransmitBuffer;
+use stream::wire::{encode_data, Nak, NativePrefix};
+use stream::SeqFormat;
+use vdif::{FrameScanner, ScanEvent};
+
+use crate::report::{IntervalStats, SendReport, SentStation};
+use crate::{io_err, SessionError};
+
+/// Frames per batch handed from a reader thread to the sender.
+const BATCH_FRAMES: usize = 64;
+/// Batches queued per reader (64 × 64 frames of 8 KB = 32 MB).
+const QUEUE_BATCHES: usize = 64;
+/// Files up to this size are read into memory and sent from there.
+const MEMORY_SOURCE_MAX: u64 = 2 << 30;
+/// Most of the repeat budget: at most this share of the data rate is spent on repeats.
+const REPEAT_SHARE: f64 = 0.1;
+
+/// How to run a sender.
+#[derive(Debug, Clone)]
+pub struct SendConfig {
+    /// Destination.
+    pub to: SocketAddr,
+    /// VDIF files, one station each.
+    pub files: Vec<PathBuf>,
+    /// Frames per second per thread, when the file does not show it (shorter than 1 s, no rate in
+    /// the header) and `rate_bps` is not given.
+    pub fps: Option<u32>,
+    /// Data rate per station (sample bits, headers excluded); default: from the files.
+    pub rate_bps: Option<f64>,
+    /// Framing.
+    pub format: SeqFormat,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Restart each file at its end, advancing VDIF time (the file must hold whole seconds).
+    pub loop_files: bool,
+    /// Keep this much of each stream to answer NAKs (native framing only).
+    pub arq_latency: Option<Duration>,
+    /// Drop this fraction of datagrams at random before sending (a lossy link in the host, for
+    /// tests and demos without namespaces).
+    pub inject_loss: f64,
+    /// Seed of the injected loss.
+    pub seed: u64,
+    /// Send socket buffer to ask for.
+    pub sndbuf: usize,
+}
+
+/// What the pre-pass learned about one file.
+struct Source {
+    path: PathBuf,
+    station_id: u16,
+    threads: u16,
+    frame_len: usize,
+    data_len: usize,
+    fps: u32,
+    rate_bps: f64,
+    loop_seconds: u32,
+}
+
+fn examine(cfg: &SendConfig, path: &PathBuf) -> Result<Source, SessionError> {
+    let f = File::open(path).map_err(io_err(format!("open {}", path.display())))?;
+    let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
+        .map_err(|e| SessionError::Input(format!("{}: {e}", path.display())))?;
+    let name = path.display();
+    let (Some(station_id), Some(frame_len), Some(header_len)) = (rep.station_id, rep.frame_bytes, rep.header_bytes)
+    else {
+        return Err(SessionError::Input(format!("{name}: no VDIF frames found")));
+    };
+    let threads = rep.threads.len() as u16;
+    if rep.threads.iter().enumerate().any(|(i, t)| usize::from(*t) != i) {
+        return Err(SessionError::Input(format!(
+            "{name}: thread ids {:?} are not 0..{threads}; the receiver places frames by thread id",
+            rep.threads
+        )));
+    }
+    let data_len = frame_len - header_len;
+    let bits_per_frame = data_len as f64 * 8.0 * f64::from(threads);
+    let fps = match (rep.frames_per_second, cfg.rate_bps) {
+        (Some(f), _) => f,
+        (None, Some(r)) if (r / bits_per_frame).fract() == 0.0 && r >= bits_per_frame => (r / bits_per_frame) as u32,
+        _ => {
+            return Err(SessionError::Input(format!(
+                "{name}: frame rate unknown (the file spans under one second and its header states no sample rate); pass --fps or --rate"
+            )))
+        }
+    };
+    let rate_bps = cfg.rate_bps.unwrap_or(f64::from(fps) * bits_per_frame);
+    let per_thread = rep.frames / u64::from(threads.max(1));
+    let loop_seconds = if cfg.loop_files {
+        if per_thread == 0 || per_thread % u64::from(fps) != 0 {
+            return Err(SessionError::Input(format!(
+                "{name}: --loop needs a file of whole seconds ({per_thread} frames per thread at {fps} frames/s)"
+            )));
+        }
+        (per_thread / u64::from(fps)) as u32
+    } else {
+        0
+    };
+    Ok(Source {
+        path: path.clone(),
+        station_id,
+        threads,
+        frame_len,
+        data_len,
+        fps,
+        rate_bps,
+        loop_seconds,
+    })
+}
+
+#[derive(Default)]
+struct ReaderStats {
+    loops: u64,
+    garbage_bytes: u64,
+    error: Option<String>,
+}
+
+/// Read whole frames in batches; at the end restart (advancing time) when looping.
+fn reader(path: PathBuf, frame_len: usize, loop_seconds: u32, tx: std::sync::mpsc::SyncSender<Vec<u8>>) -> ReaderStats {
+    let mut st = ReaderStats::default();
+    let mut pass = 0u32;
+    loop {
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                st.error = Some(format!("open {}: {e}", path.display()));
+                return st;
+            }
+        };
+        let mut batch = Vec::with_capacity(BATCH_FRAMES * frame_len);
+        for ev in FrameScanner::new(BufReader::with_capacity(1 << 20, f)) {
+            match ev {
+                Ok(ScanEvent::Frame {
+                    mut header, mut bytes, ..
+                }) => {
+                    if bytes.len() != frame_len {
+                        st.garbage_bytes += bytes.len() as u64;
+                        continue;
+                    }
+                    if pass > 0 {
+                        header.seconds += pass * loop_seconds;
+                        let hl = header.header_len();
+                        if header.emit(&mut bytes[..hl]).is_err() {
+                            st.error = Some("VDIF time overflows its 30-bit seconds field while looping".into());
+                            return st;
+                        }
+                    }
+                    batch.extend_from_slice(&bytes);
+                    if batch.len() >= BATCH_FRAMES * frame_len {
+                        if tx.send(std::mem::take(&mut batch)).is_err() {
+                            return st;
+                        }
+                        batch.reserve(BATCH_FRAMES * frame_len);
+                    }
+                }
+                Ok(ScanEvent::Garbage { len, .. }) | Ok(ScanEvent::Truncated { len, .. }) => st.garbage_bytes += len,
+                Err(e) => {
+                    st.error = Some(format!("read {}: {e}", path.display()));
+                    return st;
+                }
+            }
+        }
+        if !batch.is_empty() && tx.send(batch).is_err() {
+            return st;
+        }
+        if loop_seconds == 0 {
+            return st;
+        }
+        pass += 1;
+        st.loops += 1;
+    }
+}
+
+struct StationTx {
+    src: Source,
+    rx: Receiver<Vec<u8>>,
+    reader: Option<JoinHandle<ReaderStats>>,
+    batch: Vec<u8>,
+    pos: usize,
+    pacer: Pacer,
+    seq: u64,
+    gaps: Histogram<u64>,
+    lateness: Histogram<u64>,
+    last_send: Option<Instant>,
+    first_send: Option<Instant>,
+    frames: u64,
+    bytes: u64,
+    injected: u64,
+    underruns: u64,
+    repeats: Option<RetransmitBuffer>,
+    done: bool,
+    /// The whole file is in `batch` (no reader thread); looping restamps on the way out.
+    in_memory: bool,
+    /// Seconds to add to each header's time on the way out (memory mode, later passes).
+    add_seconds: u32,
+    loops: u64,
+}
+
+impl StationTx {
+    /// The next frame, refilling from the reader; `None` at the end of the source.
+    fn next_frame(&mut self) -> Option<(usize, usize)> {
+        if self.pos >= self.batch.len() && self.in_memory {
+            if self.src.loop_seconds == 0 || self.batch.is_empty() {
+                return None;
+            }
+            self.pos = 0;
+            self.loops += 1;
+            self.add_seconds += self.src.loop_seconds;
+        }
+        if self.pos >= self.batch.len() {
+            let b = match self.rx.try_recv() {
+                Ok(b) => b,
+                Err(TryRecvError::Empty) => {
+                    self.underruns += 1;
+                    self.rx.recv().ok()?
+                }
+                Err(TryRecvError::Disconnected) => return None,
+            };
+            self.batch = b;
+            self.pos = 0;
+        }
+        let at = self.pos;
+        self.pos += self.src.frame_len;
+        (self.pos <= self.batch.len()).then_some((at, self.src.frame_len))
+    }
+}
+
+/// 1 ns .. 60 s at 3 significant digits.
+fn ns_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+fn send_all(sock: &std::net::UdpSocket, d: &[u8], to: SocketAddr, would_block: &mut u64) -> Result<(), SessionError> {
+    loop {
+        match sock.send_to(d, to) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                *would_block += 1;
+                std::hint::spin_loop();
+            }
+            // Loopback/ICMP feedback from a receiver not (yet) listening: the datagram is gone,
+            // like any other loss on the path.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) => {
+                return Err(SessionError::Io {
+                    what: format!("send to {to}"),
+                    source: e,
+                })
+            }
+        }
+    }
+}
+
+/// Send until the files end (no `--loop`), the duration passes or `stop` is set.
+pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+    if cfg.files.is_empty() {
+        return Err(SessionError::Input("no input files".into()));
+    }
+    if cfg.files.len() > usize::from(u16::MAX) {
+        return Err(SessionError::Input("too many stations".into()));
+    }
+    if cfg.arq_latency.is_some() && cfg.format != SeqFormat::Native {
+        return Err(SessionError::Input(
+            "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
+        ));
+    }
+    let sources = cfg
+        .files
+        .iter()
+        .map(|p| examine(cfg, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bind: SocketAddr = if cfg.to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
+        .parse()
+        .map_err(|_| SessionError::Input("bind address".into()))?;
+    let (sock, _grant) = bind_udp(
+        bind,
+        BufferRequest {
+            rcv: 1 << 20,
+            snd: cfg.sndbuf,
+        },
+    )?;
+    sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+    let start = Instant::now() + Duration::from_millis(20);
+    let jive_start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        & 0x0000_ffff_ffff_ffff;
+    let mut stations: Vec<StationTx> = sources
+        .into_iter()
+        .map(|src| {
+            // A file that fits in memory is sent from memory: no reader thread competing for one
+            // of two cores, no per-frame allocation.
+            let whole = std::fs::metadata(&src.path)
+                .ok()
+                .filter(|m| m.len() <= MEMORY_SOURCE_MAX && m.len() % src.frame_len as u64 == 0)
+                .and_then(|_| std::fs::read(&src.path).ok())
+                .filter(|d| {
+                    d.chunks(src.frame_len)
+                        .all(|f| vdif::VdifHeader::parse_valid(f).is_ok_and(|h| h.frame_len() == src.frame_len))
+                });
+            let (tx, rx) = sync_channel(QUEUE_BATCHES);
+            let in_memory = whole.is_some();
+            let reader = if in_memory {
+                drop(tx);
+                None
+            } else {
+                let (path, fl, ls) = (src.path.clone(), src.frame_len, src.loop_seconds);
+                Some(std::thread::spawn(move || reader(path, fl, ls, tx)))
+            };
+            let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
+            let frames_per_s = src.rate_bps / (src.data_len as f64 * 8.0);
+            let repeats = cfg
+                .arq_latency
+                .map(|l| RetransmitBuffer::new((l.as_secs_f64() * frames_per_s).ceil() as usize + 1, REPEAT_SHARE));
+            StationTx {
+                src,
+                rx,
+                reader,
+                batch: whole.unwrap_or_default(),
+                pos: 0,
+                pacer: Pacer::new(start, spacing),
+                // jive5ab starts its udps sequence at a random value; so do we in that framing.
+                seq: if cfg.format == SeqFormat::Jive5ab {
+                    jive_start
+                } else {
+                    0
+                },
+                gaps: ns_histogram(),
+                lateness: ns_histogram(),
+                last_send: None,
+                first_send: None,
+                frames: 0,
+                bytes: 0,
+                injected: 0,
+                underruns: 0,
+                repeats,
+                done: false,
+                in_memory,
+                add_seconds: 0,
+                loops: 0,
+            }
+        })
+        .collect();
+    let mut loss = LossProcess::new(
+        if cfg.inject_loss > 0.0 {
+            LossModel::Bernoulli { p: cfg.inject_loss }
+        } else {
+            LossModel::None
+        },
+        cfg.seed,
+    );
+    let udp0 = UdpCounters::read().unwrap_or_default();
+    let cpu0 = ProcessCpu::read().unwrap_or_default();
+    let wall0 = Instant::now();
+    let mut d = Vec::with_capacity(65_536);
+    let mut ctl = vec![0u8; 2048];
+    let mut would_block = 0u64;
+    let mut rejected_control = 0u64;
+    let mut next_ctl = start;
+    let mut interrupted = false;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let Some(i) = (0..stations.len())
+            .filter(|i| !stations[*i].done)
+            .min_by_key(|i| stations[*i].pacer.next_deadline())
+        else {
+            break;
+        };
+        let deadline = stations[i].pacer.next_deadline();
+        if cfg.duration.is_some_and(|dur| deadline >= start + dur) {
+            break;
+        }
+        wait_until(deadline);
+        let st = &mut stations[i];
+        let Some((at, len)) = st.next_frame() else {
+            st.done = true;
+            continue;
+        };
+        let p = NativePrefix {
+            retransmit: false,
+            stream: i as u16,
+            seq: st.seq,
+            frames_per_second: st.src.fps,
+            threads: st.src.threads,
+        };
+        encode_data(cfg.format, &p, &st.batch[at..at + len], &mut d);
+        if st.add_seconds > 0 {
+            let pre = cfg.format.prefix_len();
+            if let Ok(mut h) = vdif::VdifHeader::parse(&d[pre..]) {
+                h.seconds += st.add_seconds;
+                let hl = h.header_len();
+                if h.emit(&mut d[pre..pre + hl]).is_err() {
+                    return Err(SessionError::Input(
+                        "VDIF time overflows its 30-bit seconds field while looping".into(),
+                    ));
+                }
+            }
+        }
+        if loss.lose() {
+            st.injected += 1;
+        } else {
+            send_all(&sock, &d, cfg.to, &mut would_block)?;
+        }
+        let now = Instant::now();
+        let late = st.pacer.on_sent(now);
+        let _ = st.lateness.record((late.late.as_nanos() as u64).max(1));
+        if let Some(prev) = st.last_send {
+            let _ = st.gaps.record(((now - prev).as_nanos() as u64).max(1));
+        }
+        st.last_send = Some(now);
+        st.first_send.get_or_insert(now);
+        st.frames += 1;
+        st.bytes += d.len() as u64;
+        if let Some(r) = st.repeats.as_mut() {
+            r.on_sent(st.seq, &d);
+        }
+        st.seq = st.seq.wrapping_add(1);
+        if cfg.arq_latency.is_some() && now >= next_ctl {
+            next_ctl = now + Duration::from_millis(1);
+            while let Ok((n, _from)) = sock.recv_from(&mut ctl) {
+                match Nak::parse(&ctl[..n]) {
+                    Ok(nak) => match stations
+                        .get_mut(usize::from(nak.stream))
+                        .and_then(|s| s.repeats.as_mut())
+                    {
+                        Some(r) => r.on_nak(&nak),
+                        None => rejected_control += 1,
+                    },
+                    Err(_) => rejected_control += 1,
+                }
+            }
+            for st in stations.iter_mut() {
+                let Some(r) = st.repeats.as_mut() else { continue };
+                while let Some(rep) = r.next_repeat() {
+                    let mut rep = rep.to_vec();
+                    if let Some(flags) = rep.get_mut(5) {
+                        *flags |= 1;
+                    }
+                    if !loss.lose() {
+                        send_all(&sock, &rep, cfg.to, &mut would_block)?;
+                    }
+                }
+            }
+        }
+    }
+    let wall = wall0.elapsed().as_secs_f64();
+    let mut out = Vec::new();
+    let mut arq: Option<stream::arq::RetransmitStats> = None;
+    let first = stations.iter().filter_map(|s| s.first_send).min();
+    let last = stations.iter().filter_map(|s| s.last_send).max();
+    for (i, mut st) in stations.into_iter().enumerate() {
+        // Unblock and collect the reader.
+        let rx = std::mem::replace(&mut st.rx, sync_channel(1).1);
+        drop(rx);
+        let rs = st.reader.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        if let Some(e) = rs.error {
+            return Err(SessionError::Input(e));
+        }
+        if let Some(r) = st.repeats.as_ref() {
+            let s = *r.stats();
+            let a = arq.get_or_insert_with(Default::default);
+            a.naks += s.naks;
+            a.asked += s.asked;
+            a.resent += s.resent;
+            a.resent_bytes += s.resent_bytes;
+            a.unavailable += s.unavailable;
+            a.over_budget += s.over_budget;
+        }
+        let span = match (st.first_send, st.last_send) {
+            (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+            _ => 0.0,
+        };
+        let data_bits = (st.frames.saturating_sub(1)) as f64 * st.src.data_len as f64 * 8.0;
+        out.push(SentStation {
+            file: st.src.path.display().to_string(),
+            station: vdif::station_name(st.src.station_id),
+            stream: i as u16,
+            frames_per_second: st.src.fps,
+            threads: st.src.threads,
+            frame_len: st.src.frame_len,
+            rate_bps: st.src.rate_bps,
+            spacing_us: st.src.data_len as f64 * 8.0 / st.src.rate_bps * 1e6,
+            frames_sent: st.frames,
+            bytes_sent: st.bytes,
+            injected_drops: st.injected,
+            achieved_rate_bps: if span > 0.0 { data_bits / span } else { 0.0 },
+            loops: rs.loops + st.loops,
+            source_underruns: st.underruns,
+            garbage_bytes: rs.garbage_bytes,
+            departure_gap: IntervalStats::from_ns(&st.gaps),
+            lateness: IntervalStats::from_ns(&st.lateness),
+            slips: st.pacer.slips(),
+        });
+    }
+    Ok(SendReport {
+        to: cfg.to.to_string(),
+        format: cfg.format,
+        duration_s: match (first, last) {
+            (Some(f), Some(l)) => (l - f).as_secs_f64(),
+            _ => 0.0,
+        },
+        stations: out,
+        arq,
+        rejected_control,
+        send_would_block: would_block,
+        cpu: ProcessCpu::read()
+            .unwrap_or_default()
+            .share_since(&cpu0, Duration::from_secs_f64(wall)),
+        udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+        interrupted,
+    })
+}

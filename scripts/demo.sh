@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end on this machine: build evlbi, generate a two-station VDIF set
 # (Effelsberg and Westerbork, 512 Mb/s each, a common sky signal delayed 1.5 us at Wb),
-# inspect it, check the samplers, and write a JSON report of everything.
+# inspect it, check the samplers, stream both stations over UDP on 127.0.0.1 through a path
+# that loses 2 % of the datagrams (injected at the sender), correlate what arrived, and write a
+# JSON report of everything.
 #
 #   scripts/demo.sh [OUT_DIR]     (default out/demo)
 set -euo pipefail
@@ -13,7 +15,7 @@ evlbi=target/release/evlbi
 
 echo "== generating 2 stations x 4 s of 512 Mb/s 2-bit VDIF into $out"
 $evlbi vdif gen --stations Ef,Wb --rate 512M --bits 2 --channels 8 --threads 1 --frame 8000 --seconds 4 \
-    --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --seed 42 --start 2026-01-01T00:00:00Z --out "$out" --json >"$out/gen.json"
+    --delay Wb=1.5us --snr 0.01 --seed 42 --start 2026-01-01T00:00:00Z --out "$out" --json >"$out/gen.json"
 $evlbi vdif inspect --json "$out/Ef.vdif" "$out/Wb.vdif" >"$out/inspect.json"
 $evlbi vdif stats --json "$out/Ef.vdif" >"$out/stats-Ef.json"
 $evlbi vdif stats --json "$out/Wb.vdif" >"$out/stats-Wb.json"
@@ -22,6 +24,32 @@ echo "== inspect"
 $evlbi vdif inspect "$out/Wb.vdif"
 echo "== sampler statistics"
 $evlbi vdif stats "$out/Wb.vdif"
+
+echo "== streaming both stations over 127.0.0.1 with 2 % injected loss (4 s at 2 x 512 Mb/s)"
+port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+rm -rf "$out/rx"
+$evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --json "$out/stream-recv.json" &
+rx_pid=$!
+trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
+sleep 0.3
+$evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --seed 7 \
+    --out "$out/stream-send.json"
+wait "$rx_pid"
+trap - EXIT
+
+echo "== correlating: sent files, then received files (lost frames arrive flagged invalid)"
+$evlbi vdif correlate "$out/Ef.vdif" "$out/Wb.vdif" --json >"$out/corr-sent.json"
+$evlbi vdif correlate "$out/rx"/Ef_*.vdif "$out/rx"/Wb_*.vdif --json >"$out/corr-recv.json"
+python3 - "$out" <<'PY'
+import json, sys
+o = sys.argv[1]
+s, r = json.load(open(f"{o}/corr-sent.json")), json.load(open(f"{o}/corr-recv.json"))
+st = {x["station"]: x for x in json.load(open(f"{o}/stream-recv.json"))["stations"]}
+f = [st[n]["loss_fraction"] for n in ("Ef", "Wb")]
+expect = ((1 - f[0]) * (1 - f[1])) ** 0.5
+print(f"fringe S/N sent {s['snr']:.1f}, received {r['snr']:.1f}: ratio {r['snr'] / s['snr']:.4f}; "
+      f"sqrt((1-f_Ef)(1-f_Wb)) = {expect:.4f} with f_Ef = {f[0]:.4f}, f_Wb = {f[1]:.4f}")
+PY
 
 # One report, assembled from the JSON each command wrote (JSON is the source of truth).
 {
@@ -33,7 +61,16 @@ $evlbi vdif stats "$out/Wb.vdif"
     cat "$out/stats-Ef.json"
     printf ',"Wb":'
     cat "$out/stats-Wb.json"
+    printf '},"stream":{"send":'
+    cat "$out/stream-send.json"
+    printf ',"recv":'
+    cat "$out/stream-recv.json"
+    printf '},"correlate":{"sent":'
+    cat "$out/corr-sent.json"
+    printf ',"received":'
+    cat "$out/corr-recv.json"
     printf '}}\n'
 } >"$out/report.json"
-rm "$out/gen.json" "$out/inspect.json" "$out/stats-Ef.json" "$out/stats-Wb.json"
+rm "$out/gen.json" "$out/inspect.json" "$out/stats-Ef.json" "$out/stats-Wb.json" "$out/stream-send.json" \
+    "$out/stream-recv.json" "$out/corr-sent.json" "$out/corr-recv.json"
 echo "== report written to $out/report.json"

@@ -68,7 +68,7 @@ pub struct SendArgs {
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
     /// Frames per second per thread, if a file is under a second long and states no sample rate.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
@@ -111,10 +111,10 @@ pub struct RecvArgs {
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
     /// Frames per second per thread (jive5ab/none framing without a rate in the header).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// VDIF threads per station (jive5ab/none framing).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// Reorder window: frames are written this long (in stream time) after they are due.
     #[arg(long, value_parser = parse_duration, default_value = "50ms")]

@@ -267,6 +267,43 @@ fn send_all(sock: &std::net::UdpSocket, d: &[u8], to: SocketAddr, would_block: &
     }
 }
 
+/// Read every NAK waiting on the socket and send what they ask for, within each repeat budget.
+fn serve_naks(
+    sock: &std::net::UdpSocket,
+    to: SocketAddr,
+    stations: &mut [StationTx],
+    ctl: &mut [u8],
+    loss: &mut LossProcess,
+    rejected_control: &mut u64,
+    would_block: &mut u64,
+) -> Result<(), SessionError> {
+    while let Ok((n, _from)) = sock.recv_from(ctl) {
+        match Nak::parse(&ctl[..n]) {
+            Ok(nak) => match stations
+                .get_mut(usize::from(nak.stream))
+                .and_then(|s| s.repeats.as_mut())
+            {
+                Some(r) => r.on_nak(&nak),
+                None => *rejected_control += 1,
+            },
+            Err(_) => *rejected_control += 1,
+        }
+    }
+    for st in stations.iter_mut() {
+        let Some(r) = st.repeats.as_mut() else { continue };
+        while let Some(rep) = r.next_repeat() {
+            let mut rep = rep.to_vec();
+            if let Some(flags) = rep.get_mut(5) {
+                *flags |= 1;
+            }
+            if !loss.lose() {
+                send_all(sock, &rep, to, would_block)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
 pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
     if cfg.files.is_empty() {
@@ -436,30 +473,31 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         st.seq = st.seq.wrapping_add(1);
         if cfg.arq_latency.is_some() && now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
-            while let Ok((n, _from)) = sock.recv_from(&mut ctl) {
-                match Nak::parse(&ctl[..n]) {
-                    Ok(nak) => match stations
-                        .get_mut(usize::from(nak.stream))
-                        .and_then(|s| s.repeats.as_mut())
-                    {
-                        Some(r) => r.on_nak(&nak),
-                        None => rejected_control += 1,
-                    },
-                    Err(_) => rejected_control += 1,
-                }
-            }
-            for st in stations.iter_mut() {
-                let Some(r) = st.repeats.as_mut() else { continue };
-                while let Some(rep) = r.next_repeat() {
-                    let mut rep = rep.to_vec();
-                    if let Some(flags) = rep.get_mut(5) {
-                        *flags |= 1;
-                    }
-                    if !loss.lose() {
-                        send_all(&sock, &rep, cfg.to, &mut would_block)?;
-                    }
-                }
-            }
+            serve_naks(
+                &sock,
+                cfg.to,
+                &mut stations,
+                &mut ctl,
+                &mut loss,
+                &mut rejected_control,
+                &mut would_block,
+            )?;
+        }
+    }
+    // The last frames may still be asked for: keep answering for one latency window.
+    if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
+        let until = Instant::now() + latency;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            serve_naks(
+                &sock,
+                cfg.to,
+                &mut stations,
+                &mut ctl,
+                &mut loss,
+                &mut rejected_control,
+                &mut would_block,
+            )?;
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
     let wall = wall0.elapsed().as_secs_f64();

@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::{Nak, SeqRange, MAX_NAK_RANGES};
 
+/// Shortest time between two requests for the same frame.
+const MIN_RETRY: Duration = Duration::from_millis(5);
+
 /// Receiver-side ARQ settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NakConfig {
@@ -158,7 +161,9 @@ impl NakScheduler {
         let before = self.missing.len();
         self.missing.retain(|_, m| m.slot >= base);
         self.stats.expired += (before - self.missing.len()) as u64;
-        let retry = rtt * 3 / 2;
+        // Never re-ask sooner than the sender can answer: it serves NAKs every millisecond, and
+        // on a LAN the measured round trip is far below that.
+        let retry = (rtt * 3 / 2).max(MIN_RETRY);
         let mut ranges: Vec<SeqRange> = Vec::new();
         for (&seq, m) in self.missing.iter_mut() {
             if ranges.len() == MAX_NAK_RANGES && ranges.last().is_none_or(|r| r.first + u64::from(r.count) != seq) {

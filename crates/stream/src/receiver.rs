@@ -13,6 +13,13 @@ use crate::arq::{NakConfig, NakScheduler, NakStats};
 use crate::window::{FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
 use crate::wire::{parse_data, Nak, SeqFormat, WireError};
 
+/// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
+const MAX_FPS: u32 = 1 << 24;
+/// Thread ids have 10 bits (word 3).
+const MAX_THREADS: u16 = 1024;
+/// Largest reorder window per station (memory), bytes.
+const MAX_WINDOW_BYTES: u64 = 1 << 30;
+
 /// How to receive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReceiverConfig {
@@ -79,6 +86,9 @@ pub struct DatagramCounters {
     pub no_frame_rate: u64,
     /// A native stream whose VDIF station id changed.
     pub wrong_station: u64,
+    /// A first datagram announcing a frame rate or thread count VDIF cannot have (frame numbers
+    /// have 24 bits, thread ids 10): it would size the window.
+    pub implausible_stream: u64,
 }
 
 impl DatagramCounters {
@@ -94,6 +104,7 @@ impl DatagramCounters {
             + self.too_many_stations
             + self.no_frame_rate
             + self.wrong_station
+            + self.implausible_stream
     }
 }
 
@@ -260,8 +271,20 @@ impl Receiver {
                     .filter(|t| *t > 0)
                     .or(self.cfg.threads)
                     .unwrap_or(1);
+                // Untrusted numbers size the window: keep them within what VDIF can express.
+                if fps > MAX_FPS || threads > MAX_THREADS || u32::from(d.header.thread_id) >= u32::from(threads) {
+                    self.counters.implausible_stream += 1;
+                    self.problem(format!(
+                        "datagram from {from} announces {fps} frames/s over {threads} thread(s) (thread {}): not a VDIF stream",
+                        d.header.thread_id
+                    ));
+                    return;
+                }
                 let slots_per_s = f64::from(fps) * f64::from(threads);
-                let window = (self.cfg.latency.as_secs_f64() * slots_per_s).ceil().max(4.0) as u64;
+                let frame_len = d.header.frame_len() as f64;
+                let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
+                    .ceil()
+                    .clamp(4.0, (MAX_WINDOW_BYTES as f64 / frame_len).max(4.0)) as u64;
                 let wcfg = WindowConfig {
                     frames_per_second: fps,
                     threads,

@@ -32,7 +32,7 @@ $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s 
 rx_pid=$!
 trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
 sleep 0.3
-$evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --seed 7 \
+$evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --loss-seed 7 \
     --out "$out/stream-send.json"
 wait "$rx_pid"
 trap - EXIT

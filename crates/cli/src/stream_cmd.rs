@@ -11,7 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use linkemu::realtime;
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
-use stream_session::send::{run_sender, SendConfig};
+use stream_session::send::{run_sender, Input, SendConfig};
 
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, si_fmt};
 use crate::{usage, ProblemsFound};
@@ -24,7 +24,8 @@ pub enum StreamCommand {
         evlbi stream send --to 127.0.0.1:46227 data/Ef.vdif data/Wb.vdif          # two stations, rate from the files\n  \
         evlbi stream send --to corr:46227 Ef.vdif --rate 4096M --loop --duration 10m\n  \
         evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
-        evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing")]
+        evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing\n  \
+        evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m")]
     Send(SendArgs),
     /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames
     /// written with the invalid bit set at the right time, everything counted.
@@ -59,8 +60,17 @@ impl From<Format> for SeqFormat {
 #[derive(Args)]
 pub struct SendArgs {
     /// VDIF files, one station each.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "generate")]
     files: Vec<PathBuf>,
+    /// Synthesise the stations instead of reading files (the `vdif gen` options below; default
+    /// 512 Mb/s each): --seconds of data are generated into memory and sent, looped with --loop.
+    #[arg(long, conflicts_with = "files", requires = "stations")]
+    generate: bool,
+    #[command(flatten)]
+    signal: crate::vdif_cmd::SignalArgs,
+    /// With --generate: seconds of data to generate (and loop over).
+    #[arg(long, default_value_t = 1)]
+    seconds: u32,
     /// Receiver HOST:PORT.
     #[arg(long)]
     to: String,
@@ -87,7 +97,7 @@ pub struct SendArgs {
     inject_loss: f64,
     /// Seed of --inject-loss.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    loss_seed: u64,
     /// Print the result as JSON on stdout (and to --out if given).
     #[arg(long)]
     json: bool,
@@ -184,6 +194,33 @@ fn write_json<T: serde::Serialize>(value: &T, path: Option<&PathBuf>, stdout: bo
     Ok(())
 }
 
+/// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`).
+fn generate(a: &SendArgs) -> Result<Vec<Input>> {
+    let rate = a.rate.unwrap_or(512e6);
+    let config = a.signal.to_config(rate, a.seconds)?;
+    let bytes = config.layout.bytes_per_second() * u64::from(a.seconds);
+    if bytes > 4 << 30 {
+        return Err(usage(format!(
+            "--generate would hold {} per station in memory; use fewer --seconds (it loops with --loop)",
+            si_fmt(bytes as f64) + "B"
+        )));
+    }
+    let names: Vec<String> = config.stations.iter().map(|s| s.name.clone()).collect();
+    let generator = vdif::gen::Generator::new(config);
+    let mut inputs = Vec::new();
+    for (s, name) in names.into_iter().enumerate() {
+        let mut data = Vec::with_capacity(bytes as usize);
+        generator
+            .write_station(s, &mut data, |_| {})
+            .context("generating in memory")?;
+        inputs.push(Input::Memory {
+            name: format!("generated:{name}"),
+            data,
+        });
+    }
+    Ok(inputs)
+}
+
 fn send(a: SendArgs) -> Result<()> {
     let to =
         a.to.to_socket_addrs()
@@ -193,9 +230,17 @@ fn send(a: SendArgs) -> Result<()> {
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
+    let inputs = if a.generate {
+        generate(&a)?
+    } else {
+        if !a.signal.stations.is_empty() {
+            return Err(usage("--stations goes with --generate (files carry their own station)"));
+        }
+        a.files.iter().cloned().map(Input::File).collect()
+    };
     let cfg = SendConfig {
         to,
-        files: a.files,
+        inputs,
         fps: a.fps,
         rate_bps: a.rate,
         format: a.seq_format.into(),
@@ -203,7 +248,7 @@ fn send(a: SendArgs) -> Result<()> {
         loop_files: a.loop_files,
         arq_latency: a.arq_latency.map(Duration::from_secs_f64),
         inject_loss: a.inject_loss,
-        seed: a.seed,
+        seed: a.loss_seed,
         sndbuf: 8 << 20,
     };
     let stop = stop_flag()?;

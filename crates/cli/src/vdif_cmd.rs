@@ -54,14 +54,12 @@ pub enum VdifCommand {
     Dump(DumpArgs),
 }
 
+/// What to synthesise: shared by `vdif gen` and `stream send --generate`.
 #[derive(Args)]
-pub struct GenArgs {
+pub struct SignalArgs {
     /// Station codes, comma separated: two ASCII characters each (Ef, Wb, Jb) or numeric ids.
-    #[arg(long, value_delimiter = ',', required = true)]
-    stations: Vec<String>,
-    /// Total data rate of each station (sample bits of all channels): 512M, 1G, 4096M.
-    #[arg(long, default_value = "512M", value_parser = parse_rate)]
-    rate: f64,
+    #[arg(long, value_delimiter = ',')]
+    pub stations: Vec<String>,
     /// Bits per sample: 1 or 2.
     #[arg(long, default_value_t = 2)]
     bits: u8,
@@ -74,9 +72,6 @@ pub struct GenArgs {
     /// Data bytes per frame (header excluded), a multiple of 8.
     #[arg(long, default_value_t = 8000)]
     frame: usize,
-    /// Seconds of data to generate.
-    #[arg(long, default_value_t = 10)]
-    seconds: u32,
     /// Sky-signal delay per station, STATION=TIME (e.g. Wb=1.5us); rounded to whole samples. Repeatable or comma separated.
     #[arg(long, value_delimiter = ',')]
     delay: Vec<String>,
@@ -97,6 +92,85 @@ pub struct GenArgs {
     /// UTC time of the first frame (RFC 3339, e.g. 2026-01-01T00:00:00Z) or `now`.
     #[arg(long, default_value = "now")]
     start: String,
+}
+
+impl SignalArgs {
+    /// Check the options and build the generator's configuration for `rate` b/s per station and
+    /// `seconds` of data.
+    pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {
+        let layout = FrameLayout::new(rate, self.bits, self.channels, self.threads, self.frame)
+            .map_err(|e| usage(e.to_string()))?;
+        if self.stations.is_empty() {
+            return Err(usage("--stations is required (e.g. --stations Ef,Wb)"));
+        }
+        if !(0.0..=1.0).contains(&self.snr) {
+            return Err(usage(format!(
+                "--snr {} must be within 0..=1 (the correlated fraction of the power)",
+                self.snr
+            )));
+        }
+        if seconds == 0 {
+            return Err(usage("--seconds must be at least 1"));
+        }
+        if let Some(f) = self.tone {
+            if !(f > 0.0 && f < layout.sample_rate_hz / 2.0) {
+                return Err(usage(format!(
+                    "--tone {} Hz must lie inside the channel band (0, {} Hz)",
+                    f,
+                    layout.sample_rate_hz / 2.0
+                )));
+            }
+        }
+        let mut stations = Vec::new();
+        for s in &self.stations {
+            let id = vdif::parse_station(s).map_err(|e| usage(e.to_string()))?;
+            if stations.iter().any(|x: &StationSpec| x.id == id) {
+                return Err(usage(format!("station {s} given twice")));
+            }
+            stations.push(StationSpec {
+                name: vdif::station_name(id),
+                id,
+                delay_s: 0.0,
+            });
+        }
+        for d in &self.delay {
+            let (name, t) = d
+                .split_once('=')
+                .ok_or_else(|| usage(format!("--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us")))?;
+            let secs = parse_duration(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
+            let st = stations
+                .iter_mut()
+                .find(|s| s.name == name)
+                .ok_or_else(|| usage(format!("--delay {d:?}: station {name} is not in --stations")))?;
+            st.delay_s = secs;
+        }
+        let start_unix = vdif::time::parse_start(&self.start).map_err(|e| usage(format!("--start: {e}")))?;
+        let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
+            .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
+        Ok(GenConfig {
+            layout,
+            stations,
+            seconds,
+            ref_epoch,
+            start_seconds,
+            snr: self.snr,
+            tone_hz: self.tone,
+            tone_amplitude: self.tone_amp,
+            seed: self.seed,
+        })
+    }
+}
+
+#[derive(Args)]
+pub struct GenArgs {
+    #[command(flatten)]
+    signal: SignalArgs,
+    /// Total data rate of each station (sample bits of all channels): 512M, 1G, 4096M.
+    #[arg(long, default_value = "512M", value_parser = parse_rate)]
+    rate: f64,
+    /// Seconds of data to generate.
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
     /// Output directory (created if missing).
     #[arg(long, short, default_value = ".")]
     out: PathBuf,
@@ -214,62 +288,8 @@ struct GenStation {
 }
 
 fn gen(a: GenArgs) -> Result<()> {
-    let layout = FrameLayout::new(a.rate, a.bits, a.channels, a.threads, a.frame).map_err(|e| usage(e.to_string()))?;
-    if !(0.0..=1.0).contains(&a.snr) {
-        return Err(usage(format!(
-            "--snr {} must be within 0..=1 (the correlated fraction of the power)",
-            a.snr
-        )));
-    }
-    if a.seconds == 0 {
-        return Err(usage("--seconds must be at least 1"));
-    }
-    if let Some(f) = a.tone {
-        if !(f > 0.0 && f < layout.sample_rate_hz / 2.0) {
-            return Err(usage(format!(
-                "--tone {} Hz must lie inside the channel band (0, {} Hz)",
-                f,
-                layout.sample_rate_hz / 2.0
-            )));
-        }
-    }
-    let mut stations = Vec::new();
-    for s in &a.stations {
-        let id = vdif::parse_station(s).map_err(|e| usage(e.to_string()))?;
-        if stations.iter().any(|x: &StationSpec| x.id == id) {
-            return Err(usage(format!("station {s} given twice")));
-        }
-        stations.push(StationSpec {
-            name: vdif::station_name(id),
-            id,
-            delay_s: 0.0,
-        });
-    }
-    for d in &a.delay {
-        let (name, t) = d
-            .split_once('=')
-            .ok_or_else(|| usage(format!("--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us")))?;
-        let secs = parse_duration(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
-        let st = stations
-            .iter_mut()
-            .find(|s| s.name == name)
-            .ok_or_else(|| usage(format!("--delay {d:?}: station {name} is not in --stations")))?;
-        st.delay_s = secs;
-    }
-    let start_unix = vdif::time::parse_start(&a.start).map_err(|e| usage(format!("--start: {e}")))?;
-    let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
-        .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
-    let config = GenConfig {
-        layout,
-        stations,
-        seconds: a.seconds,
-        ref_epoch,
-        start_seconds,
-        snr: a.snr,
-        tone_hz: a.tone,
-        tone_amplitude: a.tone_amp,
-        seed: a.seed,
-    };
+    let config = a.signal.to_config(a.rate, a.seconds)?;
+    let (layout, ref_epoch, start_seconds) = (config.layout, config.ref_epoch, config.start_seconds);
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let paths: Vec<PathBuf> = config
         .stations
@@ -320,9 +340,9 @@ fn gen(a: GenArgs) -> Result<()> {
         layout,
         start_utc: vdif::time::iso(ref_epoch, start_seconds, 0.0),
         seconds: a.seconds,
-        snr: a.snr,
-        tone_hz: a.tone,
-        seed: a.seed,
+        snr: a.signal.snr,
+        tone_hz: a.signal.tone,
+        seed: a.signal.seed,
         stations,
         bytes,
         elapsed_s: elapsed,

@@ -173,7 +173,7 @@ fn lost_frames_are_written_invalid_at_their_time() {
     let rx_dir = dir.path().join("rx");
     let summary = dir.path().join("r.json");
     let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
-    let (_, s) = send(rx.port, &[&ef], &["--inject-loss", "3%", "--seed", "5"]);
+    let (_, s) = send(rx.port, &[&ef], &["--inject-loss", "3%", "--loss-seed", "5"]);
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
     let dropped = s["stations"][0]["injected_drops"].as_u64().unwrap();
@@ -221,7 +221,7 @@ fn arq_recovers_injected_loss() {
     let (_, s) = send(
         rx.port,
         &[&ef],
-        &["--inject-loss", "2%", "--seed", "3", "--arq-latency", "300ms"],
+        &["--inject-loss", "2%", "--loss-seed", "3", "--arq-latency", "300ms"],
     );
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
@@ -401,4 +401,65 @@ fn unusable_output_directory_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("output directory"), "{err}");
+}
+
+#[test]
+fn generated_stations_arrive_identical_to_vdif_gen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, wb) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap()]);
+    let to = format!("127.0.0.1:{}", rx.port);
+    let out = bin()
+        .args([
+            "stream",
+            "send",
+            "--to",
+            &to,
+            "--generate",
+            "--stations",
+            "Ef,Wb",
+            "--rate",
+            "128M",
+        ])
+        .args(["--seconds", "2", "--start", "2026-11-23T12:00:00Z", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["stations"][1]["file"], "generated:Wb");
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    // The same generator, seed and start as `vdif gen`: byte-identical streams.
+    assert!(output_of(&rx_dir, "Ef") == std::fs::read(&ef).unwrap());
+    assert!(output_of(&rx_dir, "Wb") == std::fs::read(&wb).unwrap());
+}
+
+#[test]
+fn generate_and_files_are_exclusive_and_errors_are_usage_errors() {
+    let out = bin()
+        .args(["stream", "send", "--to", "127.0.0.1:9", "--generate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args([
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format",
+            "jive5ab",
+            "--fps",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = bin()
+        .args(["stream", "send", "--to", "127.0.0.1:9", "/nonexistent.vdif"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.vdif"));
 }

@@ -37,8 +37,8 @@ const REPEAT_SHARE: f64 = 0.1;
 pub struct SendConfig {
     /// Destination.
     pub to: SocketAddr,
-    /// VDIF files, one station each.
-    pub files: Vec<PathBuf>,
+    /// Inputs, one station each.
+    pub inputs: Vec<Input>,
     /// Frames per second per thread, when the file does not show it (shorter than 1 s, no rate in
     /// the header) and `rate_bps` is not given.
     pub fps: Option<u32>,
@@ -61,9 +61,32 @@ pub struct SendConfig {
     pub sndbuf: usize,
 }
 
-/// What the pre-pass learned about one file.
+/// One station's VDIF: a file, or frames already in memory (e.g. just generated).
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A VDIF file (read into memory when it fits, else streamed by a reader thread).
+    File(PathBuf),
+    /// Contiguous frames in memory, with a name for the report.
+    Memory {
+        /// Shown as the source in reports.
+        name: String,
+        /// The frames.
+        data: Vec<u8>,
+    },
+}
+
+impl Input {
+    fn name(&self) -> String {
+        match self {
+            Input::File(p) => p.display().to_string(),
+            Input::Memory { name, .. } => name.clone(),
+        }
+    }
+}
+
+/// What the pre-pass learned about one input.
 struct Source {
-    path: PathBuf,
+    input: Input,
     station_id: u16,
     threads: u16,
     frame_len: usize,
@@ -73,11 +96,16 @@ struct Source {
     loop_seconds: u32,
 }
 
-fn examine(cfg: &SendConfig, path: &PathBuf) -> Result<Source, SessionError> {
-    let f = File::open(path).map_err(io_err(format!("open {}", path.display())))?;
-    let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
-        .map_err(|e| SessionError::Input(format!("{}: {e}", path.display())))?;
-    let name = path.display();
+fn examine(cfg: &SendConfig, input: &Input) -> Result<Source, SessionError> {
+    let name = input.name();
+    let rep = match input {
+        Input::File(path) => {
+            let f = File::open(path).map_err(io_err(format!("open {}", path.display())))?;
+            vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
+        }
+        Input::Memory { data, .. } => vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {}),
+    }
+    .map_err(|e| SessionError::Input(format!("{name}: {e}")))?;
     let (Some(station_id), Some(frame_len), Some(header_len)) = (rep.station_id, rep.frame_bytes, rep.header_bytes)
     else {
         return Err(SessionError::Input(format!("{name}: no VDIF frames found")));
@@ -113,7 +141,7 @@ fn examine(cfg: &SendConfig, path: &PathBuf) -> Result<Source, SessionError> {
         0
     };
     Ok(Source {
-        path: path.clone(),
+        input: input.clone(),
         station_id,
         threads,
         frame_len,
@@ -306,10 +334,10 @@ fn serve_naks(
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
 pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
-    if cfg.files.is_empty() {
+    if cfg.inputs.is_empty() {
         return Err(SessionError::Input("no input files".into()));
     }
-    if cfg.files.len() > usize::from(u16::MAX) {
+    if cfg.inputs.len() > usize::from(u16::MAX) {
         return Err(SessionError::Input("too many stations".into()));
     }
     if cfg.arq_latency.is_some() && cfg.format != SeqFormat::Native {
@@ -318,7 +346,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         ));
     }
     let sources = cfg
-        .files
+        .inputs
         .iter()
         .map(|p| examine(cfg, p))
         .collect::<Result<Vec<_>, _>>()?;
@@ -343,21 +371,31 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         .map(|src| {
             // A file that fits in memory is sent from memory: no reader thread competing for one
             // of two cores, no per-frame allocation.
-            let whole = std::fs::metadata(&src.path)
-                .ok()
-                .filter(|m| m.len() <= MEMORY_SOURCE_MAX && m.len() % src.frame_len as u64 == 0)
-                .and_then(|_| std::fs::read(&src.path).ok())
-                .filter(|d| {
-                    d.chunks(src.frame_len)
+            let whole = match &src.input {
+                Input::Memory { data, .. } => Some(data.clone()),
+                Input::File(path) => std::fs::metadata(path)
+                    .ok()
+                    .filter(|m| m.len() <= MEMORY_SOURCE_MAX && m.len() % src.frame_len as u64 == 0)
+                    .and_then(|_| std::fs::read(path).ok()),
+            }
+            .filter(|d| {
+                d.len() % src.frame_len == 0
+                    && d.chunks(src.frame_len)
                         .all(|f| vdif::VdifHeader::parse_valid(f).is_ok_and(|h| h.frame_len() == src.frame_len))
-                });
+            });
             let (tx, rx) = sync_channel(QUEUE_BATCHES);
             let in_memory = whole.is_some();
             let reader = if in_memory {
                 drop(tx);
                 None
             } else {
-                let (path, fl, ls) = (src.path.clone(), src.frame_len, src.loop_seconds);
+                let Input::File(path) = src.input.clone() else {
+                    return Err(SessionError::Input(format!(
+                        "{}: frames in memory are not contiguous VDIF",
+                        src.input.name()
+                    )));
+                };
+                let (fl, ls) = (src.frame_len, src.loop_seconds);
                 Some(std::thread::spawn(move || reader(path, fl, ls, tx)))
             };
             let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
@@ -365,7 +403,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
             let repeats = cfg
                 .arq_latency
                 .map(|l| RetransmitBuffer::new((l.as_secs_f64() * frames_per_s).ceil() as usize + 1, REPEAT_SHARE));
-            StationTx {
+            Ok(StationTx {
                 src,
                 rx,
                 reader,
@@ -391,9 +429,9 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
                 in_memory,
                 add_seconds: 0,
                 loops: 0,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_, SessionError>>()?;
     let mut loss = LossProcess::new(
         if cfg.inject_loss > 0.0 {
             LossModel::Bernoulli { p: cfg.inject_loss }
@@ -529,7 +567,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         };
         let data_bits = (st.frames.saturating_sub(1)) as f64 * st.src.data_len as f64 * 8.0;
         out.push(SentStation {
-            file: st.src.path.display().to_string(),
+            file: st.src.input.name(),
             station: vdif::station_name(st.src.station_id),
             stream: i as u16,
             frames_per_second: st.src.fps,

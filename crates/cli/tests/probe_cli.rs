@@ -1,14 +1,12 @@
 //! `evlbi probe server` and `evlbi probe client` as separate processes on 127.0.0.1.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+mod common;
+
+use std::process::{Child, Output};
+
+use common::{bin, spawn_with_port};
 
 use serde_json::Value;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_evlbi"))
-}
 
 /// A server process for one session on a free port; killed on drop if still running.
 struct ServerProc(Child, u16);
@@ -22,31 +20,10 @@ impl Drop for ServerProc {
 
 /// Start `evlbi probe server --port 0 --once` and read the port it bound from its stderr.
 fn server(extra: &[&str]) -> ServerProc {
-    let mut args = vec!["probe", "server", "--bind", "127.0.0.1", "--port", "0", "--once"];
-    args.extend_from_slice(extra);
-    let mut child = bin()
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(port) = line
-                .split("127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split(' ').next())
-                .and_then(|p| p.parse::<u16>().ok())
-            {
-                let _ = tx.send(port);
-            }
-        }
-    });
-    let port = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("probe server prints its control address");
+    let mut cmd = bin();
+    cmd.args(["probe", "server", "--bind", "127.0.0.1", "--port", "0", "--once"])
+        .args(extra);
+    let (child, port, _log) = spawn_with_port(&mut cmd);
     ServerProc(child, port)
 }
 

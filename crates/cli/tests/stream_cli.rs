@@ -1,11 +1,14 @@
 //! `evlbi stream send` and `stream recv` as separate processes on 127.0.0.1: what arrives on
 //! disk is compared frame by frame with what was sent.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
+
+use common::{bin, spawn_with_port};
 
 use serde_json::Value;
 use vdif::VdifHeader;
@@ -13,10 +16,6 @@ use vdif::VdifHeader;
 /// 128 Mb/s, 8000-byte frames: 2000 frames/s per station.
 const FPS: &str = "2000";
 const FRAME: usize = 8032;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_evlbi"))
-}
 
 /// Two stations of 2 s each in a fresh directory.
 fn generate(dir: &Path) -> (PathBuf, PathBuf) {
@@ -56,38 +55,19 @@ impl Drop for Recv {
 
 impl Recv {
     fn start(extra: &[&str]) -> Recv {
-        let mut child = bin()
-            .args([
-                "stream",
-                "recv",
-                "--listen",
-                "127.0.0.1:0",
-                "--idle-timeout",
-                "1s",
-                "-q",
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let first = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("receiver prints its address");
-        let port = first
-            .split("127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        Recv { child, port, log: rx }
+        let mut cmd = bin();
+        cmd.args([
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--idle-timeout",
+            "1s",
+            "-q",
+        ])
+        .args(extra);
+        let (child, port, log) = spawn_with_port(&mut cmd);
+        Recv { child, port, log }
     }
 
     /// Wait (bounded) for the receiver to stop on its idle timeout; its exit status and stderr.
@@ -121,6 +101,45 @@ fn send(port: u16, files: &[&Path], extra: &[&str]) -> (Output, Value) {
     (out, v)
 }
 
+/// A fresh directory with the two stations generated, and a receiver writing into `rx/` with
+/// its JSON summary at `r.json` (plus `extra` options).
+struct Setup {
+    /// Kept so the directory lives as long as the test.
+    _dir: tempfile::TempDir,
+    ef: PathBuf,
+    wb: PathBuf,
+    rx_dir: PathBuf,
+    summary: PathBuf,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, wb) = generate(dir.path());
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("r.json");
+    Setup {
+        _dir: dir,
+        ef,
+        wb,
+        rx_dir,
+        summary,
+    }
+}
+
+impl Setup {
+    /// A receiver writing into `rx/` with its summary at `r.json`, plus `extra` options.
+    fn receiver(&self, extra: &[&str]) -> Recv {
+        let mut args = vec![
+            "--out",
+            self.rx_dir.to_str().unwrap(),
+            "--json",
+            self.summary.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Recv::start(&args)
+    }
+}
+
 fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -143,11 +162,9 @@ fn output_of(dir: &Path, station: &str) -> Vec<u8> {
 
 #[test]
 fn two_stations_arrive_byte_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ef, wb) = generate(dir.path());
-    let rx_dir = dir.path().join("rx");
-    let summary = dir.path().join("r.json");
-    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let t = setup();
+    let rx = t.receiver(&[]);
+    let (ef, wb, rx_dir, summary) = (t.ef.clone(), t.wb.clone(), t.rx_dir.clone(), t.summary.clone());
     let (_, s) = send(rx.port, &[&ef, &wb], &[]);
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
@@ -168,11 +185,9 @@ fn two_stations_arrive_byte_exact() {
 
 #[test]
 fn lost_frames_are_written_invalid_at_their_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ef, _) = generate(dir.path());
-    let rx_dir = dir.path().join("rx");
-    let summary = dir.path().join("r.json");
-    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let t = setup();
+    let rx = t.receiver(&[]);
+    let (ef, rx_dir, summary) = (t.ef.clone(), t.rx_dir.clone(), t.summary.clone());
     let (_, s) = send(rx.port, &[&ef], &["--inject-loss", "3%", "--loss-seed", "5"]);
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
@@ -205,19 +220,9 @@ fn lost_frames_are_written_invalid_at_their_time() {
 
 #[test]
 fn arq_recovers_injected_loss() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ef, _) = generate(dir.path());
-    let rx_dir = dir.path().join("rx");
-    let summary = dir.path().join("r.json");
-    let rx = Recv::start(&[
-        "--out",
-        rx_dir.to_str().unwrap(),
-        "--json",
-        summary.to_str().unwrap(),
-        "--arq",
-        "--latency",
-        "200ms",
-    ]);
+    let t = setup();
+    let rx = t.receiver(&["--arq", "--latency", "200ms"]);
+    let (ef, rx_dir, summary) = (t.ef.clone(), t.rx_dir.clone(), t.summary.clone());
     let (_, s) = send(
         rx.port,
         &[&ef],
@@ -244,11 +249,9 @@ fn arq_recovers_injected_loss() {
 
 #[test]
 fn strays_and_forgeries_are_counted_and_never_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ef, _) = generate(dir.path());
-    let rx_dir = dir.path().join("rx");
-    let summary = dir.path().join("r.json");
-    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", summary.to_str().unwrap()]);
+    let t = setup();
+    let rx = t.receiver(&[]);
+    let (ef, rx_dir, summary) = (t.ef.clone(), t.rx_dir.clone(), t.summary.clone());
     let port = rx.port;
     // A genuine datagram for the attacker to replay from its own address.
     let forged = native_datagram(&ef);

@@ -295,41 +295,52 @@ fn send_all(sock: &std::net::UdpSocket, d: &[u8], to: SocketAddr, would_block: &
     }
 }
 
-/// Read every NAK waiting on the socket and send what they ask for, within each repeat budget.
-fn serve_naks(
-    sock: &std::net::UdpSocket,
+/// The sending socket, the injected loss in front of it, and its counters.
+struct Wire {
+    sock: std::net::UdpSocket,
     to: SocketAddr,
-    stations: &mut [StationTx],
-    ctl: &mut [u8],
-    loss: &mut LossProcess,
-    rejected_control: &mut u64,
-    would_block: &mut u64,
-) -> Result<(), SessionError> {
-    while let Ok((n, _from)) = sock.recv_from(ctl) {
-        match Nak::parse(&ctl[..n]) {
-            Ok(nak) => match stations
-                .get_mut(usize::from(nak.stream))
-                .and_then(|s| s.repeats.as_mut())
-            {
-                Some(r) => r.on_nak(&nak),
-                None => *rejected_control += 1,
-            },
-            Err(_) => *rejected_control += 1,
+    loss: LossProcess,
+    ctl: Vec<u8>,
+    would_block: u64,
+    rejected_control: u64,
+}
+
+impl Wire {
+    /// Send one datagram unless the injected loss takes it; `false` when it was dropped.
+    fn send(&mut self, d: &[u8]) -> Result<bool, SessionError> {
+        if self.loss.lose() {
+            return Ok(false);
         }
+        send_all(&self.sock, d, self.to, &mut self.would_block)?;
+        Ok(true)
     }
-    for st in stations.iter_mut() {
-        let Some(r) = st.repeats.as_mut() else { continue };
-        while let Some(rep) = r.next_repeat() {
-            let mut rep = rep.to_vec();
-            if let Some(flags) = rep.get_mut(5) {
-                *flags |= 1;
-            }
-            if !loss.lose() {
-                send_all(sock, &rep, to, would_block)?;
+
+    /// Read every NAK waiting on the socket and send what they ask for, within each repeat budget.
+    fn serve_naks(&mut self, stations: &mut [StationTx]) -> Result<(), SessionError> {
+        while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
+            match Nak::parse(&self.ctl[..n]) {
+                Ok(nak) => match stations
+                    .get_mut(usize::from(nak.stream))
+                    .and_then(|s| s.repeats.as_mut())
+                {
+                    Some(r) => r.on_nak(&nak),
+                    None => self.rejected_control += 1,
+                },
+                Err(_) => self.rejected_control += 1,
             }
         }
+        for st in stations.iter_mut() {
+            let Some(r) = st.repeats.as_mut() else { continue };
+            while let Some(rep) = r.next_repeat() {
+                let mut rep = rep.to_vec();
+                if let Some(flags) = rep.get_mut(5) {
+                    *flags |= 1;
+                }
+                self.send(&rep)?;
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
@@ -432,21 +443,25 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
             })
         })
         .collect::<Result<_, SessionError>>()?;
-    let mut loss = LossProcess::new(
-        if cfg.inject_loss > 0.0 {
-            LossModel::Bernoulli { p: cfg.inject_loss }
-        } else {
-            LossModel::None
-        },
-        cfg.seed,
-    );
+    let mut wire = Wire {
+        sock,
+        to: cfg.to,
+        loss: LossProcess::new(
+            if cfg.inject_loss > 0.0 {
+                LossModel::Bernoulli { p: cfg.inject_loss }
+            } else {
+                LossModel::None
+            },
+            cfg.seed,
+        ),
+        ctl: vec![0u8; 2048],
+        would_block: 0,
+        rejected_control: 0,
+    };
     let udp0 = UdpCounters::read().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
     let mut d = Vec::with_capacity(65_536);
-    let mut ctl = vec![0u8; 2048];
-    let mut would_block = 0u64;
-    let mut rejected_control = 0u64;
     let mut next_ctl = start;
     let mut interrupted = false;
     loop {
@@ -490,10 +505,8 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
                 }
             }
         }
-        if loss.lose() {
+        if !wire.send(&d)? {
             st.injected += 1;
-        } else {
-            send_all(&sock, &d, cfg.to, &mut would_block)?;
         }
         let now = Instant::now();
         let late = st.pacer.on_sent(now);
@@ -511,30 +524,14 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         st.seq = st.seq.wrapping_add(1);
         if cfg.arq_latency.is_some() && now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
-            serve_naks(
-                &sock,
-                cfg.to,
-                &mut stations,
-                &mut ctl,
-                &mut loss,
-                &mut rejected_control,
-                &mut would_block,
-            )?;
+            wire.serve_naks(&mut stations)?;
         }
     }
     // The last frames may still be asked for: keep answering for one latency window.
     if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
         let until = Instant::now() + latency;
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            serve_naks(
-                &sock,
-                cfg.to,
-                &mut stations,
-                &mut ctl,
-                &mut loss,
-                &mut rejected_control,
-                &mut would_block,
-            )?;
+            wire.serve_naks(&mut stations)?;
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -596,8 +593,8 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         },
         stations: out,
         arq,
-        rejected_control,
-        send_would_block: would_block,
+        rejected_control: wire.rejected_control,
+        send_would_block: wire.would_block,
         cpu: ProcessCpu::read()
             .unwrap_or_default()
             .share_since(&cpu0, Duration::from_secs_f64(wall)),

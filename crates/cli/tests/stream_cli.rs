@@ -466,3 +466,15 @@ fn generate_and_files_are_exclusive_and_errors_are_usage_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.vdif"));
 }
+
+#[test]
+fn bursts_sent_with_gso_arrive_byte_exact() {
+    let t = setup();
+    let rx = t.receiver(&[]);
+    let (_, s) = send(rx.port, &[&t.ef], &["--burst", "8"]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert_eq!(s["stations"][0]["frames_sent"], 4000);
+    assert!(output_of(&t.rx_dir, "Ef") == std::fs::read(&t.ef).unwrap());
+    assert_eq!(json(&t.summary)["stations"][0]["window"]["written_valid"], 4000);
+}

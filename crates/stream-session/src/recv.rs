@@ -93,6 +93,8 @@ impl BoundReceiver {
         let cpu0 = ProcessCpu::read().unwrap_or_default();
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(64, 65_536);
+        // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
+        let _ = batch.enable_gro(&self.sock);
         let mut first: Option<Instant> = None;
         let mut last_rx = started;
         let mut next_nak = started;

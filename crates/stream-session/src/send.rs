@@ -59,6 +59,9 @@ pub struct SendConfig {
     pub seed: u64,
     /// Send socket buffer to ask for.
     pub sndbuf: usize,
+    /// Frames per system call (UDP GSO), released together every `burst` spacings: fewer
+    /// system calls for rates beyond one core's per-datagram budget, at the cost of bursts.
+    pub burst: usize,
 }
 
 /// One station's VDIF: a file, or frames already in memory (e.g. just generated).
@@ -315,6 +318,27 @@ impl Wire {
         Ok(true)
     }
 
+    /// Equal-sized datagrams back to back in `buf`: one UDP GSO call where the kernel has it
+    /// (UDP_SEGMENT, Linux ≥ 4.18), else one sendmmsg.
+    fn send_segments(&mut self, buf: &[u8], seg_len: usize) -> Result<(), SessionError> {
+        loop {
+            match netio::gso::send_gso(&self.sock, buf, seg_len) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.would_block += 1;
+                    std::hint::spin_loop();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
+                Err(e) => {
+                    return Err(SessionError::Io {
+                        what: format!("send to {}", self.to),
+                        source: e,
+                    })
+                }
+            }
+        }
+    }
+
     /// Read every NAK waiting on the socket and send what they ask for, within each repeat budget.
     fn serve_naks(&mut self, stations: &mut [StationTx]) -> Result<(), SessionError> {
         while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
@@ -372,6 +396,9 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         },
     )?;
     sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+    // One destination: connected, so GSO can be used and ICMP errors are reported.
+    sock.connect(cfg.to).map_err(io_err(format!("connect to {}", cfg.to)))?;
+
     let start = Instant::now() + Duration::from_millis(20);
     let jive_start = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -462,6 +489,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
     let mut d = Vec::with_capacity(65_536);
+    let mut gso_buf = Vec::with_capacity(65_536 * 2);
     let mut next_ctl = start;
     let mut interrupted = false;
     loop {
@@ -475,53 +503,77 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         else {
             break;
         };
-        let deadline = stations[i].pacer.next_deadline();
-        if cfg.duration.is_some_and(|dur| deadline >= start + dur) {
+        // With --burst k the k-th frame's deadline releases k frames at once (one GSO call).
+        let burst = cfg.burst.max(1) as u64;
+        let deadline = stations[i].pacer.deadline(stations[i].pacer.sent() + burst - 1);
+        if cfg
+            .duration
+            .is_some_and(|dur| stations[i].pacer.next_deadline() >= start + dur)
+        {
             break;
         }
         wait_until(deadline);
         let st = &mut stations[i];
-        let Some((at, len)) = st.next_frame() else {
-            st.done = true;
-            continue;
-        };
-        let p = NativePrefix {
-            retransmit: false,
-            stream: i as u16,
-            seq: st.seq,
-            frames_per_second: st.src.fps,
-            threads: st.src.threads,
-        };
-        encode_data(cfg.format, &p, &st.batch[at..at + len], &mut d);
-        if st.add_seconds > 0 {
-            let pre = cfg.format.prefix_len();
-            if let Ok(mut h) = vdif::VdifHeader::parse(&d[pre..]) {
-                h.seconds += st.add_seconds;
-                let hl = h.header_len();
-                if h.emit(&mut d[pre..pre + hl]).is_err() {
-                    return Err(SessionError::Input(
-                        "VDIF time overflows its 30-bit seconds field while looping".into(),
-                    ));
+        gso_buf.clear();
+        let mut seg_len = 0;
+        let mut taken = 0u64;
+        while taken < burst {
+            let Some((at, len)) = st.next_frame() else {
+                st.done = true;
+                break;
+            };
+            taken += 1;
+            let p = NativePrefix {
+                retransmit: false,
+                stream: i as u16,
+                seq: st.seq,
+                frames_per_second: st.src.fps,
+                threads: st.src.threads,
+            };
+            encode_data(cfg.format, &p, &st.batch[at..at + len], &mut d);
+            if st.add_seconds > 0 {
+                let pre = cfg.format.prefix_len();
+                if let Ok(mut h) = vdif::VdifHeader::parse(&d[pre..]) {
+                    h.seconds += st.add_seconds;
+                    let hl = h.header_len();
+                    if h.emit(&mut d[pre..pre + hl]).is_err() {
+                        return Err(SessionError::Input(
+                            "VDIF time overflows its 30-bit seconds field while looping".into(),
+                        ));
+                    }
                 }
             }
+            if burst == 1 {
+                if !wire.send(&d)? {
+                    st.injected += 1;
+                }
+            } else if wire.loss.lose() {
+                st.injected += 1;
+            } else {
+                gso_buf.extend_from_slice(&d);
+                seg_len = d.len();
+            }
+            st.frames += 1;
+            st.bytes += d.len() as u64;
+            if let Some(r) = st.repeats.as_mut() {
+                r.on_sent(st.seq, &d);
+            }
+            st.seq = st.seq.wrapping_add(1);
         }
-        if !wire.send(&d)? {
-            st.injected += 1;
+        if !gso_buf.is_empty() {
+            wire.send_segments(&gso_buf, seg_len)?;
+        }
+        if taken == 0 {
+            continue;
         }
         let now = Instant::now();
-        let late = st.pacer.on_sent(now);
+        let late = st.pacer.on_sent_batch(now, taken as usize);
         let _ = st.lateness.record((late.late.as_nanos() as u64).max(1));
         if let Some(prev) = st.last_send {
             let _ = st.gaps.record(((now - prev).as_nanos() as u64).max(1));
         }
         st.last_send = Some(now);
         st.first_send.get_or_insert(now);
-        st.frames += 1;
-        st.bytes += d.len() as u64;
-        if let Some(r) = st.repeats.as_mut() {
-            r.on_sent(st.seq, &d);
-        }
-        st.seq = st.seq.wrapping_add(1);
         if cfg.arq_latency.is_some() && now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
             wire.serve_naks(&mut stations)?;

@@ -262,6 +262,9 @@ fn send(a: SendArgs) -> Result<()> {
         e => anyhow::Error::new(e),
     })?;
     write_json(&r, a.out.as_ref(), a.json)?;
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
     if !a.json {
         for s in &r.stations {
             let g = &s.departure_gap;

@@ -180,6 +180,17 @@ fn two_stations_arrive_byte_exact() {
     assert_eq!(r["datagrams"]["datagrams"], 8000);
     assert_eq!(s["stations"][0]["frames_sent"], 4000);
     assert_eq!(s["stations"][0]["frames_per_second"], 2000);
+    let lo: u64 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(s["path_mtu"], lo.min(65_535), "the sender reports the route's MTU");
+    assert_eq!(
+        s["warnings"].as_array().unwrap().len(),
+        0,
+        "8 KB frames fit loopback's MTU"
+    );
     assert!(log.contains("stopped by idle timeout"), "{log}");
 }
 

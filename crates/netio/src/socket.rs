@@ -253,6 +253,22 @@ pub fn connect_udp(
     Ok((sock.into(), grant))
 }
 
+/// The path MTU the kernel knows for a connected socket's route (IP_MTU / IPV6_MTU, ip(7)):
+/// a datagram larger than this minus 28 (IPv4 + UDP headers) is fragmented, and under loss
+/// fragment reassembly collapses (every lost fragment wastes the whole datagram and holds
+/// reassembly memory). `None` if the socket is not connected or the kernel does not say.
+pub fn path_mtu(sock: &UdpSocket) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    let v4 = sock.peer_addr().ok()?.is_ipv4();
+    let r = if v4 {
+        crate::sys::get_int(fd, libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        crate::sys::get_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    r.ok().and_then(|m| usize::try_from(m).ok()).filter(|m| *m > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,3 +135,14 @@ fn capped_request_without_privilege_warns() {
         _ => eprintln!("SKIP: rmem_max is unknown or already ≥ 64 MiB, nothing is capped"),
     }
 }
+
+#[test]
+fn path_mtu_of_a_connected_loopback_socket() {
+    let (sock, _) = netio::socket::bind_udp("127.0.0.1:0".parse().unwrap(), netio::BufferRequest::default()).unwrap();
+    assert_eq!(netio::socket::path_mtu(&sock), None, "not connected yet");
+    sock.connect("127.0.0.1:9").unwrap();
+    let lo = std::fs::read_to_string("/sys/class/net/lo/mtu").unwrap();
+    // An IP packet is at most 65 535 bytes, whatever the device MTU (lo: 65 536).
+    let lo: usize = lo.trim().parse().unwrap();
+    assert_eq!(netio::socket::path_mtu(&sock), Some(lo.min(65_535)));
+}

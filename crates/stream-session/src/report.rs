@@ -98,6 +98,10 @@ pub struct SendReport {
     pub duration_s: f64,
     /// Per station.
     pub stations: Vec<SentStation>,
+    /// Path MTU to the receiver as the kernel knows it.
+    pub path_mtu: Option<usize>,
+    /// Things the operator should know (e.g. frames larger than the path MTU).
+    pub warnings: Vec<String>,
     /// Retransmissions, if ARQ was on.
     pub arq: Option<RetransmitStats>,
     /// Datagrams on the socket that were not valid NAKs.

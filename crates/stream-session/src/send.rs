@@ -398,6 +398,21 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
     sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
     // One destination: connected, so GSO can be used and ICMP errors are reported.
     sock.connect(cfg.to).map_err(io_err(format!("connect to {}", cfg.to)))?;
+    let path_mtu = netio::socket::path_mtu(&sock);
+    let mut warnings = Vec::new();
+    let ip_udp = if cfg.to.is_ipv4() { 28 } else { 48 };
+    if let (Some(mtu), Some(largest)) = (path_mtu, sources.iter().map(|s| s.frame_len).max()) {
+        let datagram = largest + cfg.format.prefix_len();
+        if datagram + ip_udp > mtu {
+            warnings.push(format!(
+                "{datagram}-byte datagrams exceed the path MTU {mtu} to {}: every frame is fragmented, and under \
+                 loss fragment reassembly collapses (one lost fragment loses the frame and holds reassembly memory); \
+                 use jumbo frames on the path or frames of at most {} bytes",
+                cfg.to,
+                mtu - ip_udp - cfg.format.prefix_len()
+            ));
+        }
+    }
 
     let start = Instant::now() + Duration::from_millis(20);
     let jive_start = std::time::SystemTime::now()
@@ -485,6 +500,11 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         would_block: 0,
         rejected_control: 0,
     };
+    // Loading the inputs took time: the timeline starts now, not before they were read.
+    let start = Instant::now() + Duration::from_millis(20);
+    for st in &mut stations {
+        st.pacer = Pacer::new(start, st.pacer.spacing());
+    }
     let udp0 = UdpCounters::read().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
@@ -644,6 +664,8 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
             _ => 0.0,
         },
         stations: out,
+        path_mtu,
+        warnings,
         arq,
         rejected_control: wire.rejected_control,
         send_would_block: wire.would_block,

@@ -489,3 +489,93 @@ fn bursts_sent_with_gso_arrive_byte_exact() {
     assert!(output_of(&t.rx_dir, "Ef") == std::fs::read(&t.ef).unwrap());
     assert_eq!(json(&t.summary)["stations"][0]["window"]["written_valid"], 4000);
 }
+
+/// Issue 7's science check, on loopback with loss injected at the sender: two stations streamed
+/// with f = 0, 1, 5 and 20 % of the datagrams lost, correlated after reception; the fringe S/N
+/// must fall as the square root of the fraction of frame pairs valid on both sides.
+#[test]
+fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef,Wb",
+            "--rate",
+            "512M",
+            "--seconds",
+            "2",
+            "-q",
+        ])
+        .args([
+            "--delay",
+            "Wb=1.5us",
+            "--snr",
+            "0.01",
+            "--seed",
+            "11",
+            "--start",
+            "2026-11-23T12:00:00Z",
+            "--out",
+        ])
+        .arg(dir.path().join("in"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (ef, wb) = (dir.path().join("in/Ef.vdif"), dir.path().join("in/Wb.vdif"));
+    let correlate = |a: &Path, b: &Path| -> Value {
+        let o = bin()
+            .args(["vdif", "correlate", "--json"])
+            .arg(a)
+            .arg(b)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let reference = correlate(&ef, &wb);
+    let snr0 = reference["snr"].as_f64().unwrap();
+    assert_eq!(reference["delay_samples"], 48);
+    assert!(snr0 > 40.0, "a clear fringe to start from: {snr0}");
+    for (i, loss) in ["0%", "1%", "5%", "20%"].into_iter().enumerate() {
+        let rx_dir = dir.path().join(format!("rx{i}"));
+        let rx = Recv::start(&["--out", rx_dir.to_str().unwrap()]);
+        send(
+            rx.port,
+            &[&ef, &wb],
+            &["--inject-loss", loss, "--loss-seed", &format!("{}", 20 + i)],
+        );
+        let (status, log) = rx.wait();
+        assert!(status.success(), "{log}");
+        let file = |st: &str| {
+            let p: Vec<PathBuf> = std::fs::read_dir(&rx_dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(st))
+                .collect();
+            p[0].clone()
+        };
+        let c = correlate(&file("Ef_"), &file("Wb_"));
+        let f: f64 = loss.trim_end_matches('%').parse::<f64>().unwrap() / 100.0;
+        let valid = c["valid_fraction"].as_f64().unwrap();
+        let ratio = c["snr"].as_f64().unwrap() / snr0;
+        println!(
+            "loss {loss}: valid pairs {valid:.4} (expected (1-f)^2 = {:.4}), S/N ratio {ratio:.4}, sqrt(valid) {:.4}",
+            (1.0 - f) * (1.0 - f),
+            valid.sqrt()
+        );
+        assert_eq!(c["delay_samples"], 48, "fringe found at {loss}");
+        // Binomial spread of the valid fraction over 16 000 frame pairs: < 0.01 at 3σ.
+        assert!(
+            (valid - (1.0 - f) * (1.0 - f)).abs() < 0.01,
+            "valid fraction {valid} at {loss}"
+        );
+        // S/N estimate spread ~1/S/N relative (S/N ≈ 60): 3σ ≈ 5 %.
+        assert!(
+            (ratio - valid.sqrt()).abs() < 0.05,
+            "S/N ratio {ratio} vs sqrt(valid) {} at {loss}",
+            valid.sqrt()
+        );
+    }
+}

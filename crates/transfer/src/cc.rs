@@ -1,0 +1,716 @@
+//! Congestion control: the [`CongestionController`] trait, [`FixedRate`] and [`Adaptive`].
+//!
+//! The sender asks its controller for a pacing rate and an inflight cap, and tells it what
+//! each REPORT measured ([`ReportSample`]). All rates are bits per second of *wire* bytes
+//! (DATA length + the configured per-datagram overhead), so a controller paced at the
+//! bottleneck rate fills the bottleneck exactly.
+//!
+//! # `Adaptive`
+//!
+//! Model-based, after BBR (Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM
+//! Queue 2016): it keeps a model of the path, the bottleneck bandwidth `BtlBw` and the
+//! propagation delay `RTprop`, and paces at `gain · BtlBw`, never with more than
+//! `cwnd_gain · BtlBw · RTprop` in flight.
+//!
+//! - **`BtlBw`**: windowed max (10 rounds) of the delivery rate the receiver reports, averaged
+//!   over ≥ max(20 ms, RTprop/2) of reports and divided by `1 − p`, where `p` is the long-run
+//!   random loss rate (lost packets used the bottleneck too; without this the estimate and the
+//!   rate would shrink by the loss rate).
+//! - **`RTprop`**: windowed min (10 s) of RTT samples (now − echoed timestamp − echo delay).
+//! - **Rounds**: a round ends when a report echoes a timestamp sent after the round began.
+//! - **Startup**: pace at `2/ln 2 · BtlBw` (at least the initial rate), i.e. the rate roughly
+//!   triples per round, until `BtlBw` grows by less than 25 % for 3 rounds, or loss clusters,
+//!   or the one-way delay rises by more than `max(2·threshold, RTprop/4)`. The inflight cap is
+//!   2 BDP already in Startup (BBR uses 2.885), which is the pipe plus a one-BDP buffer, so the
+//!   Startup overshoot into a one-BDP buffer loses little. Then **Drain** (pace at
+//!   `BtlBw / 2.885`) until inflight is down to one BDP (plus the receiver's report delay).
+//! - **ProbeBW**: cycles of 8 phases of one `RTprop` each with gains
+//!   `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`: probe for more bandwidth for one round, drain the queue
+//!   the probe made, cruise.
+//!
+//! What it reacts to, and what it ignores:
+//!
+//! - **Random loss is ignored**: it is repaired by retransmission and only enters the model
+//!   through the `1 / (1 − p)` correction.
+//! - **Clustered loss** yields: a round whose loss rate exceeds `max(3·p, p + 2 %)` (and at least
+//!   8 packets) is congestion, not noise.
+//! - **Queueing delay** yields: the minimum over the last `2·RTprop` of the per-interval minimum
+//!   one-way delay, minus its 10 s minimum, is the standing queue (a window of two rounds always
+//!   contains an empty-queue moment when the model is right, even across a probe). Above
+//!   `max(2 ms, RTprop/10)` the model is wrong.
+//! - **Yield** = set `BtlBw` to 0.9 × min(`BtlBw`, recent delivery rate), drain for one round
+//!   (gain 0.75), and ignore further signals for 3 rounds while the effect arrives. Delivery
+//!   samples of data sent before the yield are discarded: they measure the rate just cut, and
+//!   would put it straight back into the max filter. Because the
+//!   cut is multiplicative and the probe gains a small flow proportionally more than a big one
+//!   (its probe takes a larger share of the FIFO), competing flows converge.
+//! - **Outage**: when reports stop the sender probes (see [`crate::Sender`]); the controller is
+//!   told and restarts Startup from a quarter of its old estimate when reports resume.
+
+use std::collections::VecDeque;
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+/// What one accepted REPORT told the sender, as handed to [`CongestionController::on_report`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportSample {
+    /// When the report arrived.
+    pub now: Instant,
+    /// Send time of the newest DATA the receiver had seen when it wrote the report.
+    pub echo_sent_at: Instant,
+    /// RTT measured with this report (`None` if the echo is not newer than the previous one).
+    pub rtt: Option<Duration>,
+    /// The receiver's hold time of the echoed datagram.
+    pub echo_delay: Duration,
+    /// Length of the receiver's measurement interval.
+    pub interval: Duration,
+    /// Wire bytes (payload + header + overhead) received in the interval.
+    pub interval_wire_bytes: u64,
+    /// One past the highest DATA sequence number received (≈ datagrams sent that could have
+    /// arrived).
+    pub seq_high: u64,
+    /// DATA datagrams received in total.
+    pub rx_datagrams: u64,
+    /// Minimum relative one-way delay over the interval, µs.
+    pub owd_interval_min_us: i64,
+    /// Relative one-way delay of the latest datagram, µs.
+    pub owd_latest_us: i64,
+    /// Wire bytes in flight after this report (sent after the echoed timestamp).
+    pub inflight: u64,
+}
+
+/// A congestion controller: decides how fast the sender sends.
+pub trait CongestionController: Debug + Send {
+    /// Short name, e.g. for stats.
+    fn name(&self) -> &'static str;
+    /// A DATA datagram of `wire_bytes` was sent at `now`.
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64, retransmission: bool) {
+        let _ = (now, wire_bytes, retransmission);
+    }
+    /// The contiguous acknowledgement advanced by `newly_acked` payload bytes.
+    fn on_ack(&mut self, now: Instant, newly_acked: u64) {
+        let _ = (now, newly_acked);
+    }
+    /// An accepted REPORT.
+    fn on_report(&mut self, sample: &ReportSample);
+    /// Reports stopped: the sender switched to probing. The next
+    /// [`CongestionController::on_report`] is the first after the silence.
+    fn on_report_timeout(&mut self, now: Instant) {
+        let _ = now;
+    }
+    /// Pacing rate, bits per second of wire bytes. Must be positive.
+    fn pacing_rate_bps(&self) -> f64;
+    /// Most wire bytes in flight, if capped.
+    fn inflight_cap(&self) -> Option<u64>;
+    /// Current phase, for stats and debugging.
+    fn phase(&self) -> &'static str {
+        ""
+    }
+    /// Current bottleneck bandwidth estimate, bits per second, if the controller has one.
+    fn bandwidth_estimate_bps(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// Paces at a fixed rate whatever happens: for dedicated lightpaths and reserved circuits.
+///
+/// Loss only triggers retransmission. There is no inflight cap: the sender's own probing on
+/// missing REPORTs is what stops it during an outage.
+#[derive(Debug, Clone)]
+pub struct FixedRate {
+    rate_bps: f64,
+}
+
+impl FixedRate {
+    /// Paces at `rate_bps` (bits/s of wire bytes; clamped to at least 1 kb/s).
+    pub fn new(rate_bps: f64) -> Self {
+        let rate_bps = if rate_bps.is_finite() { rate_bps.max(1e3) } else { 1e3 };
+        Self { rate_bps }
+    }
+}
+
+impl CongestionController for FixedRate {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+    fn on_report(&mut self, _: &ReportSample) {}
+    fn pacing_rate_bps(&self) -> f64 {
+        self.rate_bps
+    }
+    fn inflight_cap(&self) -> Option<u64> {
+        None
+    }
+    fn phase(&self) -> &'static str {
+        "fixed"
+    }
+}
+
+/// Parameters of [`Adaptive`]. The defaults are the values the module docs describe.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct AdaptiveConfig {
+    /// Rate of the first round of Startup, bits/s.
+    pub initial_rate_bps: f64,
+    /// Never pace below this, bits/s.
+    pub min_rate_bps: f64,
+    /// Never pace above this, bits/s (e.g. the local NIC rate).
+    pub max_rate_bps: f64,
+    /// Pacing gain in Startup (2/ln 2).
+    pub startup_gain: f64,
+    /// Gain of the probing phase of ProbeBW.
+    pub probe_gain: f64,
+    /// Gain of the draining phase of ProbeBW (and after a yield).
+    pub drain_gain: f64,
+    /// Inflight cap in BDPs.
+    pub cwnd_gain: f64,
+    /// Window of the bandwidth max filter, rounds.
+    pub bw_window_rounds: u64,
+    /// Window of the RTT and one-way-delay min filters.
+    pub min_rtt_window: Duration,
+    /// Smallest standing-queue delay that triggers a yield.
+    pub queue_threshold_min: Duration,
+    /// Standing-queue threshold as a fraction of `RTprop` (the larger of the two applies).
+    pub queue_threshold_fraction: f64,
+    /// A round's loss is clustered when above `max(3·p, p + this)`.
+    pub loss_cluster_excess: f64,
+    /// Fraction of the delivery rate kept on a yield.
+    pub yield_factor: f64,
+}
+
+impl Default for AdaptiveConfig {
+    fn default() -> Self {
+        Self {
+            initial_rate_bps: 100e6,
+            min_rate_bps: 1e6,
+            max_rate_bps: 100e9,
+            startup_gain: 2.0 / std::f64::consts::LN_2,
+            probe_gain: 1.25,
+            drain_gain: 0.75,
+            cwnd_gain: 2.0,
+            bw_window_rounds: 10,
+            min_rtt_window: Duration::from_secs(10),
+            queue_threshold_min: Duration::from_millis(2),
+            queue_threshold_fraction: 0.1,
+            loss_cluster_excess: 0.02,
+            yield_factor: 0.9,
+        }
+    }
+}
+
+/// Windowed extremum over a monotonic deque: exact, O(1) amortised. The latest sample is never
+/// expired, so a model survives a silence.
+#[derive(Debug, Clone, Default)]
+struct Windowed<K, V> {
+    samples: VecDeque<(K, V)>,
+    max: bool,
+}
+
+impl<K: Copy + PartialOrd, V: Copy + PartialOrd> Windowed<K, V> {
+    fn new(max: bool) -> Self {
+        Self {
+            samples: VecDeque::new(),
+            max,
+        }
+    }
+
+    fn push(&mut self, key: K, value: V) {
+        while let Some(&(_, v)) = self.samples.back() {
+            let dominated = if self.max { v <= value } else { v >= value };
+            if !dominated {
+                break;
+            }
+            self.samples.pop_back();
+        }
+        self.samples.push_back((key, value));
+    }
+
+    /// Drops samples with key < `oldest`, keeping at least one.
+    fn expire(&mut self, oldest: K) {
+        while self.samples.len() > 1 && self.samples.front().is_some_and(|&(k, _)| k < oldest) {
+            self.samples.pop_front();
+        }
+    }
+
+    fn get(&self) -> Option<V> {
+        self.samples.front().map(|&(_, v)| v)
+    }
+
+    fn clear(&mut self) {
+        self.samples.clear();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Startup,
+    Drain,
+    ProbeBw,
+}
+
+const CYCLE_LEN: usize = 8;
+
+/// Model-based (BBR-like) congestion control; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Adaptive {
+    cfg: AdaptiveConfig,
+    phase: Phase,
+    start_rate: f64,
+    /// Max filter of delivery-rate samples (bits/s), keyed by round.
+    bw: Windowed<u64, f64>,
+    min_rtt: Windowed<Instant, Duration>,
+    /// Long-window minimum of the interval-min one-way delay.
+    owd_base: Windowed<Instant, i64>,
+    /// Short-window (2 RTprop) minimum of the interval-min one-way delay: the standing queue.
+    owd_recent: Windowed<Instant, i64>,
+    owd_recent_since: Option<Instant>,
+    /// Recent report intervals: (arrival, wire bytes, interval µs).
+    delivery: VecDeque<(Instant, u64, u64)>,
+    recent_rate: Option<f64>,
+    report_interval_us: f64,
+    /// Smoothed receiver hold time of the echoed datagram, µs.
+    hold_us: f64,
+    round: u64,
+    round_marker: Option<Instant>,
+    round_sent0: u64,
+    round_recv0: u64,
+    lost_acc: f64,
+    sent_acc: f64,
+    full_bw: f64,
+    full_bw_rounds: u32,
+    hold_until_round: u64,
+    cycle_index: usize,
+    cycle_start: Option<Instant>,
+    inflight: u64,
+    max_datagram: u64,
+    restart_pending: bool,
+    /// After a yield: delivery samples of data sent before this are stale (they measure the
+    /// rate the yield just cut) and do not enter the max filter.
+    samples_valid_from: Option<Instant>,
+    yields: u64,
+    yields_to_loss: u64,
+}
+
+impl Adaptive {
+    /// A controller in Startup.
+    pub fn new(cfg: AdaptiveConfig) -> Self {
+        let start_rate = cfg.initial_rate_bps.clamp(cfg.min_rate_bps, cfg.max_rate_bps);
+        Self {
+            cfg,
+            phase: Phase::Startup,
+            start_rate,
+            bw: Windowed::new(true),
+            min_rtt: Windowed::new(false),
+            owd_base: Windowed::new(false),
+            owd_recent: Windowed::new(false),
+            owd_recent_since: None,
+            delivery: VecDeque::new(),
+            recent_rate: None,
+            report_interval_us: 10_000.0,
+            hold_us: 5_000.0,
+            round: 0,
+            round_marker: None,
+            round_sent0: 0,
+            round_recv0: 0,
+            lost_acc: 0.0,
+            sent_acc: 0.0,
+            full_bw: 0.0,
+            full_bw_rounds: 0,
+            hold_until_round: 0,
+            cycle_index: 2,
+            cycle_start: None,
+            inflight: 0,
+            max_datagram: 1500,
+            restart_pending: false,
+            samples_valid_from: None,
+            yields: 0,
+            yields_to_loss: 0,
+        }
+    }
+
+    /// How many times it yielded to a congestion signal.
+    pub fn yields(&self) -> u64 {
+        self.yields
+    }
+
+    /// How many of [`Adaptive::yields`] were to clustered loss (the others to queueing delay).
+    pub fn yields_to_loss(&self) -> u64 {
+        self.yields_to_loss
+    }
+
+    /// Long-run random loss rate estimate.
+    pub fn long_run_loss(&self) -> f64 {
+        if self.sent_acc > 0.0 {
+            (self.lost_acc / self.sent_acc).clamp(0.0, 0.2)
+        } else {
+            0.0
+        }
+    }
+
+    /// Windowed minimum RTT.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.get()
+    }
+
+    fn rtprop(&self) -> Duration {
+        self.min_rtt.get().unwrap_or(Duration::from_millis(100))
+    }
+
+    fn queue_threshold_us(&self) -> i64 {
+        let frac = self.rtprop().as_secs_f64() * self.cfg.queue_threshold_fraction;
+        let t = self.cfg.queue_threshold_min.as_secs_f64().max(frac);
+        (t * 1e6) as i64
+    }
+
+    fn btl_bw(&self) -> f64 {
+        self.bw.get().unwrap_or(0.0)
+    }
+
+    fn bdp_bytes(&self, gain: f64) -> f64 {
+        self.btl_bw() / 8.0 * (gain * self.rtprop().as_secs_f64() + 2.0 * self.report_interval_us / 1e6)
+    }
+
+    /// Inflight when the pipe is full and the queue empty: the BDP plus what the receiver's
+    /// report delay adds to the inflight measure.
+    fn drained_inflight(&self) -> f64 {
+        self.btl_bw() / 8.0 * (self.rtprop().as_secs_f64() + self.hold_us / 1e6)
+    }
+
+    fn restart(&mut self, now: Instant) {
+        self.start_rate = (self.btl_bw() * 0.25).clamp(
+            self.cfg.initial_rate_bps.min(self.cfg.max_rate_bps),
+            self.cfg.max_rate_bps,
+        );
+        self.phase = Phase::Startup;
+        self.bw.clear();
+        self.delivery.clear();
+        self.recent_rate = None;
+        self.full_bw = 0.0;
+        self.full_bw_rounds = 0;
+        self.round_marker = None;
+        self.owd_recent.clear();
+        self.owd_recent_since = None;
+        self.hold_until_round = self.round + 1;
+        self.cycle_start = Some(now);
+    }
+
+    fn update_delivery(&mut self, s: &ReportSample) {
+        let us = u64::try_from(s.interval.as_micros()).unwrap_or(u64::MAX);
+        if us == 0 {
+            return;
+        }
+        self.report_interval_us = 0.875 * self.report_interval_us + 0.125 * (us.min(100_000) as f64);
+        self.delivery.push_back((s.now, s.interval_wire_bytes, us));
+        let window_us = (self.rtprop().as_micros() as u64 / 2).clamp(20_000, 100_000);
+        let mut total_us: u64 = self.delivery.iter().map(|d| d.2).sum();
+        while self.delivery.len() > 1 && total_us - self.delivery[0].2 >= window_us {
+            total_us -= self.delivery[0].2;
+            self.delivery.pop_front();
+        }
+        if total_us < window_us {
+            return;
+        }
+        let bytes: u64 = self.delivery.iter().map(|d| d.1).sum();
+        let rate = bytes as f64 * 8.0 / (total_us as f64 / 1e6);
+        let rate = rate / (1.0 - self.long_run_loss());
+        self.recent_rate = Some(rate);
+        if self.samples_valid_from.is_some_and(|t| s.echo_sent_at < t) {
+            return;
+        }
+        self.bw.push(self.round, rate.min(self.cfg.max_rate_bps));
+    }
+
+    /// Ends a round: loss accounting and Startup's plateau test. Returns whether loss clustered.
+    fn end_round(&mut self, s: &ReportSample) -> bool {
+        self.round += 1;
+        self.round_marker = Some(s.now);
+        self.bw.expire(self.round.saturating_sub(self.cfg.bw_window_rounds));
+        let sent = s.seq_high.saturating_sub(self.round_sent0);
+        let mut clustered = false;
+        if sent >= 50 {
+            let recv = s.rx_datagrams.saturating_sub(self.round_recv0).min(sent);
+            let lost = sent - recv;
+            let rate = lost as f64 / sent as f64;
+            let p = self.long_run_loss();
+            clustered = lost >= 8 && rate > (3.0 * p).max(p + self.cfg.loss_cluster_excess);
+            if !clustered {
+                self.lost_acc = self.lost_acc * 0.98 + lost as f64;
+                self.sent_acc = self.sent_acc * 0.98 + sent as f64;
+            }
+            self.round_sent0 = s.seq_high;
+            self.round_recv0 = s.rx_datagrams;
+        }
+        if self.phase == Phase::Startup {
+            let bw = self.btl_bw();
+            if bw >= self.full_bw * 1.25 {
+                self.full_bw = bw;
+                self.full_bw_rounds = 0;
+            } else {
+                self.full_bw_rounds += 1;
+            }
+        }
+        clustered
+    }
+
+    fn standing_queue_us(&self, now: Instant) -> Option<i64> {
+        let since = self.owd_recent_since?;
+        let window = self.rtprop() * 2;
+        if now.saturating_duration_since(since) < window {
+            return None;
+        }
+        Some(self.owd_recent.get()? - self.owd_base.get()?)
+    }
+
+    fn yield_to_congestion(&mut self, now: Instant) {
+        let bw = self.btl_bw();
+        let recent = self.recent_rate.unwrap_or(bw).min(bw);
+        let target = (recent * self.cfg.yield_factor).max(self.cfg.min_rate_bps);
+        self.bw.clear();
+        self.bw.push(self.round, target);
+        self.phase = Phase::ProbeBw;
+        self.cycle_index = 1;
+        self.cycle_start = Some(now);
+        self.hold_until_round = self.round + 3;
+        self.owd_recent.clear();
+        self.owd_recent_since = None;
+        self.delivery.clear();
+        self.samples_valid_from = Some(now);
+        self.yields += 1;
+    }
+
+    fn enter_probe_bw(&mut self, now: Instant) {
+        self.phase = Phase::ProbeBw;
+        self.cycle_index = 2;
+        self.cycle_start = Some(now);
+    }
+
+    fn gain(&self) -> f64 {
+        match self.phase {
+            Phase::Startup => self.cfg.startup_gain,
+            Phase::Drain => 1.0 / self.cfg.startup_gain,
+            Phase::ProbeBw => match self.cycle_index {
+                0 => self.cfg.probe_gain,
+                1 => self.cfg.drain_gain,
+                _ => 1.0,
+            },
+        }
+    }
+}
+
+impl Default for Adaptive {
+    fn default() -> Self {
+        Self::new(AdaptiveConfig::default())
+    }
+}
+
+impl CongestionController for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn on_sent(&mut self, _now: Instant, wire_bytes: u64, _retransmission: bool) {
+        self.inflight += wire_bytes;
+        self.max_datagram = self.max_datagram.max(wire_bytes);
+    }
+
+    fn on_report_timeout(&mut self, _now: Instant) {
+        self.restart_pending = true;
+    }
+
+    fn on_report(&mut self, s: &ReportSample) {
+        let now = s.now;
+        self.inflight = s.inflight;
+        if self.restart_pending {
+            self.restart_pending = false;
+            self.restart(now);
+            self.round_sent0 = s.seq_high;
+            self.round_recv0 = s.rx_datagrams;
+            return;
+        }
+        self.hold_us = 0.875 * self.hold_us + 0.125 * (s.echo_delay.as_micros().min(100_000) as f64);
+        if let Some(rtt) = s.rtt {
+            self.min_rtt.push(now, rtt);
+            self.min_rtt
+                .expire(now.checked_sub(self.cfg.min_rtt_window).unwrap_or(now));
+        }
+        let oldest = now.checked_sub(self.cfg.min_rtt_window).unwrap_or(now);
+        self.owd_base.push(now, s.owd_interval_min_us);
+        self.owd_base.expire(oldest);
+        self.owd_recent.push(now, s.owd_interval_min_us);
+        self.owd_recent
+            .expire(now.checked_sub(self.rtprop() * 2).unwrap_or(now));
+        self.owd_recent_since.get_or_insert(now);
+        self.update_delivery(s);
+
+        let mut clustered = false;
+        match self.round_marker {
+            None => {
+                self.round_marker = Some(now);
+                self.round_sent0 = s.seq_high;
+                self.round_recv0 = s.rx_datagrams;
+            }
+            Some(marker) if s.echo_sent_at >= marker => clustered = self.end_round(s),
+            Some(_) => {}
+        }
+        let may_react = self.round >= self.hold_until_round;
+        let threshold = self.queue_threshold_us();
+
+        match self.phase {
+            Phase::Startup => {
+                let queue = self.owd_base.get().map_or(0, |b| s.owd_interval_min_us - b);
+                let startup_queue = (2 * threshold).max(self.rtprop().as_micros() as i64 / 4);
+                if self.full_bw_rounds >= 3 || (may_react && (clustered || queue > startup_queue)) {
+                    self.phase = Phase::Drain;
+                    self.hold_until_round = self.round + 2;
+                }
+            }
+            Phase::Drain => {
+                if (self.inflight as f64) <= self.drained_inflight() {
+                    self.enter_probe_bw(now);
+                }
+            }
+            Phase::ProbeBw => {
+                let queue = self.standing_queue_us(now);
+                if may_react && (clustered || queue.is_some_and(|q| q > threshold)) {
+                    if clustered {
+                        self.yields_to_loss += 1;
+                    }
+                    self.yield_to_congestion(now);
+                } else {
+                    let start = *self.cycle_start.get_or_insert(now);
+                    let phase_len = self.rtprop().max(Duration::from_millis(10));
+                    let drained = self.cycle_index == 1 && (self.inflight as f64) <= self.drained_inflight();
+                    if now.saturating_duration_since(start) >= phase_len || drained {
+                        self.cycle_index = (self.cycle_index + 1) % CYCLE_LEN;
+                        self.cycle_start = Some(now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn pacing_rate_bps(&self) -> f64 {
+        let bw = self.btl_bw();
+        let rate = match self.phase {
+            Phase::Startup => (self.gain() * bw).max(self.start_rate),
+            _ => self.gain() * bw,
+        };
+        rate.clamp(self.cfg.min_rate_bps, self.cfg.max_rate_bps)
+    }
+
+    fn inflight_cap(&self) -> Option<u64> {
+        self.min_rtt.get()?;
+        self.bw.get()?;
+        // Also in Startup: 2 BDP in flight is the pipe plus a one-BDP queue, so Startup cannot
+        // overflow a buffer of one BDP by much while the rate estimate catches up.
+        let gain = self.cfg.cwnd_gain;
+        let floor = 4 * self.max_datagram;
+        Some((self.bdp_bytes(gain) as u64).max(floor))
+    }
+
+    fn phase(&self) -> &'static str {
+        match self.phase {
+            Phase::Startup => "startup",
+            Phase::Drain => "drain",
+            Phase::ProbeBw => match self.cycle_index {
+                0 => "probe_bw:up",
+                1 => "probe_bw:down",
+                _ => "probe_bw:cruise",
+            },
+        }
+    }
+
+    fn bandwidth_estimate_bps(&self) -> Option<f64> {
+        self.bw.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t0: Instant, ms: u64, rate_bps: f64, owd_us: i64, seq: u64, rx: u64) -> ReportSample {
+        let now = t0 + Duration::from_millis(ms);
+        ReportSample {
+            now,
+            echo_sent_at: now - Duration::from_millis(50),
+            rtt: Some(Duration::from_millis(100)),
+            echo_delay: Duration::ZERO,
+            interval: Duration::from_millis(10),
+            interval_wire_bytes: (rate_bps / 8.0 * 0.01) as u64,
+            seq_high: seq,
+            rx_datagrams: rx,
+            owd_interval_min_us: owd_us,
+            owd_latest_us: owd_us,
+            inflight: 0,
+        }
+    }
+
+    #[test]
+    fn windowed_filters() {
+        let mut w: Windowed<u64, f64> = Windowed::new(true);
+        w.push(0, 5.0);
+        w.push(1, 3.0);
+        assert_eq!(w.get(), Some(5.0));
+        w.expire(1);
+        assert_eq!(w.get(), Some(3.0));
+        w.expire(100);
+        assert_eq!(w.get(), Some(3.0), "the latest sample is kept");
+        let mut m: Windowed<u64, i64> = Windowed::new(false);
+        m.push(0, 5);
+        m.push(1, 7);
+        m.push(2, 6);
+        assert_eq!(m.get(), Some(5));
+        m.expire(1);
+        assert_eq!(m.get(), Some(6));
+    }
+
+    #[test]
+    fn random_loss_does_not_cut_the_rate() {
+        let t0 = Instant::now();
+        let mut cc = Adaptive::default();
+        // Steady 1 Gb/s delivery, 1 % loss, flat delay for 20 s of reports.
+        let mut seq = 0;
+        let mut rx = 0;
+        for i in 1..2000u64 {
+            seq += 150;
+            rx += 148 + (i % 2); // ≈ 1 % loss
+            cc.on_report(&sample(t0, i * 10, 1e9, 1000, seq, rx));
+        }
+        assert_eq!(cc.yields(), 0);
+        assert!(cc.phase().starts_with("probe_bw"), "{}", cc.phase());
+        let bw = cc.bandwidth_estimate_bps().unwrap();
+        assert!((bw / 1e9 - 1.0).abs() < 0.03, "{bw}");
+        assert!((cc.long_run_loss() - 0.01).abs() < 0.005, "{}", cc.long_run_loss());
+    }
+
+    #[test]
+    fn standing_queue_yields() {
+        let t0 = Instant::now();
+        let mut cc = Adaptive::default();
+        let mut seq = 0;
+        for i in 1..1000u64 {
+            seq += 150;
+            cc.on_report(&sample(t0, i * 10, 1e9, 1000, seq, seq));
+        }
+        assert_eq!(cc.yields(), 0);
+        for i in 1000..1100u64 {
+            seq += 150;
+            cc.on_report(&sample(t0, i * 10, 1e9, 1000 + 30_000, seq, seq));
+            if cc.yields() > 0 {
+                break;
+            }
+        }
+        assert_eq!(cc.yields(), 1);
+        // 0.9 × the delivery rate, in the draining phase.
+        assert!(cc.pacing_rate_bps() < 0.7e9, "{}", cc.pacing_rate_bps());
+    }
+
+    #[test]
+    fn fixed_rate_is_fixed() {
+        let t0 = Instant::now();
+        let mut cc = FixedRate::new(9.5e8);
+        cc.on_report(&sample(t0, 10, 1e8, 1000, 100, 10));
+        assert_eq!(cc.pacing_rate_bps(), 9.5e8);
+        assert_eq!(cc.inflight_cap(), None);
+    }
+}

@@ -1,0 +1,275 @@
+//! Sans-IO reliable bulk file transfer over UDP for long, fat, lossy paths.
+//!
+//! Recorded e-VLBI data (10 GB to TBs) has to cross 1–10 Gb/s paths with 20–200 ms RTT and
+//! random loss, where a loss-based TCP collapses (Mathis: rate ≈ MSS / (RTT·√p)). This crate
+//! moves a file with a NAK-based ARQ driven by periodic receiver REPORTs, and paces it with a
+//! pluggable [`CongestionController`]: [`FixedRate`] for dedicated lightpaths, [`Adaptive`]
+//! (BBR-like, model-based) for shared paths. Random loss is repaired, not taken as congestion.
+//!
+//! # Sans-IO
+//!
+//! [`Sender`] and [`Receiver`] are state machines in the style of quinn-proto. They never read
+//! a clock, open a socket, start a thread or touch a file. The caller drives them:
+//!
+//! ```text
+//! loop {
+//!     for every datagram read from the socket:  machine.handle_datagram(now, &bytes)
+//!     if machine.poll_timeout() <= now:         machine.handle_timeout(now)
+//!     while let Some(d) = machine.poll_transmit(now) { socket.send(&d) }
+//!     sleep until min(machine.poll_timeout(), socket readable)
+//! }
+//! ```
+//!
+//! `poll_transmit` paces: it returns `None` when the next datagram is not due yet, and
+//! `poll_timeout` then says when it will be. The same four methods are what
+//! `linkemu::sim::Endpoint` asks for, so the tests run both machines in virtual time.
+//!
+//! File I/O goes through two small traits the caller implements:
+//!
+//! - [`Source`]: the sender asks it for the bytes of a chunk (`read_at(offset, buf)`) when the
+//!   chunk is about to be sent (and again for a retransmission), so nothing is buffered.
+//! - [`Sink`]: the receiver hands it each chunk the first time it arrives
+//!   (`write_at(offset, data)`); chunks arrive out of order, each exactly once. A failed write
+//!   leaves the chunk missing, so it is NAKed and arrives again.
+//!
+//! Both sides are built from the same [`SessionParams`] (session id, file size, chunk size),
+//! agreed out of band (e.g. on the control connection that started the transfer).
+//!
+//! # Protocol
+//!
+//! The file is cut into chunks of `chunk_size` bytes (the last one may be shorter); chunk `i`
+//! starts at offset `i · chunk_size` and travels in one DATA datagram. The receiver sends a
+//! REPORT every `report_interval` (10 ms) or every `report_every` DATA datagrams, whichever
+//! comes first, while data arrives. It acknowledges the contiguous prefix (`cum_ack`), NAKs
+//! holes above it and reports what it measured: receive rate over the interval, one-way
+//! delays relative to the sender's timestamps, and an echo of the newest sender timestamp.
+//!
+//! The sender
+//! - retransmits a NAKed chunk only if its last transmission was sent at least a reorder window
+//!   (¼ min RTT) before the newest datagram the receiver had seen when it wrote the report (the
+//!   echoed timestamp, as in RACK): reordering is not loss, and a chunk already retransmitted
+//!   and still in flight is not sent again;
+//! - sends retransmissions before new data, paced at the controller's rate, and never has more
+//!   than the controller's inflight cap in flight (bytes sent after the echoed timestamp);
+//! - when REPORTs stop for `max(2·SRTT + 4·RTTVAR, 100 ms)` stops sending and probes (one
+//!   retransmission of the first unacknowledged chunk, interval doubling up to 1 s) until a
+//!   REPORT arrives again, so an outage costs a few datagrams, and gives up after
+//!   `idle_timeout` (120 s) of silence;
+//! - when every chunk is acknowledged sends FIN (repeated with backoff) until FIN-ACK.
+//!
+//! A zero-length file is just the FIN / FIN-ACK exchange.
+//!
+//! # Wire format
+//!
+//! Big-endian. Every datagram starts with the common header:
+//!
+//! | offset | size | field                                                        |
+//! |--------|------|--------------------------------------------------------------|
+//! | 0      | 4    | magic `EVTF`                                                  |
+//! | 4      | 1    | version (1)                                                   |
+//! | 5      | 1    | kind: 1 DATA, 2 REPORT, 3 FIN, 4 FIN-ACK                      |
+//! | 6      | 2    | flags: DATA bit 0 = retransmission; all other bits reserved, 0 |
+//! | 8      | 8    | session id                                                    |
+//!
+//! DATA (40 + payload bytes; payload `chunk_size`, default 8192, or less for the last chunk):
+//!
+//! | offset | size | field                                                           |
+//! |--------|------|-----------------------------------------------------------------|
+//! | 16     | 8    | transmission sequence number (+1 per DATA sent, retransmissions included) |
+//! | 24     | 8    | file offset (chunk number · chunk size)                          |
+//! | 32     | 8    | send timestamp, µs since the sender's epoch                      |
+//! | 40     | n    | payload                                                          |
+//!
+//! REPORT (120 + 12·n bytes, n ≤ 96, so at most 1272 bytes):
+//!
+//! | offset | size | field                                                           |
+//! |--------|------|-----------------------------------------------------------------|
+//! | 16     | 8    | report sequence number (+1 per report; older ones are ignored)  |
+//! | 24     | 8    | `cum_ack`: chunks `[0, cum_ack)` received                        |
+//! | 32     | 8    | `recv_high`: one past the highest chunk received                 |
+//! | 40     | 8    | `window_end`: sender may send chunks below this                  |
+//! | 48     | 8    | `seq_high`: one past the highest sequence number received        |
+//! | 56     | 8    | DATA datagrams received in total                                 |
+//! | 64     | 8    | echo: highest sender timestamp received, µs                      |
+//! | 72     | 4    | echo delay: µs from that datagram's arrival to this report       |
+//! | 76     | 4    | interval length, µs (since the previous report)                  |
+//! | 80     | 4    | DATA datagrams received in the interval                          |
+//! | 84     | 8    | payload bytes received in the interval                           |
+//! | 92     | 8    | min relative one-way delay in the session, µs (i64)              |
+//! | 100    | 8    | min relative one-way delay in the interval, µs (i64)             |
+//! | 108    | 8    | relative one-way delay of the latest datagram, µs (i64)          |
+//! | 116    | 2    | n, number of NAK ranges                                          |
+//! | 118    | 2    | reserved, 0                                                      |
+//! | 120    | 12·n | NAK ranges: first missing chunk (8), count (4)                   |
+//!
+//! NAK ranges are ordered, non-overlapping, non-empty and inside `[cum_ack, recv_high)`; with
+//! more holes than fit, successive reports rotate through them. Relative one-way delay is
+//! receiver clock − sender timestamp (the offset between the clocks cancels in differences).
+//!
+//! FIN and FIN-ACK (24 bytes):
+//!
+//! | offset | size | field     |
+//! |--------|------|-----------|
+//! | 16     | 8    | file size |
+//!
+//! Parsing ([`wire::parse`]) checks lengths exactly, reserved bits, and REPORT consistency;
+//! the machines then check the session id, offsets against the file size and chunk grid,
+//! acknowledgements against what was sent. Rejected datagrams are counted by reason
+//! ([`RejectCounters`]) and dropped; nothing panics on any input.
+//!
+//! # Congestion control
+//!
+//! See [`cc`]. Rates are in bits per second of *wire* bytes: each DATA datagram counts as its
+//! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, 66 bytes by default).
+
+pub mod cc;
+pub mod receiver;
+pub mod sender;
+pub mod wire;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use cc::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, ReportSample};
+pub use receiver::{Receiver, ReceiverConfig, ReceiverState, ReceiverStats, Sink};
+pub use sender::{RateSample, Sender, SenderConfig, SenderState, SenderStats, Source};
+pub use wire::WireError;
+
+/// What both ends agree on before the transfer starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SessionParams {
+    /// Carried in every datagram; datagrams of other sessions are dropped.
+    pub session_id: u64,
+    /// Bytes to transfer.
+    pub file_size: u64,
+    /// Payload bytes per DATA datagram (the last chunk may be shorter). 8192 suits jumbo
+    /// frames; 1432 fits a 1500-byte MTU (1500 − 20 IP − 8 UDP − 40 header).
+    pub chunk_size: u32,
+}
+
+impl SessionParams {
+    /// Number of chunks (0 for an empty file).
+    pub fn total_chunks(&self) -> u64 {
+        self.file_size.div_ceil(u64::from(self.chunk_size.max(1)))
+    }
+
+    /// Offset of chunk `chunk`.
+    pub fn offset(&self, chunk: u64) -> u64 {
+        chunk.saturating_mul(u64::from(self.chunk_size))
+    }
+
+    /// Length of chunk `chunk` (0 past the end).
+    pub fn chunk_len(&self, chunk: u64) -> usize {
+        let start = self.offset(chunk);
+        let end = start.saturating_add(u64::from(self.chunk_size)).min(self.file_size);
+        end.saturating_sub(start) as usize
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.chunk_size == 0 || self.chunk_size as usize > wire::MAX_PAYLOAD {
+            return Err(ConfigError::ChunkSize(self.chunk_size));
+        }
+        Ok(())
+    }
+}
+
+/// A configuration value is out of range.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    /// Chunk size 0 or larger than a UDP datagram can carry.
+    #[error("chunk size {0} must be in 1..={max}", max = wire::MAX_PAYLOAD)]
+    ChunkSize(u32),
+    /// A duration or count that must be positive is zero.
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+}
+
+/// Why a datagram was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Reject {
+    /// It does not parse.
+    #[error("malformed: {0}")]
+    Malformed(#[from] WireError),
+    /// Another session's datagram.
+    #[error("session id {0:#x} is not ours")]
+    WrongSession(u64),
+    /// A kind this side never receives (e.g. DATA at the sender).
+    #[error("unexpected {0:?}")]
+    UnexpectedKind(wire::Kind),
+    /// DATA at or past the end of the file.
+    #[error("offset {0} is beyond the end of the file")]
+    OffsetBeyondEnd(u64),
+    /// DATA whose offset is not on the chunk grid.
+    #[error("offset {0} is not a multiple of the chunk size")]
+    MisalignedOffset(u64),
+    /// DATA whose payload length is not the chunk's length.
+    #[error("payload of {len} bytes where the chunk has {expected}")]
+    BadPayloadLength {
+        /// Received.
+        len: usize,
+        /// Expected.
+        expected: usize,
+    },
+    /// DATA past the receive window.
+    #[error("chunk {0} is beyond the receive window")]
+    BeyondWindow(u64),
+    /// A REPORT acknowledging or NAKing chunks, sequence numbers or timestamps never sent.
+    #[error("report refers to data never sent: {0}")]
+    NeverSent(&'static str),
+    /// FIN or FIN-ACK for another file size.
+    #[error("file size {0} does not match the session")]
+    FileSizeMismatch(u64),
+}
+
+/// Count of dropped datagrams per [`Reject`] reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RejectCounters {
+    /// [`Reject::Malformed`].
+    pub malformed: u64,
+    /// [`Reject::WrongSession`].
+    pub wrong_session: u64,
+    /// [`Reject::UnexpectedKind`].
+    pub unexpected_kind: u64,
+    /// [`Reject::OffsetBeyondEnd`], [`Reject::MisalignedOffset`], [`Reject::BadPayloadLength`].
+    pub bad_offset: u64,
+    /// [`Reject::BeyondWindow`].
+    pub beyond_window: u64,
+    /// [`Reject::NeverSent`].
+    pub never_sent: u64,
+    /// [`Reject::FileSizeMismatch`].
+    pub file_size_mismatch: u64,
+}
+
+impl RejectCounters {
+    /// Total dropped.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.wrong_session
+            + self.unexpected_kind
+            + self.bad_offset
+            + self.beyond_window
+            + self.never_sent
+            + self.file_size_mismatch
+    }
+
+    fn count(&mut self, r: &Reject) {
+        let c = match r {
+            Reject::Malformed(_) => &mut self.malformed,
+            Reject::WrongSession(_) => &mut self.wrong_session,
+            Reject::UnexpectedKind(_) => &mut self.unexpected_kind,
+            Reject::OffsetBeyondEnd(_) | Reject::MisalignedOffset(_) | Reject::BadPayloadLength { .. } => {
+                &mut self.bad_offset
+            }
+            Reject::BeyondWindow(_) => &mut self.beyond_window,
+            Reject::NeverSent(_) => &mut self.never_sent,
+            Reject::FileSizeMismatch(_) => &mut self.file_size_mismatch,
+        };
+        *c += 1;
+    }
+}
+
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}

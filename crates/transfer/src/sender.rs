@@ -1,0 +1,810 @@
+//! The sending side: reads chunks from a [`Source`], paces DATA, repairs NAKed chunks.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::cc::{CongestionController, ReportSample};
+use crate::wire::{self, DataHeader, Datagram, Fin, Kind, Report, DATA_HEADER_LEN};
+use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
+
+/// Where the sender's bytes come from (a file, a recorder's buffer, a generator in tests).
+pub trait Source {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 = end of data).
+    /// The sender calls it again for the rest after a short read. An error aborts the transfer.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize>;
+}
+
+impl<S: Source + ?Sized> Source for &mut S {
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        (**self).read_at(offset, buf)
+    }
+}
+
+/// Sender settings; [`SenderConfig::new`] gives the defaults for a session.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SenderConfig {
+    /// What is sent.
+    pub session: SessionParams,
+    /// Bytes each datagram occupies on the wire beyond its UDP payload, for pacing and rate
+    /// estimation: 66 = IPv4 (20) + UDP (8) + Ethernet header, FCS, preamble, gap (38).
+    pub wire_overhead: u32,
+    /// Most chunks between the oldest unacknowledged one and the newest sent (memory bound).
+    pub max_window_chunks: u64,
+    /// RTT assumed before the first measurement.
+    pub initial_rtt: Duration,
+    /// Floor of the report timeout after which the sender stops and probes.
+    pub min_report_timeout: Duration,
+    /// Longest interval between probes during a silence.
+    pub max_probe_interval: Duration,
+    /// Give up after this long without a valid datagram from the receiver.
+    pub idle_timeout: Duration,
+    /// Pacing slack: up to this much sending may be bunched into one burst.
+    pub pacing_granularity: Duration,
+    /// Floor of the reorder window (which is otherwise ¼ of the min RTT).
+    pub min_reorder_window: Duration,
+    /// Period of [`SenderStats::rate_samples`].
+    pub rate_sample_interval: Duration,
+}
+
+impl SenderConfig {
+    /// Defaults for `session`.
+    pub fn new(session: SessionParams) -> Self {
+        Self {
+            session,
+            wire_overhead: 66,
+            max_window_chunks: 1 << 20,
+            initial_rtt: Duration::from_millis(300),
+            min_report_timeout: Duration::from_millis(100),
+            max_probe_interval: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(120),
+            pacing_granularity: Duration::from_micros(100),
+            min_reorder_window: Duration::from_millis(1),
+            rate_sample_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Why a sender stopped without finishing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Failure {
+    /// [`Source::read_at`] failed.
+    Source(String),
+    /// [`Source::read_at`] returned 0 before the end of a chunk.
+    ShortRead(u64),
+    /// Nothing valid from the receiver for [`SenderConfig::idle_timeout`].
+    TimedOut,
+}
+
+/// Where the sender is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum SenderState {
+    /// Sending data and repairs.
+    Sending,
+    /// Reports stopped: only occasional probes.
+    Probing,
+    /// Everything acknowledged; FIN sent, waiting for FIN-ACK.
+    FinWait,
+    /// FIN-ACK received: both sides know the transfer is complete.
+    Done,
+    /// Aborted.
+    Failed(Failure),
+}
+
+/// One entry of [`SenderStats::rate_samples`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RateSample {
+    /// Seconds since the sender was created.
+    pub t_s: f64,
+    /// Growth of the acknowledged prefix over the period, payload bits/s.
+    pub goodput_bps: f64,
+    /// Payload rate the receiver reported over the period, bits/s.
+    pub receive_bps: f64,
+    /// Pacing rate at the end of the period, wire bits/s.
+    pub pacing_bps: f64,
+    /// Wire bytes in flight.
+    pub inflight_bytes: u64,
+}
+
+/// What the sender did (serialisable for reports).
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderStats {
+    /// Congestion controller.
+    pub cc: &'static str,
+    /// Its phase at the end.
+    pub cc_phase: &'static str,
+    /// State at the time of the snapshot.
+    pub state: SenderState,
+    /// File size.
+    pub file_bytes: u64,
+    /// Bytes acknowledged (contiguous prefix): delivered.
+    pub bytes_delivered: u64,
+    /// DATA datagrams sent (retransmissions and probes included).
+    pub datagrams_sent: u64,
+    /// Payload bytes sent.
+    pub payload_bytes_sent: u64,
+    /// Wire bytes sent (with [`SenderConfig::wire_overhead`]).
+    pub wire_bytes_sent: u64,
+    /// DATA datagrams that repeated a chunk.
+    pub retransmitted_datagrams: u64,
+    /// Their payload bytes.
+    pub retransmitted_bytes: u64,
+    /// Probes sent during silences (counted in the retransmissions too).
+    pub probes_sent: u64,
+    /// FINs sent.
+    pub fins_sent: u64,
+    /// Times reports stopped and the sender switched to probing.
+    pub report_timeouts: u64,
+    /// REPORTs accepted.
+    pub reports_received: u64,
+    /// REPORTs older than one already seen, ignored.
+    pub reports_stale: u64,
+    /// Datagrams dropped, by reason.
+    pub rejected: RejectCounters,
+    /// Loss the receiver saw: 1 − received / sent, from its latest report.
+    pub loss_seen_by_receiver: f64,
+    /// Smallest RTT measured, µs.
+    pub rtt_min_us: Option<u64>,
+    /// Smoothed RTT, µs.
+    pub srtt_us: Option<u64>,
+    /// From the first DATA sent to everything acknowledged, seconds.
+    pub duration_s: Option<f64>,
+    /// From the first DATA sent to FIN-ACK, seconds.
+    pub completion_s: Option<f64>,
+    /// File bits / `duration_s`.
+    pub goodput_bps: Option<f64>,
+    /// Rates every [`SenderConfig::rate_sample_interval`] (at most 100 000 kept).
+    pub rate_samples: Vec<RateSample>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ChunkState {
+    /// Sender clock (µs) of the latest transmission.
+    sent_us: u64,
+    /// Queued for retransmission.
+    pending: bool,
+}
+
+const MAX_RATE_SAMPLES: usize = 100_000;
+/// Added to the reorder window for the tail timer: two report intervals, so that while data
+/// flows a fresh report always comes first.
+const TAIL_TIMER_SLACK: Duration = Duration::from_millis(20);
+
+/// The sending state machine. See the crate docs for how to drive it.
+pub struct Sender<S> {
+    cfg: SenderConfig,
+    source: S,
+    cc: Box<dyn CongestionController>,
+    epoch: Instant,
+    state: SenderState,
+    total_chunks: u64,
+    /// Next chunk never sent.
+    next_chunk: u64,
+    /// Chunks below are acknowledged.
+    cum_ack: u64,
+    window_end: u64,
+    /// State of chunks `[cum_ack, next_chunk)`.
+    chunks: VecDeque<ChunkState>,
+    retx: BTreeSet<u64>,
+    /// Reorder/tail timer: if no report arrives before it, chunks the last report said were
+    /// missing (or were beyond what it had received) are declared lost once they had a full
+    /// RTT plus the reorder window to arrive.
+    tail_timer: Option<Instant>,
+    last_naks: Vec<wire::NakRange>,
+    last_recv_high: u64,
+    next_seq: u64,
+    last_sent_us: u64,
+    /// (timestamp, cumulative wire bytes sent up to and including that datagram).
+    sent_log: VecDeque<(u64, u64)>,
+    wire_at_echo: u64,
+    inflight: u64,
+    last_echo_us: Option<u64>,
+    last_report_seq: Option<u64>,
+    pace_time: Instant,
+    last_heard: Instant,
+    probe_next: Instant,
+    probe_interval: Duration,
+    fin_next: Instant,
+    fin_interval: Duration,
+    min_rtt: Option<Duration>,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    first_send: Option<Instant>,
+    acked_at: Option<Instant>,
+    done_at: Option<Instant>,
+    last_reject: Option<Reject>,
+    stats: SenderStats,
+    sample_at: Instant,
+    sample_acked: u64,
+    sample_rx_bytes: u64,
+    scratch: Vec<u8>,
+}
+
+impl<S: Source> Sender<S> {
+    /// A sender that starts at `now`, reading from `source`, paced by `cc`.
+    pub fn new(
+        cfg: SenderConfig,
+        source: S,
+        cc: Box<dyn CongestionController>,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        cfg.session.validate()?;
+        for (name, d) in [
+            ("initial_rtt", cfg.initial_rtt),
+            ("idle_timeout", cfg.idle_timeout),
+            ("max_probe_interval", cfg.max_probe_interval),
+            ("rate_sample_interval", cfg.rate_sample_interval),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::NotPositive(name));
+            }
+        }
+        if cfg.max_window_chunks == 0 {
+            return Err(ConfigError::NotPositive("max_window_chunks"));
+        }
+        let total_chunks = cfg.session.total_chunks();
+        let stats = SenderStats {
+            cc: cc.name(),
+            cc_phase: cc.phase(),
+            state: SenderState::Sending,
+            file_bytes: cfg.session.file_size,
+            bytes_delivered: 0,
+            datagrams_sent: 0,
+            payload_bytes_sent: 0,
+            wire_bytes_sent: 0,
+            retransmitted_datagrams: 0,
+            retransmitted_bytes: 0,
+            probes_sent: 0,
+            fins_sent: 0,
+            report_timeouts: 0,
+            reports_received: 0,
+            reports_stale: 0,
+            rejected: RejectCounters::default(),
+            loss_seen_by_receiver: 0.0,
+            rtt_min_us: None,
+            srtt_us: None,
+            duration_s: None,
+            completion_s: None,
+            goodput_bps: None,
+            rate_samples: Vec::new(),
+        };
+        let mut s = Self {
+            rttvar: cfg.initial_rtt / 2,
+            fin_interval: cfg.initial_rtt,
+            probe_interval: cfg.initial_rtt,
+            cfg,
+            source,
+            cc,
+            epoch: now,
+            state: SenderState::Sending,
+            total_chunks,
+            next_chunk: 0,
+            cum_ack: 0,
+            window_end: u64::MAX,
+            chunks: VecDeque::new(),
+            retx: BTreeSet::new(),
+            tail_timer: None,
+            last_naks: Vec::new(),
+            last_recv_high: 0,
+            next_seq: 0,
+            last_sent_us: 0,
+            sent_log: VecDeque::new(),
+            wire_at_echo: 0,
+            inflight: 0,
+            last_echo_us: None,
+            last_report_seq: None,
+            pace_time: now,
+            last_heard: now,
+            probe_next: now,
+            fin_next: now,
+            min_rtt: None,
+            srtt: None,
+            first_send: None,
+            acked_at: None,
+            done_at: None,
+            last_reject: None,
+            stats,
+            sample_at: now,
+            sample_acked: 0,
+            sample_rx_bytes: 0,
+            scratch: Vec::new(),
+        };
+        if total_chunks == 0 {
+            s.acked_at = Some(now);
+            s.enter_fin_wait(now);
+        }
+        Ok(s)
+    }
+
+    /// Current state.
+    pub fn state(&self) -> &SenderState {
+        &self.state
+    }
+
+    /// Whether FIN-ACK arrived: the transfer is complete on both sides.
+    pub fn is_done(&self) -> bool {
+        self.state == SenderState::Done
+    }
+
+    /// Whether every chunk is acknowledged (FIN-ACK may still be pending).
+    pub fn all_acked(&self) -> bool {
+        self.cum_ack == self.total_chunks
+    }
+
+    /// The congestion controller.
+    pub fn cc(&self) -> &dyn CongestionController {
+        self.cc.as_ref()
+    }
+
+    /// Wire bytes in flight (sent after the newest datagram the receiver reported).
+    pub fn inflight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// Why the latest datagram was rejected, if one was.
+    pub fn last_reject(&self) -> Option<&Reject> {
+        self.last_reject.as_ref()
+    }
+
+    /// The source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> SenderStats {
+        let mut s = self.stats.clone();
+        s.cc_phase = self.cc.phase();
+        s.state = self.state.clone();
+        s.bytes_delivered = if self.cum_ack == self.total_chunks {
+            self.cfg.session.file_size
+        } else {
+            self.cfg.session.offset(self.cum_ack)
+        };
+        s.rtt_min_us = self.min_rtt.map(micros);
+        s.srtt_us = self.srtt.map(micros);
+        let start = self.first_send.unwrap_or(self.epoch);
+        if let Some(t) = self.acked_at {
+            let d = t.saturating_duration_since(start).as_secs_f64();
+            s.duration_s = Some(d);
+            s.goodput_bps = (d > 0.0).then(|| self.cfg.session.file_size as f64 * 8.0 / d);
+        }
+        s.completion_s = self.done_at.map(|t| t.saturating_duration_since(start).as_secs_f64());
+        s
+    }
+
+    fn now_us(&self, now: Instant) -> u64 {
+        micros(now.saturating_duration_since(self.epoch))
+    }
+
+    fn srtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.cfg.initial_rtt)
+    }
+
+    fn report_timeout(&self) -> Duration {
+        (self.srtt() * 2 + self.rttvar * 4).max(self.cfg.min_report_timeout)
+    }
+
+    fn reorder_window_us(&self) -> u64 {
+        let w = self.min_rtt.map_or(Duration::from_millis(10), |r| r / 4);
+        micros(w.max(self.cfg.min_reorder_window))
+    }
+
+    fn outstanding(&self) -> bool {
+        self.cum_ack < self.next_chunk
+    }
+
+    fn enter_fin_wait(&mut self, now: Instant) {
+        self.state = SenderState::FinWait;
+        self.fin_next = now;
+        self.fin_interval = self.srtt().max(Duration::from_millis(10)) * 2;
+        self.retx.clear();
+        self.tail_timer = None;
+    }
+
+    fn reject(&mut self, r: Reject) {
+        self.stats.rejected.count(&r);
+        self.last_reject = Some(r);
+    }
+
+    /// A datagram from the receiver arrived at `now`. Invalid ones are counted and dropped.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        let d = match wire::parse(datagram) {
+            Ok(d) => d,
+            Err(e) => return self.reject(Reject::Malformed(e)),
+        };
+        let session = match &d {
+            Datagram::Data(x) => x.header.session_id,
+            Datagram::Report(r) => r.session_id,
+            Datagram::Fin(f) | Datagram::FinAck(f) => f.session_id,
+        };
+        if session != self.cfg.session.session_id {
+            return self.reject(Reject::WrongSession(session));
+        }
+        match d {
+            Datagram::Data(_) | Datagram::Fin(_) => self.reject(Reject::UnexpectedKind(d.kind())),
+            Datagram::FinAck(f) => {
+                if f.file_size != self.cfg.session.file_size {
+                    return self.reject(Reject::FileSizeMismatch(f.file_size));
+                }
+                self.last_heard = now;
+                if self.state == SenderState::FinWait {
+                    self.state = SenderState::Done;
+                    self.done_at = Some(now);
+                }
+            }
+            Datagram::Report(r) => self.handle_report(now, r),
+        }
+    }
+
+    fn handle_report(&mut self, now: Instant, r: Report) {
+        if r.cum_ack > self.next_chunk || r.recv_high > self.next_chunk {
+            return self.reject(Reject::NeverSent("chunk"));
+        }
+        if r.echo_ts_us > self.last_sent_us || (self.next_seq == 0 && r.rx_datagrams > 0) {
+            return self.reject(Reject::NeverSent("timestamp"));
+        }
+        if matches!(self.state, SenderState::Done | SenderState::Failed(_)) {
+            return;
+        }
+        if self.last_report_seq.is_some_and(|last| r.report_seq <= last) {
+            self.stats.reports_stale += 1;
+            return;
+        }
+        self.last_report_seq = Some(r.report_seq);
+        self.last_heard = now;
+        self.stats.reports_received += 1;
+        if self.state == SenderState::Probing {
+            self.state = SenderState::Sending;
+            self.pace_time = now;
+            self.probe_interval = self.srtt();
+        }
+        let now_us = self.now_us(now);
+
+        // RTT: only from an echo newer than any before (an older one was held longer).
+        let echo_delay = Duration::from_micros(u64::from(r.echo_delay_us));
+        let mut rtt = None;
+        if r.rx_datagrams > 0 && self.last_echo_us.is_none_or(|e| r.echo_ts_us > e) {
+            self.last_echo_us = Some(r.echo_ts_us);
+            let us = now_us
+                .saturating_sub(r.echo_ts_us)
+                .saturating_sub(u64::from(r.echo_delay_us));
+            if us > 0 {
+                let sample = Duration::from_micros(us);
+                rtt = Some(sample);
+                self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
+                match self.srtt {
+                    None => {
+                        self.srtt = Some(sample);
+                        self.rttvar = sample / 2;
+                    }
+                    Some(srtt) => {
+                        let diff = srtt.abs_diff(sample);
+                        self.rttvar = (self.rttvar * 3 + diff) / 4;
+                        self.srtt = Some((srtt * 7 + sample) / 8);
+                    }
+                }
+            }
+        }
+
+        // Acknowledgement.
+        if r.cum_ack > self.cum_ack {
+            let before = self.cfg.session.offset(self.cum_ack);
+            let n = (r.cum_ack - self.cum_ack) as usize;
+            self.chunks.drain(..n.min(self.chunks.len()));
+            self.cum_ack = r.cum_ack;
+            let after = if self.cum_ack == self.total_chunks {
+                self.cfg.session.file_size
+            } else {
+                self.cfg.session.offset(self.cum_ack)
+            };
+            self.cc.on_ack(now, after - before);
+        }
+        self.window_end = r.window_end;
+
+        // NAKs: a chunk is lost if its latest transmission left a reorder window before the
+        // newest datagram the receiver had seen.
+        let reorder = self.reorder_window_us();
+        for range in &r.naks {
+            let lo = range.start.max(self.cum_ack);
+            let hi = range.end().min(self.next_chunk);
+            for c in lo..hi {
+                let idx = (c - self.cum_ack) as usize;
+                if let Some(st) = self.chunks.get_mut(idx) {
+                    if !st.pending && st.sent_us.saturating_add(reorder) <= r.echo_ts_us {
+                        st.pending = true;
+                        self.retx.insert(c);
+                    }
+                }
+            }
+        }
+
+        self.last_recv_high = r.recv_high;
+        self.tail_timer = self
+            .outstanding()
+            .then(|| now + Duration::from_micros(reorder) + TAIL_TIMER_SLACK);
+
+        // Inflight: wire bytes sent after the echoed timestamp.
+        while let Some(&(ts, cum)) = self.sent_log.front() {
+            if ts > r.echo_ts_us {
+                break;
+            }
+            self.wire_at_echo = cum;
+            self.sent_log.pop_front();
+        }
+        self.inflight = self.stats.wire_bytes_sent - self.wire_at_echo;
+
+        let seq_high = r.seq_high.min(self.next_seq);
+        if seq_high > 0 {
+            self.stats.loss_seen_by_receiver = 1.0 - (r.rx_datagrams.min(seq_high) as f64 / seq_high as f64);
+        }
+        let per_datagram = (DATA_HEADER_LEN as u64) + u64::from(self.cfg.wire_overhead);
+        let sample = ReportSample {
+            now,
+            echo_sent_at: self.epoch + Duration::from_micros(r.echo_ts_us),
+            rtt,
+            echo_delay,
+            interval: Duration::from_micros(u64::from(r.interval_us)),
+            interval_wire_bytes: r
+                .interval_bytes
+                .saturating_add(u64::from(r.interval_datagrams).saturating_mul(per_datagram)),
+            seq_high,
+            rx_datagrams: r.rx_datagrams,
+            owd_interval_min_us: r.owd_interval_min_us,
+            owd_latest_us: r.owd_latest_us,
+            inflight: self.inflight,
+        };
+        self.cc.on_report(&sample);
+        self.last_naks = r.naks;
+
+        self.sample_rx_bytes = self.sample_rx_bytes.saturating_add(r.interval_bytes);
+        let dt = now.saturating_duration_since(self.sample_at);
+        if dt >= self.cfg.rate_sample_interval && self.stats.rate_samples.len() < MAX_RATE_SAMPLES {
+            let acked = self.cfg.session.offset(self.cum_ack).min(self.cfg.session.file_size);
+            let secs = dt.as_secs_f64();
+            self.stats.rate_samples.push(RateSample {
+                t_s: now.saturating_duration_since(self.epoch).as_secs_f64(),
+                goodput_bps: (acked - self.sample_acked) as f64 * 8.0 / secs,
+                receive_bps: self.sample_rx_bytes as f64 * 8.0 / secs,
+                pacing_bps: self.cc.pacing_rate_bps(),
+                inflight_bytes: self.inflight,
+            });
+            self.sample_at = now;
+            self.sample_acked = acked;
+            self.sample_rx_bytes = 0;
+        }
+
+        if self.cum_ack == self.total_chunks && self.acked_at.is_none() {
+            self.acked_at = Some(now);
+            self.enter_fin_wait(now);
+        }
+    }
+
+    /// When [`Sender::handle_timeout`] should be called (or [`Sender::poll_transmit`] will
+    /// have something), if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let idle = self.last_heard + self.cfg.idle_timeout;
+        match self.state {
+            SenderState::Done | SenderState::Failed(_) => None,
+            SenderState::FinWait => Some(self.fin_next.min(idle)),
+            SenderState::Probing => Some(self.probe_next.min(idle)),
+            SenderState::Sending => {
+                let mut t = idle;
+                if self.outstanding() {
+                    t = t.min(self.last_heard + self.report_timeout());
+                }
+                if self.can_send() {
+                    t = t.min(self.pace_time + self.cfg.pacing_granularity / 2);
+                }
+                if let Some(tail) = self.tail_timer {
+                    t = t.min(tail);
+                }
+                Some(t)
+            }
+        }
+    }
+
+    /// Whether something could be sent now, pacing aside.
+    fn can_send(&self) -> bool {
+        if self.cc.inflight_cap().is_some_and(|cap| self.inflight >= cap) {
+            return false;
+        }
+        !self.retx.is_empty() || self.new_chunk_allowed()
+    }
+
+    fn new_chunk_allowed(&self) -> bool {
+        self.next_chunk < self.total_chunks
+            && self.next_chunk < self.window_end
+            && self.next_chunk - self.cum_ack < self.cfg.max_window_chunks
+    }
+
+    /// The deadline from [`Sender::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if matches!(self.state, SenderState::Done | SenderState::Failed(_)) {
+            return;
+        }
+        if now >= self.last_heard + self.cfg.idle_timeout {
+            self.state = SenderState::Failed(Failure::TimedOut);
+            return;
+        }
+        if self.state == SenderState::Sending && self.tail_timer.is_some_and(|t| now >= t) {
+            self.tail_timer = None;
+            self.declare_tail_lost(now);
+        }
+        if self.state == SenderState::Sending && self.outstanding() && now >= self.last_heard + self.report_timeout() {
+            self.state = SenderState::Probing;
+            self.stats.report_timeouts += 1;
+            self.probe_interval = self.srtt().max(Duration::from_millis(100));
+            self.probe_next = now;
+            self.cc.on_report_timeout(now);
+        }
+    }
+
+    /// The tail timer fired: no report since the last one. Chunks it NAKed, or beyond its
+    /// `recv_high`, that were sent at least SRTT + reorder window ago are lost.
+    fn declare_tail_lost(&mut self, now: Instant) {
+        let deadline = self
+            .now_us(now)
+            .saturating_sub(micros(self.srtt()) + self.reorder_window_us());
+        let tail = wire::NakRange {
+            start: self.last_recv_high.max(self.cum_ack),
+            len: u32::try_from(self.next_chunk.saturating_sub(self.last_recv_high.max(self.cum_ack)))
+                .unwrap_or(u32::MAX),
+        };
+        let ranges: Vec<wire::NakRange> = self.last_naks.iter().copied().chain(std::iter::once(tail)).collect();
+        for range in ranges {
+            let lo = range.start.max(self.cum_ack);
+            let hi = range.end().min(self.next_chunk);
+            for c in lo..hi {
+                if let Some(st) = self.chunks.get_mut((c - self.cum_ack) as usize) {
+                    if !st.pending && st.sent_us <= deadline {
+                        st.pending = true;
+                        self.retx.insert(c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Next datagram to send at `now`, if one is due; call until `None`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        if self.poll_transmit_into(now, &mut out) {
+            Some(out)
+        } else {
+            self.scratch = out;
+            None
+        }
+    }
+
+    /// Like [`Sender::poll_transmit`], writing into `out` (cleared first) to reuse a buffer.
+    /// Returns whether a datagram was written.
+    pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        match self.state {
+            SenderState::Done | SenderState::Failed(_) => false,
+            SenderState::FinWait => {
+                if now < self.fin_next {
+                    return false;
+                }
+                Fin {
+                    session_id: self.cfg.session.session_id,
+                    file_size: self.cfg.session.file_size,
+                }
+                .write(Kind::Fin, out);
+                self.stats.fins_sent += 1;
+                self.fin_next = now + self.fin_interval;
+                self.fin_interval = (self.fin_interval * 2).min(self.cfg.max_probe_interval);
+                true
+            }
+            SenderState::Probing => {
+                if now < self.probe_next || !self.outstanding() {
+                    return false;
+                }
+                let chunk = self.cum_ack;
+                self.retx.remove(&chunk);
+                if !self.send_chunk(now, chunk, true, out) {
+                    return false;
+                }
+                self.stats.probes_sent += 1;
+                self.probe_next = now + self.probe_interval;
+                self.probe_interval = (self.probe_interval * 2).min(self.cfg.max_probe_interval);
+                true
+            }
+            SenderState::Sending => {
+                if self.pace_time > now || !self.can_send() {
+                    return false;
+                }
+                let mut chunk = None;
+                while let Some(c) = self.retx.pop_first() {
+                    if c >= self.cum_ack && c < self.next_chunk {
+                        chunk = Some((c, true));
+                        break;
+                    }
+                }
+                if chunk.is_none() && self.new_chunk_allowed() {
+                    chunk = Some((self.next_chunk, false));
+                }
+                let Some((c, retransmit)) = chunk else {
+                    return false;
+                };
+                if !self.send_chunk(now, c, retransmit, out) {
+                    return false;
+                }
+                let wire = out.len() as f64 + f64::from(self.cfg.wire_overhead);
+                let rate = self.cc.pacing_rate_bps().max(1e3);
+                let base = self
+                    .pace_time
+                    .max(now.checked_sub(self.cfg.pacing_granularity).unwrap_or(now));
+                self.pace_time = base + Duration::from_secs_f64(wire * 8.0 / rate);
+                true
+            }
+        }
+    }
+
+    /// Writes DATA for `chunk` into `out`; false (and the sender failed) if the source failed.
+    fn send_chunk(&mut self, now: Instant, chunk: u64, retransmit: bool, out: &mut Vec<u8>) -> bool {
+        let len = self.cfg.session.chunk_len(chunk);
+        let offset = self.cfg.session.offset(chunk);
+        let ts = self.now_us(now);
+        out.clear();
+        DataHeader {
+            session_id: self.cfg.session.session_id,
+            seq: self.next_seq,
+            offset,
+            timestamp_us: ts,
+            retransmit,
+        }
+        .write(out);
+        out.resize(DATA_HEADER_LEN + len, 0);
+        let mut filled = 0;
+        while filled < len {
+            match self
+                .source
+                .read_at(offset + filled as u64, &mut out[DATA_HEADER_LEN + filled..])
+            {
+                Ok(0) => {
+                    self.state = SenderState::Failed(Failure::ShortRead(offset + filled as u64));
+                    return false;
+                }
+                Ok(n) => filled += n.min(len - filled),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.state = SenderState::Failed(Failure::Source(e.to_string()));
+                    return false;
+                }
+            }
+        }
+        if !self.outstanding() {
+            // Nothing was outstanding: the report timeout counts from now.
+            self.last_heard = self.last_heard.max(now);
+        }
+        if chunk == self.next_chunk {
+            self.chunks.push_back(ChunkState {
+                sent_us: ts,
+                pending: false,
+            });
+            self.next_chunk += 1;
+        } else if let Some(st) = self.chunks.get_mut((chunk - self.cum_ack) as usize) {
+            st.sent_us = ts;
+            st.pending = false;
+        }
+        self.next_seq += 1;
+        self.last_sent_us = ts;
+        let wire = out.len() as u64 + u64::from(self.cfg.wire_overhead);
+        self.stats.datagrams_sent += 1;
+        self.stats.payload_bytes_sent += len as u64;
+        self.stats.wire_bytes_sent += wire;
+        if retransmit {
+            self.stats.retransmitted_datagrams += 1;
+            self.stats.retransmitted_bytes += len as u64;
+        }
+        self.sent_log.push_back((ts, self.stats.wire_bytes_sent));
+        self.inflight += wire;
+        self.first_send.get_or_insert(now);
+        self.cc.on_sent(now, wire, retransmit);
+        true
+    }
+}

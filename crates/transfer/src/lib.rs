@@ -223,6 +223,15 @@ pub enum Reject {
     FileSizeMismatch(u64),
 }
 
+/// Parse a datagram and check it belongs to `session_id`: what both sides do first.
+pub(crate) fn parse_own(datagram: &[u8], session_id: u64) -> Result<wire::Datagram<'_>, Reject> {
+    let d = wire::parse(datagram)?;
+    match d.session_id() {
+        s if s == session_id => Ok(d),
+        other => Err(Reject::WrongSession(other)),
+    }
+}
+
 /// Count of dropped datagrams per [`Reject`] reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RejectCounters {

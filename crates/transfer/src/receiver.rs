@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::wire::{self, Data, Datagram, Fin, Kind, NakRange, Report, MAX_NAK_RANGES};
+use crate::wire::{Data, Datagram, Fin, Kind, NakRange, Report, MAX_NAK_RANGES};
 use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
 
 /// Where received bytes go (a file, a correlator's buffer, a checker in tests).
@@ -255,18 +255,10 @@ impl<K: Sink> Receiver<K> {
 
     /// A datagram from the sender arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match wire::parse(datagram) {
+        let d = match crate::parse_own(datagram, self.cfg.session.session_id) {
             Ok(d) => d,
-            Err(e) => return self.reject(Reject::Malformed(e)),
+            Err(r) => return self.reject(r),
         };
-        let session = match &d {
-            Datagram::Data(x) => x.header.session_id,
-            Datagram::Report(r) => r.session_id,
-            Datagram::Fin(f) | Datagram::FinAck(f) => f.session_id,
-        };
-        if session != self.cfg.session.session_id {
-            return self.reject(Reject::WrongSession(session));
-        }
         match d {
             Datagram::Report(_) | Datagram::FinAck(_) => self.reject(Reject::UnexpectedKind(d.kind())),
             Datagram::Data(data) => self.handle_data(now, data),

@@ -410,18 +410,10 @@ impl<S: Source> Sender<S> {
 
     /// A datagram from the receiver arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match wire::parse(datagram) {
+        let d = match crate::parse_own(datagram, self.cfg.session.session_id) {
             Ok(d) => d,
-            Err(e) => return self.reject(Reject::Malformed(e)),
+            Err(r) => return self.reject(r),
         };
-        let session = match &d {
-            Datagram::Data(x) => x.header.session_id,
-            Datagram::Report(r) => r.session_id,
-            Datagram::Fin(f) | Datagram::FinAck(f) => f.session_id,
-        };
-        if session != self.cfg.session.session_id {
-            return self.reject(Reject::WrongSession(session));
-        }
         match d {
             Datagram::Data(_) | Datagram::Fin(_) => self.reject(Reject::UnexpectedKind(d.kind())),
             Datagram::FinAck(f) => {

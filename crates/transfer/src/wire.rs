@@ -334,6 +334,15 @@ pub enum Datagram<'a> {
 }
 
 impl Datagram<'_> {
+    /// Session the datagram belongs to.
+    pub fn session_id(&self) -> u64 {
+        match self {
+            Self::Data(x) => x.header.session_id,
+            Self::Report(r) => r.session_id,
+            Self::Fin(f) | Self::FinAck(f) => f.session_id,
+        }
+    }
+
     /// Kind of the message.
     pub fn kind(&self) -> Kind {
         match self {

@@ -65,11 +65,11 @@
 //!
 //! | offset | size | field                                                        |
 //! |--------|------|--------------------------------------------------------------|
-//! | 0      | 4    | magic `EVTF`                                                  |
+//! | 0      | 4    | magic `eVTR`                                                  |
 //! | 4      | 1    | version (1)                                                   |
 //! | 5      | 1    | kind: 1 DATA, 2 REPORT, 3 FIN, 4 FIN-ACK                      |
-//! | 6      | 2    | flags: DATA bit 0 = retransmission; all other bits reserved, 0 |
-//! | 8      | 8    | session id                                                    |
+//! | 6      | 8    | session id                                                    |
+//! | 14     | 2    | flags: DATA bit 0 = retransmission; all other bits reserved, 0 |
 //!
 //! DATA (40 + payload bytes; payload `chunk_size`, default 8192, or less for the last chunk):
 //!

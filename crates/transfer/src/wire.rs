@@ -9,10 +9,10 @@
 use thiserror::Error;
 
 /// First four bytes of every datagram.
-pub const MAGIC: [u8; 4] = *b"EVTF";
+pub const MAGIC: [u8; 4] = *b"eVTR";
 /// Protocol version written and accepted.
 pub const VERSION: u8 = 1;
-/// Length of the header common to all datagrams (magic, version, kind, flags, session id).
+/// Length of the header common to all datagrams (magic, version, kind, session id, flags).
 pub const COMMON_HEADER_LEN: usize = 16;
 /// Length of a DATA header; the payload follows.
 pub const DATA_HEADER_LEN: usize = 40;
@@ -135,7 +135,7 @@ pub struct CommonHeader {
     pub session_id: u64,
 }
 
-/// Reads the common header (magic, version, kind, flags, session id) only.
+/// Reads the common header (magic, version, kind, session id, flags) only.
 pub fn peek_header(datagram: &[u8]) -> Result<CommonHeader, WireError> {
     let mut r = Reader::new(datagram);
     let magic = r.array::<4>().ok_or(WireError::TooShort {
@@ -157,8 +157,8 @@ pub fn peek_header(datagram: &[u8]) -> Result<CommonHeader, WireError> {
     }
     let kind_byte = r.u8().unwrap_or(0);
     let kind = Kind::from_u8(kind_byte).ok_or(WireError::UnknownKind(kind_byte))?;
-    let flags = r.u16().unwrap_or(0);
     let session_id = r.u64().unwrap_or(0);
+    let flags = r.u16().unwrap_or(0);
     Ok(CommonHeader {
         kind,
         flags,
@@ -494,8 +494,8 @@ fn write_common(out: &mut Vec<u8>, kind: Kind, flags: u16, session_id: u64) {
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
     out.push(kind as u8);
-    out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&session_id.to_be_bytes());
+    out.extend_from_slice(&flags.to_be_bytes());
 }
 
 /// Bounds-checked big-endian reader: every read returns `None` past the end.
@@ -624,7 +624,7 @@ mod tests {
         b[5] = 9;
         assert_eq!(parse(&b), Err(WireError::UnknownKind(9)));
         let mut b = good.clone();
-        b[7] = 1;
+        b[15] = 1;
         assert!(matches!(parse(&b), Err(WireError::ReservedFlags { .. })));
         let mut b = good.clone();
         b.push(0);
@@ -672,7 +672,7 @@ mod tests {
         assert_eq!(parse(&d), Err(WireError::EmptyPayload));
         d.resize(DATA_HEADER_LEN + MAX_PAYLOAD + 1, 0);
         assert!(matches!(parse(&d), Err(WireError::PayloadTooLarge(_))));
-        d[7] = 2;
+        d[15] = 2;
         assert!(matches!(parse(&d), Err(WireError::ReservedFlags { .. })));
 
         let mut f = Vec::new();

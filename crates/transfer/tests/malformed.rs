@@ -247,8 +247,8 @@ fn structured() -> impl Strategy<Value = Vec<u8>> {
             d.extend_from_slice(&wire::MAGIC);
             d.push(wire::VERSION);
             d.push(kind);
-            d.extend_from_slice(&(flags & 1).to_be_bytes());
             d.extend_from_slice(&session.to_be_bytes());
+            d.extend_from_slice(&(flags & 1).to_be_bytes());
             if kind == 2 && body.len() >= 104 {
                 // A report-sized body with a plausible NAK count and ranges.
                 d.extend_from_slice(&body[..100]);

@@ -34,7 +34,7 @@ step() { # step NAME COMMAND...: run, show output, count tests from the runners'
 step "setup (venv, release build)" scripts/setup.sh
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -q -- -D warnings
-step "cargo test" cargo test --workspace --release --locked
+step "cargo test" cargo test --workspace --release --locked --no-fail-fast
 step "baseband cross-check" .venv/bin/pytest -q tests/crosscheck
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
     step "fuzz (${FUZZ_SECONDS:-30} s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"

@@ -39,6 +39,22 @@ pub fn progress_bar(total: u64, hidden: bool, template: &str) -> indicatif::Prog
     bar
 }
 
+/// A result as pretty JSON: written to `path` if given, printed on stdout if `stdout`.
+pub fn write_json<T: serde::Serialize>(
+    value: &T,
+    path: Option<&std::path::PathBuf>,
+    stdout: bool,
+) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    if let Some(p) = path {
+        anyhow::Context::with_context(std::fs::write(p, &text), || format!("cannot write {}", p.display()))?;
+    }
+    if stdout {
+        println!("{text}");
+    }
+    Ok(())
+}
+
 /// A usage error as an `anyhow::Error` (exit code 2).
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))

@@ -10,7 +10,7 @@ use probe::results::ProbeResult;
 use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::units::{parse_duration, parse_rate, si_fmt};
-use crate::{progress_bar, usage};
+use crate::{progress_bar, usage, write_json};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -196,13 +196,8 @@ fn client(a: ClientArgs) -> Result<()> {
     let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
     let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&result)?;
-    if let Some(p) = &a.out {
-        std::fs::write(p, &json).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
+    write_json(&result, a.out.as_ref(), a.json)?;
+    if !a.json {
         print_result(&result);
     }
     Ok(())

@@ -14,7 +14,7 @@ use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender, Input, SendConfig};
 
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, si_fmt};
-use crate::{usage, ProblemsFound};
+use crate::{usage, write_json, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum StreamCommand {
@@ -187,17 +187,6 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-fn write_json<T: serde::Serialize>(value: &T, path: Option<&PathBuf>, stdout: bool) -> Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    if let Some(p) = path {
-        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
-    }
-    if stdout {
-        println!("{text}");
-    }
-    Ok(())
-}
-
 /// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`).
 fn generate(a: &SendArgs) -> Result<Vec<Input>> {
     let rate = a.rate.unwrap_or(512e6);
@@ -257,7 +246,7 @@ fn send(a: SendArgs) -> Result<()> {
         burst: a.burst as usize,
     };
     let stop = stop_flag()?;
-    let r = run_sender(&cfg, &stop).map_err(|e| match e {
+    let r = run_sender(cfg, &stop).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;

@@ -17,22 +17,19 @@ use vdif::VdifHeader;
 const FPS: &str = "2000";
 const FRAME: usize = 8032;
 
-/// Two stations of 2 s each in a fresh directory.
+/// Two stations of 2 s each in a fresh directory, at 128 Mb/s.
 fn generate(dir: &Path) -> (PathBuf, PathBuf) {
+    generate_with(dir, &["--rate", "128M"])
+}
+
+/// Two stations (Ef, Wb) of 2 s each starting 2026-11-23T12:00:00Z into `dir/in`, with `extra`
+/// `vdif gen` options.
+fn generate_with(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
     let out = bin()
-        .args([
-            "vdif",
-            "gen",
-            "--stations",
-            "Ef,Wb",
-            "--rate",
-            "128M",
-            "--seconds",
-            "2",
-            "-q",
-        ])
+        .args(["vdif", "gen", "--stations", "Ef,Wb", "--seconds", "2", "-q"])
         .args(["--start", "2026-11-23T12:00:00Z", "--out"])
         .arg(dir.join("in"))
+        .args(extra)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -496,34 +493,10 @@ fn bursts_sent_with_gso_arrive_byte_exact() {
 #[test]
 fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bin()
-        .args([
-            "vdif",
-            "gen",
-            "--stations",
-            "Ef,Wb",
-            "--rate",
-            "512M",
-            "--seconds",
-            "2",
-            "-q",
-        ])
-        .args([
-            "--delay",
-            "Wb=1.5us",
-            "--snr",
-            "0.01",
-            "--seed",
-            "11",
-            "--start",
-            "2026-11-23T12:00:00Z",
-            "--out",
-        ])
-        .arg(dir.path().join("in"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let (ef, wb) = (dir.path().join("in/Ef.vdif"), dir.path().join("in/Wb.vdif"));
+    let (ef, wb) = generate_with(
+        dir.path(),
+        &["--rate", "512M", "--delay", "Wb=1.5us", "--snr", "0.01", "--seed", "11"],
+    );
     let correlate = |a: &Path, b: &Path| -> Value {
         let o = bin()
             .args(["vdif", "correlate", "--json"])

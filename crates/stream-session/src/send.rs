@@ -89,7 +89,12 @@ impl Input {
 
 /// What the pre-pass learned about one input.
 struct Source {
-    input: Input,
+    /// Shown as the source in reports.
+    name: String,
+    /// The file, when it is streamed by a reader thread.
+    path: Option<PathBuf>,
+    /// The whole input as contiguous frames, when it is sent from memory.
+    memory: Option<Vec<u8>>,
     station_id: u16,
     threads: u16,
     frame_len: usize,
@@ -99,16 +104,34 @@ struct Source {
     loop_seconds: u32,
 }
 
-fn examine(cfg: &SendConfig, input: &Input) -> Result<Source, SessionError> {
+/// Inspect one input (one pass over its bytes). A file that fits in memory is read once and
+/// inspected there, so it is sent from memory: no reader thread competing for one of two cores,
+/// no per-frame allocation, no second read.
+fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     let name = input.name();
-    let rep = match input {
+    let (path, data, rep) = match input {
         Input::File(path) => {
-            let f = File::open(path).map_err(io_err(format!("open {}", path.display())))?;
-            vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
+            let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MEMORY_SOURCE_MAX);
+            let data = if small {
+                Some(std::fs::read(&path).map_err(io_err(format!("read {}", path.display())))?)
+            } else {
+                None
+            };
+            let rep = match &data {
+                Some(d) => vdif::inspect::inspect(&d[..], cfg.fps, |_, _| {}),
+                None => {
+                    let f = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
+                    vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
+                }
+            };
+            (Some(path), data, rep)
         }
-        Input::Memory { data, .. } => vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {}),
-    }
-    .map_err(|e| SessionError::Input(format!("{name}: {e}")))?;
+        Input::Memory { data, .. } => {
+            let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
+            (None, Some(data), rep)
+        }
+    };
+    let rep = rep.map_err(|e| SessionError::Input(format!("{name}: {e}")))?;
     let (Some(station_id), Some(frame_len), Some(header_len)) = (rep.station_id, rep.frame_bytes, rep.header_bytes)
     else {
         return Err(SessionError::Input(format!("{name}: no VDIF frames found")));
@@ -143,8 +166,18 @@ fn examine(cfg: &SendConfig, input: &Input) -> Result<Source, SessionError> {
     } else {
         0
     };
+    // Sent from memory only when every byte is a frame of the stream's length (the scanner
+    // counted anything else as garbage); otherwise the reader thread skips what is not.
+    let memory = data.filter(|d| rep.frames.checked_mul(frame_len as u64) == Some(d.len() as u64));
+    if memory.is_none() && path.is_none() {
+        return Err(SessionError::Input(format!(
+            "{name}: frames in memory are not contiguous VDIF"
+        )));
+    }
     Ok(Source {
-        input: input.clone(),
+        name,
+        path,
+        memory,
         station_id,
         threads,
         frame_len,
@@ -368,7 +401,7 @@ impl Wire {
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
-pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
     if cfg.inputs.is_empty() {
         return Err(SessionError::Input("no input files".into()));
     }
@@ -380,10 +413,10 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
             "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
         ));
     }
-    let sources = cfg
-        .inputs
-        .iter()
-        .map(|p| examine(cfg, p))
+    let inputs = std::mem::take(&mut cfg.inputs);
+    let sources = inputs
+        .into_iter()
+        .map(|p| examine(&cfg, p))
         .collect::<Result<Vec<_>, _>>()?;
     let bind: SocketAddr = if cfg.to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
         .parse()
@@ -414,6 +447,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         }
     }
 
+    // The inputs are loaded: the timeline starts now.
     let start = Instant::now() + Duration::from_millis(20);
     let jive_start = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -421,42 +455,23 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         & 0x0000_ffff_ffff_ffff;
     let mut stations: Vec<StationTx> = sources
         .into_iter()
-        .map(|src| {
-            // A file that fits in memory is sent from memory: no reader thread competing for one
-            // of two cores, no per-frame allocation.
-            let whole = match &src.input {
-                Input::Memory { data, .. } => Some(data.clone()),
-                Input::File(path) => std::fs::metadata(path)
-                    .ok()
-                    .filter(|m| m.len() <= MEMORY_SOURCE_MAX && m.len() % src.frame_len as u64 == 0)
-                    .and_then(|_| std::fs::read(path).ok()),
-            }
-            .filter(|d| {
-                d.len() % src.frame_len == 0
-                    && d.chunks(src.frame_len)
-                        .all(|f| vdif::VdifHeader::parse_valid(f).is_ok_and(|h| h.frame_len() == src.frame_len))
-            });
+        .map(|mut src| {
+            let whole = src.memory.take();
             let (tx, rx) = sync_channel(QUEUE_BATCHES);
             let in_memory = whole.is_some();
-            let reader = if in_memory {
-                drop(tx);
-                None
-            } else {
-                let Input::File(path) = src.input.clone() else {
-                    return Err(SessionError::Input(format!(
-                        "{}: frames in memory are not contiguous VDIF",
-                        src.input.name()
-                    )));
-                };
-                let (fl, ls) = (src.frame_len, src.loop_seconds);
-                Some(std::thread::spawn(move || reader(path, fl, ls, tx)))
+            let reader = match (&whole, src.path.clone()) {
+                (None, Some(path)) => {
+                    let (fl, ls) = (src.frame_len, src.loop_seconds);
+                    Some(std::thread::spawn(move || reader(path, fl, ls, tx)))
+                }
+                _ => None,
             };
             let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
             let frames_per_s = src.rate_bps / (src.data_len as f64 * 8.0);
             let repeats = cfg
                 .arq_latency
                 .map(|l| RetransmitBuffer::new((l.as_secs_f64() * frames_per_s).ceil() as usize + 1, REPEAT_SHARE));
-            Ok(StationTx {
+            StationTx {
                 src,
                 rx,
                 reader,
@@ -482,9 +497,9 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
                 in_memory,
                 add_seconds: 0,
                 loops: 0,
-            })
+            }
         })
-        .collect::<Result<_, SessionError>>()?;
+        .collect();
     let mut wire = Wire {
         sock,
         to: cfg.to,
@@ -500,11 +515,6 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         would_block: 0,
         rejected_control: 0,
     };
-    // Loading the inputs took time: the timeline starts now, not before they were read.
-    let start = Instant::now() + Duration::from_millis(20);
-    for st in &mut stations {
-        st.pacer = Pacer::new(start, st.pacer.spacing());
-    }
     let udp0 = UdpCounters::read().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
@@ -636,7 +646,7 @@ pub fn run_sender(cfg: &SendConfig, stop: &AtomicBool) -> Result<SendReport, Ses
         };
         let data_bits = (st.frames.saturating_sub(1)) as f64 * st.src.data_len as f64 * 8.0;
         out.push(SentStation {
-            file: st.src.input.name(),
+            file: st.src.name.clone(),
             station: vdif::station_name(st.src.station_id),
             stream: i as u16,
             frames_per_second: st.src.fps,

@@ -394,7 +394,7 @@ impl Receiver {
                     source: st.source.to_string(),
                     frames_per_second: c.frames_per_second,
                     threads: c.threads,
-                    frame_len: st.window_frame_len(),
+                    frame_len: st.window.frame_len(),
                     window: w,
                     seq_first: st.seq_first,
                     seq_last: st.seq_last,
@@ -405,11 +405,5 @@ impl Receiver {
                 }
             })
             .collect()
-    }
-}
-
-impl Station {
-    fn window_frame_len(&self) -> usize {
-        self.window.frame_len()
     }
 }

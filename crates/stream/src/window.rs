@@ -360,8 +360,9 @@ impl StationWindow {
         h.frame_number = (t % fps) as u32;
         let unix = (t / fps) as i64;
         h.seconds = (unix - self.epoch_unix[usize::from(h.ref_epoch & 63)]).clamp(0, (1 << 30) - 1) as u32;
-        self.fill.fill(0);
-        // The template passed validation when it arrived; only time fields changed, all in range.
+        // The data array stays zero from allocation: only the header (same length for every frame
+        // of the stream) is rewritten. The template passed validation when it arrived; only time
+        // fields changed, all in range.
         let _ = h.emit(&mut self.fill[..h.header_len()]);
     }
 

@@ -152,15 +152,21 @@ impl NakScheduler {
         }
     }
 
+    /// The window has written every slot below `base`: what is still missing there is lost for
+    /// good (counted as expired).
+    pub fn expire_before(&mut self, base: u64) {
+        let before = self.missing.len();
+        self.missing.retain(|_, m| m.slot >= base);
+        self.stats.expired += (before - self.missing.len()) as u64;
+    }
+
     /// The window has written every slot below `base`, and at the current arrival rate writes
     /// slot `front` now (`newest − window + 1`, which is below `base` while the window fills);
     /// `slots_per_second` converts the round trip to slots. Returns the NAK to send now, if any.
     pub fn poll(&mut self, now: Instant, base: u64, front: u64, slots_per_second: f64) -> Option<Nak> {
         let rtt = self.rtt();
         let margin = (rtt.as_secs_f64() * slots_per_second).ceil() as u64;
-        let before = self.missing.len();
-        self.missing.retain(|_, m| m.slot >= base);
-        self.stats.expired += (before - self.missing.len()) as u64;
+        self.expire_before(base);
         // Never re-ask sooner than the sender can answer: it serves NAKs every millisecond, and
         // on a LAN the measured round trip is far below that.
         let retry = (rtt * 3 / 2).max(MIN_RETRY);

@@ -374,7 +374,7 @@ impl Receiver {
             st.window.finish(sink);
             if let (Some(arq), Some(base)) = (st.arq.as_mut(), st.window.base()) {
                 // Everything still missing is now written invalid.
-                let _ = arq.poll(Instant::now(), base, base, 0.0);
+                arq.expire_before(base);
             }
         }
     }

@@ -32,6 +32,11 @@ const CTRL_WORDS: usize = 16;
 /// datagram (SO_TIMESTAMPNS, socket(7); read from the SCM_TIMESTAMPNS cmsg by [`RecvBatch`]).
 /// The stamp is taken when the packet enters the IP stack, so it excludes the time the datagram
 /// waited in the socket buffer for the application.
+///
+/// Caveat: when this is the first socket on the host asking for timestamps, the kernel turns
+/// stamping on through deferred work (net/core/dev.c, net_enable_timestamp). Datagrams queued
+/// before that runs are stamped when they are read instead, so for the first milliseconds a
+/// later datagram can carry an earlier stamp. Enable timestamps before traffic starts.
 pub fn enable_rx_timestamps(sock: &UdpSocket) -> io::Result<()> {
     sys::set_int(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
 }

@@ -49,6 +49,26 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
+/// The first socket on a host to ask for timestamps switches stamping on through deferred kernel
+/// work; until it has run, datagrams are stamped when read, not when queued (a fresh CI machine
+/// saw stamps decrease within one batch). Wait until a datagram sent before a recv carries a stamp
+/// older than the recv call: from then on every datagram is stamped as it is queued.
+fn wait_for_enqueue_stamping(tx: &UdpSocket, rx: &UdpSocket) {
+    let mut rb = RecvBatch::new(4, 64);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        tx.send(b"warm-up").unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        let before_recv = now_ns();
+        rb.recv_batch(rx, Some(Duration::from_millis(200))).unwrap();
+        let stamps: Vec<u64> = rb.iter().filter_map(|d| d.kernel_time).collect();
+        if !stamps.is_empty() && stamps.iter().all(|&ts| ts < before_recv) {
+            return;
+        }
+    }
+    panic!("the kernel never stamped datagrams on arrival within 10 s");
+}
+
 #[test]
 fn ten_thousand_datagrams_arrive_intact_in_order_with_timestamps() {
     let (rx, grant) = bind_udp(localhost(), BufferRequest::new(16 << 20, 0)).unwrap();
@@ -56,6 +76,7 @@ fn ten_thousand_datagrams_arrive_intact_in_order_with_timestamps() {
     enable_rx_timestamps(&rx).unwrap();
     let rx_addr = rx.local_addr().unwrap();
     let (tx, _) = connect_udp(localhost(), rx_addr, BufferRequest::new(0, 4 << 20)).unwrap();
+    wait_for_enqueue_stamping(&tx, &rx);
     let tx_addr = tx.local_addr().unwrap();
 
     let received = Arc::new(AtomicU64::new(0));

@@ -7,6 +7,7 @@ mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
 mod stream_cmd;
+mod transfer_cmd;
 mod units;
 mod vdif_cmd;
 
@@ -60,6 +61,17 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))
 }
 
+/// Read a pre-shared key file (surrounding whitespace ignored; empty is a usage error).
+pub fn read_key(path: &Option<std::path::PathBuf>) -> anyhow::Result<Option<Vec<u8>>> {
+    let Some(p) = path else { return Ok(None) };
+    let k = anyhow::Context::with_context(std::fs::read(p), || format!("cannot read key file {}", p.display()))?;
+    let k = k.trim_ascii().to_vec();
+    if k.is_empty() {
+        return Err(usage(format!("key file {} is empty", p.display())));
+    }
+    Ok(Some(k))
+}
+
 /// A run that completed but found problems worth a non-zero exit (report already printed).
 #[derive(Debug)]
 pub struct ProblemsFound(pub String);
@@ -103,6 +115,11 @@ enum Command {
     /// Models: VLBI S/N under packet loss, the Mathis TCP bound, wire rate and packet spacing.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
+    /// Reliable bulk transfer: send files and directories to an `evlbi recv` over UDP, paced
+    /// by congestion control that ignores random loss, verified with BLAKE3, resumable.
+    Send(transfer_cmd::SendArgs),
+    /// Receive files from `evlbi send` into a directory.
+    Recv(transfer_cmd::RecvArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +130,8 @@ fn main() -> ExitCode {
         Command::Model(c) => model_cmd::run(c),
         Command::Probe(c) => probe_cmd::run(c),
         Command::Stream(c) => stream_cmd::run(c),
+        Command::Send(a) => transfer_cmd::run_send(a),
+        Command::Recv(a) => transfer_cmd::run_recv(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,13 +4,13 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
 use probe::results::ProbeResult;
 use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::units::{parse_duration, parse_rate, si_fmt};
-use crate::{progress_bar, usage, write_json};
+use crate::{progress_bar, read_key, usage, write_json};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -87,16 +87,6 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
         ProbeCommand::Server(a) => server(a),
         ProbeCommand::Client(a) => client(a),
     }
-}
-
-fn read_key(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
-    let Some(p) = path else { return Ok(None) };
-    let k = std::fs::read(p).with_context(|| format!("cannot read key file {}", p.display()))?;
-    let k = k.trim_ascii().to_vec();
-    if k.is_empty() {
-        return Err(usage(format!("key file {} is empty", p.display())));
-    }
-    Ok(Some(k))
 }
 
 fn server(a: ServerArgs) -> Result<()> {

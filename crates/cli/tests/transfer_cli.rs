@@ -1,0 +1,195 @@
+//! `evlbi send` / `evlbi recv` as separate processes over 127.0.0.1: a kill -9 of either side
+//! and the same command again continues where it stopped, never re-sending held blocks, and the
+//! result is byte-exact; usage errors exit 2.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, spawn_with_port};
+
+/// A process killed on drop if still running (tests must not leave servers behind).
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn recv(root: &Path) -> (Proc, u16) {
+    let (child, port, _lines) = spawn_with_port(bin().args(["recv", "--listen", "127.0.0.1:0", "--root"]).arg(root));
+    (Proc(child), port)
+}
+
+/// `evlbi send` at a modest fixed rate so the transfer lasts long enough to be interrupted.
+fn send_cmd(file: &Path, port: u16, rate: &str) -> Command {
+    let mut c = bin();
+    c.arg("send")
+        .arg(file)
+        .arg(format!("127.0.0.1:{port}/scans"))
+        .args(["--cc", "fixed", "--rate", rate, "--block", "1048576", "--json", "-q"]);
+    c
+}
+
+/// Wait (bounded) until the receiver's resume record lists at least `blocks` blocks.
+fn wait_for_blocks(record: &Path, blocks: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(bytes) = fs::read(record) {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                let held: u64 = v["have"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|r| r[1].as_u64().unwrap_or(0) - r[0].as_u64().unwrap_or(0))
+                            .sum()
+                    })
+                    .unwrap_or(0);
+                if held >= blocks {
+                    return held;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the receiver never recorded {blocks} blocks in {}", record.display());
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+const SIZE: usize = 24 << 20;
+
+#[test]
+fn kill_9_of_the_receiver_then_the_same_command_resumes() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(SIZE, 11);
+    let file = src.path().join("ef.vdif");
+    fs::write(&file, &data).unwrap();
+
+    let (mut r, port) = recv(root.path());
+    // 24 MiB at 100 Mb/s takes ~2 s: kill the receiver once a few blocks are recorded.
+    let mut s = Proc(
+        send_cmd(&file, port, "100M")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let held = wait_for_blocks(&root.path().join("scans/ef.vdif.part.evlbi"), 3);
+    r.0.kill().unwrap(); // SIGKILL
+    r.0.wait().unwrap();
+    // The sender notices (control connection gone) and fails; bounded by its own timeouts.
+    let status = s.0.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the sender claimed success against a killed receiver"
+    );
+    assert!(
+        !root.path().join("scans/ef.vdif").exists(),
+        "an unverified file got its final name"
+    );
+
+    let (_r2, port) = recv(root.path());
+    let out = send_cmd(&file, port, "1G").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rep = json_of(&out);
+    let f = &rep["files"][0];
+    let resumed = f["resumed_bytes"].as_u64().unwrap();
+    assert!(
+        resumed >= held * (1 << 20),
+        "resumed {resumed} B, the record held {held} blocks"
+    );
+    assert_eq!(
+        f["rounds"][0]["bytes"].as_u64().unwrap(),
+        SIZE as u64 - resumed,
+        "held blocks sent again"
+    );
+    assert_eq!(f["verified"], true);
+    assert_eq!(fs::read(root.path().join("scans/ef.vdif")).unwrap(), data);
+    assert!(!root.path().join("scans/ef.vdif.part").exists());
+}
+
+#[test]
+fn kill_9_of_the_sender_then_the_same_command_resumes() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(SIZE, 12);
+    let file = src.path().join("wb.vdif");
+    fs::write(&file, &data).unwrap();
+
+    let (_r, port) = recv(root.path());
+    let mut s = Proc(
+        send_cmd(&file, port, "100M")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let record = root.path().join("scans/wb.vdif.part.evlbi");
+    wait_for_blocks(&record, 3);
+    s.0.kill().unwrap();
+    s.0.wait().unwrap();
+    // The receiver saves its record when the session breaks; the same receiver takes the retry.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = wait_for_blocks(&record, 3);
+    let out = send_cmd(&file, port, "1G").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let f = &json_of(&out)["files"][0];
+    let resumed = f["resumed_bytes"].as_u64().unwrap();
+    assert!(
+        resumed >= held * (1 << 20),
+        "resumed {resumed} B, the record held {held} blocks"
+    );
+    assert_eq!(f["rounds"][0]["bytes"].as_u64().unwrap(), SIZE as u64 - resumed);
+    assert_eq!(fs::read(root.path().join("scans/wb.vdif")).unwrap(), data);
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_message() {
+    for args in [
+        vec!["send", "/nonexistent/file.vdif", "127.0.0.1:1"],
+        vec!["send", "Cargo.toml", "/no-host"],
+        vec!["send", "Cargo.toml", "127.0.0.1:1", "--chunk", "10"],
+        vec!["recv", "--root", "/nonexistent/dir", "--listen", "127.0.0.1:0"],
+        vec!["recv", "--root", ".", "--listen", "nonsense"],
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error:"), "{args:?}");
+    }
+    // Nobody listening: a runtime failure (1), not a usage error, naming the address.
+    let out = bin().args(["send", "Cargo.toml", "127.0.0.1:1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
+}

@@ -1,0 +1,94 @@
+//! `evlbi send` / `evlbi recv` over real sockets: the thin I/O around the sans-IO [`transfer`]
+//! protocol.
+//!
+//! A session is one TCP control connection (JSON lines, [`control`]) authenticated with a
+//! pre-shared key when the receiver has one, carrying any number of files and directories. Each
+//! file moves on UDP as one or more *rounds* of the transfer protocol: the receiver tells the
+//! sender which blocks it already holds from an interrupted attempt ([`blocks`]), the round
+//! moves the rest, then the sender sends the BLAKE3 of every block and of the whole file
+//! ([`hashing`]), the receiver checks its copy, fetches failed blocks again in another round,
+//! and renames `NAME.part` to `NAME` only when everything matches. The receiver writes only
+//! below its root ([`paths`]) and keeps `NAME.part.evlbi` beside the data so that the same
+//! command after a kill -9 of either side continues where it stopped.
+
+pub mod blocks;
+pub mod control;
+pub mod fileio;
+pub mod hashing;
+pub mod paths;
+pub mod report;
+pub mod udp;
+
+mod client;
+mod server;
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use client::{send, CcChoice, SendConfig, SendProgress};
+pub use server::{Server, ServerConfig, ServerEvent};
+
+/// Wait this long for a control message before giving up on the peer.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Session failures.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// The control channel failed (closed, malformed, oversized, timed out).
+    #[error(transparent)]
+    Control(#[from] ctlchan::ChannelError),
+    /// The key proof failed.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The peer reported a fatal error.
+    #[error("peer: {0}")]
+    Peer(String),
+    /// The peer sent a message out of turn.
+    #[error("unexpected `{got}` while waiting for {want}")]
+    Unexpected {
+        /// What came.
+        got: String,
+        /// What was expected.
+        want: &'static str,
+    },
+    /// A local file or socket operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A local argument is unusable.
+    #[error("{0}")]
+    Usage(String),
+    /// The transfer was interrupted.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
+    let what = what.into();
+    move |source| SessionError::Io { what, source }
+}
+
+/// 16 fresh random bytes, hex (rand's thread RNG is a CSPRNG seeded by the OS).
+pub(crate) fn nonce() -> String {
+    let mut n = [0u8; ctlchan::mac::NONCE_LEN];
+    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut n);
+    ctlchan::mac::hex_encode(&n)
+}
+
+pub(crate) fn unexpected(got: &control::Msg, want: &'static str) -> SessionError {
+    match got {
+        control::Msg::Error { message } => SessionError::Peer(message.clone()),
+        other => SessionError::Unexpected {
+            got: serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(String::from))
+                .unwrap_or_default(),
+            want,
+        },
+    }
+}

@@ -1,0 +1,122 @@
+//! Results of `evlbi send` and `evlbi recv`, defined once; JSON is the source of truth.
+
+use serde::{Deserialize, Serialize};
+
+use crate::udp::ForeignCounters;
+
+/// Version of the report layout.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// One protocol round (the blocks the receiver lacked, as one virtual file) seen by the sender.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoundReport {
+    /// Bytes this round had to move.
+    pub bytes: u64,
+    /// DATA datagrams sent, retransmissions included.
+    pub datagrams_sent: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub payload_bytes_sent: u64,
+    /// Payload bytes sent again after a NAK or a timeout.
+    pub retransmitted_bytes: u64,
+    /// Loss fraction the receiver reported (datagrams).
+    pub loss_seen: f64,
+    /// Smallest RTT measured, µs.
+    pub rtt_min_us: Option<u64>,
+    /// Smoothed RTT at the end, µs.
+    pub srtt_us: Option<u64>,
+    /// From the first datagram to FIN-ACK, s.
+    pub duration_s: f64,
+    /// `bytes` over `duration_s`, bit/s.
+    pub goodput_bps: Option<f64>,
+    /// Congestion controller and its final phase.
+    pub cc: String,
+    /// Datagrams from the receiver the sender dropped as malformed or not of this session.
+    pub rejected: u64,
+}
+
+/// One file as the sender saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileSendReport {
+    /// Local source path.
+    pub source: String,
+    /// Destination path below the receiver's root.
+    pub path: String,
+    /// File size.
+    pub size: u64,
+    /// Bytes the receiver already held from an interrupted attempt and that were not sent again.
+    pub resumed_bytes: u64,
+    /// Protocol rounds (1, more when blocks failed verification).
+    pub rounds: Vec<RoundReport>,
+    /// BLAKE3 of the file, hex, as both sides computed it.
+    pub blake3: Option<String>,
+    /// The receiver verified every block and the whole file and gave the file its final name.
+    pub verified: bool,
+    /// Why not, if not.
+    pub error: Option<String>,
+    /// Wall time for this file, offer to verdict, s.
+    pub elapsed_s: f64,
+}
+
+/// Everything `evlbi send` did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendReport {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// evlbi version.
+    pub tool_version: String,
+    /// Receiver control address.
+    pub server: String,
+    /// Congestion control asked for ("fixed" or "adaptive") and its rate (fixed) or cap, bit/s.
+    pub cc: String,
+    /// Rate or cap, bit/s.
+    pub rate_bps: f64,
+    /// Files, in the order sent.
+    pub files: Vec<FileSendReport>,
+    /// Directories created (empty ones included).
+    pub directories: Vec<String>,
+    /// Sum of file sizes.
+    pub total_bytes: u64,
+    /// Bytes moved over the network this run (not counting resumed bytes or retransmissions).
+    pub transferred_bytes: u64,
+    /// Wall time of the whole session, s.
+    pub elapsed_s: f64,
+    /// `transferred_bytes` over the time spent in protocol rounds, bit/s.
+    pub goodput_bps: Option<f64>,
+    /// Payload bytes retransmitted over all rounds.
+    pub retransmitted_bytes: u64,
+    /// Sender process CPU (user + system) over the session, % of one core.
+    pub cpu_percent: Option<f64>,
+    /// Every file verified.
+    pub ok: bool,
+}
+
+/// One file as the receiver saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileRecvReport {
+    /// Path below the root.
+    pub path: String,
+    /// File size.
+    pub size: u64,
+    /// Bytes kept from an earlier attempt.
+    pub resumed_bytes: u64,
+    /// Rounds run.
+    pub rounds: u32,
+    /// Blocks that failed verification (and were fetched again).
+    pub bad_blocks: u64,
+    /// DATA datagrams received, duplicates included.
+    pub datagrams_received: u64,
+    /// Duplicates.
+    pub duplicate_datagrams: u64,
+    /// Datagrams dropped by the protocol (malformed, other session, out of range).
+    pub rejected: u64,
+    /// Datagrams dropped before the protocol (other host/port, oversized).
+    pub foreign: ForeignCounters,
+    /// BLAKE3 of the file, hex, when verified.
+    pub blake3: Option<String>,
+    /// Verified and renamed to its final name.
+    pub verified: bool,
+    /// Why not, if not.
+    pub error: Option<String>,
+    /// Offer to verdict, s.
+    pub elapsed_s: f64,
+}

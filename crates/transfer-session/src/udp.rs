@@ -1,0 +1,163 @@
+//! The thin socket loops around the sans-IO [`transfer::Sender`] and [`transfer::Receiver`].
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use netio::RecvBatch;
+use transfer::{Receiver, Sender, Sink, Source};
+
+/// Longest sleep between looks at the control channel and the progress callback.
+const TICK: Duration = Duration::from_millis(20);
+/// Below this, waiting in ppoll costs more than it saves: poll without blocking instead.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// What the caller's hook tells the loop after each tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tick {
+    /// Go on.
+    Continue,
+    /// Stop now (the control channel failed or the user interrupted).
+    Abort,
+}
+
+fn send_blocking(sock: &UdpSocket, to: Option<SocketAddr>, d: &[u8]) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let r = match to {
+            Some(a) => sock.send_to(d, a),
+            None => sock.send(d),
+        };
+        match r {
+            Ok(_) => return Ok(()),
+            // Socket buffer full: a lost datagram would be repaired, but waiting is cheaper.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_micros(20))
+            }
+            // The peer's port is not open (yet, or any more): ICMP unreachable. The protocol
+            // probes and times out on its own; nothing to do here.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Run `sender` over the connected socket `sock` until it is done or failed, or `tick` says
+/// abort. `tick` is called at least every 20 ms.
+pub fn drive_sender<S: Source>(
+    sock: &UdpSocket,
+    sender: &mut Sender<S>,
+    tick: &mut dyn FnMut(&Sender<S>) -> Tick,
+) -> io::Result<Tick> {
+    sock.set_nonblocking(true)?;
+    let mut rb = RecvBatch::new(32, 2048);
+    let mut out = Vec::with_capacity(65_536);
+    let mut next_tick = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= next_tick {
+            if tick(sender) == Tick::Abort {
+                return Ok(Tick::Abort);
+            }
+            next_tick = now + TICK;
+        }
+        if sender.poll_timeout().is_some_and(|t| t <= now) {
+            sender.handle_timeout(now);
+        }
+        while sender.poll_transmit_into(now, &mut out) {
+            send_blocking(sock, None, &out)?;
+        }
+        if sender.is_done() {
+            return Ok(Tick::Continue);
+        }
+        let wake = sender.poll_timeout().unwrap_or(next_tick).min(next_tick);
+        let wait = wake.saturating_duration_since(Instant::now());
+        let wait = if wait < SPIN { Duration::ZERO } else { wait };
+        match rb.recv_batch(sock, Some(wait)) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => {}
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        for d in rb.iter() {
+            sender.handle_datagram(now, d.data);
+        }
+    }
+}
+
+/// Datagrams the receiving loop refused before the protocol saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForeignCounters {
+    /// From an IP address other than the control connection's peer.
+    pub other_host: u64,
+    /// From the right host but another port than the one the session locked to.
+    pub other_port: u64,
+    /// Larger than any datagram of the protocol (truncated by the kernel).
+    pub oversized: u64,
+}
+
+/// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's
+/// verdict, or failed). Datagrams count only from `peer` (the control connection's address);
+/// the first one carrying `session_id` locks the port, and reports go there.
+pub fn drive_receiver<K: Sink>(
+    sock: &UdpSocket,
+    receiver: &mut Receiver<K>,
+    peer: IpAddr,
+    session_id: u64,
+    foreign: &mut ForeignCounters,
+    tick: &mut dyn FnMut(&mut Receiver<K>) -> Tick,
+) -> io::Result<Tick> {
+    let mut rb = RecvBatch::new(64, transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN);
+    let mut out = Vec::with_capacity(2048);
+    let mut locked: Option<SocketAddr> = None;
+    let mut next_tick = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= next_tick {
+            if tick(receiver) == Tick::Abort {
+                return Ok(Tick::Abort);
+            }
+            next_tick = now + TICK;
+        }
+        if receiver.poll_timeout().is_some_and(|t| t <= now) {
+            receiver.handle_timeout(now);
+        }
+        if let Some(to) = locked {
+            while receiver.poll_transmit_into(now, &mut out) {
+                send_blocking(sock, Some(to), &out)?;
+            }
+        }
+        let wake = receiver.poll_timeout().unwrap_or(next_tick).min(next_tick);
+        let wait = wake.saturating_duration_since(Instant::now());
+        match rb.recv_batch(sock, Some(wait)) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => {}
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        for d in rb.iter() {
+            if d.from.ip() != peer {
+                foreign.other_host += 1;
+                continue;
+            }
+            if d.truncated {
+                foreign.oversized += 1;
+                continue;
+            }
+            match locked {
+                Some(a) if a != d.from => {
+                    foreign.other_port += 1;
+                    continue;
+                }
+                Some(_) => {}
+                None => match transfer::wire::parse(d.data) {
+                    Ok(p) if p.session_id() == session_id => locked = Some(d.from),
+                    // Not ours: the protocol counts it by reason, but it locks nothing.
+                    _ => {}
+                },
+            }
+            receiver.handle_datagram(now, d.data);
+        }
+    }
+}

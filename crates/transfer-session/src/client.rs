@@ -318,7 +318,10 @@ fn send_file(
     std::thread::scope(|s| -> Result<FileSendReport, SessionError> {
         // Hash the whole file while the first round sends it: the receiver needs every block's
         // hash, including those it already holds, to re-verify them.
-        let mut hasher = Some(s.spawn(|| digest(&file, g, &|| hashing_stopped.load(Ordering::Relaxed))));
+        let mut hasher = Some(s.spawn(|| {
+            crate::lower_priority();
+            digest(&file, g, &|| hashing_stopped.load(Ordering::Relaxed))
+        }));
         let mut file_digest: Option<FileDigest> = None;
         let result = (|| loop {
             let Msg::Accept {

@@ -73,6 +73,18 @@ pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> 
     move |source| SessionError::Io { what, source }
 }
 
+/// Run the calling thread at nice 19: hashing may trail the data and must not take the core
+/// the socket loops need (on one host, sender and receiver share two cores). Its results are
+/// needed only when a round ends.
+pub(crate) fn lower_priority() {
+    // SAFETY: gettid has no preconditions; setpriority with PRIO_PROCESS and our own thread id
+    // changes only this thread's nice value (Linux treats the id as a thread id).
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
+}
+
 /// 16 fresh random bytes, hex (rand's thread RNG is a CSPRNG seeded by the OS).
 pub(crate) fn nonce() -> String {
     let mut n = [0u8; ctlchan::mac::NONCE_LEN];

@@ -17,7 +17,7 @@ use transfer::{Receiver, ReceiverConfig, SessionParams};
 use crate::blocks::{from_ranges, to_ranges, Geometry, ResumeState, Selection, RESUME_STATE_VERSION};
 use crate::control::{clip, Msg, Offer, CLIENT_LABEL, MAX_LINE, SERVER_LABEL};
 use crate::fileio::PartSink;
-use crate::hashing::verify as verify_copy;
+use crate::hashing::{compare, verify as verify_copy, IncrementalDigest};
 use crate::paths::{file_under, make_dir_under, refuse_non_file, with_suffix};
 use crate::report::FileRecvReport;
 use crate::udp::{drive_receiver, ForeignCounters, Tick};
@@ -246,6 +246,14 @@ impl Server {
         let mut have: BTreeSet<u64> = from_ranges(&state.have).filter(|&b| b < g.blocks()).collect();
         rep.resumed_bytes = have.iter().map(|&b| g.block_len(b)).sum();
         let mut expected: Vec<[u8; 32]> = Vec::new();
+        // The first round hashes blocks as they complete; later rounds (rare: a block failed
+        // verification) hash the whole copy again.
+        let mut incremental = Some(IncrementalDigest::start(
+            part.try_clone()
+                .map_err(io_err(format!("reading {}", part_path.display())))?,
+            g,
+            have.iter().copied(),
+        ));
         let mut file_hash: Option<[u8; 32]> = None;
         for round in 1..=self.cfg.max_rounds {
             rep.rounds = round;
@@ -283,6 +291,9 @@ impl Server {
             drive_receiver(&sock, &mut receiver, peer.ip(), session_id, &mut foreign, &mut |r| {
                 let done = r.sink_mut().take_completed();
                 let fresh = !done.is_empty();
+                if let Some(inc) = &incremental {
+                    done.iter().for_each(|&b| inc.completed(b));
+                }
                 have.extend(done);
                 if let Some(e) = r.sink_mut().last_error.take() {
                     // Disk full or a failing disk: stop, keep what is on disk resumable.
@@ -354,7 +365,11 @@ impl Server {
                 });
                 return Err(e);
             }
-            let v = verify_copy(&part, g, &expected).map_err(io_err(format!("reading {}", part_path.display())))?;
+            let v = match incremental.take() {
+                Some(inc) => inc.finish().map(|d| compare(d, g, &expected)),
+                None => verify_copy(&part, g, &expected),
+            }
+            .map_err(io_err(format!("reading {}", part_path.display())))?;
             if v.bad.is_empty() && Some(v.file) == file_hash {
                 refuse_non_file(&target).map_err(|e| SessionError::Usage(e.to_string()))?;
                 fs::rename(&part_path, &target).map_err(io_err(format!("renaming to {}", target.display())))?;

@@ -465,6 +465,8 @@ fn run_round(
         duration_s: st.duration_s.unwrap_or(0.0),
         goodput_bps: st.goodput_bps,
         cc: format!("{} ({})", st.cc, st.cc_phase),
+        cc_events: st.cc_events,
         rejected: st.rejected.total(),
+        rate_samples: st.rate_samples,
     })
 }

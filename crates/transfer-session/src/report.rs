@@ -30,8 +30,12 @@ pub struct RoundReport {
     pub goodput_bps: Option<f64>,
     /// Congestion controller and its final phase.
     pub cc: String,
+    /// What the controller reacted to (rate cuts, ignored sender-limited samples).
+    pub cc_events: transfer::CcEvents,
     /// Datagrams from the receiver the sender dropped as malformed or not of this session.
     pub rejected: u64,
+    /// Rate over time, every 100 ms: goodput, receive rate, pacing rate, inflight.
+    pub rate_samples: Vec<transfer::RateSample>,
 }
 
 /// One file as the sender saw it.

@@ -263,6 +263,9 @@ impl Server {
                     what: "binding UDP".into(),
                     source: std::io::Error::other(e),
                 })?;
+            // Kernel receive stamps for the one-way delay; on before the sender hears the port,
+            // because the first socket on a host to ask turns stamping on through deferred work.
+            netio::enable_rx_timestamps(&sock).map_err(io_err("SO_TIMESTAMPNS"))?;
             let port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
             let session_id: u64 = rand::random();
             ch.send(&Msg::Accept {

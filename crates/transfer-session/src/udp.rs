@@ -65,7 +65,9 @@ pub fn drive_sender<S: Source>(
         if sender.poll_timeout().is_some_and(|t| t <= now) {
             sender.handle_timeout(now);
         }
-        while sender.poll_transmit_into(now, &mut out) {
+        // A fresh clock per datagram: its send timestamp is the one-way-delay reference, and a
+        // burst takes time to hand to the kernel.
+        while sender.poll_transmit_into(Instant::now(), &mut out) {
             send_blocking(sock, None, &out)?;
         }
         if sender.is_done() {
@@ -98,7 +100,8 @@ pub struct ForeignCounters {
 }
 
 /// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's
-/// verdict, or failed). Datagrams count only from `peer` (the control connection's address);
+/// verdict, or failed). Each datagram is handed over with its kernel arrival time when the
+/// socket has SO_TIMESTAMPNS on (see [`arrival`]). Datagrams count only from `peer` (the control connection's address);
 /// the first one carrying `session_id` locks the port, and reports go there.
 pub fn drive_receiver<K: Sink>(
     sock: &UdpSocket,
@@ -112,6 +115,7 @@ pub fn drive_receiver<K: Sink>(
     let mut out = Vec::with_capacity(2048);
     let mut locked: Option<SocketAddr> = None;
     let mut next_tick = Instant::now();
+    let mut last_fed = next_tick;
     loop {
         let now = Instant::now();
         if now >= next_tick {
@@ -136,6 +140,7 @@ pub fn drive_receiver<K: Sink>(
             Err(e) => return Err(e),
         }
         let now = Instant::now();
+        let wall_ns = wall_clock_ns();
         for d in rb.iter() {
             if d.from.ip() != peer {
                 foreign.other_host += 1;
@@ -157,7 +162,51 @@ pub fn drive_receiver<K: Sink>(
                     _ => {}
                 },
             }
-            receiver.handle_datagram(now, d.data);
+            let arrived = arrival(now, wall_ns, d.kernel_time, last_fed);
+            last_fed = arrived;
+            receiver.handle_datagram(arrived, d.data);
         }
+    }
+}
+
+fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// When a datagram really arrived, on the monotonic clock: the kernel's receive stamp
+/// (SO_TIMESTAMPNS, wall clock) carried over to `Instant`. The one-way delay the receiver reports
+/// then measures the path, not how long this thread took to be scheduled — on a busy host the
+/// difference is milliseconds, which the adaptive controller would read as a queue and yield to.
+/// Never earlier than the previous datagram's time (a wall-clock step cannot reorder them), never
+/// later than `now`, and `now` itself when there is no stamp or it is implausible (over 1 s old).
+fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
+    let waited = match kernel_ns {
+        Some(k) if k <= wall_now_ns && wall_now_ns - k < 1_000_000_000 => Duration::from_nanos(wall_now_ns - k),
+        _ => Duration::ZERO,
+    };
+    now.checked_sub(waited).unwrap_or(now).max(previous).min(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrival_uses_the_kernel_stamp_within_bounds() {
+        let now = Instant::now();
+        let prev = now - Duration::from_millis(10);
+        let wall = 1_000_000_000_000;
+        assert_eq!(
+            arrival(now, wall, Some(wall - 3_000_000), prev),
+            now - Duration::from_millis(3)
+        );
+        // Older than the previous datagram: clamped to it.
+        assert_eq!(arrival(now, wall, Some(wall - 50_000_000), prev), prev);
+        // In the future, missing or absurdly old: now.
+        assert_eq!(arrival(now, wall, Some(wall + 5), prev), now);
+        assert_eq!(arrival(now, wall, None, prev), now);
+        assert_eq!(arrival(now, wall, Some(wall - 2_000_000_000), prev), now);
     }
 }

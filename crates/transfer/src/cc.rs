@@ -34,9 +34,10 @@
 //!   through the `1 / (1 − p)` correction.
 //! - **Clustered loss** yields: a round whose loss rate exceeds `max(3·p, p + 2 %)` (and at least
 //!   8 packets) is congestion, not noise.
-//! - **Queueing delay** yields: the minimum over the last `2·RTprop` of the per-interval minimum
-//!   one-way delay, minus its 10 s minimum, is the standing queue (a window of two rounds always
-//!   contains an empty-queue moment when the model is right, even across a probe). Above
+//! - **Queueing delay** yields: the minimum over the last `2·RTprop` (at least three report
+//!   intervals) of the per-interval minimum one-way delay, minus its 10 s minimum, is the standing
+//!   queue (a window of two rounds always contains an empty-queue moment when the model is right,
+//!   even across a probe). Above
 //!   `max(2 ms, RTprop/10)` the model is wrong.
 //! - **Yield** = set `BtlBw` to 0.9 × min(`BtlBw`, recent delivery rate), drain for one round
 //!   (gain 0.75), and ignore further signals for 3 rounds while the effect arrives. Delivery
@@ -110,6 +111,21 @@ pub trait CongestionController: Debug + Send {
     fn bandwidth_estimate_bps(&self) -> Option<f64> {
         None
     }
+    /// What the controller reacted to so far.
+    fn events(&self) -> CcEvents {
+        CcEvents::default()
+    }
+}
+
+/// Counts of a controller's reactions, for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CcEvents {
+    /// Rate cuts to a congestion signal (queueing delay or clustered loss).
+    pub yields: u64,
+    /// Of those, cuts to clustered loss.
+    pub yields_to_loss: u64,
+    /// Delivery samples ignored because the sender itself had offered too little.
+    pub sender_limited_samples: u64,
 }
 
 /// Paces at a fixed rate whatever happens: for dedicated lightpaths and reserved circuits.
@@ -288,7 +304,14 @@ pub struct Adaptive {
     samples_valid_from: Option<Instant>,
     yields: u64,
     yields_to_loss: u64,
+    /// Wire bytes sent per millisecond bucket over the last second: what the sender offered,
+    /// to tell a path that delivers less from a sender that sent less.
+    sent_log: VecDeque<(Instant, u64)>,
+    sender_limited_samples: u64,
 }
+
+/// Width of a [`Adaptive::sent_log`] bucket.
+const SENT_BUCKET: Duration = Duration::from_millis(1);
 
 impl Adaptive {
     /// A controller in Startup.
@@ -324,12 +347,31 @@ impl Adaptive {
             samples_valid_from: None,
             yields: 0,
             yields_to_loss: 0,
+            sent_log: VecDeque::new(),
+            sender_limited_samples: 0,
         }
     }
 
     /// How many times it yielded to a congestion signal.
     pub fn yields(&self) -> u64 {
         self.yields
+    }
+
+    /// Delivery samples below the estimate taken while the sender offered less than 80 % of its
+    /// pacing rate (CPU-starved or blocked), carried over instead of lowering the estimate.
+    pub fn sender_limited_samples(&self) -> u64 {
+        self.sender_limited_samples
+    }
+
+    /// Wire bits/s the sender offered over the `window` before `now`.
+    fn offered_bps(&self, now: Instant, window: Duration) -> Option<f64> {
+        let from = now.checked_sub(window)?;
+        let (first, _) = *self.sent_log.front()?;
+        if first > from {
+            return None; // not enough history: no verdict
+        }
+        let bytes: u64 = self.sent_log.iter().filter(|(t, _)| *t >= from).map(|(_, b)| b).sum();
+        Some(bytes as f64 * 8.0 / window.as_secs_f64())
     }
 
     /// How many of [`Adaptive::yields`] were to clustered loss (the others to queueing delay).
@@ -416,6 +458,19 @@ impl Adaptive {
         if self.samples_valid_from.is_some_and(|t| s.echo_sent_at < t) {
             return;
         }
+        // BBR's application-limited rule, for a sender limited by its own host: when it offered
+        // well under its pacing rate over the sample's window (the data left one RTT earlier),
+        // a low delivery rate says nothing about the path. Keep the estimate alive instead of
+        // letting the max filter forget it — a busy host otherwise ratchets the rate down.
+        let bw = self.btl_bw();
+        let window = Duration::from_micros(window_us);
+        let sent_window_end = s.now.checked_sub(self.rtprop()).unwrap_or(s.now);
+        let offered = self.offered_bps(sent_window_end, window);
+        if rate < bw && offered.is_some_and(|o| o < 0.8 * self.pacing_rate_bps()) {
+            self.sender_limited_samples += 1;
+            self.bw.push(self.round, bw);
+            return;
+        }
         self.bw.push(self.round, rate.min(self.cfg.max_rate_bps));
     }
 
@@ -451,9 +506,17 @@ impl Adaptive {
         clustered
     }
 
+    /// Window of the standing-queue minimum: two round trips, but never fewer than three
+    /// reports. On a short path (loopback: RTprop 30 µs, reports every 10 ms) two round trips
+    /// hold a single report, and one interval in which this host's scheduler delayed every
+    /// datagram would read as a standing queue.
+    fn queue_window(&self) -> Duration {
+        (self.rtprop() * 2).max(Duration::from_micros((3.0 * self.report_interval_us) as u64))
+    }
+
     fn standing_queue_us(&self, now: Instant) -> Option<i64> {
         let since = self.owd_recent_since?;
-        let window = self.rtprop() * 2;
+        let window = self.queue_window();
         if now.saturating_duration_since(since) < window {
             return None;
         }
@@ -507,9 +570,20 @@ impl CongestionController for Adaptive {
         "adaptive"
     }
 
-    fn on_sent(&mut self, _now: Instant, wire_bytes: u64, _retransmission: bool) {
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64, _retransmission: bool) {
         self.inflight += wire_bytes;
         self.max_datagram = self.max_datagram.max(wire_bytes);
+        match self.sent_log.back_mut() {
+            Some((t, b)) if now.saturating_duration_since(*t) < SENT_BUCKET => *b += wire_bytes,
+            _ => self.sent_log.push_back((now, wire_bytes)),
+        }
+        while self
+            .sent_log
+            .front()
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) > Duration::from_secs(1))
+        {
+            self.sent_log.pop_front();
+        }
     }
 
     fn on_report_timeout(&mut self, _now: Instant) {
@@ -537,7 +611,7 @@ impl CongestionController for Adaptive {
         self.owd_base.expire(oldest);
         self.owd_recent.push(now, s.owd_interval_min_us);
         self.owd_recent
-            .expire(now.checked_sub(self.rtprop() * 2).unwrap_or(now));
+            .expire(now.checked_sub(self.queue_window()).unwrap_or(now));
         self.owd_recent_since.get_or_insert(now);
         self.update_delivery(s);
 
@@ -621,6 +695,14 @@ impl CongestionController for Adaptive {
 
     fn bandwidth_estimate_bps(&self) -> Option<f64> {
         self.bw.get()
+    }
+
+    fn events(&self) -> CcEvents {
+        CcEvents {
+            yields: self.yields,
+            yields_to_loss: self.yields_to_loss,
+            sender_limited_samples: self.sender_limited_samples,
+        }
     }
 }
 

@@ -132,7 +132,7 @@ use std::time::Duration;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use cc::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, ReportSample};
+pub use cc::{Adaptive, AdaptiveConfig, CcEvents, CongestionController, FixedRate, ReportSample};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverState, ReceiverStats, Sink};
 pub use sender::{RateSample, Sender, SenderConfig, SenderState, SenderStats, Source};
 pub use wire::WireError;

@@ -93,7 +93,7 @@ pub enum SenderState {
 }
 
 /// One entry of [`SenderStats::rate_samples`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct RateSample {
     /// Seconds since the sender was created.
     pub t_s: f64,
@@ -114,6 +114,8 @@ pub struct SenderStats {
     pub cc: &'static str,
     /// Its phase at the end.
     pub cc_phase: &'static str,
+    /// What the controller reacted to.
+    pub cc_events: crate::cc::CcEvents,
     /// State at the time of the snapshot.
     pub state: SenderState,
     /// File size.
@@ -247,6 +249,7 @@ impl<S: Source> Sender<S> {
         let stats = SenderStats {
             cc: cc.name(),
             cc_phase: cc.phase(),
+            cc_events: cc.events(),
             state: SenderState::Sending,
             file_bytes: cfg.session.file_size,
             bytes_delivered: 0,
@@ -356,6 +359,7 @@ impl<S: Source> Sender<S> {
     pub fn stats(&self) -> SenderStats {
         let mut s = self.stats.clone();
         s.cc_phase = self.cc.phase();
+        s.cc_events = self.cc.events();
         s.state = self.state.clone();
         s.bytes_delivered = if self.cum_ack == self.total_chunks {
             self.cfg.session.file_size

@@ -363,14 +363,20 @@ impl Adaptive {
         self.sender_limited_samples
     }
 
-    /// Wire bits/s the sender offered over the `window` before `now`.
+    /// Wire bits/s the sender offered in the `window` ending at `now` (`None` without enough
+    /// history).
     fn offered_bps(&self, now: Instant, window: Duration) -> Option<f64> {
         let from = now.checked_sub(window)?;
         let (first, _) = *self.sent_log.front()?;
         if first > from {
             return None; // not enough history: no verdict
         }
-        let bytes: u64 = self.sent_log.iter().filter(|(t, _)| *t >= from).map(|(_, b)| b).sum();
+        let bytes: u64 = self
+            .sent_log
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < now)
+            .map(|(_, b)| b)
+            .sum();
         Some(bytes as f64 * 8.0 / window.as_secs_f64())
     }
 
@@ -763,6 +769,38 @@ mod tests {
         let bw = cc.bandwidth_estimate_bps().unwrap();
         assert!((bw / 1e9 - 1.0).abs() < 0.03, "{bw}");
         assert!((cc.long_run_loss() - 0.01).abs() < 0.005, "{}", cc.long_run_loss());
+    }
+
+    /// 1 Gb/s reports for 5 s, then 2 s of 0.3 Gb/s while the sender itself sent only that much
+    /// (`starved`) or its full pacing rate (the path really slowed). Returns the estimate after.
+    fn estimate_after_slow_reports(starved: bool) -> f64 {
+        let t0 = Instant::now();
+        let mut cc = Adaptive::default();
+        let mut seq = 0;
+        for i in 1..700u64 {
+            let rate = if i > 500 { 0.3e9 } else { 1e9 };
+            let sent_rate = if i > 500 && starved {
+                0.3e9
+            } else {
+                cc.pacing_rate_bps()
+            };
+            // What the sender put on the wire over this 10 ms, in 1 ms pieces.
+            for k in 0..10 {
+                let at = t0 + Duration::from_millis((i - 1) * 10 + k);
+                cc.on_sent(at, (sent_rate / 8.0 / 1000.0) as u64, false);
+            }
+            seq += (rate / 8.0 * 0.01 / 8000.0) as u64;
+            cc.on_report(&sample(t0, i * 10, rate, 1000, seq, seq));
+        }
+        cc.bandwidth_estimate_bps().unwrap()
+    }
+
+    #[test]
+    fn a_starved_sender_keeps_its_estimate_a_slow_path_does_not() {
+        let kept = estimate_after_slow_reports(true);
+        assert!(kept > 0.9e9, "starved sender lost its estimate: {kept}");
+        let followed = estimate_after_slow_reports(false);
+        assert!(followed < 0.5e9, "a slower path was not followed: {followed}");
     }
 
     #[test]

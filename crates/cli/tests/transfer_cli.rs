@@ -16,6 +16,16 @@ struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // SIGTERM first (linkemu removes its namespaces then), SIGKILL if it lingers.
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -192,4 +202,104 @@ fn usage_errors_exit_2_with_a_message() {
     let out = bin().args(["send", "Cargo.toml", "127.0.0.1:1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
+}
+
+/// Root, TUN and iproute2 are needed to put `evlbi linkemu` between two namespaces.
+fn linkemu_skip_reason() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun is missing".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("iproute2 `ip` is not installed".into());
+    }
+    None
+}
+
+#[test]
+fn through_linkemu_with_loss_and_delay_the_file_arrives_byte_exact() {
+    if let Some(why) = linkemu_skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let data = pattern(16 << 20, 13);
+    let file = src.path().join("jb.vdif");
+    fs::write(&file, &data).unwrap();
+    let (a, b) = (
+        format!("evtrt-{}-a", std::process::id()),
+        format!("evtrt-{}-b", std::process::id()),
+    );
+    // 400 Mb/s, 10 ms each way, 1 % random loss both ways, jumbo MTU so a chunk is one packet.
+    let emu = Proc(
+        bin()
+            .args([
+                "linkemu",
+                "--a",
+                &format!("ns:{a}"),
+                "--b",
+                &format!("ns:{b}"),
+                "--quiet",
+                "--state-dir",
+            ])
+            .arg(state.path())
+            .args([
+                "--rate", "400M", "--delay", "10ms", "--loss", "1%", "--seed", "3", "--mtu", "9000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let out = Command::new("ip").args(["-n", &b, "addr", "show"]).output().unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("10.77.0.2") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let exe = env!("CARGO_BIN_EXE_evlbi");
+    let mut r = Command::new("ip");
+    r.args([
+        "netns",
+        "exec",
+        &b,
+        exe,
+        "recv",
+        "--listen",
+        "10.77.0.2:5310",
+        "--once",
+        "--root",
+    ])
+    .arg(root.path());
+    let mut rx = Proc(r.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    let mut s = Command::new("ip");
+    s.args(["netns", "exec", &a, exe, "send"])
+        .arg(&file)
+        .arg("10.77.0.2:5310/wan");
+    s.args(["--rate", "400M", "--json", "-q"]);
+    let out = s.output().unwrap();
+    let status = rx.0.wait().unwrap();
+    drop(emu);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(status.success());
+    let rep = json_of(&out);
+    let round = &rep["files"][0]["rounds"][0];
+    assert!(
+        round["loss_seen"].as_f64().unwrap() > 0.002,
+        "1 % loss not seen: {round}"
+    );
+    assert!(round["retransmitted_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        round["rtt_min_us"].as_u64().unwrap() >= 20_000,
+        "RTT below the emulated 20 ms: {round}"
+    );
+    assert_eq!(fs::read(root.path().join("wan/jb.vdif")).unwrap(), data);
 }

@@ -6,6 +6,7 @@
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
+mod report_cmd;
 mod stream_cmd;
 mod units;
 mod vdif_cmd;
@@ -103,6 +104,8 @@ enum Command {
     /// Models: VLBI S/N under packet loss, the Mathis TCP bound, wire rate and packet spacing.
     #[command(subcommand)]
     Model(model_cmd::ModelCommand),
+    /// Figures (PNG, SVG) and a self-contained HTML page from result JSON files.
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
         Command::Model(c) => model_cmd::run(c),
         Command::Probe(c) => probe_cmd::run(c),
         Command::Stream(c) => stream_cmd::run(c),
+        Command::Report(a) => report_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

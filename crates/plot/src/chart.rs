@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
 
 use crate::PlotError;
@@ -298,8 +299,7 @@ where
     let mut bar_index = 0usize;
     for (i, s) in p.series.iter().enumerate() {
         let c = colour(i);
-        let legend_style = c.stroke_width(3);
-        let drawn = match &s.data {
+        match &s.data {
             SeriesData::Line(pts) => {
                 // Markers only where they can be told apart.
                 if pts.len() <= 60 {
@@ -337,27 +337,57 @@ where
             }
         }
         .map_err(derr)?;
-        if !s.label.is_empty() {
-            drawn
-                .label(s.label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], legend_style));
-        }
     }
-    if p.series.iter().any(|s| !s.label.is_empty()) {
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(derr)?;
-    }
+    legend(&plot_area, &p.series)?;
     if let (Some(area), Some(note)) = (note_area, &spec.note) {
         area.draw_text(note, &("sans-serif", 15).into_font().color(&BLACK), (16, 6))
             .map_err(derr)?;
     }
     root.present().map_err(derr)
+}
+
+/// The legend in the upper right corner of `area`, drawn from elements rather than plotters'
+/// series labels, whose sizing needs a loaded font (the SVG-only mode has none); text width is
+/// estimated at 0.6 em per character, DejaVu Sans' average.
+fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, series: &[Series]) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    const FONT_PX: u32 = 15;
+    const ROW: i32 = 21;
+    let entries: Vec<(usize, &str)> = series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.label.is_empty())
+        .map(|(i, s)| (i, s.label.as_str()))
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let chars = entries.iter().map(|(_, l)| l.chars().count()).max().unwrap_or(0) as i32;
+    let w = 44 + chars * (FONT_PX as i32 * 6 / 10);
+    let h = 10 + ROW * entries.len() as i32;
+    let right = area.dim_in_pixel().0 as i32 - 22;
+    let (x0, y0) = (right - w, 50);
+    area.draw(&Rectangle::new([(x0, y0), (right, y0 + h)], WHITE.mix(0.9).filled()))
+        .map_err(derr)?;
+    area.draw(&Rectangle::new([(x0, y0), (right, y0 + h)], BLACK.stroke_width(1)))
+        .map_err(derr)?;
+    for (row, (i, label)) in entries.into_iter().enumerate() {
+        let y = y0 + 5 + ROW * row as i32 + ROW / 2;
+        area.draw(&PathElement::new(
+            vec![(x0 + 8, y), (x0 + 32, y)],
+            colour(i).stroke_width(3),
+        ))
+        .map_err(derr)?;
+        let style = ("sans-serif", FONT_PX)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(label.to_string(), (x0 + 38, y), style))
+            .map_err(derr)?;
+    }
+    Ok(())
 }
 
 /// Files written for one figure.
@@ -372,8 +402,11 @@ pub struct Written {
 /// Write `spec` as `<dir>/<stem>.svg` and, when `png`, `<dir>/<stem>.png`.
 pub fn write(spec: &ChartSpec, dir: &Path, stem: &str, png: bool) -> Result<Written, PlotError> {
     let svg = dir.join(format!("{stem}.svg"));
-    {
+    if png {
         let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, spec)?;
+    } else {
+        let root = crate::svgtext::FontlessSvg(SVGBackend::new(&svg, (WIDTH, HEIGHT))).into_drawing_area();
         draw(&root, spec)?;
     }
     let png = if png {

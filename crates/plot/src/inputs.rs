@@ -99,12 +99,12 @@ pub enum InputError {
         source: std::io::Error,
     },
     /// Not JSON (or truncated).
-    #[error("{path} is not valid JSON ({source}); expected the JSON written by evlbi probe/stream or scripts/demo.sh")]
+    #[error("{path} is not valid JSON ({cause}); expected the JSON written by evlbi probe/stream or scripts/demo.sh")]
     Json {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: serde_json::Error,
+        /// The cause (in the message, not a chained source, so it is said once).
+        cause: serde_json::Error,
     },
     /// JSON of no known kind.
     #[error(
@@ -119,14 +119,14 @@ pub enum InputError {
         found: String,
     },
     /// Recognised, but a field is missing or of the wrong type.
-    #[error("{path} looks like a {} but does not match it: {source}", kind.describe())]
+    #[error("{path} looks like a {} but does not match it: {cause}", kind.describe())]
     Shape {
         /// The file.
         path: PathBuf,
         /// The kind it resembles.
         kind: Kind,
-        /// The cause.
-        source: serde_json::Error,
+        /// The cause (in the message only).
+        cause: serde_json::Error,
     },
 }
 
@@ -164,10 +164,10 @@ pub fn detect(v: &Value) -> Option<Kind> {
 }
 
 fn shape<T: serde::de::DeserializeOwned>(v: Value, path: &Path, kind: Kind) -> Result<T, InputError> {
-    serde_json::from_value(v).map_err(|source| InputError::Shape {
+    serde_json::from_value(v).map_err(|cause| InputError::Shape {
         path: path.to_path_buf(),
         kind,
-        source,
+        cause,
     })
 }
 
@@ -190,9 +190,9 @@ fn demo(v: &Value, path: &Path) -> Result<Demo, InputError> {
 
 /// Parse JSON text from `path` into a typed input.
 pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
-    let v: Value = serde_json::from_str(text).map_err(|source| InputError::Json {
+    let v: Value = serde_json::from_str(text).map_err(|cause| InputError::Json {
         path: path.to_path_buf(),
-        source,
+        cause,
     })?;
     let kind = detect(&v).ok_or_else(|| InputError::UnknownKind {
         path: path.to_path_buf(),

@@ -14,6 +14,7 @@ pub mod html;
 pub mod inputs;
 pub mod page;
 pub mod specs;
+mod svgtext;
 
 pub use chart::{ChartSpec, Series, SeriesData};
 

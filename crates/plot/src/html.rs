@@ -32,10 +32,13 @@ padding:4px 0}figure{margin:1em 0}figure img,figure svg{max-width:100%;height:au
 figcaption{font-size:0.9em;color:#555}.warn{color:#a40}";
 
 /// After load, count the figures that rendered (an image decoded, or an inline SVG with content)
-/// and any script errors, into `data-` attributes of `<body>` that a headless browser can read.
+/// and any script errors, failed loads or console errors, into `data-` attributes of `<body>` that a headless browser can read.
 const SELF_CHECK: &str = r#"(function () {
   var errors = 0;
-  window.addEventListener('error', function () { errors += 1; document.body.dataset.errors = errors; }, true);
+  function count() { errors += 1; if (document.body) { document.body.dataset.errors = errors; } }
+  window.addEventListener('error', count, true);
+  var consoleError = console.error;
+  console.error = function () { count(); consoleError.apply(console, arguments); };
   window.addEventListener('load', function () {
     var figs = document.querySelectorAll('figure[data-fig]');
     var ok = 0;

@@ -215,3 +215,38 @@ pub fn load(path: &Path) -> Result<Input, InputError> {
     })?;
     parse(&text, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe::results::TestParams;
+
+    fn params() -> TestParams {
+        TestParams {
+            test_id: 1,
+            size: 1472,
+            count: 10,
+            spacing_ns: 10_000,
+        }
+    }
+
+    #[test]
+    fn kinds_are_told_apart() {
+        let trial = ProbeResult::new(params(), None, None);
+        let mut sweep = SweepResult::new(vec![1472], vec![10_000]);
+        sweep.push(trial.clone());
+        let p = Path::new("x.json");
+        fn text<T: Serialize>(v: &T) -> String {
+            serde_json::to_string(v).expect("serialise")
+        }
+        assert_eq!(parse(&text(&trial), p).map(|i| i.kind()).ok(), Some(Kind::ProbeTrial));
+        assert_eq!(parse(&text(&sweep), p).map(|i| i.kind()).ok(), Some(Kind::ProbeSweep));
+        let demo = r#"{"generated": {}, "stream": {"send": null, "recv": null}, "correlate": {"sent": {"snr": 9.0}}}"#;
+        match parse(demo, p) {
+            Ok(Input::Demo(d)) => assert_eq!(d.correlate.and_then(|c| c.sent_snr), Some(9.0)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse("[1, 2]", p), Err(InputError::UnknownKind { .. })));
+        assert!(matches!(parse("{\"params\": ", p), Err(InputError::Json { .. })));
+    }
+}

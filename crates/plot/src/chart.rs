@@ -221,8 +221,10 @@ fn prepare(spec: &ChartSpec) -> Result<Prepared, PlotError> {
     if !spec.categories.is_empty() {
         (x0, x1) = (-0.6, spec.categories.len() as f64 - 0.4);
     }
+    // Room above for the legend; below only on log axes of lines, whose floor is no zero line.
+    let below = if yl && !has_bars { 0.05 } else { 0.0 };
     (y0, y1) = if y1 > y0 {
-        (y0, y1 + (y1 - y0) * 0.08)
+        (y0 - (y1 - y0) * below, y1 + (y1 - y0) * 0.08)
     } else {
         pad(y0, y1)
     };

@@ -16,10 +16,14 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 if [[ "${1:-}" != "--build" ]]; then
-    # Debian packages: python3-venv for the cross-check venv; iproute2 for namespace tests.
+    # Debian packages: python3-venv for the cross-check venv; iproute2 for namespace tests;
+    # fonts-dejavu-core for the text of PNG figures (evlbi report); chromium for the test that
+    # renders the report page headless.
     missing=()
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    [[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
+    [[ -x /usr/bin/chromium ]] || missing+=(chromium)
     if ((${#missing[@]})); then
         if [[ $(id -u) -eq 0 ]]; then
             say "installing ${missing[*]}"

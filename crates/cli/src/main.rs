@@ -6,6 +6,7 @@
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
+mod report_cmd;
 mod stream_cmd;
 mod transfer_cmd;
 mod units;
@@ -120,6 +121,8 @@ enum Command {
     Send(transfer_cmd::SendArgs),
     /// Receive files from `evlbi send` into a directory.
     Recv(transfer_cmd::RecvArgs),
+    /// Figures (PNG, SVG) and a self-contained HTML page from result JSON files.
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
         Command::Stream(c) => stream_cmd::run(c),
         Command::Send(a) => transfer_cmd::run_send(a),
         Command::Recv(a) => transfer_cmd::run_recv(a),
+        Command::Report(a) => report_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,86 @@
+//! `evlbi report`: figures and one self-contained HTML page from result JSON files.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use plot::inputs::{Input, InputError};
+
+use crate::usage;
+
+/// Arguments of `evlbi report`.
+#[derive(Args)]
+#[command(
+    after_help = "Inputs may be probe trials (evlbi probe client --json --out r.json), probe sweeps, stream \
+send/recv reports (--out / --json of evlbi stream send|recv) and scripts/demo.sh's report.json; the kind is \
+detected from the JSON.\n\nFigures go to <OUT stem>_files/ beside the page (PNG and SVG; SVG only when the \
+font is missing).\n\nExamples:\n  evlbi report r1.json r2.json -o out/report.html\n  evlbi report \
+out/demo/report.json -o out/demo/report.html --json\n\nExit codes: 0 ok, 1 unreadable data or figures not \
+written, 2 usage error (missing file, JSON of an unknown kind)."
+)]
+pub struct ReportArgs {
+    /// Result JSON files.
+    #[arg(required = true, value_name = "RESULT.json")]
+    inputs: Vec<PathBuf>,
+    /// The HTML page to write.
+    #[arg(short, long, value_name = "report.html")]
+    out: PathBuf,
+    /// Print the report (the struct the page shows) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// TrueType font for PNG text (SVG text is rendered by the viewer).
+    #[arg(long, value_name = "TTF", default_value = plot::DEFAULT_FONT)]
+    font: PathBuf,
+}
+
+fn load(path: &Path) -> anyhow::Result<Input> {
+    match plot::inputs::load(path) {
+        Ok(i) => Ok(i),
+        // The wrong file on the command line is a usage error; a damaged result file is not.
+        Err(e @ (InputError::UnknownKind { .. } | InputError::Read { .. })) => Err(usage(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Run `evlbi report`.
+pub fn run(a: ReportArgs) -> anyhow::Result<()> {
+    if a.out.extension().is_none_or(|e| e != "html" && e != "htm") {
+        return Err(usage(format!("--out {} must name an .html file", a.out.display())));
+    }
+    let inputs = a
+        .inputs
+        .iter()
+        .map(|p| Ok((p.display().to_string(), load(p)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Err(e) = plot::load_font(&a.font) {
+        eprintln!("warning: {e}; writing SVG figures only (scripts/setup.sh installs fonts-dejavu-core)");
+    }
+    let base = a
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(base).with_context(|| format!("cannot create {}", base.display()))?;
+    let report = plot::page::build(&inputs, &a.out)?;
+    let page = plot::html::render(&report, base)?;
+    std::fs::write(&a.out, page).with_context(|| format!("cannot write {}", a.out.display()))?;
+    if a.json {
+        crate::write_json(&report, None, true)?;
+    } else {
+        let figs: Vec<_> = report.figures().collect();
+        let pngs = figs.iter().filter(|f| f.png.is_some()).count();
+        println!(
+            "{}: {} sections, {} figures ({} PNG + {} SVG in {}/)",
+            a.out.display(),
+            report.sections.len(),
+            figs.len(),
+            pngs,
+            figs.len(),
+            base.join(&report.figures_dir).display()
+        );
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(())
+}

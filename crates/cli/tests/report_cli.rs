@@ -1,0 +1,332 @@
+//! `evlbi report` on results of real runs over 127.0.0.1: a probe trial and a stream send/recv
+//! of two stations; bad inputs; and the page rendered in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{bin, spawn_with_port};
+use serde_json::Value;
+
+/// A child process killed on drop if still running.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// One probe trial over 127.0.0.1, its JSON written to `dir/trial.json`.
+fn probe_trial(dir: &Path) -> PathBuf {
+    let mut cmd = bin();
+    cmd.args(["probe", "server", "--bind", "127.0.0.1", "--port", "0", "--once"]);
+    let (child, port, _log) = spawn_with_port(&mut cmd);
+    let _server = Proc(child);
+    let out = dir.join("trial.json");
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &format!("127.0.0.1:{port}"),
+            "--size",
+            "1472",
+            "--spacing",
+            "20us",
+        ])
+        .args(["--count", "3000", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    ok(&o, "probe client");
+    out
+}
+
+/// Two stations streamed over 127.0.0.1 with 3 % loss injected: `(send.json, recv.json)`.
+fn stream_run(dir: &Path) -> (PathBuf, PathBuf) {
+    let o = bin()
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef,Wb",
+            "--seconds",
+            "2",
+            "--rate",
+            "128M",
+            "-q",
+        ])
+        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
+        .arg(dir.join("in"))
+        .output()
+        .unwrap();
+    ok(&o, "vdif gen");
+    let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
+    let mut cmd = bin();
+    cmd.args([
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--idle-timeout",
+        "1s",
+        "-q",
+        "--out",
+    ])
+    .arg(dir.join("rx"))
+    .arg("--json")
+    .arg(&recv_json);
+    let (child, port, _log) = spawn_with_port(&mut cmd);
+    let mut rx = Proc(child);
+    let o = bin()
+        .args(["stream", "send", "--to", &format!("127.0.0.1:{port}")])
+        .arg(dir.join("in/Ef.vdif"))
+        .arg(dir.join("in/Wb.vdif"))
+        .args(["--inject-loss", "3%", "--loss-seed", "3", "--out"])
+        .arg(&send_json)
+        .output()
+        .unwrap();
+    ok(&o, "stream send");
+    let t0 = Instant::now();
+    while rx.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "receiver did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (send_json, recv_json)
+}
+
+/// Run `evlbi report --json` on `inputs` into `dir/report.html`; the report JSON.
+fn report(dir: &Path, inputs: &[&Path]) -> (PathBuf, Value) {
+    let html = dir.join("report.html");
+    let o = bin()
+        .arg("report")
+        .args(inputs)
+        .arg("-o")
+        .arg(&html)
+        .arg("--json")
+        .output()
+        .unwrap();
+    ok(&o, "evlbi report");
+    (html, serde_json::from_slice(&o.stdout).unwrap())
+}
+
+#[test]
+fn report_of_real_probe_and_stream_runs_has_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let trial = probe_trial(dir.path());
+    let (send, recv) = stream_run(dir.path());
+    let (html, r) = report(dir.path(), &[&trial, &send, &recv]);
+    let page = std::fs::read_to_string(&html).unwrap();
+
+    let kinds: Vec<&str> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["probe_trial", "stream_send", "stream_recv"]);
+    let metric = |section: usize, name: &str| {
+        r["sections"][section]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no metric {name}"))["value"]
+            .clone()
+    };
+    assert_eq!(metric(0, "received (unique)"), 3000.0);
+    assert_eq!(metric(0, "lost"), 0.0);
+    let recv_json: Value = serde_json::from_slice(&std::fs::read(&recv).unwrap()).unwrap();
+    assert_eq!(
+        metric(2, "datagrams"),
+        recv_json["datagrams"]["datagrams"].as_f64().unwrap()
+    );
+    // The station table shows what the receiver wrote.
+    let rows = &r["sections"][2]["tables"][0]["rows"];
+    assert_eq!(rows.as_array().unwrap().len(), 2);
+    for (row, st) in rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(recv_json["stations"].as_array().unwrap())
+    {
+        assert_eq!(row[0], st["station"]);
+        assert_eq!(row[2].as_str().unwrap(), st["window"]["written_filled"].to_string());
+    }
+
+    let figures: Vec<&Value> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["figures"].as_array().unwrap())
+        .collect();
+    let ids: Vec<&str> = figures.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    for id in [
+        "1-inter-arrival",
+        "1-departure-gaps",
+        "1-one-way-delay",
+        "2-send-rates",
+        "3-snr-factor",
+        "3-frames",
+    ] {
+        assert!(ids.contains(&id), "figure {id} missing from {ids:?}");
+    }
+    let bars = figures.iter().find(|f| f["id"] == "3-snr-factor").unwrap();
+    assert_eq!(bars["series"], 2, "S/N factor and loss fraction");
+    for f in &figures {
+        let (png, svg) = (f["png"].as_str().unwrap(), f["svg"].as_str().unwrap());
+        assert!(
+            png.starts_with("report_files/") && svg.starts_with("report_files/"),
+            "{png} {svg}"
+        );
+        let png_bytes = std::fs::read(dir.path().join(png)).unwrap();
+        assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n", "{png}");
+        let svg_text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
+        assert!(svg_text.contains("<svg") && svg_text.contains("</svg>"), "{svg}");
+        assert!(page.contains(&format!("src=\"{png}\"")), "page does not show {png}");
+        assert!(page.contains(&format!("href=\"{svg}\"")), "page does not link {svg}");
+    }
+    assert_eq!(page.matches("<figure data-fig=").count(), figures.len());
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "the page needs no network"
+    );
+}
+
+fn run_report(args: &[&str], dir: &Path) -> Output {
+    bin()
+        .arg("report")
+        .args(args)
+        .arg("-o")
+        .arg(dir.join("r.html"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let unknown = p("unknown.json", r#"{"hello": 1, "world": [2]}"#);
+    let truncated = p("trunc.json", r#"{"schema_version": 1, "params": {"test_id": 1, "si"#);
+    let wrong = p("wrong.json", r#"{"schema_version": 1, "params": 7, "receiver": null}"#);
+    let missing = dir.path().join("nope.json").to_str().unwrap().to_string();
+    let cases: [(&str, i32, &str); 4] = [
+        (&unknown, 2, "is not an evlbi result: expected a probe trial"),
+        (&missing, 2, "cannot read"),
+        (&truncated, 1, "is not valid JSON"),
+        (&wrong, 1, "looks like a probe trial but does not match it"),
+    ];
+    for (file, code, msg) in cases {
+        let o = run_report(&[file], dir.path());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{file}: {err}");
+        assert!(err.contains(file) && err.contains(msg), "{file}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!dir.path().join("r.html").exists(), "no page from bad inputs");
+    let o = bin().args(["report", &unknown, "-o", "r.txt"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// Headless Chromium opens the page from disk: every figure renders and no script or load error
+/// occurs (the page's self-check writes counts into `<body data-…>`).
+#[test]
+fn report_renders_in_headless_chromium() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        if std::env::var("EVLBI_SKIP_BROWSER").is_ok_and(|v| v == "1") {
+            eprintln!("skipped: /usr/bin/chromium missing and EVLBI_SKIP_BROWSER=1");
+            return;
+        }
+        panic!("/usr/bin/chromium is missing: run scripts/setup.sh (or set EVLBI_SKIP_BROWSER=1)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trial = probe_trial(dir.path());
+    let (_, recv) = stream_run(dir.path());
+    let (html, r) = report(dir.path(), &[&trial, &recv]);
+    let total = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["figures"].as_array().unwrap().len())
+        .sum::<usize>();
+    assert!(total >= 5);
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--timeout=20000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .arg("--dump-dom")
+    .arg(format!("file://{}", html.canonicalize().unwrap().display()));
+    let o = run_bounded(cmd, Duration::from_secs(90));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let log = String::from_utf8_lossy(&o.stderr);
+    let body = dom
+        .split("<body")
+        .nth(1)
+        .and_then(|b| b.split('>').next())
+        .unwrap_or("");
+    let attr = |name: &str| {
+        body.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    assert_eq!(attr("data-figures-total"), Some(total), "body: {body}\n{log}");
+    assert_eq!(
+        attr("data-figures-ok"),
+        Some(total),
+        "figures failed to render; body: {body}"
+    );
+    assert_eq!(attr("data-errors"), Some(0), "script or load errors; body: {body}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+}
+
+/// Run `cmd`, killing it after `limit`; its output.
+fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            // Only the browser we started, by its pid.
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("chromium did not finish within {limit:?}");
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Reading result JSON files and telling their kinds apart: a probe trial, a probe sweep, a
+//! stream send or receive report, or the demo's assembled `report.json`.
+
+use std::path::{Path, PathBuf};
+
+use probe::results::{ProbeResult, SweepResult};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use stream_session::report::{RecvReport, SendReport};
+
+/// What a result file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `evlbi probe client --json` ([`ProbeResult`]).
+    ProbeTrial,
+    /// A probe sweep ([`SweepResult`]).
+    ProbeSweep,
+    /// `evlbi stream send --out` ([`SendReport`]).
+    StreamSend,
+    /// `evlbi stream recv --json` ([`RecvReport`]).
+    StreamRecv,
+    /// `scripts/demo.sh`'s `report.json` (generation, stream send/recv, correlation).
+    Demo,
+}
+
+impl Kind {
+    /// Human name.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kind::ProbeTrial => "probe trial",
+            Kind::ProbeSweep => "probe sweep",
+            Kind::StreamSend => "stream send report",
+            Kind::StreamRecv => "stream recv report",
+            Kind::Demo => "demo report",
+        }
+    }
+}
+
+/// Fringe S/N of the demo's correlation of the sent and of the received files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// S/N correlating the files as sent.
+    pub sent_snr: Option<f64>,
+    /// S/N correlating the files as received (lost frames filled invalid).
+    pub received_snr: Option<f64>,
+    /// Delay found, seconds, on the received files.
+    pub received_delay_s: Option<f64>,
+}
+
+/// The parts of the demo report that the page shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Demo {
+    /// Stream sender report.
+    pub send: Option<SendReport>,
+    /// Stream receiver report.
+    pub recv: Option<RecvReport>,
+    /// Correlation results.
+    pub correlate: Option<Correlation>,
+}
+
+/// A parsed result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// One probe trial.
+    Probe(Box<ProbeResult>),
+    /// A sweep.
+    Sweep(Box<SweepResult>),
+    /// Stream sender.
+    StreamSend(Box<SendReport>),
+    /// Stream receiver.
+    StreamRecv(Box<RecvReport>),
+    /// Demo report.
+    Demo(Box<Demo>),
+}
+
+impl Input {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Input::Probe(_) => Kind::ProbeTrial,
+            Input::Sweep(_) => Kind::ProbeSweep,
+            Input::StreamSend(_) => Kind::StreamSend,
+            Input::StreamRecv(_) => Kind::StreamRecv,
+            Input::Demo(_) => Kind::Demo,
+        }
+    }
+}
+
+/// A result file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Not JSON (or truncated).
+    #[error("{path} is not valid JSON ({cause}); expected the JSON written by evlbi probe/stream or scripts/demo.sh")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The cause (in the message, not a chained source, so it is said once).
+        cause: serde_json::Error,
+    },
+    /// JSON of no known kind.
+    #[error(
+        "{path} is not an evlbi result: expected a probe trial (keys params, receiver), a probe sweep \
+         (sizes, spacings_ns, points), a stream send report (to, stations), a stream recv report \
+         (listen, stations) or a demo report.json (stream, correlate); found {found}"
+    )]
+    UnknownKind {
+        /// The file.
+        path: PathBuf,
+        /// What the file's top level holds.
+        found: String,
+    },
+    /// Recognised, but a field is missing or of the wrong type.
+    #[error("{path} looks like a {} but does not match it: {cause}", kind.describe())]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// The kind it resembles.
+        kind: Kind,
+        /// The cause (in the message only).
+        cause: serde_json::Error,
+    },
+}
+
+fn top_level(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let keys: Vec<&str> = m.keys().take(8).map(String::as_str).collect();
+            format!("an object with keys [{}]", keys.join(", "))
+        }
+        Value::Array(a) => format!("an array of {} elements", a.len()),
+        Value::Null => "null".into(),
+        Value::Bool(_) => "a boolean".into(),
+        Value::Number(_) => "a number".into(),
+        Value::String(_) => "a string".into(),
+    }
+}
+
+/// Which kind a JSON value is, by its distinguishing keys.
+pub fn detect(v: &Value) -> Option<Kind> {
+    let m = v.as_object()?;
+    let has = |k: &str| m.contains_key(k);
+    if has("sizes") && has("spacings_ns") && has("points") {
+        Some(Kind::ProbeSweep)
+    } else if has("params") && has("schema_version") && (has("receiver") || has("sender")) {
+        Some(Kind::ProbeTrial)
+    } else if has("listen") && has("stations") {
+        Some(Kind::StreamRecv)
+    } else if has("to") && has("stations") {
+        Some(Kind::StreamSend)
+    } else if has("stream") && (has("correlate") || has("generated")) {
+        Some(Kind::Demo)
+    } else {
+        None
+    }
+}
+
+fn shape<T: serde::de::DeserializeOwned>(v: Value, path: &Path, kind: Kind) -> Result<T, InputError> {
+    serde_json::from_value(v).map_err(|cause| InputError::Shape {
+        path: path.to_path_buf(),
+        kind,
+        cause,
+    })
+}
+
+fn demo(v: &Value, path: &Path) -> Result<Demo, InputError> {
+    let part = |a: &str, b: &str| v.get(a).and_then(|x| x.get(b)).filter(|x| !x.is_null()).cloned();
+    let send = part("stream", "send")
+        .map(|x| shape(x, path, Kind::StreamSend))
+        .transpose()?;
+    let recv = part("stream", "recv")
+        .map(|x| shape(x, path, Kind::StreamRecv))
+        .transpose()?;
+    let snr = |which: &str| part("correlate", which).and_then(|c| c.get("snr").and_then(Value::as_f64));
+    let correlate = v.get("correlate").map(|_| Correlation {
+        sent_snr: snr("sent"),
+        received_snr: snr("received"),
+        received_delay_s: part("correlate", "received").and_then(|c| c.get("delay_s").and_then(Value::as_f64)),
+    });
+    Ok(Demo { send, recv, correlate })
+}
+
+/// Parse JSON text from `path` into a typed input.
+pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
+    let v: Value = serde_json::from_str(text).map_err(|cause| InputError::Json {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let kind = detect(&v).ok_or_else(|| InputError::UnknownKind {
+        path: path.to_path_buf(),
+        found: top_level(&v),
+    })?;
+    Ok(match kind {
+        Kind::ProbeTrial => Input::Probe(Box::new(shape(v, path, kind)?)),
+        Kind::ProbeSweep => Input::Sweep(Box::new(shape(v, path, kind)?)),
+        Kind::StreamSend => Input::StreamSend(Box::new(shape(v, path, kind)?)),
+        Kind::StreamRecv => Input::StreamRecv(Box::new(shape(v, path, kind)?)),
+        Kind::Demo => Input::Demo(Box::new(demo(&v, path)?)),
+    })
+}
+
+/// Read and parse one result file.
+pub fn load(path: &Path) -> Result<Input, InputError> {
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe::results::TestParams;
+
+    fn params() -> TestParams {
+        TestParams {
+            test_id: 1,
+            size: 1472,
+            count: 10,
+            spacing_ns: 10_000,
+        }
+    }
+
+    #[test]
+    fn kinds_are_told_apart() {
+        let trial = ProbeResult::new(params(), None, None);
+        let mut sweep = SweepResult::new(vec![1472], vec![10_000]);
+        sweep.push(trial.clone());
+        let p = Path::new("x.json");
+        fn text<T: Serialize>(v: &T) -> String {
+            serde_json::to_string(v).expect("serialise")
+        }
+        assert_eq!(parse(&text(&trial), p).map(|i| i.kind()).ok(), Some(Kind::ProbeTrial));
+        assert_eq!(parse(&text(&sweep), p).map(|i| i.kind()).ok(), Some(Kind::ProbeSweep));
+        let demo = r#"{"generated": {}, "stream": {"send": null, "recv": null}, "correlate": {"sent": {"snr": 9.0}}}"#;
+        match parse(demo, p) {
+            Ok(Input::Demo(d)) => assert_eq!(d.correlate.and_then(|c| c.sent_snr), Some(9.0)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse("[1, 2]", p), Err(InputError::UnknownKind { .. })));
+        assert!(matches!(parse("{\"params\": ", p), Err(InputError::Json { .. })));
+    }
+}

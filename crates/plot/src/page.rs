@@ -1,0 +1,460 @@
+//! The report: a documented serde struct built from parsed results ([`build`]), with its figures
+//! written beside it. The HTML page ([`crate::html`]) and `evlbi report --json` are views of it.
+
+use std::path::{Path, PathBuf};
+
+use probe::results::{ProbeResult, SweepResult};
+use serde::{Deserialize, Serialize};
+use stream_session::report::{RecvReport, SendReport};
+
+use crate::inputs::{Correlation, Input, Kind};
+use crate::{specs, write_figure, ChartSpec, PlotError};
+
+/// Version of the report layout; bumped on incompatible changes.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// One headline number.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// What it is, e.g. "loss fraction".
+    pub name: String,
+    /// The number in `unit` (`None` when not measured, or when only `text` applies).
+    pub value: Option<f64>,
+    /// Unit of `value`, e.g. "Mbit/s" (empty for plain numbers).
+    pub unit: String,
+    /// Text in place of a number (a verdict, a reason).
+    pub text: Option<String>,
+}
+
+impl Metric {
+    fn num(name: &str, value: Option<f64>, unit: &str) -> Self {
+        Metric {
+            name: name.into(),
+            value: value.filter(|v| v.is_finite()),
+            unit: unit.into(),
+            text: None,
+        }
+    }
+
+    fn text(name: &str, text: impl Into<String>) -> Self {
+        Metric {
+            name: name.into(),
+            value: None,
+            unit: String::new(),
+            text: Some(text.into()),
+        }
+    }
+
+    /// As shown in the page: text, or the value with 4 significant digits and its unit.
+    pub fn display(&self) -> String {
+        match (&self.text, self.value) {
+            (Some(t), _) => t.clone(),
+            (None, Some(v)) => format!("{} {}", crate::chart::tick(v), self.unit)
+                .trim_end()
+                .to_string(),
+            (None, None) => "–".into(),
+        }
+    }
+}
+
+/// A table of text cells (per station, per sweep point).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// Caption.
+    pub caption: String,
+    /// Column headings with units.
+    pub columns: Vec<String>,
+    /// Rows, one cell per column.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A figure of the report, paths relative to the HTML page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FigureRef {
+    /// Unique id (the file stem).
+    pub id: String,
+    /// Caption.
+    pub title: String,
+    /// PNG path relative to the page (absent when no font was available).
+    pub png: Option<String>,
+    /// SVG path relative to the page.
+    pub svg: String,
+    /// Number of data series drawn.
+    pub series: usize,
+}
+
+/// What the report says about one input file (or about all probe trials together).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    /// Input file, as given on the command line (empty for the comparison of trials).
+    pub source: String,
+    /// Kind of the input (`None` for the comparison of trials).
+    pub kind: Option<Kind>,
+    /// Heading.
+    pub heading: String,
+    /// Headline numbers.
+    pub metrics: Vec<Metric>,
+    /// Tables.
+    pub tables: Vec<Table>,
+    /// Figures.
+    pub figures: Vec<FigureRef>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// evlbi version that wrote it.
+    pub tool_version: String,
+    /// Page title.
+    pub title: String,
+    /// Directory of the figure files, relative to the page.
+    pub figures_dir: String,
+    /// One section per input, then a comparison when there are several probe trials.
+    pub sections: Vec<Section>,
+    /// Things the reader should know (e.g. PNG not written for lack of a font).
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// All figures of all sections.
+    pub fn figures(&self) -> impl Iterator<Item = &FigureRef> {
+        self.sections.iter().flat_map(|s| s.figures.iter())
+    }
+}
+
+const MBIT: f64 = 1e6;
+
+fn mbit(v: Option<f64>) -> Option<f64> {
+    v.map(|b| b / MBIT)
+}
+
+fn us(ns: Option<u64>) -> Option<f64> {
+    ns.map(|n| n as f64 / 1e3)
+}
+
+fn probe_metrics(r: &ProbeResult) -> Vec<Metric> {
+    let mut m = vec![
+        Metric::num("packet size", Some(f64::from(r.params.size)), "B"),
+        Metric::num("spacing", Some(r.params.spacing_ns as f64 / 1e3), "µs"),
+        Metric::num("packets asked", Some(r.params.count as f64), ""),
+        Metric::num("offered user rate", mbit(r.offered_user_rate_bps), "Mbit/s"),
+    ];
+    if let Some(tx) = &r.sender {
+        m.push(Metric::num("sent", Some(tx.packets_sent as f64), "packets"));
+        m.push(Metric::num("sender user rate", mbit(tx.user_rate_bps), "Mbit/s"));
+        m.push(Metric::num("late departures", Some(tx.late_packets as f64), "packets"));
+    }
+    if let Some(rx) = &r.receiver {
+        m.extend([
+            Metric::num("received (unique)", Some(rx.unique_packets as f64), "packets"),
+            Metric::num("lost", Some(rx.lost_packets as f64), "packets"),
+            Metric::num("loss fraction", rx.loss_fraction, ""),
+            Metric::num("received user rate", mbit(rx.user_rate_bps), "Mbit/s"),
+            Metric::num("received wire rate", mbit(rx.wire_rate_bps), "Mbit/s"),
+            Metric::num("inter-arrival mean", rx.inter_arrival_ns.mean.map(|v| v / 1e3), "µs"),
+            Metric::num("inter-arrival p99", us(rx.inter_arrival_ns.p99), "µs"),
+            Metric::num("one-way delay p50 above min", us(rx.one_way_delay.p50_ns), "µs"),
+            Metric::num("one-way delay p99 above min", us(rx.one_way_delay.p99_ns), "µs"),
+            Metric::num("clock drift", rx.one_way_delay.drift_ppm, "ppm"),
+            Metric::num("reordered", Some(rx.reordering.reordered_packets as f64), "packets"),
+            Metric::num("duplicates", Some(rx.duplicates as f64), "packets"),
+            Metric::num("stray datagrams", Some(rx.strays.total() as f64), ""),
+        ]);
+        if let Some(fit) = &rx.poisson {
+            m.push(Metric::text("loss intervals", fit.verdict.clone()));
+        }
+    }
+    m.extend(r.notes.iter().map(|n| Metric::text("note", n.clone())));
+    m
+}
+
+fn sweep_table(s: &SweepResult) -> Table {
+    let f = |v: Option<f64>, scale: f64| v.map_or("–".into(), |v| crate::chart::tick(v / scale));
+    Table {
+        caption: "Sweep points".into(),
+        columns: [
+            "size (B)",
+            "spacing (µs)",
+            "offered (Mbit/s)",
+            "received (Mbit/s)",
+            "loss fraction",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: s
+            .points
+            .iter()
+            .map(|p| {
+                let rx = p.result.receiver.as_ref();
+                vec![
+                    p.size.to_string(),
+                    crate::chart::tick(p.spacing_ns as f64 / 1e3),
+                    f(p.result.offered_user_rate_bps, MBIT),
+                    f(rx.and_then(|r| r.user_rate_bps), MBIT),
+                    f(rx.and_then(|r| r.loss_fraction), 1.0),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
+    let m = vec![
+        Metric::num("duration", Some(r.duration_s), "s"),
+        Metric::num("received rate", Some(r.received_rate_bps / MBIT), "Mbit/s"),
+        Metric::num("datagrams", Some(r.datagrams.datagrams as f64), ""),
+        Metric::num("rejected datagrams", Some(r.datagrams.rejected() as f64), ""),
+        Metric::num("kernel drops (RcvbufErrors)", Some(r.udp.rcvbuf_errors as f64), ""),
+        Metric::num("receive buffer granted", Some(r.rcvbuf.granted_rcv as f64 / 1e6), "MB"),
+        Metric::num("CPU (user + system)", Some(r.cpu.total()), "% of a core"),
+        Metric::num("NAKs sent", Some(r.naks_sent as f64), ""),
+        Metric::text("stopped by", r.stopped_by.clone()),
+    ];
+    let stations = Table {
+        caption: "Received stations".into(),
+        columns: [
+            "station",
+            "frames valid",
+            "frames filled",
+            "reordered",
+            "late",
+            "loss fraction f",
+            "S/N factor √(1−f)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: r
+            .stations
+            .iter()
+            .map(|s| {
+                vec![
+                    s.station.clone(),
+                    s.window.written_valid.to_string(),
+                    s.window.written_filled.to_string(),
+                    s.window.reordered.to_string(),
+                    s.window.late.to_string(),
+                    format!("{:.5}", s.loss_fraction),
+                    format!("{:.5}", s.snr_factor),
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![stations])
+}
+
+fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
+    let mut m = vec![
+        Metric::text("destination", s.to.clone()),
+        Metric::num("duration", Some(s.duration_s), "s"),
+        Metric::num("CPU (user + system)", Some(s.cpu.total()), "% of a core"),
+        Metric::num("socket buffer full (retried)", Some(s.send_would_block as f64), "sends"),
+        Metric::num("path MTU", s.path_mtu.map(|v| v as f64), "B"),
+    ];
+    if let Some(a) = &s.arq {
+        m.push(Metric::num("retransmitted", Some(a.resent as f64), "datagrams"));
+    }
+    m.extend(s.warnings.iter().map(|w| Metric::text("warning", w.clone())));
+    let stations = Table {
+        caption: "Sent stations".into(),
+        columns: [
+            "station",
+            "paced (Mbit/s)",
+            "achieved (Mbit/s)",
+            "frames sent",
+            "injected drops",
+            "gap mean (µs)",
+            "gap p99 (µs)",
+            "lateness p99 (µs)",
+            "slips",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: s
+            .stations
+            .iter()
+            .map(|st| {
+                vec![
+                    st.station.clone(),
+                    format!("{:.1}", st.rate_bps / MBIT),
+                    format!("{:.1}", st.achieved_rate_bps / MBIT),
+                    st.frames_sent.to_string(),
+                    st.injected_drops.to_string(),
+                    format!("{:.2}", st.departure_gap.mean_us),
+                    format!("{:.2}", st.departure_gap.p99_us),
+                    format!("{:.2}", st.lateness.p99_us),
+                    st.slips.to_string(),
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![stations])
+}
+
+fn correlation_metrics(c: &Correlation, recv: Option<&RecvReport>) -> Vec<Metric> {
+    let mut m = vec![
+        Metric::num("fringe S/N, files as sent", c.sent_snr, ""),
+        Metric::num("fringe S/N, files as received", c.received_snr, ""),
+    ];
+    if let (Some(a), Some(b)) = (c.sent_snr, c.received_snr) {
+        m.push(Metric::num("S/N ratio received / sent", Some(b / a), ""));
+    }
+    // Expected ratio for a baseline: √((1 − f1)(1 − f2)), the product of the station factors.
+    if let Some(r) = recv.filter(|r| r.stations.len() == 2) {
+        let e = r.stations.iter().map(|s| s.snr_factor).product::<f64>();
+        m.push(Metric::num("expected ratio √((1−f1)(1−f2))", Some(e), ""));
+    }
+    m.push(Metric::num(
+        "delay found (received)",
+        c.received_delay_s.map(|d| d * 1e6),
+        "µs",
+    ));
+    m
+}
+
+/// Writes figures into a directory and remembers their paths relative to the page.
+struct FigureWriter<'a> {
+    dir: &'a Path,
+    rel: &'a str,
+}
+
+impl FigureWriter<'_> {
+    fn put(&self, out: &mut Vec<FigureRef>, spec: Option<ChartSpec>, id: String) -> Result<(), PlotError> {
+        let Some(spec) = spec else { return Ok(()) };
+        let f = write_figure(&spec, self.dir, &id)?;
+        let rel = |p: &PathBuf| {
+            format!(
+                "{}/{}",
+                self.rel,
+                p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            )
+        };
+        out.push(FigureRef {
+            id,
+            title: f.title,
+            png: f.png.as_ref().map(rel),
+            svg: rel(&f.svg),
+            series: f.series,
+        });
+        Ok(())
+    }
+}
+
+/// Build the report for `inputs` (file name as given, parsed result) whose page will be `html`:
+/// figures go to `<html stem>_files/` beside it.
+pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotError> {
+    let stem = html
+        .file_stem()
+        .map_or("report".into(), |s| s.to_string_lossy().into_owned());
+    let rel = format!("{stem}_files");
+    let dir = html.parent().unwrap_or(Path::new(".")).join(&rel);
+    let w = FigureWriter { dir: &dir, rel: &rel };
+    let mut sections = Vec::new();
+    let mut trials: Vec<(String, &ProbeResult)> = Vec::new();
+    for (i, (source, input)) in inputs.iter().enumerate() {
+        let n = i + 1;
+        let mut s = Section {
+            source: source.clone(),
+            kind: Some(input.kind()),
+            heading: format!("{n}. {} — {source}", input.kind().describe()),
+            metrics: Vec::new(),
+            tables: Vec::new(),
+            figures: Vec::new(),
+        };
+        let figs = &mut s.figures;
+        let mut extra = Vec::new();
+        match input {
+            Input::Probe(r) => {
+                s.metrics = probe_metrics(r);
+                w.put(figs, specs::inter_arrival(r), format!("{n}-inter-arrival"))?;
+                w.put(figs, specs::departure_gaps(r), format!("{n}-departure-gaps"))?;
+                w.put(figs, specs::one_way_delay(r), format!("{n}-one-way-delay"))?;
+                w.put(figs, specs::loss_intervals(r), format!("{n}-loss-intervals"))?;
+                trials.push((
+                    format!("{n}: {} B / {} µs", r.params.size, r.params.spacing_ns as f64 / 1e3),
+                    r,
+                ));
+            }
+            Input::Sweep(sw) => {
+                s.metrics = vec![
+                    Metric::text("sizes", format!("{:?} B", sw.sizes)),
+                    Metric::num("points", Some(sw.points.len() as f64), ""),
+                ];
+                s.tables.push(sweep_table(sw));
+                w.put(figs, specs::sweep_rate(sw), format!("{n}-sweep-rate"))?;
+                w.put(figs, specs::sweep_loss(sw), format!("{n}-sweep-loss"))?;
+            }
+            Input::StreamSend(r) => {
+                (s.metrics, s.tables) = send_parts(r);
+                w.put(figs, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
+            }
+            Input::StreamRecv(r) => {
+                (s.metrics, s.tables) = recv_parts(r);
+                w.put(figs, specs::stream_snr(r), format!("{n}-snr-factor"))?;
+                w.put(figs, specs::stream_frames(r), format!("{n}-frames"))?;
+            }
+            Input::Demo(d) => {
+                // One section per step of the demo, so equal names (duration, CPU) stay apart.
+                s.heading = format!("{n}. demo: correlation — {source}");
+                if let Some(c) = &d.correlate {
+                    s.metrics = correlation_metrics(c, d.recv.as_ref());
+                }
+                if let Some(r) = &d.send {
+                    let mut t = Section {
+                        heading: format!("{n}. demo: stream send"),
+                        kind: Some(Kind::StreamSend),
+                        ..s.clone()
+                    };
+                    (t.metrics, t.tables) = send_parts(r);
+                    w.put(&mut t.figures, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
+                    extra.push(t);
+                }
+                if let Some(r) = &d.recv {
+                    let mut t = Section {
+                        heading: format!("{n}. demo: stream recv"),
+                        kind: Some(Kind::StreamRecv),
+                        ..s.clone()
+                    };
+                    (t.metrics, t.tables) = recv_parts(r);
+                    w.put(&mut t.figures, specs::stream_snr(r), format!("{n}-snr-factor"))?;
+                    w.put(&mut t.figures, specs::stream_frames(r), format!("{n}-frames"))?;
+                    extra.push(t);
+                }
+            }
+        }
+        sections.push(s);
+        sections.append(&mut extra);
+    }
+    if trials.len() >= 2 {
+        let mut s = Section {
+            source: String::new(),
+            kind: None,
+            heading: format!("{}. Probe trials compared", inputs.len() + 1),
+            metrics: Vec::new(),
+            tables: Vec::new(),
+            figures: Vec::new(),
+        };
+        w.put(
+            &mut s.figures,
+            specs::inter_arrival_overlay(&trials),
+            "compare-inter-arrival".into(),
+        )?;
+        sections.push(s);
+    }
+    let mut warnings = Vec::new();
+    if !crate::font_loaded() {
+        warnings.push(format!(
+            "no font loaded (install fonts-dejavu-core: {}): figures written as SVG only",
+            crate::DEFAULT_FONT
+        ));
+    }
+    Ok(Report {
+        schema_version: REPORT_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        title: "evlbi report".into(),
+        figures_dir: rel,
+        sections,
+        warnings,
+    })
+}

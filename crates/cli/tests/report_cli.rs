@@ -330,3 +330,37 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         }
     }
 }
+
+#[test]
+fn report_of_a_real_transfer_shows_its_rate_over_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let file = dir.path().join("scan.bin");
+    std::fs::write(&file, (0..12_000_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
+    let mut cmd = bin();
+    cmd.args(["recv", "--listen", "127.0.0.1:0", "--once", "--root"])
+        .arg(&root);
+    let (child, port, _log) = spawn_with_port(&mut cmd);
+    let _rx = Proc(child);
+    let json = dir.path().join("send.json");
+    let o = bin()
+        .arg("send")
+        .arg(&file)
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--cc", "fixed", "--rate", "300M", "-q", "--out"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    ok(&o, "evlbi send");
+    let (html, r) = report(dir.path(), &[&json]);
+    assert_eq!(r["sections"][0]["kind"], "transfer_send");
+    let fig = &r["sections"][0]["figures"][0];
+    assert_eq!(fig["id"], "1-transfer-rate");
+    assert_eq!(fig["series"], 2, "goodput and pacing");
+    let row = &r["sections"][0]["tables"][0]["rows"][0];
+    assert_eq!(row[0], "scan.bin");
+    assert_eq!(row[8], "verified");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Transfer rate over time") || page.contains("1-transfer-rate"));
+}

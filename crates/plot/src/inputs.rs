@@ -22,6 +22,8 @@ pub enum Kind {
     StreamRecv,
     /// `scripts/demo.sh`'s `report.json` (generation, stream send/recv, correlation).
     Demo,
+    /// `evlbi send --json` (transfer_session's `SendReport`).
+    TransferSend,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::StreamSend => "stream send report",
             Kind::StreamRecv => "stream recv report",
             Kind::Demo => "demo report",
+            Kind::TransferSend => "transfer send report",
         }
     }
 }
@@ -68,6 +71,8 @@ pub enum Input {
     Sweep(Box<SweepResult>),
     /// Stream sender.
     StreamSend(Box<SendReport>),
+    /// `evlbi send --json`.
+    TransferSend(Box<transfer_session::report::SendReport>),
     /// Stream receiver.
     StreamRecv(Box<RecvReport>),
     /// Demo report.
@@ -83,6 +88,7 @@ impl Input {
             Input::StreamSend(_) => Kind::StreamSend,
             Input::StreamRecv(_) => Kind::StreamRecv,
             Input::Demo(_) => Kind::Demo,
+            Input::TransferSend(_) => Kind::TransferSend,
         }
     }
 }
@@ -110,7 +116,8 @@ pub enum InputError {
     #[error(
         "{path} is not an evlbi result: expected a probe trial (keys params, receiver), a probe sweep \
          (sizes, spacings_ns, points), a stream send report (to, stations), a stream recv report \
-         (listen, stations) or a demo report.json (stream, correlate); found {found}"
+         (listen, stations), a transfer send report (files, transferred_bytes) or a demo report.json \
+         (stream, correlate); found {found}"
     )]
     UnknownKind {
         /// The file.
@@ -158,6 +165,8 @@ pub fn detect(v: &Value) -> Option<Kind> {
         Some(Kind::StreamSend)
     } else if has("stream") && (has("correlate") || has("generated")) {
         Some(Kind::Demo)
+    } else if has("files") && has("transferred_bytes") {
+        Some(Kind::TransferSend)
     } else {
         None
     }
@@ -202,6 +211,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
         Kind::ProbeTrial => Input::Probe(Box::new(shape(v, path, kind)?)),
         Kind::ProbeSweep => Input::Sweep(Box::new(shape(v, path, kind)?)),
         Kind::StreamSend => Input::StreamSend(Box::new(shape(v, path, kind)?)),
+        Kind::TransferSend => Input::TransferSend(Box::new(shape(v, path, kind)?)),
         Kind::StreamRecv => Input::StreamRecv(Box::new(shape(v, path, kind)?)),
         Kind::Demo => Input::Demo(Box::new(demo(&v, path)?)),
     })

@@ -244,6 +244,61 @@ fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
     (m, vec![stations])
 }
 
+fn transfer_parts(r: &transfer_session::report::SendReport) -> (Vec<Metric>, Vec<Table>) {
+    let m = vec![
+        Metric::text("receiver", r.server.clone()),
+        Metric::text(
+            "congestion control",
+            format!("{} ({:.1} Mbit/s)", r.cc, r.rate_bps / MBIT),
+        ),
+        Metric::num("bytes moved", Some(r.transferred_bytes as f64), "B"),
+        Metric::num("goodput of the data rounds", r.goodput_bps.map(|g| g / MBIT), "Mbit/s"),
+        Metric::num("wall time, to the last verdict", Some(r.elapsed_s), "s"),
+        Metric::num("retransmitted", Some(r.retransmitted_bytes as f64), "B"),
+        Metric::num("CPU (user + system)", r.cpu_percent, "% of a core"),
+        Metric::text("all files verified", if r.ok { "yes" } else { "NO" }),
+    ];
+    let files = Table {
+        caption: "Files".into(),
+        columns: [
+            "path",
+            "size (B)",
+            "resumed (B)",
+            "rounds",
+            "retransmitted (B)",
+            "loss seen",
+            "min RTT (ms)",
+            "BLAKE3",
+            "verdict",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: r
+            .files
+            .iter()
+            .map(|f| {
+                let rtt = f.rounds.iter().filter_map(|x| x.rtt_min_us).min();
+                let loss = f.rounds.iter().map(|x| x.loss_seen).fold(0.0, f64::max);
+                vec![
+                    f.path.clone(),
+                    f.size.to_string(),
+                    f.resumed_bytes.to_string(),
+                    f.rounds.len().to_string(),
+                    f.rounds.iter().map(|x| x.retransmitted_bytes).sum::<u64>().to_string(),
+                    format!("{loss:.2e}"),
+                    rtt.map_or("-".into(), |us| format!("{:.3}", us as f64 / 1e3)),
+                    f.blake3.as_deref().map_or("-".into(), |h| h[..16].to_string()),
+                    match (&f.error, f.verified) {
+                        (None, true) => "verified".into(),
+                        (e, _) => format!("FAILED: {}", e.as_deref().unwrap_or("not verified")),
+                    },
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![files])
+}
+
 fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
     let mut m = vec![
         Metric::text("destination", s.to.clone()),
@@ -393,6 +448,10 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
                 (s.metrics, s.tables) = recv_parts(r);
                 w.put(figs, specs::stream_snr(r), format!("{n}-snr-factor"))?;
                 w.put(figs, specs::stream_frames(r), format!("{n}-frames"))?;
+            }
+            Input::TransferSend(r) => {
+                (s.metrics, s.tables) = transfer_parts(r);
+                w.put(figs, specs::transfer_rates(r), format!("{n}-transfer-rate"))?;
             }
             Input::Demo(d) => {
                 // One section per step of the demo, so equal names (duration, CPU) stay apart.

@@ -1,17 +1,18 @@
 //! The probe client: handshake, paced UDP stream, results.
 
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use netio::{connect_udp, BufferRequest, Pacer, Spacing};
 use probe::auth::{ClientHandshake, ClientStep};
-use probe::control::{ControlMsg, Done, Hello, PROTOCOL_VERSION};
-use probe::results::{ProbeResult, TestParams};
+use probe::control::{ControlMsg, Done, Hello, Results, PROTOCOL_VERSION};
+use probe::results::{HostCounters, ProbeResult, TestParams};
 use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
-use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::{io, nonce, now_ns, Control, SessionError};
-use netio::pacer::wait_until;
+use crate::host::{interface_of, HostSnapshot};
+use crate::server::grant_note;
+use crate::{instant_ns, io, nonce, now_ns, Control, SessionError};
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -68,13 +69,16 @@ pub fn run_client(
         }
     };
     let dest = SocketAddr::new(config.server.ip(), udp_port);
-    let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP)).map_err(io("UDP socket"))?;
-    // Best effort: the kernel caps this at net.core.wmem_max.
-    let _ = sock.set_send_buffer_size(config.sndbuf);
-    sock.bind(&SocketAddr::new(local_ip, 0).into())
-        .map_err(io("bind UDP"))?;
-    sock.connect(&dest.into()).map_err(io("connect UDP"))?;
-    let udp: UdpSocket = sock.into();
+    let (udp, grant) = connect_udp(
+        SocketAddr::new(local_ip, 0),
+        dest,
+        BufferRequest {
+            rcv: 0,
+            snd: config.sndbuf,
+        },
+    )?;
+    let mut notes = vec![grant_note("sender", grant.requested_snd, grant.granted_snd)];
+    notes.extend(grant.warnings.iter().map(|w| format!("sender: {w}")));
     on_established(dest);
 
     let size = config.size as usize;
@@ -89,13 +93,16 @@ pub fn run_client(
     .emit(&mut Packet::new_unchecked(&mut buf[..]))
     .map_err(|e| SessionError::Refused(e.to_string()))?;
     let mut stats = SendStats::new(SendConfig::new(config.spacing_ns));
+    let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     let start = Instant::now() + Duration::from_millis(1);
-    let start_ns = now_ns() + 1_000_000;
+    // Packet n is due at start + n·spacing on an absolute timeline (no drift); falling more than
+    // the pacer's bound behind re-anchors instead of bursting, and is reported below.
+    let mut pacer = Pacer::new(start, Spacing::from_nanos(config.spacing_ns));
     let mut send_errors = 0u64;
     let every = (config.count / 200).max(1);
     for seq in 0..config.count {
-        let offset = seq.saturating_mul(config.spacing_ns);
-        wait_until(start + Duration::from_nanos(offset));
+        let scheduled = instant_ns(pacer.next_deadline());
+        pacer.wait_next();
         let t = now_ns();
         {
             // Only the header changes between datagrams; the padding was written once.
@@ -105,7 +112,7 @@ pub fn run_client(
             p.set_flags(if seq + 1 == config.count { FLAG_LAST } else { 0 });
         }
         match udp.send(&buf) {
-            Ok(n) => stats.on_sent(start_ns + offset, t, n),
+            Ok(n) => stats.on_sent(scheduled, t, n),
             // A full socket buffer or an ICMP error from an earlier datagram: not sent, counted.
             Err(_) => send_errors += 1,
         }
@@ -113,22 +120,43 @@ pub fn run_client(
             progress(seq);
         }
     }
+    let sender_host = host0.delta();
     progress(config.count);
     let sender = stats.report();
     control.send(&ControlMsg::Done(Box::new(Done {
         sent: stats.packets(),
         sender: Some(sender.clone()),
     })))?;
-    let receiver = match control.recv(Duration::from_secs(30), "results")? {
-        ControlMsg::Results(r) => r.receiver,
+    let results = match control.recv(Duration::from_secs(30), "results")? {
+        ControlMsg::Results(r) => r,
         ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
         _ => return Err(SessionError::Unexpected("a message other than results")),
     };
+    let Results {
+        receiver,
+        host: receiver_host,
+        notes: receiver_notes,
+    } = *results;
     let mut result = ProbeResult::new(TestParams::from(&hello), Some(sender), Some(receiver));
-    if send_errors > 0 {
-        result.notes.push(format!(
-            "{send_errors} datagrams could not be sent (socket buffer full or ICMP error)"
+    result.host = HostCounters {
+        sender: Some(sender_host),
+        receiver: receiver_host,
+    };
+    if pacer.slips() > 0 {
+        notes.push(format!(
+            "sender: fell more than {:.0} us behind schedule {} times; the timeline was re-anchored each time, \
+             {:.3} ms given up in all",
+            pacer.max_lag().as_secs_f64() * 1e6,
+            pacer.slips(),
+            pacer.slipped_total().as_secs_f64() * 1e3
         ));
     }
+    if send_errors > 0 {
+        notes.push(format!(
+            "sender: {send_errors} datagrams could not be sent (socket buffer full or ICMP error)"
+        ));
+    }
+    notes.extend(receiver_notes);
+    result.notes = notes;
     Ok(result)
 }

@@ -152,3 +152,52 @@ fn garbage_on_the_control_port_is_bounded_and_harmless() {
     assert!(ev[0].starts_with("failed") && ev[0].contains("longer than"), "{ev:?}");
     assert!(ev[1].starts_with("failed"), "{ev:?}");
 }
+
+#[test]
+fn host_counters_of_both_ends_are_present_and_plausible() {
+    let (addr, _events, h) = server(None, 1);
+    let r = run_client(&client(addr, 2000, None), |_| {}, |_| {}).unwrap();
+    h.join().unwrap();
+    let rx = r.receiver.as_ref().unwrap();
+    assert_eq!(rx.unique_packets, 2000);
+    let recv = r
+        .host
+        .receiver
+        .as_ref()
+        .expect("receiver counters travel back in results");
+    let send = r.host.sender.as_ref().expect("sender counters");
+    // Host-wide: every datagram the server counted went through the kernel's InDatagrams (other
+    // UDP traffic on the host can only add to it).
+    let udp = recv.udp.as_ref().expect("udp counters");
+    assert!(
+        udp.in_datagrams >= rx.valid_datagrams,
+        "{udp:?} vs {}",
+        rx.valid_datagrams
+    );
+    assert!(send.udp.as_ref().expect("udp").out_datagrams >= 2000);
+    for end in [recv, send] {
+        assert!(end.wall_s > 0.0);
+        let cpu = end.cpu.as_ref().expect("host cpu");
+        if cpu.ticks > 0 {
+            assert!((cpu.total_pct() - 100.0).abs() < 0.01, "{cpu:?}");
+        }
+        assert!(cpu.idle_pct >= 0.0 && cpu.user_pct >= 0.0 && cpu.system_pct >= 0.0);
+        let p = end.process.as_ref().expect("process cpu");
+        assert!(p.user_pct >= 0.0 && p.system_pct >= 0.0);
+        // Both ends are on 127.0.0.1: the loopback interface, which carried at least the data.
+        let lo = end.interface.as_ref().expect("interface counters");
+        assert_eq!(lo.name, "lo");
+        assert!(lo.rx_packets >= 2000, "{lo:?}");
+    }
+    // The buffer grants are reported.
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("receiver: UDP receive buffer")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("sender: UDP send buffer")),
+        "{:?}",
+        r.notes
+    );
+}

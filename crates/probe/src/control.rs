@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
 use crate::wire::{HEADER_LEN, MAX_DATAGRAM};
@@ -27,8 +28,10 @@ pub const DEFAULT_MAX_LINE: usize = 1 << 20;
 pub const MAX_COUNT: u64 = 1_000_000_000_000;
 /// Largest inter-packet spacing accepted: 10 s.
 pub const MAX_SPACING_NS: u64 = 10_000_000_000;
-/// Longest `error` message accepted, bytes.
+/// Longest `error` message (and `results` note) accepted, bytes.
 pub const MAX_ERROR_LEN: usize = 1024;
+/// Most notes a `results` message may carry.
+pub const MAX_NOTES: usize = 16;
 
 /// Client's opening message: the trial parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +96,12 @@ pub struct Done {
 pub struct Results {
     /// Receiver statistics of the trial.
     pub receiver: ReceiverReport,
+    /// The receiving host's counters over the trial, when it could read them.
+    #[serde(default)]
+    pub host: Option<HostDelta>,
+    /// Notes from the receiver (e.g. its socket buffer was capped by the kernel).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// Either side refuses to go on.
@@ -208,6 +217,12 @@ impl ControlMsg {
                 }
             }
             ControlMsg::Done(d) if d.sent > MAX_COUNT => Err(invalid("sent", format!("{} above {MAX_COUNT}", d.sent))),
+            ControlMsg::Results(r) if r.notes.len() > MAX_NOTES || r.notes.iter().any(|n| n.len() > MAX_ERROR_LEN) => {
+                Err(invalid(
+                    "notes",
+                    format!("more than {MAX_NOTES} notes or one longer than {MAX_ERROR_LEN} bytes"),
+                ))
+            }
             ControlMsg::Done(_) | ControlMsg::Results(_) => Ok(()),
             ControlMsg::Error(e) if e.message.len() > MAX_ERROR_LEN => {
                 Err(invalid("message", format!("longer than {MAX_ERROR_LEN} bytes")))

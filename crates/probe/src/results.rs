@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::control::Hello;
+use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
 
@@ -47,15 +48,15 @@ impl TestParams {
     }
 }
 
-/// Host counters before/after a trial on both ends (CPU user/sys/idle, `/proc/net/snmp` UDP
-/// errors, NIC drops). Filled by the socket layer (`netio`); opaque JSON here so this crate does
-/// not depend on it.
+/// Host counters over a trial on both ends (CPU user/sys/idle of the host and the probe process,
+/// `/proc/net/snmp` UDP counters, the interface's `/proc/net/dev` counters), see [`HostDelta`].
+/// Filled by the socket layer; the receiver's arrive in the `results` control message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostCounters {
-    /// Sending host's counter differences, if collected.
-    pub sender: Option<serde_json::Value>,
-    /// Receiving host's counter differences, if collected.
-    pub receiver: Option<serde_json::Value>,
+    /// Sending host (the client), from just before the first datagram to just after the last.
+    pub sender: Option<HostDelta>,
+    /// Receiving host (the server), from `ready` to the end of the drain.
+    pub receiver: Option<HostDelta>,
 }
 
 /// Everything measured in one probe trial.

@@ -176,7 +176,11 @@ fn sender_and_receiver_results_roundtrip_over_the_control_channel() {
         tx.on_sent(seq * SPACING, seq * SPACING + 100, SIZE);
     }
     let rx = run(100, cfg(), |s| s == 50);
-    let msg = ControlMsg::Results(Box::new(Results { receiver: rx.clone() }));
+    let msg = ControlMsg::Results(Box::new(Results {
+        receiver: rx.clone(),
+        host: None,
+        notes: Vec::new(),
+    }));
     let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
     d.push(&msg.to_line(DEFAULT_MAX_LINE).expect("encode")).expect("push");
     assert_eq!(d.poll().expect("decode"), Some(msg));

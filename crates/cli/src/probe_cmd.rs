@@ -10,6 +10,7 @@ use probe::host::HostDelta;
 use probe::results::ProbeResult;
 use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
 
+use crate::probe_multi;
 use crate::units::{parse_duration, parse_rate, si_fmt};
 use crate::{progress_bar, usage, write_json};
 
@@ -30,7 +31,9 @@ pub enum ProbeCommand {
     #[command(after_help = "Examples:\n  \
         evlbi probe client 127.0.0.1 --size 8192 --spacing 16us --count 100000   # 4.096 Gb/s of payload\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 100000    # same, spacing computed\n  \
-        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json")]
+        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
+        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv")]
     Client(ClientArgs),
 }
 
@@ -46,8 +49,11 @@ pub struct ServerArgs {
     #[arg(long)]
     key_file: Option<PathBuf>,
     /// Serve one session, then exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sessions")]
     once: bool,
+    /// Serve N sessions (e.g. a client's --trials N or a sweep's points), then exit.
+    #[arg(long, value_name = "N")]
+    sessions: Option<u64>,
     /// Print one JSON line per finished session instead of text.
     #[arg(long)]
     json: bool,
@@ -81,6 +87,19 @@ pub struct ClientArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Run N trials back to back (one session each) and report every trial and the spread
+    /// (min / median / max) of rate, loss, jitter p99 and sender gap p99.
+    #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "sweep")]
+    trials: u32,
+    /// Sweep a grid, one trial of --count datagrams per point, sizes × spacings, size-major:
+    /// "sizes=1472,8192 spacings=0..40us:10us". Values are lists (a,b,c) or ranges A..B[:STEP]
+    /// with both ends included (no step: 5 evenly spaced points); spacings take ns/us/ms units.
+    /// A parameter not swept keeps --size/--spacing. JSON (--json/--out) is a SweepResult.
+    #[arg(long, value_name = "SPEC")]
+    sweep: Vec<String>,
+    /// With --sweep: also write one CSV row per point to FILE.
+    #[arg(long, value_name = "FILE", requires = "sweep")]
+    csv: Option<PathBuf>,
 }
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
@@ -113,7 +132,7 @@ fn server(a: ServerArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let stop = AtomicBool::new(false);
-    server.serve(&stop, a.once.then_some(1), |e| match e {
+    server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| match e {
         ServerEvent::Ready {
             peer,
             hello,
@@ -178,11 +197,26 @@ fn client(a: ClientArgs) -> Result<()> {
     if a.count == 0 {
         return Err(usage("--count must be at least 1"));
     }
+    let sweeping = !a.sweep.is_empty();
     let spacing_ns = match (a.spacing, a.rate) {
         (Some(s), None) if s >= 0.0 => (s * 1e9).round() as u64,
         (None, Some(r)) => (f64::from(a.size) * 8.0 / r * 1e9).round() as u64,
+        (None, None) if sweeping => 0,
         (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G)")),
         _ => return Err(usage("--spacing must be >= 0")),
+    };
+    if a.trials == 0 {
+        return Err(usage("--trials must be at least 1"));
+    }
+    let spec = if sweeping {
+        let spec =
+            probe_multi::parse_sweep(&a.sweep, a.size, spacing_ns).map_err(|e| usage(format!("--sweep: {e}")))?;
+        if a.spacing.is_none() && a.rate.is_none() && !a.sweep.iter().any(|t| t.contains("spacing")) {
+            return Err(usage("--sweep without spacings=…: give --spacing or --rate"));
+        }
+        Some(spec)
+    } else {
+        None
     };
     let server = resolve(&a.server)?;
     let config = ClientConfig {
@@ -194,6 +228,12 @@ fn client(a: ClientArgs) -> Result<()> {
         test_id: None,
         sndbuf: 16 << 20,
     };
+    if let Some(spec) = spec {
+        return probe_multi::sweep(&config, &spec, a.quiet, a.json, a.out.as_ref(), a.csv.as_ref());
+    }
+    if a.trials > 1 {
+        return probe_multi::trials(&config, a.trials, a.quiet, a.json, a.out.as_ref());
+    }
     let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
     let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
     bar.finish_and_clear();

@@ -3,12 +3,14 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
+use probe::control::Interim;
 use probe::host::HostDelta;
 use probe::results::ProbeResult;
-use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
+use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::probe_multi;
 use crate::units::{parse_duration, parse_rate, si_fmt};
@@ -33,6 +35,7 @@ pub enum ProbeCommand {
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 100000    # same, spacing computed\n  \
         evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 1000000 --interval 1s # live lines on stderr\n  \
         evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv")]
     Client(ClientArgs),
 }
@@ -97,6 +100,14 @@ pub struct ClientArgs {
     /// A parameter not swept keeps --size/--spacing. JSON (--json/--out) is a SweepResult.
     #[arg(long, value_name = "SPEC")]
     sweep: Vec<String>,
+    /// Print a live line on stderr every INTERVAL (e.g. 1s, at least 100ms) during each trial,
+    /// from counters the server sends over the control connection: seconds since the server was
+    /// ready; the received user-data rate over the last interval; packets received so far;
+    /// "missing": packets below the highest sequence number seen that have not arrived (yet) —
+    /// lost, or still to come out of order, the final result decides; reordered (RFC 4737) and
+    /// duplicate packets so far.
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
+    interval: Option<f64>,
     /// With --sweep: also write one CSV row per point to FILE.
     #[arg(long, value_name = "FILE", requires = "sweep")]
     csv: Option<PathBuf>,
@@ -188,6 +199,9 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn client(a: ClientArgs) -> Result<()> {
+    if a.interval.is_some_and(|s| !(0.1..=3600.0).contains(&s)) {
+        return Err(usage("--interval must be between 100ms and 1h"));
+    }
     if !(32..=65_507).contains(&a.size) {
         return Err(usage(format!(
             "--size {}: a probe datagram is 32..=65507 bytes",
@@ -227,6 +241,7 @@ fn client(a: ClientArgs) -> Result<()> {
         key: read_key(&a.key_file)?,
         test_id: None,
         sndbuf: 16 << 20,
+        interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
     };
     if let Some(spec) = spec {
         return probe_multi::sweep(&config, &spec, a.quiet, a.json, a.out.as_ref(), a.csv.as_ref());
@@ -235,13 +250,42 @@ fn client(a: ClientArgs) -> Result<()> {
         return probe_multi::trials(&config, a.trials, a.quiet, a.json, a.out.as_ref());
     }
     let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
-    let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
+    let result = run_client_live(&config, |_| {}, |n| bar.set_position(n), live_printer(bar.clone()))?;
     bar.finish_and_clear();
     write_json(&result, a.out.as_ref(), a.json)?;
     if !a.json {
         print_result(&result);
     }
     Ok(())
+}
+
+/// Turns the server's cumulative interim counters into one stderr line per interval (above the
+/// progress bar, if any).
+pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send {
+    let mut prev: Option<Interim> = None;
+    move |i: &Interim| {
+        let (bytes0, ms0) = prev.map_or((0, 0), |p| (p.unique_bytes, p.elapsed_ms));
+        let dt = i.elapsed_ms.saturating_sub(ms0) as f64 / 1e3;
+        let rate = if dt > 0.0 {
+            i.unique_bytes.saturating_sub(bytes0) as f64 * 8.0 / dt
+        } else {
+            0.0
+        };
+        let seen = i.highest_seq.map_or(0, |h| h + 1);
+        let frac = if seen > 0 { i.missing as f64 / seen as f64 } else { 0.0 };
+        bar.suspend(|| {
+            eprintln!(
+                "[{:>7.2} s] {}b/s, received {}, missing {} ({frac:.2e}), reordered {}, duplicates {}",
+                i.elapsed_ms as f64 / 1e3,
+                si_fmt(rate),
+                i.unique,
+                i.missing,
+                i.reordered,
+                i.duplicates
+            )
+        });
+        prev = Some(*i);
+    }
 }
 
 /// Nanoseconds as microseconds with two decimals, "-" when absent.

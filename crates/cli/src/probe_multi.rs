@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use probe::results::{ProbeResult, Spread, SweepResult, TrialsResult};
-use probe_session::{run_client, ClientConfig};
+use probe_session::{run_client_live, ClientConfig};
+
+use crate::probe_cmd::live_printer;
 
 use crate::units::{parse_duration, si_fmt};
 use crate::{progress_bar, usage, write_json};
@@ -132,7 +134,8 @@ pub fn trials(config: &ClientConfig, trials: u32, quiet: bool, json: bool, out: 
     let bar = progress_bar(u64::from(trials), quiet || json, "{bar:40} trial {pos}/{len} ETA {eta}");
     let mut results = Vec::new();
     for i in 0..trials {
-        let r = run_client(config, |_| {}, |_| {}).with_context(|| format!("trial {} of {trials}", i + 1))?;
+        let r = run_client_live(config, |_| {}, |_| {}, live_printer(bar.clone()))
+            .with_context(|| format!("trial {} of {trials}", i + 1))?;
         if !quiet && !json {
             bar.suspend(|| println!("{}", trial_line(i + 1, &r)));
         }
@@ -225,7 +228,8 @@ pub fn sweep(
             spacing_ns,
             ..config.clone()
         };
-        let r = run_client(&cfg, |_| {}, |_| {}).with_context(|| format!("sweep point {size} B, {spacing_ns} ns"))?;
+        let r = run_client_live(&cfg, |_| {}, |_| {}, live_printer(bar.clone()))
+            .with_context(|| format!("sweep point {size} B, {spacing_ns} ns"))?;
         sweep.push(r);
         bar.inc(1);
     }

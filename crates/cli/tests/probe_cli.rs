@@ -164,3 +164,38 @@ fn sweep_runs_every_point_and_writes_json_and_csv() {
         assert_eq!(row[6], "0", "lost: {row:?}");
     }
 }
+
+#[test]
+fn interval_prints_live_lines_during_the_trial() {
+    let s = server(&[]);
+    // 15 000 × 40 µs = 0.6 s of data: at least two 200 ms intervals.
+    let addr = format!("127.0.0.1:{}", s.1);
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &addr,
+            "--size",
+            "1472",
+            "--count",
+            "15000",
+            "--spacing",
+            "40us",
+        ])
+        .args(["--interval", "200ms", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains("received"))
+        .collect();
+    assert!(lines.len() >= 2, "{err}");
+    assert!(
+        lines.iter().all(|l| l.contains("missing") && l.contains("reordered")),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("received   15000 of 15000"), "{out}");
+}

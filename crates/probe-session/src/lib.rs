@@ -25,7 +25,7 @@ use std::net::TcpStream;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use client::{run_client, ClientConfig};
+pub use client::{run_client, run_client_live, ClientConfig};
 pub use server::{Server, ServerConfig, ServerEvent};
 
 use probe::control::{ControlError, ControlMsg, LineDecoder};

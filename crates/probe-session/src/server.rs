@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use netio::batch::{enable_rx_timestamps, RecvBatch};
 use netio::{bind_udp, BufferGrant, BufferRequest};
 use probe::auth::{ServerHandshake, ServerStep};
-use probe::control::{ControlMsg, ErrorMsg, Hello, Results};
+use std::io::Write;
+
+use probe::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
 use probe::recv_stats::{ReceiverReport, RecvConfig, RecvStats};
 
 use crate::host::{interface_of, HostSnapshot};
-use crate::{io, nonce, now_ns, realtime_ns, Control, SessionError};
+use crate::{io, nonce, now_ns, realtime_ns, Control, SessionError, MAX_LINE};
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -176,6 +178,19 @@ impl Server {
             grant,
         });
 
+        // Interim reports go out from the receiving thread through a second handle to the control
+        // socket; the main thread writes nothing until that thread has ended.
+        let mut interim = match hello.interval_ms {
+            Some(ms) => Some((
+                control
+                    .stream()
+                    .try_clone()
+                    .map_err(io("clone the control connection"))?,
+                Duration::from_millis(ms),
+            )),
+            None => None,
+        };
+        let ready_at = Instant::now();
         let done_flag = AtomicBool::new(false);
         let last_rx = AtomicU64::new(now_ns());
         let mut stats = RecvStats::new(RecvConfig::from_hello(&hello));
@@ -199,6 +214,7 @@ impl Server {
                         stats.on_datagram(t, d.data, d.from.ip() == expected_ip);
                     }
                 };
+                let mut next_interim = interim.as_ref().map(|(_, every)| ready_at + *every);
                 while !done_flag.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
                     // recvmmsg: up to 64 datagrams per system call; 20 ms bounds the wait so the
                     // done flag is seen.
@@ -210,6 +226,16 @@ impl Server {
                         }
                         // ICMP errors reported on the socket (e.g. a port unreachable) are not data.
                         Err(_) => {}
+                    }
+                    if let (Some((w, every)), Some(next)) = (interim.as_mut(), next_interim.as_mut()) {
+                        if Instant::now() >= *next {
+                            // A client that stopped reading ends the reports, not the trial.
+                            if send_interim(w, &stats, ready_at).is_err() {
+                                next_interim = None;
+                            } else {
+                                *next += *every;
+                            }
+                        }
                     }
                 }
                 // Whatever already sits in the socket buffer arrived before we stopped: count it.
@@ -263,6 +289,22 @@ impl Server {
         });
         Ok(())
     }
+}
+
+/// Send the receiver's counters so far as an `interim` line.
+fn send_interim(w: &mut TcpStream, stats: &RecvStats, since: Instant) -> Result<(), SessionError> {
+    let l = stats.live();
+    let msg = ControlMsg::Interim(Interim {
+        elapsed_ms: u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        unique: l.unique,
+        unique_bytes: l.unique_bytes,
+        highest_seq: l.highest_seq,
+        missing: l.highest_seq.map_or(0, |h| (h + 1).saturating_sub(l.unique)),
+        reordered: l.reordered,
+        duplicates: l.duplicates,
+        strays: l.strays,
+    });
+    w.write_all(&msg.to_line(MAX_LINE)?).map_err(io("write interim"))
 }
 
 /// One line on a buffer request and what the kernel granted (Linux reports twice the usable size,

@@ -44,6 +44,7 @@ fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
         key: key.map(<[u8]>::to_vec),
         test_id: Some(42),
         sndbuf: 4 << 20,
+        interval: None,
     }
 }
 
@@ -200,4 +201,31 @@ fn host_counters_of_both_ends_are_present_and_plausible() {
         "{:?}",
         r.notes
     );
+}
+
+#[test]
+fn interim_reports_arrive_every_interval_while_data_flows() {
+    let (addr, _events, h) = server(None, 1);
+    // 12 000 × 50 µs = 0.6 s of data: at least two 150 ms intervals whatever the load.
+    let mut cfg = client(addr, 12_000, None);
+    cfg.spacing_ns = 50_000;
+    cfg.interval = Some(Duration::from_millis(150));
+    let seen = std::sync::Mutex::new(Vec::new());
+    let r = probe_session::run_client_live(&cfg, |_| {}, |_| {}, |i| seen.lock().unwrap().push(*i)).unwrap();
+    h.join().unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.len() >= 2, "{seen:?}");
+    // Cumulative and consistent: counts never go down, never exceed what was finally received.
+    for w in seen.windows(2) {
+        assert!(
+            w[1].elapsed_ms > w[0].elapsed_ms && w[1].unique >= w[0].unique,
+            "{seen:?}"
+        );
+    }
+    let last = seen.last().unwrap();
+    let rx = r.receiver.unwrap();
+    assert!(last.unique <= rx.unique_packets);
+    assert_eq!(last.unique_bytes, last.unique * 1472);
+    assert_eq!(last.missing, last.highest_seq.map_or(0, |h| h + 1) - last.unique);
+    assert_eq!(rx.unique_packets, 12_000);
 }

@@ -50,6 +50,40 @@ pub struct Hello {
     /// Client nonce for mutual authentication, 32 hex digits; required when a key is configured.
     #[serde(default)]
     pub client_nonce: Option<String>,
+    /// Ask the server for an [`Interim`] report every this many ms while data flows
+    /// (`MIN_INTERVAL_MS..=MAX_INTERVAL_MS`); `None`: no interim reports. Not covered by the
+    /// handshake MAC: interim reports are informational, the final `results` are what count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+}
+
+/// Shortest interim-report interval a client may ask for, ms.
+pub const MIN_INTERVAL_MS: u64 = 100;
+/// Longest interim-report interval, ms.
+pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+
+/// Server → client while data flows: cumulative receiver counters so far (the client takes
+/// differences between reports for per-interval figures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interim {
+    /// Time since the server sent `ready`, ms (server clock).
+    pub elapsed_ms: u64,
+    /// Distinct sequence numbers received so far.
+    pub unique: u64,
+    /// User bytes of those.
+    pub unique_bytes: u64,
+    /// Highest sequence number received so far.
+    pub highest_seq: Option<u64>,
+    /// Packets below the highest sequence number not received yet (`highest + 1 − unique`): lost,
+    /// or still to come out of order.
+    pub missing: u64,
+    /// Packets that arrived after a higher sequence number (RFC 4737 reordered) so far.
+    pub reordered: u64,
+    /// Duplicate copies so far.
+    pub duplicates: u64,
+    /// Stray datagrams so far.
+    pub strays: u64,
 }
 
 /// Server's authentication challenge.
@@ -126,6 +160,8 @@ pub enum ControlMsg {
     Ready(Ready),
     /// Client → server: sending finished.
     Done(Box<Done>),
+    /// Server → client: receiver counters so far, every `interval_ms` when asked for.
+    Interim(Interim),
     /// Server → client: receiver statistics.
     Results(Box<Results>),
     /// Either way: refusal.
@@ -193,6 +229,14 @@ impl Hello {
                 format!("{} above {MAX_SPACING_NS}", self.spacing_ns),
             ));
         }
+        if let Some(ms) = self.interval_ms {
+            if !(MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(&ms) {
+                return Err(invalid(
+                    "interval_ms",
+                    format!("{ms} outside {MIN_INTERVAL_MS}..={MAX_INTERVAL_MS}"),
+                ));
+            }
+        }
         if let Some(n) = &self.client_nonce {
             check_hex("client_nonce", n, crate::auth::NONCE_LEN)?;
         }
@@ -223,7 +267,10 @@ impl ControlMsg {
                     format!("more than {MAX_NOTES} notes or one longer than {MAX_ERROR_LEN} bytes"),
                 ))
             }
-            ControlMsg::Done(_) | ControlMsg::Results(_) => Ok(()),
+            ControlMsg::Interim(i) if i.highest_seq.is_some_and(|h| h >= MAX_COUNT) || i.unique > MAX_COUNT => {
+                Err(invalid("highest_seq", format!("at or above {MAX_COUNT}")))
+            }
+            ControlMsg::Done(_) | ControlMsg::Results(_) | ControlMsg::Interim(_) => Ok(()),
             ControlMsg::Error(e) if e.message.len() > MAX_ERROR_LEN => {
                 Err(invalid("message", format!("longer than {MAX_ERROR_LEN} bytes")))
             }
@@ -239,6 +286,7 @@ impl ControlMsg {
             ControlMsg::Auth(_) => "auth",
             ControlMsg::Ready(_) => "ready",
             ControlMsg::Done(_) => "done",
+            ControlMsg::Interim(_) => "interim",
             ControlMsg::Results(_) => "results",
             ControlMsg::Error(_) => "error",
         }
@@ -346,6 +394,7 @@ mod tests {
             count: 1_000_000,
             spacing_ns: 16_000,
             client_nonce: None,
+            interval_ms: None,
         }
     }
 

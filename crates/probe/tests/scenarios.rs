@@ -69,6 +69,7 @@ fn forged_huge_sequence_number_does_not_blow_up_loss() {
         count: 10,
         spacing_ns: SPACING,
         client_nonce: None,
+        interval_ms: None,
     };
     for c in [cfg(), RecvConfig::from_hello(&hello)] {
         let mut rx = RecvStats::new(c);
@@ -238,6 +239,7 @@ fn done_count_above_announced_count_is_capped_and_flagged() {
         count: 100,
         spacing_ns: SPACING,
         client_nonce: None,
+        interval_ms: None,
     };
     let mut rx = RecvStats::new(RecvConfig::from_hello(&hello));
     for seq in 0..100 {

@@ -498,15 +498,23 @@ mod tests {
         h.interval_ms = Some(50);
         assert!(matches!(
             ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE),
-            Err(ControlError::Invalid { field: "interval_ms", .. })
+            Err(ControlError::Invalid {
+                field: "interval_ms",
+                ..
+            })
         ));
         h.interval_ms = Some(1000);
         let line = ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE).expect("encode");
-        assert!(std::str::from_utf8(&line).expect("utf8").contains("\"interval_ms\":1000"));
+        assert!(std::str::from_utf8(&line)
+            .expect("utf8")
+            .contains("\"interval_ms\":1000"));
         let forged = br#"{"type":"interim","elapsed_ms":1,"unique":1,"unique_bytes":1,"highest_seq":1000000000000,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
         assert!(matches!(
             ControlMsg::from_line(forged),
-            Err(ControlError::Invalid { field: "highest_seq", .. })
+            Err(ControlError::Invalid {
+                field: "highest_seq",
+                ..
+            })
         ));
         let ok = br#"{"type":"interim","elapsed_ms":1000,"unique":10,"unique_bytes":14720,"highest_seq":9,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
         assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::Interim(_))));

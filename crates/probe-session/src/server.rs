@@ -179,15 +179,19 @@ impl Server {
         });
 
         // Interim reports go out from the receiving thread through a second handle to the control
-        // socket; the main thread writes nothing until that thread has ended.
+        // socket; the main thread writes nothing until that thread has ended. A client that asks
+        // for reports and never reads them would fill the TCP buffer and block that thread for
+        // good: a write stalled for 10 s fails instead (and ends the reports, not the trial).
         let mut interim = match hello.interval_ms {
-            Some(ms) => Some((
-                control
+            Some(ms) => {
+                let w = control
                     .stream()
                     .try_clone()
-                    .map_err(io("clone the control connection"))?,
-                Duration::from_millis(ms),
-            )),
+                    .map_err(io("clone the control connection"))?;
+                w.set_write_timeout(Some(Duration::from_secs(10)))
+                    .map_err(io("set the control write timeout"))?;
+                Some((w, Duration::from_millis(ms)))
+            }
             None => None,
         };
         let ready_at = Instant::now();

@@ -2,7 +2,9 @@
 //!
 //! A trial is: client → `hello`; server → `challenge` (only when a pre-shared key is configured,
 //! see [`crate::auth`]); client → `auth`; server → `ready` (UDP port to aim at); the client streams
-//! UDP datagrams and then sends `done` with the number it sent; server → `results`. Either side may
+//! UDP datagrams (meanwhile, if `hello` asked with `interval_ms`, the server sends an `interim` line
+//! of counters so far per interval) and then sends `done` with the number it sent; server →
+//! `results` (receiver statistics, the receiving host's counters, notes). Either side may
 //! send `error` and close. Every line is untrusted: [`LineDecoder`] refuses lines longer than its
 //! bound before buffering them, serde refuses unknown fields, and [`ControlMsg::validate`] refuses
 //! out-of-range values, so a hostile peer can neither exhaust memory nor smuggle parameters.

@@ -6,6 +6,7 @@
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
+mod probe_multi;
 mod report_cmd;
 mod stream_cmd;
 mod transfer_cmd;

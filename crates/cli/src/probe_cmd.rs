@@ -3,12 +3,16 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
+use probe::control::Interim;
+use probe::host::HostDelta;
 use probe::results::ProbeResult;
-use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
+use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
+use crate::probe_multi;
 use crate::units::{parse_duration, parse_rate, si_fmt};
 use crate::{progress_bar, read_key, usage, write_json};
 
@@ -29,7 +33,10 @@ pub enum ProbeCommand {
     #[command(after_help = "Examples:\n  \
         evlbi probe client 127.0.0.1 --size 8192 --spacing 16us --count 100000   # 4.096 Gb/s of payload\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 100000    # same, spacing computed\n  \
-        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json")]
+        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 1000000 --interval 1s # live lines on stderr\n  \
+        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv")]
     Client(ClientArgs),
 }
 
@@ -45,8 +52,11 @@ pub struct ServerArgs {
     #[arg(long)]
     key_file: Option<PathBuf>,
     /// Serve one session, then exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sessions")]
     once: bool,
+    /// Serve N sessions (e.g. a client's --trials N or a sweep's points), then exit.
+    #[arg(long, value_name = "N")]
+    sessions: Option<u64>,
     /// Print one JSON line per finished session instead of text.
     #[arg(long)]
     json: bool,
@@ -80,6 +90,27 @@ pub struct ClientArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Run N trials back to back (one session each) and report every trial and the spread
+    /// (min / median / max) of rate, loss, jitter p99 and sender gap p99.
+    #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "sweep")]
+    trials: u32,
+    /// Sweep a grid, one trial of --count datagrams per point, sizes × spacings, size-major:
+    /// "sizes=1472,8192 spacings=0..40us:10us". Values are lists (a,b,c) or ranges A..B[:STEP]
+    /// with both ends included (no step: 5 evenly spaced points); spacings take ns/us/ms units.
+    /// A parameter not swept keeps --size/--spacing. JSON (--json/--out) is a SweepResult.
+    #[arg(long, value_name = "SPEC")]
+    sweep: Vec<String>,
+    /// Print a live line on stderr every INTERVAL (e.g. 1s, at least 100ms) during each trial,
+    /// from counters the server sends over the control connection: seconds since the server was
+    /// ready; the received user-data rate over the last interval; packets received so far;
+    /// "missing": packets below the highest sequence number seen that have not arrived (yet) —
+    /// lost, or still to come out of order, the final result decides; reordered (RFC 4737) and
+    /// duplicate packets so far.
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
+    interval: Option<f64>,
+    /// With --sweep: also write one CSV row per point to FILE.
+    #[arg(long, value_name = "FILE", requires = "sweep")]
+    csv: Option<PathBuf>,
 }
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
@@ -95,7 +126,6 @@ fn server(a: ServerArgs) -> Result<()> {
         .map_err(|_| usage(format!("--bind {}: not an IP address", a.bind)))?;
     let mut cfg = ServerConfig::new(listen);
     cfg.key = read_key(&a.key_file)?;
-    let asked = cfg.rcvbuf;
     let server = Server::bind(cfg)?;
     eprintln!(
         "probe server: control on {} (TCP){}",
@@ -103,22 +133,23 @@ fn server(a: ServerArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let stop = AtomicBool::new(false);
-    server.serve(&stop, a.once.then_some(1), |e| match e {
+    server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| match e {
         ServerEvent::Ready {
             peer,
             hello,
             udp_port,
-            rcvbuf_granted,
+            grant,
         } => {
             eprintln!(
-                "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B)",
-                hello.count, hello.size, hello.spacing_ns, rcvbuf_granted
+                "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
+                hello.count,
+                hello.size,
+                hello.spacing_ns,
+                grant.granted_rcv,
+                grant.usable_rcv()
             );
-            if rcvbuf_granted < asked {
-                eprintln!(
-                    "warning: the kernel capped the UDP receive buffer at {rcvbuf_granted} B of {asked} B asked; \
-                     raise it with `sysctl -w net.core.rmem_max={asked}`"
-                );
+            for w in &grant.warnings {
+                eprintln!("warning: {w}");
             }
         }
         ServerEvent::Finished { peer, report } => {
@@ -158,6 +189,9 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 }
 
 fn client(a: ClientArgs) -> Result<()> {
+    if a.interval.is_some_and(|s| !(0.1..=3600.0).contains(&s)) {
+        return Err(usage("--interval must be between 100ms and 1h"));
+    }
     if !(32..=65_507).contains(&a.size) {
         return Err(usage(format!(
             "--size {}: a probe datagram is 32..=65507 bytes",
@@ -167,11 +201,26 @@ fn client(a: ClientArgs) -> Result<()> {
     if a.count == 0 {
         return Err(usage("--count must be at least 1"));
     }
+    let sweeping = !a.sweep.is_empty();
     let spacing_ns = match (a.spacing, a.rate) {
         (Some(s), None) if s >= 0.0 => (s * 1e9).round() as u64,
         (None, Some(r)) => (f64::from(a.size) * 8.0 / r * 1e9).round() as u64,
+        (None, None) if sweeping => 0,
         (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G)")),
         _ => return Err(usage("--spacing must be >= 0")),
+    };
+    if a.trials == 0 {
+        return Err(usage("--trials must be at least 1"));
+    }
+    let spec = if sweeping {
+        let spec =
+            probe_multi::parse_sweep(&a.sweep, a.size, spacing_ns).map_err(|e| usage(format!("--sweep: {e}")))?;
+        if a.spacing.is_none() && a.rate.is_none() && !a.sweep.iter().any(|t| t.contains("spacing")) {
+            return Err(usage("--sweep without spacings=…: give --spacing or --rate"));
+        }
+        Some(spec)
+    } else {
+        None
     };
     let server = resolve(&a.server)?;
     let config = ClientConfig {
@@ -182,15 +231,51 @@ fn client(a: ClientArgs) -> Result<()> {
         key: read_key(&a.key_file)?,
         test_id: None,
         sndbuf: 16 << 20,
+        interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
     };
+    if let Some(spec) = spec {
+        return probe_multi::sweep(&config, &spec, a.quiet, a.json, a.out.as_ref(), a.csv.as_ref());
+    }
+    if a.trials > 1 {
+        return probe_multi::trials(&config, a.trials, a.quiet, a.json, a.out.as_ref());
+    }
     let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
-    let result = run_client(&config, |_| {}, |n| bar.set_position(n))?;
+    let result = run_client_live(&config, |_| {}, |n| bar.set_position(n), live_printer(bar.clone()))?;
     bar.finish_and_clear();
     write_json(&result, a.out.as_ref(), a.json)?;
     if !a.json {
         print_result(&result);
     }
     Ok(())
+}
+
+/// Turns the server's cumulative interim counters into one stderr line per interval (above the
+/// progress bar, if any).
+pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send {
+    let mut prev: Option<Interim> = None;
+    move |i: &Interim| {
+        let (bytes0, ms0) = prev.map_or((0, 0), |p| (p.unique_bytes, p.elapsed_ms));
+        let dt = i.elapsed_ms.saturating_sub(ms0) as f64 / 1e3;
+        let rate = if dt > 0.0 {
+            i.unique_bytes.saturating_sub(bytes0) as f64 * 8.0 / dt
+        } else {
+            0.0
+        };
+        let seen = i.highest_seq.map_or(0, |h| h + 1);
+        let frac = if seen > 0 { i.missing as f64 / seen as f64 } else { 0.0 };
+        bar.suspend(|| {
+            eprintln!(
+                "[{:>7.2} s] {}b/s, received {}, missing {} ({frac:.2e}), reordered {}, duplicates {}",
+                i.elapsed_ms as f64 / 1e3,
+                si_fmt(rate),
+                i.unique,
+                i.missing,
+                i.reordered,
+                i.duplicates
+            )
+        });
+        prev = Some(*i);
+    }
 }
 
 /// Nanoseconds as microseconds with two decimals, "-" when absent.
@@ -250,7 +335,39 @@ fn print_result(r: &ProbeResult) {
             println!("loss stats {}", f.verdict);
         }
     }
+    for (label, h) in [("sender", &r.host.sender), ("receiver", &r.host.receiver)] {
+        if let Some(h) = h {
+            println!("{}", host_line(label, h));
+        }
+    }
     for n in &r.notes {
         println!("note       {n}");
     }
+}
+
+/// "host CPU busy 63% (user 20 sys 43 idle 37), process 98% of a core, UDP in 100000 InErrors 0 …".
+fn host_line(label: &str, h: &HostDelta) -> String {
+    let mut s = format!("{label:<10} host");
+    if let Some(c) = &h.cpu {
+        s += &format!(
+            " CPU user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
+            c.user_pct + c.nice_pct,
+            c.system_pct,
+            c.softirq_pct,
+            c.idle_pct
+        );
+    }
+    if let Some(p) = &h.process {
+        s += &format!(", process {:.0}% of a core", p.total_pct());
+    }
+    if let Some(u) = &h.udp {
+        s += &format!(
+            "; UDP in {} out {} InErrors {} RcvbufErrors {} SndbufErrors {}",
+            u.in_datagrams, u.out_datagrams, u.in_errors, u.rcvbuf_errors, u.sndbuf_errors
+        );
+    }
+    if let Some(i) = &h.interface {
+        s += &format!("; {} rx_drop {} tx_drop {}", i.name, i.rx_drop, i.tx_drop);
+    }
+    s
 }

@@ -20,9 +20,16 @@ impl Drop for ServerProc {
 
 /// Start `evlbi probe server --port 0 --once` and read the port it bound from its stderr.
 fn server(extra: &[&str]) -> ServerProc {
+    let mut args = vec!["--once"];
+    args.extend_from_slice(extra);
+    server_with(&args)
+}
+
+/// Start `evlbi probe server --port 0` with `args`.
+fn server_with(args: &[&str]) -> ServerProc {
     let mut cmd = bin();
-    cmd.args(["probe", "server", "--bind", "127.0.0.1", "--port", "0", "--once"])
-        .args(extra);
+    cmd.args(["probe", "server", "--bind", "127.0.0.1", "--port", "0"])
+        .args(args);
     let (child, port, _log) = spawn_with_port(&mut cmd);
     ServerProc(child, port)
 }
@@ -87,4 +94,108 @@ fn probe_usage_errors_exit_2() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+#[test]
+fn trials_gives_every_trial_and_the_spread() {
+    let s = server_with(&["--sessions", "3"]);
+    let o = client(s.1, &["--trials", "3", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trials = r["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 3);
+    for t in trials {
+        assert_eq!(t["receiver"]["unique_packets"], 4000);
+        assert_eq!(t["params"]["size"], 1472);
+    }
+    // Three trials with three different test ids: three sessions.
+    let mut ids: Vec<u64> = trials
+        .iter()
+        .map(|t| t["params"]["test_id"].as_u64().unwrap())
+        .collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(r["summary"]["trials"], 3);
+    assert_eq!(r["summary"]["lost_packets"]["max"], 0.0);
+    assert_eq!(r["summary"]["received_user_rate_bps"]["n"], 3);
+}
+
+#[test]
+fn sweep_runs_every_point_and_writes_json_and_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let (json, csv) = (d.path().join("s.json"), d.path().join("s.csv"));
+    let s = server_with(&["--sessions", "4"]);
+    let o = client(
+        s.1,
+        &[
+            "--sweep",
+            "sizes=1000,1472 spacings=20us,30us",
+            "--out",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["sizes"], serde_json::json!([1000, 1472]));
+    assert_eq!(r["spacings_ns"], serde_json::json!([20000, 30000]));
+    let points = r["points"].as_array().unwrap();
+    let grid: Vec<(u64, u64)> = points
+        .iter()
+        .map(|p| (p["size"].as_u64().unwrap(), p["spacing_ns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(grid, vec![(1000, 20000), (1000, 30000), (1472, 20000), (1472, 30000)]);
+    for p in points {
+        assert_eq!(p["result"]["params"]["size"], p["size"]);
+        assert_eq!(p["result"]["params"]["spacing_ns"], p["spacing_ns"]);
+        assert_eq!(p["result"]["receiver"]["unique_packets"], 4000);
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 5, "{text}");
+    assert_eq!(rows[0][0..3], ["size", "spacing_ns", "offered_user_rate_bps"]);
+    let cols = rows[0].len();
+    for (row, (size, spacing)) in rows[1..].iter().zip(&grid) {
+        assert_eq!(row.len(), cols);
+        assert_eq!(row[0], size.to_string());
+        assert_eq!(row[1], spacing.to_string());
+        assert_eq!(row[6], "0", "lost: {row:?}");
+    }
+}
+
+#[test]
+fn interval_prints_live_lines_during_the_trial() {
+    let s = server(&[]);
+    // 15 000 × 40 µs = 0.6 s of data: at least two 200 ms intervals.
+    let addr = format!("127.0.0.1:{}", s.1);
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &addr,
+            "--size",
+            "1472",
+            "--count",
+            "15000",
+            "--spacing",
+            "40us",
+        ])
+        .args(["--interval", "200ms", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains("received"))
+        .collect();
+    assert!(lines.len() >= 2, "{err}");
+    assert!(
+        lines.iter().all(|l| l.contains("missing") && l.contains("reordered")),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("received   15000 of 15000"), "{out}");
 }

@@ -1,17 +1,20 @@
 //! The probe client: handshake, paced UDP stream, results.
 
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use netio::{connect_udp, BufferRequest, Pacer, Spacing};
 use probe::auth::{ClientHandshake, ClientStep};
-use probe::control::{ControlMsg, Done, Hello, PROTOCOL_VERSION};
-use probe::results::{ProbeResult, TestParams};
+use std::io::Write;
+
+use probe::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};
+use probe::results::{HostCounters, ProbeResult, TestParams};
 use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
-use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::{io, nonce, now_ns, Control, SessionError};
-use netio::pacer::wait_until;
+use crate::host::{interface_of, HostSnapshot};
+use crate::server::grant_note;
+use crate::{instant_ns, io, nonce, now_ns, Control, SessionError, MAX_LINE};
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -30,6 +33,8 @@ pub struct ClientConfig {
     pub test_id: Option<u64>,
     /// UDP send buffer to ask for, bytes.
     pub sndbuf: usize,
+    /// Ask the server for interim counters this often while data flows (at least 100 ms).
+    pub interval: Option<Duration>,
 }
 
 /// Run one trial. `on_established` gets the server's data address (tests use it to inject
@@ -37,7 +42,18 @@ pub struct ClientConfig {
 pub fn run_client(
     config: &ClientConfig,
     on_established: impl FnOnce(SocketAddr),
+    progress: impl FnMut(u64),
+) -> Result<ProbeResult, SessionError> {
+    run_client_live(config, on_established, progress, |_| {})
+}
+
+/// [`run_client`], and `on_interim` gets each interim report the server sends while data flows
+/// (every [`ClientConfig::interval`]; called from a control-reading thread).
+pub fn run_client_live(
+    config: &ClientConfig,
+    on_established: impl FnOnce(SocketAddr),
     mut progress: impl FnMut(u64),
+    mut on_interim: impl FnMut(&Interim) + Send,
 ) -> Result<ProbeResult, SessionError> {
     let stream = TcpStream::connect_timeout(&config.server, Duration::from_secs(5))
         .map_err(io("connect to the probe server"))?;
@@ -54,6 +70,11 @@ pub fn run_client(
         count: config.count,
         spacing_ns: config.spacing_ns,
         client_nonce: None,
+        interval_ms: config.interval.map(|d| {
+            u64::try_from(d.as_millis())
+                .unwrap_or(MAX_INTERVAL_MS)
+                .clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS)
+        }),
     };
     let mut hs = ClientHandshake::new(hello.clone(), config.key.clone(), nonce());
     control.send(&hs.hello())?;
@@ -68,34 +89,123 @@ pub fn run_client(
         }
     };
     let dest = SocketAddr::new(config.server.ip(), udp_port);
-    let sock = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP)).map_err(io("UDP socket"))?;
-    // Best effort: the kernel caps this at net.core.wmem_max.
-    let _ = sock.set_send_buffer_size(config.sndbuf);
-    sock.bind(&SocketAddr::new(local_ip, 0).into())
-        .map_err(io("bind UDP"))?;
-    sock.connect(&dest.into()).map_err(io("connect UDP"))?;
-    let udp: UdpSocket = sock.into();
+    let (udp, grant) = connect_udp(
+        SocketAddr::new(local_ip, 0),
+        dest,
+        BufferRequest {
+            rcv: 0,
+            snd: config.sndbuf,
+        },
+    )?;
+    let mut notes = vec![grant_note("sender", grant.requested_snd, grant.granted_snd)];
+    notes.extend(grant.warnings.iter().map(|w| format!("sender: {w}")));
     on_established(dest);
 
+    let mut stats = SendStats::new(SendConfig::new(config.spacing_ns));
+    // The control connection is read on its own thread (interim reports arrive while the pacer
+    // owns this one); `done` goes out through a second handle to the same socket.
+    let mut writer = control
+        .stream()
+        .try_clone()
+        .map_err(io("clone the control connection"))?;
+    let send_time = Duration::from_nanos(config.count.saturating_mul(config.spacing_ns));
+    let wait = send_time.min(Duration::from_secs(7 * 24 * 3600)) + Duration::from_secs(60);
+    let (sent, results) = std::thread::scope(|s| {
+        let reader = s.spawn(move || -> Result<Box<Results>, SessionError> {
+            loop {
+                match control.recv(wait, "results")? {
+                    ControlMsg::Interim(i) => on_interim(&i),
+                    ControlMsg::Results(r) => return Ok(r),
+                    ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
+                    _ => return Err(SessionError::Unexpected("a message other than interim or results")),
+                }
+            }
+        });
+        let sent = send_all(config, test_id, local_ip, &udp, &mut stats, &mut progress);
+        let done = ControlMsg::Done(Box::new(Done {
+            sent: stats.packets(),
+            sender: Some(stats.report()),
+        }));
+        let wrote = done
+            .to_line(MAX_LINE)
+            .map_err(SessionError::from)
+            .and_then(|line| writer.write_all(&line).map_err(io("write control")));
+        let results = reader
+            .join()
+            .unwrap_or(Err(SessionError::Unexpected("control reader panicked")));
+        (wrote.map(|()| sent), results)
+    });
+    // A server that refused or failed explains more than our failed write of `done` would.
+    let (sender_host, pacer, send_errors) = match sent {
+        Ok(v) => v,
+        Err(e) => return Err(results.err().unwrap_or(e)),
+    };
+    let results = results?;
+    let sender = stats.report();
+    let Results {
+        receiver,
+        host: receiver_host,
+        notes: receiver_notes,
+    } = *results;
+    let mut result = ProbeResult::new(TestParams::from(&hello), Some(sender), Some(receiver));
+    result.host = HostCounters {
+        sender: Some(sender_host),
+        receiver: receiver_host,
+    };
+    if pacer.slips() > 0 {
+        notes.push(format!(
+            "sender: fell more than {:.0} us behind schedule {} times; the timeline was re-anchored each time, \
+             {:.3} ms given up in all",
+            pacer.max_lag().as_secs_f64() * 1e6,
+            pacer.slips(),
+            pacer.slipped_total().as_secs_f64() * 1e3
+        ));
+    }
+    if send_errors > 0 {
+        notes.push(format!(
+            "sender: {send_errors} datagrams could not be sent (socket buffer full or ICMP error)"
+        ));
+    }
+    notes.extend(receiver_notes);
+    result.notes = notes;
+    Ok(result)
+}
+
+/// What the paced send loop leaves behind: the sender's host counters, the pacer (for its slips)
+/// and the datagrams the kernel refused.
+type SendOutcome = (probe::host::HostDelta, Pacer, u64);
+
+/// Send `count` datagrams on the pacer's timeline, recording each departure.
+fn send_all(
+    config: &ClientConfig,
+    test_id: u64,
+    local_ip: std::net::IpAddr,
+    udp: &std::net::UdpSocket,
+    stats: &mut SendStats,
+    progress: &mut impl FnMut(u64),
+) -> SendOutcome {
     let size = config.size as usize;
     let mut buf = vec![0u8; size];
-    Repr {
+    // The size was validated in hello, so emitting the header cannot fail; a failure would only
+    // leave the header zero and the receiver would count strays.
+    let _ = Repr {
         flags: 0,
         test_id,
         seq: 0,
         send_ns: 0,
         size,
     }
-    .emit(&mut Packet::new_unchecked(&mut buf[..]))
-    .map_err(|e| SessionError::Refused(e.to_string()))?;
-    let mut stats = SendStats::new(SendConfig::new(config.spacing_ns));
+    .emit(&mut Packet::new_unchecked(&mut buf[..]));
+    let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     let start = Instant::now() + Duration::from_millis(1);
-    let start_ns = now_ns() + 1_000_000;
+    // Packet n is due at start + n·spacing on an absolute timeline (no drift); falling more than
+    // the pacer's bound behind re-anchors instead of bursting, and is reported in the notes.
+    let mut pacer = Pacer::new(start, Spacing::from_nanos(config.spacing_ns));
     let mut send_errors = 0u64;
     let every = (config.count / 200).max(1);
     for seq in 0..config.count {
-        let offset = seq.saturating_mul(config.spacing_ns);
-        wait_until(start + Duration::from_nanos(offset));
+        let scheduled = instant_ns(pacer.next_deadline());
+        pacer.wait_next();
         let t = now_ns();
         {
             // Only the header changes between datagrams; the padding was written once.
@@ -105,7 +215,7 @@ pub fn run_client(
             p.set_flags(if seq + 1 == config.count { FLAG_LAST } else { 0 });
         }
         match udp.send(&buf) {
-            Ok(n) => stats.on_sent(start_ns + offset, t, n),
+            Ok(n) => stats.on_sent(scheduled, t, n),
             // A full socket buffer or an ICMP error from an earlier datagram: not sent, counted.
             Err(_) => send_errors += 1,
         }
@@ -113,22 +223,7 @@ pub fn run_client(
             progress(seq);
         }
     }
+    let host = host0.delta();
     progress(config.count);
-    let sender = stats.report();
-    control.send(&ControlMsg::Done(Box::new(Done {
-        sent: stats.packets(),
-        sender: Some(sender.clone()),
-    })))?;
-    let receiver = match control.recv(Duration::from_secs(30), "results")? {
-        ControlMsg::Results(r) => r.receiver,
-        ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
-        _ => return Err(SessionError::Unexpected("a message other than results")),
-    };
-    let mut result = ProbeResult::new(TestParams::from(&hello), Some(sender), Some(receiver));
-    if send_errors > 0 {
-        result.notes.push(format!(
-            "{send_errors} datagrams could not be sent (socket buffer full or ICMP error)"
-        ));
-    }
-    Ok(result)
+    (host, pacer, send_errors)
 }

@@ -8,11 +8,16 @@
 //! size-bounded and validated; datagrams from anyone but the client's address, or with the wrong
 //! magic, test id or size, are counted as strays and never as data or loss.
 //!
-//! Timestamps are this process's monotonic clock in ns (one-way delay is reported relative to
-//! its minimum, so the two hosts' clock offset cancels). The socket layer is plain `std` +
-//! `socket2` for now; batched syscalls and kernel receive timestamps come with `netio`.
+//! Sockets, pacing and counters come from `netio`: the client paces on an exact absolute timeline
+//! ([`netio::Pacer`]) and stamps each datagram with its monotonic clock; the server receives in
+//! batches (recvmmsg) and times arrivals with the kernel's receive stamp (SO_TIMESTAMPNS,
+//! CLOCK_REALTIME), so inter-arrival jitter excludes the wait in the socket buffer. One-way delay
+//! is reported relative to its minimum, so the offset between the two clocks cancels (a clock
+//! step during a trial shows as a delay step). Host CPU, UDP and interface counters are read on
+//! both ends ([`host`]); the server's travel back in `results`.
 
 mod client;
+pub mod host;
 mod server;
 
 use std::io::{Read, Write};
@@ -20,7 +25,7 @@ use std::net::TcpStream;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use client::{run_client, ClientConfig};
+pub use client::{run_client, run_client_live, ClientConfig};
 pub use server::{Server, ServerConfig, ServerEvent};
 
 use probe::control::{ControlError, ControlMsg, LineDecoder};
@@ -35,6 +40,9 @@ pub enum SessionError {
     /// A socket operation failed.
     #[error("{what}")]
     Io { what: &'static str, source: std::io::Error },
+    /// Socket setup (bind, connect, buffer sizing) failed.
+    #[error(transparent)]
+    Socket(#[from] netio::NetioError),
     /// The peer sent a malformed, oversized or invalid control message.
     #[error("control channel: {0}")]
     Control(#[from] ControlError),
@@ -56,11 +64,25 @@ pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionEr
     move |source| SessionError::Io { what, source }
 }
 
+static START: OnceLock<Instant> = OnceLock::new();
+
 /// Nanoseconds on this process's monotonic clock.
 pub fn now_ns() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
+    instant_ns(Instant::now())
+}
+
+/// An instant on the [`now_ns`] timeline (0 for instants before the timeline began).
+pub fn instant_ns(t: Instant) -> u64 {
     let start = *START.get_or_init(Instant::now);
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(t.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Nanoseconds since the Unix epoch (CLOCK_REALTIME): the clock of the kernel's SO_TIMESTAMPNS
+/// receive stamps, so the receiver uses it when a datagram comes without one.
+pub fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// A line-framed, size-bounded control connection.

@@ -2,16 +2,20 @@
 //! A failed session (bad key, malformed control, client gone) is reported and the server goes
 //! on serving.
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use netio::batch::{enable_rx_timestamps, RecvBatch};
+use netio::{bind_udp, BufferGrant, BufferRequest};
 use probe::auth::{ServerHandshake, ServerStep};
-use probe::control::{ControlMsg, ErrorMsg, Hello, Results};
-use probe::recv_stats::{ReceiverReport, RecvConfig, RecvStats};
-use socket2::{Domain, Protocol, Socket, Type};
+use std::io::Write;
 
-use crate::{io, nonce, now_ns, Control, SessionError};
+use probe::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
+use probe::recv_stats::{ReceiverReport, RecvConfig, RecvStats};
+
+use crate::host::{interface_of, HostSnapshot};
+use crate::{io, nonce, now_ns, realtime_ns, Control, SessionError, MAX_LINE};
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -52,8 +56,8 @@ pub enum ServerEvent {
         hello: Hello,
         /// Data port.
         udp_port: u16,
-        /// Receive buffer the kernel granted (bytes) and whether that is less than asked.
-        rcvbuf_granted: usize,
+        /// The receive buffer asked for and granted, with a warning when the kernel capped it.
+        grant: BufferGrant,
     },
     /// A session completed; its receiver statistics.
     Finished {
@@ -143,54 +147,110 @@ impl Server {
             }
         };
         let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
-        let (udp, granted) = bind_udp(local_ip, self.config.rcvbuf)?;
+        let (udp, grant) = bind_udp(
+            SocketAddr::new(local_ip, 0),
+            BufferRequest {
+                rcv: self.config.rcvbuf,
+                snd: 0,
+            },
+        )?;
+        let mut notes = vec![grant_note("receiver", grant.requested_rcv, grant.granted_rcv)];
+        notes.extend(grant.warnings.iter().map(|w| format!("receiver: {w}")));
+        // Before `ready`: the first socket on a host to ask for timestamps turns stamping on
+        // through deferred kernel work (netio::batch::enable_rx_timestamps), which must be done
+        // before the first datagram arrives.
+        let stamped = match enable_rx_timestamps(&udp) {
+            Ok(()) => true,
+            Err(e) => {
+                notes.push(format!(
+                    "receiver: kernel receive timestamps unavailable ({e}); user-space arrival times used"
+                ));
+                false
+            }
+        };
         let udp_port = udp.local_addr().map_err(io("UDP local address"))?.port();
+        let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
         control.send(&hs.ready(udp_port)?)?;
         on_event(ServerEvent::Ready {
             peer,
             hello: hello.clone(),
             udp_port,
-            rcvbuf_granted: granted,
+            grant,
         });
 
+        // Interim reports go out from the receiving thread through a second handle to the control
+        // socket; the main thread writes nothing until that thread has ended. A client that asks
+        // for reports and never reads them would fill the TCP buffer and block that thread for
+        // good: a write stalled for 10 s fails instead (and ends the reports, not the trial).
+        let mut interim = match hello.interval_ms {
+            Some(ms) => {
+                let w = control
+                    .stream()
+                    .try_clone()
+                    .map_err(io("clone the control connection"))?;
+                w.set_write_timeout(Some(Duration::from_secs(10)))
+                    .map_err(io("set the control write timeout"))?;
+                Some((w, Duration::from_millis(ms)))
+            }
+            None => None,
+        };
+        let ready_at = Instant::now();
         let done_flag = AtomicBool::new(false);
-        let last_rx = AtomicU64::new(0);
+        let last_rx = AtomicU64::new(now_ns());
         let mut stats = RecvStats::new(RecvConfig::from_hello(&hello));
         let expected_ip = peer.ip();
         // Time the client needs to send everything, plus margin: the wait for `done` is bounded.
         let send_time =
             Duration::from_nanos(hello.count.saturating_mul(hello.spacing_ns)).min(Duration::from_secs(7 * 24 * 3600));
-        let (outcome, stats) = std::thread::scope(|s| {
+        let (outcome, (stats, unstamped)) = std::thread::scope(|s| {
             let rx = s.spawn(|| {
-                let mut buf = vec![0u8; 65_536];
+                let mut batch = RecvBatch::new(64, 65_536);
+                let mut unstamped = 0u64;
+                let mut account = |batch: &RecvBatch, stats: &mut RecvStats| {
+                    let fallback = realtime_ns();
+                    for d in batch.iter() {
+                        // Kernel receive time (SO_TIMESTAMPNS, CLOCK_REALTIME) when present: it
+                        // excludes the wait in the socket buffer. The fallback reads the same clock.
+                        let t = d.kernel_time.unwrap_or_else(|| {
+                            unstamped += 1;
+                            fallback
+                        });
+                        stats.on_datagram(t, d.data, d.from.ip() == expected_ip);
+                    }
+                };
+                let mut next_interim = interim.as_ref().map(|(_, every)| ready_at + *every);
                 while !done_flag.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                    match udp.recv_from(&mut buf) {
-                        Ok((n, from)) => {
-                            let t = now_ns();
-                            last_rx.store(t, Ordering::Relaxed);
-                            stats.on_datagram(t, &buf[..n], from.ip() == expected_ip);
+                    // recvmmsg: up to 64 datagrams per system call; 20 ms bounds the wait so the
+                    // done flag is seen.
+                    match batch.recv_batch(&udp, Some(Duration::from_millis(20))) {
+                        Ok(0) => {}
+                        Ok(_) => {
+                            last_rx.store(now_ns(), Ordering::Relaxed);
+                            account(&batch, &mut stats);
                         }
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock
-                                    | std::io::ErrorKind::TimedOut
-                                    | std::io::ErrorKind::Interrupted
-                            ) => {}
                         // ICMP errors reported on the socket (e.g. a port unreachable) are not data.
                         Err(_) => {}
+                    }
+                    if let (Some((w, every)), Some(next)) = (interim.as_mut(), next_interim.as_mut()) {
+                        if Instant::now() >= *next {
+                            // A client that stopped reading ends the reports, not the trial.
+                            if send_interim(w, &stats, ready_at).is_err() {
+                                next_interim = None;
+                            } else {
+                                *next += *every;
+                            }
+                        }
                     }
                 }
                 // Whatever already sits in the socket buffer arrived before we stopped: count it.
                 // (A thread starved of CPU under load can be far behind when `done` comes.)
-                if udp.set_nonblocking(true).is_ok() {
-                    for _ in 0..1_000_000 {
-                        let Ok((n, from)) = udp.recv_from(&mut buf) else { break };
-                        let t = now_ns();
-                        stats.on_datagram(t, &buf[..n], from.ip() == expected_ip);
+                for _ in 0..100_000 {
+                    match batch.recv_batch(&udp, Some(Duration::ZERO)) {
+                        Ok(n) if n > 0 => account(&batch, &mut stats),
+                        _ => break,
                     }
                 }
-                stats
+                (stats, unstamped)
             });
             let outcome = control
                 .recv(send_time + Duration::from_secs(60), "done")
@@ -209,15 +269,23 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(10));
             }
             done_flag.store(true, Ordering::Relaxed);
-            let stats = rx
+            let out = rx
                 .join()
-                .unwrap_or_else(|_| RecvStats::new(RecvConfig::from_hello(&hello)));
-            (outcome, stats)
+                .unwrap_or_else(|_| (RecvStats::new(RecvConfig::from_hello(&hello)), 0));
+            (outcome, out)
         });
         let sent = outcome?;
-        let report = stats.finish(Some(sent), now_ns());
+        let report = stats.finish(Some(sent), realtime_ns());
+        if stamped && unstamped > 0 {
+            notes.push(format!(
+                "receiver: {unstamped} datagrams came without a kernel timestamp; user-space arrival time used for them"
+            ));
+        }
+        let host = host0.delta();
         control.send(&ControlMsg::Results(Box::new(Results {
             receiver: report.clone(),
+            host: Some(host),
+            notes,
         })))?;
         on_event(ServerEvent::Finished {
             peer,
@@ -227,20 +295,28 @@ impl Server {
     }
 }
 
-/// A UDP socket on `ip`, ephemeral port, with the receive buffer asked for; returns the
-/// buffer the kernel granted (Linux reports twice the usable size; we report it as read back).
-fn bind_udp(ip: IpAddr, rcvbuf: usize) -> Result<(UdpSocket, usize), SessionError> {
-    let sock = Socket::new(
-        Domain::for_address(SocketAddr::new(ip, 0)),
-        Type::DGRAM,
-        Some(Protocol::UDP),
+/// Send the receiver's counters so far as an `interim` line.
+fn send_interim(w: &mut TcpStream, stats: &RecvStats, since: Instant) -> Result<(), SessionError> {
+    let l = stats.live();
+    let msg = ControlMsg::Interim(Interim {
+        elapsed_ms: u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        unique: l.unique,
+        unique_bytes: l.unique_bytes,
+        highest_seq: l.highest_seq,
+        missing: l.highest_seq.map_or(0, |h| (h + 1).saturating_sub(l.unique)),
+        reordered: l.reordered,
+        duplicates: l.duplicates,
+        strays: l.strays,
+    });
+    w.write_all(&msg.to_line(MAX_LINE)?).map_err(io("write interim"))
+}
+
+/// One line on a buffer request and what the kernel granted (Linux reports twice the usable size,
+/// socket(7)).
+pub(crate) fn grant_note(side: &str, requested: usize, granted: usize) -> String {
+    let dir = if side == "receiver" { "receive" } else { "send" };
+    format!(
+        "{side}: UDP {dir} buffer {requested} B requested, kernel reports {granted} B ({} B usable)",
+        granted / 2
     )
-    .map_err(io("UDP socket"))?;
-    // Best effort: the kernel caps this at net.core.rmem_max; what it granted is reported.
-    let _ = sock.set_recv_buffer_size(rcvbuf);
-    let granted = sock.recv_buffer_size().map_err(io("read SO_RCVBUF"))?;
-    sock.bind(&SocketAddr::new(ip, 0).into()).map_err(io("bind UDP"))?;
-    sock.set_read_timeout(Some(Duration::from_millis(20)))
-        .map_err(io("UDP timeout"))?;
-    Ok((sock.into(), granted))
 }

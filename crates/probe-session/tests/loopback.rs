@@ -44,6 +44,7 @@ fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
         key: key.map(<[u8]>::to_vec),
         test_id: Some(42),
         sndbuf: 4 << 20,
+        interval: None,
     }
 }
 
@@ -151,4 +152,80 @@ fn garbage_on_the_control_port_is_bounded_and_harmless() {
     let ev: Vec<String> = events.try_iter().collect();
     assert!(ev[0].starts_with("failed") && ev[0].contains("longer than"), "{ev:?}");
     assert!(ev[1].starts_with("failed"), "{ev:?}");
+}
+
+#[test]
+fn host_counters_of_both_ends_are_present_and_plausible() {
+    let (addr, _events, h) = server(None, 1);
+    let r = run_client(&client(addr, 2000, None), |_| {}, |_| {}).unwrap();
+    h.join().unwrap();
+    let rx = r.receiver.as_ref().unwrap();
+    assert_eq!(rx.unique_packets, 2000);
+    let recv = r
+        .host
+        .receiver
+        .as_ref()
+        .expect("receiver counters travel back in results");
+    let send = r.host.sender.as_ref().expect("sender counters");
+    // Host-wide: every datagram the server counted went through the kernel's InDatagrams (other
+    // UDP traffic on the host can only add to it).
+    let udp = recv.udp.as_ref().expect("udp counters");
+    assert!(
+        udp.in_datagrams >= rx.valid_datagrams,
+        "{udp:?} vs {}",
+        rx.valid_datagrams
+    );
+    assert!(send.udp.as_ref().expect("udp").out_datagrams >= 2000);
+    for end in [recv, send] {
+        assert!(end.wall_s > 0.0);
+        let cpu = end.cpu.as_ref().expect("host cpu");
+        if cpu.ticks > 0 {
+            assert!((cpu.total_pct() - 100.0).abs() < 0.01, "{cpu:?}");
+        }
+        assert!(cpu.idle_pct >= 0.0 && cpu.user_pct >= 0.0 && cpu.system_pct >= 0.0);
+        let p = end.process.as_ref().expect("process cpu");
+        assert!(p.user_pct >= 0.0 && p.system_pct >= 0.0);
+        // Both ends are on 127.0.0.1: the loopback interface, which carried at least the data.
+        let lo = end.interface.as_ref().expect("interface counters");
+        assert_eq!(lo.name, "lo");
+        assert!(lo.rx_packets >= 2000, "{lo:?}");
+    }
+    // The buffer grants are reported.
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("receiver: UDP receive buffer")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("sender: UDP send buffer")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn interim_reports_arrive_every_interval_while_data_flows() {
+    let (addr, _events, h) = server(None, 1);
+    // 12 000 × 50 µs = 0.6 s of data: at least two 150 ms intervals whatever the load.
+    let mut cfg = client(addr, 12_000, None);
+    cfg.spacing_ns = 50_000;
+    cfg.interval = Some(Duration::from_millis(150));
+    let seen = std::sync::Mutex::new(Vec::new());
+    let r = probe_session::run_client_live(&cfg, |_| {}, |_| {}, |i| seen.lock().unwrap().push(*i)).unwrap();
+    h.join().unwrap();
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.len() >= 2, "{seen:?}");
+    // Cumulative and consistent: counts never go down, never exceed what was finally received.
+    for w in seen.windows(2) {
+        assert!(
+            w[1].elapsed_ms > w[0].elapsed_ms && w[1].unique >= w[0].unique,
+            "{seen:?}"
+        );
+    }
+    let last = seen.last().unwrap();
+    let rx = r.receiver.unwrap();
+    assert!(last.unique <= rx.unique_packets);
+    assert_eq!(last.unique_bytes, last.unique * 1472);
+    assert_eq!(last.missing, last.highest_seq.map_or(0, |h| h + 1) - last.unique);
+    assert_eq!(rx.unique_packets, 12_000);
 }

@@ -323,6 +323,7 @@ mod tests {
             count: 1000,
             spacing_ns: 12_000,
             client_nonce: None,
+            interval_ms: None,
         }
     }
 

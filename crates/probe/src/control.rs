@@ -2,7 +2,9 @@
 //!
 //! A trial is: client → `hello`; server → `challenge` (only when a pre-shared key is configured,
 //! see [`crate::auth`]); client → `auth`; server → `ready` (UDP port to aim at); the client streams
-//! UDP datagrams and then sends `done` with the number it sent; server → `results`. Either side may
+//! UDP datagrams (meanwhile, if `hello` asked with `interval_ms`, the server sends an `interim` line
+//! of counters so far per interval) and then sends `done` with the number it sent; server →
+//! `results` (receiver statistics, the receiving host's counters, notes). Either side may
 //! send `error` and close. Every line is untrusted: [`LineDecoder`] refuses lines longer than its
 //! bound before buffering them, serde refuses unknown fields, and [`ControlMsg::validate`] refuses
 //! out-of-range values, so a hostile peer can neither exhaust memory nor smuggle parameters.
@@ -14,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
 use crate::wire::{HEADER_LEN, MAX_DATAGRAM};
@@ -27,8 +30,10 @@ pub const DEFAULT_MAX_LINE: usize = 1 << 20;
 pub const MAX_COUNT: u64 = 1_000_000_000_000;
 /// Largest inter-packet spacing accepted: 10 s.
 pub const MAX_SPACING_NS: u64 = 10_000_000_000;
-/// Longest `error` message accepted, bytes.
+/// Longest `error` message (and `results` note) accepted, bytes.
 pub const MAX_ERROR_LEN: usize = 1024;
+/// Most notes a `results` message may carry.
+pub const MAX_NOTES: usize = 16;
 
 /// Client's opening message: the trial parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +52,40 @@ pub struct Hello {
     /// Client nonce for mutual authentication, 32 hex digits; required when a key is configured.
     #[serde(default)]
     pub client_nonce: Option<String>,
+    /// Ask the server for an [`Interim`] report every this many ms while data flows
+    /// (`MIN_INTERVAL_MS..=MAX_INTERVAL_MS`); `None`: no interim reports. Not covered by the
+    /// handshake MAC: interim reports are informational, the final `results` are what count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+}
+
+/// Shortest interim-report interval a client may ask for, ms.
+pub const MIN_INTERVAL_MS: u64 = 100;
+/// Longest interim-report interval, ms.
+pub const MAX_INTERVAL_MS: u64 = 3_600_000;
+
+/// Server → client while data flows: cumulative receiver counters so far (the client takes
+/// differences between reports for per-interval figures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interim {
+    /// Time since the server sent `ready`, ms (server clock).
+    pub elapsed_ms: u64,
+    /// Distinct sequence numbers received so far.
+    pub unique: u64,
+    /// User bytes of those.
+    pub unique_bytes: u64,
+    /// Highest sequence number received so far.
+    pub highest_seq: Option<u64>,
+    /// Packets below the highest sequence number not received yet (`highest + 1 − unique`): lost,
+    /// or still to come out of order.
+    pub missing: u64,
+    /// Packets that arrived after a higher sequence number (RFC 4737 reordered) so far.
+    pub reordered: u64,
+    /// Duplicate copies so far.
+    pub duplicates: u64,
+    /// Stray datagrams so far.
+    pub strays: u64,
 }
 
 /// Server's authentication challenge.
@@ -93,6 +132,12 @@ pub struct Done {
 pub struct Results {
     /// Receiver statistics of the trial.
     pub receiver: ReceiverReport,
+    /// The receiving host's counters over the trial, when it could read them.
+    #[serde(default)]
+    pub host: Option<HostDelta>,
+    /// Notes from the receiver (e.g. its socket buffer was capped by the kernel).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// Either side refuses to go on.
@@ -117,6 +162,8 @@ pub enum ControlMsg {
     Ready(Ready),
     /// Client → server: sending finished.
     Done(Box<Done>),
+    /// Server → client: receiver counters so far, every `interval_ms` when asked for.
+    Interim(Interim),
     /// Server → client: receiver statistics.
     Results(Box<Results>),
     /// Either way: refusal.
@@ -184,6 +231,14 @@ impl Hello {
                 format!("{} above {MAX_SPACING_NS}", self.spacing_ns),
             ));
         }
+        if let Some(ms) = self.interval_ms {
+            if !(MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(&ms) {
+                return Err(invalid(
+                    "interval_ms",
+                    format!("{ms} outside {MIN_INTERVAL_MS}..={MAX_INTERVAL_MS}"),
+                ));
+            }
+        }
         if let Some(n) = &self.client_nonce {
             check_hex("client_nonce", n, crate::auth::NONCE_LEN)?;
         }
@@ -208,7 +263,16 @@ impl ControlMsg {
                 }
             }
             ControlMsg::Done(d) if d.sent > MAX_COUNT => Err(invalid("sent", format!("{} above {MAX_COUNT}", d.sent))),
-            ControlMsg::Done(_) | ControlMsg::Results(_) => Ok(()),
+            ControlMsg::Results(r) if r.notes.len() > MAX_NOTES || r.notes.iter().any(|n| n.len() > MAX_ERROR_LEN) => {
+                Err(invalid(
+                    "notes",
+                    format!("more than {MAX_NOTES} notes or one longer than {MAX_ERROR_LEN} bytes"),
+                ))
+            }
+            ControlMsg::Interim(i) if i.highest_seq.is_some_and(|h| h >= MAX_COUNT) || i.unique > MAX_COUNT => {
+                Err(invalid("highest_seq", format!("at or above {MAX_COUNT}")))
+            }
+            ControlMsg::Done(_) | ControlMsg::Results(_) | ControlMsg::Interim(_) => Ok(()),
             ControlMsg::Error(e) if e.message.len() > MAX_ERROR_LEN => {
                 Err(invalid("message", format!("longer than {MAX_ERROR_LEN} bytes")))
             }
@@ -224,6 +288,7 @@ impl ControlMsg {
             ControlMsg::Auth(_) => "auth",
             ControlMsg::Ready(_) => "ready",
             ControlMsg::Done(_) => "done",
+            ControlMsg::Interim(_) => "interim",
             ControlMsg::Results(_) => "results",
             ControlMsg::Error(_) => "error",
         }
@@ -331,6 +396,7 @@ mod tests {
             count: 1_000_000,
             spacing_ns: 16_000,
             client_nonce: None,
+            interval_ms: None,
         }
     }
 
@@ -426,6 +492,34 @@ mod tests {
         chunk.extend_from_slice(b"\n{");
         d.push(&chunk).expect("tail is short");
         assert!(matches!(d.poll(), Err(ControlError::LineTooLong { .. })));
+    }
+
+    #[test]
+    fn interval_and_interim_are_checked() {
+        let mut h = hello();
+        h.interval_ms = Some(50);
+        assert!(matches!(
+            ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE),
+            Err(ControlError::Invalid {
+                field: "interval_ms",
+                ..
+            })
+        ));
+        h.interval_ms = Some(1000);
+        let line = ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE).expect("encode");
+        assert!(std::str::from_utf8(&line)
+            .expect("utf8")
+            .contains("\"interval_ms\":1000"));
+        let forged = br#"{"type":"interim","elapsed_ms":1,"unique":1,"unique_bytes":1,"highest_seq":1000000000000,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
+        assert!(matches!(
+            ControlMsg::from_line(forged),
+            Err(ControlError::Invalid {
+                field: "highest_seq",
+                ..
+            })
+        ));
+        let ok = br#"{"type":"interim","elapsed_ms":1000,"unique":10,"unique_bytes":14720,"highest_seq":9,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
+        assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::Interim(_))));
     }
 
     #[test]

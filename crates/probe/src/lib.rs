@@ -16,6 +16,7 @@
 //! | [`send_stats`] | departure gaps, lateness against schedule, achieved send rate |
 //! | [`recv_stats`] | stray classification and all receiver statistics, bounded memory |
 //! | [`lossfit`] | exponential fit of loss intervals, Kolmogorov–Smirnov test, verdict |
+//! | [`host`] | host CPU, UDP and interface counters over a trial, one end ([`host::HostDelta`]) |
 //! | [`results`] | [`results::ProbeResult`] and [`results::SweepResult`] |
 //!
 //! # Example
@@ -50,6 +51,7 @@
 pub mod auth;
 pub mod control;
 pub mod hist;
+pub mod host;
 pub mod lossfit;
 pub mod recv_stats;
 pub mod results;

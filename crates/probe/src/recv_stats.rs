@@ -165,6 +165,12 @@ pub struct LiveCounters {
     pub lost_so_far: u64,
     /// Stray datagrams.
     pub strays: u64,
+    /// User bytes of the distinct packets.
+    pub unique_bytes: u64,
+    /// RFC 4737 reordered packets.
+    pub reordered: u64,
+    /// Duplicate copies.
+    pub duplicates: u64,
 }
 
 /// Accumulates receiver statistics for one trial.
@@ -335,6 +341,9 @@ impl RecvStats {
             highest_seq: self.seq.highest(),
             lost_so_far: self.seq.lost(),
             strays: self.strays.total(),
+            unique_bytes: self.data_bytes,
+            reordered: self.reordered,
+            duplicates: self.duplicates,
         }
     }
 

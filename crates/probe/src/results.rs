@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::control::Hello;
+use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
 
@@ -47,15 +48,15 @@ impl TestParams {
     }
 }
 
-/// Host counters before/after a trial on both ends (CPU user/sys/idle, `/proc/net/snmp` UDP
-/// errors, NIC drops). Filled by the socket layer (`netio`); opaque JSON here so this crate does
-/// not depend on it.
+/// Host counters over a trial on both ends (CPU user/sys/idle of the host and the probe process,
+/// `/proc/net/snmp` UDP counters, the interface's `/proc/net/dev` counters), see [`HostDelta`].
+/// Filled by the socket layer; the receiver's arrive in the `results` control message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostCounters {
-    /// Sending host's counter differences, if collected.
-    pub sender: Option<serde_json::Value>,
-    /// Receiving host's counter differences, if collected.
-    pub receiver: Option<serde_json::Value>,
+    /// Sending host (the client), from just before the first datagram to just after the last.
+    pub sender: Option<HostDelta>,
+    /// Receiving host (the server), from `ready` to the end of the drain.
+    pub receiver: Option<HostDelta>,
 }
 
 /// Everything measured in one probe trial.
@@ -168,9 +169,163 @@ impl SweepResult {
     }
 }
 
+/// Smallest, median and largest of a figure over trials.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Number of trials that had the figure.
+    pub n: usize,
+    /// Smallest value.
+    pub min: f64,
+    /// Median (mean of the middle two for an even count).
+    pub median: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of the values present; `None` if there are none. NaNs are ignored.
+    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            n,
+            min: v[0],
+            median,
+            max: v[n - 1],
+        })
+    }
+}
+
+/// How much repeated trials of the same parameters agree (seed 004 §4.3 stability runs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialsSummary {
+    /// Trials run.
+    pub trials: usize,
+    /// Received user-data rate, bit/s.
+    pub received_user_rate_bps: Option<Spread>,
+    /// Loss fraction.
+    pub loss_fraction: Option<Spread>,
+    /// Packets lost.
+    pub lost_packets: Option<Spread>,
+    /// Receiver inter-arrival p99 (jitter), ns.
+    pub inter_arrival_p99_ns: Option<Spread>,
+    /// Sender departure-gap p99, ns.
+    pub departure_gap_p99_ns: Option<Spread>,
+    /// One-way delay p99 above the minimum, ns.
+    pub one_way_delay_p99_ns: Option<Spread>,
+}
+
+impl TrialsSummary {
+    /// Spread of the main figures over `trials`.
+    pub fn of(trials: &[ProbeResult]) -> TrialsSummary {
+        let rx =
+            |f: fn(&ReceiverReport) -> Option<f64>| Spread::of(trials.iter().map(|t| t.receiver.as_ref().and_then(f)));
+        let u = |v: Option<u64>| v.map(|x| x as f64);
+        TrialsSummary {
+            trials: trials.len(),
+            received_user_rate_bps: rx(|r| r.user_rate_bps),
+            loss_fraction: rx(|r| r.loss_fraction),
+            lost_packets: rx(|r| Some(r.lost_packets as f64)),
+            inter_arrival_p99_ns: rx(|r| r.inter_arrival_ns.p99.map(|x| x as f64)),
+            departure_gap_p99_ns: Spread::of(
+                trials
+                    .iter()
+                    .map(|t| t.sender.as_ref().and_then(|s| u(s.departure_gap_ns.p99))),
+            ),
+            one_way_delay_p99_ns: rx(|r| r.one_way_delay.p99_ns.map(|x| x as f64)),
+        }
+    }
+}
+
+/// Repeated trials of the same parameters, back to back (one session each), and their spread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialsResult {
+    /// [`RESULT_SCHEMA_VERSION`] of this document.
+    pub schema_version: u32,
+    /// Spread of the main figures over the trials.
+    pub summary: TrialsSummary,
+    /// Every trial, in the order run.
+    pub trials: Vec<ProbeResult>,
+}
+
+impl TrialsResult {
+    /// Wrap trials and compute their spread.
+    pub fn new(trials: Vec<ProbeResult>) -> TrialsResult {
+        TrialsResult {
+            schema_version: RESULT_SCHEMA_VERSION,
+            summary: TrialsSummary::of(&trials),
+            trials,
+        }
+    }
+}
+
+/// Header of [`SweepResult::to_csv`].
+pub const SWEEP_CSV_HEADER: &str =
+    "size,spacing_ns,offered_user_rate_bps,received_user_rate_bps,received_wire_rate_bps,\
+loss_fraction,lost,reordered,duplicates,jitter_p50_ns,jitter_p99_ns,sender_gap_p99_ns,sender_cpu_pct,receiver_cpu_pct";
+
+impl SweepResult {
+    /// A CSV view, one row per point in run order (empty cells where a figure is missing).
+    /// Rates in bit/s; jitter is the receiver inter-arrival time; CPU is the probe process on
+    /// each end, % of one core.
+    pub fn to_csv(&self) -> String {
+        fn f<T: ToString>(v: Option<T>) -> String {
+            v.map_or(String::new(), |x| x.to_string())
+        }
+        let mut out = String::from(SWEEP_CSV_HEADER);
+        out.push('\n');
+        for p in &self.points {
+            let r = &p.result;
+            let rx = r.receiver.as_ref();
+            let cpu = |h: &Option<HostDelta>| {
+                h.as_ref()
+                    .and_then(|h| h.process)
+                    .map(|c| format!("{:.1}", c.total_pct()))
+            };
+            let row = [
+                p.size.to_string(),
+                p.spacing_ns.to_string(),
+                f(r.offered_user_rate_bps.map(|v| v.round())),
+                f(rx.and_then(|x| x.user_rate_bps).map(|v| v.round())),
+                f(rx.and_then(|x| x.wire_rate_bps).map(|v| v.round())),
+                f(rx.and_then(|x| x.loss_fraction)),
+                f(rx.map(|x| x.lost_packets)),
+                f(rx.map(|x| x.reordering.reordered_packets)),
+                f(rx.map(|x| x.duplicates)),
+                f(rx.and_then(|x| x.inter_arrival_ns.p50)),
+                f(rx.and_then(|x| x.inter_arrival_ns.p99)),
+                f(r.sender.as_ref().and_then(|s| s.departure_gap_ns.p99)),
+                f(cpu(&r.host.sender)),
+                f(cpu(&r.host.receiver)),
+            ];
+            out.push_str(&row.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_min_median_max() {
+        let s = Spread::of([Some(3.0), None, Some(1.0), Some(2.0), Some(10.0)]).expect("values");
+        assert_eq!((s.n, s.min, s.median, s.max), (4, 1.0, 2.5, 10.0));
+        let s = Spread::of([Some(5.0), Some(1.0), Some(3.0)]).expect("values");
+        assert_eq!(s.median, 3.0);
+        assert_eq!(Spread::of([None]), None);
+    }
 
     #[test]
     fn offered_rates() {
@@ -204,6 +359,12 @@ mod tests {
                 None,
             ));
         }
+        let csv = s.to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[0], SWEEP_CSV_HEADER);
+        assert!(lines[3].starts_with("8192,10000,6553600000,"), "{}", lines[3]);
+        assert_eq!(lines[1].split(',').count(), SWEEP_CSV_HEADER.split(',').count());
         let json = serde_json::to_string(&s).expect("serialise");
         let back: SweepResult = serde_json::from_str(&json).expect("deserialise");
         assert_eq!(back, s);

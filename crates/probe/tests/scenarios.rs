@@ -69,6 +69,7 @@ fn forged_huge_sequence_number_does_not_blow_up_loss() {
         count: 10,
         spacing_ns: SPACING,
         client_nonce: None,
+        interval_ms: None,
     };
     for c in [cfg(), RecvConfig::from_hello(&hello)] {
         let mut rx = RecvStats::new(c);
@@ -176,7 +177,11 @@ fn sender_and_receiver_results_roundtrip_over_the_control_channel() {
         tx.on_sent(seq * SPACING, seq * SPACING + 100, SIZE);
     }
     let rx = run(100, cfg(), |s| s == 50);
-    let msg = ControlMsg::Results(Box::new(Results { receiver: rx.clone() }));
+    let msg = ControlMsg::Results(Box::new(Results {
+        receiver: rx.clone(),
+        host: None,
+        notes: Vec::new(),
+    }));
     let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
     d.push(&msg.to_line(DEFAULT_MAX_LINE).expect("encode")).expect("push");
     assert_eq!(d.poll().expect("decode"), Some(msg));
@@ -234,6 +239,7 @@ fn done_count_above_announced_count_is_capped_and_flagged() {
         count: 100,
         spacing_ns: SPACING,
         client_nonce: None,
+        interval_ms: None,
     };
     let mut rx = RecvStats::new(RecvConfig::from_hello(&hello));
     for seq in 0..100 {

@@ -363,8 +363,8 @@ pub fn transfer_rates(r: &transfer_session::report::SendReport) -> Option<ChartS
         let pts = |v: &dyn Fn(&transfer::RateSample) -> f64| -> Vec<(f64, f64)> {
             x.rate_samples.iter().map(|s| (s.t_s, v(s) / 1e6)).collect()
         };
-        spec.push(&format!("{name} goodput"), SeriesData::Line(pts(&|s| s.goodput_bps)));
-        spec.push(&format!("{name} pacing"), SeriesData::Line(pts(&|s| s.pacing_bps)));
+        spec.push(format!("{name} goodput"), SeriesData::Line(pts(&|s| s.goodput_bps)));
+        spec.push(format!("{name} pacing"), SeriesData::Line(pts(&|s| s.pacing_bps)));
     }
     spec.note = Some(format!(
         "{} B moved, {} B retransmitted; cc {}",

@@ -2,8 +2,9 @@
 # The main job, end to end on this machine: build evlbi, generate a two-station VDIF set
 # (Effelsberg and Westerbork, 512 Mb/s each, a common sky signal delayed 1.5 us at Wb),
 # inspect it, check the samplers, stream both stations over UDP on 127.0.0.1 through a path
-# that loses 2 % of the datagrams (injected at the sender), correlate what arrived, and write a
-# JSON report of everything.
+# that loses 2 % of the datagrams (injected at the sender), correlate what arrived, ship the
+# recorded scans with the reliable transfer (BLAKE3-verified), measure the path with a short
+# probe sweep, and write a JSON report of everything and an HTML page with the figures.
 #
 #   scripts/demo.sh [OUT_DIR]     (default out/demo)
 set -euo pipefail
@@ -51,6 +52,32 @@ print(f"fringe S/N sent {s['snr']:.1f}, received {r['snr']:.1f}: ratio {r['snr']
       f"sqrt((1-f_Ef)(1-f_Wb)) = {expect:.4f} with f_Ef = {f[0]:.4f}, f_Wb = {f[1]:.4f}")
 PY
 
+echo "== shipping the recorded scans with evlbi send/recv (reliable, BLAKE3-verified)"
+tport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+rm -rf "$out/shipped"
+mkdir -p "$out/shipped"
+$evlbi recv --listen "127.0.0.1:$tport" --root "$out/shipped" --once 2>"$out/recv.log" &
+rx_pid=$!
+trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "control on" "$out/recv.log" 2>/dev/null && break; sleep 0.05; done
+$evlbi send "$out/Ef.vdif" "$out/Wb.vdif" "127.0.0.1:$tport/exp" -q --out "$out/transfer.json"
+wait "$rx_pid"
+trap - EXIT
+cmp "$out/Ef.vdif" "$out/shipped/exp/Ef.vdif" && cmp "$out/Wb.vdif" "$out/shipped/exp/Wb.vdif"
+rm -rf "$out/shipped" "$out/recv.log"
+
+echo "== probe sweep of the loopback path: 2 sizes x 4 spacings, 20000 datagrams per point"
+pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+$evlbi probe server --bind 127.0.0.1 --port "$pport" --sessions 8 2>"$out/probe.log" &
+srv_pid=$!
+trap 'kill "$srv_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "control on" "$out/probe.log" 2>/dev/null && break; sleep 0.05; done
+$evlbi probe client "127.0.0.1:$pport" --count 20000 --sweep 'sizes=1472,8192 spacings=5us..20us:5us' \
+    --out "$out/sweep.json" --csv "$out/sweep.csv" -q
+wait "$srv_pid"
+trap - EXIT
+rm -f "$out/probe.log"
+
 # One report, assembled from the JSON each command wrote (JSON is the source of truth).
 {
     printf '{"generated":'
@@ -74,3 +101,5 @@ PY
 rm "$out/gen.json" "$out/inspect.json" "$out/stats-Ef.json" "$out/stats-Wb.json" "$out/stream-send.json" \
     "$out/stream-recv.json" "$out/corr-sent.json" "$out/corr-recv.json"
 echo "== report written to $out/report.json"
+$evlbi report "$out/report.json" "$out/transfer.json" "$out/sweep.json" -o "$out/report.html"
+echo "== open $out/report.html (figures in $out/report_files/)"

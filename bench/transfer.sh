@@ -14,6 +14,7 @@
 #
 # Usage (root for wan): bench/transfer.sh
 #   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=500 WAN_SECS=20 PARTS="loopback wan"
+#        WAN_TOOLS="evlbi cubic bbr udt srt" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
 # Only namespaces evtr-<pid>-{a,b} (10.77.0.1/2) are created and removed on exit; only processes
 # this script started are stopped.
@@ -191,7 +192,7 @@ if [[ " $PARTS " == *" wan "* ]]; then
     RB="ip netns exec $NS_B"
     for run in $(seq "$RUNS"); do
         echo "wan run $run/$RUNS" >&2
-        for tool in evlbi cubic bbr udt srt; do
+        for tool in ${WAN_TOOLS:-evlbi cubic bbr udt srt}; do
             "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" --mtu 9000 \
                 --rate 1G --delay 50ms --loss 0.1% --buffer 12500000B --seed 7 >"$WORK/emu.json" 2>"$WORK/emu.log" &
             EMU_PID=$!
@@ -204,7 +205,7 @@ if [[ " $PARTS " == *" wan "* ]]; then
                     net.ipv4.tcp_wmem="4096 131072 67108864"
             done
             case $tool in
-            evlbi) run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive --rate 1G ;;
+            evlbi) run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-} ;;
             cubic | bbr) run_tcp wan 1G-100ms-0.1% "$run" 10.77.0.2 "$RA" "$RB" "-t $WAN_SECS" "$tool" ;;
             udt) run_udt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" 8972 ;;
             srt) run_srt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" ;;

@@ -58,6 +58,33 @@ pub fn write_json<T: serde::Serialize>(
     Ok(())
 }
 
+/// The flags of every command that produces a result: JSON on stdout, a JSON file, no bar.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ResultOutput {
+    /// Print the result as JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON result to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl ResultOutput {
+    /// A progress bar, hidden with --quiet or --json.
+    pub fn bar(&self, total: u64, template: &str) -> indicatif::ProgressBar {
+        progress_bar(total, self.quiet || self.json, template)
+    }
+
+    /// Write the JSON where asked; `true` when the text view should be printed too.
+    pub fn emit<T: serde::Serialize>(&self, value: &T) -> anyhow::Result<bool> {
+        write_json(value, self.out.as_ref(), self.json)?;
+        Ok(!self.json)
+    }
+}
+
 /// A usage error as an `anyhow::Error` (exit code 2).
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))

@@ -14,7 +14,7 @@ use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerE
 
 use crate::probe_multi;
 use crate::units::{parse_duration, parse_rate, si_fmt};
-use crate::{progress_bar, read_key, usage, write_json};
+use crate::{read_key, usage, ResultOutput};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -81,15 +81,8 @@ pub struct ClientArgs {
     /// File holding the pre-shared key.
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// Print the full result as JSON.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON result to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    output: ResultOutput,
     /// Run N trials back to back (one session each) and report every trial and the spread
     /// (min / median / max) of rate, loss, jitter p99 and sender gap p99.
     #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "sweep")]
@@ -234,16 +227,15 @@ fn client(a: ClientArgs) -> Result<()> {
         interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
     };
     if let Some(spec) = spec {
-        return probe_multi::sweep(&config, &spec, a.quiet, a.json, a.out.as_ref(), a.csv.as_ref());
+        return probe_multi::sweep(&config, &spec, &a.output, a.csv.as_ref());
     }
     if a.trials > 1 {
-        return probe_multi::trials(&config, a.trials, a.quiet, a.json, a.out.as_ref());
+        return probe_multi::trials(&config, a.trials, &a.output);
     }
-    let bar = progress_bar(a.count, a.quiet || a.json, "{bar:40} {pos}/{len} datagrams ETA {eta}");
+    let bar = a.output.bar(a.count, "{bar:40} {pos}/{len} datagrams ETA {eta}");
     let result = run_client_live(&config, |_| {}, |n| bar.set_position(n), live_printer(bar.clone()))?;
     bar.finish_and_clear();
-    write_json(&result, a.out.as_ref(), a.json)?;
-    if !a.json {
+    if a.output.emit(&result)? {
         print_result(&result);
     }
     Ok(())

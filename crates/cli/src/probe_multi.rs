@@ -10,7 +10,7 @@ use probe_session::{run_client_live, ClientConfig};
 use crate::probe_cmd::live_printer;
 
 use crate::units::{parse_duration, si_fmt};
-use crate::{progress_bar, usage, write_json};
+use crate::{usage, ResultOutput};
 
 /// Points of a swept parameter when a range has no step: both ends and three between.
 const DEFAULT_RANGE_POINTS: u64 = 5;
@@ -130,8 +130,9 @@ fn values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
 }
 
 /// Run `trials` sessions of `config` back to back and report their spread.
-pub fn trials(config: &ClientConfig, trials: u32, quiet: bool, json: bool, out: Option<&PathBuf>) -> Result<()> {
-    let bar = progress_bar(u64::from(trials), quiet || json, "{bar:40} trial {pos}/{len} ETA {eta}");
+pub fn trials(config: &ClientConfig, trials: u32, output: &ResultOutput) -> Result<()> {
+    let (quiet, json) = (output.quiet, output.json);
+    let bar = output.bar(u64::from(trials), "{bar:40} trial {pos}/{len} ETA {eta}");
     let mut results = Vec::new();
     for i in 0..trials {
         let r = run_client_live(config, |_| {}, |_| {}, live_printer(bar.clone()))
@@ -144,8 +145,7 @@ pub fn trials(config: &ClientConfig, trials: u32, quiet: bool, json: bool, out: 
     }
     bar.finish_and_clear();
     let all = TrialsResult::new(results);
-    write_json(&all, out, json)?;
-    if !json {
+    if output.emit(&all)? {
         if quiet {
             for (i, r) in all.trials.iter().enumerate() {
                 println!("{}", trial_line(i as u32 + 1, r));
@@ -203,24 +203,13 @@ fn us(ns: Option<u64>) -> String {
 }
 
 /// Run one trial per grid point (size-major) and write the sweep as JSON (and CSV).
-pub fn sweep(
-    config: &ClientConfig,
-    spec: &SweepSpec,
-    quiet: bool,
-    json: bool,
-    out: Option<&PathBuf>,
-    csv: Option<&PathBuf>,
-) -> Result<()> {
+pub fn sweep(config: &ClientConfig, spec: &SweepSpec, output: &ResultOutput, csv: Option<&PathBuf>) -> Result<()> {
     let mut sweep = SweepResult::new(spec.sizes.clone(), spec.spacings_ns.clone());
     let grid: Vec<(u32, u64)> = sweep.grid().collect();
     if grid.len() > 10_000 {
         return Err(usage(format!("--sweep: {} points, more than 10000", grid.len())));
     }
-    let bar = progress_bar(
-        grid.len() as u64,
-        quiet || json,
-        "{bar:40} point {pos}/{len} {msg} ETA {eta}",
-    );
+    let bar = output.bar(grid.len() as u64, "{bar:40} point {pos}/{len} {msg} ETA {eta}");
     for (size, spacing_ns) in grid {
         bar.set_message(format!("{size} B every {spacing_ns} ns"));
         let cfg = ClientConfig {
@@ -234,12 +223,12 @@ pub fn sweep(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    write_json(&sweep, out, json)?;
+    let text = output.emit(&sweep)?;
     let table = sweep.to_csv();
     if let Some(p) = csv {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    if !json {
+    if text {
         println!(
             "{:>6} {:>11} {:>12} {:>12} {:>10} {:>7} {:>10} {:>10}",
             "size", "spacing_us", "offered", "received", "loss", "reord", "jitter99", "gap99"

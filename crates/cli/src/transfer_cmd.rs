@@ -10,7 +10,7 @@ use transfer_session::report::SendReport;
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
 use crate::units::{parse_rate, parse_size, si_fmt};
-use crate::{progress_bar, read_key, usage, write_json, ProblemsFound};
+use crate::{read_key, usage, ProblemsFound, ResultOutput};
 
 /// Default control port of `evlbi recv`.
 pub const DEFAULT_PORT: u16 = 5310;
@@ -83,15 +83,8 @@ pub struct SendArgs {
     /// File holding the pre-shared key.
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    output: ResultOutput,
 }
 
 /// `HOST[:PORT][/PATH]` → address and path.
@@ -215,9 +208,8 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         chunk_size: a.chunk,
         block_size: a.block,
     };
-    let bar = progress_bar(
+    let bar = a.output.bar(
         0,
-        a.quiet || a.json,
         "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
     );
     let stop = AtomicBool::new(false);
@@ -233,8 +225,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
     )
     .with_context(|| format!("sending to {server}"))?;
     bar.finish_and_clear();
-    write_json(&report, a.out.as_ref(), a.json)?;
-    if !a.json {
+    if a.output.emit(&report)? {
         print_summary(&report);
     }
     if !report.ok {

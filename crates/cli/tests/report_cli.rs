@@ -4,21 +4,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port};
+use common::{bin, spawn_with_port, Proc};
 use serde_json::Value;
-
-/// A child process killed on drop if still running.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn ok(o: &Output, what: &str) {
     assert!(

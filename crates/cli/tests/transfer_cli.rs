@@ -6,30 +6,10 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port};
-
-/// A process killed on drop if still running (tests must not leave servers behind).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SIGTERM first (linkemu removes its namespaces then), SIGKILL if it lingers.
-        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{bin, spawn_with_port, Proc};
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -94,13 +74,19 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
 
 const SIZE: usize = 24 << 20;
 
-#[test]
-fn kill_9_of_the_receiver_then_the_same_command_resumes() {
+/// A source file of `SIZE` bytes named `name` and an empty receiver root.
+fn fixture(name: &str, seed: u64) -> (tempfile::TempDir, tempfile::TempDir, Vec<u8>, std::path::PathBuf) {
     let src = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
-    let data = pattern(SIZE, 11);
-    let file = src.path().join("ef.vdif");
+    let data = pattern(SIZE, seed);
+    let file = src.path().join(name);
     fs::write(&file, &data).unwrap();
+    (src, root, data, file)
+}
+
+#[test]
+fn kill_9_of_the_receiver_then_the_same_command_resumes() {
+    let (_src, root, data, file) = fixture("ef.vdif", 11);
 
     let (mut r, port) = recv(root.path());
     // 24 MiB at 100 Mb/s takes ~2 s: kill the receiver once a few blocks are recorded.
@@ -147,11 +133,7 @@ fn kill_9_of_the_receiver_then_the_same_command_resumes() {
 
 #[test]
 fn kill_9_of_the_sender_then_the_same_command_resumes() {
-    let src = tempfile::tempdir().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let data = pattern(SIZE, 12);
-    let file = src.path().join("wb.vdif");
-    fs::write(&file, &data).unwrap();
+    let (_src, root, data, file) = fixture("wb.vdif", 12);
 
     let (_r, port) = recv(root.path());
     let mut s = Proc(

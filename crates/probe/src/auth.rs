@@ -61,24 +61,7 @@ pub enum AuthError {
     Rejected(String),
 }
 
-/// Lower-case hex encoding.
-pub fn hex_encode(bytes: &[u8]) -> String {
-    const D: &[u8; 16] = b"0123456789abcdef";
-    bytes
-        .iter()
-        .flat_map(|b| [D[usize::from(b >> 4)] as char, D[usize::from(b & 15)] as char])
-        .collect()
-}
-
-/// Hex decoding; `None` on odd length or a non-hex digit.
-pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    if !b.len().is_multiple_of(2) {
-        return None;
-    }
-    let nib = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    b.chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(p[1])?)).collect()
-}
+pub use ctlchan::mac::{hex_decode, hex_encode};
 
 fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, AuthError> {
     // HMAC accepts an empty key, but an empty pre-shared key is a configuration mistake.

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The evlbi binary under test.
 pub fn bin() -> Command {
@@ -34,4 +34,25 @@ pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {
     let _ = child.kill();
     let _ = child.wait();
     panic!("the server did not print its address on stderr within 10 s");
+}
+
+/// A process killed on drop if still running (tests must not leave servers behind).
+#[allow(dead_code)] // not every test binary starts processes this way
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SIGTERM first (linkemu removes its namespaces then), SIGKILL if it lingers.
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

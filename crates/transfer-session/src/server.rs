@@ -307,7 +307,7 @@ impl Server {
                 }
                 if fresh && last_save.elapsed() >= SAVE_EVERY {
                     state.have = to_ranges(have.iter().copied());
-                    let _ = state.save(&state_path, &part);
+                    let _ = state.save(&state_path);
                     last_save = Instant::now();
                 }
                 match ch.try_recv() {
@@ -341,7 +341,7 @@ impl Server {
             rep.foreign.other_port += foreign.other_port;
             rep.foreign.oversized += foreign.oversized;
             state.have = to_ranges(have.iter().copied());
-            let saved = state.save(&state_path, &part);
+            let saved = state.save(&state_path);
             if let Some(e) = failure {
                 // Tell the sender first: with the disk full, saving the record may fail too (the
                 // previous record then stays, listing fewer blocks — still correct).
@@ -374,6 +374,9 @@ impl Server {
             }
             .map_err(io_err(format!("reading {}", part_path.display())))?;
             if v.bad.is_empty() && Some(v.file) == file_hash {
+                // Durable before the sender hears "verified" (it may delete its copy then).
+                part.sync_all()
+                    .map_err(io_err(format!("syncing {}", part_path.display())))?;
                 refuse_non_file(&target).map_err(|e| SessionError::Usage(e.to_string()))?;
                 fs::rename(&part_path, &target).map_err(io_err(format!("renaming to {}", target.display())))?;
                 let _ = fs::remove_file(&state_path);
@@ -392,7 +395,7 @@ impl Server {
             }
             state.have = to_ranges(have.iter().copied());
             state
-                .save(&state_path, &part)
+                .save(&state_path)
                 .map_err(io_err(format!("writing {}", state_path.display())))?;
             if round == self.cfg.max_rounds {
                 break;
@@ -441,7 +444,7 @@ fn open_part(part_path: &Path, state_path: &Path, o: &Offer) -> std::io::Result<
             }
         }
     };
-    state.save(state_path, &part)?;
+    state.save(state_path)?;
     Ok((part, state))
 }
 

@@ -198,7 +198,7 @@ pub fn send(
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
 ) -> Result<SendReport, SessionError> {
-    if cfg.chunk_size == 0 || !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
+    if !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
         return Err(SessionError::Usage(format!(
             "chunk size {} outside {:?}",
             cfg.chunk_size,
@@ -427,8 +427,7 @@ fn run_round(
     let base = prog.done_bytes;
     let mut peer_failure: Option<SessionError> = None;
     let outcome = drive_sender(&sock, &mut sender, &mut |s| {
-        let st = s.stats();
-        prog.done_bytes = base + st.bytes_delivered;
+        prog.done_bytes = base + s.bytes_delivered();
         prog.rate_bps = s.cc().pacing_rate_bps();
         progress(prog);
         // The receiver only speaks during a round to give up (disk full, …): listen for it.

@@ -135,13 +135,9 @@ impl Server {
     ) -> Result<(), SessionError> {
         let local_ip = stream.local_addr().map_err(io_err("control socket"))?.ip();
         let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-        let r = self.handshake(&mut ch);
-        if let Err(e) = &r {
-            let _ = ch.send(&Msg::Error {
-                message: clip(&e.to_string()),
-            });
+        if let Err(e) = self.handshake(&mut ch) {
+            return Err(fatal(&mut ch, e));
         }
-        r?;
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Err(SessionError::Interrupted);
@@ -163,10 +159,7 @@ impl Server {
                 }
                 m => {
                     let e = unexpected(&m, "offer, mkdir or bye");
-                    let _ = ch.send(&Msg::Error {
-                        message: clip(&e.to_string()),
-                    });
-                    return Err(e);
+                    return Err(fatal(&mut ch, e));
                 }
             }
         }
@@ -343,12 +336,9 @@ impl Server {
             state.have = to_ranges(have.iter().copied());
             let saved = state.save(&state_path);
             if let Some(e) = failure {
-                // Tell the sender first: with the disk full, saving the record may fail too (the
-                // previous record then stays, listing fewer blocks — still correct).
-                let _ = ch.send(&Msg::Error {
-                    message: clip(&e.to_string()),
-                });
-                return Err(e);
+                // Tell the sender even if saving the record failed too (disk full): the previous
+                // record then stays, listing fewer blocks — still correct.
+                return Err(fatal(ch, e));
             }
             saved.map_err(io_err(format!("writing {}", state_path.display())))?;
             if !round_over {
@@ -356,17 +346,11 @@ impl Server {
             }
             if !receiver.is_complete() {
                 let e = SessionError::Peer("the sender ended the round before every block arrived".into());
-                let _ = ch.send(&Msg::Error {
-                    message: clip(&e.to_string()),
-                });
-                return Err(e);
+                return Err(fatal(ch, e));
             }
             if expected.len() as u64 != g.blocks() {
                 let e = SessionError::Peer(format!("{} block hashes for {} blocks", expected.len(), g.blocks()));
-                let _ = ch.send(&Msg::Error {
-                    message: clip(&e.to_string()),
-                });
-                return Err(e);
+                return Err(fatal(ch, e));
             }
             let v = match incremental.take() {
                 Some(inc) => inc.finish().map(|d| compare(d, g, &expected)),
@@ -413,6 +397,15 @@ impl Server {
         rep.elapsed_s = started.elapsed().as_secs_f64();
         Ok(rep)
     }
+}
+
+/// Tell the sender why the session ends (best effort: the connection may be gone) and hand the
+/// error back for the caller to return.
+fn fatal(ch: &mut Channel<Msg>, e: SessionError) -> SessionError {
+    let _ = ch.send(&Msg::Error {
+        message: clip(&e.to_string()),
+    });
+    e
 }
 
 /// Open (or create) the `.part` file and its resume record. An existing record is used only when

@@ -355,17 +355,23 @@ impl<S: Source> Sender<S> {
         &self.source
     }
 
+    /// Bytes of the file acknowledged as a contiguous prefix: cheap, for progress (where
+    /// [`Sender::stats`] would copy the rate samples).
+    pub fn bytes_delivered(&self) -> u64 {
+        if self.cum_ack == self.total_chunks {
+            self.cfg.session.file_size
+        } else {
+            self.cfg.session.offset(self.cum_ack)
+        }
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> SenderStats {
         let mut s = self.stats.clone();
         s.cc_phase = self.cc.phase();
         s.cc_events = self.cc.events();
         s.state = self.state.clone();
-        s.bytes_delivered = if self.cum_ack == self.total_chunks {
-            self.cfg.session.file_size
-        } else {
-            self.cfg.session.offset(self.cum_ack)
-        };
+        s.bytes_delivered = self.bytes_delivered();
         s.rtt_min_us = self.min_rtt.map(micros);
         s.srtt_us = self.srtt.map(micros);
         let start = self.first_send.unwrap_or(self.epoch);

@@ -12,6 +12,7 @@ use linkemu::realtime;
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender, Input, SendConfig};
+use stream_session::sink::{run_writer_process, WriterPlacement};
 
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, si_fmt};
 use crate::{usage, write_json, ProblemsFound};
@@ -35,6 +36,13 @@ pub enum StreamCommand {
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
         evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only")]
     Recv(RecvArgs),
+    /// Internal: the file writer process `stream recv --out` starts (records on stdin, report
+    /// on stdout).
+    #[command(hide = true)]
+    WriteFiles {
+        /// Output directory.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -169,7 +177,13 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
     match cmd {
         StreamCommand::Send(a) => send(a),
         StreamCommand::Recv(a) => recv(a),
+        StreamCommand::WriteFiles { dir } => write_files(&dir),
     }
+}
+
+/// The file writer process of `stream recv`.
+fn write_files(dir: &std::path::Path) -> Result<()> {
+    run_writer_process(dir).with_context(|| format!("writing VDIF files in {}", dir.display()))
 }
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
@@ -325,6 +339,10 @@ fn recv(a: RecvArgs) -> Result<()> {
         duration: a.duration.map(Duration::from_secs_f64),
         idle_timeout: a.idle_timeout.map(Duration::from_secs_f64),
         interval: Duration::from_secs_f64(a.interval.max(0.05)),
+        writer: WriterPlacement::ChildProcess {
+            program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
+            args: vec!["stream".into(), "write-files".into()],
+        },
     };
     let bound = BoundReceiver::bind(cfg)?;
     eprintln!(
@@ -387,8 +405,11 @@ fn recv(a: RecvArgs) -> Result<()> {
             r.udp.rcvbuf_errors
         );
     }
+    let writer = r.writer_cpu.map_or(String::new(), |w| {
+        format!("; file writer {:.0} % + {:.0} %", w.user, w.system)
+    });
     eprintln!(
-        "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core",
+        "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core{writer}",
         r.stopped_by, r.cpu.user, r.cpu.system
     );
     if let Some(e) = &r.write_error {

@@ -552,3 +552,63 @@ fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
         );
     }
 }
+
+/// A small tmpfs, unmounted on drop (needs root; the test says so and skips otherwise).
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(bytes: u64) -> Result<SmallDisk, String> {
+        let d = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "evlbi-test-full"])
+            .arg(d.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(SmallDisk(d))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
+    let disk = match SmallDisk::mount(1 << 20) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a small tmpfs (needs root): {why}");
+            return;
+        }
+    };
+    let t = setup();
+    let rx_dir = disk.0.path().join("rx");
+    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", t.summary.to_str().unwrap()]);
+    send(rx.port, &[&t.ef], &[]);
+    let (status, log) = rx.wait();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("No space left on device"), "{log}");
+    let r = json(&t.summary);
+    let written = r["files"][0]["frames"].as_u64().unwrap();
+    let not_written = r["frames_not_written"].as_u64().unwrap();
+    assert!(
+        written > 10 && not_written > 1000,
+        "{written} written, {not_written} not"
+    );
+    assert_eq!(
+        written + not_written,
+        4000,
+        "every frame is written or counted as not written"
+    );
+    assert!(r["write_error"].as_str().unwrap().contains("No space left"));
+    assert!(r["writer_cpu"].is_object(), "the writer process's CPU is reported");
+    let data = output_of(&rx_dir, "Ef");
+    assert_eq!(data.len() as u64, written * FRAME as u64, "the file ends on a frame");
+    let sent = std::fs::read(&t.ef).unwrap();
+    assert!(data[..] == sent[..data.len()], "what was written is what was sent");
+}

@@ -275,13 +275,19 @@ pub fn clock_ticks_per_second() -> u64 {
 }
 
 /// CPU time of this process: user and system ticks, fields 14 and 15 of /proc/self/stat
-/// (proc(5)).
+/// (proc(5)), and those of its children that have been waited for (fields 16 and 17).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessCpu {
     /// User ticks.
     pub utime: u64,
     /// System ticks.
     pub stime: u64,
+    /// User ticks of waited-for children.
+    #[serde(default)]
+    pub cutime: u64,
+    /// System ticks of waited-for children.
+    #[serde(default)]
+    pub cstime: u64,
 }
 
 /// CPU used by this process over an interval, percent of one core (a process with two busy
@@ -324,6 +330,8 @@ impl ProcessCpu {
         Ok(ProcessCpu {
             utime: num(14)?,
             stime: num(15)?,
+            cutime: num(16)?,
+            cstime: num(17)?,
         })
     }
 
@@ -337,7 +345,21 @@ impl ProcessCpu {
         ProcessCpu {
             utime: self.utime.saturating_sub(earlier.utime),
             stime: self.stime.saturating_sub(earlier.stime),
+            cutime: self.cutime.saturating_sub(earlier.cutime),
+            cstime: self.cstime.saturating_sub(earlier.cstime),
         }
+    }
+
+    /// CPU of the children that ended and were waited for between `earlier` and `self`, over
+    /// `wall`, in percent of one core (e.g. a helper process that did part of the work).
+    pub fn children_share_since(&self, earlier: &ProcessCpu, wall: Duration) -> ProcessCpuShare {
+        let d = self.delta(earlier);
+        ProcessCpu {
+            utime: d.cutime,
+            stime: d.cstime,
+            ..ProcessCpu::default()
+        }
+        .share_since(&ProcessCpu::default(), wall)
     }
 
     /// CPU between `earlier` and `self` over `wall` of wall-clock time, in percent of one core.

@@ -116,11 +116,16 @@ fn parses_pid_stat_after_the_last_paren() {
     let later = ProcessCpu {
         utime: 77 + clock_ticks_per_second(),
         stime: 33,
+        cutime: p.cutime,
+        cstime: p.cstime + clock_ticks_per_second() / 2,
     };
     // One second of user CPU over two seconds of wall time: 50 % of one core.
     let share = later.share_since(&p, Duration::from_secs(2));
     assert!((share.user - 50.0).abs() < 1e-9 && share.system == 0.0);
     assert!((later.cpu_percent(&p, Duration::from_secs(2)) - 50.0).abs() < 1e-9);
+    // Half a second of a waited-for child's system CPU over two seconds: 25 %, apart from ours.
+    let kids = later.children_share_since(&p, Duration::from_secs(2));
+    assert!(kids.user == 0.0 && (kids.system - 25.0).abs() < 1e-9);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use netio::{bind_udp, BufferRequest};
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
-use crate::sink::FileSink;
+use crate::sink::{FileSink, WriterPlacement};
 use crate::{io_err, SessionError};
 
 /// How to run a receiver.
@@ -32,6 +32,8 @@ pub struct RecvConfig {
     pub idle_timeout: Option<Duration>,
     /// Live line cadence.
     pub interval: Duration,
+    /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
+    pub writer: WriterPlacement,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -86,8 +88,8 @@ impl BoundReceiver {
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let cfg = self.cfg;
-        let mut sink =
-            FileSink::new(cfg.out_dir.as_deref(), cfg.chunk).map_err(io_err("create the output directory"))?;
+        let mut sink = FileSink::new(cfg.out_dir.as_deref(), cfg.chunk, &cfg.writer)
+            .map_err(io_err("create the output directory"))?;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();
@@ -176,6 +178,8 @@ impl BoundReceiver {
         rx.finish(&mut sink);
         let (files, frames_not_written, write_error) = sink.finish();
         let wall = started.elapsed().as_secs_f64();
+        // After finish(): the writer process has been waited for, so its CPU is in ours.
+        let cpu1 = ProcessCpu::read().unwrap_or_default();
         let duration_s = first.map_or(0.0, |f| (last_rx - f).as_secs_f64());
         let c = *rx.counters();
         Ok(RecvReport {
@@ -196,9 +200,9 @@ impl BoundReceiver {
             },
             rcvbuf: self.grant,
             udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
-            cpu: ProcessCpu::read()
-                .unwrap_or_default()
-                .share_since(&cpu0, std::time::Duration::from_secs_f64(wall)),
+            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
+            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
+                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
             naks_sent,
             stopped_by,
         })

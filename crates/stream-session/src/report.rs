@@ -162,6 +162,10 @@ pub struct RecvReport {
     pub udp: UdpCounters,
     /// CPU of this process, % of one core.
     pub cpu: ProcessCpuShare,
+    /// CPU of the file writer process (`--out` from the CLI), % of one core; null when the
+    /// writes ran in this process.
+    #[serde(default)]
+    pub writer_cpu: Option<ProcessCpuShare>,
     /// NAK datagrams sent.
     pub naks_sent: u64,
     /// Why the receiver stopped.

@@ -3,21 +3,34 @@
 //!
 //! The receive loop must never wait for the disk (a full socket buffer drops data within
 //! milliseconds at 4 Gb/s), so frames are gathered into 1 MiB buffers of whole frames and handed
-//! to a writer thread through a bounded queue (256 MiB). Whole-frame writes mean a receiver killed
-//! with SIGKILL leaves files that end on a frame boundary. A write error (disk full, unwritable
+//! to a writer thread through a bounded queue (256 MiB). A write error (disk full, unwritable
 //! directory) cuts the file back to whole frames, keeps the error, and counts every later frame
 //! of that station as not written; receiving goes on.
+//!
+//! Files must hold only whole frames even when the receiver is killed with SIGKILL. A `write()`
+//! is not atomic against that: the kernel copies a buffered write a page at a time and gives up
+//! between pages once a fatal signal is pending (`generic_perform_write`), so a 1 MiB write of
+//! whole frames can end mid-frame. No flag or syscall makes an append atomic on every file system
+//! (RWF_ATOMIC needs kernel 6.11 and a block-sized unit), so with [`WriterPlacement::ChildProcess`]
+//! the writes run in a child process that a kill of the receiver does not touch: the receiver
+//! pipes length-prefixed records of whole frames to it ([`serve_writer_process`]); the child
+//! writes each complete record, drops a record cut short by the receiver's death, and exits at
+//! end of input.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use stream::FrameSink;
+
+use serde::{Deserialize, Serialize};
 
 use crate::report::WrittenFile;
 
@@ -26,6 +39,25 @@ const FLUSH_BYTES: usize = 1 << 20;
 /// Buffers queued for the writer (256 MiB: half a second at 4 Gb/s of disk stall absorbed).
 const QUEUE_BUFFERS: usize = 256;
 
+/// Where the file writes run.
+#[derive(Debug, Clone, Default)]
+pub enum WriterPlacement {
+    /// A thread of the receiver. A SIGKILL of the receiver can leave a partial frame at the end
+    /// of a file.
+    #[default]
+    Thread,
+    /// A child process, `program args… DIR`, that calls [`serve_writer_process`] on its standard
+    /// input and output (the `evlbi` binary has a hidden subcommand for it). Files then hold only
+    /// whole frames after a SIGKILL of the receiver.
+    ChildProcess {
+        /// Executable, usually `std::env::current_exe()`.
+        program: PathBuf,
+        /// Arguments before the directory.
+        args: Vec<OsString>,
+    },
+}
+
+#[derive(Debug, PartialEq)]
 enum WriteOp {
     /// Start a new file for `station`, named after its first frame's time.
     Open { station: u16, stamp: String },
@@ -47,6 +79,7 @@ struct Open {
     info: WrittenFile,
 }
 
+#[derive(Default)]
 struct Shared {
     error: Mutex<Option<String>>,
     not_written: AtomicU64,
@@ -78,7 +111,7 @@ fn create(dir: &Path, station: u16, stamp: &str) -> std::io::Result<(File, PathB
 }
 
 /// The writer thread: owns the files.
-fn writer(dir: PathBuf, ops: std::sync::mpsc::Receiver<WriteOp>, shared: Arc<Shared>) -> Vec<WrittenFile> {
+fn writer(dir: PathBuf, ops: impl IntoIterator<Item = WriteOp>, shared: Arc<Shared>) -> Vec<WrittenFile> {
     let mut open: HashMap<u16, Open> = HashMap::new();
     let mut done = Vec::new();
     for op in ops {
@@ -149,6 +182,240 @@ fn writer(dir: PathBuf, ops: std::sync::mpsc::Receiver<WriteOp>, shared: Arc<Sha
     done
 }
 
+// The record format on the pipe to a writer process (little-endian). Both ends are this crate,
+// but the child still bounds and checks every field: a bad record stops it with an error rather
+// than writing garbage into a VDIF file.
+//   tag u8 (1 open, 2 data, 3 close), station u16, then
+//   open:  len u16, stamp bytes (≤ MAX_STAMP)
+//   data:  frames u64, filled u64, frame_len u32, len u32, bytes (len = frames · frame_len)
+const TAG_OPEN: u8 = 1;
+const TAG_DATA: u8 = 2;
+const TAG_CLOSE: u8 = 3;
+const MAX_STAMP: usize = 64;
+/// Largest data record: the 1 MiB flush size plus one frame of at most 64 KiB, with room.
+const MAX_RECORD: u32 = 4 << 20;
+
+fn encode_op(op: &WriteOp, out: &mut impl Write) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(32);
+    match op {
+        WriteOp::Open { station, stamp } => {
+            let stamp = &stamp.as_bytes()[..stamp.len().min(MAX_STAMP)];
+            head.push(TAG_OPEN);
+            head.extend_from_slice(&station.to_le_bytes());
+            head.extend_from_slice(&(stamp.len() as u16).to_le_bytes());
+            head.extend_from_slice(stamp);
+            out.write_all(&head)
+        }
+        WriteOp::Data {
+            station,
+            buf,
+            frames,
+            filled,
+            frame_len,
+        } => {
+            head.push(TAG_DATA);
+            head.extend_from_slice(&station.to_le_bytes());
+            head.extend_from_slice(&frames.to_le_bytes());
+            head.extend_from_slice(&filled.to_le_bytes());
+            head.extend_from_slice(&(*frame_len as u32).to_le_bytes());
+            head.extend_from_slice(&(buf.len() as u32).to_le_bytes());
+            out.write_all(&head)?;
+            out.write_all(buf)
+        }
+        WriteOp::Close { station } => {
+            head.push(TAG_CLOSE);
+            head.extend_from_slice(&station.to_le_bytes());
+            out.write_all(&head)
+        }
+    }
+}
+
+/// Why a record from the pipe was refused.
+fn bad(what: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+}
+
+/// The next record, `Ok(None)` at end of input — also when the input ends inside a record,
+/// which is what a receiver killed mid-write leaves.
+fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp>> {
+    fn take<const N: usize>(input: &mut impl Read) -> std::io::Result<Option<[u8; N]>> {
+        let mut b = [0u8; N];
+        Ok(take_into(input, &mut b)?.map(|()| b))
+    }
+    macro_rules! field {
+        ($n:literal, $t:ty) => {
+            match take::<$n>(input)? {
+                Some(b) => <$t>::from_le_bytes(b),
+                None => return Ok(None),
+            }
+        };
+    }
+    let tag = field!(1, u8);
+    let station = field!(2, u16);
+    match tag {
+        TAG_OPEN => {
+            let len = usize::from(field!(2, u16));
+            if len > MAX_STAMP {
+                return Err(bad(format!("writer record: file stamp of {len} bytes")));
+            }
+            let mut stamp = vec![0u8; len];
+            if take_into(input, &mut stamp)?.is_none() {
+                return Ok(None);
+            }
+            let stamp = String::from_utf8(stamp).map_err(|_| bad("writer record: stamp not UTF-8".into()))?;
+            if !stamp.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(bad(format!("writer record: stamp {stamp:?}")));
+            }
+            Ok(Some(WriteOp::Open { station, stamp }))
+        }
+        TAG_DATA => {
+            let frames = field!(8, u64);
+            let filled = field!(8, u64);
+            let frame_len = field!(4, u32);
+            let len = field!(4, u32);
+            if len > MAX_RECORD
+                || frame_len == 0
+                || filled > frames
+                || u64::from(frame_len).checked_mul(frames) != Some(u64::from(len))
+            {
+                return Err(bad(format!(
+                    "writer record: {len} bytes for {frames} frames of {frame_len} bytes"
+                )));
+            }
+            let mut buf = vec![0u8; len as usize];
+            if take_into(input, &mut buf)?.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(WriteOp::Data {
+                station,
+                buf,
+                frames,
+                filled,
+                frame_len: u64::from(frame_len),
+            }))
+        }
+        TAG_CLOSE => Ok(Some(WriteOp::Close { station })),
+        t => Err(bad(format!("writer record: unknown tag {t}"))),
+    }
+}
+
+fn take_into(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<Option<()>> {
+    match input.read_exact(buf) {
+        Ok(()) => Ok(Some(())),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a writer process reports on its standard output when its input ends.
+#[derive(Debug, Serialize, Deserialize)]
+struct WriterOutcome {
+    files: Vec<WrittenFile>,
+    not_written: u64,
+    error: Option<String>,
+}
+
+/// The body of a writer process: records from `input` (see [`WriterPlacement::ChildProcess`])
+/// into files in `dir` until end of input, then a JSON outcome on `output`.
+pub fn serve_writer_process(dir: &Path, input: impl Read, output: impl Write) -> std::io::Result<()> {
+    let shared = Arc::new(Shared::default());
+    let mut input = std::io::BufReader::with_capacity(1 << 20, input);
+    let sh = shared.clone();
+    let ops = std::iter::from_fn(move || match decode_op(&mut input) {
+        Ok(op) => op,
+        Err(e) => {
+            sh.fail(format!("from the receiver: {e}"));
+            None
+        }
+    });
+    let files = writer(dir.to_path_buf(), ops, shared.clone());
+    let outcome = WriterOutcome {
+        files,
+        not_written: shared.not_written.load(Ordering::Relaxed),
+        error: shared.error.lock().ok().and_then(|e| e.clone()),
+    };
+    serde_json::to_writer(output, &outcome).map_err(std::io::Error::other)
+}
+
+/// [`serve_writer_process`] on standard input and output, for the child's `main`. It first
+/// ignores SIGINT, SIGTERM and SIGHUP: those stop the receiver, which then closes the pipe, and
+/// the child must write everything it was given before it exits.
+pub fn run_writer_process(dir: &Path) -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: setting a disposition to SIG_IGN installs no handler code.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    serve_writer_process(dir, std::io::stdin().lock(), std::io::stdout().lock())
+}
+
+fn spawn_writer_process(program: &Path, args: &[OsString], dir: &Path) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(program)
+        .args(args)
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        // Its own process group: Ctrl-C in a terminal reaches the receiver, which finishes and
+        // closes the pipe; the child must not stop before writing what it was given.
+        .process_group(0)
+        .spawn()?;
+    if let Some(stdin) = &child.stdin {
+        // A 1 MiB pipe (the usual pipe-max-size) takes a whole buffer per write; if the kernel
+        // refuses, the default 64 KiB pipe still works, with more wake-ups.
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a pipe descriptor we own; F_SETPIPE_SZ takes an int and touches no memory.
+        unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    }
+    Ok(child)
+}
+
+/// The writer thread's body when the writes run in a child process: forward the records.
+fn forward_to_child(
+    mut child: Child,
+    ops: std::sync::mpsc::Receiver<WriteOp>,
+    shared: Arc<Shared>,
+) -> Vec<WrittenFile> {
+    let mut stdin = child.stdin.take();
+    for op in ops {
+        if let Some(pipe) = stdin.as_mut() {
+            match encode_op(&op, pipe) {
+                Ok(()) => continue,
+                Err(e) => {
+                    shared.fail(format!("the file writer process stopped: {e}"));
+                    stdin = None;
+                }
+            }
+        }
+        if let WriteOp::Data { frames, .. } = op {
+            shared.not_written.fetch_add(frames, Ordering::Relaxed);
+        }
+    }
+    drop(stdin);
+    let out = match child.wait_with_output() {
+        Ok(o) => o,
+        Err(e) => {
+            shared.fail(format!("waiting for the file writer process: {e}"));
+            return Vec::new();
+        }
+    };
+    match serde_json::from_slice::<WriterOutcome>(&out.stdout) {
+        Ok(o) => {
+            shared.not_written.fetch_add(o.not_written, Ordering::Relaxed);
+            if let Some(e) = o.error {
+                shared.fail(e);
+            }
+            o.files
+        }
+        Err(_) => {
+            shared.fail(format!(
+                "the file writer process ended ({}) without a report: the files written are not known",
+                out.status
+            ));
+            Vec::new()
+        }
+    }
+}
+
 struct Pending {
     buf: Vec<u8>,
     frames: u64,
@@ -171,18 +438,26 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Files in `dir` (created if missing), or a memory sink when `None`.
-    pub fn new(dir: Option<&Path>, chunk: Option<u64>) -> std::io::Result<FileSink> {
-        let shared = Arc::new(Shared {
-            error: Mutex::new(None),
-            not_written: AtomicU64::new(0),
-        });
+    /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
+    /// `placement` says.
+    pub fn new(dir: Option<&Path>, chunk: Option<u64>, placement: &WriterPlacement) -> std::io::Result<FileSink> {
+        let shared = Arc::new(Shared::default());
         let (ops, thread) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
                 let (tx, rx) = sync_channel(QUEUE_BUFFERS);
-                let (d, sh) = (d.to_path_buf(), shared.clone());
-                (Some(tx), Some(std::thread::spawn(move || writer(d, rx, sh))))
+                let sh = shared.clone();
+                let thread = match placement {
+                    WriterPlacement::Thread => {
+                        let d = d.to_path_buf();
+                        std::thread::spawn(move || writer(d, rx, sh))
+                    }
+                    WriterPlacement::ChildProcess { program, args } => {
+                        let child = spawn_writer_process(program, args, d)?;
+                        std::thread::spawn(move || forward_to_child(child, rx, sh))
+                    }
+                };
+                (Some(tx), Some(thread))
             }
             None => (None, None),
         };
@@ -296,6 +571,113 @@ impl FrameSink for FileSink {
     fn discontinuity(&mut self, station: u16) {
         if let Some(p) = self.pending.get_mut(&station) {
             p.rotate = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frames(n: usize, len: usize, first: u8) -> Vec<u8> {
+        (0..n * len).map(|i| first.wrapping_add((i / len) as u8)).collect()
+    }
+
+    fn ops() -> Vec<WriteOp> {
+        vec![
+            WriteOp::Open {
+                station: 7,
+                stamp: "20261123T120000".into(),
+            },
+            WriteOp::Data {
+                station: 7,
+                buf: frames(3, 100, 1),
+                frames: 3,
+                filled: 1,
+                frame_len: 100,
+            },
+            WriteOp::Data {
+                station: 7,
+                buf: frames(2, 100, 9),
+                frames: 2,
+                filled: 0,
+                frame_len: 100,
+            },
+            WriteOp::Close { station: 7 },
+        ]
+    }
+
+    fn encoded(ops: &[WriteOp]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for op in ops {
+            encode_op(op, &mut out).unwrap();
+        }
+        out
+    }
+
+    fn decode_all(mut bytes: &[u8]) -> std::io::Result<Vec<WriteOp>> {
+        let mut got = Vec::new();
+        while let Some(op) = decode_op(&mut bytes)? {
+            got.push(op);
+        }
+        Ok(got)
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let ops = ops();
+        assert_eq!(decode_all(&encoded(&ops)).unwrap(), ops);
+    }
+
+    #[test]
+    fn a_record_cut_anywhere_is_dropped_whole() {
+        let ops = ops();
+        let bytes = encoded(&ops);
+        // Record boundaries: a cut exactly there keeps the records before it, anywhere else
+        // drops the record it falls in.
+        let mut ends = vec![0];
+        for op in &ops {
+            ends.push(ends.last().unwrap() + encoded(std::slice::from_ref(op)).len());
+        }
+        for cut in 0..bytes.len() {
+            let got = decode_all(&bytes[..cut]).unwrap();
+            let whole = ends.iter().filter(|&&e| e > 0 && e <= cut).count();
+            assert_eq!(got, ops[..whole], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn inconsistent_records_are_refused() {
+        let mut data = encoded(&ops()[1..2]);
+        data[23] ^= 1; // the byte count no longer equals frames × frame length
+        assert!(decode_all(&data).is_err());
+        assert!(decode_all(&[9, 0, 0]).is_err(), "unknown tag");
+        let mut open = encoded(&ops()[..1]);
+        open[5] = b'/'; // a path separator in the file stamp
+        assert!(decode_all(&open).is_err());
+    }
+
+    #[test]
+    fn the_writer_process_body_writes_whole_records_and_drops_a_cut_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = encoded(&ops());
+        let cut = bytes.len() - 3 - 50; // inside the second data record (before Close)
+        let mut report = Vec::new();
+        serve_writer_process(dir.path(), &bytes[..cut], &mut report).unwrap();
+        let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
+        assert_eq!(outcome.files.len(), 1);
+        assert_eq!(outcome.files[0].frames, 3);
+        assert_eq!(outcome.files[0].filled, 1);
+        assert_eq!(outcome.error, None);
+        let on_disk = std::fs::read(&outcome.files[0].path).unwrap();
+        assert_eq!(on_disk, frames(3, 100, 1));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_input_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_all(&bytes);
         }
     }
 }

@@ -167,7 +167,11 @@ fn sweep_runs_every_point_and_writes_json_and_csv() {
 
 #[test]
 fn interval_prints_live_lines_during_the_trial() {
-    let s = server(&[]);
+    // With a key on both ends: the interim cadence is part of the authenticated parameters.
+    let d = tempfile::tempdir().unwrap();
+    let key = d.path().join("k");
+    std::fs::write(&key, "s3cret\n").unwrap();
+    let s = server(&["--key-file", key.to_str().unwrap()]);
     // 15 000 × 40 µs = 0.6 s of data: at least two 200 ms intervals.
     let addr = format!("127.0.0.1:{}", s.1);
     let o = bin()
@@ -182,7 +186,7 @@ fn interval_prints_live_lines_during_the_trial() {
             "--spacing",
             "40us",
         ])
-        .args(["--interval", "200ms", "-q"])
+        .args(["--interval", "200ms", "-q", "--key-file", key.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

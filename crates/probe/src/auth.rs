@@ -75,14 +75,23 @@ fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, AuthError> {
     Ok(m)
 }
 
-/// Fixed binary encoding of the parameters the client MAC vouches for.
+/// Fixed binary encoding of the parameters the client MAC vouches for: every field of `hello`
+/// that changes what the server does (the interim cadence too: a man in the middle could
+/// otherwise make the server chatter every 100 ms).
 fn hello_binding(h: &Hello) -> Vec<u8> {
-    let mut v = Vec::with_capacity(29);
+    let mut v = Vec::with_capacity(38);
     v.push(h.version);
     v.extend_from_slice(&h.test_id.to_be_bytes());
     v.extend_from_slice(&h.size.to_be_bytes());
     v.extend_from_slice(&h.count.to_be_bytes());
     v.extend_from_slice(&h.spacing_ns.to_be_bytes());
+    match h.interval_ms {
+        None => v.push(0),
+        Some(ms) => {
+            v.push(1);
+            v.extend_from_slice(&ms.to_be_bytes());
+        }
+    }
     v
 }
 
@@ -371,22 +380,26 @@ mod tests {
 
     #[test]
     fn tampered_parameters_fail() {
-        let key = b"secret".to_vec();
-        let mut c = ClientHandshake::new(hello(), Some(key.clone()), [1; NONCE_LEN]);
-        let mut s = ServerHandshake::new(Some(key), [2; NONCE_LEN]);
-        let ControlMsg::Hello(mut h) = c.hello() else {
-            unreachable!()
-        };
-        h.count = 1_000_000_000; // a man in the middle inflates the trial
-        let ServerStep::Send(ch) = s.handle(ControlMsg::Hello(h)).expect("challenge") else {
-            unreachable!()
-        };
-        let ClientStep::Send(auth) = c.handle(ch).expect("auth") else {
-            unreachable!()
-        };
-        assert!(matches!(s.handle(auth), Err(AuthError::BadMac)));
-        // The server stays failed.
-        assert!(s.ready(1).is_err());
+        // A man in the middle inflates the trial, or asks for interim lines the client did not.
+        let tamper: [fn(&mut Hello); 2] = [|h| h.count = 1_000_000_000, |h| h.interval_ms = Some(100)];
+        for t in tamper {
+            let key = b"secret".to_vec();
+            let mut c = ClientHandshake::new(hello(), Some(key.clone()), [1; NONCE_LEN]);
+            let mut s = ServerHandshake::new(Some(key), [2; NONCE_LEN]);
+            let ControlMsg::Hello(mut h) = c.hello() else {
+                unreachable!()
+            };
+            t(&mut h);
+            let ServerStep::Send(ch) = s.handle(ControlMsg::Hello(h)).expect("challenge") else {
+                unreachable!()
+            };
+            let ClientStep::Send(auth) = c.handle(ch).expect("auth") else {
+                unreachable!()
+            };
+            assert!(matches!(s.handle(auth), Err(AuthError::BadMac)));
+            // The server stays failed.
+            assert!(s.ready(1).is_err());
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end on this machine: build evlbi, generate a two-station VDIF set
 # (Effelsberg and Westerbork, 512 Mb/s each, a common sky signal delayed 1.5 us at Wb),
-# inspect it, check the samplers, stream both stations over UDP on 127.0.0.1 through a path
-# that loses 2 % of the datagrams (injected at the sender), correlate what arrived, ship the
+# inspect it, check the samplers, stream both stations over UDP through a path that loses 2 %
+# of the datagrams (an emulated WAN between two network namespaces when run as root with TUN,
+# else loss injected at the sender on 127.0.0.1), correlate what arrived, ship the
 # recorded scans with the reliable transfer (BLAKE3-verified), measure the path with a short
 # probe sweep, and write a JSON report of everything and an HTML page with the figures.
 #
@@ -26,17 +27,42 @@ $evlbi vdif inspect "$out/Wb.vdif"
 echo "== sampler statistics"
 $evlbi vdif stats "$out/Wb.vdif"
 
-echo "== streaming both stations over 127.0.0.1 with 2 % injected loss (4 s at 2 x 512 Mb/s)"
-port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 rm -rf "$out/rx"
-$evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --json "$out/stream-recv.json" &
-rx_pid=$!
-trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
-sleep 0.3
-$evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --loss-seed 7 \
-    --out "$out/stream-send.json"
-wait "$rx_pid"
-trap - EXIT
+if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
+    path="evlbi linkemu between network namespaces: 2 % Bernoulli loss, 10 ms each way, MTU 9000"
+    echo "== streaming both stations through $path (4 s at 2 x 512 Mb/s)"
+    na="evdemo-$$-a" nb="evdemo-$$-b"
+    state=$(mktemp -d)
+    $evlbi linkemu --a "ns:$na" --b "ns:$nb" --loss 2% --seed 7 --delay 10ms --mtu 9000 \
+        --quiet --state-dir "$state" &
+    emu_pid=$!
+    trap 'kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
+    for _ in $(seq 400); do ip -n "$nb" addr show 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
+    ip netns exec "$nb" $evlbi stream recv --listen 10.77.0.2:46227 --out "$out/rx" --idle-timeout 1s -q \
+        --json "$out/stream-recv.json" &
+    rx_pid=$!
+    trap 'kill "$rx_pid" "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
+    for _ in $(seq 200); do ip netns exec "$nb" ss -Hlun 2>/dev/null | grep -q ':46227 ' && break; sleep 0.05; done
+    ip netns exec "$na" $evlbi stream send --to 10.77.0.2:46227 "$out/Ef.vdif" "$out/Wb.vdif" \
+        --out "$out/stream-send.json"
+    wait "$rx_pid"
+    kill "$emu_pid"
+    wait "$emu_pid" || true
+    rm -rf "$state"
+    trap - EXIT
+else
+    path="127.0.0.1 with 2 % of the datagrams dropped at the sender (--inject-loss; run as root for an emulated WAN)"
+    echo "== streaming both stations over $path (4 s at 2 x 512 Mb/s)"
+    port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --json "$out/stream-recv.json" &
+    rx_pid=$!
+    trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
+    sleep 0.3
+    $evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --loss-seed 7 \
+        --out "$out/stream-send.json"
+    wait "$rx_pid"
+    trap - EXIT
+fi
 
 echo "== correlating: sent files, then received files (lost frames arrive flagged invalid)"
 $evlbi vdif correlate "$out/Ef.vdif" "$out/Wb.vdif" --json >"$out/corr-sent.json"
@@ -80,7 +106,7 @@ rm -f "$out/probe.log"
 
 # One report, assembled from the JSON each command wrote (JSON is the source of truth).
 {
-    printf '{"generated":'
+    printf '{"path":"%s","generated":' "$path"
     cat "$out/gen.json"
     printf ',"inspect":'
     cat "$out/inspect.json"

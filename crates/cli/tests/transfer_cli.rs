@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port, Proc};
+use common::{bin, spawn_with_port, Proc, Wan};
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -186,90 +186,35 @@ fn usage_errors_exit_2_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
 }
 
-/// Root, TUN and iproute2 are needed to put `evlbi linkemu` between two namespaces.
-fn linkemu_skip_reason() -> Option<String> {
-    let uid = Command::new("id").arg("-u").output().ok()?;
-    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun is missing".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("iproute2 `ip` is not installed".into());
-    }
-    None
-}
-
 #[test]
 fn through_linkemu_with_loss_and_delay_the_file_arrives_byte_exact() {
-    if let Some(why) = linkemu_skip_reason() {
+    if let Some(why) = Wan::skip_reason() {
         eprintln!("skipped: {why}");
         return;
     }
     let src = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
     let data = pattern(16 << 20, 13);
     let file = src.path().join("jb.vdif");
     fs::write(&file, &data).unwrap();
-    let (a, b) = (
-        format!("evtrt-{}-a", std::process::id()),
-        format!("evtrt-{}-b", std::process::id()),
-    );
     // 400 Mb/s, 10 ms each way, 1 % random loss both ways, jumbo MTU so a chunk is one packet.
-    let emu = Proc(
-        bin()
-            .args([
-                "linkemu",
-                "--a",
-                &format!("ns:{a}"),
-                "--b",
-                &format!("ns:{b}"),
-                "--quiet",
-                "--state-dir",
-            ])
-            .arg(state.path())
-            .args([
-                "--rate", "400M", "--delay", "10ms", "--loss", "1%", "--seed", "3", "--mtu", "9000",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut wan = Wan::start(
+        "trt",
+        &[
+            "--rate", "400M", "--delay", "10ms", "--loss", "1%", "--seed", "3", "--mtu", "9000",
+        ],
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let out = Command::new("ip").args(["-n", &b, "addr", "show"]).output().unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("10.77.0.2") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let exe = env!("CARGO_BIN_EXE_evlbi");
-    let mut r = Command::new("ip");
-    r.args([
-        "netns",
-        "exec",
-        &b,
-        exe,
-        "recv",
-        "--listen",
-        "10.77.0.2:5310",
-        "--once",
-        "--root",
-    ])
-    .arg(root.path());
+    let mut r = wan.evlbi_in(&wan.b);
+    r.args(["recv", "--listen", "10.77.0.2:5310", "--once", "--root"])
+        .arg(root.path());
     let mut rx = Proc(r.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(500));
-    let mut s = Command::new("ip");
-    s.args(["netns", "exec", &a, exe, "send"])
-        .arg(&file)
-        .arg("10.77.0.2:5310/wan");
+    let mut s = wan.evlbi_in(&wan.a);
+    s.arg("send").arg(&file).arg("10.77.0.2:5310/wan");
     s.args(["--rate", "400M", "--json", "-q"]);
     let out = s.output().unwrap();
     let status = rx.0.wait().unwrap();
-    drop(emu);
+    wan.stop();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(status.success());
     let rep = json_of(&out);

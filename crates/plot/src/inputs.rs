@@ -60,6 +60,8 @@ pub struct Demo {
     pub recv: Option<RecvReport>,
     /// Correlation results.
     pub correlate: Option<Correlation>,
+    /// How the stream's path was made lossy (emulated WAN or loss injected at the sender).
+    pub path: Option<String>,
 }
 
 /// A parsed result.
@@ -194,7 +196,13 @@ fn demo(v: &Value, path: &Path) -> Result<Demo, InputError> {
         received_snr: snr("received"),
         received_delay_s: part("correlate", "received").and_then(|c| c.get("delay_s").and_then(Value::as_f64)),
     });
-    Ok(Demo { send, recv, correlate })
+    let path = v.get("path").and_then(Value::as_str).map(str::to_string);
+    Ok(Demo {
+        send,
+        recv,
+        correlate,
+        path,
+    })
 }
 
 /// Parse JSON text from `path` into a typed input.

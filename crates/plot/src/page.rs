@@ -459,6 +459,9 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
                 if let Some(c) = &d.correlate {
                     s.metrics = correlation_metrics(c, d.recv.as_ref());
                 }
+                if let Some(p) = &d.path {
+                    s.metrics.insert(0, Metric::text("stream path", p.clone()));
+                }
                 if let Some(r) = &d.send {
                     let mut t = Section {
                         heading: format!("{n}. demo: stream send"),

@@ -13,6 +13,12 @@ pub fn bin() -> Command {
 /// Spawn `cmd` (a server started on port 0), forward its stderr lines, and return the port it
 /// printed after `127.0.0.1:` in one of them (bounded wait).
 pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {
+    spawn_with_port_on(cmd, "127.0.0.1")
+}
+
+/// [`spawn_with_port`] for a server listening on `host` (e.g. inside a namespace).
+pub fn spawn_with_port_on(cmd: &mut Command, host: &str) -> (Child, u16, Receiver<String>) {
+    let prefix = format!("{host}:");
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -23,7 +29,7 @@ pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {
     });
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
         if let Some(port) = line
-            .split("127.0.0.1:")
+            .split(prefix.as_str())
             .nth(1)
             .and_then(|r| r.split(' ').next())
             .and_then(|p| p.parse::<u16>().ok())
@@ -54,5 +60,91 @@ impl Drop for Proc {
         }
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `evlbi linkemu` between two fresh network namespaces (A = 10.77.0.1, B = 10.77.0.2); the
+/// emulator is stopped with SIGTERM on drop and removes the namespaces.
+#[allow(dead_code)] // not every test binary emulates a WAN
+pub struct Wan {
+    /// Namespace of side A.
+    pub a: String,
+    /// Namespace of side B.
+    pub b: String,
+    emu: Option<Proc>,
+    _state: tempfile::TempDir,
+}
+
+#[allow(dead_code)]
+impl Wan {
+    /// Side B's address.
+    pub const B_ADDR: &'static str = "10.77.0.2";
+
+    /// Why a WAN cannot be emulated here (root, TUN and iproute2 are needed), or `None`.
+    pub fn skip_reason() -> Option<String> {
+        let uid = Command::new("id").arg("-u").output().ok()?;
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            return Some("not root".into());
+        }
+        if !std::path::Path::new("/dev/net/tun").exists() {
+            return Some("/dev/net/tun is missing".into());
+        }
+        if Command::new("ip").arg("-V").output().is_err() {
+            return Some("iproute2 `ip` is not installed".into());
+        }
+        None
+    }
+
+    /// Start the emulator with the path options `path` (e.g. `--delay 10ms --loss 1%`); namespace
+    /// names carry `tag` and this process's PID. Waits (bounded) until B's address is up.
+    pub fn start(tag: &str, path: &[&str]) -> Wan {
+        let state = tempfile::tempdir().unwrap();
+        let pid = std::process::id();
+        let (a, b) = (format!("ev{tag}-{pid}-a"), format!("ev{tag}-{pid}-b"));
+        let emu = Proc(
+            bin()
+                .args([
+                    "linkemu",
+                    "--a",
+                    &format!("ns:{a}"),
+                    "--b",
+                    &format!("ns:{b}"),
+                    "--quiet",
+                ])
+                .arg("--state-dir")
+                .arg(state.path())
+                .args(path)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = Command::new("ip").args(["-n", &b, "addr", "show"]).output().unwrap();
+            if String::from_utf8_lossy(&out.stdout).contains(Self::B_ADDR) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "linkemu did not bring up {b} within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Wan {
+            a,
+            b,
+            emu: Some(emu),
+            _state: state,
+        }
+    }
+
+    /// The evlbi binary run inside namespace `ns` (one of `self.a`, `self.b`).
+    pub fn evlbi_in(&self, ns: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_evlbi")]);
+        c
+    }
+
+    /// Stop the emulator now (SIGTERM, bounded wait): the namespaces are gone afterwards.
+    pub fn stop(&mut self) {
+        self.emu.take();
     }
 }

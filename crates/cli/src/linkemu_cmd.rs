@@ -296,6 +296,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut last = (Instant::now(), emu.live());
     let mut next_status = started + Duration::from_secs(1);
+    let mut intervals = Vec::new();
     let stop_reason = loop {
         std::thread::sleep(Duration::from_millis(50));
         if let Some(sig) = realtime::stop_signal() {
@@ -311,6 +312,14 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         if now >= next_status {
             next_status += Duration::from_secs(1);
             let live = emu.live();
+            if intervals.len() < realtime::MAX_INTERVALS {
+                intervals.push(realtime::IntervalSample {
+                    t_s: started.elapsed().as_secs_f64(),
+                    dt_s: (now - last.0).as_secs_f64(),
+                    a_to_b: live.0.since(&last.1 .0),
+                    b_to_a: live.1.since(&last.1 .1),
+                });
+            }
             if !args.quiet {
                 let dt = (now - last.0).as_secs_f64();
                 eprintln!(
@@ -324,7 +333,8 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         }
     };
     eprintln!("linkemu: stopping ({stop_reason}), removing what we created");
-    let stats = emu.shutdown().context("stopping the emulator")?;
+    let mut stats = emu.shutdown().context("stopping the emulator")?;
+    stats.intervals = intervals;
     if args.json {
         let mut out = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut out, &stats)?;

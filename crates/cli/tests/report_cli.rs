@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port, Proc};
+use common::{bin, spawn_with_port, Proc, Wan};
 use serde_json::Value;
 
 fn ok(o: &Output, what: &str) {
@@ -353,4 +353,58 @@ fn report_of_a_real_transfer_shows_its_rate_over_time() {
     assert_eq!(row[8], "verified");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Transfer rate over time") || page.contains("1-transfer-rate"));
+}
+
+#[test]
+fn a_linkemu_summary_becomes_a_section_with_its_figures() {
+    if let Some(why) = Wan::skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut wan = Wan::start("rep", &["--loss", "5%", "--seed", "9", "--rate", "200M", "--json"]);
+    // 2.5 s of 128 Mb/s UDP from A to B (nobody listens at B: the packets still cross the link).
+    let o = wan
+        .evlbi_in(&wan.a)
+        .args([
+            "stream",
+            "send",
+            "--generate",
+            "--stations",
+            "Ef",
+            "--rate",
+            "128M",
+            "--loop",
+        ])
+        .args(["--duration", "2500ms", "--to", "10.77.0.2:9"])
+        .output()
+        .unwrap();
+    ok(&o, "stream send through linkemu");
+    let summary = wan.stop_with_summary();
+    let v: Value = serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}"));
+    let intervals = v["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 2, "per-second counters: {summary}");
+    let lost = v["a_to_b"]["model"]["dropped_loss"]["packets"].as_u64().unwrap();
+    let fwd = v["a_to_b"]["forwarded"]["packets"].as_u64().unwrap();
+    assert!(fwd > 1000 && lost > 0, "{fwd} forwarded, {lost} lost");
+    let per_second: u64 = intervals
+        .iter()
+        .map(|i| i["a_to_b"]["dropped_loss"].as_u64().unwrap())
+        .sum();
+    assert!(per_second <= lost, "intervals {per_second} within the total {lost}");
+    let json = dir.path().join("linkemu.json");
+    std::fs::write(&json, &summary).unwrap();
+    let html = dir.path().join("page.html");
+    let o = bin().arg("report").arg(&json).arg("-o").arg(&html).output().unwrap();
+    ok(&o, "report");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("What the emulator did to each direction"),
+        "table missing"
+    );
+    assert!(page.contains("Bernoulli loss 5.0000 %"), "model missing");
+    for fig in ["linkemu-rates", "linkemu-drops"] {
+        let png = dir.path().join(format!("page_files/1-{fig}.png"));
+        assert!(png.exists(), "{} missing", png.display());
+    }
 }

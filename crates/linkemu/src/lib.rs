@@ -68,4 +68,4 @@ mod stats;
 pub use config::{ConfigError, GilbertElliott, LinkConfig, LossModel, MAX_DELAY};
 pub use link::{Admission, Duplex, Link};
 pub use loss::LossProcess;
-pub use stats::{Counter, LinkStats};
+pub use stats::{Counter, LinkStats, QueueDelaySummary};

@@ -3,14 +3,14 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Highest queue delay the histogram resolves, in µs (one hour); larger
 /// values are clamped into the top bucket rather than lost.
 const MAX_QUEUE_DELAY_US: u64 = 3_600_000_000;
 
 /// A packet count and the sum of their lengths.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counter {
     /// Number of packets.
     pub packets: u64,
@@ -118,19 +118,24 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Summary the histogram is serialised as: the raw buckets are bulky and
-/// need hdrhistogram's own codec, while reports only plot these numbers.
-#[derive(Serialize)]
-struct Summary {
-    count: u64,
-    mean: f64,
-    p50: u64,
-    p99: u64,
-    max: u64,
+/// What the queue-delay histogram is serialised as (`queue_delay_us` in the JSON): the raw
+/// buckets are bulky and need hdrhistogram's own codec, while reports only show these numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueDelaySummary {
+    /// Packets admitted to the queue.
+    pub count: u64,
+    /// Mean wait, µs.
+    pub mean: f64,
+    /// Median wait, µs.
+    pub p50: u64,
+    /// 99th percentile, µs.
+    pub p99: u64,
+    /// Longest wait, µs.
+    pub max: u64,
 }
 
 fn serialize_summary<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
-    Summary {
+    QueueDelaySummary {
         count: h.len(),
         mean: h.mean(),
         p50: h.value_at_quantile(0.5),

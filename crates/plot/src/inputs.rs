@@ -1,5 +1,6 @@
 //! Reading result JSON files and telling their kinds apart: a probe trial, a probe sweep, a
-//! stream send or receive report, or the demo's assembled `report.json`.
+//! stream send or receive report, a transfer report, an `evlbi linkemu --json` summary, or the
+//! demo's assembled `report.json`.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,8 @@ pub enum Kind {
     Demo,
     /// `evlbi send --json` (transfer_session's `SendReport`).
     TransferSend,
+    /// `evlbi linkemu --json` ([`LinkemuRun`]).
+    Linkemu,
 }
 
 impl Kind {
@@ -36,6 +39,7 @@ impl Kind {
             Kind::StreamRecv => "stream recv report",
             Kind::Demo => "demo report",
             Kind::TransferSend => "transfer send report",
+            Kind::Linkemu => "linkemu summary",
         }
     }
 }
@@ -64,6 +68,62 @@ pub struct Demo {
     pub path: Option<String>,
 }
 
+/// The parts of an `evlbi linkemu --json` summary the page shows. The emulator's own
+/// `RealtimeStats` cannot be read back whole (its queue-delay histogram is written as a
+/// [`linkemu::QueueDelaySummary`]), so this names the fields read, with linkemu's own types.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct LinkemuRun {
+    /// "model" or "bare".
+    pub mode: String,
+    /// Run length, seconds.
+    pub elapsed_s: f64,
+    /// MTU of both devices.
+    pub mtu: u32,
+    /// RNG seed.
+    pub seed: u64,
+    /// Path model A → B.
+    pub a_to_b_config: linkemu::LinkConfig,
+    /// Path model B → A.
+    pub b_to_a_config: linkemu::LinkConfig,
+    /// What happened A → B.
+    pub a_to_b: LinkemuDirection,
+    /// What happened B → A.
+    pub b_to_a: LinkemuDirection,
+    /// Per-second counters (absent in summaries written before they were recorded).
+    #[serde(default)]
+    pub intervals: Vec<linkemu::realtime::IntervalSample>,
+}
+
+/// One direction of a [`LinkemuRun`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct LinkemuDirection {
+    /// Read from the input device.
+    pub received: linkemu::Counter,
+    /// Written to the output device.
+    pub forwarded: linkemu::Counter,
+    /// Dropped at the emulator's memory bound.
+    pub overflow: linkemu::Counter,
+    /// Kernel drops on the input device (emulator short of CPU).
+    pub input_tx_dropped: Option<u64>,
+    /// The link model's account (absent in bare mode).
+    pub model: Option<LinkemuModel>,
+}
+
+/// The link model's account of one direction.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct LinkemuModel {
+    /// Lost by the loss model.
+    pub dropped_loss: linkemu::Counter,
+    /// Dropped by the full bottleneck queue.
+    pub dropped_queue: linkemu::Counter,
+    /// Duplicates made.
+    pub duplicated: linkemu::Counter,
+    /// Largest queue occupancy, bytes.
+    pub max_queue_bytes: u64,
+    /// Queue waits.
+    pub queue_delay_us: linkemu::QueueDelaySummary,
+}
+
 /// A parsed result.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -75,6 +135,8 @@ pub enum Input {
     StreamSend(Box<SendReport>),
     /// `evlbi send --json`.
     TransferSend(Box<transfer_session::report::SendReport>),
+    /// `evlbi linkemu --json`.
+    Linkemu(Box<LinkemuRun>),
     /// Stream receiver.
     StreamRecv(Box<RecvReport>),
     /// Demo report.
@@ -91,6 +153,7 @@ impl Input {
             Input::StreamRecv(_) => Kind::StreamRecv,
             Input::Demo(_) => Kind::Demo,
             Input::TransferSend(_) => Kind::TransferSend,
+            Input::Linkemu(_) => Kind::Linkemu,
         }
     }
 }
@@ -107,7 +170,7 @@ pub enum InputError {
         source: std::io::Error,
     },
     /// Not JSON (or truncated).
-    #[error("{path} is not valid JSON ({cause}); expected the JSON written by evlbi probe/stream or scripts/demo.sh")]
+    #[error("{path} is not valid JSON ({cause}); expected the JSON written by evlbi probe/stream/send/linkemu or scripts/demo.sh")]
     Json {
         /// The file.
         path: PathBuf,
@@ -118,8 +181,8 @@ pub enum InputError {
     #[error(
         "{path} is not an evlbi result: expected a probe trial (keys params, receiver), a probe sweep \
          (sizes, spacings_ns, points), a stream send report (to, stations), a stream recv report \
-         (listen, stations), a transfer send report (files, transferred_bytes) or a demo report.json \
-         (stream, correlate); found {found}"
+         (listen, stations), a transfer send report (files, transferred_bytes), a linkemu summary \
+         (mode, a_to_b, b_to_a) or a demo report.json (stream, correlate); found {found}"
     )]
     UnknownKind {
         /// The file.
@@ -169,6 +232,8 @@ pub fn detect(v: &Value) -> Option<Kind> {
         Some(Kind::Demo)
     } else if has("files") && has("transferred_bytes") {
         Some(Kind::TransferSend)
+    } else if has("a_to_b") && has("b_to_a") && has("mode") {
+        Some(Kind::Linkemu)
     } else {
         None
     }
@@ -222,6 +287,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
         Kind::TransferSend => Input::TransferSend(Box::new(shape(v, path, kind)?)),
         Kind::StreamRecv => Input::StreamRecv(Box::new(shape(v, path, kind)?)),
         Kind::Demo => Input::Demo(Box::new(demo(&v, path)?)),
+        Kind::Linkemu => Input::Linkemu(Box::new(shape(v, path, kind)?)),
     })
 }
 

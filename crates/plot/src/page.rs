@@ -7,7 +7,7 @@ use probe::results::{ProbeResult, SweepResult};
 use serde::{Deserialize, Serialize};
 use stream_session::report::{RecvReport, SendReport};
 
-use crate::inputs::{Correlation, Input, Kind};
+use crate::inputs::{Correlation, Input, Kind, LinkemuRun};
 use crate::{specs, write_figure, ChartSpec, PlotError};
 
 /// Version of the report layout; bumped on incompatible changes.
@@ -244,6 +244,85 @@ fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
     (m, vec![stations])
 }
 
+/// One line for a direction's path model, e.g. "1 Gbit/s, 12.5 MB queue, 50 ms, loss 0.1 %".
+fn link_model_text(c: &linkemu::LinkConfig) -> String {
+    let mut parts = vec![match c.rate_bps {
+        Some(r) => format!("{:.0} Mbit/s, {} B queue", r as f64 / MBIT, c.buffer_bytes),
+        None => "no bottleneck".to_string(),
+    }];
+    parts.push(format!("delay {:.3} ms", c.delay.as_secs_f64() * 1e3));
+    if !c.jitter.is_zero() {
+        parts.push(format!("jitter {:.3} ms", c.jitter.as_secs_f64() * 1e3));
+    }
+    parts.push(match c.loss {
+        linkemu::LossModel::None => "no random loss".to_string(),
+        linkemu::LossModel::Bernoulli { p } => format!("Bernoulli loss {:.4} %", p * 100.0),
+        linkemu::LossModel::GilbertElliott(g) => format!(
+            "Gilbert–Elliott loss (G→B {:.2e}, B→G {:.2e}, loss in B {})",
+            g.p_good_to_bad, g.p_bad_to_good, g.loss_in_bad
+        ),
+    });
+    if c.duplicate > 0.0 {
+        parts.push(format!("duplicates {:.4} %", c.duplicate * 100.0));
+    }
+    parts.join(", ")
+}
+
+fn linkemu_parts(r: &LinkemuRun) -> (Vec<Metric>, Vec<Table>) {
+    let m = vec![
+        Metric::text("mode", r.mode.clone()),
+        Metric::num("run length", Some(r.elapsed_s), "s"),
+        Metric::num("MTU", Some(f64::from(r.mtu)), "B"),
+        Metric::text("A → B model", link_model_text(&r.a_to_b_config)),
+        Metric::text("B → A model", link_model_text(&r.b_to_a_config)),
+        Metric::text("seed", r.seed.to_string()),
+    ];
+    let opt = |v: Option<u64>| v.map_or("—".to_string(), |x| x.to_string());
+    let rows = [("A → B", &r.a_to_b), ("B → A", &r.b_to_a)]
+        .iter()
+        .map(|(name, d)| {
+            let model = d.model.as_ref();
+            let rate = d.forwarded.bytes as f64 * 8.0 / r.elapsed_s.max(1e-9) / MBIT;
+            vec![
+                name.to_string(),
+                d.received.packets.to_string(),
+                d.forwarded.packets.to_string(),
+                format!("{rate:.1}"),
+                opt(model.map(|x| x.dropped_loss.packets)),
+                opt(model.map(|x| x.dropped_queue.packets)),
+                opt(model.map(|x| x.duplicated.packets)),
+                d.overflow.packets.to_string(),
+                opt(d.input_tx_dropped),
+                opt(model.map(|x| x.max_queue_bytes)),
+                model.map_or("—".to_string(), |x| {
+                    let q = &x.queue_delay_us;
+                    format!("{} / {} / {}", q.p50, q.p99, q.max)
+                }),
+            ]
+        })
+        .collect();
+    let t = Table {
+        caption: "What the emulator did to each direction (packets)".into(),
+        columns: [
+            "direction",
+            "received",
+            "forwarded",
+            "mean Mbit/s",
+            "lost (model)",
+            "queue drops",
+            "duplicated",
+            "overflow",
+            "kernel drops (CPU)",
+            "max queue (B)",
+            "queue wait p50 / p99 / max (µs)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    };
+    (m, vec![t])
+}
+
 fn transfer_parts(r: &transfer_session::report::SendReport) -> (Vec<Metric>, Vec<Table>) {
     let m = vec![
         Metric::text("receiver", r.server.clone()),
@@ -448,6 +527,11 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
                 (s.metrics, s.tables) = recv_parts(r);
                 w.put(figs, specs::stream_snr(r), format!("{n}-snr-factor"))?;
                 w.put(figs, specs::stream_frames(r), format!("{n}-frames"))?;
+            }
+            Input::Linkemu(r) => {
+                (s.metrics, s.tables) = linkemu_parts(r);
+                w.put(figs, specs::linkemu_rates(r), format!("{n}-linkemu-rates"))?;
+                w.put(figs, specs::linkemu_drops(r), format!("{n}-linkemu-drops"))?;
             }
             Input::TransferSend(r) => {
                 (s.metrics, s.tables) = transfer_parts(r);

@@ -372,3 +372,64 @@ pub fn transfer_rates(r: &transfer_session::report::SendReport) -> Option<ChartS
     ));
     Some(spec)
 }
+
+/// `evlbi linkemu`: forwarded rate per second in each direction.
+pub fn linkemu_rates(r: &crate::inputs::LinkemuRun) -> Option<ChartSpec> {
+    if r.intervals.len() < 2 {
+        return None;
+    }
+    let mut spec = ChartSpec::new("Emulated path: forwarded rate", "time (s)", "rate (Mbit/s)");
+    let mbps = |bytes: u64, dt: f64| bytes as f64 * 8.0 / dt.max(1e-9) / 1e6;
+    spec.push(
+        "A → B",
+        SeriesData::Line(
+            r.intervals
+                .iter()
+                .map(|i| (i.t_s, mbps(i.a_to_b.forwarded_bytes, i.dt_s)))
+                .collect(),
+        ),
+    );
+    spec.push(
+        "B → A",
+        SeriesData::Line(
+            r.intervals
+                .iter()
+                .map(|i| (i.t_s, mbps(i.b_to_a.forwarded_bytes, i.dt_s)))
+                .collect(),
+        ),
+    );
+    Some(spec)
+}
+
+/// `evlbi linkemu`: packets dropped per second, by cause, where any were.
+pub fn linkemu_drops(r: &crate::inputs::LinkemuRun) -> Option<ChartSpec> {
+    if r.intervals.len() < 2 {
+        return None;
+    }
+    let mut spec = ChartSpec::new("Emulated path: drops per second", "time (s)", "packets/s");
+    type Pick = fn(&linkemu::realtime::LiveCounters) -> u64;
+    let causes: [(&str, Pick); 3] = [
+        ("lost (model)", |c| c.dropped_loss),
+        ("queue drops", |c| c.dropped_queue),
+        ("overflow + write errors", |c| c.overflow + c.write_errors),
+    ];
+    for (dir, side) in [("A → B", true), ("B → A", false)] {
+        for (cause, pick) in causes {
+            let pts: Vec<(f64, f64)> = r
+                .intervals
+                .iter()
+                .map(|i| {
+                    let c = if side { &i.a_to_b } else { &i.b_to_a };
+                    (i.t_s, pick(c) as f64 / i.dt_s.max(1e-9))
+                })
+                .collect();
+            if pts.iter().any(|p| p.1 > 0.0) {
+                spec.push(format!("{dir} {cause}"), SeriesData::Line(pts));
+            }
+        }
+    }
+    if spec.series.is_empty() {
+        return None;
+    }
+    Some(spec)
+}

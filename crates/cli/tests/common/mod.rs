@@ -114,7 +114,7 @@ impl Wan {
                 .arg("--state-dir")
                 .arg(state.path())
                 .args(path)
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap(),
@@ -146,5 +146,21 @@ impl Wan {
     /// Stop the emulator now (SIGTERM, bounded wait): the namespaces are gone afterwards.
     pub fn stop(&mut self) {
         self.emu.take();
+    }
+
+    /// Stop the emulator and return what it printed on stdout (its summary, with `--json`).
+    pub fn stop_with_summary(&mut self) -> String {
+        use std::io::Read;
+        let Some(mut p) = self.emu.take() else {
+            return String::new();
+        };
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+        let mut out = String::new();
+        if let Some(mut so) = p.0.stdout.take() {
+            // Ends when the emulator exits (bounded by its own shutdown; Proc's drop then reaps).
+            let _ = so.read_to_string(&mut out);
+        }
+        out
     }
 }

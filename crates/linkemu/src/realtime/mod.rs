@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::{ConfigError, LinkConfig};
@@ -237,6 +237,26 @@ pub struct RealtimeStats {
     pub a_to_b: DirectionReport,
     /// What happened B → A.
     pub b_to_a: DirectionReport,
+    /// Counts per interval of the run (the CLI records one per second, at most
+    /// [`MAX_INTERVALS`]); empty when nobody sampled.
+    pub intervals: Vec<IntervalSample>,
+}
+
+/// Longest per-second record kept in [`RealtimeStats::intervals`] (a day); later seconds are
+/// only in the totals.
+pub const MAX_INTERVALS: usize = 86_400;
+
+/// The counters of both directions over one interval of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    /// End of the interval, seconds from the start.
+    pub t_s: f64,
+    /// Length of the interval, seconds.
+    pub dt_s: f64,
+    /// A → B over the interval.
+    pub a_to_b: LiveCounters,
+    /// B → A over the interval.
+    pub b_to_a: LiveCounters,
 }
 
 /// One end of the emulated path.
@@ -508,6 +528,7 @@ impl Emulator {
             seed: self.config.seed,
             a_to_b_config: self.config.a_to_b.clone(),
             b_to_a_config: self.config.b_to_a.clone(),
+            intervals: Vec::new(),
             a_to_b: ab,
             b_to_a: ba,
         })

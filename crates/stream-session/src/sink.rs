@@ -282,8 +282,9 @@ fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp>> {
                     "writer record: {len} bytes for {frames} frames of {frame_len} bytes"
                 )));
             }
-            let mut buf = vec![0u8; len as usize];
-            if take_into(input, &mut buf)?.is_none() {
+            // read_to_end into reserved capacity: no zeroing pass over a megabyte per record.
+            let mut buf = Vec::with_capacity(len as usize);
+            if input.take(u64::from(len)).read_to_end(&mut buf)? < len as usize {
                 return Ok(None);
             }
             Ok(Some(WriteOp::Data {

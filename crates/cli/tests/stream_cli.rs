@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::{bin, spawn_with_port, spawn_with_port_on, Wan};
 
 use serde_json::Value;
+use testkit::SmallDisk;
 use vdif::VdifHeader;
 
 /// 128 Mb/s, 8000-byte frames: 2000 frames/s per station.
@@ -592,30 +593,6 @@ fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
     }
 }
 
-/// A small tmpfs, unmounted on drop (needs root; the test says so and skips otherwise).
-struct SmallDisk(tempfile::TempDir);
-
-impl SmallDisk {
-    fn mount(bytes: u64) -> Result<SmallDisk, String> {
-        let d = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "evlbi-test-full"])
-            .arg(d.path())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(SmallDisk(d))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
     let disk = match SmallDisk::mount(1 << 20) {
@@ -626,7 +603,7 @@ fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
         }
     };
     let t = setup();
-    let rx_dir = disk.0.path().join("rx");
+    let rx_dir = disk.path().join("rx");
     let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", t.summary.to_str().unwrap()]);
     send(rx.port, &[&t.ef], &[]);
     let (status, log) = rx.wait();

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ctlchan::Channel;
+use testkit::SmallDisk;
 use transfer_session::control::{Msg, Offer, MAX_LINE, PROTOCOL_VERSION};
 use transfer_session::report::{FileRecvReport, SendReport};
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, SessionError};
@@ -355,30 +356,6 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
     assert!(!root.path().join("f.bin.part.evlbi").exists());
 }
 
-/// A tmpfs of a few MiB mounted for one test, unmounted on drop.
-struct SmallDisk(tempfile::TempDir);
-
-impl SmallDisk {
-    fn mount(bytes: u64) -> Result<SmallDisk, String> {
-        let d = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let out = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "evlbi-test-full"])
-            .arg(d.path())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        Ok(SmallDisk(d))
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
     let disk = match SmallDisk::mount(3 << 20) {
@@ -391,7 +368,7 @@ fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
     let src = tempfile::tempdir().unwrap();
     let data = pattern(8 << 20, 5);
     fs::write(src.path().join("big.bin"), &data).unwrap();
-    let srv = serve_once(disk.0.path(), None);
+    let srv = serve_once(disk.path(), None);
     let mut cfg = config(srv.addr, "");
     cfg.cc = CcChoice::Fixed(500e6);
     let err = run_send(&cfg, &[src.path().join("big.bin")]).unwrap_err();
@@ -405,12 +382,12 @@ fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
         .filter_map(|e| if let ServerEvent::Ended(_, e) = e { e } else { None })
         .collect();
     assert!(ended.iter().any(|e| e.contains("No space left")), "{ended:?}");
-    assert!(!disk.0.path().join("big.bin").exists());
+    assert!(!disk.path().join("big.bin").exists());
     // What was written is recorded for a resume once there is space.
-    let rec = transfer_session::blocks::ResumeState::load(&disk.0.path().join("big.bin.part.evlbi"));
+    let rec = transfer_session::blocks::ResumeState::load(&disk.path().join("big.bin.part.evlbi"));
     let rec = rec.expect("resume record kept");
     assert_eq!(rec.size, data.len() as u64);
-    let part = fs::read(disk.0.path().join("big.bin.part")).unwrap();
+    let part = fs::read(disk.path().join("big.bin.part")).unwrap();
     for b in transfer_session::blocks::from_ranges(&rec.have) {
         let r = (b as usize) << 20..((b as usize + 1) << 20).min(data.len());
         assert!(part[r.clone()] == data[r], "block {b} recorded as held but differs");

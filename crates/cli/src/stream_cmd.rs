@@ -360,12 +360,15 @@ fn recv(a: RecvArgs) -> Result<()> {
     let r = bound.run(&stop, |l| {
         if !quiet {
             eprintln!(
-                "{:7.1} s  {:>9}b/s  {} station(s)  frames {:>7}  filled {:>5}  rejected {:>4}  kernel drops {}",
+                "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}",
                 l.elapsed_s,
                 si_fmt(l.rate_bps),
                 l.stations,
                 l.frames,
                 l.filled,
+                l.reordered,
+                l.late,
+                l.duplicates,
                 l.rejected,
                 l.kernel_drops
             );

@@ -290,19 +290,88 @@ fn strays_and_forgeries_are_counted_and_never_written() {
     assert_eq!(d["foreign_source"], 50, "{d}");
 }
 
-/// The first frame of `file` in native framing, as the sender would send it.
+/// The second frame of `file` in native framing, as the sender would send it.
 fn native_datagram(file: &Path) -> Vec<u8> {
-    let f = std::fs::read(file).unwrap();
+    native_frame(&std::fs::read(file).unwrap(), 1)
+}
+
+/// Frame `i` of the file contents `f` in native framing, sequence number `i`.
+fn native_frame(f: &[u8], i: usize) -> Vec<u8> {
     let p = stream::wire::NativePrefix {
         retransmit: false,
         stream: 0,
-        seq: 1,
+        seq: i as u64,
         frames_per_second: 2000,
         threads: 1,
     };
     let mut d = Vec::new();
-    stream::wire::encode_data(stream::SeqFormat::Native, &p, &f[FRAME..2 * FRAME], &mut d);
+    stream::wire::encode_data(stream::SeqFormat::Native, &p, &f[i * FRAME..(i + 1) * FRAME], &mut d);
     d
+}
+
+#[test]
+fn live_lines_count_reordered_late_and_duplicate_frames() {
+    let t = setup();
+    // Not Recv::start: that one is quiet, this test reads the live lines.
+    let mut cmd = bin();
+    cmd.args([
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--idle-timeout",
+        "1s",
+        "--interval",
+        "0.1",
+    ])
+    .args([
+        "--out",
+        t.rx_dir.to_str().unwrap(),
+        "--json",
+        t.summary.to_str().unwrap(),
+    ]);
+    let (child, port, log) = spawn_with_port(&mut cmd);
+    let rx = Recv { child, port, log };
+    let f = std::fs::read(&t.ef).unwrap();
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = format!("127.0.0.1:{}", rx.port);
+    // 600 frames over ~0.6 s: 100 and 101 swapped, 200 twice; frame 300 held back and sent
+    // after 430, when its time has been written (the window is 50 ms = 100 frames here) but it
+    // is still near enough not to be taken for a forged time.
+    let mut order: Vec<usize> = (0..600).filter(|&i| i != 300).collect();
+    order.swap(100, 101);
+    order.insert(order.iter().position(|&i| i == 200).unwrap(), 200);
+    order.insert(order.iter().position(|&i| i == 431).unwrap(), 300);
+    for i in order {
+        s.send_to(&native_frame(&f, i), &to).unwrap();
+        std::thread::sleep(Duration::from_micros(1000));
+    }
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("station(s)  frames written"))
+        .collect();
+    assert!(lines.len() >= 3, "live lines every 100 ms: {log}");
+    let sum = |key: &str| -> u64 {
+        lines
+            .iter()
+            .map(|l| {
+                let rest = l.split(key).nth(1).unwrap();
+                rest.split_whitespace().next().unwrap().parse::<u64>().unwrap()
+            })
+            .sum()
+    };
+    assert_eq!(sum("reordered"), 1, "{log}");
+    assert_eq!(sum("dup"), 1, "{log}");
+    assert_eq!(sum("late"), 1, "{log}");
+    let r = json(&t.summary);
+    let w = &r["stations"][0]["window"];
+    assert_eq!(
+        (w["reordered"].as_u64(), w["duplicates"].as_u64(), w["late"].as_u64()),
+        (Some(1), Some(1), Some(1)),
+        "{w}"
+    );
 }
 
 #[test]

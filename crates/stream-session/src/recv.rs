@@ -51,6 +51,12 @@ pub struct LiveLine {
     pub rejected: u64,
     /// Kernel drops (RcvbufErrors, host-wide) in the interval.
     pub kernel_drops: u64,
+    /// Frames that arrived after a later frame, in the interval (placed all the same).
+    pub reordered: u64,
+    /// Frames that came after their time was written, in the interval (dropped).
+    pub late: u64,
+    /// Second copies, in the interval (dropped).
+    pub duplicates: u64,
     /// Stations seen.
     pub stations: usize,
 }
@@ -105,6 +111,7 @@ impl BoundReceiver {
         let mut nak_buf = Vec::new();
         let (mut live_bytes, mut live_frames, mut live_filled, mut live_rej) = (0u64, 0u64, 0u64, 0u64);
         let mut live_udp = udp0;
+        let mut live_win = stream::WindowStats::default();
         let stopped_by;
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -158,6 +165,7 @@ impl BoundReceiver {
                 let udp = UdpCounters::read().unwrap_or_default();
                 let secs = cfg.interval.as_secs_f64();
                 let rejected = rx.counters().rejected();
+                let win = rx.window_totals();
                 live(&LiveLine {
                     elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
                     rate_bps: live_bytes as f64 * 8.0 / secs,
@@ -166,7 +174,11 @@ impl BoundReceiver {
                     rejected: rejected - live_rej,
                     kernel_drops: udp.delta(&live_udp).rcvbuf_errors,
                     stations: rx.station_count(),
+                    reordered: win.reordered - live_win.reordered,
+                    late: win.late - live_win.late,
+                    duplicates: win.duplicates - live_win.duplicates,
                 });
+                live_win = win;
                 live_bytes = 0;
                 live_frames = sink.frames();
                 live_filled = sink.filled();

@@ -187,6 +187,15 @@ impl Receiver {
         self.stations.len()
     }
 
+    /// The window counters summed over all stations (for live lines).
+    pub fn window_totals(&self) -> crate::window::WindowStats {
+        let mut t = crate::window::WindowStats::default();
+        for st in &self.stations {
+            t.add(st.window.stats());
+        }
+        t
+    }
+
     fn problem(&mut self, what: String) {
         if self.first_problem.is_none() {
             self.first_problem = Some(what);

@@ -117,6 +117,21 @@ impl WindowStats {
             self.written_filled as f64 / total as f64
         }
     }
+
+    /// Add `other`'s counts (totals over stations).
+    pub fn add(&mut self, other: &WindowStats) {
+        self.placed += other.placed;
+        self.written_valid += other.written_valid;
+        self.written_filled += other.written_filled;
+        self.reordered += other.reordered;
+        self.duplicates += other.duplicates;
+        self.late += other.late;
+        self.wrong_format += other.wrong_format;
+        self.out_of_range += other.out_of_range;
+        self.jumps += other.jumps;
+        self.discontinuities += other.discontinuities;
+        self.unfilled_gap_frames += other.unfilled_gap_frames;
+    }
 }
 
 /// The format fields every frame of a stream shares.

@@ -95,7 +95,7 @@ impl BoundReceiver {
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let cfg = self.cfg;
         let mut sink = FileSink::new(cfg.out_dir.as_deref(), cfg.chunk, &cfg.writer)
-            .map_err(io_err("create the output directory"))?;
+            .map_err(io_err("set up the output directory and its writer"))?;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();

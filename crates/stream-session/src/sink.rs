@@ -454,7 +454,12 @@ impl FileSink {
                         std::thread::spawn(move || writer(d, rx, sh))
                     }
                     WriterPlacement::ChildProcess { program, args } => {
-                        let child = spawn_writer_process(program, args, d)?;
+                        let child = spawn_writer_process(program, args, d).map_err(|e| {
+                            std::io::Error::new(
+                                e.kind(),
+                                format!("starting the file writer process {}: {e}", program.display()),
+                            )
+                        })?;
                         std::thread::spawn(move || forward_to_child(child, rx, sh))
                     }
                 };

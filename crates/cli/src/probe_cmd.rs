@@ -132,19 +132,28 @@ fn server(a: ServerArgs) -> Result<()> {
             hello,
             udp_port,
             grant,
-        } => {
-            eprintln!(
-                "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
-                hello.count,
-                hello.size,
-                hello.spacing_ns,
-                grant.granted_rcv,
-                grant.usable_rcv()
-            );
-            for w in &grant.warnings {
-                eprintln!("warning: {w}");
+        } => match (&hello.tcp, grant) {
+            (Some(t), _) => eprintln!(
+                "{peer}: TCP test, {} stream(s) for {:.1} s{}, data on TCP {udp_port}",
+                t.streams,
+                t.duration_ms as f64 / 1e3,
+                t.cc.as_ref().map_or(String::new(), |c| format!(" with {c}"))
+            ),
+            (None, grant) => {
+                let grant = grant.unwrap_or_default();
+                eprintln!(
+                    "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
+                    hello.count,
+                    hello.size,
+                    hello.spacing_ns,
+                    grant.granted_rcv,
+                    grant.usable_rcv()
+                );
+                for w in &grant.warnings {
+                    eprintln!("warning: {w}");
+                }
             }
-        }
+        },
         ServerEvent::Finished { peer, report } => {
             if a.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
@@ -155,6 +164,24 @@ fn server(a: ServerArgs) -> Result<()> {
                     report.expected_packets,
                     report.lost_packets,
                     report.strays.total()
+                );
+            }
+        }
+        ServerEvent::TcpFinished { peer, report } => {
+            if a.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                eprintln!(
+                    "{peer}: TCP test {}: received {} B in {:.2} s ({}b/s){}",
+                    if report.partial {
+                        "ended early (partial)"
+                    } else {
+                        "done"
+                    },
+                    report.bytes,
+                    report.duration_s,
+                    si_fmt(report.rate_bps.unwrap_or(0.0)),
+                    report.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
                 );
             }
         }
@@ -225,6 +252,7 @@ fn client(a: ClientArgs) -> Result<()> {
         test_id: None,
         sndbuf: 16 << 20,
         interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
+        rcvbuf: None,
     };
     if let Some(spec) = spec {
         return probe_multi::sweep(&config, &spec, &a.output, a.csv.as_ref());

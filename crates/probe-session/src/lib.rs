@@ -83,6 +83,20 @@ pub enum SessionError {
     CpuLoad(String),
 }
 
+/// An error and its causes, "outer: inner: innermost" (what `{:#}` prints for anyhow errors).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    // Bounded: error chains are short; 16 links is more than any here.
+    for _ in 0..16 {
+        let Some(c) = cur else { break };
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionError {
     move |source| SessionError::Io { what, source }
 }

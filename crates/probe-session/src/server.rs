@@ -55,7 +55,7 @@ pub enum ServerEvent {
         /// Client control address.
         peer: SocketAddr,
         /// Parameters it asked for.
-        hello: Hello,
+        hello: Box<Hello>,
         /// Data port.
         udp_port: u16,
         /// The receive buffer asked for and granted, with a warning when the kernel capped it
@@ -195,7 +195,7 @@ impl Server {
         control.send(&hs.ready(udp_port)?)?;
         on_event(ServerEvent::Ready {
             peer,
-            hello: hello.clone(),
+            hello: Box::new(hello.clone()),
             udp_port,
             grant: Some(grant),
         });

@@ -214,7 +214,7 @@ pub fn run_tcp_client(
     let finished = AtomicUsize::new(0);
     let buf = vec![0u8; tcp.write_size as usize];
     let every = config.sample_every.max(Duration::from_millis(10));
-    let mut agg = IntervalAggregator::new(config.interval.as_secs_f64());
+    let mut agg = IntervalAggregator::new(config.interval.as_secs_f64()).with_tolerance(every.as_secs_f64() / 2.0);
     let mut kept: Thinned<Vec<TcpSample>> = Thinned::new((MAX_SAMPLES / n.max(1)).max(16));
     let mut last_infos: Vec<Option<TcpInfo>> = vec![None; n];
     let mut last_round: Vec<TcpSample> = Vec::new();
@@ -289,7 +289,7 @@ pub fn run_tcp_client(
                     .map_err(SessionError::from)
                     .and_then(|l| writer.write_all(&l).map_err(io("write tcp_done")))
                 {
-                    done_error = Some(e.to_string());
+                    done_error = Some(crate::error_chain(&e));
                 }
             }
             if let Some(end) = writes_end {
@@ -309,6 +309,14 @@ pub fn run_tcp_client(
         let _ = writer.shutdown(std::net::Shutdown::Both);
         stop.store(true, Ordering::Relaxed);
     });
+    if matches!(outcome, Some(Ok(_))) {
+        // The server has every byte; the last ACKs may still be on their way (delayed ACK):
+        // wait for them, bounded, so the last TCP_INFO has the final counts.
+        let settle = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < settle && socks.iter().any(|s| tcp_info(s).is_ok_and(|i| i.unacked > 0)) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let t_end = Instant::now().duration_since(t0).as_secs_f64();
     let final_round = sample_round(&socks, &written, t_end, &mut last_infos);
     if !final_round.is_empty() {
@@ -421,7 +429,7 @@ fn finish_result(result: &mut TcpTestResult, f: Finish) {
             Some(r.receiver)
         }
         Some(Err(e)) => {
-            problems.push(format!("the server went away or refused: {e}"));
+            problems.push(format!("the server went away or refused: {}", crate::error_chain(&e)));
             None
         }
         None => {

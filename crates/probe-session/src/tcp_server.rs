@@ -172,7 +172,7 @@ pub(crate) fn session(
     control.send(&hs.ready(port)?)?;
     on_event(ServerEvent::Ready {
         peer,
-        hello: hello.clone(),
+        hello: Box::new(hello.clone()),
         udp_port: port,
         grant: None,
     });
@@ -180,7 +180,7 @@ pub(crate) fn session(
         Ok(c) => c,
         Err(e) => {
             let _ = control.send(&ControlMsg::Error(ErrorMsg {
-                message: clip(e.to_string()),
+                message: clip(crate::error_chain(&e)),
             }));
             return Err(e);
         }
@@ -251,7 +251,10 @@ pub(crate) fn session(
             true
         }
         Err(e) => {
-            problems.insert(0, format!("the client went away before tcp_done ({e})"));
+            problems.insert(
+                0,
+                format!("the client went away before tcp_done ({})", crate::error_chain(e)),
+            );
             false
         }
     };

@@ -209,7 +209,11 @@ fn a_server_that_stops_mid_test_leaves_a_flagged_partial_result() {
     let read_by_server = fake.join().unwrap();
     assert!(r.partial);
     let err = r.error.as_deref().unwrap();
-    assert!(err.contains("stream 0") && err.contains("of 20.00 s"), "{err}");
+    // Whichever the client saw first: its stream reset, or the control connection closed.
+    assert!(
+        err.contains("of 20.00 s") && (err.contains("stream 0") || err.contains("server went away")),
+        "{err}"
+    );
     assert!(r.receiver.is_none() && r.received_bytes.is_none());
     // What was measured before the end is kept.
     assert!(
@@ -218,7 +222,6 @@ fn a_server_that_stops_mid_test_leaves_a_flagged_partial_result() {
         r.bytes_written
     );
     assert!(!r.intervals.is_empty() && !r.samples.is_empty());
-    assert!(r.streams[0].error.is_some());
     // It ended early, long before the 20 s asked for.
     assert!(t0.elapsed() < Duration::from_secs(15));
     let json = serde_json::to_string(&r).unwrap();

@@ -704,7 +704,8 @@ mod tests {
         let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
         d.push(&line).expect("push");
         assert_eq!(d.poll().expect("poll"), Some(ControlMsg::Hello(tcp_hello())));
-        let bad: [(fn(&mut Hello), &str); 8] = [
+        type Tamper = fn(&mut Hello);
+        let bad: [(Tamper, &str); 8] = [
             (|h| h.tcp.as_mut().expect("tcp").streams = 0, "tcp.streams"),
             (|h| h.tcp.as_mut().expect("tcp").streams = 65, "tcp.streams"),
             (|h| h.tcp.as_mut().expect("tcp").duration_ms = 99, "tcp.duration_ms"),

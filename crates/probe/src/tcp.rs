@@ -348,7 +348,7 @@ impl<T> Thinned<T> {
 
     /// Offer the next item.
     pub fn push(&mut self, item: T) {
-        let keep = self.seen % self.keep_every == 0;
+        let keep = self.seen.is_multiple_of(self.keep_every);
         self.seen += 1;
         if !keep {
             return;
@@ -469,6 +469,7 @@ pub const MAX_INTERVALS: usize = 20_000;
 #[derive(Clone, Debug)]
 pub struct IntervalAggregator {
     every_s: f64,
+    tolerance_s: f64,
     cap: usize,
     last: Totals,
     intervals: Vec<TcpInterval>,
@@ -485,6 +486,7 @@ impl IntervalAggregator {
     pub fn with_cap(every_s: f64, cap: usize) -> Self {
         IntervalAggregator {
             every_s: if every_s > 0.0 { every_s } else { 1.0 },
+            tolerance_s: 0.0,
             cap: cap.max(2),
             last: Totals::default(),
             intervals: Vec::new(),
@@ -492,15 +494,28 @@ impl IntervalAggregator {
         }
     }
 
+    /// Close an interval up to `tolerance_s` early: with samples every P seconds taken a little
+    /// late (a sleeping thread wakes after its deadline), a tolerance of P/2 keeps the intervals
+    /// on the grid of `every_s` instead of one sample long.
+    pub fn with_tolerance(mut self, tolerance_s: f64) -> Self {
+        self.tolerance_s = tolerance_s.clamp(0.0, self.every_s / 2.0);
+        self
+    }
+
     /// A round of samples taken at `t_s`; returns the interval it completes, if any.
     pub fn on_round(&mut self, t_s: f64, round: &[TcpSample]) -> Option<TcpInterval> {
-        (t_s - self.last.t_s >= self.every_s).then(|| self.close(t_s, round))
+        (t_s - self.last.t_s >= self.every_s - self.tolerance_s).then(|| self.close(t_s, round))
     }
 
     /// The last round of the test: closes a final, shorter interval if time passed since the
-    /// last one.
+    /// last one and anything happened in it (an empty sliver after the last interval is left
+    /// out; the interval sums stay the test's totals either way).
     pub fn finish(&mut self, t_s: f64, round: &[TcpSample]) -> Option<TcpInterval> {
-        (t_s > self.last.t_s).then(|| self.close(t_s, round))
+        let now = totals(t_s, round);
+        let moved = now.delivered != self.last.delivered
+            || now.written != self.last.written
+            || now.retrans != self.last.retrans;
+        (t_s > self.last.t_s && moved).then(|| self.close(t_s, round))
     }
 
     fn close(&mut self, t_s: f64, round: &[TcpSample]) -> TcpInterval {
@@ -593,7 +608,7 @@ impl MathisCheck {
         sent: u64,
         achieved_bps: f64,
     ) -> Option<MathisCheck> {
-        if mss_bytes == 0 || !(rtt_s > 0.0) || sent == 0 || streams == 0 {
+        if mss_bytes == 0 || rtt_s.is_nan() || rtt_s <= 0.0 || sent == 0 || streams == 0 {
             return None;
         }
         let loss = retransmitted as f64 / sent as f64;
@@ -846,7 +861,24 @@ mod tests {
         assert_eq!((i3.start_s, i3.end_s, i3.bytes), (2.0, 2.25, 375_000));
         assert_eq!(i3.rate_bps, 12e6);
         assert_eq!(a.finish(2.25, &round(2.25)), None);
+        // Nothing moved since the last interval: no empty tail.
+        assert_eq!(a.finish(2.3, &round(2.25)), None);
         assert_eq!(a.intervals().len(), 3);
+    }
+
+    #[test]
+    fn tolerance_keeps_intervals_on_their_grid() {
+        // Samples every 0.1 s, each a few ms late: 1 s intervals close at the sample nearest
+        // each whole second, not one sample later.
+        let mut a = IntervalAggregator::new(1.0).with_tolerance(0.05);
+        let mut ends = Vec::new();
+        for k in 1..=30u32 {
+            let t = f64::from(k) * 0.1 + if k % 2 == 0 { 0.004 } else { 0.001 };
+            if let Some(iv) = a.on_round(t, &[sample(t, 0, u64::from(k), 0)]) {
+                ends.push((iv.end_s * 10.0).round() / 10.0);
+            }
+        }
+        assert_eq!(ends, vec![1.0, 2.0, 3.0]);
     }
 
     #[test]

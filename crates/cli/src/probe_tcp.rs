@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn nice_level_sweeps() {
-        assert_eq!(parse_nice_levels("19..0").unwrap(), vec![19, 14, 10, 5, 0]);
+        assert_eq!(parse_nice_levels("19..0").unwrap(), vec![19, 14, 9, 5, 0]);
         assert_eq!(parse_nice_levels("19..10:3").unwrap(), vec![19, 16, 13, 10]);
         assert_eq!(parse_nice_levels("0..19:5").unwrap(), vec![0, 5, 10, 15, 19]);
         assert_eq!(parse_nice_levels("-20..-18:1").unwrap(), vec![-20, -19, -18]);

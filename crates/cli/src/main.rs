@@ -7,6 +7,7 @@ mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
 mod probe_multi;
+mod probe_tcp;
 mod report_cmd;
 mod stream_cmd;
 mod transfer_cmd;

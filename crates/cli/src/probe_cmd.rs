@@ -13,7 +13,7 @@ use probe::results::ProbeResult;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::probe_multi;
-use crate::units::{parse_duration, parse_rate, si_fmt};
+use crate::units::{parse_duration, parse_rate, parse_size, si_fmt};
 use crate::{read_key, usage, ResultOutput};
 
 /// Default control port.
@@ -36,8 +36,32 @@ pub enum ProbeCommand {
         evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 1000000 --interval 1s # live lines on stderr\n  \
-        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv")]
-    Client(ClientArgs),
+        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv\n\n\
+        TCP tests and host experiments (seeds 001 and 003):\n  \
+        evlbi probe client 127.0.0.1 --tcp --duration 60s                     # memory to memory, per-second lines\n  \
+        evlbi probe client corr.example.org --tcp --cc bbr --streams 4 --duration 3.3h --interval 10s --out long.json\n  \
+        evlbi probe client 127.0.0.1 --tcp --duration 20s --cpu-load nice=10  # a CPU-bound task at nice 10 competes\n  \
+        evlbi probe client 127.0.0.1 --tcp --duration 10s --cpu-load-sweep 19..0:3 --out cpu.json   # seed 001 Fig 2\n  \
+        evlbi probe client 127.0.0.1 --size 1472 --rate 940M --count 500000 --rcvbuf-sweep 64K..512K --out rcv.json\n  \
+        evlbi report long.json cpu.json rcv.json -o report.html                # the figures\n\n\
+        Exit codes: 0 ok; 1 runtime failure, or a test that ended early (its JSON is still written, \
+        with \"partial\": true and the reason in \"error\"); 2 usage error (e.g. an unknown --cc, \
+        which lists the kernel's).")]
+    Client(Box<ClientArgs>),
+    /// Internal: the CPU-bound task `--cpu-load` runs (spins on THREADS threads until SECONDS
+    /// have passed or its parent PARENT is gone).
+    #[command(hide = true)]
+    BurnCpu {
+        /// Spinning threads.
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Longest run, seconds.
+        #[arg(long)]
+        seconds: f64,
+        /// PID of the process that started it.
+        #[arg(long)]
+        parent: u32,
+    },
 }
 
 #[derive(Args)]
@@ -104,12 +128,56 @@ pub struct ClientArgs {
     /// With --sweep: also write one CSV row per point to FILE.
     #[arg(long, value_name = "FILE", requires = "sweep")]
     csv: Option<PathBuf>,
+    /// A TCP test instead of UDP: memory to memory over --streams connections for --duration;
+    /// prints a line per --interval (default 1s: throughput, retransmits, cwnd, srtt, pacing
+    /// and delivery rate from TCP_INFO), then totals, CPU of both ends and the Mathis bound for
+    /// the measured RTT and retransmit rate beside the achieved rate.
+    #[arg(long, conflicts_with_all = ["size", "spacing", "rate", "count", "trials", "sweep", "rcvbuf_sweep"])]
+    tcp: bool,
+    /// TCP: congestion control of the sending sockets (cubic, bbr, reno, … as this kernel
+    /// offers: /proc/sys/net/ipv4/tcp_available_congestion_control). Default: the kernel's.
+    #[arg(long, value_name = "NAME")]
+    cc: Option<String>,
+    /// TCP: how long to write (e.g. 60s, 3.3h) [default: 10s].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<f64>,
+    /// TCP: parallel connections (1..=64) [default: 1].
+    #[arg(long)]
+    streams: Option<u16>,
+    /// TCP: bytes per write [default: 128KiB, as iperf3].
+    #[arg(long, value_parser = parse_size)]
+    write_size: Option<u64>,
+    /// TCP: run a CPU-bound task at nice level N (-20..19) on this (the sending) host while
+    /// the data flows: "nice=N" or "nice=N,threads=K" (default one thread per CPU); the result
+    /// records the CPU it took and the CPU left (seed 001 §4).
+    #[arg(long, value_parser = crate::probe_tcp::parse_cpu_load, value_name = "nice=N")]
+    cpu_load: Option<crate::probe_tcp::CpuLoadArg>,
+    /// TCP: one test without load, then one per nice level of the competing task: "19..0"
+    /// (5 levels), "19..0:1" (every level), "19,10,0". A CpuLoadSweepResult: throughput against
+    /// nice level and available CPU (seed 001 Fig 2, right). With --cpu-load, its threads=K
+    /// applies. The server must serve one session per point plus one.
+    #[arg(long, value_parser = crate::probe_tcp::nice_levels_arg, value_name = "LEVELS")]
+    cpu_load_sweep: Option<crate::probe_tcp::NiceLevels>,
+    /// UDP: one trial per receive-buffer size of the server's socket: "64K..512K" (5 sizes),
+    /// "64K..512K:32K", "64K,128K,230K"; loss against buffer, with the datagrams the kernel
+    /// dropped at the socket and the host's RcvbufErrors beside the application's loss (seed 003
+    /// Fig 2c). The server must serve one session per size.
+    #[arg(long, value_parser = crate::probe_tcp::rcvbufs_arg, value_name = "SIZES", conflicts_with_all = ["trials", "sweep"])]
+    rcvbuf_sweep: Option<crate::probe_tcp::RcvbufSizes>,
 }
 
 pub fn run(cmd: ProbeCommand) -> Result<()> {
     match cmd {
         ProbeCommand::Server(a) => server(a),
-        ProbeCommand::Client(a) => client(a),
+        ProbeCommand::Client(a) => client(*a),
+        ProbeCommand::BurnCpu {
+            threads,
+            seconds,
+            parent,
+        } => match probe_session::burn::burn(threads, Duration::from_secs_f64(seconds.clamp(0.0, 1e7)), parent) {
+            0 => Ok(()),
+            _ => Err(anyhow!("burn-cpu: the parent process {parent} is gone")),
+        },
     }
 }
 
@@ -132,19 +200,28 @@ fn server(a: ServerArgs) -> Result<()> {
             hello,
             udp_port,
             grant,
-        } => {
-            eprintln!(
-                "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
-                hello.count,
-                hello.size,
-                hello.spacing_ns,
-                grant.granted_rcv,
-                grant.usable_rcv()
-            );
-            for w in &grant.warnings {
-                eprintln!("warning: {w}");
+        } => match (&hello.tcp, grant) {
+            (Some(t), _) => eprintln!(
+                "{peer}: TCP test, {} stream(s) for {:.1} s{}, data on TCP {udp_port}",
+                t.streams,
+                t.duration_ms as f64 / 1e3,
+                t.cc.as_ref().map_or(String::new(), |c| format!(" with {c}"))
+            ),
+            (None, grant) => {
+                let grant = grant.unwrap_or_default();
+                eprintln!(
+                    "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
+                    hello.count,
+                    hello.size,
+                    hello.spacing_ns,
+                    grant.granted_rcv,
+                    grant.usable_rcv()
+                );
+                for w in &grant.warnings {
+                    eprintln!("warning: {w}");
+                }
             }
-        }
+        },
         ServerEvent::Finished { peer, report } => {
             if a.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
@@ -155,6 +232,24 @@ fn server(a: ServerArgs) -> Result<()> {
                     report.expected_packets,
                     report.lost_packets,
                     report.strays.total()
+                );
+            }
+        }
+        ServerEvent::TcpFinished { peer, report } => {
+            if a.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                eprintln!(
+                    "{peer}: TCP test {}: received {} B in {:.2} s ({}b/s){}",
+                    if report.partial {
+                        "ended early (partial)"
+                    } else {
+                        "done"
+                    },
+                    report.bytes,
+                    report.duration_s,
+                    si_fmt(report.rate_bps.unwrap_or(0.0)),
+                    report.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
                 );
             }
         }
@@ -184,6 +279,21 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 fn client(a: ClientArgs) -> Result<()> {
     if a.interval.is_some_and(|s| !(0.1..=3600.0).contains(&s)) {
         return Err(usage("--interval must be between 100ms and 1h"));
+    }
+    if a.tcp {
+        return tcp_client(a);
+    }
+    for (given, flag) in [
+        (a.cc.is_some(), "--cc"),
+        (a.duration.is_some(), "--duration"),
+        (a.streams.is_some(), "--streams"),
+        (a.write_size.is_some(), "--write-size"),
+        (a.cpu_load.is_some(), "--cpu-load"),
+        (a.cpu_load_sweep.is_some(), "--cpu-load-sweep"),
+    ] {
+        if given {
+            return Err(usage(format!("{flag} is an option of TCP tests: add --tcp")));
+        }
     }
     if !(32..=65_507).contains(&a.size) {
         return Err(usage(format!(
@@ -225,9 +335,13 @@ fn client(a: ClientArgs) -> Result<()> {
         test_id: None,
         sndbuf: 16 << 20,
         interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
+        rcvbuf: None,
     };
     if let Some(spec) = spec {
         return probe_multi::sweep(&config, &spec, &a.output, a.csv.as_ref());
+    }
+    if let Some(bufs) = &a.rcvbuf_sweep {
+        return crate::probe_tcp::rcvbuf_sweep(&config, &bufs.0, &a.output);
     }
     if a.trials > 1 {
         return probe_multi::trials(&config, a.trials, &a.output);
@@ -239,6 +353,44 @@ fn client(a: ClientArgs) -> Result<()> {
         print_result(&result);
     }
     Ok(())
+}
+
+fn tcp_client(a: ClientArgs) -> Result<()> {
+    let max_s = probe::control::MAX_DURATION_MS as f64 / 1e3;
+    let duration = a.duration.unwrap_or(10.0);
+    if !(0.1..=max_s).contains(&duration) {
+        return Err(usage(format!("--duration must be between 100ms and {max_s} s")));
+    }
+    let streams = a.streams.unwrap_or(1);
+    if !(1..=probe::control::MAX_STREAMS).contains(&streams) {
+        return Err(usage(format!(
+            "--streams {streams}: 1..={}",
+            probe::control::MAX_STREAMS
+        )));
+    }
+    let (lo, hi) = (probe::control::MIN_WRITE_SIZE, probe::control::MAX_WRITE_SIZE);
+    let asked = a.write_size.unwrap_or(128 * 1024);
+    let write_size = u32::try_from(asked)
+        .ok()
+        .filter(|w| (lo..=hi).contains(w))
+        .ok_or_else(|| usage(format!("--write-size {asked}: {lo}..={hi} bytes")))?;
+    if let Some(cc) = &a.cc {
+        probe::control::check_cc_name(cc).map_err(|e| usage(format!("--cc {e}")))?;
+    }
+    crate::probe_tcp::run(
+        crate::probe_tcp::TcpArgs {
+            server: resolve(&a.server)?,
+            key: read_key(&a.key_file)?,
+            streams,
+            duration: Duration::from_secs_f64(duration),
+            interval: Duration::from_secs_f64(a.interval.unwrap_or(1.0)),
+            write_size,
+            cc: a.cc.clone(),
+            cpu_load: a.cpu_load,
+            cpu_load_sweep: a.cpu_load_sweep.clone().map(|l| l.0),
+        },
+        &a.output,
+    )
 }
 
 /// Turns the server's cumulative interim counters into one stderr line per interval (above the
@@ -338,7 +490,7 @@ fn print_result(r: &ProbeResult) {
 }
 
 /// "host CPU busy 63% (user 20 sys 43 idle 37), process 98% of a core, UDP in 100000 InErrors 0 …".
-fn host_line(label: &str, h: &HostDelta) -> String {
+pub(crate) fn host_line(label: &str, h: &HostDelta) -> String {
     let mut s = format!("{label:<10} host");
     if let Some(c) = &h.cpu {
         s += &format!(

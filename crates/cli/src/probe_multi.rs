@@ -86,7 +86,7 @@ fn unit_of(s: &str) -> Option<&str> {
 type ParseOne = dyn Fn(&str, Option<&str>) -> Result<u64, String>;
 
 /// A list or a range of values.
-fn values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
+pub(crate) fn values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
     let out = if let Some((a, rest)) = v.split_once("..") {
         let (b, step) = match rest.split_once(':') {
             Some((b, st)) => (b, Some(st)),

@@ -497,3 +497,131 @@ impl NetDevCounters {
         }
     }
 }
+
+/// One socket's line of /proc/net/udp or /proc/net/udp6 (proc(5)): the receive queue and the
+/// datagrams the kernel dropped at this socket (`drops`: receive buffer full, or refused by a
+/// filter or checksum), counted from the socket's creation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpSocketEntry {
+    /// Local port.
+    pub local_port: u16,
+    /// Bytes waiting in the receive queue.
+    pub rx_queue: u64,
+    /// Socket inode (what fstat(2) reports for the socket's descriptor).
+    pub inode: u64,
+    /// Datagrams dropped at this socket.
+    pub drops: u64,
+}
+
+impl UdpSocketEntry {
+    /// The live IPv4 table.
+    pub const PATH: &'static str = "/proc/net/udp";
+    /// The live IPv6 table.
+    pub const PATH6: &'static str = "/proc/net/udp6";
+
+    /// Parse the table: a header line naming the columns, then one line per socket. Columns are
+    /// found by the header's names (`local_address`, `tx_queue rx_queue` as one `tx:rx` value,
+    /// `inode`, `drops`); the header names `tr tm->when` for one value, which is accounted for.
+    pub fn parse(text: &str) -> Result<Vec<UdpSocketEntry>, CountersError> {
+        let mut lines = text.lines();
+        let header = lines.next().ok_or_else(|| malformed(Self::PATH, "empty table"))?;
+        // Header words → value columns: "tx_queue rx_queue" and "tr tm->when" are one value each.
+        let mut cols = Vec::new();
+        let mut words = header.split_whitespace().peekable();
+        while let Some(w) = words.next() {
+            if (w == "tx_queue" && words.peek() == Some(&"rx_queue"))
+                || (w == "tr" && words.peek() == Some(&"tm->when"))
+            {
+                words.next();
+            }
+            cols.push(w);
+        }
+        let at = |name: &str| {
+            cols.iter()
+                .position(|c| *c == name)
+                .ok_or_else(|| malformed(Self::PATH, format!("no {name} column")))
+        };
+        let (local, queues, inode, drops) = (at("local_address")?, at("tx_queue")?, at("inode")?, at("drops")?);
+        let mut out = Vec::new();
+        for line in lines.filter(|l| !l.trim().is_empty()) {
+            let v: Vec<&str> = line.split_whitespace().collect();
+            let get = |i: usize| {
+                v.get(i)
+                    .copied()
+                    .ok_or_else(|| malformed(Self::PATH, format!("line {line:?}: column {} missing", i + 1)))
+            };
+            let hex = |what: &str, s: &str| {
+                u64::from_str_radix(s, 16).map_err(|_| malformed(Self::PATH, format!("{what} {s:?} is not hex")))
+            };
+            let port = get(local)?
+                .rsplit_once(':')
+                .ok_or_else(|| malformed(Self::PATH, format!("local address in {line:?}")))?
+                .1;
+            let rxq = get(queues)?
+                .split_once(':')
+                .ok_or_else(|| malformed(Self::PATH, format!("queues in {line:?}")))?
+                .1;
+            out.push(UdpSocketEntry {
+                local_port: u16::try_from(hex("port", port)?).map_err(|_| malformed(Self::PATH, "port above 65535"))?,
+                rx_queue: hex("rx_queue", rxq)?,
+                inode: number(Self::PATH, "inode", get(inode)?)?,
+                drops: number(Self::PATH, "drops", get(drops)?)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The live entry of the socket with `inode`, from the IPv4 table, then the IPv6 one.
+    pub fn read(inode: u64) -> Result<Option<UdpSocketEntry>, CountersError> {
+        for path in [Self::PATH, Self::PATH6] {
+            if let Some(e) = Self::parse(&read(path)?)?.into_iter().find(|e| e.inode == inode) {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Another process's CPU time and nice level from /proc/PID/stat (proc(5)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStat {
+    /// User ticks, all threads.
+    pub utime: u64,
+    /// System ticks, all threads.
+    pub stime: u64,
+    /// Nice level of the main thread (field 19).
+    pub nice: i32,
+}
+
+impl ProcessStat {
+    /// Parse `/proc/<pid>/stat` text (fields counted after the last ')', as in
+    /// [`ProcessCpu::parse`]).
+    pub fn parse(text: &str) -> Result<ProcessStat, CountersError> {
+        const PATH: &str = "/proc/<pid>/stat";
+        let cpu = ProcessCpu::parse(text)?;
+        let close = text.rfind(')').unwrap_or(0);
+        // Field 19 (nice) is the 17th after the command name.
+        let nice = text
+            .get(close + 1..)
+            .unwrap_or("")
+            .split_whitespace()
+            .nth(16)
+            .ok_or_else(|| malformed(PATH, "field 19 missing"))?;
+        Ok(ProcessStat {
+            utime: cpu.utime,
+            stime: cpu.stime,
+            nice: nice
+                .parse()
+                .map_err(|_| malformed(PATH, format!("nice {nice:?} is not a number")))?,
+        })
+    }
+
+    /// Read the live counters of process `pid`.
+    pub fn read(pid: u32) -> Result<ProcessStat, CountersError> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|source| CountersError::Read {
+            path: "/proc/<pid>/stat",
+            source,
+        })?;
+        Self::parse(&text)
+    }
+}

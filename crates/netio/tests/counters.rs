@@ -3,7 +3,10 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use netio::counters::{clock_ticks_per_second, CountersError, CpuTimes, NetDevCounters, ProcessCpu, UdpCounters};
+use netio::counters::{
+    clock_ticks_per_second, CountersError, CpuTimes, NetDevCounters, ProcessCpu, ProcessStat, UdpCounters,
+    UdpSocketEntry,
+};
 use proptest::prelude::*;
 
 /// /proc/net/snmp of a Linux 6.x host (Ip/Icmp/Tcp lines shortened).
@@ -159,6 +162,92 @@ fn parses_net_dev() {
     assert_eq!(later.delta(&eth).rx_packets, 7);
 }
 
+/// /proc/net/udp as Linux 6.x writes it (trailing spaces on the header included).
+const NET_UDP: &str = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops            \n\
+  123: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000   101        0 21212 2 0000000000000000 0         \n\
+ 4011: 0100007F:9C4A 0100007F:D431 01 00000000:0001B200 00:00000000 00000000     0        0 987654 2 ffff8c0a3b4e0000 1234     \n";
+
+#[test]
+fn parses_udp_socket_table_and_pid_nice() {
+    let t = UdpSocketEntry::parse(NET_UDP).unwrap();
+    assert_eq!(
+        t,
+        vec![
+            UdpSocketEntry {
+                local_port: 53,
+                rx_queue: 0,
+                inode: 21212,
+                drops: 0
+            },
+            UdpSocketEntry {
+                local_port: 0x9c4a,
+                rx_queue: 0x1b200,
+                inode: 987_654,
+                drops: 1234
+            },
+        ]
+    );
+    assert!(UdpSocketEntry::parse("").is_err());
+    assert!(UdpSocketEntry::parse("sl local_address inode\n").is_err());
+    let cut = NET_UDP
+        .lines()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(" 0         ", "");
+    assert!(UdpSocketEntry::parse(&cut).is_err(), "{cut}");
+    let s = ProcessStat::parse(PID_STAT).unwrap();
+    assert_eq!((s.utime, s.stime, s.nice), (77, 33, 0));
+    let niced = PID_STAT.replace(" 20 0 1 0 ", " 39 19 1 0 ");
+    assert_eq!(ProcessStat::parse(&niced).unwrap().nice, 19);
+    let negative = PID_STAT.replace(" 20 0 1 0 ", " 0 -20 1 0 ");
+    assert_eq!(ProcessStat::parse(&negative).unwrap().nice, -20);
+    assert!(ProcessStat::parse("1 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13").is_err());
+}
+
+#[test]
+fn a_full_receive_buffer_shows_in_the_sockets_drops() {
+    use std::os::fd::AsRawFd;
+    // A receive buffer of the kernel's minimum, never read: all but the first few datagrams of
+    // 200 are dropped at the socket, and /proc/net/udp says how many.
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    netio::size_buffers(&rx, netio::BufferRequest::new(1024, 0)).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..200 {
+        tx.send_to(&[0u8; 1400], rx.local_addr().unwrap()).unwrap();
+    }
+    // SAFETY: fstat into a zeroed stat of our own open socket.
+    let inode = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        assert_eq!(libc::fstat(rx.as_raw_fd(), &mut st), 0);
+        st.st_ino
+    };
+    let mut buf = [0u8; 2000];
+    rx.set_nonblocking(true).unwrap();
+    // Loopback delivery may be deferred to the softirq thread: drain and re-read until every
+    // datagram is accounted for (bounded).
+    let mut queued = 0u64;
+    let mut e = UdpSocketEntry::default();
+    for _ in 0..200 {
+        while rx.recv(&mut buf).is_ok() {
+            queued += 1;
+        }
+        e = UdpSocketEntry::read(inode)
+            .unwrap()
+            .expect("our socket is in the table");
+        if queued + e.drops >= 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(e.local_port, rx.local_addr().unwrap().port());
+    // Every datagram was either queued or dropped at the socket (loopback loses nothing else).
+    assert_eq!(queued + e.drops, 200, "{e:?}");
+    assert!(e.drops > 0 && queued > 0, "{e:?}, {queued} queued");
+    let me = ProcessStat::read(std::process::id()).unwrap();
+    assert!(me.nice >= -20 && me.nice <= 19);
+}
+
 #[test]
 fn live_counters_move_with_real_traffic() {
     const N: u64 = 500;
@@ -189,6 +278,8 @@ proptest! {
         let _ = CpuTimes::parse(&s);
         let _ = ProcessCpu::parse(&s);
         let _ = NetDevCounters::parse_all(&s);
+        let _ = UdpSocketEntry::parse(&s);
+        let _ = ProcessStat::parse(&s);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum SeriesData {
     Line(Vec<(f64, f64)>),
     /// Markers only (many points, e.g. per-packet delays).
     Points(Vec<(f64, f64)>),
+    /// Large markers at a few points to be seen (events, e.g. intervals with retransmissions).
+    Markers(Vec<(f64, f64)>),
     /// Bars `(x_lo, x_hi, height)` from the axis floor (histograms, categories).
     Bars(Vec<(f64, f64, f64)>),
     /// A histogram outline `(x_lo, x_hi, height)`: steps, so several can be overlaid.
@@ -33,7 +35,7 @@ impl SeriesData {
     /// Number of data points or bars.
     pub fn len(&self) -> usize {
         match self {
-            SeriesData::Line(p) | SeriesData::Points(p) => p.len(),
+            SeriesData::Line(p) | SeriesData::Points(p) | SeriesData::Markers(p) => p.len(),
             SeriesData::Bars(b) | SeriesData::Steps(b) => b.len(),
         }
     }
@@ -46,7 +48,7 @@ impl SeriesData {
     /// `(x, y)` extremes as `(x_min, x_max, y_min, y_max)`, ignoring non-finite values.
     fn bounds(&self) -> Option<(f64, f64, f64, f64)> {
         let pts: Vec<(f64, f64)> = match self {
-            SeriesData::Line(p) | SeriesData::Points(p) => p.clone(),
+            SeriesData::Line(p) | SeriesData::Points(p) | SeriesData::Markers(p) => p.clone(),
             SeriesData::Bars(b) | SeriesData::Steps(b) => b.iter().flat_map(|&(a, c, h)| [(a, h), (c, h)]).collect(),
         };
         let mut it = pts.into_iter().filter(|(x, y)| x.is_finite() && y.is_finite());
@@ -191,6 +193,7 @@ fn prepare(spec: &ChartSpec) -> Result<Prepared, PlotError> {
             data: match &s.data {
                 SeriesData::Line(p) => SeriesData::Line(p.iter().filter_map(pt).collect()),
                 SeriesData::Points(p) => SeriesData::Points(p.iter().filter_map(pt).collect()),
+                SeriesData::Markers(p) => SeriesData::Markers(p.iter().filter_map(pt).collect()),
                 SeriesData::Bars(b) => SeriesData::Bars(b.iter().filter_map(bar).collect()),
                 SeriesData::Steps(b) => SeriesData::Steps(b.iter().filter_map(bar).collect()),
             },
@@ -312,6 +315,9 @@ where
                 chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             }
             SeriesData::Points(pts) => chart.draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 1, c.filled()))),
+            SeriesData::Markers(pts) => {
+                chart.draw_series(pts.iter().map(|&(x, y)| TriangleMarker::new((x, y), 7, c.filled())))
+            }
             SeriesData::Bars(bars) => {
                 // Several bar series side by side within each category slot.
                 let (k, n) = (bar_index as f64, n_bar_series.max(1) as f64);

@@ -1,10 +1,11 @@
-//! Reading result JSON files and telling their kinds apart: a probe trial, a probe sweep, a
-//! stream send or receive report, a transfer report, an `evlbi linkemu --json` summary, or the
-//! demo's assembled `report.json`.
+//! Reading result JSON files and telling their kinds apart: a probe trial, a probe sweep, a TCP
+//! test, a CPU-load sweep, a receive-buffer sweep, a stream send or receive report, a transfer
+//! report, an `evlbi linkemu --json` summary, or the demo's assembled `report.json`.
 
 use std::path::{Path, PathBuf};
 
 use probe::results::{ProbeResult, SweepResult};
+use probe::tcp_results::{CpuLoadSweepResult, RcvbufSweepResult, TcpTestResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use stream_session::report::{RecvReport, SendReport};
@@ -27,6 +28,12 @@ pub enum Kind {
     TransferSend,
     /// `evlbi linkemu --json` ([`LinkemuRun`]).
     Linkemu,
+    /// `evlbi probe client --tcp --json` ([`TcpTestResult`]).
+    TcpTest,
+    /// `evlbi probe client --tcp --cpu-load-sweep` ([`CpuLoadSweepResult`]).
+    CpuLoadSweep,
+    /// `evlbi probe client --rcvbuf-sweep` ([`RcvbufSweepResult`]).
+    RcvbufSweep,
 }
 
 impl Kind {
@@ -40,6 +47,9 @@ impl Kind {
             Kind::Demo => "demo report",
             Kind::TransferSend => "transfer send report",
             Kind::Linkemu => "linkemu summary",
+            Kind::TcpTest => "TCP test",
+            Kind::CpuLoadSweep => "CPU-load sweep",
+            Kind::RcvbufSweep => "receive-buffer sweep",
         }
     }
 }
@@ -141,6 +151,12 @@ pub enum Input {
     StreamRecv(Box<RecvReport>),
     /// Demo report.
     Demo(Box<Demo>),
+    /// A TCP test.
+    Tcp(Box<TcpTestResult>),
+    /// A CPU-load sweep.
+    CpuLoadSweep(Box<CpuLoadSweepResult>),
+    /// A receive-buffer sweep.
+    RcvbufSweep(Box<RcvbufSweepResult>),
 }
 
 impl Input {
@@ -154,6 +170,9 @@ impl Input {
             Input::Demo(_) => Kind::Demo,
             Input::TransferSend(_) => Kind::TransferSend,
             Input::Linkemu(_) => Kind::Linkemu,
+            Input::Tcp(_) => Kind::TcpTest,
+            Input::CpuLoadSweep(_) => Kind::CpuLoadSweep,
+            Input::RcvbufSweep(_) => Kind::RcvbufSweep,
         }
     }
 }
@@ -180,9 +199,11 @@ pub enum InputError {
     /// JSON of no known kind.
     #[error(
         "{path} is not an evlbi result: expected a probe trial (keys params, receiver), a probe sweep \
-         (sizes, spacings_ns, points), a stream send report (to, stations), a stream recv report \
-         (listen, stations), a transfer send report (files, transferred_bytes), a linkemu summary \
-         (mode, a_to_b, b_to_a) or a demo report.json (stream, correlate); found {found}"
+         (sizes, spacings_ns, points), a TCP test (intervals, samples, mathis), a CPU-load sweep \
+         (nice_levels, points), a receive-buffer sweep (rcvbufs, points), a stream send report (to, \
+         stations), a stream recv report (listen, stations), a transfer send report (files, \
+         transferred_bytes), a linkemu summary (mode, a_to_b, b_to_a) or a demo report.json \
+         (stream, correlate); found {found}"
     )]
     UnknownKind {
         /// The file.
@@ -222,6 +243,13 @@ pub fn detect(v: &Value) -> Option<Kind> {
     let has = |k: &str| m.contains_key(k);
     if has("sizes") && has("spacings_ns") && has("points") {
         Some(Kind::ProbeSweep)
+    } else if has("nice_levels") && has("points") {
+        Some(Kind::CpuLoadSweep)
+    } else if has("rcvbufs") && has("points") {
+        Some(Kind::RcvbufSweep)
+    } else if has("intervals") && has("samples") && has("mathis") {
+        // Before the probe trial: a TCP test has params and receiver too.
+        Some(Kind::TcpTest)
     } else if has("params") && has("schema_version") && (has("receiver") || has("sender")) {
         Some(Kind::ProbeTrial)
     } else if has("listen") && has("stations") {
@@ -288,6 +316,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
         Kind::StreamRecv => Input::StreamRecv(Box::new(shape(v, path, kind)?)),
         Kind::Demo => Input::Demo(Box::new(demo(&v, path)?)),
         Kind::Linkemu => Input::Linkemu(Box::new(shape(v, path, kind)?)),
+        Kind::TcpTest => Input::Tcp(Box::new(shape(v, path, kind)?)),
+        Kind::CpuLoadSweep => Input::CpuLoadSweep(Box::new(shape(v, path, kind)?)),
+        Kind::RcvbufSweep => Input::RcvbufSweep(Box::new(shape(v, path, kind)?)),
     })
 }
 
@@ -331,6 +362,19 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(parse("[1, 2]", p), Err(InputError::UnknownKind { .. })));
+        let tcp = TcpTestResult::new(probe::tcp_results::TcpTestParams {
+            test_id: 1,
+            streams: 1,
+            duration_s: 1.0,
+            interval_s: 1.0,
+            write_size: 131_072,
+            cc_requested: None,
+        });
+        assert_eq!(parse(&text(&tcp), p).map(|i| i.kind()).ok(), Some(Kind::TcpTest));
+        let cpu = CpuLoadSweepResult::new(vec![19, 0]);
+        assert_eq!(parse(&text(&cpu), p).map(|i| i.kind()).ok(), Some(Kind::CpuLoadSweep));
+        let rcv = RcvbufSweepResult::new(1472, 12_000, 1000, vec![65_536]);
+        assert_eq!(parse(&text(&rcv), p).map(|i| i.kind()).ok(), Some(Kind::RcvbufSweep));
         assert!(matches!(parse("{\"params\": ", p), Err(InputError::Json { .. })));
     }
 }

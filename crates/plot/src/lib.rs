@@ -15,6 +15,7 @@ pub mod inputs;
 pub mod page;
 pub mod specs;
 mod svgtext;
+pub mod tcpspecs;
 
 pub use chart::{ChartSpec, Series, SeriesData};
 

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use probe::results::{ProbeResult, SweepResult};
+use probe::tcp_results::{CpuLoadSweepResult, RcvbufSweepResult, TcpTestResult};
 use serde::{Deserialize, Serialize};
 use stream_session::report::{RecvReport, SendReport};
 
 use crate::inputs::{Correlation, Input, Kind, LinkemuRun};
-use crate::{specs, write_figure, ChartSpec, PlotError};
+use crate::{specs, tcpspecs, write_figure, ChartSpec, PlotError};
 
 /// Version of the report layout; bumped on incompatible changes.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -198,6 +199,156 @@ fn sweep_table(s: &SweepResult) -> Table {
             })
             .collect(),
     }
+}
+
+fn tcp_parts(r: &TcpTestResult) -> (Vec<Metric>, Vec<Table>) {
+    let mut m = vec![
+        Metric::num("streams", Some(f64::from(r.params.streams)), ""),
+        Metric::text("congestion control", r.cc.clone().unwrap_or_else(|| "?".into())),
+        Metric::num("duration asked", Some(r.params.duration_s), "s"),
+        Metric::num("bytes written", Some(r.bytes_written as f64), "B"),
+        Metric::num("received rate", mbit(r.received_rate_bps), "Mbit/s"),
+        Metric::num("sender rate (acknowledged)", mbit(r.sender_rate_bps), "Mbit/s"),
+        Metric::num("retransmitted", Some(r.retransmits as f64), "segments"),
+    ];
+    if let Some(x) = &r.mathis {
+        m.push(Metric::num("mean smoothed RTT", Some(x.rtt_s * 1e3), "ms"));
+        m.push(Metric::num("retransmit rate p", Some(x.loss), ""));
+        m.push(Metric::num("Mathis bound", mbit(x.bound_bps), "Mbit/s"));
+        m.push(Metric::num("achieved / Mathis bound", x.achieved_over_bound, ""));
+    }
+    if let Some(c) = &r.cpu_load {
+        m.push(Metric::num("competing task nice level", Some(f64::from(c.nice)), ""));
+        m.push(Metric::num("CPU left by the task", c.available_cpu_pct, "%"));
+    }
+    for (label, h) in [("sender", &r.host.sender), ("receiver", &r.host.receiver)] {
+        if let Some(c) = h.as_ref().and_then(|h| h.cpu) {
+            m.push(Metric::text(
+                &format!("{label} host CPU"),
+                format!(
+                    "user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
+                    c.user_pct + c.nice_pct,
+                    c.system_pct,
+                    c.softirq_pct,
+                    c.idle_pct
+                ),
+            ));
+        }
+    }
+    if let Some(e) = &r.error {
+        m.push(Metric::text("PARTIAL", e.clone()));
+    }
+    m.extend(r.notes.iter().map(|n| Metric::text("note", n.clone())));
+    let streams = Table {
+        caption: "Streams".into(),
+        columns: [
+            "stream",
+            "written (B)",
+            "received (B)",
+            "retransmitted (segments)",
+            "last cwnd (segments)",
+            "last srtt (ms)",
+            "error",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: r
+            .streams
+            .iter()
+            .map(|s| {
+                let i = s.last_tcp_info.as_ref();
+                vec![
+                    s.stream.to_string(),
+                    s.bytes_written.to_string(),
+                    s.bytes_received.map_or("–".into(), |b| b.to_string()),
+                    i.map_or("–".into(), |i| i.total_retrans.to_string()),
+                    i.map_or("–".into(), |i| i.snd_cwnd.to_string()),
+                    i.map_or("–".into(), |i| format!("{:.3}", f64::from(i.rtt_us) / 1e3)),
+                    s.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![streams])
+}
+
+fn cpu_sweep_parts(s: &CpuLoadSweepResult) -> (Vec<Metric>, Vec<Table>) {
+    let mut m = vec![
+        Metric::text("nice levels", format!("{:?}", s.nice_levels)),
+        Metric::num("points run", Some(s.points.len() as f64), ""),
+    ];
+    if let Some(e) = &s.error {
+        m.push(Metric::text("PARTIAL", e.clone()));
+    }
+    let f = |v: Option<f64>, scale: f64| v.map_or("–".into(), |v| crate::chart::tick(v / scale));
+    let t = Table {
+        caption: "Points".into(),
+        columns: [
+            "nice",
+            "throughput (Mbit/s)",
+            "CPU left (%)",
+            "sender idle (%)",
+            "retransmitted",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: s
+            .points
+            .iter()
+            .map(|p| {
+                vec![
+                    p.nice.map_or("no load".into(), |n| n.to_string()),
+                    f(p.rate_bps, MBIT),
+                    f(p.available_cpu_pct, 1.0),
+                    f(p.sender_idle_pct, 1.0),
+                    p.result.retransmits.to_string(),
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![t])
+}
+
+fn rcvbuf_parts(s: &RcvbufSweepResult) -> (Vec<Metric>, Vec<Table>) {
+    let mut m = vec![
+        Metric::num("packet size", Some(f64::from(s.size)), "B"),
+        Metric::num("spacing", Some(s.spacing_ns as f64 / 1e3), "µs"),
+        Metric::num("packets per point", Some(s.count as f64), ""),
+    ];
+    if let Some(e) = &s.error {
+        m.push(Metric::text("PARTIAL", e.clone()));
+    }
+    let o = |v: Option<u64>| v.map_or("–".into(), |v| v.to_string());
+    let t = Table {
+        caption: "Points".into(),
+        columns: [
+            "SO_RCVBUF asked (B)",
+            "kernel reports (B)",
+            "lost",
+            "loss fraction",
+            "dropped at the socket",
+            "host RcvbufErrors",
+            "lost elsewhere",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: s
+            .points
+            .iter()
+            .map(|p| {
+                vec![
+                    p.rcvbuf_requested.to_string(),
+                    o(p.rcvbuf_granted),
+                    o(p.lost_packets),
+                    p.loss_fraction.map_or("–".into(), |f| format!("{f:.3e}")),
+                    o(p.socket_drops),
+                    o(p.rcvbuf_errors),
+                    o(p.lost_elsewhere),
+                ]
+            })
+            .collect(),
+    };
+    (m, vec![t])
 }
 
 fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
@@ -532,6 +683,30 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
                 (s.metrics, s.tables) = linkemu_parts(r);
                 w.put(figs, specs::linkemu_rates(r), format!("{n}-linkemu-rates"))?;
                 w.put(figs, specs::linkemu_drops(r), format!("{n}-linkemu-drops"))?;
+            }
+            Input::Tcp(r) => {
+                (s.metrics, s.tables) = tcp_parts(r);
+                w.put(figs, tcpspecs::tcp_throughput(r), format!("{n}-tcp-throughput"))?;
+                w.put(figs, tcpspecs::tcp_cwnd(r), format!("{n}-tcp-cwnd"))?;
+                w.put(figs, tcpspecs::tcp_rtt(r), format!("{n}-tcp-rtt"))?;
+            }
+            Input::CpuLoadSweep(sw) => {
+                (s.metrics, s.tables) = cpu_sweep_parts(sw);
+                w.put(figs, tcpspecs::cpu_rate_vs_nice(sw), format!("{n}-cpu-rate-vs-nice"))?;
+                w.put(
+                    figs,
+                    tcpspecs::cpu_available_vs_nice(sw),
+                    format!("{n}-cpu-available-vs-nice"),
+                )?;
+                w.put(
+                    figs,
+                    tcpspecs::cpu_rate_vs_available(sw),
+                    format!("{n}-cpu-rate-vs-available"),
+                )?;
+            }
+            Input::RcvbufSweep(sw) => {
+                (s.metrics, s.tables) = rcvbuf_parts(sw);
+                w.put(figs, tcpspecs::rcvbuf_loss(sw), format!("{n}-rcvbuf-loss"))?;
             }
             Input::TransferSend(r) => {
                 (s.metrics, s.tables) = transfer_parts(r);

@@ -35,6 +35,8 @@ pub struct ClientConfig {
     pub sndbuf: usize,
     /// Ask the server for interim counters this often while data flows (at least 100 ms).
     pub interval: Option<Duration>,
+    /// The receive buffer the server should ask its kernel for, bytes (`None`: its default).
+    pub rcvbuf: Option<u64>,
 }
 
 /// Run one trial. `on_established` gets the server's data address (tests use it to inject
@@ -75,6 +77,8 @@ pub fn run_client_live(
                 .unwrap_or(MAX_INTERVAL_MS)
                 .clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS)
         }),
+        rcvbuf: config.rcvbuf,
+        tcp: None,
     };
     let mut hs = ClientHandshake::new(hello.clone(), config.key.clone(), nonce());
     control.send(&hs.hello())?;
@@ -146,6 +150,7 @@ pub fn run_client_live(
         receiver,
         host: receiver_host,
         notes: receiver_notes,
+        socket,
     } = *results;
     let mut result = ProbeResult::new(TestParams::from(&hello), Some(sender), Some(receiver));
     result.host = HostCounters {
@@ -168,6 +173,7 @@ pub fn run_client_live(
     }
     notes.extend(receiver_notes);
     result.notes = notes;
+    result.receiver_socket = socket;
     Ok(result)
 }
 

@@ -15,10 +15,19 @@
 //! is reported relative to its minimum, so the offset between the two clocks cancels (a clock
 //! step during a trial shows as a delay step). Host CPU, UDP and interface counters are read on
 //! both ends ([`host`]); the server's travel back in `results`.
+//!
+//! A TCP test ([`run_tcp_client`], `hello` with `tcp` set) uses the same control handshake, then
+//! `streams` TCP data connections: the client writes memory to memory for the test's duration and
+//! samples every stream's TCP_INFO ([`tcpsock`]); the server counts bytes per stream. A competing
+//! CPU-bound task at a given nice level can run on the sending host meanwhile ([`burn`]).
 
+pub mod burn;
 mod client;
 pub mod host;
 mod server;
+mod tcp_client;
+mod tcp_server;
+pub mod tcpsock;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -27,6 +36,7 @@ use std::time::{Duration, Instant};
 
 pub use client::{run_client, run_client_live, ClientConfig};
 pub use server::{Server, ServerConfig, ServerEvent};
+pub use tcp_client::{run_tcp_client, TcpClientConfig, MAX_SAMPLES, RESULTS_WAIT};
 
 use probe::control::{ControlError, ControlMsg, LineDecoder};
 use thiserror::Error;
@@ -58,6 +68,33 @@ pub enum SessionError {
     /// The peer went quiet or closed the connection.
     #[error("control connection closed or timed out while waiting for {0}")]
     Closed(&'static str),
+    /// The kernel has no congestion control of this name (or may not set it).
+    #[error("congestion control {name:?} unavailable ({why}); this kernel offers: {available}")]
+    UnknownCongestionControl {
+        /// The name asked for.
+        name: String,
+        /// What setting it said.
+        why: String,
+        /// The kernel's list (/proc/sys/net/ipv4/tcp_available_congestion_control).
+        available: String,
+    },
+    /// The competing CPU load could not be started.
+    #[error("{0}")]
+    CpuLoad(String),
+}
+
+/// An error and its causes, "outer: inner: innermost" (what `{:#}` prints for anyhow errors).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    // Bounded: error chains are short; 16 links is more than any here.
+    for _ in 0..16 {
+        let Some(c) = cur else { break };
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }
 
 pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionError {

@@ -13,8 +13,10 @@ use std::io::Write;
 
 use probe::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
 use probe::recv_stats::{ReceiverReport, RecvConfig, RecvStats};
+use probe::results::ReceiverSocket;
+use probe::tcp_results::TcpReceiverReport;
 
-use crate::host::{interface_of, HostSnapshot};
+use crate::host::{interface_of, socket_drops, HostSnapshot};
 use crate::{io, nonce, now_ns, realtime_ns, Control, SessionError, MAX_LINE};
 
 /// Server settings.
@@ -53,11 +55,12 @@ pub enum ServerEvent {
         /// Client control address.
         peer: SocketAddr,
         /// Parameters it asked for.
-        hello: Hello,
+        hello: Box<Hello>,
         /// Data port.
         udp_port: u16,
-        /// The receive buffer asked for and granted, with a warning when the kernel capped it.
-        grant: BufferGrant,
+        /// The receive buffer asked for and granted, with a warning when the kernel capped it
+        /// (`None` for a TCP test, whose buffers the kernel auto-tunes).
+        grant: Option<BufferGrant>,
     },
     /// A session completed; its receiver statistics.
     Finished {
@@ -65,6 +68,13 @@ pub enum ServerEvent {
         peer: SocketAddr,
         /// The report sent back.
         report: Box<ReceiverReport>,
+    },
+    /// A TCP test ended (completely, or partially: see [`TcpReceiverReport::partial`]).
+    TcpFinished {
+        /// Client control address.
+        peer: SocketAddr,
+        /// What the receiver saw (also sent to the client when it is still there).
+        report: Box<TcpReceiverReport>,
     },
     /// A session failed.
     Failed {
@@ -147,13 +157,25 @@ impl Server {
             }
         };
         let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
-        let (udp, grant) = bind_udp(
-            SocketAddr::new(local_ip, 0),
-            BufferRequest {
-                rcv: self.config.rcvbuf,
-                snd: 0,
-            },
-        )?;
+        if let Some(tcp) = hello.tcp.clone() {
+            return crate::tcp_server::session(
+                control,
+                &hs,
+                &hello,
+                &tcp,
+                peer,
+                crate::tcp_server::Limits {
+                    handshake_timeout: self.config.handshake_timeout,
+                },
+                stop,
+                on_event,
+            );
+        }
+        let rcvbuf = hello
+            .rcvbuf
+            .map_or(self.config.rcvbuf, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let (udp, grant) = bind_udp(SocketAddr::new(local_ip, 0), BufferRequest { rcv: rcvbuf, snd: 0 })?;
+        let granted_rcv = grant.granted_rcv as u64;
         let mut notes = vec![grant_note("receiver", grant.requested_rcv, grant.granted_rcv)];
         notes.extend(grant.warnings.iter().map(|w| format!("receiver: {w}")));
         // Before `ready`: the first socket on a host to ask for timestamps turns stamping on
@@ -173,9 +195,9 @@ impl Server {
         control.send(&hs.ready(udp_port)?)?;
         on_event(ServerEvent::Ready {
             peer,
-            hello: hello.clone(),
+            hello: Box::new(hello.clone()),
             udp_port,
-            grant,
+            grant: Some(grant),
         });
 
         // Interim reports go out from the receiving thread through a second handle to the control
@@ -282,10 +304,16 @@ impl Server {
             ));
         }
         let host = host0.delta();
+        let socket = ReceiverSocket {
+            rcvbuf_requested: rcvbuf as u64,
+            rcvbuf_granted: granted_rcv,
+            drops: socket_drops(&udp),
+        };
         control.send(&ControlMsg::Results(Box::new(Results {
             receiver: report.clone(),
             host: Some(host),
             notes,
+            socket: Some(socket),
         })))?;
         on_event(ServerEvent::Finished {
             peer,

@@ -27,6 +27,7 @@ fn server(key: Option<&[u8]>, sessions: u64) -> (SocketAddr, mpsc::Receiver<Stri
                 let _ = tx.send(match e {
                     ServerEvent::Ready { .. } => "ready".to_string(),
                     ServerEvent::Finished { report, .. } => format!("finished {}", report.unique_packets),
+                    ServerEvent::TcpFinished { report, .. } => format!("tcp {}", report.bytes),
                     ServerEvent::Failed { error, .. } => format!("failed {error}"),
                 });
             })
@@ -45,6 +46,7 @@ fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
         test_id: Some(42),
         sndbuf: 4 << 20,
         interval: None,
+        rcvbuf: None,
     }
 }
 

@@ -76,21 +76,33 @@ fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, AuthError> {
 }
 
 /// Fixed binary encoding of the parameters the client MAC vouches for: every field of `hello`
-/// that changes what the server does (the interim cadence too: a man in the middle could
-/// otherwise make the server chatter every 100 ms).
+/// that changes what the server does. The optional interim cadence (a man in the middle could
+/// otherwise make the server chatter every 100 ms), receive buffer and TCP parameters follow,
+/// each behind a tag byte, only when present.
 fn hello_binding(h: &Hello) -> Vec<u8> {
-    let mut v = Vec::with_capacity(38);
+    let mut v = Vec::with_capacity(72);
     v.push(h.version);
     v.extend_from_slice(&h.test_id.to_be_bytes());
     v.extend_from_slice(&h.size.to_be_bytes());
     v.extend_from_slice(&h.count.to_be_bytes());
     v.extend_from_slice(&h.spacing_ns.to_be_bytes());
-    match h.interval_ms {
-        None => v.push(0),
-        Some(ms) => {
-            v.push(1);
-            v.extend_from_slice(&ms.to_be_bytes());
-        }
+    if let Some(ms) = h.interval_ms {
+        v.push(b'i');
+        v.extend_from_slice(&ms.to_be_bytes());
+    }
+    if let Some(b) = h.rcvbuf {
+        v.push(b'r');
+        v.extend_from_slice(&b.to_be_bytes());
+    }
+    if let Some(t) = &h.tcp {
+        v.push(b't');
+        v.extend_from_slice(&t.streams.to_be_bytes());
+        v.extend_from_slice(&t.duration_ms.to_be_bytes());
+        v.extend_from_slice(&t.write_size.to_be_bytes());
+        let cc = t.cc.as_deref().unwrap_or("");
+        // Validated names are at most 15 bytes, so the length fits one byte.
+        v.push(u8::try_from(cc.len()).unwrap_or(u8::MAX));
+        v.extend_from_slice(cc.as_bytes());
     }
     v
 }
@@ -316,6 +328,8 @@ mod tests {
             spacing_ns: 12_000,
             client_nonce: None,
             interval_ms: None,
+            rcvbuf: None,
+            tcp: None,
         }
     }
 
@@ -400,6 +414,47 @@ mod tests {
             // The server stays failed.
             assert!(s.ready(1).is_err());
         }
+    }
+
+    #[test]
+    fn tcp_parameters_and_rcvbuf_are_bound_by_the_mac() {
+        // A UDP hello without the optional fields binds as it did before they existed.
+        assert_eq!(hello_binding(&hello()).len(), 29);
+        let tcp = Hello {
+            tcp: Some(crate::control::TcpHello {
+                streams: 2,
+                duration_ms: 1000,
+                write_size: 131_072,
+                cc: Some("bbr".into()),
+            }),
+            ..hello()
+        };
+        let key = b"secret".to_vec();
+        for tamper in [
+            (|h: &mut Hello| h.tcp.as_mut().expect("tcp").streams = 64) as fn(&mut Hello),
+            |h| h.tcp.as_mut().expect("tcp").duration_ms = 3_600_000,
+            |h| h.tcp.as_mut().expect("tcp").cc = Some("reno".into()),
+            |h| h.tcp = None,
+        ] {
+            let mut c = ClientHandshake::new(tcp.clone(), Some(key.clone()), [1; NONCE_LEN]);
+            let mut s = ServerHandshake::new(Some(key.clone()), [2; NONCE_LEN]);
+            let ControlMsg::Hello(mut h) = c.hello() else {
+                unreachable!()
+            };
+            tamper(&mut h);
+            let ServerStep::Send(ch) = s.handle(ControlMsg::Hello(h)).expect("challenge") else {
+                unreachable!()
+            };
+            let ClientStep::Send(auth) = c.handle(ch).expect("auth") else {
+                unreachable!()
+            };
+            assert!(matches!(s.handle(auth), Err(AuthError::BadMac)));
+        }
+        let rcv = Hello {
+            rcvbuf: Some(65_536),
+            ..hello()
+        };
+        assert_ne!(hello_binding(&rcv), hello_binding(&hello()));
     }
 
     #[test]

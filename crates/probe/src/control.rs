@@ -5,7 +5,13 @@
 //! UDP datagrams (meanwhile, if `hello` asked with `interval_ms`, the server sends an `interim` line
 //! of counters so far per interval) and then sends `done` with the number it sent; server →
 //! `results` (receiver statistics, the receiving host's counters, notes). Either side may
-//! send `error` and close. Every line is untrusted: [`LineDecoder`] refuses lines longer than its
+//! send `error` and close.
+//!
+//! A TCP test (`hello` with [`Hello::tcp`] set, see [`crate::tcp`]) runs the same handshake; the
+//! port in `ready` is then a TCP port. The client opens [`TcpHello::streams`] connections to it,
+//! each starting with a [`crate::tcp::Preamble`], writes for [`TcpHello::duration_ms`], closes its
+//! side of each, and sends `tcp_done` (bytes written per stream); the server, once every stream
+//! has ended, answers `tcp_results` (bytes received per stream, its host counters). Every line is untrusted: [`LineDecoder`] refuses lines longer than its
 //! bound before buffering them, serde refuses unknown fields, and [`ControlMsg::validate`] refuses
 //! out-of-range values, so a hostile peer can neither exhaust memory nor smuggle parameters.
 //!
@@ -18,7 +24,9 @@ use thiserror::Error;
 
 use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
+use crate::results::ReceiverSocket;
 use crate::send_stats::SenderReport;
+use crate::tcp_results::TcpReceiverReport;
 use crate::wire::{HEADER_LEN, MAX_DATAGRAM};
 
 /// Control protocol version carried in [`Hello::version`].
@@ -57,6 +65,93 @@ pub struct Hello {
     /// handshake MAC: interim reports are informational, the final `results` are what count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
+    /// UDP test only: the receive buffer (SO_RCVBUF, bytes) the server should ask the kernel for
+    /// (`MIN_RCVBUF..=MAX_RCVBUF`); `None`: the server's own default. For `--rcvbuf-sweep`
+    /// (seed 003 Fig 2c: loss against the receiving application's buffer size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<u64>,
+    /// A TCP test instead of a UDP one; `size`, `count` and `spacing_ns` are then not used (the
+    /// client sends 32, 1 and 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpHello>,
+}
+
+/// Smallest receive buffer a client may ask for, bytes.
+pub const MIN_RCVBUF: u64 = 1024;
+/// Largest receive buffer a client may ask for, bytes (1 GiB).
+pub const MAX_RCVBUF: u64 = 1 << 30;
+/// Most parallel TCP streams in one test.
+pub const MAX_STREAMS: u16 = 64;
+/// Shortest TCP test, ms.
+pub const MIN_DURATION_MS: u64 = 100;
+/// Longest TCP test, ms (7 days).
+pub const MAX_DURATION_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Longest congestion-control name (the kernel's TCP_CA_NAME_MAX is 16 with the NUL).
+pub const MAX_CC_NAME: usize = 15;
+/// Smallest application write in a TCP test, bytes.
+pub const MIN_WRITE_SIZE: u32 = 1024;
+/// Largest application write in a TCP test, bytes (16 MiB).
+pub const MAX_WRITE_SIZE: u32 = 16 << 20;
+
+/// The parameters of a TCP test (memory to memory, client → server).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpHello {
+    /// Parallel connections (`1..=MAX_STREAMS`).
+    pub streams: u16,
+    /// How long the client writes, ms (`MIN_DURATION_MS..=MAX_DURATION_MS`).
+    pub duration_ms: u64,
+    /// Bytes per application write (`MIN_WRITE_SIZE..=MAX_WRITE_SIZE`).
+    pub write_size: u32,
+    /// Congestion control the sender uses (informational: the sender sets it on its own
+    /// sockets); lower-case letters, digits, `_` and `-`, at most [`MAX_CC_NAME`] bytes.
+    #[serde(default)]
+    pub cc: Option<String>,
+}
+
+impl TcpHello {
+    /// Range checks.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return Err(invalid(
+                "tcp.streams",
+                format!("{} outside 1..={MAX_STREAMS}", self.streams),
+            ));
+        }
+        if !(MIN_DURATION_MS..=MAX_DURATION_MS).contains(&self.duration_ms) {
+            return Err(invalid(
+                "tcp.duration_ms",
+                format!("{} outside {MIN_DURATION_MS}..={MAX_DURATION_MS}", self.duration_ms),
+            ));
+        }
+        if !(MIN_WRITE_SIZE..=MAX_WRITE_SIZE).contains(&self.write_size) {
+            return Err(invalid(
+                "tcp.write_size",
+                format!("{} outside {MIN_WRITE_SIZE}..={MAX_WRITE_SIZE}", self.write_size),
+            ));
+        }
+        if let Some(cc) = &self.cc {
+            check_cc_name(cc).map_err(|reason| invalid("tcp.cc", reason))?;
+        }
+        Ok(())
+    }
+}
+
+/// A congestion-control name as the kernel spells them: 1 to [`MAX_CC_NAME`] bytes of lower-case
+/// letters, digits, `_` or `-`.
+pub fn check_cc_name(cc: &str) -> Result<(), String> {
+    let ok = (1..=MAX_CC_NAME).contains(&cc.len())
+        && cc
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?}: a congestion-control name is 1 to {MAX_CC_NAME} lower-case letters, digits, '_' or '-'",
+            cc.chars().take(40).collect::<String>()
+        ))
+    }
 }
 
 /// Shortest interim-report interval a client may ask for, ms.
@@ -108,7 +203,7 @@ pub struct Auth {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ready {
-    /// UDP port the receiver listens on (non-zero).
+    /// The data port (non-zero): UDP for a UDP test, TCP for a TCP test ([`Hello::tcp`]).
     pub udp_port: u16,
     /// Server's proof of key possession (64 hex digits) when a key is configured.
     #[serde(default)]
@@ -136,6 +231,32 @@ pub struct Results {
     #[serde(default)]
     pub host: Option<HostDelta>,
     /// Notes from the receiver (e.g. its socket buffer was capped by the kernel).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The receiving socket: buffer asked for and granted, datagrams the kernel dropped at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<ReceiverSocket>,
+}
+
+/// Client → server: a TCP test's writes are over and every data connection is closed for
+/// writing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpDone {
+    /// Bytes each stream wrote, by stream number (at most [`MAX_STREAMS`]).
+    pub bytes_written: Vec<u64>,
+}
+
+/// Server → client: what the receiving end of a TCP test saw.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpResults {
+    /// Bytes received per stream, and when.
+    pub receiver: TcpReceiverReport,
+    /// The receiving host's counters over the test.
+    #[serde(default)]
+    pub host: Option<HostDelta>,
+    /// Notes from the receiver.
     #[serde(default)]
     pub notes: Vec<String>,
 }
@@ -166,6 +287,10 @@ pub enum ControlMsg {
     Interim(Interim),
     /// Server → client: receiver statistics.
     Results(Box<Results>),
+    /// Client → server: a TCP test's writes are over.
+    TcpDone(TcpDone),
+    /// Server → client: what the receiver of a TCP test saw.
+    TcpResults(Box<TcpResults>),
     /// Either way: refusal.
     Error(ErrorMsg),
 }
@@ -242,6 +367,17 @@ impl Hello {
         if let Some(n) = &self.client_nonce {
             check_hex("client_nonce", n, crate::auth::NONCE_LEN)?;
         }
+        if let Some(b) = self.rcvbuf {
+            if !(MIN_RCVBUF..=MAX_RCVBUF).contains(&b) {
+                return Err(invalid("rcvbuf", format!("{b} outside {MIN_RCVBUF}..={MAX_RCVBUF}")));
+            }
+        }
+        if let Some(t) = &self.tcp {
+            t.validate()?;
+            if self.rcvbuf.is_some() {
+                return Err(invalid("rcvbuf", "a TCP test takes no UDP receive buffer"));
+            }
+        }
         Ok(())
     }
 }
@@ -273,6 +409,20 @@ impl ControlMsg {
                 Err(invalid("highest_seq", format!("at or above {MAX_COUNT}")))
             }
             ControlMsg::Done(_) | ControlMsg::Results(_) | ControlMsg::Interim(_) => Ok(()),
+            ControlMsg::TcpDone(d) if d.bytes_written.len() > usize::from(MAX_STREAMS) => Err(invalid(
+                "bytes_written",
+                format!("{} streams, more than {MAX_STREAMS}", d.bytes_written.len()),
+            )),
+            ControlMsg::TcpDone(_) => Ok(()),
+            ControlMsg::TcpResults(r) => {
+                if r.notes.len() > MAX_NOTES || r.notes.iter().any(|n| n.len() > MAX_ERROR_LEN) {
+                    return Err(invalid(
+                        "notes",
+                        format!("more than {MAX_NOTES} notes or one longer than {MAX_ERROR_LEN} bytes"),
+                    ));
+                }
+                r.receiver.validate().map_err(|(field, reason)| invalid(field, reason))
+            }
             ControlMsg::Error(e) if e.message.len() > MAX_ERROR_LEN => {
                 Err(invalid("message", format!("longer than {MAX_ERROR_LEN} bytes")))
             }
@@ -290,6 +440,8 @@ impl ControlMsg {
             ControlMsg::Done(_) => "done",
             ControlMsg::Interim(_) => "interim",
             ControlMsg::Results(_) => "results",
+            ControlMsg::TcpDone(_) => "tcp_done",
+            ControlMsg::TcpResults(_) => "tcp_results",
             ControlMsg::Error(_) => "error",
         }
     }
@@ -397,6 +549,8 @@ mod tests {
             spacing_ns: 16_000,
             client_nonce: None,
             interval_ms: None,
+            rcvbuf: None,
+            tcp: None,
         }
     }
 
@@ -520,6 +674,96 @@ mod tests {
         ));
         let ok = br#"{"type":"interim","elapsed_ms":1000,"unique":10,"unique_bytes":14720,"highest_seq":9,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
         assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::Interim(_))));
+    }
+
+    fn tcp_hello() -> Hello {
+        Hello {
+            size: 32,
+            count: 1,
+            spacing_ns: 0,
+            tcp: Some(TcpHello {
+                streams: 4,
+                duration_ms: 60_000,
+                write_size: 131_072,
+                cc: Some("cubic".into()),
+            }),
+            ..hello()
+        }
+    }
+
+    #[test]
+    fn tcp_hello_roundtrips_and_is_range_checked() {
+        let line = ControlMsg::Hello(tcp_hello())
+            .to_line(DEFAULT_MAX_LINE)
+            .expect("encode");
+        let text = std::str::from_utf8(&line).expect("utf8");
+        assert!(
+            text.ends_with("\"tcp\":{\"streams\":4,\"duration_ms\":60000,\"write_size\":131072,\"cc\":\"cubic\"}}\n"),
+            "{text}"
+        );
+        let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
+        d.push(&line).expect("push");
+        assert_eq!(d.poll().expect("poll"), Some(ControlMsg::Hello(tcp_hello())));
+        type Tamper = fn(&mut Hello);
+        let bad: [(Tamper, &str); 8] = [
+            (|h| h.tcp.as_mut().expect("tcp").streams = 0, "tcp.streams"),
+            (|h| h.tcp.as_mut().expect("tcp").streams = 65, "tcp.streams"),
+            (|h| h.tcp.as_mut().expect("tcp").duration_ms = 99, "tcp.duration_ms"),
+            (
+                |h| h.tcp.as_mut().expect("tcp").duration_ms = MAX_DURATION_MS + 1,
+                "tcp.duration_ms",
+            ),
+            (|h| h.tcp.as_mut().expect("tcp").write_size = 100, "tcp.write_size"),
+            (
+                |h| h.tcp.as_mut().expect("tcp").cc = Some("Cubic; rm -rf".into()),
+                "tcp.cc",
+            ),
+            (|h| h.tcp.as_mut().expect("tcp").cc = Some("a".repeat(16)), "tcp.cc"),
+            (|h| h.rcvbuf = Some(65_536), "rcvbuf"),
+        ];
+        for (f, field) in bad {
+            let mut h = tcp_hello();
+            f(&mut h);
+            match ControlMsg::Hello(h).validate() {
+                Err(ControlError::Invalid { field: got, .. }) => assert_eq!(got, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+        let mut h = hello();
+        h.rcvbuf = Some(MIN_RCVBUF - 1);
+        assert!(h.validate().is_err());
+        h.rcvbuf = Some(MAX_RCVBUF + 1);
+        assert!(h.validate().is_err());
+        h.rcvbuf = Some(230_000);
+        assert!(h.validate().is_ok());
+        assert!(check_cc_name("bbr").is_ok() && check_cc_name("").is_err());
+    }
+
+    #[test]
+    fn tcp_done_and_results_are_bounded() {
+        let ok = br#"{"type":"tcp_done","bytes_written":[1,2,3]}"#;
+        assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::TcpDone(_))));
+        let many = format!(
+            "{{\"type\":\"tcp_done\",\"bytes_written\":[{}]}}",
+            vec!["1"; 65].join(",")
+        );
+        assert!(matches!(
+            ControlMsg::from_line(many.as_bytes()),
+            Err(ControlError::Invalid {
+                field: "bytes_written",
+                ..
+            })
+        ));
+        let results = br#"{"type":"tcp_results","receiver":{"streams":[{"stream":0,"bytes":10,"error":null}],"bytes":10,"duration_s":1.0,"rate_bps":80.0,"stray_connections":0,"partial":false,"error":null},"host":null,"notes":[]}"#;
+        match ControlMsg::from_line(results) {
+            Ok(ControlMsg::TcpResults(r)) => assert_eq!(r.receiver.bytes, 10),
+            other => panic!("{other:?}"),
+        }
+        let negative = br#"{"type":"tcp_results","receiver":{"streams":[],"bytes":10,"duration_s":-1.0,"rate_bps":null,"stray_connections":0,"partial":false,"error":null},"host":null,"notes":[]}"#;
+        assert!(matches!(
+            ControlMsg::from_line(negative),
+            Err(ControlError::Invalid { .. })
+        ));
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! | [`lossfit`] | exponential fit of loss intervals, Kolmogorov–Smirnov test, verdict |
 //! | [`host`] | host CPU, UDP and interface counters over a trial, one end ([`host::HostDelta`]) |
 //! | [`results`] | [`results::ProbeResult`] and [`results::SweepResult`] |
+//! | [`tcp`] | TCP tests: data-connection preamble, TCP_INFO parsing, samples, intervals, Mathis check |
+//! | [`tcp_results`] | TCP test, CPU-load sweep and receive-buffer sweep results |
 //!
 //! # Example
 //!
@@ -57,6 +59,8 @@ pub mod recv_stats;
 pub mod results;
 pub mod send_stats;
 pub mod seqwin;
+pub mod tcp;
+pub mod tcp_results;
 pub mod wire;
 
 /// Bytes of framing per datagram on Ethernet beyond the UDP payload: UDP 8 + IPv4 20 +

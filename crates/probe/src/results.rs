@@ -80,6 +80,25 @@ pub struct ProbeResult {
     pub host: HostCounters,
     /// Free-form notes and warnings (e.g. "socket buffer capped by the kernel").
     pub notes: Vec<String>,
+    /// The receiving socket's buffer and the datagrams the kernel dropped at it, when the server
+    /// reported them (absent in results of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_socket: Option<ReceiverSocket>,
+}
+
+/// The receiver's UDP socket over one trial.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverSocket {
+    /// SO_RCVBUF asked for, bytes.
+    pub rcvbuf_requested: u64,
+    /// What the kernel reports after the request (getsockopt SO_RCVBUF): twice the payload that
+    /// fits, socket(7).
+    pub rcvbuf_granted: u64,
+    /// Datagrams the kernel dropped at this socket (the `drops` column of /proc/net/udp: a full
+    /// receive buffer, or a failed checksum/filter), counted from the socket's creation. `None`
+    /// when the table could not be read.
+    pub drops: Option<u64>,
 }
 
 impl ProbeResult {
@@ -95,6 +114,7 @@ impl ProbeResult {
             receiver,
             host: HostCounters::default(),
             notes: Vec::new(),
+            receiver_socket: None,
         }
     }
 }

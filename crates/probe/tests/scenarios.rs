@@ -70,6 +70,8 @@ fn forged_huge_sequence_number_does_not_blow_up_loss() {
         spacing_ns: SPACING,
         client_nonce: None,
         interval_ms: None,
+        rcvbuf: None,
+        tcp: None,
     };
     for c in [cfg(), RecvConfig::from_hello(&hello)] {
         let mut rx = RecvStats::new(c);
@@ -181,6 +183,7 @@ fn sender_and_receiver_results_roundtrip_over_the_control_channel() {
         receiver: rx.clone(),
         host: None,
         notes: Vec::new(),
+        socket: None,
     }));
     let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
     d.push(&msg.to_line(DEFAULT_MAX_LINE).expect("encode")).expect("push");
@@ -240,6 +243,8 @@ fn done_count_above_announced_count_is_capped_and_flagged() {
         spacing_ns: SPACING,
         client_nonce: None,
         interval_ms: None,
+        rcvbuf: None,
+        tcp: None,
     };
     let mut rx = RecvStats::new(RecvConfig::from_hello(&hello));
     for seq in 0..100 {

@@ -48,6 +48,11 @@ pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // Already exited (and reaped now, or by the test): its PID may belong to another
+        // process by now, so no signal.
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
         // SIGTERM first (linkemu removes its namespaces then), SIGKILL if it lingers.
         // SAFETY: kill(2) on the PID of a child we started and have not reaped.
         unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };

@@ -53,17 +53,17 @@ impl Drop for Recv {
 
 impl Recv {
     fn start(extra: &[&str]) -> Recv {
+        Recv::spawn(true, extra)
+    }
+
+    /// A receiver on 127.0.0.1 that stops 1 s after the last datagram; `quiet` hides live lines.
+    fn spawn(quiet: bool, extra: &[&str]) -> Recv {
         let mut cmd = bin();
-        cmd.args([
-            "stream",
-            "recv",
-            "--listen",
-            "127.0.0.1:0",
-            "--idle-timeout",
-            "1s",
-            "-q",
-        ])
-        .args(extra);
+        cmd.args(["stream", "recv", "--listen", "127.0.0.1:0", "--idle-timeout", "1s"]);
+        if quiet {
+            cmd.arg("-q");
+        }
+        cmd.args(extra);
         let (child, port, log) = spawn_with_port(&mut cmd);
         Recv { child, port, log }
     }
@@ -312,26 +312,18 @@ fn native_frame(f: &[u8], i: usize) -> Vec<u8> {
 #[test]
 fn live_lines_count_reordered_late_and_duplicate_frames() {
     let t = setup();
-    // Not Recv::start: that one is quiet, this test reads the live lines.
-    let mut cmd = bin();
-    cmd.args([
-        "stream",
-        "recv",
-        "--listen",
-        "127.0.0.1:0",
-        "--idle-timeout",
-        "1s",
-        "--interval",
-        "0.1",
-    ])
-    .args([
-        "--out",
-        t.rx_dir.to_str().unwrap(),
-        "--json",
-        t.summary.to_str().unwrap(),
-    ]);
-    let (child, port, log) = spawn_with_port(&mut cmd);
-    let rx = Recv { child, port, log };
+    // Not quiet: this test reads the live lines.
+    let rx = Recv::spawn(
+        false,
+        &[
+            "--interval",
+            "0.1",
+            "--out",
+            t.rx_dir.to_str().unwrap(),
+            "--json",
+            t.summary.to_str().unwrap(),
+        ],
+    );
     let f = std::fs::read(&t.ef).unwrap();
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     let to = format!("127.0.0.1:{}", rx.port);

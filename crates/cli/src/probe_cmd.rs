@@ -122,7 +122,8 @@ pub struct ClientArgs {
     /// ready; the received user-data rate over the last interval; packets received so far;
     /// "missing": packets below the highest sequence number seen that have not arrived (yet) —
     /// lost, or still to come out of order, the final result decides; reordered (RFC 4737) and
-    /// duplicate packets so far.
+    /// duplicate packets so far. With --tcp: the interval of the per-interval lines (on stdout)
+    /// and figures, 1s when not given.
     #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
     interval: Option<f64>,
     /// With --sweep: also write one CSV row per point to FILE.

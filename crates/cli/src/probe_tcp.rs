@@ -291,7 +291,7 @@ fn print_tcp(r: &TcpTestResult) {
         rtts.iter().copied().reduce(f64::max),
     ) {
         println!(
-            "rtt        srtt {:.3} .. {:.3} ms over {} samples, congestion control {}",
+            "rtt        srtt {:.3} .. {:.3} ms over {} samples while writing, congestion control {}",
             min / 1e3,
             max / 1e3,
             rtts.len(),

@@ -100,15 +100,17 @@ fn per_stream(
                 String::new()
             },
             SeriesData::Line(
-                r.samples
-                    .iter()
+                r.write_phase_samples()
                     .filter(|s| s.stream == st)
                     .map(|s| (s.t_s, f(s)))
                     .collect(),
             ),
         );
     }
-    let mut note = format!("TCP_INFO every {:.3} s", r.sample_period_s);
+    let mut note = format!(
+        "TCP_INFO every {:.3} s while the streams were writing",
+        r.sample_period_s
+    );
     if r.params.streams > MAX_STREAM_LINES {
         note.push_str(&format!(
             "; streams {MAX_STREAM_LINES}..{} not drawn",

@@ -338,6 +338,7 @@ pub fn run_tcp_client(
         &mut result,
         Finish {
             elapsed_s: t_end,
+            write_s: writes_end.map_or(t_end, |w| w.duration_since(t0).as_secs_f64()),
             written: written.iter().map(|w| w.load(Ordering::Relaxed)).collect(),
             errors,
             last_infos,
@@ -373,6 +374,7 @@ fn sample_round(socks: &[TcpStream], written: &[AtomicU64], t: f64, last: &mut [
 /// What the sampling loop leaves behind.
 struct Finish {
     elapsed_s: f64,
+    write_s: f64,
     written: Vec<u64>,
     errors: Vec<Option<String>>,
     last_infos: Vec<Option<TcpInfo>>,
@@ -386,6 +388,7 @@ struct Finish {
 
 fn finish_result(result: &mut TcpTestResult, f: Finish) {
     result.elapsed_s = f.elapsed_s;
+    result.write_s = f.write_s;
     result.bytes_written = f.written.iter().sum();
     result.bytes_acked = f
         .last_infos
@@ -461,14 +464,16 @@ fn finish_result(result: &mut TcpTestResult, f: Finish) {
     }
     result.receiver = receiver;
     let finals: Vec<TcpInfo> = f.last_infos.iter().flatten().copied().collect();
+    // The RTT of the transfer: samples of the write phase (a closing connection's srtt jumps).
+    let writing: Vec<TcpSample> = result.write_phase_samples().copied().collect();
     result.mathis = result
         .achieved_rate_bps()
-        .and_then(|a| MathisCheck::from_test(&result.samples, &finals, a));
+        .and_then(|a| MathisCheck::from_test(&writing, &finals, a));
     if !problems.is_empty() {
         result.partial = true;
         result.error = Some(format!(
             "test ended after {:.2} s of {:.2} s: {}",
-            f.elapsed_s.min(f.duration.as_secs_f64()),
+            f.write_s.min(f.duration.as_secs_f64()),
             f.duration.as_secs_f64(),
             problems.join("; ")
         ));

@@ -24,8 +24,8 @@ use crate::{io, now_ns, Control, SessionError};
 const MAX_STRAY_CONNECTIONS: u64 = 1000;
 /// After `tcp_done`, the longest wait for every stream to end (the sender's socket buffers drain).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
-/// Bytes per read.
-const READ_SIZE: usize = 256 * 1024;
+/// Bytes per read: iperf3's 128 KiB, so the two compare like for like.
+const READ_SIZE: usize = 128 * 1024;
 
 /// Server limits that apply to a TCP test.
 #[derive(Debug, Clone, Copy)]

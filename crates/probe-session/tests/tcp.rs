@@ -61,6 +61,13 @@ fn every_byte_of_every_stream_is_accounted_for() {
     let r = run_tcp_client(&tcp_config(addr), |_| intervals_seen += 1).unwrap();
     h.join().unwrap();
     assert!(!r.partial, "{:?}", r.error);
+    // The writers ran to the deadline; the drain to the last ACK came after.
+    assert!(
+        r.write_s >= 0.6 && r.write_s <= r.elapsed_s,
+        "{} {}",
+        r.write_s,
+        r.elapsed_s
+    );
     assert_eq!(r.cc.as_deref(), Some("reno"));
     assert_eq!(r.params.streams, 2);
     assert!(r.bytes_written > 0);

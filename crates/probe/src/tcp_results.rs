@@ -139,6 +139,8 @@ pub struct TcpTestResult {
     pub error: Option<String>,
     /// Length of the data phase as run (writes plus the drain to the last acknowledgement), s.
     pub elapsed_s: f64,
+    /// Length of the write phase (until the last stream stopped writing), s.
+    pub write_s: f64,
     /// Bytes written, all streams.
     pub bytes_written: u64,
     /// Bytes acknowledged by the receiver, all streams (TCP_INFO `bytes_acked`).
@@ -183,6 +185,7 @@ impl TcpTestResult {
             partial: false,
             error: None,
             elapsed_s: 0.0,
+            write_s: 0.0,
             bytes_written: 0,
             bytes_acked: 0,
             sender_rate_bps: None,
@@ -199,6 +202,13 @@ impl TcpTestResult {
             receiver: None,
             notes: Vec::new(),
         }
+    }
+
+    /// The samples taken while the streams were writing (after it, a closing connection's RTT
+    /// and window readings describe the close, not the transfer).
+    pub fn write_phase_samples(&self) -> impl Iterator<Item = &TcpSample> {
+        let end = self.write_s;
+        self.samples.iter().filter(move |s| s.t_s <= end)
     }
 
     /// The rate achieved: the receiver's when it reported, else the sender's acknowledged rate.

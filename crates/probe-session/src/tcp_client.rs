@@ -176,6 +176,10 @@ pub fn run_tcp_client(
     if let Some(cc) = &config.cc {
         check_congestion(cc)?;
     }
+    // The competing task starts first, so a level that cannot be set fails before the server is
+    // involved, and on this (the main) thread, which outlives the test: its PR_SET_PDEATHSIG is
+    // tied to the thread that started it. It is measured from the start of the data phase.
+    let mut burner = config.cpu_load.as_ref().map(Burner::start).transpose()?;
     let (control, hello, socks, local_ip) = establish(config)?;
     let tcp = hello.tcp.clone().unwrap_or(TcpHello {
         streams: 1,
@@ -197,9 +201,6 @@ pub fn run_tcp_client(
         .stream()
         .try_clone()
         .map_err(io("clone the control connection"))?;
-    // The competing task starts on this (the main) thread, which outlives the test: its
-    // PR_SET_PDEATHSIG is tied to the thread that started it.
-    let mut burner = config.cpu_load.as_ref().map(Burner::start).transpose()?;
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     if let Some(b) = burner.as_mut() {
         b.mark();

@@ -23,7 +23,12 @@ enum Ev {
 
 /// A server on an ephemeral port serving `sessions` sessions in a thread.
 fn server(sessions: u64) -> (SocketAddr, mpsc::Receiver<Ev>, thread::JoinHandle<()>) {
+    keyed_server(sessions, None)
+}
+
+fn keyed_server(sessions: u64, key: Option<&[u8]>) -> (SocketAddr, mpsc::Receiver<Ev>, thread::JoinHandle<()>) {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.key = key.map(<[u8]>::to_vec);
     cfg.handshake_timeout = Duration::from_secs(5);
     let server = Server::bind(cfg).unwrap();
     let addr = server.local_addr().unwrap();
@@ -268,6 +273,25 @@ fn a_client_that_vanishes_leaves_a_partial_report_and_the_server_goes_on() {
     h.join().unwrap();
     assert!(!r.partial, "{:?}", r.error);
     assert_eq!(r.received_bytes, Some(r.bytes_written));
+}
+
+#[test]
+fn a_keyed_server_runs_tcp_tests_for_the_key_holder_only() {
+    let (addr, events, h) = keyed_server(2, Some(b"s3cret"));
+    let mut bad = tcp_config(addr);
+    bad.key = Some(b"guess".to_vec());
+    assert!(matches!(
+        run_tcp_client(&bad, |_| {}),
+        Err(probe_session::SessionError::Refused(_) | probe_session::SessionError::Auth(_))
+    ));
+    let mut good = tcp_config(addr);
+    good.key = Some(b"s3cret".to_vec());
+    let r = run_tcp_client(&good, |_| {}).unwrap();
+    h.join().unwrap();
+    assert!(!r.partial, "{:?}", r.error);
+    assert_eq!(r.received_bytes, Some(r.bytes_written));
+    let ev: Vec<Ev> = events.try_iter().collect();
+    assert!(matches!(ev.first(), Some(Ev::Failed(e)) if e.contains("auth")));
 }
 
 #[test]

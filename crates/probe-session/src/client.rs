@@ -57,15 +57,12 @@ pub fn run_client_live(
     mut progress: impl FnMut(u64),
     mut on_interim: impl FnMut(&Interim) + Send,
 ) -> Result<ProbeResult, SessionError> {
-    let stream = TcpStream::connect_timeout(&config.server, Duration::from_secs(5))
-        .map_err(io("connect to the probe server"))?;
-    let local_ip = stream.local_addr().map_err(io("local address"))?.ip();
-    let mut control = Control::new(stream)?;
-    let test_id = config.test_id.unwrap_or_else(|| {
-        let n = nonce();
-        u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
-    });
-    let hello = Hello {
+    let Connected {
+        mut control,
+        hello,
+        port: udp_port,
+        local_ip,
+    } = connect_and_authenticate(config.server, config.key.clone(), config.test_id, |test_id| Hello {
         version: PROTOCOL_VERSION,
         test_id,
         size: config.size,
@@ -79,19 +76,8 @@ pub fn run_client_live(
         }),
         rcvbuf: config.rcvbuf,
         tcp: None,
-    };
-    let mut hs = ClientHandshake::new(hello.clone(), config.key.clone(), nonce());
-    control.send(&hs.hello())?;
-    let udp_port = loop {
-        let msg = control.recv(Duration::from_secs(10), "ready")?;
-        if let ControlMsg::Error(e) = &msg {
-            return Err(SessionError::Refused(e.message.clone()));
-        }
-        match hs.handle(msg)? {
-            ClientStep::Send(m) => control.send(&m)?,
-            ClientStep::Established { udp_port } => break udp_port,
-        }
-    };
+    })?;
+    let test_id = hello.test_id;
     let dest = SocketAddr::new(config.server.ip(), udp_port);
     let (udp, grant) = connect_udp(
         SocketAddr::new(local_ip, 0),
@@ -232,4 +218,52 @@ fn send_all(
     let host = host0.delta();
     progress(config.count);
     (host, pacer, send_errors)
+}
+
+/// The control connection after a successful handshake.
+pub(crate) struct Connected {
+    pub control: Control,
+    /// The hello the server accepted.
+    pub hello: Hello,
+    /// The data port the server gave.
+    pub port: u16,
+    /// Our address on the control connection (the data sockets bind to it).
+    pub local_ip: std::net::IpAddr,
+}
+
+/// Connect the control channel to `server`, pick a random test id unless one is given, send the
+/// hello `make_hello(test_id)` and run the (optionally keyed) handshake to `ready`.
+pub(crate) fn connect_and_authenticate(
+    server: SocketAddr,
+    key: Option<Vec<u8>>,
+    test_id: Option<u64>,
+    make_hello: impl FnOnce(u64) -> Hello,
+) -> Result<Connected, SessionError> {
+    let stream =
+        TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io("connect to the probe server"))?;
+    let local_ip = stream.local_addr().map_err(io("local address"))?.ip();
+    let mut control = Control::new(stream)?;
+    let test_id = test_id.unwrap_or_else(|| {
+        let n = nonce();
+        u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
+    });
+    let hello = make_hello(test_id);
+    let mut hs = ClientHandshake::new(hello.clone(), key, nonce());
+    control.send(&hs.hello())?;
+    let port = loop {
+        let msg = control.recv(Duration::from_secs(10), "ready")?;
+        if let ControlMsg::Error(e) = &msg {
+            return Err(SessionError::Refused(e.message.clone()));
+        }
+        match hs.handle(msg)? {
+            ClientStep::Send(m) => control.send(&m)?,
+            ClientStep::Established { udp_port } => break udp_port,
+        }
+    };
+    Ok(Connected {
+        control,
+        hello,
+        port,
+        local_ip,
+    })
 }

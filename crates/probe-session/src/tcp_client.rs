@@ -13,7 +13,6 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use probe::auth::{ClientHandshake, ClientStep};
 use probe::control::{
     ControlMsg, Hello, TcpDone, TcpHello, TcpResults, MAX_DURATION_MS, MAX_STREAMS, PROTOCOL_VERSION,
 };
@@ -24,9 +23,10 @@ use probe::tcp_results::{TcpStreamSummary, TcpTestParams, TcpTestResult};
 use probe::wire::HEADER_LEN;
 
 use crate::burn::{Burner, CpuLoadSpec};
+use crate::client::{connect_and_authenticate, Connected};
 use crate::host::{interface_of, HostSnapshot};
 use crate::tcpsock::{check_congestion, congestion, set_congestion, tcp_info};
-use crate::{io, nonce, Control, SessionError, MAX_LINE};
+use crate::{io, Control, SessionError, MAX_LINE};
 
 /// Most TCP_INFO samples kept per test (all streams together); beyond, they are thinned evenly.
 pub const MAX_SAMPLES: usize = 20_000;
@@ -112,16 +112,13 @@ fn write_loop(
 
 /// Handshake and data connections; returns them with the hello sent.
 fn establish(config: &TcpClientConfig) -> Result<(Control, Hello, Vec<TcpStream>, std::net::IpAddr), SessionError> {
-    let stream = TcpStream::connect_timeout(&config.server, Duration::from_secs(5))
-        .map_err(io("connect to the probe server"))?;
-    let local_ip = stream.local_addr().map_err(io("local address"))?.ip();
-    let mut control = Control::new(stream)?;
-    let test_id = config.test_id.unwrap_or_else(|| {
-        let n = nonce();
-        u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
-    });
     let streams = config.streams.clamp(1, MAX_STREAMS);
-    let hello = Hello {
+    let Connected {
+        control,
+        hello,
+        port,
+        local_ip,
+    } = connect_and_authenticate(config.server, config.key.clone(), config.test_id, |test_id| Hello {
         version: PROTOCOL_VERSION,
         test_id,
         size: HEADER_LEN as u32,
@@ -138,19 +135,8 @@ fn establish(config: &TcpClientConfig) -> Result<(Control, Hello, Vec<TcpStream>
             write_size: config.write_size,
             cc: config.cc.clone(),
         }),
-    };
-    let mut hs = ClientHandshake::new(hello.clone(), config.key.clone(), nonce());
-    control.send(&hs.hello())?;
-    let port = loop {
-        let msg = control.recv(Duration::from_secs(10), "ready")?;
-        if let ControlMsg::Error(e) = &msg {
-            return Err(SessionError::Refused(e.message.clone()));
-        }
-        match hs.handle(msg)? {
-            ClientStep::Send(m) => control.send(&m)?,
-            ClientStep::Established { udp_port } => break udp_port,
-        }
-    };
+    })?;
+    let test_id = hello.test_id;
     let dest = SocketAddr::new(config.server.ip(), port);
     let mut socks = Vec::with_capacity(usize::from(streams));
     for stream in 0..streams {

@@ -312,22 +312,22 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         if now >= next_status {
             next_status += Duration::from_secs(1);
             let live = emu.live();
-            if intervals.len() < realtime::MAX_INTERVALS {
-                intervals.push(realtime::IntervalSample {
-                    t_s: started.elapsed().as_secs_f64(),
-                    dt_s: (now - last.0).as_secs_f64(),
-                    a_to_b: live.0.since(&last.1 .0),
-                    b_to_a: live.1.since(&last.1 .1),
-                });
-            }
+            let sample = realtime::IntervalSample {
+                t_s: started.elapsed().as_secs_f64(),
+                dt_s: (now - last.0).as_secs_f64(),
+                a_to_b: live.0.since(&last.1 .0),
+                b_to_a: live.1.since(&last.1 .1),
+            };
             if !args.quiet {
-                let dt = (now - last.0).as_secs_f64();
                 eprintln!(
                     "[{:>5.0}s] a->b {} | b->a {}",
-                    started.elapsed().as_secs_f64(),
-                    status(&last.1 .0, &live.0, dt),
-                    status(&last.1 .1, &live.1, dt)
+                    sample.t_s,
+                    status(&sample.a_to_b, sample.dt_s),
+                    status(&sample.b_to_a, sample.dt_s)
                 );
+            }
+            if intervals.len() < realtime::MAX_INTERVALS {
+                intervals.push(sample);
             }
             last = (now, live);
         }
@@ -345,17 +345,17 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn status(before: &LiveCounters, now: &LiveCounters, dt: f64) -> String {
-    let d = |a: u64, b: u64| b.saturating_sub(a);
-    let bits = d(before.forwarded_bytes, now.forwarded_bytes) as f64 * 8.0;
-    let pkts = d(before.forwarded_packets, now.forwarded_packets) as f64;
+/// One direction's live status from its counts over the last `dt` seconds.
+fn status(d: &LiveCounters, dt: f64) -> String {
+    let bits = d.forwarded_bytes as f64 * 8.0;
+    let pkts = d.forwarded_packets as f64;
     format!(
         "{:>9} {:>7.1} kpkt/s lost {} qdrop {}{}",
         rate_fmt(bits / dt.max(1e-9)),
         pkts / dt.max(1e-9) / 1e3,
-        d(before.dropped_loss, now.dropped_loss),
-        d(before.dropped_queue, now.dropped_queue),
-        match d(before.overflow, now.overflow) + d(before.write_errors, now.write_errors) {
+        d.dropped_loss,
+        d.dropped_queue,
+        match d.overflow + d.write_errors {
             0 => String::new(),
             n => format!(" overflow/write-err {n}"),
         }

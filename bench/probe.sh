@@ -14,14 +14,25 @@
 #    Reported: the highest passing asked rate and what was received there.
 # 3. The same search in packets/s for 1472-byte payloads (50 k to 1 M/s), evlbi vs iperf3 vs
 #    sockperf.
+# 4. The host's own timing floor at the same spacing (`evlbi probe host-jitter`, the pacer with
+#    nothing to send) per path, printed beside the senders' departure gaps.
 #
-#   bench/probe.sh     env: RUNS=3 SECS=3 ITERS=6 SEARCH_SECS=2 PATHS="lo veth" OUT=bench/results/probe.json
+# Every tool gets the same socket buffers: PEER_BUF bytes (default 64 MiB) through iperf3/iperf -w
+# and sockperf --buffer-size, with net.core.rmem_max/wmem_max raised to it for the run (restored
+# at exit) so the peers' plain setsockopt is not capped; evlbi's server asks for the same size.
+# PEER_BUF=default leaves the peers at their defaults (the first published run). Each search is
+# repeated SEARCH_REPEATS times and the median of the highest passing rates is reported.
+#
+#   bench/probe.sh     env: RUNS=3 SECS=3 ITERS=6 SEARCH_SECS=2 SEARCH_REPEATS=3 PEER_BUF=67108864
+#                           PATHS="lo veth" OUT=bench/results/probe.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 SECS=${SECS:-3}
 ITERS=${ITERS:-6}
 SEARCH_SECS=${SEARCH_SECS:-2}
+SEARCH_REPEATS=${SEARCH_REPEATS:-3}
+PEER_BUF=${PEER_BUF:-67108864}
 PATHS=${PATHS:-lo veth}
 OUT=${OUT:-bench/results/probe.json}
 EVLBI=$(realpath "${EVLBI:-target/release/evlbi}")
@@ -35,14 +46,23 @@ WORK=$(mktemp -d)
 NSA=evlbi-bench-a
 NSB=evlbi-bench-b
 PIDS=()
+RMEM0=$(sysctl -n net.core.rmem_max)
+WMEM0=$(sysctl -n net.core.wmem_max)
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    sysctl -qw net.core.rmem_max="$RMEM0" net.core.wmem_max="$WMEM0" || true
     ip netns del $NSA 2>/dev/null || true
     ip netns del $NSB 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 mkdir -p "$(dirname "$OUT")"
+if [[ $PEER_BUF == default ]]; then
+    I3W=(); I2W=(); SPB=()
+else
+    sysctl -qw net.core.rmem_max="$PEER_BUF" net.core.wmem_max="$PEER_BUF"
+    I3W=(-w "$PEER_BUF"); I2W=(-w "$PEER_BUF"); SPB=(--buffer-size "$PEER_BUF")
+fi
 
 setup_veth() {
     ip netns add $NSA
@@ -97,7 +117,7 @@ EOF
 run_iperf3() {
     local size=$1 rate=$2 secs=$3
     bg_server iperf3 -s -1 -B "$IP" -p 15398
-    timed iperf3 -c "$IP" -p 15398 -u -b "$rate" -l "$size" -t "$secs" -J >"$WORK/i3.json" || true
+    timed iperf3 -c "$IP" -p 15398 -u -b "$rate" -l "$size" -t "$secs" "${I3W[@]}" -J >"$WORK/i3.json" || true
     stop_server
     python3 - "$WORK/i3.json" "$(cpu)" "$PATH_NAME" "$size" "$rate" <<'EOF'
 import json, sys
@@ -115,8 +135,8 @@ EOF
 
 run_iperf2() {
     local size=$1 rate=$2 secs=$3
-    bg_server iperf -s -u -B "$IP" -p 15397
-    timed iperf -c "$IP" -p 15397 -u -b "$rate" -l "$size" -t "$secs" >"$WORK/i2.txt" 2>&1 || true
+    bg_server iperf -s -u -B "$IP" -p 15397 "${I2W[@]}"
+    timed iperf -c "$IP" -p 15397 -u -b "$rate" -l "$size" -t "$secs" "${I2W[@]}" >"$WORK/i2.txt" 2>&1 || true
     for _ in $(seq 30); do grep -q "Lost/Total" "$WORK/srv.log" && grep -qE '[0-9]+/ *[0-9]+ ' "$WORK/srv.log" && break; sleep 0.1; done
     stop_server
     python3 - "$WORK/srv.log" "$(cpu)" "$PATH_NAME" "$size" "$rate" <<'EOF'
@@ -140,8 +160,8 @@ EOF
 run_sockperf() {
     local size=$1 rate=$2 secs=$3 mps
     mps=$(python3 -c "print(max(1, int($rate / ($size * 8))))")
-    bg_server sockperf sr -i "$IP" -p 15396
-    timed sockperf tp -i "$IP" -p 15396 -m "$size" -t "$secs" --mps "$mps" >"$WORK/sp.txt" 2>&1 || true
+    bg_server sockperf sr -i "$IP" -p 15396 "${SPB[@]}"
+    timed sockperf tp -i "$IP" -p 15396 -m "$size" -t "$secs" --mps "$mps" "${SPB[@]}" >"$WORK/sp.txt" 2>&1 || true
     sleep 0.2
     stop_server
     python3 - "$WORK/sp.txt" "$WORK/srv.log" "$(cpu)" "$PATH_NAME" "$size" "$rate" "$secs" <<'EOF'
@@ -162,9 +182,9 @@ print(json.dumps(out))
 EOF
 }
 
-# search TOOL SIZE LO_BPS HI_BPS: binary search on the asked rate; prints one JSON line.
+# search TOOL SIZE LO_BPS HI_BPS REP: binary search on the asked rate; prints one JSON line.
 search() {
-    local tool=$1 size=$2 lo=$3 hi=$4 best="" mid line
+    local tool=$1 size=$2 lo=$3 hi=$4 rep=$5 best="" mid line
     for _ in $(seq "$ITERS"); do
         mid=$(python3 -c "print(int(($lo + $hi) / 2))")
         line=$("run_$tool" "$size" "$mid" "$SEARCH_SECS")
@@ -175,12 +195,19 @@ search() {
             hi=$mid
         fi
     done
-    python3 -c 'import json,sys; b=json.loads(sys.argv[4]) if sys.argv[4] else None; print(json.dumps({"search": sys.argv[1], "size": int(sys.argv[2]), "path": sys.argv[3], "best": b}))' "$tool" "$size" "$PATH_NAME" "$best"
+    python3 -c 'import json,sys; b=json.loads(sys.argv[4]) if sys.argv[4] else None; print(json.dumps({"search": sys.argv[1], "size": int(sys.argv[2]), "path": sys.argv[3], "rep": int(sys.argv[5]), "best": b}))' "$tool" "$size" "$PATH_NAME" "$best" "$rep"
+}
+
+# host_jitter SPACING: the pacer with nothing to send, on the client side of the path.
+host_jitter() {
+    "${C[@]}" "$EVLBI" probe host-jitter --spacing "$1" --duration "${SECS}s" --json -q |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); g=r["releases"]["departure_gap_ns"]; print(json.dumps({"path": sys.argv[1], "spacing_ns": r["spacing_ns"], "gap_p50_us": g["p50"]/1e3, "gap_p99_us": g["p99"]/1e3, "interruptions_per_s": r["interruptions_per_second"], "interrupted_share": r["interrupted_share"], "nivcsw": r["involuntary_context_switches"]}))' "$PATH_NAME"
 }
 
 : >"$WORK/all"
 : >"$WORK/search"
 : >"$WORK/search_steps"
+: >"$WORK/floor"
 START=$(date +%s)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for p in $PATHS; do
@@ -192,22 +219,28 @@ for p in $PATHS; do
             "run_$t" 8192 4096000000 "$SECS" >>"$WORK/all"
         done
     done
-    echo "== $p: rate search, 8192 B" >&2
-    for t in evlbi iperf3; do search "$t" 8192 1000000000 16000000000 >>"$WORK/search"; done
-    echo "== $p: packet-rate search, 1472 B" >&2
-    for t in evlbi iperf3 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf); do
-        search "$t" 1472 $((50000 * 1472 * 8)) $((1000000 * 1472 * 8)) >>"$WORK/search"
+    echo "== $p: host timing floor at 16 us" >&2
+    host_jitter 16us >>"$WORK/floor"
+    for rep in $(seq "$SEARCH_REPEATS"); do
+        echo "== $p: rate search, 8192 B ($rep/$SEARCH_REPEATS)" >&2
+        for t in evlbi iperf3; do search "$t" 8192 1000000000 16000000000 "$rep" >>"$WORK/search"; done
+        echo "== $p: packet-rate search, 1472 B ($rep/$SEARCH_REPEATS)" >&2
+        for t in evlbi iperf3 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf); do
+            search "$t" 1472 $((50000 * 1472 * 8)) $((1000000 * 1472 * 8)) "$rep" >>"$WORK/search"
+        done
     done
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-python3 - "$WORK/all" "$WORK/search" "$WORK/search_steps" "$OUT" "$RUNS" "$SECS" "$ITERS" "$SEARCH_SECS" "$(( $(date +%s) - START ))" "$LOAD0" "$LOAD1" "$HAVE_SOCKPERF" <<'EOF'
+python3 - "$WORK/all" "$WORK/search" "$WORK/search_steps" "$OUT" "$RUNS" "$SECS" "$ITERS" "$SEARCH_SECS" "$(( $(date +%s) - START ))" "$LOAD0" "$LOAD1" "$HAVE_SOCKPERF" "$WORK/floor" "$PEER_BUF" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 searches = [json.loads(l) for l in open(sys.argv[2])]
 steps = [json.loads(l) for l in open(sys.argv[3])]
 runs, secs, iters, ssecs, took, load0, load1, have_sp = sys.argv[5:13]
+floors = [json.loads(l) for l in open(sys.argv[13])]
+peer_buf = sys.argv[14]
 print(f"{runs} runs x {secs} s per tool and path (medians); searches {iters} steps x {ssecs} s; took {took} s; "
-      f"load average before {load0}, after {load1}" + ("" if have_sp == "1" else "; sockperf not installable"))
+      f"load average before {load0}, after {load1}; peer socket buffers {peer_buf}" + ("" if have_sp == "1" else "; sockperf not installable"))
 for path in sorted({r["path"] for r in rows}, key=lambda p: p != "lo"):
     print(f"\n4.096 Gb/s, 8192 B, {'127.0.0.1' if path == 'lo' else 'veth between two namespaces, MTU 9000'}\n")
     print("| tool | received Gb/s | loss | sender CPU % | departure gap p50 / p99 us | receiver timing |")
@@ -221,17 +254,27 @@ for path in sorted({r["path"] for r in rows}, key=lambda p: p != "lo"):
         timing = (f"inter-arrival p99 {med('interarrival_p99_us'):.1f} us" if tool == "evlbi"
                   else f"jitter {med('jitter_us'):.1f} us" if any("jitter_us" in r for r in rs) else "-")
         print(f"| {tool} | {med('rate_bps')/1e9:.3f} | {med('loss'):.2e} | {med('cpu_pct'):.0f} | {gap} | {timing} |")
-    print(f"\nHighest rate with loss < 1e-6 and >= 90 % of the asked rate received ({path}):\n")
-    print("| size | tool | highest passing asked rate | received there | packets/s received | sender CPU % |")
-    print("|---|---|---|---|---|---|")
-    for s in searches:
-        if s["path"] != path:
+    for f in (f for f in floors if f["path"] == path):
+        print(f"| host floor (pacer, nothing sent) | - | - | 100 | {f['gap_p50_us']:.2f} / {f['gap_p99_us']:.2f} | "
+              f"{f['interruptions_per_s']:.0f} interruptions/s, {100*f['interrupted_share']:.2f} % of the time |")
+    print(f"\nHighest rate with loss < 1e-6 and >= 90 % of the asked rate received ({path}), "
+          f"median over repeats (a repeat where nothing passed counts as 0):\n")
+    print("| size | tool | repeats passing | median highest passing asked rate | each repeat (asked Gb/s) | received there (median) | packets/s received | sender CPU % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (tool, size) in sorted({(s["search"], s["size"]) for s in searches if s["path"] == path}, key=lambda k: (-k[1], k[0] != "evlbi")):
+        reps = [s["best"] for s in searches if s["path"] == path and s["search"] == tool and s["size"] == size]
+        asked = [b["asked_bps"] if b else 0.0 for b in reps]
+        passed = [b for b in reps if b]
+        each = ", ".join(f"{a/1e9:.3f}" if a else "none" for a in asked)
+        if not passed:
+            print(f"| {size} | {tool} | 0/{len(reps)} | none passed | {each} | - | - | - |")
             continue
-        b = s["best"]
-        if b is None:
-            print(f"| {s['size']} | {s['search']} | none passed | - | - | - |")
-        else:
-            print(f"| {s['size']} | {s['search']} | {b['asked_bps']/1e9:.3f} Gb/s ({b['asked_bps']/8/s['size']/1e3:.0f} k/s) | "
-                  f"{b['rate_bps']/1e9:.3f} Gb/s | {b['pps']/1e3:.0f} k/s | {b['cpu_pct']:.0f} |")
-json.dump({"runs": rows, "searches": searches, "search_steps": steps}, open(sys.argv[4], "w"), indent=1)
+        m = statistics.median(asked)
+        rx = statistics.median(b["rate_bps"] for b in passed)
+        pps = statistics.median(b["pps"] for b in passed)
+        cpu = statistics.median(b["cpu_pct"] for b in passed)
+        print(f"| {size} | {tool} | {len(passed)}/{len(reps)} | {m/1e9:.3f} Gb/s ({m/8/size/1e3:.0f} k/s) | {each} | "
+              f"{rx/1e9:.3f} Gb/s | {pps/1e3:.0f} k/s | {cpu:.0f} |")
+json.dump({"runs": rows, "searches": searches, "search_steps": steps, "host_floor": floors, "peer_buf": peer_buf},
+          open(sys.argv[4], "w"), indent=1)
 EOF

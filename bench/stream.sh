@@ -118,7 +118,8 @@ lost = st["frames_sent"] - rs["window"]["written_valid"]
 disk = {"seconds": float(secs), "frames_sent": st["frames_sent"], "frames_written_valid": rs["window"]["written_valid"],
         "frames_filled": rs["window"]["written_filled"], "lost_frames": lost, "achieved_rate_bps": st["achieved_rate_bps"],
         "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
-        "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"]}
+        "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"],
+        "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None}
 sweep = [json.loads(l) for l in open(os.path.join(w, "sweep"))]
 lossless = [p for p in sweep if p["loss"] < 1e-6 and p["frames_sent"] >= 1e6]
 best = max(lossless, key=lambda p: p["sent_rate_bps"]) if lossless else None
@@ -143,6 +144,8 @@ print(f"| achieved data rate | {disk['achieved_rate_bps']/1e9:.4f} Gb/s | 3.98 G
 print(f"| lost frames | {lost} of {disk['frames_sent']} (kernel drops {disk['kernel_drops']}) | — |")
 print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal 15.625) | σ 9.7 µs |")
 print(f"| sender CPU | {disk['sender_cpu_pct']:.0f} % | 111 % |\n| receiver CPU | {disk['receiver_cpu_pct']:.0f} % | 28 % |")
+if disk["writer_cpu_pct"] is not None:
+    print(f"| file-writer process CPU (beside the receiver's) | {disk['writer_cpu_pct']:.0f} % | — |")
 print("\n| asked | burst | sent Gb/s | frames | loss | kernel drops | sender CPU | receiver CPU | gap p99 µs | slips |\n|---|---|---|---|---|---|---|---|---|---|")
 for p in sweep:
     print(f"| {p['asked']} | {p['burst']} | {p['sent_rate_bps']/1e9:.3f} | {p['frames_sent']} | {p['loss']:.2e} | {p['kernel_drops']} | {p['sender_cpu']:.0f} % | {p['receiver_cpu']:.0f} % | {p['gap_p99_us']:.2f} | {p['slips']} |")

@@ -48,6 +48,19 @@ pub enum ProbeCommand {
         with \"partial\": true and the reason in \"error\"); 2 usage error (e.g. an unknown --cc, \
         which lists the kernel's).")]
     Client(Box<ClientArgs>),
+    /// Measure this host's timing floor: run the sender's pacer at a spacing for a while with
+    /// nothing to send and report its departure gaps and what interrupted it (timer ticks,
+    /// interrupts, the hypervisor, other tasks). No sender on this host can show a departure-gap
+    /// p99 below this one at the same spacing, so read a probe client's or stream sender's gaps
+    /// against it. Takes one core for the duration.
+    #[command(after_help = "Examples:\n  \
+        evlbi probe host-jitter --spacing 16us                  # 5 s, text\n  \
+        evlbi probe host-jitter --size 8000 --rate 4.096G --duration 10s --json --out floor.json\n  \
+        taskset -c 1 evlbi probe host-jitter --spacing 16us      # the core a sender would be pinned to\n\n\
+        Reading it: \"gap p99 excess\" is the departure-gap p99 minus the spacing; \"interruptions\" are \
+        moments (> 1 us) the spinning thread did not run; involuntary context switches > 0 mean \
+        another task took the core, 0 with interruptions means interrupts or the hypervisor.")]
+    HostJitter(HostJitterArgs),
     /// Internal: the CPU-bound task `--cpu-load` runs (spins on THREADS threads until SECONDS
     /// have passed or its parent PARENT is gone).
     #[command(hide = true)]
@@ -84,6 +97,24 @@ pub struct ServerArgs {
     /// Print one JSON line per finished session instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+pub struct HostJitterArgs {
+    /// Spacing between releases: 16us.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "rate")]
+    spacing: Option<f64>,
+    /// Rate instead of a spacing (with --size): 4.096G.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Bytes per packet for --rate.
+    #[arg(long, default_value_t = 8192)]
+    size: u32,
+    /// How long to measure (at most 1h).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    duration: f64,
+    #[command(flatten)]
+    output: ResultOutput,
 }
 
 #[derive(Args)]
@@ -171,6 +202,7 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
     match cmd {
         ProbeCommand::Server(a) => server(a),
         ProbeCommand::Client(a) => client(*a),
+        ProbeCommand::HostJitter(a) => host_jitter(a),
         ProbeCommand::BurnCpu {
             threads,
             seconds,
@@ -275,6 +307,72 @@ fn resolve(s: &str) -> Result<SocketAddr> {
         .map_err(|e| anyhow!("cannot resolve {s}: {e}"))?
         .next()
         .ok_or_else(|| anyhow!("{s} resolves to no address"))
+}
+
+fn host_jitter(a: HostJitterArgs) -> Result<()> {
+    let spacing = match (a.spacing, a.rate) {
+        (Some(s), None) if s > 0.0 && s <= 1.0 => netio::Spacing::from_nanos((s * 1e9).round() as u64),
+        (None, Some(r)) if r >= 1.0 && a.size > 0 => netio::Spacing::from_rate(u64::from(a.size), r.round() as u64),
+        (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G, with --size)")),
+        _ => {
+            return Err(usage(
+                "--spacing must be > 0 and at most 1s; --rate at least 1 bit/s, --size > 0",
+            ))
+        }
+    };
+    if spacing.is_zero() {
+        return Err(usage("the spacing rounds to 0 ns"));
+    }
+    let max = probe_session::host_jitter::MAX_DURATION.as_secs_f64();
+    if !(0.01..=max).contains(&a.duration) {
+        return Err(usage("--duration must be between 10ms and 1h"));
+    }
+    let bar = a.output.bar(1000, "{bar:40} {percent}% ETA {eta}");
+    let r = probe_session::host_jitter::measure(spacing, Duration::from_secs_f64(a.duration), |done| {
+        bar.set_position((done.clamp(0.0, 1.0) * 1000.0) as u64)
+    });
+    bar.finish_and_clear();
+    if a.output.emit(&r)? {
+        print_host_jitter(&r);
+    }
+    Ok(())
+}
+
+fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
+    let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.2}", v as f64 / 1e3));
+    let g = &r.releases.departure_gap_ns;
+    println!(
+        "host jitter: {} releases every {:.3} us over {:.2} s, nothing sent",
+        r.releases.packets_sent,
+        r.spacing_ns as f64 / 1e3,
+        r.seconds
+    );
+    println!(
+        "  departure gap us: p50 {} p90 {} p99 {} p99.9 {} max {}",
+        us(g.p50),
+        us(g.p90),
+        us(g.p99),
+        us(g.p999),
+        us(g.max)
+    );
+    if let Some(x) = r.gap_p99_excess_ns {
+        println!(
+            "  gap p99 excess: {:+.2} us — no sender on this host does better at this spacing",
+            x / 1e3
+        );
+    }
+    println!(
+        "  interruptions > {:.0} us while spinning: {} ({:.0}/s), longest {} us, {:.2} % of the spin time",
+        r.interruption_threshold_ns as f64 / 1e3,
+        r.interruptions.count,
+        r.interruptions_per_second,
+        us(r.interruptions.max),
+        r.interrupted_share * 100.0
+    );
+    println!(
+        "  involuntary context switches: {}; pacer slips (> catch-up bound): {}",
+        r.involuntary_context_switches, r.pacer_slips
+    );
 }
 
 fn client(a: ClientArgs) -> Result<()> {

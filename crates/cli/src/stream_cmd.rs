@@ -156,6 +156,12 @@ pub struct RecvArgs {
     /// Receive socket buffer to ask for.
     #[arg(long, value_parser = parse_size, default_value = "64M")]
     rcvbuf: u64,
+    /// With --out: memory between the receiver and the file writer. It absorbs disk stalls of
+    /// SIZE / data rate (256M: 0.5 s at 4 Gb/s); when it is full the receiver waits, the socket
+    /// buffer fills and the kernel drops — reported as "writer stall", the disk's loss, not the
+    /// network's.
+    #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
+    write_buffer: u64,
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<f64>,
@@ -343,6 +349,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
             args: vec!["stream".into(), "write-files".into()],
         },
+        write_buffer: a.write_buffer,
     };
     let bound = BoundReceiver::bind(cfg)?;
     eprintln!(
@@ -359,8 +366,13 @@ fn recv(a: RecvArgs) -> Result<()> {
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
         if !quiet {
+            let stall = if l.writer_stall.is_zero() {
+                String::new()
+            } else {
+                format!("  writer stall {:.0} ms", l.writer_stall.as_secs_f64() * 1e3)
+            };
             eprintln!(
-                "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}",
+                "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
                 l.elapsed_s,
                 si_fmt(l.rate_bps),
                 l.stations,
@@ -406,6 +418,13 @@ fn recv(a: RecvArgs) -> Result<()> {
         eprintln!(
             "kernel dropped {} datagrams on full socket buffers (RcvbufErrors)",
             r.udp.rcvbuf_errors
+        );
+    }
+    if r.writer_stalls > 0 {
+        eprintln!(
+            "the file writer held the receiver up {} times, {:.2} s in all: the output takes less than the \
+             stream's rate (or stalled); datagrams the kernel dropped meanwhile are the disk's loss, not the network's",
+            r.writer_stalls, r.writer_stall_s
         );
     }
     let writer = r.writer_cpu.map_or(String::new(), |w| {

@@ -203,3 +203,87 @@ fn interval_prints_live_lines_during_the_trial() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("received   15000 of 15000"), "{out}");
 }
+
+fn host_jitter(prefix: &[&str], args: &[&str]) -> Value {
+    let mut cmd = if prefix.is_empty() {
+        bin()
+    } else {
+        let mut c = std::process::Command::new(prefix[0]);
+        c.args(&prefix[1..]).arg(env!("CARGO_BIN_EXE_evlbi"));
+        c
+    };
+    let o = cmd
+        .args(["probe", "host-jitter", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn host_jitter_reports_the_pacers_own_gaps() {
+    let r = host_jitter(&[], &["--size", "8000", "--rate", "4.096G", "--duration", "300ms"]);
+    assert_eq!(r["kind"], "host_jitter");
+    assert_eq!(r["spacing_ns"], 15_625);
+    let rel = &r["releases"];
+    let n = rel["packets_sent"].as_u64().unwrap();
+    // 300 ms / 15.625 us = 19 200 releases on time; slips re-anchor later, never earlier.
+    assert!(n <= 19_201 && n > 1000, "{n}");
+    assert_eq!(rel["bytes_sent"], 0);
+    let gaps = &rel["departure_gap_ns"];
+    assert_eq!(gaps["count"].as_u64().unwrap(), n - 1);
+    // An absolute timeline never releases early: the mean gap is at least the spacing.
+    assert!(gaps["mean"].as_f64().unwrap() >= 15_624.0, "{gaps}");
+    let share = r["interrupted_share"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    let excess = r["gap_p99_excess_ns"].as_f64().unwrap();
+    assert_eq!(excess, gaps["p99"].as_f64().unwrap() - 15_625.0);
+}
+
+#[test]
+fn host_jitter_sees_a_competing_task_on_its_core() {
+    // Our own CPU burner and the measurement pinned to one core: the scheduler must share it,
+    // so the spinning thread is taken off the CPU for whole time slices.
+    let mut burner = std::process::Command::new("taskset")
+        .args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_evlbi"),
+            "probe",
+            "burn-cpu",
+            "--threads",
+            "1",
+            "--seconds",
+            "20",
+        ])
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .spawn()
+        .unwrap();
+    let r = host_jitter(&["taskset", "-c", "0"], &["--spacing", "16us", "--duration", "1s"]);
+    let _ = burner.kill();
+    let _ = burner.wait();
+    assert!(r["involuntary_context_switches"].as_u64().unwrap() >= 1, "{r}");
+    // Two CPU-bound tasks on one core at the same nice level get about half each.
+    assert!(r["interrupted_share"].as_f64().unwrap() > 0.2, "{r}");
+    assert!(r["interruptions"]["max"].as_u64().unwrap() >= 1_000_000, "{r}");
+}
+
+#[test]
+fn host_jitter_usage_errors_exit_2() {
+    for args in [
+        &["probe", "host-jitter"][..],
+        &["probe", "host-jitter", "--spacing", "0us"][..],
+        &["probe", "host-jitter", "--spacing", "16us", "--duration", "2h"][..],
+        &["probe", "host-jitter", "--spacing", "16us", "--rate", "1G"][..],
+    ] {
+        let o = bin().args(args).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -689,3 +689,78 @@ fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
     let sent = std::fs::read(&t.ef).unwrap();
     assert!(data[..] == sent[..data.len()], "what was written is what was sent");
 }
+
+/// The file-writer child of the receiver process `pid` (bounded wait for it to be spawned).
+fn writer_child(pid: u32) -> u32 {
+    let t0 = Instant::now();
+    loop {
+        let mut kids = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let list = std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+            kids.extend(list.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+        }
+        if let [one] = kids[..] {
+            return one;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no single writer child: {kids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process held with SIGSTOP; continued on drop, so a failing test leaves nothing stopped.
+struct Stopped(u32);
+
+impl Stopped {
+    fn signal(pid: u32, sig: &str) {
+        let st = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill {sig} {pid}");
+    }
+
+    fn new(pid: u32) -> Stopped {
+        Stopped::signal(pid, "-STOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        Stopped::signal(self.0, "-CONT");
+    }
+}
+
+#[test]
+fn a_stalled_disk_holds_the_receiver_up_without_ending_it() {
+    // The writer process stopped for 2 s stands for a disk that stalls: with a 1 MiB write buffer
+    // the receiver must wait for it. Waiting is not idleness: the datagrams queue in the socket
+    // buffer, and once the writer resumes every frame is written.
+    let t = setup();
+    let rx = t.receiver(&["--write-buffer", "1M"]);
+    let stopped = Stopped::new(writer_child(rx.child.id()));
+    let port = rx.port;
+    let ef = t.ef.clone();
+    let sender = std::thread::spawn(move || send(port, &[&ef], &["--loop", "--duration", "3s"]).1);
+    std::thread::sleep(Duration::from_millis(2000));
+    drop(stopped);
+    let sent = sender.join().unwrap();
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let r = json(&t.summary);
+    assert_eq!(r["stopped_by"], "idle timeout", "{log}");
+    let frames_sent = sent["stations"][0]["frames_sent"].as_u64().unwrap();
+    assert!(frames_sent > 5000, "{frames_sent}");
+    let w = &r["stations"][0]["window"];
+    assert_eq!(w["written_valid"].as_u64().unwrap(), frames_sent, "{log}");
+    assert_eq!(w["written_filled"], 0, "{log}");
+    let stall = r["writer_stall_s"].as_f64().unwrap();
+    assert!(stall >= 1.0, "the receiver waited for the stopped writer: {stall} s");
+    assert!(r["writer_stalls"].as_u64().unwrap() >= 1);
+    assert_eq!(r["write_buffer"], 1_000_000);
+    assert!(log.contains("the file writer held the receiver up"), "{log}");
+    assert_eq!(output_of(&t.rx_dir, "Ef").len() as u64, frames_sent * FRAME as u64);
+}

@@ -24,6 +24,7 @@
 pub mod burn;
 mod client;
 pub mod host;
+pub mod host_jitter;
 mod server;
 mod tcp_client;
 mod tcp_server;

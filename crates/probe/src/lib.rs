@@ -17,6 +17,7 @@
 //! | [`recv_stats`] | stray classification and all receiver statistics, bounded memory |
 //! | [`lossfit`] | exponential fit of loss intervals, Kolmogorov–Smirnov test, verdict |
 //! | [`host`] | host CPU, UDP and interface counters over a trial, one end ([`host::HostDelta`]) |
+//! | [`host_jitter`] | the host's timing floor: a pacer that sends nothing, and what interrupted it |
 //! | [`results`] | [`results::ProbeResult`] and [`results::SweepResult`] |
 //! | [`tcp`] | TCP tests: data-connection preamble, TCP_INFO parsing, samples, intervals, Mathis check |
 //! | [`tcp_results`] | TCP test, CPU-load sweep and receive-buffer sweep results |
@@ -54,6 +55,7 @@ pub mod auth;
 pub mod control;
 pub mod hist;
 pub mod host;
+pub mod host_jitter;
 pub mod lossfit;
 pub mod recv_stats;
 pub mod results;

@@ -34,6 +34,8 @@ pub struct RecvConfig {
     pub interval: Duration,
     /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
     pub writer: WriterPlacement,
+    /// Memory between the receiver and the file writer, bytes ([`crate::sink::DEFAULT_WRITE_BUFFER`]).
+    pub write_buffer: u64,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -59,6 +61,8 @@ pub struct LiveLine {
     pub duplicates: u64,
     /// Stations seen.
     pub stations: usize,
+    /// Time the receiver waited for the file writer in the interval (its buffer was full).
+    pub writer_stall: Duration,
 }
 
 /// Bound socket, before receiving: lets a caller print the port (e.g. `--listen 127.0.0.1:0`).
@@ -94,7 +98,7 @@ impl BoundReceiver {
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let cfg = self.cfg;
-        let mut sink = FileSink::new(cfg.out_dir.as_deref(), cfg.chunk, &cfg.writer)
+        let mut sink = FileSink::new(cfg.out_dir.as_deref(), cfg.chunk, &cfg.writer, cfg.write_buffer)
             .map_err(io_err("set up the output directory and its writer"))?;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
@@ -104,7 +108,15 @@ impl BoundReceiver {
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
         let _ = batch.enable_gro(&self.sock);
         let mut first: Option<Instant> = None;
+        // Arrival of the last batch, and when the loop was last ready to receive again after
+        // handling one: idleness is "no datagram for T while we were listening", never the time
+        // a full writer queue held the loop up (the socket buffer fills meanwhile).
         let mut last_rx = started;
+        let mut ready_since = started;
+        let idle = |now: Instant, since: Instant| {
+            cfg.idle_timeout
+                .is_some_and(|t| now.saturating_duration_since(since) >= t)
+        };
         let mut next_nak = started;
         let mut next_live = started + cfg.interval;
         let mut naks_sent = 0u64;
@@ -112,6 +124,7 @@ impl BoundReceiver {
         let (mut live_bytes, mut live_frames, mut live_filled, mut live_rej) = (0u64, 0u64, 0u64, 0u64);
         let mut live_udp = udp0;
         let mut live_win = stream::WindowStats::default();
+        let mut live_stall = Duration::ZERO;
         let stopped_by;
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -123,13 +136,14 @@ impl BoundReceiver {
                 stopped_by = "duration".to_string();
                 break;
             }
-            if first.is_some() && cfg.idle_timeout.is_some_and(|t| now - last_rx >= t) {
-                stopped_by = "idle timeout".to_string();
-                break;
-            }
             // recvmmsg: up to 64 datagrams per system call (one call each would cap the rate).
             match batch.recv_batch(&self.sock, Some(Duration::from_millis(1))) {
-                Ok(0) => {}
+                Ok(0) => {
+                    if first.is_some() && idle(now, ready_since.max(last_rx)) {
+                        stopped_by = "idle timeout".to_string();
+                        break;
+                    }
+                }
                 Ok(_) => {
                     let now = Instant::now();
                     first.get_or_insert(now);
@@ -138,12 +152,19 @@ impl BoundReceiver {
                         live_bytes += d.data.len() as u64;
                         rx.handle_datagram(now, d.from, d.data, d.truncated, &mut sink);
                     }
+                    ready_since = Instant::now();
                 }
                 Err(e)
                     if matches!(
                         e.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) => {}
+                    ) =>
+                {
+                    if first.is_some() && idle(now, ready_since.max(last_rx)) {
+                        stopped_by = "idle timeout".to_string();
+                        break;
+                    }
+                }
                 Err(e) => {
                     return Err(SessionError::Io {
                         what: "receive".into(),
@@ -166,6 +187,7 @@ impl BoundReceiver {
                 let secs = cfg.interval.as_secs_f64();
                 let rejected = rx.counters().rejected();
                 let win = rx.window_totals();
+                let (stall, _) = sink.stalled();
                 live(&LiveLine {
                     elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
                     rate_bps: live_bytes as f64 * 8.0 / secs,
@@ -177,7 +199,9 @@ impl BoundReceiver {
                     reordered: win.reordered - live_win.reordered,
                     late: win.late - live_win.late,
                     duplicates: win.duplicates - live_win.duplicates,
+                    writer_stall: stall.saturating_sub(live_stall),
                 });
+                live_stall = stall;
                 live_win = win;
                 live_bytes = 0;
                 live_frames = sink.frames();
@@ -188,6 +212,7 @@ impl BoundReceiver {
             }
         }
         rx.finish(&mut sink);
+        let (writer_stall, writer_stalls) = sink.stalled();
         let (files, frames_not_written, write_error) = sink.finish();
         let wall = started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
@@ -216,6 +241,9 @@ impl BoundReceiver {
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
                 .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
             naks_sent,
+            writer_stall_s: writer_stall.as_secs_f64(),
+            writer_stalls,
+            write_buffer: cfg.out_dir.is_some().then_some(cfg.write_buffer),
             stopped_by,
         })
     }

@@ -168,6 +168,17 @@ pub struct RecvReport {
     pub writer_cpu: Option<ProcessCpuShare>,
     /// NAK datagrams sent.
     pub naks_sent: u64,
+    /// Seconds the receiver waited for the file writer because the write buffer was full (the
+    /// output takes less than the stream's rate). Kernel drops during such waits are the disk's
+    /// doing, not the network's.
+    #[serde(default)]
+    pub writer_stall_s: f64,
+    /// Times the write buffer was full.
+    #[serde(default)]
+    pub writer_stalls: u64,
+    /// Memory between the receiver and the file writer, bytes (null for the memory sink).
+    #[serde(default)]
+    pub write_buffer: Option<u64>,
     /// Why the receiver stopped.
     pub stopped_by: String,
 }

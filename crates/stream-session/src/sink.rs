@@ -24,7 +24,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -36,8 +36,9 @@ use crate::report::WrittenFile;
 
 /// Hand a buffer to the writer once it holds this much.
 const FLUSH_BYTES: usize = 1 << 20;
-/// Buffers queued for the writer (256 MiB: half a second at 4 Gb/s of disk stall absorbed).
-const QUEUE_BUFFERS: usize = 256;
+/// Default memory queued for the writer (256 MiB: half a second of disk stall absorbed at
+/// 4 Gb/s).
+pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
 
 /// Where the file writes run.
 #[derive(Debug, Clone, Default)]
@@ -431,6 +432,9 @@ struct Pending {
 pub struct FileSink {
     chunk: Option<u64>,
     ops: Option<SyncSender<WriteOp>>,
+    /// Time the caller waited because the writer's queue was full, and how often.
+    stalled: std::time::Duration,
+    stalls: u64,
     thread: Option<JoinHandle<Vec<WrittenFile>>>,
     shared: Arc<Shared>,
     pending: HashMap<u16, Pending>,
@@ -440,13 +444,22 @@ pub struct FileSink {
 
 impl FileSink {
     /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
-    /// `placement` says.
-    pub fn new(dir: Option<&Path>, chunk: Option<u64>, placement: &WriterPlacement) -> std::io::Result<FileSink> {
+    /// `placement` says, fed through a queue of about `write_buffer` bytes (at least one 1 MiB
+    /// buffer).
+    pub fn new(
+        dir: Option<&Path>,
+        chunk: Option<u64>,
+        placement: &WriterPlacement,
+        write_buffer: u64,
+    ) -> std::io::Result<FileSink> {
         let shared = Arc::new(Shared::default());
         let (ops, thread) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
-                let (tx, rx) = sync_channel(QUEUE_BUFFERS);
+                let buffers = usize::try_from(write_buffer / FLUSH_BYTES as u64)
+                    .unwrap_or(usize::MAX)
+                    .max(1);
+                let (tx, rx) = sync_channel(buffers);
                 let sh = shared.clone();
                 let thread = match placement {
                     WriterPlacement::Thread => {
@@ -470,6 +483,8 @@ impl FileSink {
         Ok(FileSink {
             chunk,
             ops,
+            stalled: std::time::Duration::ZERO,
+            stalls: 0,
             thread,
             shared,
             pending: HashMap::new(),
@@ -488,9 +503,24 @@ impl FileSink {
         self.filled
     }
 
+    /// Time spent waiting for the writer (its queue full: the disk is slower than the stream),
+    /// and how many times that happened.
+    pub fn stalled(&self) -> (std::time::Duration, u64) {
+        (self.stalled, self.stalls)
+    }
+
     fn send(&mut self, op: WriteOp) {
         if let Some(tx) = &self.ops {
-            if let Err(e) = tx.send(op) {
+            let op = match tx.try_send(op) {
+                Ok(()) => return,
+                Err(TrySendError::Full(op)) => op,
+                Err(TrySendError::Disconnected(op)) => op,
+            };
+            let t = std::time::Instant::now();
+            let sent = tx.send(op);
+            self.stalled += t.elapsed();
+            self.stalls += 1;
+            if let Err(e) = sent {
                 // The writer is gone (it cannot panic on I/O; this is defensive): count the loss.
                 if let WriteOp::Data { frames, .. } = e.0 {
                     self.shared.not_written.fetch_add(frames, Ordering::Relaxed);

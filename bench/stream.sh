@@ -12,7 +12,14 @@
 #     share of lost frames recovered and extra bandwidth.
 #
 #   bench/stream.sh    env: SECS=30 MAXSECS=20 RATES="4096M 5G 6G 7G 8G" ARQSECS=20 OUT=bench/results/stream.json
-#   SECS=600 bench/stream.sh      # the issue's 10-minute run
+#                           PARTS="disk sweep arq" DISK_DIR=(a directory under /tmp) DISK_RATE=4096M
+#   SECS=600 PARTS=disk OUT=bench/results/stream_disk600.json bench/stream.sh   # the issue's 10-minute run
+#   SECS=600 PARTS=disk DISK_DIR=/dev/shm/evlbi-bench OUT=… bench/stream.sh      # same, into tmpfs
+# PIN=1 (disk run, root): the sender alone on CPU 0; the receiver, its writer process and the
+# kernel's unbound workqueues (page-cache writeback) on CPU 1 — a station keeps its sending core
+# free the same way. Restored at exit.
+# Before the disk run the script measures what the output file system sustains (dd of 4 GB with
+# fdatasync) so the result can be read against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-30}
@@ -20,16 +27,30 @@ MAXSECS=${MAXSECS:-20}
 RATES=${RATES:-4096M 5G 6G 7G 8G}
 BURST_RATES=${BURST_RATES:-8G 10G 12G 14G}
 OUT=${OUT:-bench/results/stream.json}
+PARTS=${PARTS:-disk sweep arq}
+DISK_RATE=${DISK_RATE:-4096M}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
 EVLBI=${EVLBI:-target/release/evlbi}
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 WORK=$(mktemp -d /tmp/evlbi-stream-bench.XXXXXX)
 PIDS=()
 NS_A="stb-$$-a"
 NS_B="stb-$$-b"
+RXDIR=${DISK_DIR:-$WORK/rx}
+PIN=${PIN:-0}
+WQMASK=/sys/devices/virtual/workqueue/cpumask
+WQ0=$(cat "$WQMASK" 2>/dev/null || true)
+TX_PIN=()
+RX_PIN=()
+if [[ $PIN == 1 ]]; then
+    TX_PIN=(taskset -c 0)
+    RX_PIN=(taskset -c 1)
+fi
 cleanup() {
+    [[ $PIN == 1 && -n $WQ0 ]] && echo "$WQ0" >"$WQMASK" 2>/dev/null || true
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     for ns in "$NS_A" "$NS_B"; do ip netns list 2>/dev/null | grep -q "^$ns\b" && ip netns delete "$ns" || true; done
-    rm -rf "$WORK"
+    rm -rf "$WORK" "$RXDIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -42,24 +63,38 @@ IN="$WORK/in/Ef.vdif"
 
 port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-echo "== 1. 4.096 Gb/s to disk for ${SECS} s"
+DISK_OK=0
+if has disk; then
+echo "== 1. $DISK_RATE to files in $RXDIR for ${SECS} s"
+mkdir -p "$RXDIR"
+echo "   the file system first: dd 4 GB with fdatasync"
+DD_MBPS=$(dd if=/dev/zero of="$RXDIR/dd.test" bs=1M count=4000 conv=fdatasync 2>&1 | awk '/copied/ {print $(NF-1) * ($NF == "GB/s" ? 1000 : 1)}')
+rm -f "$RXDIR/dd.test"
+echo "   dd: $DD_MBPS MB/s"
 P=$(port)
-mkdir -p "$WORK/rx"
-"$EVLBI" stream recv --listen "127.0.0.1:$P" --out "$WORK/rx" --chunk 4G --idle-timeout 2s -q \
+[[ $PIN == 1 ]] && { echo 2 >"$WQMASK" || echo "   (could not move the unbound workqueues)"; }
+"${RX_PIN[@]}" "$EVLBI" stream recv --listen "127.0.0.1:$P" --out "$RXDIR" --chunk 4G --idle-timeout 2s --interval 10s \
     --json "$WORK/disk-recv.json" 2>"$WORK/disk-recv.log" &
 RX=$!
 PIDS+=("$RX")
 ( while kill -0 "$RX" 2>/dev/null; do
-      ls -1t "$WORK/rx"/*.vdif 2>/dev/null | tail -n +3 | xargs -r rm -f
+      # "|| true": set -e and pipefail are inherited, and an ls that finds no file yet would end
+      # this loop for good (it did: a 10-minute run filled memory).
+      ls -1t "$RXDIR"/*.vdif 2>/dev/null | tail -n +3 | xargs -r rm -f || true
       sleep 2
   done ) &
 PIDS+=("$!")
 sleep 0.3
-"$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
+"${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
 wait "$RX" || true
+[[ $PIN == 1 && -n $WQ0 ]] && echo "$WQ0" >"$WQMASK"
+cp "$WORK/disk-recv.log" "${OUT%.json}.recv.log"
+DISK_OK=1
+fi
 
 echo "== 2. memory sink, ${MAXSECS} s per rate: $RATES; with --burst 8: $BURST_RATES"
 : >"$WORK/sweep"
+has sweep || { RATES=""; BURST_RATES=""; }
 for rb in $(for r in $RATES; do echo "$r:1"; done) $(for r in $BURST_RATES; do echo "$r:8"; done); do
     r=${rb%:*}
     b=${rb#*:}
@@ -87,7 +122,7 @@ done
 
 echo "== 3. ARQ through linkemu: 512 Mb/s, 1 % loss each way, 100 ms RTT, 300 ms latency"
 ARQ_OK=0
-if [[ $(id -u) -eq 0 ]]; then
+if [[ $(id -u) -eq 0 ]] && has arq; then
     "$EVLBI" vdif gen --stations Ef --rate 512M --frame 8000 --seconds 2 --out "$WORK/in512" -q \
         --start 2026-11-23T12:00:00Z >/dev/null
     "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" \
@@ -108,51 +143,58 @@ if [[ $(id -u) -eq 0 ]]; then
     ARQ_OK=1
 fi
 
-python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" <<'PY'
+python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" <<'PY'
 import json, os, sys
 w, secs, maxsecs, arq_ok, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
+disk_ok, dd_mbps, rxdir, disk_rate = sys.argv[6] == "1", float(sys.argv[7]), sys.argv[8], sys.argv[9]
 j = lambda n: json.load(open(os.path.join(w, n)))
-ds, dr = j("disk-send.json"), j("disk-recv.json")
-st, rs = ds["stations"][0], dr["stations"][0]
-lost = st["frames_sent"] - rs["window"]["written_valid"]
-disk = {"seconds": float(secs), "frames_sent": st["frames_sent"], "frames_written_valid": rs["window"]["written_valid"],
-        "frames_filled": rs["window"]["written_filled"], "lost_frames": lost, "achieved_rate_bps": st["achieved_rate_bps"],
-        "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
-        "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"],
-        "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None}
-sweep = [json.loads(l) for l in open(os.path.join(w, "sweep"))]
-lossless = [p for p in sweep if p["loss"] < 1e-6 and p["frames_sent"] >= 1e6]
-best = max(lossless, key=lambda p: p["sent_rate_bps"]) if lossless else None
-res = {"disk_4096": disk, "memory_sweep": sweep, "highest_lossless_bps": best["sent_rate_bps"] if best else None,
-       "highest_lossless_burst": best["burst"] if best else None,
-       "highest_lossless_one_per_call_bps": max((p["sent_rate_bps"] for p in lossless if p["burst"] == 1), default=None),
-       "jive5ab_quoted": {"rate_bps": 3.98e9, "sender_cpu_pct": 111, "receiver_cpu_pct": 28, "gap_stddev_us": 9.7,
+res = {"jive5ab_quoted": {"rate_bps": 3.98e9, "sender_cpu_pct": 111, "receiver_cpu_pct": 28, "gap_stddev_us": 9.7,
                           "highest_bps": 7.9e9, "highest_loss": 8.5e-5}}
+if disk_ok:
+    ds, dr = j("disk-send.json"), j("disk-recv.json")
+    st, rs = ds["stations"][0], dr["stations"][0]
+    lost = st["frames_sent"] - rs["window"]["written_valid"]
+    disk = {"seconds": float(secs), "asked": disk_rate, "dir": rxdir, "pinned": os.environ.get("PIN") == "1", "dd_fdatasync_mbps": dd_mbps,
+            "frames_sent": st["frames_sent"], "frames_written_valid": rs["window"]["written_valid"],
+            "frames_filled": rs["window"]["written_filled"], "lost_frames": lost, "achieved_rate_bps": st["achieved_rate_bps"],
+            "file_rate_mbps": rs["frame_len"] * rs["frames_per_second"] / 1e6,
+            "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
+            "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"],
+            "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None,
+            "writer_stall_s": dr.get("writer_stall_s"), "writer_stalls": dr.get("writer_stalls"),
+            "stopped_by": dr["stopped_by"]}
+    res["disk"] = disk
+    g = disk["gap"]
+    print(f"\n| {disk_rate}, 8000 B frames, {secs} s to files in {rxdir} (dd {dd_mbps:.0f} MB/s; the stream needs {disk['file_rate_mbps']:.0f} MB/s) | evlbi | jive5ab (quoted) |\n|---|---|---|")
+    print(f"| achieved data rate | {disk['achieved_rate_bps']/1e9:.4f} Gb/s | 3.98 Gb/s |")
+    print(f"| lost frames | {lost} of {disk['frames_sent']} ({lost/max(disk['frames_sent'],1):.2e}; kernel drops {disk['kernel_drops']}) | — |")
+    print(f"| receiver waited for the writer | {disk['writer_stall_s']:.2f} s in {disk['writer_stalls']} stalls | — |")
+    print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal 15.625) | σ 9.7 µs |")
+    print(f"| sender CPU | {disk['sender_cpu_pct']:.0f} % | 111 % |\n| receiver CPU | {disk['receiver_cpu_pct']:.0f} % | 28 % |")
+    if disk["writer_cpu_pct"] is not None:
+        print(f"| file-writer process CPU (beside the receiver's) | {disk['writer_cpu_pct']:.0f} % | — |")
+sweep = [json.loads(l) for l in open(os.path.join(w, "sweep"))]
+if sweep:
+    lossless = [p for p in sweep if p["loss"] < 1e-6 and p["frames_sent"] >= 1e6]
+    best = max(lossless, key=lambda p: p["sent_rate_bps"]) if lossless else None
+    res.update({"memory_sweep": sweep, "highest_lossless_bps": best["sent_rate_bps"] if best else None,
+                "highest_lossless_burst": best["burst"] if best else None,
+                "highest_lossless_one_per_call_bps": max((p["sent_rate_bps"] for p in lossless if p["burst"] == 1), default=None)})
+    print("\n| asked | burst | sent Gb/s | frames | loss | kernel drops | sender CPU | receiver CPU | gap p99 µs | slips |\n|---|---|---|---|---|---|---|---|---|---|")
+    for p in sweep:
+        print(f"| {p['asked']} | {p['burst']} | {p['sent_rate_bps']/1e9:.3f} | {p['frames_sent']} | {p['loss']:.2e} | {p['kernel_drops']} | {p['sender_cpu']:.0f} % | {p['receiver_cpu']:.0f} % | {p['gap_p99_us']:.2f} | {p['slips']} |")
+    print(f"\nhighest rate with loss < 1e-6 (≥ 1e6 frames): {res['highest_lossless_bps']/1e9:.2f} Gb/s with --burst {res['highest_lossless_burst']}" if best else "\nno rate met loss < 1e-6")
 if arq_ok:
     a_s, a_r = j("arq-send.json"), j("arq-recv.json")
     q = a_r["stations"][0]["arq"]
     sent_bytes = a_s["stations"][0]["bytes_sent"]
-    res["arq"] = {"missing": q["missing_seen"], "recovered": q["recovered"],
-                  "recovered_share": q["recovered"] / q["missing_seen"] if q["missing_seen"] else None,
-                  "filled": a_r["stations"][0]["window"]["written_filled"],
-                  "extra_bandwidth": a_s["arq"]["resent_bytes"] / sent_bytes if sent_bytes else None,
-                  "srtt_s": q["srtt_s"], "naks": a_r["naks_sent"]}
-json.dump(res, open(out, "w"), indent=1)
-g = disk["gap"]
-print(f"\n| 4.096 Gb/s, 8000 B frames, {secs} s to disk | evlbi | jive5ab (quoted) |\n|---|---|---|")
-print(f"| achieved data rate | {disk['achieved_rate_bps']/1e9:.4f} Gb/s | 3.98 Gb/s |")
-print(f"| lost frames | {lost} of {disk['frames_sent']} (kernel drops {disk['kernel_drops']}) | — |")
-print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal 15.625) | σ 9.7 µs |")
-print(f"| sender CPU | {disk['sender_cpu_pct']:.0f} % | 111 % |\n| receiver CPU | {disk['receiver_cpu_pct']:.0f} % | 28 % |")
-if disk["writer_cpu_pct"] is not None:
-    print(f"| file-writer process CPU (beside the receiver's) | {disk['writer_cpu_pct']:.0f} % | — |")
-print("\n| asked | burst | sent Gb/s | frames | loss | kernel drops | sender CPU | receiver CPU | gap p99 µs | slips |\n|---|---|---|---|---|---|---|---|---|---|")
-for p in sweep:
-    print(f"| {p['asked']} | {p['burst']} | {p['sent_rate_bps']/1e9:.3f} | {p['frames_sent']} | {p['loss']:.2e} | {p['kernel_drops']} | {p['sender_cpu']:.0f} % | {p['receiver_cpu']:.0f} % | {p['gap_p99_us']:.2f} | {p['slips']} |")
-print(f"\nhighest rate with loss < 1e-6 (≥ 1e6 frames): {res['highest_lossless_bps']/1e9:.2f} Gb/s with --burst {res['highest_lossless_burst']}" if best else "\nno rate met loss < 1e-6")
-if arq_ok:
-    a = res["arq"]
+    a = res["arq"] = {"missing": q["missing_seen"], "recovered": q["recovered"],
+                      "recovered_share": q["recovered"] / q["missing_seen"] if q["missing_seen"] else None,
+                      "filled": a_r["stations"][0]["window"]["written_filled"],
+                      "extra_bandwidth": a_s["arq"]["resent_bytes"] / sent_bytes if sent_bytes else None,
+                      "srtt_s": q["srtt_s"], "naks": a_r["naks_sent"]}
     print(f"ARQ 1 %/100 ms RTT/300 ms: {a['recovered']} of {a['missing']} lost frames recovered ({100*a['recovered_share']:.2f} %), "
           f"{a['filled']} written invalid, extra bandwidth {100*a['extra_bandwidth']:.2f} %, srtt {a['srtt_s']}")
+json.dump(res, open(out, "w"), indent=1)
 PY
 echo "results: $OUT"

@@ -40,6 +40,9 @@ pub enum StreamCommand {
     /// on stdout).
     #[command(hide = true)]
     WriteFiles {
+        /// Descriptor of the shared memory the frames come in.
+        #[arg(long, default_value_t = stream_session::sink::RING_FD)]
+        ring_fd: i32,
         /// Output directory.
         dir: PathBuf,
     },
@@ -162,6 +165,10 @@ pub struct RecvArgs {
     /// network's.
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     write_buffer: u64,
+    /// For measurements only: run the file writes in a thread of this process instead of the
+    /// writer process (saves two copies through a pipe; a SIGKILL can then leave a partial frame).
+    #[arg(long, hide = true)]
+    writer_in_thread: bool,
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<f64>,
@@ -183,13 +190,13 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
     match cmd {
         StreamCommand::Send(a) => send(a),
         StreamCommand::Recv(a) => recv(a),
-        StreamCommand::WriteFiles { dir } => write_files(&dir),
+        StreamCommand::WriteFiles { ring_fd, dir } => write_files(&dir, ring_fd),
     }
 }
 
 /// The file writer process of `stream recv`.
-fn write_files(dir: &std::path::Path) -> Result<()> {
-    run_writer_process(dir).with_context(|| format!("writing VDIF files in {}", dir.display()))
+fn write_files(dir: &std::path::Path, ring_fd: i32) -> Result<()> {
+    run_writer_process(dir, ring_fd).with_context(|| format!("writing VDIF files in {}", dir.display()))
 }
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
@@ -345,9 +352,13 @@ fn recv(a: RecvArgs) -> Result<()> {
         duration: a.duration.map(Duration::from_secs_f64),
         idle_timeout: a.idle_timeout.map(Duration::from_secs_f64),
         interval: Duration::from_secs_f64(a.interval.max(0.05)),
-        writer: WriterPlacement::ChildProcess {
-            program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
-            args: vec!["stream".into(), "write-files".into()],
+        writer: if a.writer_in_thread {
+            WriterPlacement::Thread
+        } else {
+            WriterPlacement::ChildProcess {
+                program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
+                args: vec!["stream".into(), "write-files".into()],
+            }
         },
         write_buffer: a.write_buffer,
     };

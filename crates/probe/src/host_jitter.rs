@@ -183,7 +183,7 @@ mod tests {
         assert!((r.interrupted_share - 250_000.0 / r.spin_ns as f64).abs() < 1e-12);
         assert_eq!(r.involuntary_context_switches, 3);
         assert_eq!(r.interruptions_per_second, 5000.0); // 10 in 2 ms
-        // Ten late releases: each leaves a long gap before and a short one after.
+                                                        // Ten late releases: each leaves a long gap before and a short one after.
         assert!(r.releases.departure_gap_ns.max.unwrap_or(0) > 10_000);
         assert!(r.releases.late_packets > 0);
     }

@@ -8,6 +8,7 @@
 
 pub mod recv;
 pub mod report;
+pub mod ring;
 pub mod send;
 pub mod sink;
 

@@ -12,10 +12,10 @@
 //! between pages once a fatal signal is pending (`generic_perform_write`), so a 1 MiB write of
 //! whole frames can end mid-frame. No flag or syscall makes an append atomic on every file system
 //! (RWF_ATOMIC needs kernel 6.11 and a block-sized unit), so with [`WriterPlacement::ChildProcess`]
-//! the writes run in a child process that a kill of the receiver does not touch: the receiver
-//! pipes length-prefixed records of whole frames to it ([`serve_writer_process`]); the child
-//! writes each complete record, drops a record cut short by the receiver's death, and exits at
-//! end of input.
+//! the writes run in a child process that a kill of the receiver does not touch. The frames
+//! travel in shared memory ([`crate::ring`]): the receiver gathers them into a slot and pipes a
+//! small record naming it ([`serve_writer_process`]); the child writes each complete record's
+//! slot, drops a record cut short by the receiver's death, and exits at end of input.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -33,6 +33,7 @@ use stream::FrameSink;
 use serde::{Deserialize, Serialize};
 
 use crate::report::WrittenFile;
+use crate::ring::SharedRing;
 
 /// Hand a buffer to the writer once it holds this much.
 const FLUSH_BYTES: usize = 1 << 20;
@@ -62,10 +63,19 @@ pub enum WriterPlacement {
 enum WriteOp {
     /// Start a new file for `station`, named after its first frame's time.
     Open { station: u16, stamp: String },
-    /// Whole frames for the station's current file.
+    /// Whole frames for the station's current file (writer thread).
     Data {
         station: u16,
         buf: Vec<u8>,
+        frames: u64,
+        filled: u64,
+        frame_len: u64,
+    },
+    /// Whole frames in slot `slot` of the shared ring, `len` bytes (writer process).
+    Slot {
+        station: u16,
+        slot: u32,
+        len: u32,
         frames: u64,
         filled: u64,
         frame_len: u64,
@@ -111,8 +121,42 @@ fn create(dir: &Path, station: u16, stamp: &str) -> std::io::Result<(File, PathB
     ))
 }
 
-/// The writer thread: owns the files.
-fn writer(dir: PathBuf, ops: impl IntoIterator<Item = WriteOp>, shared: Arc<Shared>) -> Vec<WrittenFile> {
+/// Append whole frames to a station's open file; on a write error cut the file back to whole
+/// frames, count what did not make it and stop writing that file.
+fn append(o: &mut Open, data: &[u8], frames: u64, filled: u64, frame_len: u64, shared: &Shared) {
+    let Some(f) = o.file.as_mut() else {
+        shared.not_written.fetch_add(frames, Ordering::Relaxed);
+        return;
+    };
+    match f.write_all(data) {
+        Ok(()) => {
+            o.info.bytes += data.len() as u64;
+            o.info.frames += frames;
+            o.info.filled += filled;
+        }
+        Err(e) => {
+            let on_disk = f.metadata().map_or(o.info.bytes, |m| m.len());
+            let whole = on_disk - on_disk % frame_len.max(1);
+            let _ = f.set_len(whole);
+            let kept_now = (whole.saturating_sub(o.info.bytes)) / frame_len.max(1);
+            o.info.bytes = whole;
+            o.info.frames += kept_now;
+            shared
+                .not_written
+                .fetch_add(frames - kept_now.min(frames), Ordering::Relaxed);
+            shared.fail(format!("writing {}: {e}", o.path.display()));
+            o.file = None;
+        }
+    }
+}
+
+/// The writer (thread, or the body of the writer process with `ring`): owns the files.
+fn writer(
+    dir: PathBuf,
+    ops: impl IntoIterator<Item = WriteOp>,
+    shared: Arc<Shared>,
+    ring: Option<&SharedRing>,
+) -> Vec<WrittenFile> {
     let mut open: HashMap<u16, Open> = HashMap::new();
     let mut done = Vec::new();
     for op in ops {
@@ -143,32 +187,33 @@ fn writer(dir: PathBuf, ops: impl IntoIterator<Item = WriteOp>, shared: Arc<Shar
                 frames,
                 filled,
                 frame_len,
-            } => {
-                let Some(o) = open.get_mut(&station) else { continue };
-                let Some(f) = o.file.as_mut() else {
+            } => match open.get_mut(&station) {
+                Some(o) => append(o, &buf, frames, filled, frame_len, &shared),
+                None => {
                     shared.not_written.fetch_add(frames, Ordering::Relaxed);
-                    continue;
-                };
-                match f.write_all(&buf) {
-                    Ok(()) => {
-                        o.info.bytes += buf.len() as u64;
-                        o.info.frames += frames;
-                        o.info.filled += filled;
+                }
+            },
+            WriteOp::Slot {
+                station,
+                slot,
+                len,
+                frames,
+                filled,
+                frame_len,
+            } => {
+                let data = ring.and_then(|r| r.handed(slot, len as usize));
+                match (open.get_mut(&station), data) {
+                    (Some(o), Some(data)) => append(o, data, frames, filled, frame_len, &shared),
+                    (_, None) => {
+                        shared.fail(format!("writer record: slot {slot} ({len} bytes) was not handed over"));
+                        shared.not_written.fetch_add(frames, Ordering::Relaxed);
                     }
-                    Err(e) => {
-                        // Cut back to whole frames; what did not make it is counted as lost.
-                        let on_disk = f.metadata().map_or(o.info.bytes, |m| m.len());
-                        let whole = on_disk - on_disk % frame_len.max(1);
-                        let _ = f.set_len(whole);
-                        let kept_now = (whole.saturating_sub(o.info.bytes)) / frame_len.max(1);
-                        o.info.bytes = whole;
-                        o.info.frames += kept_now;
-                        shared
-                            .not_written
-                            .fetch_add(frames - kept_now.min(frames), Ordering::Relaxed);
-                        shared.fail(format!("writing {}: {e}", o.path.display()));
-                        o.file = None;
+                    (None, Some(_)) => {
+                        shared.not_written.fetch_add(frames, Ordering::Relaxed);
                     }
+                }
+                if let Some(r) = ring {
+                    r.release(slot);
                 }
             }
             WriteOp::Close { station } => {
@@ -186,12 +231,14 @@ fn writer(dir: PathBuf, ops: impl IntoIterator<Item = WriteOp>, shared: Arc<Shar
 // The record format on the pipe to a writer process (little-endian). Both ends are this crate,
 // but the child still bounds and checks every field: a bad record stops it with an error rather
 // than writing garbage into a VDIF file.
-//   tag u8 (1 open, 2 data, 3 close), station u16, then
+//   tag u8 (1 open, 3 close, 4 slot), station u16, then
 //   open:  len u16, stamp bytes (≤ MAX_STAMP)
-//   data:  frames u64, filled u64, frame_len u32, len u32, bytes (len = frames · frame_len)
+//   slot:  frames u64, filled u64, frame_len u32, len u32, slot u32 (len = frames · frame_len;
+//          the bytes are in that slot of the shared ring)
+// (Tag 2 carried the bytes inline, through the pipe; it is gone with the ring.)
 const TAG_OPEN: u8 = 1;
-const TAG_DATA: u8 = 2;
 const TAG_CLOSE: u8 = 3;
+const TAG_SLOT: u8 = 4;
 const MAX_STAMP: usize = 64;
 /// Largest data record: the 1 MiB flush size plus one frame of at most 64 KiB, with room.
 const MAX_RECORD: u32 = 4 << 20;
@@ -207,22 +254,26 @@ fn encode_op(op: &WriteOp, out: &mut impl Write) -> std::io::Result<()> {
             head.extend_from_slice(stamp);
             out.write_all(&head)
         }
-        WriteOp::Data {
+        WriteOp::Slot {
             station,
-            buf,
+            slot,
+            len,
             frames,
             filled,
             frame_len,
         } => {
-            head.push(TAG_DATA);
+            head.push(TAG_SLOT);
             head.extend_from_slice(&station.to_le_bytes());
             head.extend_from_slice(&frames.to_le_bytes());
             head.extend_from_slice(&filled.to_le_bytes());
             head.extend_from_slice(&(*frame_len as u32).to_le_bytes());
-            head.extend_from_slice(&(buf.len() as u32).to_le_bytes());
-            out.write_all(&head)?;
-            out.write_all(buf)
+            head.extend_from_slice(&len.to_le_bytes());
+            head.extend_from_slice(&slot.to_le_bytes());
+            // One write of ≤ PIPE_BUF bytes: atomic on a pipe, so a killed receiver leaves
+            // a whole record or none.
+            out.write_all(&head)
         }
+        WriteOp::Data { .. } => Err(std::io::Error::other("frame data goes through the ring, not the pipe")),
         WriteOp::Close { station } => {
             head.push(TAG_CLOSE);
             head.extend_from_slice(&station.to_le_bytes());
@@ -269,11 +320,12 @@ fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp>> {
             }
             Ok(Some(WriteOp::Open { station, stamp }))
         }
-        TAG_DATA => {
+        TAG_SLOT => {
             let frames = field!(8, u64);
             let filled = field!(8, u64);
             let frame_len = field!(4, u32);
             let len = field!(4, u32);
+            let slot = field!(4, u32);
             if len > MAX_RECORD
                 || frame_len == 0
                 || filled > frames
@@ -283,14 +335,10 @@ fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp>> {
                     "writer record: {len} bytes for {frames} frames of {frame_len} bytes"
                 )));
             }
-            // read_to_end into reserved capacity: no zeroing pass over a megabyte per record.
-            let mut buf = Vec::with_capacity(len as usize);
-            if input.take(u64::from(len)).read_to_end(&mut buf)? < len as usize {
-                return Ok(None);
-            }
-            Ok(Some(WriteOp::Data {
+            Ok(Some(WriteOp::Slot {
                 station,
-                buf,
+                slot,
+                len,
                 frames,
                 filled,
                 frame_len: u64::from(frame_len),
@@ -318,10 +366,15 @@ struct WriterOutcome {
 }
 
 /// The body of a writer process: records from `input` (see [`WriterPlacement::ChildProcess`])
-/// into files in `dir` until end of input, then a JSON outcome on `output`.
-pub fn serve_writer_process(dir: &Path, input: impl Read, output: impl Write) -> std::io::Result<()> {
+/// naming slots of `ring` into files in `dir` until end of input, then a JSON outcome on `output`.
+pub fn serve_writer_process(
+    dir: &Path,
+    ring: &SharedRing,
+    input: impl Read,
+    output: impl Write,
+) -> std::io::Result<()> {
     let shared = Arc::new(Shared::default());
-    let mut input = std::io::BufReader::with_capacity(1 << 20, input);
+    let mut input = std::io::BufReader::with_capacity(64 << 10, input);
     let sh = shared.clone();
     let ops = std::iter::from_fn(move || match decode_op(&mut input) {
         Ok(op) => op,
@@ -330,7 +383,7 @@ pub fn serve_writer_process(dir: &Path, input: impl Read, output: impl Write) ->
             None
         }
     });
-    let files = writer(dir.to_path_buf(), ops, shared.clone());
+    let files = writer(dir.to_path_buf(), ops, shared.clone(), Some(ring));
     let outcome = WriterOutcome {
         files,
         not_written: shared.not_written.load(Ordering::Relaxed),
@@ -339,21 +392,51 @@ pub fn serve_writer_process(dir: &Path, input: impl Read, output: impl Write) ->
     serde_json::to_writer(output, &outcome).map_err(std::io::Error::other)
 }
 
-/// [`serve_writer_process`] on standard input and output, for the child's `main`. It first
-/// ignores SIGINT, SIGTERM and SIGHUP: those stop the receiver, which then closes the pipe, and
-/// the child must write everything it was given before it exits.
-pub fn run_writer_process(dir: &Path) -> std::io::Result<()> {
+/// Descriptor number the ring has in the writer process.
+pub const RING_FD: i32 = 3;
+
+/// [`serve_writer_process`] on standard input and output with the ring on descriptor `ring_fd`,
+/// for the child's `main`. It first ignores SIGINT, SIGTERM and SIGHUP: those stop the receiver,
+/// which then closes the pipe, and the child must write everything it was given before it exits.
+pub fn run_writer_process(dir: &Path, ring_fd: i32) -> std::io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
-    serve_writer_process(dir, std::io::stdin().lock(), std::io::stdout().lock())
+    // SAFETY: F_GETFD only asks whether the number is an open descriptor.
+    if ring_fd < 0 || unsafe { libc::fcntl(ring_fd, libc::F_GETFD) } < 0 {
+        return Err(std::io::Error::other(format!(
+            "no shared ring on descriptor {ring_fd}: this command is started by `stream recv --out`"
+        )));
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: the descriptor is open (checked) and this process takes it over for good.
+    let ring = SharedRing::open(unsafe { std::os::fd::OwnedFd::from_raw_fd(ring_fd) })?;
+    serve_writer_process(dir, &ring, std::io::stdin().lock(), std::io::stdout().lock())
 }
 
-fn spawn_writer_process(program: &Path, args: &[OsString], dir: &Path) -> std::io::Result<Child> {
+fn spawn_writer_process(program: &Path, args: &[OsString], dir: &Path, ring: &SharedRing) -> std::io::Result<Child> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let child = Command::new(program)
-        .args(args)
+    let ring_fd = ring.fd().as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.args(args).arg("--ring-fd").arg(RING_FD.to_string());
+    // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) run.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rc = if ring_fd == RING_FD {
+                // Already there: only drop close-on-exec.
+                libc::fcntl(RING_FD, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(ring_fd, RING_FD)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
         .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -361,21 +444,16 @@ fn spawn_writer_process(program: &Path, args: &[OsString], dir: &Path) -> std::i
         // closes the pipe; the child must not stop before writing what it was given.
         .process_group(0)
         .spawn()?;
-    if let Some(stdin) = &child.stdin {
-        // A 1 MiB pipe (the usual pipe-max-size) takes a whole buffer per write; if the kernel
-        // refuses, the default 64 KiB pipe still works, with more wake-ups.
-        use std::os::fd::AsRawFd;
-        // SAFETY: fcntl on a pipe descriptor we own; F_SETPIPE_SZ takes an int and touches no memory.
-        unsafe { libc::fcntl(stdin.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    }
     Ok(child)
 }
 
-/// The writer thread's body when the writes run in a child process: forward the records.
+/// The writer thread's body when the writes run in a child process: forward the records (the
+/// frames themselves are in the shared ring). Sets `gone` when the child can take no more.
 fn forward_to_child(
     mut child: Child,
     ops: std::sync::mpsc::Receiver<WriteOp>,
     shared: Arc<Shared>,
+    gone: Arc<AtomicBool>,
 ) -> Vec<WrittenFile> {
     let mut stdin = child.stdin.take();
     for op in ops {
@@ -384,16 +462,19 @@ fn forward_to_child(
                 Ok(()) => continue,
                 Err(e) => {
                     shared.fail(format!("the file writer process stopped: {e}"));
+                    gone.store(true, Ordering::Release);
                     stdin = None;
                 }
             }
         }
-        if let WriteOp::Data { frames, .. } = op {
+        if let WriteOp::Slot { frames, .. } | WriteOp::Data { frames, .. } = op {
             shared.not_written.fetch_add(frames, Ordering::Relaxed);
         }
     }
     drop(stdin);
-    let out = match child.wait_with_output() {
+    let out = child.wait_with_output();
+    gone.store(true, Ordering::Release);
+    let out = match out {
         Ok(o) => o,
         Err(e) => {
             shared.fail(format!("waiting for the file writer process: {e}"));
@@ -418,8 +499,42 @@ fn forward_to_child(
     }
 }
 
+/// Whether process `pid` has exited, without reaping it (its owner waits for it later).
+fn exited(pid: u32) -> bool {
+    // SAFETY: waitid writes one siginfo_t into memory we own; WNOWAIT leaves the child waitable.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            libc::id_t::from(pid),
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read after a successful waitid (0 when nothing has exited).
+    rc != 0 || unsafe { info.si_pid() } != 0
+}
+
+/// The writer process's side of the sink: the shared ring, the slots this process holds, and
+/// how to tell that the process is gone.
+struct RingSide {
+    ring: Arc<SharedRing>,
+    held: Vec<bool>,
+    child: u32,
+    gone: Arc<AtomicBool>,
+}
+
+/// A station's buffer of whole frames being gathered.
+enum Gather {
+    /// In memory, for the writer thread.
+    Heap(Vec<u8>),
+    /// In a slot of the ring (`None` until the next frame needs one), `len` bytes used.
+    Slot { slot: Option<u32>, len: usize },
+}
+
 struct Pending {
-    buf: Vec<u8>,
+    buf: Gather,
     frames: u64,
     filled: u64,
     frame_len: u64,
@@ -432,7 +547,8 @@ struct Pending {
 pub struct FileSink {
     chunk: Option<u64>,
     ops: Option<SyncSender<WriteOp>>,
-    /// Time the caller waited because the writer's queue was full, and how often.
+    ring: Option<RingSide>,
+    /// Time the caller waited because the writer had all the buffers, and how often.
     stalled: std::time::Duration,
     stalls: u64,
     thread: Option<JoinHandle<Vec<WrittenFile>>>,
@@ -442,10 +558,13 @@ pub struct FileSink {
     filled: u64,
 }
 
+/// A slot holds one flush of frames plus one frame of the largest UDP payload.
+const SLOT_BYTES: u32 = (FLUSH_BYTES + 65_536) as u32;
+
 impl FileSink {
     /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
-    /// `placement` says, fed through a queue of about `write_buffer` bytes (at least one 1 MiB
-    /// buffer).
+    /// `placement` says, with about `write_buffer` bytes of buffers between this process and
+    /// the writes (at least one).
     pub fn new(
         dir: Option<&Path>,
         chunk: Option<u64>,
@@ -453,36 +572,53 @@ impl FileSink {
         write_buffer: u64,
     ) -> std::io::Result<FileSink> {
         let shared = Arc::new(Shared::default());
+        let mut ring = None;
         let (ops, thread) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
                 let buffers = usize::try_from(write_buffer / FLUSH_BYTES as u64)
                     .unwrap_or(usize::MAX)
                     .max(1);
-                let (tx, rx) = sync_channel(buffers);
-                let sh = shared.clone();
                 let thread = match placement {
                     WriterPlacement::Thread => {
+                        let (tx, rx) = sync_channel(buffers);
                         let d = d.to_path_buf();
-                        std::thread::spawn(move || writer(d, rx, sh))
+                        let sh = shared.clone();
+                        (tx, std::thread::spawn(move || writer(d, rx, sh, None)))
                     }
                     WriterPlacement::ChildProcess { program, args } => {
-                        let child = spawn_writer_process(program, args, d).map_err(|e| {
+                        let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
+                        let r = Arc::new(SharedRing::create(slots, SLOT_BYTES).map_err(|e| {
+                            std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
+                        })?);
+                        let child = spawn_writer_process(program, args, d, &r).map_err(|e| {
                             std::io::Error::new(
                                 e.kind(),
                                 format!("starting the file writer process {}: {e}", program.display()),
                             )
                         })?;
-                        std::thread::spawn(move || forward_to_child(child, rx, sh))
+                        let gone = Arc::new(AtomicBool::new(false));
+                        ring = Some(RingSide {
+                            held: vec![false; r.slots() as usize],
+                            ring: r,
+                            child: child.id(),
+                            gone: gone.clone(),
+                        });
+                        // Records are small and the ring bounds what is in flight; the queue
+                        // only has to hold one record per slot plus opens and closes.
+                        let (tx, rx) = sync_channel(2 * slots as usize + 64);
+                        let sh = shared.clone();
+                        (tx, std::thread::spawn(move || forward_to_child(child, rx, sh, gone)))
                     }
                 };
-                (Some(tx), Some(thread))
+                (Some(thread.0), Some(thread.1))
             }
             None => (None, None),
         };
         Ok(FileSink {
             chunk,
             ops,
+            ring,
             stalled: std::time::Duration::ZERO,
             stalls: 0,
             thread,
@@ -503,8 +639,8 @@ impl FileSink {
         self.filled
     }
 
-    /// Time spent waiting for the writer (its queue full: the disk is slower than the stream),
-    /// and how many times that happened.
+    /// Time spent waiting for the writer (all buffers with it: the output takes less than the
+    /// stream's rate, or stalled), and how many times that happened.
     pub fn stalled(&self) -> (std::time::Duration, u64) {
         (self.stalled, self.stalls)
     }
@@ -522,26 +658,76 @@ impl FileSink {
             self.stalls += 1;
             if let Err(e) = sent {
                 // The writer is gone (it cannot panic on I/O; this is defensive): count the loss.
-                if let WriteOp::Data { frames, .. } = e.0 {
+                if let WriteOp::Data { frames, .. } | WriteOp::Slot { frames, .. } = e.0 {
                     self.shared.not_written.fetch_add(frames, Ordering::Relaxed);
                 }
             }
         }
     }
 
+    /// A free slot of the ring, waiting (and counting the wait as a stall) while the writer has
+    /// them all; `None` once the writer process is gone.
+    fn take_slot(&mut self) -> Option<u32> {
+        let side = self.ring.as_mut()?;
+        if let Some(s) = side.ring.try_take(&mut side.held) {
+            return Some(s);
+        }
+        let t = std::time::Instant::now();
+        let mut checked = t;
+        let got = loop {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+            if let Some(s) = side.ring.try_take(&mut side.held) {
+                break Some(s);
+            }
+            if checked.elapsed() >= std::time::Duration::from_millis(10) {
+                checked = std::time::Instant::now();
+                if side.gone.load(Ordering::Acquire) || exited(side.child) {
+                    self.shared.fail("the file writer process ended early".into());
+                    break None;
+                }
+            }
+        };
+        self.stalled += t.elapsed();
+        self.stalls += 1;
+        got
+    }
+
     fn hand_over(&mut self, station: u16) {
         let Some(p) = self.pending.get_mut(&station) else {
             return;
         };
-        if p.buf.is_empty() {
-            return;
-        }
-        let op = WriteOp::Data {
-            station,
-            buf: std::mem::replace(&mut p.buf, Vec::with_capacity(FLUSH_BYTES + p.frame_len as usize)),
-            frames: std::mem::take(&mut p.frames),
-            filled: std::mem::take(&mut p.filled),
-            frame_len: p.frame_len,
+        let (frames, filled) = (std::mem::take(&mut p.frames), std::mem::take(&mut p.filled));
+        let frame_len = p.frame_len;
+        let op = match &mut p.buf {
+            Gather::Heap(buf) => {
+                if buf.is_empty() {
+                    return;
+                }
+                WriteOp::Data {
+                    station,
+                    buf: std::mem::replace(buf, Vec::with_capacity(FLUSH_BYTES + frame_len as usize)),
+                    frames,
+                    filled,
+                    frame_len,
+                }
+            }
+            Gather::Slot { slot, len } => {
+                let (Some(s), true) = (*slot, *len > 0) else { return };
+                let n = std::mem::take(len);
+                *slot = None;
+                if let Some(side) = self.ring.as_mut() {
+                    side.ring.hand_over(s);
+                    side.held[s as usize] = false;
+                }
+                WriteOp::Slot {
+                    station,
+                    slot: s,
+                    len: n as u32,
+                    frames,
+                    filled,
+                    frame_len,
+                }
+            }
         };
         self.send(op);
     }
@@ -557,6 +743,45 @@ impl FileSink {
         let files = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
         let err = self.shared.error.lock().ok().and_then(|e| e.clone());
         (files, self.shared.not_written.load(Ordering::Relaxed), err)
+    }
+
+    /// Add one frame to the station's buffer (a slot of the ring or memory): `Some(full)`, or
+    /// `None` when it could not be kept (counted as not written).
+    fn gather(&mut self, station: u16, frame: &[u8]) -> Option<bool> {
+        let needs_slot = matches!(
+            self.pending.get(&station).map(|p| &p.buf),
+            Some(Gather::Slot { slot: None, .. })
+        );
+        let fresh = if needs_slot { self.take_slot() } else { None };
+        let p = self.pending.get_mut(&station)?;
+        match &mut p.buf {
+            Gather::Heap(buf) => {
+                buf.extend_from_slice(frame);
+                Some(buf.len() >= FLUSH_BYTES)
+            }
+            Gather::Slot { slot, len } => {
+                if slot.is_none() {
+                    *slot = fresh;
+                }
+                let (Some(s), Some(side)) = (*slot, self.ring.as_ref()) else {
+                    self.shared.not_written.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                };
+                // SAFETY: this process holds slot `s` (taken, not handed over) and this is the
+                // only slice of it alive.
+                let dst = unsafe { side.ring.slot_mut(s) };
+                let end = *len + frame.len();
+                // Frames come from datagrams (≤ 64 KiB) and a slot is handed over once it holds
+                // a flush's worth, so a frame always fits; refuse rather than overrun if not.
+                let Some(room) = dst.get_mut(*len..end) else {
+                    self.shared.not_written.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                };
+                room.copy_from_slice(frame);
+                *len = end;
+                Some(end >= FLUSH_BYTES)
+            }
+        }
     }
 }
 
@@ -576,10 +801,25 @@ impl FrameSink for FileSink {
             // 2026-11-23T12:00:00.000000000Z → 20261123T120000
             let stamp: String = stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect();
             self.send(WriteOp::Open { station, stamp });
+            // A slot held by the previous file of this station (taken, nothing in it) goes back.
+            if let Some(Pending {
+                buf: Gather::Slot { slot: Some(s), .. },
+                ..
+            }) = self.pending.get(&station)
+            {
+                if let Some(side) = self.ring.as_mut() {
+                    side.held[*s as usize] = false;
+                }
+            }
+            let buf = if self.ring.is_some() {
+                Gather::Slot { slot: None, len: 0 }
+            } else {
+                Gather::Heap(Vec::with_capacity(FLUSH_BYTES + frame.len()))
+            };
             self.pending.insert(
                 station,
                 Pending {
-                    buf: Vec::with_capacity(FLUSH_BYTES + frame.len()),
+                    buf,
                     frames: 0,
                     filled: 0,
                     frame_len: frame.len() as u64,
@@ -588,18 +828,20 @@ impl FrameSink for FileSink {
                 },
             );
         }
+        let Some(full) = self.gather(station, frame) else {
+            return;
+        };
         let chunk = self.chunk;
         let Some(p) = self.pending.get_mut(&station) else {
             return;
         };
-        p.buf.extend_from_slice(frame);
         p.frames += 1;
         p.filled += u64::from(filled);
         p.bytes_in_file += frame.len() as u64;
         if chunk.is_some_and(|c| p.bytes_in_file >= c) {
             p.rotate = true;
         }
-        if p.buf.len() >= FLUSH_BYTES {
+        if full {
             self.hand_over(station);
         }
     }
@@ -626,22 +868,38 @@ mod tests {
                 station: 7,
                 stamp: "20261123T120000".into(),
             },
-            WriteOp::Data {
+            WriteOp::Slot {
                 station: 7,
-                buf: frames(3, 100, 1),
+                slot: 0,
+                len: 300,
                 frames: 3,
                 filled: 1,
                 frame_len: 100,
             },
-            WriteOp::Data {
+            WriteOp::Slot {
                 station: 7,
-                buf: frames(2, 100, 9),
+                slot: 1,
+                len: 200,
                 frames: 2,
                 filled: 0,
                 frame_len: 100,
             },
             WriteOp::Close { station: 7 },
         ]
+    }
+
+    /// A ring holding the frames `ops()` names, handed over as the receiver would.
+    fn ring_for_ops() -> SharedRing {
+        let ring = SharedRing::create(2, 4096).unwrap();
+        let mut held = vec![false; 2];
+        for (n, first) in [(3usize, 1u8), (2, 9)] {
+            let s = ring.try_take(&mut held).unwrap();
+            // SAFETY: `s` is held and this is its only slice.
+            unsafe { ring.slot_mut(s)[..n * 100].copy_from_slice(&frames(n, 100, first)) };
+            ring.hand_over(s);
+            held[s as usize] = false;
+        }
+        ring
     }
 
     fn encoded(ops: &[WriteOp]) -> Vec<u8> {
@@ -664,6 +922,17 @@ mod tests {
     fn records_round_trip() {
         let ops = ops();
         assert_eq!(decode_all(&encoded(&ops)).unwrap(), ops);
+        let inline = WriteOp::Data {
+            station: 1,
+            buf: vec![0; 10],
+            frames: 1,
+            filled: 0,
+            frame_len: 10,
+        };
+        assert!(
+            encode_op(&inline, &mut Vec::new()).is_err(),
+            "frames go through the ring"
+        );
     }
 
     #[test]
@@ -689,6 +958,7 @@ mod tests {
         data[23] ^= 1; // the byte count no longer equals frames × frame length
         assert!(decode_all(&data).is_err());
         assert!(decode_all(&[9, 0, 0]).is_err(), "unknown tag");
+        assert!(decode_all(&[2, 0, 0]).is_err(), "inline data is no longer accepted");
         let mut open = encoded(&ops()[..1]);
         open[5] = b'/'; // a path separator in the file stamp
         assert!(decode_all(&open).is_err());
@@ -697,10 +967,11 @@ mod tests {
     #[test]
     fn the_writer_process_body_writes_whole_records_and_drops_a_cut_one() {
         let dir = tempfile::tempdir().unwrap();
+        let ring = ring_for_ops();
         let bytes = encoded(&ops());
-        let cut = bytes.len() - 3 - 50; // inside the second data record (before Close)
+        let cut = bytes.len() - 3 - 10; // inside the second slot record (before Close)
         let mut report = Vec::new();
-        serve_writer_process(dir.path(), &bytes[..cut], &mut report).unwrap();
+        serve_writer_process(dir.path(), &ring, &bytes[..cut], &mut report).unwrap();
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.files.len(), 1);
         assert_eq!(outcome.files[0].frames, 3);
@@ -708,6 +979,24 @@ mod tests {
         assert_eq!(outcome.error, None);
         let on_disk = std::fs::read(&outcome.files[0].path).unwrap();
         assert_eq!(on_disk, frames(3, 100, 1));
+        let mut held = vec![false; 2];
+        assert!(ring.try_take(&mut held).is_some(), "the written slot was given back");
+        assert!(
+            ring.try_take(&mut held).is_none(),
+            "the cut record's slot was never written"
+        );
+    }
+
+    #[test]
+    fn a_record_naming_a_slot_not_handed_over_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = SharedRing::create(2, 4096).unwrap(); // nothing handed over
+        let mut report = Vec::new();
+        serve_writer_process(dir.path(), &ring, &encoded(&ops())[..], &mut report).unwrap();
+        let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
+        assert_eq!(outcome.not_written, 5);
+        assert!(outcome.error.unwrap().contains("not handed over"));
+        assert_eq!(std::fs::read(&outcome.files[0].path).unwrap().len(), 0);
     }
 
     proptest! {

@@ -116,7 +116,23 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
     let dir = tempfile::tempdir().unwrap();
     let trial = probe_trial(dir.path());
     let (send, recv) = stream_run(dir.path());
-    let (html, r) = report(dir.path(), &[&trial, &send, &recv]);
+    let floor = dir.path().join("floor.json");
+    let o = bin()
+        .args([
+            "probe",
+            "host-jitter",
+            "--spacing",
+            "16us",
+            "--duration",
+            "200ms",
+            "-q",
+            "--out",
+        ])
+        .arg(&floor)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (html, r) = report(dir.path(), &[&trial, &send, &recv, &floor]);
     let page = std::fs::read_to_string(&html).unwrap();
 
     let kinds: Vec<&str> = r["sections"]
@@ -125,7 +141,7 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
         .iter()
         .map(|s| s["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["probe_trial", "stream_send", "stream_recv"]);
+    assert_eq!(kinds, ["probe_trial", "stream_send", "stream_recv", "host_jitter"]);
     let metric = |section: usize, name: &str| {
         r["sections"][section]["metrics"]
             .as_array()
@@ -154,6 +170,11 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
         assert_eq!(row[0], st["station"]);
         assert_eq!(row[2].as_str().unwrap(), st["window"]["written_filled"].to_string());
     }
+    let floor_json: Value = serde_json::from_slice(&std::fs::read(&floor).unwrap()).unwrap();
+    assert_eq!(
+        metric(3, "releases"),
+        floor_json["releases"]["packets_sent"].as_f64().unwrap()
+    );
 
     let figures: Vec<&Value> = r["sections"]
         .as_array()
@@ -169,6 +190,7 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
         "2-send-rates",
         "3-snr-factor",
         "3-frames",
+        "4-host-jitter-gaps",
     ] {
         assert!(ids.contains(&id), "figure {id} missing from {ids:?}");
     }

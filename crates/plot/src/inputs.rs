@@ -1,9 +1,11 @@
 //! Reading result JSON files and telling their kinds apart: a probe trial, a probe sweep, a TCP
-//! test, a CPU-load sweep, a receive-buffer sweep, a stream send or receive report, a transfer
-//! report, an `evlbi linkemu --json` summary, or the demo's assembled `report.json`.
+//! test, a CPU-load sweep, a receive-buffer sweep, a host-jitter measurement, a stream send or
+//! receive report, a transfer report, an `evlbi linkemu --json` summary, or the demo's assembled
+//! `report.json`.
 
 use std::path::{Path, PathBuf};
 
+use probe::host_jitter::HostJitterReport;
 use probe::results::{ProbeResult, SweepResult};
 use probe::tcp_results::{CpuLoadSweepResult, RcvbufSweepResult, TcpTestResult};
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,8 @@ pub enum Kind {
     CpuLoadSweep,
     /// `evlbi probe client --rcvbuf-sweep` ([`RcvbufSweepResult`]).
     RcvbufSweep,
+    /// `evlbi probe host-jitter --json` ([`HostJitterReport`]).
+    HostJitter,
 }
 
 impl Kind {
@@ -50,6 +54,7 @@ impl Kind {
             Kind::TcpTest => "TCP test",
             Kind::CpuLoadSweep => "CPU-load sweep",
             Kind::RcvbufSweep => "receive-buffer sweep",
+            Kind::HostJitter => "host timing floor",
         }
     }
 }
@@ -157,6 +162,8 @@ pub enum Input {
     CpuLoadSweep(Box<CpuLoadSweepResult>),
     /// A receive-buffer sweep.
     RcvbufSweep(Box<RcvbufSweepResult>),
+    /// A host-jitter measurement.
+    HostJitter(Box<HostJitterReport>),
 }
 
 impl Input {
@@ -173,6 +180,7 @@ impl Input {
             Input::Tcp(_) => Kind::TcpTest,
             Input::CpuLoadSweep(_) => Kind::CpuLoadSweep,
             Input::RcvbufSweep(_) => Kind::RcvbufSweep,
+            Input::HostJitter(_) => Kind::HostJitter,
         }
     }
 }
@@ -200,7 +208,8 @@ pub enum InputError {
     #[error(
         "{path} is not an evlbi result: expected a probe trial (keys params, receiver), a probe sweep \
          (sizes, spacings_ns, points), a TCP test (intervals, samples, mathis), a CPU-load sweep \
-         (nice_levels, points), a receive-buffer sweep (rcvbufs, points), a stream send report (to, \
+         (nice_levels, points), a receive-buffer sweep (rcvbufs, points), a host-jitter measurement \
+         (kind \"host_jitter\"), a stream send report (to, \
          stations), a stream recv report (listen, stations), a transfer send report (files, \
          transferred_bytes), a linkemu summary (mode, a_to_b, b_to_a) or a demo report.json \
          (stream, correlate); found {found}"
@@ -241,7 +250,9 @@ fn top_level(v: &Value) -> String {
 pub fn detect(v: &Value) -> Option<Kind> {
     let m = v.as_object()?;
     let has = |k: &str| m.contains_key(k);
-    if has("sizes") && has("spacings_ns") && has("points") {
+    if m.get("kind").and_then(Value::as_str) == Some(HostJitterReport::KIND) {
+        Some(Kind::HostJitter)
+    } else if has("sizes") && has("spacings_ns") && has("points") {
         Some(Kind::ProbeSweep)
     } else if has("nice_levels") && has("points") {
         Some(Kind::CpuLoadSweep)
@@ -319,6 +330,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
         Kind::TcpTest => Input::Tcp(Box::new(shape(v, path, kind)?)),
         Kind::CpuLoadSweep => Input::CpuLoadSweep(Box::new(shape(v, path, kind)?)),
         Kind::RcvbufSweep => Input::RcvbufSweep(Box::new(shape(v, path, kind)?)),
+        Kind::HostJitter => Input::HostJitter(Box::new(shape(v, path, kind)?)),
     })
 }
 
@@ -376,5 +388,10 @@ mod tests {
         let rcv = RcvbufSweepResult::new(1472, 12_000, 1000, vec![65_536]);
         assert_eq!(parse(&text(&rcv), p).map(|i| i.kind()).ok(), Some(Kind::RcvbufSweep));
         assert!(matches!(parse("{\"params\": ", p), Err(InputError::Json { .. })));
+        let mut jitter = probe::host_jitter::HostJitter::new(16_000);
+        jitter.on_release(0, 0);
+        jitter.on_release(16_000, 16_500);
+        let jitter = jitter.report(16_500, 0, 0);
+        assert_eq!(parse(&text(&jitter), p).map(|i| i.kind()).ok(), Some(Kind::HostJitter));
     }
 }

@@ -309,6 +309,33 @@ fn cpu_sweep_parts(s: &CpuLoadSweepResult) -> (Vec<Metric>, Vec<Table>) {
     (m, vec![t])
 }
 
+fn host_jitter_metrics(r: &probe::host_jitter::HostJitterReport) -> Vec<Metric> {
+    let us = |v: Option<u64>| v.map(|v| v as f64 / 1e3);
+    let g = &r.releases.departure_gap_ns;
+    vec![
+        Metric::num("spacing", Some(r.spacing_ns as f64 / 1e3), "µs"),
+        Metric::num("duration", Some(r.seconds), "s"),
+        Metric::num("releases", Some(r.releases.packets_sent as f64), ""),
+        Metric::num("gap p50", us(g.p50), "µs"),
+        Metric::num("gap p99", us(g.p99), "µs"),
+        Metric::num(
+            "gap p99 minus spacing (the floor)",
+            r.gap_p99_excess_ns.map(|x| x / 1e3),
+            "µs",
+        ),
+        Metric::num("gap max", us(g.max), "µs"),
+        Metric::num("interruptions per second", Some(r.interruptions_per_second), ""),
+        Metric::num("longest interruption", us(r.interruptions.max), "µs"),
+        Metric::num("share of spin time interrupted", Some(r.interrupted_share * 100.0), "%"),
+        Metric::num(
+            "involuntary context switches",
+            Some(r.involuntary_context_switches as f64),
+            "",
+        ),
+        Metric::num("pacer slips", Some(r.pacer_slips as f64), ""),
+    ]
+}
+
 fn rcvbuf_parts(s: &RcvbufSweepResult) -> (Vec<Metric>, Vec<Table>) {
     let mut m = vec![
         Metric::num("packet size", Some(f64::from(s.size)), "B"),
@@ -361,6 +388,7 @@ fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
         Metric::num("receive buffer granted", Some(r.rcvbuf.granted_rcv as f64 / 1e6), "MB"),
         Metric::num("CPU (user + system)", Some(r.cpu.total()), "% of a core"),
         Metric::num("NAKs sent", Some(r.naks_sent as f64), ""),
+        Metric::num("waited for the file writer", Some(r.writer_stall_s), "s"),
         Metric::text("stopped by", r.stopped_by.clone()),
     ];
     let stations = Table {
@@ -702,6 +730,15 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
                     figs,
                     tcpspecs::cpu_rate_vs_available(sw),
                     format!("{n}-cpu-rate-vs-available"),
+                )?;
+            }
+            Input::HostJitter(r) => {
+                s.metrics = host_jitter_metrics(r);
+                w.put(figs, specs::host_jitter_gaps(r), format!("{n}-host-jitter-gaps"))?;
+                w.put(
+                    figs,
+                    specs::host_jitter_interruptions(r),
+                    format!("{n}-host-jitter-interruptions"),
                 )?;
             }
             Input::RcvbufSweep(sw) => {

@@ -108,6 +108,37 @@ pub fn departure_gaps(r: &ProbeResult) -> Option<ChartSpec> {
     })
 }
 
+/// `evlbi probe host-jitter`: the gaps of the pacer that sent nothing, and the interruptions.
+pub fn host_jitter_gaps(r: &probe::host_jitter::HostJitterReport) -> Option<ChartSpec> {
+    let g = &r.releases.departure_gap_ns;
+    (g.count > 0).then(|| {
+        hist_figure(
+            &format!(
+                "Host timing floor: gaps of a pacer sending nothing, every {} µs",
+                r.spacing_ns as f64 / 1e3
+            ),
+            "time between releases (µs)",
+            g,
+        )
+    })
+}
+
+/// `evlbi probe host-jitter`: how long the spinning thread was kept from running.
+pub fn host_jitter_interruptions(r: &probe::host_jitter::HostJitterReport) -> Option<ChartSpec> {
+    let g = &r.interruptions;
+    (g.count > 0).then(|| {
+        hist_figure(
+            &format!(
+                "Interruptions of the spinning thread (> {} µs): {:.0} per second",
+                r.interruption_threshold_ns as f64 / 1e3,
+                r.interruptions_per_second
+            ),
+            "interruption (µs)",
+            g,
+        )
+    })
+}
+
 /// One-way delay (above the minimum) against arrival time from the per-packet records; without
 /// records, the delay histogram.
 pub fn one_way_delay(r: &ProbeResult) -> Option<ChartSpec> {

@@ -85,6 +85,10 @@ fn probe_usage_errors_exit_2() {
         &["probe", "client", "127.0.0.1", "--count", "10"][..],
         &["probe", "client", "127.0.0.1", "--spacing", "1us", "--rate", "1G"][..],
         &["probe", "server", "--bind", "not-an-ip", "--once"][..],
+        &["probe", "host-jitter"][..],
+        &["probe", "host-jitter", "--spacing", "0us"][..],
+        &["probe", "host-jitter", "--spacing", "16us", "--duration", "2h"][..],
+        &["probe", "host-jitter", "--spacing", "16us", "--rate", "1G"][..],
     ] {
         let o = bin().args(args).output().unwrap();
         assert_eq!(
@@ -267,23 +271,8 @@ fn host_jitter_sees_a_competing_task_on_its_core() {
     assert!(r["involuntary_context_switches"].as_u64().unwrap() >= 1, "{r}");
     // Two CPU-bound tasks on one core at the same nice level get about half each.
     assert!(r["interrupted_share"].as_f64().unwrap() > 0.2, "{r}");
-    assert!(r["interruptions"]["max"].as_u64().unwrap() >= 1_000_000, "{r}");
-}
-
-#[test]
-fn host_jitter_usage_errors_exit_2() {
-    for args in [
-        &["probe", "host-jitter"][..],
-        &["probe", "host-jitter", "--spacing", "0us"][..],
-        &["probe", "host-jitter", "--spacing", "16us", "--duration", "2h"][..],
-        &["probe", "host-jitter", "--spacing", "16us", "--rate", "1G"][..],
-    ] {
-        let o = bin().args(args).output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    assert!(
+        r["interruptions"]["max"].as_u64().unwrap() >= 500_000,
+        "whole time slices: {r}"
+    );
 }

@@ -36,6 +36,7 @@ pub enum ProbeCommand {
         evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 1000000 --interval 1s # live lines on stderr\n  \
+        evlbi probe client 127.0.0.1 --size 8192 --rate 12G --count 1000000 --burst 8        # 8 per GSO call\n  \
         evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv\n\n\
         TCP tests and host experiments (seeds 001 and 003):\n  \
         evlbi probe client 127.0.0.1 --tcp --duration 60s                     # memory to memory, per-second lines\n  \
@@ -133,6 +134,11 @@ pub struct ClientArgs {
     /// Datagrams to send.
     #[arg(long, default_value_t = 100_000)]
     count: u64,
+    /// Hand N datagrams to one system call (UDP GSO), released together at the deadline of the
+    /// last of them (1..=64): rates past one core's per-datagram budget, at the cost of bursts of
+    /// N on the wire (the departure gaps show them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    burst: u32,
     /// File holding the pre-shared key.
     #[arg(long)]
     key_file: Option<PathBuf>,
@@ -164,7 +170,7 @@ pub struct ClientArgs {
     /// prints a line per --interval (default 1s: throughput, retransmits, cwnd, srtt, pacing
     /// and delivery rate from TCP_INFO), then totals, CPU of both ends and the Mathis bound for
     /// the measured RTT and retransmit rate beside the achieved rate.
-    #[arg(long, conflicts_with_all = ["size", "spacing", "rate", "count", "trials", "sweep", "rcvbuf_sweep"])]
+    #[arg(long, conflicts_with_all = ["size", "spacing", "rate", "count", "trials", "sweep", "rcvbuf_sweep", "burst"])]
     tcp: bool,
     /// TCP: congestion control of the sending sockets (cubic, bbr, reno, … as this kernel
     /// offers: /proc/sys/net/ipv4/tcp_available_congestion_control). Default: the kernel's.
@@ -435,6 +441,7 @@ fn client(a: ClientArgs) -> Result<()> {
         sndbuf: 16 << 20,
         interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
         rcvbuf: None,
+        burst: a.burst,
     };
     if let Some(spec) = spec {
         return probe_multi::sweep(&config, &spec, &a.output, a.csv.as_ref());

@@ -65,6 +65,34 @@ fn client_and_server_processes_measure_the_path() {
 }
 
 #[test]
+fn bursts_leave_together_and_all_arrive() {
+    let s = server(&[]);
+    // 4000 datagrams in bursts of 7: the last burst is short (3), every datagram is numbered.
+    let o = client(s.1, &["--burst", "7", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["sender"]["packets_sent"], 4000);
+    assert_eq!(r["receiver"]["unique_packets"], 4000);
+    assert_eq!(r["receiver"]["lost_packets"], 0);
+    let strays: u64 = r["receiver"]["strays"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(strays, 0, "every segment of a GSO burst is a whole probe datagram");
+    // Six of every seven departures share their burst's timestamp.
+    assert_eq!(r["sender"]["departure_gap_ns"]["p50"], 0);
+    // A burst leaves at the deadline of its last datagram, never earlier: first departure at
+    // datagram 6's deadline, last at datagram 3999's, so the mean gap is at least
+    // (3999 − 6) / 3999 of the 20 us spacing.
+    let mean = r["sender"]["departure_gap_ns"]["mean"].as_f64().unwrap();
+    assert!(mean >= 20_000.0 * 3993.0 / 3999.0 - 1.0, "{mean}");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("--burst 7"), "{notes}");
+}
+
+#[test]
 fn wrong_key_fails_with_exit_1() {
     let d = tempfile::tempdir().unwrap();
     let good = d.path().join("good.key");

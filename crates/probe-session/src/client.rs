@@ -37,7 +37,13 @@ pub struct ClientConfig {
     pub interval: Option<Duration>,
     /// The receive buffer the server should ask its kernel for, bytes (`None`: its default).
     pub rcvbuf: Option<u64>,
+    /// Datagrams per system call (UDP GSO where the kernel has it), released together at the
+    /// deadline of the last of them; 1 = one `send` per datagram on its own deadline.
+    pub burst: u32,
 }
+
+/// Largest `burst` (one GSO call carries at most 64 segments).
+pub const MAX_BURST: u32 = 64;
 
 /// Run one trial. `on_established` gets the server's data address (tests use it to inject
 /// strays); `progress` is called with the number of datagrams sent so far.
@@ -152,6 +158,12 @@ pub fn run_client_live(
             pacer.slipped_total().as_secs_f64() * 1e3
         ));
     }
+    if config.burst > 1 {
+        notes.push(format!(
+            "sender: --burst {}: datagrams left {} per system call (UDP GSO), together at the deadline of the last",
+            config.burst, config.burst
+        ));
+    }
     if send_errors > 0 {
         notes.push(format!(
             "sender: {send_errors} datagrams could not be sent (socket buffer full or ICMP error)"
@@ -177,17 +189,20 @@ fn send_all(
     progress: &mut impl FnMut(u64),
 ) -> SendOutcome {
     let size = config.size as usize;
-    let mut buf = vec![0u8; size];
-    // The size was validated in hello, so emitting the header cannot fail; a failure would only
-    // leave the header zero and the receiver would count strays.
-    let _ = Repr {
-        flags: 0,
-        test_id,
-        seq: 0,
-        send_ns: 0,
-        size,
+    let burst = config.burst.clamp(1, MAX_BURST) as usize;
+    let mut buf = vec![0u8; size * burst];
+    // The size was validated in hello, so emitting the headers cannot fail; a failure would only
+    // leave a header zero and the receiver would count strays.
+    for seg in buf.chunks_exact_mut(size) {
+        let _ = Repr {
+            flags: 0,
+            test_id,
+            seq: 0,
+            send_ns: 0,
+            size,
+        }
+        .emit(&mut Packet::new_unchecked(seg));
     }
-    .emit(&mut Packet::new_unchecked(&mut buf[..]));
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     let start = Instant::now() + Duration::from_millis(1);
     // Packet n is due at start + n·spacing on an absolute timeline (no drift); falling more than
@@ -195,25 +210,46 @@ fn send_all(
     let mut pacer = Pacer::new(start, Spacing::from_nanos(config.spacing_ns));
     let mut send_errors = 0u64;
     let every = (config.count / 200).max(1);
-    for seq in 0..config.count {
-        let scheduled = instant_ns(pacer.next_deadline());
-        pacer.wait_next();
+    let mut seq = 0u64;
+    let mut scheduled = Vec::with_capacity(burst);
+    while seq < config.count {
+        let n = (config.count - seq).min(burst as u64);
+        // A burst leaves at the deadline of its last datagram, so none leaves early.
+        scheduled.clear();
+        scheduled.extend((0..n).map(|i| instant_ns(pacer.deadline(pacer.sent() + i))));
+        let due = pacer.deadline(pacer.sent() + n - 1);
+        netio::pacer::wait_until(due);
+        let now = Instant::now();
+        pacer.on_sent_batch(now, n as usize);
         let t = now_ns();
-        {
+        for (i, seg) in buf.chunks_exact_mut(size).take(n as usize).enumerate() {
             // Only the header changes between datagrams; the padding was written once.
-            let mut p = Packet::new_unchecked(&mut buf[..]);
-            p.set_seq(seq);
+            let mut p = Packet::new_unchecked(seg);
+            let q = seq + i as u64;
+            p.set_seq(q);
             p.set_send_ns(t);
-            p.set_flags(if seq + 1 == config.count { FLAG_LAST } else { 0 });
+            p.set_flags(if q + 1 == config.count { FLAG_LAST } else { 0 });
         }
-        match udp.send(&buf) {
-            Ok(n) => stats.on_sent(scheduled, t, n),
+        let bytes = &buf[..size * n as usize];
+        let went = if n == 1 {
+            udp.send(bytes).map(|_| 1)
+        } else {
+            netio::send_gso(udp, bytes, size).map(|g| g.datagrams)
+        };
+        match went {
+            Ok(k) => {
+                for &sched in scheduled.iter().take(k) {
+                    stats.on_sent(sched, t, size);
+                }
+                send_errors += n - (k as u64).min(n);
+            }
             // A full socket buffer or an ICMP error from an earlier datagram: not sent, counted.
-            Err(_) => send_errors += 1,
+            Err(_) => send_errors += n,
         }
-        if seq % every == 0 {
-            progress(seq);
+        if seq / every != (seq + n) / every {
+            progress(seq + n);
         }
+        seq += n;
     }
     let host = host0.delta();
     progress(config.count);

@@ -47,6 +47,7 @@ fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
         sndbuf: 4 << 20,
         interval: None,
         rcvbuf: None,
+        burst: 1,
     }
 }
 

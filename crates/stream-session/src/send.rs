@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use linkemu::{LossModel, LossProcess};
 use netio::counters::{ProcessCpu, UdpCounters};
-use netio::pacer::wait_until;
+use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
 use stream::arq::RetransmitBuffer;
 use stream::wire::{encode_data, Nak, NativePrefix};
@@ -62,6 +62,10 @@ pub struct SendConfig {
     /// Frames per system call (UDP GSO), released together every `burst` spacings: fewer
     /// system calls for rates beyond one core's per-datagram budget, at the cost of bursts.
     pub burst: usize,
+    /// How close to a departure the sender stops sleeping and spins
+    /// ([`netio::pacer::DEFAULT_SPIN`]); below the default the thread's timer slack is set to
+    /// 1 ns so its sleeps end on time.
+    pub spin: Duration,
 }
 
 /// One station's VDIF: a file, or frames already in memory (e.g. just generated).
@@ -433,6 +437,12 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
     sock.connect(cfg.to).map_err(io_err(format!("connect to {}", cfg.to)))?;
     let path_mtu = netio::socket::path_mtu(&sock);
     let mut warnings = Vec::new();
+    if cfg.spin < netio::pacer::DEFAULT_SPIN && !netio::pacer::fine_timer_slack() {
+        warnings.push(format!(
+            "spin window {:?}: the kernel refused a 1 ns timer slack, sleeps may end up to ~50 us late",
+            cfg.spin
+        ));
+    }
     let ip_udp = if cfg.to.is_ipv4() { 28 } else { 48 };
     if let (Some(mtu), Some(largest)) = (path_mtu, sources.iter().map(|s| s.frame_len).max()) {
         let datagram = largest + cfg.format.prefix_len();
@@ -542,7 +552,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         {
             break;
         }
-        wait_until(deadline);
+        wait_until_spin(deadline, cfg.spin);
         let st = &mut stations[i];
         gso_buf.clear();
         let mut seg_len = 0;

@@ -15,6 +15,8 @@
 #                           PARTS="disk sweep arq" DISK_DIR=(a directory under /tmp) DISK_RATE=4096M
 #   SECS=600 PARTS=disk OUT=bench/results/stream_disk600.json bench/stream.sh   # the issue's 10-minute run
 #   SECS=600 PARTS=disk DISK_DIR=/dev/shm/evlbi-bench OUT=… bench/stream.sh      # same, into tmpfs
+# SEND_OPTS: extra `stream send` options for the disk run, e.g. "--burst 8 --spin 20us" (sleep
+# most of each gap: a third of a core instead of a whole one).
 # PIN=1 (disk run, root): the sender alone on CPU 0; the receiver, its writer process and the
 # kernel's unbound workqueues (page-cache writeback) on CPU 1 — a station keeps its sending core
 # free the same way. Restored at exit.
@@ -29,6 +31,7 @@ BURST_RATES=${BURST_RATES:-8G 10G 12G 14G}
 OUT=${OUT:-bench/results/stream.json}
 PARTS=${PARTS:-disk sweep arq}
 DISK_RATE=${DISK_RATE:-4096M}
+read -r -a SEND_ARGS <<<"${SEND_OPTS:-}"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 EVLBI=${EVLBI:-target/release/evlbi}
 [[ -x $EVLBI ]] || scripts/setup.sh --build
@@ -85,7 +88,7 @@ PIDS+=("$RX")
   done ) &
 PIDS+=("$!")
 sleep 0.3
-"${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
+"${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" "${SEND_ARGS[@]}" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
 wait "$RX" || true
 [[ $PIN == 1 && -n $WQ0 ]] && echo "$WQ0" >"$WQMASK"
 cp "$WORK/disk-recv.log" "${OUT%.json}.recv.log"
@@ -154,7 +157,7 @@ if disk_ok:
     ds, dr = j("disk-send.json"), j("disk-recv.json")
     st, rs = ds["stations"][0], dr["stations"][0]
     lost = st["frames_sent"] - rs["window"]["written_valid"]
-    disk = {"seconds": float(secs), "asked": disk_rate, "dir": rxdir, "pinned": os.environ.get("PIN") == "1", "dd_fdatasync_mbps": dd_mbps,
+    disk = {"seconds": float(secs), "asked": disk_rate, "send_opts": os.environ.get("SEND_OPTS", ""), "dir": rxdir, "pinned": os.environ.get("PIN") == "1", "dd_fdatasync_mbps": dd_mbps,
             "frames_sent": st["frames_sent"], "frames_written_valid": rs["window"]["written_valid"],
             "frames_filled": rs["window"]["written_filled"], "lost_frames": lost, "achieved_rate_bps": st["achieved_rate_bps"],
             "file_rate_mbps": rs["frame_len"] * rs["frames_per_second"] / 1e6,

@@ -108,9 +108,10 @@ impl BoundReceiver {
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
         let _ = batch.enable_gro(&self.sock);
         let mut first: Option<Instant> = None;
-        // Arrival of the last batch, and when the loop was last ready to receive again after
-        // handling one: idleness is "no datagram for T while we were listening", never the time
-        // a full writer queue held the loop up (the socket buffer fills meanwhile).
+        // Arrival of the last batch (for the duration), and when the loop was last ready to
+        // receive again after handling one: idleness is "no datagram for T while we were
+        // listening", never the time a full writer queue held the loop up (the socket buffer
+        // fills meanwhile).
         let mut last_rx = started;
         let mut ready_since = started;
         let idle = |now: Instant, since: Instant| {
@@ -137,13 +138,8 @@ impl BoundReceiver {
                 break;
             }
             // recvmmsg: up to 64 datagrams per system call (one call each would cap the rate).
-            match batch.recv_batch(&self.sock, Some(Duration::from_millis(1))) {
-                Ok(0) => {
-                    if first.is_some() && idle(now, ready_since.max(last_rx)) {
-                        stopped_by = "idle timeout".to_string();
-                        break;
-                    }
-                }
+            let received = match batch.recv_batch(&self.sock, Some(Duration::from_millis(1))) {
+                Ok(0) => false,
                 Ok(_) => {
                     let now = Instant::now();
                     first.get_or_insert(now);
@@ -153,6 +149,7 @@ impl BoundReceiver {
                         rx.handle_datagram(now, d.from, d.data, d.truncated, &mut sink);
                     }
                     ready_since = Instant::now();
+                    true
                 }
                 Err(e)
                     if matches!(
@@ -160,10 +157,7 @@ impl BoundReceiver {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                     ) =>
                 {
-                    if first.is_some() && idle(now, ready_since.max(last_rx)) {
-                        stopped_by = "idle timeout".to_string();
-                        break;
-                    }
+                    false
                 }
                 Err(e) => {
                     return Err(SessionError::Io {
@@ -171,6 +165,10 @@ impl BoundReceiver {
                         source: e,
                     })
                 }
+            };
+            if !received && first.is_some() && idle(now, ready_since) {
+                stopped_by = "idle timeout".to_string();
+                break;
             }
             let now = Instant::now();
             if cfg.receiver.arq && now >= next_nak {

@@ -579,7 +579,7 @@ impl FileSink {
                 let buffers = usize::try_from(write_buffer / FLUSH_BYTES as u64)
                     .unwrap_or(usize::MAX)
                     .max(1);
-                let thread = match placement {
+                let (tx, handle) = match placement {
                     WriterPlacement::Thread => {
                         let (tx, rx) = sync_channel(buffers);
                         let d = d.to_path_buf();
@@ -611,7 +611,7 @@ impl FileSink {
                         (tx, std::thread::spawn(move || forward_to_child(child, rx, sh, gone)))
                     }
                 };
-                (Some(thread.0), Some(thread.1))
+                (Some(tx), Some(handle))
             }
             None => (None, None),
         };
@@ -646,22 +646,25 @@ impl FileSink {
     }
 
     fn send(&mut self, op: WriteOp) {
-        if let Some(tx) = &self.ops {
-            let op = match tx.try_send(op) {
-                Ok(()) => return,
-                Err(TrySendError::Full(op)) => op,
-                Err(TrySendError::Disconnected(op)) => op,
-            };
-            let t = std::time::Instant::now();
-            let sent = tx.send(op);
-            self.stalled += t.elapsed();
-            self.stalls += 1;
-            if let Err(e) = sent {
-                // The writer is gone (it cannot panic on I/O; this is defensive): count the loss.
-                if let WriteOp::Data { frames, .. } | WriteOp::Slot { frames, .. } = e.0 {
-                    self.shared.not_written.fetch_add(frames, Ordering::Relaxed);
+        let Some(tx) = &self.ops else { return };
+        let unsent = match tx.try_send(op) {
+            Ok(()) => return,
+            Err(TrySendError::Full(op)) => {
+                // The writer's queue is full: waiting here is a stall.
+                let t = std::time::Instant::now();
+                let sent = tx.send(op);
+                self.stalled += t.elapsed();
+                self.stalls += 1;
+                match sent {
+                    Ok(()) => return,
+                    Err(e) => e.0,
                 }
             }
+            Err(TrySendError::Disconnected(op)) => op,
+        };
+        // The writer is gone (it cannot panic on I/O; this is defensive): count the loss.
+        if let WriteOp::Data { frames, .. } | WriteOp::Slot { frames, .. } = unsent {
+            self.shared.not_written.fetch_add(frames, Ordering::Relaxed);
         }
     }
 

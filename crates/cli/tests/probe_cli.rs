@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Child, Output};
 
-use common::{bin, spawn_with_port};
+use common::{assert_usage_error, bin, spawn_with_port};
 
 use serde_json::Value;
 
@@ -118,13 +118,7 @@ fn probe_usage_errors_exit_2() {
         &["probe", "host-jitter", "--spacing", "16us", "--duration", "2h"][..],
         &["probe", "host-jitter", "--spacing", "16us", "--rate", "1G"][..],
     ] {
-        let o = bin().args(args).output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert_usage_error(args);
     }
 }
 

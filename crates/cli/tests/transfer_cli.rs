@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port, Proc, Wan};
+use common::{assert_usage_error, bin, spawn_with_port, Proc, Wan};
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -171,13 +171,7 @@ fn usage_errors_exit_2_with_a_message() {
         vec!["recv", "--root", "/nonexistent/dir", "--listen", "127.0.0.1:0"],
         vec!["recv", "--root", ".", "--listen", "nonsense"],
     ] {
-        let out = bin().args(&args).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = assert_usage_error(&args);
         assert!(String::from_utf8_lossy(&out.stderr).contains("error:"), "{args:?}");
     }
     // Nobody listening: a runtime failure (1), not a usage error, naming the address.

@@ -10,6 +10,19 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_evlbi"))
 }
 
+/// Run evlbi with `args` and assert it exits 2 (a usage error); its output for further checks.
+#[allow(dead_code)] // not every test binary checks usage errors
+pub fn assert_usage_error(args: &[&str]) -> std::process::Output {
+    let o = bin().args(args).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// Spawn `cmd` (a server started on port 0), forward its stderr lines, and return the port it
 /// printed after `127.0.0.1:` in one of them (bounded wait).
 pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {

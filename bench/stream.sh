@@ -16,7 +16,8 @@
 #   SECS=600 PARTS=disk OUT=bench/results/stream_disk600.json bench/stream.sh   # the issue's 10-minute run
 #   SECS=600 PARTS=disk DISK_DIR=/dev/shm/evlbi-bench OUT=… bench/stream.sh      # same, into tmpfs
 # SEND_OPTS: extra `stream send` options for the disk run, e.g. "--burst 8 --spin 20us" (sleep
-# most of each gap: a third of a core instead of a whole one).
+# most of each gap: a third of a core instead of a whole one). RECV_OPTS: extra `stream recv`
+# options for it, e.g. "--direct" (O_DIRECT writes, past the page cache).
 # PIN=1 (disk run, root): the sender alone on CPU 0; the receiver, its writer process and the
 # kernel's unbound workqueues (page-cache writeback) on CPU 1 — a station keeps its sending core
 # free the same way. Restored at exit.
@@ -32,6 +33,7 @@ OUT=${OUT:-bench/results/stream.json}
 PARTS=${PARTS:-disk sweep arq}
 DISK_RATE=${DISK_RATE:-4096M}
 read -r -a SEND_ARGS <<<"${SEND_OPTS:-}"
+read -r -a RECV_ARGS <<<"${RECV_OPTS:-}"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 EVLBI=${EVLBI:-target/release/evlbi}
 [[ -x $EVLBI ]] || scripts/setup.sh --build
@@ -70,13 +72,14 @@ DISK_OK=0
 if has disk; then
 echo "== 1. $DISK_RATE to files in $RXDIR for ${SECS} s"
 mkdir -p "$RXDIR"
-echo "   the file system first: dd 4 GB with fdatasync"
-DD_MBPS=$(dd if=/dev/zero of="$RXDIR/dd.test" bs=1M count=4000 conv=fdatasync 2>&1 | awk '/copied/ {print $(NF-1) * ($NF == "GB/s" ? 1000 : 1)}')
-rm -f "$RXDIR/dd.test"
-echo "   dd: $DD_MBPS MB/s"
+echo "   the file system first: dd 4 GB with fdatasync, then 4 GB with O_DIRECT"
+dd_mbps() { dd if=/dev/zero of="$RXDIR/dd.test" bs=1M count=4000 "$@" 2>&1 | awk '/copied/ {print $(NF-1) * ($NF == "GB/s" ? 1000 : 1)}'; rm -f "$RXDIR/dd.test"; }
+DD_MBPS=$(dd_mbps conv=fdatasync)
+DD_DIRECT_MBPS=$(dd_mbps oflag=direct || echo 0)
+echo "   dd: $DD_MBPS MB/s through the page cache, ${DD_DIRECT_MBPS:-0} MB/s direct"
 P=$(port)
 [[ $PIN == 1 ]] && { echo 2 >"$WQMASK" || echo "   (could not move the unbound workqueues)"; }
-"${RX_PIN[@]}" "$EVLBI" stream recv --listen "127.0.0.1:$P" --out "$RXDIR" --chunk 4G --idle-timeout 2s --interval 10s \
+"${RX_PIN[@]}" "$EVLBI" stream recv --listen "127.0.0.1:$P" --out "$RXDIR" --chunk 4G --idle-timeout 2s --interval 10s "${RECV_ARGS[@]}" \
     --json "$WORK/disk-recv.json" 2>"$WORK/disk-recv.log" &
 RX=$!
 PIDS+=("$RX")
@@ -146,10 +149,11 @@ if [[ $(id -u) -eq 0 ]] && has arq; then
     ARQ_OK=1
 fi
 
-python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" <<'PY'
+python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" "${DD_DIRECT_MBPS:-0}" <<'PY'
 import json, os, sys
 w, secs, maxsecs, arq_ok, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 disk_ok, dd_mbps, rxdir, disk_rate = sys.argv[6] == "1", float(sys.argv[7]), sys.argv[8], sys.argv[9]
+dd_direct_mbps = float(sys.argv[10] or 0)
 j = lambda n: json.load(open(os.path.join(w, n)))
 res = {"jive5ab_quoted": {"rate_bps": 3.98e9, "sender_cpu_pct": 111, "receiver_cpu_pct": 28, "gap_stddev_us": 9.7,
                           "highest_bps": 7.9e9, "highest_loss": 8.5e-5}}
@@ -157,10 +161,13 @@ if disk_ok:
     ds, dr = j("disk-send.json"), j("disk-recv.json")
     st, rs = ds["stations"][0], dr["stations"][0]
     lost = st["frames_sent"] - rs["window"]["written_valid"]
-    disk = {"seconds": float(secs), "asked": disk_rate, "send_opts": os.environ.get("SEND_OPTS", ""), "dir": rxdir, "pinned": os.environ.get("PIN") == "1", "dd_fdatasync_mbps": dd_mbps,
+    disk = {"seconds": float(secs), "asked": disk_rate, "send_opts": os.environ.get("SEND_OPTS", ""), "recv_opts": os.environ.get("RECV_OPTS", ""), "direct_io": dr.get("direct_io", False),
+            "dir": rxdir, "pinned": os.environ.get("PIN") == "1", "dd_fdatasync_mbps": dd_mbps, "dd_direct_mbps": dd_direct_mbps,
             "frames_sent": st["frames_sent"], "frames_written_valid": rs["window"]["written_valid"],
             "frames_filled": rs["window"]["written_filled"], "lost_frames": lost, "achieved_rate_bps": st["achieved_rate_bps"],
-            "file_rate_mbps": rs["frame_len"] * rs["frames_per_second"] / 1e6,
+            # What the asked rate writes: frames (header included) per second × frame length.
+            "file_rate_mbps": st["rate_bps"] / 8 * rs["frame_len"] / (rs["frame_len"] - 32) / 1e6,
+            "spacing_us": st["spacing_us"], "slipped_s": st.get("slipped_s"),
             "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
             "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"],
             "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None,
@@ -168,11 +175,12 @@ if disk_ok:
             "stopped_by": dr["stopped_by"]}
     res["disk"] = disk
     g = disk["gap"]
-    print(f"\n| {disk_rate}, 8000 B frames, {secs} s to files in {rxdir} (dd {dd_mbps:.0f} MB/s; the stream needs {disk['file_rate_mbps']:.0f} MB/s) | evlbi | jive5ab (quoted) |\n|---|---|---|")
+    print(f"\n| {disk_rate}, 8000 B frames, {secs} s to files in {rxdir}{' (direct I/O)' if disk['direct_io'] else ''} (dd {dd_mbps:.0f} MB/s, direct {dd_direct_mbps:.0f} MB/s; the stream needs {disk['file_rate_mbps']:.0f} MB/s) | evlbi | jive5ab (quoted) |\n|---|---|---|")
     print(f"| achieved data rate | {disk['achieved_rate_bps']/1e9:.4f} Gb/s | 3.98 Gb/s |")
     print(f"| lost frames | {lost} of {disk['frames_sent']} ({lost/max(disk['frames_sent'],1):.2e}; kernel drops {disk['kernel_drops']}) | — |")
     print(f"| receiver waited for the writer | {disk['writer_stall_s']:.2f} s in {disk['writer_stalls']} stalls | — |")
-    print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal 15.625) | σ 9.7 µs |")
+    print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal {disk['spacing_us']:.3f}) | σ 9.7 µs |")
+    print(f"| sender fell > --max-lag behind | {disk['slips']} times, {disk['slipped_s'] or 0:.3f} s given up | — |")
     print(f"| sender CPU | {disk['sender_cpu_pct']:.0f} % | 111 % |\n| receiver CPU | {disk['receiver_cpu_pct']:.0f} % | 28 % |")
     if disk["writer_cpu_pct"] is not None:
         print(f"| file-writer process CPU (beside the receiver's) | {disk['writer_cpu_pct']:.0f} % | — |")

@@ -419,10 +419,23 @@ fn jive5ab_framing_on_the_wire_and_back() {
 
 #[test]
 fn kill_9_leaves_only_whole_frames() {
+    kill_9_leaves_only_whole_frames_with(&[]);
+}
+
+#[test]
+fn kill_9_leaves_only_whole_frames_with_direct_io() {
+    // The writer holds the last partial block in memory; when the receiver dies it must still
+    // end the file on a frame.
+    kill_9_leaves_only_whole_frames_with(&["--direct"]);
+}
+
+fn kill_9_leaves_only_whole_frames_with(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let (ef, _) = generate(dir.path());
     let rx_dir = dir.path().join("rx");
-    let mut rx = Recv::start(&["--out", rx_dir.to_str().unwrap()]);
+    let mut args = vec!["--out", rx_dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut rx = Recv::start(&args);
     let port = rx.port;
     let sender = std::thread::spawn(move || {
         let to = format!("127.0.0.1:{port}");
@@ -506,6 +519,38 @@ fn generated_stations_arrive_identical_to_vdif_gen() {
     // The same generator, seed and start as `vdif gen`: byte-identical streams.
     assert!(output_of(&rx_dir, "Ef") == std::fs::read(&ef).unwrap());
     assert!(output_of(&rx_dir, "Wb") == std::fs::read(&wb).unwrap());
+}
+
+#[test]
+fn one_generated_second_goes_at_the_generator_rate() {
+    // One second of frames cannot show its own frame rate (no second boundary inside), but the
+    // generator knows it: the README's first try must not ask for --fps.
+    let rx = Recv::start(&[]);
+    let to = format!("127.0.0.1:{}", rx.port);
+    let out = bin()
+        .args([
+            "stream",
+            "send",
+            "--to",
+            &to,
+            "--generate",
+            "--stations",
+            "Ef",
+            "--seconds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        s["stations"][0]["frames_per_second"], 8000,
+        "512 Mb/s of 8000-byte frames"
+    );
+    assert_eq!(s["stations"][0]["frames_sent"], 8000);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
 }
 
 #[test]
@@ -669,6 +714,15 @@ fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
 
 #[test]
 fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
+    disk_full_with(&[]);
+}
+
+#[test]
+fn disk_full_with_direct_io_is_a_clear_error_and_every_frame_is_accounted_for() {
+    disk_full_with(&["--direct"]);
+}
+
+fn disk_full_with(extra: &[&str]) {
     let disk = match SmallDisk::mount(1 << 20) {
         Ok(d) => d,
         Err(why) => {
@@ -678,10 +732,13 @@ fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
     };
     let t = setup();
     let rx_dir = disk.path().join("rx");
-    let rx = Recv::start(&["--out", rx_dir.to_str().unwrap(), "--json", t.summary.to_str().unwrap()]);
+    let mut args = vec!["--out", rx_dir.to_str().unwrap(), "--json", t.summary.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let rx = Recv::start(&args);
     send(rx.port, &[&t.ef], &[]);
     let (status, log) = rx.wait();
     assert_eq!(status.code(), Some(1), "{log}");
+    assert_eq!(json(&t.summary)["direct_io"], !extra.is_empty());
     assert!(log.contains("No space left on device"), "{log}");
     let r = json(&t.summary);
     let written = r["files"][0]["frames"].as_u64().unwrap();
@@ -701,6 +758,111 @@ fn disk_full_is_a_clear_error_and_every_frame_is_accounted_for() {
     assert_eq!(data.len() as u64, written * FRAME as u64, "the file ends on a frame");
     let sent = std::fs::read(&t.ef).unwrap();
     assert!(data[..] == sent[..data.len()], "what was written is what was sent");
+}
+
+#[test]
+fn direct_io_writes_every_station_byte_exact_across_chunks() {
+    // Chunks of 1.5 MB end mid-block and mid-frame count, so every file has a last partial block
+    // written at its close, and each new file starts its blocks again.
+    let t = setup();
+    let rx = t.receiver(&["--direct", "--chunk", "1500k"]);
+    send(rx.port, &[&t.ef, &t.wb], &[]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let r = json(&t.summary);
+    assert_eq!(r["direct_io"], true);
+    assert_eq!(r["write_error"], Value::Null);
+    for (station, sent) in [("Ef", &t.ef), ("Wb", &t.wb)] {
+        let files: Vec<&Value> = r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["station"] == station)
+            .collect();
+        assert!(files.len() >= 20, "{station}: {} files", files.len());
+        let mut joined = Vec::new();
+        for f in &files {
+            let data = std::fs::read(f["path"].as_str().unwrap()).unwrap();
+            assert_eq!(data.len() as u64, f["bytes"].as_u64().unwrap());
+            assert_eq!(data.len() % FRAME, 0, "{station}: a file ends mid-frame");
+            joined.extend_from_slice(&data);
+        }
+        assert!(
+            joined == std::fs::read(sent).unwrap(),
+            "{station}: the files differ from what was sent"
+        );
+    }
+}
+
+#[test]
+fn direct_io_needs_an_output_directory() {
+    let out = bin()
+        .args([
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--direct",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--out"));
+}
+
+/// A sender held with SIGSTOP for `pause` one second into a 3 s run of 2000 frames/s with
+/// `extra` options: its JSON report and the receiver's.
+fn sender_held_up(pause: Duration, extra: &[&str]) -> (Value, Value) {
+    let t = setup();
+    let rx = Recv::start(&["--json", t.summary.to_str().unwrap()]);
+    let to = format!("127.0.0.1:{}", rx.port);
+    let tx = bin()
+        .args(["stream", "send", "--to", &to, "--loop", "--duration", "3s", "--json"])
+        .arg(&t.ef)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let held = Stopped::new(tx.id());
+    std::thread::sleep(pause);
+    drop(held);
+    let out = tx.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    (serde_json::from_slice(&out.stdout).unwrap(), json(&t.summary))
+}
+
+#[test]
+fn a_held_up_sender_catches_up_at_twice_the_rate() {
+    // 200 ms stopped is 400 frames behind: within --max-lag they are all sent, at twice the
+    // rate (gaps of half the spacing), not back to back, and the time is not given up.
+    let (s, r) = sender_held_up(Duration::from_millis(200), &["--max-lag", "1s"]);
+    let st = &s["stations"][0];
+    assert_eq!(st["slips"], 0, "{st}");
+    assert_eq!(st["frames_sent"], 6000, "3 s at 2000 frames/s: nothing given up");
+    let spacing = st["spacing_us"].as_f64().unwrap();
+    let p1 = st["departure_gap"]["p1_us"].as_f64().unwrap();
+    assert!(
+        p1 >= 0.45 * spacing && p1 <= 0.6 * spacing,
+        "catch-up gaps: p1 {p1} µs for a spacing of {spacing} µs"
+    );
+    assert_eq!(r["stations"][0]["window"]["written_valid"], 6000);
+}
+
+#[test]
+fn a_sender_held_up_past_max_lag_gives_the_time_up_and_says_so() {
+    let (s, _) = sender_held_up(Duration::from_millis(200), &["--max-lag", "20ms"]);
+    let st = &s["stations"][0];
+    assert!(st["slips"].as_u64().unwrap() >= 1, "{st}");
+    let given_up = st["slipped_s"].as_f64().unwrap();
+    assert!(given_up >= 0.15, "{given_up} s given up");
+    let sent = st["frames_sent"].as_u64().unwrap();
+    assert!(sent <= 6000 - 300, "{sent} frames: the 200 ms were not caught up");
 }
 
 /// The file-writer child of the receiver process `pid` (bounded wait for it to be spawned).

@@ -36,6 +36,8 @@ pub struct RecvConfig {
     pub writer: WriterPlacement,
     /// Memory between the receiver and the file writer, bytes ([`crate::sink::DEFAULT_WRITE_BUFFER`]).
     pub write_buffer: u64,
+    /// Write the files with direct I/O (O_DIRECT, past the page cache; writer process only).
+    pub direct_io: bool,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -98,8 +100,14 @@ impl BoundReceiver {
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let cfg = self.cfg;
-        let mut sink = FileSink::new(cfg.out_dir.as_deref(), cfg.chunk, &cfg.writer, cfg.write_buffer)
-            .map_err(io_err("set up the output directory and its writer"))?;
+        let mut sink = FileSink::new(
+            cfg.out_dir.as_deref(),
+            cfg.chunk,
+            &cfg.writer,
+            cfg.write_buffer,
+            cfg.direct_io,
+        )
+        .map_err(io_err("set up the output directory and its writer"))?;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();
@@ -242,6 +250,7 @@ impl BoundReceiver {
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
             write_buffer: cfg.out_dir.is_some().then_some(cfg.write_buffer),
+            direct_io: cfg.out_dir.is_some() && cfg.direct_io,
             stopped_by,
         })
     }

@@ -83,8 +83,12 @@ pub struct SentStation {
     pub departure_gap: IntervalStats,
     /// How late after its due time each datagram left.
     pub lateness: IntervalStats,
-    /// Times the timeline was re-anchored because the sender fell more than 1 ms behind.
+    /// Times the timeline was re-anchored because the sender fell more than its catch-up bound
+    /// (`--max-lag`) behind.
     pub slips: u64,
+    /// Time given up at those slips: the station's data rate fell short by this much time.
+    #[serde(default)]
+    pub slipped_s: f64,
 }
 
 /// `evlbi stream send` result.
@@ -179,6 +183,9 @@ pub struct RecvReport {
     /// Memory between the receiver and the file writer, bytes (null for the memory sink).
     #[serde(default)]
     pub write_buffer: Option<u64>,
+    /// The files were written with direct I/O (O_DIRECT, `--direct`).
+    #[serde(default)]
+    pub direct_io: bool,
     /// Why the receiver stopped.
     pub stopped_by: String,
 }

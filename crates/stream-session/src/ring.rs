@@ -180,17 +180,17 @@ impl SharedRing {
         self.state(slot).store(HANDED, Ordering::Release);
     }
 
-    /// Writer: the first `len` bytes of `slot`, if the slot exists, `len` fits and the receiver
-    /// handed it over.
-    pub fn handed(&self, slot: u32, len: usize) -> Option<&[u8]> {
-        if slot >= self.slots || len > self.slot_bytes as usize {
+    /// Writer: `len` bytes of `slot` from byte `at`, if the slot exists, the range fits and the
+    /// receiver handed it over.
+    pub fn handed(&self, slot: u32, at: usize, len: usize) -> Option<&[u8]> {
+        if slot >= self.slots || at.checked_add(len)? > self.slot_bytes as usize {
             return None;
         }
         if self.state(slot).load(Ordering::Acquire) != HANDED {
             return None;
         }
         // SAFETY: in bounds; the receiver does not touch a HANDED slot until it is released.
-        Some(unsafe { std::slice::from_raw_parts(self.slot_ptr(slot), len) })
+        Some(unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).add(at), len) })
     }
 
     /// Writer: done with `slot`; the receiver may reuse it.
@@ -222,12 +222,19 @@ mod tests {
         let a = rx.try_take(&mut held).unwrap();
         // SAFETY: `a` is held and this is the only slice of it.
         unsafe { rx.slot_mut(a)[..4].copy_from_slice(b"VDIF") };
-        assert_eq!(tx.handed(a, 4), None, "not handed over yet");
+        assert_eq!(tx.handed(a, 0, 4), None, "not handed over yet");
         rx.hand_over(a);
         held[a as usize] = false;
-        assert_eq!(tx.handed(a, 4), Some(&b"VDIF"[..]), "the other mapping sees the bytes");
-        assert_eq!(tx.handed(a, 8193), None, "longer than a slot");
-        assert_eq!(tx.handed(7, 4), None, "no such slot");
+        assert_eq!(
+            tx.handed(a, 0, 4),
+            Some(&b"VDIF"[..]),
+            "the other mapping sees the bytes"
+        );
+        assert_eq!(tx.handed(a, 1, 3), Some(&b"DIF"[..]), "from an offset");
+        assert_eq!(tx.handed(a, 0, 8193), None, "longer than a slot");
+        assert_eq!(tx.handed(a, 8190, 3), None, "past the slot's end");
+        assert_eq!(tx.handed(a, usize::MAX, 2), None, "an offset that overflows");
+        assert_eq!(tx.handed(7, 0, 4), None, "no such slot");
         let b = rx.try_take(&mut held).unwrap();
         let c = rx.try_take(&mut held).unwrap();
         assert!(a != b && b != c && a != c);

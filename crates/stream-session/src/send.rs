@@ -66,7 +66,23 @@ pub struct SendConfig {
     /// ([`netio::pacer::DEFAULT_SPIN`]); below the default the thread's timer slack is set to
     /// 1 ns so its sleeps end on time.
     pub spin: Duration,
+    /// How far behind its timeline the sender may fall and still catch up; later than this the
+    /// time is given up (the timeline re-anchored, a slip counted). [`DEFAULT_MAX_LAG`].
+    pub max_lag: Duration,
+    /// While behind, release frames at up to this multiple of the rate (≥ 1; [`DEFAULT_CATCH_UP`]).
+    pub catch_up: f64,
 }
+
+/// Default catch-up bound of the stream sender. A station's data arrive at a fixed rate: time a
+/// sender gives up is data it will never send. A VM or a busy host deschedules a sender for
+/// milliseconds now and then (this VM: 10–30 ms gaps beside disk writes), and the probe's 1 ms
+/// bound then cost 15 % of the rate at 4.096 Gb/s; 100 ms is covered by the receiver's
+/// buffers and well inside an ARQ latency.
+pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
+
+/// Default catch-up speed: twice the rate, so a backlog is cleared in as long as it took to
+/// build, without line-rate bursts that would overrun a router queue.
+pub const DEFAULT_CATCH_UP: f64 = 2.0;
 
 /// One station's VDIF: a file, or frames already in memory (e.g. just generated).
 #[derive(Debug, Clone)]
@@ -487,7 +503,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
                 reader,
                 batch: whole.unwrap_or_default(),
                 pos: 0,
-                pacer: Pacer::new(start, spacing),
+                pacer: Pacer::new(start, spacing).with_max_lag(cfg.max_lag),
                 // jive5ab starts its udps sequence at a random value; so do we in that framing.
                 seq: if cfg.format == SeqFormat::Jive5ab {
                     jive_start
@@ -544,8 +560,18 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
             break;
         };
         // With --burst k the k-th frame's deadline releases k frames at once (one GSO call).
+        // Behind the timeline, releases are spaced by the burst's span divided by the catch-up
+        // factor instead of leaving back to back.
         let burst = cfg.burst.max(1) as u64;
-        let deadline = stations[i].pacer.deadline(stations[i].pacer.sent() + burst - 1);
+        let pacer = &stations[i].pacer;
+        let on_time = pacer.deadline(pacer.sent() + burst - 1);
+        let deadline = match stations[i].last_send {
+            Some(prev) => {
+                let span = pacer.deadline(pacer.sent() + burst) - pacer.deadline(pacer.sent());
+                on_time.max(prev + span.div_f64(cfg.catch_up.max(1.0)))
+            }
+            None => on_time,
+        };
         if cfg
             .duration
             .is_some_and(|dur| stations[i].pacer.next_deadline() >= start + dur)
@@ -674,6 +700,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
             departure_gap: IntervalStats::from_ns(&st.gaps),
             lateness: IntervalStats::from_ns(&st.lateness),
             slips: st.pacer.slips(),
+            slipped_s: st.pacer.slipped_total().as_secs_f64(),
         });
     }
     Ok(SendReport {

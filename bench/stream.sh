@@ -90,11 +90,14 @@ PIDS+=("$RX")
       sleep 2
   done ) &
 PIDS+=("$!")
-sleep 0.3
+# The receiver allocates its write buffer before it binds (gigabytes take seconds): start the
+# sender once it listens, or the first seconds go to a closed port.
+for _ in $(seq 600); do grep -q "listening on" "$WORK/disk-recv.log" 2>/dev/null && break; sleep 0.1; done
 "${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" "${SEND_ARGS[@]}" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
 wait "$RX" || true
 [[ $PIN == 1 && -n $WQ0 ]] && echo "$WQ0" >"$WQMASK"
 cp "$WORK/disk-recv.log" "${OUT%.json}.recv.log"
+cp "$WORK/disk-send.json" "${OUT%.json}.send.json"; cp "$WORK/disk-recv.json" "${OUT%.json}.recv.json"
 DISK_OK=1
 fi
 

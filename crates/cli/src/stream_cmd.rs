@@ -405,9 +405,11 @@ fn recv(a: RecvArgs) -> Result<()> {
     eprintln!(
         "stream recv: listening on {} (UDP), writing {}",
         bound.local_addr()?,
-        a.out
-            .as_ref()
-            .map_or("nothing (memory sink)".to_string(), |d| d.display().to_string())
+        a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
+            "{}{}",
+            d.display(),
+            if a.direct { " (direct I/O)" } else { "" }
+        ))
     );
     for w in &bound.grant().warnings {
         eprintln!("warning: {w}");
@@ -466,8 +468,16 @@ fn recv(a: RecvArgs) -> Result<()> {
     }
     if r.udp.rcvbuf_errors > 0 {
         eprintln!(
-            "kernel dropped {} datagrams on full socket buffers (RcvbufErrors)",
-            r.udp.rcvbuf_errors
+            "kernel dropped {} datagrams on full socket buffers (RcvbufErrors){}",
+            r.udp.rcvbuf_errors,
+            if r.gro_most_coalesced > 1 {
+                format!(
+                    "; with UDP GRO one of them held up to {} frames (the filled counts above are exact)",
+                    r.gro_most_coalesced
+                )
+            } else {
+                String::new()
+            }
         );
     }
     if r.writer_stalls > 0 {

@@ -84,6 +84,7 @@ pub struct RecvBatch {
     msgs: Vec<Msg>,
     dgrams: Vec<Dgram>,
     gro: bool,
+    most_coalesced: usize,
 }
 
 impl RecvBatch {
@@ -104,6 +105,7 @@ impl RecvBatch {
             msgs: Vec::with_capacity(count),
             dgrams: Vec::with_capacity(count),
             gro: false,
+            most_coalesced: 0,
         }
     }
 
@@ -131,6 +133,12 @@ impl RecvBatch {
     /// Whether GRO splitting is on.
     pub fn gro_enabled(&self) -> bool {
         self.gro
+    }
+
+    /// Most datagrams the kernel handed over as one buffer so far (1 without coalescing, 0
+    /// before anything arrived). The kernel's drop counters count such buffers, not datagrams.
+    pub fn most_coalesced(&self) -> usize {
+        self.most_coalesced
     }
 
     /// Receive what is queued, up to `count` messages, in one recvmmsg(2) with MSG_WAITFORONE:
@@ -219,6 +227,7 @@ impl RecvBatch {
                 Some(seg) => {
                     let segs = gro_segments(len, seg);
                     let last = segs.len().saturating_sub(1);
+                    self.most_coalesced = self.most_coalesced.max(segs.len());
                     for (k, (offset, seg_len)) in segs.enumerate() {
                         self.dgrams.push(Dgram {
                             msg: i,
@@ -228,12 +237,15 @@ impl RecvBatch {
                         });
                     }
                 }
-                None => self.dgrams.push(Dgram {
-                    msg: i,
-                    offset: 0,
-                    len,
-                    truncated: truncated || len > self.max_datagram,
-                }),
+                None => {
+                    self.most_coalesced = self.most_coalesced.max(1);
+                    self.dgrams.push(Dgram {
+                        msg: i,
+                        offset: 0,
+                        len,
+                        truncated: truncated || len > self.max_datagram,
+                    })
+                }
             }
         }
         Ok(self.dgrams.len())

@@ -72,11 +72,22 @@ pub struct BoundReceiver {
     cfg: RecvConfig,
     sock: std::net::UdpSocket,
     grant: netio::BufferGrant,
+    sink: FileSink,
 }
 
 impl BoundReceiver {
-    /// Bind the socket.
+    /// Set up the output (directory, writer process, its buffers allocated) and bind the
+    /// socket — in that order, so that no datagram waits in the socket buffer while gigabytes of
+    /// write buffer are allocated.
     pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, SessionError> {
+        let sink = FileSink::new(
+            cfg.out_dir.as_deref(),
+            cfg.chunk,
+            &cfg.writer,
+            cfg.write_buffer,
+            cfg.direct_io,
+        )
+        .map_err(io_err("set up the output directory and its writer"))?;
         let (sock, grant) = bind_udp(
             cfg.listen,
             BufferRequest {
@@ -84,7 +95,7 @@ impl BoundReceiver {
                 snd: 0,
             },
         )?;
-        Ok(BoundReceiver { cfg, sock, grant })
+        Ok(BoundReceiver { cfg, sock, grant, sink })
     }
 
     /// The address actually bound.
@@ -100,14 +111,7 @@ impl BoundReceiver {
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let cfg = self.cfg;
-        let mut sink = FileSink::new(
-            cfg.out_dir.as_deref(),
-            cfg.chunk,
-            &cfg.writer,
-            cfg.write_buffer,
-            cfg.direct_io,
-        )
-        .map_err(io_err("set up the output directory and its writer"))?;
+        let mut sink = self.sink;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();
@@ -243,6 +247,7 @@ impl BoundReceiver {
             },
             rcvbuf: self.grant,
             udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+            gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
                 .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),

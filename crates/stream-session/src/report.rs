@@ -164,6 +164,11 @@ pub struct RecvReport {
     pub rcvbuf: netio::BufferGrant,
     /// Host UDP counters over the run (RcvbufErrors = kernel drops on a full socket buffer).
     pub udp: UdpCounters,
+    /// Most datagrams (frames) the kernel handed over as one buffer (UDP GRO, from a sender
+    /// using GSO bursts): the kernel's drop counters count such buffers, so one drop may be up
+    /// to this many frames. 1 without coalescing.
+    #[serde(default)]
+    pub gro_most_coalesced: u32,
     /// CPU of this process, % of one core.
     pub cpu: ProcessCpuShare,
     /// CPU of the file writer process (`--out` from the CLI), % of one core; null when the

@@ -120,8 +120,8 @@ pub struct SendArgs {
     #[arg(long, value_parser = parse_duration, default_value = "100us")]
     spin: f64,
     /// Catch up on the timeline after falling up to this far behind (a descheduled sender);
-    /// later than that the time is given up and counted as a slip. Keep it under the receiver's
-    /// --latency when ARQ is on.
+    /// later than that the time is given up, counted as a slip and said on stderr. A station's
+    /// data come at a fixed rate: time given up is data never sent.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     max_lag: f64,
     /// While catching up, send at up to this multiple of the rate (1.0 to 16): 2 clears a

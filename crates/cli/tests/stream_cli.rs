@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port, spawn_with_port_on, Wan};
+use common::{assert_usage_error, bin, spawn_with_port, spawn_with_port_on, Wan};
 
 use serde_json::Value;
 use testkit::SmallDisk;
@@ -496,24 +496,8 @@ fn generated_stations_arrive_identical_to_vdif_gen() {
     let (ef, wb) = generate(dir.path());
     let rx_dir = dir.path().join("rx");
     let rx = Recv::start(&["--out", rx_dir.to_str().unwrap()]);
-    let to = format!("127.0.0.1:{}", rx.port);
-    let out = bin()
-        .args([
-            "stream",
-            "send",
-            "--to",
-            &to,
-            "--generate",
-            "--stations",
-            "Ef,Wb",
-            "--rate",
-            "128M",
-        ])
-        .args(["--seconds", "2", "--start", "2026-11-23T12:00:00Z", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gen = ["--generate", "--stations", "Ef,Wb", "--rate", "128M", "--seconds", "2"];
+    let (_, s) = send(rx.port, &[], &[&gen[..], &["--start", "2026-11-23T12:00:00Z"]].concat());
     assert_eq!(s["stations"][1]["file"], "generated:Wb");
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
@@ -527,24 +511,7 @@ fn one_generated_second_goes_at_the_generator_rate() {
     // One second of frames cannot show its own frame rate (no second boundary inside), but the
     // generator knows it: the README's first try must not ask for --fps.
     let rx = Recv::start(&[]);
-    let to = format!("127.0.0.1:{}", rx.port);
-    let out = bin()
-        .args([
-            "stream",
-            "send",
-            "--to",
-            &to,
-            "--generate",
-            "--stations",
-            "Ef",
-            "--seconds",
-            "1",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, s) = send(rx.port, &[], &["--generate", "--stations", "Ef", "--seconds", "1"]);
     assert_eq!(
         s["stations"][0]["frames_per_second"], 8000,
         "512 Mb/s of 8000-byte frames"
@@ -798,19 +765,15 @@ fn direct_io_writes_every_station_byte_exact_across_chunks() {
 
 #[test]
 fn direct_io_needs_an_output_directory() {
-    let out = bin()
-        .args([
-            "stream",
-            "recv",
-            "--listen",
-            "127.0.0.1:0",
-            "--direct",
-            "--duration",
-            "1s",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = assert_usage_error(&[
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--direct",
+        "--duration",
+        "1s",
+    ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--out"));
 }
 

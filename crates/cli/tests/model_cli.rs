@@ -1,14 +1,14 @@
 //! `evlbi model …` from the command line: the worked examples, JSON, and usage errors.
 
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::{assert_usage_error, bin};
 use serde_json::Value;
 
 fn evlbi(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_evlbi"))
-        .args(args)
-        .output()
-        .expect("run evlbi")
+    bin().args(args).output().expect("run evlbi")
 }
 
 fn json(args: &[&str]) -> Value {
@@ -95,12 +95,6 @@ fn model_usage_errors_exit_2() {
         &["model", "vlbi-loss", "--loss", "Ef=150%"][..],
         &["model", "vlbi-loss", "--loss", "Ef=1%", "--burst", "0.5"][..],
     ] {
-        let o = evlbi(args);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert_usage_error(args);
     }
 }

@@ -25,11 +25,13 @@ pub fn assert_usage_error(args: &[&str]) -> std::process::Output {
 
 /// Spawn `cmd` (a server started on port 0), forward its stderr lines, and return the port it
 /// printed after `127.0.0.1:` in one of them (bounded wait).
+#[allow(dead_code)] // not every test binary starts servers
 pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {
     spawn_with_port_on(cmd, "127.0.0.1")
 }
 
 /// [`spawn_with_port`] for a server listening on `host` (e.g. inside a namespace).
+#[allow(dead_code)] // not every test binary starts servers
 pub fn spawn_with_port_on(cmd: &mut Command, host: &str) -> (Child, u16, Receiver<String>) {
     let prefix = format!("{host}:");
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();

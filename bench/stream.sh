@@ -10,9 +10,11 @@
 #  3. ARQ through `evlbi linkemu` (root, MTU 9000 so a frame is one packet): 1 % random loss each way,
 #     100 ms RTT, 300 ms latency, 512 Mb/s:
 #     share of lost frames recovered and extra bandwidth.
+#  4. Catch-up (root): the sender stopped for 200 ms mid-run, through linkemu paths of 1.25x and
+#     2.3x the stream rate, catching up at 2x or 1.2x (or giving the time up, --max-lag 1ms).
 #
 #   bench/stream.sh    env: SECS=30 MAXSECS=20 RATES="4096M 5G 6G 7G 8G" ARQSECS=20 OUT=bench/results/stream.json
-#                           PARTS="disk sweep arq" DISK_DIR=(a directory under /tmp) DISK_RATE=4096M
+#                           PARTS="disk sweep arq catchup" DISK_DIR=(a directory under /tmp) DISK_RATE=4096M
 #   SECS=600 PARTS=disk OUT=bench/results/stream_disk600.json bench/stream.sh   # the issue's 10-minute run
 #   SECS=600 PARTS=disk DISK_DIR=/dev/shm/evlbi-bench OUT=… bench/stream.sh      # same, into tmpfs
 # SEND_OPTS: extra `stream send` options for the disk run, e.g. "--burst 8 --spin 20us" (sleep
@@ -30,7 +32,7 @@ MAXSECS=${MAXSECS:-20}
 RATES=${RATES:-4096M 5G 6G 7G 8G}
 BURST_RATES=${BURST_RATES:-8G 10G 12G 14G}
 OUT=${OUT:-bench/results/stream.json}
-PARTS=${PARTS:-disk sweep arq}
+PARTS=${PARTS:-disk sweep arq catchup}
 DISK_RATE=${DISK_RATE:-4096M}
 read -r -a SEND_ARGS <<<"${SEND_OPTS:-}"
 read -r -a RECV_ARGS <<<"${RECV_OPTS:-}"
@@ -152,6 +154,47 @@ if [[ $(id -u) -eq 0 ]] && has arq; then
     ARQ_OK=1
 fi
 
+# 4. Catching up through a tight path: 512 Mb/s through linkemu at 640 Mb/s (1.25x, buffer one
+# RTT of 20 ms) and at 1.2 Gb/s; the sender is stopped for 200 ms 3 s into an 8 s run and catches
+# up at --catch-up times the rate (or, with --max-lag 1ms, gives the time up as before).
+: >"$WORK/catchup"
+if [[ $(id -u) -eq 0 ]] && has catchup; then
+    echo "== 4. catch-up after a 200 ms hold through a 640 Mb/s and a 1.2 Gb/s path"
+    [[ -f $WORK/in512/Ef.vdif ]] || "$EVLBI" vdif gen --stations Ef --rate 512M --frame 8000 --seconds 2 --out "$WORK/in512" -q \
+        --start 2026-11-23T12:00:00Z >/dev/null
+    for case in "640M 2 1s" "640M 1.2 1s" "640M 2 1ms" "1200M 2 1s"; do
+        read -r path cu lag <<<"$case"
+        "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" \
+            --rate "$path" --delay 10ms --mtu 9000 >"$WORK/cu-emu.json" 2>/dev/null &
+        EMU=$!
+        PIDS+=("$EMU")
+        for _ in $(seq 100); do ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
+        ip netns exec "$NS_B" "$EVLBI" stream recv --listen 10.77.0.2:46227 --idle-timeout 2s -q \
+            --json "$WORK/cu-recv.json" 2>/dev/null &
+        RX=$!
+        PIDS+=("$RX")
+        sleep 0.3
+        ip netns exec "$NS_A" "$EVLBI" stream send --to 10.77.0.2:46227 "$WORK/in512/Ef.vdif" --loop --duration 8s \
+            --max-lag "$lag" --catch-up "$cu" --out "$WORK/cu-send.json" 2>/dev/null &
+        TX=$!
+        sleep 3
+        TXP=$(pgrep -P "$TX" -f "stream send" || echo "$TX") # ip netns exec may exec or fork
+        kill -STOP "$TXP"; sleep 0.2; kill -CONT "$TXP"
+        wait "$TX" || true
+        wait "$RX" || true
+        kill -TERM "$EMU" 2>/dev/null || true
+        wait "$EMU" 2>/dev/null || true
+        python3 - "$path" "$cu" "$lag" "$WORK/cu-send.json" "$WORK/cu-recv.json" >>"$WORK/catchup" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[4])); r = json.load(open(sys.argv[5]))
+st = s["stations"][0]; win = r["stations"][0]["window"]
+print(json.dumps({"path": sys.argv[1], "catch_up": float(sys.argv[2]), "max_lag": sys.argv[3], "frames_due": 64000,
+                  "frames_sent": st["frames_sent"], "slips": st["slips"], "given_up_s": st.get("slipped_s", 0),
+                  "written_valid": win["written_valid"], "filled": win["written_filled"]}))
+PY
+    done
+fi
+
 python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" "${DD_DIRECT_MBPS:-0}" <<'PY'
 import json, os, sys
 w, secs, maxsecs, arq_ok, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
@@ -209,6 +252,12 @@ if arq_ok:
                       "srtt_s": q["srtt_s"], "naks": a_r["naks_sent"]}
     print(f"ARQ 1 %/100 ms RTT/300 ms: {a['recovered']} of {a['missing']} lost frames recovered ({100*a['recovered_share']:.2f} %), "
           f"{a['filled']} written invalid, extra bandwidth {100*a['extra_bandwidth']:.2f} %, srtt {a['srtt_s']}")
+cu = [json.loads(l) for l in open(os.path.join(w, "catchup"))]
+if cu:
+    res["catch_up"] = cu
+    print("\n| path | --catch-up | --max-lag | frames sent of 64000 due | time given up | lost on the path (filled) |\n|---|---|---|---|---|---|")
+    for c in cu:
+        print(f"| {c['path']} | {c['catch_up']} | {c['max_lag']} | {c['frames_sent']} | {c['given_up_s']:.3f} s | {c['filled']} |")
 json.dump(res, open(out, "w"), indent=1)
 PY
 echo "results: $OUT"

@@ -125,7 +125,9 @@ pub struct SendArgs {
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     max_lag: f64,
     /// While catching up, send at up to this multiple of the rate (1.0 to 16): 2 clears a
-    /// backlog in as long as it took to build, without line-rate bursts into router queues.
+    /// backlog in as long as it took to build, without line-rate bursts. Keep it below the
+    /// path's capacity ÷ the stream rate (`evlbi probe` measures the capacity): through a path
+    /// of 1.25× the rate, a 200 ms hold caught up at 2× lost 1.3 % of the frames, at 1.2× none.
     #[arg(long, default_value_t = stream_session::send::DEFAULT_CATCH_UP, value_parser = parse_catch_up)]
     catch_up: f64,
     /// Seed of --inject-loss.

@@ -129,6 +129,11 @@ pub struct Pacer {
     spin: Duration,
     slips: u64,
     slipped_total: Duration,
+    /// Behind the timeline, releases come at most this many times faster than the spacing
+    /// (infinite: whatever is due leaves at once).
+    catch_up: f64,
+    /// When the last packet (or batch) left.
+    last_release: Option<Instant>,
 }
 
 impl Pacer {
@@ -144,6 +149,8 @@ impl Pacer {
             spin: DEFAULT_SPIN,
             slips: 0,
             slipped_total: Duration::ZERO,
+            catch_up: f64::INFINITY,
+            last_release: None,
         }
     }
 
@@ -155,6 +162,14 @@ impl Pacer {
     /// Set the largest lateness that is caught up by sending at once; later than this re-anchors.
     pub fn with_max_lag(mut self, max_lag: Duration) -> Pacer {
         self.max_lag = max_lag;
+        self
+    }
+
+    /// Behind the timeline (within the catch-up bound), release at most `factor` times faster
+    /// than the spacing instead of back to back: a real-time stream makes up a hold without a
+    /// line-rate burst into the path's queues. See [`Pacer::release_deadline`].
+    pub fn with_catch_up(mut self, factor: f64) -> Pacer {
+        self.catch_up = factor.max(1.0);
         self
     }
 
@@ -191,6 +206,18 @@ impl Pacer {
         self.deadline(self.next)
     }
 
+    /// When the next `n` packets may leave together (one GSO call): at the deadline of the last
+    /// of them, so that none leaves early, and — with [`Pacer::with_catch_up`] — no sooner than
+    /// their span divided by the catch-up factor after the previous release.
+    pub fn release_deadline(&self, n: u64) -> Instant {
+        let n = n.max(1);
+        let last = self.deadline(self.next + n - 1);
+        match self.last_release {
+            Some(prev) if self.catch_up.is_finite() => last.max(prev + self.spacing.offset(n).div_f64(self.catch_up)),
+            _ => last,
+        }
+    }
+
     /// Pure scheduling step: `None` if the next packet may leave at `now` (on time or late),
     /// `Some(deadline)` if the caller must wait until then. Does not advance; call
     /// [`Pacer::on_sent`] once the packet left.
@@ -211,6 +238,7 @@ impl Pacer {
             self.next += 1;
             return Lateness::default();
         }
+        self.last_release = Some(now);
         let late = now.saturating_duration_since(self.next_deadline());
         let slipped = late > self.max_lag;
         if slipped {
@@ -416,6 +444,33 @@ mod tests {
         // Deadlines keep the global numbering: packet 2 was the slipping one, due at `now`.
         assert_eq!(p.deadline(2), now);
         assert_eq!(p.deadline(1), now - 10 * US);
+    }
+
+    #[test]
+    fn bursts_leave_at_their_last_deadline_and_catch_up_at_the_factor() {
+        let t0 = Instant::now();
+        let plain = Pacer::new(t0, Spacing::from_nanos(10_000));
+        let mut p = Pacer::new(t0, Spacing::from_nanos(10_000)).with_catch_up(2.0);
+        assert_eq!(
+            plain.release_deadline(4),
+            t0 + 30 * US,
+            "a burst of 4 waits for its last"
+        );
+        assert_eq!(
+            p.release_deadline(4),
+            t0 + 30 * US,
+            "nothing released yet: no catch-up limit"
+        );
+        assert_eq!(p.release_deadline(0), t0, "an empty burst is one packet");
+        // Packets 0..4 leave 470 µs late (within the 1 ms bound): the next burst of 4 is long due
+        // (its last at 70 µs) but leaves 4 × 10 µs / 2 after the previous release.
+        p.on_sent_batch(t0 + 500 * US, 4);
+        assert_eq!(p.slips(), 0);
+        assert_eq!(p.release_deadline(4), t0 + 520 * US);
+        assert_eq!(p.release_deadline(1), t0 + 505 * US);
+        // On time again, the timeline rules: a burst whose last is due later waits for it.
+        p.on_sent_batch(t0 + 520 * US, 48);
+        assert_eq!(p.release_deadline(4), t0 + 550 * US);
     }
 
     #[test]

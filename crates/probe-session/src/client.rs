@@ -217,8 +217,7 @@ fn send_all(
         // A burst leaves at the deadline of its last datagram, so none leaves early.
         scheduled.clear();
         scheduled.extend((0..n).map(|i| instant_ns(pacer.deadline(pacer.sent() + i))));
-        let due = pacer.deadline(pacer.sent() + n - 1);
-        netio::pacer::wait_until(due);
+        netio::pacer::wait_until(pacer.release_deadline(n));
         let now = Instant::now();
         pacer.on_sent_batch(now, n as usize);
         let t = now_ns();

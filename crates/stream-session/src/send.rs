@@ -503,7 +503,9 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
                 reader,
                 batch: whole.unwrap_or_default(),
                 pos: 0,
-                pacer: Pacer::new(start, spacing).with_max_lag(cfg.max_lag),
+                pacer: Pacer::new(start, spacing)
+                    .with_max_lag(cfg.max_lag)
+                    .with_catch_up(cfg.catch_up),
                 // jive5ab starts its udps sequence at a random value; so do we in that framing.
                 seq: if cfg.format == SeqFormat::Jive5ab {
                     jive_start
@@ -559,19 +561,10 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         else {
             break;
         };
-        // With --burst k the k-th frame's deadline releases k frames at once (one GSO call).
-        // Behind the timeline, releases are spaced by the burst's span divided by the catch-up
-        // factor instead of leaving back to back.
+        // With --burst k the k-th frame's deadline releases k frames at once (one GSO call);
+        // behind the timeline, at up to --catch-up times the rate.
         let burst = cfg.burst.max(1) as u64;
-        let pacer = &stations[i].pacer;
-        let on_time = pacer.deadline(pacer.sent() + burst - 1);
-        let deadline = match stations[i].last_send {
-            Some(prev) => {
-                let span = pacer.deadline(pacer.sent() + burst) - pacer.deadline(pacer.sent());
-                on_time.max(prev + span.div_f64(cfg.catch_up.max(1.0)))
-            }
-            None => on_time,
-        };
+        let deadline = stations[i].pacer.release_deadline(burst);
         if cfg
             .duration
             .is_some_and(|dur| stations[i].pacer.next_deadline() >= start + dur)

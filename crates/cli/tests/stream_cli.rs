@@ -523,25 +523,27 @@ fn one_generated_second_goes_at_the_generator_rate() {
 
 #[test]
 fn generate_and_files_are_exclusive_and_errors_are_usage_errors() {
-    let out = bin()
-        .args(["stream", "send", "--to", "127.0.0.1:9", "--generate"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = bin()
-        .args([
-            "stream",
-            "recv",
-            "--listen",
-            "127.0.0.1:0",
-            "--seq-format",
-            "jive5ab",
-            "--fps",
-            "0",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_usage_error(&["stream", "send", "--to", "127.0.0.1:9", "--generate"]);
+    assert_usage_error(&[
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--seq-format",
+        "jive5ab",
+        "--fps",
+        "0",
+    ]);
+    // Catching up slower than the rate, absurdly fast, or not a number; a lag that is no time.
+    for bad in [
+        &["--catch-up", "0.5"][..],
+        &["--catch-up", "17"],
+        &["--catch-up", "fast"],
+        &["--max-lag", "soon"],
+    ] {
+        let out = assert_usage_error(&[&["stream", "send", "--to", "127.0.0.1:9", "x.vdif"][..], bad].concat());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{bad:?}");
+    }
     let out = bin()
         .args(["stream", "send", "--to", "127.0.0.1:9", "/nonexistent.vdif"])
         .output()

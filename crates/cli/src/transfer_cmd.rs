@@ -35,12 +35,35 @@ pub struct RecvArgs {
     /// File holding a pre-shared key; senders must prove it (HMAC-SHA256 challenge).
     #[arg(long)]
     key_file: Option<PathBuf>,
-    /// Serve one session, then exit (exit code 1 if a file failed).
+    /// Serve one authenticated session, then exit (exit code 1 if a file failed). Connections
+    /// that never authenticate do not count.
     #[arg(long)]
     once: bool,
+    /// Replace files that already exist below the root (otherwise such an offer is refused and
+    /// the existing file is kept).
+    #[arg(long)]
+    overwrite: bool,
+    /// Sessions served at once; one more is told the receiver is busy.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    max_sessions: u32,
+    /// Connections still in their handshake at once; for a new one the oldest is closed (a
+    /// flood of idle connections cannot lock a sender out).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_pending: u32,
+    /// Time a connection has to authenticate.
+    #[arg(long, default_value = "10s", value_parser = parse_handshake_timeout)]
+    handshake_timeout: std::time::Duration,
     /// One JSON line per received file on stdout instead of text.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_handshake_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let secs = crate::units::parse_duration(s)?;
+    if !(0.1..=3600.0).contains(&secs) {
+        return Err(format!("{s}: must be between 100ms and 1h"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// Congestion control.
@@ -73,7 +96,7 @@ pub struct SendArgs {
     /// Wire rate: the rate with --cc fixed, the cap with adaptive (e.g. 1G, 4.096G).
     #[arg(long, value_parser = parse_rate, default_value = "10G")]
     rate: f64,
-    /// Payload bytes per datagram: 8192 needs jumbo frames end to end (or loopback); 1432 fits
+    /// Payload bytes per datagram: 8192 needs jumbo frames end to end (or loopback); 1416 fits
     /// a 1500-byte MTU.
     #[arg(long, default_value_t = 8192)]
     chunk: u32,
@@ -120,6 +143,12 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
     };
     let mut cfg = ServerConfig::new(listen, a.root.clone());
     cfg.key = read_key(&a.key_file)?;
+    cfg.overwrite = a.overwrite;
+    cfg.limits = transfer_session::Limits {
+        max_pending: a.max_pending as usize,
+        handshake_timeout: a.handshake_timeout,
+        max_active: a.max_sessions as usize,
+    };
     let server = match Server::bind(cfg) {
         Err(transfer_session::SessionError::Usage(m)) => return Err(usage(m)),
         r => r?,
@@ -134,6 +163,8 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
     let mut failed = 0u32;
     server.serve(&stop, a.once, &mut |e| match e {
         ServerEvent::Connected(peer) => eprintln!("{peer}: connected"),
+        // Not counted as a failure: it never became a session (a port scan, a wrong key).
+        ServerEvent::Rejected(peer, why) => eprintln!("{peer}: refused before the session: {}", one_line(&why)),
         ServerEvent::Directory(d) => eprintln!("  {d}/"),
         ServerEvent::Round { path, round, udp_port, bytes } => {
             if round > 1 || bytes > 0 {
@@ -166,7 +197,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
             None => eprintln!("{peer}: session ended"),
             Some(e) => {
                 failed += 1;
-                eprintln!("{peer}: session failed: {e} (run the same `evlbi send` again to resume)")
+                eprintln!("{peer}: session failed: {} (run the same `evlbi send` again to resume)", one_line(&e))
             }
         },
     })?;
@@ -176,6 +207,11 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ))));
     }
     Ok(())
+}
+
+/// Peer-supplied text on one line: a newline in it cannot forge a log line of ours.
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 pub fn run_send(a: SendArgs) -> Result<()> {

@@ -7,8 +7,14 @@
 //! - [`Channel`] is the blocking socket side: send a message, wait for one with a deadline.
 //! - [`mac`] computes and checks the HMACs of a challenge–response; the messages that carry them
 //!   belong to each protocol, which decides what the MACs cover.
+//! - After a handshake, [`Channel::authenticate`] makes every line carry a MAC under a key the
+//!   handshake derived: a proxy on the path can then neither change, drop, replay, reorder nor
+//!   reflect a message without the channel failing.
+//! - [`serve`] accepts connections concurrently, with a deadline for the handshake and a cap on
+//!   connections that have not authenticated yet.
 
 pub mod mac;
+pub mod serve;
 
 use std::io::{Read, Write};
 use std::marker::PhantomData;
@@ -55,6 +61,77 @@ pub enum ChannelError {
     /// A socket call failed.
     #[error("control connection: {0}")]
     Io(#[from] std::io::Error),
+    /// A line of an authenticated channel has no MAC or a wrong one: changed on the way,
+    /// replayed, reordered, reflected, or from someone without the session key.
+    #[error("control message failed authentication (changed on the way or replayed)")]
+    BadMac,
+}
+
+/// Which end of a control connection this is. The MAC of each line names its direction, so a
+/// line can never be reflected back to the side that sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The side that connected.
+    Client,
+    /// The side that accepted.
+    Server,
+}
+
+/// Per-line authentication after a handshake: each line is `JSON SP TAG`, TAG the hex
+/// HMAC-SHA256 under the session key over the direction, the line's sequence number in that
+/// direction and the JSON. The JSON of a message never ends in a space-free hex tail after a
+/// space (it ends in `}`), so splitting at the last space is unambiguous.
+#[derive(Clone)]
+struct LineAuth {
+    key: [u8; 32],
+    role: Role,
+    sent: u64,
+    received: u64,
+}
+
+impl std::fmt::Debug for LineAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("LineAuth")
+            .field("role", &self.role)
+            .field("sent", &self.sent)
+            .field("received", &self.received)
+            .finish_non_exhaustive()
+    }
+}
+
+const TO_SERVER: &[u8] = b"evlbi-ctl client->server";
+const TO_CLIENT: &[u8] = b"evlbi-ctl server->client";
+
+impl LineAuth {
+    fn directions(&self) -> (&'static [u8], &'static [u8]) {
+        match self.role {
+            Role::Client => (TO_SERVER, TO_CLIENT),
+            Role::Server => (TO_CLIENT, TO_SERVER),
+        }
+    }
+
+    /// Append ` TAG` to `line` (which has no newline yet).
+    fn seal(&mut self, line: &mut Vec<u8>) -> Result<(), ChannelError> {
+        let (out, _) = self.directions();
+        let tag = mac::prove(&self.key, &[out, &self.sent.to_be_bytes(), line]).map_err(|_| ChannelError::BadMac)?;
+        self.sent += 1;
+        line.push(b' ');
+        line.extend_from_slice(tag.as_bytes());
+        Ok(())
+    }
+
+    /// Check and strip the tag of a received line.
+    fn open<'a>(&mut self, line: &'a [u8]) -> Result<&'a [u8], ChannelError> {
+        let (_, inbound) = self.directions();
+        let sp = line.iter().rposition(|&b| b == b' ').ok_or(ChannelError::BadMac)?;
+        let (body, tag) = (&line[..sp], &line[sp + 1..]);
+        let tag = std::str::from_utf8(tag).map_err(|_| ChannelError::BadMac)?;
+        mac::verify(&self.key, &[inbound, &self.received.to_be_bytes(), body], tag)
+            .map_err(|_| ChannelError::BadMac)?;
+        self.received += 1;
+        Ok(body)
+    }
 }
 
 /// Serialise `msg` as one line terminated by `\n`, refusing lines over `max_line` bytes (the
@@ -84,6 +161,7 @@ pub struct LineDecoder<M> {
     buf: Vec<u8>,
     max_line: usize,
     poisoned: bool,
+    auth: Option<LineAuth>,
     _msg: PhantomData<fn() -> M>,
 }
 
@@ -94,8 +172,36 @@ impl<M: Message> LineDecoder<M> {
             buf: Vec::new(),
             max_line,
             poisoned: false,
+            auth: None,
             _msg: PhantomData,
         }
+    }
+
+    /// From now on every line must carry a valid MAC under `key` (see [`Channel::authenticate`]).
+    pub fn authenticate(&mut self, key: [u8; 32], role: Role) {
+        self.auth = Some(LineAuth {
+            key,
+            role,
+            sent: 0,
+            received: 0,
+        });
+    }
+
+    /// Encode `msg` as a line for the peer, with its MAC when the channel is authenticated.
+    pub fn encode(&mut self, msg: &M) -> Result<Vec<u8>, ChannelError> {
+        // The tag (a space and 64 hex digits) counts against the peer's line limit.
+        let room = if self.auth.is_some() {
+            self.max_line.saturating_sub(65)
+        } else {
+            self.max_line
+        };
+        let mut line = encode_line(msg, room)?;
+        if let Some(a) = &mut self.auth {
+            line.pop();
+            a.seal(&mut line)?;
+            line.push(b'\n');
+        }
+        Ok(line)
     }
 
     /// Append bytes read from the connection.
@@ -127,6 +233,13 @@ impl<M: Message> LineDecoder<M> {
         let body = line.strip_suffix(b"\n").unwrap_or(&line);
         // Tolerate CRLF from hand-typed sessions (telnet/nc) without accepting anything else.
         let body = body.strip_suffix(b"\r").unwrap_or(body);
+        let body = match &mut self.auth {
+            Some(a) => match a.open(body) {
+                Ok(b) => b,
+                Err(e) => return Err(self.poison(e)),
+            },
+            None => body,
+        };
         decode_line(body).map(Some).map_err(|e| self.poison(e))
     }
 
@@ -150,7 +263,6 @@ impl<M: Message> LineDecoder<M> {
 pub struct Channel<M> {
     stream: TcpStream,
     decoder: LineDecoder<M>,
-    max_line: usize,
 }
 
 impl<M: Message> Channel<M> {
@@ -161,7 +273,6 @@ impl<M: Message> Channel<M> {
         Channel {
             stream,
             decoder: LineDecoder::new(max_line),
-            max_line,
         }
     }
 
@@ -170,9 +281,17 @@ impl<M: Message> Channel<M> {
         &self.stream
     }
 
+    /// From now on every line both ways carries an HMAC-SHA256 under `key` (a session key the
+    /// handshake derived, see [`mac::derive`]) over its direction and sequence number; a line
+    /// without a valid one fails the channel with [`ChannelError::BadMac`]. Call it on both
+    /// sides at the same point of the protocol (after the last unauthenticated message).
+    pub fn authenticate(&mut self, key: [u8; 32], role: Role) {
+        self.decoder.authenticate(key, role);
+    }
+
     /// Send one message.
     pub fn send(&mut self, msg: &M) -> Result<(), ChannelError> {
-        let line = encode_line(msg, self.max_line)?;
+        let line = self.decoder.encode(msg)?;
         self.stream.write_all(&line)?;
         Ok(())
     }
@@ -312,6 +431,64 @@ mod tests {
         assert_eq!(c.recv(Duration::from_secs(5)).unwrap(), Ping { n: 42 });
         t.join().unwrap();
         assert!(matches!(c.recv(Duration::from_secs(5)), Err(ChannelError::Closed)));
+    }
+
+    fn keyed(role: Role) -> LineDecoder<Ping> {
+        let mut d = LineDecoder::<Ping>::new(256);
+        d.authenticate([7; 32], role);
+        d
+    }
+
+    #[test]
+    fn authenticated_lines_pass_in_order_and_nothing_else_does() {
+        let mut client = keyed(Role::Client);
+        let mut server = keyed(Role::Server);
+        let l1 = client.encode(&Ping { n: 1 }).unwrap();
+        let l2 = client.encode(&Ping { n: 2 }).unwrap();
+        assert!(l1.len() > 65 && l1.ends_with(b"\n"));
+        server.push(&l1).unwrap();
+        server.push(&l2).unwrap();
+        assert_eq!(server.poll().unwrap(), Some(Ping { n: 1 }));
+        assert_eq!(server.poll().unwrap(), Some(Ping { n: 2 }));
+        // The other way has its own sequence.
+        let back = server.encode(&Ping { n: 3 }).unwrap();
+        client.push(&back).unwrap();
+        assert_eq!(client.poll().unwrap(), Some(Ping { n: 3 }));
+
+        let fresh = || (keyed(Role::Client), keyed(Role::Server));
+        // Changed on the way (same length, one digit).
+        let (mut c, mut s) = fresh();
+        let mut l = c.encode(&Ping { n: 1 }).unwrap();
+        l[5] = b'9';
+        s.push(&l).unwrap();
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
+        assert!(matches!(s.poll(), Err(ChannelError::Poisoned)));
+        // Replayed.
+        let (mut c, mut s) = fresh();
+        let l = c.encode(&Ping { n: 1 }).unwrap();
+        s.push(&l).unwrap();
+        s.push(&l).unwrap();
+        assert!(s.poll().unwrap().is_some());
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
+        // Reordered (second line first).
+        let (mut c, mut s) = fresh();
+        let _first = c.encode(&Ping { n: 1 }).unwrap();
+        s.push(&c.encode(&Ping { n: 2 }).unwrap()).unwrap();
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
+        // Reflected: the server's own line sent back to it.
+        let (_, mut s) = fresh();
+        let own = s.encode(&Ping { n: 1 }).unwrap();
+        s.push(&own).unwrap();
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
+        // Without a tag, and under another key.
+        let (_, mut s) = fresh();
+        s.push(b"{\"n\":1}\n").unwrap();
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
+        let mut other = LineDecoder::<Ping>::new(256);
+        other.authenticate([8; 32], Role::Client);
+        let (_, mut s) = fresh();
+        s.push(&other.encode(&Ping { n: 1 }).unwrap()).unwrap();
+        assert!(matches!(s.poll(), Err(ChannelError::BadMac)));
     }
 
     proptest::proptest! {

@@ -59,6 +59,12 @@ pub fn prove(key: &[u8], parts: &[&[u8]]) -> Result<String, MacError> {
     Ok(hex_encode(&mac_over(key, parts)?.finalize().into_bytes()))
 }
 
+/// The raw 32-byte MAC over `parts` with `key`: a key derived from a pre-shared key and both
+/// nonces (HMAC as a PRF, as HKDF-Expand uses it), fresh for every session.
+pub fn derive(key: &[u8], parts: &[&[u8]]) -> Result<[u8; 32], MacError> {
+    Ok(mac_over(key, parts)?.finalize().into_bytes().into())
+}
+
 /// Check a hex MAC over `parts` in constant time (hmac's `verify_slice`).
 pub fn verify(key: &[u8], parts: &[&[u8]], proof_hex: &str) -> Result<(), MacError> {
     let bytes = hex_decode(proof_hex).ok_or(MacError::BadMac)?;

@@ -7,9 +7,9 @@
 //! file's last block is short (and it sorts last), every chunk of the virtual file lies inside
 //! one real block, so the protocol needs no change to skip what the receiver already has.
 
-use std::fs;
 use std::io;
-use std::path::Path;
+
+use crate::paths::Dir;
 
 use serde::{Deserialize, Serialize};
 
@@ -127,33 +127,30 @@ pub const RESUME_STATE_VERSION: u32 = 1;
 const MAX_STATE_BYTES: u64 = 16 << 20;
 
 impl ResumeState {
-    /// Read a record; `None` if absent, unreadable or not ours (the transfer then starts over).
-    pub fn load(path: &Path) -> Option<ResumeState> {
-        let meta = fs::symlink_metadata(path).ok()?;
-        if !meta.file_type().is_file() || meta.len() > MAX_STATE_BYTES {
-            return None;
-        }
-        let s: ResumeState = serde_json::from_slice(&fs::read(path).ok()?).ok()?;
+    /// Read record `name` in `dir`; `None` if absent, unreadable, a link or not ours (the
+    /// transfer then starts over).
+    pub fn load(dir: &Dir, name: &str) -> Option<ResumeState> {
+        let s: ResumeState = serde_json::from_slice(&dir.read_small(name, MAX_STATE_BYTES)?).ok()?;
         (s.version == RESUME_STATE_VERSION).then_some(s)
     }
 
-    /// Write atomically (temporary file, rename), so a crash leaves the old or the new record,
-    /// never half of one. Nothing is fsync'd: this runs on the receiving thread every second,
+    /// Write record `name` in `dir` atomically (see [`Dir::write_atomic`]: never through a link
+    /// planted there), so a crash leaves the old or the new record, never half of one. Nothing
+    /// is fsync'd: this runs on the receiving thread every second,
     /// and a sync of gigabytes of dirty `.part` data there stalls the socket loop for hundreds
     /// of milliseconds (the sender then probes and repeats data). After a power loss the record
     /// may list a block that never reached the disk; that costs a re-fetch, not a bad file,
     /// because every block is verified against the sender's hash before the file is accepted.
-    pub fn save(&self, path: &Path) -> io::Result<()> {
-        let tmp = crate::paths::with_suffix(path, ".tmp");
+    pub fn save(&self, dir: &Dir, name: &str) -> io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        fs::write(&tmp, bytes)?;
-        fs::rename(&tmp, path)
+        dir.write_atomic(name, &bytes)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     const G: Geometry = Geometry {
         size: 10 * 4096 + 100,
@@ -197,7 +194,10 @@ mod tests {
     #[test]
     fn state_survives_a_roundtrip_and_rejects_garbage() {
         let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("x.part.evlbi");
+        let root = crate::paths::Root::open(d.path()).unwrap();
+        let (dir, name) = root.parent_of("x").unwrap();
+        let name = format!("{name}.part.evlbi");
+        let p = d.path().join(&name);
         let s = ResumeState {
             version: RESUME_STATE_VERSION,
             size: 5,
@@ -206,9 +206,9 @@ mod tests {
             block_size: 1024,
             have: vec![[0, 1]],
         };
-        s.save(&p).unwrap();
-        assert_eq!(ResumeState::load(&p), Some(s));
+        s.save(&dir, &name).unwrap();
+        assert_eq!(ResumeState::load(&dir, &name), Some(s));
         fs::write(&p, b"{not json").unwrap();
-        assert_eq!(ResumeState::load(&p), None);
+        assert_eq!(ResumeState::load(&dir, &name), None);
     }
 }

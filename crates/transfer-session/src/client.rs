@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use ctlchan::mac::{hex_encode, prove, verify};
-use ctlchan::Channel;
+use ctlchan::{Channel, Role};
 use netio::{connect_udp, BufferRequest, ProcessCpu};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SenderState, SessionParams};
 
 use crate::blocks::{Geometry, Selection};
-use crate::control::{Msg, Offer, CLIENT_LABEL, HASHES_PER_MESSAGE, MAX_LINE, PROTOCOL_VERSION, SERVER_LABEL};
+use crate::control::{
+    data_key, session_key, Msg, Offer, CLIENT_LABEL, HASHES_PER_MESSAGE, MAX_LINE, PROTOCOL_VERSION, SERVER_LABEL,
+};
 use crate::fileio::FileSource;
 use crate::hashing::{digest, FileDigest};
 use crate::report::{FileSendReport, RoundReport, SendReport, REPORT_SCHEMA_VERSION};
@@ -153,7 +155,9 @@ fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
     Ok(out)
 }
 
-fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<(), SessionError> {
+/// Prove the key (when we have one), check the receiver's proof, agree on the session key and
+/// from then on authenticate every line; returns the session key.
+fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], SessionError> {
     let cn = nonce();
     ch.send(&Msg::Hello {
         version: PROTOCOL_VERSION,
@@ -176,17 +180,30 @@ fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<(), SessionErr
         .transpose()
         .map_err(|e| SessionError::Auth(e.to_string()))?;
     ch.send(&Msg::Auth { proof })?;
-    match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Welcome { proof } => match (key, proof) {
-            (None, _) => Ok(()),
-            (Some(k), Some(p)) => verify(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()], &p)
-                .map_err(|_| SessionError::Auth("the receiver's key proof does not match".into())),
-            (Some(_), None) => Err(SessionError::Auth(
-                "the receiver has no key but this sender does".into(),
-            )),
+    let sk = match ch.recv(CONTROL_TIMEOUT)? {
+        Msg::Welcome {
+            proof,
+            session_key: sent,
+        } => match (key, proof, sent) {
+            (None, _, Some(hex)) => ctlchan::mac::hex_decode(&hex)
+                .and_then(|v| <[u8; 32]>::try_from(v).ok())
+                .ok_or_else(|| SessionError::Auth("the receiver's session key is malformed".into()))?,
+            (None, _, None) => return Err(SessionError::Auth("the receiver sent no session key".into())),
+            (Some(k), Some(p), _) => {
+                verify(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()], &p)
+                    .map_err(|_| SessionError::Auth("the receiver's key proof does not match".into()))?;
+                session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?
+            }
+            (Some(_), None, _) => {
+                return Err(SessionError::Auth(
+                    "the receiver has no key but this sender does".into(),
+                ))
+            }
         },
-        m => Err(unexpected(&m, "welcome")),
-    }
+        m => return Err(unexpected(&m, "welcome")),
+    };
+    ch.authenticate(sk, Role::Client);
+    Ok(sk)
 }
 
 /// Send `items` (files and directories) to the receiver in `cfg`. Per-file failures (a refused
@@ -212,7 +229,7 @@ pub fn send(
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to {}", cfg.server)))?;
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-    handshake(&mut ch, cfg.key.as_deref())?;
+    let sk = handshake(&mut ch, cfg.key.as_deref())?;
 
     let (cc_name, rate) = cfg.cc.describe();
     let mut report = SendReport {
@@ -265,7 +282,7 @@ pub fn send(
                     chunk_size: cfg.chunk_size,
                     block_size,
                 };
-                let f = send_file(&mut ch, cfg, source, offer, &mut prog, progress, stop)?;
+                let f = send_file(&mut ch, cfg, &sk, source, offer, &mut prog, progress, stop)?;
                 round_time += f.rounds.iter().map(|r| r.duration_s).sum::<f64>();
                 report.transferred_bytes += f.rounds.iter().map(|r| r.bytes).sum::<u64>();
                 report.retransmitted_bytes += f.rounds.iter().map(|r| r.retransmitted_bytes).sum::<u64>();
@@ -281,9 +298,11 @@ pub fn send(
     Ok(report)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn send_file(
     ch: &mut Channel<Msg>,
     cfg: &SendConfig,
+    sk: &[u8; 32],
     source: &Path,
     offer: Offer,
     prog: &mut SendProgress,
@@ -304,6 +323,7 @@ fn send_file(
         block_size: offer.block_size,
     };
     let chunk_size = offer.chunk_size;
+    let offered_path = offer.path.clone();
     ch.send(&Msg::Offer(offer))?;
     let mut accept = match ch.recv(CONTROL_TIMEOUT)? {
         Msg::Refused { message } => {
@@ -323,6 +343,8 @@ fn send_file(
             digest(&file, g, &|| hashing_stopped.load(Ordering::Relaxed))
         }));
         let mut file_digest: Option<FileDigest> = None;
+        // Blocks the receiver held from an earlier attempt; they count as resumed once verified.
+        let mut held_before = std::collections::BTreeSet::new();
         let result = (|| loop {
             let Msg::Accept {
                 udp_port,
@@ -335,11 +357,14 @@ fn send_file(
             let selection = Selection::missing(g, have);
             let held = g.size - selection.virtual_size();
             if rep.rounds.is_empty() {
-                rep.resumed_bytes = held;
+                held_before = crate::blocks::from_ranges(have).collect();
             }
             prog.done_bytes = base_done + held;
             let (port, id) = (*udp_port, *session_id);
-            let round = run_round(ch, cfg, &file, selection, port, id, chunk_size, prog, progress, stop)?;
+            let key = data_key(sk, id);
+            let round = run_round(
+                ch, cfg, &file, selection, port, id, key, chunk_size, prog, progress, stop,
+            )?;
             rep.rounds.push(round);
             if let Some(h) = hasher.take() {
                 let d = h
@@ -365,16 +390,26 @@ fn send_file(
             // Verification reads the whole copy: allow for a slow disk (100 MB/s).
             let verify_time = CONTROL_TIMEOUT + Duration::from_secs(g.size / 100_000_000);
             match ch.recv(verify_time)? {
-                Msg::Verified { blake3 } => {
-                    rep.verified = blake3 == hex_encode(&d.file);
-                    if !rep.verified {
+                Msg::Verified { path, blake3 } => {
+                    rep.verified = blake3 == hex_encode(&d.file) && path == offered_path;
+                    if path != offered_path {
+                        rep.error = Some(format!(
+                            "the receiver verified {path:?}, not the offered {offered_path:?}"
+                        ));
+                    } else if !rep.verified {
                         rep.error = Some(format!("receiver's BLAKE3 {blake3} differs from ours"));
                     }
+                    rep.resumed_bytes = held_before.iter().map(|&b| g.block_len(b)).sum();
                     rep.blake3 = Some(blake3);
                     prog.done_bytes = base_done + g.size;
                     return Ok(());
                 }
-                Msg::Resend { .. } => accept = ch.recv(CONTROL_TIMEOUT)?,
+                Msg::Resend { blocks } => {
+                    for b in crate::blocks::from_ranges(&blocks) {
+                        held_before.remove(&b);
+                    }
+                    accept = ch.recv(CONTROL_TIMEOUT)?
+                }
                 Msg::Refused { message } => {
                     rep.error = Some(message);
                     return Ok(());
@@ -397,6 +432,7 @@ fn run_round(
     selection: Selection,
     udp_port: u16,
     session_id: u64,
+    key: transfer::DataKey,
     chunk_size: u32,
     prog: &mut SendProgress,
     progress: &mut dyn FnMut(&SendProgress),
@@ -417,13 +453,10 @@ fn run_round(
         file_size: bytes,
         chunk_size,
     };
-    let mut sender = transfer::Sender::new(
-        SenderConfig::new(params),
-        FileSource::new(file, selection),
-        cfg.cc.build(),
-        Instant::now(),
-    )
-    .map_err(|e| SessionError::Usage(e.to_string()))?;
+    let mut scfg = SenderConfig::new(params);
+    scfg.data_key = Some(key);
+    let mut sender = transfer::Sender::new(scfg, FileSource::new(file, selection), cfg.cc.build(), Instant::now())
+        .map_err(|e| SessionError::Usage(e.to_string()))?;
     let base = prog.done_bytes;
     let mut peer_failure: Option<SessionError> = None;
     let outcome = drive_sender(&sock, &mut sender, &mut |s| {

@@ -5,26 +5,35 @@
 //!   hello{client_nonce}                 ──▶
 //!                                       ◀──   challenge{server_nonce, key_required}
 //!   auth{proof}                         ──▶   (proof checked when the receiver has a key)
-//!                                       ◀──   welcome{proof}
+//!                                       ◀──   welcome{proof, session_key (only without a key)}
+//!   ── from here on every line carries an HMAC under the session key (ctlchan::Channel::authenticate) ──
 //!   per directory: mkdir{path}          ──▶   ◀── done{path}
 //!   per file: offer{path, size, …}      ──▶
 //!                                       ◀──   accept{udp_port, session_id, have} | refused{…}
 //!   … DATA/REPORT/FIN on UDP for the blocks not in `have` …
 //!   hashes{first_block, [BLAKE3 per block]}… file_hash{BLAKE3 of the file}  ──▶
-//!                                       ◀──   verified{…} | resend{blocks} (then a new accept)
+//!                                       ◀──   verified{path, blake3} | resend{blocks} (then a new accept)
 //!   bye                                 ──▶
 //! ```
 //!
 //! Both proofs are HMAC-SHA256 over a role label and both nonces ([`ctlchan::mac`]); the
-//! receiver's proof convinces the sender it is not uploading to an impostor. Session ids are
-//! random 64-bit values handed out on this authenticated channel, so an off-path attacker
-//! cannot inject DATA into a session without guessing one.
+//! receiver's proof convinces the sender it is not uploading to an impostor.
+//!
+//! What is authenticated: with a pre-shared key, both ends derive a session key from it and both
+//! nonces ([`session_key`]); every control line after `welcome` carries an HMAC under it (a proxy
+//! that rewrites an offered path, a verdict or a hash breaks the channel), the verdict names the
+//! path it is for, and every UDP datagram of a round carries a BLAKE3 tag under a key derived
+//! from it and the round's session id ([`data_key`]), so a forged or altered datagram is dropped
+//! before it moves any state. Without a pre-shared key the receiver draws a random session key
+//! and sends it in `welcome`: that keeps out anyone who cannot read the control connection
+//! (blind injection of DATA or REPORTs), but someone on the path can read the key — only a
+//! pre-shared key authenticates the peer. Nothing is encrypted.
 
 use ctlchan::mac::NONCE_LEN;
 use serde::{Deserialize, Serialize};
 
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
@@ -95,6 +104,10 @@ pub enum Msg {
     Welcome {
         /// HMAC, hex.
         proof: Option<String>,
+        /// Without a pre-shared key: the session key (32 bytes, hex) drawn by the receiver.
+        /// With one it is derived on both sides and never sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_key: Option<String>,
     },
     /// Sender → receiver: create this directory (for empty directories).
     Mkdir {
@@ -136,6 +149,8 @@ pub enum Msg {
     },
     /// Receiver → sender: every block and the whole file match; the file has its final name.
     Verified {
+        /// The path below the root the file now has (the sender checks it is the one offered).
+        path: String,
         /// Hex BLAKE3 the receiver computed.
         blake3: String,
     },
@@ -193,10 +208,19 @@ impl ctlchan::Message for Msg {
                 hex_len("client_nonce", client_nonce, NONCE_LEN)
             }
             Msg::Challenge { server_nonce, .. } => hex_len("server_nonce", server_nonce, NONCE_LEN),
-            Msg::Auth { proof } | Msg::Welcome { proof } => match proof {
+            Msg::Auth { proof } => match proof {
                 Some(p) => hex_len("proof", p, 32),
                 None => Ok(()),
             },
+            Msg::Welcome { proof, session_key } => {
+                if let Some(p) = proof {
+                    hex_len("proof", p, 32)?;
+                }
+                match session_key {
+                    Some(k) => hex_len("session_key", k, 32),
+                    None => Ok(()),
+                }
+            }
             Msg::Mkdir { path } | Msg::Done { path } => text("path", path, MAX_PATH),
             Msg::Offer(o) => {
                 text("path", &o.path, MAX_PATH)?;
@@ -230,7 +254,11 @@ impl ctlchan::Message for Msg {
                 }
                 hashes.iter().try_for_each(|h| hex_len("hash", h, 32))
             }
-            Msg::FileHash { blake3 } | Msg::Verified { blake3 } => hex_len("blake3", blake3, 32),
+            Msg::FileHash { blake3 } => hex_len("blake3", blake3, 32),
+            Msg::Verified { path, blake3 } => {
+                text("path", path, MAX_PATH)?;
+                hex_len("blake3", blake3, 32)
+            }
             Msg::Refused { message } | Msg::Error { message } => text("message", message, MAX_TEXT),
             Msg::Bye => Ok(()),
         }
@@ -249,6 +277,23 @@ pub fn clip(text: &str) -> String {
 /// Role labels bound into the key proofs.
 pub(crate) const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v1 sender";
 pub(crate) const SERVER_LABEL: &[u8] = b"evlbi-transfer-v1 receiver";
+const SESSION_LABEL: &[u8] = b"evlbi-transfer-v2 session key";
+const DATA_LABEL: &[u8] = b"evlbi-transfer-v2 datagram key";
+
+/// The session key both ends derive from a pre-shared key and the two nonces of the handshake:
+/// fresh per connection, never on the wire.
+pub fn session_key(psk: &[u8], client_nonce: &str, server_nonce: &str) -> Result<[u8; 32], ctlchan::mac::MacError> {
+    ctlchan::mac::derive(psk, &[SESSION_LABEL, client_nonce.as_bytes(), server_nonce.as_bytes()])
+}
+
+/// The datagram key of one round: from the session key and the round's session id, so each
+/// round's datagrams are useless in any other.
+pub fn data_key(session_key: &[u8; 32], session_id: u64) -> transfer::DataKey {
+    // HMAC with a 32-byte key cannot fail; the fallback is never taken.
+    transfer::DataKey(
+        ctlchan::mac::derive(session_key, &[DATA_LABEL, &session_id.to_be_bytes()]).unwrap_or(*session_key),
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use client::{send, CcChoice, SendConfig, SendProgress};
+pub use ctlchan::serve::{Limits, ServeStats};
 pub use server::{Server, ServerConfig, ServerEvent};
 
 /// Wait this long for a control message before giving up on the peer.

@@ -1,27 +1,28 @@
 //! The receiving side (`evlbi recv`): authenticate the sender, place each file safely below the
 //! root, receive its missing blocks, verify, and rename only what matches.
 
-use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
+use std::collections::{BTreeSet, HashSet};
+use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use ctlchan::mac::{hex_decode, hex_encode, prove, verify};
-use ctlchan::Channel;
+use ctlchan::serve::{Limits, ServeStats, Ticket};
+use ctlchan::{Channel, Role};
 use netio::{bind_udp, BufferRequest};
-use transfer::{Receiver, ReceiverConfig, SessionParams};
+use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
 use crate::blocks::{from_ranges, to_ranges, Geometry, ResumeState, Selection, RESUME_STATE_VERSION};
-use crate::control::{clip, Msg, Offer, CLIENT_LABEL, MAX_LINE, SERVER_LABEL};
+use crate::control::{clip, data_key, session_key, Msg, Offer, CLIENT_LABEL, MAX_LINE, SERVER_LABEL};
 use crate::fileio::PartSink;
 use crate::hashing::{compare, verify as verify_copy, IncrementalDigest};
-use crate::paths::{file_under, make_dir_under, refuse_non_file, with_suffix};
+use crate::paths::{Dir, Root};
 use crate::report::FileRecvReport;
 use crate::udp::{drive_receiver, ForeignCounters, Tick};
-use crate::{io_err, nonce, unexpected, SessionError, CONTROL_TIMEOUT};
+use crate::{io_err, nonce, unexpected, SessionError};
 
 /// How long the receiver waits between files or for a round's end marker.
 const IDLE: Duration = Duration::from_secs(600);
@@ -41,10 +42,18 @@ pub struct ServerConfig {
     pub max_rounds: u32,
     /// Socket receive buffer to ask for, bytes.
     pub rcvbuf: usize,
+    /// Replace files that already exist below the root (otherwise such an offer is refused).
+    pub overwrite: bool,
+    /// Connections at once, the handshake deadline, sessions at once.
+    pub limits: Limits,
+    /// A round ends in failure after this long without a valid datagram from the sender.
+    pub data_idle_timeout: Duration,
 }
 
 impl ServerConfig {
-    /// Defaults: no key, 3 rounds, 32 MiB receive buffer.
+    /// Defaults: no key, 3 rounds, 32 MiB receive buffer, no overwriting, [`Limits::default`]
+    /// (10 s to authenticate, 64 connections in their handshake, 16 sessions), 60 s of silence
+    /// ends a round.
     pub fn new(listen: SocketAddr, root: PathBuf) -> Self {
         ServerConfig {
             listen,
@@ -52,6 +61,9 @@ impl ServerConfig {
             key: None,
             max_rounds: 3,
             rcvbuf: 32 << 20,
+            overwrite: false,
+            limits: Limits::default(),
+            data_idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -59,8 +71,11 @@ impl ServerConfig {
 /// What the server reports as it works.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
-    /// A sender connected.
+    /// A sender connected and authenticated.
     Connected(SocketAddr),
+    /// A connection ended before it authenticated (bad or no key, silence past the handshake
+    /// deadline, a protocol error, or the server was busy).
+    Rejected(SocketAddr, String),
     /// A file finished (verified or not).
     File(FileRecvReport),
     /// A directory was created.
@@ -84,19 +99,35 @@ pub enum ServerEvent {
 pub struct Server {
     listener: TcpListener,
     cfg: ServerConfig,
+    root: Root,
+    /// Paths being received right now: a second session offering one is refused.
+    busy: Mutex<HashSet<String>>,
+}
+
+/// Holds a path in [`Server::busy`] while its file is received.
+struct Claim<'a> {
+    busy: &'a Mutex<HashSet<String>>,
+    path: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.path);
+    }
 }
 
 impl Server {
-    /// Bind the control port and check the root.
+    /// Bind the control port and open the root.
     pub fn bind(cfg: ServerConfig) -> Result<Server, SessionError> {
-        if !cfg.root.is_dir() {
-            return Err(SessionError::Usage(format!(
-                "--root {} is not a directory",
-                cfg.root.display()
-            )));
-        }
+        let root = Root::open(&cfg.root)
+            .map_err(|_| SessionError::Usage(format!("--root {} is not a directory", cfg.root.display())))?;
         let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;
-        Ok(Server { listener, cfg })
+        Ok(Server {
+            listener,
+            cfg,
+            root,
+            busy: Mutex::new(HashSet::new()),
+        })
     }
 
     /// The bound control address.
@@ -104,47 +135,73 @@ impl Server {
         self.listener.local_addr().map_err(io_err("local address"))
     }
 
-    /// Serve senders one at a time until `stop` (or after one session with `once`).
-    pub fn serve(&self, stop: &AtomicBool, once: bool, on: &mut dyn FnMut(ServerEvent)) -> Result<(), SessionError> {
-        self.listener.set_nonblocking(true).map_err(io_err("listener"))?;
-        while !stop.load(Ordering::Relaxed) {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    stream.set_nonblocking(false).map_err(io_err("control socket"))?;
-                    on(ServerEvent::Connected(peer));
-                    let r = self.session(stream, peer, stop, on);
-                    on(ServerEvent::Ended(peer, r.err().map(|e| e.to_string())));
-                    if once {
-                        return Ok(());
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err("accepting a connection")(e)),
-            }
+    /// Serve senders, each connection on its own thread ([`ctlchan::serve`]), until `stop` —
+    /// or, with `once`, until one authenticated session has ended (a connection that never
+    /// authenticates does not count).
+    pub fn serve(
+        &self,
+        stop: &AtomicBool,
+        once: bool,
+        on: &mut dyn FnMut(ServerEvent),
+    ) -> Result<ServeStats, SessionError> {
+        let handler =
+            |stream: TcpStream, peer: SocketAddr, ticket: &Ticket<'_>, tx: &std::sync::mpsc::Sender<ServerEvent>| {
+                let emit = |e: ServerEvent| {
+                    let _ = tx.send(e);
+                };
+                self.connection(stream, peer, ticket, stop, &emit);
+            };
+        ctlchan::serve::serve(&self.listener, stop, &self.cfg.limits, once.then_some(1), &handler, on)
+            .map_err(io_err("accepting connections"))
+    }
+
+    fn connection(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        ticket: &Ticket<'_>,
+        stop: &AtomicBool,
+        on: &dyn Fn(ServerEvent),
+    ) {
+        let local_ip = match stream.local_addr() {
+            Ok(a) => a.ip(),
+            Err(e) => return on(ServerEvent::Rejected(peer, e.to_string())),
+        };
+        let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
+        let key = match self.handshake(&mut ch, ticket) {
+            Ok(k) => k,
+            Err(e) => return on(ServerEvent::Rejected(peer, fatal(&mut ch, e).to_string())),
+        };
+        if let Err(e) = ticket.authenticated() {
+            let e = SessionError::Peer(e.to_string());
+            return on(ServerEvent::Rejected(peer, fatal(&mut ch, e).to_string()));
         }
-        Ok(())
+        on(ServerEvent::Connected(peer));
+        let r = self.session(&mut ch, &key, local_ip, peer, stop, on).map_err(|e| match e {
+            // A line that failed to parse or authenticate: say why before hanging up (the
+            // other errors were told to the sender where they happened).
+            SessionError::Control(_) => fatal(&mut ch, e),
+            e => e,
+        });
+        on(ServerEvent::Ended(peer, r.err().map(|e| e.to_string())));
     }
 
     fn session(
         &self,
-        stream: TcpStream,
+        ch: &mut Channel<Msg>,
+        key: &[u8; 32],
+        local_ip: std::net::IpAddr,
         peer: SocketAddr,
         stop: &AtomicBool,
-        on: &mut dyn FnMut(ServerEvent),
+        on: &dyn Fn(ServerEvent),
     ) -> Result<(), SessionError> {
-        let local_ip = stream.local_addr().map_err(io_err("control socket"))?.ip();
-        let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-        if let Err(e) = self.handshake(&mut ch) {
-            return Err(fatal(&mut ch, e));
-        }
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Err(SessionError::Interrupted);
             }
             match ch.recv(IDLE)? {
                 Msg::Bye => return Ok(()),
-                Msg::Mkdir { path } => match make_dir_under(&self.cfg.root, &path) {
+                Msg::Mkdir { path } => match self.root.make_dirs(&path) {
                     Ok(_) => {
                         ch.send(&Msg::Done { path: path.clone() })?;
                         on(ServerEvent::Directory(path));
@@ -154,19 +211,21 @@ impl Server {
                     })?,
                 },
                 Msg::Offer(o) => {
-                    let rep = self.receive_file(&mut ch, local_ip, peer, o, stop, on)?;
+                    let rep = self.receive_file(ch, key, local_ip, peer, o, stop, on)?;
                     on(ServerEvent::File(rep));
                 }
                 m => {
                     let e = unexpected(&m, "offer, mkdir or bye");
-                    return Err(fatal(&mut ch, e));
+                    return Err(fatal(ch, e));
                 }
             }
         }
     }
 
-    fn handshake(&self, ch: &mut Channel<Msg>) -> Result<(), SessionError> {
-        let cn = match ch.recv(CONTROL_TIMEOUT)? {
+    /// Challenge, check the sender's proof, prove ourselves, agree on the session key, and from
+    /// then on authenticate every line. All within the connection's handshake deadline.
+    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], SessionError> {
+        let cn = match ch.recv(ticket.remaining())? {
             Msg::Hello { client_nonce, .. } => client_nonce,
             m => return Err(unexpected(&m, "hello")),
         };
@@ -176,31 +235,73 @@ impl Server {
             server_nonce: sn.clone(),
             key_required: key.is_some(),
         })?;
-        let proof = match ch.recv(CONTROL_TIMEOUT)? {
+        let proof = match ch.recv(ticket.remaining())? {
             Msg::Auth { proof } => proof,
             m => return Err(unexpected(&m, "auth")),
         };
-        if let Some(k) = key {
-            let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
-            verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
-                .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
-        }
-        let proof = key
-            .map(|k| prove(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()]))
-            .transpose()
-            .map_err(|e| SessionError::Auth(e.to_string()))?;
-        ch.send(&Msg::Welcome { proof })?;
-        Ok(())
+        let Some(k) = key else {
+            // No pre-shared key: a random session key, sent in the clear (see control.rs for
+            // what that does and does not protect).
+            let mut sk = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
+            ch.send(&Msg::Welcome {
+                proof: None,
+                session_key: Some(hex_encode(&sk)),
+            })?;
+            ch.authenticate(sk, Role::Server);
+            return Ok(sk);
+        };
+        let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
+        verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
+            .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
+        let proof =
+            prove(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()]).map_err(|e| SessionError::Auth(e.to_string()))?;
+        let sk = session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?;
+        ch.send(&Msg::Welcome {
+            proof: Some(proof),
+            session_key: None,
+        })?;
+        ch.authenticate(sk, Role::Server);
+        Ok(sk)
     }
 
+    /// Mark `path` as being received; `None` if another session is receiving it.
+    fn claim(&self, path: &str) -> Option<Claim<'_>> {
+        let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        b.insert(path.to_string()).then(|| Claim {
+            busy: &self.busy,
+            path: path.to_string(),
+        })
+    }
+
+    /// Where file `o.path` goes: its directory (created as needed) and name, checked against
+    /// what is there; `Err` with the reason to refuse it.
+    fn place(&self, o: &Offer) -> Result<(Dir, String), String> {
+        let (dir, name) = self.root.parent_of(&o.path).map_err(|e| e.to_string())?;
+        match dir.kind(name).map_err(|e| e.to_string())? {
+            None => {}
+            Some(_) if !self.cfg.overwrite => {
+                return Err(format!(
+                    "{} exists below the receiver's root (start the receiver with --overwrite to replace files)",
+                    o.path
+                ))
+            }
+            Some(rustix::fs::FileType::RegularFile) => {}
+            Some(_) => return Err(format!("{} exists and is not a regular file", o.path)),
+        }
+        Ok((dir, name.to_string()))
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn receive_file(
         &self,
         ch: &mut Channel<Msg>,
+        key: &[u8; 32],
         local_ip: std::net::IpAddr,
         peer: SocketAddr,
         o: Offer,
         stop: &AtomicBool,
-        on: &mut dyn FnMut(ServerEvent),
+        on: &dyn Fn(ServerEvent),
     ) -> Result<FileRecvReport, SessionError> {
         let started = Instant::now();
         let mut rep = FileRecvReport {
@@ -208,27 +309,30 @@ impl Server {
             size: o.size,
             ..FileRecvReport::default()
         };
-        let target = match file_under(&self.cfg.root, &o.path) {
-            Ok(t) => t,
+        let refuse = |ch: &mut Channel<Msg>, rep: &mut FileRecvReport, msg: String| -> Result<(), SessionError> {
+            let msg = clip(&msg);
+            ch.send(&Msg::Refused { message: msg.clone() })?;
+            rep.error = Some(msg);
+            Ok(())
+        };
+        let Some(_claim) = self.claim(&o.path) else {
+            refuse(ch, &mut rep, format!("{} is being received by another session", o.path))?;
+            return Ok(rep);
+        };
+        let (dir, name) = match self.place(&o) {
+            Ok(x) => x,
             Err(e) => {
-                let msg = clip(&e.to_string());
-                ch.send(&Msg::Refused { message: msg.clone() })?;
-                rep.error = Some(msg);
+                refuse(ch, &mut rep, e)?;
                 return Ok(rep);
             }
         };
-        let part_path = with_suffix(&target, ".part");
-        let state_path = with_suffix(&target, ".part.evlbi");
-        let opened = refuse_non_file(&part_path)
-            .and_then(|_| refuse_non_file(&state_path))
-            .map_err(|e| e.to_string())
-            .and_then(|_| open_part(&part_path, &state_path, &o).map_err(|e| e.to_string()));
-        let (part, mut state) = match opened {
+        let part_name = format!("{name}.part");
+        let state_name = format!("{name}.part.evlbi");
+        let part_path = dir.display(&part_name);
+        let (part, mut state) = match open_part(&dir, &part_name, &state_name, &o) {
             Ok(x) => x,
             Err(e) => {
-                let msg = clip(&format!("{}: {e}", part_path.display()));
-                ch.send(&Msg::Refused { message: msg.clone() })?;
-                rep.error = Some(msg);
+                refuse(ch, &mut rep, format!("{}: {e}", part_path.display()))?;
                 return Ok(rep);
             }
         };
@@ -237,7 +341,8 @@ impl Server {
             block_size: o.block_size,
         };
         let mut have: BTreeSet<u64> = from_ranges(&state.have).filter(|&b| b < g.blocks()).collect();
-        rep.resumed_bytes = have.iter().map(|&b| g.block_len(b)).sum();
+        // Blocks held from an earlier attempt: they count as resumed once they verify.
+        let mut held_before = have.clone();
         let mut expected: Vec<[u8; 32]> = Vec::new();
         // The first round hashes blocks as they complete; later rounds (rare: a block failed
         // verification) hash the whole copy again.
@@ -278,52 +383,72 @@ impl Server {
                 chunk_size: o.chunk_size,
             };
             let sink = PartSink::new(&part, selection, o.chunk_size, o.block_size);
-            let mut receiver = Receiver::new(ReceiverConfig::new(params), sink, Instant::now())
-                .map_err(|e| SessionError::Usage(e.to_string()))?;
+            let mut rcfg = ReceiverConfig::new(params);
+            let dkey = data_key(key, session_id);
+            rcfg.data_key = Some(dkey.clone());
+            rcfg.idle_timeout = self.cfg.data_idle_timeout;
+            let mut receiver =
+                Receiver::new(rcfg, sink, Instant::now()).map_err(|e| SessionError::Usage(e.to_string()))?;
             let mut failure: Option<SessionError> = None;
             let mut round_over = false;
             let mut last_save = Instant::now();
             let mut foreign = ForeignCounters::default();
-            drive_receiver(&sock, &mut receiver, peer.ip(), session_id, &mut foreign, &mut |r| {
-                let done = r.sink_mut().take_completed();
-                let fresh = !done.is_empty();
-                if let Some(inc) = &incremental {
-                    done.iter().for_each(|&b| inc.completed(b));
-                }
-                have.extend(done);
-                if let Some(e) = r.sink_mut().last_error.take() {
-                    // Disk full or a failing disk: stop, keep what is on disk resumable.
-                    failure = Some(SessionError::Io {
-                        what: format!("writing {}", part_path.display()),
-                        source: e,
-                    });
-                }
-                if fresh && last_save.elapsed() >= SAVE_EVERY {
-                    state.have = to_ranges(have.iter().copied());
-                    let _ = state.save(&state_path);
-                    last_save = Instant::now();
-                }
-                match ch.try_recv() {
-                    Ok(None) => {}
-                    Ok(Some(Msg::Hashes { first_block, hashes })) => {
-                        if first_block != expected.len() as u64 || expected.len() + hashes.len() > g.blocks() as usize {
-                            failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
+            drive_receiver(
+                &sock,
+                &mut receiver,
+                peer.ip(),
+                session_id,
+                Some(&dkey),
+                &mut foreign,
+                &mut |r| {
+                    let done = r.sink_mut().take_completed();
+                    let fresh = !done.is_empty();
+                    if let Some(inc) = &incremental {
+                        done.iter().for_each(|&b| inc.completed(b));
+                    }
+                    have.extend(done);
+                    if let Some(e) = r.sink_mut().last_error.take() {
+                        // Disk full or a failing disk: stop, keep what is on disk resumable.
+                        failure = Some(SessionError::Io {
+                            what: format!("writing {}", part_path.display()),
+                            source: e,
+                        });
+                    }
+                    if fresh && last_save.elapsed() >= SAVE_EVERY {
+                        state.have = to_ranges(have.iter().copied());
+                        let _ = state.save(&dir, &state_name);
+                        last_save = Instant::now();
+                    }
+                    if r.state() == ReceiverState::TimedOut {
+                        failure = Some(SessionError::Peer(format!(
+                            "no valid datagram from the sender for {:?}",
+                            self.cfg.data_idle_timeout
+                        )));
+                    }
+                    match ch.try_recv() {
+                        Ok(None) => {}
+                        Ok(Some(Msg::Hashes { first_block, hashes })) => {
+                            if first_block != expected.len() as u64
+                                || expected.len() + hashes.len() > g.blocks() as usize
+                            {
+                                failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
+                            }
+                            expected.extend(hashes.iter().filter_map(|h| <[u8; 32]>::try_from(hex_decode(h)?).ok()));
                         }
-                        expected.extend(hashes.iter().filter_map(|h| <[u8; 32]>::try_from(hex_decode(h)?).ok()));
+                        Ok(Some(Msg::FileHash { blake3 })) => {
+                            file_hash = hex_decode(&blake3).and_then(|v| <[u8; 32]>::try_from(v).ok());
+                            round_over = true;
+                        }
+                        Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
+                        Err(e) => failure = Some(e.into()),
                     }
-                    Ok(Some(Msg::FileHash { blake3 })) => {
-                        file_hash = hex_decode(&blake3).and_then(|v| <[u8; 32]>::try_from(v).ok());
-                        round_over = true;
+                    if round_over || failure.is_some() || stop.load(Ordering::Relaxed) {
+                        Tick::Abort
+                    } else {
+                        Tick::Continue
                     }
-                    Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
-                    Err(e) => failure = Some(e.into()),
-                }
-                if round_over || failure.is_some() || stop.load(Ordering::Relaxed) {
-                    Tick::Abort
-                } else {
-                    Tick::Continue
-                }
-            })
+                },
+            )
             .map_err(io_err("receiving UDP"))?;
             have.extend(receiver.sink_mut().take_completed());
             let st = receiver.stats();
@@ -334,13 +459,13 @@ impl Server {
             rep.foreign.other_port += foreign.other_port;
             rep.foreign.oversized += foreign.oversized;
             state.have = to_ranges(have.iter().copied());
-            let saved = state.save(&state_path);
+            let saved = state.save(&dir, &state_name);
             if let Some(e) = failure {
                 // Tell the sender even if saving the record failed too (disk full): the previous
                 // record then stays, listing fewer blocks — still correct.
                 return Err(fatal(ch, e));
             }
-            saved.map_err(io_err(format!("writing {}", state_path.display())))?;
+            saved.map_err(io_err(format!("writing {}", dir.display(&state_name).display())))?;
             if !round_over {
                 return Err(SessionError::Interrupted);
             }
@@ -361,14 +486,18 @@ impl Server {
                 // Durable before the sender hears "verified" (it may delete its copy then).
                 part.sync_all()
                     .map_err(io_err(format!("syncing {}", part_path.display())))?;
-                refuse_non_file(&target).map_err(|e| SessionError::Usage(e.to_string()))?;
-                fs::rename(&part_path, &target).map_err(io_err(format!("renaming to {}", target.display())))?;
-                let _ = fs::remove_file(&state_path);
+                // renameat in the held directory: replaces the entry, never writes through it;
+                // without --overwrite a file that appeared meanwhile is not replaced either.
+                dir.rename(&part_name, &name, self.cfg.overwrite)
+                    .map_err(io_err(format!("renaming to {}", dir.display(&name).display())))?;
+                let _ = dir.remove(&state_name);
                 set_mtime(&part, o.mtime_ns);
                 rep.verified = true;
                 rep.blake3 = Some(hex_encode(&v.file));
                 rep.elapsed_s = started.elapsed().as_secs_f64();
+                rep.resumed_bytes = held_before.iter().map(|&b| g.block_len(b)).sum();
                 ch.send(&Msg::Verified {
+                    path: o.path.clone(),
                     blake3: hex_encode(&v.file),
                 })?;
                 return Ok(rep);
@@ -376,11 +505,12 @@ impl Server {
             rep.bad_blocks += v.bad.len() as u64;
             for b in &v.bad {
                 have.remove(b);
+                held_before.remove(b);
             }
             state.have = to_ranges(have.iter().copied());
             state
-                .save(&state_path)
-                .map_err(io_err(format!("writing {}", state_path.display())))?;
+                .save(&dir, &state_name)
+                .map_err(io_err(format!("writing {}", dir.display(&state_name).display())))?;
             if round == self.cfg.max_rounds {
                 break;
             }
@@ -408,25 +538,20 @@ fn fatal(ch: &mut Channel<Msg>, e: SessionError) -> SessionError {
     e
 }
 
-/// Open (or create) the `.part` file and its resume record. An existing record is used only when
-/// it describes the same source file (size, mtime, block size) and the `.part` has that size.
-fn open_part(part_path: &Path, state_path: &Path, o: &Offer) -> std::io::Result<(File, ResumeState)> {
-    let part = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(part_path)?;
-    let len = part.metadata()?.len();
-    let resumable = ResumeState::load(state_path)
+/// Open (or create) the `.part` file and its resume record in `dir` (never through a link, never
+/// a file with other links). An existing record is used only when it describes the same source
+/// file (size, mtime, block size) and the `.part` has that size.
+fn open_part(dir: &Dir, part_name: &str, state_name: &str, o: &Offer) -> Result<(File, ResumeState), String> {
+    let part = dir.open_rw(part_name).map_err(|e| e.to_string())?;
+    let len = part.metadata().map_err(|e| e.to_string())?.len();
+    let resumable = ResumeState::load(dir, state_name)
         .filter(|s| s.size == o.size && s.mtime_ns == o.mtime_ns && s.block_size == o.block_size && len == o.size);
     let state = match resumable {
         Some(s) => s,
         None => {
             // Start over: drop stale content, keep a sparse file of the final size.
-            part.set_len(0)?;
-            part.set_len(o.size)?;
+            part.set_len(0).map_err(|e| e.to_string())?;
+            part.set_len(o.size).map_err(|e| e.to_string())?;
             ResumeState {
                 version: RESUME_STATE_VERSION,
                 size: o.size,
@@ -437,7 +562,7 @@ fn open_part(part_path: &Path, state_path: &Path, o: &Offer) -> std::io::Result<
             }
         }
     };
-    state.save(state_path)?;
+    state.save(dir, state_name).map_err(|e| e.to_string())?;
     Ok((part, state))
 }
 

@@ -102,16 +102,21 @@ pub struct ForeignCounters {
 /// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's
 /// verdict, or failed). Each datagram is handed over with its kernel arrival time when the
 /// socket has SO_TIMESTAMPNS on (see [`arrival`]). Datagrams count only from `peer` (the control connection's address);
-/// the first one carrying `session_id` locks the port, and reports go there.
+/// the first one carrying `session_id` *and a valid tag under `key`* locks the port, and reports
+/// go there — a forged datagram sent first cannot take the session's port.
 pub fn drive_receiver<K: Sink>(
     sock: &UdpSocket,
     receiver: &mut Receiver<K>,
     peer: IpAddr,
     session_id: u64,
+    key: Option<&transfer::DataKey>,
     foreign: &mut ForeignCounters,
     tick: &mut dyn FnMut(&mut Receiver<K>) -> Tick,
 ) -> io::Result<Tick> {
-    let mut rb = RecvBatch::new(64, transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN);
+    let mut rb = RecvBatch::new(
+        64,
+        transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN,
+    );
     let mut out = Vec::with_capacity(2048);
     let mut locked: Option<SocketAddr> = None;
     let mut next_tick = Instant::now();
@@ -156,11 +161,17 @@ pub fn drive_receiver<K: Sink>(
                     continue;
                 }
                 Some(_) => {}
-                None => match transfer::wire::parse(d.data) {
-                    Ok(p) if p.session_id() == session_id => locked = Some(d.from),
-                    // Not ours: the protocol counts it by reason, but it locks nothing.
-                    _ => {}
-                },
+                None => {
+                    let body = match key {
+                        Some(k) => k.open(d.data),
+                        None => Some(d.data),
+                    };
+                    match body.map(transfer::wire::parse) {
+                        Some(Ok(p)) if p.session_id() == session_id => locked = Some(d.from),
+                        // Not ours: the protocol counts it by reason, but it locks nothing.
+                        _ => {}
+                    }
+                }
             }
             let arrived = arrival(now, wall_ns, d.kernel_time, last_fed);
             last_fed = arrived;

@@ -9,7 +9,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ctlchan::Channel;
+use ctlchan::serve::ServeStats;
+use ctlchan::{Channel, Role};
 use testkit::SmallDisk;
 use transfer_session::control::{Msg, Offer, MAX_LINE, PROTOCOL_VERSION};
 use transfer_session::report::{FileRecvReport, SendReport};
@@ -30,7 +31,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 struct Running {
     addr: SocketAddr,
     events: mpsc::Receiver<ServerEvent>,
-    thread: JoinHandle<Result<(), SessionError>>,
+    thread: JoinHandle<Result<ServeStats, SessionError>>,
 }
 
 /// A receiver serving one session in a thread; its events arrive on a channel.
@@ -151,18 +152,26 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
         cfg.key = sender_key.map(<[u8]>::to_vec);
         let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
         assert!(matches!(err, SessionError::Peer(_) | SessionError::Auth(_)), "{err}");
-        let server_result = srv.thread.join().unwrap();
-        assert!(server_result.is_ok());
-        let ended: Vec<_> = srv
-            .events
-            .try_iter()
-            .filter_map(|e| if let ServerEvent::Ended(_, e) = e { e } else { None })
-            .collect();
-        assert_eq!(ended.len(), 1, "the server records the failed session");
+        // The server records the refused connection, and it does not spend --once.
+        let rejected = srv.events.iter().find_map(|e| match e {
+            ServerEvent::Rejected(_, why) => Some(why),
+            _ => None,
+        });
+        // A sender without a key hangs up on the challenge; one with the wrong key is refused.
+        assert!(
+            rejected
+                .as_deref()
+                .is_some_and(|w| sender_key.is_none() || w.contains("key proof")),
+            "{rejected:?}"
+        );
         assert!(
             fs::read_dir(root.path()).unwrap().next().is_none(),
             "something was written"
         );
+        assert!(!srv.thread.is_finished(), "a refused connection ended a --once server");
+        cfg.key = Some(b"correct horse".to_vec());
+        assert!(run_send(&cfg, &[src.path().join("f")]).unwrap().ok);
+        srv.thread.join().unwrap().unwrap();
     }
     // The right key works, and the receiver proves it too.
     let root = tempfile::tempdir().unwrap();
@@ -192,7 +201,14 @@ fn raw_session(addr: SocketAddr) -> Channel<Msg> {
         Msg::Challenge { .. }
     ));
     ch.send(&Msg::Auth { proof: None }).unwrap();
-    assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Welcome { .. }));
+    let Msg::Welcome {
+        session_key: Some(k), ..
+    } = ch.recv(Duration::from_secs(10)).unwrap()
+    else {
+        panic!("no session key in the welcome of a receiver without a key");
+    };
+    let k = ctlchan::mac::hex_decode(&k).unwrap();
+    ch.authenticate(k.try_into().unwrap(), Role::Client);
     ch
 }
 
@@ -348,7 +364,13 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
     assert!(report.ok, "{report:?}");
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
     let f = &report.files[0];
-    assert_eq!(f.resumed_bytes, 4 << 20, "held blocks are not sent again");
+    // Four blocks were held, one of them rotten: three were really resumed.
+    assert_eq!(
+        f.resumed_bytes,
+        3 << 20,
+        "resumed counts only held blocks that verified"
+    );
+    assert_eq!(recv[0].resumed_bytes, 3 << 20);
     assert_eq!(f.rounds.len(), 2);
     assert_eq!(f.rounds[0].bytes, 1 << 20, "round 1 moves only block 4");
     assert_eq!(f.rounds[1].bytes, 1 << 20, "round 2 moves only the rotten block");
@@ -384,7 +406,9 @@ fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
     assert!(ended.iter().any(|e| e.contains("No space left")), "{ended:?}");
     assert!(!disk.path().join("big.bin").exists());
     // What was written is recorded for a resume once there is space.
-    let rec = transfer_session::blocks::ResumeState::load(&disk.path().join("big.bin.part.evlbi"));
+    let root = transfer_session::paths::Root::open(disk.path()).unwrap();
+    let (dir, _) = root.parent_of("big.bin").unwrap();
+    let rec = transfer_session::blocks::ResumeState::load(&dir, "big.bin.part.evlbi");
     let rec = rec.expect("resume record kept");
     assert_eq!(rec.size, data.len() as u64);
     let part = fs::read(disk.path().join("big.bin.part")).unwrap();
@@ -392,4 +416,370 @@ fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
         let r = (b as usize) << 20..((b as usize + 1) << 20).min(data.len());
         assert!(part[r.clone()] == data[r], "block {b} recorded as held but differs");
     }
+}
+
+// ---- Attacks (issue: hardening). Each reproduces what an attacker on the host did. ----
+
+fn serve_with(cfg: ServerConfig, once: bool) -> Running {
+    let server = Server::bind(cfg).unwrap();
+    let addr = server.local_addr().unwrap();
+    let (tx, events) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let stop = AtomicBool::new(false);
+        server.serve(&stop, once, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    Running { addr, events, thread }
+}
+
+#[test]
+fn planted_links_below_the_root_receive_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let data = pattern(300_000, 11);
+    fs::write(src.path().join("p3.bin"), &data).unwrap();
+    fs::write(src.path().join("p4.bin"), &data).unwrap();
+    // The resume record's temporary name points outside; NAME.part is a hard link to a file
+    // outside the root.
+    std::os::unix::fs::symlink(outside.path().join("victim"), root.path().join("p3.bin.part.evlbi.tmp")).unwrap();
+    fs::write(outside.path().join("precious"), b"keep me").unwrap();
+    fs::hard_link(outside.path().join("precious"), root.path().join("p4.bin.part")).unwrap();
+    let srv = serve_once(root.path(), None);
+    let report = run_send(
+        &config(srv.addr, ""),
+        &[src.path().join("p3.bin"), src.path().join("p4.bin")],
+    )
+    .unwrap();
+    srv.finish();
+    assert!(
+        !outside.path().join("victim").exists(),
+        "the resume record went through the link"
+    );
+    assert_eq!(fs::read(outside.path().join("precious")).unwrap(), b"keep me");
+    // p3 arrives (the planted link was removed, not followed); p4 is refused.
+    assert_eq!(fs::read(root.path().join("p3.bin")).unwrap(), data);
+    let p4 = report.files.iter().find(|f| f.path == "p4.bin").unwrap();
+    assert!(p4.error.as_deref().is_some_and(|e| e.contains("hard links")), "{p4:?}");
+    assert!(!report.ok);
+}
+
+/// Plays the sender by hand on a raw control session: offer, accept, then the UDP round from a
+/// socket the test owns, so a forged datagram can come from exactly the sender's address.
+fn raw_offer(ch: &mut Channel<Msg>, path: &str, size: u64) -> (u16, u64) {
+    ch.send(&Msg::Offer(Offer {
+        path: path.into(),
+        size,
+        mtime_ns: 1,
+        chunk_size: 8192,
+        block_size: 8192 * 128,
+    }))
+    .unwrap();
+    match ch.recv(Duration::from_secs(10)).unwrap() {
+        Msg::Accept {
+            udp_port, session_id, ..
+        } => (udp_port, session_id),
+        m => panic!("{m:?}"),
+    }
+}
+
+fn raw_session_key(addr: SocketAddr) -> (Channel<Msg>, [u8; 32]) {
+    let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
+    ch.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+        client_nonce: "00".repeat(16),
+    })
+    .unwrap();
+    assert!(matches!(
+        ch.recv(Duration::from_secs(10)).unwrap(),
+        Msg::Challenge { .. }
+    ));
+    ch.send(&Msg::Auth { proof: None }).unwrap();
+    let Msg::Welcome {
+        session_key: Some(k), ..
+    } = ch.recv(Duration::from_secs(10)).unwrap()
+    else {
+        panic!("no session key");
+    };
+    let k: [u8; 32] = ctlchan::mac::hex_decode(&k).unwrap().try_into().unwrap();
+    ch.authenticate(k, Role::Client);
+    (ch, k)
+}
+
+#[test]
+fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(16 << 20, 12);
+    let srv = serve_once(root.path(), None);
+    let (mut ch, sk) = raw_session_key(srv.addr);
+    let (port, session_id) = raw_offer(&mut ch, "f.bin", data.len() as u64);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    // What the attacker sent: the session id, 13 MB ahead, random payload — untagged, then
+    // tagged under a key of its own. Both come from the port the real data will use.
+    let forged = |tag: Option<&transfer::DataKey>| {
+        let mut d = Vec::new();
+        transfer::wire::DataHeader {
+            session_id,
+            seq: 0,
+            offset: 13 << 20,
+            timestamp_us: 0,
+            retransmit: false,
+        }
+        .write(&mut d);
+        d.extend_from_slice(&pattern(8192, 99));
+        if let Some(k) = tag {
+            k.seal(&mut d);
+        }
+        d
+    };
+    sock.send(&forged(None)).unwrap();
+    sock.send(&forged(Some(&transfer::DataKey([9; 32])))).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // The real round, keyed as the real sender keys it.
+    let src = tempfile::NamedTempFile::new().unwrap();
+    fs::write(src.path(), &data).unwrap();
+    let file = fs::File::open(src.path()).unwrap();
+    let g = transfer_session::blocks::Geometry {
+        size: data.len() as u64,
+        block_size: 8192 * 128,
+    };
+    let mut scfg = transfer::SenderConfig::new(transfer::SessionParams {
+        session_id,
+        file_size: data.len() as u64,
+        chunk_size: 8192,
+    });
+    scfg.data_key = Some(transfer_session::control::data_key(&sk, session_id));
+    let selection = transfer_session::blocks::Selection::missing(g, &[]);
+    let mut sender = transfer::Sender::new(
+        scfg,
+        transfer_session::fileio::FileSource::new(&file, selection),
+        Box::new(transfer::FixedRate::new(2e9)),
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    transfer_session::udp::drive_sender(&sock, &mut sender, &mut |_| {
+        if started.elapsed() > Duration::from_secs(30) {
+            transfer_session::udp::Tick::Abort
+        } else {
+            transfer_session::udp::Tick::Continue
+        }
+    })
+    .unwrap();
+    assert!(sender.is_done(), "the round did not finish: {:?}", sender.state());
+    let d = transfer_session::hashing::digest(&file, g, &|| false).unwrap().unwrap();
+    ch.send(&Msg::Hashes {
+        first_block: 0,
+        hashes: d.blocks.iter().map(|h| ctlchan::mac::hex_encode(h)).collect(),
+    })
+    .unwrap();
+    ch.send(&Msg::FileHash {
+        blake3: ctlchan::mac::hex_encode(&d.file),
+    })
+    .unwrap();
+    match ch.recv(Duration::from_secs(30)).unwrap() {
+        Msg::Verified { path, .. } => assert_eq!(path, "f.bin"),
+        m => panic!("{m:?}"),
+    }
+    ch.send(&Msg::Bye).unwrap();
+    let events = srv.finish();
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    let f = &files(&events)[0];
+    assert!(f.rejected >= 2, "the forged datagrams were not counted: {f:?}");
+    assert_eq!(f.foreign.other_port, 0, "a forged datagram locked the port: {f:?}");
+}
+
+#[test]
+fn a_round_without_data_ends_at_its_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    cfg.data_idle_timeout = Duration::from_secs(2);
+    let srv = serve_with(cfg, true);
+    let (mut ch, _) = raw_session_key(srv.addr);
+    raw_offer(&mut ch, "f.bin", 1 << 20);
+    let t0 = std::time::Instant::now();
+    match ch.recv(Duration::from_secs(20)) {
+        Ok(Msg::Error { message }) => assert!(message.contains("no valid datagram"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    srv.thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn idle_and_closed_connections_neither_delay_a_sender_nor_spend_once() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(2_000_000, 13);
+    fs::write(src.path().join("f.bin"), &data).unwrap();
+    let srv = serve_once(root.path(), None);
+    // 130 idle connections and a few that connect and close at once.
+    let idle: Vec<_> = (0..130)
+        .filter_map(|_| std::net::TcpStream::connect(srv.addr).ok())
+        .collect();
+    assert!(idle.len() >= 100);
+    for _ in 0..5 {
+        drop(std::net::TcpStream::connect(srv.addr).unwrap());
+    }
+    // One that says hello and then nothing.
+    let mut half = Channel::<Msg>::new(std::net::TcpStream::connect(srv.addr).unwrap(), MAX_LINE);
+    half.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+        client_nonce: "11".repeat(16),
+    })
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let report = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
+    let took = t0.elapsed();
+    assert!(report.ok, "{report:?}");
+    // The old server served one connection at a time and the sender timed out after 60 s.
+    assert!(took < Duration::from_secs(30), "the sender waited {took:?}");
+    // --once ends after that one authenticated session, not after the first connection.
+    srv.thread.join().unwrap().unwrap();
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    drop(idle);
+}
+
+#[test]
+fn two_senders_at_once_both_arrive() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let a = pattern(3_000_000, 21);
+    let b = pattern(3_000_000, 22);
+    fs::write(src.path().join("a.bin"), &a).unwrap();
+    fs::write(src.path().join("b.bin"), &b).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        root.path().to_path_buf(),
+    ))
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let st = stop.clone();
+    let t = std::thread::spawn(move || server.serve(&st, false, &mut |_| {}));
+    let mut cfg = config(addr, "");
+    cfg.cc = CcChoice::Fixed(300e6);
+    let (ca, cb) = (cfg.clone(), cfg);
+    let (pa, pb) = (src.path().join("a.bin"), src.path().join("b.bin"));
+    let ha = std::thread::spawn(move || run_send(&ca, &[pa]));
+    let hb = std::thread::spawn(move || run_send(&cb, &[pb]));
+    let (ra, rb) = (ha.join().unwrap().unwrap(), hb.join().unwrap().unwrap());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let stats = t.join().unwrap().unwrap();
+    assert!(ra.ok && rb.ok);
+    assert_eq!(stats.sessions, 2);
+    assert_eq!(fs::read(root.path().join("a.bin")).unwrap(), a);
+    assert_eq!(fs::read(root.path().join("b.bin")).unwrap(), b);
+}
+
+/// A TCP proxy that forwards both ways and rewrites `from` to `to` in what the sender says.
+fn rewriting_proxy(target: SocketAddr, from: &'static str, to: &'static str) -> SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((client, _)) = l.accept() else { return };
+        let Ok(server) = std::net::TcpStream::connect(target) else {
+            return;
+        };
+        let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let back = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut s2, &mut c2);
+            let _ = c2.shutdown(std::net::Shutdown::Both);
+        });
+        let (mut client, mut server) = (client, server);
+        let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = client.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let text = String::from_utf8_lossy(&buf[..n]).replace(from, to);
+            if server.write_all(text.as_bytes()).is_err() {
+                break;
+            }
+        }
+        let _ = server.shutdown(std::net::Shutdown::Both);
+        let _ = back.join();
+    });
+    addr
+}
+
+#[test]
+fn a_proxy_that_rewrites_the_offered_path_breaks_the_session_and_writes_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(500_000, 31);
+    fs::write(src.path().join("p.bin"), &data).unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let srv = serve_once(root.path(), Some(&key));
+    let proxy = rewriting_proxy(srv.addr, "\"path\":\"p.bin\"", "\"path\":\"evil/owned.bin\"");
+    let mut cfg = config(proxy, "");
+    cfg.key = Some(key);
+    let r = run_send(&cfg, &[src.path().join("p.bin")]);
+    // The sender must not say "verified" for a file the receiver wrote elsewhere.
+    if let Ok(rep) = &r {
+        assert!(!rep.ok && rep.files.iter().all(|f| !f.verified), "{rep:?}");
+    }
+    if let Err(e) = &r {
+        assert!(e.to_string().contains("authentication"), "{e}");
+    }
+    let _ = srv.thread.join();
+    assert!(!root.path().join("evil").exists(), "the rewritten path was written");
+    assert!(!root.path().join("p.bin").exists());
+}
+
+#[test]
+fn existing_files_are_kept_unless_the_receiver_may_overwrite() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(200_000, 41);
+    fs::write(src.path().join("f.bin"), &data).unwrap();
+    fs::write(root.path().join("f.bin"), b"older").unwrap();
+    let srv = serve_once(root.path(), None);
+    let rep = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
+    srv.finish();
+    assert!(!rep.ok);
+    assert!(
+        rep.files[0].error.as_deref().unwrap().contains("--overwrite"),
+        "{rep:?}"
+    );
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), b"older");
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    cfg.overwrite = true;
+    let srv = serve_with(cfg, true);
+    let rep = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
+    srv.finish();
+    assert!(rep.ok);
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+}
+
+#[test]
+fn names_with_newlines_and_absurd_depths_create_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    fs::write(src.path().join("evil\nline.bin"), b"x").unwrap();
+    let srv = serve_once(root.path(), None);
+    let rep = run_send(&config(srv.addr, ""), &[src.path().join("evil\nline.bin")]).unwrap();
+    assert!(!rep.ok && rep.files[0].error.is_some(), "{rep:?}");
+    srv.finish();
+    let srv = serve_once(root.path(), None);
+    let (mut ch, _) = raw_session_key(srv.addr);
+    let deep = "a/".repeat(2047) + "a";
+    ch.send(&Msg::Offer(Offer {
+        path: deep.clone(),
+        size: 5,
+        mtime_ns: 0,
+        chunk_size: 8192,
+        block_size: 8192,
+    }))
+    .unwrap();
+    assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
+    ch.send(&Msg::Mkdir { path: deep }).unwrap();
+    assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
+    ch.send(&Msg::Bye).unwrap();
+    srv.finish();
+    assert_eq!(walk(root.path()), Vec::<String>::new(), "directories were created");
 }

@@ -135,7 +135,7 @@ use thiserror::Error;
 pub use cc::{Adaptive, AdaptiveConfig, CcEvents, CongestionController, FixedRate, ReportSample};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverState, ReceiverStats, Sink};
 pub use sender::{RateSample, Sender, SenderConfig, SenderState, SenderStats, Source};
-pub use wire::WireError;
+pub use wire::{DataKey, WireError};
 
 /// What both ends agree on before the transfer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -145,7 +145,7 @@ pub struct SessionParams {
     /// Bytes to transfer.
     pub file_size: u64,
     /// Payload bytes per DATA datagram (the last chunk may be shorter). 8192 suits jumbo
-    /// frames; 1432 fits a 1500-byte MTU (1500 − 20 IP − 8 UDP − 40 header).
+    /// frames; 1416 fits a 1500-byte MTU in an authenticated session (1500 − 20 IP − 8 UDP − 40 header − 16 tag).
     pub chunk_size: u32,
 }
 
@@ -221,10 +221,22 @@ pub enum Reject {
     /// FIN or FIN-ACK for another file size.
     #[error("file size {0} does not match the session")]
     FileSizeMismatch(u64),
+    /// A keyed session's datagram without a valid tag (forged, corrupted or of another key).
+    #[error("authentication tag missing or wrong")]
+    BadTag,
 }
 
-/// Parse a datagram and check it belongs to `session_id`: what both sides do first.
-pub(crate) fn parse_own(datagram: &[u8], session_id: u64) -> Result<wire::Datagram<'_>, Reject> {
+/// Check the tag (keyed sessions), parse the datagram and check it belongs to `session_id`:
+/// what both sides do first.
+pub(crate) fn parse_own<'a>(
+    datagram: &'a [u8],
+    session_id: u64,
+    key: Option<&DataKey>,
+) -> Result<wire::Datagram<'a>, Reject> {
+    let datagram = match key {
+        Some(k) => k.open(datagram).ok_or(Reject::BadTag)?,
+        None => datagram,
+    };
     let d = wire::parse(datagram)?;
     match d.session_id() {
         s if s == session_id => Ok(d),
@@ -249,6 +261,8 @@ pub struct RejectCounters {
     pub never_sent: u64,
     /// [`Reject::FileSizeMismatch`].
     pub file_size_mismatch: u64,
+    /// [`Reject::BadTag`].
+    pub bad_tag: u64,
 }
 
 impl RejectCounters {
@@ -261,6 +275,7 @@ impl RejectCounters {
             + self.beyond_window
             + self.never_sent
             + self.file_size_mismatch
+            + self.bad_tag
     }
 
     fn count(&mut self, r: &Reject) {
@@ -274,6 +289,7 @@ impl RejectCounters {
             Reject::BeyondWindow(_) => &mut self.beyond_window,
             Reject::NeverSent(_) => &mut self.never_sent,
             Reject::FileSizeMismatch(_) => &mut self.file_size_mismatch,
+            Reject::BadTag => &mut self.bad_tag,
         };
         *c += 1;
     }

@@ -32,6 +32,12 @@ pub struct ReceiverConfig {
     pub report_every: u32,
     /// Chunks accepted beyond the contiguous prefix (memory bound: one bit each).
     pub window_chunks: u64,
+    /// Give up (state [`ReceiverState::TimedOut`]) after this long without a valid datagram
+    /// before the transfer closed: no state waits without a deadline.
+    pub idle_timeout: Duration,
+    /// Authenticate every datagram both ways with this key (see [`crate::DataKey`]).
+    #[serde(skip)]
+    pub data_key: Option<crate::DataKey>,
 }
 
 impl ReceiverConfig {
@@ -42,6 +48,8 @@ impl ReceiverConfig {
             report_interval: Duration::from_millis(10),
             report_every: 1000,
             window_chunks: 1 << 20,
+            idle_timeout: Duration::from_secs(120),
+            data_key: None,
         }
     }
 }
@@ -55,6 +63,8 @@ pub enum ReceiverState {
     Complete,
     /// FIN received and answered: the sender knows too.
     Closed,
+    /// Nothing valid arrived for [`ReceiverConfig::idle_timeout`] before the transfer closed.
+    TimedOut,
 }
 
 /// What the receiver did (serialisable for reports).
@@ -99,6 +109,8 @@ pub struct Receiver<K> {
     cfg: ReceiverConfig,
     sink: K,
     epoch: Instant,
+    /// Arrival of the last valid datagram (the idle deadline counts from it).
+    last_heard: Instant,
     state: ReceiverState,
     total_chunks: u64,
     cum_ack: u64,
@@ -169,6 +181,7 @@ impl<K: Sink> Receiver<K> {
             cfg,
             sink,
             epoch: now,
+            last_heard: now,
             state,
             total_chunks,
             cum_ack: 0,
@@ -255,10 +268,13 @@ impl<K: Sink> Receiver<K> {
 
     /// A datagram from the sender arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match crate::parse_own(datagram, self.cfg.session.session_id) {
+        let d = match crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()) {
             Ok(d) => d,
             Err(r) => return self.reject(r),
         };
+        if self.state == ReceiverState::TimedOut {
+            return;
+        }
         match d {
             Datagram::Report(_) | Datagram::FinAck(_) => self.reject(Reject::UnexpectedKind(d.kind())),
             Datagram::Data(data) => self.handle_data(now, data),
@@ -266,6 +282,7 @@ impl<K: Sink> Receiver<K> {
                 if f.file_size != self.cfg.session.file_size {
                     return self.reject(Reject::FileSizeMismatch(f.file_size));
                 }
+                self.last_heard = now;
                 if self.is_complete() {
                     self.state = ReceiverState::Closed;
                     self.fin_ack_due = true;
@@ -298,6 +315,7 @@ impl<K: Sink> Receiver<K> {
             return self.reject(Reject::BeyondWindow(chunk));
         }
 
+        self.last_heard = now;
         // Measurements.
         let now_us = micros(now.saturating_duration_since(self.epoch));
         let owd = (i128::from(now_us) - i128::from(h.timestamp_us)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
@@ -476,14 +494,27 @@ impl<K: Sink> Receiver<K> {
         lower
     }
 
-    /// When a REPORT is due, if one is.
+    /// When a REPORT is due, or the idle deadline, whichever is first.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.report_due
+        match self.state {
+            ReceiverState::Closed | ReceiverState::TimedOut => self.report_due,
+            _ => {
+                let idle = self.last_heard + self.cfg.idle_timeout;
+                Some(self.report_due.map_or(idle, |r| r.min(idle)))
+            }
+        }
     }
 
-    /// The deadline from [`Receiver::poll_timeout`] passed; the report goes out with the next
-    /// [`Receiver::poll_transmit`].
-    pub fn handle_timeout(&mut self, _now: Instant) {}
+    /// The deadline from [`Receiver::poll_timeout`] passed: a due report goes out with the next
+    /// [`Receiver::poll_transmit`]; past the idle deadline the receiver gives up.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if !matches!(self.state, ReceiverState::Closed | ReceiverState::TimedOut)
+            && now >= self.last_heard + self.cfg.idle_timeout
+        {
+            self.state = ReceiverState::TimedOut;
+            self.report_due = None;
+        }
+    }
 
     /// Next datagram to send at `now`, if any; call until `None`.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
@@ -493,7 +524,18 @@ impl<K: Sink> Receiver<K> {
 
     /// Like [`Receiver::poll_transmit`], writing into `out` (cleared first).
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let written = self.poll_transmit_plain(now, out);
+        if let (true, Some(k)) = (written, &self.cfg.data_key) {
+            k.seal(out);
+        }
+        written
+    }
+
+    fn poll_transmit_plain(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         out.clear();
+        if self.state == ReceiverState::TimedOut {
+            return false;
+        }
         if self.fin_ack_due {
             self.fin_ack_due = false;
             self.stats.fin_acks_sent += 1;

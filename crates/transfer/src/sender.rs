@@ -46,6 +46,10 @@ pub struct SenderConfig {
     pub min_reorder_window: Duration,
     /// Period of [`SenderStats::rate_samples`].
     pub rate_sample_interval: Duration,
+    /// Authenticate every datagram both ways with this key (see [`crate::DataKey`]); both ends
+    /// must agree. `None`: unauthenticated (simulations, trusted paths).
+    #[serde(skip)]
+    pub data_key: Option<crate::DataKey>,
 }
 
 impl SenderConfig {
@@ -62,6 +66,7 @@ impl SenderConfig {
             pacing_granularity: Duration::from_micros(100),
             min_reorder_window: Duration::from_millis(1),
             rate_sample_interval: Duration::from_millis(100),
+            data_key: None,
         }
     }
 }
@@ -420,7 +425,7 @@ impl<S: Source> Sender<S> {
 
     /// A datagram from the receiver arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match crate::parse_own(datagram, self.cfg.session.session_id) {
+        let d = match crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()) {
             Ok(d) => d,
             Err(r) => return self.reject(r),
         };
@@ -684,6 +689,14 @@ impl<S: Source> Sender<S> {
     /// Like [`Sender::poll_transmit`], writing into `out` (cleared first) to reuse a buffer.
     /// Returns whether a datagram was written.
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let written = self.poll_transmit_plain(now, out);
+        if let (true, Some(k)) = (written, &self.cfg.data_key) {
+            k.seal(out);
+        }
+        written
+    }
+
+    fn poll_transmit_plain(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         out.clear();
         match self.state {
             SenderState::Done | SenderState::Failed(_) => false,

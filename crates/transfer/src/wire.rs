@@ -24,8 +24,11 @@ pub const NAK_RANGE_LEN: usize = 12;
 pub const MAX_NAK_RANGES: usize = 96;
 /// Length of FIN and FIN-ACK.
 pub const FIN_LEN: usize = 24;
-/// Largest DATA payload: a UDP datagram over IPv4 carries at most 65 507 bytes.
-pub const MAX_PAYLOAD: usize = 65_507 - DATA_HEADER_LEN;
+/// Length of the authentication tag that ends every datagram of a keyed session.
+pub const TAG_LEN: usize = 16;
+/// Largest DATA payload: a UDP datagram over IPv4 carries at most 65 507 bytes, and a keyed
+/// session appends its tag.
+pub const MAX_PAYLOAD: usize = 65_507 - DATA_HEADER_LEN - TAG_LEN;
 
 /// DATA flag: this datagram repeats a chunk sent before.
 pub const FLAG_RETRANSMIT: u16 = 1;
@@ -122,6 +125,50 @@ pub enum WireError {
         /// Number of chunks.
         len: u32,
     },
+}
+
+/// A session's datagram key: 32 bytes both ends derived on their authenticated control channel.
+///
+/// With a key, every datagram ends in a [`TAG_LEN`]-byte tag: the first 16 bytes of the BLAKE3
+/// keyed hash (BLAKE3 paper §5.1, its MAC mode) of everything before it. A datagram without a
+/// valid tag is dropped before any field of it is believed, so one forged DATA or REPORT,
+/// even with the right session id from the right source port, moves no state. A 128-bit tag
+/// leaves a forger a 2^-128 chance per try. Replays within a session are harmless (a
+/// duplicate chunk, a stale report); the session id, random per round and covered by the tag,
+/// keeps datagrams of one round out of another.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DataKey(pub [u8; 32]);
+
+impl std::fmt::Debug for DataKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.write_str("DataKey(..)")
+    }
+}
+
+impl DataKey {
+    fn tag(&self, data: &[u8]) -> [u8; TAG_LEN] {
+        let h = blake3::keyed_hash(&self.0, data);
+        let mut t = [0u8; TAG_LEN];
+        t.copy_from_slice(&h.as_bytes()[..TAG_LEN]);
+        t
+    }
+
+    /// Append the tag of `out` to `out`.
+    pub fn seal(&self, out: &mut Vec<u8>) {
+        let t = self.tag(out);
+        out.extend_from_slice(&t);
+    }
+
+    /// The datagram without its tag if the tag is right, `None` otherwise (also when too short
+    /// to have one). The comparison takes the same time wherever the tags differ.
+    pub fn open<'a>(&self, datagram: &'a [u8]) -> Option<&'a [u8]> {
+        let body_len = datagram.len().checked_sub(TAG_LEN)?;
+        let (body, tag) = datagram.split_at(body_len);
+        let want = self.tag(body);
+        let diff = want.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        (diff == 0).then_some(body)
+    }
 }
 
 /// The common header of any datagram, for demultiplexing before a full parse.

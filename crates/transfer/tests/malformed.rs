@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use common::{CheckSink, GenSource};
 use proptest::prelude::*;
 use transfer::wire::{self, DataHeader, Fin, Kind, NakRange, Report, WireError};
-use transfer::{FixedRate, Receiver, ReceiverConfig, Reject, Sender, SenderConfig, SenderState, SessionParams, Source};
+use transfer::{
+    DataKey, FixedRate, Receiver, ReceiverConfig, ReceiverState, Reject, Sender, SenderConfig, SenderState,
+    SessionParams, Source,
+};
 
 const SESSION: u64 = 0xE71B;
 
@@ -296,4 +299,105 @@ proptest! {
         // id is not authentication. It can never write outside the file.)
         prop_assert_eq!(r.sink().out_of_range, 0);
     }
+}
+
+fn keyed_pair(now: Instant, key: [u8; 32]) -> (Sender<GenSource>, Receiver<CheckSink>) {
+    let mut sc = SenderConfig::new(params());
+    sc.data_key = Some(DataKey(key));
+    let mut rc = ReceiverConfig::new(params());
+    rc.data_key = Some(DataKey(key));
+    let s = Sender::new(
+        sc,
+        GenSource { seed: 1, size: 100_000 },
+        Box::new(FixedRate::new(1e9)),
+        now,
+    )
+    .unwrap();
+    let r = Receiver::new(rc, CheckSink::new(1, 100_000), now).unwrap();
+    (s, r)
+}
+
+/// Run both machines over a perfect link (delivery after 1 ms) until the sender is done.
+fn run_to_end(s: &mut Sender<GenSource>, r: &mut Receiver<CheckSink>, mut t: Instant) -> Instant {
+    for _ in 0..100_000 {
+        if s.is_done() {
+            break;
+        }
+        while let Some(d) = s.poll_transmit(t) {
+            r.handle_datagram(t + Duration::from_millis(1), &d);
+        }
+        while let Some(d) = r.poll_transmit(t) {
+            s.handle_datagram(t + Duration::from_millis(1), &d);
+        }
+        t += Duration::from_micros(500);
+        if s.poll_timeout().is_some_and(|x| x <= t) {
+            s.handle_timeout(t);
+        }
+        if r.poll_timeout().is_some_and(|x| x <= t) {
+            r.handle_timeout(t);
+        }
+    }
+    t
+}
+
+#[test]
+fn keyed_sessions_complete_and_forged_datagrams_move_no_state() {
+    let now = Instant::now();
+    let (mut s, mut r) = keyed_pair(now, [3; 32]);
+    // An attacker who knows the session id (it is on the wire) forges DATA far ahead, a FIN
+    // and a REPORT acknowledging everything — untagged, and tagged under another key.
+    let other = DataKey([4; 32]);
+    let mut forged = vec![data(SESSION, 90_000, 1000), {
+        let mut d = Vec::new();
+        Fin {
+            session_id: SESSION,
+            file_size: 100_000,
+        }
+        .write(Kind::Fin, &mut d);
+        d
+    }];
+    let mut tagged = data(SESSION, 50_000, 1000);
+    other.seal(&mut tagged);
+    forged.push(tagged);
+    for d in &forged {
+        r.handle_datagram(now, d);
+    }
+    let ack_all = encode(&report(100, 100, vec![]));
+    s.handle_datagram(now, &ack_all);
+    assert_eq!(r.stats().rejected.bad_tag, 3);
+    assert_eq!(r.stats().datagrams_received, 0);
+    assert_eq!(s.stats().rejected.bad_tag, 1);
+    assert_eq!(s.bytes_delivered(), 0);
+    run_to_end(&mut s, &mut r, now);
+    assert!(s.is_done(), "{:?}", s.state());
+    assert!(r.is_complete());
+    r.sink().assert_exact();
+    // Every datagram on the wire carried the tag: an unkeyed parse sees its last 16 bytes as
+    // part of the message and refuses the lengths.
+    let (mut s2, _) = keyed_pair(now, [3; 32]);
+    let d = s2.poll_transmit(now).unwrap();
+    assert_eq!(d.len(), wire::DATA_HEADER_LEN + 1000 + wire::TAG_LEN);
+    assert!(DataKey([3; 32]).open(&d).is_some());
+    assert!(DataKey([5; 32]).open(&d).is_none());
+}
+
+#[test]
+fn a_receiver_that_hears_nothing_gives_up_at_its_idle_deadline() {
+    let now = Instant::now();
+    let mut rc = ReceiverConfig::new(params());
+    rc.idle_timeout = Duration::from_secs(30);
+    let mut r = Receiver::new(rc, CheckSink::new(1, 100_000), now).unwrap();
+    let deadline = r.poll_timeout().expect("an idle receiver still has a deadline");
+    assert_eq!(deadline, now + Duration::from_secs(30));
+    r.handle_timeout(now + Duration::from_secs(29));
+    assert_eq!(r.state(), ReceiverState::Receiving);
+    // A valid datagram moves the deadline.
+    r.handle_datagram(now + Duration::from_secs(20), &data(SESSION, 0, 1000));
+    while r.poll_transmit(now + Duration::from_secs(21)).is_some() {}
+    r.handle_timeout(now + Duration::from_secs(49));
+    assert_eq!(r.state(), ReceiverState::Receiving);
+    assert_eq!(r.poll_timeout(), Some(now + Duration::from_secs(50)));
+    r.handle_timeout(now + Duration::from_secs(50));
+    assert_eq!(r.state(), ReceiverState::TimedOut);
+    assert!(r.poll_transmit(now + Duration::from_secs(51)).is_none());
 }

@@ -1,0 +1,384 @@
+//! Serving control connections concurrently.
+//!
+//! A server that handles one connection at a time is stopped by one peer that connects and says
+//! nothing. [`serve`] gives every connection its own thread and a deadline to authenticate
+//! ([`Limits::handshake_timeout`]), and caps the connections still in their handshake
+//! ([`Limits::max_pending`]): when a new one arrives at the cap, the *oldest* pending one is
+//! closed, so a flood of idle connections costs a real peer at most a retry, never a lock-out.
+//! Authenticated sessions are capped separately ([`Limits::max_active`]); one over that cap is
+//! told the server is busy. Only sessions that authenticated and then ended count towards
+//! `max_sessions` (`--once`): a connect-and-close spends nothing.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+/// What a server lets connections do before and after they authenticate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections still in their handshake, at most; the oldest is closed for a new one.
+    pub max_pending: usize,
+    /// Time a connection has from its accept to authenticate.
+    pub handshake_timeout: Duration,
+    /// Authenticated sessions running at once; one more is refused as busy.
+    pub max_active: usize,
+}
+
+impl Default for Limits {
+    /// 64 pending connections, 10 s to authenticate, 16 sessions at once.
+    fn default() -> Self {
+        Limits {
+            max_pending: 64,
+            handshake_timeout: Duration::from_secs(10),
+            max_active: 16,
+        }
+    }
+}
+
+/// What the accept loop saw, for the server's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServeStats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Authenticated sessions that ended.
+    pub sessions: u64,
+    /// Connections that ended without authenticating (closed, failed or refused handshake).
+    pub unauthenticated: u64,
+    /// Pending connections closed to make room for a newer one.
+    pub evicted: u64,
+    /// Pending connections closed at their handshake deadline.
+    pub timed_out: u64,
+    /// Authenticated connections refused because `max_active` sessions were running.
+    pub busy: u64,
+}
+
+/// Why [`Ticket::authenticated`] did not admit a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum NotAdmitted {
+    /// `max_active` sessions are running: tell the peer to try later.
+    #[error("the server is busy: {0} sessions are running, try again later")]
+    Busy(usize),
+    /// The connection was closed meanwhile (its deadline passed or it was evicted).
+    #[error("the handshake took too long")]
+    Closed,
+}
+
+struct Pending {
+    stream: TcpStream,
+    deadline: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    pending: BTreeMap<u64, Pending>,
+    active: usize,
+    live: usize,
+    next_id: u64,
+    stats: ServeStats,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A handler that panicked while holding the lock leaves plain counters behind: still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One connection's standing with the accept loop, handed to its handler.
+pub struct Ticket<'a> {
+    state: &'a Mutex<State>,
+    id: u64,
+    deadline: Instant,
+    max_active: usize,
+    admitted: std::cell::Cell<bool>,
+}
+
+impl Ticket<'_> {
+    /// When the handshake must be done.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Time left for the handshake (zero once it passed).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The peer proved itself: from now on this connection is a session, no longer pending,
+    /// and no deadline of the accept loop applies to it.
+    pub fn authenticated(&self) -> Result<(), NotAdmitted> {
+        let mut st = lock(self.state);
+        if st.pending.remove(&self.id).is_none() {
+            return Err(NotAdmitted::Closed);
+        }
+        if st.active >= self.max_active {
+            st.stats.busy += 1;
+            st.stats.unauthenticated += 1;
+            // Counted here; the handler's end must not count it again.
+            self.admitted.set(false);
+            return Err(NotAdmitted::Busy(st.active));
+        }
+        st.active += 1;
+        self.admitted.set(true);
+        Ok(())
+    }
+}
+
+/// A connection handler: runs on its own thread with the connection, the peer's address, its
+/// [`Ticket`] and a channel for events the caller's `on` receives on the accept loop's thread.
+pub type Handler<'h, E> = dyn Fn(TcpStream, SocketAddr, &Ticket<'_>, &mpsc::Sender<E>) + Sync + 'h;
+
+/// Accept connections on `listener` and run `handler` for each on its own thread until `stop`
+/// is set or `max_sessions` authenticated sessions have ended. Events the handlers send reach
+/// `on` on this thread. On the way out, pending connections are closed and running sessions
+/// are waited for (they should watch `stop` themselves). Accept errors (out of descriptors, a
+/// connection reset before accept) are waited out, never fatal.
+pub fn serve<E: Send>(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    limits: &Limits,
+    max_sessions: Option<u64>,
+    handler: &Handler<'_, E>,
+    on: &mut dyn FnMut(E),
+) -> std::io::Result<ServeStats> {
+    listener.set_nonblocking(true)?;
+    let state = Mutex::new(State::default());
+    let (tx, rx) = mpsc::channel::<E>();
+    std::thread::scope(|scope| {
+        loop {
+            while let Ok(e) = rx.try_recv() {
+                on(e);
+            }
+            let finished = max_sessions.is_some_and(|m| lock(&state).stats.sessions >= m);
+            if stop.load(Ordering::Relaxed) || finished {
+                break;
+            }
+            close_expired(&state);
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    let Some(ticket) = admit(&state, &stream, limits) else {
+                        continue;
+                    };
+                    let tx = tx.clone();
+                    scope.spawn(move || {
+                        handler(stream, peer, &ticket, &tx);
+                        let mut st = lock(ticket.state);
+                        st.live -= 1;
+                        if ticket.admitted.get() {
+                            st.active -= 1;
+                            st.stats.sessions += 1;
+                        } else if st.pending.remove(&ticket.id).is_some() {
+                            st.stats.unauthenticated += 1;
+                        }
+                    });
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if let Ok(e) = rx.recv_timeout(Duration::from_millis(20)) {
+                        on(e);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // EMFILE, ENFILE, ECONNABORTED, …: the next accept may succeed.
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        for (_, p) in std::mem::take(&mut lock(&state).pending) {
+            let _ = p.stream.shutdown(Shutdown::Both);
+        }
+        while lock(&state).live > 0 {
+            if let Ok(e) = rx.recv_timeout(Duration::from_millis(20)) {
+                on(e);
+            }
+        }
+    });
+    while let Ok(e) = rx.try_recv() {
+        on(e);
+    }
+    let stats = lock(&state).stats;
+    Ok(stats)
+}
+
+/// Register a new connection as pending (closing the oldest pending one at the cap); `None`
+/// if it cannot be tracked (no descriptor for the clone), in which case it is dropped.
+fn admit<'a>(state: &'a Mutex<State>, stream: &TcpStream, limits: &Limits) -> Option<Ticket<'a>> {
+    // Accepted sockets may inherit the listener's non-blocking mode; handlers expect blocking
+    // sockets with their own timeouts.
+    stream.set_nonblocking(false).ok()?;
+    let clone = stream.try_clone().ok()?;
+    let mut st = lock(state);
+    st.stats.accepted += 1;
+    while st.pending.len() >= limits.max_pending.max(1) {
+        let Some((_, oldest)) = st.pending.pop_first() else {
+            break;
+        };
+        let _ = oldest.stream.shutdown(Shutdown::Both);
+        st.stats.evicted += 1;
+    }
+    let id = st.next_id;
+    st.next_id += 1;
+    let deadline = Instant::now() + limits.handshake_timeout;
+    st.pending.insert(
+        id,
+        Pending {
+            stream: clone,
+            deadline,
+        },
+    );
+    st.live += 1;
+    Some(Ticket {
+        state,
+        id,
+        deadline,
+        max_active: limits.max_active.max(1),
+        admitted: std::cell::Cell::new(false),
+    })
+}
+
+/// Close pending connections whose handshake deadline passed (their handlers' reads then end).
+fn close_expired(state: &Mutex<State>) {
+    let now = Instant::now();
+    let mut st = lock(state);
+    let expired: Vec<u64> = st
+        .pending
+        .iter()
+        .filter(|(_, p)| p.deadline <= now)
+        .map(|(&id, _)| id)
+        .collect();
+    for id in expired {
+        if let Some(p) = st.pending.remove(&id) {
+            let _ = p.stream.shutdown(Shutdown::Both);
+            st.stats.timed_out += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A handler that wants the line "key\n" within its deadline, answers "ok\n" and then
+    /// echoes one more line; reports the outcome as an event.
+    fn echo_handler(stream: TcpStream, _peer: SocketAddr, t: &Ticket<'_>, tx: &mpsc::Sender<String>) {
+        let mut s = stream;
+        let mut buf = [0u8; 4];
+        let _ = s.set_read_timeout(Some(t.remaining().max(Duration::from_millis(1))));
+        if s.read_exact(&mut buf).is_err() || &buf != b"key\n" {
+            let _ = tx.send("unauthenticated".into());
+            return;
+        }
+        match t.authenticated() {
+            Ok(()) => {
+                let _ = s.write_all(b"ok\n");
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut line = [0u8; 3];
+                let _ = s.read_exact(&mut line);
+                let _ = tx.send("session".into());
+            }
+            Err(e) => {
+                let _ = s.write_all(format!("{e}\n").as_bytes());
+                let _ = tx.send("busy".into());
+            }
+        }
+    }
+
+    fn start(limits: Limits, max: Option<u64>) -> (SocketAddr, std::thread::JoinHandle<(ServeStats, Vec<String>)>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            let mut events = Vec::new();
+            let stats = serve(&l, &stop, &limits, max, &echo_handler, &mut |e| events.push(e)).unwrap();
+            (stats, events)
+        });
+        (addr, h)
+    }
+
+    fn session(addr: SocketAddr) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"key\n").unwrap();
+        let mut reply = [0u8; 3];
+        s.read_exact(&mut reply).unwrap();
+        s.write_all(b"end").unwrap();
+        String::from_utf8_lossy(&reply).into_owned()
+    }
+
+    #[test]
+    fn idle_connections_neither_block_nor_spend_a_once_server() {
+        let limits = Limits {
+            max_pending: 8,
+            handshake_timeout: Duration::from_secs(3),
+            max_active: 4,
+        };
+        let (addr, h) = start(limits, Some(1));
+        // 20 idle connections and 5 connect-and-close ones first.
+        let idle: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        for _ in 0..5 {
+            drop(TcpStream::connect(addr).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let t0 = Instant::now();
+        assert_eq!(session(addr), "ok\n");
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "the session waited {:?}",
+            t0.elapsed()
+        );
+        let (stats, events) = h.join().unwrap();
+        drop(idle);
+        assert_eq!(stats.sessions, 1);
+        assert!(stats.evicted >= 12, "{stats:?}");
+        assert!(stats.accepted >= 26, "{stats:?}");
+        assert_eq!(events.iter().filter(|e| *e == "session").count(), 1, "{events:?}");
+    }
+
+    #[test]
+    fn silent_connections_are_closed_at_their_deadline() {
+        let limits = Limits {
+            max_pending: 8,
+            handshake_timeout: Duration::from_millis(300),
+            max_active: 4,
+        };
+        let (addr, h) = start(limits, Some(1));
+        let mut silent = TcpStream::connect(addr).unwrap();
+        silent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let t0 = Instant::now();
+        let mut b = [0u8; 1];
+        // Closed by the server: EOF (or a reset), well before our own 5 s timeout.
+        let r = silent.read(&mut b);
+        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        assert_eq!(session(addr), "ok\n");
+        let (stats, _) = h.join().unwrap();
+        assert!(stats.timed_out + stats.unauthenticated >= 1, "{stats:?}");
+    }
+
+    #[test]
+    fn sessions_over_the_active_cap_are_told_busy() {
+        let limits = Limits {
+            max_pending: 8,
+            handshake_timeout: Duration::from_secs(3),
+            max_active: 1,
+        };
+        let (addr, h) = start(limits, Some(1));
+        // First session authenticates and holds (does not send its last line yet).
+        let mut first = TcpStream::connect(addr).unwrap();
+        first.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        first.write_all(b"key\n").unwrap();
+        let mut r = [0u8; 3];
+        first.read_exact(&mut r).unwrap();
+        let mut second = TcpStream::connect(addr).unwrap();
+        second.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        second.write_all(b"key\n").unwrap();
+        let mut reply = String::new();
+        let _ = second.read_to_string(&mut reply);
+        assert!(reply.contains("busy"), "{reply:?}");
+        first.write_all(b"end").unwrap();
+        let (stats, _) = h.join().unwrap();
+        assert_eq!((stats.sessions, stats.busy), (1, 1), "{stats:?}");
+    }
+}

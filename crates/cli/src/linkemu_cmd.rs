@@ -60,11 +60,11 @@ pub struct LinkemuArgs {
     #[arg(long)]
     pub rate: Option<String>,
     /// One-way propagation delay, e.g. 50ms (RTT = 2 × delay when symmetric).
-    #[arg(long, default_value = "0ms")]
-    pub delay: String,
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    pub delay: Duration,
     /// Extra random delay per packet, uniform on [0, JITTER].
-    #[arg(long, default_value = "0ms")]
-    pub jitter: String,
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    pub jitter: Duration,
     /// Let jitter reorder packets (default: packets keep their order).
     #[arg(long)]
     pub reorder: bool,
@@ -84,11 +84,11 @@ pub struct LinkemuArgs {
     #[arg(long, help_heading = "Return path (B to A) overrides")]
     pub rate_ba: Option<String>,
     /// B→A one-way delay.
-    #[arg(long, help_heading = "Return path (B to A) overrides")]
-    pub delay_ba: Option<String>,
+    #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_duration)]
+    pub delay_ba: Option<Duration>,
     /// B→A jitter.
-    #[arg(long, help_heading = "Return path (B to A) overrides")]
-    pub jitter_ba: Option<String>,
+    #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_duration)]
+    pub jitter_ba: Option<Duration>,
     /// B→A loss.
     #[arg(long, help_heading = "Return path (B to A) overrides")]
     pub loss_ba: Option<String>,
@@ -108,8 +108,8 @@ pub struct LinkemuArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Stop after this long, e.g. 30s [default: until Ctrl-C or SIGTERM].
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
     /// Print the final summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -157,17 +157,12 @@ fn parse_subnet(s: &str) -> anyhow::Result<std::net::Ipv4Addr> {
         .map_err(|_| usage(format!("--subnet {s}: not an IPv4 network address")))
 }
 
-fn duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
-    let secs = parse_duration(s).map_err(|e| usage(format!("--{flag}: {e}")))?;
-    Duration::try_from_secs_f64(secs).map_err(|_| usage(format!("--{flag} {s}: must be >= 0")))
-}
-
 /// The settings of one direction, as typed.
 struct DirectionArgs<'a> {
     suffix: &'a str,
     rate: Option<&'a str>,
-    delay: &'a str,
-    jitter: &'a str,
+    delay: Duration,
+    jitter: Duration,
     loss: &'a str,
     burst: f64,
     buffer: Option<&'a str>,
@@ -182,8 +177,7 @@ fn link_config(d: &DirectionArgs<'_>, duplicate: f64, reorder: bool) -> anyhow::
             Some(bps.round().max(1.0) as u64)
         }
     };
-    let delay = duration(&flag("delay"), d.delay)?;
-    let jitter = duration(&flag("jitter"), d.jitter)?;
+    let (delay, jitter) = (d.delay, d.jitter);
     let mean_loss = parse_fraction(d.loss).map_err(|e| usage(format!("--{}: {e}", flag("loss"))))?;
     let loss = if mean_loss == 0.0 {
         LossModel::None
@@ -230,8 +224,8 @@ fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
     let ab = DirectionArgs {
         suffix: "",
         rate: args.rate.as_deref(),
-        delay: &args.delay,
-        jitter: &args.jitter,
+        delay: args.delay,
+        jitter: args.jitter,
         loss: &args.loss,
         burst: args.burst,
         buffer: args.buffer.as_deref(),
@@ -239,8 +233,8 @@ fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
     let ba = DirectionArgs {
         suffix: "-ba",
         rate: args.rate_ba.as_deref().or(ab.rate),
-        delay: args.delay_ba.as_deref().unwrap_or(ab.delay),
-        jitter: args.jitter_ba.as_deref().unwrap_or(ab.jitter),
+        delay: args.delay_ba.unwrap_or(ab.delay),
+        jitter: args.jitter_ba.unwrap_or(ab.jitter),
         loss: args.loss_ba.as_deref().unwrap_or(ab.loss),
         burst: args.burst_ba.unwrap_or(ab.burst),
         buffer: args.buffer_ba.as_deref().or(ab.buffer),
@@ -272,7 +266,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         return run_down(&args);
     }
     let config = build_config(&args)?;
-    let deadline = args.duration.as_deref().map(|d| duration("duration", d)).transpose()?;
+    let deadline = args.duration;
     if args.up {
         return run_up(&config);
     }
@@ -281,9 +275,13 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
     }
     realtime::install_stop_signals().context("installing signal handlers")?;
     let emu = Emulator::start(config).context("starting the emulator")?;
+    // From here until `shutdown` the namespaces and devices exist: a closed stderr must stop the
+    // run like a signal, not end the process in the print macros (exit code 141, see main.rs)
+    // before they are removed. Hence `say`, which reports a failed write instead.
+    let say = |line: std::fmt::Arguments<'_>| writeln!(std::io::stderr(), "{line}").is_ok();
     let c = emu.config();
     let (addr_a, addr_b) = c.addresses();
-    eprintln!(
+    let mut stderr_open = say(format_args!(
         "linkemu: {} {addr_a} ({}) <-> {} {addr_b} ({}), mtu {}, seed {}{}; Ctrl-C to stop",
         c.ns_a,
         c.dev_a,
@@ -292,13 +290,16 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         c.mtu,
         c.seed,
         if c.mode == Mode::Bare { ", BARE (no model)" } else { "" }
-    );
+    ));
     let started = Instant::now();
     let mut last = (Instant::now(), emu.live());
     let mut next_status = started + Duration::from_secs(1);
     let mut intervals = Vec::new();
     let stop_reason = loop {
         std::thread::sleep(Duration::from_millis(50));
+        if !stderr_open {
+            break STDERR_CLOSED.to_owned();
+        }
         if let Some(sig) = realtime::stop_signal() {
             break format!("signal {sig}");
         }
@@ -319,12 +320,12 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
                 b_to_a: live.1.since(&last.1 .1),
             };
             if !args.quiet {
-                eprintln!(
+                stderr_open = say(format_args!(
                     "[{:>5.0}s] a->b {} | b->a {}",
                     sample.t_s,
                     status(&sample.a_to_b, sample.dt_s),
                     status(&sample.b_to_a, sample.dt_s)
-                );
+                ));
             }
             if intervals.len() < realtime::MAX_INTERVALS {
                 intervals.push(sample);
@@ -332,18 +333,30 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
             last = (now, live);
         }
     };
-    eprintln!("linkemu: stopping ({stop_reason}), removing what we created");
+    say(format_args!(
+        "linkemu: stopping ({stop_reason}), removing what we created"
+    ));
     let mut stats = emu.shutdown().context("stopping the emulator")?;
     stats.intervals = intervals;
     if args.json {
         let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &stats)?;
-        writeln!(out)?;
+        crate::stdout_result(
+            serde_json::to_writer_pretty(&mut out, &stats)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out)),
+        )?;
     } else {
         print_summary(&stats);
     }
+    if stop_reason == STDERR_CLOSED {
+        // Cleaned up and summarised: now end as a print into the closed pipe would have.
+        crate::exit_output_closed();
+    }
     Ok(())
 }
+
+/// Stop reason when the reader of the status lines went away.
+const STDERR_CLOSED: &str = "stderr closed";
 
 /// One direction's live status from its counts over the last `dt` seconds.
 fn status(d: &LiveCounters, dt: f64) -> String {
@@ -625,14 +638,23 @@ mod tests {
     #[test]
     fn bad_values_are_usage_errors() {
         for extra in [
-            &["--delay", "fast"][..],
-            &["--rate", "1X"],
+            &["--rate", "1X"][..],
             &["--mtu", "100"],
             &["--subnet", "192.168.1.0/30"],
             &["--duplicate", "200%"],
         ] {
             let e = build_config(&parse(extra)).unwrap_err();
             assert!(e.downcast_ref::<UsageError>().is_some(), "{extra:?}: {e}");
+        }
+        // Durations are refused while parsing, naming the option.
+        for extra in ["--delay=fast", "--jitter=-1ms", "--delay-ba=1e30s", "--duration=inf"] {
+            let e = match Cli::try_parse_from(["evlbi", "--a", "ns:tel", "--b", "ns:corr", extra]) {
+                Ok(_) => panic!("{extra} was accepted"),
+                Err(e) => e,
+            };
+            assert_eq!(e.exit_code(), 2, "{extra}");
+            let flag = extra.split('=').next().unwrap_or(extra);
+            assert!(e.to_string().contains(flag), "{extra}: {e}");
         }
         let mut no_b = parse(&[]);
         no_b.b = None;

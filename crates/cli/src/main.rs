@@ -1,8 +1,10 @@
 //! `evlbi`: the thin command-line front end. Parsing and printing live here; every capability
 //! lives in a library crate.
 //!
-//! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error.
+//! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error, 141 the reader
+//! of the output went away (`evlbi … | head`).
 
+mod addr;
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
@@ -91,13 +93,37 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))
 }
 
-/// Read a pre-shared key file (surrounding whitespace ignored; empty is a usage error).
+/// Fewest bytes a pre-shared key may have (128 bits if random): a short key falls to guessing
+/// through the challenge-response, offline too, since a recorded proof can be checked per guess.
+pub const MIN_KEY_BYTES: usize = 16;
+
+/// Read a pre-shared key file (surrounding whitespace ignored, so an editor's trailing newline
+/// does not count): fewer than [`MIN_KEY_BYTES`] is a usage error; a file others may read is
+/// used, with a warning on stderr.
 pub fn read_key(path: &Option<std::path::PathBuf>) -> anyhow::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::PermissionsExt;
     let Some(p) = path else { return Ok(None) };
     let k = anyhow::Context::with_context(std::fs::read(p), || format!("cannot read key file {}", p.display()))?;
     let k = k.trim_ascii().to_vec();
-    if k.is_empty() {
-        return Err(usage(format!("key file {} is empty", p.display())));
+    if k.len() < MIN_KEY_BYTES {
+        return Err(usage(format!(
+            "key file {} holds {} byte(s); a pre-shared key needs at least {MIN_KEY_BYTES}. Make one with \
+             `(umask 077; head -c 32 /dev/urandom | base64 > {0})` and copy it to the other end",
+            p.display(),
+            k.len()
+        )));
+    }
+    // Warn, not refuse: who else may read it is a local decision (e.g. a group of service
+    // accounts), and the key itself is sound.
+    if let Ok(meta) = std::fs::metadata(p) {
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            eprintln!(
+                "warning: key file {} is readable by group or others (mode {:03o}); restrict it with `chmod 600 {0}`",
+                p.display(),
+                mode & 0o777
+            );
+        }
     }
     Ok(Some(k))
 }
@@ -121,7 +147,7 @@ impl std::error::Error for ProblemsFound {}
     about = "e-VLBI data transport and network measurement",
     long_about = "evlbi moves VLBI telescope data (VDIF) across research networks and tells the operator \
 exactly what the network did to it.\n\nStart with `evlbi vdif --help`.",
-    after_help = "Examples:\n  evlbi vdif gen --stations Ef,Wb --rate 512M --seconds 2 --delay Wb=1.5us --out data/\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif stats data/Wb.vdif --json\n  evlbi linkemu --a ns:tel --b ns:corr --rate 1G --delay 50ms --loss 0.1% --burst 3 --buffer 2MB\n\nExit codes: 0 ok, 1 runtime failure or problems found in the data, 2 usage error."
+    after_help = "Examples:\n  evlbi vdif gen --stations Ef,Wb --rate 512M --seconds 2 --delay Wb=1.5us --out data/\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif stats data/Wb.vdif --json\n  evlbi linkemu --a ns:tel --b ns:corr --rate 1G --delay 50ms --loss 0.1% --burst 3 --buffer 2MB\n\nExit codes: 0 ok, 1 runtime failure or problems found in the data, 2 usage error, 141 output closed (e.g. piped into head)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -154,7 +180,52 @@ enum Command {
     Report(report_cmd::ReportArgs),
 }
 
+/// Exit status when the reader of our output went away: 128 + SIGPIPE, what a shell shows for
+/// `ls | head` when `ls` is killed by the signal.
+const CLOSED_OUTPUT_EXIT: i32 = 141;
+
+/// EPIPE on Linux (the only platform evlbi runs on).
+const EPIPE: i32 = 32;
+
+/// Whether a panic message is `print!`/`println!`/`eprintln!` failing on a closed pipe: std
+/// panics with "failed printing to stdout: Broken pipe (os error 32)".
+fn is_closed_output_panic(msg: &str) -> bool {
+    (msg.starts_with("failed printing to stdout") || msg.starts_with("failed printing to stderr"))
+        && msg.ends_with(&format!("(os error {EPIPE})"))
+}
+
+/// End the process quietly (status 141, no panic message) when a print finds its reader gone,
+/// e.g. `evlbi vdif inspect F | head -1`. Not by restoring SIGPIPE's default action: evlbi
+/// writes to TCP peers (probe, transfer) and to the `stream recv` writer process through a pipe,
+/// and there EPIPE must stay an error that is reported, not a silent death of a receiver. Every
+/// print goes through std's print macros, which panic on such a failure; the hook catches exactly
+/// that panic and lets any other reach the default hook.
+fn exit_quietly_when_output_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload_as_str().is_some_and(is_closed_output_panic) {
+            exit_output_closed();
+        }
+        default(info)
+    }));
+}
+
+/// End the process as the hook above does when a write found its reader gone.
+pub fn exit_output_closed() -> ! {
+    std::process::exit(CLOSED_OUTPUT_EXIT)
+}
+
+/// For explicit writes to stdout (not through `println!`): a closed pipe ends the process as
+/// the hook above does; any other error is returned.
+pub fn stdout_result(r: std::io::Result<()>) -> std::io::Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_output_closed(),
+        r => r,
+    }
+}
+
 fn main() -> ExitCode {
+    exit_quietly_when_output_closes();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Vdif(c) => vdif_cmd::run(c),
@@ -180,5 +251,29 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_output_panics_are_recognised() {
+        assert!(is_closed_output_panic(
+            "failed printing to stdout: Broken pipe (os error 32)"
+        ));
+        assert!(is_closed_output_panic(
+            "failed printing to stderr: Broken pipe (os error 32)"
+        ));
+        assert!(!is_closed_output_panic(
+            "failed printing to stdout: No space left on device (os error 28)"
+        ));
+        assert!(!is_closed_output_panic(
+            "index out of bounds: the len is 0 but the index is 32"
+        ));
+        assert!(!is_closed_output_panic(
+            "called `Result::unwrap()` on an `Err` value: Broken pipe (os error 32)"
+        ));
     }
 }

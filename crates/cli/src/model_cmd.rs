@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use report::models::{tcp, vlbi, wire};
 use serde::Serialize;
 
-use crate::units::{parse_duration, parse_fraction, parse_rate, si_fmt};
+use crate::units::{parse_fraction, parse_positive_duration, parse_rate, si_fmt};
 use crate::usage;
 
 #[derive(Subcommand)]
@@ -68,8 +68,8 @@ pub struct TcpArgs {
     #[arg(long, default_value_t = 1448)]
     mss: u32,
     /// Round-trip time: 100ms.
-    #[arg(long, value_parser = parse_duration)]
-    rtt: f64,
+    #[arg(long, value_parser = parse_positive_duration)]
+    rtt: std::time::Duration,
     /// Packet loss probability: 0.01% or 1e-4.
     #[arg(long, value_parser = parse_fraction)]
     loss: Option<f64>,
@@ -219,7 +219,7 @@ fn tcp_model(a: TcpArgs) -> Result<()> {
     }
     let r = tcp::evaluate(tcp::TcpInput {
         mss_bytes: a.mss,
-        rtt_s: a.rtt,
+        rtt_s: a.rtt.as_secs_f64(),
         loss: a.loss,
         target_bps: a.target,
     })
@@ -231,7 +231,7 @@ fn tcp_model(a: TcpArgs) -> Result<()> {
     println!(
         "Mathis: BW <= (MSS/RTT) * sqrt(3/2) / sqrt(p), MSS {} B, RTT {:.3} ms",
         a.mss,
-        a.rtt * 1e3
+        a.rtt.as_secs_f64() * 1e3
     );
     if let (Some(p), Some(b)) = (a.loss, r.bound_bps) {
         println!("  loss {:<10} -> at most {}b/s", format!("{p:e}"), si_fmt(b));

@@ -1,6 +1,6 @@
 //! `evlbi probe server|client`: udpmon-style path measurement.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use probe::results::ProbeResult;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::probe_multi;
-use crate::units::{parse_duration, parse_rate, parse_size, si_fmt};
+use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size, si_fmt};
 use crate::{read_key, usage, ResultOutput};
 
 /// Default control port.
@@ -70,8 +70,8 @@ pub enum ProbeCommand {
         #[arg(long, default_value_t = 1)]
         threads: u32,
         /// Longest run, seconds.
-        #[arg(long)]
-        seconds: f64,
+        #[arg(long, value_parser = parse_duration)]
+        seconds: Duration,
         /// PID of the process that started it.
         #[arg(long)]
         parent: u32,
@@ -92,9 +92,16 @@ pub struct ServerArgs {
     /// Serve one session, then exit.
     #[arg(long, conflicts_with = "sessions")]
     once: bool,
-    /// Serve N sessions (e.g. a client's --trials N or a sweep's points), then exit.
+    /// Serve N sessions (e.g. a client's --trials N or a sweep's points), then exit. Only
+    /// sessions that authenticated count; a connect-and-close spends nothing.
     #[arg(long, value_name = "N")]
     sessions: Option<u64>,
+    /// Largest UDP receive buffer a client may ask for (--rcvbuf-sweep).
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "256M")]
+    max_rcvbuf: u64,
+    /// Longest test a client may ask for (count x spacing, or a TCP test's duration).
+    #[arg(long, value_parser = parse_max_duration, default_value = "1h")]
+    max_duration: std::time::Duration,
     /// Print one JSON line per finished session instead of text.
     #[arg(long)]
     json: bool,
@@ -103,8 +110,8 @@ pub struct ServerArgs {
 #[derive(Args)]
 pub struct HostJitterArgs {
     /// Spacing between releases: 16us.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "rate")]
-    spacing: Option<f64>,
+    #[arg(long, value_parser = parse_positive_duration, conflicts_with = "rate")]
+    spacing: Option<Duration>,
     /// Rate instead of a spacing (with --size): 4.096G.
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
@@ -113,7 +120,7 @@ pub struct HostJitterArgs {
     size: u32,
     /// How long to measure (at most 1h).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    duration: f64,
+    duration: Duration,
     #[command(flatten)]
     output: ResultOutput,
 }
@@ -127,7 +134,7 @@ pub struct ClientArgs {
     size: u32,
     /// Spacing between datagram departures: 16us (0 = as fast as possible).
     #[arg(long, value_parser = parse_duration, conflicts_with = "rate")]
-    spacing: Option<f64>,
+    spacing: Option<Duration>,
     /// Payload rate instead of a spacing: 4.096G.
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
@@ -161,8 +168,8 @@ pub struct ClientArgs {
     /// lost, or still to come out of order, the final result decides; reordered (RFC 4737) and
     /// duplicate packets so far. With --tcp: the interval of the per-interval lines (on stdout)
     /// and figures, 1s when not given.
-    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL")]
-    interval: Option<f64>,
+    #[arg(long, value_parser = parse_positive_duration, value_name = "INTERVAL")]
+    interval: Option<Duration>,
     /// With --sweep: also write one CSV row per point to FILE.
     #[arg(long, value_name = "FILE", requires = "sweep")]
     csv: Option<PathBuf>,
@@ -177,8 +184,8 @@ pub struct ClientArgs {
     #[arg(long, value_name = "NAME")]
     cc: Option<String>,
     /// TCP: how long to write (e.g. 60s, 3.3h) [default: 10s].
-    #[arg(long, value_parser = parse_duration)]
-    duration: Option<f64>,
+    #[arg(long, value_parser = parse_positive_duration)]
+    duration: Option<Duration>,
     /// TCP: parallel connections (1..=64) [default: 1].
     #[arg(long)]
     streams: Option<u16>,
@@ -213,19 +220,32 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
             threads,
             seconds,
             parent,
-        } => match probe_session::burn::burn(threads, Duration::from_secs_f64(seconds.clamp(0.0, 1e7)), parent) {
+        } => match probe_session::burn::burn(threads, seconds.min(Duration::from_secs(10_000_000)), parent) {
             0 => Ok(()),
             _ => Err(anyhow!("burn-cpu: the parent process {parent} is gone")),
         },
     }
 }
 
+fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(30 * 86400)).contains(&d) {
+        return Err(format!("{s}: must be between 1s and 30 days"));
+    }
+    Ok(d)
+}
+
 fn server(a: ServerArgs) -> Result<()> {
-    let listen: SocketAddr = format!("{}:{}", a.bind, a.port)
+    // Parsed as an address alone, so that an IPv6 --bind (::1) works and a port in it is refused.
+    let ip: std::net::IpAddr = a
+        .bind
         .parse()
-        .map_err(|_| usage(format!("--bind {}: not an IP address", a.bind)))?;
+        .map_err(|_| usage(format!("--bind {}: not an IP address (the port is --port)", a.bind)))?;
+    let listen = SocketAddr::new(ip, a.port);
     let mut cfg = ServerConfig::new(listen);
     cfg.key = read_key(&a.key_file)?;
+    cfg.max_rcvbuf = a.max_rcvbuf;
+    cfg.max_duration = a.max_duration;
     let server = Server::bind(cfg)?;
     eprintln!(
         "probe server: control on {} (TCP){}",
@@ -300,24 +320,17 @@ fn server(a: ServerArgs) -> Result<()> {
     Ok(())
 }
 
+/// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does
+/// not resolve a runtime failure.
 fn resolve(s: &str) -> Result<SocketAddr> {
-    let with_port = if s.parse::<SocketAddr>().is_ok()
-        || s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !s.ends_with(']')
-    {
-        s.to_string()
-    } else {
-        format!("{s}:{DEFAULT_PORT}")
-    };
-    with_port
-        .to_socket_addrs()
-        .map_err(|e| anyhow!("cannot resolve {s}: {e}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{s} resolves to no address"))
+    let (host, port) =
+        crate::addr::split_host_port(s, Some(DEFAULT_PORT), false).map_err(|e| usage(format!("server {e}")))?;
+    crate::addr::resolve(&host, port).map_err(|e| anyhow!("cannot resolve {host}: {e}"))
 }
 
 fn host_jitter(a: HostJitterArgs) -> Result<()> {
     let spacing = match (a.spacing, a.rate) {
-        (Some(s), None) if s > 0.0 && s <= 1.0 => netio::Spacing::from_nanos((s * 1e9).round() as u64),
+        (Some(s), None) if s <= Duration::from_secs(1) => netio::Spacing::from_nanos(s.as_nanos() as u64),
         (None, Some(r)) if r >= 1.0 && a.size > 0 => netio::Spacing::from_rate(u64::from(a.size), r.round() as u64),
         (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G, with --size)")),
         _ => {
@@ -329,12 +342,12 @@ fn host_jitter(a: HostJitterArgs) -> Result<()> {
     if spacing.is_zero() {
         return Err(usage("the spacing rounds to 0 ns"));
     }
-    let max = probe_session::host_jitter::MAX_DURATION.as_secs_f64();
-    if !(0.01..=max).contains(&a.duration) {
+    let max = probe_session::host_jitter::MAX_DURATION;
+    if !(Duration::from_millis(10)..=max).contains(&a.duration) {
         return Err(usage("--duration must be between 10ms and 1h"));
     }
     let bar = a.output.bar(1000, "{bar:40} {percent}% ETA {eta}");
-    let r = probe_session::host_jitter::measure(spacing, Duration::from_secs_f64(a.duration), |done| {
+    let r = probe_session::host_jitter::measure(spacing, a.duration, |done| {
         bar.set_position((done.clamp(0.0, 1.0) * 1000.0) as u64)
     });
     bar.finish_and_clear();
@@ -382,7 +395,9 @@ fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
 }
 
 fn client(a: ClientArgs) -> Result<()> {
-    if a.interval.is_some_and(|s| !(0.1..=3600.0).contains(&s)) {
+    if a.interval
+        .is_some_and(|s| !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&s))
+    {
         return Err(usage("--interval must be between 100ms and 1h"));
     }
     if a.tcp {
@@ -411,11 +426,12 @@ fn client(a: ClientArgs) -> Result<()> {
     }
     let sweeping = !a.sweep.is_empty();
     let spacing_ns = match (a.spacing, a.rate) {
-        (Some(s), None) if s >= 0.0 => (s * 1e9).round() as u64,
+        // At most 1e18 ns (the parser's bound): fits a u64.
+        (Some(s), None) => s.as_nanos() as u64,
         (None, Some(r)) => (f64::from(a.size) * 8.0 / r * 1e9).round() as u64,
         (None, None) if sweeping => 0,
         (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G)")),
-        _ => return Err(usage("--spacing must be >= 0")),
+        (Some(_), Some(_)) => return Err(usage("give --spacing or --rate, not both")),
     };
     if a.trials == 0 {
         return Err(usage("--trials must be at least 1"));
@@ -439,7 +455,7 @@ fn client(a: ClientArgs) -> Result<()> {
         key: read_key(&a.key_file)?,
         test_id: None,
         sndbuf: 16 << 20,
-        interval: a.interval.map(|s| Duration::from_secs_f64(s.max(0.1))),
+        interval: a.interval.map(|s| s.max(Duration::from_millis(100))),
         rcvbuf: None,
         burst: a.burst,
     };
@@ -462,10 +478,13 @@ fn client(a: ClientArgs) -> Result<()> {
 }
 
 fn tcp_client(a: ClientArgs) -> Result<()> {
-    let max_s = probe::control::MAX_DURATION_MS as f64 / 1e3;
-    let duration = a.duration.unwrap_or(10.0);
-    if !(0.1..=max_s).contains(&duration) {
-        return Err(usage(format!("--duration must be between 100ms and {max_s} s")));
+    let max = Duration::from_millis(probe::control::MAX_DURATION_MS);
+    let duration = a.duration.unwrap_or(Duration::from_secs(10));
+    if !(Duration::from_millis(100)..=max).contains(&duration) {
+        return Err(usage(format!(
+            "--duration must be between 100ms and {} s",
+            max.as_secs_f64()
+        )));
     }
     let streams = a.streams.unwrap_or(1);
     if !(1..=probe::control::MAX_STREAMS).contains(&streams) {
@@ -488,8 +507,8 @@ fn tcp_client(a: ClientArgs) -> Result<()> {
             server: resolve(&a.server)?,
             key: read_key(&a.key_file)?,
             streams,
-            duration: Duration::from_secs_f64(duration),
-            interval: Duration::from_secs_f64(a.interval.unwrap_or(1.0)),
+            duration,
+            interval: a.interval.unwrap_or(Duration::from_secs(1)),
             write_size,
             cc: a.cc.clone(),
             cpu_load: a.cpu_load,

@@ -9,12 +9,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use linkemu::realtime;
-use stream::{ReceiverConfig, SeqFormat};
+use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender, Input, SendConfig};
 use stream_session::sink::{run_writer_process, WriterPlacement};
 
-use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, si_fmt};
+use crate::units::{parse_duration, parse_fraction, parse_positive_duration, parse_rate, parse_size, si_fmt};
 use crate::{usage, write_json, ProblemsFound};
 
 #[derive(Subcommand)]
@@ -99,13 +99,13 @@ pub struct SendArgs {
     seq_format: Format,
     /// Stop after this long: 10s, 10m.
     #[arg(long, value_parser = parse_duration)]
-    duration: Option<f64>,
+    duration: Option<Duration>,
     /// Restart each file at its end with VDIF time advanced (files of whole seconds).
     #[arg(long = "loop")]
     loop_files: bool,
     /// Answer the receiver's NAKs for frames up to this old: 300ms (native framing).
     #[arg(long, value_parser = parse_duration)]
-    arq_latency: Option<f64>,
+    arq_latency: Option<Duration>,
     /// Drop this fraction of datagrams at random before sending (a lossy path inside the host): 1%.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     inject_loss: f64,
@@ -118,12 +118,12 @@ pub struct SendArgs {
     /// Smaller (e.g. 20us, with --burst 8) sleeps most of each gap with 1 ns timer slack: far
     /// less CPU, but a late wake-up (tens of us on a VM) shows in the gap p99.
     #[arg(long, value_parser = parse_duration, default_value = "100us")]
-    spin: f64,
+    spin: Duration,
     /// Catch up on the timeline after falling up to this far behind (a descheduled sender);
     /// later than that the time is given up, counted as a slip and said on stderr. A station's
     /// data come at a fixed rate: time given up is data never sent.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
-    max_lag: f64,
+    max_lag: Duration,
     /// While catching up, send at up to this multiple of the rate (1.0 to 16): 2 clears a
     /// backlog in as long as it took to build, without line-rate bursts. Keep it below the
     /// path's capacity ÷ the stream rate (`evlbi probe` measures the capacity): through a path
@@ -163,16 +163,17 @@ pub struct RecvArgs {
     threads: Option<u16>,
     /// Reorder window: frames are written this long (in stream time) after they are due.
     #[arg(long, value_parser = parse_duration, default_value = "50ms")]
-    latency: f64,
+    latency: Duration,
     /// Ask the sender to repeat lost frames while they can still arrive within --latency.
     #[arg(long)]
     arq: bool,
     /// Gaps up to this long are filled with invalid frames; longer ones start a new file.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
-    max_fill: f64,
-    /// Accept data only from this address.
-    #[arg(long)]
-    from: Option<SocketAddr>,
+    max_fill: Duration,
+    /// Accept data only from this host (IP alone: any port, so a restarted sender is still
+    /// taken) or this exact IP:PORT.
+    #[arg(long, value_name = "IP[:PORT]")]
+    from: Option<SourceFilter>,
     /// Most stations (further ones are counted and dropped).
     #[arg(long, default_value_t = 16)]
     max_stations: usize,
@@ -197,13 +198,13 @@ pub struct RecvArgs {
     writer_in_thread: bool,
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
-    duration: Option<f64>,
+    duration: Option<Duration>,
     /// Stop when no datagram arrived for this long (after the first).
-    #[arg(long, value_parser = parse_duration)]
-    idle_timeout: Option<f64>,
+    #[arg(long, value_parser = parse_positive_duration)]
+    idle_timeout: Option<Duration>,
     /// Live line cadence.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
-    interval: f64,
+    #[arg(long, value_parser = parse_positive_duration, default_value = "1s")]
+    interval: Duration,
     /// Write the JSON summary to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -293,15 +294,15 @@ fn send(a: SendArgs) -> Result<()> {
         fps,
         rate_bps: a.rate,
         format: a.seq_format.into(),
-        duration: a.duration.map(Duration::from_secs_f64),
+        duration: a.duration,
         loop_files: a.loop_files,
-        arq_latency: a.arq_latency.map(Duration::from_secs_f64),
+        arq_latency: a.arq_latency,
         inject_loss: a.inject_loss,
         seed: a.loss_seed,
         sndbuf: 8 << 20,
         burst: a.burst as usize,
-        spin: Duration::from_secs_f64(a.spin.clamp(0.0, 1.0)),
-        max_lag: Duration::from_secs_f64(a.max_lag.clamp(0.0, 3600.0)),
+        spin: a.spin.min(Duration::from_secs(1)),
+        max_lag: a.max_lag.min(Duration::from_secs(3600)),
         catch_up: a.catch_up,
     };
     let stop = stop_flag()?;
@@ -382,16 +383,17 @@ fn recv(a: RecvArgs) -> Result<()> {
             format: a.seq_format.into(),
             frames_per_second: a.fps,
             threads: a.threads,
-            latency: Duration::from_secs_f64(a.latency),
-            max_fill: Duration::from_secs_f64(a.max_fill),
+            latency: a.latency,
+            max_fill: a.max_fill,
             max_stations: a.max_stations,
             from: a.from,
             arq: a.arq,
             confirm: 4,
+            ..ReceiverConfig::default()
         },
-        duration: a.duration.map(Duration::from_secs_f64),
-        idle_timeout: a.idle_timeout.map(Duration::from_secs_f64),
-        interval: Duration::from_secs_f64(a.interval.max(0.05)),
+        duration: a.duration,
+        idle_timeout: a.idle_timeout,
+        interval: a.interval.max(Duration::from_millis(50)),
         writer: if a.writer_in_thread {
             WriterPlacement::Thread
         } else {
@@ -420,11 +422,17 @@ fn recv(a: RecvArgs) -> Result<()> {
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
         if !quiet {
-            let stall = if l.writer_stall.is_zero() {
+            let mut stall = if l.writer_stall.is_zero() {
                 String::new()
             } else {
                 format!("  writer stall {:.0} ms", l.writer_stall.as_secs_f64() * 1e3)
             };
+            if l.duplicate_mismatch > 0 {
+                stall += &format!("  dup differing {}", l.duplicate_mismatch);
+            }
+            if l.sender_changes > 0 {
+                stall += &format!("  sender changes {}", l.sender_changes);
+            }
             eprintln!(
                 "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
                 l.elapsed_s,
@@ -444,7 +452,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     for s in &r.stations {
         let w = &s.window;
         eprintln!(
-            "{}: {} frames written ({} filled invalid, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}",
+            "{}: {} frames written ({} filled invalid, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}{}",
             s.station,
             w.written_valid + w.written_filled,
             w.written_filled,
@@ -454,8 +462,28 @@ fn recv(a: RecvArgs) -> Result<()> {
             w.late,
             w.duplicates,
             w.out_of_range,
+            if w.duplicate_mismatch > 0 {
+                format!(
+                    ", {} duplicate(s) differing from the frame kept (forged or corrupt; the first copy was written)",
+                    w.duplicate_mismatch
+                )
+            } else {
+                String::new()
+            },
             s.arq.map_or(String::new(), |q| format!(", ARQ recovered {} of {} missing", q.recovered, q.missing_seen))
         );
+        for c in &s.sender_change_log {
+            eprintln!(
+                "{}: sender {} from {} to {}",
+                s.station,
+                if c.restarted { "restarted" } else { "changed" },
+                c.from,
+                c.to
+            );
+        }
+        if s.sender_changes > s.sender_change_log.len() as u64 {
+            eprintln!("{}: {} sender changes in all", s.station, s.sender_changes);
+        }
     }
     for f in &r.files {
         eprintln!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
@@ -468,10 +496,16 @@ fn recv(a: RecvArgs) -> Result<()> {
             r.first_problem.as_deref().unwrap_or("")
         );
     }
-    if r.udp.rcvbuf_errors > 0 {
+    if d.phantoms_dropped > 0 {
         eprintln!(
-            "kernel dropped {} datagrams on full socket buffers (RcvbufErrors){}",
-            r.udp.rcvbuf_errors,
+            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
+            d.phantoms_dropped, d.unconfirmed
+        );
+    }
+    if r.socket_drops > 0 {
+        eprintln!(
+            "kernel dropped {} datagrams at this socket, its receive buffer full{}",
+            r.socket_drops,
             if r.gro_most_coalesced > 1 {
                 format!(
                     "; with UDP GRO one of them held up to {} frames (the filled counts above are exact)",

@@ -1,8 +1,9 @@
 //! `evlbi send` / `evlbi recv`: reliable bulk transfer of recorded scans.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -52,18 +53,18 @@ pub struct RecvArgs {
     max_pending: u32,
     /// Time a connection has to authenticate.
     #[arg(long, default_value = "10s", value_parser = parse_handshake_timeout)]
-    handshake_timeout: std::time::Duration,
+    handshake_timeout: Duration,
     /// One JSON line per received file on stdout instead of text.
     #[arg(long)]
     json: bool,
 }
 
-fn parse_handshake_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let secs = crate::units::parse_duration(s)?;
-    if !(0.1..=3600.0).contains(&secs) {
+fn parse_handshake_timeout(s: &str) -> Result<Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
         return Err(format!("{s}: must be between 100ms and 1h"));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Congestion control.
@@ -116,31 +117,25 @@ fn parse_dest(s: &str) -> Result<(SocketAddr, String)> {
         Some(i) => (&s[..i], s[i + 1..].trim_matches('/')),
         None => (s, ""),
     };
-    let host = host.trim_end_matches(':');
+    // "HOST:/PATH" is the default port, as in scp.
+    let host = host.strip_suffix(':').unwrap_or(host);
     if host.is_empty() {
         return Err(usage(format!("destination {s:?}: expected HOST[:PORT][/PATH]")));
     }
-    let with_port = if host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !host.ends_with(']') {
-        host.to_string()
-    } else {
-        format!("{host}:{DEFAULT_PORT}")
-    };
-    let addr = with_port
-        .to_socket_addrs()
-        .map_err(|e| usage(format!("destination {s:?}: cannot resolve {with_port}: {e}")))?
-        .next()
-        .ok_or_else(|| usage(format!("destination {s:?}: {with_port} has no address")))?;
+    let (name, port) = crate::addr::split_host_port(host, Some(DEFAULT_PORT), false).map_err(|e| {
+        usage(if host == s {
+            format!("destination {e}")
+        } else {
+            format!("destination {s:?}: {e}")
+        })
+    })?;
+    let addr = crate::addr::resolve(&name, port)
+        .map_err(|e| usage(format!("destination {s:?}: cannot resolve {name}: {e}")))?;
     Ok((addr, path.to_string()))
 }
 
 pub fn run_recv(a: RecvArgs) -> Result<()> {
-    let listen: SocketAddr = match a.listen.parse::<u16>() {
-        Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
-        Err(_) => a
-            .listen
-            .parse()
-            .map_err(|_| usage(format!("--listen {}: expected PORT or ADDRESS:PORT", a.listen)))?,
-    };
+    let listen = crate::addr::parse_listen(&a.listen).map_err(|e| usage(format!("--listen {e}")))?;
     let mut cfg = ServerConfig::new(listen, a.root.clone());
     cfg.key = read_key(&a.key_file)?;
     cfg.overwrite = a.overwrite;
@@ -328,5 +323,17 @@ mod tests {
         assert_eq!(a.port(), DEFAULT_PORT);
         assert_eq!(p, "x");
         assert!(parse_dest("/x").is_err());
+        let (a, _) = parse_dest("[::1]:6000/x").unwrap();
+        assert_eq!(a, "[::1]:6000".parse().unwrap());
+        for (bad, why) in [
+            ("127.0.0.1:70000:5310", "too many colons"),
+            ("127.0.0.1:70000", "out of range"),
+            ("127.0.0.1:0/x", "out of range"),
+            ("127.0.0.1:ssh/x", "not a number"),
+        ] {
+            let e = parse_dest(bad).unwrap_err();
+            assert!(e.downcast_ref::<crate::UsageError>().is_some(), "{bad}: {e}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
     }
 }

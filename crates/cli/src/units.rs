@@ -1,6 +1,9 @@
 //! Parsing of the quantities users type: rates ("512M", "4.096G"), durations ("1.5us", "300ms"),
 //! frequencies ("1.2MHz"), sizes ("2MB") and probabilities ("0.1%"). SI prefixes are decimal, as in networking
-//! and VLBI ("4096M" = 4.096e9 b/s).
+//! and VLBI ("4096M" = 4.096e9 b/s). Every parser refuses NaN, infinities and values out of range,
+//! so no option can make later arithmetic panic.
+
+use std::time::Duration;
 
 /// Split "1.5us" into (1.5, "us").
 fn split_number(s: &str) -> Result<(f64, &str), String> {
@@ -34,6 +37,11 @@ fn si(prefix: &str) -> Option<f64> {
     })
 }
 
+/// Slowest rate any option takes, b/s.
+pub const MIN_RATE_BPS: f64 = 1.0;
+/// Fastest rate any option takes, b/s (1 Pb/s).
+pub const MAX_RATE_BPS: f64 = 1e15;
+
 /// A bit rate in bits per second: "512M", "4.096G", "4096Mbps", "1e9", "512Mb/s".
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let (v, unit) = split_number(s)?;
@@ -46,11 +54,23 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     if r <= 0.0 {
         return Err(format!("{s:?}: rate must be positive"));
     }
+    // A pacer divides by the rate and multiplies by it: keep both results finite.
+    if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&r) {
+        return Err(format!(
+            "{s:?}: out of range ({MIN_RATE_BPS} b/s to {MAX_RATE_BPS:e} b/s)"
+        ));
+    }
     Ok(r)
 }
 
-/// A duration in seconds: "1.5us", "16µs", "300ms", "2s", "10m", "1h", "250ns"; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<f64, String> {
+/// Longest duration any option takes, in seconds (about 32 years): far beyond any run, yet small
+/// enough that no `Duration` or `Instant` arithmetic on it can overflow.
+pub const MAX_DURATION_S: f64 = 1e9;
+
+/// Signed seconds with a time unit: "1.5us", "16µs", "300ms", "2s", "10m", "1h", "250ns", "-1.5us";
+/// a bare number is seconds. Finite and at most [`MAX_DURATION_S`] either way. For offsets that
+/// may be negative (a sky delay); options that are durations take [`parse_duration`].
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
     let (v, unit) = split_number(s)?;
     let m = match unit {
         "ns" => 1e-9,
@@ -61,7 +81,36 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
         "h" => 3600.0,
         _ => return Err(format!("{s:?}: unknown time unit {unit:?} (use ns, us, ms, s, min, h)")),
     };
-    Ok(v * m)
+    let secs = v * m;
+    // An infinity from the multiplication fails the range check too.
+    if !secs.is_finite() || secs.abs() > MAX_DURATION_S {
+        return Err(format!("{s:?}: out of range (at most {MAX_DURATION_S:e} s)"));
+    }
+    Ok(secs)
+}
+
+/// A duration option (clap value parser): "300ms", "2s", "10m", "1h"; ≥ 0, at most
+/// [`MAX_DURATION_S`]. The one way durations enter evlbi, so that no value typed can make
+/// `Duration` arithmetic panic.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration(s, false)
+}
+
+/// [`parse_duration`] for options where 0 makes no sense (a cadence, a timeout, an RTT).
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    duration(s, true)
+}
+
+fn duration(s: &str, positive: bool) -> Result<Duration, String> {
+    let secs = parse_seconds(s)?;
+    if secs < 0.0 {
+        return Err(format!("{s:?}: must not be negative"));
+    }
+    let d = Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))?;
+    if positive && d.is_zero() {
+        return Err(format!("{s:?}: must be greater than 0"));
+    }
+    Ok(d)
 }
 
 /// A frequency in Hz: "1.2MHz", "800kHz", "1.2e6".
@@ -69,7 +118,11 @@ pub fn parse_frequency(s: &str) -> Result<f64, String> {
     let (v, unit) = split_number(s)?;
     let prefix = unit.trim_end_matches("Hz").trim_end_matches("hz");
     let m = si(prefix).ok_or_else(|| format!("{s:?}: unknown frequency unit {unit:?} (use Hz, kHz, MHz, GHz)"))?;
-    Ok(v * m)
+    let f = v * m;
+    if !f.is_finite() {
+        return Err(format!("{s:?}: out of range"));
+    }
+    Ok(f)
 }
 
 /// A size in bytes: "2MB", "1.5M", "64KiB", "9000". k/M/G are decimal, Ki/Mi/Gi binary.
@@ -142,17 +195,53 @@ mod tests {
         assert_eq!(parse_rate("1e9").unwrap(), 1e9);
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("-5M").is_err());
-        assert!((parse_duration("1.5us").unwrap() - 1.5e-6).abs() < 1e-18);
-        assert_eq!(parse_duration("300ms").unwrap(), 0.3);
-        assert_eq!(parse_duration("2").unwrap(), 2.0);
+        assert!((parse_seconds("1.5us").unwrap() - 1.5e-6).abs() < 1e-18);
+        assert_eq!(parse_duration("1.5us").unwrap(), Duration::from_nanos(1500));
+        assert_eq!(parse_duration("300ms").unwrap(), Duration::from_millis(300));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("3 fortnights").is_err());
         assert_eq!(parse_frequency("1.2MHz").unwrap(), 1.2e6);
-        assert_eq!(parse_duration("-1.5e-6").unwrap(), -1.5e-6);
+        assert_eq!(parse_seconds("-1.5e-6").unwrap(), -1.5e-6);
         assert_eq!(parse_size("2MB").unwrap(), 2_000_000);
         assert_eq!(parse_size("64KiB").unwrap(), 65536);
         assert!(parse_size("lots").is_err());
         assert_eq!(parse_fraction("0.1%").unwrap(), 0.001);
         assert_eq!(parse_fraction("0.02").unwrap(), 0.02);
         assert!(parse_fraction("120%").is_err());
+    }
+
+    #[test]
+    fn durations_are_finite_non_negative_and_bounded() {
+        for bad in [
+            "-1s", "-0.5ms", "1e30s", "1e300h", "1e9min", "2e9", "nan", "inf", "-inf", "NaN s", "",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+            assert!(parse_positive_duration(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_seconds("1e30s").is_err());
+        assert!(parse_seconds("-1e30s").is_err());
+        assert_eq!(parse_duration("1e9").unwrap(), Duration::from_secs(1_000_000_000));
+        for zero in ["0", "0s", "-0", "0.1ns"] {
+            assert!(parse_duration(zero).is_ok(), "{zero:?}");
+            assert!(parse_positive_duration(zero).is_err(), "{zero:?}");
+        }
+        assert_eq!(parse_positive_duration("1ns").unwrap(), Duration::from_nanos(1));
+    }
+
+    #[test]
+    fn rates_frequencies_sizes_and_fractions_refuse_what_would_break_arithmetic() {
+        for bad in ["1e300G", "1e16", "0.5", "-1M", "nan", "inf"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_rate("1").unwrap(), 1.0);
+        assert!(parse_frequency("1e306GHz").is_err());
+        for bad in ["-1", "nan", "inf", "1e30", "99999999999999999999999"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        for bad in ["nan", "inf", "-inf", "NaN%", "-1"] {
+            assert!(parse_fraction(bad).is_err(), "{bad:?}");
+        }
     }
 }

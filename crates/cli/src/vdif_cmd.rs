@@ -14,8 +14,11 @@ use vdif::inspect::{inspect, InspectReport};
 use vdif::stats::{SamplerStats, StateCounter};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
-use crate::units::{parse_duration, parse_frequency, parse_rate, si_fmt};
+use crate::units::{parse_frequency, parse_rate, parse_seconds, si_fmt};
 use crate::{progress_bar, usage, ProblemsFound};
+
+/// Largest sky delay `--delay` takes, seconds either way.
+const MAX_SKY_DELAY_S: f64 = 3600.0;
 
 /// Progress-bar layout for work measured in bytes.
 const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
@@ -137,7 +140,11 @@ impl SignalArgs {
             let (name, t) = d
                 .split_once('=')
                 .ok_or_else(|| usage(format!("--delay {d:?}: expected STATION=TIME, e.g. Wb=1.5us")))?;
-            let secs = parse_duration(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
+            let secs = parse_seconds(t).map_err(|e| usage(format!("--delay {d:?}: {e}")))?;
+            // Geometric delays are below 50 ms; a bound keeps samples x channels within an i64.
+            if secs.abs() > MAX_SKY_DELAY_S {
+                return Err(usage(format!("--delay {d:?}: at most {MAX_SKY_DELAY_S} s either way")));
+            }
             let st = stations
                 .iter_mut()
                 .find(|s| s.name == name)

@@ -100,8 +100,9 @@ fn wrong_key_fails_with_exit_1() {
     let d = tempfile::tempdir().unwrap();
     let good = d.path().join("good.key");
     let bad = d.path().join("bad.key");
-    std::fs::write(&good, "s3cret\n").unwrap();
-    std::fs::write(&bad, "guess\n").unwrap();
+    // Keys of at least 16 bytes: shorter ones are refused before any connection.
+    std::fs::write(&good, "s3cret-s3cret-s3cret\n").unwrap();
+    std::fs::write(&bad, "guess-guess-guess-guess\n").unwrap();
     let s = server(&["--key-file", good.to_str().unwrap()]);
     let o = client(s.1, &["--key-file", bad.to_str().unwrap(), "-q"]);
     assert_eq!(o.status.code(), Some(1));
@@ -199,7 +200,7 @@ fn interval_prints_live_lines_during_the_trial() {
     // With a key on both ends: the interim cadence is part of the authenticated parameters.
     let d = tempfile::tempdir().unwrap();
     let key = d.path().join("k");
-    std::fs::write(&key, "s3cret\n").unwrap();
+    std::fs::write(&key, "s3cret-s3cret-s3cret\n").unwrap();
     let s = server(&["--key-file", key.to_str().unwrap()]);
     // 15 000 × 40 µs = 0.6 s of data: at least two 200 ms intervals.
     let addr = format!("127.0.0.1:{}", s.1);

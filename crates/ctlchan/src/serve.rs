@@ -108,22 +108,32 @@ impl Ticket<'_> {
     }
 
     /// The peer proved itself: from now on this connection is a session, no longer pending,
-    /// and no deadline of the accept loop applies to it.
+    /// and no deadline of the accept loop applies to it. When `max_active` sessions run, wait
+    /// for one to end until the handshake deadline (a client starting its next trial right
+    /// after the last one ended must not find the server busy), then give up with
+    /// [`NotAdmitted::Busy`].
     pub fn authenticated(&self) -> Result<(), NotAdmitted> {
-        let mut st = lock(self.state);
-        if st.pending.remove(&self.id).is_none() {
-            return Err(NotAdmitted::Closed);
+        loop {
+            {
+                let mut st = lock(self.state);
+                if !st.pending.contains_key(&self.id) {
+                    return Err(NotAdmitted::Closed);
+                }
+                if st.active < self.max_active {
+                    st.pending.remove(&self.id);
+                    st.active += 1;
+                    self.admitted.set(true);
+                    return Ok(());
+                }
+                if Instant::now() + Duration::from_millis(20) >= self.deadline {
+                    st.pending.remove(&self.id);
+                    st.stats.busy += 1;
+                    st.stats.unauthenticated += 1;
+                    return Err(NotAdmitted::Busy(st.active));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if st.active >= self.max_active {
-            st.stats.busy += 1;
-            st.stats.unauthenticated += 1;
-            // Counted here; the handler's end must not count it again.
-            self.admitted.set(false);
-            return Err(NotAdmitted::Busy(st.active));
-        }
-        st.active += 1;
-        self.admitted.set(true);
-        Ok(())
     }
 }
 
@@ -361,7 +371,7 @@ mod tests {
     fn sessions_over_the_active_cap_are_told_busy() {
         let limits = Limits {
             max_pending: 8,
-            handshake_timeout: Duration::from_secs(3),
+            handshake_timeout: Duration::from_millis(500),
             max_active: 1,
         };
         let (addr, h) = start(limits, Some(1));
@@ -380,5 +390,26 @@ mod tests {
         first.write_all(b"end").unwrap();
         let (stats, _) = h.join().unwrap();
         assert_eq!((stats.sessions, stats.busy), (1, 1), "{stats:?}");
+    }
+
+    #[test]
+    fn a_session_arriving_as_the_last_one_ends_waits_for_its_slot() {
+        let limits = Limits {
+            max_pending: 8,
+            handshake_timeout: Duration::from_secs(3),
+            max_active: 1,
+        };
+        let (addr, h) = start(limits, Some(2));
+        let mut first = TcpStream::connect(addr).unwrap();
+        first.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        first.write_all(b"key\n").unwrap();
+        let mut r = [0u8; 3];
+        first.read_exact(&mut r).unwrap();
+        let second = std::thread::spawn(move || session(addr));
+        std::thread::sleep(Duration::from_millis(200));
+        first.write_all(b"end").unwrap();
+        assert_eq!(second.join().unwrap(), "ok\n");
+        let (stats, _) = h.join().unwrap();
+        assert_eq!((stats.sessions, stats.busy), (2, 0), "{stats:?}");
     }
 }

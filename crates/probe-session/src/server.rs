@@ -1,6 +1,10 @@
-//! The probe server: accepts one session at a time, forever or for a given number of sessions.
-//! A failed session (bad key, malformed control, client gone) is reported and the server goes
-//! on serving.
+//! The probe server: runs one measurement at a time (two would measure each other), forever or
+//! for a given number of sessions, while handshakes are served concurrently
+//! ([`ctlchan::serve`]): an idle connection cannot block a client, a client that arrives during
+//! a measurement is told the server is busy, and only authenticated sessions count towards
+//! `max_sessions`. A failed session (bad key, malformed control, client gone) is reported and
+//! the server goes on serving. What a hello may ask for is bounded by the server
+//! ([`ServerConfig::max_rcvbuf`], [`ServerConfig::max_duration`]).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,10 +36,18 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// After `done`, wait until no datagram arrived for this long (bounded by 10x) before finishing.
     pub drain: Duration,
+    /// Largest receive buffer a client may ask for, bytes.
+    pub max_rcvbuf: u64,
+    /// Longest test a client may ask for (a UDP test's count × spacing, at least 1 µs per
+    /// datagram; a TCP test's duration).
+    pub max_duration: Duration,
+    /// Connections in their handshake at once (the oldest is closed for a new one).
+    pub max_pending: usize,
 }
 
 impl ServerConfig {
-    /// Defaults for `listen`: no key, 64 MiB receive buffer, 10 s handshake, 200 ms drain.
+    /// Defaults for `listen`: no key, 64 MiB receive buffer, 10 s handshake, 200 ms drain; a
+    /// client may ask for at most 256 MiB of buffer and 1 hour; 64 handshakes at once.
     pub fn new(listen: SocketAddr) -> Self {
         ServerConfig {
             listen,
@@ -43,7 +55,34 @@ impl ServerConfig {
             rcvbuf: 64 << 20,
             handshake_timeout: Duration::from_secs(10),
             drain: Duration::from_millis(200),
+            max_rcvbuf: 256 << 20,
+            max_duration: Duration::from_secs(3600),
+            max_pending: 64,
         }
+    }
+
+    /// `Err` naming what a hello asks for beyond this server's limits.
+    fn check_limits(&self, h: &Hello) -> Result<(), String> {
+        if let Some(b) = h.rcvbuf {
+            if b > self.max_rcvbuf {
+                return Err(format!(
+                    "a receive buffer of {b} B is above this server's limit of {} B (--max-rcvbuf)",
+                    self.max_rcvbuf
+                ));
+            }
+        }
+        let asked = match &h.tcp {
+            Some(t) => Duration::from_millis(t.duration_ms),
+            None => Duration::from_nanos(h.count.saturating_mul(h.spacing_ns.max(1000))),
+        };
+        if asked > self.max_duration {
+            return Err(format!(
+                "a test of {:.0} s is longer than this server's limit of {:.0} s (--max-duration)",
+                asked.as_secs_f64(),
+                self.max_duration.as_secs_f64()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -104,40 +143,41 @@ impl Server {
         self.listener.local_addr().map_err(io("local address"))
     }
 
-    /// Serve sessions one after another until `stop` is set or `max_sessions` have run.
+    /// Serve until `stop` is set or `max_sessions` authenticated sessions have ended.
     pub fn serve(
         &self,
         stop: &AtomicBool,
         max_sessions: Option<u64>,
         mut on_event: impl FnMut(ServerEvent),
-    ) -> Result<(), SessionError> {
-        let mut sessions = 0u64;
-        while !stop.load(Ordering::Relaxed) && max_sessions.is_none_or(|m| sessions < m) {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    sessions += 1;
-                    if let Err(e) = self.session(stream, peer, stop, &mut on_event) {
-                        on_event(ServerEvent::Failed {
-                            peer: Some(peer),
-                            error: e.to_string(),
-                        });
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => on_event(ServerEvent::Failed {
-                    peer: None,
-                    error: format!("accept: {e}"),
-                }),
+    ) -> Result<ctlchan::serve::ServeStats, SessionError> {
+        let limits = ctlchan::serve::Limits {
+            max_pending: self.config.max_pending,
+            handshake_timeout: self.config.handshake_timeout,
+            max_active: 1,
+        };
+        let handler = |stream: TcpStream,
+                       peer: SocketAddr,
+                       ticket: &ctlchan::serve::Ticket<'_>,
+                       tx: &std::sync::mpsc::Sender<ServerEvent>| {
+            let mut emit = |e: ServerEvent| {
+                let _ = tx.send(e);
+            };
+            if let Err(e) = self.session(stream, peer, ticket, stop, &mut emit) {
+                emit(ServerEvent::Failed {
+                    peer: Some(peer),
+                    error: e.to_string(),
+                });
             }
-        }
-        Ok(())
+        };
+        ctlchan::serve::serve(&self.listener, stop, &limits, max_sessions, &handler, &mut on_event)
+            .map_err(io("accept connections"))
     }
 
     fn session(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
+        ticket: &ctlchan::serve::Ticket<'_>,
         stop: &AtomicBool,
         on_event: &mut impl FnMut(ServerEvent),
     ) -> Result<(), SessionError> {
@@ -145,7 +185,7 @@ impl Server {
         let mut control = Control::new(stream)?;
         let mut hs = ServerHandshake::new(self.config.key.clone(), nonce());
         let hello = loop {
-            let msg = control.recv(self.config.handshake_timeout, "hello/auth")?;
+            let msg = control.recv(ticket.remaining(), "hello/auth")?;
             match hs.handle(msg) {
                 Ok(ServerStep::Send(m)) => control.send(&m)?,
                 Ok(ServerStep::Accepted(h)) => break h,
@@ -156,6 +196,18 @@ impl Server {
                 }
             }
         };
+        // Authenticated: now (and only now) it may take the measurement slot, within limits.
+        // Limits first: a refused hello must not count as a session.
+        let admitted = self
+            .config
+            .check_limits(&hello)
+            .and_then(|()| ticket.authenticated().map_err(|e| e.to_string()));
+        if let Err(message) = admitted {
+            let _ = control.send(&ControlMsg::Error(ErrorMsg {
+                message: message.clone(),
+            }));
+            return Err(SessionError::Refused(message));
+        }
         let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
         if let Some(tcp) = hello.tcp.clone() {
             return crate::tcp_server::session(
@@ -223,7 +275,7 @@ impl Server {
         let expected_ip = peer.ip();
         // Time the client needs to send everything, plus margin: the wait for `done` is bounded.
         let send_time =
-            Duration::from_nanos(hello.count.saturating_mul(hello.spacing_ns)).min(Duration::from_secs(7 * 24 * 3600));
+            Duration::from_nanos(hello.count.saturating_mul(hello.spacing_ns)).min(self.config.max_duration);
         let (outcome, (stats, unstamped)) = std::thread::scope(|s| {
             let rx = s.spawn(|| {
                 let mut batch = RecvBatch::new(64, 65_536);

@@ -40,7 +40,9 @@ impl Default for Limits {
     }
 }
 
-/// What the accept loop saw, for the server's summary.
+/// What the accept loop saw, for the server's summary. Once the loop has returned, every
+/// accepted connection is in exactly one of `sessions`, `unauthenticated`, `evicted`,
+/// `timed_out` and `busy`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServeStats {
     /// Connections accepted.
@@ -128,7 +130,6 @@ impl Ticket<'_> {
                 if Instant::now() + Duration::from_millis(20) >= self.deadline {
                     st.pending.remove(&self.id);
                     st.stats.busy += 1;
-                    st.stats.unauthenticated += 1;
                     return Err(NotAdmitted::Busy(st.active));
                 }
             }
@@ -195,8 +196,13 @@ pub fn serve<E: Send>(
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-        for (_, p) in std::mem::take(&mut lock(&state).pending) {
-            let _ = p.stream.shutdown(Shutdown::Both);
+        {
+            // Connections still in their handshake never became sessions.
+            let mut st = lock(&state);
+            for (_, p) in std::mem::take(&mut st.pending) {
+                let _ = p.stream.shutdown(Shutdown::Both);
+                st.stats.unauthenticated += 1;
+            }
         }
         while lock(&state).live > 0 {
             if let Ok(e) = rx.recv_timeout(Duration::from_millis(20)) {
@@ -411,5 +417,77 @@ mod tests {
         assert_eq!(second.join().unwrap(), "ok\n");
         let (stats, _) = h.join().unwrap();
         assert_eq!((stats.sessions, stats.busy), (2, 0), "{stats:?}");
+    }
+
+    /// What a hostile or clumsy peer does with its connection.
+    #[derive(Debug, Clone, Copy)]
+    enum Peer {
+        Idle,
+        Close,
+        Garbage,
+        HalfKey,
+        WrongKey,
+    }
+
+    fn peer_strategy() -> impl proptest::strategy::Strategy<Value = Peer> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Peer::Idle),
+            Just(Peer::Close),
+            Just(Peer::Garbage),
+            Just(Peer::HalfKey),
+            Just(Peer::WrongKey)
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+        /// Whatever mix of up to 40 bad connections comes first, a real session gets through
+        /// well before the handshake deadline, `--once` is spent only by it, and every accepted
+        /// connection is accounted for exactly once.
+        #[test]
+        fn any_mix_of_bad_connections_lets_a_real_session_through(
+            peers in proptest::collection::vec(peer_strategy(), 0..40),
+            max_pending in 1usize..12,
+        ) {
+            let limits = Limits {
+                max_pending,
+                handshake_timeout: Duration::from_secs(4),
+                max_active: 2,
+            };
+            let (addr, h) = start(limits, Some(1));
+            let mut held = Vec::new();
+            for p in &peers {
+                let Ok(mut s) = TcpStream::connect(addr) else { continue };
+                match p {
+                    Peer::Idle => held.push(s),
+                    Peer::Close => drop(s),
+                    Peer::Garbage => {
+                        let _ = s.write_all(&[0xff; 300]);
+                        held.push(s);
+                    }
+                    Peer::HalfKey => {
+                        let _ = s.write_all(b"ke");
+                        held.push(s);
+                    }
+                    Peer::WrongKey => {
+                        let _ = s.write_all(b"nope");
+                    }
+                }
+            }
+            let t0 = Instant::now();
+            proptest::prop_assert_eq!(session(addr), "ok\n");
+            proptest::prop_assert!(t0.elapsed() < Duration::from_secs(3), "waited {:?}", t0.elapsed());
+            let (stats, events) = h.join().unwrap();
+            drop(held);
+            proptest::prop_assert_eq!(stats.sessions, 1);
+            proptest::prop_assert_eq!(events.iter().filter(|e| *e == "session").count(), 1);
+            proptest::prop_assert_eq!(
+                stats.accepted,
+                stats.sessions + stats.unauthenticated + stats.evicted + stats.timed_out + stats.busy,
+                "{:?}", stats
+            );
+        }
     }
 }

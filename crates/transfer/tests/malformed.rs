@@ -401,3 +401,53 @@ fn a_receiver_that_hears_nothing_gives_up_at_its_idle_deadline() {
     assert_eq!(r.state(), ReceiverState::TimedOut);
     assert!(r.poll_transmit(now + Duration::from_secs(51)).is_none());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Genuine datagrams of a keyed session, changed by one bit, cut or extended, are all
+    /// refused by their tag and move neither machine (the attacker copied them off the wire).
+    #[test]
+    fn altered_genuine_datagrams_move_nothing(
+        pick in 0usize..40,
+        edit in 0u8..3,
+        pos in any::<usize>(),
+        bit in 0u8..8,
+        extra in proptest::collection::vec(any::<u8>(), 1..32),
+    ) {
+        let now = Instant::now();
+        let (mut s, mut r) = keyed_pair(now, [6; 32]);
+        // Collect real datagrams both ways from a short exchange.
+        let mut seen = Vec::new();
+        let mut t = now;
+        for _ in 0..10 {
+            t += Duration::from_micros(200);
+            while let Some(d) = s.poll_transmit(t) {
+                r.handle_datagram(t, &d);
+                seen.push(d);
+            }
+            while let Some(d) = r.poll_transmit(t) {
+                s.handle_datagram(t, &d);
+                seen.push(d);
+            }
+        }
+        prop_assume!(!seen.is_empty());
+        let mut d = seen[pick % seen.len()].clone();
+        match edit {
+            0 => {
+                let i = pos % d.len();
+                d[i] ^= 1 << bit;
+            }
+            1 => d.truncate(pos % d.len()),
+            _ => d.extend_from_slice(&extra),
+        }
+        let (r0, s0) = (r.stats(), s.stats());
+        r.handle_datagram(t, &d);
+        s.handle_datagram(t, &d);
+        let (r1, s1) = (r.stats(), s.stats());
+        prop_assert_eq!(r1.datagrams_received, r0.datagrams_received);
+        prop_assert_eq!(r1.bytes_written, r0.bytes_written);
+        prop_assert_eq!(s1.reports_received, s0.reports_received);
+        prop_assert_eq!(r1.rejected.total() + s1.rejected.total(), r0.rejected.total() + s0.rejected.total() + 2);
+    }
+}

@@ -14,8 +14,11 @@
 #
 # Usage (root for wan): bench/transfer.sh
 #   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=500 WAN_SECS=20 PARTS="loopback wan"
-#        WAN_TOOLS="evlbi cubic bbr udt srt" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
+#        WAN_TOOLS="evlbi cubic bbr udt srt" LOOP_TOOLS="evlbi udt srt tcp" LOOP_CASES="mem disk"
+#        EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
+#        EVLBI_BEFORE=path/to/an/older/evlbi: tool "evlbi-before" runs the same evlbi cases with
+#        it (bench/transfer_auth.sh uses this to price the per-datagram authentication)
 # Only namespaces evtr-<pid>-{a,b} (10.77.0.1/2) are created and removed on exit; only processes
 # this script started are stopped.
 set -euo pipefail
@@ -70,13 +73,14 @@ run_evlbi() { # part case run src dstdir host "ra" "rb" extra...
     shift 8
     port=$((port + 1))
     rm -rf "$dst" && mkdir -p "$dst"
-    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" "$EVLBI" recv --listen "$host:$port" --root "$dst" --once \
+    local bin=${EVLBI_BIN:-$EVLBI}
+    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" "$bin" recv --listen "$host:$port" --root "$dst" --once \
         >/dev/null 2>"$WORK/rx.log" &
     local rx=$!
     PIDS+=("$rx")
     sleep 0.3
     local ok=false
-    if timeout 300 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$EVLBI" send "$src" "$host:$port" -q --json "$@" \
+    if timeout 300 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$bin" send "$src" "$host:$port" -q --json "$@" \
         >"$WORK/tx.json" 2>"$WORK/tx.log"; then
         cmp -s "$src" "$dst/$(basename "$src")" && ok=true
     fi
@@ -91,7 +95,7 @@ try:
     print(",\"goodput_rounds_bps\":%s,\"retransmitted\":%d,\"loss_seen\":%g" % (r["goodput_bps"] or 0, r["retransmitted_bytes"], max(y["loss_seen"] for y in x)))
 except Exception:
     print("")' "$WORK/tx.json")
-    row "$part" "$case" "evlbi $*" "$run" "$(stat -c %s "$src")" "$wall" "$(cpu_pct "$WORK/tx.time")" \
+    row "$part" "$case" "${EVLBI_NAME:-evlbi} $*" "$run" "$(stat -c %s "$src")" "$wall" "$(cpu_pct "$WORK/tx.time")" \
         "$(cpu_over "$WORK/rx.time" "$wall")" "$ok" "$extra"
 }
 
@@ -167,18 +171,29 @@ if [[ " $PARTS " == *" loopback "* ]]; then
     cp "$SHM/scan.bin" "$WORK/scan.bin"
     for run in $(seq "$RUNS"); do
         echo "loopback run $run/$RUNS" >&2
-        for c in mem disk; do
+        for c in ${LOOP_CASES:-mem disk}; do
             if [[ $c == mem ]]; then src=$SHM/scan.bin dst=$SHM/dst; else src=$WORK/scan.bin dst=$WORK/dst; fi
-            run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" --cc adaptive
-            run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" --cc adaptive --chunk 60000
-            run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" --cc fixed --rate 5G --chunk 32768
-            run_udt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" 9000
-            run_srt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" ""
-            if [[ $c == mem ]]; then
-                run_tcp loopback "$c" "$run" 127.0.0.1 "" "" "-n ${SIZE_MB}000000" cubic
-            else
-                run_tcp loopback "$c" "$run" 127.0.0.1 "" "" "-n ${SIZE_MB}000000" cubic "$src" "$dst"
-            fi
+            for tool in ${LOOP_TOOLS:-evlbi udt srt tcp}; do
+                case $tool in
+                evlbi | evlbi-before)
+                    bin=$EVLBI
+                    [[ $tool == evlbi-before ]] && bin=${EVLBI_BEFORE:?EVLBI_BEFORE is not set}
+                    for args in "--cc adaptive" "--cc adaptive --chunk 60000" "--cc fixed --rate 5G --chunk 32768"; do
+                        # shellcheck disable=SC2086
+                        EVLBI_BIN=$bin EVLBI_NAME=$tool run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" $args
+                    done
+                    ;;
+                udt) run_udt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" 9000 ;;
+                srt) run_srt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" ;;
+                tcp)
+                    if [[ $c == mem ]]; then
+                        run_tcp loopback "$c" "$run" 127.0.0.1 "" "" "-n ${SIZE_MB}000000" cubic
+                    else
+                        run_tcp loopback "$c" "$run" 127.0.0.1 "" "" "-n ${SIZE_MB}000000" cubic "$src" "$dst"
+                    fi
+                    ;;
+                esac
+            done
             rm -rf "$SHM/dst" "$WORK/dst"
         done
     done
@@ -206,6 +221,10 @@ if [[ " $PARTS " == *" wan "* ]]; then
             done
             case $tool in
             evlbi) run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-} ;;
+            evlbi-before)
+                EVLBI_BIN=${EVLBI_BEFORE:?EVLBI_BEFORE is not set} EVLBI_NAME=evlbi-before \
+                    run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-}
+                ;;
             cubic | bbr) run_tcp wan 1G-100ms-0.1% "$run" 10.77.0.2 "$RA" "$RB" "-t $WAN_SECS" "$tool" ;;
             udt) run_udt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" 8972 ;;
             srt) run_srt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" ;;
@@ -238,8 +257,14 @@ print("|---|---|---|---|---|---|---|---|")
 for s in summary:
     g = "-" if s["goodput_rounds_gbps"] is None else f'{s["goodput_rounds_gbps"]:.3f}'
     print(f'| {s["part"]} | {s["case"]} | {s["tool"]} | {s["ok"]}/{s["runs"]} | {s["gbps"]:.3f} | {g} | {s["cpu_tx"]:.0f} / {s["cpu_rx"]:.0f} | {s["retransmitted"]:.0f} |')
+for s in summary:
+    if s["tool"].startswith("evlbi-before"):
+        now = [x for x in summary if (x["part"], x["case"]) == (s["part"], s["case"]) and x["tool"] == "evlbi" + s["tool"][len("evlbi-before"):]]
+        if now and s["gbps"] > 0:
+            print(f'{s["part"]} {s["case"]} {now[0]["tool"]}: now / before = {now[0]["gbps"] / s["gbps"]:.3f} '
+                  f'({now[0]["gbps"]:.3f} vs {s["gbps"]:.3f} Gb/s; CPU send {now[0]["cpu_tx"]:.0f} vs {s["cpu_tx"]:.0f} %, recv {now[0]["cpu_rx"]:.0f} vs {s["cpu_rx"]:.0f} %)')
 for part, case in sorted({(s["part"], s["case"]) for s in summary}):
-    ev = [s for s in summary if (s["part"], s["case"]) == (part, case) and s["tool"].startswith("evlbi")]
+    ev = [s for s in summary if (s["part"], s["case"]) == (part, case) and s["tool"].startswith("evlbi") and not s["tool"].startswith("evlbi-before")]
     best = max((s["gbps"] for s in ev), default=0)
     for s in summary:
         if (s["part"], s["case"]) == (part, case) and not s["tool"].startswith("evlbi") and s["gbps"] > 0:

@@ -304,6 +304,7 @@ fn native_frame(f: &[u8], i: usize) -> Vec<u8> {
         seq: i as u64,
         frames_per_second: 2000,
         threads: 1,
+        session: 1,
     };
     let mut d = Vec::new();
     stream::wire::encode_data(stream::SeqFormat::Native, &p, &f[i * FRAME..(i + 1) * FRAME], &mut d);

@@ -582,6 +582,21 @@ impl UdpSocketEntry {
     }
 }
 
+/// Datagrams the kernel dropped at `sock` since it was created (/proc/net/udp `drops`, the entry
+/// found by the socket's inode): this socket's loss alone, not the host's; `None` when the table
+/// cannot be read or does not list the socket.
+pub fn socket_drops(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
+    // SAFETY: fstat(2) writes into a zeroed stat for a descriptor the caller holds open.
+    let inode = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(sock.as_raw_fd(), &mut st) != 0 {
+            return None;
+        }
+        st.st_ino
+    };
+    UdpSocketEntry::read(inode).ok().flatten().map(|e| e.drops)
+}
+
 /// Another process's CPU time and nice level from /proc/PID/stat (proc(5)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStat {

@@ -12,8 +12,9 @@
 //!   when the sender fell far behind; pure `poll`/`on_sent`/`batch_due` for deterministic tests.
 //! - [`socket`]: UDP sockets whose send/receive buffers are sized (forced past the sysctl cap when
 //!   privileged), read back and reported, with the sysctl to raise when the kernel capped them.
-//! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS),
-//!   truncation flags, and opt-in UDP GRO receive with coalesced buffers split into datagrams.
+//! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS), the
+//!   socket's own drop counter (SO_RXQ_OVFL), truncation flags, and opt-in UDP GRO receive with
+//!   coalesced buffers split into datagrams.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
 //! - [`counters`]: host counters from /proc (UDP drops, NIC counters, CPU of the host and of this
 //!   process).
@@ -28,7 +29,7 @@ pub mod pacer;
 pub mod socket;
 mod sys;
 
-pub use batch::{enable_rx_timestamps, Received, RecvBatch, SendBatch};
+pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
 pub use counters::{CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu, ProcessCpuShare, UdpCounters};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use pacer::{Lateness, Pacer, Spacing};

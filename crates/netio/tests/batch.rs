@@ -1,5 +1,6 @@
 //! recvmmsg/sendmmsg batches over loopback: every datagram intact, in order, from the right
-//! address, with kernel timestamps; truncation flagged; timeouts return.
+//! address, with kernel timestamps; truncation flagged; timeouts return; the socket's own drop
+//! count (SO_RXQ_OVFL) matches /proc/net/udp.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -188,4 +189,34 @@ fn send_batch_to_reaches_each_destination() {
         }
         assert_eq!(got, want.map(|w| w.to_vec()));
     }
+}
+
+#[test]
+fn the_socket_s_own_drops_ride_on_the_next_datagram() {
+    // A small receive buffer nobody reads while 200 datagrams of 4 KB arrive: most are dropped
+    // at this socket. The count (SO_RXQ_OVFL) comes with the first datagram queued after the
+    // drops, and equals the socket's `drops` in /proc/net/udp.
+    let (rx, _) = bind_udp(localhost(), BufferRequest::new(16 << 10, 0)).unwrap();
+    netio::enable_rx_drop_counter(&rx).unwrap();
+    let tx = UdpSocket::bind(localhost()).unwrap();
+    let to = rx.local_addr().unwrap();
+    let d = vec![7u8; 4096];
+    for _ in 0..200 {
+        tx.send_to(&d, to).unwrap();
+    }
+    let mut rb = RecvBatch::new(64, 8192);
+    let mut got = 0u64;
+    while rb.recv_batch(&rx, Some(Duration::from_millis(100))).unwrap() > 0 {
+        got += rb.len() as u64;
+    }
+    assert!(got < 100, "the buffer held only a few: {got}");
+    assert_eq!(rb.drops_seen(), 0, "queued before any drop: no count yet");
+    tx.send_to(b"after", to).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rb.recv_batch(&rx, Some(Duration::from_millis(100))).unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the last datagram did not arrive");
+    }
+    assert_eq!(rb.datagram(0).data, b"after");
+    assert_eq!(rb.drops_seen(), 200 - got);
+    assert_eq!(netio::counters::socket_drops(&rx), Some(200 - got));
 }

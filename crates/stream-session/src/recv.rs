@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use netio::counters::{ProcessCpu, UdpCounters};
+use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
 use netio::{bind_udp, BufferRequest};
 use stream::{Receiver, ReceiverConfig};
 
@@ -53,7 +53,7 @@ pub struct LiveLine {
     pub filled: u64,
     /// Datagrams rejected in the interval.
     pub rejected: u64,
-    /// Kernel drops (RcvbufErrors, host-wide) in the interval.
+    /// Datagrams the kernel dropped at our socket (its buffer full) in the interval.
     pub kernel_drops: u64,
     /// Frames that arrived after a later frame, in the interval (placed all the same).
     pub reordered: u64,
@@ -61,6 +61,10 @@ pub struct LiveLine {
     pub late: u64,
     /// Second copies, in the interval (dropped).
     pub duplicates: u64,
+    /// Second copies whose bytes differed from the kept first copy, in the interval (dropped).
+    pub duplicate_mismatch: u64,
+    /// Times another source took a station over (a sender restarted), in the interval.
+    pub sender_changes: u64,
     /// Stations seen.
     pub stations: usize,
     /// Time the receiver waited for the file writer in the interval (its buffer was full).
@@ -76,10 +80,23 @@ pub struct BoundReceiver {
 }
 
 impl BoundReceiver {
-    /// Set up the output (directory, writer process, its buffers allocated) and bind the
-    /// socket — in that order, so that no datagram waits in the socket buffer while gigabytes of
-    /// write buffer are allocated.
+    /// Bind the socket, then set up the output (directory, writer process, its buffers
+    /// allocated) — in that order: the write buffer takes ~0.2 s per 256 MiB to allocate, and a
+    /// sender started at once would meanwhile hit a closed port (every datagram lost, silently).
+    /// Bound first, the kernel queues them in the receive buffer (sized before the bind) and
+    /// counts any overflow as this socket's drops. Return only when ready to receive, so the
+    /// caller's "listening" line means ready.
     pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, SessionError> {
+        let (sock, grant) = bind_udp(
+            cfg.listen,
+            BufferRequest {
+                rcv: cfg.rcvbuf,
+                snd: 0,
+            },
+        )?;
+        // Before any datagram is queued: the count rides on datagrams queued after a drop.
+        // Without it (old kernels) /proc/net/udp still gives the count.
+        let _ = netio::enable_rx_drop_counter(&sock);
         let sink = FileSink::new(
             cfg.out_dir.as_deref(),
             cfg.chunk,
@@ -88,13 +105,6 @@ impl BoundReceiver {
             cfg.direct_io,
         )
         .map_err(io_err("set up the output directory and its writer"))?;
-        let (sock, grant) = bind_udp(
-            cfg.listen,
-            BufferRequest {
-                rcv: cfg.rcvbuf,
-                snd: 0,
-            },
-        )?;
         Ok(BoundReceiver { cfg, sock, grant, sink })
     }
 
@@ -117,6 +127,10 @@ impl BoundReceiver {
         let cpu0 = ProcessCpu::read().unwrap_or_default();
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(64, 65_536);
+        // Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp
+        // is exact at any moment, the SO_RXQ_OVFL cmsg covers hosts without it.
+        let sock = &self.sock;
+        let drops = |batch: &netio::batch::RecvBatch| socket_drops(sock).unwrap_or(0).max(batch.drops_seen());
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
         let _ = batch.enable_gro(&self.sock);
         let mut first: Option<Instant> = None;
@@ -135,7 +149,11 @@ impl BoundReceiver {
         let mut naks_sent = 0u64;
         let mut nak_buf = Vec::new();
         let (mut live_bytes, mut live_frames, mut live_filled, mut live_rej) = (0u64, 0u64, 0u64, 0u64);
-        let mut live_udp = udp0;
+        // Counted from the socket's creation: drops while the output was set up are this
+        // stream's too.
+        let mut live_drops = 0u64;
+        let mut live_changes = 0u64;
+        let mut next_expire = started;
         let mut live_win = stream::WindowStats::default();
         let mut live_stall = Duration::ZERO;
         let stopped_by;
@@ -192,8 +210,14 @@ impl BoundReceiver {
                 }
                 next_nak = now + Duration::from_millis(1);
             }
+            if now >= next_expire {
+                // Sources that never formed a run are forgotten (and counted) on time.
+                rx.expire(now);
+                next_expire = now + Duration::from_millis(100);
+            }
             if now >= next_live {
-                let udp = UdpCounters::read().unwrap_or_default();
+                let dropped = drops(&batch);
+                let changes = rx.sender_changes();
                 let secs = cfg.interval.as_secs_f64();
                 let rejected = rx.counters().rejected();
                 let win = rx.window_totals();
@@ -204,11 +228,13 @@ impl BoundReceiver {
                     frames: sink.frames() - live_frames,
                     filled: sink.filled() - live_filled,
                     rejected: rejected - live_rej,
-                    kernel_drops: udp.delta(&live_udp).rcvbuf_errors,
+                    kernel_drops: dropped.saturating_sub(live_drops),
                     stations: rx.station_count(),
                     reordered: win.reordered - live_win.reordered,
                     late: win.late - live_win.late,
                     duplicates: win.duplicates - live_win.duplicates,
+                    duplicate_mismatch: win.duplicate_mismatch - live_win.duplicate_mismatch,
+                    sender_changes: changes - live_changes,
                     writer_stall: stall.saturating_sub(live_stall),
                 });
                 live_stall = stall;
@@ -217,7 +243,8 @@ impl BoundReceiver {
                 live_frames = sink.frames();
                 live_filled = sink.filled();
                 live_rej = rejected;
-                live_udp = udp;
+                live_drops = dropped;
+                live_changes = changes;
                 next_live += cfg.interval;
             }
         }
@@ -229,6 +256,7 @@ impl BoundReceiver {
         let cpu1 = ProcessCpu::read().unwrap_or_default();
         let duration_s = first.map_or(0.0, |f| (last_rx - f).as_secs_f64());
         let c = *rx.counters();
+        let socket_drops = drops(&batch);
         Ok(RecvReport {
             listen: self.sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             format: cfg.receiver.format,
@@ -247,6 +275,7 @@ impl BoundReceiver {
             },
             rcvbuf: self.grant,
             udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+            socket_drops,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())

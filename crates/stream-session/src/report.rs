@@ -162,8 +162,14 @@ pub struct RecvReport {
     pub received_rate_bps: f64,
     /// Receive buffer granted by the kernel.
     pub rcvbuf: netio::BufferGrant,
-    /// Host UDP counters over the run (RcvbufErrors = kernel drops on a full socket buffer).
+    /// Host UDP counters over the run: every socket of the host, other processes' included
+    /// (for context; `socket_drops` is this receiver's).
     pub udp: UdpCounters,
+    /// Datagrams the kernel dropped at this receiver's socket because its buffer was full
+    /// (/proc/net/udp `drops` of the socket, SO_RXQ_OVFL): this stream's loss in the host, no
+    /// other process's.
+    #[serde(default)]
+    pub socket_drops: u64,
     /// Most datagrams (frames) the kernel handed over as one buffer (UDP GRO, from a sender
     /// using GSO bursts): the kernel's drop counters count such buffers, so one drop may be up
     /// to this many frames. 1 without coalescing.

@@ -420,6 +420,24 @@ impl Wire {
     }
 }
 
+/// A sender session for the native prefix: differs between runs (even two started in the same
+/// nanosecond, by the process id), never 0 (which means "not given"). It tells a receiver that a
+/// sender restarted; it is not a secret, so nothing stronger than a mix of clock and pid.
+fn new_session() -> u16 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // splitmix64 finaliser: every input bit reaches the 16 bits kept.
+    let mut z = t ^ (u64::from(std::process::id()) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    match (z ^ (z >> 16) ^ (z >> 32) ^ (z >> 48)) as u16 {
+        0 => 1,
+        s => s,
+    }
+}
+
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
 pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
     if cfg.inputs.is_empty() {
@@ -479,6 +497,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
         & 0x0000_ffff_ffff_ffff;
+    let session = new_session();
     let mut stations: Vec<StationTx> = sources
         .into_iter()
         .map(|mut src| {
@@ -588,6 +607,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
                 seq: st.seq,
                 frames_per_second: st.src.fps,
                 threads: st.src.threads,
+                session,
             };
             encode_data(cfg.format, &p, &st.batch[at..at + len], &mut d);
             if st.add_seconds > 0 {

@@ -160,6 +160,15 @@ impl NakScheduler {
         self.stats.expired += (before - self.missing.len()) as u64;
     }
 
+    /// Another sender took the stream over (a restart numbers its frames anew): the old
+    /// numbering means nothing now, and what it still missed can no longer be asked for (counted
+    /// as expired). Counters and the round-trip estimate are kept.
+    pub fn restart(&mut self) {
+        self.stats.expired += self.missing.len() as u64;
+        self.missing.clear();
+        self.next_seq = None;
+    }
+
     /// The window has written every slot below `base`, and at the current arrival rate writes
     /// slot `front` now (`newest − window + 1`, which is below `base` while the window fills);
     /// `slots_per_second` converts the round trip to slots. Returns the NAK to send now, if any.

@@ -14,6 +14,6 @@ pub mod receiver;
 pub mod window;
 pub mod wire;
 
-pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, StationSummary};
+pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, SenderChange, SourceFilter, StationSummary};
 pub use window::{FrameSink, StationWindow, VecSink, WindowConfig, WindowStats};
 pub use wire::{SeqFormat, WireError};

@@ -3,15 +3,31 @@
 //!
 //! Stations are told apart by the native stream index, or for jive5ab and bare framing by the
 //! VDIF station id. Every datagram that is not a usable frame is counted by reason and dropped.
+//!
+//! Who feeds a station is decided by what the datagrams say, not by who spoke first. A *source*
+//! (address, plus the sender session of native framing) becomes a station, or takes an existing
+//! station over, only once it has delivered [`ReceiverConfig::source_run`] in-sequence frames of
+//! one format; until then its frames are held (a bounded few) and written once it is accepted,
+//! so a real sender loses nothing to the wait. A source that never forms a run — a stray, a
+//! replay, a burst of phantom stations — takes no station slot and is forgotten after
+//! [`ReceiverConfig::provisional_timeout`], its datagrams counted as `unconfirmed`. A station's
+//! sender is replaced only after it has been quiet for [`ReceiverConfig::source_quiet`]: a
+//! restarted sender (new port, new session) is followed and the change counted, a second
+//! sender beside a live one is refused (`foreign_source`). A station silent for
+//! [`ReceiverConfig::station_timeout`] gives its slot up when a new station needs it.
 
-use std::net::SocketAddr;
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler, NakStats};
-use crate::window::{FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
-use crate::wire::{parse_data, Nak, SeqFormat, WireError};
+use crate::window::{same_format, FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
+use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat, WireError};
 
 /// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
 const MAX_FPS: u32 = 1 << 24;
@@ -19,6 +35,63 @@ const MAX_FPS: u32 = 1 << 24;
 const MAX_THREADS: u16 = 1024;
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
+/// Most frames held for one source that has not been accepted yet: the newest are kept, so
+/// what is held joins the live frames that follow it.
+const HOLD_FRAMES: usize = 256;
+/// Most bytes held over all such sources: a flood of them cannot grow memory.
+const HOLD_BYTES: usize = 32 << 20;
+/// Frames of a run may skip this many sequence numbers (a few lost on the path).
+const RUN_GAP: i64 = 8;
+/// Sender changes listed per station (all are counted).
+const CHANGE_LOG: usize = 16;
+/// Retired stations whose summaries are kept (a flood of confirmed runs cannot grow memory).
+const RETIRED_KEPT: usize = 1024;
+
+/// Which sources `--from` admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFilter {
+    /// Exactly this address and port.
+    Addr(SocketAddr),
+    /// Any port of this host (a sender that restarts gets a new port).
+    Host(IpAddr),
+}
+
+impl SourceFilter {
+    /// Whether a datagram from `from` may be taken. IPv4-mapped IPv6 addresses (a dual-stack
+    /// socket's view of an IPv4 sender) compare equal to the IPv4 address.
+    pub fn admits(&self, from: SocketAddr) -> bool {
+        let ip = from.ip().to_canonical();
+        match self {
+            SourceFilter::Addr(a) => a.ip().to_canonical() == ip && a.port() == from.port(),
+            SourceFilter::Host(h) => h.to_canonical() == ip,
+        }
+    }
+}
+
+impl FromStr for SourceFilter {
+    type Err = String;
+
+    /// `ADDRESS:PORT`, `[V6]:PORT`, or an address alone (`10.0.0.1`, `::1`, `[::1]`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Ok(SourceFilter::Addr(a));
+        }
+        let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+        bare.parse::<IpAddr>()
+            .map(SourceFilter::Host)
+            .map_err(|_| format!("{s:?}: expected an IP address, with or without :PORT"))
+    }
+}
+
+impl fmt::Display for SourceFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceFilter::Addr(a) => write!(f, "{a}"),
+            SourceFilter::Host(h) => write!(f, "{h} (any port)"),
+        }
+    }
+}
 
 /// How to receive.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,12 +108,23 @@ pub struct ReceiverConfig {
     pub max_fill: Duration,
     /// Most stations accepted; datagrams of further ones are counted and dropped.
     pub max_stations: usize,
-    /// Accept data only from this address (others are counted as foreign).
-    pub from: Option<SocketAddr>,
+    /// Accept data only from this address or host (others are counted as foreign).
+    pub from: Option<SourceFilter>,
     /// Ask for missing frames (native framing only).
     pub arq: bool,
     /// Consistent frames needed to accept a jump of a stream's time.
     pub confirm: u32,
+    /// In-sequence frames of one format a source must deliver before it becomes a station or
+    /// takes one over: a stray, replayed or phantom datagram never does.
+    pub source_run: u32,
+    /// A station's sender is replaced by another source only after it has been quiet this long:
+    /// a restarted sender is followed, a second one beside a live sender is not. About the
+    /// sender's own catch-up bound, so a sender held up briefly keeps its stream.
+    pub source_quiet: Duration,
+    /// A source that has not formed a run is forgotten after this long without datagrams.
+    pub provisional_timeout: Duration,
+    /// A station silent this long gives its slot up when a new station needs one.
+    pub station_timeout: Duration,
 }
 
 impl Default for ReceiverConfig {
@@ -55,6 +139,10 @@ impl Default for ReceiverConfig {
             from: None,
             arq: false,
             confirm: 4,
+            source_run: 4,
+            source_quiet: Duration::from_millis(100),
+            provisional_timeout: Duration::from_secs(1),
+            station_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -78,7 +166,8 @@ pub struct DatagramCounters {
     pub bad_header: u64,
     /// Header length differs from the bytes carried.
     pub length_mismatch: u64,
-    /// From an address other than the station's (or `--from`).
+    /// Not from `--from`, or for a station whose sender is another, live source (a second
+    /// sender, a replay) and not accepted as its successor.
     pub foreign_source: u64,
     /// A station beyond `max_stations`.
     pub too_many_stations: u64,
@@ -89,6 +178,14 @@ pub struct DatagramCounters {
     /// A first datagram announcing a frame rate or thread count VDIF cannot have (frame numbers
     /// have 24 bits, thread ids 10): it would size the window.
     pub implausible_stream: u64,
+    /// From a source that never delivered a run of in-sequence frames (a stray, a replay, a
+    /// phantom station): held, then dropped when the source was forgotten.
+    #[serde(default)]
+    pub unconfirmed: u64,
+    /// Sources forgotten without becoming a station (phantom stations, strays). Not datagrams:
+    /// their datagrams are in `unconfirmed` or `foreign_source`.
+    #[serde(default)]
+    pub phantoms_dropped: u64,
 }
 
 impl DatagramCounters {
@@ -105,7 +202,19 @@ impl DatagramCounters {
             + self.no_frame_rate
             + self.wrong_station
             + self.implausible_stream
+            + self.unconfirmed
     }
+}
+
+/// Another source took a station over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SenderChange {
+    /// The previous sender (address, and session when native).
+    pub from: String,
+    /// The new one.
+    pub to: String,
+    /// Same host: the sender restarted (new port or session) rather than another host sending.
+    pub restarted: bool,
 }
 
 /// Per-station results.
@@ -117,8 +226,11 @@ pub struct StationSummary {
     pub station_id: u16,
     /// Native stream index, if native framing.
     pub stream: Option<u16>,
-    /// Where its datagrams came from.
+    /// Where its datagrams came from (the current sender).
     pub source: String,
+    /// The current sender's session (native framing; 0 = the sender gives none).
+    #[serde(default)]
+    pub session: Option<u16>,
     /// Frames per second per thread used for placement.
     pub frames_per_second: u32,
     /// VDIF threads.
@@ -135,15 +247,58 @@ pub struct StationSummary {
     pub retransmits_received: u64,
     /// ARQ counters, if on.
     pub arq: Option<NakStats>,
-    /// Fraction of written frames that are filled invalid (f).
+    /// Fraction of written frames that are filled (invalid) (f).
     pub loss_fraction: f64,
     /// S/N factor √(1 − f) for this station's data.
     pub snr_factor: f64,
+    /// Times another source took the station over (a sender restarted or was replaced).
+    #[serde(default)]
+    pub sender_changes: u64,
+    /// The first of those changes, oldest first.
+    #[serde(default)]
+    pub sender_change_log: Vec<SenderChange>,
+    /// The station gave its slot up after `station_timeout` of silence; a later return of its
+    /// stream is listed again.
+    #[serde(default)]
+    pub retired: bool,
+}
+
+/// One frame of a source not accepted yet.
+struct Held {
+    seq: Option<u64>,
+    retransmit: bool,
+    header: VdifHeader,
+    frame: Vec<u8>,
+}
+
+/// A source that has not delivered its run yet: a new station, or a would-be successor of an
+/// existing station's sender.
+struct Provisional {
+    key: u32,
+    source: SocketAddr,
+    session: u16,
+    stream: Option<u16>,
+    template: VdifHeader,
+    frame_len: usize,
+    fps: u32,
+    threads: u16,
+    /// What the native prefix announced (0 = nothing): a change means another stream.
+    announced: (u32, u16),
+    /// Its stream had a station when it first spoke: a would-be successor (its refused
+    /// datagrams are `foreign_source`), not a new station (`unconfirmed`).
+    beside: bool,
+    last_seen: Instant,
+    run: u32,
+    last_pos: u64,
+    last_slot: u64,
+    held: VecDeque<Held>,
 }
 
 struct Station {
     key: u32,
     source: SocketAddr,
+    session: u16,
+    last_seen: Instant,
     stream: Option<u16>,
     station_id: u16,
     window: StationWindow,
@@ -151,24 +306,47 @@ struct Station {
     seq_first: Option<u64>,
     seq_last: Option<u64>,
     retransmits: u64,
+    changes: u64,
+    change_log: Vec<SenderChange>,
+}
+
+/// A sender in words: address, and session when it gives one.
+fn describe(source: SocketAddr, session: u16) -> String {
+    if session == 0 {
+        source.to_string()
+    } else {
+        format!("{source} session {session:04x}")
+    }
 }
 
 /// The receiver state machine.
 pub struct Receiver {
     cfg: ReceiverConfig,
     stations: Vec<Station>,
+    pending: Vec<Provisional>,
+    held_bytes: usize,
+    retired: Vec<StationSummary>,
     counters: DatagramCounters,
     first_problem: Option<String>,
+    epoch_unix: [i64; 64],
 }
 
 impl Receiver {
     /// A receiver with no stations yet.
     pub fn new(cfg: ReceiverConfig) -> Self {
+        let mut epoch_unix = [0i64; 64];
+        for (e, u) in epoch_unix.iter_mut().enumerate() {
+            *u = vdif::time::epoch_unix(e as u8);
+        }
         Receiver {
             cfg,
             stations: Vec::new(),
+            pending: Vec::new(),
+            held_bytes: 0,
+            retired: Vec::new(),
             counters: DatagramCounters::default(),
             first_problem: None,
+            epoch_unix,
         }
     }
 
@@ -182,16 +360,35 @@ impl Receiver {
         self.first_problem.as_deref()
     }
 
-    /// Stations seen so far.
+    /// Stations receiving now (each holds a slot of `max_stations`).
     pub fn station_count(&self) -> usize {
         self.stations.len()
     }
 
+    /// Frames not counted yet: held for sources not accepted yet, or by a window as candidates
+    /// for a jump. Every datagram is in exactly one of [`DatagramCounters::rejected`], a
+    /// station's window counters (placed, duplicates, duplicate_mismatch, late, wrong_format,
+    /// out_of_range) or here; after [`Receiver::finish`] this is 0.
+    pub fn in_flight(&self) -> u64 {
+        let held: usize = self.pending.iter().map(|p| p.held.len()).sum();
+        let candidates: usize = self.stations.iter().map(|s| s.window.pending()).sum();
+        (held + candidates) as u64
+    }
+
+    /// Sender changes over all stations so far (for live lines).
+    pub fn sender_changes(&self) -> u64 {
+        self.stations.iter().map(|s| s.changes).sum::<u64>()
+            + self.retired.iter().map(|s| s.sender_changes).sum::<u64>()
+    }
+
     /// The window counters summed over all stations (for live lines).
-    pub fn window_totals(&self) -> crate::window::WindowStats {
-        let mut t = crate::window::WindowStats::default();
+    pub fn window_totals(&self) -> WindowStats {
+        let mut t = WindowStats::default();
         for st in &self.stations {
             t.add(st.window.stats());
+        }
+        for r in &self.retired {
+            t.add(&r.window);
         }
         t
     }
@@ -221,7 +418,7 @@ impl Receiver {
             ));
             return;
         }
-        if self.cfg.from.is_some_and(|f| f != from) {
+        if self.cfg.from.is_some_and(|f| !f.admits(from)) {
             self.counters.foreign_source += 1;
             self.problem(format!("datagram from {from}, not from the --from address"));
             return;
@@ -244,120 +441,371 @@ impl Receiver {
             Some(n) => 0x1_0000 | u32::from(n.stream),
             None => u32::from(d.header.station_id),
         };
-        let idx = match self.stations.iter().position(|s| s.key == key) {
+        let session = d.native.map_or(0, |n| n.session);
+        let owner = self
+            .stations
+            .iter()
+            .position(|s| s.key == key && s.source == from && s.session == session);
+        match owner {
+            Some(idx) => {
+                let st = &mut self.stations[idx];
+                st.last_seen = now;
+                if d.header.station_id != st.station_id {
+                    self.counters.wrong_station += 1;
+                    let msg = format!(
+                        "stream {:?} carries station {} after {}",
+                        st.stream,
+                        d.header.station_name(),
+                        vdif::station_name(st.station_id)
+                    );
+                    self.problem(msg);
+                    return;
+                }
+                let retransmit = d.native.is_some_and(|n| n.retransmit);
+                feed(st, now, d.seq, retransmit, &d.header, d.frame, sink);
+            }
+            None => self.provisional(now, from, key, session, &d, sink),
+        }
+    }
+
+    /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
+    /// beyond what VDIF can express (they size a window).
+    fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
+        let fps = d
+            .native
+            .map(|n| n.frames_per_second)
+            .filter(|f| *f > 0)
+            .or(self.cfg.frames_per_second)
+            .or_else(|| {
+                let rate = d.header.header_sample_rate_hz()?;
+                let fps = rate / d.header.samples_per_frame().max(1) as f64;
+                (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24)).then_some(fps as u32)
+            });
+        let Some(fps) = fps else {
+            self.counters.no_frame_rate += 1;
+            self.problem(format!(
+                "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
+                d.header.station_name()
+            ));
+            return None;
+        };
+        let threads = d
+            .native
+            .map(|n| n.threads)
+            .filter(|t| *t > 0)
+            .or(self.cfg.threads)
+            .unwrap_or(1);
+        // Untrusted numbers size the window: keep them within what VDIF can express.
+        if fps > MAX_FPS || threads > MAX_THREADS || u32::from(d.header.thread_id) >= u32::from(threads) {
+            self.counters.implausible_stream += 1;
+            self.problem(format!(
+                "datagram from {from} announces {fps} frames/s over {threads} thread(s) (thread {}): not a VDIF stream",
+                d.header.thread_id
+            ));
+            return None;
+        }
+        Some((fps, threads))
+    }
+
+    fn slot_of(&self, h: &VdifHeader, fps: u32, threads: u16) -> u64 {
+        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
+        let t = (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number);
+        t * u64::from(threads) + u64::from(h.thread_id)
+    }
+
+    /// Count `n` datagrams of a source that was not accepted: refused beside the sender of its
+    /// stream, or never confirmed as a new station.
+    fn count_unaccepted(&mut self, beside: bool, n: u64) {
+        if beside {
+            self.counters.foreign_source += n;
+        } else {
+            self.counters.unconfirmed += n;
+        }
+    }
+
+    /// Forget provisional source `i`, counting what it held.
+    fn drop_pending(&mut self, i: usize) {
+        let p = self.pending.swap_remove(i);
+        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+        self.count_unaccepted(p.beside, p.held.len() as u64);
+        self.counters.phantoms_dropped += 1;
+        self.problem(format!(
+            "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
+            describe(p.source, p.session),
+            p.stream
+                .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
+            self.cfg.source_run
+        ));
+    }
+
+    /// Forget sources that sent nothing for `provisional_timeout` (call now and then; the
+    /// receiver also does it whenever a new source appears).
+    pub fn expire(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            if now.saturating_duration_since(self.pending[i].last_seen) >= self.cfg.provisional_timeout {
+                self.drop_pending(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Room for one more provisional source: expired ones go first, then (a flood) the one with
+    /// the shortest run, oldest first — a real sender's run outlasts one-datagram phantoms.
+    fn make_room(&mut self, now: Instant) {
+        self.expire(now);
+        let most = (2 * self.cfg.max_stations).max(64);
+        while self.pending.len() >= most {
+            let victim = self
+                .pending
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| (p.run, p.last_seen))
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => self.drop_pending(i),
+                None => break,
+            }
+        }
+    }
+
+    /// A datagram of a source that does not own its stream.
+    fn provisional(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        key: u32,
+        session: u16,
+        d: &DataDatagram<'_>,
+        sink: &mut impl FrameSink,
+    ) {
+        let announced = d.native.map_or((0, 0), |n| (n.frames_per_second, n.threads));
+        let mut idx = self
+            .pending
+            .iter()
+            .position(|p| p.key == key && p.source == from && p.session == session);
+        if let Some(i) = idx {
+            let p = &self.pending[i];
+            // Another format or announced shape from the same source is another stream: start over.
+            if !same_format(&d.header, &p.template) || d.frame.len() != p.frame_len || announced != p.announced {
+                self.drop_pending(i);
+                idx = None;
+            }
+        }
+        let idx = match idx {
             Some(i) => i,
             None => {
-                if self.stations.len() >= self.cfg.max_stations {
-                    self.counters.too_many_stations += 1;
-                    self.problem(format!(
-                        "station {} from {from} beyond --max-stations {}",
-                        d.header.station_name(),
-                        self.cfg.max_stations
-                    ));
-                    return;
-                }
-                let fps = d
-                    .native
-                    .map(|n| n.frames_per_second)
-                    .filter(|f| *f > 0)
-                    .or(self.cfg.frames_per_second)
-                    .or_else(|| {
-                        let rate = d.header.header_sample_rate_hz()?;
-                        let fps = rate / d.header.samples_per_frame().max(1) as f64;
-                        (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24)).then_some(fps as u32)
-                    });
-                let Some(fps) = fps else {
-                    self.counters.no_frame_rate += 1;
-                    self.problem(format!(
-                        "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
-                        d.header.station_name()
-                    ));
+                let Some((fps, threads)) = self.shape(from, d) else {
                     return;
                 };
-                let threads = d
-                    .native
-                    .map(|n| n.threads)
-                    .filter(|t| *t > 0)
-                    .or(self.cfg.threads)
-                    .unwrap_or(1);
-                // Untrusted numbers size the window: keep them within what VDIF can express.
-                if fps > MAX_FPS || threads > MAX_THREADS || u32::from(d.header.thread_id) >= u32::from(threads) {
-                    self.counters.implausible_stream += 1;
-                    self.problem(format!(
-                        "datagram from {from} announces {fps} frames/s over {threads} thread(s) (thread {}): not a VDIF stream",
-                        d.header.thread_id
-                    ));
-                    return;
-                }
-                let slots_per_s = f64::from(fps) * f64::from(threads);
-                let frame_len = d.header.frame_len() as f64;
-                let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
-                    .ceil()
-                    .clamp(4.0, (MAX_WINDOW_BYTES as f64 / frame_len).max(4.0)) as u64;
-                let wcfg = WindowConfig {
-                    frames_per_second: fps,
-                    threads,
-                    window,
-                    max_fill: (self.cfg.max_fill.as_secs_f64() * slots_per_s).ceil() as u64,
-                    confirm: self.cfg.confirm,
-                };
-                let arq = (self.cfg.arq && d.native.is_some()).then(|| {
-                    NakScheduler::new(NakConfig {
-                        stream: d.native.map(|n| n.stream).unwrap_or(0),
-                        initial_rtt: self.cfg.latency / 3,
-                        reorder_grace: Duration::from_micros(500),
-                        max_tracked: window as usize,
-                    })
-                });
-                self.stations.push(Station {
+                self.make_room(now);
+                self.pending.push(Provisional {
                     key,
                     source: from,
+                    session,
                     stream: d.native.map(|n| n.stream),
-                    station_id: d.header.station_id,
-                    window: StationWindow::new(wcfg, &d.header),
-                    arq,
-                    seq_first: None,
-                    seq_last: None,
-                    retransmits: 0,
+                    template: d.header,
+                    frame_len: d.frame.len(),
+                    fps,
+                    threads,
+                    announced,
+                    beside: self.stations.iter().any(|s| s.key == key),
+                    last_seen: now,
+                    run: 0,
+                    last_pos: 0,
+                    last_slot: 0,
+                    held: VecDeque::new(),
                 });
-                self.stations.len() - 1
+                self.pending.len() - 1
             }
         };
-        let st = &mut self.stations[idx];
-        if st.source != from {
-            self.counters.foreign_source += 1;
-            let msg = format!(
-                "station {} data from {from}, expected {}",
-                d.header.station_name(),
-                st.source
-            );
-            self.problem(msg);
+        let (fps, threads, beside) = (
+            self.pending[idx].fps,
+            self.pending[idx].threads,
+            self.pending[idx].beside,
+        );
+        if d.header.thread_id >= threads || d.header.frame_number >= fps {
+            // Not placeable in this stream (the window would refuse it too).
+            self.pending[idx].last_seen = now;
+            self.count_unaccepted(beside, 1);
             return;
         }
-        if d.header.station_id != st.station_id {
-            self.counters.wrong_station += 1;
-            let msg = format!(
-                "stream {:?} carries station {} after {}",
-                st.stream,
-                d.header.station_name(),
-                vdif::station_name(st.station_id)
-            );
-            self.problem(msg);
+        let slot = self.slot_of(&d.header, fps, threads);
+        let pos = d.seq.unwrap_or(slot);
+        let p = &mut self.pending[idx];
+        p.last_seen = now;
+        let span = RUN_GAP * i64::from(threads);
+        let step = pos.wrapping_sub(p.last_pos) as i64;
+        let dslot = slot.wrapping_sub(p.last_slot) as i64;
+        let (advancing, near) = match d.seq {
+            // Sequence numbers count frames; the time must move along with them.
+            Some(_) => ((1..=RUN_GAP).contains(&step) && dslot.abs() <= span, step.abs() <= span),
+            None => ((1..=span).contains(&step), step.abs() <= span),
+        };
+        let mut dropped = 0u64;
+        if p.run == 0 || advancing {
+            p.run += 1;
+            p.last_pos = pos;
+            p.last_slot = slot;
+        } else if !near {
+            // A jump: the run starts again here. What is held stays (bounded): if this source
+            // is accepted, its window sorts old and new out like any of its frames.
+            p.run = 1;
+            p.last_pos = pos;
+            p.last_slot = slot;
+        }
+        // (A frame near the run but behind it — reordered, or a repeat — is held with the run
+        // unchanged: once accepted, the window keeps the first copy and compares the others.)
+        // Keep the newest frames: they join the live ones that follow.
+        while !p.held.is_empty() && (p.held.len() >= HOLD_FRAMES || self.held_bytes + d.frame.len() > HOLD_BYTES) {
+            if let Some(old) = p.held.pop_front() {
+                self.held_bytes -= old.frame.len();
+                dropped += 1;
+            }
+        }
+        if self.held_bytes + d.frame.len() <= HOLD_BYTES {
+            self.held_bytes += d.frame.len();
+            p.held.push_back(Held {
+                seq: d.seq,
+                retransmit: d.native.is_some_and(|n| n.retransmit),
+                header: d.header,
+                frame: d.frame.to_vec(),
+            });
+        } else {
+            dropped += 1;
+        }
+        let confirmed = p.run >= self.cfg.source_run.max(1);
+        if dropped > 0 {
+            self.count_unaccepted(beside, dropped);
+        }
+        if confirmed {
+            self.accept(idx, now, sink);
+        }
+    }
+
+    /// Provisional source `idx` has delivered its run: make it a station, or the successor of
+    /// its stream's sender once that one is quiet.
+    fn accept(&mut self, idx: usize, now: Instant, sink: &mut impl FrameSink) {
+        let key = self.pending[idx].key;
+        if let Some(si) = self.stations.iter().position(|s| s.key == key) {
+            let quiet = now.saturating_duration_since(self.stations[si].last_seen);
+            if quiet < self.cfg.source_quiet {
+                let msg = format!(
+                    "{} sends stream {} while its sender {} is live: refused",
+                    describe(self.pending[idx].source, self.pending[idx].session),
+                    self.stations[si]
+                        .stream
+                        .map_or_else(|| vdif::station_name(self.stations[si].station_id), |s| s.to_string()),
+                    describe(self.stations[si].source, self.stations[si].session)
+                );
+                self.problem(msg);
+                return;
+            }
+            let p = self.pending.swap_remove(idx);
+            self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+            let st = &mut self.stations[si];
+            let change = SenderChange {
+                from: describe(st.source, st.session),
+                to: describe(p.source, p.session),
+                restarted: st.source.ip().to_canonical() == p.source.ip().to_canonical(),
+            };
+            st.changes += 1;
+            if st.change_log.len() < CHANGE_LOG {
+                st.change_log.push(change);
+            }
+            st.source = p.source;
+            st.session = p.session;
+            st.last_seen = now;
+            // A restart numbers its frames anew: the old numbering cannot be asked for.
+            if let Some(arq) = st.arq.as_mut() {
+                arq.restart();
+            }
+            for h in p.held {
+                feed(st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            }
             return;
         }
-        let placement = st.window.push(&d.header, d.frame, sink);
-        if let Placement::Placed { slot, .. } = placement {
-            if let Some(seq) = d.seq {
-                st.seq_first = Some(st.seq_first.map_or(seq, |f| f.min(seq)));
-                st.seq_last = Some(st.seq_last.map_or(seq, |l| l.max(seq)));
-                if let Some(arq) = st.arq.as_mut() {
-                    arq.on_frame(now, seq, slot);
-                }
-            }
-            if d.native.is_some_and(|n| n.retransmit) {
-                st.retransmits += 1;
-            }
+        if self.stations.len() >= self.cfg.max_stations && !self.retire_idle(now, sink) {
+            // No slot: what it holds is refused now, and so is each later frame (a slot may
+            // free up meanwhile, so it stays known).
+            let p = &mut self.pending[idx];
+            let n = p.held.len() as u64;
+            self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+            p.held.clear();
+            let name = vdif::station_name(p.template.station_id);
+            let from = describe(p.source, p.session);
+            self.counters.too_many_stations += n;
+            self.problem(format!(
+                "station {name} from {from} beyond --max-stations {}",
+                self.cfg.max_stations
+            ));
+            return;
         }
+        let p = self.pending.swap_remove(idx);
+        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+        let slots_per_s = f64::from(p.fps) * f64::from(p.threads);
+        let frame_len = p.frame_len as f64;
+        let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
+            .ceil()
+            .clamp(4.0, (MAX_WINDOW_BYTES as f64 / frame_len).max(4.0)) as u64;
+        let wcfg = WindowConfig {
+            frames_per_second: p.fps,
+            threads: p.threads,
+            window,
+            max_fill: (self.cfg.max_fill.as_secs_f64() * slots_per_s).ceil() as u64,
+            confirm: self.cfg.confirm,
+        };
+        let arq = (self.cfg.arq && p.stream.is_some()).then(|| {
+            NakScheduler::new(NakConfig {
+                stream: p.stream.unwrap_or(0),
+                initial_rtt: self.cfg.latency / 3,
+                reorder_grace: Duration::from_micros(500),
+                max_tracked: window as usize,
+            })
+        });
+        let mut st = Station {
+            key: p.key,
+            source: p.source,
+            session: p.session,
+            last_seen: now,
+            stream: p.stream,
+            station_id: p.template.station_id,
+            window: StationWindow::new(wcfg, &p.template),
+            arq,
+            seq_first: None,
+            seq_last: None,
+            retransmits: 0,
+            changes: 0,
+            change_log: Vec::new(),
+        };
+        for h in p.held {
+            feed(&mut st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+        }
+        self.stations.push(st);
+    }
+
+    /// Free the slot of the station silent longest, if silent for `station_timeout`: its window
+    /// is written out and its file ends (a return starts a new one).
+    fn retire_idle(&mut self, now: Instant, sink: &mut impl FrameSink) -> bool {
+        let idle = self
+            .stations
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, now.saturating_duration_since(s.last_seen)))
+            .filter(|(_, d)| *d >= self.cfg.station_timeout)
+            .max_by_key(|(_, d)| *d)
+            .map(|(i, _)| i);
+        let Some(i) = idle else { return false };
+        let mut st = self.stations.remove(i);
+        finish_station(&mut st, sink);
+        sink.discontinuity(st.station_id);
+        let mut summary = summarize(&st);
+        summary.retired = true;
+        if self.retired.len() < RETIRED_KEPT {
+            self.retired.push(summary);
+        }
+        true
     }
 
     /// NAKs to send now, with their destinations.
@@ -377,42 +825,81 @@ impl Receiver {
         out
     }
 
-    /// End of the stream: write out every window.
+    /// End of the stream: write out every window; sources never accepted are counted.
     pub fn finish(&mut self, sink: &mut impl FrameSink) {
         for st in &mut self.stations {
-            st.window.finish(sink);
-            if let (Some(arq), Some(base)) = (st.arq.as_mut(), st.window.base()) {
-                // Everything still missing is now written invalid.
-                arq.expire_before(base);
-            }
+            finish_station(st, sink);
+        }
+        while !self.pending.is_empty() {
+            self.drop_pending(self.pending.len() - 1);
         }
     }
 
-    /// Per-station results so far.
+    /// Per-station results so far (stations that gave their slot up first).
     pub fn summaries(&self) -> Vec<StationSummary> {
-        self.stations
+        self.retired
             .iter()
-            .map(|st| {
-                let w = *st.window.stats();
-                let f = w.loss_fraction();
-                let c = st.window.config();
-                StationSummary {
-                    station: vdif::station_name(st.station_id),
-                    station_id: st.station_id,
-                    stream: st.stream,
-                    source: st.source.to_string(),
-                    frames_per_second: c.frames_per_second,
-                    threads: c.threads,
-                    frame_len: st.window.frame_len(),
-                    window: w,
-                    seq_first: st.seq_first,
-                    seq_last: st.seq_last,
-                    retransmits_received: st.retransmits,
-                    arq: st.arq.as_ref().map(|a| a.stats()),
-                    loss_fraction: f,
-                    snr_factor: (1.0 - f).sqrt(),
-                }
-            })
+            .cloned()
+            .chain(self.stations.iter().map(summarize))
             .collect()
+    }
+}
+
+/// One frame of a station's accepted sender into its window.
+fn feed(
+    st: &mut Station,
+    now: Instant,
+    seq: Option<u64>,
+    retransmit: bool,
+    header: &VdifHeader,
+    frame: &[u8],
+    sink: &mut impl FrameSink,
+) {
+    let placement = st.window.push(header, frame, sink);
+    if let Placement::Placed { slot, .. } = placement {
+        if let Some(seq) = seq {
+            st.seq_first = Some(st.seq_first.map_or(seq, |f| f.min(seq)));
+            st.seq_last = Some(st.seq_last.map_or(seq, |l| l.max(seq)));
+            if let Some(arq) = st.arq.as_mut() {
+                arq.on_frame(now, seq, slot);
+            }
+        }
+        if retransmit {
+            st.retransmits += 1;
+        }
+    }
+}
+
+fn finish_station(st: &mut Station, sink: &mut impl FrameSink) {
+    st.window.finish(sink);
+    if let (Some(arq), Some(base)) = (st.arq.as_mut(), st.window.base()) {
+        // Everything still missing is now written invalid.
+        arq.expire_before(base);
+    }
+}
+
+fn summarize(st: &Station) -> StationSummary {
+    let w = *st.window.stats();
+    let f = w.loss_fraction();
+    let c = st.window.config();
+    StationSummary {
+        station: vdif::station_name(st.station_id),
+        station_id: st.station_id,
+        stream: st.stream,
+        source: st.source.to_string(),
+        session: st.stream.map(|_| st.session),
+        frames_per_second: c.frames_per_second,
+        threads: c.threads,
+        frame_len: st.window.frame_len(),
+        window: w,
+        seq_first: st.seq_first,
+        seq_last: st.seq_last,
+        retransmits_received: st.retransmits,
+        arq: st.arq.as_ref().map(|a| a.stats()),
+        loss_fraction: f,
+        snr_factor: (1.0 - f).sqrt(),
+        sender_changes: st.changes,
+        sender_change_log: st.change_log.clone(),
+        retired: false,
     }
 }

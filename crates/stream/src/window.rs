@@ -70,8 +70,10 @@ pub struct WindowConfig {
 pub enum Placement {
     /// Stored; will be written. `reordered` when it arrived after a later frame.
     Placed { slot: u64, reordered: bool },
-    /// Its slot is already stored.
+    /// Its slot is already stored, with the same bytes.
     Duplicate,
+    /// Its slot is already stored with other bytes (forged or corrupt): the first copy is kept.
+    DuplicateMismatch,
     /// Its slot was already written (filled invalid, or the frame itself earlier).
     Late,
     /// Held as a candidate for a jump of the stream; not (yet) stored.
@@ -91,8 +93,12 @@ pub struct WindowStats {
     pub written_filled: u64,
     /// Stored frames that arrived after a frame later in time.
     pub reordered: u64,
-    /// Second copies of a stored frame.
+    /// Second copies of a stored frame, byte-identical to it.
     pub duplicates: u64,
+    /// Second copies whose bytes differ from the stored frame (forged or corrupt); the first
+    /// copy is kept and written.
+    #[serde(default)]
+    pub duplicate_mismatch: u64,
     /// Frames whose time was already written.
     pub late: u64,
     /// Frames whose header does not match the stream (dropped).
@@ -125,6 +131,7 @@ impl WindowStats {
         self.written_filled += other.written_filled;
         self.reordered += other.reordered;
         self.duplicates += other.duplicates;
+        self.duplicate_mismatch += other.duplicate_mismatch;
         self.late += other.late;
         self.wrong_format += other.wrong_format;
         self.out_of_range += other.out_of_range;
@@ -135,7 +142,7 @@ impl WindowStats {
 }
 
 /// The format fields every frame of a stream shares.
-fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
+pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
     a.legacy == b.legacy
         && a.frame_len_units == b.frame_len_units
         && a.bits_per_sample == b.bits_per_sample
@@ -276,8 +283,16 @@ impl StationWindow {
         }
         let idx = (slot % self.cfg.window) as usize;
         if self.present[idx] {
-            self.stats.duplicates += 1;
-            return Placement::Duplicate;
+            // Never overwrite an accepted frame: a later copy cannot be more genuine than the
+            // first, and replacing would let a forger rewrite data by repeating its time. A copy
+            // that differs is counted apart, since it is evidence of forgery or corruption.
+            let kept = &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len];
+            if kept == frame {
+                self.stats.duplicates += 1;
+                return Placement::Duplicate;
+            }
+            self.stats.duplicate_mismatch += 1;
+            return Placement::DuplicateMismatch;
         }
         self.present[idx] = true;
         self.ring[idx * self.frame_len..(idx + 1) * self.frame_len].copy_from_slice(frame);
@@ -393,6 +408,11 @@ impl StationWindow {
         if end > base {
             self.write_until(end, sink);
         }
+    }
+
+    /// Frames held as candidates for a jump (counted once they are placed or given up).
+    pub fn pending(&self) -> usize {
+        self.candidates.len()
     }
 
     /// Frames held as candidates at the end are counted as out of range.

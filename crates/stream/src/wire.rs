@@ -19,10 +19,15 @@
 //! | 8      | 8    | sequence number, per stream, +1 per frame                      |
 //! | 16     | 4    | frames per second per thread (0 = unknown)                     |
 //! | 20     | 2    | number of VDIF threads in the stream (0 = unknown)             |
-//! | 22     | 2    | reserved, 0                                                    |
+//! | 22     | 2    | sender session: random per sender run, never 0 (0 = not given) |
 //!
 //! The frame rate and thread count let a receiver place frames in time without being told them
 //! on its command line, which jive5ab-framed and bare streams need (`--fps`, `--threads`).
+//!
+//! The session was a reserved 0 in the first senders, and receivers never looked at it, so both
+//! directions stay compatible. It tells a restarted sender (new session, often a new source
+//! port) from a stray or replayed datagram of the old one; it is an identity, not a secret: a
+//! receiver still accepts a new session only after a run of consistent frames.
 //!
 //! Native NAK (receiver → sender, only with `--arq-latency`), 12 + 12·n bytes:
 //!
@@ -89,6 +94,8 @@ pub struct NativePrefix {
     pub frames_per_second: u32,
     /// VDIF threads in the stream, 0 if the sender does not know.
     pub threads: u16,
+    /// Sender session (random per sender run), 0 if not given.
+    pub session: u16,
 }
 
 impl NativePrefix {
@@ -101,7 +108,7 @@ impl NativePrefix {
         out[8..16].copy_from_slice(&self.seq.to_be_bytes());
         out[16..20].copy_from_slice(&self.frames_per_second.to_be_bytes());
         out[20..22].copy_from_slice(&self.threads.to_be_bytes());
-        out[22..24].copy_from_slice(&[0, 0]);
+        out[22..24].copy_from_slice(&self.session.to_be_bytes());
     }
 }
 
@@ -161,6 +168,7 @@ pub fn parse_data(format: SeqFormat, datagram: &[u8]) -> Result<DataDatagram<'_>
                 seq: u64::from_be_bytes(head[8..16].try_into().unwrap_or_default()),
                 frames_per_second: u32::from_be_bytes(head[16..20].try_into().unwrap_or_default()),
                 threads: u16::from_be_bytes([head[20], head[21]]),
+                session: u16::from_be_bytes([head[22], head[23]]),
             })
         }
         _ => None,
@@ -319,12 +327,14 @@ mod tests {
             seq: 0x0102_0304_0506_0708,
             frames_per_second: 8000,
             threads: 2,
+            session: 0xbeef,
         };
         let mut d = Vec::new();
         encode_data(SeqFormat::Native, &p, &f, &mut d);
         assert_eq!(&d[..4], b"eVDS");
-        // Big-endian sequence number at offset 8 (the table in the module docs).
+        // Big-endian sequence number at offset 8 and session at 22 (the table in the module docs).
         assert_eq!(&d[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&d[22..24], &[0xbe, 0xef]);
         let got = parse_data(SeqFormat::Native, &d).unwrap();
         assert_eq!(got.native, Some(p));
         assert_eq!(got.seq, Some(p.seq));
@@ -348,6 +358,7 @@ mod tests {
             seq: 0x1122_3344_5566_7788,
             frames_per_second: 0,
             threads: 0,
+            session: 7,
         };
         encode_data(SeqFormat::Jive5ab, &p, &f, &mut out);
         assert_eq!(out, d);

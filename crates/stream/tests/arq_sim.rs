@@ -76,6 +76,7 @@ fn run(arq: bool, loss: f64, seconds: u64, seed: u64) -> Outcome {
                 seq: 1_000 + n,
                 frames_per_second: 64_000,
                 threads: 1,
+                session: 1,
             };
             encode_data(SeqFormat::Native, &p, &frame, &mut d);
             buf.on_sent(p.seq, &d);

@@ -130,6 +130,31 @@ fn duplicates_and_late_frames_are_dropped() {
 }
 
 #[test]
+fn a_differing_duplicate_never_replaces_the_kept_frame() {
+    let l = layout(1);
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 64), &h0);
+    let mut sink = VecSink::default();
+    let mut expect = Vec::new();
+    for k in 0..1000u64 {
+        let (h, f) = frame(&l, k, 1000);
+        w.push(&h, &f, &mut sink);
+        expect.extend_from_slice(&f);
+        if k >= 10 && k % 3 == 0 {
+            // An earlier frame's time (still in the window) with other data, then an exact copy.
+            let (h, f) = frame(&l, k - 5, 1000);
+            let mut forged = f.clone();
+            forged[40] ^= 0xff;
+            assert_eq!(w.push(&h, &forged, &mut sink), Placement::DuplicateMismatch);
+            assert_eq!(w.push(&h, &f, &mut sink), Placement::Duplicate);
+        }
+    }
+    w.finish(&mut sink);
+    assert!(sink.segments[0] == expect, "the first copies were written");
+    assert_eq!((w.stats().duplicate_mismatch, w.stats().duplicates), (330, 330));
+}
+
+#[test]
 fn one_forged_frame_far_in_time_does_not_move_the_stream() {
     let l = layout(1);
     let (h0, _) = frame(&l, 0, 1000);

@@ -177,12 +177,14 @@ impl Server {
             return on(ServerEvent::Rejected(peer, fatal(&mut ch, e).to_string()));
         }
         on(ServerEvent::Connected(peer));
-        let r = self.session(&mut ch, &key, local_ip, peer, stop, on).map_err(|e| match e {
-            // A line that failed to parse or authenticate: say why before hanging up (the
-            // other errors were told to the sender where they happened).
-            SessionError::Control(_) => fatal(&mut ch, e),
-            e => e,
-        });
+        let r = self
+            .session(&mut ch, &key, local_ip, peer, stop, on)
+            .map_err(|e| match e {
+                // A line that failed to parse or authenticate: say why before hanging up (the
+                // other errors were told to the sender where they happened).
+                SessionError::Control(_) => fatal(&mut ch, e),
+                e => e,
+            });
         on(ServerEvent::Ended(peer, r.err().map(|e| e.to_string())));
     }
 

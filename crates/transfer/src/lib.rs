@@ -112,6 +112,11 @@
 //! |--------|------|-----------|
 //! | 16     | 8    | file size |
 //!
+//! In a keyed session ([`SenderConfig::data_key`], [`ReceiverConfig::data_key`]; `evlbi send`/`recv`
+//! always key their rounds) every datagram of either kind is followed by a 16-byte tag, the first
+//! half of the BLAKE3 keyed hash of everything before it ([`DataKey`]); a datagram whose tag is
+//! missing or wrong is dropped ([`Reject::BadTag`]) before any field of it is read.
+//!
 //! Parsing ([`wire::parse`]) checks lengths exactly, reserved bits, and REPORT consistency;
 //! the machines then check the session id, offsets against the file size and chunk grid,
 //! acknowledgements against what was sent. Rejected datagrams are counted by reason

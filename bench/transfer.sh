@@ -15,6 +15,7 @@
 # Usage (root for wan): bench/transfer.sh
 #   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=500 WAN_SECS=20 PARTS="loopback wan"
 #        WAN_TOOLS="evlbi cubic bbr udt srt" LOOP_TOOLS="evlbi udt srt tcp" LOOP_CASES="mem disk"
+#        LOOP_EVLBI_CONFIGS="--cc adaptive;--cc adaptive --chunk 60000;--cc fixed --rate 5G --chunk 32768"
 #        EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
 #        EVLBI_BEFORE=path/to/an/older/evlbi: tool "evlbi-before" runs the same evlbi cases with
@@ -178,7 +179,8 @@ if [[ " $PARTS " == *" loopback "* ]]; then
                 evlbi | evlbi-before)
                     bin=$EVLBI
                     [[ $tool == evlbi-before ]] && bin=${EVLBI_BEFORE:?EVLBI_BEFORE is not set}
-                    for args in "--cc adaptive" "--cc adaptive --chunk 60000" "--cc fixed --rate 5G --chunk 32768"; do
+                    IFS=';' read -r -a configs <<<"${LOOP_EVLBI_CONFIGS:---cc adaptive;--cc adaptive --chunk 60000;--cc fixed --rate 5G --chunk 32768}"
+                    for args in "${configs[@]}"; do
                         # shellcheck disable=SC2086
                         EVLBI_BIN=$bin EVLBI_NAME=$tool run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" $args
                     done

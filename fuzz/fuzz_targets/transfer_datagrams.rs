@@ -6,33 +6,26 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use transfer::{FixedRate, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams, Sink, Source};
+use transfer::{FixedRate, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams};
 
-struct Mem(Vec<u8>);
-
-impl Source for Mem {
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        let start = (offset as usize).min(self.0.len());
-        let n = buf.len().min(self.0.len() - start);
-        buf[..n].copy_from_slice(&self.0[start..start + n]);
-        Ok(n)
-    }
-}
-
-impl Sink for Mem {
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let end = offset as usize + data.len();
-        assert!(end <= self.0.len(), "write past the end of the file");
-        self.0[offset as usize..end].copy_from_slice(data);
-        Ok(())
-    }
-}
+#[path = "common/mem.rs"]
+mod mem;
+use mem::Mem;
 
 fuzz_target!(|data: &[u8]| {
     let t0 = Instant::now();
-    let session = SessionParams { session_id: 7, file_size: 100_000, chunk_size: 1000 };
-    let mut tx = Sender::new(SenderConfig::new(session), Mem(vec![1; 100_000]), Box::new(FixedRate::new(1e9)), t0)
-        .expect("valid config");
+    let session = SessionParams {
+        session_id: 7,
+        file_size: 100_000,
+        chunk_size: 1000,
+    };
+    let mut tx = Sender::new(
+        SenderConfig::new(session),
+        Mem(vec![1; 100_000]),
+        Box::new(FixedRate::new(1e9)),
+        t0,
+    )
+    .expect("valid config");
     let mut rx = Receiver::new(ReceiverConfig::new(session), Mem(vec![0; 100_000]), t0).expect("valid config");
     // Start a real exchange so the machines are mid-transfer when the fuzz input arrives.
     let mut now = t0;

@@ -6,31 +6,19 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use transfer::{DataKey, FixedRate, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams, Sink, Source};
+use transfer::{DataKey, FixedRate, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams};
 
-struct Mem(Vec<u8>);
-
-impl Source for Mem {
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        let start = (offset as usize).min(self.0.len());
-        let n = buf.len().min(self.0.len() - start);
-        buf[..n].copy_from_slice(&self.0[start..start + n]);
-        Ok(n)
-    }
-}
-
-impl Sink for Mem {
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let end = offset as usize + data.len();
-        assert!(end <= self.0.len(), "write past the end of the file");
-        self.0[offset as usize..end].copy_from_slice(data);
-        Ok(())
-    }
-}
+#[path = "common/mem.rs"]
+mod mem;
+use mem::Mem;
 
 fuzz_target!(|data: &[u8]| {
     let t0 = Instant::now();
-    let session = SessionParams { session_id: 7, file_size: 100_000, chunk_size: 1000 };
+    let session = SessionParams {
+        session_id: 7,
+        file_size: 100_000,
+        chunk_size: 1000,
+    };
     let key = DataKey([0x5a; 32]);
     let mut sc = SenderConfig::new(session);
     sc.data_key = Some(key.clone());
@@ -59,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[2 + n..];
     }
     let (rx1, tx1) = (rx.stats(), tx.stats());
-    assert_eq!(rx1.datagrams_received, rx0.datagrams_received, "a forged datagram was taken as data");
+    assert_eq!(
+        rx1.datagrams_received, rx0.datagrams_received,
+        "a forged datagram was taken as data"
+    );
     assert_eq!(rx1.bytes_written, rx0.bytes_written);
     assert_eq!(tx1.reports_received, tx0.reports_received, "a forged report was taken");
 });

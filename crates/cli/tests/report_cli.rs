@@ -45,23 +45,7 @@ fn probe_trial(dir: &Path) -> PathBuf {
 
 /// Two stations streamed over 127.0.0.1 with 3 % loss injected: `(send.json, recv.json)`.
 fn stream_run(dir: &Path) -> (PathBuf, PathBuf) {
-    let o = bin()
-        .args([
-            "vdif",
-            "gen",
-            "--stations",
-            "Ef,Wb",
-            "--seconds",
-            "2",
-            "--rate",
-            "128M",
-            "-q",
-        ])
-        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
-        .arg(dir.join("in"))
-        .output()
-        .unwrap();
-    ok(&o, "vdif gen");
+    common::gen_two_stations(dir, &["--rate", "128M"]);
     let (send_json, recv_json) = (dir.join("send.json"), dir.join("recv.json"));
     let mut cmd = bin();
     cmd.args([

@@ -5,10 +5,10 @@ mod common;
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{assert_usage_error, bin, spawn_with_port, spawn_with_port_on, Wan};
+use common::{assert_usage_error, bin, spawn_with_port_on, Wan};
 
 use serde_json::Value;
 use testkit::SmallDisk;
@@ -26,61 +26,10 @@ fn generate(dir: &Path) -> (PathBuf, PathBuf) {
 /// Two stations (Ef, Wb) of 2 s each starting 2026-11-23T12:00:00Z into `dir/in`, with `extra`
 /// `vdif gen` options.
 fn generate_with(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
-    let out = bin()
-        .args(["vdif", "gen", "--stations", "Ef,Wb", "--seconds", "2", "-q"])
-        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
-        .arg(dir.join("in"))
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (dir.join("in/Ef.vdif"), dir.join("in/Wb.vdif"))
+    common::gen_two_stations(dir, extra)
 }
 
-/// A receiver process; killed on drop if still running.
-struct Recv {
-    child: Child,
-    port: u16,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for Recv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Recv {
-    fn start(extra: &[&str]) -> Recv {
-        Recv::spawn(true, extra)
-    }
-
-    /// A receiver on 127.0.0.1 that stops 1 s after the last datagram; `quiet` hides live lines.
-    fn spawn(quiet: bool, extra: &[&str]) -> Recv {
-        let mut cmd = bin();
-        cmd.args(["stream", "recv", "--listen", "127.0.0.1:0", "--idle-timeout", "1s"]);
-        if quiet {
-            cmd.arg("-q");
-        }
-        cmd.args(extra);
-        let (child, port, log) = spawn_with_port(&mut cmd);
-        Recv { child, port, log }
-    }
-
-    /// Wait (bounded) for the receiver to stop on its idle timeout; its exit status and stderr.
-    fn wait(mut self) -> (std::process::ExitStatus, String) {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                let log: Vec<String> = self.log.try_iter().collect();
-                return (st, log.join("\n"));
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "receiver did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
+type Recv = common::StreamRecv;
 
 fn send(port: u16, files: &[&Path], extra: &[&str]) -> (Output, Value) {
     let to = format!("127.0.0.1:{port}");

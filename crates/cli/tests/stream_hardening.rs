@@ -15,10 +15,10 @@ mod common;
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, spawn_with_port, Proc};
+use common::{bin, Proc};
 use serde_json::Value;
 
 /// 128 Mb/s in 8000-byte frames: 2000 frames/s per station, 8032 bytes a frame.
@@ -27,24 +27,7 @@ const FRAME: usize = 8032;
 
 /// Two stations (Ef, Wb) of 2 s each (4000 frames) in `dir/in`.
 fn generate(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = bin()
-        .args([
-            "vdif",
-            "gen",
-            "--stations",
-            "Ef,Wb",
-            "--seconds",
-            "2",
-            "--rate",
-            "128M",
-            "-q",
-        ])
-        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
-        .arg(dir.join("in"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (dir.join("in/Ef.vdif"), dir.join("in/Wb.vdif"))
+    common::gen_two_stations(dir, &["--rate", "128M"])
 }
 
 /// A native data datagram (crates/stream/src/wire.rs): magic, version 1, flags 0, stream,
@@ -62,55 +45,7 @@ fn native(stream: u16, session: u16, seq: u64, frame: &[u8]) -> Vec<u8> {
     d
 }
 
-/// A receiver on 127.0.0.1 that stops 1 s after the last datagram, killed on drop if running.
-struct Recv {
-    child: Child,
-    port: u16,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for Recv {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Recv {
-    /// Started on a free port (waits, bounded, for its "listening" line).
-    fn start(extra: &[&str]) -> Recv {
-        let mut cmd = bin();
-        cmd.args([
-            "stream",
-            "recv",
-            "--listen",
-            "127.0.0.1:0",
-            "--idle-timeout",
-            "1s",
-            "-q",
-        ]);
-        cmd.args(extra);
-        let (child, port, log) = spawn_with_port(&mut cmd);
-        Recv { child, port, log }
-    }
-
-    /// Wait (bounded) for the receiver to stop on its idle timeout; exit status and stderr.
-    fn wait(mut self) -> (std::process::ExitStatus, String) {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                // The stderr reader ends with the process: collect what is left (bounded).
-                let mut log = Vec::new();
-                while let Ok(l) = self.log.recv_timeout(Duration::from_secs(2)) {
-                    log.push(l);
-                }
-                return (st, log.join("\n"));
-            }
-            assert!(t0.elapsed() < Duration::from_secs(40), "receiver did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
+type Recv = common::StreamRecv;
 
 fn send(port: u16, files: &[&Path], extra: &[&str]) -> Output {
     let out = bin()

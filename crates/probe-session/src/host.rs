@@ -96,22 +96,7 @@ fn dev_delta(d: &NetDevCounters) -> InterfaceDelta {
     }
 }
 
-/// Datagrams the kernel dropped at `sock` since it was created (/proc/net/udp `drops`, found by
-/// the socket's inode); `None` when the table cannot be read.
-pub fn socket_drops(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
-    // SAFETY: fstat(2) writes into a zeroed stat for a descriptor we own.
-    let inode = unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(sock.as_raw_fd(), &mut st) != 0 {
-            return None;
-        }
-        st.st_ino
-    };
-    netio::counters::UdpSocketEntry::read(inode)
-        .ok()
-        .flatten()
-        .map(|e| e.drops)
-}
+pub use netio::counters::socket_drops;
 
 /// The interface holding local address `ip` (getifaddrs(3)), e.g. "lo" for 127.0.0.1. An
 /// unspecified address or one no interface holds gives `None`.

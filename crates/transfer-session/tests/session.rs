@@ -38,16 +38,7 @@ struct Running {
 fn serve_once(root: &Path, key: Option<&[u8]>) -> Running {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.to_path_buf());
     cfg.key = key.map(<[u8]>::to_vec);
-    let server = Server::bind(cfg).unwrap();
-    let addr = server.local_addr().unwrap();
-    let (tx, events) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        let stop = AtomicBool::new(false);
-        server.serve(&stop, true, &mut |e| {
-            let _ = tx.send(e);
-        })
-    });
-    Running { addr, events, thread }
+    serve_with(cfg, true)
 }
 
 impl Running {
@@ -190,26 +181,7 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
 
 /// A hand-written sender that says what it likes: only the handshake is shared.
 fn raw_session(addr: SocketAddr) -> Channel<Msg> {
-    let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
-    ch.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-        client_nonce: "00".repeat(16),
-    })
-    .unwrap();
-    assert!(matches!(
-        ch.recv(Duration::from_secs(10)).unwrap(),
-        Msg::Challenge { .. }
-    ));
-    ch.send(&Msg::Auth { proof: None }).unwrap();
-    let Msg::Welcome {
-        session_key: Some(k), ..
-    } = ch.recv(Duration::from_secs(10)).unwrap()
-    else {
-        panic!("no session key in the welcome of a receiver without a key");
-    };
-    let k = ctlchan::mac::hex_decode(&k).unwrap();
-    ch.authenticate(k.try_into().unwrap(), Role::Client);
-    ch
+    raw_session_key(addr).0
 }
 
 #[test]

@@ -184,3 +184,74 @@ impl Wan {
         out
     }
 }
+
+/// Two stations (Ef, Wb) of 2 s from 2026-11-23T12:00:00Z, generated into `dir/in` with `extra`
+/// `vdif gen` options: their paths.
+#[allow(dead_code)] // not every test binary generates stations
+pub fn gen_two_stations(dir: &std::path::Path, extra: &[&str]) -> (std::path::PathBuf, std::path::PathBuf) {
+    let out = bin()
+        .args(["vdif", "gen", "--stations", "Ef,Wb", "--seconds", "2", "-q"])
+        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
+        .arg(dir.join("in"))
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (dir.join("in/Ef.vdif"), dir.join("in/Wb.vdif"))
+}
+
+/// A `stream recv` process on 127.0.0.1 that stops 1 s after the last datagram; killed on drop
+/// if still running.
+#[allow(dead_code)] // not every test binary streams
+pub struct StreamRecv {
+    /// The process.
+    pub child: Child,
+    /// Its UDP port.
+    pub port: u16,
+    /// Its stderr lines.
+    pub log: Receiver<String>,
+}
+
+impl Drop for StreamRecv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[allow(dead_code)] // not every test binary streams
+impl StreamRecv {
+    /// Started quiet (`-q`) on a free port with `extra` options; waits (bounded) for its address.
+    pub fn start(extra: &[&str]) -> StreamRecv {
+        StreamRecv::spawn(true, extra)
+    }
+
+    /// Started on a free port; `quiet` hides the live lines.
+    pub fn spawn(quiet: bool, extra: &[&str]) -> StreamRecv {
+        let mut cmd = bin();
+        cmd.args(["stream", "recv", "--listen", "127.0.0.1:0", "--idle-timeout", "1s"]);
+        if quiet {
+            cmd.arg("-q");
+        }
+        cmd.args(extra);
+        let (child, port, log) = spawn_with_port(&mut cmd);
+        StreamRecv { child, port, log }
+    }
+
+    /// Wait (bounded) for the receiver to stop on its idle timeout; its exit status and stderr.
+    pub fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                // The stderr reader ends with the process: collect what is left (bounded).
+                let mut log = Vec::new();
+                while let Ok(l) = self.log.recv_timeout(Duration::from_secs(2)) {
+                    log.push(l);
+                }
+                return (st, log.join("\n"));
+            }
+            assert!(t0.elapsed() < Duration::from_secs(40), "receiver did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -125,7 +125,7 @@ rs = r["stations"][0] if r["stations"] else {"window": {"written_valid": 0}}
 got = rs["window"]["written_valid"]
 print(json.dumps({"asked": sys.argv[1], "burst": int(sys.argv[4]), "sent_rate_bps": st["achieved_rate_bps"], "frames_sent": sent,
                   "frames_received": got, "loss": (sent - got) / sent if sent else 1.0,
-                  "kernel_drops": r["udp"]["rcvbuf_errors"], "sender_cpu": s["cpu"]["user"] + s["cpu"]["system"],
+                  "kernel_drops": r.get("socket_drops", r["udp"]["rcvbuf_errors"]), "sender_cpu": s["cpu"]["user"] + s["cpu"]["system"],
                   "receiver_cpu": r["cpu"]["user"] + r["cpu"]["system"], "slips": st["slips"],
                   "gap_p99_us": st["departure_gap"]["p99_us"]}))
 PY
@@ -215,7 +215,7 @@ if disk_ok:
             "file_rate_mbps": st["rate_bps"] / 8 * rs["frame_len"] / (rs["frame_len"] - 32) / 1e6,
             "spacing_us": st["spacing_us"], "slipped_s": st.get("slipped_s"),
             "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
-            "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr["udp"]["rcvbuf_errors"],
+            "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr.get("socket_drops", dr["udp"]["rcvbuf_errors"]),
             "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None,
             "writer_stall_s": dr.get("writer_stall_s"), "writer_stalls": dr.get("writer_stalls"),
             "stopped_by": dr["stopped_by"]}

@@ -4,6 +4,16 @@
 //! Exit codes: 0 success, 1 runtime failure (I/O, bad data found), 2 usage error, 141 the reader
 //! of the output went away (`evlbi … | head`).
 
+/// A status line on stderr from a long-running command (a recorder, a server, a sender): a
+/// reader that went away (a closed log pipe, `| head`) must not stop the data, so a failed
+/// write is ignored here instead of ending the process as other output does (exit 141).
+macro_rules! status {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod addr;
 mod linkemu_cmd;
 mod model_cmd;

@@ -247,7 +247,7 @@ fn server(a: ServerArgs) -> Result<()> {
     cfg.max_rcvbuf = a.max_rcvbuf;
     cfg.max_duration = a.max_duration;
     let server = Server::bind(cfg)?;
-    eprintln!(
+    status!(
         "probe server: control on {} (TCP){}",
         server.local_addr()?,
         if a.key_file.is_some() { ", key required" } else { "" }
@@ -260,7 +260,7 @@ fn server(a: ServerArgs) -> Result<()> {
             udp_port,
             grant,
         } => match (&hello.tcp, grant) {
-            (Some(t), _) => eprintln!(
+            (Some(t), _) => status!(
                 "{peer}: TCP test, {} stream(s) for {:.1} s{}, data on TCP {udp_port}",
                 t.streams,
                 t.duration_ms as f64 / 1e3,
@@ -268,7 +268,7 @@ fn server(a: ServerArgs) -> Result<()> {
             ),
             (None, grant) => {
                 let grant = grant.unwrap_or_default();
-                eprintln!(
+                status!(
                     "{peer}: {} x {} B every {} ns, data on UDP {udp_port} (receive buffer {} B granted, {} B usable)",
                     hello.count,
                     hello.size,
@@ -277,7 +277,7 @@ fn server(a: ServerArgs) -> Result<()> {
                     grant.usable_rcv()
                 );
                 for w in &grant.warnings {
-                    eprintln!("warning: {w}");
+                    status!("warning: {w}");
                 }
             }
         },
@@ -285,7 +285,7 @@ fn server(a: ServerArgs) -> Result<()> {
             if a.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {
-                eprintln!(
+                status!(
                     "{peer}: received {} of {} ({} lost, {} strays)",
                     report.unique_packets,
                     report.expected_packets,
@@ -298,7 +298,7 @@ fn server(a: ServerArgs) -> Result<()> {
             if a.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {
-                eprintln!(
+                status!(
                     "{peer}: TCP test {}: received {} B in {:.2} s ({}b/s){}",
                     if report.partial {
                         "ended early (partial)"
@@ -312,7 +312,7 @@ fn server(a: ServerArgs) -> Result<()> {
                 );
             }
         }
-        ServerEvent::Failed { peer, error } => eprintln!(
+        ServerEvent::Failed { peer, error } => status!(
             "{}: session failed: {error}",
             peer.map_or("?".into(), |p| p.to_string())
         ),
@@ -533,7 +533,7 @@ pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send 
         let seen = i.highest_seq.map_or(0, |h| h + 1);
         let frac = if seen > 0 { i.missing as f64 / seen as f64 } else { 0.0 };
         bar.suspend(|| {
-            eprintln!(
+            status!(
                 "[{:>7.2} s] {}b/s, received {}, missing {} ({frac:.2e}), reordered {}, duplicates {}",
                 i.elapsed_ms as f64 / 1e3,
                 si_fmt(rate),

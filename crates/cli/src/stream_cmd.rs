@@ -312,12 +312,12 @@ fn send(a: SendArgs) -> Result<()> {
     })?;
     write_json(&r, a.out.as_ref(), a.json)?;
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        status!("warning: {w}");
     }
     if !a.json {
         for s in &r.stations {
             let g = &s.departure_gap;
-            eprintln!(
+            status!(
                 "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {:.2} µs p99 {:.2} µs σ {:.2} µs (nominal {:.3} µs){}",
                 s.station,
                 s.file,
@@ -336,7 +336,7 @@ fn send(a: SendArgs) -> Result<()> {
                 }
             );
             if s.slips > 0 {
-                eprintln!(
+                status!(
                     "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
                     s.station,
                     s.slips,
@@ -345,14 +345,19 @@ fn send(a: SendArgs) -> Result<()> {
             }
         }
         if let Some(q) = &r.arq {
-            eprintln!(
+            status!(
                 "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
-                q.naks, q.asked, q.resent, q.resent_bytes, q.unavailable
+                q.naks,
+                q.asked,
+                q.resent,
+                q.resent_bytes,
+                q.unavailable
             );
         }
-        eprintln!(
+        status!(
             "sender CPU {:.0} % user + {:.0} % system of one core",
-            r.cpu.user, r.cpu.system
+            r.cpu.user,
+            r.cpu.system
         );
     }
     if r.interrupted {
@@ -406,7 +411,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         direct_io: a.direct,
     };
     let bound = BoundReceiver::bind(cfg)?;
-    eprintln!(
+    status!(
         "stream recv: listening on {} (UDP), writing {}",
         bound.local_addr()?,
         a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
@@ -416,7 +421,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         ))
     );
     for w in &bound.grant().warnings {
-        eprintln!("warning: {w}");
+        status!("warning: {w}");
     }
     let stop = stop_flag()?;
     let quiet = a.quiet;
@@ -433,7 +438,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             if l.sender_changes > 0 {
                 stall += &format!("  sender changes {}", l.sender_changes);
             }
-            eprintln!(
+            status!(
                 "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
                 l.elapsed_s,
                 si_fmt(l.rate_bps),
@@ -451,7 +456,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     write_json(&r, a.json.as_ref(), false)?;
     for s in &r.stations {
         let w = &s.window;
-        eprintln!(
+        status!(
             "{}: {} frames written ({} filled invalid, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}{}",
             s.station,
             w.written_valid + w.written_filled,
@@ -473,7 +478,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             s.arq.map_or(String::new(), |q| format!(", ARQ recovered {} of {} missing", q.recovered, q.missing_seen))
         );
         for c in &s.sender_change_log {
-            eprintln!(
+            status!(
                 "{}: sender {} from {} to {}",
                 s.station,
                 if c.restarted { "restarted" } else { "changed" },
@@ -482,28 +487,29 @@ fn recv(a: RecvArgs) -> Result<()> {
             );
         }
         if s.sender_changes > s.sender_change_log.len() as u64 {
-            eprintln!("{}: {} sender changes in all", s.station, s.sender_changes);
+            status!("{}: {} sender changes in all", s.station, s.sender_changes);
         }
     }
     for f in &r.files {
-        eprintln!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
+        status!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
     }
     let d = &r.datagrams;
     if d.rejected() > 0 {
-        eprintln!(
+        status!(
             "rejected datagrams: {} ({})",
             d.rejected(),
             r.first_problem.as_deref().unwrap_or("")
         );
     }
     if d.phantoms_dropped > 0 {
-        eprintln!(
+        status!(
             "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
-            d.phantoms_dropped, d.unconfirmed
+            d.phantoms_dropped,
+            d.unconfirmed
         );
     }
     if r.socket_drops > 0 {
-        eprintln!(
+        status!(
             "kernel dropped {} datagrams at this socket, its receive buffer full{}",
             r.socket_drops,
             if r.gro_most_coalesced > 1 {
@@ -517,18 +523,21 @@ fn recv(a: RecvArgs) -> Result<()> {
         );
     }
     if r.writer_stalls > 0 {
-        eprintln!(
+        status!(
             "the file writer held the receiver up {} times, {:.2} s in all: the output takes less than the \
              stream's rate (or stalled); datagrams the kernel dropped meanwhile are the disk's loss, not the network's",
-            r.writer_stalls, r.writer_stall_s
+            r.writer_stalls,
+            r.writer_stall_s
         );
     }
     let writer = r.writer_cpu.map_or(String::new(), |w| {
         format!("; file writer {:.0} % + {:.0} %", w.user, w.system)
     });
-    eprintln!(
+    status!(
         "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core{writer}",
-        r.stopped_by, r.cpu.user, r.cpu.system
+        r.stopped_by,
+        r.cpu.user,
+        r.cpu.system
     );
     if let Some(e) = &r.write_error {
         return Err(ProblemsFound(format!("{e}; {} frames not written", r.frames_not_written)).into());

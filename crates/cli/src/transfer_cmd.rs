@@ -148,7 +148,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         Err(transfer_session::SessionError::Usage(m)) => return Err(usage(m)),
         r => r?,
     };
-    eprintln!(
+    status!(
         "evlbi recv: control on {} (TCP), files below {}{}",
         server.local_addr()?,
         a.root.display(),
@@ -157,13 +157,13 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
     server.serve(&stop, a.once, &mut |e| match e {
-        ServerEvent::Connected(peer) => eprintln!("{peer}: connected"),
+        ServerEvent::Connected(peer) => status!("{peer}: connected"),
         // Not counted as a failure: it never became a session (a port scan, a wrong key).
-        ServerEvent::Rejected(peer, why) => eprintln!("{peer}: refused before the session: {}", one_line(&why)),
-        ServerEvent::Directory(d) => eprintln!("  {d}/"),
+        ServerEvent::Rejected(peer, why) => status!("{peer}: refused before the session: {}", one_line(&why)),
+        ServerEvent::Directory(d) => status!("  {d}/"),
         ServerEvent::Round { path, round, udp_port, bytes } => {
             if round > 1 || bytes > 0 {
-                eprintln!("  {path}: round {round}, {bytes} B expected on UDP {udp_port}")
+                status!("  {path}: round {round}, {bytes} B expected on UDP {udp_port}")
             }
         }
         ServerEvent::File(f) => {
@@ -173,7 +173,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
             if a.json {
                 println!("{}", serde_json::to_string(&f).unwrap_or_default());
             } else if f.verified {
-                eprintln!(
+                status!(
                     "  {}  {} B  verified BLAKE3 {}  ({} B resumed, {} round(s), {} datagrams, {} duplicate, {} rejected)",
                     f.path,
                     f.size,
@@ -185,14 +185,14 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
                     f.rejected + f.foreign.other_host + f.foreign.other_port + f.foreign.oversized,
                 );
             } else {
-                eprintln!("  {}  FAILED: {}", f.path, f.error.as_deref().unwrap_or("unknown"));
+                status!("  {}  FAILED: {}", f.path, f.error.as_deref().unwrap_or("unknown"));
             }
         }
         ServerEvent::Ended(peer, err) => match err {
-            None => eprintln!("{peer}: session ended"),
+            None => status!("{peer}: session ended"),
             Some(e) => {
                 failed += 1;
-                eprintln!("{peer}: session failed: {} (run the same `evlbi send` again to resume)", one_line(&e))
+                status!("{peer}: session failed: {} (run the same `evlbi send` again to resume)", one_line(&e))
             }
         },
     })?;

@@ -485,3 +485,63 @@ fn malformed_addresses_get_precise_usage_errors() {
         assert_usage(args, needle);
     }
 }
+
+/// A recorder whose log reader went away keeps recording: `stream recv` with its stderr a pipe
+/// whose reader is already gone writes every frame and its JSON summary and exits 0 (a closed
+/// stderr used to end it with 141 at its first status line, data and summary lost).
+#[test]
+fn a_recorder_without_a_log_reader_keeps_recording() {
+    let d = tempfile::tempdir().unwrap();
+    let (ef, _) = common::gen_two_stations(d.path(), &["--rate", "128M"]);
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (rx_dir, summary) = (d.path().join("rx"), d.path().join("r.json"));
+    let mut child = bin()
+        .args([
+            "stream",
+            "recv",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--idle-timeout",
+            "1s",
+        ])
+        .arg("--out")
+        .arg(&rx_dir)
+        .arg("--json")
+        .arg(&summary)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let _guard = common::Proc(child);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let o = bin()
+        .args(["stream", "send", "--to", &format!("127.0.0.1:{port}")])
+        .arg(&ef)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut guard = _guard;
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = guard.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "receiver did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let w = &v["stations"][0]["window"];
+    assert_eq!(w["written_valid"].as_u64(), Some(4000), "{v}");
+    let written: Vec<_> = std::fs::read_dir(&rx_dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(written.len(), 1);
+    assert!(std::fs::read(&written[0]).unwrap() == std::fs::read(&ef).unwrap());
+}

@@ -27,28 +27,14 @@ fuzz_target!(|data: &[u8]| {
     )
     .expect("valid config");
     let mut rx = Receiver::new(ReceiverConfig::new(session), Mem(vec![0; 100_000]), t0).expect("valid config");
-    // Start a real exchange so the machines are mid-transfer when the fuzz input arrives.
-    let mut now = t0;
-    for _ in 0..20 {
-        now += Duration::from_micros(100);
-        while let Some(d) = tx.poll_transmit(now) {
-            rx.handle_datagram(now, &d);
-        }
-        while let Some(r) = rx.poll_transmit(now) {
-            tx.handle_datagram(now, &r);
-        }
-    }
-    let mut rest = data;
-    while rest.len() >= 2 {
-        let n = (usize::from(rest[0]) << 8 | usize::from(rest[1])).min(rest.len() - 2);
-        let d = &rest[2..2 + n];
+    let mut now = mem::warm_up(&mut tx, &mut rx, t0);
+    for d in mem::datagrams(data) {
         now += Duration::from_micros(37);
         tx.handle_datagram(now, d);
         rx.handle_datagram(now, d);
         tx.handle_timeout(now);
         let _ = tx.poll_transmit(now);
         let _ = rx.poll_transmit(now);
-        rest = &rest[2 + n..];
     }
     let s = rx.stats();
     assert!(s.bytes_written <= 100_000);

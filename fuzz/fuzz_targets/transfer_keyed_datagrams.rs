@@ -26,25 +26,12 @@ fuzz_target!(|data: &[u8]| {
     rc.data_key = Some(key);
     let mut tx = Sender::new(sc, Mem(vec![1; 100_000]), Box::new(FixedRate::new(1e9)), t0).expect("valid config");
     let mut rx = Receiver::new(rc, Mem(vec![0; 100_000]), t0).expect("valid config");
-    let mut now = t0;
-    for _ in 0..20 {
-        now += Duration::from_micros(100);
-        while let Some(d) = tx.poll_transmit(now) {
-            rx.handle_datagram(now, &d);
-        }
-        while let Some(r) = rx.poll_transmit(now) {
-            tx.handle_datagram(now, &r);
-        }
-    }
+    let mut now = mem::warm_up(&mut tx, &mut rx, t0);
     let (rx0, tx0) = (rx.stats(), tx.stats());
-    let mut rest = data;
-    while rest.len() >= 2 {
-        let n = (usize::from(rest[0]) << 8 | usize::from(rest[1])).min(rest.len() - 2);
-        let d = &rest[2..2 + n];
+    for d in mem::datagrams(data) {
         now += Duration::from_micros(37);
         tx.handle_datagram(now, d);
         rx.handle_datagram(now, d);
-        rest = &rest[2 + n..];
     }
     let (rx1, tx1) = (rx.stats(), tx.stats());
     assert_eq!(

@@ -398,21 +398,7 @@ fn key_files_others_can_read_are_warned_about() {
     ] {
         let k = key_file(d.path(), &format!("k{mode:o}"), key, mode);
         // Nothing listens on port 1: the client reads the key, then fails to connect (exit 1).
-        let o = run_bounded(
-            bin()
-                .args([
-                    "probe",
-                    "client",
-                    "127.0.0.1:1",
-                    "--spacing",
-                    "1us",
-                    "--count",
-                    "1",
-                    "-q",
-                ])
-                .arg("--key-file")
-                .arg(&k),
-        );
+        let o = probe_with_key(&k);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "mode {mode:o}: {err}");
         assert_eq!(
@@ -426,21 +412,7 @@ fn key_files_others_can_read_are_warned_about() {
     }
     // Exactly 16 bytes (plus a newline) is enough.
     let k = key_file(d.path(), "k16", b"0123456789abcdef\n", 0o600);
-    let o = run_bounded(
-        bin()
-            .args([
-                "probe",
-                "client",
-                "127.0.0.1:1",
-                "--spacing",
-                "1us",
-                "--count",
-                "1",
-                "-q",
-            ])
-            .arg("--key-file")
-            .arg(&k),
-    );
+    let o = probe_with_key(&k);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -484,6 +456,17 @@ fn malformed_addresses_get_precise_usage_errors() {
     ] {
         assert_usage(args, needle);
     }
+}
+
+/// A probe client with key file `k` against port 1, where nothing listens: it reads the key,
+/// then fails to connect (exit 1).
+fn probe_with_key(k: &Path) -> Output {
+    run_bounded(
+        bin()
+            .args(["probe", "client", "127.0.0.1:1", "--spacing", "1us", "--count", "1", "-q"])
+            .arg("--key-file")
+            .arg(k),
+    )
 }
 
 /// A recorder whose log reader went away keeps recording: `stream recv` with its stderr a pipe

@@ -1,5 +1,7 @@
 //! An in-memory file for the transfer fuzz targets: the sender's source and the receiver's sink.
-use transfer::{Sink, Source};
+use std::time::{Duration, Instant};
+
+use transfer::{Receiver, Sender, Sink, Source};
 
 /// The file's bytes.
 pub struct Mem(pub Vec<u8>);
@@ -20,4 +22,33 @@ impl Sink for Mem {
         self.0[offset as usize..end].copy_from_slice(data);
         Ok(())
     }
+}
+
+/// Run a real exchange for 2 ms of virtual time so both machines are mid-transfer; the time
+/// reached.
+pub fn warm_up(tx: &mut Sender<Mem>, rx: &mut Receiver<Mem>, t0: Instant) -> Instant {
+    let mut now = t0;
+    for _ in 0..20 {
+        now += Duration::from_micros(100);
+        while let Some(d) = tx.poll_transmit(now) {
+            rx.handle_datagram(now, &d);
+        }
+        while let Some(r) = rx.poll_transmit(now) {
+            tx.handle_datagram(now, &r);
+        }
+    }
+    now
+}
+
+/// The fuzz input as datagrams: each a 2-byte big-endian length, then that many bytes.
+pub fn datagrams(mut rest: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        if rest.len() < 2 {
+            return None;
+        }
+        let n = (usize::from(rest[0]) << 8 | usize::from(rest[1])).min(rest.len() - 2);
+        let d = &rest[2..2 + n];
+        rest = &rest[2 + n..];
+        Some(d)
+    })
 }

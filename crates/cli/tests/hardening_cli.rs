@@ -463,7 +463,16 @@ fn malformed_addresses_get_precise_usage_errors() {
 fn probe_with_key(k: &Path) -> Output {
     run_bounded(
         bin()
-            .args(["probe", "client", "127.0.0.1:1", "--spacing", "1us", "--count", "1", "-q"])
+            .args([
+                "probe",
+                "client",
+                "127.0.0.1:1",
+                "--spacing",
+                "1us",
+                "--count",
+                "1",
+                "-q",
+            ])
             .arg("--key-file")
             .arg(k),
     )

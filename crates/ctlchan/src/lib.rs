@@ -100,6 +100,8 @@ impl std::fmt::Debug for LineAuth {
     }
 }
 
+/// What a tag adds to a line: a space and the hex HMAC-SHA256.
+const TAG_SUFFIX_LEN: usize = 1 + 2 * 32;
 const TO_SERVER: &[u8] = b"evlbi-ctl client->server";
 const TO_CLIENT: &[u8] = b"evlbi-ctl server->client";
 
@@ -189,9 +191,9 @@ impl<M: Message> LineDecoder<M> {
 
     /// Encode `msg` as a line for the peer, with its MAC when the channel is authenticated.
     pub fn encode(&mut self, msg: &M) -> Result<Vec<u8>, ChannelError> {
-        // The tag (a space and 64 hex digits) counts against the peer's line limit.
+        // The tag counts against the peer's line limit.
         let room = if self.auth.is_some() {
-            self.max_line.saturating_sub(65)
+            self.max_line.saturating_sub(TAG_SUFFIX_LEN)
         } else {
             self.max_line
         };

@@ -41,6 +41,11 @@ pub fn hex_decode(s: &str) -> Option<Vec<u8>> {
     b.chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(p[1])?)).collect()
 }
 
+/// 64 hex digits as 32 bytes (a key, a hash, a MAC); `None` for anything else.
+pub fn hex32(s: &str) -> Option<[u8; 32]> {
+    <[u8; 32]>::try_from(hex_decode(s)?).ok()
+}
+
 fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, MacError> {
     if key.is_empty() {
         return Err(MacError::EmptyKey);
@@ -81,6 +86,8 @@ mod tests {
         assert_eq!(hex_decode("00abFF"), Some(vec![0, 0xab, 0xff]));
         assert_eq!(hex_decode("abc"), None);
         assert_eq!(hex_decode("zz"), None);
+        assert_eq!(hex32(&"ab".repeat(32)), Some([0xab; 32]));
+        assert_eq!(hex32(&"ab".repeat(31)), None);
     }
 
     #[test]

@@ -99,11 +99,6 @@ pub struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
-    /// When the handshake must be done.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
     /// Time left for the handshake (zero once it passed).
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
@@ -257,18 +252,15 @@ fn admit<'a>(state: &'a Mutex<State>, stream: &TcpStream, limits: &Limits) -> Op
 fn close_expired(state: &Mutex<State>) {
     let now = Instant::now();
     let mut st = lock(state);
-    let expired: Vec<u64> = st
-        .pending
-        .iter()
-        .filter(|(_, p)| p.deadline <= now)
-        .map(|(&id, _)| id)
-        .collect();
-    for id in expired {
-        if let Some(p) = st.pending.remove(&id) {
+    let State { pending, stats, .. } = &mut *st;
+    pending.retain(|_, p| {
+        let expired = p.deadline <= now;
+        if expired {
             let _ = p.stream.shutdown(Shutdown::Both);
-            st.stats.timed_out += 1;
+            stats.timed_out += 1;
         }
-    }
+        !expired
+    });
 }
 
 #[cfg(test)]

@@ -33,6 +33,11 @@ impl Geometry {
         let start = b.saturating_mul(self.block_size);
         self.size.saturating_sub(start).min(self.block_size)
     }
+
+    /// Bytes in all of `blocks`.
+    pub fn len_of(&self, blocks: impl IntoIterator<Item = u64>) -> u64 {
+        blocks.into_iter().map(|b| self.block_len(b)).sum()
+    }
 }
 
 /// Sorted block ranges `[first, end)` ⇄ sorted block indices.
@@ -88,7 +93,7 @@ impl Selection {
 
     /// Size of the virtual file.
     pub fn virtual_size(&self) -> u64 {
-        self.blocks.iter().map(|&b| self.geometry.block_len(b)).sum()
+        self.geometry.len_of(self.blocks.iter().copied())
     }
 
     /// Which selected block a virtual offset is in (index into [`Selection::blocks`]) and the

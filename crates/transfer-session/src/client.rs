@@ -185,8 +185,7 @@ fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], Sess
             proof,
             session_key: sent,
         } => match (key, proof, sent) {
-            (None, _, Some(hex)) => ctlchan::mac::hex_decode(&hex)
-                .and_then(|v| <[u8; 32]>::try_from(v).ok())
+            (None, _, Some(hex)) => ctlchan::mac::hex32(&hex)
                 .ok_or_else(|| SessionError::Auth("the receiver's session key is malformed".into()))?,
             (None, _, None) => return Err(SessionError::Auth("the receiver sent no session key".into())),
             (Some(k), Some(p), _) => {
@@ -399,7 +398,7 @@ fn send_file(
                     } else if !rep.verified {
                         rep.error = Some(format!("receiver's BLAKE3 {blake3} differs from ours"));
                     }
-                    rep.resumed_bytes = held_before.iter().map(|&b| g.block_len(b)).sum();
+                    rep.resumed_bytes = g.len_of(held_before.iter().copied());
                     rep.blake3 = Some(blake3);
                     prog.done_bytes = base_done + g.size;
                     return Ok(());

@@ -18,7 +18,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
@@ -259,11 +259,6 @@ impl Dir {
     pub fn remove(&self, name: &str) -> io::Result<()> {
         rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?;
         Ok(())
-    }
-
-    /// The directory's descriptor (for tests and fsync).
-    pub fn fd(&self) -> impl AsFd + '_ {
-        &self.fd
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use ctlchan::mac::{hex_decode, hex_encode, prove, verify};
+use ctlchan::mac::{hex32, hex_encode, prove, verify};
 use ctlchan::serve::{Limits, ServeStats, Ticket};
 use ctlchan::{Channel, Role};
 use netio::{bind_udp, BufferRequest};
@@ -241,27 +241,26 @@ impl Server {
             Msg::Auth { proof } => proof,
             m => return Err(unexpected(&m, "auth")),
         };
-        let Some(k) = key else {
+        let (proof, sent, sk) = match key {
             // No pre-shared key: a random session key, sent in the clear (see control.rs for
             // what that does and does not protect).
-            let mut sk = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
-            ch.send(&Msg::Welcome {
-                proof: None,
-                session_key: Some(hex_encode(&sk)),
-            })?;
-            ch.authenticate(sk, Role::Server);
-            return Ok(sk);
+            None => {
+                let mut sk = [0u8; 32];
+                rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
+                (None, Some(hex_encode(&sk)), sk)
+            }
+            Some(k) => {
+                let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
+                verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
+                    .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
+                let auth = |e: ctlchan::mac::MacError| SessionError::Auth(e.to_string());
+                let ours = prove(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()]).map_err(auth)?;
+                (Some(ours), None, session_key(k, &cn, &sn).map_err(auth)?)
+            }
         };
-        let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
-        verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
-            .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
-        let proof =
-            prove(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()]).map_err(|e| SessionError::Auth(e.to_string()))?;
-        let sk = session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?;
         ch.send(&Msg::Welcome {
-            proof: Some(proof),
-            session_key: None,
+            proof,
+            session_key: sent,
         })?;
         ch.authenticate(sk, Role::Server);
         Ok(sk)
@@ -386,8 +385,7 @@ impl Server {
             };
             let sink = PartSink::new(&part, selection, o.chunk_size, o.block_size);
             let mut rcfg = ReceiverConfig::new(params);
-            let dkey = data_key(key, session_id);
-            rcfg.data_key = Some(dkey.clone());
+            rcfg.data_key = Some(data_key(key, session_id));
             rcfg.idle_timeout = self.cfg.data_idle_timeout;
             let mut receiver =
                 Receiver::new(rcfg, sink, Instant::now()).map_err(|e| SessionError::Usage(e.to_string()))?;
@@ -395,62 +393,52 @@ impl Server {
             let mut round_over = false;
             let mut last_save = Instant::now();
             let mut foreign = ForeignCounters::default();
-            drive_receiver(
-                &sock,
-                &mut receiver,
-                peer.ip(),
-                session_id,
-                Some(&dkey),
-                &mut foreign,
-                &mut |r| {
-                    let done = r.sink_mut().take_completed();
-                    let fresh = !done.is_empty();
-                    if let Some(inc) = &incremental {
-                        done.iter().for_each(|&b| inc.completed(b));
-                    }
-                    have.extend(done);
-                    if let Some(e) = r.sink_mut().last_error.take() {
-                        // Disk full or a failing disk: stop, keep what is on disk resumable.
-                        failure = Some(SessionError::Io {
-                            what: format!("writing {}", part_path.display()),
-                            source: e,
-                        });
-                    }
-                    if fresh && last_save.elapsed() >= SAVE_EVERY {
-                        state.have = to_ranges(have.iter().copied());
-                        let _ = state.save(&dir, &state_name);
-                        last_save = Instant::now();
-                    }
-                    if r.state() == ReceiverState::TimedOut {
-                        failure = Some(SessionError::Peer(format!(
-                            "no valid datagram from the sender for {:?}",
-                            self.cfg.data_idle_timeout
-                        )));
-                    }
-                    match ch.try_recv() {
-                        Ok(None) => {}
-                        Ok(Some(Msg::Hashes { first_block, hashes })) => {
-                            if first_block != expected.len() as u64
-                                || expected.len() + hashes.len() > g.blocks() as usize
-                            {
-                                failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
-                            }
-                            expected.extend(hashes.iter().filter_map(|h| <[u8; 32]>::try_from(hex_decode(h)?).ok()));
+            drive_receiver(&sock, &mut receiver, peer.ip(), &mut foreign, &mut |r| {
+                let done = r.sink_mut().take_completed();
+                let fresh = !done.is_empty();
+                if let Some(inc) = &incremental {
+                    done.iter().for_each(|&b| inc.completed(b));
+                }
+                have.extend(done);
+                if let Some(e) = r.sink_mut().last_error.take() {
+                    // Disk full or a failing disk: stop, keep what is on disk resumable.
+                    failure = Some(SessionError::Io {
+                        what: format!("writing {}", part_path.display()),
+                        source: e,
+                    });
+                }
+                if fresh && last_save.elapsed() >= SAVE_EVERY {
+                    state.have = to_ranges(have.iter().copied());
+                    let _ = state.save(&dir, &state_name);
+                    last_save = Instant::now();
+                }
+                if r.state() == ReceiverState::TimedOut {
+                    failure = Some(SessionError::Peer(format!(
+                        "no valid datagram from the sender for {:?}",
+                        self.cfg.data_idle_timeout
+                    )));
+                }
+                match ch.try_recv() {
+                    Ok(None) => {}
+                    Ok(Some(Msg::Hashes { first_block, hashes })) => {
+                        if first_block != expected.len() as u64 || expected.len() + hashes.len() > g.blocks() as usize {
+                            failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
                         }
-                        Ok(Some(Msg::FileHash { blake3 })) => {
-                            file_hash = hex_decode(&blake3).and_then(|v| <[u8; 32]>::try_from(v).ok());
-                            round_over = true;
-                        }
-                        Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
-                        Err(e) => failure = Some(e.into()),
+                        expected.extend(hashes.iter().filter_map(|h| hex32(h)));
                     }
-                    if round_over || failure.is_some() || stop.load(Ordering::Relaxed) {
-                        Tick::Abort
-                    } else {
-                        Tick::Continue
+                    Ok(Some(Msg::FileHash { blake3 })) => {
+                        file_hash = hex32(&blake3);
+                        round_over = true;
                     }
-                },
-            )
+                    Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
+                    Err(e) => failure = Some(e.into()),
+                }
+                if round_over || failure.is_some() || stop.load(Ordering::Relaxed) {
+                    Tick::Abort
+                } else {
+                    Tick::Continue
+                }
+            })
             .map_err(io_err("receiving UDP"))?;
             have.extend(receiver.sink_mut().take_completed());
             let st = receiver.stats();
@@ -497,7 +485,7 @@ impl Server {
                 rep.verified = true;
                 rep.blake3 = Some(hex_encode(&v.file));
                 rep.elapsed_s = started.elapsed().as_secs_f64();
-                rep.resumed_bytes = held_before.iter().map(|&b| g.block_len(b)).sum();
+                rep.resumed_bytes = g.len_of(held_before.iter().copied());
                 ch.send(&Msg::Verified {
                     path: o.path.clone(),
                     blake3: hex_encode(&v.file),

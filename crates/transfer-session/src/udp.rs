@@ -102,14 +102,13 @@ pub struct ForeignCounters {
 /// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's
 /// verdict, or failed). Each datagram is handed over with its kernel arrival time when the
 /// socket has SO_TIMESTAMPNS on (see [`arrival`]). Datagrams count only from `peer` (the control connection's address);
-/// the first one carrying `session_id` *and a valid tag under `key`* locks the port, and reports
-/// go there — a forged datagram sent first cannot take the session's port.
+/// the first one the receiver owns ([`Receiver::owns`]: its session id, and a valid tag in a
+/// keyed session) locks the port, and reports go there — a forged datagram sent first cannot
+/// take the session's port.
 pub fn drive_receiver<K: Sink>(
     sock: &UdpSocket,
     receiver: &mut Receiver<K>,
     peer: IpAddr,
-    session_id: u64,
-    key: Option<&transfer::DataKey>,
     foreign: &mut ForeignCounters,
     tick: &mut dyn FnMut(&mut Receiver<K>) -> Tick,
 ) -> io::Result<Tick> {
@@ -161,17 +160,9 @@ pub fn drive_receiver<K: Sink>(
                     continue;
                 }
                 Some(_) => {}
-                None => {
-                    let body = match key {
-                        Some(k) => k.open(d.data),
-                        None => Some(d.data),
-                    };
-                    match body.map(transfer::wire::parse) {
-                        Some(Ok(p)) if p.session_id() == session_id => locked = Some(d.from),
-                        // Not ours: the protocol counts it by reason, but it locks nothing.
-                        _ => {}
-                    }
-                }
+                None if receiver.owns(d.data) => locked = Some(d.from),
+                // Not ours: the protocol counts it by reason, but it locks nothing.
+                None => {}
             }
             let arrived = arrival(now, wall_ns, d.kernel_time, last_fed);
             last_fed = arrived;

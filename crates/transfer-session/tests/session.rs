@@ -474,7 +474,7 @@ fn raw_session_key(addr: SocketAddr) -> (Channel<Msg>, [u8; 32]) {
     else {
         panic!("no session key");
     };
-    let k: [u8; 32] = ctlchan::mac::hex_decode(&k).unwrap().try_into().unwrap();
+    let k = ctlchan::mac::hex32(&k).unwrap();
     ch.authenticate(k, Role::Client);
     (ch, k)
 }

@@ -214,6 +214,13 @@ impl<K: Sink> Receiver<K> {
         self.state
     }
 
+    /// Whether `datagram` belongs to this session (its tag checks out under the session's key
+    /// and it carries the session id), without handing it over: what a socket loop asks before
+    /// it trusts a datagram's source address.
+    pub fn owns(&self, datagram: &[u8]) -> bool {
+        crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()).is_ok()
+    }
+
     /// Whether every chunk has been written.
     pub fn is_complete(&self) -> bool {
         self.state != ReceiverState::Receiving

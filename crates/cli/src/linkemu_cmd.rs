@@ -8,8 +8,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use linkemu::realtime::{self, Emulator, LiveCounters, Mode, RealtimeConfig, RealtimeStats};
-use linkemu::{GilbertElliott, LinkConfig, LossModel};
+use linkemu::{ConfigError, LinkConfig, LossModel};
+use linkemu_tun::{self as realtime, Emulator, LiveCounters, Mode, RealtimeConfig, RealtimeStats};
 
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
 use crate::usage;
@@ -179,17 +179,10 @@ fn link_config(d: &DirectionArgs<'_>, duplicate: f64, reorder: bool) -> anyhow::
     };
     let (delay, jitter) = (d.delay, d.jitter);
     let mean_loss = parse_fraction(d.loss).map_err(|e| usage(format!("--{}: {e}", flag("loss"))))?;
-    let loss = if mean_loss == 0.0 {
-        LossModel::None
-    } else if d.burst > 1.0 {
-        let ge = GilbertElliott::from_mean_loss_and_burst(mean_loss, d.burst)
-            .map_err(|e| usage(format!("--{} with --{}: {e}", flag("loss"), flag("burst"))))?;
-        LossModel::GilbertElliott(ge)
-    } else if d.burst == 1.0 {
-        LossModel::Bernoulli { p: mean_loss }
-    } else {
-        return Err(usage(format!("--{} {}: must be >= 1 packet", flag("burst"), d.burst)));
-    };
+    let loss = LossModel::from_mean_loss_and_burst(mean_loss, d.burst).map_err(|e| match e {
+        ConfigError::InvalidBurstLength(b) => usage(format!("--{} {b}: must be >= 1 packet", flag("burst"))),
+        e => usage(format!("--{} with --{}: {e}", flag("loss"), flag("burst"))),
+    })?;
     let buffer_bytes = match (d.buffer, rate_bps) {
         (Some(b), _) => parse_size(b).map_err(|e| usage(format!("--{}: {e}", flag("buffer"))))?,
         // One round trip's worth (the classic router rule of thumb), at
@@ -273,7 +266,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
     if args.detached {
         realtime::detach_from_terminal().context("detaching from the terminal")?;
     }
-    realtime::install_stop_signals().context("installing signal handlers")?;
+    netio::install_stop_signals().context("installing signal handlers")?;
     let emu = Emulator::start(config).context("starting the emulator")?;
     // From here until `shutdown` the namespaces and devices exist: a closed stderr must stop the
     // run like a signal, not end the process in the print macros (exit code 141, see main.rs)
@@ -300,7 +293,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         if !stderr_open {
             break STDERR_CLOSED.to_owned();
         }
-        if let Some(sig) = realtime::stop_signal() {
+        if let Some(sig) = netio::stop_signal() {
             break format!("signal {sig}");
         }
         if deadline.is_some_and(|d| started.elapsed() >= d) {

@@ -2,7 +2,8 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use report::models::{tcp, vlbi, wire};
+use linkemu::{LossModel, LossProcess};
+use models::{tcp, vlbi, wire};
 use serde::Serialize;
 
 use crate::units::{parse_fraction, parse_positive_duration, parse_rate, si_fmt};
@@ -153,7 +154,9 @@ fn vlbi_loss(a: VlbiLossArgs) -> Result<()> {
                 frames: a.frames,
                 seed: a.seed,
             };
-            let result = vlbi::frame_rejection(input).map_err(|e| usage(e.to_string()))?;
+            let model = LossModel::from_mean_loss_and_burst(*f, burst).map_err(|e| usage(e.to_string()))?;
+            let mut process = LossProcess::new(model, a.seed);
+            let result = vlbi::frame_rejection(input, || process.lose()).map_err(|e| usage(e.to_string()))?;
             frame_rejection.push(StationFrameRejection {
                 station: name.clone(),
                 result,

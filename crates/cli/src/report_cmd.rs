@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use plot::inputs::{Input, InputError};
+use report::inputs::{Input, InputError};
 
 use crate::usage;
 
@@ -30,12 +30,12 @@ pub struct ReportArgs {
     #[arg(long)]
     json: bool,
     /// TrueType font for PNG text (SVG text is rendered by the viewer).
-    #[arg(long, value_name = "TTF", default_value = plot::DEFAULT_FONT)]
+    #[arg(long, value_name = "TTF", default_value = report::DEFAULT_FONT)]
     font: PathBuf,
 }
 
 fn load(path: &Path) -> anyhow::Result<Input> {
-    match plot::inputs::load(path) {
+    match report::inputs::load(path) {
         Ok(i) => Ok(i),
         // The wrong file on the command line is a usage error; a damaged result file is not.
         Err(e @ (InputError::UnknownKind { .. } | InputError::Read { .. })) => Err(usage(e.to_string())),
@@ -53,7 +53,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if let Err(e) = plot::load_font(&a.font) {
+    if let Err(e) = report::load_font(&a.font) {
         eprintln!("warning: {e}; writing SVG figures only (scripts/setup.sh installs fonts-dejavu-core)");
     }
     let base = a
@@ -62,8 +62,8 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(base).with_context(|| format!("cannot create {}", base.display()))?;
-    let report = plot::page::build(&inputs, &a.out)?;
-    let page = plot::html::render(&report, base)?;
+    let report = report::page::build(&inputs, &a.out)?;
+    let page = report::html::render(&report, base)?;
     std::fs::write(&a.out, page).with_context(|| format!("cannot write {}", a.out.display()))?;
     if a.json {
         crate::write_json(&report, None, true)?;

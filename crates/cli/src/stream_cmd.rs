@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use linkemu::realtime;
 use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender, Input, SendConfig};
@@ -228,11 +227,11 @@ fn write_files(dir: &std::path::Path, ring_fd: i32, direct: bool) -> Result<()> 
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
 fn stop_flag() -> Result<Arc<AtomicBool>> {
-    realtime::install_stop_signals().context("installing signal handlers")?;
+    netio::install_stop_signals().context("installing signal handlers")?;
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
     std::thread::spawn(move || loop {
-        if realtime::stop_signal().is_some() {
+        if netio::stop_signal().is_some() {
             f.store(true, Ordering::Relaxed);
             return;
         }

@@ -62,6 +62,25 @@ pub enum LossModel {
     GilbertElliott(GilbertElliott),
 }
 
+impl LossModel {
+    /// The loss model of a mean loss and a mean burst length in packets: none at 0, Bernoulli
+    /// for bursts of 1, Gilbert–Elliott above (see [`GilbertElliott::from_mean_loss_and_burst`]).
+    /// What `evlbi linkemu --loss --burst` and `evlbi model vlbi-loss --burst` both mean.
+    pub fn from_mean_loss_and_burst(mean_loss: f64, mean_burst_len: f64) -> Result<Self, ConfigError> {
+        if !mean_burst_len.is_finite() || mean_burst_len < 1.0 {
+            return Err(ConfigError::InvalidBurstLength(mean_burst_len));
+        }
+        check_probability("mean_loss", mean_loss)?;
+        Ok(if mean_loss == 0.0 {
+            LossModel::None
+        } else if mean_burst_len > 1.0 {
+            LossModel::GilbertElliott(GilbertElliott::from_mean_loss_and_burst(mean_loss, mean_burst_len)?)
+        } else {
+            LossModel::Bernoulli { p: mean_loss }
+        })
+    }
+}
+
 /// Gilbert–Elliott loss: a Good and a Bad state with their own loss probabilities.
 ///
 /// Before each packet the chain makes one transition; the packet is then lost

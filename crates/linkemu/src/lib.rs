@@ -53,19 +53,20 @@
 //! For whole protocol runs, see [`sim::Sim`]: two [`sim::Endpoint`]s joined
 //! by a [`Duplex`] link under a virtual clock.
 //!
-//! On Linux, [`realtime`] runs the same model in real time between two
+//! Crate `linkemu-tun` runs the same model in real time between two
 //! network namespaces, forwarding real IP packets through TUN devices
-//! (`evlbi linkemu`).
+//! (`evlbi linkemu`); what it counts ([`LiveCounters`], [`IntervalSample`])
+//! is defined here so result readers need not link it.
 
 mod config;
 mod link;
-#[cfg(target_os = "linux")]
+mod live;
 mod loss;
-pub mod realtime;
 pub mod sim;
 mod stats;
 
 pub use config::{ConfigError, GilbertElliott, LinkConfig, LossModel, MAX_DELAY};
 pub use link::{Admission, Duplex, Link};
+pub use live::{IntervalSample, LiveCounters};
 pub use loss::LossProcess;
 pub use stats::{Counter, LinkStats, QueueDelaySummary};

@@ -19,7 +19,8 @@ pub struct Counter {
 }
 
 impl Counter {
-    pub(crate) fn add(&mut self, len: u64) {
+    /// Counts one packet of `len` bytes.
+    pub fn add(&mut self, len: u64) {
         self.packets += 1;
         self.bytes += len;
     }

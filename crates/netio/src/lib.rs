@@ -16,6 +16,7 @@
 //!   socket's own drop counter (SO_RXQ_OVFL), truncation flags, and opt-in UDP GRO receive with
 //!   coalesced buffers split into datagrams.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
+//! - [`stop`]: SIGINT/SIGTERM/SIGHUP set a flag, so long-running commands stop and still report.
 //! - [`counters`]: host counters from /proc (UDP drops, NIC counters, CPU of the host and of this
 //!   process).
 //!
@@ -27,6 +28,7 @@ pub mod counters;
 pub mod gso;
 pub mod pacer;
 pub mod socket;
+pub mod stop;
 mod sys;
 
 pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
@@ -34,3 +36,4 @@ pub use counters::{CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use pacer::{Lateness, Pacer, Spacing};
 pub use socket::{bind_udp, connect_udp, size_buffers, BufferGrant, BufferRequest, NetioError};
+pub use stop::{install_stop_signals, stop_signal};

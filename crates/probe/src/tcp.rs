@@ -572,7 +572,7 @@ impl IntervalAggregator {
 }
 
 /// The achieved rate of a TCP test beside the Mathis bound for the RTT and retransmit rate it
-/// measured: BW ≤ (MSS/RTT)·√(3/2)/√p per stream ([`report::models::tcp::bound_bps`]), times the
+/// measured: BW ≤ (MSS/RTT)·√(3/2)/√p per stream ([`models::tcp::bound_bps`]), times the
 /// number of streams. p is taken as retransmitted / sent data segments, which counts spurious
 /// retransmissions too (an upper bound on the loss rate, so a lower bound on the bound).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -612,8 +612,7 @@ impl MathisCheck {
             return None;
         }
         let loss = retransmitted as f64 / sent as f64;
-        let bound =
-            (retransmitted > 0).then(|| report::models::tcp::bound_bps(mss_bytes, rtt_s, loss) * f64::from(streams));
+        let bound = (retransmitted > 0).then(|| models::tcp::bound_bps(mss_bytes, rtt_s, loss) * f64::from(streams));
         Some(MathisCheck {
             streams,
             mss_bytes,
@@ -909,7 +908,7 @@ mod tests {
         let m = MathisCheck::new(1, 1448, 0.1, 100, 100_000, 9e6).expect("check");
         let b = m.bound_bps.expect("bound");
         assert!((b - 4.487e6).abs() < 1e3, "{b}");
-        assert_eq!(b, report::models::tcp::bound_bps(1448, 0.1, 1e-3));
+        assert_eq!(b, models::tcp::bound_bps(1448, 0.1, 1e-3));
         assert!((m.achieved_over_bound.expect("ratio") - 9e6 / b).abs() < 1e-12);
         let two = MathisCheck::new(2, 1448, 0.1, 100, 100_000, 9e6).expect("check");
         assert_eq!(two.bound_bps, Some(2.0 * b));

@@ -10,7 +10,6 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 /// Longest interface name the kernel accepts (IFNAMSIZ minus the NUL).
@@ -135,42 +134,6 @@ pub fn set_timer_slack(ns: u64) {
             0 as libc::c_ulong,
             0 as libc::c_ulong,
         );
-    }
-}
-
-/// The last SIGINT/SIGTERM received (0: none). Written by the handler,
-/// which may only do async-signal-safe things: an atomic store is one.
-static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_stop_signal(sig: libc::c_int) {
-    STOP_SIGNAL.store(sig, Ordering::SeqCst);
-}
-
-/// Installs handlers so that SIGINT, SIGTERM and SIGHUP set a flag
-/// ([`stop_signal`]) instead of killing the process: the emulator must
-/// then tear down what it created.
-pub fn install_stop_signals() -> io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: sigaction is plain data; zeroed is a valid empty mask and flags.
-        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-        act.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SA_RESTART: other threads' blocking calls resume instead of failing.
-        act.sa_flags = libc::SA_RESTART;
-        // SAFETY: `act` is initialised, the handler only does an atomic store,
-        // and a null old-action pointer is allowed.
-        let rc = unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// The stop signal received since [`install_stop_signals`], if any.
-pub fn stop_signal() -> Option<i32> {
-    match STOP_SIGNAL.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
     }
 }
 

@@ -17,9 +17,6 @@ pub enum ModelError {
     /// A fraction outside [0, 1).
     #[error("{name} = {value} must lie in [0, 1)")]
     Fraction { name: &'static str, value: f64 },
-    /// The loss model could not be built.
-    #[error("loss model: {0}")]
-    Loss(String),
 }
 
 fn positive(name: &'static str, v: f64) -> Result<f64, ModelError> {
@@ -181,8 +178,6 @@ pub mod vlbi {
     //! of the same mean. (At 1 % Poisson loss of 1472-byte packets, 2.4 % of the data is
     //! rejected; bursts of the same mean loss reject less data but in long runs of frames.)
 
-    use linkemu::{GilbertElliott, LossModel, LossProcess};
-
     use super::*;
 
     /// S/N factor of one station: √(1−f).
@@ -307,24 +302,20 @@ pub mod vlbi {
         pub longest_rejected_run_frames: u64,
     }
 
-    /// Simulate `frames` correlator frames carried in packets lost by the given process.
-    pub fn frame_rejection(input: FrameRejectionInput) -> Result<FrameRejectionResult, ModelError> {
-        let loss = fraction("loss", input.loss)?;
+    /// Simulate `frames` correlator frames carried in packets, each lost when `lose()` says so.
+    ///
+    /// `lose` is the loss process the input describes (mean `loss`, mean `burst`, `seed`): the
+    /// caller builds it (`evlbi model` uses linkemu's Gilbert–Elliott process), so this model
+    /// stays a pure function of the packets' fate and needs no link emulator.
+    pub fn frame_rejection(
+        input: FrameRejectionInput,
+        mut lose: impl FnMut() -> bool,
+    ) -> Result<FrameRejectionResult, ModelError> {
+        fraction("loss", input.loss)?;
         fraction("reject fraction", input.reject_fraction)?;
         positive("packet bytes", f64::from(input.packet_bytes))?;
         positive("frame bytes", f64::from(input.frame_bytes))?;
         positive("frames", input.frames as f64)?;
-        let model = if input.burst > 1.0 && loss > 0.0 {
-            LossModel::GilbertElliott(
-                GilbertElliott::from_mean_loss_and_burst(loss, input.burst)
-                    .map_err(|e| ModelError::Loss(e.to_string()))?,
-            )
-        } else if loss > 0.0 {
-            LossModel::Bernoulli { p: loss }
-        } else {
-            LossModel::None
-        };
-        let mut process = LossProcess::new(model, input.seed);
         let (p, n) = (u64::from(input.packet_bytes), u64::from(input.frame_bytes));
         let (mut packets, mut lost_packets) = (0u64, 0u64);
         let (mut hit, mut rejected, mut unusable) = (0u64, 0u64, 0u64);
@@ -338,7 +329,7 @@ pub mod vlbi {
             let mut pos = start;
             while pos < end {
                 if pos >= packet_end {
-                    packet_lost = process.lose();
+                    packet_lost = lose();
                     packets += 1;
                     lost_packets += u64::from(packet_lost);
                     packet_end += p;
@@ -446,7 +437,7 @@ mod tests {
     }
 
     fn fr(loss: f64, burst: f64) -> vlbi::FrameRejectionResult {
-        vlbi::frame_rejection(vlbi::FrameRejectionInput {
+        let input = vlbi::FrameRejectionInput {
             loss,
             burst,
             packet_bytes: 1472,
@@ -454,8 +445,10 @@ mod tests {
             reject_fraction: 0.1,
             frames: 400_000,
             seed: 7,
-        })
-        .unwrap()
+        };
+        let model = linkemu::LossModel::from_mean_loss_and_burst(loss, burst).unwrap();
+        let mut process = linkemu::LossProcess::new(model, input.seed);
+        vlbi::frame_rejection(input, || process.lose()).unwrap()
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub struct LinkemuRun {
     pub b_to_a: LinkemuDirection,
     /// Per-second counters (absent in summaries written before they were recorded).
     #[serde(default)]
-    pub intervals: Vec<linkemu::realtime::IntervalSample>,
+    pub intervals: Vec<linkemu::IntervalSample>,
 }
 
 /// One direction of a [`LinkemuRun`].

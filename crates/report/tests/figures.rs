@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use plot::chart::{self, SeriesData};
-use plot::inputs::Input;
-use plot::{page, specs};
+use report::chart::{self, SeriesData};
+use report::inputs::Input;
+use report::{page, specs};
 use probe::results::{ProbeResult, SweepResult, TestParams};
 use probe::wire::Repr;
 use probe::{RecvConfig, RecvStats, SendConfig, SendStats};
@@ -51,10 +51,10 @@ fn lossy(seq: u64) -> bool {
 }
 
 fn font() -> bool {
-    plot::load_font(Path::new(plot::DEFAULT_FONT)).is_ok()
+    report::load_font(Path::new(report::DEFAULT_FONT)).is_ok()
 }
 
-fn check_files(f: &plot::Figure, png_expected: bool) {
+fn check_files(f: &report::Figure, png_expected: bool) {
     let svg = std::fs::read_to_string(&f.svg).expect("svg written");
     assert!(
         svg.contains("<svg") && svg.trim_end().ends_with("</svg>"),
@@ -91,7 +91,7 @@ fn trial_figures_have_their_series_and_files() {
         let spec = spec.unwrap_or_else(|| panic!("{id}: no figure"));
         assert_eq!(spec.series.len(), series, "{id}");
         assert!(!spec.x_label.is_empty() && spec.x_label.contains('('), "{id}: x unit");
-        let f = plot::write_figure(&spec, dir.path(), id).expect("drawn");
+        let f = report::write_figure(&spec, dir.path(), id).expect("drawn");
         assert_eq!(f.series, series);
         check_files(&f, has_font);
     }
@@ -127,7 +127,7 @@ fn sweep_has_one_curve_per_size() {
             spec.series.iter().all(|c| c.data.len() == 3),
             "{id}: one point per spacing"
         );
-        check_files(&plot::write_figure(&spec, dir.path(), id).expect("drawn"), has_font);
+        check_files(&report::write_figure(&spec, dir.path(), id).expect("drawn"), has_font);
     }
     let rate = specs::sweep_rate(&s).expect("rate");
     if let SeriesData::Line(pts) = &rate.series[1].data {
@@ -184,7 +184,7 @@ fn page_references_every_figure() {
     let report = page::build(&inputs, &html).expect("report");
     assert_eq!(report.sections.len(), 3, "two trials and their comparison");
     assert_eq!(report.figures_dir, "rep_files");
-    let text = plot::html::render(&report, dir.path()).expect("page");
+    let text = report::html::render(&report, dir.path()).expect("page");
     let figs: Vec<_> = report.figures().collect();
     assert_eq!(figs.len(), 4 + 3 + 1);
     for f in figs {

@@ -1,4 +1,4 @@
-//! Real-time emulator: the [`Link`](crate::Link) model between two network
+//! Real-time link emulator: linkemu's [`Link`](linkemu::Link) model between two network
 //! namespaces, through a TUN device in each (Linux, root or CAP_NET_ADMIN +
 //! CAP_SYS_ADMIN).
 //!
@@ -32,17 +32,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use thiserror::Error;
 
-use crate::{ConfigError, LinkConfig};
+use linkemu::{ConfigError, LinkConfig};
+pub use linkemu::{IntervalSample, LiveCounters};
 
-pub use forward::{DirectionReport, LiveCounters};
+pub use forward::DirectionReport;
 pub use netns::{
     check_netns_name, down, is_running, list_states, netns_exists, read_state, state_path, DownReport, RunState,
     DEFAULT_STATE_DIR,
 };
-pub use sys::{detach_from_terminal, in_netns, install_stop_signals, stop_signal, MAX_IFNAME_LEN};
+pub use sys::{detach_from_terminal, in_netns, MAX_IFNAME_LEN};
 
 /// Why the emulator could not start or stop cleanly.
 #[derive(Debug, Error)]
@@ -246,19 +247,6 @@ pub struct RealtimeStats {
 /// only in the totals.
 pub const MAX_INTERVALS: usize = 86_400;
 
-/// The counters of both directions over one interval of a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct IntervalSample {
-    /// End of the interval, seconds from the start.
-    pub t_s: f64,
-    /// Length of the interval, seconds.
-    pub dt_s: f64,
-    /// A → B over the interval.
-    pub a_to_b: LiveCounters,
-    /// B → A over the interval.
-    pub b_to_a: LiveCounters,
-}
-
 /// One end of the emulated path.
 #[derive(Debug, Clone, Serialize)]
 pub struct EndpointInfo {
@@ -396,7 +384,7 @@ impl Emulator {
         let links = match config.mode {
             Mode::Bare => [None, None],
             Mode::Model => {
-                let duplex = crate::Duplex::<forward::Packet>::asymmetric(
+                let duplex = linkemu::Duplex::<forward::Packet>::asymmetric(
                     config.a_to_b.clone(),
                     config.b_to_a.clone(),
                     config.seed,

@@ -438,7 +438,7 @@ pub fn linkemu_drops(r: &crate::inputs::LinkemuRun) -> Option<ChartSpec> {
         return None;
     }
     let mut spec = ChartSpec::new("Emulated path: drops per second", "time (s)", "packets/s");
-    type Pick = fn(&linkemu::realtime::LiveCounters) -> u64;
+    type Pick = fn(&linkemu::LiveCounters) -> u64;
     let causes: [(&str, Pick); 3] = [
         ("lost (model)", |c| c.dropped_loss),
         ("queue drops", |c| c.dropped_queue),

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use linkemu::realtime::{self, Emulator, Mode, RealtimeConfig, RealtimeError, RunState};
 use linkemu::{LinkConfig, LossModel};
+use linkemu_tun::{self as realtime, Emulator, Mode, RealtimeConfig, RealtimeError, RunState};
 
 fn skip_reason() -> Option<&'static str> {
     // SAFETY: geteuid has no inputs and cannot fail.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use transfer_session::report::SendReport;
+use transfer::results::SendReport;
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
 use crate::units::{parse_rate, parse_size, si_fmt};

@@ -26,7 +26,7 @@ pub enum Kind {
     StreamRecv,
     /// `scripts/demo.sh`'s `report.json` (generation, stream send/recv, correlation).
     Demo,
-    /// `evlbi send --json` (transfer_session's `SendReport`).
+    /// `evlbi send --json` (`transfer::results::SendReport`).
     TransferSend,
     /// `evlbi linkemu --json` ([`LinkemuRun`]).
     Linkemu,
@@ -149,7 +149,7 @@ pub enum Input {
     /// Stream sender.
     StreamSend(Box<SendReport>),
     /// `evlbi send --json`.
-    TransferSend(Box<transfer_session::report::SendReport>),
+    TransferSend(Box<transfer::results::SendReport>),
     /// `evlbi linkemu --json`.
     Linkemu(Box<LinkemuRun>),
     /// Stream receiver.

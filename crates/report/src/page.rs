@@ -503,7 +503,7 @@ fn linkemu_parts(r: &LinkemuRun) -> (Vec<Metric>, Vec<Table>) {
     (m, vec![t])
 }
 
-fn transfer_parts(r: &transfer_session::report::SendReport) -> (Vec<Metric>, Vec<Table>) {
+fn transfer_parts(r: &transfer::results::SendReport) -> (Vec<Metric>, Vec<Table>) {
     let m = vec![
         Metric::text("receiver", r.server.clone()),
         Metric::text(

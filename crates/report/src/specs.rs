@@ -375,7 +375,7 @@ pub fn stream_send_rates(s: &SendReport) -> Option<ChartSpec> {
 
 /// Transfer rate over time (every 100 ms of each round): goodput (the acknowledged prefix
 /// growing) and the pacing rate the congestion controller chose, seconds from the round start.
-pub fn transfer_rates(r: &transfer_session::report::SendReport) -> Option<ChartSpec> {
+pub fn transfer_rates(r: &transfer::results::SendReport) -> Option<ChartSpec> {
     let rounds: Vec<_> = r
         .files
         .iter()

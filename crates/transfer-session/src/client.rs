@@ -18,9 +18,9 @@ use crate::control::{
 };
 use crate::fileio::FileSource;
 use crate::hashing::{digest, FileDigest};
-use crate::report::{FileSendReport, RoundReport, SendReport, REPORT_SCHEMA_VERSION};
 use crate::udp::{drive_sender, Tick};
 use crate::{io_err, nonce, unexpected, SessionError, CONTROL_TIMEOUT};
+use transfer::results::{FileSendReport, RoundReport, SendReport, REPORT_SCHEMA_VERSION};
 
 /// Congestion control for the data.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -16,7 +16,6 @@ pub mod control;
 pub mod fileio;
 pub mod hashing;
 pub mod paths;
-pub mod report;
 pub mod udp;
 
 mod client;

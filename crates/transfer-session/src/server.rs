@@ -20,9 +20,10 @@ use crate::control::{clip, data_key, session_key, Msg, Offer, CLIENT_LABEL, MAX_
 use crate::fileio::PartSink;
 use crate::hashing::{compare, verify as verify_copy, IncrementalDigest};
 use crate::paths::{Dir, Root};
-use crate::report::FileRecvReport;
-use crate::udp::{drive_receiver, ForeignCounters, Tick};
+use crate::udp::{drive_receiver, Tick};
 use crate::{io_err, nonce, unexpected, SessionError};
+use transfer::results::FileRecvReport;
+use transfer::results::ForeignCounters;
 
 /// How long the receiver waits between files or for a round's end marker.
 const IDLE: Duration = Duration::from_secs(600);

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use netio::RecvBatch;
+use transfer::results::ForeignCounters;
 use transfer::{Receiver, Sender, Sink, Source};
 
 /// Longest sleep between looks at the control channel and the progress callback.
@@ -86,17 +87,6 @@ pub fn drive_sender<S: Source>(
             sender.handle_datagram(now, d.data);
         }
     }
-}
-
-/// Datagrams the receiving loop refused before the protocol saw them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ForeignCounters {
-    /// From an IP address other than the control connection's peer.
-    pub other_host: u64,
-    /// From the right host but another port than the one the session locked to.
-    pub other_port: u64,
-    /// Larger than any datagram of the protocol (truncated by the kernel).
-    pub oversized: u64,
 }
 
 /// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's

@@ -12,8 +12,8 @@ use std::time::Duration;
 use ctlchan::serve::ServeStats;
 use ctlchan::{Channel, Role};
 use testkit::SmallDisk;
+use transfer::results::{FileRecvReport, SendReport};
 use transfer_session::control::{Msg, Offer, MAX_LINE, PROTOCOL_VERSION};
-use transfer_session::report::{FileRecvReport, SendReport};
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, SessionError};
 
 fn pattern(len: usize, seed: u64) -> Vec<u8> {

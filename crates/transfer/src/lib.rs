@@ -129,6 +129,7 @@
 
 pub mod cc;
 pub mod receiver;
+pub mod results;
 pub mod sender;
 pub mod wire;
 

@@ -2,8 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::udp::ForeignCounters;
-
 /// Version of the report layout.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
@@ -31,11 +29,11 @@ pub struct RoundReport {
     /// Congestion controller and its final phase.
     pub cc: String,
     /// What the controller reacted to (rate cuts, ignored sender-limited samples).
-    pub cc_events: transfer::CcEvents,
+    pub cc_events: crate::CcEvents,
     /// Datagrams from the receiver the sender dropped as malformed or not of this session.
     pub rejected: u64,
     /// Rate over time, every 100 ms: goodput, receive rate, pacing rate, inflight.
-    pub rate_samples: Vec<transfer::RateSample>,
+    pub rate_samples: Vec<crate::RateSample>,
 }
 
 /// One file as the sender saw it.
@@ -123,4 +121,15 @@ pub struct FileRecvReport {
     pub error: Option<String>,
     /// Offer to verdict, s.
     pub elapsed_s: f64,
+}
+
+/// Datagrams the receiving loop refused before the protocol saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignCounters {
+    /// From an IP address other than the control connection's peer.
+    pub other_host: u64,
+    /// From the right host but another port than the one the session locked to.
+    pub other_port: u64,
+    /// Larger than any datagram of the protocol (truncated by the kernel).
+    pub oversized: u64,
 }

@@ -69,4 +69,4 @@ pub use config::{ConfigError, GilbertElliott, LinkConfig, LossModel, MAX_DELAY};
 pub use link::{Admission, Duplex, Link};
 pub use live::{IntervalSample, LiveCounters};
 pub use loss::LossProcess;
-pub use stats::{Counter, LinkStats, QueueDelaySummary};
+pub use stats::{Counter, LinkStats, QUEUE_DELAY_BUCKETS};

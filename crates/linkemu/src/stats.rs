@@ -2,12 +2,8 @@
 
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
+use histogram::Hist;
 use serde::{Deserialize, Serialize, Serializer};
-
-/// Highest queue delay the histogram resolves, in µs (one hour); larger
-/// values are clamped into the top bucket rather than lost.
-const MAX_QUEUE_DELAY_US: u64 = 3_600_000_000;
 
 /// A packet count and the sum of their lengths.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,8 +50,9 @@ pub struct LinkStats {
     /// Time packets waited in the bottleneck queue before their own
     /// serialisation started, in µs; one sample per packet admitted to the
     /// queue (a packet lost on the wire afterwards still waited).
-    #[serde(rename = "queue_delay_us", serialize_with = "serialize_summary")]
-    pub queue_delay_us: Histogram<u64>,
+    /// Serialised as a [`HistSummary`] with at most [`QUEUE_DELAY_BUCKETS`] buckets.
+    #[serde(serialize_with = "serialize_summary")]
+    pub queue_delay_us: Hist,
 }
 
 impl Default for LinkStats {
@@ -67,9 +64,7 @@ impl Default for LinkStats {
             dropped_queue: Counter::default(),
             duplicated: Counter::default(),
             max_queue_bytes: 0,
-            // Constant, valid bounds: creation cannot fail.
-            queue_delay_us: Histogram::new_with_bounds(1, MAX_QUEUE_DELAY_US, 3)
-                .expect("constant histogram bounds are valid"),
+            queue_delay_us: Hist::new(),
         }
     }
 }
@@ -77,27 +72,27 @@ impl Default for LinkStats {
 impl LinkStats {
     pub(crate) fn record_queue_delay(&mut self, wait: Duration) {
         let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
-        self.queue_delay_us.saturating_record(us);
+        self.queue_delay_us.record(us);
     }
 
     /// Mean queue delay (0 when no packet was queued).
     pub fn queue_delay_mean(&self) -> Duration {
-        Duration::from_secs_f64(self.queue_delay_us.mean() / 1e6)
+        Duration::from_secs_f64(self.queue_delay_us.mean().unwrap_or(0.0) / 1e6)
     }
 
     /// Median queue delay (µs resolution, 3 significant digits).
     pub fn queue_delay_p50(&self) -> Duration {
-        Duration::from_micros(self.queue_delay_us.value_at_quantile(0.5))
+        Duration::from_micros(self.queue_delay_us.quantile(0.5).unwrap_or(0))
     }
 
     /// 99th percentile of the queue delay.
     pub fn queue_delay_p99(&self) -> Duration {
-        Duration::from_micros(self.queue_delay_us.value_at_quantile(0.99))
+        Duration::from_micros(self.queue_delay_us.quantile(0.99).unwrap_or(0))
     }
 
     /// Largest queue delay recorded.
     pub fn queue_delay_max(&self) -> Duration {
-        Duration::from_micros(self.queue_delay_us.max())
+        Duration::from_micros(self.queue_delay_us.max().unwrap_or(0))
     }
 
     /// Fraction of offered packets lost by the wire loss model.
@@ -119,29 +114,9 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// What the queue-delay histogram is serialised as (`queue_delay_us` in the JSON): the raw
-/// buckets are bulky and need hdrhistogram's own codec, while reports only show these numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct QueueDelaySummary {
-    /// Packets admitted to the queue.
-    pub count: u64,
-    /// Mean wait, µs.
-    pub mean: f64,
-    /// Median wait, µs.
-    pub p50: u64,
-    /// 99th percentile, µs.
-    pub p99: u64,
-    /// Longest wait, µs.
-    pub max: u64,
-}
+/// Buckets kept when the queue-delay histogram is serialised: enough for a report's figure.
+pub const QUEUE_DELAY_BUCKETS: usize = 64;
 
-fn serialize_summary<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
-    QueueDelaySummary {
-        count: h.len(),
-        mean: h.mean(),
-        p50: h.value_at_quantile(0.5),
-        p99: h.value_at_quantile(0.99),
-        max: h.max(),
-    }
-    .serialize(s)
+fn serialize_summary<S: Serializer>(h: &Hist, s: S) -> Result<S::Ok, S::Error> {
+    h.summary(QUEUE_DELAY_BUCKETS).serialize(s)
 }

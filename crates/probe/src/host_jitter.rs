@@ -13,8 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{Hist, HistSummary, DEFAULT_MAX_BUCKETS};
 use crate::send_stats::{SendConfig, SendStats, SenderReport};
+use histogram::{Hist, HistSummary, DEFAULT_MAX_BUCKETS};
 
 /// Clock-read gaps above this while spinning count as interruptions. Two successive reads of
 /// CLOCK_MONOTONIC (vDSO) take ~20–50 ns; 1 µs is far above that and far below the gaps that

@@ -53,7 +53,6 @@
 
 pub mod auth;
 pub mod control;
-pub mod hist;
 pub mod host;
 pub mod host_jitter;
 pub mod lossfit;

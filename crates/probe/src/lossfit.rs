@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::Hist;
+use histogram::Hist;
 
 /// Fewer intervals than this and the verdict says the sample is too small.
 pub const MIN_INTERVALS: u64 = 20;

@@ -11,11 +11,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::control::Hello;
-use crate::hist::{Bucket, Hist, HistSummary, SignedHist, DEFAULT_MAX_BUCKETS};
 use crate::lossfit::{fit_loss_intervals, PoissonFit};
 use crate::seqwin::{SeqEvent, SeqTracker};
 use crate::wire::{Packet, Repr, WireError};
 use crate::WIRE_OVERHEAD_BYTES;
+use histogram::{Bucket, Hist, HistSummary, SignedHist, DEFAULT_MAX_BUCKETS};
 
 /// Default duplicate/reorder memory: 2^16 sequence numbers (8 KiB of bitmap).
 pub const DEFAULT_WINDOW: u64 = 1 << 16;

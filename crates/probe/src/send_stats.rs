@@ -8,8 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hist::{Hist, HistSummary, DEFAULT_MAX_BUCKETS};
 use crate::WIRE_OVERHEAD_BYTES;
+use histogram::{Hist, HistSummary, DEFAULT_MAX_BUCKETS};
 
 /// Sender statistics parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

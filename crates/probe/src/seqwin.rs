@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use crate::hist::Hist;
+use histogram::Hist;
 
 /// Reordering metrics of one reordered packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -106,7 +106,7 @@ fn stream() -> impl Strategy<Value = (u64, Vec<u64>)> {
         })
 }
 
-fn sum(h: &probe::hist::HistSummary) -> u64 {
+fn sum(h: &histogram::HistSummary) -> u64 {
     h.buckets.iter().map(|b| b.count * b.lo).sum()
 }
 

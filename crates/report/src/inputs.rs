@@ -85,7 +85,7 @@ pub struct Demo {
 
 /// The parts of an `evlbi linkemu --json` summary the page shows. The emulator's own
 /// `RealtimeStats` cannot be read back whole (its queue-delay histogram is written as a
-/// [`linkemu::QueueDelaySummary`]), so this names the fields read, with linkemu's own types.
+/// [`histogram::HistSummary`]), so this names the fields read, with linkemu's own types.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct LinkemuRun {
     /// "model" or "bare".
@@ -136,7 +136,7 @@ pub struct LinkemuModel {
     /// Largest queue occupancy, bytes.
     pub max_queue_bytes: u64,
     /// Queue waits.
-    pub queue_delay_us: linkemu::QueueDelaySummary,
+    pub queue_delay_us: histogram::HistSummary,
 }
 
 /// A parsed result.

@@ -476,7 +476,7 @@ fn linkemu_parts(r: &LinkemuRun) -> (Vec<Metric>, Vec<Table>) {
                 opt(model.map(|x| x.max_queue_bytes)),
                 model.map_or("—".to_string(), |x| {
                     let q = &x.queue_delay_us;
-                    format!("{} / {} / {}", q.p50, q.p99, q.max)
+                    format!("{} / {} / {}", opt(q.p50), opt(q.p99), opt(q.max))
                 }),
             ]
         })

@@ -4,7 +4,7 @@
 //! delay against time and the distribution of intervals between losses with an exponential fit
 //! (seed 004 Figure 6).
 
-use probe::hist::{Bucket, HistSummary};
+use histogram::{Bucket, HistSummary};
 use probe::results::{ProbeResult, SweepResult};
 use stream_session::report::{RecvReport, SendReport};
 

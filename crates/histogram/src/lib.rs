@@ -1,6 +1,6 @@
 //! Bounded-memory histograms and their serialised form.
 //!
-//! Every distribution the probe reports (inter-arrival time, departure gaps, one-way delay,
+//! Every distribution evlbi reports (inter-arrival time, departure gaps, one-way delay,
 //! loss runs, loss intervals, reordering extents) is an HDR histogram: memory grows with the
 //! logarithm of the largest value, not with the number of packets, which is what lets a
 //! 1e9-packet trial run in a few megabytes. Three significant figures keep 16 ns resolution at the
@@ -186,7 +186,7 @@ pub struct HistSummary {
 }
 
 /// Merge adjacent buckets so that at most `max` remain (never fewer than one per group).
-pub(crate) fn merge_buckets(buckets: Vec<Bucket>, max: usize) -> Vec<Bucket> {
+fn merge_buckets(buckets: Vec<Bucket>, max: usize) -> Vec<Bucket> {
     let max = max.max(1);
     if buckets.len() <= max {
         return buckets;

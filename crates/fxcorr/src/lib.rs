@@ -21,7 +21,12 @@ use vdif::{FrameScanner, ScanEvent, VdifHeader};
 pub enum CorrelateError {
     /// Reading a stream failed.
     #[error("reading station {station}: {source}")]
-    Io { station: char, source: std::io::Error },
+    Io {
+        /// Station letter.
+        station: char,
+        /// The read error.
+        source: std::io::Error,
+    },
     /// The stations' frames differ in a way that prevents pairing them.
     #[error("stations differ: {0}")]
     Mismatch(String),

@@ -16,7 +16,12 @@ pub enum ModelError {
     NotPositive(&'static str),
     /// A fraction outside [0, 1).
     #[error("{name} = {value} must lie in [0, 1)")]
-    Fraction { name: &'static str, value: f64 },
+    Fraction {
+        /// The quantity.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
 }
 
 fn positive(name: &'static str, v: f64) -> Result<f64, ModelError> {
@@ -45,7 +50,8 @@ pub mod wire {
 
     use super::*;
 
-    /// Ethernet + IPv4 + UDP overhead per datagram on the wire, bytes.
+    /// Ethernet + IPv4 + UDP overhead per datagram on the wire, bytes: the one definition every
+    /// crate uses (probe rates, transfer wire bytes, this model).
     pub const ETHERNET_UDP_OVERHEAD: u32 = 66;
 
     /// Inputs of the wire model.
@@ -390,7 +396,7 @@ mod tests {
             data_rate_bps: 4.096e9,
             payload_bytes: 8192,
             app_header_bytes: 0,
-            overhead_bytes: 66,
+            overhead_bytes: wire::ETHERNET_UDP_OVERHEAD,
         })
         .unwrap();
         assert!((w.spacing_ns - 16_000.0).abs() < 1e-6);

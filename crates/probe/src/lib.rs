@@ -64,9 +64,9 @@ pub mod tcp;
 pub mod tcp_results;
 pub mod wire;
 
-/// Bytes of framing per datagram on Ethernet beyond the UDP payload: UDP 8 + IPv4 20 +
-/// Ethernet header 14 + FCS 4 + preamble 8 + inter-frame gap 12 (seed 004 §4.1: "an extra 66 bytes").
-pub const WIRE_OVERHEAD_BYTES: u64 = 66;
+/// Bytes of framing per datagram on Ethernet beyond the UDP payload (seed 004 §4.1: "an extra
+/// 66 bytes"), as the wire model defines it.
+pub const WIRE_OVERHEAD_BYTES: u64 = models::wire::ETHERNET_UDP_OVERHEAD as u64;
 
 pub use recv_stats::{ReceiverReport, RecvConfig, RecvStats};
 pub use results::{ProbeResult, SweepResult};

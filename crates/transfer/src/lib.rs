@@ -125,7 +125,7 @@
 //! # Congestion control
 //!
 //! See [`cc`]. Rates are in bits per second of *wire* bytes: each DATA datagram counts as its
-//! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, 66 bytes by default).
+//! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, `models::wire::ETHERNET_UDP_OVERHEAD` by default).
 
 pub mod cc;
 pub mod receiver;

@@ -57,7 +57,7 @@ impl SenderConfig {
     pub fn new(session: SessionParams) -> Self {
         Self {
             session,
-            wire_overhead: 66,
+            wire_overhead: models::wire::ETHERNET_UDP_OVERHEAD,
             max_window_chunks: 1 << 20,
             initial_rtt: Duration::from_millis(300),
             min_report_timeout: Duration::from_millis(100),

@@ -7,22 +7,43 @@ use thiserror::Error;
 pub enum HeaderError {
     /// Fewer bytes than a header needs.
     #[error("header needs {need} bytes, only {have} available")]
-    TooShort { have: usize, need: usize },
+    TooShort {
+        /// Bytes available.
+        have: usize,
+        /// Bytes a header needs.
+        need: usize,
+    },
     /// A field value does not fit its width in the header.
     #[error("header field {field} = {value} exceeds its maximum {max}")]
-    FieldOutOfRange { field: &'static str, value: u64, max: u64 },
+    FieldOutOfRange {
+        /// The header field.
+        field: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// The largest value its width holds.
+        max: u64,
+    },
     /// The frame-length field is not larger than the header itself.
     #[error("frame length {frame_len} bytes is not larger than the {header_len}-byte header")]
-    FrameShorterThanHeader { frame_len: usize, header_len: usize },
+    FrameShorterThanHeader {
+        /// Frame length from the header, bytes.
+        frame_len: usize,
+        /// Header length, bytes (16 or 32).
+        header_len: usize,
+    },
     /// The data array does not hold a whole number of complete samples.
     #[error(
         "data array of {data_len} bytes does not hold whole samples of {bits_per_sample} bit(s) x {channels} channel(s){}",
         if *complex { " (complex)" } else { "" }
     )]
     IncompleteSamples {
+        /// Data array length, bytes.
         data_len: usize,
+        /// Bits per sample.
         bits_per_sample: u8,
+        /// Channels per frame.
         channels: u32,
+        /// Complex samples (two values each).
         complex: bool,
     },
     /// A station name that is neither two ASCII characters nor a number 0..=65535.
@@ -44,21 +65,37 @@ pub enum LayoutError {
     Bits(u8),
     /// Channel count is not a power of two, or threads do not divide it.
     #[error("{channels} channel(s) over {threads} thread(s): channels per thread must be a power of two 1..=2^31")]
-    Channels { channels: u32, threads: u32 },
+    Channels {
+        /// Channels asked for.
+        channels: u32,
+        /// Threads asked for.
+        threads: u32,
+    },
     /// Thread count outside 1..=1024.
     #[error("{0} threads: VDIF thread ids have 10 bits, so 1..=1024")]
     Threads(u32),
     /// The data rate does not give a whole number of frames per second.
     #[error("{rate_bps} b/s over {threads} thread(s) with {data_len}-byte frames is {fps} frames/s per thread; VDIF needs a whole number (try another --frame or --rate)")]
     FractionalFrameRate {
+        /// Data rate asked for, b/s.
         rate_bps: f64,
+        /// Threads it is spread over.
         threads: u32,
+        /// Data array length, bytes.
         data_len: usize,
+        /// Frames per second per thread that gives.
         fps: f64,
     },
     /// The data array does not hold a whole number of time samples.
     #[error("{data_len}-byte frames do not hold a whole number of {bits}-bit x {channels}-channel samples")]
-    IncompleteSamples { data_len: usize, bits: u8, channels: u32 },
+    IncompleteSamples {
+        /// Data array length, bytes.
+        data_len: usize,
+        /// Bits per sample.
+        bits: u8,
+        /// Channels per thread.
+        channels: u32,
+    },
     /// Frames per second exceed the 24-bit frame-number field.
     #[error("{0} frames per second exceed the 24-bit frame-number field")]
     TooManyFrames(u64),
@@ -69,10 +106,20 @@ pub enum LayoutError {
 pub enum CodecError {
     /// The codec handles real 1- and 2-bit samples only.
     #[error("cannot decode {bits}-bit{} samples (only real 1- and 2-bit)", if *complex { " complex" } else { "" })]
-    Unsupported { bits: u8, complex: bool },
+    Unsupported {
+        /// Bits per sample of the frames.
+        bits: u8,
+        /// Complex samples.
+        complex: bool,
+    },
     /// Buffer length does not match the sample count.
     #[error("buffer of {have} bytes, {need} needed")]
-    Length { have: usize, need: usize },
+    Length {
+        /// Bytes given.
+        have: usize,
+        /// Bytes the sample count needs.
+        need: usize,
+    },
 }
 
 /// VTP/udps datagram errors.
@@ -86,5 +133,10 @@ pub enum VtpError {
     Header(#[from] HeaderError),
     /// The frame-length field disagrees with the datagram length.
     #[error("VDIF header says {header} bytes but the datagram carries {carried}")]
-    LengthMismatch { header: usize, carried: usize },
+    LengthMismatch {
+        /// Frame length the header states, bytes.
+        header: usize,
+        /// Bytes the datagram carries after the sequence number.
+        carried: usize,
+    },
 }

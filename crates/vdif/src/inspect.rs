@@ -140,7 +140,12 @@ pub enum InspectError {
     Empty,
     /// No frame at all.
     #[error("no VDIF frame found in {bytes} bytes; at offset 0: {reason}")]
-    NotVdif { bytes: u64, reason: String },
+    NotVdif {
+        /// Bytes read.
+        bytes: u64,
+        /// Why the first bytes are not a VDIF header.
+        reason: String,
+    },
 }
 
 #[derive(Default)]

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Check the crate layering of ARCHITECTURE.md against `cargo metadata` and the core crates' code.
+
+Rules (normal dependencies; dev-dependencies are free):
+  core   vdif probe stream transfer linkemu models histogram fxcorr
+         depend on core crates only, never on a crate that does IO for them (libc, socket2,
+         rustix, nix), and their non-test code reads no clock and opens no socket or file.
+  shell  netio ctlchan linkemu-tun *-session
+         depend on core and shell crates; a *-session crate never on another *-session.
+  view   report: core crates only.
+  bin    evlbi: anything.   dev: testkit (tests only).
+Every workspace crate must be in exactly one layer, so a new crate has to be placed.
+
+Exit 0 when every rule holds, 1 with one line per broken rule. Python 3 stdlib only.
+Usage: scripts/check_layers.py   (from anywhere inside the repository)
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "fxcorr"}
+SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session"}
+VIEW = {"report"}
+BIN = {"evlbi"}
+DEV = {"testkit"}
+IO_CRATES = {"libc", "socket2", "rustix", "nix", "mio", "tokio"}
+# What a core crate's non-test code must not do: read a clock, open sockets or files, sleep.
+FORBIDDEN_IN_CORE = re.compile(
+    r"Instant::now|SystemTime::now|\bUdpSocket\b|\bTcpStream\b|\bTcpListener\b|std::fs::|File::open|File::create"
+    r"|thread::sleep|thread::spawn"
+)
+
+
+def main() -> int:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    meta = json.loads(
+        subprocess.run(
+            ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
+            cwd=root, check=True, capture_output=True, text=True,
+        ).stdout
+    )
+    members = {p["name"]: p for p in meta["packages"]}
+    problems = []
+    layers = [CORE, SHELL, VIEW, BIN, DEV]
+    for name in members:
+        if sum(name in layer for layer in layers) != 1:
+            problems.append(f"{name}: not placed in exactly one layer (edit scripts/check_layers.py and ARCHITECTURE.md)")
+    for name, pkg in sorted(members.items()):
+        deps = [d["name"] for d in pkg["dependencies"] if d.get("kind") is None]
+        internal = [d for d in deps if d in members]
+        if name in CORE:
+            for d in internal:
+                if d not in CORE:
+                    problems.append(f"{name} (core) depends on {d}, which is not a core crate")
+            for d in deps:
+                if d in IO_CRATES:
+                    problems.append(f"{name} (core) depends on {d}: IO belongs in a shell crate")
+            src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
+            for dirpath, _, files in os.walk(src):
+                for f in files:
+                    if f.endswith(".rs"):
+                        problems += scan_core_source(os.path.join(dirpath, f), root)
+        elif name in SHELL:
+            for d in internal:
+                if d not in CORE | SHELL:
+                    problems.append(f"{name} (shell) depends on {d}, which is neither core nor shell")
+                if name.endswith("-session") and d.endswith("-session"):
+                    problems.append(f"{name} depends on another session crate, {d}")
+        elif name in VIEW:
+            for d in internal:
+                if d not in CORE:
+                    problems.append(f"{name} (view) depends on {d}: views read core result types only")
+    for p in problems:
+        print(p)
+    print(f"layers: {len(members)} crates checked, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def scan_core_source(path: str, root: str) -> list:
+    """Lines of non-test code (before the first #[cfg(test)]) that do IO or read a clock."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            if line.strip().startswith("#[cfg(test)]"):
+                break
+            code = line.split("//", 1)[0]
+            m = FORBIDDEN_IN_CORE.search(code)
+            if m:
+                out.append(f"{os.path.relpath(path, root)}:{no}: core code uses {m.group(0)}")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

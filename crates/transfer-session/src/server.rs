@@ -294,6 +294,9 @@ impl Server {
         Ok((dir, name.to_string()))
     }
 
+    /// Receive one offered file: rounds of UDP data until every block verifies against the
+    /// sender's hashes (then the copy is synced and renamed into place), the rounds run out, or
+    /// something fails. A refusal is a report with `error` set; `Err` ends the session.
     #[allow(clippy::too_many_arguments)]
     fn receive_file(
         &self,
@@ -311,182 +314,39 @@ impl Server {
             size: o.size,
             ..FileRecvReport::default()
         };
-        let refuse = |ch: &mut Channel<Msg>, rep: &mut FileRecvReport, msg: String| -> Result<(), SessionError> {
-            let msg = clip(&msg);
-            ch.send(&Msg::Refused { message: msg.clone() })?;
-            rep.error = Some(msg);
-            Ok(())
+        let opened = match self.claim(&o.path) {
+            None => Err(format!("{} is being received by another session", o.path)),
+            Some(claim) => self
+                .place(&o)
+                .and_then(|(dir, name)| Reception::open(dir, name, &o))
+                .map(|r| (claim, r)),
         };
-        let Some(_claim) = self.claim(&o.path) else {
-            refuse(ch, &mut rep, format!("{} is being received by another session", o.path))?;
-            return Ok(rep);
-        };
-        let (dir, name) = match self.place(&o) {
+        let (_claim, mut rx) = match opened {
             Ok(x) => x,
-            Err(e) => {
-                refuse(ch, &mut rep, e)?;
+            Err(msg) => {
+                let msg = clip(&msg);
+                ch.send(&Msg::Refused { message: msg.clone() })?;
+                rep.error = Some(msg);
                 return Ok(rep);
             }
         };
-        let part_name = format!("{name}.part");
-        let state_name = format!("{name}.part.evlbi");
-        let part_path = dir.display(&part_name);
-        let (part, mut state) = match open_part(&dir, &part_name, &state_name, &o) {
-            Ok(x) => x,
-            Err(e) => {
-                refuse(ch, &mut rep, format!("{}: {e}", part_path.display()))?;
-                return Ok(rep);
-            }
-        };
-        let g = Geometry {
-            size: o.size,
-            block_size: o.block_size,
-        };
-        let mut have: BTreeSet<u64> = from_ranges(&state.have).filter(|&b| b < g.blocks()).collect();
-        // Blocks held from an earlier attempt: they count as resumed once they verify.
-        let mut held_before = have.clone();
-        let mut expected: Vec<[u8; 32]> = Vec::new();
-        // The first round hashes blocks as they complete; later rounds (rare: a block failed
-        // verification) hash the whole copy again.
-        let mut incremental = Some(IncrementalDigest::start(
-            part.try_clone()
-                .map_err(io_err(format!("reading {}", part_path.display())))?,
-            g,
-            have.iter().copied(),
-        ));
-        let mut file_hash: Option<[u8; 32]> = None;
         for round in 1..=self.cfg.max_rounds {
             rep.rounds = round;
-            let selection = Selection::missing(g, &to_ranges(have.iter().copied()));
-            let (sock, _grant) = bind_udp(SocketAddr::new(local_ip, 0), BufferRequest::new(self.cfg.rcvbuf, 0))
-                .map_err(|e| SessionError::Io {
-                    what: "binding UDP".into(),
-                    source: std::io::Error::other(e),
-                })?;
-            // Kernel receive stamps for the one-way delay; on before the sender hears the port,
-            // because the first socket on a host to ask turns stamping on through deferred work.
-            netio::enable_rx_timestamps(&sock).map_err(io_err("SO_TIMESTAMPNS"))?;
-            let port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
-            let session_id: u64 = rand::random();
-            ch.send(&Msg::Accept {
-                udp_port: port,
-                session_id,
-                have: to_ranges(have.iter().copied()),
-            })?;
-            on(ServerEvent::Round {
-                path: o.path.clone(),
-                round,
-                udp_port: port,
-                bytes: selection.virtual_size(),
-            });
-            let params = SessionParams {
-                session_id,
-                file_size: selection.virtual_size(),
-                chunk_size: o.chunk_size,
+            let net = NetSide {
+                key,
+                local_ip,
+                peer,
+                stop,
+                on,
             };
-            let sink = PartSink::new(&part, selection, o.chunk_size, o.block_size);
-            let mut rcfg = ReceiverConfig::new(params);
-            rcfg.data_key = Some(data_key(key, session_id));
-            rcfg.idle_timeout = self.cfg.data_idle_timeout;
-            let mut receiver =
-                Receiver::new(rcfg, sink, Instant::now()).map_err(|e| SessionError::Usage(e.to_string()))?;
-            let mut failure: Option<SessionError> = None;
-            let mut round_over = false;
-            let mut last_save = Instant::now();
-            let mut foreign = ForeignCounters::default();
-            drive_receiver(&sock, &mut receiver, peer.ip(), &mut foreign, &mut |r| {
-                let done = r.sink_mut().take_completed();
-                let fresh = !done.is_empty();
-                if let Some(inc) = &incremental {
-                    done.iter().for_each(|&b| inc.completed(b));
-                }
-                have.extend(done);
-                if let Some(e) = r.sink_mut().last_error.take() {
-                    // Disk full or a failing disk: stop, keep what is on disk resumable.
-                    failure = Some(SessionError::Io {
-                        what: format!("writing {}", part_path.display()),
-                        source: e,
-                    });
-                }
-                if fresh && last_save.elapsed() >= SAVE_EVERY {
-                    state.have = to_ranges(have.iter().copied());
-                    let _ = state.save(&dir, &state_name);
-                    last_save = Instant::now();
-                }
-                if r.state() == ReceiverState::TimedOut {
-                    failure = Some(SessionError::Peer(format!(
-                        "no valid datagram from the sender for {:?}",
-                        self.cfg.data_idle_timeout
-                    )));
-                }
-                match ch.try_recv() {
-                    Ok(None) => {}
-                    Ok(Some(Msg::Hashes { first_block, hashes })) => {
-                        if first_block != expected.len() as u64 || expected.len() + hashes.len() > g.blocks() as usize {
-                            failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
-                        }
-                        expected.extend(hashes.iter().filter_map(|h| hex32(h)));
-                    }
-                    Ok(Some(Msg::FileHash { blake3 })) => {
-                        file_hash = hex32(&blake3);
-                        round_over = true;
-                    }
-                    Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
-                    Err(e) => failure = Some(e.into()),
-                }
-                if round_over || failure.is_some() || stop.load(Ordering::Relaxed) {
-                    Tick::Abort
-                } else {
-                    Tick::Continue
-                }
-            })
-            .map_err(io_err("receiving UDP"))?;
-            have.extend(receiver.sink_mut().take_completed());
-            let st = receiver.stats();
-            rep.datagrams_received += st.datagrams_received;
-            rep.duplicate_datagrams += st.duplicate_datagrams;
-            rep.rejected += st.rejected.total();
-            rep.foreign.other_host += foreign.other_host;
-            rep.foreign.other_port += foreign.other_port;
-            rep.foreign.oversized += foreign.oversized;
-            state.have = to_ranges(have.iter().copied());
-            let saved = state.save(&dir, &state_name);
-            if let Some(e) = failure {
-                // Tell the sender even if saving the record failed too (disk full): the previous
-                // record then stays, listing fewer blocks — still correct.
-                return Err(fatal(ch, e));
-            }
-            saved.map_err(io_err(format!("writing {}", dir.display(&state_name).display())))?;
-            if !round_over {
-                return Err(SessionError::Interrupted);
-            }
-            if !receiver.is_complete() {
-                let e = SessionError::Peer("the sender ended the round before every block arrived".into());
-                return Err(fatal(ch, e));
-            }
-            if expected.len() as u64 != g.blocks() {
-                let e = SessionError::Peer(format!("{} block hashes for {} blocks", expected.len(), g.blocks()));
-                return Err(fatal(ch, e));
-            }
-            let v = match incremental.take() {
-                Some(inc) => inc.finish().map(|d| compare(d, g, &expected)),
-                None => verify_copy(&part, g, &expected),
-            }
-            .map_err(io_err(format!("reading {}", part_path.display())))?;
-            if v.bad.is_empty() && Some(v.file) == file_hash {
-                // Durable before the sender hears "verified" (it may delete its copy then).
-                part.sync_all()
-                    .map_err(io_err(format!("syncing {}", part_path.display())))?;
-                // renameat in the held directory: replaces the entry, never writes through it;
-                // without --overwrite a file that appeared meanwhile is not replaced either.
-                dir.rename(&part_name, &name, self.cfg.overwrite)
-                    .map_err(io_err(format!("renaming to {}", dir.display(&name).display())))?;
-                let _ = dir.remove(&state_name);
-                set_mtime(&part, o.mtime_ns);
+            self.receive_round(ch, &net, &o, round, &mut rx, &mut rep)?;
+            let v = rx.verify(ch)?;
+            if v.bad.is_empty() && Some(v.file) == rx.file_hash {
+                rx.commit(&o, self.cfg.overwrite)?;
                 rep.verified = true;
                 rep.blake3 = Some(hex_encode(&v.file));
                 rep.elapsed_s = started.elapsed().as_secs_f64();
-                rep.resumed_bytes = g.len_of(held_before.iter().copied());
+                rep.resumed_bytes = rx.g.len_of(rx.held_before.iter().copied());
                 ch.send(&Msg::Verified {
                     path: o.path.clone(),
                     blake3: hex_encode(&v.file),
@@ -494,14 +354,7 @@ impl Server {
                 return Ok(rep);
             }
             rep.bad_blocks += v.bad.len() as u64;
-            for b in &v.bad {
-                have.remove(b);
-                held_before.remove(b);
-            }
-            state.have = to_ranges(have.iter().copied());
-            state
-                .save(&dir, &state_name)
-                .map_err(io_err(format!("writing {}", dir.display(&state_name).display())))?;
+            rx.forget(&v.bad)?;
             if round == self.cfg.max_rounds {
                 break;
             }
@@ -517,6 +370,252 @@ impl Server {
         rep.error = Some(msg);
         rep.elapsed_s = started.elapsed().as_secs_f64();
         Ok(rep)
+    }
+
+    /// One round: a fresh UDP port and session id, the blocks still missing sent as one virtual
+    /// file, until the sender's `file_hash` ends the round (block hashes arrive meanwhile).
+    fn receive_round(
+        &self,
+        ch: &mut Channel<Msg>,
+        net: &NetSide<'_>,
+        o: &Offer,
+        round: u32,
+        rx: &mut Reception,
+        rep: &mut FileRecvReport,
+    ) -> Result<(), SessionError> {
+        let selection = Selection::missing(rx.g, &to_ranges(rx.have.iter().copied()));
+        let (sock, _grant) = bind_udp(SocketAddr::new(net.local_ip, 0), BufferRequest::new(self.cfg.rcvbuf, 0))
+            .map_err(|e| SessionError::Io {
+                what: "binding UDP".into(),
+                source: std::io::Error::other(e),
+            })?;
+        // Kernel receive stamps for the one-way delay; on before the sender hears the port,
+        // because the first socket on a host to ask turns stamping on through deferred work.
+        netio::enable_rx_timestamps(&sock).map_err(io_err("SO_TIMESTAMPNS"))?;
+        let port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
+        let session_id: u64 = rand::random();
+        ch.send(&Msg::Accept {
+            udp_port: port,
+            session_id,
+            have: to_ranges(rx.have.iter().copied()),
+        })?;
+        (net.on)(ServerEvent::Round {
+            path: o.path.clone(),
+            round,
+            udp_port: port,
+            bytes: selection.virtual_size(),
+        });
+        let params = SessionParams {
+            session_id,
+            file_size: selection.virtual_size(),
+            chunk_size: o.chunk_size,
+        };
+        // The sink writes through its own descriptor of the copy, so the loop below may update
+        // the reception's bookkeeping while the receiver holds the sink.
+        let part = rx
+            .part
+            .try_clone()
+            .map_err(io_err(format!("writing {}", rx.part_path.display())))?;
+        let sink = PartSink::new(&part, selection, o.chunk_size, o.block_size);
+        let mut rcfg = ReceiverConfig::new(params);
+        rcfg.data_key = Some(data_key(net.key, session_id));
+        rcfg.idle_timeout = self.cfg.data_idle_timeout;
+        let mut receiver = Receiver::new(rcfg, sink, Instant::now()).map_err(|e| SessionError::Usage(e.to_string()))?;
+        let mut failure: Option<SessionError> = None;
+        let mut round_over = false;
+        let mut last_save = Instant::now();
+        let mut foreign = ForeignCounters::default();
+        drive_receiver(&sock, &mut receiver, net.peer.ip(), &mut foreign, &mut |r| {
+            let done = r.sink_mut().take_completed();
+            let fresh = !done.is_empty();
+            if let Some(inc) = &rx.incremental {
+                done.iter().for_each(|&b| inc.completed(b));
+            }
+            rx.have.extend(done);
+            if let Some(e) = r.sink_mut().last_error.take() {
+                // Disk full or a failing disk: stop, keep what is on disk resumable.
+                failure = Some(SessionError::Io {
+                    what: format!("writing {}", rx.part_path.display()),
+                    source: e,
+                });
+            }
+            if fresh && last_save.elapsed() >= SAVE_EVERY {
+                let _ = rx.save();
+                last_save = Instant::now();
+            }
+            if r.state() == ReceiverState::TimedOut {
+                failure = Some(SessionError::Peer(format!(
+                    "no valid datagram from the sender for {:?}",
+                    self.cfg.data_idle_timeout
+                )));
+            }
+            match ch.try_recv() {
+                Ok(None) => {}
+                Ok(Some(Msg::Hashes { first_block, hashes })) => {
+                    if first_block != rx.expected.len() as u64
+                        || rx.expected.len() + hashes.len() > rx.g.blocks() as usize
+                    {
+                        failure = Some(SessionError::Peer("block hashes out of order or too many".into()));
+                    }
+                    rx.expected.extend(hashes.iter().filter_map(|h| hex32(h)));
+                }
+                Ok(Some(Msg::FileHash { blake3 })) => {
+                    rx.file_hash = hex32(&blake3);
+                    round_over = true;
+                }
+                Ok(Some(m)) => failure = Some(unexpected(&m, "hashes or file_hash")),
+                Err(e) => failure = Some(e.into()),
+            }
+            if round_over || failure.is_some() || net.stop.load(Ordering::Relaxed) {
+                Tick::Abort
+            } else {
+                Tick::Continue
+            }
+        })
+        .map_err(io_err("receiving UDP"))?;
+        rx.have.extend(receiver.sink_mut().take_completed());
+        let st = receiver.stats();
+        rep.datagrams_received += st.datagrams_received;
+        rep.duplicate_datagrams += st.duplicate_datagrams;
+        rep.rejected += st.rejected.total();
+        rep.foreign.other_host += foreign.other_host;
+        rep.foreign.other_port += foreign.other_port;
+        rep.foreign.oversized += foreign.oversized;
+        let saved = rx.save();
+        if let Some(e) = failure {
+            // Tell the sender even if saving the record failed too (disk full): the previous
+            // record then stays, listing fewer blocks — still correct.
+            return Err(fatal(ch, e));
+        }
+        saved?;
+        if !round_over {
+            return Err(SessionError::Interrupted);
+        }
+        if !receiver.is_complete() {
+            let e = SessionError::Peer("the sender ended the round before every block arrived".into());
+            return Err(fatal(ch, e));
+        }
+        Ok(())
+    }
+}
+
+/// What a round needs of the connection it serves.
+struct NetSide<'a> {
+    key: &'a [u8; 32],
+    local_ip: std::net::IpAddr,
+    peer: SocketAddr,
+    stop: &'a AtomicBool,
+    on: &'a dyn Fn(ServerEvent),
+}
+
+/// One offered file being received: where its copy grows (`NAME.part` beside `NAME.part.evlbi`,
+/// the resume record, in a directory held open below the root), which blocks it holds, and what
+/// the sender promised them to hash to.
+struct Reception {
+    dir: Dir,
+    name: String,
+    part_name: String,
+    state_name: String,
+    part_path: PathBuf,
+    part: File,
+    state: ResumeState,
+    g: Geometry,
+    have: BTreeSet<u64>,
+    /// Blocks held from an earlier attempt: they count as resumed once they verify.
+    held_before: BTreeSet<u64>,
+    expected: Vec<[u8; 32]>,
+    /// The first round hashes blocks as they complete; later rounds (rare: a block failed
+    /// verification) hash the whole copy again.
+    incremental: Option<IncrementalDigest>,
+    file_hash: Option<[u8; 32]>,
+}
+
+impl Reception {
+    /// Open (or resume) the copy of `o` as `name` in `dir`; `Err` is the refusal to send.
+    fn open(dir: Dir, name: String, o: &Offer) -> Result<Reception, String> {
+        let part_name = format!("{name}.part");
+        let state_name = format!("{name}.part.evlbi");
+        let part_path = dir.display(&part_name);
+        let (part, state) =
+            open_part(&dir, &part_name, &state_name, o).map_err(|e| format!("{}: {e}", part_path.display()))?;
+        let g = Geometry {
+            size: o.size,
+            block_size: o.block_size,
+        };
+        let have: BTreeSet<u64> = from_ranges(&state.have).filter(|&b| b < g.blocks()).collect();
+        let reader = part
+            .try_clone()
+            .map_err(|e| format!("reading {}: {e}", part_path.display()))?;
+        let incremental = Some(IncrementalDigest::start(reader, g, have.iter().copied()));
+        Ok(Reception {
+            held_before: have.clone(),
+            dir,
+            name,
+            part_name,
+            state_name,
+            part_path,
+            part,
+            state,
+            g,
+            have,
+            expected: Vec::new(),
+            incremental,
+            file_hash: None,
+        })
+    }
+
+    /// Write the resume record: the blocks held now.
+    fn save(&mut self) -> Result<(), SessionError> {
+        self.state.have = to_ranges(self.have.iter().copied());
+        self.state.save(&self.dir, &self.state_name).map_err(io_err(format!(
+            "writing {}",
+            self.dir.display(&self.state_name).display()
+        )))
+    }
+
+    /// Hash the copy (or finish the incremental hash) and compare with the sender's hashes.
+    fn verify(&mut self, ch: &mut Channel<Msg>) -> Result<crate::hashing::Verification, SessionError> {
+        if self.expected.len() as u64 != self.g.blocks() {
+            let e = SessionError::Peer(format!(
+                "{} block hashes for {} blocks",
+                self.expected.len(),
+                self.g.blocks()
+            ));
+            return Err(fatal(ch, e));
+        }
+        match self.incremental.take() {
+            Some(inc) => inc.finish().map(|d| compare(d, self.g, &self.expected)),
+            None => verify_copy(&self.part, self.g, &self.expected),
+        }
+        .map_err(io_err(format!("reading {}", self.part_path.display())))
+    }
+
+    /// The copy verified: make it durable and give it its name.
+    fn commit(&self, o: &Offer, overwrite: bool) -> Result<(), SessionError> {
+        // Durable before the sender hears "verified" (it may delete its copy then).
+        self.part
+            .sync_all()
+            .map_err(io_err(format!("syncing {}", self.part_path.display())))?;
+        // renameat in the held directory: replaces the entry, never writes through it;
+        // without --overwrite a file that appeared meanwhile is not replaced either.
+        self.dir
+            .rename(&self.part_name, &self.name, overwrite)
+            .map_err(io_err(format!(
+                "renaming to {}",
+                self.dir.display(&self.name).display()
+            )))?;
+        let _ = self.dir.remove(&self.state_name);
+        set_mtime(&self.part, o.mtime_ns);
+        Ok(())
+    }
+
+    /// Blocks that failed verification are not held any more: they go again next round.
+    fn forget(&mut self, bad: &[u64]) -> Result<(), SessionError> {
+        for b in bad {
+            self.have.remove(b);
+            self.held_before.remove(b);
+        }
+        self.save()
     }
 }
 

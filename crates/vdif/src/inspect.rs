@@ -288,6 +288,37 @@ pub fn inspect<R: Read>(
                 .unwrap_or_default(),
         });
     };
+    let scanned = Scanned {
+        report_bytes,
+        frames,
+        garbage,
+        garbage_bytes,
+        truncated,
+        problems,
+    };
+    Ok(summarise(tracker, h0, scanned))
+}
+
+/// What the scan of a stream found besides the frames' order: sizes, garbage, truncation.
+struct Scanned {
+    report_bytes: u64,
+    frames: u64,
+    garbage: Vec<GarbageRegion>,
+    garbage_bytes: u64,
+    truncated: Option<(u64, u64, u64)>,
+    problems: Vec<String>,
+}
+
+/// The report of a scanned stream whose first frame is `h0`.
+fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectReport {
+    let Scanned {
+        report_bytes,
+        frames,
+        garbage,
+        garbage_bytes,
+        truncated,
+        mut problems,
+    } = scanned;
     let mut notes = Vec::new();
     if tracker.fps.is_none() && !tracker.pending.is_empty() {
         notes.push(
@@ -307,9 +338,63 @@ pub fn inspect<R: Read>(
     let spf = h0.samples_per_frame();
     let per_thread: BTreeMap<u16, ThreadSummary> = tracker.threads.iter().map(|(k, (t, _))| (*k, t.clone())).collect();
     let nthreads = per_thread.len() as f64;
+    let (start_utc, end_utc, duration_s) = time_span(&h0, &per_thread, fps, &mut problems);
+    let invalid: u64 = per_thread.values().map(|t| t.invalid).sum();
+    let missing: u64 = per_thread.values().map(|t| t.missing).sum();
+    let ooo: u64 = per_thread.values().map(|t| t.out_of_order).sum();
+    if missing > 0 {
+        problems.push(format!("{missing} frames missing in {} gap(s)", tracker.gaps));
+    }
+    if ooo > 0 {
+        problems.push(format!("{ooo} frames out of time order or repeated"));
+    }
+    InspectReport {
+        file_bytes: report_bytes,
+        frames,
+        station: Some(h0.station_name()),
+        station_id: Some(h0.station_id),
+        threads: per_thread.keys().copied().collect(),
+        frame_bytes: Some(h0.frame_len()),
+        header_bytes: Some(h0.header_len()),
+        bits_per_sample: Some(h0.bits_per_sample),
+        channels: Some(h0.channels()),
+        complex: Some(h0.complex),
+        edv: Some(if h0.legacy { 0 } else { h0.edv() }),
+        legacy: Some(h0.legacy),
+        samples_per_frame: Some(spf),
+        frames_per_second: fps,
+        frame_rate_source: tracker.source.clone().filter(|_| fps.is_some()),
+        sample_rate_hz: fps.map(|r| f64::from(r) * spf as f64),
+        data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * nthreads),
+        ref_epoch: Some(h0.ref_epoch),
+        start_utc,
+        end_utc,
+        duration_s,
+        invalid_frames: invalid,
+        missing_frames: missing,
+        gaps: tracker.gaps,
+        gap_list: tracker.gap_list,
+        out_of_order_frames: ooo,
+        garbage_bytes,
+        garbage,
+        truncated,
+        per_thread,
+        problems,
+        notes,
+    }
+}
+
+/// First and last sample time (ISO) and duration of the threads whose clock agrees with the
+/// first frame; threads far from it are reported in `problems` and left out of the span.
+fn time_span(
+    h0: &VdifHeader,
+    per_thread: &BTreeMap<u16, ThreadSummary>,
+    fps: Option<u32>,
+    problems: &mut Vec<String>,
+) -> (Option<String>, Option<String>, Option<f64>) {
     // Times are taken relative to the first frame in the file (as baseband does); a thread
     // whose clock is far from it is a fault of the recorder, reported, and left out of the span.
-    for (id, t) in &per_thread {
+    for (id, t) in per_thread {
         if t.first.0.abs_diff(h0.seconds) > MAX_TIME_SPREAD_S {
             problems.push(format!(
                 "thread {id}: time {} is {} s away from the first frame ({})",
@@ -348,47 +433,5 @@ pub fn inspect<R: Read>(
         }
         _ => (None, None),
     };
-    let invalid: u64 = per_thread.values().map(|t| t.invalid).sum();
-    let missing: u64 = per_thread.values().map(|t| t.missing).sum();
-    let ooo: u64 = per_thread.values().map(|t| t.out_of_order).sum();
-    if missing > 0 {
-        problems.push(format!("{missing} frames missing in {} gap(s)", tracker.gaps));
-    }
-    if ooo > 0 {
-        problems.push(format!("{ooo} frames out of time order or repeated"));
-    }
-    Ok(InspectReport {
-        file_bytes: report_bytes,
-        frames,
-        station: Some(h0.station_name()),
-        station_id: Some(h0.station_id),
-        threads: per_thread.keys().copied().collect(),
-        frame_bytes: Some(h0.frame_len()),
-        header_bytes: Some(h0.header_len()),
-        bits_per_sample: Some(h0.bits_per_sample),
-        channels: Some(h0.channels()),
-        complex: Some(h0.complex),
-        edv: Some(if h0.legacy { 0 } else { h0.edv() }),
-        legacy: Some(h0.legacy),
-        samples_per_frame: Some(spf),
-        frames_per_second: fps,
-        frame_rate_source: tracker.source.clone().filter(|_| fps.is_some()),
-        sample_rate_hz: fps.map(|r| f64::from(r) * spf as f64),
-        data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * nthreads),
-        ref_epoch: Some(h0.ref_epoch),
-        start_utc,
-        end_utc,
-        duration_s,
-        invalid_frames: invalid,
-        missing_frames: missing,
-        gaps: tracker.gaps,
-        gap_list: tracker.gap_list,
-        out_of_order_frames: ooo,
-        garbage_bytes,
-        garbage,
-        truncated,
-        per_thread,
-        problems,
-        notes,
-    })
+    (start_utc, end_utc, duration_s)
 }

@@ -203,9 +203,7 @@ pub struct Sender<S> {
     next_seq: u64,
     last_sent_us: u64,
     /// (timestamp, cumulative wire bytes sent up to and including that datagram).
-    sent_log: VecDeque<(u64, u64)>,
-    wire_at_echo: u64,
-    inflight: u64,
+    inflight: InflightLog,
     last_echo_us: Option<u64>,
     last_report_seq: Option<u64>,
     pace_time: Instant,
@@ -214,17 +212,13 @@ pub struct Sender<S> {
     probe_interval: Duration,
     fin_next: Instant,
     fin_interval: Duration,
-    min_rtt: Option<Duration>,
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    rtt: RttEstimator,
     first_send: Option<Instant>,
     acked_at: Option<Instant>,
     done_at: Option<Instant>,
     last_reject: Option<Reject>,
     stats: SenderStats,
-    sample_at: Instant,
-    sample_acked: u64,
-    sample_rx_bytes: u64,
+    rate: RateSampler,
     scratch: Vec<u8>,
 }
 
@@ -278,7 +272,7 @@ impl<S: Source> Sender<S> {
             rate_samples: Vec::new(),
         };
         let mut s = Self {
-            rttvar: cfg.initial_rtt / 2,
+            rtt: RttEstimator::new(cfg.initial_rtt),
             fin_interval: cfg.initial_rtt,
             probe_interval: cfg.initial_rtt,
             cfg,
@@ -297,25 +291,23 @@ impl<S: Source> Sender<S> {
             last_recv_high: 0,
             next_seq: 0,
             last_sent_us: 0,
-            sent_log: VecDeque::new(),
-            wire_at_echo: 0,
-            inflight: 0,
+            inflight: InflightLog::default(),
             last_echo_us: None,
             last_report_seq: None,
             pace_time: now,
             last_heard: now,
             probe_next: now,
             fin_next: now,
-            min_rtt: None,
-            srtt: None,
             first_send: None,
             acked_at: None,
             done_at: None,
             last_reject: None,
             stats,
-            sample_at: now,
-            sample_acked: 0,
-            sample_rx_bytes: 0,
+            rate: RateSampler {
+                at: now,
+                acked: 0,
+                rx_bytes: 0,
+            },
             scratch: Vec::new(),
         };
         if total_chunks == 0 {
@@ -347,7 +339,7 @@ impl<S: Source> Sender<S> {
 
     /// Wire bytes in flight (sent after the newest datagram the receiver reported).
     pub fn inflight(&self) -> u64 {
-        self.inflight
+        self.inflight.bytes
     }
 
     /// Why the latest datagram was rejected, if one was.
@@ -377,8 +369,8 @@ impl<S: Source> Sender<S> {
         s.cc_events = self.cc.events();
         s.state = self.state.clone();
         s.bytes_delivered = self.bytes_delivered();
-        s.rtt_min_us = self.min_rtt.map(micros);
-        s.srtt_us = self.srtt.map(micros);
+        s.rtt_min_us = self.rtt.min.map(micros);
+        s.srtt_us = self.rtt.smoothed.map(micros);
         let start = self.first_send.unwrap_or(self.epoch);
         if let Some(t) = self.acked_at {
             let d = t.saturating_duration_since(start).as_secs_f64();
@@ -394,15 +386,15 @@ impl<S: Source> Sender<S> {
     }
 
     fn srtt(&self) -> Duration {
-        self.srtt.unwrap_or(self.cfg.initial_rtt)
+        self.rtt.smoothed.unwrap_or(self.cfg.initial_rtt)
     }
 
     fn report_timeout(&self) -> Duration {
-        (self.srtt() * 2 + self.rttvar * 4).max(self.cfg.min_report_timeout)
+        (self.srtt() * 2 + self.rtt.var * 4).max(self.cfg.min_report_timeout)
     }
 
     fn reorder_window_us(&self) -> u64 {
-        let w = self.min_rtt.map_or(Duration::from_millis(10), |r| r / 4);
+        let w = self.rtt.min.map_or(Duration::from_millis(10), |r| r / 4);
         micros(w.max(self.cfg.min_reorder_window))
     }
 
@@ -467,35 +459,65 @@ impl<S: Source> Sender<S> {
             self.pace_time = now;
             self.probe_interval = self.srtt();
         }
-        let now_us = self.now_us(now);
-
-        // RTT: only from an echo newer than any before (an older one was held longer).
-        let echo_delay = Duration::from_micros(u64::from(r.echo_delay_us));
-        let mut rtt = None;
-        if r.rx_datagrams > 0 && self.last_echo_us.is_none_or(|e| r.echo_ts_us > e) {
-            self.last_echo_us = Some(r.echo_ts_us);
-            let us = now_us
-                .saturating_sub(r.echo_ts_us)
-                .saturating_sub(u64::from(r.echo_delay_us));
-            if us > 0 {
-                let sample = Duration::from_micros(us);
-                rtt = Some(sample);
-                self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
-                match self.srtt {
-                    None => {
-                        self.srtt = Some(sample);
-                        self.rttvar = sample / 2;
-                    }
-                    Some(srtt) => {
-                        let diff = srtt.abs_diff(sample);
-                        self.rttvar = (self.rttvar * 3 + diff) / 4;
-                        self.srtt = Some((srtt * 7 + sample) / 8);
-                    }
-                }
-            }
+        let rtt = self.take_rtt_sample(now, &r);
+        self.apply_ack(now, &r);
+        let reorder = self.reorder_window_us();
+        self.mark_lost(&r, reorder);
+        self.last_recv_high = r.recv_high;
+        self.tail_timer = self
+            .outstanding()
+            .then(|| now + Duration::from_micros(reorder) + TAIL_TIMER_SLACK);
+        self.inflight.on_echo(r.echo_ts_us, self.stats.wire_bytes_sent);
+        let seq_high = r.seq_high.min(self.next_seq);
+        if seq_high > 0 {
+            self.stats.loss_seen_by_receiver = 1.0 - (r.rx_datagrams.min(seq_high) as f64 / seq_high as f64);
         }
+        let per_datagram = (DATA_HEADER_LEN as u64) + u64::from(self.cfg.wire_overhead);
+        let sample = ReportSample {
+            now,
+            echo_sent_at: self.epoch + Duration::from_micros(r.echo_ts_us),
+            rtt,
+            echo_delay: Duration::from_micros(u64::from(r.echo_delay_us)),
+            interval: Duration::from_micros(u64::from(r.interval_us)),
+            interval_wire_bytes: r
+                .interval_bytes
+                .saturating_add(u64::from(r.interval_datagrams).saturating_mul(per_datagram)),
+            seq_high,
+            rx_datagrams: r.rx_datagrams,
+            owd_interval_min_us: r.owd_interval_min_us,
+            owd_latest_us: r.owd_latest_us,
+            inflight: self.inflight.bytes,
+        };
+        self.cc.on_report(&sample);
+        self.record_rate_sample(now, r.interval_bytes);
+        self.last_naks = r.naks;
 
-        // Acknowledgement.
+        if self.cum_ack == self.total_chunks && self.acked_at.is_none() {
+            self.acked_at = Some(now);
+            self.enter_fin_wait(now);
+        }
+    }
+
+    /// The RTT sample of a report: only from an echo newer than any before (an older one was
+    /// held longer), net of the receiver's holding time.
+    fn take_rtt_sample(&mut self, now: Instant, r: &Report) -> Option<Duration> {
+        if r.rx_datagrams == 0 || self.last_echo_us.is_some_and(|e| r.echo_ts_us <= e) {
+            return None;
+        }
+        self.last_echo_us = Some(r.echo_ts_us);
+        let us = self
+            .now_us(now)
+            .saturating_sub(r.echo_ts_us)
+            .saturating_sub(u64::from(r.echo_delay_us));
+        (us > 0).then(|| {
+            let sample = Duration::from_micros(us);
+            self.rtt.update(sample);
+            sample
+        })
+    }
+
+    /// Move the cumulative acknowledgement and the receiver's window.
+    fn apply_ack(&mut self, now: Instant, r: &Report) {
         if r.cum_ack > self.cum_ack {
             let before = self.cfg.session.offset(self.cum_ack);
             let n = (r.cum_ack - self.cum_ack) as usize;
@@ -509,83 +531,47 @@ impl<S: Source> Sender<S> {
             self.cc.on_ack(now, after - before);
         }
         self.window_end = r.window_end;
+    }
 
-        // NAKs: a chunk is lost if its latest transmission left a reorder window before the
-        // newest datagram the receiver had seen.
-        let reorder = self.reorder_window_us();
+    /// NAKs: a chunk is lost if its latest transmission left a reorder window before the
+    /// newest datagram the receiver had seen.
+    fn mark_lost(&mut self, r: &Report, reorder_us: u64) {
         for range in &r.naks {
             let lo = range.start.max(self.cum_ack);
             let hi = range.end().min(self.next_chunk);
             for c in lo..hi {
                 let idx = (c - self.cum_ack) as usize;
                 if let Some(st) = self.chunks.get_mut(idx) {
-                    if !st.pending && st.sent_us.saturating_add(reorder) <= r.echo_ts_us {
+                    if !st.pending && st.sent_us.saturating_add(reorder_us) <= r.echo_ts_us {
                         st.pending = true;
                         self.retx.insert(c);
                     }
                 }
             }
         }
+    }
 
-        self.last_recv_high = r.recv_high;
-        self.tail_timer = self
-            .outstanding()
-            .then(|| now + Duration::from_micros(reorder) + TAIL_TIMER_SLACK);
-
-        // Inflight: wire bytes sent after the echoed timestamp.
-        while let Some(&(ts, cum)) = self.sent_log.front() {
-            if ts > r.echo_ts_us {
-                break;
-            }
-            self.wire_at_echo = cum;
-            self.sent_log.pop_front();
+    /// One [`RateSample`] per `rate_sample_interval` (bounded in number).
+    fn record_rate_sample(&mut self, now: Instant, interval_bytes: u64) {
+        self.rate.rx_bytes = self.rate.rx_bytes.saturating_add(interval_bytes);
+        let dt = now.saturating_duration_since(self.rate.at);
+        if dt < self.cfg.rate_sample_interval || self.stats.rate_samples.len() >= MAX_RATE_SAMPLES {
+            return;
         }
-        self.inflight = self.stats.wire_bytes_sent - self.wire_at_echo;
-
-        let seq_high = r.seq_high.min(self.next_seq);
-        if seq_high > 0 {
-            self.stats.loss_seen_by_receiver = 1.0 - (r.rx_datagrams.min(seq_high) as f64 / seq_high as f64);
-        }
-        let per_datagram = (DATA_HEADER_LEN as u64) + u64::from(self.cfg.wire_overhead);
-        let sample = ReportSample {
-            now,
-            echo_sent_at: self.epoch + Duration::from_micros(r.echo_ts_us),
-            rtt,
-            echo_delay,
-            interval: Duration::from_micros(u64::from(r.interval_us)),
-            interval_wire_bytes: r
-                .interval_bytes
-                .saturating_add(u64::from(r.interval_datagrams).saturating_mul(per_datagram)),
-            seq_high,
-            rx_datagrams: r.rx_datagrams,
-            owd_interval_min_us: r.owd_interval_min_us,
-            owd_latest_us: r.owd_latest_us,
-            inflight: self.inflight,
+        let acked = self.cfg.session.offset(self.cum_ack).min(self.cfg.session.file_size);
+        let secs = dt.as_secs_f64();
+        self.stats.rate_samples.push(RateSample {
+            t_s: now.saturating_duration_since(self.epoch).as_secs_f64(),
+            goodput_bps: (acked - self.rate.acked) as f64 * 8.0 / secs,
+            receive_bps: self.rate.rx_bytes as f64 * 8.0 / secs,
+            pacing_bps: self.cc.pacing_rate_bps(),
+            inflight_bytes: self.inflight.bytes,
+        });
+        self.rate = RateSampler {
+            at: now,
+            acked,
+            rx_bytes: 0,
         };
-        self.cc.on_report(&sample);
-        self.last_naks = r.naks;
-
-        self.sample_rx_bytes = self.sample_rx_bytes.saturating_add(r.interval_bytes);
-        let dt = now.saturating_duration_since(self.sample_at);
-        if dt >= self.cfg.rate_sample_interval && self.stats.rate_samples.len() < MAX_RATE_SAMPLES {
-            let acked = self.cfg.session.offset(self.cum_ack).min(self.cfg.session.file_size);
-            let secs = dt.as_secs_f64();
-            self.stats.rate_samples.push(RateSample {
-                t_s: now.saturating_duration_since(self.epoch).as_secs_f64(),
-                goodput_bps: (acked - self.sample_acked) as f64 * 8.0 / secs,
-                receive_bps: self.sample_rx_bytes as f64 * 8.0 / secs,
-                pacing_bps: self.cc.pacing_rate_bps(),
-                inflight_bytes: self.inflight,
-            });
-            self.sample_at = now;
-            self.sample_acked = acked;
-            self.sample_rx_bytes = 0;
-        }
-
-        if self.cum_ack == self.total_chunks && self.acked_at.is_none() {
-            self.acked_at = Some(now);
-            self.enter_fin_wait(now);
-        }
     }
 
     /// When [`Sender::handle_timeout`] should be called (or [`Sender::poll_transmit`] will
@@ -614,7 +600,7 @@ impl<S: Source> Sender<S> {
 
     /// Whether something could be sent now, pacing aside.
     fn can_send(&self) -> bool {
-        if self.cc.inflight_cap().is_some_and(|cap| self.inflight >= cap) {
+        if self.cc.inflight_cap().is_some_and(|cap| self.inflight.bytes >= cap) {
             return false;
         }
         !self.retx.is_empty() || self.new_chunk_allowed()
@@ -816,10 +802,78 @@ impl<S: Source> Sender<S> {
             self.stats.retransmitted_datagrams += 1;
             self.stats.retransmitted_bytes += len as u64;
         }
-        self.sent_log.push_back((ts, self.stats.wire_bytes_sent));
-        self.inflight += wire;
+        self.inflight.on_sent(ts, wire, self.stats.wire_bytes_sent);
         self.first_send.get_or_insert(now);
         self.cc.on_sent(now, wire, retransmit);
         true
     }
+}
+
+/// Smoothed RTT and its variation (RFC 6298 §2: α = 1/8, β = 1/4) and the smallest sample.
+#[derive(Debug, Clone, Copy)]
+struct RttEstimator {
+    min: Option<Duration>,
+    smoothed: Option<Duration>,
+    var: Duration,
+}
+
+impl RttEstimator {
+    fn new(initial: Duration) -> Self {
+        RttEstimator {
+            min: None,
+            smoothed: None,
+            var: initial / 2,
+        }
+    }
+
+    fn update(&mut self, sample: Duration) {
+        self.min = Some(self.min.map_or(sample, |m| m.min(sample)));
+        match self.smoothed {
+            None => {
+                self.smoothed = Some(sample);
+                self.var = sample / 2;
+            }
+            Some(srtt) => {
+                let diff = srtt.abs_diff(sample);
+                self.var = (self.var * 3 + diff) / 4;
+                self.smoothed = Some((srtt * 7 + sample) / 8);
+            }
+        }
+    }
+}
+
+/// Wire bytes in flight: those sent after the newest transmission time the receiver echoed.
+#[derive(Debug, Default)]
+struct InflightLog {
+    /// (send time µs, wire bytes sent up to and including it), oldest first.
+    sent: VecDeque<(u64, u64)>,
+    /// Wire bytes sent up to the newest echoed send time.
+    at_echo: u64,
+    bytes: u64,
+}
+
+impl InflightLog {
+    fn on_sent(&mut self, ts_us: u64, wire: u64, wire_total: u64) {
+        self.sent.push_back((ts_us, wire_total));
+        self.bytes += wire;
+    }
+
+    fn on_echo(&mut self, echo_ts_us: u64, wire_total: u64) {
+        while let Some(&(ts, cum)) = self.sent.front() {
+            if ts > echo_ts_us {
+                break;
+            }
+            self.at_echo = cum;
+            self.sent.pop_front();
+        }
+        self.bytes = wire_total - self.at_echo;
+    }
+}
+
+/// Where the current [`RateSample`] interval started.
+#[derive(Debug, Clone, Copy)]
+struct RateSampler {
+    at: Instant,
+    acked: u64,
+    rx_bytes: u64,
 }

@@ -655,6 +655,120 @@ impl FigureWriter<'_> {
     }
 }
 
+/// The metrics, tables and figures of input `n` into its section `s`; a demo result adds its
+/// stream send and receive as sections of their own in `extra`.
+fn fill_section(
+    w: &FigureWriter<'_>,
+    n: usize,
+    source: &str,
+    input: &Input,
+    s: &mut Section,
+    extra: &mut Vec<Section>,
+) -> Result<(), PlotError> {
+    let figs = &mut s.figures;
+    match input {
+        Input::Probe(r) => {
+            s.metrics = probe_metrics(r);
+            w.put(figs, specs::inter_arrival(r), format!("{n}-inter-arrival"))?;
+            w.put(figs, specs::departure_gaps(r), format!("{n}-departure-gaps"))?;
+            w.put(figs, specs::one_way_delay(r), format!("{n}-one-way-delay"))?;
+            w.put(figs, specs::loss_intervals(r), format!("{n}-loss-intervals"))?;
+        }
+        Input::Sweep(sw) => {
+            s.metrics = vec![
+                Metric::text("sizes", format!("{:?} B", sw.sizes)),
+                Metric::num("points", Some(sw.points.len() as f64), ""),
+            ];
+            s.tables.push(sweep_table(sw));
+            w.put(figs, specs::sweep_rate(sw), format!("{n}-sweep-rate"))?;
+            w.put(figs, specs::sweep_loss(sw), format!("{n}-sweep-loss"))?;
+        }
+        Input::StreamSend(r) => {
+            (s.metrics, s.tables) = send_parts(r);
+            w.put(figs, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
+        }
+        Input::StreamRecv(r) => {
+            (s.metrics, s.tables) = recv_parts(r);
+            w.put(figs, specs::stream_snr(r), format!("{n}-snr-factor"))?;
+            w.put(figs, specs::stream_frames(r), format!("{n}-frames"))?;
+        }
+        Input::Linkemu(r) => {
+            (s.metrics, s.tables) = linkemu_parts(r);
+            w.put(figs, specs::linkemu_rates(r), format!("{n}-linkemu-rates"))?;
+            w.put(figs, specs::linkemu_drops(r), format!("{n}-linkemu-drops"))?;
+        }
+        Input::Tcp(r) => {
+            (s.metrics, s.tables) = tcp_parts(r);
+            w.put(figs, tcpspecs::tcp_throughput(r), format!("{n}-tcp-throughput"))?;
+            w.put(figs, tcpspecs::tcp_cwnd(r), format!("{n}-tcp-cwnd"))?;
+            w.put(figs, tcpspecs::tcp_rtt(r), format!("{n}-tcp-rtt"))?;
+        }
+        Input::CpuLoadSweep(sw) => {
+            (s.metrics, s.tables) = cpu_sweep_parts(sw);
+            w.put(figs, tcpspecs::cpu_rate_vs_nice(sw), format!("{n}-cpu-rate-vs-nice"))?;
+            w.put(
+                figs,
+                tcpspecs::cpu_available_vs_nice(sw),
+                format!("{n}-cpu-available-vs-nice"),
+            )?;
+            w.put(
+                figs,
+                tcpspecs::cpu_rate_vs_available(sw),
+                format!("{n}-cpu-rate-vs-available"),
+            )?;
+        }
+        Input::HostJitter(r) => {
+            s.metrics = host_jitter_metrics(r);
+            w.put(figs, specs::host_jitter_gaps(r), format!("{n}-host-jitter-gaps"))?;
+            w.put(
+                figs,
+                specs::host_jitter_interruptions(r),
+                format!("{n}-host-jitter-interruptions"),
+            )?;
+        }
+        Input::RcvbufSweep(sw) => {
+            (s.metrics, s.tables) = rcvbuf_parts(sw);
+            w.put(figs, tcpspecs::rcvbuf_loss(sw), format!("{n}-rcvbuf-loss"))?;
+        }
+        Input::TransferSend(r) => {
+            (s.metrics, s.tables) = transfer_parts(r);
+            w.put(figs, specs::transfer_rates(r), format!("{n}-transfer-rate"))?;
+        }
+        Input::Demo(d) => {
+            // One section per step of the demo, so equal names (duration, CPU) stay apart.
+            s.heading = format!("{n}. demo: correlation — {source}");
+            if let Some(c) = &d.correlate {
+                s.metrics = correlation_metrics(c, d.recv.as_ref());
+            }
+            if let Some(p) = &d.path {
+                s.metrics.insert(0, Metric::text("stream path", p.clone()));
+            }
+            if let Some(r) = &d.send {
+                let mut t = Section {
+                    heading: format!("{n}. demo: stream send"),
+                    kind: Some(Kind::StreamSend),
+                    ..s.clone()
+                };
+                (t.metrics, t.tables) = send_parts(r);
+                w.put(&mut t.figures, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
+                extra.push(t);
+            }
+            if let Some(r) = &d.recv {
+                let mut t = Section {
+                    heading: format!("{n}. demo: stream recv"),
+                    kind: Some(Kind::StreamRecv),
+                    ..s.clone()
+                };
+                (t.metrics, t.tables) = recv_parts(r);
+                w.put(&mut t.figures, specs::stream_snr(r), format!("{n}-snr-factor"))?;
+                w.put(&mut t.figures, specs::stream_frames(r), format!("{n}-frames"))?;
+                extra.push(t);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Build the report for `inputs` (file name as given, parsed result) whose page will be `html`:
 /// figures go to `<html stem>_files/` beside it.
 pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotError> {
@@ -676,111 +790,13 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
             tables: Vec::new(),
             figures: Vec::new(),
         };
-        let figs = &mut s.figures;
         let mut extra = Vec::new();
-        match input {
-            Input::Probe(r) => {
-                s.metrics = probe_metrics(r);
-                w.put(figs, specs::inter_arrival(r), format!("{n}-inter-arrival"))?;
-                w.put(figs, specs::departure_gaps(r), format!("{n}-departure-gaps"))?;
-                w.put(figs, specs::one_way_delay(r), format!("{n}-one-way-delay"))?;
-                w.put(figs, specs::loss_intervals(r), format!("{n}-loss-intervals"))?;
-                trials.push((
-                    format!("{n}: {} B / {} µs", r.params.size, r.params.spacing_ns as f64 / 1e3),
-                    r,
-                ));
-            }
-            Input::Sweep(sw) => {
-                s.metrics = vec![
-                    Metric::text("sizes", format!("{:?} B", sw.sizes)),
-                    Metric::num("points", Some(sw.points.len() as f64), ""),
-                ];
-                s.tables.push(sweep_table(sw));
-                w.put(figs, specs::sweep_rate(sw), format!("{n}-sweep-rate"))?;
-                w.put(figs, specs::sweep_loss(sw), format!("{n}-sweep-loss"))?;
-            }
-            Input::StreamSend(r) => {
-                (s.metrics, s.tables) = send_parts(r);
-                w.put(figs, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
-            }
-            Input::StreamRecv(r) => {
-                (s.metrics, s.tables) = recv_parts(r);
-                w.put(figs, specs::stream_snr(r), format!("{n}-snr-factor"))?;
-                w.put(figs, specs::stream_frames(r), format!("{n}-frames"))?;
-            }
-            Input::Linkemu(r) => {
-                (s.metrics, s.tables) = linkemu_parts(r);
-                w.put(figs, specs::linkemu_rates(r), format!("{n}-linkemu-rates"))?;
-                w.put(figs, specs::linkemu_drops(r), format!("{n}-linkemu-drops"))?;
-            }
-            Input::Tcp(r) => {
-                (s.metrics, s.tables) = tcp_parts(r);
-                w.put(figs, tcpspecs::tcp_throughput(r), format!("{n}-tcp-throughput"))?;
-                w.put(figs, tcpspecs::tcp_cwnd(r), format!("{n}-tcp-cwnd"))?;
-                w.put(figs, tcpspecs::tcp_rtt(r), format!("{n}-tcp-rtt"))?;
-            }
-            Input::CpuLoadSweep(sw) => {
-                (s.metrics, s.tables) = cpu_sweep_parts(sw);
-                w.put(figs, tcpspecs::cpu_rate_vs_nice(sw), format!("{n}-cpu-rate-vs-nice"))?;
-                w.put(
-                    figs,
-                    tcpspecs::cpu_available_vs_nice(sw),
-                    format!("{n}-cpu-available-vs-nice"),
-                )?;
-                w.put(
-                    figs,
-                    tcpspecs::cpu_rate_vs_available(sw),
-                    format!("{n}-cpu-rate-vs-available"),
-                )?;
-            }
-            Input::HostJitter(r) => {
-                s.metrics = host_jitter_metrics(r);
-                w.put(figs, specs::host_jitter_gaps(r), format!("{n}-host-jitter-gaps"))?;
-                w.put(
-                    figs,
-                    specs::host_jitter_interruptions(r),
-                    format!("{n}-host-jitter-interruptions"),
-                )?;
-            }
-            Input::RcvbufSweep(sw) => {
-                (s.metrics, s.tables) = rcvbuf_parts(sw);
-                w.put(figs, tcpspecs::rcvbuf_loss(sw), format!("{n}-rcvbuf-loss"))?;
-            }
-            Input::TransferSend(r) => {
-                (s.metrics, s.tables) = transfer_parts(r);
-                w.put(figs, specs::transfer_rates(r), format!("{n}-transfer-rate"))?;
-            }
-            Input::Demo(d) => {
-                // One section per step of the demo, so equal names (duration, CPU) stay apart.
-                s.heading = format!("{n}. demo: correlation — {source}");
-                if let Some(c) = &d.correlate {
-                    s.metrics = correlation_metrics(c, d.recv.as_ref());
-                }
-                if let Some(p) = &d.path {
-                    s.metrics.insert(0, Metric::text("stream path", p.clone()));
-                }
-                if let Some(r) = &d.send {
-                    let mut t = Section {
-                        heading: format!("{n}. demo: stream send"),
-                        kind: Some(Kind::StreamSend),
-                        ..s.clone()
-                    };
-                    (t.metrics, t.tables) = send_parts(r);
-                    w.put(&mut t.figures, specs::stream_send_rates(r), format!("{n}-send-rates"))?;
-                    extra.push(t);
-                }
-                if let Some(r) = &d.recv {
-                    let mut t = Section {
-                        heading: format!("{n}. demo: stream recv"),
-                        kind: Some(Kind::StreamRecv),
-                        ..s.clone()
-                    };
-                    (t.metrics, t.tables) = recv_parts(r);
-                    w.put(&mut t.figures, specs::stream_snr(r), format!("{n}-snr-factor"))?;
-                    w.put(&mut t.figures, specs::stream_frames(r), format!("{n}-frames"))?;
-                    extra.push(t);
-                }
-            }
+        fill_section(&w, n, source, input, &mut s, &mut extra)?;
+        if let Input::Probe(r) = input {
+            trials.push((
+                format!("{n}: {} B / {} µs", r.params.size, r.params.spacing_ns as f64 / 1e3),
+                r,
+            ));
         }
         sections.push(s);
         sections.append(&mut extra);

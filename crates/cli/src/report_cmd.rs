@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use report::inputs::{Input, InputError};
 
+use crate::flags::JsonOutput;
 use crate::usage;
 
 /// Arguments of `evlbi report`.
@@ -23,12 +24,12 @@ pub struct ReportArgs {
     /// Result JSON files.
     #[arg(required = true, value_name = "RESULT.json")]
     inputs: Vec<PathBuf>,
-    /// The HTML page to write.
+    /// The HTML page to write (its figures go beside it).
     #[arg(short, long, value_name = "report.html")]
     out: PathBuf,
-    /// Print the report (the struct the page shows) as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    // --json, --export-json: the report (the struct the page shows) as JSON.
+    #[command(flatten)]
+    output: JsonOutput,
     /// TrueType font for PNG text (SVG text is rendered by the viewer).
     #[arg(long, value_name = "TTF", default_value = report::DEFAULT_FONT)]
     font: PathBuf,
@@ -65,9 +66,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     let report = report::page::build(&inputs, &a.out)?;
     let page = report::html::render(&report, base)?;
     std::fs::write(&a.out, page).with_context(|| format!("cannot write {}", a.out.display()))?;
-    if a.json {
-        crate::write_json(&report, None, true)?;
-    } else {
+    if a.output.emit(&report)? {
         let figs: Vec<_> = report.figures().collect();
         let pngs = figs.iter().filter(|f| f.png.is_some()).count();
         println!(

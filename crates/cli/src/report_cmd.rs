@@ -12,10 +12,11 @@ use crate::usage;
 /// Arguments of `evlbi report`.
 #[derive(Args)]
 #[command(
-    after_help = "Inputs may be probe trials (evlbi probe client --json --out r.json), probe sweeps, TCP tests \
-(evlbi probe client --tcp --out t.json), CPU-load sweeps (--cpu-load-sweep), receive-buffer sweeps \
-(--rcvbuf-sweep), host timing floors (evlbi probe host-jitter --out), stream send/recv reports (--out / --json of evlbi stream send|recv), evlbi send reports and \
-scripts/demo.sh's report.json; the kind is detected from the JSON.\n\nFigures go to <OUT stem>_files/ beside the page (PNG and SVG; SVG only when the \
+    after_help = "Inputs may be probe trials (evlbi probe client --export-json r.json), probe sweeps, TCP tests \
+(evlbi probe client --tcp --export-json t.json), CPU-load sweeps (--cpu-load-sweep), receive-buffer sweeps \
+(--rcvbuf-sweep), host timing floors (evlbi probe host-jitter --export-json), stream send/recv reports (--export-json \
+of evlbi stream send|recv), evlbi send reports, evlbi linkemu summaries and scripts/demo.sh's report.json; the kind is \
+detected from the JSON.\n\nFigures go to <OUT stem>_files/ beside the page (PNG and SVG; SVG only when the \
 font is missing).\n\nExamples:\n  evlbi report r1.json r2.json -o out/report.html\n  evlbi report \
 out/demo/report.json -o out/demo/report.html --json\n\nExit codes: 0 ok, 1 unreadable data or figures not \
 written, 2 usage error (missing file, JSON of an unknown kind)."

@@ -148,7 +148,7 @@ pub struct RecvArgs {
     listen: String,
     /// Output directory of the recordings (files STATION_UTC.vdif). Without it, frames are
     /// counted and dropped.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]

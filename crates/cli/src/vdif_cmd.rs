@@ -180,7 +180,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 10)]
     seconds: u32,
     /// Output directory of the VDIF files (created if missing).
-    #[arg(long, short, default_value = ".")]
+    #[arg(long, short, default_value = ".", value_name = "DIR")]
     out: PathBuf,
     #[command(flatten)]
     output: JsonOutput,

@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
@@ -232,14 +232,15 @@ fn help_shows_the_vocabulary_and_hides_the_old_spellings() {
 /// A server-like process on 127.0.0.1:0 whose stdout is kept (read as it comes, so that a
 /// long JSON line cannot fill the pipe and hold the process up): the port from its stderr.
 fn spawn_keeping_stdout(cmd: &mut Command) -> (Running, u16, Receiver<String>) {
-    let mut child: Child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
+    // In a Proc at once: killed on drop, whichever way this function leaves.
+    let mut child = Proc(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let mut stdout = child.0.stdout.take().unwrap();
     let stdout = std::thread::spawn(move || {
         let mut s = String::new();
         stdout.read_to_string(&mut s).unwrap();
         s
     });
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -253,10 +254,9 @@ fn spawn_keeping_stdout(cmd: &mut Command) -> (Running, u16, Receiver<String>) {
             .and_then(|r| r.split(' ').next())
             .and_then(|p| p.parse::<u16>().ok())
         {
-            return (Running(Proc(child), Some(stdout)), port, rx);
+            return (Running(child, Some(stdout)), port, rx);
         }
     }
-    let _ = child.kill();
     panic!("no address on stderr within 10 s");
 }
 

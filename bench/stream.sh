@@ -82,7 +82,7 @@ echo "   dd: $DD_MBPS MB/s through the page cache, ${DD_DIRECT_MBPS:-0} MB/s dir
 P=$(port)
 [[ $PIN == 1 ]] && { echo 2 >"$WQMASK" || echo "   (could not move the unbound workqueues)"; }
 "${RX_PIN[@]}" "$EVLBI" stream recv --listen "127.0.0.1:$P" --out "$RXDIR" --chunk 4G --idle-timeout 2s --interval 10s "${RECV_ARGS[@]}" \
-    --json "$WORK/disk-recv.json" 2>"$WORK/disk-recv.log" &
+    --export-json "$WORK/disk-recv.json" 2>"$WORK/disk-recv.log" &
 RX=$!
 PIDS+=("$RX")
 ( while kill -0 "$RX" 2>/dev/null; do
@@ -95,7 +95,7 @@ PIDS+=("$!")
 # The receiver allocates its write buffer before it binds (gigabytes take seconds): start the
 # sender once it listens, or the first seconds go to a closed port.
 for _ in $(seq 600); do grep -q "listening on" "$WORK/disk-recv.log" 2>/dev/null && break; sleep 0.1; done
-"${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" "${SEND_ARGS[@]}" --loop --duration "${SECS}s" --out "$WORK/disk-send.json" 2>/dev/null
+"${TX_PIN[@]}" "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$DISK_RATE" "${SEND_ARGS[@]}" --loop --duration "${SECS}s" --export-json "$WORK/disk-send.json" 2>/dev/null
 wait "$RX" || true
 [[ $PIN == 1 && -n $WQ0 ]] && echo "$WQ0" >"$WQMASK"
 cp "$WORK/disk-recv.log" "${OUT%.json}.recv.log"
@@ -110,12 +110,12 @@ for rb in $(for r in $RATES; do echo "$r:1"; done) $(for r in $BURST_RATES; do e
     r=${rb%:*}
     b=${rb#*:}
     P=$(port)
-    "$EVLBI" stream recv --listen "127.0.0.1:$P" --idle-timeout 2s -q --json "$WORK/mem-recv.json" 2>/dev/null &
+    "$EVLBI" stream recv --listen "127.0.0.1:$P" --idle-timeout 2s -q --export-json "$WORK/mem-recv.json" 2>/dev/null &
     RX=$!
     PIDS+=("$RX")
     sleep 0.3
     "$EVLBI" stream send --to "127.0.0.1:$P" "$IN" --rate "$r" --burst "$b" --loop --duration "${MAXSECS}s" \
-        --out "$WORK/mem-send.json" 2>/dev/null
+        --export-json "$WORK/mem-send.json" 2>/dev/null
     wait "$RX" || true
     python3 - "$r" "$WORK/mem-send.json" "$WORK/mem-recv.json" "$b" >>"$WORK/sweep" <<'PY'
 import json, sys
@@ -142,12 +142,12 @@ if [[ $(id -u) -eq 0 ]] && has arq; then
     PIDS+=("$EMU")
     for _ in $(seq 100); do ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
     ip netns exec "$NS_B" "$EVLBI" stream recv --listen 10.77.0.2:46227 --arq --latency 300ms --idle-timeout 2s -q \
-        --json "$WORK/arq-recv.json" 2>/dev/null &
+        --export-json "$WORK/arq-recv.json" 2>/dev/null &
     RX=$!
     PIDS+=("$RX")
     sleep 0.3
     ip netns exec "$NS_A" "$EVLBI" stream send --to 10.77.0.2:46227 "$WORK/in512/Ef.vdif" --loop --duration "${ARQSECS:-20}s" \
-        --arq-latency 300ms --out "$WORK/arq-send.json" 2>/dev/null
+        --arq-latency 300ms --export-json "$WORK/arq-send.json" 2>/dev/null
     wait "$RX" || true
     kill -TERM "$EMU" 2>/dev/null || true
     wait "$EMU" 2>/dev/null || true
@@ -170,12 +170,12 @@ if [[ $(id -u) -eq 0 ]] && has catchup; then
         PIDS+=("$EMU")
         for _ in $(seq 100); do ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
         ip netns exec "$NS_B" "$EVLBI" stream recv --listen 10.77.0.2:46227 --idle-timeout 2s -q \
-            --json "$WORK/cu-recv.json" 2>/dev/null &
+            --export-json "$WORK/cu-recv.json" 2>/dev/null &
         RX=$!
         PIDS+=("$RX")
         sleep 0.3
         ip netns exec "$NS_A" "$EVLBI" stream send --to 10.77.0.2:46227 "$WORK/in512/Ef.vdif" --loop --duration 8s \
-            --max-lag "$lag" --catch-up "$cu" --out "$WORK/cu-send.json" 2>/dev/null &
+            --max-lag "$lag" --catch-up "$cu" --export-json "$WORK/cu-send.json" 2>/dev/null &
         TX=$!
         sleep 3
         TXP=$(pgrep -P "$TX" -f "stream send" || echo "$TX") # ip netns exec may exec or fork

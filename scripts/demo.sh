@@ -39,12 +39,12 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
     trap 'kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
     for _ in $(seq 400); do ip -n "$nb" addr show 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
     ip netns exec "$nb" $evlbi stream recv --listen 10.77.0.2:46227 --out "$out/rx" --idle-timeout 1s -q \
-        --json "$out/stream-recv.json" &
+        --export-json "$out/stream-recv.json" &
     rx_pid=$!
     trap 'kill "$rx_pid" "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
     for _ in $(seq 200); do ip netns exec "$nb" ss -Hlun 2>/dev/null | grep -q ':46227 ' && break; sleep 0.05; done
     ip netns exec "$na" $evlbi stream send --to 10.77.0.2:46227 "$out/Ef.vdif" "$out/Wb.vdif" \
-        --out "$out/stream-send.json"
+        --export-json "$out/stream-send.json"
     wait "$rx_pid"
     kill "$emu_pid"
     wait "$emu_pid" || true
@@ -54,12 +54,12 @@ else
     path="127.0.0.1 with 2 % of the datagrams dropped at the sender (--inject-loss; run as root for an emulated WAN)"
     echo "== streaming both stations over $path (4 s at 2 x 512 Mb/s)"
     port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --json "$out/stream-recv.json" &
+    $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --export-json "$out/stream-recv.json" &
     rx_pid=$!
     trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
     sleep 0.3
     $evlbi stream send --to "127.0.0.1:$port" "$out/Ef.vdif" "$out/Wb.vdif" --inject-loss 2% --loss-seed 7 \
-        --out "$out/stream-send.json"
+        --export-json "$out/stream-send.json"
     wait "$rx_pid"
     trap - EXIT
 fi
@@ -86,7 +86,7 @@ $evlbi recv --listen "127.0.0.1:$tport" --root "$out/shipped" --once 2>"$out/rec
 rx_pid=$!
 trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "control on" "$out/recv.log" 2>/dev/null && break; sleep 0.05; done
-$evlbi send "$out/Ef.vdif" "$out/Wb.vdif" "127.0.0.1:$tport/exp" -q --out "$out/transfer.json"
+$evlbi send "$out/Ef.vdif" "$out/Wb.vdif" "127.0.0.1:$tport/exp" -q --export-json "$out/transfer.json"
 wait "$rx_pid"
 trap - EXIT
 cmp "$out/Ef.vdif" "$out/shipped/exp/Ef.vdif" && cmp "$out/Wb.vdif" "$out/shipped/exp/Wb.vdif"
@@ -99,7 +99,7 @@ srv_pid=$!
 trap 'kill "$srv_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "control on" "$out/probe.log" 2>/dev/null && break; sleep 0.05; done
 $evlbi probe client "127.0.0.1:$pport" --count 20000 --sweep 'sizes=1472,8192 spacings=5us..20us:5us' \
-    --out "$out/sweep.json" --csv "$out/sweep.csv" -q
+    --export-json "$out/sweep.json" --csv "$out/sweep.csv" -q
 wait "$srv_pid"
 trap - EXIT
 rm -f "$out/probe.log"

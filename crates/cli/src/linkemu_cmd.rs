@@ -11,7 +11,8 @@ use clap::Args;
 use linkemu::{ConfigError, LinkConfig, LossModel};
 use linkemu_tun::{self as realtime, Emulator, LiveCounters, Mode, RealtimeConfig, RealtimeStats};
 
-use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
+use crate::flags::JsonOutput;
+use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, rate_fmt};
 use crate::usage;
 
 const EXAMPLES: &str = "\
@@ -46,7 +47,7 @@ random (Bernoulli) or bursty (Gilbert-Elliott) loss, one-way delay, jitter, opti
 duplication, then out of a TUN device on the other side. Needs root. Namespaces that do not exist are \
 created and deleted again at exit (Ctrl-C, SIGTERM, --duration, or --down for --up runs); existing \
 ones are left as they were, minus our TUN device.\n\nPrints a status line per second on stderr and a \
-summary at the end (--json for machine-readable).",
+summary at the end (--json prints it as JSON instead, --export-json writes the JSON to a file).",
     after_help = EXAMPLES
 )]
 pub struct LinkemuArgs {
@@ -57,8 +58,8 @@ pub struct LinkemuArgs {
     #[arg(long, value_name = "ns:NAME")]
     pub b: Option<String>,
     /// Bottleneck rate, e.g. 1G, 512M, 4.096G (b/s of IP packets); unlimited when absent.
-    #[arg(long)]
-    pub rate: Option<String>,
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
     /// One-way propagation delay, e.g. 50ms (RTT = 2 × delay when symmetric).
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     pub delay: Duration,
@@ -69,20 +70,20 @@ pub struct LinkemuArgs {
     #[arg(long)]
     pub reorder: bool,
     /// Random loss, e.g. 0.1% or 0.001.
-    #[arg(long, default_value = "0%")]
-    pub loss: String,
+    #[arg(long, default_value = "0%", value_parser = parse_fraction)]
+    pub loss: f64,
     /// Mean loss-burst length in packets; > 1 selects Gilbert-Elliott loss, 1 Bernoulli.
     #[arg(long, default_value_t = 1.0)]
     pub burst: f64,
     /// Bottleneck buffer, e.g. 2MB, 512KiB [default: one RTT at the rate, at least 10 ms and 64 KiB].
-    #[arg(long)]
-    pub buffer: Option<String>,
+    #[arg(long, value_parser = parse_size)]
+    pub buffer: Option<u64>,
     /// Probability that a packet is delivered twice, e.g. 0.01%.
-    #[arg(long, default_value = "0%")]
-    pub duplicate: String,
+    #[arg(long, default_value = "0%", value_parser = parse_fraction)]
+    pub duplicate: f64,
     /// B→A rate, if different.
-    #[arg(long, help_heading = "Return path (B to A) overrides")]
-    pub rate_ba: Option<String>,
+    #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_rate)]
+    pub rate_ba: Option<f64>,
     /// B→A one-way delay.
     #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_duration)]
     pub delay_ba: Option<Duration>,
@@ -90,14 +91,14 @@ pub struct LinkemuArgs {
     #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_duration)]
     pub jitter_ba: Option<Duration>,
     /// B→A loss.
-    #[arg(long, help_heading = "Return path (B to A) overrides")]
-    pub loss_ba: Option<String>,
+    #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_fraction)]
+    pub loss_ba: Option<f64>,
     /// B→A mean loss-burst length.
     #[arg(long, help_heading = "Return path (B to A) overrides")]
     pub burst_ba: Option<f64>,
     /// B→A buffer.
-    #[arg(long, help_heading = "Return path (B to A) overrides")]
-    pub buffer_ba: Option<String>,
+    #[arg(long, help_heading = "Return path (B to A) overrides", value_parser = parse_size)]
+    pub buffer_ba: Option<u64>,
     /// MTU of both TUN devices (e.g. 9000 for jumbo frames).
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
@@ -110,9 +111,8 @@ pub struct LinkemuArgs {
     /// Stop after this long, e.g. 30s [default: until Ctrl-C or SIGTERM].
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Print the final summary as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: JsonOutput,
     /// No per-second status line.
     #[arg(long)]
     pub quiet: bool,
@@ -120,8 +120,8 @@ pub struct LinkemuArgs {
     #[arg(long)]
     pub bare: bool,
     /// Most IP bytes held per direction (delay line + queue); beyond it packets are dropped as `overflow`.
-    #[arg(long, default_value = "256MiB")]
-    pub queue_limit: String,
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    pub queue_limit: u64,
     /// Start in the background and return once it forwards; stop it with --down.
     #[arg(long, conflicts_with = "down")]
     pub up: bool,
@@ -157,34 +157,27 @@ fn parse_subnet(s: &str) -> anyhow::Result<std::net::Ipv4Addr> {
         .map_err(|_| usage(format!("--subnet {s}: not an IPv4 network address")))
 }
 
-/// The settings of one direction, as typed.
+/// The settings of one direction, as parsed.
 struct DirectionArgs<'a> {
     suffix: &'a str,
-    rate: Option<&'a str>,
+    rate: Option<f64>,
     delay: Duration,
     jitter: Duration,
-    loss: &'a str,
+    loss: f64,
     burst: f64,
-    buffer: Option<&'a str>,
+    buffer: Option<u64>,
 }
 
 fn link_config(d: &DirectionArgs<'_>, duplicate: f64, reorder: bool) -> anyhow::Result<LinkConfig> {
     let flag = |name: &str| format!("{name}{}", d.suffix);
-    let rate_bps = match d.rate {
-        None => None,
-        Some(r) => {
-            let bps = parse_rate(r).map_err(|e| usage(format!("--{}: {e}", flag("rate"))))?;
-            Some(bps.round().max(1.0) as u64)
-        }
-    };
+    let rate_bps = d.rate.map(|bps| bps.round().max(1.0) as u64);
     let (delay, jitter) = (d.delay, d.jitter);
-    let mean_loss = parse_fraction(d.loss).map_err(|e| usage(format!("--{}: {e}", flag("loss"))))?;
-    let loss = LossModel::from_mean_loss_and_burst(mean_loss, d.burst).map_err(|e| match e {
+    let loss = LossModel::from_mean_loss_and_burst(d.loss, d.burst).map_err(|e| match e {
         ConfigError::InvalidBurstLength(b) => usage(format!("--{} {b}: must be >= 1 packet", flag("burst"))),
         e => usage(format!("--{} with --{}: {e}", flag("loss"), flag("burst"))),
     })?;
     let buffer_bytes = match (d.buffer, rate_bps) {
-        (Some(b), _) => parse_size(b).map_err(|e| usage(format!("--{}: {e}", flag("buffer"))))?,
+        (Some(b), _) => b,
         // One round trip's worth (the classic router rule of thumb), at
         // least 10 ms and 64 KiB so that short paths still absorb bursts.
         (None, Some(rate)) => {
@@ -213,24 +206,24 @@ fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
     };
     let ns_a = parse_endpoint("a", a)?;
     let ns_b = parse_endpoint("b", b)?;
-    let duplicate = parse_fraction(&args.duplicate).map_err(|e| usage(format!("--duplicate: {e}")))?;
+    let duplicate = args.duplicate;
     let ab = DirectionArgs {
         suffix: "",
-        rate: args.rate.as_deref(),
+        rate: args.rate,
         delay: args.delay,
         jitter: args.jitter,
-        loss: &args.loss,
+        loss: args.loss,
         burst: args.burst,
-        buffer: args.buffer.as_deref(),
+        buffer: args.buffer,
     };
     let ba = DirectionArgs {
         suffix: "-ba",
-        rate: args.rate_ba.as_deref().or(ab.rate),
+        rate: args.rate_ba.or(ab.rate),
         delay: args.delay_ba.unwrap_or(ab.delay),
         jitter: args.jitter_ba.unwrap_or(ab.jitter),
-        loss: args.loss_ba.as_deref().unwrap_or(ab.loss),
+        loss: args.loss_ba.unwrap_or(ab.loss),
         burst: args.burst_ba.unwrap_or(ab.burst),
-        buffer: args.buffer_ba.as_deref().or(ab.buffer),
+        buffer: args.buffer_ba.or(ab.buffer),
     };
     let seed = args.seed.unwrap_or_else(|| {
         let t = SystemTime::now()
@@ -245,7 +238,7 @@ fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
         b_to_a: link_config(&ba, duplicate, args.reorder)?,
         seed,
         mode: if args.bare { Mode::Bare } else { Mode::Model },
-        queue_limit_bytes: parse_size(&args.queue_limit).map_err(|e| usage(format!("--queue-limit: {e}")))?,
+        queue_limit_bytes: args.queue_limit,
         state_dir: Some(args.state_dir.clone()),
         ..RealtimeConfig::new(ns_a, ns_b)
     };
@@ -331,14 +324,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
     ));
     let mut stats = emu.shutdown().context("stopping the emulator")?;
     stats.intervals = intervals;
-    if args.json {
-        let mut out = std::io::stdout().lock();
-        crate::stdout_result(
-            serde_json::to_writer_pretty(&mut out, &stats)
-                .map_err(std::io::Error::from)
-                .and_then(|()| writeln!(out)),
-        )?;
-    } else {
+    if args.output.emit(&stats)? {
         print_summary(&stats);
     }
     if stop_reason == STDERR_CLOSED {
@@ -366,16 +352,6 @@ fn status(d: &LiveCounters, dt: f64) -> String {
             n => format!(" overflow/write-err {n}"),
         }
     )
-}
-
-fn rate_fmt(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gb/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mb/s", bps / 1e6)
-    } else {
-        format!("{:.1} kb/s", bps / 1e3)
-    }
 }
 
 fn print_summary(s: &RealtimeStats) {
@@ -555,28 +531,6 @@ mod tests {
     }
 
     #[test]
-    fn sizes() {
-        assert_eq!(parse_size("2MB"), Ok(2_000_000));
-        assert_eq!(parse_size("1.5M"), Ok(1_500_000));
-        assert_eq!(parse_size("64KiB"), Ok(65536));
-        assert_eq!(parse_size("9000"), Ok(9000));
-        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
-        assert!(parse_size("2 parsecs").is_err());
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("").is_err());
-    }
-
-    #[test]
-    fn fractions() {
-        assert_eq!(parse_fraction("0.1%"), Ok(0.001));
-        assert_eq!(parse_fraction("0.001"), Ok(0.001));
-        assert_eq!(parse_fraction("100%"), Ok(1.0));
-        assert!(parse_fraction("5").is_err());
-        assert!(parse_fraction("-1%").is_err());
-        assert!(parse_fraction("x%").is_err());
-    }
-
-    #[test]
     fn endpoints_and_subnets() {
         assert_eq!(parse_endpoint("a", "ns:tel").unwrap(), "tel");
         assert!(parse_endpoint("a", "tel").is_err());
@@ -630,17 +584,25 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors() {
-        for extra in [
-            &["--rate", "1X"][..],
-            &["--mtu", "100"],
-            &["--subnet", "192.168.1.0/30"],
-            &["--duplicate", "200%"],
-        ] {
+        for extra in [&["--mtu", "100"][..], &["--subnet", "192.168.1.0/30"]] {
             let e = build_config(&parse(extra)).unwrap_err();
             assert!(e.downcast_ref::<UsageError>().is_some(), "{extra:?}: {e}");
         }
-        // Durations are refused while parsing, naming the option.
-        for extra in ["--delay=fast", "--jitter=-1ms", "--delay-ba=1e30s", "--duration=inf"] {
+        // Quantities are refused while parsing, naming the option.
+        for extra in [
+            "--delay=fast",
+            "--jitter=-1ms",
+            "--delay-ba=1e30s",
+            "--duration=inf",
+            "--rate=1X",
+            "--rate-ba=-1G",
+            "--loss=5",
+            "--loss-ba=-1%",
+            "--duplicate=200%",
+            "--buffer=2 parsecs",
+            "--buffer-ba=0",
+            "--queue-limit=1e30",
+        ] {
             let e = match Cli::try_parse_from(["evlbi", "--a", "ns:tel", "--b", "ns:corr", extra]) {
                 Ok(_) => panic!("{extra} was accepted"),
                 Err(e) => e,

@@ -15,6 +15,7 @@ macro_rules! status {
 }
 
 mod addr;
+mod flags;
 mod linkemu_cmd;
 mod model_cmd;
 mod probe_cmd;
@@ -53,49 +54,6 @@ pub fn progress_bar(total: u64, hidden: bool, template: &str) -> indicatif::Prog
         bar.set_style(style);
     }
     bar
-}
-
-/// A result as pretty JSON: written to `path` if given, printed on stdout if `stdout`.
-pub fn write_json<T: serde::Serialize>(
-    value: &T,
-    path: Option<&std::path::PathBuf>,
-    stdout: bool,
-) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    if let Some(p) = path {
-        anyhow::Context::with_context(std::fs::write(p, &text), || format!("cannot write {}", p.display()))?;
-    }
-    if stdout {
-        println!("{text}");
-    }
-    Ok(())
-}
-
-/// The flags of every command that produces a result: JSON on stdout, a JSON file, no bar.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct ResultOutput {
-    /// Print the result as JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON result to this file.
-    #[arg(long)]
-    pub out: Option<std::path::PathBuf>,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
-}
-
-impl ResultOutput {
-    /// A progress bar, hidden with --quiet or --json.
-    pub fn bar(&self, total: u64, template: &str) -> indicatif::ProgressBar {
-        progress_bar(total, self.quiet || self.json, template)
-    }
-
-    /// Write the JSON where asked; `true` when the text view should be printed too.
-    pub fn emit<T: serde::Serialize>(&self, value: &T) -> anyhow::Result<bool> {
-        write_json(value, self.out.as_ref(), self.json)?;
-        Ok(!self.json)
-    }
 }
 
 /// A usage error as an `anyhow::Error` (exit code 2).
@@ -223,15 +181,6 @@ fn exit_quietly_when_output_closes() {
 /// End the process as the hook above does when a write found its reader gone.
 pub fn exit_output_closed() -> ! {
     std::process::exit(CLOSED_OUTPUT_EXIT)
-}
-
-/// For explicit writes to stdout (not through `println!`): a closed pipe ends the process as
-/// the hook above does; any other error is returned.
-pub fn stdout_result(r: std::io::Result<()>) -> std::io::Result<()> {
-    match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit_output_closed(),
-        r => r,
-    }
 }
 
 fn main() -> ExitCode {

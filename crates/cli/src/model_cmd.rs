@@ -6,6 +6,7 @@ use linkemu::{LossModel, LossProcess};
 use models::{tcp, vlbi, wire};
 use serde::Serialize;
 
+use crate::flags::JsonOutput;
 use crate::units::{parse_fraction, parse_positive_duration, parse_rate, si_fmt};
 use crate::usage;
 
@@ -58,9 +59,8 @@ pub struct VlbiLossArgs {
     /// Seed of the loss simulation.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -77,9 +77,8 @@ pub struct TcpArgs {
     /// A rate to reach: 1G.
     #[arg(long, value_parser = parse_rate)]
     target: Option<f64>,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -96,9 +95,8 @@ pub struct WireArgs {
     /// Network overhead per packet on the wire, bytes.
     #[arg(long, default_value_t = wire::ETHERNET_UDP_OVERHEAD)]
     overhead: u32,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 pub fn run(cmd: ModelCommand) -> Result<()> {
@@ -164,8 +162,7 @@ fn vlbi_loss(a: VlbiLossArgs) -> Result<()> {
         }
     }
     let report = VlbiLossReport { array, frame_rejection };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if !a.output.emit(&report)? {
         return Ok(());
     }
     println!("independent loss: S/N factor sqrt(1-f)");
@@ -227,8 +224,7 @@ fn tcp_model(a: TcpArgs) -> Result<()> {
         target_bps: a.target,
     })
     .map_err(|e| usage(e.to_string()))?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+    if !a.output.emit(&r)? {
         return Ok(());
     }
     println!(
@@ -258,8 +254,7 @@ fn wire_model(a: WireArgs) -> Result<()> {
         overhead_bytes: a.overhead,
     })
     .map_err(|e| usage(e.to_string()))?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+    if !a.output.emit(&r)? {
         return Ok(());
     }
     println!(

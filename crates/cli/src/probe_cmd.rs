@@ -12,9 +12,12 @@ use probe::host::HostDelta;
 use probe::results::ProbeResult;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
+use crate::flags::{JsonOutput, ResultOutput};
 use crate::probe_multi;
-use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size, si_fmt};
-use crate::{read_key, usage, ResultOutput};
+use crate::units::{
+    parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
+};
+use crate::{read_key, usage};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -33,17 +36,17 @@ pub enum ProbeCommand {
     #[command(after_help = "Examples:\n  \
         evlbi probe client 127.0.0.1 --size 8192 --spacing 16us --count 100000   # 4.096 Gb/s of payload\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 100000    # same, spacing computed\n  \
-        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --json --out r.json\n  \
+        evlbi probe client corr.example.org:5301 --size 1472 --spacing 12us --count 1000000 --export-json r.json\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 200000 --trials 5     # spread over 5 runs\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 4.096G --count 1000000 --interval 1s # live lines on stderr\n  \
         evlbi probe client 127.0.0.1 --size 8192 --rate 12G --count 1000000 --burst 8        # 8 per GSO call\n  \
-        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --out s.json --csv s.csv\n\n\
+        evlbi probe client 127.0.0.1 --count 50000 --sweep 'sizes=1472,8192 spacings=0..40us:10us' --export-json s.json --csv s.csv\n\n\
         TCP tests and host experiments (seeds 001 and 003):\n  \
         evlbi probe client 127.0.0.1 --tcp --duration 60s                     # memory to memory, per-second lines\n  \
-        evlbi probe client corr.example.org --tcp --cc bbr --streams 4 --duration 3.3h --interval 10s --out long.json\n  \
+        evlbi probe client corr.example.org --tcp --cc bbr --streams 4 --duration 3.3h --interval 10s --export-json long.json\n  \
         evlbi probe client 127.0.0.1 --tcp --duration 20s --cpu-load nice=10  # a CPU-bound task at nice 10 competes\n  \
-        evlbi probe client 127.0.0.1 --tcp --duration 10s --cpu-load-sweep 19..0:3 --out cpu.json   # seed 001 Fig 2\n  \
-        evlbi probe client 127.0.0.1 --size 1472 --rate 940M --count 500000 --rcvbuf-sweep 64K..512K --out rcv.json\n  \
+        evlbi probe client 127.0.0.1 --tcp --duration 10s --cpu-load-sweep 19..0:3 --export-json cpu.json   # seed 001 Fig 2\n  \
+        evlbi probe client 127.0.0.1 --size 1472 --rate 940M --count 500000 --rcvbuf-sweep 64K..512K --export-json rcv.json\n  \
         evlbi report long.json cpu.json rcv.json -o report.html                # the figures\n\n\
         Exit codes: 0 ok; 1 runtime failure, or a test that ended early (its JSON is still written, \
         with \"partial\": true and the reason in \"error\"); 2 usage error (e.g. an unknown --cc, \
@@ -56,7 +59,7 @@ pub enum ProbeCommand {
     /// against it. Takes one core for the duration.
     #[command(after_help = "Examples:\n  \
         evlbi probe host-jitter --spacing 16us                  # 5 s, text\n  \
-        evlbi probe host-jitter --size 8000 --rate 4.096G --duration 10s --json --out floor.json\n  \
+        evlbi probe host-jitter --size 8000 --rate 4.096G --duration 10s --export-json floor.json\n  \
         taskset -c 1 evlbi probe host-jitter --spacing 16us      # the core a sender would be pinned to\n\n\
         Reading it: \"gap p99 excess\" is the departure-gap p99 minus the spacing; \"interruptions\" are \
         moments (> 1 us) the spinning thread did not run; involuntary context switches > 0 mean \
@@ -97,14 +100,15 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     sessions: Option<u64>,
     /// Largest UDP receive buffer a client may ask for (--rcvbuf-sweep).
-    #[arg(long, value_parser = crate::units::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = parse_size, default_value = "256M")]
     max_rcvbuf: u64,
     /// Longest test a client may ask for (count x spacing, or a TCP test's duration).
     #[arg(long, value_parser = parse_max_duration, default_value = "1h")]
     max_duration: std::time::Duration,
-    /// Print one JSON line per finished session instead of text.
-    #[arg(long)]
-    json: bool,
+    // --json: one JSON line per finished session on stdout instead of text; --export-json:
+    // the same lines into FILE.
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -158,7 +162,7 @@ pub struct ClientArgs {
     /// Sweep a grid, one trial of --count datagrams per point, sizes × spacings, size-major:
     /// "sizes=1472,8192 spacings=0..40us:10us". Values are lists (a,b,c) or ranges A..B[:STEP]
     /// with both ends included (no step: 5 evenly spaced points); spacings take ns/us/ms units.
-    /// A parameter not swept keeps --size/--spacing. JSON (--json/--out) is a SweepResult.
+    /// A parameter not swept keeps --size/--spacing. JSON (--json/--export-json) is a SweepResult.
     #[arg(long, value_name = "SPEC")]
     sweep: Vec<String>,
     /// Print a live line on stderr every INTERVAL (e.g. 1s, at least 100ms) during each trial,
@@ -228,11 +232,12 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
 }
 
 fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::units::parse_duration(s)?;
-    if !(Duration::from_secs(1)..=Duration::from_secs(30 * 86400)).contains(&d) {
-        return Err(format!("{s}: must be between 1s and 30 days"));
-    }
-    Ok(d)
+    parse_duration_within(
+        s,
+        Duration::from_secs(1),
+        Duration::from_secs(30 * 86400),
+        "1s and 30 days",
+    )
 }
 
 fn server(a: ServerArgs) -> Result<()> {
@@ -252,6 +257,7 @@ fn server(a: ServerArgs) -> Result<()> {
         server.local_addr()?,
         if a.key_file.is_some() { ", key required" } else { "" }
     );
+    let mut lines = a.output.lines()?;
     let stop = AtomicBool::new(false);
     server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| match e {
         ServerEvent::Ready {
@@ -282,9 +288,8 @@ fn server(a: ServerArgs) -> Result<()> {
             }
         },
         ServerEvent::Finished { peer, report } => {
-            if a.json {
-                println!("{}", serde_json::to_string(&report).unwrap_or_default());
-            } else {
+            lines.emit(&report);
+            if !lines.to_stdout() {
                 status!(
                     "{peer}: received {} of {} ({} lost, {} strays)",
                     report.unique_packets,
@@ -295,9 +300,8 @@ fn server(a: ServerArgs) -> Result<()> {
             }
         }
         ServerEvent::TcpFinished { peer, report } => {
-            if a.json {
-                println!("{}", serde_json::to_string(&report).unwrap_or_default());
-            } else {
+            lines.emit(&report);
+            if !lines.to_stdout() {
                 status!(
                     "{peer}: TCP test {}: received {} B in {:.2} s ({}b/s){}",
                     if report.partial {
@@ -358,7 +362,6 @@ fn host_jitter(a: HostJitterArgs) -> Result<()> {
 }
 
 fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
-    let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.2}", v as f64 / 1e3));
     let g = &r.releases.departure_gap_ns;
     println!(
         "host jitter: {} releases every {:.3} us over {:.2} s, nothing sent",
@@ -368,11 +371,11 @@ fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
     );
     println!(
         "  departure gap us: p50 {} p90 {} p99 {} p99.9 {} max {}",
-        us(g.p50),
-        us(g.p90),
-        us(g.p99),
-        us(g.p999),
-        us(g.max)
+        us_fmt(g.p50),
+        us_fmt(g.p90),
+        us_fmt(g.p99),
+        us_fmt(g.p999),
+        us_fmt(g.max)
     );
     if let Some(x) = r.gap_p99_excess_ns {
         println!(
@@ -385,7 +388,7 @@ fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
         r.interruption_threshold_ns as f64 / 1e3,
         r.interruptions.count,
         r.interruptions_per_second,
-        us(r.interruptions.max),
+        us_fmt(r.interruptions.max),
         r.interrupted_share * 100.0
     );
     println!(
@@ -547,11 +550,6 @@ pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send 
     }
 }
 
-/// Nanoseconds as microseconds with two decimals, "-" when absent.
-fn us(ns: Option<u64>) -> String {
-    ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
-}
-
 fn print_result(r: &ProbeResult) {
     let p = &r.params;
     println!(
@@ -567,8 +565,8 @@ fn print_result(r: &ProbeResult) {
             "sent       {} datagrams, {}b/s user; departure gap p50 {} us p99 {} us; {} late",
             s.packets_sent,
             si_fmt(s.user_rate_bps.unwrap_or(0.0)),
-            us(s.departure_gap_ns.p50),
-            us(s.departure_gap_ns.p99),
+            us_fmt(s.departure_gap_ns.p50),
+            us_fmt(s.departure_gap_ns.p99),
             s.late_packets
         );
     }
@@ -590,15 +588,15 @@ fn print_result(r: &ProbeResult) {
         );
         println!(
             "arrivals   inter-arrival p50 {} us p99 {} us",
-            us(x.inter_arrival_ns.p50),
-            us(x.inter_arrival_ns.p99)
+            us_fmt(x.inter_arrival_ns.p50),
+            us_fmt(x.inter_arrival_ns.p99)
         );
         let d = &x.one_way_delay;
         println!(
             "delay      one-way above minimum: p50 {} us p99 {} us max {} us",
-            us(d.p50_ns),
-            us(d.p99_ns),
-            us(d.max_ns)
+            us_fmt(d.p50_ns),
+            us_fmt(d.p99_ns),
+            us_fmt(d.max_ns)
         );
         if let Some(f) = &x.poisson {
             println!("loss stats {}", f.verdict);

@@ -9,8 +9,9 @@ use probe_session::{run_client_live, ClientConfig};
 
 use crate::probe_cmd::live_printer;
 
-use crate::units::{parse_duration, si_fmt};
-use crate::{usage, ResultOutput};
+use crate::flags::ResultOutput;
+use crate::units::{parse_duration, rate_fmt, si_fmt, unit_of, us_fmt, with_default_unit};
+use crate::usage;
 
 /// Points of a swept parameter when a range has no step: both ends and three between.
 const DEFAULT_RANGE_POINTS: u64 = 5;
@@ -63,20 +64,8 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// A spacing in ns; `unit` is the unit to assume when `s` has none (from the range's end).
 fn parse_ns(s: &str, unit: Option<&str>) -> Result<u64, String> {
-    let s = s.trim();
-    let bare = !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
-    let text = match (bare, unit) {
-        (true, Some(u)) => format!("{s}{u}"),
-        (true, None) => format!("{s}ns"),
-        (false, _) => s.to_string(),
-    };
     // At most 1e18 ns (the parser's bound): fits a u64.
-    Ok(parse_duration(&text)?.as_nanos() as u64)
-}
-
-fn unit_of(s: &str) -> Option<&str> {
-    let u = s.trim().trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-    (!u.is_empty()).then_some(u)
+    Ok(parse_duration(&with_default_unit(s, Some(unit.unwrap_or("ns"))))?.as_nanos() as u64)
 }
 
 /// Parses one value; the second argument is the unit to assume when the value has none.
@@ -128,7 +117,7 @@ pub(crate) fn values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
 
 /// Run `trials` sessions of `config` back to back and report their spread.
 pub fn trials(config: &ClientConfig, trials: u32, output: &ResultOutput) -> Result<()> {
-    let (quiet, json) = (output.quiet, output.json);
+    let (quiet, json) = (output.quiet, output.json());
     let bar = output.bar(u64::from(trials), "{bar:40} trial {pos}/{len} ETA {eta}");
     let mut results = Vec::new();
     for i in 0..trials {
@@ -150,10 +139,7 @@ pub fn trials(config: &ClientConfig, trials: u32, output: &ResultOutput) -> Resu
         }
         let s = &all.summary;
         println!("spread over {} trials (min / median / max):", s.trials);
-        println!(
-            "  received rate     {}",
-            spread(s.received_user_rate_bps, |v| format!("{}b/s", si_fmt(v)))
-        );
+        println!("  received rate     {}", spread(s.received_user_rate_bps, rate_fmt));
         println!(
             "  loss fraction     {}",
             spread(s.loss_fraction, |v| format!("{v:.3e}"))
@@ -190,13 +176,9 @@ fn trial_line(i: u32, r: &ProbeResult) -> String {
         rx.map_or(0, |x| x.expected_packets),
         rx.and_then(|x| x.loss_fraction).unwrap_or(0.0),
         rx.map_or(0, |x| x.reordering.reordered_packets),
-        us(rx.and_then(|x| x.inter_arrival_ns.p99)),
-        us(r.sender.as_ref().and_then(|s| s.departure_gap_ns.p99)),
+        us_fmt(rx.and_then(|x| x.inter_arrival_ns.p99)),
+        us_fmt(r.sender.as_ref().and_then(|s| s.departure_gap_ns.p99)),
     )
-}
-
-fn us(ns: Option<u64>) -> String {
-    ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
 }
 
 /// Run one trial per grid point (size-major) and write the sweep as JSON (and CSV).
@@ -237,13 +219,12 @@ pub fn sweep(config: &ClientConfig, spec: &SweepSpec, output: &ResultOutput, csv
                 "{:>6} {:>11.3} {:>12} {:>12} {:>10.3e} {:>7} {:>10} {:>10}",
                 p.size,
                 p.spacing_ns as f64 / 1e3,
-                r.offered_user_rate_bps
-                    .map_or("max".into(), |v| format!("{}b/s", si_fmt(v))),
-                format!("{}b/s", si_fmt(rx.and_then(|x| x.user_rate_bps).unwrap_or(0.0))),
+                r.offered_user_rate_bps.map_or("max".into(), rate_fmt),
+                rate_fmt(rx.and_then(|x| x.user_rate_bps).unwrap_or(0.0)),
                 rx.and_then(|x| x.loss_fraction).unwrap_or(0.0),
                 rx.map_or(0, |x| x.reordering.reordered_packets),
-                us(rx.and_then(|x| x.inter_arrival_ns.p99)),
-                us(r.sender.as_ref().and_then(|s| s.departure_gap_ns.p99)),
+                us_fmt(rx.and_then(|x| x.inter_arrival_ns.p99)),
+                us_fmt(r.sender.as_ref().and_then(|s| s.departure_gap_ns.p99)),
             );
         }
     }

@@ -13,10 +13,11 @@ use probe::tcp_results::{CpuLoadPoint, CpuLoadSweepResult, RcvbufPoint, RcvbufSw
 use probe_session::burn::{online_cpus, CpuLoadSpec, NICE_MAX, NICE_MIN};
 use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConfig};
 
+use crate::flags::ResultOutput;
 use crate::probe_cmd::{host_line, live_printer};
 use crate::probe_multi::values;
-use crate::units::{parse_size, si_fmt};
-use crate::{usage, ResultOutput};
+use crate::units::{bytes_fmt, parse_size, rate_fmt, si_fmt, with_default_unit};
+use crate::usage;
 
 /// The competing task of `--cpu-load nice=N[,threads=K]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,13 +129,9 @@ pub fn parse_nice_levels(s: &str) -> Result<Vec<i32>, String> {
 /// Parse a `--rcvbuf-sweep`: sizes as a list (`64K,128K,230K`) or a range `A..B[:STEP]` (no
 /// step: 5 evenly spaced sizes); units as `--size`'s (K/M decimal, KiB/MiB binary).
 pub fn parse_rcvbufs(s: &str) -> Result<Vec<u64>, String> {
+    // A unitless start takes the end's unit, as in --sweep ("64..512K").
     let v = values(s, &|x: &str, unit: Option<&str>| {
-        // A unitless start takes the end's unit, as in --sweep ("64..512K").
-        let bare = !x.is_empty() && x.chars().all(|c| c.is_ascii_digit() || c == '.');
-        match (bare, unit) {
-            (true, Some(u)) => parse_size(&format!("{x}{u}")),
-            _ => parse_size(x),
-        }
+        parse_size(&with_default_unit(x, unit))
     })?;
     if v.len() > 1000 {
         return Err(format!("{} sizes, more than 1000", v.len()));
@@ -195,7 +192,7 @@ pub fn run(a: TcpArgs, output: &ResultOutput) -> Result<()> {
         c.cpu_load = load.map(|l| load_spec(l, a.duration)).transpose()?;
         Ok(c)
     };
-    let text = !output.json;
+    let text = !output.json();
     if let Some(levels) = &a.cpu_load_sweep {
         return cpu_sweep(levels, a.cpu_load.and_then(|l| l.threads), &config, output);
     }
@@ -226,7 +223,7 @@ fn partial_exit(partial: bool, error: Option<&str>, output: &ResultOutput) -> Re
     if !partial {
         return Ok(());
     }
-    let where_ = match (&output.out, output.json) {
+    let where_ = match (output.export_path(), output.json()) {
         (Some(p), _) => format!("; the partial result is in {}", p.display()),
         (None, true) => "; the partial result was printed".into(),
         (None, false) => String::new(),
@@ -237,20 +234,16 @@ fn partial_exit(partial: bool, error: Option<&str>, output: &ResultOutput) -> Re
     ))
 }
 
-fn bytes_fmt(b: u64) -> String {
-    format!("{}B", si_fmt(b as f64))
-}
-
 /// One live line per interval (iperf3 style).
 fn interval_line(iv: &TcpInterval) -> String {
-    let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{}b/s", si_fmt(v)));
+    let opt = |v: Option<f64>| v.map_or("-".into(), rate_fmt);
     format!(
         "[{:>7.2}-{:>7.2} s] {:>12}  retrans {:>5}  cwnd {:>10}  srtt {:>8.3} ms  pacing {:>12}  delivery {:>12}",
         iv.start_s,
         iv.end_s,
-        format!("{}b/s", si_fmt(iv.rate_bps)),
+        rate_fmt(iv.rate_bps),
         iv.retransmits,
-        bytes_fmt(iv.cwnd_bytes),
+        bytes_fmt(iv.cwnd_bytes as f64),
         iv.srtt_us / 1e3,
         opt(iv.pacing_rate_bps),
         opt(iv.delivery_rate_bps),
@@ -260,8 +253,8 @@ fn interval_line(iv: &TcpInterval) -> String {
 fn print_tcp(r: &TcpTestResult) {
     println!(
         "sent       {} written, {} acknowledged in {:.2} s: {}b/s; {} segments retransmitted",
-        bytes_fmt(r.bytes_written),
-        bytes_fmt(r.bytes_acked),
+        bytes_fmt(r.bytes_written as f64),
+        bytes_fmt(r.bytes_acked as f64),
         r.elapsed_s,
         si_fmt(r.sender_rate_bps.unwrap_or(0.0)),
         r.retransmits
@@ -269,7 +262,7 @@ fn print_tcp(r: &TcpTestResult) {
     match &r.receiver {
         Some(x) => println!(
             "received   {} in {:.2} s: {}b/s{}",
-            bytes_fmt(x.bytes),
+            bytes_fmt(x.bytes as f64),
             x.duration_s,
             si_fmt(x.rate_bps.unwrap_or(0.0)),
             if x.stray_connections > 0 {
@@ -384,7 +377,7 @@ fn cpu_sweep(
             println!(
                 "{:>8} {:>14} {:>12} {:>14} {:>10} {:>9}",
                 point_name(p.nice),
-                format!("{}b/s", si_fmt(p.rate_bps.unwrap_or(0.0))),
+                rate_fmt(p.rate_bps.unwrap_or(0.0)),
                 p.available_cpu_pct.map_or("-".into(), |v| format!("{v:.1}")),
                 c.and_then(|c| c.task_cpu_pct).map_or("-".into(), |v| format!("{v:.1}")),
                 p.sender_idle_pct.map_or("-".into(), |v| format!("{v:.1}")),
@@ -445,7 +438,7 @@ fn print_rcvbuf(s: &RcvbufSweepResult) {
         "receive-buffer sweep: {} x {} B at {} user rate",
         s.count,
         s.size,
-        offered.map_or("full speed".into(), |r| format!("{}b/s", si_fmt(r)))
+        offered.map_or("full speed".into(), rate_fmt)
     );
     println!(
         "{:>12} {:>12} {:>9} {:>10} {:>13} {:>13} {:>14}",

@@ -6,15 +6,17 @@ use anyhow::Context;
 use clap::Args;
 use report::inputs::{Input, InputError};
 
+use crate::flags::JsonOutput;
 use crate::usage;
 
 /// Arguments of `evlbi report`.
 #[derive(Args)]
 #[command(
-    after_help = "Inputs may be probe trials (evlbi probe client --json --out r.json), probe sweeps, TCP tests \
-(evlbi probe client --tcp --out t.json), CPU-load sweeps (--cpu-load-sweep), receive-buffer sweeps \
-(--rcvbuf-sweep), host timing floors (evlbi probe host-jitter --out), stream send/recv reports (--out / --json of evlbi stream send|recv), evlbi send reports and \
-scripts/demo.sh's report.json; the kind is detected from the JSON.\n\nFigures go to <OUT stem>_files/ beside the page (PNG and SVG; SVG only when the \
+    after_help = "Inputs may be probe trials (evlbi probe client --export-json r.json), probe sweeps, TCP tests \
+(evlbi probe client --tcp --export-json t.json), CPU-load sweeps (--cpu-load-sweep), receive-buffer sweeps \
+(--rcvbuf-sweep), host timing floors (evlbi probe host-jitter --export-json), stream send/recv reports (--export-json \
+of evlbi stream send|recv), evlbi send reports, evlbi linkemu summaries and scripts/demo.sh's report.json; the kind is \
+detected from the JSON.\n\nFigures go to <OUT stem>_files/ beside the page (PNG and SVG; SVG only when the \
 font is missing).\n\nExamples:\n  evlbi report r1.json r2.json -o out/report.html\n  evlbi report \
 out/demo/report.json -o out/demo/report.html --json\n\nExit codes: 0 ok, 1 unreadable data or figures not \
 written, 2 usage error (missing file, JSON of an unknown kind)."
@@ -23,12 +25,12 @@ pub struct ReportArgs {
     /// Result JSON files.
     #[arg(required = true, value_name = "RESULT.json")]
     inputs: Vec<PathBuf>,
-    /// The HTML page to write.
+    /// The HTML page to write (its figures go beside it).
     #[arg(short, long, value_name = "report.html")]
     out: PathBuf,
-    /// Print the report (the struct the page shows) as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    // --json, --export-json: the report (the struct the page shows) as JSON.
+    #[command(flatten)]
+    output: JsonOutput,
     /// TrueType font for PNG text (SVG text is rendered by the viewer).
     #[arg(long, value_name = "TTF", default_value = report::DEFAULT_FONT)]
     font: PathBuf,
@@ -65,9 +67,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     let report = report::page::build(&inputs, &a.out)?;
     let page = report::html::render(&report, base)?;
     std::fs::write(&a.out, page).with_context(|| format!("cannot write {}", a.out.display()))?;
-    if a.json {
-        crate::write_json(&report, None, true)?;
-    } else {
+    if a.output.emit(&report)? {
         let figs: Vec<_> = report.figures().collect();
         let pngs = figs.iter().filter(|f| f.png.is_some()).count();
         println!(

@@ -13,8 +13,11 @@ use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender, Input, SendConfig};
 use stream_session::sink::{run_writer_process, WriterPlacement};
 
-use crate::units::{parse_duration, parse_fraction, parse_positive_duration, parse_rate, parse_size, si_fmt};
-use crate::{usage, write_json, ProblemsFound};
+use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
+use crate::units::{
+    bytes_fmt, parse_duration, parse_fraction, parse_multiple, parse_positive_duration, parse_rate, parse_size, si_fmt,
+};
+use crate::{usage, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum StreamCommand {
@@ -31,7 +34,7 @@ pub enum StreamCommand {
     /// written with the invalid bit set at the right time, everything counted.
     #[command(after_help = "Examples:\n  \
         evlbi stream recv --listen 46227 --out rx/                                # until Ctrl-C\n  \
-        evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --json summary.json\n  \
+        evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --export-json summary.json\n  \
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
         evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only")]
     Recv(RecvArgs),
@@ -132,12 +135,10 @@ pub struct SendArgs {
     /// Seed of --inject-loss.
     #[arg(long, default_value_t = 1)]
     loss_seed: u64,
-    /// Print the result as JSON on stdout (and to --out if given).
-    #[arg(long)]
-    json: bool,
-    /// Write the JSON result to this file.
-    #[arg(long)]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    output: JsonOutput,
+    #[command(flatten)]
+    legacy_out: LegacyJsonOut,
 }
 
 #[derive(Args)]
@@ -145,8 +146,9 @@ pub struct RecvArgs {
     /// PORT or ADDRESS:PORT to listen on (0 picks a free port, printed on stderr).
     #[arg(long)]
     listen: String,
-    /// Output directory (files STATION_UTC.vdif). Without it, frames are counted and dropped.
-    #[arg(long)]
+    /// Output directory of the recordings (files STATION_UTC.vdif). Without it, frames are
+    /// counted and dropped.
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
@@ -204,9 +206,8 @@ pub struct RecvArgs {
     /// Live line cadence.
     #[arg(long, value_parser = parse_positive_duration, default_value = "1s")]
     interval: Duration,
-    /// Write the JSON summary to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    output: JsonOutputOldFile,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -249,7 +250,7 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
     if bytes > 4 << 30 {
         return Err(usage(format!(
             "--generate would hold {} per station in memory; use fewer --seconds (it loops with --loop)",
-            si_fmt(bytes as f64) + "B"
+            bytes_fmt(bytes as f64)
         )));
     }
     let names: Vec<String> = config.stations.iter().map(|s| s.name.clone()).collect();
@@ -309,11 +310,11 @@ fn send(a: SendArgs) -> Result<()> {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
-    write_json(&r, a.out.as_ref(), a.json)?;
+    let text = a.legacy_out.apply(&a.output).emit(&r)?;
     for w in &r.warnings {
         status!("warning: {w}");
     }
-    if !a.json {
+    if text {
         for s in &r.stations {
             let g = &s.departure_gap;
             status!(
@@ -378,6 +379,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             "--arq needs --seq-format native (NAKs name native sequence numbers)",
         ));
     }
+    let output = a.output.resolve()?;
     let cfg = RecvConfig {
         listen,
         out_dir: a.out.clone(),
@@ -452,7 +454,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             );
         }
     })?;
-    write_json(&r, a.json.as_ref(), false)?;
+    output.emit(&r)?;
     for s in &r.stations {
         let w = &s.window;
         status!(
@@ -546,8 +548,5 @@ fn recv(a: RecvArgs) -> Result<()> {
 
 /// `--catch-up`: a multiple of the rate, 1 to 16.
 fn parse_catch_up(s: &str) -> Result<f64, String> {
-    match s.trim().trim_end_matches('x').parse::<f64>() {
-        Ok(v) if (1.0..=16.0).contains(&v) => Ok(v),
-        _ => Err(format!("{s:?}: a multiple of the rate from 1 to 16, e.g. 2")),
-    }
+    parse_multiple(s, 1.0, 16.0)
 }

@@ -10,8 +10,9 @@ use clap::{Args, ValueEnum};
 use transfer::results::SendReport;
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
-use crate::units::{parse_rate, parse_size, si_fmt};
-use crate::{read_key, usage, ProblemsFound, ResultOutput};
+use crate::flags::{JsonOutput, ResultOutput};
+use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt, si_fmt};
+use crate::{read_key, usage, ProblemsFound};
 
 /// Default control port of `evlbi recv`.
 pub const DEFAULT_PORT: u16 = 5310;
@@ -54,17 +55,14 @@ pub struct RecvArgs {
     /// Time a connection has to authenticate.
     #[arg(long, default_value = "10s", value_parser = parse_handshake_timeout)]
     handshake_timeout: Duration,
-    /// One JSON line per received file on stdout instead of text.
-    #[arg(long)]
-    json: bool,
+    // --json: one JSON line per received file on stdout instead of text; --export-json: the
+    // same lines into FILE.
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 fn parse_handshake_timeout(s: &str) -> Result<Duration, String> {
-    let d = crate::units::parse_duration(s)?;
-    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
-        return Err(format!("{s}: must be between 100ms and 1h"));
-    }
-    Ok(d)
+    parse_duration_within(s, Duration::from_millis(100), Duration::from_secs(3600), "100ms and 1h")
 }
 
 /// Congestion control.
@@ -84,7 +82,7 @@ pub enum Cc {
 root itself). Directories are sent recursively; empty files and directories too.\n\nExamples:\n  \
 evlbi send scan01.vdif corr.example.org:/exp42                 # adaptive rate\n  \
 evlbi send --cc fixed --rate 4G scans/ corr.example.org:5310/exp42\n  \
-evlbi send big.vdif 127.0.0.1:5310 --json --out send.json\n\nThe JSON report has per file: bytes resumed, \
+evlbi send big.vdif 127.0.0.1:5310 --export-json send.json\n\nThe JSON report has per file: bytes resumed, \
 bytes and retransmissions per round, loss seen, RTT, goodput and the BLAKE3 the receiver verified."
 )]
 pub struct SendArgs {
@@ -154,6 +152,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         a.root.display(),
         if a.key_file.is_some() { ", key required" } else { "" }
     );
+    let mut lines = a.output.lines()?;
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
     server.serve(&stop, a.once, &mut |e| match e {
@@ -170,8 +169,9 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
             if !f.verified {
                 failed += 1;
             }
-            if a.json {
-                println!("{}", serde_json::to_string(&f).unwrap_or_default());
+            lines.emit(&f);
+            if lines.to_stdout() {
+                // The JSON line says it all.
             } else if f.verified {
                 status!(
                     "  {}  {} B  verified BLAKE3 {}  ({} B resumed, {} round(s), {} datagrams, {} duplicate, {} rejected)",
@@ -250,7 +250,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         &mut |p| {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);
-            bar.set_message(format!("{} @ {}b/s", p.file, si_fmt(p.rate_bps)));
+            bar.set_message(format!("{} @ {}", p.file, rate_fmt(p.rate_bps)));
         },
         &stop,
     )

@@ -1,8 +1,12 @@
-//! Parsing of the quantities users type: rates ("512M", "4.096G"), durations ("1.5us", "300ms"),
-//! frequencies ("1.2MHz"), sizes ("2MB") and probabilities ("0.1%"). SI prefixes are decimal, as in networking
-//! and VLBI ("4096M" = 4.096e9 b/s). Every parser refuses NaN, infinities and values out of range,
-//! so no option can make later arithmetic panic.
+//! The quantities users type and read, in one place: parsing of rates ("512M", "4.096G"),
+//! durations ("1.5us", "300ms"), frequencies ("1.2MHz"), sizes ("2MB", "64KiB"), probabilities
+//! ("0.1%") and multiples ("2x"), and their human formatting (`si_fmt`, `rate_fmt`, `bytes_fmt`,
+//! `us_fmt`). SI prefixes are decimal, as in networking and VLBI ("4096M" = 4.096e9 b/s); sizes
+//! also take binary ones (KiB, MiB, GiB). Every parser refuses NaN, infinities and values out of
+//! range, so no option can make later arithmetic panic. Library crates take numbers, never these
+//! strings.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// Split "1.5us" into (1.5, "us").
@@ -113,6 +117,40 @@ fn duration(s: &str, positive: bool) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// [`parse_duration`] within `lo..=hi` (the bounds said in the error as `lo_text`..`hi_text`).
+pub fn parse_duration_within(s: &str, lo: Duration, hi: Duration, bounds: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if !(lo..=hi).contains(&d) {
+        return Err(format!("{s}: must be between {bounds}"));
+    }
+    Ok(d)
+}
+
+/// A multiple of something ("2", "1.5x") within `lo..=hi`.
+pub fn parse_multiple(s: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    match s.trim().trim_end_matches('x').parse::<f64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: a multiple from {lo} to {hi}, e.g. 2")),
+    }
+}
+
+/// The unit of a value: what follows its number ("40us" → "us"); `None` for a bare number.
+pub fn unit_of(s: &str) -> Option<&str> {
+    let u = s.trim().trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    (!u.is_empty()).then_some(u)
+}
+
+/// `s` with `unit` appended when it is a bare number: in a range "10..40us" the start takes
+/// the end's unit.
+pub fn with_default_unit<'a>(s: &'a str, unit: Option<&str>) -> Cow<'a, str> {
+    let t = s.trim();
+    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+    match (bare, unit) {
+        (true, Some(u)) => Cow::Owned(format!("{t}{u}")),
+        _ => Cow::Borrowed(s),
+    }
+}
+
 /// A frequency in Hz: "1.2MHz", "800kHz", "1.2e6".
 pub fn parse_frequency(s: &str) -> Result<f64, String> {
     let (v, unit) = split_number(s)?;
@@ -125,29 +163,28 @@ pub fn parse_frequency(s: &str) -> Result<f64, String> {
     Ok(f)
 }
 
-/// A size in bytes: "2MB", "1.5M", "64KiB", "9000". k/M/G are decimal, Ki/Mi/Gi binary.
+/// Largest size any option takes, bytes (1 PB).
+pub const MAX_SIZE_BYTES: f64 = 1e15;
+
+/// A size in bytes: "2MB", "1.5M", "64KiB", "9000", "1e9". k/M/G/T are decimal, Ki/Mi/Gi binary;
+/// at least 1 byte, at most [`MAX_SIZE_BYTES`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
-    let unit = unit.trim();
+    let (v, unit) = split_number(s).map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
     let unit = unit.strip_suffix('B').unwrap_or(unit);
     let m = match unit {
         "" => 1.0,
         "k" | "K" => 1e3,
         "M" => 1e6,
         "G" => 1e9,
+        "T" => 1e12,
         "Ki" => 1024.0,
         "Mi" => 1048576.0,
         "Gi" => 1073741824.0,
         _ => return Err(format!("{s:?}: unknown size unit (use B, kB, MB, GB, KiB, MiB, GiB)")),
     };
     let bytes = (v * m).round();
-    if !(1.0..=1e15).contains(&bytes) {
-        return Err(format!("{s:?}: size out of range"));
+    if !(1.0..=MAX_SIZE_BYTES).contains(&bytes) {
+        return Err(format!("{s:?}: size out of range (1 B to {MAX_SIZE_BYTES:e} B)"));
     }
     Ok(bytes as u64)
 }
@@ -169,9 +206,13 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
     Ok(p)
 }
 
-/// Human-readable SI value: 1.29e9 → "1.29 G".
+/// Human-readable SI value, three decimals unless whole: 1.29e9 → "1.290 G", 512e6 → "512 M"; append
+/// the unit ("b/s", "B", "S/s") or use [`rate_fmt`] / [`bytes_fmt`]. The one formatter of
+/// quantities in evlbi's text output.
 pub fn si_fmt(v: f64) -> String {
-    let (d, p) = if v.abs() >= 1e9 {
+    let (d, p) = if v.abs() >= 1e12 {
+        (1e12, "T")
+    } else if v.abs() >= 1e9 {
         (1e9, "G")
     } else if v.abs() >= 1e6 {
         (1e6, "M")
@@ -181,6 +222,21 @@ pub fn si_fmt(v: f64) -> String {
         (1.0, "")
     };
     format!("{:.3} {p}", v / d).replace(".000 ", " ")
+}
+
+/// A bit rate: 4.096e9 → "4.096 Gb/s".
+pub fn rate_fmt(bps: f64) -> String {
+    si_fmt(bps) + "b/s"
+}
+
+/// A byte count: 2e6 → "2 MB".
+pub fn bytes_fmt(bytes: f64) -> String {
+    si_fmt(bytes) + "B"
+}
+
+/// Nanoseconds as microseconds with two decimals ("16.00"), "-" when absent.
+pub fn us_fmt(ns: Option<u64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.2}", v as f64 / 1e3))
 }
 
 #[cfg(test)]
@@ -242,6 +298,148 @@ mod tests {
         }
         for bad in ["nan", "inf", "-inf", "NaN%", "-1"] {
             assert!(parse_fraction(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_form_good_and_bad() {
+        // Rates: SI prefixes, optional bps / b/s / bit/s, exponents; bare is b/s.
+        for (s, v) in [
+            ("512M", 512e6),
+            ("512 Mb/s", 512e6),
+            ("1.5kbit/s", 1500.0),
+            ("4.096Gbps", 4.096e9),
+            ("1T", 1e12),
+            ("1e15", 1e15),
+            ("2.5e3k", 2.5e6),
+        ] {
+            assert_eq!(parse_rate(s), Ok(v), "{s}");
+        }
+        for bad in [
+            "", "M", "Gb/s", "1Q", "1 MB", "0", "-1", "-1G", "1e400", "2e15", "1PB", "1..2G",
+        ] {
+            assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
+        // Durations: ns us µs ms s min m h; bare is seconds.
+        for (s, ns) in [
+            ("250ns", 250),
+            ("16µs", 16_000),
+            ("1.5ms", 1_500_000),
+            ("2s", 2_000_000_000),
+            ("1min", 60_000_000_000),
+            ("1h", 3_600_000_000_000),
+            ("0.5", 500_000_000),
+            ("1e-3s", 1_000_000),
+        ] {
+            assert_eq!(parse_duration(s), Ok(Duration::from_nanos(ns)), "{s}");
+        }
+        for bad in ["ms", "1d", "1 fortnight", "-1ns", "1e400", "1e10", "10 s s", "1_000ms"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_seconds("-2ms"), Ok(-2e-3));
+        // Ranged durations.
+        let within =
+            |s| parse_duration_within(s, Duration::from_millis(100), Duration::from_secs(3600), "100ms and 1h");
+        assert_eq!(within("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(within("100ms"), Ok(Duration::from_millis(100)));
+        for bad in ["99ms", "1.01h", "-1s", "x"] {
+            assert!(within(bad).is_err(), "{bad:?}");
+        }
+        // Sizes: decimal and binary prefixes, optional B.
+        for (s, v) in [
+            ("9000", 9000),
+            ("2kB", 2000),
+            ("2K", 2000),
+            ("1.5M", 1_500_000),
+            ("3GB", 3_000_000_000),
+            ("1TB", 1_000_000_000_000),
+            ("64KiB", 65_536),
+            ("2 MiB", 2 << 20),
+            ("1GiB", 1 << 30),
+            ("1e9", 1_000_000_000),
+            ("0.6", 1),
+        ] {
+            assert_eq!(parse_size(s), Ok(v), "{s}");
+        }
+        for bad in [
+            "",
+            "B",
+            "MB",
+            "0",
+            "0.4",
+            "-1K",
+            "2 parsecs",
+            "1PB",
+            "1e16",
+            "1e400",
+            "2MiBB",
+            "1b",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        // Fractions: percent or a bare fraction in 0..=1.
+        for (s, v) in [
+            ("0", 0.0),
+            ("0%", 0.0),
+            ("1e-4", 1e-4),
+            ("100%", 1.0),
+            ("1", 1.0),
+            (" 2.5 % ", 0.025),
+        ] {
+            assert_eq!(parse_fraction(s), Ok(v), "{s}");
+        }
+        for bad in ["", "%", "5", "101%", "-0.1%", "1e400", "x%", "1%%"] {
+            assert!(parse_fraction(bad).is_err(), "{bad:?}");
+        }
+        // Frequencies.
+        for (s, v) in [
+            ("800kHz", 8e5),
+            ("1.2MHz", 1.2e6),
+            ("1GHz", 1e9),
+            ("100", 100.0),
+            ("5hz", 5.0),
+        ] {
+            assert_eq!(parse_frequency(s), Ok(v), "{s}");
+        }
+        for bad in ["", "MHz", "1 parsec", "1e400Hz"] {
+            assert!(parse_frequency(bad).is_err(), "{bad:?}");
+        }
+        // Multiples.
+        assert_eq!(parse_multiple("2", 1.0, 16.0), Ok(2.0));
+        assert_eq!(parse_multiple("1.5x", 1.0, 16.0), Ok(1.5));
+        for bad in ["0.5", "17", "-2", "x", "", "nan", "inf"] {
+            assert!(parse_multiple(bad, 1.0, 16.0).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn default_units_for_ranges() {
+        assert_eq!(unit_of("40us"), Some("us"));
+        assert_eq!(unit_of("512K"), Some("K"));
+        assert_eq!(unit_of("40"), None);
+        assert_eq!(with_default_unit("10", Some("us")), "10us");
+        assert_eq!(with_default_unit("10ms", Some("us")), "10ms");
+        assert_eq!(with_default_unit("10", None), "10");
+        assert_eq!(with_default_unit("", Some("us")), "");
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(si_fmt(0.0), "0 ");
+        assert_eq!(si_fmt(999.0), "999 ");
+        assert_eq!(si_fmt(1500.0), "1.500 k");
+        assert_eq!(si_fmt(512e6), "512 M");
+        assert_eq!(si_fmt(1.29e9), "1.290 G");
+        assert_eq!(si_fmt(2e12), "2 T");
+        assert_eq!(si_fmt(-4e6), "-4 M");
+        assert_eq!(rate_fmt(4.096e9), "4.096 Gb/s");
+        assert_eq!(bytes_fmt(2e6), "2 MB");
+        assert_eq!(us_fmt(Some(16_000)), "16.00");
+        assert_eq!(us_fmt(None), "-");
+        // What is formatted parses back.
+        for v in [1e3, 512e6, 4.096e9, 1e12] {
+            assert_eq!(parse_rate(&rate_fmt(v)), Ok(v));
+            assert_eq!(parse_size(&bytes_fmt(v)), Ok(v as u64));
         }
     }
 }

@@ -14,6 +14,7 @@ use vdif::inspect::{inspect, InspectReport};
 use vdif::stats::{SamplerStats, StateCounter};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
+use crate::flags::JsonOutput;
 use crate::units::{parse_frequency, parse_rate, parse_seconds, si_fmt};
 use crate::{progress_bar, usage, ProblemsFound};
 
@@ -36,7 +37,7 @@ pub enum VdifCommand {
     /// Describe a VDIF file: station, threads, frame size, bits, channels, rate, start time,
     /// duration, invalid frames, gaps and garbage. Exit code 1 when problems are found.
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
     )]
     Inspect(InspectArgs),
     /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel,
@@ -178,12 +179,11 @@ pub struct GenArgs {
     /// Seconds of data to generate.
     #[arg(long, default_value_t = 10)]
     seconds: u32,
-    /// Output directory (created if missing).
-    #[arg(long, short, default_value = ".")]
+    /// Output directory of the VDIF files (created if missing).
+    #[arg(long, short, default_value = ".", value_name = "DIR")]
     out: PathBuf,
-    /// Print the result as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -197,9 +197,9 @@ pub struct InspectArgs {
     /// Frames per second per thread, for files too short to show it.
     #[arg(long)]
     fps: Option<u32>,
-    /// Print the report as JSON (an object for one file, an array for several).
-    #[arg(long)]
-    json: bool,
+    // --json, --export-json: the report as JSON (an object for one file, an array for several).
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -209,9 +209,8 @@ pub struct StatsArgs {
     /// Stop after this many frames (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
-    /// Print the statistics as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -232,9 +231,8 @@ pub struct CorrelateArgs {
     /// Stop after this many frames of the thread (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonOutput,
 }
 
 #[derive(Args)]
@@ -307,7 +305,7 @@ fn gen(a: GenArgs) -> Result<()> {
     let started = Instant::now();
     let generator = Generator::new(config);
     let done = AtomicU64::new(0);
-    let bar = progress_bar(total, a.quiet || a.json, BYTES_BAR);
+    let bar = progress_bar(total, a.quiet || a.output.json, BYTES_BAR);
     // One writer thread per station: stations are independent streams of the same pools.
     let outputs: Vec<Result<StationOutput>> = std::thread::scope(|scope| {
         let handles: Vec<_> = paths
@@ -355,8 +353,7 @@ fn gen(a: GenArgs) -> Result<()> {
         elapsed_s: elapsed,
         write_rate_bytes_per_s: bytes as f64 / elapsed.max(1e-9),
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if !a.output.emit(&report)? {
         return Ok(());
     }
     println!(
@@ -449,13 +446,12 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
             }
         }
     }
-    if a.json {
-        if reports.len() == 1 && a.files.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(&reports[0])?);
-        } else {
-            println!("{}", serde_json::to_string_pretty(&reports)?);
-        }
+    let text = if reports.len() == 1 && a.files.len() == 1 {
+        a.output.emit(&reports[0])?
     } else {
+        a.output.emit(&reports)?
+    };
+    if text {
         for r in &reports {
             print_inspect(r);
         }
@@ -565,8 +561,7 @@ fn stats(a: StatsArgs) -> Result<()> {
             )
         })?
         .finish();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+    if !a.output.emit(&stats)? {
         return Ok(());
     }
     println!(
@@ -623,8 +618,7 @@ fn correlate(a: CorrelateArgs) -> Result<()> {
         fxcorr::CorrelateError::Parameter(m) => usage(m),
         other => anyhow!(other),
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&fringe)?);
+    if !a.output.emit(&fringe)? {
         return Ok(());
     }
     println!(

@@ -502,7 +502,7 @@ fn a_recorder_without_a_log_reader_keeps_recording() {
         ])
         .arg("--out")
         .arg(&rx_dir)
-        .arg("--json")
+        .arg("--export-json")
         .arg(&summary)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

@@ -160,7 +160,7 @@ fn sweep_runs_every_point_and_writes_json_and_csv() {
         &[
             "--sweep",
             "sizes=1000,1472 spacings=20us,30us",
-            "--out",
+            "--export-json",
             json.to_str().unwrap(),
             "--csv",
             csv.to_str().unwrap(),

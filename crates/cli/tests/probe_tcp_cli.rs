@@ -101,7 +101,7 @@ fn tcp_test_reports_every_byte_intervals_tcp_info_cpu_and_mathis() {
         "reno",
         "--interval",
         "250ms",
-        "--out",
+        "--export-json",
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -254,7 +254,7 @@ fn cpu_load_sweep_runs_a_baseline_then_each_level_and_draws_three_figures() {
         "19,10",
         "--cpu-load",
         "nice=0,threads=1",
-        "--out",
+        "--export-json",
         json.to_str().unwrap(),
         "-q",
     ]);
@@ -301,7 +301,13 @@ fn a_server_killed_mid_test_gives_exit_1_a_partial_json_and_no_task_left() {
             "--interval",
             "200ms",
         ])
-        .args(["--cpu-load", "nice=19,threads=1", "-q", "--out", json.to_str().unwrap()])
+        .args([
+            "--cpu-load",
+            "nice=19,threads=1",
+            "-q",
+            "--export-json",
+            json.to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -431,7 +437,7 @@ fn rcvbuf_sweep_reports_loss_beside_the_kernels_drops_for_each_buffer() {
         "20000",
         "--rcvbuf-sweep",
         "4K,64K,1M",
-        "--out",
+        "--export-json",
         json.to_str().unwrap(),
         "-q",
     ]);

@@ -35,7 +35,7 @@ fn probe_trial(dir: &Path) -> PathBuf {
             "--spacing",
             "20us",
         ])
-        .args(["--count", "3000", "-q", "--out"])
+        .args(["--count", "3000", "-q", "--export-json"])
         .arg(&out)
         .output()
         .unwrap();
@@ -59,7 +59,7 @@ fn stream_run(dir: &Path) -> (PathBuf, PathBuf) {
         "--out",
     ])
     .arg(dir.join("rx"))
-    .arg("--json")
+    .arg("--export-json")
     .arg(&recv_json);
     let (child, port, _log) = spawn_with_port(&mut cmd);
     let mut rx = Proc(child);
@@ -67,7 +67,7 @@ fn stream_run(dir: &Path) -> (PathBuf, PathBuf) {
         .args(["stream", "send", "--to", &format!("127.0.0.1:{port}")])
         .arg(dir.join("in/Ef.vdif"))
         .arg(dir.join("in/Wb.vdif"))
-        .args(["--inject-loss", "3%", "--loss-seed", "3", "--out"])
+        .args(["--inject-loss", "3%", "--loss-seed", "3", "--export-json"])
         .arg(&send_json)
         .output()
         .unwrap();
@@ -110,7 +110,7 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
             "--duration",
             "200ms",
             "-q",
-            "--out",
+            "--export-json",
         ])
         .arg(&floor)
         .output()
@@ -344,7 +344,7 @@ fn report_of_a_real_transfer_shows_its_rate_over_time() {
         .arg("send")
         .arg(&file)
         .arg(format!("127.0.0.1:{port}"))
-        .args(["--cc", "fixed", "--rate", "300M", "-q", "--out"])
+        .args(["--cc", "fixed", "--rate", "300M", "-q", "--export-json"])
         .arg(&json)
         .output()
         .unwrap();

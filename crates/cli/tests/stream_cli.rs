@@ -79,7 +79,7 @@ impl Setup {
         let mut args = vec![
             "--out",
             self.rx_dir.to_str().unwrap(),
-            "--json",
+            "--export-json",
             self.summary.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
@@ -271,7 +271,7 @@ fn live_lines_count_reordered_late_and_duplicate_frames() {
             "0.1",
             "--out",
             t.rx_dir.to_str().unwrap(),
-            "--json",
+            "--export-json",
             t.summary.to_str().unwrap(),
         ],
     );
@@ -653,7 +653,12 @@ fn disk_full_with(extra: &[&str]) {
     };
     let t = setup();
     let rx_dir = disk.path().join("rx");
-    let mut args = vec!["--out", rx_dir.to_str().unwrap(), "--json", t.summary.to_str().unwrap()];
+    let mut args = vec![
+        "--out",
+        rx_dir.to_str().unwrap(),
+        "--export-json",
+        t.summary.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     let rx = Recv::start(&args);
     send(rx.port, &[&t.ef], &[]);
@@ -733,7 +738,7 @@ fn direct_io_needs_an_output_directory() {
 /// `extra` options: its JSON report and the receiver's.
 fn sender_held_up(pause: Duration, extra: &[&str]) -> (Value, Value) {
     let t = setup();
-    let rx = Recv::start(&["--json", t.summary.to_str().unwrap()]);
+    let rx = Recv::start(&["--export-json", t.summary.to_str().unwrap()]);
     let to = format!("127.0.0.1:{}", rx.port);
     let tx = bin()
         .args(["stream", "send", "--to", &to, "--loop", "--duration", "3s", "--json"])

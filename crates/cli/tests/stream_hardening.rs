@@ -104,10 +104,10 @@ impl Setup {
     fn summary(&self) -> PathBuf {
         self.dir.path().join("r.json")
     }
-    /// `--out rx --json r.json` and `extra`.
+    /// `--out rx --export-json r.json` and `extra`.
     fn receiver(&self, extra: &[&str]) -> Recv {
         let (rx, sum) = (self.rx_dir(), self.summary());
-        let mut args = vec!["--out", rx.to_str().unwrap(), "--json", sum.to_str().unwrap()];
+        let mut args = vec!["--out", rx.to_str().unwrap(), "--export-json", sum.to_str().unwrap()];
         args.extend_from_slice(extra);
         Recv::start(&args)
     }
@@ -179,7 +179,7 @@ fn from_takes_a_host_without_a_port() {
             from,
             "--out",
             rx_dir.to_str().unwrap(),
-            "--json",
+            "--export-json",
             sum.to_str().unwrap(),
         ]);
         send(rx.port, &[&t.ef], &[]);
@@ -234,7 +234,7 @@ fn forged_duplicates_never_replace_the_frames_written() {
     let rx = Recv::start(&[
         "--out",
         t.rx_dir().to_str().unwrap(),
-        "--json",
+        "--export-json",
         t.summary().to_str().unwrap(),
     ]);
     let ef = std::fs::read(&t.ef).unwrap();
@@ -358,7 +358,7 @@ fn a_sender_started_at_once_loses_nothing() {
             .args(["stream", "recv", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--idle-timeout", "1s", "-q", "--out"])
             .arg(&rx_dir)
-            .arg("--json")
+            .arg("--export-json")
             .arg(&sum)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

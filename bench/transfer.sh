@@ -65,9 +65,11 @@ row() { # part case tool run bytes secs cpu_tx cpu_rx ok [extra-json]
     printf '{"part":"%s","case":"%s","tool":"%s","run":%s,"bytes":%s,"secs":%s,"cpu_tx":%s,"cpu_rx":%s,"ok":%s%s}\n' \
         "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" "${10:-}" >>"$ROWS"
 }
-cpu_pct() { awk '{ if ($1 > 0) printf "%.0f", ($2 + $3) / $1 * 100; else print 0 }' "$1"; }
+# /usr/bin/time writes "Command exited with non-zero status N" above its numbers when the command
+# fails: read only its last line.
+cpu_pct() { tail -n1 "$1" | awk '{ if ($1 > 0) printf "%.0f", ($2 + $3) / $1 * 100; else print 0 }'; }
 # CPU of a receiver whose wall time includes waiting for the sender: over the sender's wall time.
-cpu_over() { awk -v w="$2" '{ if (w > 0) printf "%.0f", ($2 + $3) / w * 100; else print 0 }' "$1"; }
+cpu_over() { tail -n1 "$1" | awk -v w="$2" '{ if (w > 0) printf "%.0f", ($2 + $3) / w * 100; else print 0 }'; }
 
 run_evlbi() { # part case run src dstdir host "ra" "rb" extra...
     local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8
@@ -87,7 +89,7 @@ run_evlbi() { # part case run src dstdir host "ra" "rb" extra...
     fi
     wait "$rx" || true
     local wall
-    wall=$(awk '{print $1}' "$WORK/tx.time")
+    wall=$(tail -n1 "$WORK/tx.time" | awk '{print $1}')
     local extra
     extra=$(python3 -c '
 import json,sys

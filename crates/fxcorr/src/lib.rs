@@ -157,27 +157,7 @@ pub fn correlate<A: Read, B: Read>(
             next_b = sb.next()?;
             continue;
         }
-        if ha.channels() != hb.channels()
-            || ha.bits_per_sample != hb.bits_per_sample
-            || ha.frame_len() != hb.frame_len()
-        {
-            return Err(CorrelateError::Mismatch(format!(
-                "A has {}-bit x {} ch in {} B frames, B has {}-bit x {} ch in {} B frames",
-                ha.bits_per_sample,
-                ha.channels(),
-                ha.frame_len(),
-                hb.bits_per_sample,
-                hb.channels(),
-                hb.frame_len()
-            )));
-        }
-        if config.channel >= ha.channels() {
-            return Err(CorrelateError::Parameter(format!(
-                "channel {} does not exist ({} channels)",
-                config.channel,
-                ha.channels()
-            )));
-        }
+        check_pair(ha, hb, &config)?;
         paired += 1;
         if let (Some(xa), Some(xb)) = (
             channel_samples(ha, da, config.channel)?,
@@ -214,6 +194,46 @@ pub fn correlate<A: Read, B: Read>(
         return Err(CorrelateError::NoOverlap);
     }
     inv2.process(&mut acc);
+    let power = (pa * pb).sqrt();
+    Ok(fringe(&acc, n, power, config, paired, used, samples, sample_rate_hz))
+}
+
+/// Frames of A and B with the same time can be correlated only if they sample alike.
+fn check_pair(ha: &VdifHeader, hb: &VdifHeader, config: &CorrelateConfig) -> Result<(), CorrelateError> {
+    if ha.channels() != hb.channels() || ha.bits_per_sample != hb.bits_per_sample || ha.frame_len() != hb.frame_len() {
+        return Err(CorrelateError::Mismatch(format!(
+            "A has {}-bit x {} ch in {} B frames, B has {}-bit x {} ch in {} B frames",
+            ha.bits_per_sample,
+            ha.channels(),
+            ha.frame_len(),
+            hb.bits_per_sample,
+            hb.channels(),
+            hb.frame_len()
+        )));
+    }
+    if config.channel >= ha.channels() {
+        return Err(CorrelateError::Parameter(format!(
+            "channel {} does not exist ({} channels)",
+            config.channel,
+            ha.channels()
+        )));
+    }
+    Ok(())
+}
+
+/// The fringe of an accumulated, inverse-transformed cross spectrum `acc` (2n points) of
+/// signals whose powers multiply to `power²`.
+#[allow(clippy::too_many_arguments)]
+fn fringe(
+    acc: &[Complex32],
+    n: usize,
+    power: f64,
+    config: CorrelateConfig,
+    paired: u64,
+    used: u64,
+    samples: u64,
+    sample_rate_hz: Option<f64>,
+) -> Fringe {
     // Lags 0..n/2 sit at the start, negative lags −n/2..−1 at the end of the 2n array.
     let half = n as i64 / 2;
     let lag_value = |lag: i64| -> f64 {
@@ -236,8 +256,8 @@ pub fn correlate<A: Read, B: Read>(
         .collect();
     let rms = (off.iter().map(|v| v * v).sum::<f64>() / off.len().max(1) as f64).sqrt();
     // The inverse FFT is unnormalised: divide by 2n, then by the power of both signals.
-    let norm = (pa * pb).sqrt().max(f64::MIN_POSITIVE);
-    Ok(Fringe {
+    let norm = power.max(f64::MIN_POSITIVE);
+    Fringe {
         config,
         frames_paired: paired,
         frames_used: used,
@@ -247,5 +267,5 @@ pub fn correlate<A: Read, B: Read>(
         delay_s: sample_rate_hz.map(|r| peak_lag as f64 / r),
         amplitude: peak / (2 * n) as f64 / norm * n as f64 / (n as f64 - peak_lag.unsigned_abs() as f64),
         snr: if rms > 0.0 { peak.abs() / rms } else { 0.0 },
-    })
+    }
 }

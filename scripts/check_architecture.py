@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Check the crate layering of ARCHITECTURE.md against `cargo metadata` and the core crates' code.
+"""Check what ARCHITECTURE.md promises: the crate layering (from `cargo metadata` and the core
+crates' code) and that no function grows past a screen without saying why.
 
 Rules (normal dependencies; dev-dependencies are free):
   core   vdif probe stream transfer linkemu models histogram fxcorr
@@ -10,9 +11,11 @@ Rules (normal dependencies; dev-dependencies are free):
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
 Every workspace crate must be in exactly one layer, so a new crate has to be placed.
+Functions: no non-test function in crates/*/src longer than LONG_FN lines unless a comment
+just above it starts with "// Long:" and says why it must be long.
 
 Exit 0 when every rule holds, 1 with one line per broken rule. Python 3 stdlib only.
-Usage: scripts/check_layers.py   (from anywhere inside the repository)
+Usage: scripts/check_architecture.py   (from anywhere inside the repository)
 """
 import json
 import os
@@ -26,6 +29,7 @@ VIEW = {"report"}
 BIN = {"evlbi"}
 DEV = {"testkit"}
 IO_CRATES = {"libc", "socket2", "rustix", "nix", "mio", "tokio"}
+LONG_FN = 125
 # What a core crate's non-test code must not do: read a clock, open sockets or files, sleep.
 FORBIDDEN_IN_CORE = re.compile(
     r"Instant::now|SystemTime::now|\bUdpSocket\b|\bTcpStream\b|\bTcpListener\b|std::fs::|File::open|File::create"
@@ -72,9 +76,15 @@ def main() -> int:
             for d in internal:
                 if d not in CORE:
                     problems.append(f"{name} (view) depends on {d}: views read core result types only")
+    for dirpath, _, files in os.walk(os.path.join(root, "crates")):
+        if "/tests" in dirpath or "/target" in dirpath:
+            continue
+        for f in files:
+            if f.endswith(".rs"):
+                problems += long_functions(os.path.join(dirpath, f), root)
     for p in problems:
         print(p)
-    print(f"layers: {len(members)} crates checked, {len(problems)} problem(s)")
+    print(f"architecture: {len(members)} crates checked, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 
@@ -83,12 +93,54 @@ def scan_core_source(path: str, root: str) -> list:
     out = []
     with open(path, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
-            if line.strip().startswith("#[cfg(test)]"):
+            if line.strip().startswith("mod tests"):
                 break
             code = line.split("//", 1)[0]
             m = FORBIDDEN_IN_CORE.search(code)
             if m:
                 out.append(f"{os.path.relpath(path, root)}:{no}: core code uses {m.group(0)}")
+    return out
+
+
+FN_START = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(unsafe\s+)?(extern \"C\"\s+)?fn\s+(\w+)")
+
+
+def long_functions(path: str, root: str) -> list:
+    """Functions of non-test code longer than LONG_FN lines without a "// Long:" comment."""
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    end = next((i for i, l in enumerate(lines) if l.strip().startswith("#[cfg(test)]") and i + 1 < len(lines)
+                and lines[i + 1].strip().startswith("mod ")), len(lines))
+    out = []
+    for i in range(end):
+        m = FN_START.match(lines[i])
+        if not m:
+            continue
+        depth, started, j = 0, False, i
+        while j < len(lines):
+            # Strings and char literals may hold braces; drop them before counting.
+            code = re.sub(r'"(\\.|[^"\\])*"', '""', lines[j].split("//")[0])
+            code = re.sub(r"'(\\.|[^'\\])'", "''", code)
+            for ch in code:
+                if ch == "{":
+                    depth, started = depth + 1, True
+                elif ch == "}":
+                    depth -= 1
+            if started and depth == 0:
+                break
+            if not started and code.rstrip().endswith(";"):
+                break
+            j += 1
+        n = j - i + 1
+        if not started or n <= LONG_FN:
+            continue
+        k, marked = i - 1, False
+        while k >= 0 and (lines[k].strip().startswith("//") or lines[k].strip().startswith("#[")):
+            marked |= lines[k].strip().startswith("// Long:")
+            k -= 1
+        if not marked:
+            out.append(f"{os.path.relpath(path, root)}:{i + 1}: fn {m.group(6)} is {n} lines (> {LONG_FN}); "
+                       "split it, or say why above it with // Long:")
     return out
 
 

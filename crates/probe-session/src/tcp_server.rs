@@ -11,13 +11,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use probe::auth::ServerHandshake;
-use probe::control::{ControlMsg, ErrorMsg, Hello, TcpHello, TcpResults, MAX_ERROR_LEN};
 use probe::tcp::{Preamble, PREAMBLE_LEN};
 use probe::tcp_results::{TcpReceiverReport, TcpStreamRx};
 
+use crate::auth::ServerHandshake;
+use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpHello, TcpResults};
 use crate::host::{interface_of, HostSnapshot};
-use crate::server::ServerEvent;
+use crate::server::{notice, send_ready, ServerEvent};
 use crate::{io, now_ns, Control, SessionError};
 
 /// Most refused connections to the data port before the session gives up.
@@ -32,17 +32,6 @@ const READ_SIZE: usize = 128 * 1024;
 pub(crate) struct Limits {
     /// Longest wait for the data connections (and each one's preamble).
     pub handshake_timeout: Duration,
-}
-
-fn clip(mut s: String) -> String {
-    if s.len() > MAX_ERROR_LEN {
-        let mut cut = MAX_ERROR_LEN;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
-    s
 }
 
 /// Accept one connection per stream from `peer`'s address carrying the session's preamble.
@@ -169,7 +158,7 @@ pub(crate) fn session(
     listener.set_nonblocking(true).map_err(io("set non-blocking"))?;
     let port = listener.local_addr().map_err(io("data port address"))?.port();
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
-    control.send(&hs.ready(port)?)?;
+    send_ready(&mut control, hs, port)?;
     on_event(ServerEvent::Ready {
         peer,
         hello: Box::new(hello.clone()),
@@ -180,7 +169,7 @@ pub(crate) fn session(
         Ok(c) => c,
         Err(e) => {
             let _ = control.send(&ControlMsg::Error(ErrorMsg {
-                message: clip(crate::error_chain(&e)),
+                message: clip(&crate::error_chain(&e)),
             }));
             return Err(e);
         }
@@ -251,6 +240,9 @@ pub(crate) fn session(
             true
         }
         Err(e) => {
+            if let Some(m) = notice(e) {
+                let _ = control.send(&m);
+            }
             problems.insert(
                 0,
                 format!("the client went away before tcp_done ({})", crate::error_chain(e)),
@@ -266,7 +258,7 @@ pub(crate) fn session(
             .map(|(i, (c, e))| TcpStreamRx {
                 stream: u16::try_from(i).unwrap_or(u16::MAX),
                 bytes: c.bytes.load(Ordering::Relaxed),
-                error: e.clone().map(clip),
+                error: e.as_deref().map(clip),
             })
             .collect(),
         bytes,
@@ -274,7 +266,7 @@ pub(crate) fn session(
         rate_bps: (duration_s > 0.0).then(|| bytes as f64 * 8.0 / duration_s),
         stray_connections: strays,
         partial: !problems.is_empty(),
-        error: (!problems.is_empty()).then(|| clip(problems.join("; "))),
+        error: (!problems.is_empty()).then(|| clip(&problems.join("; "))),
     };
     if control_alive {
         let sent = control.send(&ControlMsg::TcpResults(Box::new(TcpResults {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
-use probe::control::Interim;
 use probe::host::HostDelta;
 use probe::results::ProbeResult;
+use probe_session::control::Interim;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
@@ -481,7 +481,7 @@ fn client(a: ClientArgs) -> Result<()> {
 }
 
 fn tcp_client(a: ClientArgs) -> Result<()> {
-    let max = Duration::from_millis(probe::control::MAX_DURATION_MS);
+    let max = Duration::from_millis(probe_session::control::MAX_DURATION_MS);
     let duration = a.duration.unwrap_or(Duration::from_secs(10));
     if !(Duration::from_millis(100)..=max).contains(&duration) {
         return Err(usage(format!(
@@ -490,20 +490,23 @@ fn tcp_client(a: ClientArgs) -> Result<()> {
         )));
     }
     let streams = a.streams.unwrap_or(1);
-    if !(1..=probe::control::MAX_STREAMS).contains(&streams) {
+    if !(1..=probe_session::control::MAX_STREAMS).contains(&streams) {
         return Err(usage(format!(
             "--streams {streams}: 1..={}",
-            probe::control::MAX_STREAMS
+            probe_session::control::MAX_STREAMS
         )));
     }
-    let (lo, hi) = (probe::control::MIN_WRITE_SIZE, probe::control::MAX_WRITE_SIZE);
+    let (lo, hi) = (
+        probe_session::control::MIN_WRITE_SIZE,
+        probe_session::control::MAX_WRITE_SIZE,
+    );
     let asked = a.write_size.unwrap_or(128 * 1024);
     let write_size = u32::try_from(asked)
         .ok()
         .filter(|w| (lo..=hi).contains(w))
         .ok_or_else(|| usage(format!("--write-size {asked}: {lo}..={hi} bytes")))?;
     if let Some(cc) = &a.cc {
-        probe::control::check_cc_name(cc).map_err(|e| usage(format!("--cc {e}")))?;
+        probe_session::control::check_cc_name(cc).map_err(|e| usage(format!("--cc {e}")))?;
     }
     crate::probe_tcp::run(
         crate::probe_tcp::TcpArgs {

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use probe::control::{MAX_RCVBUF, MIN_RCVBUF};
 use probe::results::ProbeResult;
 use probe::tcp::TcpInterval;
 use probe::tcp_results::{CpuLoadPoint, CpuLoadSweepResult, RcvbufPoint, RcvbufSweepResult, TcpTestResult};
 use probe_session::burn::{online_cpus, CpuLoadSpec, NICE_MAX, NICE_MIN};
+use probe_session::control::{MAX_RCVBUF, MIN_RCVBUF};
 use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConfig};
 
 use crate::flags::ResultOutput;

@@ -3,18 +3,18 @@
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use ctlchan::Role;
 use netio::{connect_udp, BufferRequest, Pacer, Spacing};
-use probe::auth::{ClientHandshake, ClientStep};
-use std::io::Write;
 
-use probe::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};
-use probe::results::{HostCounters, ProbeResult, TestParams};
+use crate::auth::{ClientHandshake, ClientStep};
+use crate::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};
+use probe::results::{HostCounters, ProbeResult};
 use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
 
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, io, nonce, now_ns, Control, SessionError, MAX_LINE};
+use crate::{instant_ns, io, nonce, now_ns, Control, SessionError};
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub fn run_client_live(
     mut on_interim: impl FnMut(&Interim) + Send,
 ) -> Result<ProbeResult, SessionError> {
     let Connected {
-        mut control,
+        control,
         hello,
         port: udp_port,
         local_ip,
@@ -99,17 +99,14 @@ pub fn run_client_live(
 
     let mut stats = SendStats::new(SendConfig::new(config.spacing_ns));
     // The control connection is read on its own thread (interim reports arrive while the pacer
-    // owns this one); `done` goes out through a second handle to the same socket.
-    let mut writer = control
-        .stream()
-        .try_clone()
-        .map_err(io("clone the control connection"))?;
+    // owns this one); `done` goes out through the writing half.
+    let (mut reader, mut writer) = control.split()?;
     let send_time = Duration::from_nanos(config.count.saturating_mul(config.spacing_ns));
     let wait = send_time.min(Duration::from_secs(7 * 24 * 3600)) + Duration::from_secs(60);
     let (sent, results) = std::thread::scope(|s| {
         let reader = s.spawn(move || -> Result<Box<Results>, SessionError> {
             loop {
-                match control.recv(wait, "results")? {
+                match reader.recv(wait, "results")? {
                     ControlMsg::Interim(i) => on_interim(&i),
                     ControlMsg::Results(r) => return Ok(r),
                     ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
@@ -122,10 +119,7 @@ pub fn run_client_live(
             sent: stats.packets(),
             sender: Some(stats.report()),
         }));
-        let wrote = done
-            .to_line(MAX_LINE)
-            .map_err(SessionError::from)
-            .and_then(|line| writer.write_all(&line).map_err(io("write control")));
+        let wrote = writer.send(&done);
         let results = reader
             .join()
             .unwrap_or(Err(SessionError::Unexpected("control reader panicked")));
@@ -144,7 +138,7 @@ pub fn run_client_live(
         notes: receiver_notes,
         socket,
     } = *results;
-    let mut result = ProbeResult::new(TestParams::from(&hello), Some(sender), Some(receiver));
+    let mut result = ProbeResult::new(hello.params(), Some(sender), Some(receiver));
     result.host = HostCounters {
         sender: Some(sender_host),
         receiver: receiver_host,
@@ -277,7 +271,7 @@ pub(crate) fn connect_and_authenticate(
     let stream =
         TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io("connect to the probe server"))?;
     let local_ip = stream.local_addr().map_err(io("local address"))?.ip();
-    let mut control = Control::new(stream)?;
+    let mut control = Control::new(stream);
     let test_id = test_id.unwrap_or_else(|| {
         let n = nonce();
         u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
@@ -292,7 +286,11 @@ pub(crate) fn connect_and_authenticate(
         }
         match hs.handle(msg)? {
             ClientStep::Send(m) => control.send(&m)?,
-            ClientStep::Established { udp_port } => break udp_port,
+            ClientStep::Established { udp_port, session_key } => {
+                // The server switched right after `ready`; so do we, before anything else.
+                control.authenticate(session_key, Role::Client);
+                break udp_port;
+            }
         }
     };
     Ok(Connected {

@@ -1,10 +1,12 @@
 //! `evlbi probe` over real sockets: the thin I/O loop around the sans-IO [`probe`] crate.
 //!
 //! Session: the client opens TCP to the server and sends `hello` (size, count, spacing, test
-//! id); with a pre-shared key both sides prove it (HMAC challenge–response, [`probe::auth`]).
+//! id); with a pre-shared key both sides prove it (HMAC challenge–response, [`auth`]) and every
+//! later control line carries a MAC under a session key ([`ctlchan::Channel::authenticate`]).
 //! The server binds a UDP socket and answers `ready` with its port; the client sends `count`
 //! datagrams paced on an absolute timeline, then `done` with its sender statistics; the server
-//! drains, finishes its receiver statistics and answers `results`. Every control line is
+//! drains, finishes its receiver statistics and answers `results` ([`control`] has the
+//! messages, [`ctlchan`] frames them). Every control line is
 //! size-bounded and validated; datagrams from anyone but the client's address, or with the wrong
 //! magic, test id or size, are counted as strays and never as data or loss.
 //!
@@ -21,8 +23,12 @@
 //! samples every stream's TCP_INFO ([`tcpsock`]); the server counts bytes per stream. A competing
 //! CPU-bound task at a given nice level can run on the sending host meanwhile ([`burn`]).
 
+#![warn(missing_docs)]
+
+pub mod auth;
 pub mod burn;
 mod client;
+pub mod control;
 pub mod host;
 pub mod host_jitter;
 mod server;
@@ -30,7 +36,6 @@ mod tcp_client;
 mod tcp_server;
 pub mod tcpsock;
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -39,27 +44,34 @@ pub use client::{run_client, run_client_live, ClientConfig};
 pub use server::{Server, ServerConfig, ServerEvent};
 pub use tcp_client::{run_tcp_client, TcpClientConfig, MAX_SAMPLES, RESULTS_WAIT};
 
-use probe::control::{ControlError, ControlMsg, LineDecoder};
+pub use control::MAX_LINE;
+
+use ctlchan::{Channel, ChannelError, ChannelReader, ChannelWriter, Role};
 use thiserror::Error;
 
-/// Longest control line accepted (results carry histograms, so not tiny).
-pub const MAX_LINE: usize = 1 << 20;
+use crate::control::ControlMsg;
 
 /// Session failures.
 #[derive(Debug, Error)]
 pub enum SessionError {
     /// A socket operation failed.
     #[error("{what}")]
-    Io { what: &'static str, source: std::io::Error },
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The system's error.
+        source: std::io::Error,
+    },
     /// Socket setup (bind, connect, buffer sizing) failed.
     #[error(transparent)]
     Socket(#[from] netio::NetioError),
-    /// The peer sent a malformed, oversized or invalid control message.
+    /// The peer sent a malformed, oversized or invalid control message, or (with a key) a line
+    /// whose MAC does not check: changed, dropped, replayed or reordered on the way.
     #[error("control channel: {0}")]
-    Control(#[from] ControlError),
+    Control(#[from] ChannelError),
     /// Authentication failed or was refused.
     #[error("authentication: {0}")]
-    Auth(#[from] probe::auth::AuthError),
+    Auth(#[from] auth::AuthError),
     /// The peer said no.
     #[error("peer refused: {0}")]
     Refused(String),
@@ -123,69 +135,91 @@ pub fn realtime_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// A line-framed, size-bounded control connection.
-pub(crate) struct Control {
-    stream: TcpStream,
-    decoder: LineDecoder,
-}
+/// A line-framed, size-bounded control connection ([`ctlchan::Channel`] of [`ControlMsg`]),
+/// with the session's error mapping: a peer that closes or goes quiet is
+/// [`SessionError::Closed`] naming what we waited for.
+pub(crate) struct Control(Channel<ControlMsg>);
 
 impl Control {
-    pub(crate) fn new(stream: TcpStream) -> Result<Self, SessionError> {
-        stream.set_nodelay(true).map_err(io("set TCP_NODELAY"))?;
-        Ok(Control {
-            stream,
-            decoder: LineDecoder::new(MAX_LINE),
-        })
+    pub(crate) fn new(stream: TcpStream) -> Self {
+        Control(Channel::new(stream, MAX_LINE))
     }
 
     pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), SessionError> {
-        let line = msg.to_line(MAX_LINE)?;
-        self.stream.write_all(&line).map_err(io("write control"))
+        self.0.send(msg).map_err(send_error)
     }
 
     /// Next message, waiting at most `timeout`.
     pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, SessionError> {
-        let deadline = Instant::now() + timeout;
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            if let Some(m) = self.decoder.poll()? {
-                m.validate()?;
-                return Ok(m);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(SessionError::Closed(what));
-            }
-            self.stream
-                .set_read_timeout(Some(left.min(Duration::from_millis(200))))
-                .map_err(io("set timeout"))?;
-            match self.stream.read(&mut buf) {
-                Ok(0) => return Err(SessionError::Closed(what)),
-                Ok(n) => self.decoder.push(&buf[..n])?,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => {
-                    return Err(SessionError::Io {
-                        what: "read control",
-                        source: e,
-                    })
-                }
-            }
-        }
+        self.0.recv(timeout).map_err(|e| recv_error(e, what))
     }
 
     pub(crate) fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.0.stream()
+    }
+
+    /// After the handshake: with a session key every later line both ways carries a MAC.
+    pub(crate) fn authenticate(&mut self, session_key: Option<[u8; 32]>, role: Role) {
+        if let Some(k) = session_key {
+            self.0.authenticate(k, role);
+        }
+    }
+
+    /// A reading and a writing half, for a thread each.
+    pub(crate) fn split(self) -> Result<(ControlReader, ControlWriter), SessionError> {
+        let (r, w) = self.0.split().map_err(io("clone the control connection"))?;
+        Ok((ControlReader(r), ControlWriter(w)))
+    }
+}
+
+/// The reading half of a split [`Control`].
+pub(crate) struct ControlReader(ChannelReader<ControlMsg>);
+
+impl ControlReader {
+    /// Next message, waiting at most `timeout`.
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, SessionError> {
+        self.0.recv(timeout).map_err(|e| recv_error(e, what))
+    }
+}
+
+/// The writing half of a split [`Control`].
+pub(crate) struct ControlWriter(ChannelWriter<ControlMsg>);
+
+impl ControlWriter {
+    pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), SessionError> {
+        self.0.send(msg).map_err(send_error)
+    }
+
+    pub(crate) fn stream(&self) -> &TcpStream {
+        self.0.stream()
+    }
+}
+
+fn send_error(e: ChannelError) -> SessionError {
+    match e {
+        ChannelError::Io(source) => SessionError::Io {
+            what: "write control",
+            source,
+        },
+        e => SessionError::Control(e),
+    }
+}
+
+fn recv_error(e: ChannelError, what: &'static str) -> SessionError {
+    match e {
+        ChannelError::Closed | ChannelError::Timeout(_) | ChannelError::Truncated(_) => SessionError::Closed(what),
+        ChannelError::Io(source) => SessionError::Io {
+            what: "read control",
+            source,
+        },
+        e => SessionError::Control(e),
     }
 }
 
 /// A random nonce from the OS generator.
-pub(crate) fn nonce() -> [u8; probe::auth::NONCE_LEN] {
+pub(crate) fn nonce() -> [u8; ctlchan::mac::NONCE_LEN] {
     use rand::RngCore;
-    let mut n = [0u8; probe::auth::NONCE_LEN];
+    let mut n = [0u8; ctlchan::mac::NONCE_LEN];
     rand::rngs::OsRng.fill_bytes(&mut n);
     n
 }

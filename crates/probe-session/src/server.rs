@@ -6,22 +6,21 @@
 //! the server goes on serving. What a hello may ask for is bounded by the server
 //! ([`ServerConfig::max_rcvbuf`], [`ServerConfig::max_duration`]).
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ctlchan::Role;
 use netio::batch::{enable_rx_timestamps, RecvBatch};
 use netio::{bind_udp, BufferGrant, BufferRequest};
-use probe::auth::{ServerHandshake, ServerStep};
-use std::io::Write;
-
-use probe::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
-use probe::recv_stats::{ReceiverReport, RecvConfig, RecvStats};
+use probe::recv_stats::{ReceiverReport, RecvStats};
 use probe::results::ReceiverSocket;
 use probe::tcp_results::TcpReceiverReport;
 
+use crate::auth::{ServerHandshake, ServerStep};
+use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
 use crate::host::{interface_of, socket_drops, HostSnapshot};
-use crate::{io, nonce, now_ns, realtime_ns, Control, SessionError, MAX_LINE};
+use crate::{io, nonce, now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -173,6 +172,7 @@ impl Server {
             .map_err(io("accept connections"))
     }
 
+    /// One connection: the handshake, admission, then a UDP trial or a TCP test.
     fn session(
         &self,
         stream: TcpStream,
@@ -182,35 +182,11 @@ impl Server {
         on_event: &mut impl FnMut(ServerEvent),
     ) -> Result<(), SessionError> {
         stream.set_nonblocking(false).map_err(io("set blocking"))?;
-        let mut control = Control::new(stream)?;
-        let mut hs = ServerHandshake::new(self.config.key.clone(), nonce());
-        let hello = loop {
-            let msg = control.recv(ticket.remaining(), "hello/auth")?;
-            match hs.handle(msg) {
-                Ok(ServerStep::Send(m)) => control.send(&m)?,
-                Ok(ServerStep::Accepted(h)) => break h,
-                Err(e) => {
-                    // Tell the client why before hanging up; ignore a failure to do so.
-                    let _ = control.send(&ControlMsg::Error(ErrorMsg { message: e.to_string() }));
-                    return Err(e.into());
-                }
-            }
-        };
-        // Authenticated: now (and only now) it may take the measurement slot, within limits.
-        // Limits first: a refused hello must not count as a session.
-        let admitted = self
-            .config
-            .check_limits(&hello)
-            .and_then(|()| ticket.authenticated().map_err(|e| e.to_string()));
-        if let Err(message) = admitted {
-            let _ = control.send(&ControlMsg::Error(ErrorMsg {
-                message: message.clone(),
-            }));
-            return Err(SessionError::Refused(message));
-        }
-        let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
-        if let Some(tcp) = hello.tcp.clone() {
-            return crate::tcp_server::session(
+        let mut control = Control::new(stream);
+        let (hs, hello) = self.handshake(&mut control, ticket)?;
+        self.admit(&mut control, &hello, ticket)?;
+        match hello.tcp.clone() {
+            Some(tcp) => crate::tcp_server::session(
                 control,
                 &hs,
                 &hello,
@@ -221,13 +197,59 @@ impl Server {
                 },
                 stop,
                 on_event,
-            );
+            ),
+            None => self.udp_trial(control, &hs, hello, peer, stop, on_event),
         }
+    }
+
+    /// `hello`, and with a key the challenge–response, within the connection's deadline.
+    fn handshake(
+        &self,
+        control: &mut Control,
+        ticket: &ctlchan::serve::Ticket<'_>,
+    ) -> Result<(ServerHandshake, Hello), SessionError> {
+        let mut hs = ServerHandshake::new(self.config.key.clone(), nonce());
+        loop {
+            let msg = control.recv(ticket.remaining(), "hello/auth")?;
+            match hs.handle(msg) {
+                Ok(ServerStep::Send(m)) => control.send(&m)?,
+                Ok(ServerStep::Accepted(h)) => return Ok((hs, h)),
+                Err(e) => {
+                    // Tell the client why before hanging up; ignore a failure to do so.
+                    let _ = control.send(&ControlMsg::Error(ErrorMsg { message: e.to_string() }));
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// Authenticated: now (and only now) it may take the measurement slot, within limits.
+    /// Limits first: a refused hello must not count as a session.
+    fn admit(
+        &self,
+        control: &mut Control,
+        hello: &Hello,
+        ticket: &ctlchan::serve::Ticket<'_>,
+    ) -> Result<(), SessionError> {
+        let admitted = self
+            .config
+            .check_limits(hello)
+            .and_then(|()| ticket.authenticated().map_err(|e| e.to_string()));
+        if let Err(message) = admitted {
+            let _ = control.send(&ControlMsg::Error(ErrorMsg {
+                message: message.clone(),
+            }));
+            return Err(SessionError::Refused(message));
+        }
+        Ok(())
+    }
+
+    /// The receiving socket of a UDP trial, set up before `ready`.
+    fn open_udp(&self, local_ip: IpAddr, hello: &Hello) -> Result<UdpReceiver, SessionError> {
         let rcvbuf = hello
             .rcvbuf
             .map_or(self.config.rcvbuf, |b| usize::try_from(b).unwrap_or(usize::MAX));
         let (udp, grant) = bind_udp(SocketAddr::new(local_ip, 0), BufferRequest { rcv: rcvbuf, snd: 0 })?;
-        let granted_rcv = grant.granted_rcv as u64;
         let mut notes = vec![grant_note("receiver", grant.requested_rcv, grant.granted_rcv)];
         notes.extend(grant.warnings.iter().map(|w| format!("receiver: {w}")));
         // Before `ready`: the first socket on a host to ask for timestamps turns stamping on
@@ -242,128 +264,69 @@ impl Server {
                 false
             }
         };
+        Ok(UdpReceiver {
+            udp,
+            grant,
+            rcvbuf,
+            notes,
+            stamped,
+        })
+    }
+
+    /// A UDP trial: socket, `ready`, receive until `done` and the drain, `results`.
+    fn udp_trial(
+        &self,
+        control: Control,
+        hs: &ServerHandshake,
+        hello: Hello,
+        peer: SocketAddr,
+        stop: &AtomicBool,
+        on_event: &mut impl FnMut(ServerEvent),
+    ) -> Result<(), SessionError> {
+        let mut control = control;
+        let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
+        let UdpReceiver {
+            udp,
+            grant,
+            rcvbuf,
+            mut notes,
+            stamped,
+        } = self.open_udp(local_ip, &hello)?;
+        let granted_rcv = grant.granted_rcv as u64;
         let udp_port = udp.local_addr().map_err(io("UDP local address"))?.port();
         let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
-        control.send(&hs.ready(udp_port)?)?;
+        send_ready(&mut control, hs, udp_port)?;
         on_event(ServerEvent::Ready {
             peer,
             hello: Box::new(hello.clone()),
             udp_port,
             grant: Some(grant),
         });
-
-        // Interim reports go out from the receiving thread through a second handle to the control
-        // socket; the main thread writes nothing until that thread has ended. A client that asks
-        // for reports and never reads them would fill the TCP buffer and block that thread for
-        // good: a write stalled for 10 s fails instead (and ends the reports, not the trial).
-        let mut interim = match hello.interval_ms {
-            Some(ms) => {
-                let w = control
-                    .stream()
-                    .try_clone()
-                    .map_err(io("clone the control connection"))?;
-                w.set_write_timeout(Some(Duration::from_secs(10)))
-                    .map_err(io("set the control write timeout"))?;
-                Some((w, Duration::from_millis(ms)))
+        let (mut reader, mut writer) = control.split()?;
+        let (outcome, stats, unstamped) = self.receive(&udp, &hello, peer, &mut reader, &mut writer, stop)?;
+        let sent = match outcome {
+            Ok(sent) => sent,
+            Err(e) => {
+                if let Some(m) = notice(&e) {
+                    let _ = writer.send(&m);
+                }
+                return Err(e);
             }
-            None => None,
         };
-        let ready_at = Instant::now();
-        let done_flag = AtomicBool::new(false);
-        let last_rx = AtomicU64::new(now_ns());
-        let mut stats = RecvStats::new(RecvConfig::from_hello(&hello));
-        let expected_ip = peer.ip();
-        // Time the client needs to send everything, plus margin: the wait for `done` is bounded.
-        let send_time =
-            Duration::from_nanos(hello.count.saturating_mul(hello.spacing_ns)).min(self.config.max_duration);
-        let (outcome, (stats, unstamped)) = std::thread::scope(|s| {
-            let rx = s.spawn(|| {
-                let mut batch = RecvBatch::new(64, 65_536);
-                let mut unstamped = 0u64;
-                let mut account = |batch: &RecvBatch, stats: &mut RecvStats| {
-                    let fallback = realtime_ns();
-                    for d in batch.iter() {
-                        // Kernel receive time (SO_TIMESTAMPNS, CLOCK_REALTIME) when present: it
-                        // excludes the wait in the socket buffer. The fallback reads the same clock.
-                        let t = d.kernel_time.unwrap_or_else(|| {
-                            unstamped += 1;
-                            fallback
-                        });
-                        stats.on_datagram(t, d.data, d.from.ip() == expected_ip);
-                    }
-                };
-                let mut next_interim = interim.as_ref().map(|(_, every)| ready_at + *every);
-                while !done_flag.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                    // recvmmsg: up to 64 datagrams per system call; 20 ms bounds the wait so the
-                    // done flag is seen.
-                    match batch.recv_batch(&udp, Some(Duration::from_millis(20))) {
-                        Ok(0) => {}
-                        Ok(_) => {
-                            last_rx.store(now_ns(), Ordering::Relaxed);
-                            account(&batch, &mut stats);
-                        }
-                        // ICMP errors reported on the socket (e.g. a port unreachable) are not data.
-                        Err(_) => {}
-                    }
-                    if let (Some((w, every)), Some(next)) = (interim.as_mut(), next_interim.as_mut()) {
-                        if Instant::now() >= *next {
-                            // A client that stopped reading ends the reports, not the trial.
-                            if send_interim(w, &stats, ready_at).is_err() {
-                                next_interim = None;
-                            } else {
-                                *next += *every;
-                            }
-                        }
-                    }
-                }
-                // Whatever already sits in the socket buffer arrived before we stopped: count it.
-                // (A thread starved of CPU under load can be far behind when `done` comes.)
-                for _ in 0..100_000 {
-                    match batch.recv_batch(&udp, Some(Duration::ZERO)) {
-                        Ok(n) if n > 0 => account(&batch, &mut stats),
-                        _ => break,
-                    }
-                }
-                (stats, unstamped)
-            });
-            let outcome = control
-                .recv(send_time + Duration::from_secs(60), "done")
-                .and_then(|m| match m {
-                    ControlMsg::Done(d) => Ok(d.sent),
-                    ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
-                    other => Err(SessionError::Unexpected(other.name())),
-                });
-            // Drain: stop once no datagram arrived for `drain`, or after 10 drains in all.
-            let start = Instant::now();
-            while start.elapsed() < self.config.drain * 10 {
-                let quiet = now_ns().saturating_sub(last_rx.load(Ordering::Relaxed));
-                if Duration::from_nanos(quiet) >= self.config.drain {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            done_flag.store(true, Ordering::Relaxed);
-            let out = rx
-                .join()
-                .unwrap_or_else(|_| (RecvStats::new(RecvConfig::from_hello(&hello)), 0));
-            (outcome, out)
-        });
-        let sent = outcome?;
         let report = stats.finish(Some(sent), realtime_ns());
         if stamped && unstamped > 0 {
             notes.push(format!(
                 "receiver: {unstamped} datagrams came without a kernel timestamp; user-space arrival time used for them"
             ));
         }
-        let host = host0.delta();
         let socket = ReceiverSocket {
             rcvbuf_requested: rcvbuf as u64,
             rcvbuf_granted: granted_rcv,
             drops: socket_drops(&udp),
         };
-        control.send(&ControlMsg::Results(Box::new(Results {
+        writer.send(&ControlMsg::Results(Box::new(Results {
             receiver: report.clone(),
-            host: Some(host),
+            host: Some(host0.delta()),
             notes,
             socket: Some(socket),
         })))?;
@@ -373,12 +336,176 @@ impl Server {
         });
         Ok(())
     }
+
+    /// Count datagrams on a thread of their own (sending `interim` lines when asked for) while
+    /// this one waits for `done`; then drain. Returns the client's count of datagrams sent (or
+    /// why there is none), the statistics and how many datagrams came without a kernel stamp.
+    fn receive(
+        &self,
+        udp: &UdpSocket,
+        hello: &Hello,
+        peer: SocketAddr,
+        reader: &mut ControlReader,
+        writer: &mut ControlWriter,
+        stop: &AtomicBool,
+    ) -> Result<(Result<u64, SessionError>, RecvStats, u64), SessionError> {
+        // Interim reports go out from the receiving thread through the writing half of the
+        // control connection; this thread writes nothing until that one has ended. A client
+        // that asks for reports and never reads them would fill the TCP buffer and block that
+        // thread for good: a write stalled for 10 s fails instead (and ends the reports, not
+        // the trial).
+        let interim = match hello.interval_ms {
+            Some(ms) => {
+                writer
+                    .stream()
+                    .set_write_timeout(Some(Duration::from_secs(10)))
+                    .map_err(io("set the control write timeout"))?;
+                Some((writer, Duration::from_millis(ms)))
+            }
+            None => None,
+        };
+        let rx = Receiving {
+            udp,
+            expected_ip: peer.ip(),
+            ready_at: Instant::now(),
+            done: AtomicBool::new(false),
+            stop,
+            last_rx: AtomicU64::new(now_ns()),
+        };
+        // Time the client needs to send everything, plus margin: the wait for `done` is bounded.
+        let send_time =
+            Duration::from_nanos(hello.count.saturating_mul(hello.spacing_ns)).min(self.config.max_duration);
+        let (outcome, (stats, unstamped)) = std::thread::scope(|s| {
+            let counting = s.spawn(|| rx.run(RecvStats::new(hello.recv_config()), interim));
+            let outcome = reader
+                .recv(send_time + Duration::from_secs(60), "done")
+                .and_then(|m| match m {
+                    ControlMsg::Done(d) => Ok(d.sent),
+                    ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
+                    other => Err(SessionError::Unexpected(other.name())),
+                });
+            rx.drain(self.config.drain);
+            let out = counting
+                .join()
+                .unwrap_or_else(|_| (RecvStats::new(hello.recv_config()), 0));
+            (outcome, out)
+        });
+        Ok((outcome, stats, unstamped))
+    }
+}
+
+/// The receiving socket of a UDP trial and what setting it up found.
+struct UdpReceiver {
+    udp: UdpSocket,
+    grant: BufferGrant,
+    rcvbuf: usize,
+    notes: Vec<String>,
+    stamped: bool,
+}
+
+/// What the counting thread shares with the one waiting for `done`.
+struct Receiving<'a> {
+    udp: &'a UdpSocket,
+    expected_ip: IpAddr,
+    ready_at: Instant,
+    /// Set once `done` came (or the control connection failed) and the drain is over.
+    done: AtomicBool,
+    stop: &'a AtomicBool,
+    /// When the last datagram arrived, [`now_ns`].
+    last_rx: AtomicU64,
+}
+
+impl Receiving<'_> {
+    /// Count datagrams until [`Receiving::done`], then what is already in the socket buffer.
+    fn run(&self, mut stats: RecvStats, mut interim: Option<(&mut ControlWriter, Duration)>) -> (RecvStats, u64) {
+        let mut batch = RecvBatch::new(64, 65_536);
+        let mut unstamped = 0u64;
+        let mut account = |batch: &RecvBatch, stats: &mut RecvStats| {
+            let fallback = realtime_ns();
+            for d in batch.iter() {
+                // Kernel receive time (SO_TIMESTAMPNS, CLOCK_REALTIME) when present: it
+                // excludes the wait in the socket buffer. The fallback reads the same clock.
+                let t = d.kernel_time.unwrap_or_else(|| {
+                    unstamped += 1;
+                    fallback
+                });
+                stats.on_datagram(t, d.data, d.from.ip() == self.expected_ip);
+            }
+        };
+        let mut next_interim = interim.as_ref().map(|(_, every)| self.ready_at + *every);
+        while !self.done.load(Ordering::Relaxed) && !self.stop.load(Ordering::Relaxed) {
+            // recvmmsg: up to 64 datagrams per system call; 20 ms bounds the wait so the
+            // done flag is seen.
+            match batch.recv_batch(self.udp, Some(Duration::from_millis(20))) {
+                Ok(0) => {}
+                Ok(_) => {
+                    self.last_rx.store(now_ns(), Ordering::Relaxed);
+                    account(&batch, &mut stats);
+                }
+                // ICMP errors reported on the socket (e.g. a port unreachable) are not data.
+                Err(_) => {}
+            }
+            if let (Some((w, every)), Some(next)) = (interim.as_mut(), next_interim.as_mut()) {
+                if Instant::now() >= *next {
+                    // A client that stopped reading ends the reports, not the trial.
+                    if send_interim(w, &stats, self.ready_at).is_err() {
+                        next_interim = None;
+                    } else {
+                        *next += *every;
+                    }
+                }
+            }
+        }
+        // Whatever already sits in the socket buffer arrived before we stopped: count it.
+        // (A thread starved of CPU under load can be far behind when `done` comes.)
+        for _ in 0..100_000 {
+            match batch.recv_batch(self.udp, Some(Duration::ZERO)) {
+                Ok(n) if n > 0 => account(&batch, &mut stats),
+                _ => break,
+            }
+        }
+        (stats, unstamped)
+    }
+
+    /// Stop once no datagram arrived for `drain`, or after 10 drains in all; then tell the
+    /// counting thread.
+    fn drain(&self, drain: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < drain * 10 {
+            let quiet = now_ns().saturating_sub(self.last_rx.load(Ordering::Relaxed));
+            if Duration::from_nanos(quiet) >= drain {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Send `ready` and, with a key, switch the channel to per-line MACs under the session key: the
+/// client does the same on reading `ready`, so every later line both ways is authenticated.
+pub(crate) fn send_ready(control: &mut Control, hs: &ServerHandshake, port: u16) -> Result<(), SessionError> {
+    let session_key = hs.session_key()?;
+    control.send(&hs.ready(port)?)?;
+    control.authenticate(session_key, Role::Server);
+    Ok(())
+}
+
+/// For a control line that failed (a MAC that does not check, a malformed or unexpected
+/// message): the `error` that tells the client why before we hang up, so it reports that rather
+/// than a closed connection.
+pub(crate) fn notice(e: &SessionError) -> Option<ControlMsg> {
+    matches!(e, SessionError::Control(_) | SessionError::Unexpected(_)).then(|| {
+        ControlMsg::Error(ErrorMsg {
+            message: crate::control::clip(&crate::error_chain(e)),
+        })
+    })
 }
 
 /// Send the receiver's counters so far as an `interim` line.
-fn send_interim(w: &mut TcpStream, stats: &RecvStats, since: Instant) -> Result<(), SessionError> {
+fn send_interim(w: &mut ControlWriter, stats: &RecvStats, since: Instant) -> Result<(), SessionError> {
     let l = stats.live();
-    let msg = ControlMsg::Interim(Interim {
+    w.send(&ControlMsg::Interim(Interim {
         elapsed_ms: u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
         unique: l.unique,
         unique_bytes: l.unique_bytes,
@@ -387,8 +514,7 @@ fn send_interim(w: &mut TcpStream, stats: &RecvStats, since: Instant) -> Result<
         reordered: l.reordered,
         duplicates: l.duplicates,
         strays: l.strays,
-    });
-    w.write_all(&msg.to_line(MAX_LINE)?).map_err(io("write interim"))
+    }))
 }
 
 /// One line on a buffer request and what the kernel granted (Linux reports twice the usable size,

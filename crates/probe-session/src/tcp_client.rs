@@ -13,9 +13,6 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use probe::control::{
-    ControlMsg, Hello, TcpDone, TcpHello, TcpResults, MAX_DURATION_MS, MAX_STREAMS, PROTOCOL_VERSION,
-};
 use probe::tcp::{
     app_bytes_acked, IntervalAggregator, MathisCheck, Preamble, TcpInfo, TcpInterval, TcpSample, Thinned,
 };
@@ -24,9 +21,12 @@ use probe::wire::HEADER_LEN;
 
 use crate::burn::{Burner, CpuLoadSpec};
 use crate::client::{connect_and_authenticate, Connected};
+use crate::control::{
+    ControlMsg, Hello, TcpDone, TcpHello, TcpResults, MAX_DURATION_MS, MAX_STREAMS, PROTOCOL_VERSION,
+};
 use crate::host::{interface_of, HostSnapshot};
 use crate::tcpsock::{check_congestion, congestion, set_congestion, tcp_info};
-use crate::{io, Control, SessionError, MAX_LINE};
+use crate::{io, Control, ControlReader, ControlWriter, SessionError};
 
 /// Most TCP_INFO samples kept per test (all streams together); beyond, they are thinned evenly.
 pub const MAX_SAMPLES: usize = 20_000;
@@ -182,121 +182,44 @@ pub fn run_tcp_client(
         cc_requested: config.cc.clone(),
     });
     result.cc = socks.first().and_then(|s| congestion(s).ok());
-    let n = socks.len();
-    let mut writer = control
-        .stream()
-        .try_clone()
-        .map_err(io("clone the control connection"))?;
+    let (reader, mut writer) = control.split()?;
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     if let Some(b) = burner.as_mut() {
         b.mark();
     }
     let t0 = Instant::now();
     let duration = Duration::from_millis(tcp.duration_ms);
-    let deadline = t0 + duration;
-    let hard_deadline = deadline + RESULTS_WAIT;
-    let stop = AtomicBool::new(false);
-    let written: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-    let errors: Mutex<Vec<Option<String>>> = Mutex::new(vec![None; n]);
-    let finished = AtomicUsize::new(0);
+    let streams = Streams::new(&socks);
+    let mut sampling = Sampling::new(config, t0, socks.len());
+    let mut ending = Ending::default();
     let buf = vec![0u8; tcp.write_size as usize];
-    let every = config.sample_every.max(Duration::from_millis(10));
-    let mut agg = IntervalAggregator::new(config.interval.as_secs_f64()).with_tolerance(every.as_secs_f64() / 2.0);
-    let mut kept: Thinned<Vec<TcpSample>> = Thinned::new((MAX_SAMPLES / n.max(1)).max(16));
-    let mut last_infos: Vec<Option<TcpInfo>> = vec![None; n];
-    let mut last_round: Vec<TcpSample> = Vec::new();
-    let mut outcome: Option<Result<Box<TcpResults>, SessionError>> = None;
-    let mut writes_end: Option<Instant> = None;
-    let mut done_error: Option<String> = None;
-
-    let (tx, rx) = mpsc::channel();
-    let wait = duration + RESULTS_WAIT;
     std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
         s.spawn(move || {
-            let mut control = control;
-            let out = match control.recv(wait, "tcp_results") {
-                Ok(ControlMsg::TcpResults(r)) => Ok(r),
-                Ok(ControlMsg::Error(e)) => Err(SessionError::Refused(e.message)),
-                Ok(other) => Err(SessionError::Unexpected(other.name())),
-                Err(e) => Err(e),
-            };
-            let _ = tx.send(out);
+            let _ = tx.send(await_results(reader, duration + RESULTS_WAIT));
         });
-        for (i, sock) in socks.iter().enumerate() {
-            let (stop, written, errors, finished, buf) = (&stop, &written[i], &errors, &finished, &buf[..]);
-            s.spawn(move || {
-                let e = write_loop(sock, buf, deadline, stop, written);
-                if let Some(e) = e {
-                    stop.store(true, Ordering::Relaxed);
-                    if let Ok(mut v) = errors.lock() {
-                        v[i] = Some(e);
-                    }
-                }
-                finished.fetch_add(1, Ordering::Release);
-            });
-        }
-        let mut next = t0 + every;
-        loop {
-            let wait = next.saturating_duration_since(Instant::now());
-            if outcome.is_none() {
-                match rx.recv_timeout(wait) {
-                    Ok(o) => outcome = Some(o),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        outcome = Some(Err(SessionError::Closed("tcp_results")))
-                    }
-                }
-            } else {
-                std::thread::sleep(wait);
-            }
-            let now = Instant::now();
-            if now >= next {
-                let t = now.duration_since(t0).as_secs_f64();
-                last_round = sample_round(&socks, &written, t, &mut last_infos);
-                if let Some(iv) = agg.on_round(t, &last_round) {
-                    on_interval(&iv);
-                }
-                kept.push(last_round.clone());
-                next += every;
-                if next < now {
-                    next = now + every;
-                }
-            }
-            // The server ended the test (or vanished) while we were still writing.
-            if writes_end.is_none() && outcome.is_some() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            if writes_end.is_none() && finished.load(Ordering::Acquire) == n {
-                writes_end = Some(Instant::now());
-                result.host.sender = Some(host0.delta());
-                result.cpu_load = burner.take().map(Burner::stop);
-                let bytes_written = written.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-                let line = ControlMsg::TcpDone(TcpDone { bytes_written }).to_line(MAX_LINE);
-                if let Err(e) = line
-                    .map_err(SessionError::from)
-                    .and_then(|l| writer.write_all(&l).map_err(io("write tcp_done")))
-                {
-                    done_error = Some(crate::error_chain(&e));
-                }
-            }
-            if let Some(end) = writes_end {
-                // Results in, or no point waiting: we could not say we were done, or a stream
-                // broke and the server is not answering.
-                let broken =
-                    done_error.is_some() || errors.lock().map(|v| v.iter().any(Option::is_some)).unwrap_or(true);
-                if outcome.is_some() || (broken && end.elapsed() > Duration::from_secs(2)) {
-                    break;
-                }
-            }
-            if now >= hard_deadline {
-                break;
-            }
-        }
+        streams.spawn_writers(s, &buf, t0 + duration);
+        let mut writes_over = || {
+            result.host.sender = Some(host0.delta());
+            result.cpu_load = burner.take().map(Burner::stop);
+        };
+        let loop_ctx = LoopCtx {
+            streams: &streams,
+            results: &rx,
+            hard_deadline: t0 + duration + RESULTS_WAIT,
+        };
+        loop_ctx.run(
+            &mut sampling,
+            &mut ending,
+            &mut writer,
+            &mut on_interval,
+            &mut writes_over,
+        );
         // Unblock the control reader if it still waits.
-        let _ = writer.shutdown(std::net::Shutdown::Both);
-        stop.store(true, Ordering::Relaxed);
+        let _ = writer.stream().shutdown(std::net::Shutdown::Both);
+        streams.stop.store(true, Ordering::Relaxed);
     });
-    if matches!(outcome, Some(Ok(_))) {
+    if matches!(ending.outcome, Some(Ok(_))) {
         // The server has every byte; the last ACKs may still be on their way (delayed ACK):
         // wait for them, bounded, so the last TCP_INFO has the final counts.
         let settle = Instant::now() + Duration::from_secs(2);
@@ -305,14 +228,7 @@ pub fn run_tcp_client(
         }
     }
     let t_end = Instant::now().duration_since(t0).as_secs_f64();
-    let final_round = sample_round(&socks, &written, t_end, &mut last_infos);
-    if !final_round.is_empty() {
-        last_round = final_round;
-    }
-    if let Some(iv) = agg.finish(t_end, &last_round) {
-        on_interval(&iv);
-    }
-    kept.push(last_round);
+    sampling.last(&streams, t_end, &mut on_interval);
     if let Some(b) = burner.take() {
         // Only when the writers never all finished (the hard deadline passed).
         result.cpu_load = Some(b.stop());
@@ -320,24 +236,211 @@ pub fn run_tcp_client(
     if result.host.sender.is_none() {
         result.host.sender = Some(host0.delta());
     }
-    let errors = errors.into_inner().unwrap_or_default();
     finish_result(
         &mut result,
         Finish {
             elapsed_s: t_end,
-            write_s: writes_end.map_or(t_end, |w| w.duration_since(t0).as_secs_f64()),
-            written: written.iter().map(|w| w.load(Ordering::Relaxed)).collect(),
-            errors,
-            last_infos,
-            agg,
-            kept,
-            every,
-            outcome,
-            done_error,
+            write_s: ending.writes_end.map_or(t_end, |w| w.duration_since(t0).as_secs_f64()),
+            written: streams.written(),
+            errors: streams.errors.into_inner().unwrap_or_default(),
+            last_infos: sampling.last_infos,
+            agg: sampling.agg,
+            kept: sampling.kept,
+            every: sampling.every,
+            outcome: ending.outcome,
+            done_error: ending.done_error,
             duration,
         },
     );
     Ok(result)
+}
+
+/// Wait for the server's `tcp_results` (or its refusal).
+fn await_results(mut reader: ControlReader, wait: Duration) -> Result<Box<TcpResults>, SessionError> {
+    match reader.recv(wait, "tcp_results")? {
+        ControlMsg::TcpResults(r) => Ok(r),
+        ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
+        other => Err(SessionError::Unexpected(other.name())),
+    }
+}
+
+/// The data connections of a running test and what their writer threads report.
+struct Streams<'a> {
+    socks: &'a [TcpStream],
+    /// Set to end every writer (a stream broke, the server ended the test, or we are done).
+    stop: AtomicBool,
+    written: Vec<AtomicU64>,
+    errors: Mutex<Vec<Option<String>>>,
+    /// Writers that have ended.
+    finished: AtomicUsize,
+}
+
+impl<'a> Streams<'a> {
+    fn new(socks: &'a [TcpStream]) -> Self {
+        let n = socks.len();
+        Streams {
+            socks,
+            stop: AtomicBool::new(false),
+            written: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            errors: Mutex::new(vec![None; n]),
+            finished: AtomicUsize::new(0),
+        }
+    }
+
+    /// One writer thread per stream, writing `buf` until `deadline`; one that breaks stops all.
+    fn spawn_writers<'s>(&'s self, s: &'s std::thread::Scope<'s, '_>, buf: &'s [u8], deadline: Instant) {
+        for (i, sock) in self.socks.iter().enumerate() {
+            s.spawn(move || {
+                let e = write_loop(sock, buf, deadline, &self.stop, &self.written[i]);
+                if let Some(e) = e {
+                    self.stop.store(true, Ordering::Relaxed);
+                    if let Ok(mut v) = self.errors.lock() {
+                        v[i] = Some(e);
+                    }
+                }
+                self.finished.fetch_add(1, Ordering::Release);
+            });
+        }
+    }
+
+    fn written(&self) -> Vec<u64> {
+        self.written.iter().map(|w| w.load(Ordering::Relaxed)).collect()
+    }
+
+    fn all_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire) == self.socks.len()
+    }
+
+    fn any_broken(&self) -> bool {
+        self.errors
+            .lock()
+            .map(|v| v.iter().any(Option::is_some))
+            .unwrap_or(true)
+    }
+}
+
+/// TCP_INFO sampling: the rounds kept, the intervals built from them.
+struct Sampling {
+    t0: Instant,
+    every: Duration,
+    agg: IntervalAggregator,
+    kept: Thinned<Vec<TcpSample>>,
+    last_infos: Vec<Option<TcpInfo>>,
+    last_round: Vec<TcpSample>,
+}
+
+impl Sampling {
+    fn new(config: &TcpClientConfig, t0: Instant, n: usize) -> Self {
+        let every = config.sample_every.max(Duration::from_millis(10));
+        Sampling {
+            t0,
+            every,
+            agg: IntervalAggregator::new(config.interval.as_secs_f64()).with_tolerance(every.as_secs_f64() / 2.0),
+            kept: Thinned::new((MAX_SAMPLES / n.max(1)).max(16)),
+            last_infos: vec![None; n],
+            last_round: Vec::new(),
+        }
+    }
+
+    /// Sample every stream at `now`, passing on an interval that closed.
+    fn round(&mut self, streams: &Streams, now: Instant, on_interval: &mut impl FnMut(&TcpInterval)) {
+        let t = now.duration_since(self.t0).as_secs_f64();
+        self.last_round = sample_round(streams.socks, &streams.written, t, &mut self.last_infos);
+        if let Some(iv) = self.agg.on_round(t, &self.last_round) {
+            on_interval(&iv);
+        }
+        self.kept.push(self.last_round.clone());
+    }
+
+    /// The final round at `t_end` s and the last (partial) interval.
+    fn last(&mut self, streams: &Streams, t_end: f64, on_interval: &mut impl FnMut(&TcpInterval)) {
+        let final_round = sample_round(streams.socks, &streams.written, t_end, &mut self.last_infos);
+        if !final_round.is_empty() {
+            self.last_round = final_round;
+        }
+        if let Some(iv) = self.agg.finish(t_end, &self.last_round) {
+            on_interval(&iv);
+        }
+        self.kept.push(std::mem::take(&mut self.last_round));
+    }
+}
+
+/// How the test ended: the server's answer, when the writes ended, whether `tcp_done` went out.
+#[derive(Default)]
+struct Ending {
+    outcome: Option<Result<Box<TcpResults>, SessionError>>,
+    writes_end: Option<Instant>,
+    done_error: Option<String>,
+}
+
+/// What the sampling loop watches.
+struct LoopCtx<'a, 'b> {
+    streams: &'a Streams<'b>,
+    results: &'a mpsc::Receiver<Result<Box<TcpResults>, SessionError>>,
+    hard_deadline: Instant,
+}
+
+impl LoopCtx<'_, '_> {
+    /// Sample every `every` until the results are in (or there is no point waiting for them):
+    /// once every writer has ended, `writes_over` runs and `tcp_done` goes out.
+    fn run(
+        &self,
+        sampling: &mut Sampling,
+        ending: &mut Ending,
+        writer: &mut ControlWriter,
+        on_interval: &mut impl FnMut(&TcpInterval),
+        writes_over: &mut impl FnMut(),
+    ) {
+        let streams = self.streams;
+        let mut next = sampling.t0 + sampling.every;
+        loop {
+            let wait = next.saturating_duration_since(Instant::now());
+            if ending.outcome.is_none() {
+                match self.results.recv_timeout(wait) {
+                    Ok(o) => ending.outcome = Some(o),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        ending.outcome = Some(Err(SessionError::Closed("tcp_results")))
+                    }
+                }
+            } else {
+                std::thread::sleep(wait);
+            }
+            let now = Instant::now();
+            if now >= next {
+                sampling.round(streams, now, on_interval);
+                next += sampling.every;
+                if next < now {
+                    next = now + sampling.every;
+                }
+            }
+            // The server ended the test (or vanished) while we were still writing.
+            if ending.writes_end.is_none() && ending.outcome.is_some() {
+                streams.stop.store(true, Ordering::Relaxed);
+            }
+            if ending.writes_end.is_none() && streams.all_finished() {
+                ending.writes_end = Some(Instant::now());
+                writes_over();
+                let done = ControlMsg::TcpDone(TcpDone {
+                    bytes_written: streams.written(),
+                });
+                if let Err(e) = writer.send(&done) {
+                    ending.done_error = Some(crate::error_chain(&e));
+                }
+            }
+            if let Some(end) = ending.writes_end {
+                // Results in, or no point waiting: we could not say we were done, or a stream
+                // broke and the server is not answering.
+                let broken = ending.done_error.is_some() || streams.any_broken();
+                if ending.outcome.is_some() || (broken && end.elapsed() > Duration::from_secs(2)) {
+                    break;
+                }
+            }
+            if now >= self.hard_deadline {
+                break;
+            }
+        }
+    }
 }
 
 /// One TCP_INFO sample of every stream at `t` (streams whose socket cannot be read are left out).

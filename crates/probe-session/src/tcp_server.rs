@@ -11,13 +11,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use probe::auth::ServerHandshake;
-use probe::control::{ControlMsg, ErrorMsg, Hello, TcpHello, TcpResults, MAX_ERROR_LEN};
 use probe::tcp::{Preamble, PREAMBLE_LEN};
 use probe::tcp_results::{TcpReceiverReport, TcpStreamRx};
 
+use crate::auth::ServerHandshake;
+use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpDone, TcpHello, TcpResults};
 use crate::host::{interface_of, HostSnapshot};
-use crate::server::ServerEvent;
+use crate::server::{notice, send_ready, ServerEvent};
 use crate::{io, now_ns, Control, SessionError};
 
 /// Most refused connections to the data port before the session gives up.
@@ -32,17 +32,6 @@ const READ_SIZE: usize = 128 * 1024;
 pub(crate) struct Limits {
     /// Longest wait for the data connections (and each one's preamble).
     pub handshake_timeout: Duration,
-}
-
-fn clip(mut s: String) -> String {
-    if s.len() > MAX_ERROR_LEN {
-        let mut cut = MAX_ERROR_LEN;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
-    s
 }
 
 /// Accept one connection per stream from `peer`'s address carrying the session's preamble.
@@ -152,7 +141,8 @@ fn read_stream(mut s: &TcpStream, c: &Counted, stop: &AtomicBool, give_up: &Atom
     }
 }
 
-/// Run the TCP test of an accepted `hello` on `control`.
+/// Run the TCP test of an accepted `hello` on `control`: data port, `ready`, the streams,
+/// counting until `tcp_done` and the drain, `tcp_results`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn session(
     mut control: Control,
@@ -169,7 +159,7 @@ pub(crate) fn session(
     listener.set_nonblocking(true).map_err(io("set non-blocking"))?;
     let port = listener.local_addr().map_err(io("data port address"))?.port();
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
-    control.send(&hs.ready(port)?)?;
+    send_ready(&mut control, hs, port)?;
     on_event(ServerEvent::Ready {
         peer,
         hello: Box::new(hello.clone()),
@@ -180,7 +170,7 @@ pub(crate) fn session(
         Ok(c) => c,
         Err(e) => {
             let _ = control.send(&ControlMsg::Error(ErrorMsg {
-                message: clip(crate::error_chain(&e)),
+                message: clip(&crate::error_chain(&e)),
             }));
             return Err(e);
         }
@@ -194,13 +184,63 @@ pub(crate) fn session(
             last_ns: AtomicU64::new(0),
         })
         .collect();
+    let duration = Duration::from_millis(tcp.duration_ms);
+    let (outcome, ends) = count_until_done(&mut control, &conns, &counted, duration);
+    let host = host0.delta();
+    let mut problems: Vec<String> = ends
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.as_ref().map(|e| format!("stream {i}: {e}")))
+        .collect();
+    let control_alive = match &outcome {
+        Ok(_) => true,
+        Err(SessionError::Refused(m)) => {
+            problems.insert(0, format!("the client gave up: {m}"));
+            true
+        }
+        Err(e) => {
+            if let Some(m) = notice(e) {
+                let _ = control.send(&m);
+            }
+            problems.insert(
+                0,
+                format!("the client went away before tcp_done ({})", crate::error_chain(e)),
+            );
+            false
+        }
+    };
+    let report = receiver_report(&counted, &ends, strays, &problems);
+    let sent = if control_alive {
+        control.send(&ControlMsg::TcpResults(Box::new(TcpResults {
+            receiver: report.clone(),
+            host: Some(host),
+            notes: Vec::new(),
+        })))
+    } else {
+        Ok(())
+    };
+    on_event(ServerEvent::TcpFinished {
+        peer,
+        report: Box::new(report),
+    });
+    sent
+}
+
+/// A reader thread per stream counts bytes while this one waits for `tcp_done`; then the
+/// streams drain (bounded by [`DRAIN_LIMIT`]), or stop at once when the client failed. Returns
+/// the client's `tcp_done` (or why there is none) and what ended each stream.
+fn count_until_done(
+    control: &mut Control,
+    conns: &[TcpStream],
+    counted: &[Counted],
+    duration: Duration,
+) -> (Result<TcpDone, SessionError>, Vec<Option<String>>) {
     let stop_readers = AtomicBool::new(false);
     let give_up = AtomicU64::new(u64::MAX);
-    let duration = Duration::from_millis(tcp.duration_ms);
-    let (outcome, ends) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let readers: Vec<_> = conns
             .iter()
-            .zip(&counted)
+            .zip(counted)
             .map(|(c, n)| {
                 let (stop_readers, give_up) = (&stop_readers, &give_up);
                 s.spawn(move || read_stream(c, n, stop_readers, give_up))
@@ -225,8 +265,16 @@ pub(crate) fn session(
             .map(|r| r.join().unwrap_or_else(|_| Some("reader thread panicked".into())))
             .collect();
         (outcome, ends)
-    });
-    let host = host0.delta();
+    })
+}
+
+/// The receiver's report from the per-stream counts; `partial` when anything went wrong.
+fn receiver_report(
+    counted: &[Counted],
+    ends: &[Option<String>],
+    strays: u64,
+    problems: &[String],
+) -> TcpReceiverReport {
     let first = counted
         .iter()
         .map(|c| c.first_ns.load(Ordering::Relaxed))
@@ -239,34 +287,15 @@ pub(crate) fn session(
         .unwrap_or(0);
     let bytes: u64 = counted.iter().map(|c| c.bytes.load(Ordering::Relaxed)).sum();
     let duration_s = if last > first { (last - first) as f64 / 1e9 } else { 0.0 };
-    let mut problems: Vec<String> = ends
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| e.as_ref().map(|e| format!("stream {i}: {e}")))
-        .collect();
-    let control_alive = match &outcome {
-        Ok(_) => true,
-        Err(SessionError::Refused(m)) => {
-            problems.insert(0, format!("the client gave up: {m}"));
-            true
-        }
-        Err(e) => {
-            problems.insert(
-                0,
-                format!("the client went away before tcp_done ({})", crate::error_chain(e)),
-            );
-            false
-        }
-    };
-    let report = TcpReceiverReport {
+    TcpReceiverReport {
         streams: counted
             .iter()
-            .zip(&ends)
+            .zip(ends)
             .enumerate()
             .map(|(i, (c, e))| TcpStreamRx {
                 stream: u16::try_from(i).unwrap_or(u16::MAX),
                 bytes: c.bytes.load(Ordering::Relaxed),
-                error: e.clone().map(clip),
+                error: e.as_deref().map(clip),
             })
             .collect(),
         bytes,
@@ -274,24 +303,6 @@ pub(crate) fn session(
         rate_bps: (duration_s > 0.0).then(|| bytes as f64 * 8.0 / duration_s),
         stray_connections: strays,
         partial: !problems.is_empty(),
-        error: (!problems.is_empty()).then(|| clip(problems.join("; "))),
-    };
-    if control_alive {
-        let sent = control.send(&ControlMsg::TcpResults(Box::new(TcpResults {
-            receiver: report.clone(),
-            host: Some(host),
-            notes: Vec::new(),
-        })));
-        on_event(ServerEvent::TcpFinished {
-            peer,
-            report: Box::new(report),
-        });
-        sent
-    } else {
-        on_event(ServerEvent::TcpFinished {
-            peer,
-            report: Box::new(report),
-        });
-        Ok(())
+        error: (!problems.is_empty()).then(|| clip(&problems.join("; "))),
     }
 }

@@ -87,7 +87,7 @@ pub fn check_congestion(name: &str) -> Result<(), crate::SessionError> {
         why,
         available: available_congestion().map_or_else(|| format!("(cannot read {AVAILABLE_CC})"), |v| v.join(" ")),
     };
-    probe::control::check_cc_name(name).map_err(unknown)?;
+    crate::control::check_cc_name(name).map_err(unknown)?;
     // SAFETY: socket(2) with constant arguments; the descriptor is owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

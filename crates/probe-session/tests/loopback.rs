@@ -148,7 +148,7 @@ fn garbage_on_the_control_port_is_bounded_and_harmless() {
     drop(s);
     // A well-formed line that is not a valid message.
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"{\"type\":\"hello\",\"version\":1,\"test_id\":1,\"size\":3,\"count\":1,\"spacing_ns\":0,\"client_nonce\":null}\n").unwrap();
+    s.write_all(b"{\"type\":\"hello\",\"version\":2,\"test_id\":1,\"size\":3,\"count\":1,\"spacing_ns\":0,\"client_nonce\":null}\n").unwrap();
     drop(s);
     let ok = run_client(&client(addr, 50, None), |_| {}, |_| {}).unwrap();
     h.join().unwrap();

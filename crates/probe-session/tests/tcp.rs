@@ -132,7 +132,7 @@ fn line(r: &mut BufReader<TcpStream>) -> String {
 
 fn hello_line(test_id: u64, streams: u16, duration_ms: u64) -> String {
     format!(
-        "{{\"type\":\"hello\",\"version\":1,\"test_id\":{test_id},\"size\":32,\"count\":1,\"spacing_ns\":0,\
+        "{{\"type\":\"hello\",\"version\":2,\"test_id\":{test_id},\"size\":32,\"count\":1,\"spacing_ns\":0,\
          \"client_nonce\":null,\"tcp\":{{\"streams\":{streams},\"duration_ms\":{duration_ms},\"write_size\":131072}}}}\n"
     )
 }

@@ -6,14 +6,13 @@
 //! Nothing here opens a socket or reads a clock: every function takes timestamps (u64 ns) and
 //! bytes, so the whole measurement is deterministic and testable (see the quinn-proto and
 //! smoltcp notes in the workspace STYLE.md). The socket layer (`netio`) supplies kernel
-//! timestamps and moves the bytes.
+//! timestamps and moves the bytes; the control messages and their authentication live with the
+//! sessions (`probe-session`, over `ctlchan`). No sockets, no clocks, no `unsafe`.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`wire`] | probe datagram layout, [`wire::Packet`] accessors, [`wire::Repr`] parse/emit |
-//! | [`control`] | JSON-lines control messages and a size-bounded [`control::LineDecoder`] |
-//! | [`auth`] | optional mutual HMAC-SHA256 challenge–response (pre-shared key), as state machines |
-//! | [`send_stats`] | departure gaps, lateness against schedule, achieved send rate |
+//! //! | [`send_stats`] | departure gaps, lateness against schedule, achieved send rate |
 //! | [`recv_stats`] | stray classification and all receiver statistics, bounded memory |
 //! | [`lossfit`] | exponential fit of loss intervals, Kolmogorov–Smirnov test, verdict |
 //! | [`host`] | host CPU, UDP and interface counters over a trial, one end ([`host::HostDelta`]) |
@@ -50,9 +49,8 @@
 //! ```
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
-pub mod auth;
-pub mod control;
 pub mod host;
 pub mod host_jitter;
 pub mod lossfit;

@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::Hello;
 use crate::lossfit::{fit_loss_intervals, PoissonFit};
+use crate::results::TestParams;
 use crate::seqwin::{SeqEvent, SeqTracker};
 use crate::wire::{Packet, Repr, WireError};
 use crate::WIRE_OVERHEAD_BYTES;
@@ -57,13 +57,13 @@ impl RecvConfig {
         }
     }
 
-    /// Parameters negotiated in a `hello`.
-    pub fn from_hello(h: &Hello) -> Self {
+    /// The parameters of a trial (as negotiated in the session's `hello`).
+    pub fn from_params(p: &TestParams) -> Self {
         RecvConfig {
-            size: Some(h.size as usize),
-            count: Some(h.count),
-            spacing_ns: (h.spacing_ns > 0).then_some(h.spacing_ns),
-            ..Self::new(h.test_id)
+            size: Some(p.size as usize),
+            count: Some(p.count),
+            spacing_ns: (p.spacing_ns > 0).then_some(p.spacing_ns),
+            ..Self::new(p.test_id)
         }
     }
 }

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::Hello;
 use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
@@ -22,17 +21,6 @@ pub struct TestParams {
     pub count: u64,
     /// Intended inter-packet spacing, ns (0 = as fast as possible).
     pub spacing_ns: u64,
-}
-
-impl From<&Hello> for TestParams {
-    fn from(h: &Hello) -> Self {
-        TestParams {
-            test_id: h.test_id,
-            size: h.size,
-            count: h.count,
-            spacing_ns: h.spacing_ns,
-        }
-    }
 }
 
 impl TestParams {

@@ -10,6 +10,9 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// Most parallel TCP streams in one test.
+pub const MAX_STREAMS: u16 = 64;
+
 /// First bytes of every TCP data connection.
 pub const PREAMBLE_MAGIC: [u8; 8] = *b"EVLBITCP";
 /// Preamble layout version.

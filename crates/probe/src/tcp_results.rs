@@ -14,8 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::MAX_STREAMS;
 use crate::results::{HostCounters, ProbeResult, RESULT_SCHEMA_VERSION};
+use crate::tcp::MAX_STREAMS;
 use crate::tcp::{MathisCheck, TcpInfo, TcpInterval, TcpSample};
 
 /// What a TCP test was asked to do.

@@ -1,34 +1,34 @@
-//! Optional mutual HMAC-SHA256 challenge–response on the control channel (pre-shared key).
+//! Optional mutual HMAC-SHA256 challenge–response on the control channel (pre-shared key), as
+//! two state machines over [`ControlMsg`]s; the MACs are [`ctlchan::mac`]'s.
 //!
 //! No I/O and no randomness inside: the caller supplies nonces (from a CSPRNG) and moves
-//! [`ControlMsg`]s between the two state machines and the socket.
+//! messages between the state machines and the socket.
 //!
 //! ```text
 //! client                                  server
 //!   hello{params, client_nonce}   ──▶
 //!                                 ◀──   challenge{server_nonce}
-//!   auth{mac = H(k, "client" ‖ sn ‖ cn ‖ params)} ──▶   verify (constant time)
-//!                                 ◀──   ready{udp_port, proof = H(k, "server" ‖ cn ‖ sn ‖ port ‖ test_id)}
+//!   auth{mac = H(k, "client", sn, cn, params)} ──▶   verify (constant time)
+//!                                 ◀──   ready{udp_port, proof = H(k, "server", cn, sn, port, test_id)}
 //!   verify proof
+//!   both: session key = H(k, "session", cn, sn); every later line carries a MAC under it
 //! ```
 //!
 //! The client MAC covers the trial parameters, so a man in the middle cannot turn a polite test
-//! into a flood; the server proof covers the UDP port, so the client does not blast a port chosen
-//! by someone who does not hold the key. Fresh nonces on both sides defeat replay.
+//! into a flood; the server proof covers the data port, so the client does not blast a port
+//! chosen by someone who does not hold the key. Fresh nonces on both sides defeat replay. After
+//! `ready` both ends switch the channel to per-line MACs under the session key
+//! ([`ctlchan::Channel::authenticate`]), so the `interim`, `done`, `results`, `tcp_done`,
+//! `tcp_results` and `error` lines can be neither altered, dropped, replayed nor reordered.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use ctlchan::mac::{derive, hex_decode, hex_encode, prove, verify, MacError, NONCE_LEN};
 use thiserror::Error;
 
-use crate::control::{Auth, Challenge, ControlError, ControlMsg, Hello, Ready};
+use crate::control::{Auth, Challenge, ControlMsg, Hello, Invalid, Ready};
 
-/// Nonce length, bytes.
-pub const NONCE_LEN: usize = 16;
-/// HMAC-SHA256 output length, bytes.
-pub const MAC_LEN: usize = 32;
-
-const CLIENT_LABEL: &[u8] = b"evlbi-probe-v1 client\0";
-const SERVER_LABEL: &[u8] = b"evlbi-probe-v1 server\0";
+const CLIENT_LABEL: &[u8] = b"evlbi-probe-v2 client";
+const SERVER_LABEL: &[u8] = b"evlbi-probe-v2 server";
+const SESSION_LABEL: &[u8] = b"evlbi-probe-v2 session key";
 
 /// Why a handshake failed.
 #[derive(Debug, Error)]
@@ -43,7 +43,7 @@ pub enum AuthError {
     },
     /// The message is invalid (range or format).
     #[error(transparent)]
-    Control(#[from] ControlError),
+    Control(#[from] Invalid),
     /// A key is configured here but the peer did not take part in authentication.
     #[error("peer did not authenticate but a pre-shared key is required")]
     PeerNotAuthenticated,
@@ -61,18 +61,13 @@ pub enum AuthError {
     Rejected(String),
 }
 
-pub use ctlchan::mac::{hex_decode, hex_encode};
-
-fn mac_over(key: &[u8], parts: &[&[u8]]) -> Result<Hmac<Sha256>, AuthError> {
-    // HMAC accepts an empty key, but an empty pre-shared key is a configuration mistake.
-    if key.is_empty() {
-        return Err(AuthError::EmptyKey);
+impl From<MacError> for AuthError {
+    fn from(e: MacError) -> Self {
+        match e {
+            MacError::EmptyKey => AuthError::EmptyKey,
+            MacError::BadMac => AuthError::BadMac,
+        }
     }
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|_| AuthError::EmptyKey)?;
-    for p in parts {
-        m.update(p);
-    }
-    Ok(m)
 }
 
 /// Fixed binary encoding of the parameters the client MAC vouches for: every field of `hello`
@@ -107,21 +102,24 @@ fn hello_binding(h: &Hello) -> Vec<u8> {
     v
 }
 
-fn client_mac(key: &[u8], sn: &[u8], cn: &[u8], h: &Hello) -> Result<Hmac<Sha256>, AuthError> {
-    mac_over(key, &[CLIENT_LABEL, sn, cn, &hello_binding(h)])
+fn client_proof(key: &[u8], sn: &[u8], cn: &[u8], h: &Hello) -> Result<String, AuthError> {
+    Ok(prove(key, &[CLIENT_LABEL, sn, cn, &hello_binding(h)])?)
 }
 
-fn server_mac(key: &[u8], cn: &[u8], sn: &[u8], port: u16, test_id: u64) -> Result<Hmac<Sha256>, AuthError> {
-    mac_over(
-        key,
-        &[SERVER_LABEL, cn, sn, &port.to_be_bytes(), &test_id.to_be_bytes()],
-    )
+/// Constant-time check of the client's MAC (see [`ctlchan::mac::verify`]).
+fn check_client_proof(key: &[u8], sn: &[u8], cn: &[u8], h: &Hello, mac: &str) -> Result<(), AuthError> {
+    Ok(verify(key, &[CLIENT_LABEL, sn, cn, &hello_binding(h)], mac)?)
 }
 
-/// Constant-time check of a hex MAC (hmac's `verify_slice` compares in constant time).
-fn verify_hex(m: Hmac<Sha256>, hex: &str) -> Result<(), AuthError> {
-    let bytes = hex_decode(hex).ok_or(AuthError::BadMac)?;
-    m.verify_slice(&bytes).map_err(|_| AuthError::BadMac)
+fn server_parts<'a>(cn: &'a [u8], sn: &'a [u8], port: &'a [u8; 2], test_id: &'a [u8; 8]) -> [&'a [u8]; 5] {
+    [SERVER_LABEL, cn, sn, port, test_id]
+}
+
+/// The key both ends derive from the pre-shared key and the two nonces once the handshake has
+/// passed: fresh per connection, never on the wire; every later control line carries a MAC
+/// under it.
+fn session_key(key: &[u8], cn: &[u8], sn: &[u8]) -> Result<[u8; 32], AuthError> {
+    Ok(derive(key, &[SESSION_LABEL, cn, sn])?)
 }
 
 /// What the server should do after [`ServerHandshake::handle`].
@@ -170,7 +168,7 @@ impl ServerHandshake {
     }
 
     fn step(&mut self, msg: ControlMsg) -> Result<ServerStep, AuthError> {
-        msg.validate()?;
+        msg.check()?;
         match (&self.state, msg) {
             (ServerState::AwaitHello, ControlMsg::Hello(h)) => match &self.key {
                 None => {
@@ -192,7 +190,7 @@ impl ServerHandshake {
                     .as_deref()
                     .and_then(hex_decode)
                     .ok_or(AuthError::BadMac)?;
-                verify_hex(client_mac(key, &self.nonce, &cn, h)?, &a.mac)?;
+                check_client_proof(key, &self.nonce, &cn, h, &a.mac)?;
                 let h = h.clone();
                 self.state = ServerState::Accepted(h.clone());
                 Ok(ServerStep::Accepted(h))
@@ -214,14 +212,29 @@ impl ServerHandshake {
             });
         };
         let server_proof = match (&self.key, h.client_nonce.as_deref().and_then(hex_decode)) {
-            (Some(k), Some(cn)) => Some(hex_encode(
-                &server_mac(k, &cn, &self.nonce, udp_port, h.test_id)?
-                    .finalize()
-                    .into_bytes(),
-            )),
+            (Some(k), Some(cn)) => {
+                let (port, id) = (udp_port.to_be_bytes(), h.test_id.to_be_bytes());
+                Some(prove(k, &server_parts(&cn, &self.nonce, &port, &id))?)
+            }
             _ => None,
         };
         Ok(ControlMsg::Ready(Ready { udp_port, server_proof }))
+    }
+
+    /// With a key, once the trial is accepted: the session key under which every line after
+    /// `ready` is authenticated (both ends derive the same). `None` without a key.
+    pub fn session_key(&self) -> Result<Option<[u8; 32]>, AuthError> {
+        let ServerState::Accepted(h) = &self.state else {
+            return Err(AuthError::Unexpected {
+                state: server_state_name(&self.state),
+                got: "ready",
+            });
+        };
+        match (&self.key, h.client_nonce.as_deref().and_then(hex_decode)) {
+            (Some(k), Some(cn)) => Ok(Some(session_key(k, &cn, &self.nonce)?)),
+            (Some(_), None) => Err(AuthError::PeerNotAuthenticated),
+            (None, _) => Ok(None),
+        }
     }
 }
 
@@ -243,6 +256,9 @@ pub enum ClientStep {
     Established {
         /// Server's UDP port.
         udp_port: u16,
+        /// With a key: the session key under which every later control line is authenticated
+        /// ([`ctlchan::Channel::authenticate`]).
+        session_key: Option<[u8; 32]>,
     },
 }
 
@@ -288,23 +304,31 @@ impl ClientHandshake {
     }
 
     fn step(&mut self, msg: ControlMsg) -> Result<ClientStep, AuthError> {
-        msg.validate()?;
+        msg.check()?;
         match msg {
             ControlMsg::Challenge(c) if self.server_nonce.is_none() => {
                 let key = self.key.as_deref().ok_or(AuthError::KeyRequired)?;
                 let sn = hex_decode(&c.server_nonce).ok_or(AuthError::BadMac)?;
-                let mac = client_mac(key, &sn, &self.nonce, &self.hello)?.finalize().into_bytes();
+                let mac = client_proof(key, &sn, &self.nonce, &self.hello)?;
                 self.server_nonce = Some(sn);
-                Ok(ClientStep::Send(ControlMsg::Auth(Auth { mac: hex_encode(&mac) })))
+                Ok(ClientStep::Send(ControlMsg::Auth(Auth { mac })))
             }
             ControlMsg::Ready(r) => {
-                if let Some(key) = self.key.as_deref() {
-                    // With a key, refuse a server that skipped the challenge or the proof.
-                    let sn = self.server_nonce.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
-                    let proof = r.server_proof.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
-                    verify_hex(server_mac(key, &self.nonce, sn, r.udp_port, self.hello.test_id)?, proof)?;
-                }
-                Ok(ClientStep::Established { udp_port: r.udp_port })
+                let session_key = match self.key.as_deref() {
+                    Some(key) => {
+                        // With a key, refuse a server that skipped the challenge or the proof.
+                        let sn = self.server_nonce.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
+                        let proof = r.server_proof.as_deref().ok_or(AuthError::PeerNotAuthenticated)?;
+                        let (port, id) = (r.udp_port.to_be_bytes(), self.hello.test_id.to_be_bytes());
+                        verify(key, &server_parts(&self.nonce, sn, &port, &id), proof)?;
+                        Some(session_key(key, &self.nonce, sn)?)
+                    }
+                    None => None,
+                };
+                Ok(ClientStep::Established {
+                    udp_port: r.udp_port,
+                    session_key,
+                })
             }
             ControlMsg::Error(e) => Err(AuthError::Rejected(e.message)),
             m => Err(AuthError::Unexpected {
@@ -321,7 +345,7 @@ mod tests {
 
     fn hello() -> Hello {
         Hello {
-            version: 1,
+            version: crate::control::PROTOCOL_VERSION,
             test_id: 42,
             size: 1472,
             count: 1000,
@@ -346,7 +370,12 @@ mod tests {
                 ServerStep::Accepted(h) => {
                     assert_eq!(h.test_id, 42);
                     return match c.handle(s.ready(5001)?)? {
-                        ClientStep::Established { udp_port } => Ok(udp_port),
+                        ClientStep::Established { udp_port, session_key } => {
+                            // Both ends switch to the same per-line key, or both stay open.
+                            assert_eq!(session_key, s.session_key()?);
+                            assert_eq!(session_key.is_some(), ckey.is_some());
+                            Ok(udp_port)
+                        }
                         ClientStep::Send(_) => unreachable!("client sends after ready"),
                     };
                 }
@@ -355,21 +384,25 @@ mod tests {
     }
 
     #[test]
-    fn hex_roundtrip() {
-        assert_eq!(hex_encode(&[0x00, 0xab, 0xff]), "00abff");
-        assert_eq!(hex_decode("00ABff"), Some(vec![0x00, 0xab, 0xff]));
-        assert_eq!(hex_decode("0"), None);
-        assert_eq!(hex_decode("zz"), None);
-    }
-
-    #[test]
-    fn hmac_sha256_known_answer() {
-        // RFC 4231 test case 2.
-        let m = mac_over(b"Jefe", &[b"what do ya want ", b"for nothing?"]).expect("key");
+    fn session_keys_are_fresh_per_connection_and_never_the_psk() {
+        let a = session_key(b"secret", &[1; NONCE_LEN], &[2; NONCE_LEN]).expect("key");
         assert_eq!(
-            hex_encode(&m.finalize().into_bytes()),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            a,
+            session_key(b"secret", &[1; NONCE_LEN], &[2; NONCE_LEN]).expect("key")
         );
+        assert_ne!(
+            a,
+            session_key(b"secret", &[1; NONCE_LEN], &[3; NONCE_LEN]).expect("key")
+        );
+        assert_ne!(
+            a,
+            session_key(b"secret", &[2; NONCE_LEN], &[1; NONCE_LEN]).expect("key")
+        );
+        assert_ne!(a, session_key(b"other", &[1; NONCE_LEN], &[2; NONCE_LEN]).expect("key"));
+        assert!(matches!(
+            session_key(b"", &[1; NONCE_LEN], &[2; NONCE_LEN]),
+            Err(AuthError::EmptyKey)
+        ));
     }
 
     #[test]
@@ -461,7 +494,7 @@ mod tests {
     fn out_of_order_messages_fail() {
         let mut s = ServerHandshake::new(None, [0; NONCE_LEN]);
         let r = s.handle(ControlMsg::Auth(Auth {
-            mac: "00".repeat(MAC_LEN),
+            mac: "00".repeat(crate::control::MAC_LEN),
         }));
         assert!(matches!(r, Err(AuthError::Unexpected { got: "auth", .. })));
         let mut c = ClientHandshake::new(hello(), None, [0; NONCE_LEN]);

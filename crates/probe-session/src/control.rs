@@ -1,39 +1,54 @@
-//! Control-channel messages (TCP, one JSON object per line) and a size-bounded line decoder.
-//!
-//! A trial is: client → `hello`; server → `challenge` (only when a pre-shared key is configured,
-//! see [`crate::auth`]); client → `auth`; server → `ready` (UDP port to aim at); the client streams
-//! UDP datagrams (meanwhile, if `hello` asked with `interval_ms`, the server sends an `interim` line
-//! of counters so far per interval) and then sends `done` with the number it sent; server →
-//! `results` (receiver statistics, the receiving host's counters, notes). Either side may
-//! send `error` and close.
-//!
-//! A TCP test (`hello` with [`Hello::tcp`] set, see [`crate::tcp`]) runs the same handshake; the
-//! port in `ready` is then a TCP port. The client opens [`TcpHello::streams`] connections to it,
-//! each starting with a [`crate::tcp::Preamble`], writes for [`TcpHello::duration_ms`], closes its
-//! side of each, and sends `tcp_done` (bytes written per stream); the server, once every stream
-//! has ended, answers `tcp_results` (bytes received per stream, its host counters). Every line is untrusted: [`LineDecoder`] refuses lines longer than its
-//! bound before buffering them, serde refuses unknown fields, and [`ControlMsg::validate`] refuses
-//! out-of-range values, so a hostile peer can neither exhaust memory nor smuggle parameters.
+//! Control messages of a probe session (TCP, one JSON object per line over [`ctlchan`]).
 //!
 //! ```text
-//! {"type":"hello","version":1,"test_id":7,"size":8192,"count":1000000,"spacing_ns":16000,"client_nonce":null}
+//! client                                   server
+//!   hello{params, client_nonce}    ──▶
+//!                                  ◀──   challenge{server_nonce}            (only with a key)
+//!   auth{mac}                      ──▶                                      (only with a key)
+//!                                  ◀──   ready{port, server_proof}
+//!   ── with a key, from here on every line carries an HMAC under the session key
+//!      (ctlchan::Channel::authenticate, see crate::auth) ──
+//!   UDP test:                      ◀──   interim{…} every interval_ms (when asked for)
+//!   done{sent, sender}             ──▶
+//!                                  ◀──   results{receiver, host, notes, socket}
+//!   TCP test (hello.tcp set; the port in ready is a TCP port; the client opens `streams`
+//!   connections, each starting with a probe::tcp::Preamble, writes for duration_ms):
+//!   tcp_done{bytes_written}        ──▶
+//!                                  ◀──   tcp_results{receiver, host, notes}
+//!   either side may send error{message} and close.
+//! ```
+//!
+//! Every line is untrusted: [`ctlchan::LineDecoder`] refuses lines longer than its bound before
+//! buffering them, serde refuses unknown fields, and [`ControlMsg::check`] (what
+//! [`ctlchan::Message::validate`] runs) refuses out-of-range values, so a hostile peer can
+//! neither exhaust memory nor smuggle parameters. The result types the messages carry
+//! ([`ReceiverReport`], [`SenderReport`], [`TcpReceiverReport`], [`HostDelta`],
+//! [`ReceiverSocket`]) live in the sans-IO [`probe`] core.
+//!
+//! ```text
+//! {"type":"hello","version":2,"test_id":7,"size":8192,"count":1000000,"spacing_ns":16000,"client_nonce":null}
 //! ```
 
+use ctlchan::mac::NONCE_LEN;
+use probe::host::HostDelta;
+use probe::recv_stats::{ReceiverReport, RecvConfig};
+use probe::results::{ReceiverSocket, TestParams};
+use probe::send_stats::SenderReport;
+use probe::tcp_results::TcpReceiverReport;
+use probe::wire::{HEADER_LEN, MAX_DATAGRAM};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::host::HostDelta;
-use crate::recv_stats::ReceiverReport;
-use crate::results::ReceiverSocket;
-use crate::send_stats::SenderReport;
-use crate::tcp_results::TcpReceiverReport;
-use crate::wire::{HEADER_LEN, MAX_DATAGRAM};
+pub use probe::tcp::MAX_STREAMS;
 
-/// Control protocol version carried in [`Hello::version`].
-pub const PROTOCOL_VERSION: u8 = 1;
+/// Control protocol version carried in [`Hello::version`]. 2: with a key, every line after
+/// `ready` carries a MAC, and the handshake MACs are [`ctlchan::mac`]'s.
+pub const PROTOCOL_VERSION: u8 = 2;
+/// HMAC-SHA256 output length, bytes (the `auth` MAC and the server proof).
+pub const MAC_LEN: usize = 32;
 /// Default line bound: large enough for a `results` line with bucket lists, small enough that a
 /// peer cannot make us buffer much.
-pub const DEFAULT_MAX_LINE: usize = 1 << 20;
+pub const MAX_LINE: usize = 1 << 20;
 /// Most packets a trial may announce (1e12 ≈ 4.5 hours at 8192 B and 16 µs spacing × 1000).
 pub const MAX_COUNT: u64 = 1_000_000_000_000;
 /// Largest inter-packet spacing accepted: 10 s.
@@ -61,8 +76,9 @@ pub struct Hello {
     #[serde(default)]
     pub client_nonce: Option<String>,
     /// Ask the server for an [`Interim`] report every this many ms while data flows
-    /// (`MIN_INTERVAL_MS..=MAX_INTERVAL_MS`); `None`: no interim reports. Not covered by the
-    /// handshake MAC: interim reports are informational, the final `results` are what count.
+    /// (`MIN_INTERVAL_MS..=MAX_INTERVAL_MS`); `None`: no interim reports. Bound by the
+    /// handshake MAC (a man in the middle cannot make the server chatter), and with a key every
+    /// `interim` line carries its own MAC like any line after `ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
     /// UDP test only: the receive buffer (SO_RCVBUF, bytes) the server should ask the kernel for
@@ -80,8 +96,6 @@ pub struct Hello {
 pub const MIN_RCVBUF: u64 = 1024;
 /// Largest receive buffer a client may ask for, bytes (1 GiB).
 pub const MAX_RCVBUF: u64 = 1 << 30;
-/// Most parallel TCP streams in one test.
-pub const MAX_STREAMS: u16 = 64;
 /// Shortest TCP test, ms.
 pub const MIN_DURATION_MS: u64 = 100;
 /// Longest TCP test, ms (7 days).
@@ -111,7 +125,7 @@ pub struct TcpHello {
 
 impl TcpHello {
     /// Range checks.
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(invalid(
                 "tcp.streams",
@@ -295,42 +309,24 @@ pub enum ControlMsg {
     Error(ErrorMsg),
 }
 
-/// Why a control line was refused.
-#[derive(Debug, Error)]
-pub enum ControlError {
-    /// A line (or the unterminated tail of the buffer) exceeded the decoder's bound.
-    #[error("control line longer than {limit} bytes")]
-    LineTooLong {
-        /// The bound in force.
-        limit: usize,
-    },
-    /// The line is not JSON of a known message, or has unknown/missing fields.
-    #[error("malformed control message: {0}")]
-    Json(#[from] serde_json::Error),
-    /// The message parsed but a field is out of range.
-    #[error("invalid control message field `{field}`: {reason}")]
-    Invalid {
-        /// Field name.
-        field: &'static str,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The connection closed in the middle of a line.
-    #[error("control connection closed with {0} bytes of an unterminated line")]
-    Truncated(usize),
-    /// The decoder already failed; the connection must be closed.
-    #[error("control decoder poisoned by an earlier error")]
-    Poisoned,
+/// A message field out of range: which one and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid control message field `{field}`: {reason}")]
+pub struct Invalid {
+    /// Field name.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
-fn invalid(field: &'static str, reason: impl Into<String>) -> ControlError {
-    ControlError::Invalid {
+fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
+    Invalid {
         field,
         reason: reason.into(),
     }
 }
 
-fn check_hex(field: &'static str, s: &str, bytes: usize) -> Result<(), ControlError> {
+fn check_hex(field: &'static str, s: &str, bytes: usize) -> Result<(), Invalid> {
     if s.len() != 2 * bytes || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(invalid(field, format!("expected {} hex digits", 2 * bytes)));
     }
@@ -339,7 +335,7 @@ fn check_hex(field: &'static str, s: &str, bytes: usize) -> Result<(), ControlEr
 
 impl Hello {
     /// Range checks on the trial parameters.
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if self.version != PROTOCOL_VERSION {
             return Err(invalid("version", format!("unsupported version {}", self.version)));
         }
@@ -365,7 +361,7 @@ impl Hello {
             }
         }
         if let Some(n) = &self.client_nonce {
-            check_hex("client_nonce", n, crate::auth::NONCE_LEN)?;
+            check_hex("client_nonce", n, NONCE_LEN)?;
         }
         if let Some(b) = self.rcvbuf {
             if !(MIN_RCVBUF..=MAX_RCVBUF).contains(&b) {
@@ -373,7 +369,7 @@ impl Hello {
             }
         }
         if let Some(t) = &self.tcp {
-            t.validate()?;
+            t.check()?;
             if self.rcvbuf.is_some() {
                 return Err(invalid("rcvbuf", "a TCP test takes no UDP receive buffer"));
             }
@@ -384,17 +380,17 @@ impl Hello {
 
 impl ControlMsg {
     /// Range checks beyond what the JSON schema enforces.
-    pub fn validate(&self) -> Result<(), ControlError> {
+    pub fn check(&self) -> Result<(), Invalid> {
         match self {
-            ControlMsg::Hello(h) => h.validate(),
-            ControlMsg::Challenge(c) => check_hex("server_nonce", &c.server_nonce, crate::auth::NONCE_LEN),
-            ControlMsg::Auth(a) => check_hex("mac", &a.mac, crate::auth::MAC_LEN),
+            ControlMsg::Hello(h) => h.check(),
+            ControlMsg::Challenge(c) => check_hex("server_nonce", &c.server_nonce, NONCE_LEN),
+            ControlMsg::Auth(a) => check_hex("mac", &a.mac, MAC_LEN),
             ControlMsg::Ready(r) => {
                 if r.udp_port == 0 {
                     return Err(invalid("udp_port", "port 0"));
                 }
                 match &r.server_proof {
-                    Some(p) => check_hex("server_proof", p, crate::auth::MAC_LEN),
+                    Some(p) => check_hex("server_proof", p, MAC_LEN),
                     None => Ok(()),
                 }
             }
@@ -445,104 +441,63 @@ impl ControlMsg {
             ControlMsg::Error(_) => "error",
         }
     }
+}
 
-    /// Parse and validate one line (without its trailing newline).
-    pub fn from_line(line: &[u8]) -> Result<Self, ControlError> {
-        let msg: ControlMsg = serde_json::from_slice(line)?;
-        msg.validate()?;
-        Ok(msg)
+/// Cut `text` to at most [`MAX_ERROR_LEN`] bytes on a character boundary (error texts can be
+/// long).
+pub fn clip(text: &str) -> String {
+    let mut end = text.len().min(MAX_ERROR_LEN);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
+    text[..end].to_string()
+}
 
-    /// Serialise as one JSON line terminated by `\n`, refusing lines over `max_line` bytes
-    /// (the peer would refuse them anyway).
-    pub fn to_line(&self, max_line: usize) -> Result<Vec<u8>, ControlError> {
-        self.validate()?;
-        let mut v = serde_json::to_vec(self)?;
-        if v.len() > max_line {
-            return Err(ControlError::LineTooLong { limit: max_line });
-        }
-        v.push(b'\n');
-        Ok(v)
+impl ctlchan::Message for ControlMsg {
+    fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|e| e.to_string())
     }
 }
 
-/// Splits a byte stream into bounded lines and decodes each into a [`ControlMsg`].
-///
-/// Memory is bounded by `max_line` plus the largest chunk handed to [`LineDecoder::push`]. After
-/// any error the decoder is poisoned: the connection should be answered with `error` and closed,
-/// because resynchronising on a hostile stream is not worth the risk.
-#[derive(Debug)]
-pub struct LineDecoder {
-    buf: Vec<u8>,
-    max_line: usize,
-    poisoned: bool,
-}
-
-impl LineDecoder {
-    /// A decoder refusing lines longer than `max_line` bytes (excluding the newline).
-    pub fn new(max_line: usize) -> Self {
-        LineDecoder {
-            buf: Vec::new(),
-            max_line,
-            poisoned: false,
+impl Hello {
+    /// The trial parameters the result records.
+    pub fn params(&self) -> TestParams {
+        TestParams {
+            test_id: self.test_id,
+            size: self.size,
+            count: self.count,
+            spacing_ns: self.spacing_ns,
         }
     }
 
-    /// Append bytes read from the connection.
-    pub fn push(&mut self, data: &[u8]) -> Result<(), ControlError> {
-        if self.poisoned {
-            return Err(ControlError::Poisoned);
-        }
-        self.buf.extend_from_slice(data);
-        // Only the unterminated tail can grow without bound; complete lines are checked in poll.
-        let tail_start = self.buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        if self.buf.len() - tail_start > self.max_line {
-            return Err(self.poison(ControlError::LineTooLong { limit: self.max_line }));
-        }
-        Ok(())
-    }
-
-    /// Next complete message, `Ok(None)` when no full line is buffered yet.
-    pub fn poll(&mut self) -> Result<Option<ControlMsg>, ControlError> {
-        if self.poisoned {
-            return Err(ControlError::Poisoned);
-        }
-        let Some(nl) = self.buf.iter().position(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        if nl > self.max_line {
-            return Err(self.poison(ControlError::LineTooLong { limit: self.max_line }));
-        }
-        let line: Vec<u8> = self.buf.drain(..=nl).collect();
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        // Tolerate CRLF from hand-typed sessions (telnet/nc) without accepting anything else.
-        let body = body.strip_suffix(b"\r").unwrap_or(body);
-        ControlMsg::from_line(body).map(Some).map_err(|e| self.poison(e))
-    }
-
-    /// The peer closed the connection: an unterminated tail is an error.
-    pub fn finish(&self) -> Result<(), ControlError> {
-        if self.buf.is_empty() {
-            Ok(())
-        } else {
-            Err(ControlError::Truncated(self.buf.len()))
-        }
-    }
-
-    fn poison(&mut self, e: ControlError) -> ControlError {
-        self.poisoned = true;
-        self.buf.clear();
-        e
+    /// The receiver's configuration for this trial (its test id, size, count and spacing).
+    pub fn recv_config(&self) -> RecvConfig {
+        RecvConfig::from_params(&self.params())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ctlchan::{ChannelError, LineDecoder};
+
+    fn from_line(line: &[u8]) -> Result<ControlMsg, ChannelError> {
+        ctlchan::decode_line(line)
+    }
+
+    fn to_line(m: &ControlMsg) -> Result<Vec<u8>, ChannelError> {
+        ctlchan::encode_line(m, MAX_LINE)
+    }
+
+    /// The field a validation error names.
+    fn field(e: &ChannelError) -> Option<&str> {
+        let ChannelError::Invalid(m) = e else { return None };
+        m.split('`').nth(1)
+    }
 
     fn hello() -> Hello {
         Hello {
-            version: 1,
+            version: PROTOCOL_VERSION,
             test_id: 7,
             size: 8192,
             count: 1_000_000,
@@ -556,10 +511,10 @@ mod tests {
 
     #[test]
     fn hello_json_is_pinned() {
-        let line = ControlMsg::Hello(hello()).to_line(DEFAULT_MAX_LINE).expect("encode");
+        let line = to_line(&ControlMsg::Hello(hello())).expect("encode");
         assert_eq!(
             std::str::from_utf8(&line).expect("utf8"),
-            "{\"type\":\"hello\",\"version\":1,\"test_id\":7,\"size\":8192,\"count\":1000000,\
+            "{\"type\":\"hello\",\"version\":2,\"test_id\":7,\"size\":8192,\"count\":1000000,\
              \"spacing_ns\":16000,\"client_nonce\":null}\n"
         );
     }
@@ -577,9 +532,9 @@ mod tests {
         ];
         let mut bytes = Vec::new();
         for m in &msgs {
-            bytes.extend(m.to_line(DEFAULT_MAX_LINE).expect("encode"));
+            bytes.extend(to_line(m).expect("encode"));
         }
-        let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
+        let mut d = LineDecoder::<ControlMsg>::new(MAX_LINE);
         let mut out = Vec::new();
         for chunk in bytes.chunks(7) {
             d.push(chunk).expect("push");
@@ -594,38 +549,38 @@ mod tests {
     #[test]
     fn unknown_fields_and_types_rejected() {
         let extra = br#"{"type":"ready","udp_port":5001,"evil":1}"#;
-        assert!(matches!(ControlMsg::from_line(extra), Err(ControlError::Json(_))));
+        assert!(matches!(from_line(extra), Err(ChannelError::Json(_))));
         let unknown = br#"{"type":"shutdown"}"#;
-        assert!(matches!(ControlMsg::from_line(unknown), Err(ControlError::Json(_))));
+        assert!(matches!(from_line(unknown), Err(ChannelError::Json(_))));
         let missing = br#"{"type":"hello","version":1}"#;
-        assert!(matches!(ControlMsg::from_line(missing), Err(ControlError::Json(_))));
+        assert!(matches!(from_line(missing), Err(ChannelError::Json(_))));
     }
 
     #[test]
     fn out_of_range_fields_rejected() {
         let cases: [(&[u8], &str); 6] = [
             (
-                br#"{"type":"hello","version":2,"test_id":1,"size":100,"count":1,"spacing_ns":0}"#,
+                br#"{"type":"hello","version":1,"test_id":1,"size":100,"count":1,"spacing_ns":0}"#,
                 "version",
             ),
             (
-                br#"{"type":"hello","version":1,"test_id":1,"size":31,"count":1,"spacing_ns":0}"#,
+                br#"{"type":"hello","version":2,"test_id":1,"size":31,"count":1,"spacing_ns":0}"#,
                 "size",
             ),
             (
-                br#"{"type":"hello","version":1,"test_id":1,"size":65508,"count":1,"spacing_ns":0}"#,
+                br#"{"type":"hello","version":2,"test_id":1,"size":65508,"count":1,"spacing_ns":0}"#,
                 "size",
             ),
             (
-                br#"{"type":"hello","version":1,"test_id":1,"size":100,"count":0,"spacing_ns":0}"#,
+                br#"{"type":"hello","version":2,"test_id":1,"size":100,"count":0,"spacing_ns":0}"#,
                 "count",
             ),
             (br#"{"type":"ready","udp_port":0}"#, "udp_port"),
             (br#"{"type":"auth","mac":"zz"}"#, "mac"),
         ];
         for (line, field) in cases {
-            match ControlMsg::from_line(line) {
-                Err(ControlError::Invalid { field: f, .. }) => assert_eq!(f, field),
+            match from_line(line) {
+                Err(e) => assert_eq!(self::field(&e), Some(field), "{e}"),
                 other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
             }
         }
@@ -633,47 +588,38 @@ mod tests {
 
     #[test]
     fn long_lines_rejected_before_buffering_and_poison() {
-        let mut d = LineDecoder::new(16);
+        let mut d = LineDecoder::<ControlMsg>::new(16);
         assert!(matches!(
             d.push(&[b'x'; 17]),
-            Err(ControlError::LineTooLong { limit: 16 })
+            Err(ChannelError::LineTooLong { limit: 16 })
         ));
-        assert!(matches!(d.poll(), Err(ControlError::Poisoned)));
+        assert!(matches!(d.poll(), Err(ChannelError::Poisoned)));
 
         // A complete but long line inside one chunk is caught by poll.
-        let mut d = LineDecoder::new(16);
+        let mut d = LineDecoder::<ControlMsg>::new(16);
         let mut chunk = vec![b'x'; 20];
         chunk.extend_from_slice(b"\n{");
         d.push(&chunk).expect("tail is short");
-        assert!(matches!(d.poll(), Err(ControlError::LineTooLong { .. })));
+        assert!(matches!(d.poll(), Err(ChannelError::LineTooLong { .. })));
     }
 
     #[test]
     fn interval_and_interim_are_checked() {
         let mut h = hello();
         h.interval_ms = Some(50);
-        assert!(matches!(
-            ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE),
-            Err(ControlError::Invalid {
-                field: "interval_ms",
-                ..
-            })
-        ));
+        assert_eq!(
+            to_line(&ControlMsg::Hello(h.clone())).err().as_ref().and_then(field),
+            Some("interval_ms")
+        );
         h.interval_ms = Some(1000);
-        let line = ControlMsg::Hello(h.clone()).to_line(DEFAULT_MAX_LINE).expect("encode");
+        let line = to_line(&ControlMsg::Hello(h.clone())).expect("encode");
         assert!(std::str::from_utf8(&line)
             .expect("utf8")
             .contains("\"interval_ms\":1000"));
         let forged = br#"{"type":"interim","elapsed_ms":1,"unique":1,"unique_bytes":1,"highest_seq":1000000000000,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
-        assert!(matches!(
-            ControlMsg::from_line(forged),
-            Err(ControlError::Invalid {
-                field: "highest_seq",
-                ..
-            })
-        ));
+        assert_eq!(from_line(forged).err().as_ref().and_then(field), Some("highest_seq"));
         let ok = br#"{"type":"interim","elapsed_ms":1000,"unique":10,"unique_bytes":14720,"highest_seq":9,"missing":0,"reordered":0,"duplicates":0,"strays":0}"#;
-        assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::Interim(_))));
+        assert!(matches!(from_line(ok), Ok(ControlMsg::Interim(_))));
     }
 
     fn tcp_hello() -> Hello {
@@ -693,15 +639,13 @@ mod tests {
 
     #[test]
     fn tcp_hello_roundtrips_and_is_range_checked() {
-        let line = ControlMsg::Hello(tcp_hello())
-            .to_line(DEFAULT_MAX_LINE)
-            .expect("encode");
+        let line = to_line(&ControlMsg::Hello(tcp_hello())).expect("encode");
         let text = std::str::from_utf8(&line).expect("utf8");
         assert!(
             text.ends_with("\"tcp\":{\"streams\":4,\"duration_ms\":60000,\"write_size\":131072,\"cc\":\"cubic\"}}\n"),
             "{text}"
         );
-        let mut d = LineDecoder::new(DEFAULT_MAX_LINE);
+        let mut d = LineDecoder::<ControlMsg>::new(MAX_LINE);
         d.push(&line).expect("push");
         assert_eq!(d.poll().expect("poll"), Some(ControlMsg::Hello(tcp_hello())));
         type Tamper = fn(&mut Hello);
@@ -724,54 +668,48 @@ mod tests {
         for (f, field) in bad {
             let mut h = tcp_hello();
             f(&mut h);
-            match ControlMsg::Hello(h).validate() {
-                Err(ControlError::Invalid { field: got, .. }) => assert_eq!(got, field),
+            match ControlMsg::Hello(h).check() {
+                Err(Invalid { field: got, .. }) => assert_eq!(got, field),
                 other => panic!("{field}: {other:?}"),
             }
         }
         let mut h = hello();
         h.rcvbuf = Some(MIN_RCVBUF - 1);
-        assert!(h.validate().is_err());
+        assert!(h.check().is_err());
         h.rcvbuf = Some(MAX_RCVBUF + 1);
-        assert!(h.validate().is_err());
+        assert!(h.check().is_err());
         h.rcvbuf = Some(230_000);
-        assert!(h.validate().is_ok());
+        assert!(h.check().is_ok());
         assert!(check_cc_name("bbr").is_ok() && check_cc_name("").is_err());
     }
 
     #[test]
     fn tcp_done_and_results_are_bounded() {
         let ok = br#"{"type":"tcp_done","bytes_written":[1,2,3]}"#;
-        assert!(matches!(ControlMsg::from_line(ok), Ok(ControlMsg::TcpDone(_))));
+        assert!(matches!(from_line(ok), Ok(ControlMsg::TcpDone(_))));
         let many = format!(
             "{{\"type\":\"tcp_done\",\"bytes_written\":[{}]}}",
             vec!["1"; 65].join(",")
         );
-        assert!(matches!(
-            ControlMsg::from_line(many.as_bytes()),
-            Err(ControlError::Invalid {
-                field: "bytes_written",
-                ..
-            })
-        ));
+        assert_eq!(
+            from_line(many.as_bytes()).err().as_ref().and_then(field),
+            Some("bytes_written")
+        );
         let results = br#"{"type":"tcp_results","receiver":{"streams":[{"stream":0,"bytes":10,"error":null}],"bytes":10,"duration_s":1.0,"rate_bps":80.0,"stray_connections":0,"partial":false,"error":null},"host":null,"notes":[]}"#;
-        match ControlMsg::from_line(results) {
+        match from_line(results) {
             Ok(ControlMsg::TcpResults(r)) => assert_eq!(r.receiver.bytes, 10),
             other => panic!("{other:?}"),
         }
         let negative = br#"{"type":"tcp_results","receiver":{"streams":[],"bytes":10,"duration_s":-1.0,"rate_bps":null,"stray_connections":0,"partial":false,"error":null},"host":null,"notes":[]}"#;
-        assert!(matches!(
-            ControlMsg::from_line(negative),
-            Err(ControlError::Invalid { .. })
-        ));
+        assert!(matches!(from_line(negative), Err(ChannelError::Invalid(_))));
     }
 
     #[test]
     fn truncated_tail_reported() {
-        let mut d = LineDecoder::new(100);
+        let mut d = LineDecoder::<ControlMsg>::new(100);
         d.push(b"{\"type\":").expect("push");
         assert_eq!(d.poll().expect("poll"), None);
-        assert!(matches!(d.finish(), Err(ControlError::Truncated(8))));
+        assert!(matches!(d.finish(), Err(ChannelError::Truncated(8))));
     }
 
     #[test]
@@ -779,9 +717,6 @@ mod tests {
         let m = ControlMsg::Error(ErrorMsg {
             message: "x".repeat(MAX_ERROR_LEN + 1),
         });
-        assert!(matches!(
-            m.to_line(DEFAULT_MAX_LINE),
-            Err(ControlError::Invalid { field: "message", .. })
-        ));
+        assert_eq!(to_line(&m).err().as_ref().and_then(field), Some("message"));
     }
 }

@@ -360,7 +360,7 @@ fn cpu_sweep(
             }
             Err(e) => {
                 sweep.partial = true;
-                sweep.error = Some(format!("{}: {}", point_name(nice), probe_session::error_chain(&e)));
+                sweep.error = Some(format!("{}: {}", point_name(nice), netio::error_chain(&e)));
                 break;
             }
         }
@@ -409,7 +409,7 @@ pub fn rcvbuf_sweep(config: &ClientConfig, rcvbufs: &[u64], output: &ResultOutpu
             Ok(r) => sweep.points.push(RcvbufPoint::of(b, r)),
             Err(e) => {
                 sweep.partial = true;
-                sweep.error = Some(format!("receive buffer {b} B: {}", probe_session::error_chain(&e)));
+                sweep.error = Some(format!("receive buffer {b} B: {}", netio::error_chain(&e)));
                 break;
             }
         }

@@ -17,6 +17,7 @@
 //!   coalesced buffers split into datagrams.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
 //! - [`stop`]: SIGINT/SIGTERM/SIGHUP set a flag, so long-running commands stop and still report.
+//! - [`error`]: the error of a local socket or file operation, and the chain of causes as text.
 //! - [`counters`]: host counters from /proc (UDP drops, NIC counters, CPU of the host and of this
 //!   process).
 //!
@@ -25,6 +26,7 @@
 
 pub mod batch;
 pub mod counters;
+pub mod error;
 pub mod gso;
 pub mod pacer;
 pub mod socket;
@@ -33,6 +35,7 @@ mod sys;
 
 pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
 pub use counters::{CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu, ProcessCpuShare, UdpCounters};
+pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use pacer::{Lateness, Pacer, Spacing};
 pub use socket::{bind_udp, connect_udp, size_buffers, BufferGrant, BufferRequest, NetioError};

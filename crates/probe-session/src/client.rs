@@ -14,7 +14,8 @@ use probe::wire::{Packet, Repr, FLAG_LAST};
 
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, io, nonce, now_ns, Control, SessionError};
+use crate::{instant_ns, nonce, now_ns, Control, SessionError};
+use netio::io_err;
 
 /// Client settings.
 #[derive(Debug, Clone)]
@@ -269,8 +270,8 @@ pub(crate) fn connect_and_authenticate(
     make_hello: impl FnOnce(u64) -> Hello,
 ) -> Result<Connected, SessionError> {
     let stream =
-        TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io("connect to the probe server"))?;
-    let local_ip = stream.local_addr().map_err(io("local address"))?.ip();
+        TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io_err("connect to the probe server"))?;
+    let local_ip = stream.local_addr().map_err(io_err("local address"))?.ip();
     let mut control = Control::new(stream);
     let test_id = test_id.unwrap_or_else(|| {
         let n = nonce();

@@ -55,13 +55,8 @@ use crate::control::ControlMsg;
 #[derive(Debug, Error)]
 pub enum SessionError {
     /// A socket operation failed.
-    #[error("{what}")]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The system's error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] netio::IoError),
     /// Socket setup (bind, connect, buffer sizing) failed.
     #[error(transparent)]
     Socket(#[from] netio::NetioError),
@@ -94,24 +89,6 @@ pub enum SessionError {
     /// The competing CPU load could not be started.
     #[error("{0}")]
     CpuLoad(String),
-}
-
-/// An error and its causes, "outer: inner: innermost" (what `{:#}` prints for anyhow errors).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    // Bounded: error chains are short; 16 links is more than any here.
-    for _ in 0..16 {
-        let Some(c) = cur else { break };
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SessionError {
-    move |source| SessionError::Io { what, source }
 }
 
 static START: OnceLock<Instant> = OnceLock::new();
@@ -167,7 +144,7 @@ impl Control {
 
     /// A reading and a writing half, for a thread each.
     pub(crate) fn split(self) -> Result<(ControlReader, ControlWriter), SessionError> {
-        let (r, w) = self.0.split().map_err(io("clone the control connection"))?;
+        let (r, w) = self.0.split().map_err(netio::io_err("clone the control connection"))?;
         Ok((ControlReader(r), ControlWriter(w)))
     }
 }
@@ -197,10 +174,7 @@ impl ControlWriter {
 
 fn send_error(e: ChannelError) -> SessionError {
     match e {
-        ChannelError::Io(source) => SessionError::Io {
-            what: "write control",
-            source,
-        },
+        ChannelError::Io(source) => netio::io_err("write control")(source).into(),
         e => SessionError::Control(e),
     }
 }
@@ -208,10 +182,7 @@ fn send_error(e: ChannelError) -> SessionError {
 fn recv_error(e: ChannelError, what: &'static str) -> SessionError {
     match e {
         ChannelError::Closed | ChannelError::Timeout(_) | ChannelError::Truncated(_) => SessionError::Closed(what),
-        ChannelError::Io(source) => SessionError::Io {
-            what: "read control",
-            source,
-        },
+        ChannelError::Io(source) => netio::io_err("read control")(source).into(),
         e => SessionError::Control(e),
     }
 }

@@ -20,7 +20,8 @@ use probe::tcp_results::TcpReceiverReport;
 use crate::auth::{ServerHandshake, ServerStep};
 use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
 use crate::host::{interface_of, socket_drops, HostSnapshot};
-use crate::{io, nonce, now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
+use crate::{nonce, now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
+use netio::io_err;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -132,14 +133,14 @@ pub struct Server {
 impl Server {
     /// Bind the control port.
     pub fn bind(config: ServerConfig) -> Result<Self, SessionError> {
-        let listener = TcpListener::bind(config.listen).map_err(io("bind control port"))?;
-        listener.set_nonblocking(true).map_err(io("set non-blocking"))?;
+        let listener = TcpListener::bind(config.listen).map_err(io_err("bind control port"))?;
+        listener.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
         Ok(Server { listener, config })
     }
 
     /// The control address actually bound (port 0 picks one).
     pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
-        self.listener.local_addr().map_err(io("local address"))
+        Ok(self.listener.local_addr().map_err(io_err("local address"))?)
     }
 
     /// Serve until `stop` is set or `max_sessions` authenticated sessions have ended.
@@ -169,7 +170,7 @@ impl Server {
             }
         };
         ctlchan::serve::serve(&self.listener, stop, &limits, max_sessions, &handler, &mut on_event)
-            .map_err(io("accept connections"))
+            .map_err(|e| io_err("accept connections")(e).into())
     }
 
     /// One connection: the handshake, admission, then a UDP trial or a TCP test.
@@ -181,7 +182,7 @@ impl Server {
         stop: &AtomicBool,
         on_event: &mut impl FnMut(ServerEvent),
     ) -> Result<(), SessionError> {
-        stream.set_nonblocking(false).map_err(io("set blocking"))?;
+        stream.set_nonblocking(false).map_err(io_err("set blocking"))?;
         let mut control = Control::new(stream);
         let (hs, hello) = self.handshake(&mut control, ticket)?;
         self.admit(&mut control, &hello, ticket)?;
@@ -284,7 +285,7 @@ impl Server {
         on_event: &mut impl FnMut(ServerEvent),
     ) -> Result<(), SessionError> {
         let mut control = control;
-        let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
+        let local_ip = control.stream().local_addr().map_err(io_err("local address"))?.ip();
         let UdpReceiver {
             udp,
             grant,
@@ -293,7 +294,7 @@ impl Server {
             stamped,
         } = self.open_udp(local_ip, &hello)?;
         let granted_rcv = grant.granted_rcv as u64;
-        let udp_port = udp.local_addr().map_err(io("UDP local address"))?.port();
+        let udp_port = udp.local_addr().map_err(io_err("UDP local address"))?.port();
         let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
         send_ready(&mut control, hs, udp_port)?;
         on_event(ServerEvent::Ready {
@@ -359,7 +360,7 @@ impl Server {
                 writer
                     .stream()
                     .set_write_timeout(Some(Duration::from_secs(10)))
-                    .map_err(io("set the control write timeout"))?;
+                    .map_err(io_err("set the control write timeout"))?;
                 Some((writer, Duration::from_millis(ms)))
             }
             None => None,
@@ -497,7 +498,7 @@ pub(crate) fn send_ready(control: &mut Control, hs: &ServerHandshake, port: u16)
 pub(crate) fn notice(e: &SessionError) -> Option<ControlMsg> {
     matches!(e, SessionError::Control(_) | SessionError::Unexpected(_)).then(|| {
         ControlMsg::Error(ErrorMsg {
-            message: crate::control::clip(&crate::error_chain(e)),
+            message: crate::control::clip(&netio::error_chain(e)),
         })
     })
 }

@@ -26,7 +26,8 @@ use crate::control::{
 };
 use crate::host::{interface_of, HostSnapshot};
 use crate::tcpsock::{check_congestion, congestion, set_congestion, tcp_info};
-use crate::{io, Control, ControlReader, ControlWriter, SessionError};
+use crate::{Control, ControlReader, ControlWriter, SessionError};
+use netio::io_err;
 
 /// Most TCP_INFO samples kept per test (all streams together); beyond, they are thinned evenly.
 pub const MAX_SAMPLES: usize = 20_000;
@@ -141,14 +142,14 @@ fn establish(config: &TcpClientConfig) -> Result<(Control, Hello, Vec<TcpStream>
     let mut socks = Vec::with_capacity(usize::from(streams));
     for stream in 0..streams {
         let mut s =
-            TcpStream::connect_timeout(&dest, Duration::from_secs(5)).map_err(io("connect a data connection"))?;
+            TcpStream::connect_timeout(&dest, Duration::from_secs(5)).map_err(io_err("connect a data connection"))?;
         if let Some(cc) = &config.cc {
-            set_congestion(&s, cc).map_err(io("set the congestion control (TCP_CONGESTION)"))?;
+            set_congestion(&s, cc).map_err(io_err("set the congestion control (TCP_CONGESTION)"))?;
         }
         s.write_all(&Preamble { test_id, stream }.emit())
-            .map_err(io("write the data connection preamble"))?;
+            .map_err(io_err("write the data connection preamble"))?;
         s.set_write_timeout(Some(Duration::from_millis(200)))
-            .map_err(io("set the send timeout"))?;
+            .map_err(io_err("set the send timeout"))?;
         socks.push(s);
     }
     Ok((control, hello, socks, local_ip))
@@ -425,7 +426,7 @@ impl LoopCtx<'_, '_> {
                     bytes_written: streams.written(),
                 });
                 if let Err(e) = writer.send(&done) {
-                    ending.done_error = Some(crate::error_chain(&e));
+                    ending.done_error = Some(netio::error_chain(&e));
                 }
             }
             if let Some(end) = ending.writes_end {
@@ -522,7 +523,7 @@ fn finish_result(result: &mut TcpTestResult, f: Finish) {
             Some(r.receiver)
         }
         Some(Err(e)) => {
-            problems.push(format!("the server went away or refused: {}", crate::error_chain(&e)));
+            problems.push(format!("the server went away or refused: {}", netio::error_chain(&e)));
             None
         }
         None => {

@@ -18,7 +18,8 @@ use crate::auth::ServerHandshake;
 use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpDone, TcpHello, TcpResults};
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::{notice, send_ready, ServerEvent};
-use crate::{io, now_ns, Control, SessionError};
+use crate::{now_ns, Control, SessionError};
+use netio::io_err;
 
 /// Most refused connections to the data port before the session gives up.
 const MAX_STRAY_CONNECTIONS: u64 = 1000;
@@ -66,12 +67,7 @@ fn accept_streams(
                 continue;
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(SessionError::Io {
-                    what: "accept a data connection",
-                    source: e,
-                })
-            }
+            Err(e) => return Err(io_err("accept a data connection")(e).into()),
         };
         if from.ip() != peer.ip() {
             strays += 1;
@@ -154,10 +150,10 @@ pub(crate) fn session(
     stop: &AtomicBool,
     on_event: &mut impl FnMut(ServerEvent),
 ) -> Result<(), SessionError> {
-    let local_ip = control.stream().local_addr().map_err(io("local address"))?.ip();
-    let listener = TcpListener::bind(SocketAddr::new(local_ip, 0)).map_err(io("bind the TCP data port"))?;
-    listener.set_nonblocking(true).map_err(io("set non-blocking"))?;
-    let port = listener.local_addr().map_err(io("data port address"))?.port();
+    let local_ip = control.stream().local_addr().map_err(io_err("local address"))?.ip();
+    let listener = TcpListener::bind(SocketAddr::new(local_ip, 0)).map_err(io_err("bind the TCP data port"))?;
+    listener.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+    let port = listener.local_addr().map_err(io_err("data port address"))?.port();
     let host0 = HostSnapshot::take(interface_of(local_ip).as_deref());
     send_ready(&mut control, hs, port)?;
     on_event(ServerEvent::Ready {
@@ -170,7 +166,7 @@ pub(crate) fn session(
         Ok(c) => c,
         Err(e) => {
             let _ = control.send(&ControlMsg::Error(ErrorMsg {
-                message: clip(&crate::error_chain(&e)),
+                message: clip(&netio::error_chain(&e)),
             }));
             return Err(e);
         }
@@ -204,7 +200,7 @@ pub(crate) fn session(
             }
             problems.insert(
                 0,
-                format!("the client went away before tcp_done ({})", crate::error_chain(e)),
+                format!("the client went away before tcp_done ({})", netio::error_chain(e)),
             );
             false
         }

@@ -91,10 +91,7 @@ pub fn check_congestion(name: &str) -> Result<(), crate::SessionError> {
     // SAFETY: socket(2) with constant arguments; the descriptor is owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return Err(crate::SessionError::Io {
-            what: "create a TCP socket",
-            source: io::Error::last_os_error(),
-        });
+        return Err(netio::io_err("create a TCP socket")(io::Error::last_os_error()).into());
     }
     // SAFETY: `fd` is a new descriptor nobody else owns.
     let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };

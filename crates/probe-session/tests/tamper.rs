@@ -115,7 +115,7 @@ fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
 }
 
 fn assert_mac_error(e: &(dyn std::error::Error + 'static)) {
-    let text = probe_session::error_chain(e);
+    let text = netio::error_chain(e);
     assert!(text.contains("failed authentication"), "{text}");
 }
 

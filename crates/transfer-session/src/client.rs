@@ -19,7 +19,8 @@ use crate::control::{
 use crate::fileio::FileSource;
 use crate::hashing::{digest, FileDigest};
 use crate::udp::{drive_sender, Tick};
-use crate::{io_err, nonce, unexpected, SessionError, CONTROL_TIMEOUT};
+use crate::{nonce, unexpected, SessionError, CONTROL_TIMEOUT};
+use netio::io_err;
 use transfer::results::{FileSendReport, RoundReport, SendReport, REPORT_SCHEMA_VERSION};
 
 /// Congestion control for the data.
@@ -443,10 +444,8 @@ fn run_round(
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
-    let (sock, _) = connect_udp(local, to, BufferRequest::new(4 << 20, 4 << 20)).map_err(|e| SessionError::Io {
-        what: format!("UDP to {to}"),
-        source: std::io::Error::other(e),
-    })?;
+    let (sock, _) = connect_udp(local, to, BufferRequest::new(4 << 20, 4 << 20))
+        .map_err(|e| io_err(format!("UDP to {to}"))(std::io::Error::other(e)))?;
     let params = SessionParams {
         session_id,
         file_size: bytes,

@@ -53,24 +53,14 @@ pub enum SessionError {
         want: &'static str,
     },
     /// A local file or socket operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// Why it failed.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] netio::IoError),
     /// A local argument is unusable.
     #[error("{0}")]
     Usage(String),
     /// The transfer was interrupted.
     #[error("interrupted")]
     Interrupted,
-}
-
-pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
-    let what = what.into();
-    move |source| SessionError::Io { what, source }
 }
 
 /// Run the calling thread at nice 19: hashing may trail the data and must not take the core

@@ -21,7 +21,8 @@ use crate::fileio::PartSink;
 use crate::hashing::{compare, verify as verify_copy, IncrementalDigest};
 use crate::paths::{Dir, Root};
 use crate::udp::{drive_receiver, Tick};
-use crate::{io_err, nonce, unexpected, SessionError};
+use crate::{nonce, unexpected, SessionError};
+use netio::{error_chain, io_err};
 use transfer::results::FileRecvReport;
 use transfer::results::ForeignCounters;
 
@@ -133,7 +134,7 @@ impl Server {
 
     /// The bound control address.
     pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
-        self.listener.local_addr().map_err(io_err("local address"))
+        Ok(self.listener.local_addr().map_err(io_err("local address"))?)
     }
 
     /// Serve senders, each connection on its own thread ([`ctlchan::serve`]), until `stop` —
@@ -153,7 +154,7 @@ impl Server {
                 self.connection(stream, peer, ticket, stop, &emit);
             };
         ctlchan::serve::serve(&self.listener, stop, &self.cfg.limits, once.then_some(1), &handler, on)
-            .map_err(io_err("accepting connections"))
+            .map_err(|e| io_err("accepting connections")(e).into())
     }
 
     fn connection(
@@ -171,11 +172,11 @@ impl Server {
         let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
         let key = match self.handshake(&mut ch, ticket) {
             Ok(k) => k,
-            Err(e) => return on(ServerEvent::Rejected(peer, fatal(&mut ch, e).to_string())),
+            Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
         if let Err(e) = ticket.authenticated() {
             let e = SessionError::Peer(e.to_string());
-            return on(ServerEvent::Rejected(peer, fatal(&mut ch, e).to_string()));
+            return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e))));
         }
         on(ServerEvent::Connected(peer));
         let r = self
@@ -186,7 +187,7 @@ impl Server {
                 SessionError::Control(_) => fatal(&mut ch, e),
                 e => e,
             });
-        on(ServerEvent::Ended(peer, r.err().map(|e| e.to_string())));
+        on(ServerEvent::Ended(peer, r.err().map(|e| error_chain(&e))));
     }
 
     fn session(
@@ -385,10 +386,7 @@ impl Server {
     ) -> Result<(), SessionError> {
         let selection = Selection::missing(rx.g, &to_ranges(rx.have.iter().copied()));
         let (sock, _grant) = bind_udp(SocketAddr::new(net.local_ip, 0), BufferRequest::new(self.cfg.rcvbuf, 0))
-            .map_err(|e| SessionError::Io {
-                what: "binding UDP".into(),
-                source: std::io::Error::other(e),
-            })?;
+            .map_err(|e| io_err("binding UDP")(std::io::Error::other(e)))?;
         // Kernel receive stamps for the one-way delay; on before the sender hears the port,
         // because the first socket on a host to ask turns stamping on through deferred work.
         netio::enable_rx_timestamps(&sock).map_err(io_err("SO_TIMESTAMPNS"))?;
@@ -434,10 +432,7 @@ impl Server {
             rx.have.extend(done);
             if let Some(e) = r.sink_mut().last_error.take() {
                 // Disk full or a failing disk: stop, keep what is on disk resumable.
-                failure = Some(SessionError::Io {
-                    what: format!("writing {}", rx.part_path.display()),
-                    source: e,
-                });
+                failure = Some(io_err(format!("writing {}", rx.part_path.display()))(e).into());
             }
             if fresh && last_save.elapsed() >= SAVE_EVERY {
                 let _ = rx.save();
@@ -567,10 +562,8 @@ impl Reception {
     /// Write the resume record: the blocks held now.
     fn save(&mut self) -> Result<(), SessionError> {
         self.state.have = to_ranges(self.have.iter().copied());
-        self.state.save(&self.dir, &self.state_name).map_err(io_err(format!(
-            "writing {}",
-            self.dir.display(&self.state_name).display()
-        )))
+        let what = format!("writing {}", self.dir.display(&self.state_name).display());
+        Ok(self.state.save(&self.dir, &self.state_name).map_err(io_err(what))?)
     }
 
     /// Hash the copy (or finish the incremental hash) and compare with the sender's hashes.
@@ -587,7 +580,7 @@ impl Reception {
             Some(inc) => inc.finish().map(|d| compare(d, self.g, &self.expected)),
             None => verify_copy(&self.part, self.g, &self.expected),
         }
-        .map_err(io_err(format!("reading {}", self.part_path.display())))
+        .map_err(|e| io_err(format!("reading {}", self.part_path.display()))(e).into())
     }
 
     /// The copy verified: make it durable and give it its name.
@@ -623,7 +616,7 @@ impl Reception {
 /// error back for the caller to return.
 fn fatal(ch: &mut Channel<Msg>, e: SessionError) -> SessionError {
     let _ = ch.send(&Msg::Error {
-        message: clip(&e.to_string()),
+        message: clip(&error_chain(&e)),
     });
     e
 }

@@ -3,53 +3,28 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::AtomicBool;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+mod common;
+
 use probe::wire::Repr;
-use probe_session::{run_client, ClientConfig, Server, ServerConfig, ServerEvent};
+use probe_session::{run_client, ServerEvent};
 
 /// A server on an ephemeral port serving `sessions` sessions in a thread; events come back on
 /// the channel.
 fn server(key: Option<&[u8]>, sessions: u64) -> (SocketAddr, mpsc::Receiver<String>, thread::JoinHandle<()>) {
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    cfg.key = key.map(<[u8]>::to_vec);
-    cfg.handshake_timeout = Duration::from_secs(3);
-    let server = Server::bind(cfg).unwrap();
-    let addr = server.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || {
-        let stop = AtomicBool::new(false);
-        server
-            .serve(&stop, Some(sessions), |e| {
-                let _ = tx.send(match e {
-                    ServerEvent::Ready { .. } => "ready".to_string(),
-                    ServerEvent::Finished { report, .. } => format!("finished {}", report.unique_packets),
-                    ServerEvent::TcpFinished { report, .. } => format!("tcp {}", report.bytes),
-                    ServerEvent::Failed { error, .. } => format!("failed {error}"),
-                });
-            })
-            .unwrap();
-    });
-    (addr, rx, h)
+    common::serve(key, sessions, Duration::from_secs(3), |e| match e {
+        ServerEvent::Ready { .. } => "ready".to_string(),
+        ServerEvent::Finished { report, .. } => format!("finished {}", report.unique_packets),
+        ServerEvent::TcpFinished { report, .. } => format!("tcp {}", report.bytes),
+        ServerEvent::Failed { error, .. } => format!("failed {error}"),
+    })
 }
 
-fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
-    ClientConfig {
-        server,
-        size: 1472,
-        count,
-        spacing_ns: 20_000,
-        key: key.map(<[u8]>::to_vec),
-        test_id: Some(42),
-        sndbuf: 4 << 20,
-        interval: None,
-        rcvbuf: None,
-        burst: 1,
-    }
-}
+use common::client;
 
 #[test]
 fn clean_trial_counts_every_datagram() {

@@ -11,9 +11,9 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use probe_session::{
-    run_client, run_client_live, run_tcp_client, ClientConfig, Server, ServerConfig, ServerEvent, TcpClientConfig,
-};
+mod common;
+
+use probe_session::{run_client, run_client_live, run_tcp_client, ServerEvent, TcpClientConfig};
 
 const KEY: &[u8] = b"sixteen-byte-key-for-tests";
 
@@ -77,42 +77,15 @@ fn inflate_loss(l: &str) -> Option<Vec<String>> {
 
 /// A server on an ephemeral port serving one session; its events as text.
 fn server(key: Option<&[u8]>) -> (SocketAddr, mpsc::Receiver<String>, thread::JoinHandle<()>) {
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    cfg.key = key.map(<[u8]>::to_vec);
-    cfg.handshake_timeout = Duration::from_secs(5);
-    let server = Server::bind(cfg).unwrap();
-    let addr = server.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || {
-        let stop = AtomicBool::new(false);
-        server
-            .serve(&stop, Some(1), |e| {
-                let _ = tx.send(match e {
-                    ServerEvent::Ready { .. } => "ready".to_string(),
-                    ServerEvent::Finished { report, .. } => format!("finished {}", report.lost_packets),
-                    ServerEvent::TcpFinished { report, .. } => format!("tcp {}", report.bytes),
-                    ServerEvent::Failed { error, .. } => format!("failed {error}"),
-                });
-            })
-            .unwrap();
-    });
-    (addr, rx, h)
+    common::serve(key, 1, Duration::from_secs(5), |e| match e {
+        ServerEvent::Ready { .. } => "ready".to_string(),
+        ServerEvent::Finished { report, .. } => format!("finished {}", report.lost_packets),
+        ServerEvent::TcpFinished { report, .. } => format!("tcp {}", report.bytes),
+        ServerEvent::Failed { error, .. } => format!("failed {error}"),
+    })
 }
 
-fn client(server: SocketAddr, count: u64, key: Option<&[u8]>) -> ClientConfig {
-    ClientConfig {
-        server,
-        size: 1472,
-        count,
-        spacing_ns: 20_000,
-        key: key.map(<[u8]>::to_vec),
-        test_id: Some(42),
-        sndbuf: 4 << 20,
-        interval: None,
-        rcvbuf: None,
-        burst: 1,
-    }
-}
+use common::client;
 
 fn assert_mac_error(e: &(dyn std::error::Error + 'static)) {
     let text = netio::error_chain(e);

@@ -4,15 +4,17 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use probe::tcp::Preamble;
 use probe::tcp_results::TcpReceiverReport;
 use probe_session::burn::{Burner, CpuLoadSpec};
-use probe_session::{run_client, run_tcp_client, ClientConfig, Server, ServerConfig, ServerEvent, TcpClientConfig};
+use probe_session::{run_client, run_tcp_client, ClientConfig, ServerEvent, TcpClientConfig};
 
 enum Ev {
     Ready(u16),
@@ -27,26 +29,12 @@ fn server(sessions: u64) -> (SocketAddr, mpsc::Receiver<Ev>, thread::JoinHandle<
 }
 
 fn keyed_server(sessions: u64, key: Option<&[u8]>) -> (SocketAddr, mpsc::Receiver<Ev>, thread::JoinHandle<()>) {
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    cfg.key = key.map(<[u8]>::to_vec);
-    cfg.handshake_timeout = Duration::from_secs(5);
-    let server = Server::bind(cfg).unwrap();
-    let addr = server.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || {
-        let stop = AtomicBool::new(false);
-        server
-            .serve(&stop, Some(sessions), |e| {
-                let _ = tx.send(match e {
-                    ServerEvent::Ready { udp_port, .. } => Ev::Ready(udp_port),
-                    ServerEvent::TcpFinished { report, .. } => Ev::Tcp(report),
-                    ServerEvent::Finished { .. } => Ev::Udp,
-                    ServerEvent::Failed { error, .. } => Ev::Failed(error),
-                });
-            })
-            .unwrap();
-    });
-    (addr, rx, h)
+    common::serve(key, sessions, Duration::from_secs(5), |e| match e {
+        ServerEvent::Ready { udp_port, .. } => Ev::Ready(udp_port),
+        ServerEvent::TcpFinished { report, .. } => Ev::Tcp(report),
+        ServerEvent::Finished { .. } => Ev::Udp,
+        ServerEvent::Failed { error, .. } => Ev::Failed(error),
+    })
 }
 
 fn tcp_config(server: SocketAddr) -> TcpClientConfig {

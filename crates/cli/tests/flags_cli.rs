@@ -5,13 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use common::{assert_usage_error, bin, gen_two_stations, Proc};
+use common::{assert_usage_error, bin, gen_two_stations, port_from_stderr, Proc};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
@@ -240,24 +240,10 @@ fn spawn_keeping_stdout(cmd: &mut Command) -> (Running, u16, Receiver<String>) {
         stdout.read_to_string(&mut s).unwrap();
         s
     });
-    let stderr = child.0.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
-        if let Some(port) = line
-            .split("127.0.0.1:")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .and_then(|p| p.parse::<u16>().ok())
-        {
-            return (Running(child, Some(stdout)), port, rx);
-        }
+    match port_from_stderr(&mut child.0, "127.0.0.1") {
+        Some((port, rx)) => (Running(child, Some(stdout)), port, rx),
+        None => panic!("no address on stderr within 10 s"),
     }
-    panic!("no address on stderr within 10 s");
 }
 
 /// A process started by [`spawn_keeping_stdout`] and the reader of its stdout.

@@ -33,9 +33,21 @@ pub fn spawn_with_port(cmd: &mut Command) -> (Child, u16, Receiver<String>) {
 /// [`spawn_with_port`] for a server listening on `host` (e.g. inside a namespace).
 #[allow(dead_code)] // not every test binary starts servers
 pub fn spawn_with_port_on(cmd: &mut Command, host: &str) -> (Child, u16, Receiver<String>) {
-    let prefix = format!("{host}:");
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
+    if let Some((port, rx)) = port_from_stderr(&mut child, host) {
+        return (child, port, rx);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the server did not print its address on stderr within 10 s");
+}
+
+/// Forward `child`'s (piped) stderr lines to a channel and wait up to 10 s for one that names
+/// its port after `host:`; `None` if none did.
+#[allow(dead_code)] // not every test binary starts servers
+pub fn port_from_stderr(child: &mut Child, host: &str) -> Option<(u16, Receiver<String>)> {
+    let prefix = format!("{host}:");
+    let stderr = child.stderr.take()?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -49,12 +61,10 @@ pub fn spawn_with_port_on(cmd: &mut Command, host: &str) -> (Child, u16, Receive
             .and_then(|r| r.split(' ').next())
             .and_then(|p| p.parse::<u16>().ok())
         {
-            return (child, port, rx);
+            return Some((port, rx));
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the server did not print its address on stderr within 10 s");
+    None
 }
 
 /// A process killed on drop if still running (tests must not leave servers behind).

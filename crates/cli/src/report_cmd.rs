@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use report::export::{CsvExporter, Exporter, HtmlExporter, JsonExporter, TextExporter};
 use report::inputs::{Input, InputError};
 
 use crate::flags::JsonOutput;
@@ -31,6 +32,13 @@ pub struct ReportArgs {
     // --json, --export-json: the report (the struct the page shows) as JSON.
     #[command(flatten)]
     output: JsonOutput,
+    /// Also write every headline number and table cell as CSV rows to FILE
+    /// (section,source,table,row,column,value,unit,text).
+    #[arg(long, value_name = "FILE")]
+    export_csv: Option<PathBuf>,
+    /// Also write the report as text lines to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    export_text: Option<PathBuf>,
     /// TrueType font for PNG text (SVG text is rendered by the viewer).
     #[arg(long, value_name = "TTF", default_value = report::DEFAULT_FONT)]
     font: PathBuf,
@@ -65,9 +73,25 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(base).with_context(|| format!("cannot create {}", base.display()))?;
     let report = report::page::build(&inputs, &a.out)?;
-    let page = report::html::render(&report, base)?;
-    std::fs::write(&a.out, page).with_context(|| format!("cannot write {}", a.out.display()))?;
-    if a.output.emit(&report)? {
+    // Every view is an Exporter of the one report struct (report::export).
+    let html = HtmlExporter {
+        base: base.to_path_buf(),
+    };
+    write_view(&a.out, &html.serialize(&report)?)?;
+    if let Some(p) = &a.export_csv {
+        write_view(p, &CsvExporter.serialize(&report)?)?;
+    }
+    if let Some(p) = &a.export_text {
+        write_view(p, &TextExporter.serialize(&report)?)?;
+    }
+    let json = JsonExporter.serialize(&report)?;
+    if let Some(p) = &a.output.export_json {
+        write_view(p, &json)?;
+    }
+    if a.output.json {
+        // print!, not write_all: a closed stdout takes the panic hook's exit 141 like every command.
+        print!("{}", String::from_utf8_lossy(&json));
+    } else {
         let figs: Vec<_> = report.figures().collect();
         let pngs = figs.iter().filter(|f| f.png.is_some()).count();
         println!(
@@ -84,4 +108,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write one view to `path` (`-`: stdout).
+fn write_view(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        print!("{}", String::from_utf8_lossy(bytes));
+        return Ok(());
+    }
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -359,6 +359,52 @@ fn report_of_a_real_transfer_shows_its_rate_over_time() {
     assert_eq!(row[8], "verified");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Transfer rate over time") || page.contains("1-transfer-rate"));
+
+    // The other views of the same report: every headline number and table cell of the JSON is
+    // a CSV row, and the text view shows them.
+    let (csv, text) = (dir.path().join("r.csv"), dir.path().join("r.txt"));
+    let o = bin()
+        .arg("report")
+        .arg(&json)
+        .arg("-o")
+        .arg(&html)
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--export-text")
+        .arg(&text)
+        .output()
+        .unwrap();
+    ok(&o, "evlbi report --export-csv --export-text");
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let text = std::fs::read_to_string(&text).unwrap();
+    assert!(
+        csv.starts_with("section,source,table,row,column,value,unit,text\n"),
+        "{csv}"
+    );
+    let section = &r["sections"][0];
+    let metrics = section["metrics"].as_array().unwrap();
+    assert!(!metrics.is_empty());
+    for m in metrics {
+        let name = m["name"].as_str().unwrap();
+        let value = m["value"].as_f64().map(|v| v.to_string()).unwrap_or_default();
+        let row = csv
+            .lines()
+            .find(|l| l.contains(&format!(",,,{name},")) || l.contains(&format!(",,,\"{name}\",")));
+        let row = row.unwrap_or_else(|| panic!("metric {name} missing from CSV:\n{csv}"));
+        assert!(row.contains(&format!(",{value},")), "{name}: {row} vs {value}");
+        assert!(
+            text.contains(&format!("  {name}: ")),
+            "{name} missing from text:\n{text}"
+        );
+    }
+    let cells = section["tables"][0]["rows"][0].as_array().unwrap();
+    assert!(csv.contains(",scan.bin,") && csv.contains(",verified,"), "{csv}");
+    assert!(text.contains("scan.bin") && text.contains("verified"), "{text}");
+    let first_row = csv.lines().filter(|l| l.contains(",0,")).count();
+    assert!(
+        first_row >= cells.len(),
+        "one CSV row per cell of the first table row:\n{csv}"
+    );
 }
 
 #[test]

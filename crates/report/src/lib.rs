@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub mod chart;
+pub mod export;
 pub mod html;
 pub mod inputs;
 pub mod page;
@@ -44,6 +45,9 @@ pub enum PlotError {
     /// A figure had no finite data point to draw.
     #[error("no data to draw in \"{0}\"")]
     NoData(String),
+    /// The report could not be serialised.
+    #[error("cannot serialise the report: {0}")]
+    Export(String),
 }
 
 static FONT: OnceLock<Result<PathBuf, String>> = OnceLock::new();

@@ -367,6 +367,38 @@ fn send(a: SendArgs) -> Result<()> {
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
+    let output = a.output.resolve()?;
+    let cfg = recv_config(&a)?;
+    let bound = BoundReceiver::bind(cfg)?;
+    status!(
+        "stream recv: listening on {} (UDP), writing {}",
+        bound.local_addr()?,
+        a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
+            "{}{}",
+            d.display(),
+            if a.direct { " (direct I/O)" } else { "" }
+        ))
+    );
+    for w in &bound.grant().warnings {
+        status!("warning: {w}");
+    }
+    let stop = stop_flag()?;
+    let quiet = a.quiet;
+    let r = bound.run(&stop, |l| {
+        if !quiet {
+            status!("{}", live_line(l));
+        }
+    })?;
+    output.emit(&r)?;
+    recv_summary(&r);
+    if let Some(e) = &r.write_error {
+        return Err(ProblemsFound(format!("{e}; {} frames not written", r.frames_not_written)).into());
+    }
+    Ok(())
+}
+
+/// The receiver's configuration from its flags (usage errors for combinations that cannot work).
+fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     let listen: SocketAddr = if let Ok(port) = a.listen.parse::<u16>() {
         SocketAddr::from(([0, 0, 0, 0], port))
     } else {
@@ -379,8 +411,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             "--arq needs --seq-format native (NAKs name native sequence numbers)",
         ));
     }
-    let output = a.output.resolve()?;
-    let cfg = RecvConfig {
+    Ok(RecvConfig {
         listen,
         out_dir: a.out.clone(),
         chunk: a.chunk,
@@ -410,51 +441,39 @@ fn recv(a: RecvArgs) -> Result<()> {
         },
         write_buffer: a.write_buffer,
         direct_io: a.direct,
+    })
+}
+
+/// One live line of `stream recv` (every --interval).
+fn live_line(l: &stream_session::recv::LiveLine) -> String {
+    let mut stall = if l.writer_stall.is_zero() {
+        String::new()
+    } else {
+        format!("  writer stall {:.0} ms", l.writer_stall.as_secs_f64() * 1e3)
     };
-    let bound = BoundReceiver::bind(cfg)?;
-    status!(
-        "stream recv: listening on {} (UDP), writing {}",
-        bound.local_addr()?,
-        a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
-            "{}{}",
-            d.display(),
-            if a.direct { " (direct I/O)" } else { "" }
-        ))
-    );
-    for w in &bound.grant().warnings {
-        status!("warning: {w}");
+    if l.duplicate_mismatch > 0 {
+        stall += &format!("  dup differing {}", l.duplicate_mismatch);
     }
-    let stop = stop_flag()?;
-    let quiet = a.quiet;
-    let r = bound.run(&stop, |l| {
-        if !quiet {
-            let mut stall = if l.writer_stall.is_zero() {
-                String::new()
-            } else {
-                format!("  writer stall {:.0} ms", l.writer_stall.as_secs_f64() * 1e3)
-            };
-            if l.duplicate_mismatch > 0 {
-                stall += &format!("  dup differing {}", l.duplicate_mismatch);
-            }
-            if l.sender_changes > 0 {
-                stall += &format!("  sender changes {}", l.sender_changes);
-            }
-            status!(
-                "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
-                l.elapsed_s,
-                si_fmt(l.rate_bps),
-                l.stations,
-                l.frames,
-                l.filled,
-                l.reordered,
-                l.late,
-                l.duplicates,
-                l.rejected,
-                l.kernel_drops
-            );
-        }
-    })?;
-    output.emit(&r)?;
+    if l.sender_changes > 0 {
+        stall += &format!("  sender changes {}", l.sender_changes);
+    }
+    format!(
+            "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
+            l.elapsed_s,
+            si_fmt(l.rate_bps),
+            l.stations,
+            l.frames,
+            l.filled,
+            l.reordered,
+            l.late,
+            l.duplicates,
+            l.rejected,
+            l.kernel_drops
+        )
+}
+
+/// The closing lines of `stream recv`: per station, per file, and what went wrong where.
+fn recv_summary(r: &stream_session::report::RecvReport) {
     for s in &r.stations {
         let w = &s.window;
         status!(
@@ -540,10 +559,6 @@ fn recv(a: RecvArgs) -> Result<()> {
         r.cpu.user,
         r.cpu.system
     );
-    if let Some(e) = &r.write_error {
-        return Err(ProblemsFound(format!("{e}; {} frames not written", r.frames_not_written)).into());
-    }
-    Ok(())
 }
 
 /// `--catch-up`: a multiple of the rate, 1 to 16.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::wire::{Data, Datagram, Fin, Kind, NakRange, Report, MAX_NAK_RANGES};
+use crate::wire::{Data, Datagram, Fin, Kind, Report, SeqRange, MAX_NAK_RANGES};
 use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
 
 /// Where received bytes go (a file, a correlator's buffer, a checker in tests).
@@ -456,16 +456,16 @@ impl<K: Sink> Receiver<K> {
     }
 
     /// Holes in `[from, limit)`, at most `max`.
-    fn holes(&self, from: u64, limit: u64, max: usize, out: &mut Vec<NakRange>) {
+    fn holes(&self, from: u64, limit: u64, max: usize, out: &mut Vec<SeqRange>) {
         let mut c = from;
         while out.len() < max {
             let Some(start) = self.next_missing(c, limit) else {
                 break;
             };
             let end = self.next_present(start, limit).min(start + u64::from(u32::MAX));
-            out.push(NakRange {
-                start,
-                len: (end - start) as u32,
+            out.push(SeqRange {
+                first: start,
+                count: (end - start) as u32,
             });
             c = end;
         }
@@ -473,7 +473,7 @@ impl<K: Sink> Receiver<K> {
 
     /// NAK ranges for the next report: from the rotating cursor up, then from `cum_ack` up to
     /// the cursor, at most [`MAX_NAK_RANGES`] in all.
-    fn collect_naks(&mut self) -> Vec<NakRange> {
+    fn collect_naks(&mut self) -> Vec<SeqRange> {
         let (lo, hi) = (self.cum_ack, self.recv_high);
         let mut upper = Vec::new();
         if lo >= hi {
@@ -635,7 +635,7 @@ mod tests {
         let naks = r.collect_naks();
         let mut missing = Vec::new();
         for n in &naks {
-            missing.extend(n.start..n.end());
+            missing.extend(n.iter());
         }
         let expected: Vec<u64> = (0..300).filter(|c| c % 7 == 3 || (100..230).contains(c)).collect();
         assert_eq!(missing, expected);
@@ -663,9 +663,9 @@ mod tests {
         for _ in 0..4 {
             let naks = r.collect_naks();
             assert!(naks.len() <= MAX_NAK_RANGES);
-            assert!(naks.windows(2).all(|w| w[0].end() <= w[1].start));
+            assert!(naks.windows(2).all(|w| w[0].end() <= w[1].first));
             for n in naks {
-                seen.insert(n.start);
+                seen.insert(n.first);
             }
         }
         assert_eq!(seen.len(), 300, "every hole reported within 4 reports");

@@ -198,7 +198,7 @@ pub struct Sender<S> {
     /// missing (or were beyond what it had received) are declared lost once they had a full
     /// RTT plus the reorder window to arrive.
     tail_timer: Option<Instant>,
-    last_naks: Vec<wire::NakRange>,
+    last_naks: Vec<wire::SeqRange>,
     last_recv_high: u64,
     next_seq: u64,
     last_sent_us: u64,
@@ -537,7 +537,7 @@ impl<S: Source> Sender<S> {
     /// newest datagram the receiver had seen.
     fn mark_lost(&mut self, r: &Report, reorder_us: u64) {
         for range in &r.naks {
-            let lo = range.start.max(self.cum_ack);
+            let lo = range.first.max(self.cum_ack);
             let hi = range.end().min(self.next_chunk);
             for c in lo..hi {
                 let idx = (c - self.cum_ack) as usize;
@@ -640,14 +640,14 @@ impl<S: Source> Sender<S> {
         let deadline = self
             .now_us(now)
             .saturating_sub(micros(self.srtt()) + self.reorder_window_us());
-        let tail = wire::NakRange {
-            start: self.last_recv_high.max(self.cum_ack),
-            len: u32::try_from(self.next_chunk.saturating_sub(self.last_recv_high.max(self.cum_ack)))
+        let tail = wire::SeqRange {
+            first: self.last_recv_high.max(self.cum_ack),
+            count: u32::try_from(self.next_chunk.saturating_sub(self.last_recv_high.max(self.cum_ack)))
                 .unwrap_or(u32::MAX),
         };
-        let ranges: Vec<wire::NakRange> = self.last_naks.iter().copied().chain(std::iter::once(tail)).collect();
+        let ranges: Vec<wire::SeqRange> = self.last_naks.iter().copied().chain(std::iter::once(tail)).collect();
         for range in ranges {
-            let lo = range.start.max(self.cum_ack);
+            let lo = range.first.max(self.cum_ack);
             let hi = range.end().min(self.next_chunk);
             for c in lo..hi {
                 if let Some(st) = self.chunks.get_mut((c - self.cum_ack) as usize) {

@@ -257,21 +257,7 @@ pub struct Data<'a> {
     pub payload: &'a [u8],
 }
 
-/// One range of missing chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct NakRange {
-    /// First missing chunk.
-    pub start: u64,
-    /// Number of missing chunks (≥ 1).
-    pub len: u32,
-}
-
-impl NakRange {
-    /// One past the last chunk of the range.
-    pub fn end(&self) -> u64 {
-        self.start.saturating_add(u64::from(self.len))
-    }
-}
+pub use seqrange::SeqRange;
 
 /// A REPORT: the receiver's state and measurements.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -309,7 +295,7 @@ pub struct Report {
     pub owd_latest_us: i64,
     /// Missing chunks in `[cum_ack, recv_high)`: ordered, non-overlapping, not necessarily all
     /// of them (at most [`MAX_NAK_RANGES`]; the receiver rotates through longer lists).
-    pub naks: Vec<NakRange>,
+    pub naks: Vec<SeqRange>,
 }
 
 impl Report {
@@ -344,8 +330,8 @@ impl Report {
         out.extend_from_slice(&(naks.len() as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0]);
         for r in naks {
-            out.extend_from_slice(&r.start.to_be_bytes());
-            out.extend_from_slice(&r.len.to_be_bytes());
+            out.extend_from_slice(&r.first.to_be_bytes());
+            out.extend_from_slice(&r.count.to_be_bytes());
         }
     }
 }
@@ -526,7 +512,7 @@ fn parse_report<'a>(session_id: u64, r: &mut Reader<'_>, len: usize) -> Result<D
     for _ in 0..n {
         let start = r.u64().unwrap_or(0);
         let count = r.u32().unwrap_or(0);
-        let range = NakRange { start, len: count };
+        let range = SeqRange { first: start, count };
         let end = start.checked_add(u64::from(count));
         match end {
             Some(end) if count > 0 && start >= floor && end <= rep.recv_high => floor = end,
@@ -605,7 +591,7 @@ mod tests {
             owd_min_us: -5,
             owd_interval_min_us: 3,
             owd_latest_us: 9,
-            naks: vec![NakRange { start: 10, len: 2 }, NakRange { start: 20, len: 5 }],
+            naks: vec![SeqRange { first: 10, count: 2 }, SeqRange { first: 20, count: 5 }],
         }
     }
 
@@ -678,19 +664,19 @@ mod tests {
         assert!(matches!(parse(&b), Err(WireError::BadLength { .. })));
 
         let mut r = report();
-        r.naks = vec![NakRange { start: 20, len: 5 }, NakRange { start: 10, len: 2 }];
+        r.naks = vec![SeqRange { first: 20, count: 5 }, SeqRange { first: 10, count: 2 }];
         let mut b = Vec::new();
         r.write(&mut b);
         assert!(matches!(parse(&b), Err(WireError::InvalidNakRange { .. })));
 
         let mut r = report();
-        r.naks = vec![NakRange { start: 45, len: 10 }];
+        r.naks = vec![SeqRange { first: 45, count: 10 }];
         let mut b = Vec::new();
         r.write(&mut b);
         assert!(matches!(parse(&b), Err(WireError::InvalidNakRange { .. })));
 
         let mut r = report();
-        r.naks = vec![NakRange { start: 12, len: 0 }];
+        r.naks = vec![SeqRange { first: 12, count: 0 }];
         let mut b = Vec::new();
         r.write(&mut b);
         assert!(matches!(parse(&b), Err(WireError::InvalidNakRange { .. })));

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use common::{CheckSink, GenSource};
 use proptest::prelude::*;
-use transfer::wire::{self, DataHeader, Fin, Kind, NakRange, Report, WireError};
+use transfer::wire::{self, DataHeader, Fin, Kind, Report, SeqRange, WireError};
 use transfer::{
     DataKey, FixedRate, Receiver, ReceiverConfig, ReceiverState, Reject, Sender, SenderConfig, SenderState,
     SessionParams, Source,
@@ -55,7 +55,7 @@ fn data(session: u64, offset: u64, len: usize) -> Vec<u8> {
     d
 }
 
-fn report(cum_ack: u64, recv_high: u64, naks: Vec<NakRange>) -> Report {
+fn report(cum_ack: u64, recv_high: u64, naks: Vec<SeqRange>) -> Report {
     Report {
         session_id: SESSION,
         report_seq: 1,
@@ -160,7 +160,7 @@ fn sender_rejects_each_reason() {
     let cases: Vec<Case> = vec![
         (vec![], |e| matches!(e, Reject::Malformed(WireError::TooShort { .. }))),
         (
-            encode(&report(0, 5, vec![NakRange { start: 3, len: 1 }]))[..130].to_vec(),
+            encode(&report(0, 5, vec![SeqRange { first: 3, count: 1 }]))[..130].to_vec(),
             |e| matches!(e, Reject::Malformed(WireError::BadLength { .. })),
         ),
         (wrong_session, |e| matches!(e, Reject::WrongSession(1))),
@@ -171,7 +171,14 @@ fn sender_rejects_each_reason() {
         (encode(&report(50, 50, vec![])), |e| matches!(e, Reject::NeverSent(_))),
         // NAKs chunks never sent.
         (
-            encode(&report(0, 1_000_000, vec![NakRange { start: 0, len: 999_999 }])),
+            encode(&report(
+                0,
+                1_000_000,
+                vec![SeqRange {
+                    first: 0,
+                    count: 999_999,
+                }],
+            )),
             |e| matches!(e, Reject::NeverSent(_)),
         ),
         // An absurd NAK range (beyond recv_high): caught by the parser.
@@ -179,9 +186,9 @@ fn sender_rejects_each_reason() {
             encode(&report(
                 0,
                 5,
-                vec![NakRange {
-                    start: 3,
-                    len: u32::MAX,
+                vec![SeqRange {
+                    first: 3,
+                    count: u32::MAX,
                 }],
             )),
             |e| matches!(e, Reject::Malformed(WireError::InvalidNakRange { .. })),
@@ -216,7 +223,7 @@ fn sender_rejects_each_reason() {
     assert_eq!(s.stats().reports_received, 0);
     assert_eq!(*s.state(), SenderState::Sending);
     // A valid report is still accepted.
-    s.handle_datagram(t, &encode(&report(3, 5, vec![NakRange { start: 3, len: 1 }])));
+    s.handle_datagram(t, &encode(&report(3, 5, vec![SeqRange { first: 3, count: 1 }])));
     assert_eq!(s.stats().reports_received, 1);
     assert_eq!(s.stats().bytes_delivered, 3000);
 }

@@ -9,7 +9,7 @@ use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
 use netio::{bind_udp, BufferRequest};
 use stream::{Receiver, ReceiverConfig};
 
-use crate::report::RecvReport;
+use crate::report::{self, RecvReport};
 use crate::sink::{FileSink, WriterPlacement};
 use crate::{io_err, SessionError};
 
@@ -273,13 +273,13 @@ impl BoundReceiver {
             } else {
                 0.0
             },
-            rcvbuf: self.grant,
-            udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+            rcvbuf: report::grant(self.grant),
+            udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&udp0)),
             socket_drops,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
-            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
+            cpu: report::cpu(cpu1.share_since(&cpu0, Duration::from_secs_f64(wall))),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
-                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
+                .then(|| report::cpu(cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall)))),
             naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,

@@ -20,7 +20,7 @@ use stream::wire::{encode_data, Nak, NativePrefix};
 use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
-use crate::report::{IntervalStats, SendReport, SentStation};
+use crate::report::{self, IntervalStats, SendReport, SentStation};
 use crate::{io_err, SessionError};
 
 /// Frames per batch handed from a reader thread to the sender.
@@ -729,10 +729,12 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         arq,
         rejected_control: wire.rejected_control,
         send_would_block: wire.would_block,
-        cpu: ProcessCpu::read()
-            .unwrap_or_default()
-            .share_since(&cpu0, Duration::from_secs_f64(wall)),
-        udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+        cpu: report::cpu(
+            ProcessCpu::read()
+                .unwrap_or_default()
+                .share_since(&cpu0, Duration::from_secs_f64(wall)),
+        ),
+        udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&udp0)),
         interrupted,
     })
 }

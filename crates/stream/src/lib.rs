@@ -4,6 +4,7 @@
 //! - [`window`]: per-station reorder window writing continuous VDIF, lost frames filled invalid.
 //! - [`receiver`]: demultiplexes datagrams to stations, counts every rejected datagram by reason.
 //! - [`arq`]: deadline-bounded retransmission (receiver's NAK scheduling, sender's repeat buffer).
+//! - [`results`]: the result structs of a send and a receive run (JSON is the source of truth).
 //!
 //! Nothing here touches a socket, a file or the clock: callers pass `now` and bytes in and get
 //! frames (through a [`window::FrameSink`]) and NAKs out, so the same code runs over real sockets
@@ -11,6 +12,7 @@
 
 pub mod arq;
 pub mod receiver;
+pub mod results;
 pub mod window;
 pub mod wire;
 

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use report::chart::{self, SeriesData};
-use report::inputs::Input;
-use report::{page, specs};
 use probe::results::{ProbeResult, SweepResult, TestParams};
 use probe::wire::Repr;
 use probe::{RecvConfig, RecvStats, SendConfig, SendStats};
+use report::chart::{self, SeriesData};
+use report::inputs::Input;
+use report::{page, specs};
 
 /// A trial of `count` packets of `size` bytes every `spacing_ns`, arrivals jittered by a fixed
 /// pattern, losing the packets for which `lost(seq)` holds.

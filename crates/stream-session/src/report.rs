@@ -74,7 +74,10 @@ mod tests {
             sndbuf_errors: 6,
             in_csum_errors: 7,
         };
-        let c = netio::ProcessCpuShare { user: 1.5, system: 2.25 };
+        let c = netio::ProcessCpuShare {
+            user: 1.5,
+            system: 2.25,
+        };
         let g = netio::BufferGrant {
             requested_rcv: 1,
             granted_rcv: 2,
@@ -89,6 +92,9 @@ mod tests {
         let json = |v: serde_json::Result<String>| v.expect("serialises");
         assert_eq!(json(serde_json::to_string(&u)), json(serde_json::to_string(&udp(u))));
         assert_eq!(json(serde_json::to_string(&c)), json(serde_json::to_string(&cpu(c))));
-        assert_eq!(json(serde_json::to_string(&g)), json(serde_json::to_string(&grant(g.clone()))));
+        assert_eq!(
+            json(serde_json::to_string(&g)),
+            json(serde_json::to_string(&grant(g.clone())))
+        );
     }
 }

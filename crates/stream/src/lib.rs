@@ -12,6 +12,8 @@
 //! frames (through a [`window::FrameSink`]) and NAKs out, so the same code runs over real sockets
 //! and in deterministic tests.
 
+#![warn(missing_docs)]
+
 pub mod arq;
 pub mod receiver;
 pub mod results;

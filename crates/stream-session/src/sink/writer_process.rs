@@ -153,7 +153,7 @@ pub(super) struct WriterOutcome {
     pub(super) error: Option<String>,
 }
 
-/// The body of a writer process: records from `input` (see [`WriterPlacement::ChildProcess`])
+/// The body of a writer process: records from `input` (see [`WriterPlacement::ChildProcess`](super::WriterPlacement::ChildProcess))
 /// naming slots of `ring` into files in `dir` (with O_DIRECT when `direct`) until end of input,
 /// then a JSON outcome on `output`.
 pub fn serve_writer_process(

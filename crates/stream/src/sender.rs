@@ -351,7 +351,10 @@ impl<P: Schedule> Sender<P> {
 
     /// The next datagrams to send at `now`: a repeat asked for, else the due frames of the
     /// earliest station; `None` when nothing is due. Call until `None`, then wait for
-    /// [`Sender::poll_timeout`]. Datagrams the injected loss takes are counted, not returned.
+    /// [`Sender::poll_timeout`]. Datagrams the injected loss takes are counted, not returned; a
+    /// batch it took whole also ends a round with `None` (one batch per call at most, so the
+    /// caller gets control back even when everything is lost), and `poll_timeout` then says
+    /// when the next is due.
     pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Transmit<'_>>, SenderError> {
         if let Some(stream) = self.next_repeat() {
             return Ok(Some(Transmit {
@@ -373,14 +376,15 @@ impl<P: Schedule> Sender<P> {
                 continue;
             }
             self.record_departure(i, now, taken);
-            if !self.out.is_empty() {
-                return Ok(Some(Transmit {
-                    stream: i as u16,
-                    contents: &self.out,
-                    segment_size: (self.burst() > 1).then_some(segment),
-                }));
+            if self.out.is_empty() {
+                // Every frame of the batch was dropped by the injected loss.
+                return Ok(None);
             }
-            // Every frame of the batch was dropped by the injected loss: on to the next due.
+            return Ok(Some(Transmit {
+                stream: i as u16,
+                contents: &self.out,
+                segment_size: (self.burst() > 1).then_some(segment),
+            }));
         }
     }
 

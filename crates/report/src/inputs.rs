@@ -10,7 +10,7 @@ use probe::results::{ProbeResult, SweepResult};
 use probe::tcp_results::{CpuLoadSweepResult, RcvbufSweepResult, TcpTestResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use stream_session::report::{RecvReport, SendReport};
+use stream::results::{RecvReport, SendReport};
 
 /// What a result file is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

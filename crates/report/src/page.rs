@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use probe::results::{ProbeResult, SweepResult};
 use probe::tcp_results::{CpuLoadSweepResult, RcvbufSweepResult, TcpTestResult};
 use serde::{Deserialize, Serialize};
-use stream_session::report::{RecvReport, SendReport};
+use stream::results::{RecvReport, SendReport};
 
 use crate::inputs::{Correlation, Input, Kind, LinkemuRun};
 use crate::{specs, tcpspecs, write_figure, ChartSpec, PlotError};

@@ -6,7 +6,7 @@
 
 use histogram::{Bucket, HistSummary};
 use probe::results::{ProbeResult, SweepResult};
-use stream_session::report::{RecvReport, SendReport};
+use stream::results::{RecvReport, SendReport};
 
 use crate::chart::{ChartSpec, SeriesData};
 
@@ -361,7 +361,7 @@ pub fn stream_send_rates(s: &SendReport) -> Option<ChartSpec> {
         "rate (Mbit/s)",
     );
     spec.categories = s.stations.iter().map(|s| s.station.clone()).collect();
-    let bars = |f: &dyn Fn(&stream_session::report::SentStation) -> f64| {
+    let bars = |f: &dyn Fn(&stream::results::SentStation) -> f64| {
         s.stations
             .iter()
             .enumerate()

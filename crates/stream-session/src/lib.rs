@@ -1,10 +1,13 @@
 //! `evlbi stream` over real sockets: the thin loops around the sans-IO [`stream`] crate.
 //!
-//! - [`send`]: reads VDIF files (one station each) on reader threads and sends one frame per
-//!   datagram on an exact absolute timeline ([`netio::Pacer`]), answering NAKs from a repeat buffer.
+//! - [`send`]: reads VDIF files (one station each) into memory or on reader threads and drives
+//!   [`stream::Sender`] (framing, repeats, counters) over a socket, one frame per datagram on an
+//!   exact absolute timeline ([`netio::Pacer`]), feeding it the NAKs that come back.
 //! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
 //!   VDIF through [`sink::FileSink`], sends NAKs, reports live and at the end.
-//! - [`report`]: the documented result structs (JSON is the source of truth).
+//! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
+
+#![warn(missing_docs)]
 
 pub mod recv;
 pub mod report;

@@ -9,7 +9,7 @@ use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
 use netio::{bind_udp, BufferRequest};
 use stream::{Receiver, ReceiverConfig};
 
-use crate::report::RecvReport;
+use crate::report::{self, RecvReport};
 use crate::sink::{FileSink, WriterPlacement};
 use crate::{io_err, SessionError};
 
@@ -120,145 +120,243 @@ impl BoundReceiver {
 
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
-        let cfg = self.cfg;
-        let mut sink = self.sink;
+        let BoundReceiver {
+            cfg,
+            sock,
+            grant,
+            mut sink,
+        } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = UdpCounters::read().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(64, 65_536);
-        // Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp
-        // is exact at any moment, the SO_RXQ_OVFL cmsg covers hosts without it.
-        let sock = &self.sock;
-        let drops = |batch: &netio::batch::RecvBatch| socket_drops(sock).unwrap_or(0).max(batch.drops_seen());
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
-        let _ = batch.enable_gro(&self.sock);
-        let mut first: Option<Instant> = None;
-        // Arrival of the last batch (for the duration), and when the loop was last ready to
-        // receive again after handling one: idleness is "no datagram for T while we were
-        // listening", never the time a full writer queue held the loop up (the socket buffer
-        // fills meanwhile).
-        let mut last_rx = started;
-        let mut ready_since = started;
-        let idle = |now: Instant, since: Instant| {
-            cfg.idle_timeout
-                .is_some_and(|t| now.saturating_duration_since(since) >= t)
+        let _ = batch.enable_gro(&sock);
+        let mut t = Timers {
+            first: None,
+            last_rx: started,
+            ready_since: started,
+            next_nak: started,
+            next_live: started + cfg.interval,
+            next_expire: started,
         };
-        let mut next_nak = started;
-        let mut next_live = started + cfg.interval;
-        let mut naks_sent = 0u64;
-        let mut nak_buf = Vec::new();
-        let (mut live_bytes, mut live_frames, mut live_filled, mut live_rej) = (0u64, 0u64, 0u64, 0u64);
-        // Counted from the socket's creation: drops while the output was set up are this
-        // stream's too.
-        let mut live_drops = 0u64;
-        let mut live_changes = 0u64;
-        let mut next_expire = started;
-        let mut live_win = stream::WindowStats::default();
-        let mut live_stall = Duration::ZERO;
-        let stopped_by;
-        loop {
+        let mut naks = NakOut::default();
+        let mut tally = LiveTally::default();
+        let stopped_by = loop {
             if stop.load(Ordering::Relaxed) {
-                stopped_by = "signal".to_string();
-                break;
+                break "signal";
             }
             let now = Instant::now();
             if cfg.duration.is_some_and(|d| now - started >= d) {
-                stopped_by = "duration".to_string();
-                break;
+                break "duration";
             }
-            // recvmmsg: up to 64 datagrams per system call (one call each would cap the rate).
-            let received = match batch.recv_batch(&self.sock, Some(Duration::from_millis(1))) {
-                Ok(0) => false,
-                Ok(_) => {
-                    let now = Instant::now();
-                    first.get_or_insert(now);
-                    last_rx = now;
-                    for d in batch.iter() {
-                        live_bytes += d.data.len() as u64;
-                        rx.handle_datagram(now, d.from, d.data, d.truncated, &mut sink);
-                    }
-                    ready_since = Instant::now();
-                    true
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    false
-                }
-                Err(e) => {
-                    return Err(SessionError::Io {
-                        what: "receive".into(),
-                        source: e,
-                    })
-                }
-            };
-            if !received && first.is_some() && idle(now, ready_since) {
-                stopped_by = "idle timeout".to_string();
-                break;
+            let received = receive_batch(&sock, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            let idle = cfg
+                .idle_timeout
+                .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
+            if !received && t.first.is_some() && idle {
+                break "idle timeout";
             }
             let now = Instant::now();
-            if cfg.receiver.arq && now >= next_nak {
-                for (to, nak) in rx.poll_naks(now) {
-                    nak.encode(&mut nak_buf);
-                    if self.sock.send_to(&nak_buf, to).is_ok() {
-                        naks_sent += 1;
-                    }
-                }
-                next_nak = now + Duration::from_millis(1);
+            if cfg.receiver.arq && now >= t.next_nak {
+                naks.send(&sock, &mut rx, now);
+                t.next_nak = now + Duration::from_millis(1);
             }
-            if now >= next_expire {
+            if now >= t.next_expire {
                 // Sources that never formed a run are forgotten (and counted) on time.
                 rx.expire(now);
-                next_expire = now + Duration::from_millis(100);
+                t.next_expire = now + Duration::from_millis(100);
             }
-            if now >= next_live {
-                let dropped = drops(&batch);
-                let changes = rx.sender_changes();
-                let secs = cfg.interval.as_secs_f64();
-                let rejected = rx.counters().rejected();
-                let win = rx.window_totals();
-                let (stall, _) = sink.stalled();
-                live(&LiveLine {
-                    elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
-                    rate_bps: live_bytes as f64 * 8.0 / secs,
-                    frames: sink.frames() - live_frames,
-                    filled: sink.filled() - live_filled,
-                    rejected: rejected - live_rej,
-                    kernel_drops: dropped.saturating_sub(live_drops),
-                    stations: rx.station_count(),
-                    reordered: win.reordered - live_win.reordered,
-                    late: win.late - live_win.late,
-                    duplicates: win.duplicates - live_win.duplicates,
-                    duplicate_mismatch: win.duplicate_mismatch - live_win.duplicate_mismatch,
-                    sender_changes: changes - live_changes,
-                    writer_stall: stall.saturating_sub(live_stall),
-                });
-                live_stall = stall;
-                live_win = win;
-                live_bytes = 0;
-                live_frames = sink.frames();
-                live_filled = sink.filled();
-                live_rej = rejected;
-                live_drops = dropped;
-                live_changes = changes;
-                next_live += cfg.interval;
+            if now >= t.next_live {
+                let dropped = drops(&sock, &batch);
+                live(&tally.line(now, t.first, cfg.interval, &rx, &sink, dropped));
+                t.next_live += cfg.interval;
+            }
+        };
+        rx.finish(&mut sink);
+        let end = RunEnd {
+            started,
+            first: t.first,
+            last_rx: t.last_rx,
+            udp0,
+            cpu0,
+            naks_sent: naks.sent,
+            stopped_by: stopped_by.to_string(),
+        };
+        Ok(end.report(&cfg, (&sock, grant, &batch), &rx, sink))
+    }
+}
+
+/// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
+/// exact at any moment, the SO_RXQ_OVFL cmsg covers hosts without it.
+fn drops(sock: &std::net::UdpSocket, batch: &netio::batch::RecvBatch) -> u64 {
+    socket_drops(sock).unwrap_or(0).max(batch.drops_seen())
+}
+
+/// The receive loop's clock marks.
+struct Timers {
+    /// Arrival of the first batch.
+    first: Option<Instant>,
+    /// Arrival of the last batch (for the duration).
+    last_rx: Instant,
+    /// When the loop was last ready to receive again after handling a batch: idleness is "no
+    /// datagram for T while we were listening", never the time a full writer queue held the
+    /// loop up (the socket buffer fills meanwhile).
+    ready_since: Instant,
+    next_nak: Instant,
+    next_live: Instant,
+    next_expire: Instant,
+}
+
+/// recvmmsg: up to 64 datagrams per system call (one call each would cap the rate), each handed
+/// to the receiver. Whether any came within 1 ms.
+fn receive_batch(
+    sock: &std::net::UdpSocket,
+    batch: &mut netio::batch::RecvBatch,
+    rx: &mut Receiver,
+    sink: &mut FileSink,
+    t: &mut Timers,
+    tally: &mut LiveTally,
+) -> Result<bool, SessionError> {
+    match batch.recv_batch(sock, Some(Duration::from_millis(1))) {
+        Ok(0) => Ok(false),
+        Ok(_) => {
+            let now = Instant::now();
+            t.first.get_or_insert(now);
+            t.last_rx = now;
+            for d in batch.iter() {
+                tally.bytes += d.data.len() as u64;
+                rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
+            }
+            t.ready_since = Instant::now();
+            Ok(true)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(SessionError::Io {
+            what: "receive".into(),
+            source: e,
+        }),
+    }
+}
+
+/// NAKs on their way back to the senders.
+#[derive(Default)]
+struct NakOut {
+    buf: Vec<u8>,
+    sent: u64,
+}
+
+impl NakOut {
+    /// Send the NAKs the receiver has at `now` (a failed send is a lost NAK, asked again later).
+    fn send(&mut self, sock: &std::net::UdpSocket, rx: &mut Receiver, now: Instant) {
+        for (to, nak) in rx.poll_naks(now) {
+            nak.encode(&mut self.buf);
+            if sock.send_to(&self.buf, to).is_ok() {
+                self.sent += 1;
             }
         }
-        rx.finish(&mut sink);
+    }
+}
+
+/// Totals at the last live line, so the next shows the interval's differences.
+#[derive(Default)]
+struct LiveTally {
+    /// Datagram bytes since the last line.
+    bytes: u64,
+    frames: u64,
+    filled: u64,
+    rejected: u64,
+    /// Counted from the socket's creation: drops while the output was set up are this stream's
+    /// too.
+    drops: u64,
+    changes: u64,
+    win: stream::WindowStats,
+    stall: Duration,
+}
+
+impl LiveTally {
+    /// The line for the interval ending `now`; the totals become the next line's base.
+    fn line(
+        &mut self,
+        now: Instant,
+        first: Option<Instant>,
+        interval: Duration,
+        rx: &Receiver,
+        sink: &FileSink,
+        dropped: u64,
+    ) -> LiveLine {
+        let changes = rx.sender_changes();
+        let rejected = rx.counters().rejected();
+        let win = rx.window_totals();
+        let (stall, _) = sink.stalled();
+        let line = LiveLine {
+            elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
+            rate_bps: self.bytes as f64 * 8.0 / interval.as_secs_f64(),
+            frames: sink.frames() - self.frames,
+            filled: sink.filled() - self.filled,
+            rejected: rejected - self.rejected,
+            kernel_drops: dropped.saturating_sub(self.drops),
+            stations: rx.station_count(),
+            reordered: win.reordered - self.win.reordered,
+            late: win.late - self.win.late,
+            duplicates: win.duplicates - self.win.duplicates,
+            duplicate_mismatch: win.duplicate_mismatch - self.win.duplicate_mismatch,
+            sender_changes: changes - self.changes,
+            writer_stall: stall.saturating_sub(self.stall),
+        };
+        *self = LiveTally {
+            bytes: 0,
+            frames: sink.frames(),
+            filled: sink.filled(),
+            rejected,
+            drops: dropped,
+            changes,
+            win,
+            stall,
+        };
+        line
+    }
+}
+
+/// What the loop leaves for the report.
+struct RunEnd {
+    started: Instant,
+    first: Option<Instant>,
+    last_rx: Instant,
+    udp0: UdpCounters,
+    cpu0: ProcessCpu,
+    naks_sent: u64,
+    stopped_by: String,
+}
+
+impl RunEnd {
+    /// Close the output (waiting for the writer) and build the report.
+    fn report(
+        self,
+        cfg: &RecvConfig,
+        (sock, grant, batch): (&std::net::UdpSocket, netio::BufferGrant, &netio::batch::RecvBatch),
+        rx: &Receiver,
+        mut sink: FileSink,
+    ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
         let (files, frames_not_written, write_error) = sink.finish();
-        let wall = started.elapsed().as_secs_f64();
+        let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
         let cpu1 = ProcessCpu::read().unwrap_or_default();
-        let duration_s = first.map_or(0.0, |f| (last_rx - f).as_secs_f64());
+        let duration_s = self.first.map_or(0.0, |f| (self.last_rx - f).as_secs_f64());
         let c = *rx.counters();
-        let socket_drops = drops(&batch);
-        Ok(RecvReport {
-            listen: self.sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        let cpu0 = self.cpu0;
+        let socket_drops = drops(sock, batch);
+        RecvReport {
+            listen: sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             format: cfg.receiver.format,
             out_dir: cfg.out_dir.as_ref().map(|d| d.display().to_string()),
             duration_s,
@@ -273,19 +371,19 @@ impl BoundReceiver {
             } else {
                 0.0
             },
-            rcvbuf: self.grant,
-            udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+            rcvbuf: report::grant(grant),
+            udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&self.udp0)),
             socket_drops,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
-            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
+            cpu: report::cpu(cpu1.share_since(&cpu0, Duration::from_secs_f64(wall))),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
-                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
-            naks_sent,
+                .then(|| report::cpu(cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall)))),
+            naks_sent: self.naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
             write_buffer: cfg.out_dir.is_some().then_some(cfg.write_buffer),
             direct_io: cfg.out_dir.is_some() && cfg.direct_io,
-            stopped_by,
-        })
+            stopped_by: self.stopped_by,
+        }
     }
 }

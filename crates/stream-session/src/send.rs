@@ -1,26 +1,28 @@
-//! The sender: VDIF files (one station each) read on reader threads, one frame per datagram on
-//! an exact absolute timeline per station, NAKs answered from a repeat buffer between frames.
+//! The sender over a real socket: VDIF files (one station each) read into memory or on reader
+//! threads, handed to the sans-IO [`stream::Sender`] (framing, sequence numbers, loop time,
+//! repeats, counters) whose frames leave on an exact absolute timeline per station
+//! ([`netio::Pacer`]); NAKs read from the socket between frames are fed back to it.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
-use linkemu::{LossModel, LossProcess};
+use linkemu::LossModel;
 use netio::counters::{ProcessCpu, UdpCounters};
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
-use stream::arq::RetransmitBuffer;
-use stream::wire::{encode_data, Nak, NativePrefix};
+use stream::sender::{
+    Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec, Transmit,
+};
 use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
-use crate::report::{IntervalStats, SendReport, SentStation};
+use crate::report::{self, SendReport};
 use crate::{io_err, SessionError};
 
 /// Frames per batch handed from a reader thread to the sender.
@@ -29,8 +31,6 @@ const BATCH_FRAMES: usize = 64;
 const QUEUE_BATCHES: usize = 64;
 /// Files up to this size are read into memory and sent from there.
 const MEMORY_SOURCE_MAX: u64 = 2 << 30;
-/// Most of the repeat budget: at most this share of the data rate is spent on repeats.
-const REPEAT_SHARE: f64 = 0.1;
 
 /// How to run a sender.
 #[derive(Debug, Clone)]
@@ -215,8 +215,16 @@ struct ReaderStats {
     error: Option<String>,
 }
 
-/// Read whole frames in batches; at the end restart (advancing time) when looping.
-fn reader(path: PathBuf, frame_len: usize, loop_seconds: u32, tx: std::sync::mpsc::SyncSender<Vec<u8>>) -> ReaderStats {
+/// A batch of whole frames from a reader thread, with the pass over the file it came from (a
+/// batch never spans two passes).
+struct Batch {
+    pass: u32,
+    frames: Vec<u8>,
+}
+
+/// Read whole frames in batches; at the end restart when looping (the sender advances the time
+/// of later passes).
+fn reader(path: PathBuf, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
     let mut st = ReaderStats::default();
     let mut pass = 0u32;
     loop {
@@ -230,24 +238,15 @@ fn reader(path: PathBuf, frame_len: usize, loop_seconds: u32, tx: std::sync::mps
         let mut batch = Vec::with_capacity(BATCH_FRAMES * frame_len);
         for ev in FrameScanner::new(BufReader::with_capacity(1 << 20, f)) {
             match ev {
-                Ok(ScanEvent::Frame {
-                    mut header, mut bytes, ..
-                }) => {
+                Ok(ScanEvent::Frame { bytes, .. }) => {
                     if bytes.len() != frame_len {
                         st.garbage_bytes += bytes.len() as u64;
                         continue;
                     }
-                    if pass > 0 {
-                        header.seconds += pass * loop_seconds;
-                        let hl = header.header_len();
-                        if header.emit(&mut bytes[..hl]).is_err() {
-                            st.error = Some("VDIF time overflows its 30-bit seconds field while looping".into());
-                            return st;
-                        }
-                    }
                     batch.extend_from_slice(&bytes);
                     if batch.len() >= BATCH_FRAMES * frame_len {
-                        if tx.send(std::mem::take(&mut batch)).is_err() {
+                        let frames = std::mem::take(&mut batch);
+                        if tx.send(Batch { pass, frames }).is_err() {
                             return st;
                         }
                         batch.reserve(BATCH_FRAMES * frame_len);
@@ -260,55 +259,31 @@ fn reader(path: PathBuf, frame_len: usize, loop_seconds: u32, tx: std::sync::mps
                 }
             }
         }
-        if !batch.is_empty() && tx.send(batch).is_err() {
+        if !batch.is_empty() && tx.send(Batch { pass, frames: batch }).is_err() {
             return st;
         }
-        if loop_seconds == 0 {
+        if !looping {
             return st;
         }
-        pass += 1;
+        pass = pass.saturating_add(1);
         st.loops += 1;
     }
 }
 
-struct StationTx {
-    src: Source,
-    rx: Receiver<Vec<u8>>,
-    reader: Option<JoinHandle<ReaderStats>>,
-    batch: Vec<u8>,
+/// Frames from a reader thread; waits (counting an underrun) when the reader is behind.
+struct ReaderSource {
+    rx: Receiver<Batch>,
+    batch: Batch,
     pos: usize,
-    pacer: Pacer,
-    seq: u64,
-    gaps: Histogram<u64>,
-    lateness: Histogram<u64>,
-    last_send: Option<Instant>,
-    first_send: Option<Instant>,
-    frames: u64,
-    bytes: u64,
-    injected: u64,
+    frame_len: usize,
+    loop_seconds: u32,
     underruns: u64,
-    repeats: Option<RetransmitBuffer>,
-    done: bool,
-    /// The whole file is in `batch` (no reader thread); looping restamps on the way out.
-    in_memory: bool,
-    /// Seconds to add to each header's time on the way out (memory mode, later passes).
-    add_seconds: u32,
-    loops: u64,
 }
 
-impl StationTx {
-    /// The next frame, refilling from the reader; `None` at the end of the source.
-    fn next_frame(&mut self) -> Option<(usize, usize)> {
-        if self.pos >= self.batch.len() && self.in_memory {
-            if self.src.loop_seconds == 0 || self.batch.is_empty() {
-                return None;
-            }
-            self.pos = 0;
-            self.loops += 1;
-            self.add_seconds += self.src.loop_seconds;
-        }
-        if self.pos >= self.batch.len() {
-            let b = match self.rx.try_recv() {
+impl FrameSource for ReaderSource {
+    fn next_frame(&mut self) -> Option<Frame<'_>> {
+        if self.pos >= self.batch.frames.len() {
+            self.batch = match self.rx.try_recv() {
                 Ok(b) => b,
                 Err(TryRecvError::Empty) => {
                     self.underruns += 1;
@@ -316,30 +291,60 @@ impl StationTx {
                 }
                 Err(TryRecvError::Disconnected) => return None,
             };
-            self.batch = b;
             self.pos = 0;
         }
         let at = self.pos;
-        self.pos += self.src.frame_len;
-        (self.pos <= self.batch.len()).then_some((at, self.src.frame_len))
+        self.pos += self.frame_len;
+        Some(Frame {
+            bytes: self.batch.frames.get(at..self.pos)?,
+            add_seconds: self.batch.pass.saturating_mul(self.loop_seconds),
+        })
+    }
+
+    fn underruns(&self) -> u64 {
+        self.underruns
     }
 }
 
-/// 1 ns .. 60 s at 3 significant digits.
-fn ns_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
+/// A station's departures on the absolute timeline of [`netio::Pacer`].
+struct Paced(Pacer);
+
+impl Schedule for Paced {
+    fn next_deadline(&self) -> Instant {
+        self.0.next_deadline()
+    }
+
+    fn release_deadline(&self, n: u64) -> Instant {
+        self.0.release_deadline(n)
+    }
+
+    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
+        self.0.on_sent_batch(now, count).late
+    }
+
+    fn slips(&self) -> u64 {
+        self.0.slips()
+    }
+
+    fn slipped_total(&self) -> Duration {
+        self.0.slipped_total()
+    }
 }
 
-fn send_all(sock: &std::net::UdpSocket, d: &[u8], to: SocketAddr, would_block: &mut u64) -> Result<(), SessionError> {
+/// Retry a send while the socket buffer is full; a refused datagram (ICMP from a receiver not
+/// (yet) listening) is gone, like any other loss on the path.
+fn send_retrying(
+    to: SocketAddr,
+    would_block: &mut u64,
+    mut send: impl FnMut() -> std::io::Result<()>,
+) -> Result<(), SessionError> {
     loop {
-        match sock.send_to(d, to) {
-            Ok(_) => return Ok(()),
+        match send() {
+            Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 *would_block += 1;
                 std::hint::spin_loop();
             }
-            // Loopback/ICMP feedback from a receiver not (yet) listening: the datagram is gone,
-            // like any other loss on the path.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
             Err(e) => {
                 return Err(SessionError::Io {
@@ -351,73 +356,42 @@ fn send_all(sock: &std::net::UdpSocket, d: &[u8], to: SocketAddr, would_block: &
     }
 }
 
-/// The sending socket, the injected loss in front of it, and its counters.
+/// The sending socket and its counters.
 struct Wire {
     sock: std::net::UdpSocket,
     to: SocketAddr,
-    loss: LossProcess,
     ctl: Vec<u8>,
     would_block: u64,
-    rejected_control: u64,
 }
 
 impl Wire {
-    /// Send one datagram unless the injected loss takes it; `false` when it was dropped.
-    fn send(&mut self, d: &[u8]) -> Result<bool, SessionError> {
-        if self.loss.lose() {
-            return Ok(false);
-        }
-        send_all(&self.sock, d, self.to, &mut self.would_block)?;
-        Ok(true)
-    }
-
-    /// Equal-sized datagrams back to back in `buf`: one UDP GSO call where the kernel has it
-    /// (UDP_SEGMENT, Linux ≥ 4.18), else one sendmmsg.
-    fn send_segments(&mut self, buf: &[u8], seg_len: usize) -> Result<(), SessionError> {
-        loop {
-            match netio::gso::send_gso(&self.sock, buf, seg_len) {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.would_block += 1;
-                    std::hint::spin_loop();
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
-                Err(e) => {
-                    return Err(SessionError::Io {
-                        what: format!("send to {}", self.to),
-                        source: e,
-                    })
-                }
-            }
+    /// Hand a transmit to the kernel: one datagram with send(2), or equal-sized datagrams with
+    /// one UDP GSO call where the kernel has it (UDP_SEGMENT, Linux ≥ 4.18), else one sendmmsg.
+    fn send(&mut self, t: &Transmit<'_>) -> Result<(), SessionError> {
+        let (sock, to) = (&self.sock, self.to);
+        match t.segment_size {
+            None => send_retrying(to, &mut self.would_block, || sock.send_to(t.contents, to).map(drop)),
+            Some(seg) => send_retrying(to, &mut self.would_block, || {
+                netio::gso::send_gso(sock, t.contents, seg).map(drop)
+            }),
         }
     }
 
-    /// Read every NAK waiting on the socket and send what they ask for, within each repeat budget.
-    fn serve_naks(&mut self, stations: &mut [StationTx]) -> Result<(), SessionError> {
+    /// Read every datagram waiting on the socket into the sender (NAKs), then send the repeats
+    /// they ask for.
+    fn serve_naks(&mut self, sender: &mut Sender<Paced>, now: Instant) -> Result<(), SessionError> {
         while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
-            match Nak::parse(&self.ctl[..n]) {
-                Ok(nak) => match stations
-                    .get_mut(usize::from(nak.stream))
-                    .and_then(|s| s.repeats.as_mut())
-                {
-                    Some(r) => r.on_nak(&nak),
-                    None => self.rejected_control += 1,
-                },
-                Err(_) => self.rejected_control += 1,
-            }
+            sender.handle_nak(now, self.ctl.get(..n).unwrap_or_default());
         }
-        for st in stations.iter_mut() {
-            let Some(r) = st.repeats.as_mut() else { continue };
-            while let Some(rep) = r.next_repeat() {
-                let mut rep = rep.to_vec();
-                if let Some(flags) = rep.get_mut(5) {
-                    *flags |= 1;
-                }
-                self.send(&rep)?;
-            }
+        while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
+            self.send(&t)?;
         }
         Ok(())
     }
+}
+
+fn loop_error(e: SenderError) -> SessionError {
+    SessionError::Input(e.to_string())
 }
 
 /// A sender session for the native prefix: differs between runs (even two started in the same
@@ -438,8 +412,20 @@ fn new_session() -> u16 {
     }
 }
 
-/// Send until the files end (no `--loop`), the duration passes or `stop` is set.
-pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+/// jive5ab starts its udps sequence at a random value; so do we in that framing (48 bits of the
+/// wall clock), native and bare framing at 0.
+fn first_seq(format: SeqFormat) -> u64 {
+    if format != SeqFormat::Jive5ab {
+        return 0;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        & 0x0000_ffff_ffff_ffff
+}
+
+/// Check the request and inspect every input.
+fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, SessionError> {
     if cfg.inputs.is_empty() {
         return Err(SessionError::Input("no input files".into()));
     }
@@ -452,10 +438,11 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         ));
     }
     let inputs = std::mem::take(&mut cfg.inputs);
-    let sources = inputs
-        .into_iter()
-        .map(|p| examine(&cfg, p))
-        .collect::<Result<Vec<_>, _>>()?;
+    inputs.into_iter().map(|p| examine(cfg, p)).collect()
+}
+
+/// The sending socket (non-blocking, connected to the destination) and its path MTU.
+fn open_socket(cfg: &SendConfig) -> Result<(std::net::UdpSocket, Option<usize>), SessionError> {
     let bind: SocketAddr = if cfg.to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
         .parse()
         .map_err(|_| SessionError::Input("bind address".into()))?;
@@ -470,6 +457,12 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
     // One destination: connected, so GSO can be used and ICMP errors are reported.
     sock.connect(cfg.to).map_err(io_err(format!("connect to {}", cfg.to)))?;
     let path_mtu = netio::socket::path_mtu(&sock);
+    Ok((sock, path_mtu))
+}
+
+/// What the operator should know before the run: a timer slack the kernel refused, datagrams
+/// larger than the path MTU.
+fn setup_warnings(cfg: &SendConfig, sources: &[Source], path_mtu: Option<usize>) -> Vec<String> {
     let mut warnings = Vec::new();
     if cfg.spin < netio::pacer::DEFAULT_SPIN && !netio::pacer::fine_timer_slack() {
         warnings.push(format!(
@@ -490,249 +483,157 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
             ));
         }
     }
+    warnings
+}
 
+/// The sender state machine with one station per source, its timeline starting at `start`;
+/// streamed sources get a reader thread each (their handles, in station order).
+fn build_sender(
+    cfg: &SendConfig,
+    sources: Vec<Source>,
+    start: Instant,
+) -> (Sender<Paced>, Vec<Option<JoinHandle<ReaderStats>>>) {
+    let mut sender = Sender::new(SenderConfig {
+        format: cfg.format,
+        session: new_session(),
+        first_seq: first_seq(cfg.format),
+        burst: cfg.burst,
+        arq_latency: cfg.arq_latency,
+        inject_loss: if cfg.inject_loss > 0.0 {
+            LossModel::Bernoulli { p: cfg.inject_loss }
+        } else {
+            LossModel::None
+        },
+        seed: cfg.seed,
+        start,
+        duration: cfg.duration,
+    });
+    let mut readers = Vec::new();
+    for src in sources {
+        let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
+        let pacer = Pacer::new(start, spacing)
+            .with_max_lag(cfg.max_lag)
+            .with_catch_up(cfg.catch_up);
+        let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path.clone()) {
+            (Some(data), _) => (Box::new(MemorySource::new(data, src.frame_len, src.loop_seconds)), None),
+            (None, path) => {
+                let (tx, rx) = sync_channel(QUEUE_BATCHES);
+                let reader = path.map(|path| {
+                    let (fl, looping) = (src.frame_len, src.loop_seconds > 0);
+                    std::thread::spawn(move || reader(path, fl, looping, tx))
+                });
+                let source = ReaderSource {
+                    rx,
+                    batch: Batch {
+                        pass: 0,
+                        frames: Vec::new(),
+                    },
+                    pos: 0,
+                    frame_len: src.frame_len,
+                    loop_seconds: src.loop_seconds,
+                    underruns: 0,
+                };
+                (Box::new(source), reader)
+            }
+        };
+        let spec = StationSpec {
+            name: src.name,
+            station_id: src.station_id,
+            threads: src.threads,
+            frame_len: src.frame_len,
+            data_len: src.data_len,
+            fps: src.fps,
+            rate_bps: src.rate_bps,
+        };
+        sender.add_station(spec, source, Paced(pacer));
+        readers.push(reader);
+    }
+    (sender, readers)
+}
+
+/// The socket loop: wait for the next departure, send what the sender hands out, answer NAKs at
+/// most every millisecond. Returns whether `stop` ended it.
+fn drive(
+    cfg: &SendConfig,
+    sender: &mut Sender<Paced>,
+    wire: &mut Wire,
+    stop: &AtomicBool,
+) -> Result<bool, SessionError> {
+    let mut next_ctl = sender.config().start;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let Some(due) = sender.poll_timeout() else {
+            return Ok(false);
+        };
+        wait_until_spin(due, cfg.spin);
+        let now = Instant::now();
+        while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
+            wire.send(&t)?;
+        }
+        if cfg.arq_latency.is_some() && now >= next_ctl {
+            next_ctl = now + Duration::from_millis(1);
+            wire.serve_naks(sender, now)?;
+        }
+    }
+}
+
+/// Send until the files end (no `--loop`), the duration passes or `stop` is set.
+pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+    let sources = validate(&mut cfg)?;
+    let (sock, path_mtu) = open_socket(&cfg)?;
+    let warnings = setup_warnings(&cfg, &sources, path_mtu);
     // The inputs are loaded: the timeline starts now.
     let start = Instant::now() + Duration::from_millis(20);
-    let jive_start = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        & 0x0000_ffff_ffff_ffff;
-    let session = new_session();
-    let mut stations: Vec<StationTx> = sources
-        .into_iter()
-        .map(|mut src| {
-            let whole = src.memory.take();
-            let (tx, rx) = sync_channel(QUEUE_BATCHES);
-            let in_memory = whole.is_some();
-            let reader = match (&whole, src.path.clone()) {
-                (None, Some(path)) => {
-                    let (fl, ls) = (src.frame_len, src.loop_seconds);
-                    Some(std::thread::spawn(move || reader(path, fl, ls, tx)))
-                }
-                _ => None,
-            };
-            let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
-            let frames_per_s = src.rate_bps / (src.data_len as f64 * 8.0);
-            let repeats = cfg
-                .arq_latency
-                .map(|l| RetransmitBuffer::new((l.as_secs_f64() * frames_per_s).ceil() as usize + 1, REPEAT_SHARE));
-            StationTx {
-                src,
-                rx,
-                reader,
-                batch: whole.unwrap_or_default(),
-                pos: 0,
-                pacer: Pacer::new(start, spacing)
-                    .with_max_lag(cfg.max_lag)
-                    .with_catch_up(cfg.catch_up),
-                // jive5ab starts its udps sequence at a random value; so do we in that framing.
-                seq: if cfg.format == SeqFormat::Jive5ab {
-                    jive_start
-                } else {
-                    0
-                },
-                gaps: ns_histogram(),
-                lateness: ns_histogram(),
-                last_send: None,
-                first_send: None,
-                frames: 0,
-                bytes: 0,
-                injected: 0,
-                underruns: 0,
-                repeats,
-                done: false,
-                in_memory,
-                add_seconds: 0,
-                loops: 0,
-            }
-        })
-        .collect();
+    let (mut sender, readers) = build_sender(&cfg, sources, start);
     let mut wire = Wire {
         sock,
         to: cfg.to,
-        loss: LossProcess::new(
-            if cfg.inject_loss > 0.0 {
-                LossModel::Bernoulli { p: cfg.inject_loss }
-            } else {
-                LossModel::None
-            },
-            cfg.seed,
-        ),
         ctl: vec![0u8; 2048],
         would_block: 0,
-        rejected_control: 0,
     };
     let udp0 = UdpCounters::read().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
-    let mut d = Vec::with_capacity(65_536);
-    let mut gso_buf = Vec::with_capacity(65_536 * 2);
-    let mut next_ctl = start;
-    let mut interrupted = false;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        let Some(i) = (0..stations.len())
-            .filter(|i| !stations[*i].done)
-            .min_by_key(|i| stations[*i].pacer.next_deadline())
-        else {
-            break;
-        };
-        // With --burst k the k-th frame's deadline releases k frames at once (one GSO call);
-        // behind the timeline, at up to --catch-up times the rate.
-        let burst = cfg.burst.max(1) as u64;
-        let deadline = stations[i].pacer.release_deadline(burst);
-        if cfg
-            .duration
-            .is_some_and(|dur| stations[i].pacer.next_deadline() >= start + dur)
-        {
-            break;
-        }
-        wait_until_spin(deadline, cfg.spin);
-        let st = &mut stations[i];
-        gso_buf.clear();
-        let mut seg_len = 0;
-        let mut taken = 0u64;
-        while taken < burst {
-            let Some((at, len)) = st.next_frame() else {
-                st.done = true;
-                break;
-            };
-            taken += 1;
-            let p = NativePrefix {
-                retransmit: false,
-                stream: i as u16,
-                seq: st.seq,
-                frames_per_second: st.src.fps,
-                threads: st.src.threads,
-                session,
-            };
-            encode_data(cfg.format, &p, &st.batch[at..at + len], &mut d);
-            if st.add_seconds > 0 {
-                let pre = cfg.format.prefix_len();
-                if let Ok(mut h) = vdif::VdifHeader::parse(&d[pre..]) {
-                    h.seconds += st.add_seconds;
-                    let hl = h.header_len();
-                    if h.emit(&mut d[pre..pre + hl]).is_err() {
-                        return Err(SessionError::Input(
-                            "VDIF time overflows its 30-bit seconds field while looping".into(),
-                        ));
-                    }
-                }
-            }
-            if burst == 1 {
-                if !wire.send(&d)? {
-                    st.injected += 1;
-                }
-            } else if wire.loss.lose() {
-                st.injected += 1;
-            } else {
-                gso_buf.extend_from_slice(&d);
-                seg_len = d.len();
-            }
-            st.frames += 1;
-            st.bytes += d.len() as u64;
-            if let Some(r) = st.repeats.as_mut() {
-                r.on_sent(st.seq, &d);
-            }
-            st.seq = st.seq.wrapping_add(1);
-        }
-        if !gso_buf.is_empty() {
-            wire.send_segments(&gso_buf, seg_len)?;
-        }
-        if taken == 0 {
-            continue;
-        }
-        let now = Instant::now();
-        let late = st.pacer.on_sent_batch(now, taken as usize);
-        let _ = st.lateness.record((late.late.as_nanos() as u64).max(1));
-        if let Some(prev) = st.last_send {
-            let _ = st.gaps.record(((now - prev).as_nanos() as u64).max(1));
-        }
-        st.last_send = Some(now);
-        st.first_send.get_or_insert(now);
-        if cfg.arq_latency.is_some() && now >= next_ctl {
-            next_ctl = now + Duration::from_millis(1);
-            wire.serve_naks(&mut stations)?;
-        }
-    }
+    let interrupted = drive(&cfg, &mut sender, &mut wire, stop)?;
     // The last frames may still be asked for: keep answering for one latency window.
     if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
         let until = Instant::now() + latency;
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            wire.serve_naks(&mut stations)?;
+            wire.serve_naks(&mut sender, Instant::now())?;
             std::thread::sleep(Duration::from_millis(1));
         }
     }
     let wall = wall0.elapsed().as_secs_f64();
-    let mut out = Vec::new();
-    let mut arq: Option<stream::arq::RetransmitStats> = None;
-    let first = stations.iter().filter_map(|s| s.first_send).min();
-    let last = stations.iter().filter_map(|s| s.last_send).max();
-    for (i, mut st) in stations.into_iter().enumerate() {
-        // Unblock and collect the reader.
-        let rx = std::mem::replace(&mut st.rx, sync_channel(1).1);
-        drop(rx);
-        let rs = st.reader.take().and_then(|h| h.join().ok()).unwrap_or_default();
+    let mut stations = sender.station_results();
+    let (arq, rejected_control, duration_s) = (sender.arq_stats(), sender.rejected_control(), sender.duration_s());
+    // Dropping the sender drops the readers' channels: a reader blocked on a full queue ends.
+    drop(sender);
+    for (st, reader) in stations.iter_mut().zip(readers) {
+        let rs = reader.and_then(|h| h.join().ok()).unwrap_or_default();
         if let Some(e) = rs.error {
             return Err(SessionError::Input(e));
         }
-        if let Some(r) = st.repeats.as_ref() {
-            let s = *r.stats();
-            let a = arq.get_or_insert_with(Default::default);
-            a.naks += s.naks;
-            a.asked += s.asked;
-            a.resent += s.resent;
-            a.resent_bytes += s.resent_bytes;
-            a.unavailable += s.unavailable;
-            a.over_budget += s.over_budget;
-        }
-        let span = match (st.first_send, st.last_send) {
-            (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
-            _ => 0.0,
-        };
-        let data_bits = (st.frames.saturating_sub(1)) as f64 * st.src.data_len as f64 * 8.0;
-        out.push(SentStation {
-            file: st.src.name.clone(),
-            station: vdif::station_name(st.src.station_id),
-            stream: i as u16,
-            frames_per_second: st.src.fps,
-            threads: st.src.threads,
-            frame_len: st.src.frame_len,
-            rate_bps: st.src.rate_bps,
-            spacing_us: st.src.data_len as f64 * 8.0 / st.src.rate_bps * 1e6,
-            frames_sent: st.frames,
-            bytes_sent: st.bytes,
-            injected_drops: st.injected,
-            achieved_rate_bps: if span > 0.0 { data_bits / span } else { 0.0 },
-            loops: rs.loops + st.loops,
-            source_underruns: st.underruns,
-            garbage_bytes: rs.garbage_bytes,
-            departure_gap: IntervalStats::from_ns(&st.gaps),
-            lateness: IntervalStats::from_ns(&st.lateness),
-            slips: st.pacer.slips(),
-            slipped_s: st.pacer.slipped_total().as_secs_f64(),
-        });
+        st.loops += rs.loops;
+        st.garbage_bytes += rs.garbage_bytes;
     }
     Ok(SendReport {
         to: cfg.to.to_string(),
         format: cfg.format,
-        duration_s: match (first, last) {
-            (Some(f), Some(l)) => (l - f).as_secs_f64(),
-            _ => 0.0,
-        },
-        stations: out,
+        duration_s,
+        stations,
         path_mtu,
         warnings,
         arq,
-        rejected_control: wire.rejected_control,
+        rejected_control,
         send_would_block: wire.would_block,
-        cpu: ProcessCpu::read()
-            .unwrap_or_default()
-            .share_since(&cpu0, Duration::from_secs_f64(wall)),
-        udp: UdpCounters::read().unwrap_or_default().delta(&udp0),
+        cpu: report::cpu(
+            ProcessCpu::read()
+                .unwrap_or_default()
+                .share_since(&cpu0, Duration::from_secs_f64(wall)),
+        ),
+        udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&udp0)),
         interrupted,
     })
 }

@@ -4,16 +4,26 @@
 //! - [`window`]: per-station reorder window writing continuous VDIF, lost frames filled invalid.
 //! - [`receiver`]: demultiplexes datagrams to stations, counts every rejected datagram by reason.
 //! - [`arq`]: deadline-bounded retransmission (receiver's NAK scheduling, sender's repeat buffer).
+//! - [`sender`]: the sender state machine (framing, sequence numbers, loop time rewriting, repeats,
+//!   departure statistics) behind `poll_transmit`/`handle_nak`/`poll_timeout`.
+//! - [`results`]: the result structs of a send and a receive run (JSON is the source of truth).
 //!
 //! Nothing here touches a socket, a file or the clock: callers pass `now` and bytes in and get
 //! frames (through a [`window::FrameSink`]) and NAKs out, so the same code runs over real sockets
 //! and in deterministic tests.
 
+#![warn(missing_docs)]
+
 pub mod arq;
 pub mod receiver;
+pub mod results;
+pub mod sender;
 pub mod window;
 pub mod wire;
 
 pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, SenderChange, SourceFilter, StationSummary};
+pub use sender::{
+    Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec, Transmit,
+};
 pub use window::{FrameSink, StationWindow, VecSink, WindowConfig, WindowStats};
 pub use wire::{SeqFormat, WireError};

@@ -294,6 +294,35 @@ struct Provisional {
     held: VecDeque<Held>,
 }
 
+impl Provisional {
+    /// A placeable frame at sequence number `seq` (or, without one, time slot `slot`) arrived:
+    /// it extends the run when it advances it, restarts it after a jump.
+    fn extend_run(&mut self, seq: Option<u64>, slot: u64) {
+        let pos = seq.unwrap_or(slot);
+        let span = RUN_GAP * i64::from(self.threads);
+        let step = pos.wrapping_sub(self.last_pos) as i64;
+        let dslot = slot.wrapping_sub(self.last_slot) as i64;
+        let (advancing, near) = match seq {
+            // Sequence numbers count frames; the time must move along with them.
+            Some(_) => ((1..=RUN_GAP).contains(&step) && dslot.abs() <= span, step.abs() <= span),
+            None => ((1..=span).contains(&step), step.abs() <= span),
+        };
+        if self.run == 0 || advancing {
+            self.run += 1;
+            self.last_pos = pos;
+            self.last_slot = slot;
+        } else if !near {
+            // A jump: the run starts again here. What is held stays (bounded): if this source
+            // is accepted, its window sorts old and new out like any of its frames.
+            self.run = 1;
+            self.last_pos = pos;
+            self.last_slot = slot;
+        }
+        // (A frame near the run but behind it — reordered, or a repeat — is held with the run
+        // unchanged: once accepted, the window keeps the first copy and compares the others.)
+    }
+}
+
 struct Station {
     key: u32,
     source: SocketAddr,
@@ -410,32 +439,8 @@ impl Receiver {
     ) {
         self.counters.datagrams += 1;
         self.counters.bytes += datagram.len() as u64;
-        if truncated {
-            self.counters.oversized += 1;
-            self.problem(format!(
-                "{} byte datagram from {from} larger than the receive buffer",
-                datagram.len()
-            ));
+        let Some(d) = self.screen(from, datagram, truncated) else {
             return;
-        }
-        if self.cfg.from.is_some_and(|f| !f.admits(from)) {
-            self.counters.foreign_source += 1;
-            self.problem(format!("datagram from {from}, not from the --from address"));
-            return;
-        }
-        let d = match parse_data(self.cfg.format, datagram) {
-            Ok(d) => d,
-            Err(e) => {
-                match e {
-                    WireError::TooShort(_) => self.counters.too_short += 1,
-                    WireError::BadMagic(_) => self.counters.bad_magic += 1,
-                    WireError::BadVersion(_) => self.counters.bad_version += 1,
-                    WireError::BadHeader(_) => self.counters.bad_header += 1,
-                    WireError::LengthMismatch { .. } => self.counters.length_mismatch += 1,
-                }
-                self.problem(format!("datagram from {from}: {e}"));
-                return;
-            }
         };
         let key = match d.native {
             Some(n) => 0x1_0000 | u32::from(n.stream),
@@ -447,25 +452,62 @@ impl Receiver {
             .iter()
             .position(|s| s.key == key && s.source == from && s.session == session);
         match owner {
-            Some(idx) => {
-                let st = &mut self.stations[idx];
-                st.last_seen = now;
-                if d.header.station_id != st.station_id {
-                    self.counters.wrong_station += 1;
-                    let msg = format!(
-                        "stream {:?} carries station {} after {}",
-                        st.stream,
-                        d.header.station_name(),
-                        vdif::station_name(st.station_id)
-                    );
-                    self.problem(msg);
-                    return;
-                }
-                let retransmit = d.native.is_some_and(|n| n.retransmit);
-                feed(st, now, d.seq, retransmit, &d.header, d.frame, sink);
-            }
+            Some(idx) => self.feed_owner(idx, now, &d, sink),
             None => self.provisional(now, from, key, session, &d, sink),
         }
+    }
+
+    /// The datagram parsed, or `None` when it is refused before reaching a stream (cut by the
+    /// kernel, not from the `--from` source, not a data datagram of the framing): counted, and
+    /// the first such problem kept.
+    fn screen<'d>(&mut self, from: SocketAddr, datagram: &'d [u8], truncated: bool) -> Option<DataDatagram<'d>> {
+        if truncated {
+            self.counters.oversized += 1;
+            self.problem(format!(
+                "{} byte datagram from {from} larger than the receive buffer",
+                datagram.len()
+            ));
+            return None;
+        }
+        if self.cfg.from.is_some_and(|f| !f.admits(from)) {
+            self.counters.foreign_source += 1;
+            self.problem(format!("datagram from {from}, not from the --from address"));
+            return None;
+        }
+        match parse_data(self.cfg.format, datagram) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                match e {
+                    WireError::TooShort(_) => self.counters.too_short += 1,
+                    WireError::BadMagic(_) => self.counters.bad_magic += 1,
+                    WireError::BadVersion(_) => self.counters.bad_version += 1,
+                    WireError::BadHeader(_) => self.counters.bad_header += 1,
+                    WireError::LengthMismatch { .. } => self.counters.length_mismatch += 1,
+                }
+                self.problem(format!("datagram from {from}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// A datagram from the sender that owns station `idx`: into its window, unless it carries
+    /// another station's frames.
+    fn feed_owner(&mut self, idx: usize, now: Instant, d: &DataDatagram<'_>, sink: &mut impl FrameSink) {
+        let st = &mut self.stations[idx];
+        st.last_seen = now;
+        if d.header.station_id != st.station_id {
+            self.counters.wrong_station += 1;
+            let msg = format!(
+                "stream {:?} carries station {} after {}",
+                st.stream,
+                d.header.station_name(),
+                vdif::station_name(st.station_id)
+            );
+            self.problem(msg);
+            return;
+        }
+        let retransmit = d.native.is_some_and(|n| n.retransmit);
+        feed(st, now, d.seq, retransmit, &d.header, d.frame, sink);
     }
 
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
@@ -580,6 +622,44 @@ impl Receiver {
         d: &DataDatagram<'_>,
         sink: &mut impl FrameSink,
     ) {
+        let Some(idx) = self.pending_for(now, from, key, session, d) else {
+            return;
+        };
+        let (fps, threads, beside) = (
+            self.pending[idx].fps,
+            self.pending[idx].threads,
+            self.pending[idx].beside,
+        );
+        if d.header.thread_id >= threads || d.header.frame_number >= fps {
+            // Not placeable in this stream (the window would refuse it too).
+            self.pending[idx].last_seen = now;
+            self.count_unaccepted(beside, 1);
+            return;
+        }
+        let slot = self.slot_of(&d.header, fps, threads);
+        let p = &mut self.pending[idx];
+        p.last_seen = now;
+        p.extend_run(d.seq, slot);
+        let dropped = self.hold(idx, d);
+        if dropped > 0 {
+            self.count_unaccepted(beside, dropped);
+        }
+        if self.pending[idx].run >= self.cfg.source_run.max(1) {
+            self.accept(idx, now, sink);
+        }
+    }
+
+    /// The provisional source this datagram belongs to, made when new (`None`, counted, when its
+    /// stream's shape is unknown or implausible). Another format or announced shape from the
+    /// same source is another stream: the old one is dropped and this starts over.
+    fn pending_for(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        key: u32,
+        session: u16,
+        d: &DataDatagram<'_>,
+    ) -> Option<usize> {
         let announced = d.native.map_or((0, 0), |n| (n.frames_per_second, n.threads));
         let mut idx = self
             .pending
@@ -593,12 +673,10 @@ impl Receiver {
                 idx = None;
             }
         }
-        let idx = match idx {
-            Some(i) => i,
+        match idx {
+            Some(i) => Some(i),
             None => {
-                let Some((fps, threads)) = self.shape(from, d) else {
-                    return;
-                };
+                let (fps, threads) = self.shape(from, d)?;
                 self.make_room(now);
                 self.pending.push(Provisional {
                     key,
@@ -617,46 +695,16 @@ impl Receiver {
                     last_slot: 0,
                     held: VecDeque::new(),
                 });
-                self.pending.len() - 1
+                Some(self.pending.len() - 1)
             }
-        };
-        let (fps, threads, beside) = (
-            self.pending[idx].fps,
-            self.pending[idx].threads,
-            self.pending[idx].beside,
-        );
-        if d.header.thread_id >= threads || d.header.frame_number >= fps {
-            // Not placeable in this stream (the window would refuse it too).
-            self.pending[idx].last_seen = now;
-            self.count_unaccepted(beside, 1);
-            return;
         }
-        let slot = self.slot_of(&d.header, fps, threads);
-        let pos = d.seq.unwrap_or(slot);
+    }
+
+    /// Hold a copy of the frame of provisional source `idx` until the source is accepted,
+    /// keeping the newest within the bounds; how many held frames were dropped for it.
+    fn hold(&mut self, idx: usize, d: &DataDatagram<'_>) -> u64 {
         let p = &mut self.pending[idx];
-        p.last_seen = now;
-        let span = RUN_GAP * i64::from(threads);
-        let step = pos.wrapping_sub(p.last_pos) as i64;
-        let dslot = slot.wrapping_sub(p.last_slot) as i64;
-        let (advancing, near) = match d.seq {
-            // Sequence numbers count frames; the time must move along with them.
-            Some(_) => ((1..=RUN_GAP).contains(&step) && dslot.abs() <= span, step.abs() <= span),
-            None => ((1..=span).contains(&step), step.abs() <= span),
-        };
         let mut dropped = 0u64;
-        if p.run == 0 || advancing {
-            p.run += 1;
-            p.last_pos = pos;
-            p.last_slot = slot;
-        } else if !near {
-            // A jump: the run starts again here. What is held stays (bounded): if this source
-            // is accepted, its window sorts old and new out like any of its frames.
-            p.run = 1;
-            p.last_pos = pos;
-            p.last_slot = slot;
-        }
-        // (A frame near the run but behind it — reordered, or a repeat — is held with the run
-        // unchanged: once accepted, the window keeps the first copy and compares the others.)
         // Keep the newest frames: they join the live ones that follow.
         while !p.held.is_empty() && (p.held.len() >= HOLD_FRAMES || self.held_bytes + d.frame.len() > HOLD_BYTES) {
             if let Some(old) = p.held.pop_front() {
@@ -675,13 +723,7 @@ impl Receiver {
         } else {
             dropped += 1;
         }
-        let confirmed = p.run >= self.cfg.source_run.max(1);
-        if dropped > 0 {
-            self.count_unaccepted(beside, dropped);
-        }
-        if confirmed {
-            self.accept(idx, now, sink);
-        }
+        dropped
     }
 
     /// Provisional source `idx` has delivered its run: make it a station, or the successor of
@@ -702,28 +744,7 @@ impl Receiver {
                 self.problem(msg);
                 return;
             }
-            let p = self.pending.swap_remove(idx);
-            self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
-            let st = &mut self.stations[si];
-            let change = SenderChange {
-                from: describe(st.source, st.session),
-                to: describe(p.source, p.session),
-                restarted: st.source.ip().to_canonical() == p.source.ip().to_canonical(),
-            };
-            st.changes += 1;
-            if st.change_log.len() < CHANGE_LOG {
-                st.change_log.push(change);
-            }
-            st.source = p.source;
-            st.session = p.session;
-            st.last_seen = now;
-            // A restart numbers its frames anew: the old numbering cannot be asked for.
-            if let Some(arq) = st.arq.as_mut() {
-                arq.restart();
-            }
-            for h in p.held {
-                feed(st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
-            }
+            self.take_over(si, idx, now, sink);
             return;
         }
         if self.stations.len() >= self.cfg.max_stations && !self.retire_idle(now, sink) {
@@ -744,6 +765,43 @@ impl Receiver {
         }
         let p = self.pending.swap_remove(idx);
         self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+        let mut st = self.new_station(&p, now);
+        for h in p.held {
+            feed(&mut st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+        }
+        self.stations.push(st);
+    }
+
+    /// Provisional source `idx` succeeds the quiet sender of station `si` (a restarted sender):
+    /// the station follows it, its held frames go into the window.
+    fn take_over(&mut self, si: usize, idx: usize, now: Instant, sink: &mut impl FrameSink) {
+        let p = self.pending.swap_remove(idx);
+        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+        let st = &mut self.stations[si];
+        let change = SenderChange {
+            from: describe(st.source, st.session),
+            to: describe(p.source, p.session),
+            restarted: st.source.ip().to_canonical() == p.source.ip().to_canonical(),
+        };
+        st.changes += 1;
+        if st.change_log.len() < CHANGE_LOG {
+            st.change_log.push(change);
+        }
+        st.source = p.source;
+        st.session = p.session;
+        st.last_seen = now;
+        // A restart numbers its frames anew: the old numbering cannot be asked for.
+        if let Some(arq) = st.arq.as_mut() {
+            arq.restart();
+        }
+        for h in p.held {
+            feed(st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+        }
+    }
+
+    /// A station for accepted source `p`: its window sized for the latency (within the memory
+    /// bound), NAKs when ARQ is on and the framing numbers the stream.
+    fn new_station(&self, p: &Provisional, now: Instant) -> Station {
         let slots_per_s = f64::from(p.fps) * f64::from(p.threads);
         let frame_len = p.frame_len as f64;
         let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
@@ -764,7 +822,7 @@ impl Receiver {
                 max_tracked: window as usize,
             })
         });
-        let mut st = Station {
+        Station {
             key: p.key,
             source: p.source,
             session: p.session,
@@ -778,11 +836,7 @@ impl Receiver {
             retransmits: 0,
             changes: 0,
             change_log: Vec::new(),
-        };
-        for h in p.held {
-            feed(&mut st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
-        self.stations.push(st);
     }
 
     /// Free the slot of the station silent longest, if silent for `station_timeout`: its window

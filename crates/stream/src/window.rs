@@ -69,7 +69,12 @@ pub struct WindowConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
     /// Stored; will be written. `reordered` when it arrived after a later frame.
-    Placed { slot: u64, reordered: bool },
+    Placed {
+        /// The frame's time slot.
+        slot: u64,
+        /// It arrived after a later frame.
+        reordered: bool,
+    },
     /// Its slot is already stored, with the same bytes.
     Duplicate,
     /// Its slot is already stored with other bytes (forged or corrupt): the first copy is kept.

@@ -142,7 +142,12 @@ pub enum WireError {
     BadHeader(vdif::HeaderError),
     /// The header's frame length differs from the bytes carried.
     #[error("VDIF header says {header} bytes but the datagram carries {carried}")]
-    LengthMismatch { header: usize, carried: usize },
+    LengthMismatch {
+        /// Frame length the header states.
+        header: usize,
+        /// Frame bytes the datagram carries.
+        carried: usize,
+    },
 }
 
 /// Parse a data datagram in `format`. The frame length stated by the header must equal the bytes
@@ -231,7 +236,12 @@ pub struct Nak {
 pub enum NakError {
     /// Too short for the fixed part, or not the length its range count implies.
     #[error("NAK of {len} bytes does not match its range count {ranges}")]
-    Length { len: usize, ranges: usize },
+    Length {
+        /// Bytes received.
+        len: usize,
+        /// Ranges the NAK says it holds.
+        ranges: usize,
+    },
     /// Not a NAK at all.
     #[error("not a NAK (magic {0:02x?})")]
     BadMagic([u8; 4]),

@@ -1,0 +1,107 @@
+//! Direct I/O (O_DIRECT) for the writer process: aligned appends with the file's last partial
+//! block carried in memory, and the switch back to the page cache for that block at close.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use super::bad;
+
+/// Direct I/O (O_DIRECT) moves data from memory to the disk without the page cache, which at
+/// 4 Gb/s costs more CPU than the copy itself (this VM: 8 GB written in 2.1 s of system time
+/// direct, 17 s buffered). File offset, length and memory address must all be multiples of the
+/// device's logical block size; 4096 serves 512-byte and 4 KiB-sector devices alike.
+pub const DIRECT_ALIGN: usize = 4096;
+
+#[repr(C, align(4096))]
+struct Block([u8; DIRECT_ALIGN]);
+
+/// The bytes of a direct-I/O file past its last whole block: written when the block is complete,
+/// or through the page cache when the file is closed.
+pub(super) struct Carry {
+    block: Box<Block>,
+    len: usize,
+}
+
+impl Carry {
+    pub(super) fn new() -> Carry {
+        Carry {
+            block: Box::new(Block([0; DIRECT_ALIGN])),
+            len: 0,
+        }
+    }
+
+    /// The bytes past the file's last whole block.
+    pub(super) fn tail(&self) -> &[u8] {
+        &self.block.0[..self.len]
+    }
+}
+
+/// Append `data` to a direct-I/O file whose unwritten last block is in `c`. The receiver places
+/// a record in its slot at the offset the data has within its block on disk (memory address ≡
+/// file offset mod [`DIRECT_ALIGN`]), so after topping up the carried block the rest is aligned
+/// and goes to the disk straight from shared memory.
+pub(super) fn write_direct(f: &mut File, c: &mut Carry, data: &[u8]) -> std::io::Result<()> {
+    if (data.as_ptr() as usize) % DIRECT_ALIGN != c.len {
+        return Err(bad(format!(
+            "writer record: placed at {} within its block, the file is at {}",
+            (data.as_ptr() as usize) % DIRECT_ALIGN,
+            c.len
+        )));
+    }
+    let mut rest = data;
+    if c.len > 0 {
+        let n = (DIRECT_ALIGN - c.len).min(rest.len());
+        c.block.0[c.len..c.len + n].copy_from_slice(&rest[..n]);
+        c.len += n;
+        rest = &rest[n..];
+        if c.len < DIRECT_ALIGN {
+            return Ok(());
+        }
+        f.write_all(&c.block.0)?;
+        c.len = 0;
+    }
+    let whole = rest.len() - rest.len() % DIRECT_ALIGN;
+    f.write_all(&rest[..whole])?;
+    let tail = &rest[whole..];
+    c.block.0[..tail.len()].copy_from_slice(tail);
+    c.len = tail.len();
+    Ok(())
+}
+
+/// Turn O_DIRECT off for an open file (its last, partial block).
+pub(super) fn end_direct(f: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results checked.
+    let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether files in `dir` can be written with direct I/O: a clear error now instead of a
+/// failed recording later.
+pub(super) fn check_direct(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join(format!(".evlbi-direct-check-{}", std::process::id()));
+    let opened = File::options()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe);
+    let _ = std::fs::remove_file(&probe);
+    opened.map(drop).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "{} does not take direct I/O (O_DIRECT: {e}); leave out --direct to write through the page cache",
+                dir.display()
+            ),
+        )
+    })
+}

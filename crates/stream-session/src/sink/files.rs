@@ -1,0 +1,216 @@
+//! The writer's side: owns one open file per station, creates files named after their first
+//! frame's time, appends whole frames (direct or through the page cache) and on a write error cuts
+//! a file back to whole frames and counts what was not written.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::direct::{end_direct, write_direct, Carry};
+use super::{bad, WriteOp};
+use crate::report::WrittenFile;
+use crate::ring::SharedRing;
+
+struct Open {
+    file: Option<File>,
+    path: PathBuf,
+    info: WrittenFile,
+    /// Frame length of the file (from its first record).
+    frame_len: u64,
+    /// With direct I/O: the file's last, partial block.
+    carry: Option<Carry>,
+}
+
+#[derive(Default)]
+pub(super) struct Shared {
+    pub(super) error: Mutex<Option<String>>,
+    pub(super) not_written: AtomicU64,
+}
+
+impl Shared {
+    pub(super) fn fail(&self, msg: String) {
+        if let Ok(mut e) = self.error.lock() {
+            e.get_or_insert(msg);
+        }
+    }
+}
+
+fn create(dir: &Path, station: u16, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = vdif::station_name(station);
+    for n in 0..1000 {
+        let suffix = if n == 0 { String::new() } else { format!("_{n}") };
+        let path = dir.join(format!("{name}_{stamp}{suffix}.vdif"));
+        let flags = if direct { libc::O_DIRECT } else { 0 };
+        match File::options()
+            .write(true)
+            .create_new(true)
+            .custom_flags(flags)
+            .open(&path)
+        {
+            Ok(f) => return Ok((f, path)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "1000 files of the same name",
+    ))
+}
+
+/// Append whole frames to a station's open file; on a write error cut the file back to whole
+/// frames, count what did not make it and stop writing that file.
+fn append(o: &mut Open, data: &[u8], frames: u64, filled: u64, frame_len: u64, shared: &Shared) {
+    let Some(f) = o.file.as_mut() else {
+        shared.not_written.fetch_add(frames, Ordering::Relaxed);
+        return;
+    };
+    if o.info.frames == 0 {
+        o.frame_len = frame_len;
+    }
+    let written = if frame_len != o.frame_len {
+        Err(bad(format!(
+            "writer record: frames of {frame_len} bytes in a file of {}-byte frames",
+            o.frame_len
+        )))
+    } else if let Some(c) = o.carry.as_mut() {
+        write_direct(f, c, data)
+    } else {
+        f.write_all(data)
+    };
+    match written {
+        Ok(()) => {
+            o.info.bytes += data.len() as u64;
+            o.info.frames += frames;
+            o.info.filled += filled;
+        }
+        Err(e) => cut_back(o, frames, shared, e),
+    }
+}
+
+/// After a write error: cut the file back to the whole frames on disk, count the rest of what
+/// it was given (`more` frames beyond those already counted) as not written, and stop writing
+/// the file.
+fn cut_back(o: &mut Open, more: u64, shared: &Shared, e: std::io::Error) {
+    let fl = o.frame_len.max(1);
+    let given = o.info.frames + more;
+    if let Some(f) = o.file.take() {
+        let on_disk = f.metadata().map_or(o.info.bytes, |m| m.len());
+        // With direct I/O the carried block never reached the disk: fewer frames than counted.
+        let kept = (on_disk / fl).min(given);
+        let _ = f.set_len(kept * fl);
+        o.info.frames = kept;
+        o.info.bytes = kept * fl;
+        o.info.filled = o.info.filled.min(kept);
+    }
+    shared
+        .not_written
+        .fetch_add(given - o.info.frames.min(given), Ordering::Relaxed);
+    shared.fail(format!("writing {}: {e}", o.path.display()));
+}
+
+/// Close a station's file: a direct-I/O file's last partial block goes through the page cache
+/// (O_DIRECT writes whole blocks only).
+fn close(mut o: Open, shared: &Shared) -> WrittenFile {
+    if let (Some(f), Some(c)) = (o.file.as_mut(), o.carry.as_ref()) {
+        if !c.tail().is_empty() {
+            if let Err(e) = end_direct(f).and_then(|()| f.write_all(c.tail())) {
+                cut_back(&mut o, 0, shared, e);
+            }
+        }
+    }
+    o.info
+}
+
+/// The writer (thread, or the body of the writer process with `ring`): owns the files.
+pub(super) fn writer(
+    dir: PathBuf,
+    ops: impl IntoIterator<Item = WriteOp>,
+    shared: Arc<Shared>,
+    ring: Option<&SharedRing>,
+    direct: bool,
+) -> Vec<WrittenFile> {
+    let mut open: HashMap<u16, Open> = HashMap::new();
+    let mut done = Vec::new();
+    for op in ops {
+        match op {
+            WriteOp::Open { station, stamp } => {
+                if let Some(o) = open.remove(&station) {
+                    done.push(close(o, &shared));
+                }
+                let (file, path) = match create(&dir, station, &stamp, direct) {
+                    Ok((f, p)) => (Some(f), p),
+                    Err(e) => {
+                        shared.fail(format!("creating a file in {}: {e}", dir.display()));
+                        (None, PathBuf::new())
+                    }
+                };
+                let info = WrittenFile {
+                    path: path.display().to_string(),
+                    station: vdif::station_name(station),
+                    bytes: 0,
+                    frames: 0,
+                    filled: 0,
+                };
+                open.insert(
+                    station,
+                    Open {
+                        file,
+                        path,
+                        info,
+                        frame_len: 0,
+                        carry: direct.then(Carry::new),
+                    },
+                );
+            }
+            WriteOp::Data {
+                station,
+                buf,
+                frames,
+                filled,
+                frame_len,
+            } => match open.get_mut(&station) {
+                Some(o) => append(o, &buf, frames, filled, frame_len, &shared),
+                None => {
+                    shared.not_written.fetch_add(frames, Ordering::Relaxed);
+                }
+            },
+            WriteOp::Slot {
+                station,
+                slot,
+                at,
+                len,
+                frames,
+                filled,
+                frame_len,
+            } => {
+                let data = ring.and_then(|r| r.handed(slot, at as usize, len as usize));
+                match (open.get_mut(&station), data) {
+                    (Some(o), Some(data)) => append(o, data, frames, filled, frame_len, &shared),
+                    (_, None) => {
+                        shared.fail(format!("writer record: slot {slot} ({len} bytes) was not handed over"));
+                        shared.not_written.fetch_add(frames, Ordering::Relaxed);
+                    }
+                    (None, Some(_)) => {
+                        shared.not_written.fetch_add(frames, Ordering::Relaxed);
+                    }
+                }
+                if let Some(r) = ring {
+                    r.release(slot);
+                }
+            }
+            WriteOp::Close { station } => {
+                if let Some(o) = open.remove(&station) {
+                    done.push(close(o, &shared));
+                }
+            }
+        }
+    }
+    done.extend(open.into_values().map(|o| close(o, &shared)));
+    done.retain(|f| !f.path.is_empty());
+    done
+}

@@ -1,0 +1,268 @@
+//! Results of `evlbi stream send` and `stream recv`, defined once; JSON is the source of truth.
+//!
+//! The host figures a run reports (UDP counters, CPU share, socket buffers) are read by the socket
+//! layer (`netio`); this crate holds plain copies of them with the same JSON shape
+//! ([`UdpCounters`], [`ProcessCpuShare`], [`BufferGrant`]), so a view can read every result
+//! without linking the socket code.
+
+use serde::{Deserialize, Serialize};
+
+use crate::arq::RetransmitStats;
+use crate::{DatagramCounters, StationSummary};
+
+/// Host-wide UDP counters over a run (/proc/net/snmp differences; the socket layer's
+/// `netio::UdpCounters`, same JSON).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpCounters {
+    /// Datagrams delivered to sockets.
+    pub in_datagrams: u64,
+    /// Datagrams to a port nobody listens on.
+    pub no_ports: u64,
+    /// Datagrams dropped for any error (includes RcvbufErrors and InCsumErrors).
+    pub in_errors: u64,
+    /// Datagrams sent.
+    pub out_datagrams: u64,
+    /// Dropped: socket receive buffer full.
+    pub rcvbuf_errors: u64,
+    /// Dropped: socket send buffer full.
+    pub sndbuf_errors: u64,
+    /// Dropped: bad checksum.
+    pub in_csum_errors: u64,
+}
+
+/// CPU used by a process over a run, percent of one core (two busy threads read 200); the socket
+/// layer's `netio::ProcessCpuShare`, same JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessCpuShare {
+    /// User, % of one core.
+    pub user: f64,
+    /// System, % of one core.
+    pub system: f64,
+}
+
+impl ProcessCpuShare {
+    /// User + system.
+    pub fn total(&self) -> f64 {
+        self.user + self.system
+    }
+}
+
+/// Socket buffers asked for and granted by the kernel; the socket layer's `netio::BufferGrant`,
+/// same JSON. `granted_*` are the kernel's doubled figures (socket(7)).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BufferGrant {
+    /// Receive buffer asked for (0: kernel default kept).
+    pub requested_rcv: usize,
+    /// SO_RCVBUF as reported by the kernel (twice the usable size).
+    pub granted_rcv: usize,
+    /// Send buffer asked for (0: kernel default kept).
+    pub requested_snd: usize,
+    /// SO_SNDBUF as reported by the kernel (twice the usable size).
+    pub granted_snd: usize,
+    /// net.core.rmem_max (cap on SO_RCVBUF without CAP_NET_ADMIN), if readable.
+    pub rmem_max: Option<usize>,
+    /// net.core.wmem_max (cap on SO_SNDBUF without CAP_NET_ADMIN), if readable.
+    pub wmem_max: Option<usize>,
+    /// The receive request exceeded rmem_max and SO_RCVBUFFORCE lifted the cap.
+    pub forced_rcv: bool,
+    /// The send request exceeded wmem_max and SO_SNDBUFFORCE lifted the cap.
+    pub forced_snd: bool,
+    /// One line per buffer that was capped, with the sysctl that lifts the cap.
+    pub warnings: Vec<String>,
+}
+
+/// Distribution of a time interval, microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalStats {
+    /// Intervals recorded.
+    pub count: u64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Standard deviation.
+    pub stddev_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 1st percentile.
+    pub p1_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Largest.
+    pub max_us: f64,
+}
+
+impl IntervalStats {
+    /// Summarise a histogram of nanoseconds.
+    pub fn from_ns(h: &hdrhistogram::Histogram<u64>) -> IntervalStats {
+        if h.is_empty() {
+            return IntervalStats::default();
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        IntervalStats {
+            count: h.len(),
+            mean_us: h.mean() / 1e3,
+            stddev_us: h.stdev() / 1e3,
+            p50_us: us(h.value_at_quantile(0.5)),
+            p1_us: us(h.value_at_quantile(0.01)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            max_us: us(h.max()),
+        }
+    }
+}
+
+/// One station's stream at the sender.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentStation {
+    /// Source file.
+    pub file: String,
+    /// Station code.
+    pub station: String,
+    /// Native stream index.
+    pub stream: u16,
+    /// Frames per second per thread.
+    pub frames_per_second: u32,
+    /// Threads.
+    pub threads: u16,
+    /// Frame length, header included.
+    pub frame_len: usize,
+    /// Data rate paced at (sample bits, headers excluded), b/s.
+    pub rate_bps: f64,
+    /// Nominal spacing between this station's datagrams, µs.
+    pub spacing_us: f64,
+    /// Frames handed to the socket (first transmissions; injected drops included).
+    pub frames_sent: u64,
+    /// Datagram bytes handed to the socket.
+    pub bytes_sent: u64,
+    /// Frames dropped on purpose by `--inject-loss` (never sent).
+    pub injected_drops: u64,
+    /// Achieved data rate over the run, b/s.
+    pub achieved_rate_bps: f64,
+    /// Times the file was restarted (`--loop`).
+    pub loops: u64,
+    /// Times the reader could not keep up and the sender waited for data.
+    pub source_underruns: u64,
+    /// Garbage bytes skipped in the file.
+    pub garbage_bytes: u64,
+    /// Departure gaps between consecutive datagrams of this station.
+    pub departure_gap: IntervalStats,
+    /// How late after its due time each datagram left.
+    pub lateness: IntervalStats,
+    /// Times the timeline was re-anchored because the sender fell more than its catch-up bound
+    /// (`--max-lag`) behind.
+    pub slips: u64,
+    /// Time given up at those slips: the station's data rate fell short by this much time.
+    #[serde(default)]
+    pub slipped_s: f64,
+}
+
+/// `evlbi stream send` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendReport {
+    /// Destination.
+    pub to: String,
+    /// Framing.
+    pub format: crate::SeqFormat,
+    /// Seconds from first to last datagram.
+    pub duration_s: f64,
+    /// Per station.
+    pub stations: Vec<SentStation>,
+    /// Path MTU to the receiver as the kernel knows it.
+    pub path_mtu: Option<usize>,
+    /// Things the operator should know (e.g. frames larger than the path MTU).
+    pub warnings: Vec<String>,
+    /// Retransmissions, if ARQ was on.
+    pub arq: Option<RetransmitStats>,
+    /// Datagrams on the socket that were not valid NAKs.
+    pub rejected_control: u64,
+    /// Send calls that found the socket buffer full and retried.
+    pub send_would_block: u64,
+    /// CPU of this process, % of one core.
+    pub cpu: ProcessCpuShare,
+    /// Host UDP counters over the run.
+    pub udp: UdpCounters,
+    /// Stopped by a signal before the end.
+    pub interrupted: bool,
+}
+
+/// A file the receiver wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrittenFile {
+    /// Path.
+    pub path: String,
+    /// Station code.
+    pub station: String,
+    /// Bytes written (whole frames).
+    pub bytes: u64,
+    /// Frames written.
+    pub frames: u64,
+    /// Of which filled invalid.
+    pub filled: u64,
+}
+
+/// `evlbi stream recv` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecvReport {
+    /// Address listened on.
+    pub listen: String,
+    /// Framing expected.
+    pub format: crate::SeqFormat,
+    /// Output directory, or null for the memory sink.
+    pub out_dir: Option<String>,
+    /// Seconds from first to last datagram.
+    pub duration_s: f64,
+    /// Datagram counters (what never reached a station).
+    pub datagrams: DatagramCounters,
+    /// The first rejected datagram's reason.
+    pub first_problem: Option<String>,
+    /// Per station.
+    pub stations: Vec<StationSummary>,
+    /// Files written.
+    pub files: Vec<WrittenFile>,
+    /// Frames that could not be written (disk full, unwritable output).
+    pub frames_not_written: u64,
+    /// The first write error.
+    pub write_error: Option<String>,
+    /// Received datagram rate over the run (payload bytes), b/s.
+    pub received_rate_bps: f64,
+    /// Receive buffer granted by the kernel.
+    pub rcvbuf: BufferGrant,
+    /// Host UDP counters over the run: every socket of the host, other processes' included
+    /// (for context; `socket_drops` is this receiver's).
+    pub udp: UdpCounters,
+    /// Datagrams the kernel dropped at this receiver's socket because its buffer was full
+    /// (/proc/net/udp `drops` of the socket, SO_RXQ_OVFL): this stream's loss in the host, no
+    /// other process's.
+    #[serde(default)]
+    pub socket_drops: u64,
+    /// Most datagrams (frames) the kernel handed over as one buffer (UDP GRO, from a sender
+    /// using GSO bursts): the kernel's drop counters count such buffers, so one drop may be up
+    /// to this many frames. 1 without coalescing.
+    #[serde(default)]
+    pub gro_most_coalesced: u32,
+    /// CPU of this process, % of one core.
+    pub cpu: ProcessCpuShare,
+    /// CPU of the file writer process (`--out` from the CLI), % of one core; null when the
+    /// writes ran in this process.
+    #[serde(default)]
+    pub writer_cpu: Option<ProcessCpuShare>,
+    /// NAK datagrams sent.
+    pub naks_sent: u64,
+    /// Seconds the receiver waited for the file writer because the write buffer was full (the
+    /// output takes less than the stream's rate). Kernel drops during such waits are the disk's
+    /// doing, not the network's.
+    #[serde(default)]
+    pub writer_stall_s: f64,
+    /// Times the write buffer was full.
+    #[serde(default)]
+    pub writer_stalls: u64,
+    /// Memory between the receiver and the file writer, bytes (null for the memory sink).
+    #[serde(default)]
+    pub write_buffer: Option<u64>,
+    /// The files were written with direct I/O (O_DIRECT, `--direct`).
+    #[serde(default)]
+    pub direct_io: bool,
+    /// Why the receiver stopped.
+    pub stopped_by: String,
+}

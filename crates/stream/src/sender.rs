@@ -1,0 +1,700 @@
+//! The sender as a state machine: stations' VDIF frames framed for the wire, one frame per
+//! datagram on each station's departure schedule, NAKs answered from a repeat buffer.
+//!
+//! Sans-IO in the manner of quinn-proto: the caller reads the clock and owns the socket.
+//!
+//! - [`Sender::poll_timeout`]: when the next frames are due (the earliest station's release);
+//!   `None` once every station ended or the run's duration passed.
+//! - [`Sender::poll_transmit`]: at `now`, the next datagrams to send: repeats asked for by NAKs
+//!   first, then the due frames of the earliest station (a batch of up to `burst` equal-sized
+//!   datagrams for one GSO call).
+//! - [`Sender::handle_nak`]: a datagram from the receiver (a NAK, or anything else to count).
+//! - [`Sender::station_results`], [`Sender::arq_stats`]: the counters for the report.
+//!
+//! Frames come from a [`FrameSource`] per station ([`MemorySource`] here; the socket layer adds
+//! one fed by a reader thread); departures follow a [`Schedule`] per station (the socket layer's
+//! absolute-timeline pacer). When a looped file starts over, the source says how many seconds to
+//! add and the sender rewrites the frame's VDIF time on its way out. Injected loss (a lossy link
+//! in the host, for tests and demos) drops datagrams here, before they reach the caller.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use linkemu::{LossModel, LossProcess};
+use thiserror::Error;
+
+use crate::arq::{RetransmitBuffer, RetransmitStats};
+use crate::results::{IntervalStats, SentStation};
+use crate::wire::{encode_data, Nak, NativePrefix};
+use crate::SeqFormat;
+
+/// Most of the repeat budget: at most this share of the data rate is spent on repeats.
+pub const REPEAT_SHARE: f64 = 0.1;
+
+/// A station's departure schedule: when its next frames may leave, and what happened when they
+/// did. The socket layer's absolute-timeline pacer (`netio::Pacer`) is one.
+pub trait Schedule {
+    /// Due time of the next frame.
+    fn next_deadline(&self) -> Instant;
+    /// When the next `n` frames may leave together.
+    fn release_deadline(&self, n: u64) -> Instant;
+    /// `count` frames left together at `now`; returns how late the first was.
+    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration;
+    /// Times the schedule gave up time (re-anchored) because the sender fell too far behind.
+    fn slips(&self) -> u64 {
+        0
+    }
+    /// Time given up at those slips.
+    fn slipped_total(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// One frame from a [`FrameSource`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The whole VDIF frame, header included.
+    pub bytes: &'a [u8],
+    /// Seconds to add to the frame's VDIF time on the way out (a looped file's later passes).
+    pub add_seconds: u32,
+}
+
+/// Where a station's frames come from, in order.
+pub trait FrameSource {
+    /// The next frame; `None` at the end of the source.
+    fn next_frame(&mut self) -> Option<Frame<'_>>;
+    /// Times the source started over (looping), as far as it counts them.
+    fn loops(&self) -> u64 {
+        0
+    }
+    /// Times the sender had to wait for data (a reader that did not keep up).
+    fn underruns(&self) -> u64 {
+        0
+    }
+}
+
+/// Contiguous frames in memory, optionally looped: each pass after the first adds the file's
+/// length in seconds to the frames' time.
+#[derive(Debug, Clone)]
+pub struct MemorySource {
+    data: Vec<u8>,
+    frame_len: usize,
+    pos: usize,
+    /// Whole seconds the data span, 0 when not looping.
+    loop_seconds: u32,
+    add_seconds: u32,
+    loops: u64,
+}
+
+impl MemorySource {
+    /// Frames of `frame_len` bytes back to back in `data`; restarted at the end when
+    /// `loop_seconds` (the seconds the data span) is not 0.
+    pub fn new(data: Vec<u8>, frame_len: usize, loop_seconds: u32) -> MemorySource {
+        MemorySource {
+            data,
+            frame_len,
+            pos: 0,
+            loop_seconds,
+            add_seconds: 0,
+            loops: 0,
+        }
+    }
+}
+
+impl FrameSource for MemorySource {
+    fn next_frame(&mut self) -> Option<Frame<'_>> {
+        if self.pos >= self.data.len() {
+            if self.loop_seconds == 0 || self.data.is_empty() {
+                return None;
+            }
+            self.pos = 0;
+            self.loops += 1;
+            self.add_seconds = self.add_seconds.saturating_add(self.loop_seconds);
+        }
+        let at = self.pos;
+        self.pos += self.frame_len;
+        let bytes = self.data.get(at..self.pos)?;
+        Some(Frame {
+            bytes,
+            add_seconds: self.add_seconds,
+        })
+    }
+
+    fn loops(&self) -> u64 {
+        self.loops
+    }
+}
+
+/// What a station streams, as learned from its input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StationSpec {
+    /// Shown as the source in reports (a file name).
+    pub name: String,
+    /// VDIF station id.
+    pub station_id: u16,
+    /// VDIF threads (ids 0..threads).
+    pub threads: u16,
+    /// Frame length, header included.
+    pub frame_len: usize,
+    /// Data bytes per frame (frame length less the header).
+    pub data_len: usize,
+    /// Frames per second per thread.
+    pub fps: u32,
+    /// Data rate paced at (sample bits, headers excluded), b/s.
+    pub rate_bps: f64,
+}
+
+impl StationSpec {
+    /// Frames per second over all threads at the paced rate.
+    pub fn frames_per_second(&self) -> f64 {
+        self.rate_bps / (self.data_len as f64 * 8.0)
+    }
+}
+
+/// How a [`Sender`] frames and sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SenderConfig {
+    /// Framing.
+    pub format: SeqFormat,
+    /// Sender session carried by the native prefix (not 0; differs between runs).
+    pub session: u16,
+    /// First sequence number of every stream (jive5ab's udps starts at a random value, native at 0).
+    pub first_seq: u64,
+    /// Frames released together (one GSO call) every `burst` spacings; 1 sends one by one.
+    pub burst: usize,
+    /// Keep this much of each stream to answer NAKs (native framing only); `None`: no ARQ.
+    pub arq_latency: Option<Duration>,
+    /// Datagrams dropped on purpose before they are handed out (repeats included).
+    pub inject_loss: LossModel,
+    /// Seed of the injected loss.
+    pub seed: u64,
+    /// When the run started (the schedules' time 0), for `duration`.
+    pub start: Instant,
+    /// Stop once the next frame is due this long after `start`.
+    pub duration: Option<Duration>,
+}
+
+/// Why the sender cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SenderError {
+    /// A looped file's time no longer fits the VDIF header.
+    #[error("VDIF time overflows its 30-bit seconds field while looping")]
+    LoopTimeOverflow,
+}
+
+/// Datagrams to hand to the socket, from [`Sender::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit<'a> {
+    /// Stream index of the station the datagrams belong to.
+    pub stream: u16,
+    /// The datagrams back to back: one, or `contents.len() / segment_size` of equal size.
+    pub contents: &'a [u8],
+    /// `Some(size)`: send `contents` as datagrams of `size` bytes (UDP GSO; the last may be
+    /// shorter); `None`: `contents` is one datagram.
+    pub segment_size: Option<usize>,
+}
+
+/// The datagrams of a [`Transmit`], one by one.
+impl<'a> Transmit<'a> {
+    /// Each datagram of the transmit.
+    pub fn datagrams(&self) -> impl Iterator<Item = &'a [u8]> {
+        let size = self.segment_size.unwrap_or(self.contents.len()).max(1);
+        self.contents.chunks(size)
+    }
+}
+
+/// One station's state at the sender.
+struct StationTx<P> {
+    spec: StationSpec,
+    source: Box<dyn FrameSource>,
+    schedule: P,
+    seq: u64,
+    gaps: Histogram<u64>,
+    lateness: Histogram<u64>,
+    last_send: Option<Instant>,
+    first_send: Option<Instant>,
+    frames: u64,
+    bytes: u64,
+    injected: u64,
+    repeats: Option<RetransmitBuffer>,
+    done: bool,
+}
+
+/// The sender of several stations over one destination; see the module docs.
+pub struct Sender<P> {
+    cfg: SenderConfig,
+    stations: Vec<StationTx<P>>,
+    loss: LossProcess,
+    /// Datagrams of the last transmit.
+    out: Vec<u8>,
+    /// One datagram being framed.
+    scratch: Vec<u8>,
+    /// Station whose repeats are being sent.
+    repeat_from: usize,
+    rejected_control: u64,
+}
+
+/// 1 ns .. 60 s at 3 significant digits.
+fn ns_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+/// Add `seconds` to the time of the VDIF frame at the start of `frame` (in place). A frame whose
+/// header does not parse is left alone (the receiver judges it).
+pub fn advance_time(frame: &mut [u8], seconds: u32) -> Result<(), SenderError> {
+    if seconds == 0 {
+        return Ok(());
+    }
+    let Ok(mut h) = vdif::VdifHeader::parse(frame) else {
+        return Ok(());
+    };
+    h.seconds = h.seconds.checked_add(seconds).ok_or(SenderError::LoopTimeOverflow)?;
+    let hl = h.header_len();
+    let header = frame.get_mut(..hl).ok_or(SenderError::LoopTimeOverflow)?;
+    h.emit(header).map_err(|_| SenderError::LoopTimeOverflow)
+}
+
+impl<P: Schedule> Sender<P> {
+    /// A sender without stations yet.
+    pub fn new(cfg: SenderConfig) -> Sender<P> {
+        Sender {
+            loss: LossProcess::new(cfg.inject_loss, cfg.seed),
+            cfg,
+            stations: Vec::new(),
+            out: Vec::with_capacity(65_536 * 2),
+            scratch: Vec::with_capacity(65_536),
+            repeat_from: 0,
+            rejected_control: 0,
+        }
+    }
+
+    /// Add a station; it streams as the next stream index (0, 1, ...).
+    pub fn add_station(&mut self, spec: StationSpec, source: Box<dyn FrameSource>, schedule: P) -> u16 {
+        let repeats = self.cfg.arq_latency.map(|l| {
+            RetransmitBuffer::new(
+                (l.as_secs_f64() * spec.frames_per_second()).ceil() as usize + 1,
+                REPEAT_SHARE,
+            )
+        });
+        self.stations.push(StationTx {
+            spec,
+            source,
+            schedule,
+            seq: self.cfg.first_seq,
+            gaps: ns_histogram(),
+            lateness: ns_histogram(),
+            last_send: None,
+            first_send: None,
+            frames: 0,
+            bytes: 0,
+            injected: 0,
+            repeats,
+            done: false,
+        });
+        (self.stations.len() - 1) as u16
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
+
+    /// The station that sends next: the earliest due among those not ended, unless the run's
+    /// duration has passed by then.
+    fn next_station(&self) -> Option<usize> {
+        let i = (0..self.stations.len())
+            .filter(|i| !self.stations[*i].done)
+            .min_by_key(|i| self.stations[*i].schedule.next_deadline())?;
+        let over = self
+            .cfg
+            .duration
+            .is_some_and(|d| self.stations[i].schedule.next_deadline() >= self.cfg.start + d);
+        (!over).then_some(i)
+    }
+
+    fn burst(&self) -> u64 {
+        self.cfg.burst.max(1) as u64
+    }
+
+    /// When the next frames are due; `None` once every station ended or the duration passed
+    /// (repeats may still be asked for: keep calling [`Sender::handle_nak`] for a latency).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let i = self.next_station()?;
+        Some(self.stations[i].schedule.release_deadline(self.burst()))
+    }
+
+    /// Whether every station ended or the duration passed.
+    pub fn is_done(&self) -> bool {
+        self.next_station().is_none()
+    }
+
+    /// A datagram from the receiver: a NAK queues the repeats it asks for (sent by the next
+    /// [`Sender::poll_transmit`] calls, within each station's repeat budget); anything else is
+    /// counted as rejected control.
+    pub fn handle_nak(&mut self, _now: Instant, datagram: &[u8]) {
+        let Ok(nak) = Nak::parse(datagram) else {
+            self.rejected_control += 1;
+            return;
+        };
+        match self
+            .stations
+            .get_mut(usize::from(nak.stream))
+            .and_then(|s| s.repeats.as_mut())
+        {
+            Some(r) => {
+                r.on_nak(&nak);
+                self.repeat_from = 0;
+            }
+            None => self.rejected_control += 1,
+        }
+    }
+
+    /// The next datagrams to send at `now`: a repeat asked for, else the due frames of the
+    /// earliest station; `None` when nothing is due. Call until `None`, then wait for
+    /// [`Sender::poll_timeout`]. Datagrams the injected loss takes are counted, not returned; a
+    /// batch it took whole also ends a round with `None` (one batch per call at most, so the
+    /// caller gets control back even when everything is lost), and `poll_timeout` then says
+    /// when the next is due.
+    pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Transmit<'_>>, SenderError> {
+        if let Some(stream) = self.next_repeat() {
+            return Ok(Some(Transmit {
+                stream,
+                contents: &self.out,
+                segment_size: None,
+            }));
+        }
+        loop {
+            let Some(i) = self.next_station() else {
+                return Ok(None);
+            };
+            if now < self.stations[i].schedule.release_deadline(self.burst()) {
+                return Ok(None);
+            }
+            let (taken, segment) = self.frame_batch(i)?;
+            if taken == 0 {
+                // The source ended: the next station's turn.
+                continue;
+            }
+            self.record_departure(i, now, taken);
+            if self.out.is_empty() {
+                // Every frame of the batch was dropped by the injected loss.
+                return Ok(None);
+            }
+            return Ok(Some(Transmit {
+                stream: i as u16,
+                contents: &self.out,
+                segment_size: (self.burst() > 1).then_some(segment),
+            }));
+        }
+    }
+
+    /// Put the next queued repeat (retransmit flag set) in `out`; its stream index.
+    fn next_repeat(&mut self) -> Option<u16> {
+        while self.repeat_from < self.stations.len() {
+            let i = self.repeat_from;
+            let Some(r) = self.stations[i].repeats.as_mut() else {
+                self.repeat_from += 1;
+                continue;
+            };
+            let Some(rep) = r.next_repeat() else {
+                self.repeat_from += 1;
+                continue;
+            };
+            self.out.clear();
+            self.out.extend_from_slice(rep);
+            if let Some(flags) = self.out.get_mut(5) {
+                *flags |= 1;
+            }
+            if self.loss.lose() {
+                continue;
+            }
+            return Some(i as u16);
+        }
+        None
+    }
+
+    /// Frame up to `burst` frames of station `i` into `out` (less those the injected loss takes);
+    /// returns how many frames were taken from the source and the datagram size.
+    fn frame_batch(&mut self, i: usize) -> Result<(u64, usize), SenderError> {
+        let burst = self.burst();
+        let format = self.cfg.format;
+        let session = self.cfg.session;
+        let pre = format.prefix_len();
+        let st = &mut self.stations[i];
+        self.out.clear();
+        let mut segment = 0;
+        let mut taken = 0u64;
+        while taken < burst {
+            let Some(frame) = st.source.next_frame() else {
+                st.done = true;
+                break;
+            };
+            taken += 1;
+            let p = NativePrefix {
+                retransmit: false,
+                stream: i as u16,
+                seq: st.seq,
+                frames_per_second: st.spec.fps,
+                threads: st.spec.threads,
+                session,
+            };
+            let add = frame.add_seconds;
+            encode_data(format, &p, frame.bytes, &mut self.scratch);
+            if let Some(f) = self.scratch.get_mut(pre..) {
+                advance_time(f, add)?;
+            }
+            let d = &self.scratch;
+            st.frames += 1;
+            st.bytes += d.len() as u64;
+            if let Some(r) = st.repeats.as_mut() {
+                r.on_sent(st.seq, d);
+            }
+            st.seq = st.seq.wrapping_add(1);
+            if self.loss.lose() {
+                st.injected += 1;
+            } else if burst == 1 {
+                std::mem::swap(&mut self.out, &mut self.scratch);
+                segment = self.out.len();
+            } else {
+                self.out.extend_from_slice(d);
+                segment = d.len();
+            }
+        }
+        Ok((taken, segment))
+    }
+
+    /// `taken` frames of station `i` left at `now`: advance its schedule, record lateness and gap.
+    fn record_departure(&mut self, i: usize, now: Instant, taken: u64) {
+        let st = &mut self.stations[i];
+        let late = st.schedule.on_sent_batch(now, taken as usize);
+        let _ = st.lateness.record((late.as_nanos() as u64).max(1));
+        if let Some(prev) = st.last_send {
+            let _ = st
+                .gaps
+                .record((now.saturating_duration_since(prev).as_nanos() as u64).max(1));
+        }
+        st.last_send = Some(now);
+        st.first_send.get_or_insert(now);
+    }
+
+    /// Datagrams from the receiver that were not valid NAKs for a stream with ARQ.
+    pub fn rejected_control(&self) -> u64 {
+        self.rejected_control
+    }
+
+    /// Repeat counters of all stations together; `None` without ARQ.
+    pub fn arq_stats(&self) -> Option<RetransmitStats> {
+        let mut arq: Option<RetransmitStats> = None;
+        for r in self.stations.iter().filter_map(|s| s.repeats.as_ref()) {
+            let s = *r.stats();
+            let a = arq.get_or_insert_with(Default::default);
+            a.naks += s.naks;
+            a.asked += s.asked;
+            a.resent += s.resent;
+            a.resent_bytes += s.resent_bytes;
+            a.unavailable += s.unavailable;
+            a.over_budget += s.over_budget;
+        }
+        arq
+    }
+
+    /// Seconds from the first departure to the last, over all stations.
+    pub fn duration_s(&self) -> f64 {
+        let first = self.stations.iter().filter_map(|s| s.first_send).min();
+        let last = self.stations.iter().filter_map(|s| s.last_send).max();
+        match (first, last) {
+            (Some(f), Some(l)) => l.saturating_duration_since(f).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    /// Each station's results so far (loops and underruns as the sources counted them; garbage
+    /// skipped in a file is the reader's to add).
+    pub fn station_results(&self) -> Vec<SentStation> {
+        self.stations
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                let span = match (st.first_send, st.last_send) {
+                    (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+                    _ => 0.0,
+                };
+                let data_bits = (st.frames.saturating_sub(1)) as f64 * st.spec.data_len as f64 * 8.0;
+                SentStation {
+                    file: st.spec.name.clone(),
+                    station: vdif::station_name(st.spec.station_id),
+                    stream: i as u16,
+                    frames_per_second: st.spec.fps,
+                    threads: st.spec.threads,
+                    frame_len: st.spec.frame_len,
+                    rate_bps: st.spec.rate_bps,
+                    spacing_us: st.spec.data_len as f64 * 8.0 / st.spec.rate_bps * 1e6,
+                    frames_sent: st.frames,
+                    bytes_sent: st.bytes,
+                    injected_drops: st.injected,
+                    achieved_rate_bps: if span > 0.0 { data_bits / span } else { 0.0 },
+                    loops: st.source.loops(),
+                    source_underruns: st.source.underruns(),
+                    garbage_bytes: 0,
+                    departure_gap: IntervalStats::from_ns(&st.gaps),
+                    lateness: IntervalStats::from_ns(&st.lateness),
+                    slips: st.schedule.slips(),
+                    slipped_s: st.schedule.slipped_total().as_secs_f64(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{parse_data, SeqRange};
+
+    /// One frame every millisecond from `start`.
+    struct Ms {
+        start: Instant,
+        next: u64,
+    }
+
+    impl Schedule for Ms {
+        fn next_deadline(&self) -> Instant {
+            self.start + Duration::from_millis(self.next)
+        }
+        fn release_deadline(&self, n: u64) -> Instant {
+            self.start + Duration::from_millis(self.next + n.max(1) - 1)
+        }
+        fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
+            let late = now.saturating_duration_since(self.next_deadline());
+            self.next += count as u64;
+            late
+        }
+    }
+
+    const FRAME_LEN: usize = 32 + 64;
+
+    /// `n` frames of 64 data bytes, 1000 frames/s, second 100 onwards.
+    fn frames(n: u32) -> Vec<u8> {
+        let l = vdif::FrameLayout::new(512_000.0, 2, 1, 1, 64).expect("layout");
+        assert_eq!(l.frames_per_second, 1000);
+        let mut out = vec![0u8; FRAME_LEN * n as usize];
+        for (i, f) in out.chunks_mut(FRAME_LEN).enumerate() {
+            let mut h = l.header(1);
+            h.seconds = 100 + i as u32 / 1000;
+            h.frame_number = i as u32 % 1000;
+            h.emit(&mut f[..32]).expect("header fits");
+        }
+        out
+    }
+
+    fn sender(format: SeqFormat, arq: bool, t0: Instant, n: u32, duration: Option<Duration>) -> Sender<Ms> {
+        let mut s = Sender::new(SenderConfig {
+            format,
+            session: 9,
+            first_seq: 40,
+            burst: 1,
+            arq_latency: arq.then_some(Duration::from_millis(100)),
+            inject_loss: LossModel::None,
+            seed: 1,
+            start: t0,
+            duration,
+        });
+        let spec = StationSpec {
+            name: "mem".into(),
+            station_id: 1,
+            threads: 1,
+            frame_len: FRAME_LEN,
+            data_len: 64,
+            fps: 1000,
+            rate_bps: 512_000.0,
+        };
+        let src = MemorySource::new(frames(n), FRAME_LEN, 0);
+        s.add_station(spec, Box::new(src), Ms { start: t0, next: 0 });
+        s
+    }
+
+    /// Every datagram due by `now`.
+    fn drain(s: &mut Sender<Ms>, now: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(t) = s.poll_transmit(now).expect("no overflow") {
+            out.extend(t.datagrams().map(<[u8]>::to_vec));
+        }
+        out
+    }
+
+    #[test]
+    fn frames_leave_on_schedule_numbered_in_each_framing() {
+        let t0 = Instant::now();
+        for format in [SeqFormat::Native, SeqFormat::Jive5ab, SeqFormat::None] {
+            let mut s = sender(format, false, t0, 5, None);
+            assert_eq!(s.poll_timeout(), Some(t0));
+            let d = drain(&mut s, t0 + Duration::from_micros(2500));
+            assert_eq!(d.len(), 3, "frames 0, 1, 2 are due");
+            assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_millis(3)));
+            for (i, d) in d.iter().enumerate() {
+                assert_eq!(d.len(), format.prefix_len() + FRAME_LEN);
+                let p = parse_data(format, d).expect("parses");
+                let want = (format != SeqFormat::None).then_some(40 + i as u64);
+                assert_eq!(p.seq, want, "{format:?}");
+                assert_eq!(p.header.frame_number, i as u32);
+                if let Some(n) = p.native {
+                    assert_eq!((n.session, n.frames_per_second, n.retransmit), (9, 1000, false));
+                }
+            }
+            let rest = drain(&mut s, t0 + Duration::from_secs(1));
+            assert_eq!(rest.len(), 2);
+            assert!(s.is_done());
+            assert_eq!(s.poll_timeout(), None);
+            assert_eq!(s.station_results()[0].frames_sent, 5);
+        }
+    }
+
+    #[test]
+    fn the_duration_ends_the_run() {
+        let t0 = Instant::now();
+        let mut s = sender(SeqFormat::Native, false, t0, 100, Some(Duration::from_millis(10)));
+        assert_eq!(drain(&mut s, t0 + Duration::from_secs(1)).len(), 10);
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn naks_are_answered_with_flagged_repeats_and_garbage_is_counted() {
+        let t0 = Instant::now();
+        // 20 frames earn two repeats of budget (a tenth of the rate).
+        let mut s = sender(SeqFormat::Native, true, t0, 20, None);
+        let sent = drain(&mut s, t0 + Duration::from_millis(19));
+        assert_eq!(sent.len(), 20);
+        let mut nak = Vec::new();
+        Nak {
+            stream: 0,
+            ranges: vec![SeqRange { first: 42, count: 1 }],
+        }
+        .encode(&mut nak);
+        s.handle_nak(t0, &nak);
+        s.handle_nak(t0, b"not a nak");
+        let mut other = Vec::new();
+        Nak {
+            stream: 3,
+            ranges: vec![SeqRange { first: 42, count: 1 }],
+        }
+        .encode(&mut other);
+        s.handle_nak(t0, &other);
+        assert_eq!(s.rejected_control(), 2);
+        let repeats = drain(&mut s, t0 + Duration::from_millis(19));
+        assert_eq!(repeats.len(), 1);
+        let p = parse_data(SeqFormat::Native, &repeats[0]).expect("parses");
+        assert_eq!(p.seq, Some(42));
+        assert!(p.native.is_some_and(|n| n.retransmit));
+        assert_eq!(repeats[0][6..], sent[2][6..], "the same datagram, flagged");
+        let arq = s.arq_stats().expect("ARQ on");
+        assert_eq!((arq.naks, arq.resent), (1, 1));
+    }
+
+    #[test]
+    fn loop_time_overflow_is_an_error() {
+        let mut f = frames(1);
+        assert_eq!(advance_time(&mut f, 1 << 30), Err(SenderError::LoopTimeOverflow));
+        advance_time(&mut f, 5).expect("fits");
+        assert_eq!(vdif::VdifHeader::parse(&f).map(|h| h.seconds).ok(), Some(105));
+    }
+}

@@ -205,6 +205,8 @@ def get(d, *path):
         elif isinstance(d, dict) and k in d: d = d[k]
         else: return None
     return d
+def ns_us(v):
+    return None if v is None else v / 1e3
 row = {"case": "stream", "bin": which, "run": run, "exit": rc}
 try:
     s = json.load(open(f"{w}/s.send.json")); r = json.load(open(f"{w}/s.recv.json"))
@@ -215,7 +217,9 @@ try:
                loss=None if None in (sent, got) or not sent else (sent - got) / sent,
                socket_drops=r.get("socket_drops", get(r, "udp", "rcvbuf_errors")),
                slips=get(s, "stations", 0, "slips"), slipped_s=get(s, "stations", 0, "slipped_s"),
-               gap_p50_us=get(s, "stations", 0, "departure_gap", "p50_us"), gap_p99_us=get(s, "stations", 0, "departure_gap", "p99_us"),
+               # departure_gap (µs) before the refactor, departure_gap_ns (a HistSummary) after it.
+               gap_p50_us=get(s, "stations", 0, "departure_gap", "p50_us") or ns_us(get(s, "stations", 0, "departure_gap_ns", "p50")),
+               gap_p99_us=get(s, "stations", 0, "departure_gap", "p99_us") or ns_us(get(s, "stations", 0, "departure_gap_ns", "p99")),
                cpu_tx_reported=None if get(s, "cpu", "user") is None else s["cpu"]["user"] + s["cpu"]["system"],
                cpu_rx_reported=None if get(r, "cpu", "user") is None else r["cpu"]["user"] + r["cpu"]["system"])
     row["ok"] = rc == 0 and sent is not None and got is not None

@@ -119,6 +119,13 @@ for rb in $(for r in $RATES; do echo "$r:1"; done) $(for r in $BURST_RATES; do e
     wait "$RX" || true
     python3 - "$r" "$WORK/mem-send.json" "$WORK/mem-recv.json" "$b" >>"$WORK/sweep" <<'PY'
 import json, sys
+def gap_us(st, k):
+    """A departure-gap statistic in µs: departure_gap_ns (a HistSummary) since the refactor,
+    departure_gap in µs before it (so old binaries still run here)."""
+    if "departure_gap_ns" in st:
+        v = st["departure_gap_ns"].get(k)
+        return None if v is None else v / 1e3
+    return st["departure_gap"].get({"stdev": "stddev_us"}.get(k, k + "_us"))
 s = json.load(open(sys.argv[2])); r = json.load(open(sys.argv[3]))
 st = s["stations"][0]; sent = st["frames_sent"]
 rs = r["stations"][0] if r["stations"] else {"window": {"written_valid": 0}}
@@ -127,7 +134,7 @@ print(json.dumps({"asked": sys.argv[1], "burst": int(sys.argv[4]), "sent_rate_bp
                   "frames_received": got, "loss": (sent - got) / sent if sent else 1.0,
                   "kernel_drops": r.get("socket_drops", r["udp"]["rcvbuf_errors"]), "sender_cpu": s["cpu"]["user"] + s["cpu"]["system"],
                   "receiver_cpu": r["cpu"]["user"] + r["cpu"]["system"], "slips": st["slips"],
-                  "gap_p99_us": st["departure_gap"]["p99_us"]}))
+                  "gap_p99_us": gap_us(st, "p99")}))
 PY
 done
 
@@ -197,6 +204,13 @@ fi
 
 python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" "${DD_DIRECT_MBPS:-0}" <<'PY'
 import json, os, sys
+def gap_us(st, k):
+    """A departure-gap statistic in µs: departure_gap_ns (a HistSummary) since the refactor,
+    departure_gap in µs before it (so old binaries still run here)."""
+    if "departure_gap_ns" in st:
+        v = st["departure_gap_ns"].get(k)
+        return None if v is None else v / 1e3
+    return st["departure_gap"].get({"stdev": "stddev_us"}.get(k, k + "_us"))
 w, secs, maxsecs, arq_ok, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 disk_ok, dd_mbps, rxdir, disk_rate = sys.argv[6] == "1", float(sys.argv[7]), sys.argv[8], sys.argv[9]
 dd_direct_mbps = float(sys.argv[10] or 0)
@@ -214,7 +228,7 @@ if disk_ok:
             # What the asked rate writes: frames (header included) per second × frame length.
             "file_rate_mbps": st["rate_bps"] / 8 * rs["frame_len"] / (rs["frame_len"] - 32) / 1e6,
             "spacing_us": st["spacing_us"], "slipped_s": st.get("slipped_s"),
-            "gap": st["departure_gap"], "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
+            "gap": {k: gap_us(st, k) for k in ("p50", "p99", "stdev")}, "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
             "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr.get("socket_drops", dr["udp"]["rcvbuf_errors"]),
             "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None,
             "writer_stall_s": dr.get("writer_stall_s"), "writer_stalls": dr.get("writer_stalls"),
@@ -225,7 +239,7 @@ if disk_ok:
     print(f"| achieved data rate | {disk['achieved_rate_bps']/1e9:.4f} Gb/s | 3.98 Gb/s |")
     print(f"| lost frames | {lost} of {disk['frames_sent']} ({lost/max(disk['frames_sent'],1):.2e}; kernel drops {disk['kernel_drops']}) | — |")
     print(f"| receiver waited for the writer | {disk['writer_stall_s']:.2f} s in {disk['writer_stalls']} stalls | — |")
-    print(f"| departure gap p50 / p99 / σ | {g['p50_us']:.2f} / {g['p99_us']:.2f} / {g['stddev_us']:.2f} µs (nominal {disk['spacing_us']:.3f}) | σ 9.7 µs |")
+    print(f"| departure gap p50 / p99 / σ | {g['p50']:.2f} / {g['p99']:.2f} / {g['stdev']:.2f} µs (nominal {disk['spacing_us']:.3f}) | σ 9.7 µs |")
     print(f"| sender fell > --max-lag behind | {disk['slips']} times, {disk['slipped_s'] or 0:.3f} s given up | — |")
     print(f"| sender CPU | {disk['sender_cpu_pct']:.0f} % | 111 % |\n| receiver CPU | {disk['receiver_cpu_pct']:.0f} % | 28 % |")
     if disk["writer_cpu_pct"] is not None:

@@ -16,6 +16,7 @@ use stream_session::sink::{run_writer_process, WriterPlacement};
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
 use crate::units::{
     bytes_fmt, parse_duration, parse_fraction, parse_multiple, parse_positive_duration, parse_rate, parse_size, si_fmt,
+    us_fmt,
 };
 use crate::{usage, ProblemsFound};
 
@@ -316,18 +317,18 @@ fn send(a: SendArgs) -> Result<()> {
     }
     if text {
         for s in &r.stations {
-            let g = &s.departure_gap;
+            let g = &s.departure_gap_ns;
             status!(
-                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {:.2} µs p99 {:.2} µs σ {:.2} µs (nominal {:.3} µs){}",
+                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
                 s.station,
                 s.file,
                 s.frames_sent,
                 r.duration_s,
                 si_fmt(s.achieved_rate_bps),
                 si_fmt(s.rate_bps),
-                g.p50_us,
-                g.p99_us,
-                g.stddev_us,
+                us_fmt(g.p50),
+                us_fmt(g.p99),
+                us_fmt(g.stdev.map(|v| v.round() as u64)),
                 s.spacing_us,
                 if s.injected_drops > 0 {
                     format!(", {} dropped on purpose", s.injected_drops)

@@ -135,6 +135,7 @@ impl Hist {
             max: self.max(),
             mean: self.mean(),
             stdev,
+            p1: self.quantile(0.01),
             p50: self.quantile(0.50),
             p90: self.quantile(0.90),
             p99: self.quantile(0.99),
@@ -171,6 +172,9 @@ pub struct HistSummary {
     pub mean: Option<f64>,
     /// Standard deviation at bucket resolution (`None` when empty).
     pub stdev: Option<f64>,
+    /// 1st percentile (the short end: a sender catching up, a burst).
+    #[serde(default)]
+    pub p1: Option<u64>,
     /// Median, at bucket resolution (0.1 %).
     pub p50: Option<u64>,
     /// 90th percentile.

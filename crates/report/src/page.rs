@@ -595,9 +595,9 @@ fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
                     format!("{:.1}", st.achieved_rate_bps / MBIT),
                     st.frames_sent.to_string(),
                     st.injected_drops.to_string(),
-                    format!("{:.2}", st.departure_gap.mean_us),
-                    format!("{:.2}", st.departure_gap.p99_us),
-                    format!("{:.2}", st.lateness.p99_us),
+                    us_text(st.departure_gap_ns.mean),
+                    us_text(st.departure_gap_ns.p99.map(|v| v as f64)),
+                    us_text(st.lateness_ns.p99.map(|v| v as f64)),
                     st.slips.to_string(),
                 ]
             })
@@ -832,4 +832,9 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
         sections,
         warnings,
     })
+}
+
+/// Nanoseconds shown in µs with two decimals ("—" when not measured).
+fn us_text(ns: Option<f64>) -> String {
+    ns.map_or("—".into(), |v| format!("{:.2}", v / 1e3))
 }

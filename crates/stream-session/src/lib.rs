@@ -23,20 +23,10 @@ pub enum SessionError {
     /// Socket setup or I/O.
     #[error(transparent)]
     Net(#[from] netio::NetioError),
-    /// A file could not be read or written.
-    #[error("{what}")]
-    Io {
-        /// What we were doing.
-        what: String,
-        /// OS error.
-        source: std::io::Error,
-    },
+    /// A file or socket operation failed.
+    #[error(transparent)]
+    Io(#[from] netio::IoError),
     /// The input cannot be streamed as asked.
     #[error("{0}")]
     Input(String),
-}
-
-pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
-    let what = what.into();
-    move |source| SessionError::Io { what, source }
 }

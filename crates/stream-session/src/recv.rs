@@ -11,7 +11,8 @@ use stream::{Receiver, ReceiverConfig};
 
 use crate::report::{self, RecvReport};
 use crate::sink::{FileSink, WriterPlacement};
-use crate::{io_err, SessionError};
+use crate::SessionError;
+use netio::io_err;
 
 /// How to run a receiver.
 #[derive(Debug, Clone)]
@@ -110,7 +111,7 @@ impl BoundReceiver {
 
     /// The address actually bound.
     pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
-        self.sock.local_addr().map_err(io_err("read local address"))
+        Ok(self.sock.local_addr().map_err(io_err("read local address"))?)
     }
 
     /// What the kernel granted for the receive buffer (with warnings when capped).
@@ -240,10 +241,7 @@ fn receive_batch(
         {
             Ok(false)
         }
-        Err(e) => Err(SessionError::Io {
-            what: "receive".into(),
-            source: e,
-        }),
+        Err(e) => Err(io_err("receive")(e).into()),
     }
 }
 

@@ -23,7 +23,8 @@ use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
 use crate::report::{self, SendReport};
-use crate::{io_err, SessionError};
+use crate::SessionError;
+use netio::io_err;
 
 /// Frames per batch handed from a reader thread to the sender.
 const BATCH_FRAMES: usize = 64;
@@ -346,12 +347,7 @@ fn send_retrying(
                 std::hint::spin_loop();
             }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
-            Err(e) => {
-                return Err(SessionError::Io {
-                    what: format!("send to {to}"),
-                    source: e,
-                })
-            }
+            Err(e) => return Err(io_err(format!("send to {to}"))(e).into()),
         }
     }
 }
@@ -568,10 +564,12 @@ fn drive(
             return Ok(false);
         };
         wait_until_spin(due, cfg.spin);
-        let now = Instant::now();
-        while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
+        // A fresh clock reading per batch: with several stations due together, each batch's
+        // departure is stamped when it is released, not when the first one was.
+        while let Some(t) = sender.poll_transmit(Instant::now()).map_err(loop_error)? {
             wire.send(&t)?;
         }
+        let now = Instant::now();
         if cfg.arq_latency.is_some() && now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
             wire.serve_naks(sender, now)?;

@@ -5,6 +5,7 @@
 //! ([`UdpCounters`], [`ProcessCpuShare`], [`BufferGrant`]), so a view can read every result
 //! without linking the socket code.
 
+use histogram::HistSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::arq::RetransmitStats;
@@ -71,47 +72,6 @@ pub struct BufferGrant {
     pub warnings: Vec<String>,
 }
 
-/// Distribution of a time interval, microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct IntervalStats {
-    /// Intervals recorded.
-    pub count: u64,
-    /// Mean.
-    pub mean_us: f64,
-    /// Standard deviation.
-    pub stddev_us: f64,
-    /// Median.
-    pub p50_us: f64,
-    /// 1st percentile.
-    pub p1_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// 99.9th percentile.
-    pub p999_us: f64,
-    /// Largest.
-    pub max_us: f64,
-}
-
-impl IntervalStats {
-    /// Summarise a histogram of nanoseconds.
-    pub fn from_ns(h: &hdrhistogram::Histogram<u64>) -> IntervalStats {
-        if h.is_empty() {
-            return IntervalStats::default();
-        }
-        let us = |ns: u64| ns as f64 / 1e3;
-        IntervalStats {
-            count: h.len(),
-            mean_us: h.mean() / 1e3,
-            stddev_us: h.stdev() / 1e3,
-            p50_us: us(h.value_at_quantile(0.5)),
-            p1_us: us(h.value_at_quantile(0.01)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            max_us: us(h.max()),
-        }
-    }
-}
-
 /// One station's stream at the sender.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SentStation {
@@ -145,10 +105,10 @@ pub struct SentStation {
     pub source_underruns: u64,
     /// Garbage bytes skipped in the file.
     pub garbage_bytes: u64,
-    /// Departure gaps between consecutive datagrams of this station.
-    pub departure_gap: IntervalStats,
-    /// How late after its due time each datagram left.
-    pub lateness: IntervalStats,
+    /// Departure gaps between consecutive datagrams (bursts) of this station, ns.
+    pub departure_gap_ns: HistSummary,
+    /// How late after its due time each datagram (burst) left, ns.
+    pub lateness_ns: HistSummary,
     /// Times the timeline was re-anchored because the sender fell more than its catch-up bound
     /// (`--max-lag`) behind.
     pub slips: u64,

@@ -19,12 +19,12 @@
 
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
+use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use linkemu::{LossModel, LossProcess};
 use thiserror::Error;
 
 use crate::arq::{RetransmitBuffer, RetransmitStats};
-use crate::results::{IntervalStats, SentStation};
+use crate::results::SentStation;
 use crate::wire::{encode_data, Nak, NativePrefix};
 use crate::SeqFormat;
 
@@ -209,8 +209,8 @@ struct StationTx<P> {
     source: Box<dyn FrameSource>,
     schedule: P,
     seq: u64,
-    gaps: Histogram<u64>,
-    lateness: Histogram<u64>,
+    gaps: Hist,
+    lateness: Hist,
     last_send: Option<Instant>,
     first_send: Option<Instant>,
     frames: u64,
@@ -232,11 +232,6 @@ pub struct Sender<P> {
     /// Station whose repeats are being sent.
     repeat_from: usize,
     rejected_control: u64,
-}
-
-/// 1 ns .. 60 s at 3 significant digits.
-fn ns_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
 }
 
 /// Add `seconds` to the time of the VDIF frame at the start of `frame` (in place). A frame whose
@@ -281,8 +276,8 @@ impl<P: Schedule> Sender<P> {
             source,
             schedule,
             seq: self.cfg.first_seq,
-            gaps: ns_histogram(),
-            lateness: ns_histogram(),
+            gaps: Hist::new(),
+            lateness: Hist::new(),
             last_send: None,
             first_send: None,
             frames: 0,
@@ -467,10 +462,9 @@ impl<P: Schedule> Sender<P> {
     fn record_departure(&mut self, i: usize, now: Instant, taken: u64) {
         let st = &mut self.stations[i];
         let late = st.schedule.on_sent_batch(now, taken as usize);
-        let _ = st.lateness.record((late.as_nanos() as u64).max(1));
+        st.lateness.record((late.as_nanos() as u64).max(1));
         if let Some(prev) = st.last_send {
-            let _ = st
-                .gaps
+            st.gaps
                 .record((now.saturating_duration_since(prev).as_nanos() as u64).max(1));
         }
         st.last_send = Some(now);
@@ -536,8 +530,8 @@ impl<P: Schedule> Sender<P> {
                     loops: st.source.loops(),
                     source_underruns: st.source.underruns(),
                     garbage_bytes: 0,
-                    departure_gap: IntervalStats::from_ns(&st.gaps),
-                    lateness: IntervalStats::from_ns(&st.lateness),
+                    departure_gap_ns: st.gaps.summary(DEFAULT_MAX_BUCKETS),
+                    lateness_ns: st.lateness.summary(DEFAULT_MAX_BUCKETS),
                     slips: st.schedule.slips(),
                     slipped_s: st.schedule.slipped_total().as_secs_f64(),
                 }

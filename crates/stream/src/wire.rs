@@ -213,14 +213,7 @@ pub fn encode_data(format: SeqFormat, native: &NativePrefix, frame: &[u8], out: 
     out.extend_from_slice(frame);
 }
 
-/// A run of missing sequence numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeqRange {
-    /// First missing sequence number.
-    pub first: u64,
-    /// How many, ≥ 1.
-    pub count: u32,
-}
+pub use seqrange::SeqRange;
 
 /// A NAK: the receiver asks the sender to repeat these frames of one stream.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -349,5 +349,5 @@ fn bursts_and_injected_loss_are_counted_and_arrive_as_frames() {
         "the injected loss shows, nothing else"
     );
     assert_eq!(s.window.written_valid + s.window.written_filled, 4000);
-    assert_eq!(sent.departure_gap.count, 999, "one gap per burst after the first");
+    assert_eq!(sent.departure_gap_ns.count, 999, "one gap per burst after the first");
 }

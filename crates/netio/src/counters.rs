@@ -4,6 +4,7 @@
 //! file has names (/proc/net/snmp, /proc/net/dev), so kernels that add columns still parse.
 //! Malformed text is a [`CountersError`], never a panic.
 
+pub use hostcounters::{ProcessCpuShare, UdpCounters};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -51,71 +52,34 @@ fn number(path: &'static str, what: &str, s: &str) -> Result<u64, CountersError>
         .map_err(|_| malformed(path, format!("{what} = {s:?} is not a number")))
 }
 
-/// The "Udp:" counters of /proc/net/snmp (IPv4; names from RFC 4113). RcvbufErrors are
-/// datagrams the kernel dropped because a socket receive buffer was full.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UdpCounters {
-    /// Datagrams delivered to sockets.
-    pub in_datagrams: u64,
-    /// Datagrams to a port nobody listens on.
-    pub no_ports: u64,
-    /// Datagrams dropped for any error (includes RcvbufErrors and InCsumErrors).
-    pub in_errors: u64,
-    /// Datagrams sent.
-    pub out_datagrams: u64,
-    /// Dropped: socket receive buffer full.
-    pub rcvbuf_errors: u64,
-    /// Dropped: socket send buffer full.
-    pub sndbuf_errors: u64,
-    /// Dropped: bad checksum.
-    pub in_csum_errors: u64,
+/// Parse /proc/net/snmp text into its "Udp:" counters: the first "Udp:" line names the columns,
+/// the second holds the values. Fields are matched by name; missing ones read as 0.
+pub fn parse_udp_counters(text: &str) -> Result<UdpCounters, CountersError> {
+    let path = UdpCounters::PATH;
+    let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return Err(malformed(path, "no Udp: header and value lines"));
+    };
+    let mut c = UdpCounters::default();
+    for (name, value) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
+        let slot = match name {
+            "InDatagrams" => &mut c.in_datagrams,
+            "NoPorts" => &mut c.no_ports,
+            "InErrors" => &mut c.in_errors,
+            "OutDatagrams" => &mut c.out_datagrams,
+            "RcvbufErrors" => &mut c.rcvbuf_errors,
+            "SndbufErrors" => &mut c.sndbuf_errors,
+            "InCsumErrors" => &mut c.in_csum_errors,
+            _ => continue,
+        };
+        *slot = number(path, &format!("Udp {name}"), value)?;
+    }
+    Ok(c)
 }
 
-impl UdpCounters {
-    /// The live file.
-    pub const PATH: &'static str = "/proc/net/snmp";
-
-    /// Parse /proc/net/snmp text: the first "Udp:" line names the columns, the second holds the
-    /// values. Fields are matched by name; missing ones read as 0.
-    pub fn parse(text: &str) -> Result<UdpCounters, CountersError> {
-        let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
-        let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
-            return Err(malformed(Self::PATH, "no Udp: header and value lines"));
-        };
-        let mut c = UdpCounters::default();
-        for (name, value) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
-            let slot = match name {
-                "InDatagrams" => &mut c.in_datagrams,
-                "NoPorts" => &mut c.no_ports,
-                "InErrors" => &mut c.in_errors,
-                "OutDatagrams" => &mut c.out_datagrams,
-                "RcvbufErrors" => &mut c.rcvbuf_errors,
-                "SndbufErrors" => &mut c.sndbuf_errors,
-                "InCsumErrors" => &mut c.in_csum_errors,
-                _ => continue,
-            };
-            *slot = number(Self::PATH, &format!("Udp {name}"), value)?;
-        }
-        Ok(c)
-    }
-
-    /// Read the live counters.
-    pub fn read() -> Result<UdpCounters, CountersError> {
-        Self::parse(&read(Self::PATH)?)
-    }
-
-    /// Counts since `earlier` (counters only grow; a wrap or reset reads as 0).
-    pub fn delta(&self, earlier: &UdpCounters) -> UdpCounters {
-        UdpCounters {
-            in_datagrams: self.in_datagrams.saturating_sub(earlier.in_datagrams),
-            no_ports: self.no_ports.saturating_sub(earlier.no_ports),
-            in_errors: self.in_errors.saturating_sub(earlier.in_errors),
-            out_datagrams: self.out_datagrams.saturating_sub(earlier.out_datagrams),
-            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(earlier.rcvbuf_errors),
-            sndbuf_errors: self.sndbuf_errors.saturating_sub(earlier.sndbuf_errors),
-            in_csum_errors: self.in_csum_errors.saturating_sub(earlier.in_csum_errors),
-        }
-    }
+/// Read the live UDP counters.
+pub fn read_udp_counters() -> Result<UdpCounters, CountersError> {
+    parse_udp_counters(&read(UdpCounters::PATH)?)
 }
 
 /// Host CPU time from the aggregate "cpu" line of /proc/stat, in clock ticks (proc(5)). Guest
@@ -288,23 +252,6 @@ pub struct ProcessCpu {
     /// System ticks of waited-for children.
     #[serde(default)]
     pub cstime: u64,
-}
-
-/// CPU used by this process over an interval, percent of one core (a process with two busy
-/// threads reads 200).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessCpuShare {
-    /// User, % of one core.
-    pub user: f64,
-    /// System, % of one core.
-    pub system: f64,
-}
-
-impl ProcessCpuShare {
-    /// User + system.
-    pub fn total(&self) -> f64 {
-        self.user + self.system
-    }
 }
 
 impl ProcessCpu {

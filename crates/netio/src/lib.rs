@@ -34,7 +34,10 @@ pub mod stop;
 mod sys;
 
 pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
-pub use counters::{CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu, ProcessCpuShare, UdpCounters};
+pub use counters::{
+    parse_udp_counters, read_udp_counters, CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu,
+    ProcessCpuShare, UdpCounters,
+};
 pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use pacer::{Lateness, Pacer, Spacing};

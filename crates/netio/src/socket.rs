@@ -9,6 +9,7 @@
 //! N bytes that was met reads back as 2·N, and roughly N bytes of payload fit. A request capped at
 //! `rmem_max` reads back as 2·rmem_max.
 
+pub use hostcounters::BufferGrant;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -50,43 +51,6 @@ impl BufferRequest {
     /// Ask for `rcv` bytes of receive and `snd` bytes of send buffer.
     pub fn new(rcv: usize, snd: usize) -> BufferRequest {
         BufferRequest { rcv, snd }
-    }
-}
-
-/// What the kernel granted, read back with getsockopt(2). `granted_*` are the kernel's (doubled,
-/// see the module docs) figures: a request was met when `granted ≥ 2·requested`, and
-/// [`BufferGrant::usable_rcv`] is the payload that fits.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct BufferGrant {
-    /// Receive buffer asked for (0: kernel default kept).
-    pub requested_rcv: usize,
-    /// SO_RCVBUF as reported by the kernel (twice the usable size).
-    pub granted_rcv: usize,
-    /// Send buffer asked for (0: kernel default kept).
-    pub requested_snd: usize,
-    /// SO_SNDBUF as reported by the kernel (twice the usable size).
-    pub granted_snd: usize,
-    /// net.core.rmem_max (cap on SO_RCVBUF without CAP_NET_ADMIN), if readable.
-    pub rmem_max: Option<usize>,
-    /// net.core.wmem_max (cap on SO_SNDBUF without CAP_NET_ADMIN), if readable.
-    pub wmem_max: Option<usize>,
-    /// The receive request exceeded rmem_max and SO_RCVBUFFORCE lifted the cap.
-    pub forced_rcv: bool,
-    /// The send request exceeded wmem_max and SO_SNDBUFFORCE lifted the cap.
-    pub forced_snd: bool,
-    /// One line per buffer that was capped, with the sysctl that lifts the cap.
-    pub warnings: Vec<String>,
-}
-
-impl BufferGrant {
-    /// Receive payload bytes that fit (half the reported size, socket(7)).
-    pub fn usable_rcv(&self) -> usize {
-        self.granted_rcv / 2
-    }
-
-    /// Send payload bytes that fit (half the reported size, socket(7)).
-    pub fn usable_snd(&self) -> usize {
-        self.granted_snd / 2
     }
 }
 

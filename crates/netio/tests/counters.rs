@@ -47,7 +47,7 @@ Inter-|   Receive                                                |  Transmit
 
 #[test]
 fn parses_snmp_by_name() {
-    let c = UdpCounters::parse(SNMP).unwrap();
+    let c = netio::parse_udp_counters(SNMP).unwrap();
     assert_eq!(
         c,
         UdpCounters {
@@ -62,18 +62,18 @@ fn parses_snmp_by_name() {
     );
     // By name, not position; missing fields read 0.
     let shuffled = "Udp: OutDatagrams InDatagrams\nUdp: 5 9\n";
-    let c = UdpCounters::parse(shuffled).unwrap();
+    let c = netio::parse_udp_counters(shuffled).unwrap();
     assert_eq!((c.in_datagrams, c.out_datagrams, c.rcvbuf_errors), (9, 5, 0));
     assert!(matches!(
-        UdpCounters::parse("Ip: a\nIp: 1\n"),
+        netio::parse_udp_counters("Ip: a\nIp: 1\n"),
         Err(CountersError::Malformed { .. })
     ));
-    assert!(UdpCounters::parse("Udp: InDatagrams\nUdp: lots\n").is_err());
+    assert!(netio::parse_udp_counters("Udp: InDatagrams\nUdp: lots\n").is_err());
     let later = UdpCounters {
         out_datagrams: 2_270_500,
-        ..UdpCounters::parse(SNMP).unwrap()
+        ..netio::parse_udp_counters(SNMP).unwrap()
     };
-    assert_eq!(later.delta(&UdpCounters::parse(SNMP).unwrap()).out_datagrams, 90);
+    assert_eq!(later.delta(&netio::parse_udp_counters(SNMP).unwrap()).out_datagrams, 90);
 }
 
 #[test]
@@ -251,7 +251,7 @@ fn a_full_receive_buffer_shows_in_the_sockets_drops() {
 #[test]
 fn live_counters_move_with_real_traffic() {
     const N: u64 = 500;
-    let before = UdpCounters::read().unwrap();
+    let before = netio::read_udp_counters().unwrap();
     let lo_before = NetDevCounters::read("lo").unwrap();
     let cpu_before = CpuTimes::read().unwrap();
     let me_before = ProcessCpu::read().unwrap();
@@ -261,7 +261,7 @@ fn live_counters_move_with_real_traffic() {
     for _ in 0..N {
         tx.send_to(b"counted", rx.local_addr().unwrap()).unwrap();
     }
-    let after = UdpCounters::read().unwrap();
+    let after = netio::read_udp_counters().unwrap();
     assert!(after.delta(&before).out_datagrams >= N, "{:?}", after.delta(&before));
     let lo = NetDevCounters::read("lo").unwrap().delta(&lo_before);
     assert!(lo.tx_packets >= N, "{lo:?}");
@@ -274,7 +274,7 @@ fn live_counters_move_with_real_traffic() {
 proptest! {
     #[test]
     fn parsers_never_panic(s in "\\PC{0,400}") {
-        let _ = UdpCounters::parse(&s);
+        let _ = netio::parse_udp_counters(&s);
         let _ = CpuTimes::parse(&s);
         let _ = ProcessCpu::parse(&s);
         let _ = NetDevCounters::parse_all(&s);
@@ -286,7 +286,7 @@ proptest! {
     fn parsers_never_panic_on_near_miss_text(
         s in "((Udp: |cpu |cpu0 |lo: |eth0:| face \\||\\(|\\)|[0-9]{1,25}|[a-zA-Z]{1,8}|-1| |\\|)){0,60}(\n((Udp: |cpu |lo: |[0-9]{1,22}| |\\|)){0,40}){0,4}"
     ) {
-        let _ = UdpCounters::parse(&s);
+        let _ = netio::parse_udp_counters(&s);
         let _ = CpuTimes::parse(&s);
         let _ = ProcessCpu::parse(&s);
         let _ = NetDevCounters::parse_all(&s);

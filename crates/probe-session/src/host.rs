@@ -25,7 +25,7 @@ impl HostSnapshot {
             at: Instant::now(),
             cpu: CpuTimes::read().ok(),
             process: ProcessCpu::read().ok(),
-            udp: UdpCounters::read().ok(),
+            udp: netio::read_udp_counters().ok(),
             dev: interface.and_then(|i| NetDevCounters::read(i).ok()),
         }
     }

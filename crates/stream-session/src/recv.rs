@@ -9,7 +9,7 @@ use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
 use netio::{bind_udp, BufferRequest};
 use stream::{Receiver, ReceiverConfig};
 
-use crate::report::{self, RecvReport};
+use crate::report::RecvReport;
 use crate::sink::{FileSink, WriterPlacement};
 use crate::SessionError;
 use netio::io_err;
@@ -128,7 +128,7 @@ impl BoundReceiver {
             mut sink,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
-        let udp0 = UdpCounters::read().unwrap_or_default();
+        let udp0 = netio::read_udp_counters().unwrap_or_default();
         let cpu0 = ProcessCpu::read().unwrap_or_default();
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(64, 65_536);
@@ -369,13 +369,13 @@ impl RunEnd {
             } else {
                 0.0
             },
-            rcvbuf: report::grant(grant),
-            udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&self.udp0)),
+            rcvbuf: grant,
+            udp: netio::read_udp_counters().unwrap_or_default().delta(&self.udp0),
             socket_drops,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
-            cpu: report::cpu(cpu1.share_since(&cpu0, Duration::from_secs_f64(wall))),
+            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
-                .then(|| report::cpu(cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall)))),
+                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
             naks_sent: self.naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linkemu::LossModel;
-use netio::counters::{ProcessCpu, UdpCounters};
+use netio::counters::ProcessCpu;
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
 use stream::sender::{
@@ -22,7 +22,7 @@ use stream::sender::{
 use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
-use crate::report::{self, SendReport};
+use crate::report::SendReport;
 use crate::SessionError;
 use netio::io_err;
 
@@ -591,7 +591,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         ctl: vec![0u8; 2048],
         would_block: 0,
     };
-    let udp0 = UdpCounters::read().unwrap_or_default();
+    let udp0 = netio::read_udp_counters().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
     let interrupted = drive(&cfg, &mut sender, &mut wire, stop)?;
@@ -626,12 +626,10 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         arq,
         rejected_control,
         send_would_block: wire.would_block,
-        cpu: report::cpu(
-            ProcessCpu::read()
-                .unwrap_or_default()
-                .share_since(&cpu0, Duration::from_secs_f64(wall)),
-        ),
-        udp: report::udp(UdpCounters::read().unwrap_or_default().delta(&udp0)),
+        cpu: ProcessCpu::read()
+            .unwrap_or_default()
+            .share_since(&cpu0, Duration::from_secs_f64(wall)),
+        udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
         interrupted,
     })
 }

@@ -1,8 +1,7 @@
 //! Results of `evlbi stream send` and `stream recv`, defined once; JSON is the source of truth.
 //!
-//! The host figures a run reports (UDP counters, CPU share, socket buffers) are read by the socket
-//! layer (`netio`); this crate holds plain copies of them with the same JSON shape
-//! ([`UdpCounters`], [`ProcessCpuShare`], [`BufferGrant`]), so a view can read every result
+//! The host figures a run reports (UDP counters, CPU share, socket buffers) are crate
+//! `hostcounters`' types, which the socket layer (`netio`) fills, so a view can read every result
 //! without linking the socket code.
 
 use histogram::HistSummary;
@@ -11,66 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::arq::RetransmitStats;
 use crate::{DatagramCounters, StationSummary};
 
-/// Host-wide UDP counters over a run (/proc/net/snmp differences; the socket layer's
-/// `netio::UdpCounters`, same JSON).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UdpCounters {
-    /// Datagrams delivered to sockets.
-    pub in_datagrams: u64,
-    /// Datagrams to a port nobody listens on.
-    pub no_ports: u64,
-    /// Datagrams dropped for any error (includes RcvbufErrors and InCsumErrors).
-    pub in_errors: u64,
-    /// Datagrams sent.
-    pub out_datagrams: u64,
-    /// Dropped: socket receive buffer full.
-    pub rcvbuf_errors: u64,
-    /// Dropped: socket send buffer full.
-    pub sndbuf_errors: u64,
-    /// Dropped: bad checksum.
-    pub in_csum_errors: u64,
-}
-
-/// CPU used by a process over a run, percent of one core (two busy threads read 200); the socket
-/// layer's `netio::ProcessCpuShare`, same JSON.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessCpuShare {
-    /// User, % of one core.
-    pub user: f64,
-    /// System, % of one core.
-    pub system: f64,
-}
-
-impl ProcessCpuShare {
-    /// User + system.
-    pub fn total(&self) -> f64 {
-        self.user + self.system
-    }
-}
-
-/// Socket buffers asked for and granted by the kernel; the socket layer's `netio::BufferGrant`,
-/// same JSON. `granted_*` are the kernel's doubled figures (socket(7)).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct BufferGrant {
-    /// Receive buffer asked for (0: kernel default kept).
-    pub requested_rcv: usize,
-    /// SO_RCVBUF as reported by the kernel (twice the usable size).
-    pub granted_rcv: usize,
-    /// Send buffer asked for (0: kernel default kept).
-    pub requested_snd: usize,
-    /// SO_SNDBUF as reported by the kernel (twice the usable size).
-    pub granted_snd: usize,
-    /// net.core.rmem_max (cap on SO_RCVBUF without CAP_NET_ADMIN), if readable.
-    pub rmem_max: Option<usize>,
-    /// net.core.wmem_max (cap on SO_SNDBUF without CAP_NET_ADMIN), if readable.
-    pub wmem_max: Option<usize>,
-    /// The receive request exceeded rmem_max and SO_RCVBUFFORCE lifted the cap.
-    pub forced_rcv: bool,
-    /// The send request exceeded wmem_max and SO_SNDBUFFORCE lifted the cap.
-    pub forced_snd: bool,
-    /// One line per buffer that was capped, with the sysctl that lifts the cap.
-    pub warnings: Vec<String>,
-}
+pub use hostcounters::{BufferGrant, ProcessCpuShare, UdpCounters};
 
 /// One station's stream at the sender.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

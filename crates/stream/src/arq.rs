@@ -235,6 +235,18 @@ pub struct RetransmitStats {
     pub over_budget: u64,
 }
 
+impl RetransmitStats {
+    /// Add `other`'s counts (totals over stations).
+    pub fn add(&mut self, other: &RetransmitStats) {
+        self.naks += other.naks;
+        self.asked += other.asked;
+        self.resent += other.resent;
+        self.resent_bytes += other.resent_bytes;
+        self.unavailable += other.unavailable;
+        self.over_budget += other.over_budget;
+    }
+}
+
 /// The sender's copy of the last latency window of datagrams, and the queue of repeats.
 #[derive(Debug)]
 pub struct RetransmitBuffer {

@@ -480,14 +480,7 @@ impl<P: Schedule> Sender<P> {
     pub fn arq_stats(&self) -> Option<RetransmitStats> {
         let mut arq: Option<RetransmitStats> = None;
         for r in self.stations.iter().filter_map(|s| s.repeats.as_ref()) {
-            let s = *r.stats();
-            let a = arq.get_or_insert_with(Default::default);
-            a.naks += s.naks;
-            a.asked += s.asked;
-            a.resent += s.resent;
-            a.resent_bytes += s.resent_bytes;
-            a.unavailable += s.unavailable;
-            a.over_budget += s.over_budget;
+            arq.get_or_insert_with(Default::default).add(r.stats());
         }
         arq
     }

@@ -381,6 +381,7 @@ impl Wire {
         }
         while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
             self.send(&t)?;
+            sender.on_transmitted(Instant::now());
         }
         Ok(())
     }
@@ -564,10 +565,11 @@ fn drive(
             return Ok(false);
         };
         wait_until_spin(due, cfg.spin);
-        // A fresh clock reading per batch: with several stations due together, each batch's
-        // departure is stamped when it is released, not when the first one was.
         while let Some(t) = sender.poll_transmit(Instant::now()).map_err(loop_error)? {
             wire.send(&t)?;
+            // Departure gaps and lateness are those of the send call's return, as they were
+            // before the sender became a state machine (a 64-frame GSO burst takes a while).
+            sender.on_transmitted(Instant::now());
         }
         let now = Instant::now();
         if cfg.arq_latency.is_some() && now >= next_ctl {

@@ -231,6 +231,9 @@ pub struct Sender<P> {
     scratch: Vec<u8>,
     /// Station whose repeats are being sent.
     repeat_from: usize,
+    /// The data batch returned by the last `poll_transmit` and not yet stamped as sent:
+    /// (station, frames).
+    unstamped: Option<(usize, u64)>,
     rejected_control: u64,
 }
 
@@ -259,6 +262,7 @@ impl<P: Schedule> Sender<P> {
             out: Vec::with_capacity(65_536 * 2),
             scratch: Vec::with_capacity(65_536),
             repeat_from: 0,
+            unstamped: None,
             rejected_control: 0,
         }
     }
@@ -351,6 +355,8 @@ impl<P: Schedule> Sender<P> {
     /// caller gets control back even when everything is lost), and `poll_timeout` then says
     /// when the next is due.
     pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Transmit<'_>>, SenderError> {
+        // A batch returned before and not stamped by `on_transmitted` left now.
+        self.on_transmitted(now);
         if let Some(stream) = self.next_repeat() {
             return Ok(Some(Transmit {
                 stream,
@@ -370,11 +376,13 @@ impl<P: Schedule> Sender<P> {
                 // The source ended: the next station's turn.
                 continue;
             }
-            self.record_departure(i, now, taken);
             if self.out.is_empty() {
-                // Every frame of the batch was dropped by the injected loss.
+                // Every frame of the batch was dropped by the injected loss: nothing to send,
+                // it "left" now.
+                self.record_departure(i, now, taken);
                 return Ok(None);
             }
+            self.unstamped = Some((i, taken));
             return Ok(Some(Transmit {
                 stream: i as u16,
                 contents: &self.out,
@@ -456,6 +464,16 @@ impl<P: Schedule> Sender<P> {
             }
         }
         Ok((taken, segment))
+    }
+
+    /// The batch the last [`Sender::poll_transmit`] returned has been handed to the socket at
+    /// `now` (read after the send call returned): its departure advances the station's schedule
+    /// and is recorded in the gap and lateness histograms. Without this call the next
+    /// `poll_transmit` stamps it with its own `now` (what a simulation wants).
+    pub fn on_transmitted(&mut self, now: Instant) {
+        if let Some((i, taken)) = self.unstamped.take() {
+            self.record_departure(i, now, taken);
+        }
     }
 
     /// `taken` frames of station `i` left at `now`: advance its schedule, record lateness and gap.
@@ -634,6 +652,29 @@ mod tests {
             assert_eq!(s.poll_timeout(), None);
             assert_eq!(s.station_results()[0].frames_sent, 5);
         }
+    }
+
+    #[test]
+    fn a_batch_departs_when_the_caller_says_it_was_sent() {
+        let t0 = Instant::now();
+        let mut s = sender(SeqFormat::Native, false, t0, 3, None);
+        let ms = Duration::from_millis;
+        // Frame 0 released at 0 ms, its send returns 0.4 ms later; frame 1 at 1 ms, returns at 1.1 ms.
+        assert!(s.poll_transmit(t0).expect("ok").is_some());
+        s.on_transmitted(t0 + Duration::from_micros(400));
+        assert!(s.poll_transmit(t0 + ms(1)).expect("ok").is_some());
+        s.on_transmitted(t0 + Duration::from_micros(1100));
+        // Without on_transmitted, the next poll stamps frame 2 with its own time.
+        assert!(s.poll_transmit(t0 + ms(2)).expect("ok").is_some());
+        assert!(s.poll_transmit(t0 + ms(5)).expect("ok").is_none());
+        let st = &s.station_results()[0];
+        let (g, l) = (&st.departure_gap_ns, &st.lateness_ns);
+        // Gaps 0.7 ms (0.4 → 1.1) and 3.9 ms (1.1 → 5); lateness 0.4, 0.1 and 3 ms (HDR, 0.1 %).
+        assert_eq!(g.count, 2);
+        let near = |v: Option<u64>, want_us: u64| v.is_some_and(|v| v.abs_diff(want_us * 1000) <= want_us);
+        assert!(near(g.min, 700) && near(g.max, 3900), "{g:?}");
+        assert_eq!(l.count, 3);
+        assert!(near(l.min, 100) && near(l.max, 3000), "{l:?}");
     }
 
     #[test]

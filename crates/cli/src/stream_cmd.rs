@@ -395,6 +395,21 @@ fn recv(a: RecvArgs) -> Result<()> {
     if let Some(e) = &r.write_error {
         return Err(ProblemsFound(format!("{e}; {} frames not written", r.frames_not_written)).into());
     }
+    let written: u64 = r
+        .stations
+        .iter()
+        .map(|s| s.window.written_valid + s.window.written_filled)
+        .sum();
+    if r.datagrams.datagrams > 0 && written == 0 {
+        // Data came and none of it was usable: a recorder that wrote nothing has failed, whatever
+        // the reason (exit 1, "problems found in the data").
+        return Err(ProblemsFound(format!(
+            "all {} datagrams were rejected and no frame was written: {}",
+            r.datagrams.datagrams,
+            r.first_problem.as_deref().unwrap_or("see the counts above")
+        ))
+        .into());
+    }
     Ok(())
 }
 

@@ -366,6 +366,17 @@ fn jive5ab_framing_on_the_wire_and_back() {
     let (status, log) = rx.wait();
     assert!(status.success(), "{log}");
     assert!(output_of(&rx_dir, "Ef") == input);
+
+    // Regression (issue 17): without --fps every datagram is rejected (jive5ab framing says no
+    // frame rate, these headers neither): that is a failure (exit 1) naming why, not exit 0.
+    let rx = Recv::start(&["--seq-format", "jive5ab"]);
+    send(rx.port, &[&ef], &["--seq-format", "jive5ab"]);
+    let (status, log) = rx.wait();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("all 4000 datagrams were rejected") && log.contains("--fps"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -231,6 +231,8 @@ pub struct Sender<P> {
     scratch: Vec<u8>,
     /// Station whose repeats are being sent.
     repeat_from: usize,
+    /// Next sequence number of the destination port (jive5ab framing numbers datagrams per port).
+    port_seq: u64,
     /// The data batch returned by the last `poll_transmit` and not yet stamped as sent:
     /// (station, frames).
     unstamped: Option<(usize, u64)>,
@@ -257,6 +259,7 @@ impl<P: Schedule> Sender<P> {
     pub fn new(cfg: SenderConfig) -> Sender<P> {
         Sender {
             loss: LossProcess::new(cfg.inject_loss, cfg.seed),
+            port_seq: cfg.first_seq,
             cfg,
             stations: Vec::new(),
             out: Vec::with_capacity(65_536 * 2),
@@ -433,10 +436,18 @@ impl<P: Schedule> Sender<P> {
                 break;
             };
             taken += 1;
+            // jive5ab's udps numbers the datagrams arriving at one port: with several stations
+            // to one destination they share one sequence (each its own would look like 2^64
+            // losses to jive5ab). Native numbers each stream apart (it carries the stream index).
+            let seq = if format == SeqFormat::Jive5ab {
+                self.port_seq
+            } else {
+                st.seq
+            };
             let p = NativePrefix {
                 retransmit: false,
                 stream: i as u16,
-                seq: st.seq,
+                seq,
                 frames_per_second: st.spec.fps,
                 threads: st.spec.threads,
                 session,
@@ -450,9 +461,13 @@ impl<P: Schedule> Sender<P> {
             st.frames += 1;
             st.bytes += d.len() as u64;
             if let Some(r) = st.repeats.as_mut() {
-                r.on_sent(st.seq, d);
+                r.on_sent(seq, d);
             }
-            st.seq = st.seq.wrapping_add(1);
+            if format == SeqFormat::Jive5ab {
+                self.port_seq = seq.wrapping_add(1);
+            } else {
+                st.seq = seq.wrapping_add(1);
+            }
             if self.loss.lose() {
                 st.injected += 1;
             } else if burst == 1 {
@@ -675,6 +690,31 @@ mod tests {
         assert!(near(g.min, 700) && near(g.max, 3900), "{g:?}");
         assert_eq!(l.count, 3);
         assert!(near(l.min, 100) && near(l.max, 3000), "{l:?}");
+    }
+
+    #[test]
+    fn several_stations_in_jive5ab_framing_share_the_ports_sequence() {
+        // Regression (issue 17): each station had its own udps numbers, so a jive5ab on the one
+        // destination port saw every number twice and reported a loss of 2^64 − 16000.
+        let t0 = Instant::now();
+        for (format, shared) in [(SeqFormat::Jive5ab, true), (SeqFormat::Native, false)] {
+            let mut s = sender(format, false, t0, 4, None);
+            let spec = s.stations[0].spec.clone();
+            let src = MemorySource::new(frames(4), FRAME_LEN, 0);
+            s.add_station(spec, Box::new(src), Ms { start: t0, next: 0 });
+            let seqs: Vec<u64> = drain(&mut s, t0 + Duration::from_secs(1))
+                .iter()
+                .map(|d| parse_data(format, d).expect("parses").seq.expect("numbered"))
+                .collect();
+            assert_eq!(seqs.len(), 8);
+            if shared {
+                assert_eq!(seqs, (40..48).collect::<Vec<u64>>(), "one sequence per port");
+            } else {
+                let mut sorted = seqs.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, vec![40, 40, 41, 41, 42, 42, 43, 43], "one sequence per stream");
+            }
+        }
     }
 
     #[test]

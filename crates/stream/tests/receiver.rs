@@ -179,6 +179,34 @@ fn a_stray_datagram_before_the_sender_does_not_lock_it_out() {
 }
 
 #[test]
+fn the_first_sequence_number_is_the_first_frames() {
+    // Regression (issue 17): seq_first read the first number + 3: the frames a new stream's
+    // window holds as candidates were placed without their numbers.
+    for (format, fps) in [(SeqFormat::Native, None), (SeqFormat::Jive5ab, Some(8000))] {
+        let mut rx = Receiver::new(ReceiverConfig {
+            format,
+            frames_per_second: fps,
+            ..ReceiverConfig::default()
+        });
+        let mut sink = VecSink::default();
+        let t0 = Instant::now();
+        for k in 0..100u32 {
+            let t = t0 + Duration::from_micros(125 * u64::from(k + 1));
+            let d = match format {
+                SeqFormat::Native => native(5000 + u64::from(k), 8000, 1, &frame(k)),
+                _ => [(5000 + u64::from(k)).to_le_bytes().to_vec(), frame(k)].concat(),
+            };
+            rx.handle_datagram(t, FROM, &d, false, &mut sink);
+        }
+        rx.finish(&mut sink);
+        let s = &rx.summaries()[0];
+        assert_eq!(s.window.written_valid, 100, "{format:?}");
+        assert_eq!((s.seq_first, s.seq_last), (Some(5000), Some(5099)), "{format:?}");
+        assert_accounted(&rx);
+    }
+}
+
+#[test]
 fn a_restarted_sender_is_followed_and_counted() {
     // New port and session (a new process), or the same port with a new session.
     for (second, session) in [(addr("127.0.0.1:10"), 2u16), (FROM, 2)] {

@@ -355,6 +355,12 @@ fn send(a: SendArgs) -> Result<()> {
                 q.unavailable
             );
         }
+        if r.rejected_control > 0 {
+            status!(
+                "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
+                r.rejected_control
+            );
+        }
         status!(
             "sender CPU {:.0} % user + {:.0} % system of one core",
             r.cpu.user,

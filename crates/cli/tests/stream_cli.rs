@@ -380,6 +380,37 @@ fn jive5ab_framing_on_the_wire_and_back() {
 }
 
 #[test]
+fn keep_alives_from_a_jive5ab_are_read_and_counted() {
+    // Regression (issue 17): the sender never read its socket, so the keep-alive a jive5ab
+    // sends back every N datagrams piled up and showed as unexplained rcvbuf_errors.
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(dir.path());
+    let (raw, _) = netio::bind_udp("127.0.0.1:0".parse().unwrap(), netio::BufferRequest::new(64 << 20, 0)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let port = raw.local_addr().unwrap().port();
+    let peer = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let (mut got, mut sent_back) = (0u32, 0u64);
+        while got < 4000 {
+            let Ok((_, from)) = raw.recv_from(&mut buf) else { break };
+            // One keep-alive per 100 datagrams, none near the end (the sender has stopped
+            // reading by then).
+            if got % 100 == 0 && got < 3000 && raw.send_to(&[0u8; 8], from).is_ok() {
+                sent_back += 1;
+            }
+            got += 1;
+        }
+        (got, sent_back)
+    });
+    let (_, s) = send(port, &[&ef], &["--seq-format", "jive5ab"]);
+    let (got, sent_back) = peer.join().unwrap();
+    assert_eq!(got, 4000);
+    assert_eq!(sent_back, 30);
+    assert_eq!(s["returned_datagrams"], 30, "{s}");
+    assert_eq!(s["rejected_control"], 30, "keep-alives are not NAKs: {s}");
+}
+
+#[test]
 fn kill_9_leaves_only_whole_frames() {
     kill_9_leaves_only_whole_frames_with(&[]);
 }

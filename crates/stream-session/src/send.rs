@@ -572,7 +572,9 @@ fn drive(
             sender.on_transmitted(Instant::now());
         }
         let now = Instant::now();
-        if cfg.arq_latency.is_some() && now >= next_ctl {
+        // Read the socket with or without ARQ: a jive5ab sends a keep-alive back every N
+        // datagrams, which would otherwise fill the receive buffer (and read as rcvbuf_errors).
+        if now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
             wire.serve_naks(sender, now)?;
         }
@@ -608,6 +610,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
     let wall = wall0.elapsed().as_secs_f64();
     let mut stations = sender.station_results();
     let (arq, rejected_control, duration_s) = (sender.arq_stats(), sender.rejected_control(), sender.duration_s());
+    let returned_datagrams = sender.returned_datagrams();
     // Dropping the sender drops the readers' channels: a reader blocked on a full queue ends.
     drop(sender);
     for (st, reader) in stations.iter_mut().zip(readers) {
@@ -627,6 +630,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         warnings,
         arq,
         rejected_control,
+        returned_datagrams,
         send_would_block: wire.would_block,
         cpu: ProcessCpu::read()
             .unwrap_or_default()

@@ -76,6 +76,11 @@ pub struct SendReport {
     pub arq: Option<RetransmitStats>,
     /// Datagrams on the socket that were not valid NAKs.
     pub rejected_control: u64,
+    /// Every datagram the destination sent back (NAKs, and e.g. the keep-alives a jive5ab sends
+    /// every N datagrams so switches learn the station's address); the sender reads them all,
+    /// so they never fill its socket buffer.
+    #[serde(default)]
+    pub returned_datagrams: u64,
     /// Send calls that found the socket buffer full and retried.
     pub send_would_block: u64,
     /// CPU of this process, % of one core.

@@ -237,6 +237,8 @@ pub struct Sender<P> {
     /// (station, frames).
     unstamped: Option<(usize, u64)>,
     rejected_control: u64,
+    /// Datagrams the destination sent back.
+    returned: u64,
 }
 
 /// Add `seconds` to the time of the VDIF frame at the start of `frame` (in place). A frame whose
@@ -267,6 +269,7 @@ impl<P: Schedule> Sender<P> {
             repeat_from: 0,
             unstamped: None,
             rejected_control: 0,
+            returned: 0,
         }
     }
 
@@ -334,6 +337,7 @@ impl<P: Schedule> Sender<P> {
     /// [`Sender::poll_transmit`] calls, within each station's repeat budget); anything else is
     /// counted as rejected control.
     pub fn handle_nak(&mut self, _now: Instant, datagram: &[u8]) {
+        self.returned += 1;
         let Ok(nak) = Nak::parse(datagram) else {
             self.rejected_control += 1;
             return;
@@ -507,6 +511,11 @@ impl<P: Schedule> Sender<P> {
     /// Datagrams from the receiver that were not valid NAKs for a stream with ARQ.
     pub fn rejected_control(&self) -> u64 {
         self.rejected_control
+    }
+
+    /// Every datagram the destination sent back ([`Sender::handle_nak`] calls).
+    pub fn returned_datagrams(&self) -> u64 {
+        self.returned
     }
 
     /// Repeat counters of all stations together; `None` without ARQ.

@@ -160,7 +160,9 @@ pub struct RecvArgs {
     /// Frames per second per thread (jive5ab/none framing without a rate in the header).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
-    /// VDIF threads per station (jive5ab/none framing).
+    /// VDIF threads per station (jive5ab/none framing; default 1). Their ids may be any (a
+    /// jive5ab fill pattern is thread 290): each id seen takes one of the N; a thread never seen
+    /// is never filled.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
     /// Reorder window: frames are written this long (in stream time) after they are due.
@@ -406,12 +408,16 @@ fn recv(a: RecvArgs) -> Result<()> {
         .iter()
         .map(|s| s.window.written_valid + s.window.written_filled)
         .sum();
-    if r.datagrams.datagrams > 0 && written == 0 {
-        // Data came and none of it was usable: a recorder that wrote nothing has failed, whatever
-        // the reason (exit 1, "problems found in the data").
+    // Datagrams refused by policy (--from, --max-stations) are other people's traffic; the rest
+    // were meant for this recorder.
+    let d = &r.datagrams;
+    let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
+    if unusable > 0 && written == 0 {
+        // Data came and none of it was usable: a recorder that wrote nothing has failed (exit 1,
+        // "problems found in the data").
         return Err(ProblemsFound(format!(
             "all {} datagrams were rejected and no frame was written: {}",
-            r.datagrams.datagrams,
+            d.datagrams,
             r.first_problem.as_deref().unwrap_or("see the counts above")
         ))
         .into());

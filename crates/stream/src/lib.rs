@@ -25,5 +25,5 @@ pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, SenderChange, Sou
 pub use sender::{
     Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec, Transmit,
 };
-pub use window::{FrameSink, StationWindow, VecSink, WindowConfig, WindowStats};
+pub use window::{FrameSink, StationWindow, ThreadMap, VecSink, WindowConfig, WindowStats};
 pub use wire::{SeqFormat, WireError};

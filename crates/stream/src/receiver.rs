@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler, NakStats};
-use crate::window::{same_format, FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
+use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat, WireError};
 
 /// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
@@ -291,6 +291,8 @@ struct Provisional {
     run: u32,
     last_pos: u64,
     last_slot: u64,
+    /// The thread ids of the run so far (their index makes the slot).
+    threads_seen: ThreadMap,
     held: VecDeque<Held>,
 }
 
@@ -541,21 +543,22 @@ impl Receiver {
             .or(self.cfg.threads)
             .unwrap_or(1);
         // Untrusted numbers size the window: keep them within what VDIF can express.
-        if fps > MAX_FPS || threads > MAX_THREADS || u32::from(d.header.thread_id) >= u32::from(threads) {
+        // (Thread ids are not checked against the count: a stream's threads are whatever ids it
+        // shows, up to its count; see ThreadMap.)
+        if fps > MAX_FPS || threads > MAX_THREADS {
             self.counters.implausible_stream += 1;
             self.problem(format!(
-                "datagram from {from} announces {fps} frames/s over {threads} thread(s) (thread {}): not a VDIF stream",
-                d.header.thread_id
+                "datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream"
             ));
             return None;
         }
         Some((fps, threads))
     }
 
-    fn slot_of(&self, h: &VdifHeader, fps: u32, threads: u16) -> u64 {
+    fn slot_of(&self, h: &VdifHeader, fps: u32, threads: u16, thread: u16) -> u64 {
         let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
         let t = (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number);
-        t * u64::from(threads) + u64::from(h.thread_id)
+        t * u64::from(threads) + u64::from(thread)
     }
 
     /// Count `n` datagrams of a source that was not accepted: refused beside the sender of its
@@ -633,13 +636,22 @@ impl Receiver {
             self.pending[idx].threads,
             self.pending[idx].beside,
         );
-        if d.header.thread_id >= threads || d.header.frame_number >= fps {
-            // Not placeable in this stream (the window would refuse it too).
+        let thread = self.pending[idx].threads_seen.index(d.header.thread_id);
+        let (Some(thread), true) = (thread, d.header.frame_number < fps) else {
+            // Not placeable in this stream: a thread beyond its count, or a frame number beyond
+            // its rate (the window would refuse it too).
             self.pending[idx].last_seen = now;
             self.count_unaccepted(beside, 1);
+            if d.header.frame_number < fps {
+                let name = d.header.station_name();
+                self.problem(format!(
+                    "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
+                    d.header.thread_id
+                ));
+            }
             return;
-        }
-        let slot = self.slot_of(&d.header, fps, threads);
+        };
+        let slot = self.slot_of(&d.header, fps, threads, thread);
         let p = &mut self.pending[idx];
         p.last_seen = now;
         p.extend_run(d.seq, slot);
@@ -696,6 +708,7 @@ impl Receiver {
                     run: 0,
                     last_pos: 0,
                     last_slot: 0,
+                    threads_seen: ThreadMap::new(threads),
                     held: VecDeque::new(),
                 });
                 Some(self.pending.len() - 1)

@@ -3,7 +3,8 @@
 //! word 0 bit 31) and the right second, frame number and thread, so a correlator sees continuous
 //! time and weights the gap out instead of losing sync.
 //!
-//! Frames are numbered by *slot*: `((unix_second · fps) + frame_number) · threads + thread_id`.
+//! Frames are numbered by *slot*: `((unix_second · fps) + frame_number) · threads + thread index`,
+//! a thread's index being the order in which its id first appeared ([`ThreadMap`]).
 //! A slot is written once it falls `window` slots behind the newest frame, so the window is the
 //! reorder (and retransmission) latency measured in frames.
 //!
@@ -55,7 +56,7 @@ impl FrameSink for VecSink {
 pub struct WindowConfig {
     /// Frames per second per thread.
     pub frames_per_second: u32,
-    /// VDIF threads, ids `0..threads`.
+    /// VDIF threads of the stream (their ids may be any; see [`ThreadMap`]).
     pub threads: u16,
     /// Reorder window in frames (all threads), ≥ 1.
     pub window: u64,
@@ -85,6 +86,57 @@ pub enum Placement {
     Candidate,
     /// The header does not match the stream's format (length, bits, channels, station, thread id).
     WrongFormat,
+}
+
+/// A stream's VDIF thread ids and their index among its slots. A thread whose id is below the
+/// stream's thread count has that id as its index (frames of one time step then come out in
+/// thread order, as they always did); any other id (jive5ab's fill pattern is thread 290, a
+/// board may number from anywhere) takes the lowest index still free. An index no thread has
+/// taken is a thread never seen, which is never filled.
+#[derive(Debug, Clone)]
+pub struct ThreadMap {
+    /// Index + 1 of each thread id (0: not seen); ids are 10 bits (VDIF 1.1.1 §3, word 3).
+    index: Vec<u16>,
+    /// The thread id at each index, if taken.
+    by_index: Vec<Option<u16>>,
+}
+
+impl ThreadMap {
+    /// Room for `capacity` (≥ 1) threads.
+    pub fn new(capacity: u16) -> Self {
+        ThreadMap {
+            index: vec![0; 1024],
+            by_index: vec![None; usize::from(capacity.max(1))],
+        }
+    }
+
+    /// The index of thread `id`, taking one for an id not seen before; `None` when every index
+    /// it could take is taken by other ids (or the id is not a VDIF thread id).
+    pub fn index(&mut self, id: u16) -> Option<u16> {
+        let known = *self.index.get(usize::from(id))?;
+        if known > 0 {
+            return Some(known - 1);
+        }
+        let own = usize::from(id);
+        let i = if self.by_index.get(own).is_some_and(Option::is_none) {
+            own
+        } else {
+            self.by_index.iter().position(Option::is_none)?
+        };
+        self.by_index[i] = Some(id);
+        self.index[own] = i as u16 + 1;
+        Some(i as u16)
+    }
+
+    /// The thread id at `index`, if a thread took it.
+    pub fn id(&self, index: u16) -> Option<u16> {
+        self.by_index.get(usize::from(index)).copied().flatten()
+    }
+
+    /// The thread ids seen, in index order.
+    pub fn ids(&self) -> Vec<u16> {
+        self.by_index.iter().flatten().copied().collect()
+    }
 }
 
 /// Counters of one station's window.
@@ -172,6 +224,7 @@ pub struct StationWindow {
     candidates: Vec<(u64, Vec<u8>)>,
     written_any: bool,
     fill: Vec<u8>,
+    threads: ThreadMap,
     stats: WindowStats,
 }
 
@@ -203,6 +256,7 @@ impl StationWindow {
             candidates: Vec::new(),
             written_any: false,
             fill: vec![0u8; frame_len],
+            threads: ThreadMap::new(cfg.threads),
             stats: WindowStats::default(),
         }
     }
@@ -232,11 +286,18 @@ impl StationWindow {
         self.base
     }
 
-    /// The slot of a header (see the module docs).
-    pub fn slot_of(&self, h: &VdifHeader) -> u64 {
+    /// The slot of a header (see the module docs), its thread taking the next free index when
+    /// new; `None` for a thread beyond the stream's count.
+    pub fn slot_of(&mut self, h: &VdifHeader) -> Option<u64> {
+        let thread = self.threads.index(h.thread_id)?;
         let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
         let t = (unix.max(0) as u64) * u64::from(self.cfg.frames_per_second) + u64::from(h.frame_number);
-        t * u64::from(self.cfg.threads) + u64::from(h.thread_id)
+        Some(t * u64::from(self.cfg.threads) + u64::from(thread))
+    }
+
+    /// The thread ids the stream has shown, in slot order.
+    pub fn thread_ids(&self) -> Vec<u16> {
+        self.threads.ids()
     }
 
     fn in_range(&self, slot: u64) -> bool {
@@ -251,15 +312,18 @@ impl StationWindow {
     /// Offer one frame (header already parsed and length-checked). Frames fall out of the window
     /// into `sink`.
     pub fn push(&mut self, header: &VdifHeader, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
-        if !same_format(header, &self.template)
+        let slot = if !same_format(header, &self.template)
             || frame.len() != self.frame_len
-            || header.thread_id >= self.cfg.threads
             || header.frame_number >= self.cfg.frames_per_second
         {
+            None
+        } else {
+            self.slot_of(header)
+        };
+        let Some(slot) = slot else {
             self.stats.wrong_format += 1;
             return Placement::WrongFormat;
-        }
-        let slot = self.slot_of(header);
+        };
         if !self.in_range(slot) {
             return self.candidate(slot, frame, sink);
         }
@@ -374,8 +438,7 @@ impl StationWindow {
                     false,
                 );
                 self.stats.written_valid += 1;
-            } else {
-                self.make_fill(s);
+            } else if self.make_fill(s) {
                 sink.frame(self.template.station_id, &self.fill, true);
                 self.stats.written_filled += 1;
             }
@@ -384,14 +447,18 @@ impl StationWindow {
         self.base = Some(s);
     }
 
-    /// An invalid frame for `slot`: the stream's header with time and thread of the slot.
-    fn make_fill(&mut self, slot: u64) {
+    /// An invalid frame for `slot` in `fill`: the stream's header with time and thread of the
+    /// slot; `false` (nothing made) for the slot of a thread never seen.
+    fn make_fill(&mut self, slot: u64) -> bool {
         let threads = u64::from(self.cfg.threads);
         let fps = u64::from(self.cfg.frames_per_second);
         let t = slot / threads;
+        let Some(thread_id) = self.threads.id((slot % threads) as u16) else {
+            return false;
+        };
         let mut h = self.template;
         h.invalid = true;
-        h.thread_id = (slot % threads) as u16;
+        h.thread_id = thread_id;
         h.frame_number = (t % fps) as u32;
         let unix = (t / fps) as i64;
         h.seconds = (unix - self.epoch_unix[usize::from(h.ref_epoch & 63)]).clamp(0, (1 << 30) - 1) as u32;
@@ -399,6 +466,7 @@ impl StationWindow {
         // of the stream) is rewritten. The template passed validation when it arrived; only time
         // fields changed, all in range.
         let _ = h.emit(&mut self.fill[..h.header_len()]);
+        true
     }
 
     /// Write everything stored, up to the end of the newest time step (all its threads), filling

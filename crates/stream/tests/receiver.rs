@@ -206,6 +206,54 @@ fn the_first_sequence_number_is_the_first_frames() {
     }
 }
 
+/// Frame `k` of a one-thread stream whose thread id is `thread`.
+fn frame_on_thread(thread: u16, k: u32) -> Vec<u8> {
+    let mut f = frame(k);
+    let mut h = vdif::VdifHeader::parse(&f).unwrap();
+    h.thread_id = thread;
+    h.emit(&mut f[..32]).unwrap();
+    f
+}
+
+#[test]
+fn a_stream_on_a_nonzero_thread_id_is_received_and_filled_on_its_thread() {
+    // Regression (issue 17): jive5ab's fill pattern is thread 290; in jive5ab framing every
+    // datagram was rejected ("not a VDIF stream") unless --threads 291, which then wrote 290
+    // invalid frames per real one. Threads are their ids, whatever they are.
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    for k in (0..400u32).filter(|k| *k != 200) {
+        let t = t0 + Duration::from_micros(125 * u64::from(k + 1));
+        let d = [u64::from(k).to_le_bytes().to_vec(), frame_on_thread(290, k)].concat();
+        rx.handle_datagram(t, FROM, &d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let c = rx.counters();
+    assert_eq!(c.rejected(), 0, "{c:?}");
+    let s = &rx.summaries()[0];
+    assert_eq!((s.window.written_valid, s.window.written_filled), (399, 1));
+    let out = written(&sink);
+    assert_eq!(
+        out.len(),
+        400 * 8032,
+        "one frame per time step, no other thread invented"
+    );
+    for (k, f) in out.chunks(8032).enumerate() {
+        let h = vdif::VdifHeader::parse(f).unwrap();
+        assert_eq!(
+            (h.thread_id, h.frame_number, h.invalid),
+            (290, k as u32, k == 200),
+            "frame {k}"
+        );
+    }
+    assert_accounted(&rx);
+}
+
 #[test]
 fn a_restarted_sender_is_followed_and_counted() {
     // New port and session (a new process), or the same port with a new session.

@@ -249,3 +249,22 @@ fn memory_stays_bounded_over_a_long_stream() {
     w.finish(&mut sink);
     assert_eq!(sink.0, 200_000);
 }
+
+#[test]
+fn a_thread_never_seen_is_never_filled() {
+    // Regression (issue 17): a stream configured for 4 threads of which only 0 and 1 ever come
+    // had invalid frames invented for threads 2 and 3 at every time step.
+    let l = layout(4);
+    let order: Vec<u64> = (0..4000u64).filter(|k| k % 4 < 2 && *k != 401).collect();
+    let (sink, w) = run(&l, 64, &order);
+    let out = frames_of(&sink.segments.concat(), l.frame_len)
+        .into_iter()
+        .map(|(h, _)| (h.thread_id, h.invalid))
+        .collect::<Vec<_>>();
+    assert_eq!(out.len(), 2000, "threads 0 and 1 only");
+    assert!(out.iter().all(|(t, _)| *t < 2));
+    // The one frame lost of a thread that exists is filled, on its thread.
+    assert_eq!(out.iter().filter(|(_, invalid)| *invalid).count(), 1);
+    assert_eq!(w.stats().written_filled, 1);
+    assert_eq!(w.thread_ids(), vec![0, 1]);
+}

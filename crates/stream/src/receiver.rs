@@ -336,9 +336,6 @@ struct Station {
     arq: Option<NakScheduler>,
     seq_first: Option<u64>,
     seq_last: Option<u64>,
-    /// Sequence numbers of the frames the window holds as candidates (the first frames of a
-    /// stream, or of a jump), oldest first: they count once the candidates are placed.
-    candidate_seqs: Vec<u64>,
     retransmits: u64,
     changes: u64,
     change_log: Vec<SenderChange>,
@@ -849,7 +846,6 @@ impl Receiver {
             arq,
             seq_first: None,
             seq_last: None,
-            candidate_seqs: Vec::new(),
             retransmits: 0,
             changes: 0,
             change_log: Vec::new(),
@@ -926,36 +922,28 @@ fn feed(
     frame: &[u8],
     sink: &mut impl FrameSink,
 ) {
-    let (held_before, given_up_before) = (st.window.pending(), st.window.stats().out_of_range);
-    let placement = st.window.push(header, frame, sink);
-    if let (Placement::Candidate, Some(seq)) = (placement, seq) {
-        // The window holds as many candidates as it says (it drops all of them on an
-        // inconsistent one): keep the numbers of exactly those.
-        st.candidate_seqs.push(seq);
-        let excess = st.candidate_seqs.len().saturating_sub(st.window.pending());
-        st.candidate_seqs.drain(..excess);
-    } else if held_before > 0 && st.window.pending() == 0 {
-        // The candidates left the window with this frame: confirmed and placed (their numbers
-        // count, as the first frames of the stream), or given up as out of range (they do not).
-        let placed = std::mem::take(&mut st.candidate_seqs);
-        if st.window.stats().out_of_range == given_up_before {
-            for s in placed {
-                st.seq_first = Some(st.seq_first.map_or(s, |f| f.min(s)));
-                st.seq_last = Some(st.seq_last.map_or(s, |l| l.max(s)));
-            }
-        }
+    let placement = st.window.push_numbered(header, frame, seq, sink);
+    // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it.
+    for (n, slot) in st.window.take_confirmed() {
+        numbered(st, now, n, slot);
     }
     if let Placement::Placed { slot, .. } = placement {
         if let Some(seq) = seq {
-            st.seq_first = Some(st.seq_first.map_or(seq, |f| f.min(seq)));
-            st.seq_last = Some(st.seq_last.map_or(seq, |l| l.max(seq)));
-            if let Some(arq) = st.arq.as_mut() {
-                arq.on_frame(now, seq, slot);
-            }
+            numbered(st, now, seq, slot);
         }
         if retransmit {
             st.retransmits += 1;
         }
+    }
+}
+
+/// Frame `seq` of station `st` was placed at `slot`: its number counts for the station's range
+/// and for ARQ.
+fn numbered(st: &mut Station, now: Instant, seq: u64, slot: u64) {
+    st.seq_first = Some(st.seq_first.map_or(seq, |f| f.min(seq)));
+    st.seq_last = Some(st.seq_last.map_or(seq, |l| l.max(seq)));
+    if let Some(arq) = st.arq.as_mut() {
+        arq.on_frame(now, seq, slot);
     }
 }
 

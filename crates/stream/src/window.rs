@@ -221,7 +221,10 @@ pub struct StationWindow {
     highest: u64,
     ring: Vec<u8>,
     present: Vec<bool>,
-    candidates: Vec<(u64, Vec<u8>)>,
+    /// Frames held as candidates: slot, bytes, and the caller's sequence number.
+    candidates: Vec<(u64, Vec<u8>, Option<u64>)>,
+    /// (sequence number, slot) of earlier candidates placed when a later one confirmed them.
+    confirmed: Vec<(u64, u64)>,
     written_any: bool,
     fill: Vec<u8>,
     threads: ThreadMap,
@@ -254,6 +257,7 @@ impl StationWindow {
             ring: vec![0u8; w * frame_len],
             present: vec![false; w],
             candidates: Vec::new(),
+            confirmed: Vec::new(),
             written_any: false,
             fill: vec![0u8; frame_len],
             threads: ThreadMap::new(cfg.threads),
@@ -312,6 +316,19 @@ impl StationWindow {
     /// Offer one frame (header already parsed and length-checked). Frames fall out of the window
     /// into `sink`.
     pub fn push(&mut self, header: &VdifHeader, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
+        self.push_numbered(header, frame, None, sink)
+    }
+
+    /// [`StationWindow::push`] for a frame with sequence number `seq`: when it confirms earlier
+    /// candidates, those placed with it are listed with their numbers by
+    /// [`StationWindow::take_confirmed`].
+    pub fn push_numbered(
+        &mut self,
+        header: &VdifHeader,
+        frame: &[u8],
+        seq: Option<u64>,
+        sink: &mut impl FrameSink,
+    ) -> Placement {
         let slot = if !same_format(header, &self.template)
             || frame.len() != self.frame_len
             || header.frame_number >= self.cfg.frames_per_second
@@ -325,7 +342,7 @@ impl StationWindow {
             return Placement::WrongFormat;
         };
         if !self.in_range(slot) {
-            return self.candidate(slot, frame, sink);
+            return self.candidate(slot, frame, seq, sink);
         }
         // An in-range frame proves the stream is where we think: forget candidates.
         self.stats.out_of_range += self.candidates.len() as u64;
@@ -375,30 +392,32 @@ impl StationWindow {
         Placement::Placed { slot, reordered }
     }
 
-    fn candidate(&mut self, slot: u64, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
+    fn candidate(&mut self, slot: u64, frame: &[u8], seq: Option<u64>, sink: &mut impl FrameSink) -> Placement {
         let consistent = self
             .candidates
             .last()
-            .is_none_or(|(s, _)| s.abs_diff(slot) < self.cfg.window);
+            .is_none_or(|(s, _, _)| s.abs_diff(slot) < self.cfg.window);
         if !consistent {
             self.stats.out_of_range += self.candidates.len() as u64;
             self.candidates.clear();
         }
-        self.candidates.push((slot, frame.to_vec()));
+        self.candidates.push((slot, frame.to_vec(), seq));
         if self.candidates.len() < self.cfg.confirm as usize {
             return Placement::Candidate;
         }
-        let candidates = std::mem::take(&mut self.candidates);
-        let anchor = candidates.iter().map(|(s, _)| *s).min().unwrap_or(slot);
+        let mut candidates = std::mem::take(&mut self.candidates);
+        let anchor = candidates.iter().map(|(s, _, _)| *s).min().unwrap_or(slot);
         self.jump(anchor, sink);
-        let mut last = Placement::Candidate;
-        for (s, f) in &candidates {
+        // The last candidate is this frame: its placement is the answer; the earlier ones placed
+        // are reported with their numbers.
+        let current = candidates.pop();
+        for (s, f, n) in &candidates {
             let p = self.place(*s, f, sink);
-            if *s == slot {
-                last = p;
+            if let (Placement::Placed { slot, .. }, Some(n)) = (p, n) {
+                self.confirmed.push((*n, slot));
             }
         }
-        last
+        current.map_or(Placement::Candidate, |(s, f, _)| self.place(s, &f, sink))
     }
 
     /// Move the stream to `anchor`: write out the window, then fill the gap or start a new segment.
@@ -481,6 +500,11 @@ impl StationWindow {
         if end > base {
             self.write_until(end, sink);
         }
+    }
+
+    /// (sequence number, slot) of the earlier candidates the last push placed, taken.
+    pub fn take_confirmed(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.confirmed)
     }
 
     /// Frames held as candidates for a jump (counted once they are placed or given up).

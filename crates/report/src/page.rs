@@ -595,9 +595,9 @@ fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
                     format!("{:.1}", st.achieved_rate_bps / MBIT),
                     st.frames_sent.to_string(),
                     st.injected_drops.to_string(),
-                    us_text(st.departure_gap_ns.mean),
-                    us_text(st.departure_gap_ns.p99.map(|v| v as f64)),
-                    us_text(st.lateness_ns.p99.map(|v| v as f64)),
+                    two_decimals(st.departure_gap_ns.mean.map(|ns| ns / 1e3)),
+                    two_decimals(us(st.departure_gap_ns.p99)),
+                    two_decimals(us(st.lateness_ns.p99)),
                     st.slips.to_string(),
                 ]
             })
@@ -834,7 +834,7 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
     })
 }
 
-/// Nanoseconds shown in µs with two decimals ("—" when not measured).
-fn us_text(ns: Option<f64>) -> String {
-    ns.map_or("—".into(), |v| format!("{:.2}", v / 1e3))
+/// A table cell with two decimals ("—" when not measured).
+fn two_decimals(v: Option<f64>) -> String {
+    v.map_or("—".into(), |v| format!("{v:.2}"))
 }

@@ -6,6 +6,8 @@
 //! - [`arq`]: deadline-bounded retransmission (receiver's NAK scheduling, sender's repeat buffer).
 //! - [`sender`]: the sender state machine (framing, sequence numbers, loop time rewriting, repeats,
 //!   departure statistics) behind `poll_transmit`/`handle_nak`/`poll_timeout`.
+//! - [`relay`]: backend datagrams in (several inputs and senders), the same frames out, paced,
+//!   repeated on NAK, a tee of what came in.
 //! - [`results`]: the result structs of a send and a receive run (JSON is the source of truth).
 //!
 //! Nothing here touches a socket, a file or the clock: callers pass `now` and bytes in and get
@@ -15,7 +17,9 @@
 #![warn(missing_docs)]
 
 pub mod arq;
+mod intake;
 pub mod receiver;
+pub mod relay;
 pub mod results;
 pub mod sender;
 pub mod window;

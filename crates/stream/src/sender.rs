@@ -71,6 +71,11 @@ pub trait FrameSource {
     fn underruns(&self) -> u64 {
         0
     }
+    /// A live source (a relay's input queue) with no frame at the moment: the station is
+    /// skipped until frames come, not ended.
+    fn paused(&self) -> bool {
+        false
+    }
 }
 
 /// Contiguous frames in memory, optionally looped: each pass after the first adds the file's
@@ -308,7 +313,7 @@ impl<P: Schedule> Sender<P> {
     /// duration has passed by then.
     fn next_station(&self) -> Option<usize> {
         let i = (0..self.stations.len())
-            .filter(|i| !self.stations[*i].done)
+            .filter(|i| !self.stations[*i].done && !self.stations[*i].source.paused())
             .min_by_key(|i| self.stations[*i].schedule.next_deadline())?;
         let over = self
             .cfg
@@ -328,7 +333,8 @@ impl<P: Schedule> Sender<P> {
         Some(self.stations[i].schedule.release_deadline(self.burst()))
     }
 
-    /// Whether every station ended or the duration passed.
+    /// Whether every station ended or the duration passed (or, with live sources, none has a
+    /// frame waiting).
     pub fn is_done(&self) -> bool {
         self.next_station().is_none()
     }
@@ -435,6 +441,10 @@ impl<P: Schedule> Sender<P> {
         let mut segment = 0;
         let mut taken = 0u64;
         while taken < burst {
+            if st.source.paused() {
+                // A live source ran dry mid-batch: send what there is.
+                break;
+            }
             let Some(frame) = st.source.next_frame() else {
                 st.done = true;
                 break;

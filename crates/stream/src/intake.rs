@@ -1,0 +1,66 @@
+//! What every receiving side (the receiver, the relay) does with a datagram before it knows
+//! whose it is: count why it is not a frame, and work out the shape of a new stream.
+
+use crate::receiver::DatagramCounters;
+use crate::wire::{DataDatagram, WireError};
+
+/// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
+pub(crate) const MAX_FPS: u32 = 1 << 24;
+/// Thread ids have 10 bits (word 3).
+pub(crate) const MAX_THREADS: u16 = 1024;
+
+/// Count a datagram the framing refused under its reason.
+pub(crate) fn count_wire_error(c: &mut DatagramCounters, e: &WireError) {
+    match e {
+        WireError::TooShort(_) => c.too_short += 1,
+        WireError::BadMagic(_) => c.bad_magic += 1,
+        WireError::BadVersion(_) => c.bad_version += 1,
+        WireError::BadHeader(_) => c.bad_header += 1,
+        WireError::LengthMismatch { .. } => c.length_mismatch += 1,
+    }
+}
+
+/// Why a stream's shape could not be worked out from its first datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShapeError {
+    /// Neither the framing, the options nor the header give the frame rate.
+    NoFrameRate,
+    /// A frame rate or thread count VDIF cannot have (it would size buffers).
+    Implausible { fps: u32, threads: u16 },
+}
+
+impl ShapeError {
+    /// Count it under its reason.
+    pub(crate) fn count(self, c: &mut DatagramCounters) {
+        match self {
+            ShapeError::NoFrameRate => c.no_frame_rate += 1,
+            ShapeError::Implausible { .. } => c.implausible_stream += 1,
+        }
+    }
+}
+
+/// Frames per second per thread and threads of the stream `d` starts: what a native prefix
+/// announces, else the options (`fps`, `threads`), else the header's sample rate (threads 1).
+/// Untrusted numbers size windows and queues, so they are kept within what VDIF can express.
+pub(crate) fn stream_shape(
+    d: &DataDatagram<'_>,
+    fps: Option<u32>,
+    threads: Option<u16>,
+) -> Result<(u32, u16), ShapeError> {
+    let fps = d
+        .native
+        .map(|n| n.frames_per_second)
+        .filter(|f| *f > 0)
+        .or(fps)
+        .or_else(|| {
+            let rate = d.header.header_sample_rate_hz()?;
+            let fps = rate / d.header.samples_per_frame().max(1) as f64;
+            (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(MAX_FPS)).then_some(fps as u32)
+        })
+        .ok_or(ShapeError::NoFrameRate)?;
+    let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
+    if fps > MAX_FPS || threads > MAX_THREADS {
+        return Err(ShapeError::Implausible { fps, threads });
+    }
+    Ok((fps, threads))
+}

@@ -1,0 +1,978 @@
+//! The relay as a state machine: a station's backend datagrams in (several inputs, several
+//! senders each), the same frames out to one destination, paced, repeated on NAK.
+//!
+//! Sans-IO like [`crate::Sender`], which it drives for the output side: the caller reads the
+//! sockets and the clock, hands every input datagram to [`Relay::handle_datagram`] (which also
+//! gives each valid frame to the tee, exactly as it came) and sends what
+//! [`Relay::poll_transmit`] returns.
+//!
+//! - **Input** is counted per sender (input, address) the way jive5ab's `udpsnor` does: datagrams,
+//!   lost (from the packet serial numbers), reordered, and the reordering extent of RFC 4737 §4.2.2
+//!   (over the last [`EXTENT_HISTORY`] serial numbers). Every datagram that is not a frame is
+//!   counted by reason ([`DatagramCounters`]) and dropped.
+//! - **Stations** are told apart by the VDIF station id; each keeps its threads continuous, and
+//!   counts the frames missing in the input per thread (from the VDIF time; nothing is invented).
+//!   Several senders (boards) may feed one station, each with its own threads.
+//! - **A new station** is relayed once it has delivered [`SOURCE_RUN`] frames of one format (held
+//!   meanwhile, nothing lost): a stray or forged datagram carrying its id takes nothing from the
+//!   real stream, and a candidate without a run is forgotten after [`PHANTOM_AFTER`] (its
+//!   frames counted `unconfirmed`). Its **threads** are `--threads`, or what a native prefix
+//!   announces, or learned from those first frames (the ids seen until the time has advanced by
+//!   two frames, or [`LEARN_FOR`]);
+//!   the output announces that count. A thread appearing later is counted and not forwarded
+//!   (the receiver could not place it), though the tee keeps it.
+//! - **Pacing** ([`LiveQueue`]): a frame leaves when it came, but never less than one frame
+//!   spacing after the previous one (the data rate from the headers, or `rate_bps`), so a burst
+//!   in is smoothed out; a frame that has waited longer than `smoothing` leaves at up to
+//!   `catch_up` × the rate until the backlog is gone — the sender's catch-up rule, never the
+//!   backlog at line rate. The clock of the backend and ours may differ: the queue follows the
+//!   input, so no drift accumulates.
+//! - **Memory** is bounded by `buffer_bytes`: when a station's queue is full its oldest frame is
+//!   dropped and counted (`overflow_dropped`).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use histogram::{Hist, DEFAULT_MAX_BUCKETS};
+use serde::{Deserialize, Serialize};
+
+use crate::intake::{count_wire_error, stream_shape, ShapeError};
+use crate::receiver::{DatagramCounters, SourceFilter};
+use crate::results::SentStation;
+use crate::sender::{Frame, FrameSource, Schedule, Sender, SenderConfig, StationSpec, Transmit};
+use crate::window::{FrameSink, ThreadMap};
+use crate::wire::{parse_data, DataDatagram, SeqFormat};
+use crate::SenderError;
+
+/// Serial numbers kept per sender for the reordering extent.
+pub const EXTENT_HISTORY: usize = 64;
+/// Longest a station's thread set is learned before its frames go out.
+pub const LEARN_FOR: Duration = Duration::from_millis(20);
+/// Most senders counted one by one; datagrams of further ones go to `untracked_senders`.
+const MAX_SENDERS: usize = 256;
+/// Frames held per station while its threads are learned.
+const LEARN_FRAMES: usize = 1024;
+/// Frames a new station must deliver before it is relayed: a stray or a forged datagram with a
+/// station's id never takes the station (or its format) from the real stream.
+pub const SOURCE_RUN: usize = 4;
+/// A candidate that has not delivered its run is forgotten after this long.
+pub const PHANTOM_AFTER: Duration = Duration::from_secs(1);
+/// What `--ack` sends back to a sender: its content does not matter (jive5ab sends text too);
+/// it lets the switches on the way learn where the station is.
+pub const KEEPALIVE: &[u8] = b"evlbi relay keep-alive";
+
+/// How to relay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayConfig {
+    /// Framing of the input datagrams.
+    pub input: SeqFormat,
+    /// Framing of the output datagrams.
+    pub output: SeqFormat,
+    /// Sender session of the native prefix (not 0; differs between runs).
+    pub session: u16,
+    /// First sequence number out.
+    pub first_seq: u64,
+    /// Keep this much of each stream to answer NAKs (native output); `None`: no ARQ.
+    pub arq_latency: Option<Duration>,
+    /// Frames per second per thread when neither the framing nor the headers say.
+    pub frames_per_second: Option<u32>,
+    /// VDIF threads per station; `None`: announced by a native input, else learned.
+    pub threads: Option<u16>,
+    /// Data rate to pace each station at (sample bits, headers excluded); `None`: from the
+    /// headers (frames per second × threads × data bytes).
+    pub rate_bps: Option<f64>,
+    /// Most a backlog is sent at, as a multiple of the rate (1.0 to 16).
+    pub catch_up: f64,
+    /// A frame that waited this long makes its station catch up.
+    pub smoothing: Duration,
+    /// Most frame bytes queued over all stations.
+    pub buffer_bytes: usize,
+    /// Most stations relayed.
+    pub max_stations: usize,
+    /// Take datagrams only from this address or host.
+    pub from: Option<SourceFilter>,
+    /// Send [`KEEPALIVE`] back to a sender every this many of its datagrams.
+    pub ack_every: Option<u32>,
+    /// When the run started (the output schedules' time 0).
+    pub start: Instant,
+}
+
+impl RelayConfig {
+    /// Defaults for relaying `input` framing out as `output`, starting at `start`.
+    pub fn new(input: SeqFormat, output: SeqFormat, start: Instant) -> RelayConfig {
+        RelayConfig {
+            input,
+            output,
+            session: 1,
+            first_seq: 0,
+            arq_latency: None,
+            frames_per_second: None,
+            threads: None,
+            rate_bps: None,
+            catch_up: 2.0,
+            smoothing: Duration::from_millis(2),
+            buffer_bytes: 256 << 20,
+            max_stations: 16,
+            from: None,
+            ack_every: None,
+            start,
+        }
+    }
+}
+
+/// One sender (input and address) as the relay saw it, counted like jive5ab's `udpsnor`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSender {
+    /// Index of the input (the `--listen` it came to).
+    pub input: u16,
+    /// Its address.
+    pub source: String,
+    /// Datagrams from it (valid or not).
+    pub datagrams: u64,
+    /// Frames from it that were taken.
+    pub frames: u64,
+    /// Bytes from it.
+    pub bytes: u64,
+    /// Lowest and highest packet serial number seen (jive5ab/native framing).
+    pub seq_first: Option<u64>,
+    /// Highest packet serial number seen.
+    pub seq_last: Option<u64>,
+    /// Serial numbers between the lowest and the highest that did not come.
+    pub lost: u64,
+    /// Datagrams whose serial number was below one already seen (RFC 4737 §3.3).
+    pub reordered: u64,
+    /// Largest reordering extent (RFC 4737 §4.2.2): how many datagrams with a higher serial
+    /// number came before a reordered one, over the last [`EXTENT_HISTORY`].
+    pub reorder_extent_max: u64,
+    /// Keep-alives sent back to it (`--ack`).
+    pub acks_sent: u64,
+    /// VDIF stations it sent.
+    pub stations: Vec<String>,
+    /// VDIF thread ids it sent.
+    pub threads: Vec<u16>,
+}
+
+/// A station's input, as the relay saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelayedStation {
+    /// Station code.
+    pub station: String,
+    /// VDIF station id.
+    pub station_id: u16,
+    /// Output stream index (native framing).
+    pub stream: Option<u16>,
+    /// Frames per second per thread.
+    pub frames_per_second: u32,
+    /// VDIF thread ids, in output order.
+    pub thread_ids: Vec<u16>,
+    /// Frame length, header included.
+    pub frame_len: usize,
+    /// Frames taken from the input (tee'd).
+    pub frames_in: u64,
+    /// Frames missing from the input, by the VDIF time of each thread (never invented).
+    pub lost_in_input: u64,
+    /// Frames that came after a later frame of their thread.
+    pub reordered_in: u64,
+    /// Second copies of a frame (same thread and time as the previous).
+    pub duplicates_in: u64,
+    /// Frames of a thread beyond the station's set (tee'd, not forwarded).
+    pub unexpected_thread: u64,
+    /// Frames of another format than the station's first (length, bits, channels).
+    pub wrong_format: u64,
+    /// Frames dropped because the station's queue was full (`buffer_bytes`).
+    pub overflow_dropped: u64,
+    /// Frames handed out for sending.
+    pub frames_out: u64,
+    /// Time each frame spent in the relay (arrival → sent), ns.
+    pub queue_delay_ns: histogram::HistSummary,
+}
+
+/// Loss of the input and of the queue over all stations, for live lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayTotals {
+    /// Frames taken from the input.
+    pub frames_in: u64,
+    /// Frames handed out for sending (first transmissions).
+    pub frames_out: u64,
+    /// Frames missing from the input.
+    pub lost_in_input: u64,
+    /// Frames dropped at a full queue.
+    pub overflow_dropped: u64,
+    /// Frames queued now.
+    pub queued: u64,
+}
+
+/// A frame waiting to go out.
+struct Queued {
+    arrival: Instant,
+    bytes: Vec<u8>,
+}
+
+/// One station's frames between input and output, and its departure rule (see the module docs).
+/// Shared by the station's [`FrameSource`] and [`Schedule`] halves, which the [`Sender`] owns.
+struct LiveQueue {
+    created: Instant,
+    frames: VecDeque<Queued>,
+    /// Buffers of frames sent, for reuse (no allocation per frame in the steady state).
+    free: Vec<Vec<u8>>,
+    /// Bytes queued over all stations (shared), and its bound.
+    queued: Rc<Cell<usize>>,
+    limit: usize,
+    spacing: Duration,
+    catch_up: f64,
+    smoothing: Duration,
+    /// When the previous frame left.
+    last_release: Option<Instant>,
+    /// Arrival of the frame handed to the sender and not yet stamped as sent.
+    current_arrival: Option<Instant>,
+    delay: Hist,
+    overflow_dropped: u64,
+    frames_out: u64,
+}
+
+impl LiveQueue {
+    fn new(
+        created: Instant,
+        spacing: Duration,
+        (catch_up, smoothing): (f64, Duration),
+        queued: Rc<Cell<usize>>,
+        limit: usize,
+    ) -> LiveQueue {
+        LiveQueue {
+            created,
+            frames: VecDeque::new(),
+            free: Vec::new(),
+            queued,
+            limit,
+            spacing,
+            catch_up: catch_up.clamp(1.0, 16.0),
+            smoothing,
+            last_release: None,
+            current_arrival: None,
+            delay: Hist::new(),
+            overflow_dropped: 0,
+            frames_out: 0,
+        }
+    }
+
+    /// Queue a copy of `frame`; when the budget is spent this station's oldest frame goes (the
+    /// most stale data), or the new one if it has none.
+    fn push(&mut self, arrival: Instant, frame: &[u8]) {
+        while self.queued.get() + frame.len() > self.limit {
+            let Some(old) = self.frames.pop_front() else {
+                self.overflow_dropped += 1;
+                return;
+            };
+            self.queued.set(self.queued.get() - old.bytes.len());
+            self.free.push(old.bytes);
+            self.overflow_dropped += 1;
+        }
+        let mut bytes = self.free.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(frame);
+        self.queued.set(self.queued.get() + bytes.len());
+        self.frames.push_back(Queued { arrival, bytes });
+    }
+
+    /// When the head frame may leave.
+    fn due(&self) -> Option<Instant> {
+        Some(self.due_after(self.frames.front()?.arrival))
+    }
+
+    /// When a frame that came at `a` may leave: when it came, but one spacing after the
+    /// previous departure — a catch-up spacing once it has waited `smoothing`.
+    fn due_after(&self, a: Instant) -> Instant {
+        let Some(prev) = self.last_release else {
+            return a;
+        };
+        let normal = prev + self.spacing;
+        let fast = prev + self.spacing.div_f64(self.catch_up);
+        a.max(normal.min(fast.max(a + self.smoothing)))
+    }
+}
+
+/// The [`FrameSource`] half of a station's queue; `current` is the frame handed to the sender
+/// (it lives here, outside the shared cell, so the sender can borrow it).
+struct LiveSource {
+    queue: Rc<RefCell<LiveQueue>>,
+    current: Vec<u8>,
+}
+
+impl FrameSource for LiveSource {
+    fn next_frame(&mut self) -> Option<Frame<'_>> {
+        {
+            let mut q = self.queue.borrow_mut();
+            let next = q.frames.pop_front()?;
+            q.queued.set(q.queued.get() - next.bytes.len());
+            let done = std::mem::replace(&mut self.current, next.bytes);
+            q.free.push(done);
+            q.current_arrival = Some(next.arrival);
+        }
+        Some(Frame {
+            bytes: &self.current,
+            add_seconds: 0,
+        })
+    }
+
+    fn paused(&self) -> bool {
+        self.queue.borrow().frames.is_empty()
+    }
+}
+
+/// The [`Schedule`] half of a station's queue.
+pub struct LiveSchedule(Rc<RefCell<LiveQueue>>);
+
+impl Schedule for LiveSchedule {
+    fn next_deadline(&self) -> Instant {
+        let q = self.0.borrow();
+        // Asked only while frames wait (the sender skips a paused source).
+        q.due().unwrap_or(q.created)
+    }
+
+    fn release_deadline(&self, _n: u64) -> Instant {
+        self.next_deadline()
+    }
+
+    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
+        let mut q = self.0.borrow_mut();
+        let late = q
+            .current_arrival
+            .map_or(Duration::ZERO, |a| now.saturating_duration_since(q.due_after(a)));
+        q.last_release = Some(now);
+        q.frames_out += count as u64;
+        if let Some(a) = q.current_arrival.take() {
+            q.delay
+                .record((now.saturating_duration_since(a).as_nanos() as u64).max(1));
+        }
+        late
+    }
+}
+
+/// A sender of input datagrams (input, address).
+struct SenderIn {
+    input: u16,
+    addr: SocketAddr,
+    stats: InputSender,
+    /// The last serial numbers, newest last (for the reordering extent).
+    recent: VecDeque<u64>,
+    /// Highest serial number seen + 1 (the next expected).
+    expect: Option<u64>,
+    /// Datagrams with a serial number (for the loss count).
+    numbered: u64,
+    until_ack: u32,
+    stations: Vec<u16>,
+    threads: Vec<u16>,
+}
+
+impl SenderIn {
+    /// Count serial number `seq` (jive5ab's `udpsnor` way: loss from the lowest and highest
+    /// seen, a datagram below the next expected is reordered).
+    fn on_seq(&mut self, seq: u64) {
+        self.numbered += 1;
+        let s = &mut self.stats;
+        s.seq_first = Some(s.seq_first.map_or(seq, |f| f.min(seq)));
+        s.seq_last = Some(s.seq_last.map_or(seq, |l| l.max(seq)));
+        match self.expect {
+            Some(e) if seq < e => {
+                s.reordered += 1;
+                let extent = self.recent.iter().filter(|r| **r > seq).count() as u64;
+                s.reorder_extent_max = s.reorder_extent_max.max(extent);
+            }
+            _ => self.expect = Some(seq.wrapping_add(1)),
+        }
+        if let (Some(f), Some(l)) = (s.seq_first, s.seq_last) {
+            s.lost = (l - f + 1).saturating_sub(self.numbered);
+        }
+        if self.recent.len() == EXTENT_HISTORY {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(seq);
+    }
+
+    /// Note that it sent `station`, thread `thread` (bounded: ids are 10 bits).
+    fn saw(&mut self, station: u16, thread: u16) {
+        if !self.stations.contains(&station) && self.stations.len() < 64 {
+            self.stations.push(station);
+        }
+        if let Err(at) = self.threads.binary_search(&thread) {
+            self.threads.insert(at, thread);
+        }
+    }
+}
+
+/// Frames held while a station's threads are learned.
+struct Learning {
+    since: Instant,
+    first_pos: u64,
+    seen: ThreadMap,
+    held: Vec<(Instant, Vec<u8>)>,
+}
+
+/// A station's input side.
+struct StationIn {
+    station_id: u16,
+    fps: u32,
+    template: vdif::VdifHeader,
+    frame_len: usize,
+    /// It delivered its run and is relayed; until then a candidate, its frames held.
+    confirmed: bool,
+    /// Threads given by the options or a native prefix (else learned).
+    known_threads: Option<u16>,
+    learning: Option<Learning>,
+    threads: ThreadMap,
+    thread_count: u16,
+    /// Last time position (frames since 1970 of one thread) per thread id; `u64::MAX`: none yet.
+    last_pos: Vec<u64>,
+    queue: Option<Rc<RefCell<LiveQueue>>>,
+    stream: Option<u16>,
+    counts: RelayedStation,
+}
+
+/// The relay state machine; see the module docs.
+pub struct Relay {
+    cfg: RelayConfig,
+    sender: Sender<LiveSchedule>,
+    stations: Vec<StationIn>,
+    senders: Vec<SenderIn>,
+    /// Datagrams of senders beyond [`MAX_SENDERS`] (still relayed, not counted one by one).
+    untracked: u64,
+    counters: DatagramCounters,
+    first_problem: Option<String>,
+    acks: VecDeque<(u16, SocketAddr)>,
+    /// Bytes queued over all stations.
+    queued: Rc<Cell<usize>>,
+    epoch_unix: [i64; 64],
+}
+
+impl Relay {
+    /// A relay with no input yet.
+    pub fn new(cfg: RelayConfig) -> Relay {
+        let sender = Sender::new(SenderConfig {
+            format: cfg.output,
+            session: cfg.session,
+            first_seq: cfg.first_seq,
+            burst: 1,
+            arq_latency: cfg.arq_latency,
+            inject_loss: linkemu::LossModel::None,
+            seed: 0,
+            start: cfg.start,
+            duration: None,
+        });
+        let mut epoch_unix = [0i64; 64];
+        for (e, u) in epoch_unix.iter_mut().enumerate() {
+            *u = vdif::time::epoch_unix(e as u8);
+        }
+        Relay {
+            cfg,
+            sender,
+            stations: Vec::new(),
+            senders: Vec::new(),
+            untracked: 0,
+            counters: DatagramCounters::default(),
+            first_problem: None,
+            acks: VecDeque::new(),
+            queued: Rc::new(Cell::new(0)),
+            epoch_unix,
+        }
+    }
+
+    fn problem(&mut self, what: impl FnOnce() -> String) {
+        if self.first_problem.is_none() {
+            self.first_problem = Some(what());
+        }
+    }
+
+    /// A datagram arrived at input `input` from `from` at `now` (`truncated`: larger than the
+    /// read buffer). Each valid frame goes to `tee` as it came, and is queued for the output.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        input: u16,
+        from: SocketAddr,
+        datagram: &[u8],
+        truncated: bool,
+        tee: &mut impl FrameSink,
+    ) {
+        self.counters.datagrams += 1;
+        self.counters.bytes += datagram.len() as u64;
+        if self.cfg.from.is_some_and(|f| !f.admits(from)) {
+            self.counters.foreign_source += 1;
+            self.problem(|| format!("datagram from {from}, not from the --from address"));
+            return;
+        }
+        let sender = self.sender_index(input, from);
+        if let Some(s) = sender {
+            let s = &mut self.senders[s];
+            s.stats.datagrams += 1;
+            s.stats.bytes += datagram.len() as u64;
+            if let Some(every) = self.cfg.ack_every.filter(|n| *n > 0) {
+                s.until_ack = s.until_ack.saturating_sub(1);
+                if s.until_ack == 0 {
+                    s.until_ack = every;
+                    s.stats.acks_sent += 1;
+                    self.acks.push_back((input, from));
+                }
+            }
+        }
+        if truncated {
+            self.counters.oversized += 1;
+            self.problem(|| {
+                format!(
+                    "{} byte datagram from {from} larger than the read buffer",
+                    datagram.len()
+                )
+            });
+            return;
+        }
+        let d = match parse_data(self.cfg.input, datagram) {
+            Ok(d) => d,
+            Err(e) => {
+                count_wire_error(&mut self.counters, &e);
+                self.problem(|| format!("datagram from {from}: {e}"));
+                return;
+            }
+        };
+        if let (Some(s), Some(seq)) = (sender, d.seq) {
+            self.senders[s].on_seq(seq);
+        }
+        let Some(si) = self.station_for(now, from, &d) else {
+            return;
+        };
+        if let Some(s) = sender {
+            self.senders[s].stats.frames += 1;
+            self.senders[s].saw(d.header.station_id, d.header.thread_id);
+        }
+        self.take_frame(now, si, &d, tee);
+    }
+
+    /// The counters of sender (`input`, `from`), made on its first datagram; `None` beyond
+    /// [`MAX_SENDERS`].
+    fn sender_index(&mut self, input: u16, from: SocketAddr) -> Option<usize> {
+        if let Some(i) = self.senders.iter().position(|s| s.input == input && s.addr == from) {
+            return Some(i);
+        }
+        if self.senders.len() >= MAX_SENDERS {
+            self.untracked += 1;
+            return None;
+        }
+        self.senders.push(SenderIn {
+            input,
+            addr: from,
+            stats: InputSender {
+                input,
+                source: from.to_string(),
+                ..InputSender::default()
+            },
+            recent: VecDeque::with_capacity(EXTENT_HISTORY),
+            expect: None,
+            numbered: 0,
+            until_ack: 1,
+            stations: Vec::new(),
+            threads: Vec::new(),
+        });
+        Some(self.senders.len() - 1)
+    }
+
+    /// The station of `d`: a confirmed one of its id and format, or a candidate, made on its
+    /// first frame; `None` when the frame is refused (counted).
+    fn station_for(&mut self, now: Instant, from: SocketAddr, d: &DataDatagram<'_>) -> Option<usize> {
+        let id = d.header.station_id;
+        let fits =
+            |st: &StationIn| crate::window::same_format(&d.header, &st.template) && d.frame.len() == st.frame_len;
+        if let Some(i) = self.stations.iter().position(|s| s.confirmed && s.station_id == id) {
+            if fits(&self.stations[i]) {
+                return Some(i);
+            }
+            self.stations[i].counts.wrong_format += 1;
+            let (name, len) = (d.header.station_name(), self.stations[i].frame_len);
+            self.problem(|| {
+                format!("station {name} from {from}: a frame of another format than its {len}-byte frames")
+            });
+            return None;
+        }
+        if let Some(i) = self.stations.iter().position(|s| s.station_id == id && fits(s)) {
+            return Some(i);
+        }
+        if self.stations.iter().filter(|s| s.confirmed).count() >= self.cfg.max_stations {
+            self.counters.too_many_stations += 1;
+            let max = self.cfg.max_stations;
+            self.problem(|| {
+                format!(
+                    "station {} from {from} beyond --max-stations {max}",
+                    d.header.station_name()
+                )
+            });
+            return None;
+        }
+        let (fps, threads) = match stream_shape(d, self.cfg.frames_per_second, self.cfg.threads) {
+            Ok(shape) => shape,
+            Err(e) => {
+                e.count(&mut self.counters);
+                let name = d.header.station_name();
+                self.problem(|| match e {
+                    ShapeError::NoFrameRate => {
+                        format!("station {name}: frame rate unknown (no native framing, no sample rate in the header): pass --fps")
+                    }
+                    ShapeError::Implausible { fps, threads } => {
+                        format!("datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream")
+                    }
+                });
+                return None;
+            }
+        };
+        self.make_room();
+        let known = self.cfg.threads.is_some() || d.native.is_some_and(|n| n.threads > 0);
+        let pos = self.position(&d.header, fps);
+        self.stations.push(StationIn {
+            station_id: id,
+            fps,
+            template: d.header,
+            frame_len: d.frame.len(),
+            confirmed: false,
+            known_threads: known.then_some(threads),
+            learning: Some(Learning {
+                since: now,
+                first_pos: pos,
+                seen: ThreadMap::new(crate::intake::MAX_THREADS),
+                held: Vec::new(),
+            }),
+            threads: ThreadMap::new(threads),
+            thread_count: threads,
+            last_pos: vec![u64::MAX; usize::from(crate::intake::MAX_THREADS)],
+            queue: None,
+            stream: None,
+            counts: RelayedStation {
+                station: d.header.station_name(),
+                station_id: id,
+                frames_per_second: fps,
+                frame_len: d.frame.len(),
+                ..RelayedStation::default()
+            },
+        });
+        Some(self.stations.len() - 1)
+    }
+
+    /// Keep the candidates bounded: a flood of phantom stations forgets its oldest.
+    fn make_room(&mut self) {
+        let most = (2 * self.cfg.max_stations).max(16);
+        while self.stations.iter().filter(|s| !s.confirmed).count() >= most {
+            let Some(i) = self.stations.iter().position(|s| !s.confirmed) else {
+                break;
+            };
+            self.drop_candidate(i);
+        }
+    }
+
+    /// Forget candidate `i`: its frames never formed a run (a stray, a phantom station).
+    fn drop_candidate(&mut self, i: usize) {
+        let st = self.stations.remove(i);
+        let held = st.learning.map_or(0, |l| l.held.len() as u64);
+        self.counters.unconfirmed += held;
+        self.counters.phantoms_dropped += 1;
+        let name = st.counts.station;
+        self.problem(|| format!("station {name}: frames that never formed a run of {SOURCE_RUN}: dropped as stray"));
+    }
+
+    /// Frames of one thread since 1970 (the position of `h` in its thread's sequence).
+    fn position(&self, h: &vdif::VdifHeader, fps: u32) -> u64 {
+        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
+        (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number)
+    }
+
+    /// Count, tee and queue one frame of station `si` (held while the station is learned).
+    fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, tee: &mut impl FrameSink) {
+        let pos = self.position(&d.header, self.stations[si].fps);
+        let st = &mut self.stations[si];
+        if d.header.frame_number >= st.fps {
+            st.counts.wrong_format += 1;
+            return;
+        }
+        st.counts.frames_in += 1;
+        // Continuity per thread: a jump forward is frames missing; a step back fills one of
+        // them (reordered), unless it repeats the last frame.
+        let tid = usize::from(d.header.thread_id);
+        let last = st.last_pos[tid];
+        if last == u64::MAX || pos > last {
+            if last != u64::MAX {
+                st.counts.lost_in_input += pos - last - 1;
+            }
+            st.last_pos[tid] = pos;
+        } else if pos == last {
+            st.counts.duplicates_in += 1;
+        } else {
+            st.counts.reordered_in += 1;
+            st.counts.lost_in_input = st.counts.lost_in_input.saturating_sub(1);
+        }
+        if let Some(l) = st.learning.as_mut() {
+            let _ = l.seen.index(d.header.thread_id);
+            if l.held.len() < LEARN_FRAMES {
+                l.held.push((now, d.frame.to_vec()));
+            } else {
+                st.counts.overflow_dropped += 1;
+            }
+            let run = l.held.len() >= SOURCE_RUN;
+            if run && (pos >= l.first_pos + 2 || now.saturating_duration_since(l.since) >= LEARN_FOR) {
+                self.end_learning(si, now, tee);
+            }
+            return;
+        }
+        tee.frame(st.station_id, d.frame, false);
+        if st.threads.index(d.header.thread_id).is_none() {
+            st.counts.unexpected_thread += 1;
+            let (name, t, n) = (d.header.station_name(), d.header.thread_id, st.thread_count);
+            self.problem(|| format!("station {name}: thread {t} beyond its {n} thread(s): recorded, not relayed"));
+            return;
+        }
+        if let Some(q) = st.queue.as_ref() {
+            q.borrow_mut().push(now, d.frame);
+        }
+    }
+
+    /// Candidate `si` formed its run and its threads are known: confirm it (other candidates
+    /// for its id are strays), open its output, tee and queue what was held.
+    fn end_learning(&mut self, si: usize, now: Instant, tee: &mut impl FrameSink) {
+        let id = self.stations[si].station_id;
+        let Some(l) = self.stations[si].learning.take() else {
+            return;
+        };
+        self.stations[si].confirmed = true;
+        let mut i = 0;
+        let mut si = si;
+        while i < self.stations.len() {
+            if i != si && !self.stations[i].confirmed && self.stations[i].station_id == id {
+                self.drop_candidate(i);
+                if i < si {
+                    si -= 1;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        let Relay {
+            sender,
+            cfg,
+            queued,
+            stations,
+            ..
+        } = self;
+        let st = &mut stations[si];
+        if st.known_threads.is_none() {
+            let mut ids = l.seen.ids();
+            ids.sort_unstable();
+            st.thread_count = (ids.len() as u16).max(1);
+            st.threads = ThreadMap::new(st.thread_count);
+        }
+        open_output(sender, cfg, queued, st, now);
+        let Some(q) = st.queue.clone() else {
+            return;
+        };
+        let mut q = q.borrow_mut();
+        for (at, frame) in l.held {
+            tee.frame(st.station_id, &frame, false);
+            let thread = vdif::VdifHeader::parse(&frame).map(|h| h.thread_id).unwrap_or(u16::MAX);
+            if st.threads.index(thread).is_some() {
+                q.push(at, &frame);
+            } else {
+                st.counts.unexpected_thread += 1;
+            }
+        }
+    }
+
+    /// End the learning of candidates whose time is up: confirmed with a run, forgotten
+    /// without one.
+    pub fn handle_timeout(&mut self, now: Instant, tee: &mut impl FrameSink) {
+        let mut si = 0;
+        while si < self.stations.len() {
+            let Some(l) = self.stations[si].learning.as_ref() else {
+                si += 1;
+                continue;
+            };
+            let waited = now.saturating_duration_since(l.since);
+            if waited >= LEARN_FOR && l.held.len() >= SOURCE_RUN {
+                self.end_learning(si, now, tee);
+                si += 1;
+            } else if waited >= PHANTOM_AFTER {
+                self.drop_candidate(si);
+            } else {
+                si += 1;
+            }
+        }
+    }
+
+    /// When something is due: the next departure, or the end of a learning.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let learn = self
+            .stations
+            .iter()
+            .filter_map(|s| {
+                let l = s.learning.as_ref()?;
+                Some(
+                    l.since
+                        + if l.held.len() >= SOURCE_RUN {
+                            LEARN_FOR
+                        } else {
+                            PHANTOM_AFTER
+                        },
+                )
+            })
+            .min();
+        match (self.sender.poll_timeout(), learn) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next datagrams to send at `now` (repeats first); `None` when nothing is due.
+    pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Transmit<'_>>, SenderError> {
+        self.sender.poll_transmit(now)
+    }
+
+    /// The transmit returned last was handed to the socket at `now`.
+    pub fn on_transmitted(&mut self, now: Instant) {
+        self.sender.on_transmitted(now);
+    }
+
+    /// A datagram from the destination: a NAK (native output with ARQ), or anything else to count.
+    pub fn handle_return(&mut self, now: Instant, datagram: &[u8]) {
+        self.sender.handle_nak(now, datagram);
+    }
+
+    /// A keep-alive due to a sender (`--ack`): the input to send it from and the address.
+    pub fn poll_ack(&mut self) -> Option<(u16, SocketAddr)> {
+        self.acks.pop_front()
+    }
+
+    /// Datagram counters (every datagram, by reason when refused).
+    pub fn counters(&self) -> &DatagramCounters {
+        &self.counters
+    }
+
+    /// The first reason a datagram was refused, in words.
+    pub fn first_problem(&self) -> Option<&str> {
+        self.first_problem.as_deref()
+    }
+
+    /// Datagrams of senders beyond the ones counted one by one.
+    pub fn untracked_datagrams(&self) -> u64 {
+        self.untracked
+    }
+
+    /// Each sender's counters.
+    pub fn senders(&self) -> Vec<InputSender> {
+        self.senders
+            .iter()
+            .map(|s| InputSender {
+                stations: s.stations.iter().map(|id| vdif::station_name(*id)).collect(),
+                threads: s.threads.clone(),
+                ..s.stats.clone()
+            })
+            .collect()
+    }
+
+    /// Each station's counters.
+    pub fn stations(&self) -> Vec<RelayedStation> {
+        self.stations
+            .iter()
+            .map(|s| {
+                let mut c = s.counts.clone();
+                c.thread_ids = match s.learning.as_ref() {
+                    Some(l) => l.seen.ids(),
+                    None => s.threads.ids(),
+                };
+                if let Some(q) = s.queue.as_ref() {
+                    let q = q.borrow();
+                    c.overflow_dropped += q.overflow_dropped;
+                    c.frames_out = q.frames_out;
+                    c.queue_delay_ns = q.delay.summary(DEFAULT_MAX_BUCKETS);
+                }
+                c
+            })
+            .collect()
+    }
+
+    /// Totals over all stations (live lines).
+    pub fn totals(&self) -> RelayTotals {
+        let mut t = RelayTotals::default();
+        for s in &self.stations {
+            t.frames_in += s.counts.frames_in;
+            t.lost_in_input += s.counts.lost_in_input;
+            t.overflow_dropped += s.counts.overflow_dropped;
+            if let Some(l) = s.learning.as_ref() {
+                t.queued += l.held.len() as u64;
+            }
+            if let Some(q) = s.queue.as_ref() {
+                let q = q.borrow();
+                t.frames_out += q.frames_out;
+                t.overflow_dropped += q.overflow_dropped;
+                t.queued += q.frames.len() as u64;
+            }
+        }
+        t
+    }
+
+    /// Whether frames wait to go out (or to be learned).
+    pub fn has_queued(&self) -> bool {
+        self.totals().queued > 0
+    }
+
+    /// The output streams, as a sender reports them.
+    pub fn output(&self) -> Vec<SentStation> {
+        self.sender.station_results()
+    }
+
+    /// Repeat counters over all streams; `None` without ARQ.
+    pub fn arq_stats(&self) -> Option<crate::arq::RetransmitStats> {
+        self.sender.arq_stats()
+    }
+
+    /// Datagrams from the destination that were not NAKs for a stream with ARQ.
+    pub fn rejected_control(&self) -> u64 {
+        self.sender.rejected_control()
+    }
+
+    /// Every datagram the destination sent back.
+    pub fn returned_datagrams(&self) -> u64 {
+        self.sender.returned_datagrams()
+    }
+}
+
+/// Give station `st` its output stream, paced at its rate.
+fn open_output(
+    sender: &mut Sender<LiveSchedule>,
+    cfg: &RelayConfig,
+    queued: &Rc<Cell<usize>>,
+    st: &mut StationIn,
+    now: Instant,
+) {
+    let data_len = st.frame_len.saturating_sub(st.template.header_len()).max(1);
+    let natural = f64::from(st.fps) * f64::from(st.thread_count) * data_len as f64 * 8.0;
+    let rate_bps = cfg.rate_bps.unwrap_or(natural).max(1.0);
+    let spacing = Duration::from_secs_f64(data_len as f64 * 8.0 / rate_bps);
+    let queue = Rc::new(RefCell::new(LiveQueue::new(
+        now,
+        spacing,
+        (cfg.catch_up, cfg.smoothing),
+        Rc::clone(queued),
+        cfg.buffer_bytes,
+    )));
+    let spec = StationSpec {
+        name: format!("relayed {}", st.counts.station),
+        station_id: st.station_id,
+        threads: st.thread_count,
+        frame_len: st.frame_len,
+        data_len,
+        fps: st.fps,
+        rate_bps,
+    };
+    let source = LiveSource {
+        queue: Rc::clone(&queue),
+        current: Vec::new(),
+    };
+    let stream = sender.add_station(spec, Box::new(source), LiveSchedule(Rc::clone(&queue)));
+    st.stream = Some(stream);
+    st.counts.stream = (cfg.output == SeqFormat::Native).then_some(stream);
+    st.queue = Some(queue);
+}

@@ -1,0 +1,362 @@
+//! The relay state machine in virtual time: boards' datagrams in, the same frames out — every
+//! frame, per thread in order, paced, counted per sender; strays counted and dropped.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use stream::relay::{Relay, RelayConfig};
+use stream::wire::{encode_data, parse_data, Nak, NativePrefix, SeqFormat, SeqRange};
+use stream::VecSink;
+use vdif::FrameLayout;
+
+const FPS: u32 = 8000;
+
+/// Frame `k` (time step) of thread `thread` of station Ef, 8032 bytes, data recognisable.
+fn frame(thread: u16, k: u32) -> Vec<u8> {
+    let l = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
+    let mut h = l.header(0x4566);
+    h.seconds = 1000 + k / FPS;
+    h.frame_number = k % FPS;
+    h.thread_id = thread;
+    let mut f = vec![0u8; l.frame_len];
+    h.emit(&mut f[..32]).unwrap();
+    for (i, b) in f[32..].iter_mut().enumerate() {
+        *b = (k as usize)
+            .wrapping_mul(131)
+            .wrapping_add(i * 7 + usize::from(thread) * 3) as u8;
+    }
+    f
+}
+
+fn udps(seq: u64, f: &[u8]) -> Vec<u8> {
+    let p = NativePrefix {
+        retransmit: false,
+        stream: 0,
+        seq,
+        frames_per_second: 0,
+        threads: 0,
+        session: 0,
+    };
+    let mut d = Vec::new();
+    encode_data(SeqFormat::Jive5ab, &p, f, &mut d);
+    d
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn relay(input: SeqFormat, output: SeqFormat, t0: Instant) -> Relay {
+    let mut cfg = RelayConfig::new(input, output, t0);
+    cfg.frames_per_second = Some(FPS);
+    Relay::new(cfg)
+}
+
+/// Everything due at `now`, with its send time.
+fn drain(r: &mut Relay, now: Instant, out: &mut Vec<(Instant, Vec<u8>)>) {
+    while let Some(t) = r.poll_transmit(now).unwrap() {
+        for d in t.datagrams() {
+            out.push((now, d.to_vec()));
+        }
+        r.on_transmitted(now);
+    }
+}
+
+/// Run the relay's own deadlines up to `until` (what the socket loop does between datagrams).
+fn run_until(r: &mut Relay, tee: &mut VecSink, until: Instant, out: &mut Vec<(Instant, Vec<u8>)>) {
+    for _ in 0..1_000_000 {
+        match r.poll_timeout() {
+            Some(t) if t <= until => {
+                r.handle_timeout(t, tee);
+                drain(r, t, out);
+            }
+            _ => break,
+        }
+    }
+    r.handle_timeout(until, tee);
+    drain(r, until, out);
+}
+
+#[test]
+fn four_threads_from_two_boards_leave_whole_in_order_and_are_counted_per_sender() {
+    let t0 = Instant::now();
+    let mut r = relay(SeqFormat::None, SeqFormat::Native, t0);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let mut sent_in = Vec::new();
+    let step = Duration::from_nanos(1_000_000_000 / u64::from(FPS));
+    for k in 0..400u32 {
+        let now = t0 + step * k;
+        // Board A (port 1) sends threads 0 and 1, board B (port 2) threads 2 and 3.
+        for thread in 0..4u16 {
+            let f = frame(thread, k);
+            let port = if thread < 2 { 1 } else { 2 };
+            r.handle_datagram(now, 0, addr(port), &f, false, &mut tee);
+            sent_in.extend_from_slice(&f);
+        }
+        run_until(&mut r, &mut tee, now, &mut out);
+    }
+    run_until(&mut r, &mut tee, t0 + step * 600, &mut out);
+    // The tee is exactly what came in, in order.
+    assert_eq!(tee.segments.concat(), sent_in);
+    assert_eq!(tee.filled, 0);
+    // Out: every frame once, native framing announcing 4 threads, each thread in time order.
+    assert_eq!(out.len(), 1600);
+    let mut next = [0u32; 4];
+    for (i, (_, d)) in out.iter().enumerate() {
+        let p = parse_data(SeqFormat::Native, d).unwrap();
+        let n = p.native.unwrap();
+        assert_eq!((n.seq, n.threads, n.frames_per_second, n.stream), (i as u64, 4, FPS, 0));
+        let t = usize::from(p.header.thread_id);
+        assert_eq!(p.frame, frame(p.header.thread_id, next[t]).as_slice());
+        next[t] += 1;
+    }
+    assert_eq!(next, [400; 4]);
+    let senders = r.senders();
+    assert_eq!(senders.len(), 2);
+    assert_eq!((senders[0].frames, senders[0].threads.clone()), (800, vec![0, 1]));
+    assert_eq!((senders[1].frames, senders[1].threads.clone()), (800, vec![2, 3]));
+    let st = &r.stations()[0];
+    assert_eq!(st.thread_ids, vec![0, 1, 2, 3]);
+    assert_eq!((st.frames_in, st.frames_out, st.lost_in_input), (1600, 1600, 0));
+    assert_eq!(r.counters().rejected(), 0);
+}
+
+#[test]
+fn udps_serial_numbers_give_loss_reordering_and_extent_per_sender() {
+    let t0 = Instant::now();
+    let mut r = relay(SeqFormat::Jive5ab, SeqFormat::Jive5ab, t0);
+    let mut tee = VecSink::default();
+    // 0..100 with 10 and 11 lost, 50 arriving after 53.
+    let mut order: Vec<u32> = (0..100).filter(|k| *k != 10 && *k != 11 && *k != 50).collect();
+    let at = order.iter().position(|k| *k == 53).unwrap();
+    order.insert(at + 1, 50);
+    for (i, k) in order.iter().enumerate() {
+        let now = t0 + Duration::from_micros(125 * i as u64);
+        r.handle_datagram(
+            now,
+            0,
+            addr(7),
+            &udps(1_000_000 + u64::from(*k), &frame(0, *k)),
+            false,
+            &mut tee,
+        );
+    }
+    let s = &r.senders()[0];
+    assert_eq!((s.datagrams, s.lost, s.reordered, s.reorder_extent_max), (98, 2, 1, 3));
+    assert_eq!((s.seq_first, s.seq_last), (Some(1_000_000), Some(1_000_099)));
+    let st = &r.stations()[0];
+    // By VDIF time: 10 and 11 missing; 50 was missing until it came.
+    assert_eq!((st.lost_in_input, st.reordered_in, st.frames_in), (2, 1, 98));
+}
+
+#[test]
+fn a_burst_in_is_paced_out_and_a_backlog_leaves_at_no_more_than_the_catch_up_rate() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.threads = Some(1);
+    cfg.smoothing = Duration::from_millis(2);
+    cfg.catch_up = 2.0;
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    for k in 0..200 {
+        r.handle_datagram(t0, 0, addr(1), &frame(0, k), false, &mut tee);
+    }
+    let mut out = Vec::new();
+    let tick = Duration::from_micros(5);
+    for i in 0..20_000u32 {
+        drain(&mut r, t0 + tick * i, &mut out);
+    }
+    assert_eq!(out.len(), 200);
+    let spacing = Duration::from_micros(125);
+    let gaps: Vec<Duration> = out.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    // Never faster than the catch-up rate (2 × the data rate).
+    assert!(gaps.iter().all(|g| *g >= spacing / 2), "{gaps:?}");
+    // Paced at the data rate while the frames had waited less than the smoothing allowance …
+    assert!(gaps[..14].iter().all(|g| *g >= spacing), "{:?}", &gaps[..14]);
+    // … then the backlog is caught up at about twice the rate, not at line rate.
+    let last = out.last().unwrap().0 - t0;
+    assert!(
+        last > Duration::from_millis(12) && last < Duration::from_millis(16),
+        "{last:?}"
+    );
+    let st = &r.stations()[0];
+    assert_eq!(st.frames_out, 200);
+    assert!(st.queue_delay_ns.max >= Some(10_000_000), "{:?}", st.queue_delay_ns);
+}
+
+#[test]
+fn a_full_buffer_drops_the_oldest_frames_and_counts_them() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.threads = Some(1);
+    cfg.buffer_bytes = 10 * 8032;
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    for k in 0..30 {
+        r.handle_datagram(t0, 0, addr(1), &frame(0, k), false, &mut tee);
+    }
+    let mut out = Vec::new();
+    for i in 0..2_000u32 {
+        drain(&mut r, t0 + Duration::from_micros(10) * i, &mut out);
+    }
+    // Nothing left while the 30 came (the first 4 are held until they form a run): the newest
+    // 10 remain.
+    let ks: Vec<u32> = out
+        .iter()
+        .map(|(_, d)| parse_data(SeqFormat::None, d).unwrap().header.frame_number)
+        .collect();
+    assert_eq!(ks, (20..30).collect::<Vec<_>>());
+    assert_eq!(r.stations()[0].overflow_dropped, 20);
+    assert_eq!(tee.segments.concat().len(), 30 * 8032);
+}
+
+#[test]
+fn naks_are_answered_from_the_repeat_buffer() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.threads = Some(1);
+    cfg.arq_latency = Some(Duration::from_millis(300));
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    // 30 frames: repeats may take a tenth of the datagrams sent (3 here).
+    for k in 0..30 {
+        let now = t0 + Duration::from_micros(125) * k;
+        r.handle_datagram(now, 0, addr(1), &frame(0, k), false, &mut tee);
+        run_until(&mut r, &mut tee, now, &mut out);
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_millis(4), &mut out);
+    assert_eq!(out.len(), 30);
+    let mut nak = Vec::new();
+    Nak {
+        stream: 0,
+        ranges: vec![SeqRange { first: 3, count: 2 }],
+    }
+    .encode(&mut nak);
+    let now = t0 + Duration::from_millis(6);
+    r.handle_return(now, &nak);
+    r.handle_return(now, b"a keep-alive from a jive5ab");
+    let mut repeats = Vec::new();
+    drain(&mut r, now, &mut repeats);
+    let got: Vec<(u64, bool)> = repeats
+        .iter()
+        .map(|(_, d)| {
+            let n = parse_data(SeqFormat::Native, d).unwrap().native.unwrap();
+            (n.seq, n.retransmit)
+        })
+        .collect();
+    assert_eq!(got, vec![(3, true), (4, true)]);
+    assert_eq!((r.returned_datagrams(), r.rejected_control()), (2, 1));
+    assert_eq!(r.arq_stats().unwrap().resent, 2);
+}
+
+#[test]
+fn a_thread_after_the_learning_is_recorded_but_not_relayed() {
+    let t0 = Instant::now();
+    let mut r = relay(SeqFormat::None, SeqFormat::Native, t0);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    for k in 0..20u32 {
+        let now = t0 + Duration::from_micros(125) * k;
+        for thread in [4u16, 9] {
+            r.handle_datagram(now, 0, addr(1), &frame(thread, k), false, &mut tee);
+        }
+        if k >= 10 {
+            r.handle_datagram(now, 0, addr(1), &frame(7, k), false, &mut tee);
+        }
+        run_until(&mut r, &mut tee, now, &mut out);
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_millis(10), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!(st.thread_ids, vec![4, 9]);
+    assert_eq!((st.unexpected_thread, st.frames_in, st.frames_out), (10, 50, 40));
+    assert_eq!(tee.segments.concat().len(), 50 * 8032);
+    assert!(out
+        .iter()
+        .all(|(_, d)| parse_data(SeqFormat::Native, d).unwrap().header.thread_id != 7));
+    assert!(r.first_problem().unwrap().contains("thread 7"));
+}
+
+#[test]
+fn keep_alives_go_back_every_nth_datagram_of_each_sender() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.ack_every = Some(10);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    for k in 0..25 {
+        r.handle_datagram(t0, 0, addr(1), &frame(0, k), false, &mut tee);
+        r.handle_datagram(t0, 1, addr(2), &frame(1, k), false, &mut tee);
+    }
+    let mut acks = Vec::new();
+    while let Some(a) = r.poll_ack() {
+        acks.push(a);
+    }
+    // The first datagram of each sender, then every 10th: 1, 11, 21.
+    assert_eq!(acks.iter().filter(|a| **a == (0, addr(1))).count(), 3);
+    assert_eq!(acks.iter().filter(|a| **a == (1, addr(2))).count(), 3);
+}
+
+#[test]
+fn strays_short_oversized_and_foreign_datagrams_are_counted_and_the_stream_goes_on() {
+    let t0 = Instant::now();
+    let mut r = relay(SeqFormat::Jive5ab, SeqFormat::None, t0);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    for k in 0..100u32 {
+        let now = t0 + Duration::from_micros(125) * k;
+        r.handle_datagram(now, 0, addr(1), &udps(u64::from(k), &frame(0, k)), false, &mut tee);
+        match k % 5 {
+            0 => r.handle_datagram(now, 0, addr(9), b"hello", false, &mut tee),
+            1 => r.handle_datagram(now, 0, addr(9), &[0xffu8; 9000], false, &mut tee),
+            2 => r.handle_datagram(now, 0, addr(9), &[0u8; 65_000], true, &mut tee),
+            _ => {}
+        }
+        run_until(&mut r, &mut tee, now, &mut out);
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_millis(40), &mut out);
+    assert_eq!(out.len(), 100);
+    let c = r.counters();
+    assert_eq!((c.too_short, c.oversized), (20, 20));
+    assert_eq!(c.bad_header + c.length_mismatch, 20);
+    assert_eq!(c.rejected(), 60);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any datagrams, in any framing, never panic the relay, and a real stream after them is
+    /// relayed whole.
+    #[test]
+    fn any_datagrams_leave_a_real_stream_whole(
+        garbage in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..9000), 0..40),
+        truncated in any::<bool>(),
+    ) {
+        let t0 = Instant::now();
+        let mut r = relay(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+        let mut tee = VecSink::default();
+        for g in &garbage {
+            r.handle_datagram(t0, 0, addr(9), g, truncated, &mut tee);
+        }
+        let mut out = Vec::new();
+        for k in 0..50u32 {
+            let now = t0 + Duration::from_micros(125) * (k + 1);
+            r.handle_datagram(now, 1, addr(1), &udps(u64::from(k), &frame(0, k)), false, &mut tee);
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+        run_until(&mut r, &mut tee, t0 + Duration::from_millis(40), &mut out);
+        let real: Vec<u32> = out
+            .iter()
+            .filter_map(|(_, d)| parse_data(SeqFormat::Native, d).ok())
+            .filter(|p| p.header.station_id == 0x4566 && p.frame == frame(p.header.thread_id, p.header.frame_number).as_slice())
+            .map(|p| p.header.frame_number)
+            .collect();
+        prop_assert_eq!(real, (0..50).collect::<Vec<_>>());
+    }
+}

@@ -23,6 +23,7 @@ mod probe_multi;
 mod probe_tcp;
 mod report_cmd;
 mod stream_cmd;
+mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
 mod vdif_cmd;

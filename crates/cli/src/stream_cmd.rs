@@ -1,4 +1,4 @@
-//! `evlbi stream send|recv`: real-time VDIF over UDP.
+//! `evlbi stream send|recv|relay`: real-time VDIF over UDP.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -39,6 +39,11 @@ pub enum StreamCommand {
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
         evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only")]
     Recv(RecvArgs),
+    /// Relay a backend's live VDIF (UDP, several ports and boards) to a correlator: paced at
+    /// the data rate, lost frames repeated on NAK (native framing), a local copy on disk
+    /// (--tee), every input sender counted.
+    #[command(after_help = crate::stream_relay_cmd::EXAMPLES)]
+    Relay(crate::stream_relay_cmd::RelayArgs),
     /// Internal: the file writer process `stream recv --out` starts (records on stdin, report
     /// on stdout).
     #[command(hide = true)]
@@ -55,7 +60,7 @@ pub enum StreamCommand {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     /// evlbi's 24-byte prefix: sequence number, stream, frame rate, threads.
     Native,
     /// jive5ab udps: 8-byte little-endian sequence number.
@@ -220,6 +225,7 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
     match cmd {
         StreamCommand::Send(a) => send(a),
         StreamCommand::Recv(a) => recv(a),
+        StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(a),
         StreamCommand::WriteFiles { ring_fd, direct, dir } => write_files(&dir, ring_fd, direct),
     }
 }
@@ -230,7 +236,7 @@ fn write_files(dir: &std::path::Path, ring_fd: i32, direct: bool) -> Result<()> 
 }
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
+pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
     netio::install_stop_signals().context("installing signal handlers")?;
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();

@@ -5,11 +5,14 @@
 //!   exact absolute timeline ([`netio::Pacer`]), feeding it the NAKs that come back.
 //! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
 //!   VDIF through [`sink::FileSink`], sends NAKs, reports live and at the end.
+//! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
+//!   and the output socket, the tee through [`sink::FileSink`].
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
 
 pub mod recv;
+pub mod relay;
 pub mod report;
 pub mod ring;
 pub mod send;

@@ -353,7 +353,7 @@ fn send_retrying(
 }
 
 /// The sending socket and its counters.
-struct Wire {
+pub(crate) struct Wire {
     sock: std::net::UdpSocket,
     to: SocketAddr,
     ctl: Vec<u8>,
@@ -361,9 +361,32 @@ struct Wire {
 }
 
 impl Wire {
+    /// A non-blocking socket connected to `to` with a `sndbuf` send buffer.
+    pub(crate) fn open(to: SocketAddr, sndbuf: usize) -> Result<Wire, SessionError> {
+        let (sock, _mtu) = open_socket(to, sndbuf)?;
+        Ok(Wire {
+            sock,
+            to,
+            ctl: vec![0u8; 2048],
+            would_block: 0,
+        })
+    }
+
+    /// Times a send found the socket buffer full (and was retried).
+    pub(crate) fn would_block(&self) -> u64 {
+        self.would_block
+    }
+
+    /// Hand every datagram waiting on the socket (NAKs, keep-alives) to `f`.
+    pub(crate) fn read_returns(&mut self, mut f: impl FnMut(&[u8])) {
+        while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
+            f(self.ctl.get(..n).unwrap_or_default());
+        }
+    }
+
     /// Hand a transmit to the kernel: one datagram with send(2), or equal-sized datagrams with
     /// one UDP GSO call where the kernel has it (UDP_SEGMENT, Linux ≥ 4.18), else one sendmmsg.
-    fn send(&mut self, t: &Transmit<'_>) -> Result<(), SessionError> {
+    pub(crate) fn send(&mut self, t: &Transmit<'_>) -> Result<(), SessionError> {
         let (sock, to) = (&self.sock, self.to);
         match t.segment_size {
             None => send_retrying(to, &mut self.would_block, || sock.send_to(t.contents, to).map(drop)),
@@ -376,9 +399,7 @@ impl Wire {
     /// Read every datagram waiting on the socket into the sender (NAKs), then send the repeats
     /// they ask for.
     fn serve_naks(&mut self, sender: &mut Sender<Paced>, now: Instant) -> Result<(), SessionError> {
-        while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
-            sender.handle_nak(now, self.ctl.get(..n).unwrap_or_default());
-        }
+        self.read_returns(|d| sender.handle_nak(now, d));
         while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
             self.send(&t)?;
             sender.on_transmitted(Instant::now());
@@ -394,7 +415,7 @@ fn loop_error(e: SenderError) -> SessionError {
 /// A sender session for the native prefix: differs between runs (even two started in the same
 /// nanosecond, by the process id), never 0 (which means "not given"). It tells a receiver that a
 /// sender restarted; it is not a secret, so nothing stronger than a mix of clock and pid.
-fn new_session() -> u16 {
+pub(crate) fn new_session() -> u16 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -411,7 +432,7 @@ fn new_session() -> u16 {
 
 /// jive5ab starts its udps sequence at a random value; so do we in that framing (48 bits of the
 /// wall clock), native and bare framing at 0.
-fn first_seq(format: SeqFormat) -> u64 {
+pub(crate) fn first_seq(format: SeqFormat) -> u64 {
     if format != SeqFormat::Jive5ab {
         return 0;
     }
@@ -439,20 +460,20 @@ fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, SessionError> {
 }
 
 /// The sending socket (non-blocking, connected to the destination) and its path MTU.
-fn open_socket(cfg: &SendConfig) -> Result<(std::net::UdpSocket, Option<usize>), SessionError> {
-    let bind: SocketAddr = if cfg.to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
+fn open_socket(to: SocketAddr, sndbuf: usize) -> Result<(std::net::UdpSocket, Option<usize>), SessionError> {
+    let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
         .parse()
         .map_err(|_| SessionError::Input("bind address".into()))?;
     let (sock, _grant) = bind_udp(
         bind,
         BufferRequest {
             rcv: 1 << 20,
-            snd: cfg.sndbuf,
+            snd: sndbuf,
         },
     )?;
     sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
     // One destination: connected, so GSO can be used and ICMP errors are reported.
-    sock.connect(cfg.to).map_err(io_err(format!("connect to {}", cfg.to)))?;
+    sock.connect(to).map_err(io_err(format!("connect to {to}")))?;
     let path_mtu = netio::socket::path_mtu(&sock);
     Ok((sock, path_mtu))
 }
@@ -584,7 +605,7 @@ fn drive(
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
 pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
     let sources = validate(&mut cfg)?;
-    let (sock, path_mtu) = open_socket(&cfg)?;
+    let (sock, path_mtu) = open_socket(cfg.to, cfg.sndbuf)?;
     let warnings = setup_warnings(&cfg, &sources, path_mtu);
     // The inputs are loaded: the timeline starts now.
     let start = Instant::now() + Duration::from_millis(20);

@@ -21,12 +21,13 @@
 //!   two frames, or [`LEARN_FOR`]);
 //!   the output announces that count. A thread appearing later is counted and not forwarded
 //!   (the receiver could not place it), though the tee keeps it.
-//! - **Pacing** ([`LiveQueue`]): a frame leaves when it came, but never less than one frame
-//!   spacing after the previous one (the data rate from the headers, or `rate_bps`), so a burst
-//!   in is smoothed out; a frame that has waited longer than `smoothing` leaves at up to
-//!   `catch_up` × the rate until the backlog is gone — the sender's catch-up rule, never the
-//!   backlog at line rate. The clock of the backend and ours may differ: the queue follows the
-//!   input, so no drift accumulates.
+//! - **Pacing** (`LiveQueue`): frames sit on a smooth timeline that follows their arrivals: a
+//!   frame's place is when it came, but at least one frame spacing (the data rate from the
+//!   headers, or `rate_bps`) after the previous frame's place, so a burst in is smoothed out; a
+//!   frame that would wait longer than `smoothing` takes a `catch_up` × rate spacing instead. A
+//!   frame leaves at its place, never sooner than a catch-up spacing after the previous
+//!   departure — the sender's catch-up rule: a backlog never goes at line rate. The timeline
+//!   follows the input, so a backend clock that differs from ours accumulates no drift.
 //! - **Memory** is bounded by `buffer_bytes`: when a station's queue is full its oldest frame is
 //!   dropped and counted (`overflow_dropped`).
 
@@ -226,6 +227,8 @@ struct LiveQueue {
     smoothing: Duration,
     /// When the previous frame left.
     last_release: Option<Instant>,
+    /// The previous frame's place on the smooth timeline.
+    last_timeline: Option<Instant>,
     /// Arrival of the frame handed to the sender and not yet stamped as sent.
     current_arrival: Option<Instant>,
     delay: Hist,
@@ -251,6 +254,7 @@ impl LiveQueue {
             catch_up: catch_up.clamp(1.0, 16.0),
             smoothing,
             last_release: None,
+            last_timeline: None,
             current_arrival: None,
             delay: Hist::new(),
             overflow_dropped: 0,
@@ -279,18 +283,30 @@ impl LiveQueue {
 
     /// When the head frame may leave.
     fn due(&self) -> Option<Instant> {
-        Some(self.due_after(self.frames.front()?.arrival))
+        Some(self.release_of(self.frames.front()?.arrival))
     }
 
-    /// When a frame that came at `a` may leave: when it came, but one spacing after the
-    /// previous departure — a catch-up spacing once it has waited `smoothing`.
-    fn due_after(&self, a: Instant) -> Instant {
-        let Some(prev) = self.last_release else {
+    /// Where a frame that came at `a` sits on the smooth timeline: when it came, but one
+    /// spacing after the previous frame's place — a catch-up spacing once it would wait longer
+    /// than `smoothing`. The timeline follows arrivals, not departures, so a departure that was
+    /// late (a wake-up on a busy host) is made up, not carried into every later frame.
+    fn timeline_of(&self, a: Instant) -> Instant {
+        let Some(prev) = self.last_timeline else {
             return a;
         };
         let normal = prev + self.spacing;
         let fast = prev + self.spacing.div_f64(self.catch_up);
         a.max(normal.min(fast.max(a + self.smoothing)))
+    }
+
+    /// When a frame that came at `a` may leave: its place on the timeline, and never sooner
+    /// than a catch-up spacing after the previous departure (no backlog at line rate).
+    fn release_of(&self, a: Instant) -> Instant {
+        let t = self.timeline_of(a);
+        match self.last_release {
+            Some(prev) => t.max(prev + self.spacing.div_f64(self.catch_up)),
+            None => t,
+        }
     }
 }
 
@@ -305,6 +321,8 @@ impl FrameSource for LiveSource {
     fn next_frame(&mut self) -> Option<Frame<'_>> {
         {
             let mut q = self.queue.borrow_mut();
+            let a = q.frames.front()?.arrival;
+            q.last_timeline = Some(q.timeline_of(a));
             let next = q.frames.pop_front()?;
             q.queued.set(q.queued.get() - next.bytes.len());
             let done = std::mem::replace(&mut self.current, next.bytes);
@@ -339,8 +357,8 @@ impl Schedule for LiveSchedule {
     fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
         let mut q = self.0.borrow_mut();
         let late = q
-            .current_arrival
-            .map_or(Duration::ZERO, |a| now.saturating_duration_since(q.due_after(a)));
+            .last_timeline
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         q.last_release = Some(now);
         q.frames_out += count as u64;
         if let Some(a) = q.current_arrival.take() {

@@ -171,3 +171,65 @@ pub struct RecvReport {
     /// Why the receiver stopped.
     pub stopped_by: String,
 }
+
+/// What a relay's tee recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeeReport {
+    /// Directory of the recordings.
+    pub dir: String,
+    /// Files written.
+    pub files: Vec<WrittenFile>,
+    /// Frames the writer could not write (a write error).
+    pub frames_not_written: u64,
+    /// The first write error.
+    pub write_error: Option<String>,
+}
+
+/// `evlbi stream relay` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelayReport {
+    /// Input addresses.
+    pub listen: Vec<String>,
+    /// Destination.
+    pub to: String,
+    /// Framing of the input.
+    pub input_format: crate::SeqFormat,
+    /// Framing of the output.
+    pub output_format: crate::SeqFormat,
+    /// Seconds from the first input datagram to the last.
+    pub duration_s: f64,
+    /// Every input datagram, by reason when refused.
+    pub datagrams: DatagramCounters,
+    /// The first reason a datagram was refused, in words.
+    pub first_problem: Option<String>,
+    /// Datagrams of senders beyond the 256 counted one by one.
+    pub untracked_datagrams: u64,
+    /// Per sender (input, address): datagrams, lost, reordered (jive5ab `udpsnor` style).
+    pub senders: Vec<crate::relay::InputSender>,
+    /// Per station: input continuity, queue, frames out.
+    pub stations: Vec<crate::relay::RelayedStation>,
+    /// The output streams, as a sender reports them.
+    pub output: Vec<SentStation>,
+    /// Repeats (native output with ARQ).
+    pub arq: Option<RetransmitStats>,
+    /// Datagrams the destination sent back.
+    pub returned_datagrams: u64,
+    /// Of those, not NAKs for a stream with ARQ.
+    pub rejected_control: u64,
+    /// The local recording, if `--tee`.
+    pub tee: Option<TeeReport>,
+    /// Datagrams the kernel dropped at the input sockets (their buffers full).
+    pub socket_drops: u64,
+    /// Receive buffer granted per input.
+    pub rcvbuf: Vec<BufferGrant>,
+    /// Sends that found the socket buffer full (retried).
+    pub send_would_block: u64,
+    /// Host UDP counters over the run.
+    pub udp: UdpCounters,
+    /// Relay CPU (all threads).
+    pub cpu: ProcessCpuShare,
+    /// The tee's writer process CPU.
+    pub writer_cpu: Option<ProcessCpuShare>,
+    /// What ended the run.
+    pub stopped_by: String,
+}

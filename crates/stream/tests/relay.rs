@@ -360,3 +360,29 @@ proptest! {
         prop_assert_eq!(real, (0..50).collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn a_late_departure_is_made_up_not_carried_into_every_later_frame() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.threads = Some(1);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let step = Duration::from_micros(125);
+    for k in 0..400u32 {
+        let now = t0 + step * k;
+        r.handle_datagram(now, 0, addr(1), &frame(0, k), false, &mut tee);
+        // The loop is held up for 1 ms around frame 100 (a busy host): nothing leaves then.
+        if !(100..108).contains(&k) {
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+    }
+    assert_eq!(out.len(), 400);
+    // The backlog went at the catch-up rate, and the last frames leave as they come.
+    let tail = &out[300..];
+    for (i, (at, _)) in tail.iter().enumerate() {
+        assert_eq!(*at, t0 + step * (300 + i as u32), "frame {}", 300 + i);
+    }
+}

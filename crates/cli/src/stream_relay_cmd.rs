@@ -1,0 +1,314 @@
+//! `evlbi stream relay`: the station's live link — backend datagrams in, the correlator's
+//! stream out, a local copy beside.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use stream::relay::RelayConfig;
+use stream::SourceFilter;
+use stream_session::relay::{BoundRelay, RelayLiveLine, RelayRunConfig};
+use stream_session::report::RelayReport;
+use stream_session::sink::WriterPlacement;
+
+use crate::flags::JsonOutput;
+use crate::stream_cmd::{stop_flag, Format};
+use crate::units::{parse_duration, parse_multiple, parse_positive_duration, parse_rate, parse_size, si_fmt};
+use crate::{usage, ProblemsFound};
+
+pub const EXAMPLES: &str = "Examples:\n  \
+    # a DBBC3 sending bare VDIF to ports 46227 and 46228; native framing with ARQ to the correlator, a copy on disk\n  \
+    evlbi stream relay --listen 46227 --listen 46228 --seq-format-in none --fps 15625 \\\n      \
+    --to corr.example.org:46227 --arq-latency 300ms --tee /data/Ef/\n  \
+    # an R2DBE's udps (8-byte PSN) relayed as jive5ab udps to a jive5ab recorder, keep-alive every 10 datagrams\n  \
+    evlbi stream relay --listen 4001 --seq-format-in jive5ab --to 10.0.0.2:46227 --seq-format jive5ab --ack 10\n  \
+    # what it did, as JSON\n  \
+    evlbi stream relay --listen 46227 --to corr:46227 --duration 10m --export-json relay.json";
+
+#[derive(Args)]
+pub struct RelayArgs {
+    /// PORT or ADDRESS:PORT to receive the backend on; repeat for several ports (each read on
+    /// its own thread). 0 picks a free port (printed on stderr).
+    #[arg(long, required = true)]
+    listen: Vec<String>,
+    /// Framing of the incoming datagrams: none (bare VDIF, most backends), jive5ab (8-byte
+    /// packet serial number first: VTP, R2DBE, jive5ab udps), native (another evlbi).
+    #[arg(long, value_enum, default_value = "none")]
+    seq_format_in: Format,
+    /// Where the stream goes: HOST:PORT of `evlbi stream recv` (or a jive5ab).
+    #[arg(long)]
+    to: String,
+    /// Framing out: native (evlbi's prefix; needed for --arq-latency), jive5ab udps, none.
+    #[arg(long, value_enum, default_value = "native")]
+    seq_format: Format,
+    /// Keep this much of each stream to answer the receiver's NAKs (native framing): 300ms.
+    #[arg(long, value_parser = parse_duration)]
+    arq_latency: Option<Duration>,
+    /// Record exactly what came in, one continuous file per station (as `stream recv --out`
+    /// writes them); frames lost in the input are not invented.
+    #[arg(long, value_name = "DIR")]
+    tee: Option<PathBuf>,
+    /// Start a new tee file after this many bytes: 1G.
+    #[arg(long, value_parser = parse_size)]
+    chunk: Option<u64>,
+    /// Frames per second per VDIF thread, when the headers carry no sample rate (bare and
+    /// jive5ab framing).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    fps: Option<u32>,
+    /// VDIF threads per station. Default: learned from the first frames (the ids seen before
+    /// the time has advanced by two frames); a thread that shows up later is recorded by the
+    /// tee but not relayed.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
+    /// Pace each station at this data rate (sample bits, headers excluded): 4096M. Default:
+    /// the rate the headers give (frames/s × threads × frame data).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// A backlog (the relay held up, a burst in) leaves at up to this multiple of the rate,
+    /// never at line rate (1.0 to 16).
+    #[arg(long, value_parser = parse_catch_up, default_value = "2")]
+    catch_up: f64,
+    /// Frames leave paced at the data rate until one has waited this long; then the backlog
+    /// catches up.
+    #[arg(long, value_parser = parse_duration, default_value = "2ms")]
+    smoothing: Duration,
+    /// Most frame data held between input and output (the oldest go first when it is full).
+    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    buffer: u64,
+    /// Send a small keep-alive datagram back to each sender every N of its datagrams (what
+    /// jive5ab does, so switches on the way learn the station's address). Off by default.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    ack: Option<u32>,
+    /// Take datagrams only from this host (IP: any port) or this exact IP:PORT.
+    #[arg(long, value_name = "IP[:PORT]")]
+    from: Option<SourceFilter>,
+    /// Most stations relayed.
+    #[arg(long, default_value_t = 16)]
+    max_stations: usize,
+    /// Receive socket buffer per input.
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    rcvbuf: u64,
+    /// Stop after this long.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop when no datagram arrived for this long (after the first).
+    #[arg(long, value_parser = parse_positive_duration)]
+    idle_timeout: Option<Duration>,
+    /// Live line cadence.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "1s")]
+    interval: Duration,
+    #[command(flatten)]
+    output: JsonOutput,
+    /// No live lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `--catch-up`: a multiple of the rate, 1 to 16.
+fn parse_catch_up(s: &str) -> Result<f64, String> {
+    parse_multiple(s, 1.0, 16.0)
+}
+
+/// PORT (all interfaces) or ADDRESS:PORT.
+fn parse_listen(s: &str) -> Result<SocketAddr> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    s.parse()
+        .map_err(|_| usage(format!("--listen {s}: expected PORT or ADDRESS:PORT")))
+}
+
+fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
+    let to =
+        a.to.to_socket_addrs()
+            .map_err(|e| usage(format!("--to {}: {e} (expected HOST:PORT)", a.to)))?
+            .next()
+            .ok_or_else(|| usage(format!("--to {}: no address", a.to)))?;
+    if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
+        return Err(usage(
+            "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
+        ));
+    }
+    let listen = a.listen.iter().map(|l| parse_listen(l)).collect::<Result<Vec<_>>>()?;
+    if listen.len() > 64 {
+        return Err(usage("at most 64 --listen addresses"));
+    }
+    let mut relay = RelayConfig::new(a.seq_format_in.into(), a.seq_format.into(), Instant::now());
+    relay.arq_latency = a.arq_latency.map(|l| l.min(Duration::from_secs(10)));
+    relay.frames_per_second = a.fps;
+    relay.threads = a.threads;
+    relay.rate_bps = a.rate;
+    relay.catch_up = a.catch_up;
+    relay.smoothing = a.smoothing.min(Duration::from_secs(1));
+    relay.buffer_bytes = usize::try_from(a.buffer).unwrap_or(usize::MAX);
+    relay.max_stations = a.max_stations.clamp(1, 1024);
+    relay.from = a.from;
+    relay.ack_every = a.ack;
+    Ok(RelayRunConfig {
+        listen,
+        to,
+        relay,
+        rcvbuf: usize::try_from(a.rcvbuf).unwrap_or(usize::MAX),
+        sndbuf: 8 << 20,
+        tee: a.tee.clone(),
+        chunk: a.chunk,
+        writer: WriterPlacement::ChildProcess {
+            program: std::env::current_exe().context("finding the evlbi executable for the tee's file writer")?,
+            args: vec!["stream".into(), "write-files".into()],
+        },
+        write_buffer: stream_session::sink::DEFAULT_WRITE_BUFFER,
+        duration: a.duration,
+        idle_timeout: a.idle_timeout,
+        interval: a.interval.max(Duration::from_millis(50)),
+    })
+}
+
+pub fn relay(a: RelayArgs) -> Result<()> {
+    let cfg = config(&a)?;
+    let bound = BoundRelay::bind(cfg).map_err(|e| match e {
+        stream_session::SessionError::Input(m) => usage(m),
+        e => anyhow::Error::new(e),
+    })?;
+    let addrs: Vec<String> = bound.local_addrs().iter().map(|a| a.to_string()).collect();
+    status!(
+        "stream relay: listening on {} (UDP, {}), sending to {} ({}){}",
+        addrs.join(", "),
+        format_name(a.seq_format_in),
+        a.to,
+        format_name(a.seq_format),
+        a.tee
+            .as_ref()
+            .map_or(String::new(), |d| format!(", recording to {}", d.display()))
+    );
+    for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
+        status!("warning: {w}");
+    }
+    let stop = stop_flag()?;
+    let quiet = a.quiet;
+    let r = bound.run(&stop, |l| {
+        if !quiet {
+            status!("{}", live_line(l));
+        }
+    })?;
+    if a.output.emit(&r)? {
+        summary(&r);
+    }
+    if let Some(e) = r.tee.as_ref().and_then(|t| t.write_error.as_ref()) {
+        return Err(ProblemsFound(format!("tee: {e}")).into());
+    }
+    let d = &r.datagrams;
+    let relayed: u64 = r.stations.iter().map(|s| s.frames_out).sum();
+    let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
+    if unusable > 0 && relayed == 0 {
+        return Err(ProblemsFound(format!(
+            "all {} datagrams were rejected and no frame was relayed: {}",
+            d.datagrams,
+            r.first_problem.as_deref().unwrap_or("see the counts above")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Native => "native framing",
+        Format::Jive5ab => "jive5ab udps",
+        Format::None => "bare VDIF",
+    }
+}
+
+fn live_line(l: &RelayLiveLine) -> String {
+    format!(
+        "{:7.1} s  in {:>9}b/s  {} sender(s)  frames in {:>7}  out {:>7}  queued {:>5}  lost in input {:>4}  \
+         overflow {:>4}  rejected {:>4}  kernel drops {}",
+        l.elapsed_s,
+        si_fmt(l.in_rate_bps),
+        l.senders,
+        l.frames_in,
+        l.frames_out,
+        l.queued,
+        l.lost_in_input,
+        l.overflow_dropped,
+        l.rejected,
+        l.kernel_drops
+    )
+}
+
+/// The closing lines: per sender, per station, the tee, what went wrong where.
+fn summary(r: &RelayReport) {
+    for s in &r.senders {
+        let seq = match (s.seq_first, s.seq_last) {
+            (Some(f), Some(l)) => format!(
+                ", serial numbers {f}..{l}: {} lost, {} reordered (extent ≤ {})",
+                s.lost, s.reordered, s.reorder_extent_max
+            ),
+            _ => String::new(),
+        };
+        status!(
+            "sender {} (input {}): {} datagrams, {} frames of {} thread(s) {:?}{seq}",
+            s.source,
+            s.input,
+            s.datagrams,
+            s.frames,
+            s.threads.len(),
+            s.threads
+        );
+    }
+    for s in &r.stations {
+        let q = &s.queue_delay_ns;
+        status!(
+            "{}: {} frames in ({} lost in the input, {} reordered, {} duplicate), {} out{}; threads {:?}; time in the relay p50 {} µs p99 {} µs",
+            s.station,
+            s.frames_in,
+            s.lost_in_input,
+            s.reordered_in,
+            s.duplicates_in,
+            s.frames_out,
+            if s.overflow_dropped + s.unexpected_thread > 0 {
+                format!(", {} dropped at a full buffer, {} of unexpected threads", s.overflow_dropped, s.unexpected_thread)
+            } else {
+                String::new()
+            },
+            s.thread_ids,
+            q.p50.map_or("-".into(), |v| format!("{:.0}", v as f64 / 1e3)),
+            q.p99.map_or("-".into(), |v| format!("{:.0}", v as f64 / 1e3)),
+        );
+    }
+    if let Some(a) = &r.arq {
+        status!(
+            "ARQ: {} NAKs, {} frames asked, {} repeated, {} no longer held",
+            a.naks,
+            a.asked,
+            a.resent,
+            a.unavailable
+        );
+    }
+    if let Some(t) = &r.tee {
+        for f in &t.files {
+            status!("  tee {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
+        }
+    }
+    let d = &r.datagrams;
+    if d.rejected() > 0 {
+        status!(
+            "rejected datagrams: {} ({})",
+            d.rejected(),
+            r.first_problem.as_deref().unwrap_or("")
+        );
+    }
+    if r.socket_drops > 0 {
+        status!(
+            "kernel dropped {} datagrams at the input sockets, their buffers full",
+            r.socket_drops
+        );
+    }
+    status!(
+        "stopped by {}; relay CPU {:.0} % user + {:.0} % system of one core",
+        r.stopped_by,
+        r.cpu.user,
+        r.cpu.system
+    );
+}

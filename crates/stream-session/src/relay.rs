@@ -1,0 +1,449 @@
+//! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
+//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`FileSink`].
+//!
+//! Reader threads hand whole batches (one buffer, one copy per datagram) to the relay thread
+//! over a bounded channel and get the buffers back for reuse: when the relay thread falls
+//! behind, the channel fills, the reader waits, the socket buffer fills and the kernel's drops
+//! are counted at that socket — loss is reported where it happened, never hidden in a queue.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver as ChanRx, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use netio::counters::{socket_drops, ProcessCpu};
+use netio::{bind_udp, io_err, BufferRequest};
+use stream::relay::{Relay, RelayConfig, KEEPALIVE};
+use stream::results::{RelayReport, TeeReport};
+use stream::SeqFormat;
+
+use crate::send::{first_seq, new_session, Wire};
+use crate::sink::{FileSink, WriterPlacement};
+use crate::SessionError;
+
+/// Batches in flight per input between its reader and the relay thread.
+const QUEUE_BATCHES: usize = 32;
+/// Datagrams per recvmmsg call.
+const BATCH: usize = 64;
+/// Largest datagram read whole (larger ones are counted as oversized).
+const MAX_DATAGRAM: usize = 65_536;
+
+/// How to run a relay.
+#[derive(Debug, Clone)]
+pub struct RelayRunConfig {
+    /// Addresses to listen on (one reader thread each).
+    pub listen: Vec<SocketAddr>,
+    /// Where the frames go.
+    pub to: SocketAddr,
+    /// The relay's settings (`start` is set when the run starts).
+    pub relay: RelayConfig,
+    /// Receive socket buffer per input.
+    pub rcvbuf: usize,
+    /// Send socket buffer.
+    pub sndbuf: usize,
+    /// Record what came in here (files per station, as `stream recv --out` writes them).
+    pub tee: Option<PathBuf>,
+    /// Start a new tee file after this many bytes.
+    pub chunk: Option<u64>,
+    /// Where the tee's file writes run.
+    pub writer: WriterPlacement,
+    /// Memory between the relay and the tee's writer, bytes.
+    pub write_buffer: u64,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop when no datagram came for this long after the first.
+    pub idle_timeout: Option<Duration>,
+    /// Live line cadence.
+    pub interval: Duration,
+}
+
+/// One live line: the interval's figures and totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RelayLiveLine {
+    /// Seconds since the first datagram.
+    pub elapsed_s: f64,
+    /// Input datagram bytes per second over the interval, bits.
+    pub in_rate_bps: f64,
+    /// Frames taken in the interval.
+    pub frames_in: u64,
+    /// Frames sent in the interval (first transmissions).
+    pub frames_out: u64,
+    /// Frames missing from the input in the interval.
+    pub lost_in_input: u64,
+    /// Frames dropped at a full buffer in the interval.
+    pub overflow_dropped: u64,
+    /// Datagrams refused in the interval.
+    pub rejected: u64,
+    /// Datagrams the kernel dropped at the input sockets in the interval.
+    pub kernel_drops: u64,
+    /// Frames waiting now.
+    pub queued: u64,
+    /// Senders seen.
+    pub senders: usize,
+}
+
+/// One batch of datagrams from an input: `buf` holds them back to back.
+struct InBatch {
+    input: u16,
+    at: Instant,
+    buf: Vec<u8>,
+    items: Vec<(SocketAddr, usize, bool)>,
+}
+
+/// An input socket and its reader thread.
+struct Input {
+    sock: UdpSocket,
+    reader: Option<JoinHandle<Result<(), String>>>,
+}
+
+/// Bound sockets, before relaying: lets a caller print the ports (`--listen 127.0.0.1:0`).
+pub struct BoundRelay {
+    cfg: RelayRunConfig,
+    inputs: Vec<UdpSocket>,
+    grants: Vec<netio::BufferGrant>,
+    wire: Wire,
+    tee: FileSink,
+}
+
+impl BoundRelay {
+    /// Bind every input (buffers sized first, so nothing that comes is refused) and the
+    /// output, then set the tee up.
+    pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, SessionError> {
+        if cfg.listen.is_empty() {
+            return Err(SessionError::Input("no --listen address".into()));
+        }
+        if cfg.relay.arq_latency.is_some() && cfg.relay.output != SeqFormat::Native {
+            return Err(SessionError::Input(
+                "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
+            ));
+        }
+        let mut inputs = Vec::new();
+        let mut grants = Vec::new();
+        for addr in &cfg.listen {
+            let (sock, grant) = bind_udp(
+                *addr,
+                BufferRequest {
+                    rcv: cfg.rcvbuf,
+                    snd: 0,
+                },
+            )?;
+            let _ = netio::enable_rx_drop_counter(&sock);
+            inputs.push(sock);
+            grants.push(grant);
+        }
+        let wire = Wire::open(cfg.to, cfg.sndbuf)?;
+        let tee = FileSink::new(cfg.tee.as_deref(), cfg.chunk, &cfg.writer, cfg.write_buffer, false)
+            .map_err(io_err("set up the tee directory and its writer"))?;
+        Ok(BoundRelay {
+            cfg,
+            inputs,
+            grants,
+            wire,
+            tee,
+        })
+    }
+
+    /// The input addresses actually bound.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.inputs.iter().filter_map(|s| s.local_addr().ok()).collect()
+    }
+
+    /// What the kernel granted for each input's receive buffer.
+    pub fn grants(&self) -> &[netio::BufferGrant] {
+        &self.grants
+    }
+
+    /// Relay until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
+    // Long: the loop reads as one page: input, deadlines, output, returns, live line.
+    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&RelayLiveLine)) -> Result<RelayReport, SessionError> {
+        let BoundRelay {
+            cfg,
+            inputs,
+            grants,
+            mut wire,
+            mut tee,
+        } = self;
+        let started = Instant::now();
+        let mut rcfg = cfg.relay.clone();
+        rcfg.start = started;
+        rcfg.session = new_session();
+        rcfg.first_seq = first_seq(rcfg.output);
+        let mut relay = Relay::new(rcfg);
+        let cpu0 = ProcessCpu::read().unwrap_or_default();
+        let udp0 = netio::read_udp_counters().unwrap_or_default();
+        let halt = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
+        let (back_tx, back_rx) = mpsc::channel::<InBatch>();
+        let back_rx = Arc::new(std::sync::Mutex::new(back_rx));
+        let mut readers = Vec::new();
+        for (i, sock) in inputs.iter().enumerate() {
+            let s = sock.try_clone().map_err(io_err("clone an input socket"))?;
+            let (tx, halt, back) = (tx.clone(), Arc::clone(&halt), Arc::clone(&back_rx));
+            let reader = std::thread::Builder::new()
+                .name(format!("relay-in-{i}"))
+                .spawn(move || read_input(i as u16, &s, &tx, &back, &halt))
+                .map_err(io_err("start an input reader thread"))?;
+            readers.push(Input {
+                sock: sock.try_clone().map_err(io_err("clone an input socket"))?,
+                reader: Some(reader),
+            });
+        }
+        drop(tx);
+        let mut t = Marks {
+            first: None,
+            last_in: started,
+            next_ctl: started,
+            next_live: started + cfg.interval,
+        };
+        let mut tally = Tally::default();
+        let stopped_by = loop {
+            if stop.load(Ordering::Relaxed) {
+                break "signal";
+            }
+            let now = Instant::now();
+            if cfg.duration.is_some_and(|d| now - started >= d) {
+                break "duration";
+            }
+            if t.first.is_some()
+                && cfg
+                    .idle_timeout
+                    .is_some_and(|d| now.saturating_duration_since(t.last_in) >= d)
+            {
+                break "idle timeout";
+            }
+            // Wait for input or the next departure, whichever is first (1 ms at most).
+            let wait = relay
+                .poll_timeout()
+                .map_or(Duration::from_millis(1), |d| d.saturating_duration_since(now))
+                .min(Duration::from_millis(1));
+            let first = if wait.is_zero() {
+                rx.try_recv().ok()
+            } else {
+                match rx.recv_timeout(wait) {
+                    Ok(b) => Some(b),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break "input readers ended",
+                }
+            };
+            let mut batches = first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok()));
+            // A bounded number per round, so departures are not held up by a flood of input.
+            for b in batches.by_ref().take(QUEUE_BATCHES) {
+                t.first.get_or_insert(b.at);
+                t.last_in = b.at;
+                let mut at = 0;
+                for &(from, len, truncated) in &b.items {
+                    let d = b.buf.get(at..at + len).unwrap_or_default();
+                    at += len;
+                    tally.bytes += len as u64;
+                    relay.handle_datagram(b.at, b.input, from, d, truncated, &mut tee);
+                }
+                let _ = back_tx.send(b);
+            }
+            let now = Instant::now();
+            relay.handle_timeout(now, &mut tee);
+            while let Some(tx) = relay
+                .poll_transmit(now)
+                .map_err(|e| SessionError::Input(e.to_string()))?
+            {
+                wire.send(&tx)?;
+                relay.on_transmitted(Instant::now());
+            }
+            while let Some((input, to)) = relay.poll_ack() {
+                if let Some(s) = readers.get(usize::from(input)) {
+                    // A keep-alive that cannot be sent is only a missed courtesy.
+                    let _ = s.sock.send_to(KEEPALIVE, to);
+                }
+            }
+            if now >= t.next_ctl {
+                t.next_ctl = now + Duration::from_millis(1);
+                wire.read_returns(|d| relay.handle_return(now, d));
+            }
+            if now >= t.next_live {
+                let drops = input_drops(&readers);
+                live(&tally.line(now, t.first, cfg.interval, &relay, drops));
+                t.next_live += cfg.interval;
+            }
+        };
+        halt.store(true, Ordering::Relaxed);
+        // What is queued still goes out (paced), for at most a second.
+        let until = Instant::now() + Duration::from_secs(1);
+        while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            relay.handle_timeout(now + stream::relay::LEARN_FOR, &mut tee);
+            while let Some(tx) = relay
+                .poll_transmit(now)
+                .map_err(|e| SessionError::Input(e.to_string()))?
+            {
+                wire.send(&tx)?;
+                relay.on_transmitted(Instant::now());
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // The last frames may still be asked for: answer for one latency window.
+        if let Some(latency) = cfg.relay.arq_latency.filter(|_| stopped_by != "signal") {
+            let until = Instant::now() + latency;
+            while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                wire.read_returns(|d| relay.handle_return(now, d));
+                while let Some(tx) = relay
+                    .poll_transmit(now)
+                    .map_err(|e| SessionError::Input(e.to_string()))?
+                {
+                    wire.send(&tx)?;
+                    relay.on_transmitted(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        drop(rx);
+        let mut reader_error = None;
+        for r in &mut readers {
+            if let Some(Err(e)) = r.reader.take().and_then(|h| h.join().ok()) {
+                reader_error.get_or_insert(e);
+            }
+        }
+        let socket_drops = input_drops(&readers);
+        let (files, frames_not_written, write_error) = tee.finish();
+        let wall = started.elapsed();
+        let cpu1 = ProcessCpu::read().unwrap_or_default();
+        let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
+        Ok(RelayReport {
+            listen: readers
+                .iter()
+                .map(|r| r.sock.local_addr().map(|a| a.to_string()).unwrap_or_default())
+                .collect(),
+            to: cfg.to.to_string(),
+            input_format: cfg.relay.input,
+            output_format: cfg.relay.output,
+            duration_s,
+            datagrams: *relay.counters(),
+            first_problem: relay.first_problem().map(str::to_string).or(reader_error),
+            untracked_datagrams: relay.untracked_datagrams(),
+            senders: relay.senders(),
+            stations: relay.stations(),
+            output: relay.output(),
+            arq: relay.arq_stats(),
+            returned_datagrams: relay.returned_datagrams(),
+            rejected_control: relay.rejected_control(),
+            tee: cfg.tee.as_ref().map(|d| TeeReport {
+                dir: d.display().to_string(),
+                files,
+                frames_not_written,
+                write_error,
+            }),
+            socket_drops,
+            rcvbuf: grants,
+            send_would_block: wire.would_block(),
+            udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
+            cpu: cpu1.share_since(&cpu0, wall),
+            writer_cpu: (cfg.tee.is_some() && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
+                .then(|| cpu1.children_share_since(&cpu0, wall)),
+            stopped_by: stopped_by.to_string(),
+        })
+    }
+}
+
+/// Kernel drops at every input socket since it was made.
+fn input_drops(inputs: &[Input]) -> u64 {
+    inputs.iter().map(|i| socket_drops(&i.sock).unwrap_or(0)).sum()
+}
+
+/// The reader thread of input `input`: recvmmsg batches copied into a buffer for the relay
+/// thread (buffers come back for reuse). Ends when halted or when the relay thread is gone.
+fn read_input(
+    input: u16,
+    sock: &UdpSocket,
+    tx: &SyncSender<InBatch>,
+    back: &std::sync::Mutex<ChanRx<InBatch>>,
+    halt: &AtomicBool,
+) -> Result<(), String> {
+    let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
+    while !halt.load(Ordering::Relaxed) {
+        match batch.recv_batch(sock, Some(Duration::from_millis(5))) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(format!("input {input}: receive: {e}")),
+        }
+        let at = Instant::now();
+        let reused = back.lock().ok().and_then(|b| b.try_recv().ok());
+        let mut out = reused.unwrap_or_else(|| InBatch {
+            input,
+            at,
+            buf: Vec::with_capacity(BATCH * 9000),
+            items: Vec::with_capacity(BATCH),
+        });
+        out.input = input;
+        out.at = at;
+        out.buf.clear();
+        out.items.clear();
+        for d in batch.iter() {
+            out.buf.extend_from_slice(d.data);
+            out.items.push((d.from, d.data.len(), d.truncated));
+        }
+        if tx.send(out).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The relay loop's clock marks.
+struct Marks {
+    first: Option<Instant>,
+    last_in: Instant,
+    next_ctl: Instant,
+    next_live: Instant,
+}
+
+/// Totals at the last live line.
+#[derive(Default)]
+struct Tally {
+    bytes: u64,
+    totals: stream::relay::RelayTotals,
+    rejected: u64,
+    drops: u64,
+}
+
+impl Tally {
+    fn line(
+        &mut self,
+        now: Instant,
+        first: Option<Instant>,
+        interval: Duration,
+        relay: &Relay,
+        drops: u64,
+    ) -> RelayLiveLine {
+        let t = relay.totals();
+        let rejected = relay.counters().rejected();
+        let line = RelayLiveLine {
+            elapsed_s: first.map_or(0.0, |f| now.saturating_duration_since(f).as_secs_f64()),
+            in_rate_bps: self.bytes as f64 * 8.0 / interval.as_secs_f64(),
+            frames_in: t.frames_in - self.totals.frames_in,
+            frames_out: t.frames_out - self.totals.frames_out,
+            lost_in_input: t.lost_in_input.saturating_sub(self.totals.lost_in_input),
+            overflow_dropped: t.overflow_dropped - self.totals.overflow_dropped,
+            rejected: rejected - self.rejected,
+            kernel_drops: drops.saturating_sub(self.drops),
+            queued: t.queued,
+            senders: relay.senders().len(),
+        };
+        *self = Tally {
+            bytes: 0,
+            totals: t,
+            rejected,
+            drops,
+        };
+        line
+    }
+}

@@ -215,18 +215,10 @@ impl BoundRelay {
                 break "idle timeout";
             }
             // Wait for input or the next departure, whichever is first (1 ms at most).
-            let wait = relay
-                .poll_timeout()
-                .map_or(Duration::from_millis(1), |d| d.saturating_duration_since(now))
-                .min(Duration::from_millis(1));
-            let first = if wait.is_zero() {
-                rx.try_recv().ok()
-            } else {
-                match rx.recv_timeout(wait) {
-                    Ok(b) => Some(b),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break "input readers ended",
-                }
+            let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
+            let first = match next_batch(&rx, due.min(now + Duration::from_millis(1))) {
+                Ok(b) => b,
+                Err(()) => break "input readers ended",
             };
             let mut batches = first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok()));
             // A bounded number per round, so departures are not held up by a flood of input.
@@ -244,13 +236,7 @@ impl BoundRelay {
             }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);
-            while let Some(tx) = relay
-                .poll_transmit(now)
-                .map_err(|e| SessionError::Input(e.to_string()))?
-            {
-                wire.send(&tx)?;
-                relay.on_transmitted(Instant::now());
-            }
+            send_due(&mut relay, &mut wire)?;
             while let Some((input, to)) = relay.poll_ack() {
                 if let Some(s) = readers.get(usize::from(input)) {
                     // A keep-alive that cannot be sent is only a missed courtesy.
@@ -273,13 +259,7 @@ impl BoundRelay {
         while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             relay.handle_timeout(now + stream::relay::LEARN_FOR, &mut tee);
-            while let Some(tx) = relay
-                .poll_transmit(now)
-                .map_err(|e| SessionError::Input(e.to_string()))?
-            {
-                wire.send(&tx)?;
-                relay.on_transmitted(Instant::now());
-            }
+            send_due(&mut relay, &mut wire)?;
             std::thread::sleep(Duration::from_micros(50));
         }
         // The last frames may still be asked for: answer for one latency window.
@@ -288,17 +268,12 @@ impl BoundRelay {
             while Instant::now() < until && !stop.load(Ordering::Relaxed) {
                 let now = Instant::now();
                 wire.read_returns(|d| relay.handle_return(now, d));
-                while let Some(tx) = relay
-                    .poll_transmit(now)
-                    .map_err(|e| SessionError::Input(e.to_string()))?
-                {
-                    wire.send(&tx)?;
-                    relay.on_transmitted(Instant::now());
-                }
+                send_due(&mut relay, &mut wire)?;
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
         drop(rx);
+        relay.finish();
         let mut reader_error = None;
         for r in &mut readers {
             if let Some(Err(e)) = r.reader.take().and_then(|h| h.join().ok()) {
@@ -344,6 +319,54 @@ impl BoundRelay {
             stopped_by: stopped_by.to_string(),
         })
     }
+}
+
+/// How close to a departure the loop stops sleeping and spins (a sleep on a busy host ends tens
+/// of microseconds late, and a late departure at every frame would add up to a backlog).
+const SPIN: Duration = Duration::from_micros(100);
+
+/// The next input batch, waiting until `until` at most (sleeping, then spinning for the last
+/// [`SPIN`]); `Err` when every reader has ended.
+fn next_batch(rx: &ChanRx<InBatch>, until: Instant) -> Result<Option<InBatch>, ()> {
+    let now = Instant::now();
+    if until > now + SPIN {
+        match rx.recv_timeout(until - now - SPIN) {
+            Ok(b) => return Ok(Some(b)),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err(()),
+        }
+    }
+    loop {
+        match rx.try_recv() {
+            Ok(b) => return Ok(Some(b)),
+            Err(mpsc::TryRecvError::Disconnected) => return Err(()),
+            Err(mpsc::TryRecvError::Empty) if Instant::now() >= until => return Ok(None),
+            Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Send everything due now (the clock read again after each send, so a backlog drains in one
+/// pass at the catch-up spacing rather than one frame per loop).
+fn send_due(relay: &mut Relay, wire: &mut Wire) -> Result<(), SessionError> {
+    for _ in 0..4096 {
+        let now = Instant::now();
+        let Some(tx) = relay.poll_transmit(now).map_err(|e| SessionError::Input(e.to_string()))? else {
+            break;
+        };
+        wire.send(&tx)?;
+        relay.on_transmitted(Instant::now());
+        // The next frame is due within the spin window: wait for it here.
+        if let Some(next) = relay.poll_timeout() {
+            if next > Instant::now() + SPIN {
+                break;
+            }
+            while Instant::now() < next {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Kernel drops at every input socket since it was made.

@@ -23,7 +23,7 @@
 //!   (the receiver could not place it), though the tee keeps it.
 //! - **Pacing** (`LiveQueue`): frames sit on a smooth timeline that follows their arrivals: a
 //!   frame's place is when it came, but at least one frame spacing (the data rate from the
-//!   headers, or `rate_bps`) after the previous frame's place, so a burst in is smoothed out; a
+//!   headers, or `rate_bps`, with [`PACE_HEADROOM`]) after the previous frame's place, so a burst in is smoothed out; a
 //!   frame that would wait longer than `smoothing` takes a `catch_up` × rate spacing instead. A
 //!   frame leaves at its place, never sooner than a catch-up spacing after the previous
 //!   departure — the sender's catch-up rule: a backlog never goes at line rate. The timeline
@@ -52,6 +52,11 @@ use crate::SenderError;
 pub const EXTENT_HISTORY: usize = 64;
 /// Longest a station's thread set is learned before its frames go out.
 pub const LEARN_FOR: Duration = Duration::from_millis(20);
+/// The smooth timeline runs this much faster than the data rate. A queue served at exactly its
+/// arrival rate has no drift to empty it: every jitter of the input would add up (a random walk)
+/// until frames waited the whole `smoothing` allowance. 5 % headroom keeps the wait near the
+/// input's own jitter, and a burst still leaves at nearly the data rate.
+pub const PACE_HEADROOM: f64 = 1.05;
 /// Most senders counted one by one; datagrams of further ones go to `untracked_senders`.
 const MAX_SENDERS: usize = 256;
 /// Frames held per station while its threads are learned.
@@ -294,7 +299,7 @@ impl LiveQueue {
         let Some(prev) = self.last_timeline else {
             return a;
         };
-        let normal = prev + self.spacing;
+        let normal = prev + self.spacing.div_f64(PACE_HEADROOM);
         let fast = prev + self.spacing.div_f64(self.catch_up);
         a.max(normal.min(fast.max(a + self.smoothing)))
     }
@@ -817,6 +822,14 @@ impl Relay {
             } else {
                 si += 1;
             }
+        }
+    }
+
+    /// The run ends: candidates that never formed a run are strays (their frames counted
+    /// `unconfirmed`), so every datagram ends up counted once.
+    pub fn finish(&mut self) {
+        while let Some(i) = self.stations.iter().position(|s| !s.confirmed) {
+            self.drop_candidate(i);
         }
     }
 

@@ -390,6 +390,10 @@ impl Schedule for Paced {
     fn slipped_total(&self) -> Duration {
         self.pacer.slipped_total()
     }
+
+    fn frames_per_release(&self) -> u64 {
+        self.per_step
+    }
 }
 
 /// Retry a send while the socket buffer is full; a refused datagram (ICMP from a receiver not
@@ -861,4 +865,51 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
         interrupted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_are_split_in_contiguous_blocks_differing_by_at_most_one() {
+        let blocks = |t, k| (0..k).map(|b| board_threads(t, k, b)).collect::<Vec<_>>();
+        assert_eq!(blocks(4, 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(blocks(4, 3), vec![vec![0], vec![1], vec![2, 3]]);
+        assert_eq!(blocks(1, 1), vec![vec![0]]);
+        for t in 1..=16u16 {
+            for k in 1..=usize::from(t) {
+                let all: Vec<u16> = blocks(t, k).concat();
+                assert_eq!(all, (0..t).collect::<Vec<_>>(), "{t} threads over {k}");
+                let sizes: Vec<usize> = blocks(t, k).iter().map(Vec::len).collect();
+                let (lo, hi) = (sizes.iter().min(), sizes.iter().max());
+                assert!(lo.zip(hi).is_some_and(|(l, h)| h - l <= 1 && *l >= 1), "{sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_frames_of_a_time_step_are_due_together() {
+        // 2 frames per step, one step per millisecond.
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut p = Paced::steps(Pacer::new(t0, Spacing::from_nanos(1_000_000)), 2);
+        assert_eq!(p.release_deadline(1), t0);
+        assert_eq!(
+            p.on_sent_batch(t0 + Duration::from_micros(10), 1),
+            Duration::from_micros(10)
+        );
+        // The step's second frame is due at once, the next step a millisecond on.
+        assert_eq!(p.release_deadline(1), t0);
+        p.on_sent_batch(t0 + Duration::from_micros(20), 1);
+        assert_eq!(p.next_deadline(), t0 + ms(1));
+        // Three frames from a step's start reach into the following step.
+        assert_eq!(p.release_deadline(3), t0 + ms(2));
+        p.on_sent_batch(t0 + ms(2), 3);
+        assert_eq!((p.in_step, p.next_deadline()), (1, t0 + ms(2)));
+        // One frame per step is the plain per-frame pacer.
+        let mut f = Paced::frames(Pacer::new(t0, Spacing::from_nanos(1_000_000)));
+        f.on_sent_batch(t0, 1);
+        assert_eq!(f.release_deadline(1), t0 + ms(1));
+    }
 }

@@ -49,6 +49,13 @@ pub trait Schedule {
     fn slipped_total(&self) -> Duration {
         Duration::ZERO
     }
+    /// Frames that are due together (one per thread of a time step when a backend's board
+    /// sends a step's frames at once; 1 when every frame has its own slot). The achieved rate
+    /// counts the data from the first departure to the last: the last release's frames are
+    /// not inside that span.
+    fn frames_per_release(&self) -> u64 {
+        1
+    }
 }
 
 /// One frame from a [`FrameSource`].
@@ -590,7 +597,8 @@ impl<P: Schedule> Sender<P> {
                     (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
                     _ => 0.0,
                 };
-                let data_bits = (st.frames.saturating_sub(1)) as f64 * st.spec.data_len as f64 * 8.0;
+                let data_bits =
+                    (st.frames.saturating_sub(st.schedule.frames_per_release())) as f64 * st.spec.data_len as f64 * 8.0;
                 SentStation {
                     file: st.spec.name.clone(),
                     station: vdif::station_name(st.spec.station_id),
@@ -652,7 +660,8 @@ pub fn combined_results<P: Schedule>(boards: &[&Sender<P>]) -> Option<Vec<SentSt
             _ => 0.0,
         };
         let data_len = first.stations.get(i).map_or(0, |s| s.spec.data_len);
-        let data_bits = r.frames_sent.saturating_sub(1) as f64 * data_len as f64 * 8.0;
+        let last_release: u64 = txs().map(|s| s.schedule.frames_per_release()).sum();
+        let data_bits = r.frames_sent.saturating_sub(last_release) as f64 * data_len as f64 * 8.0;
         r.achieved_rate_bps = if span > 0.0 { data_bits / span } else { 0.0 };
         if r.rate_bps > 0.0 {
             r.spacing_us = data_len as f64 * 8.0 / r.rate_bps * 1e6;
@@ -689,7 +698,7 @@ impl<P: Schedule> Sender<P> {
         let bits: f64 = self
             .stations
             .iter()
-            .map(|s| s.frames as f64 * s.spec.data_len as f64 * 8.0)
+            .map(|s| s.frames.saturating_sub(s.schedule.frames_per_release()) as f64 * s.spec.data_len as f64 * 8.0)
             .sum();
         SenderTotals {
             frames: self.stations.iter().map(|s| s.frames).sum(),
@@ -890,6 +899,36 @@ mod tests {
         assert_eq!(repeats[0][6..], sent[2][6..], "the same datagram, flagged");
         let arq = s.arq_stats().expect("ARQ on");
         assert_eq!((arq.naks, arq.resent), (1, 1));
+    }
+
+    #[test]
+    fn shared_memory_hands_each_board_only_its_threads_looping_in_time() {
+        // 3 time steps of 2 threads: thread ids 0, 1, 0, 1, 0, 1.
+        let mut data = frames(6);
+        for (i, f) in data.chunks_mut(FRAME_LEN).enumerate() {
+            let mut h = vdif::VdifHeader::parse(f).expect("header");
+            h.thread_id = (i % 2) as u16;
+            h.frame_number = (i / 2) as u32;
+            h.emit(&mut f[..32]).expect("fits");
+        }
+        let data = Arc::new(data);
+        let taken = |threads: &[u16], n: usize| {
+            let mut src = MemorySource::shared(data.clone(), FRAME_LEN, 1).only_threads(threads);
+            (0..n)
+                .filter_map(|_| {
+                    let f = src.next_frame()?;
+                    let h = vdif::VdifHeader::parse(f.bytes).ok()?;
+                    Some((h.thread_id, h.frame_number, f.add_seconds))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            taken(&[1], 4),
+            vec![(1, 0, 0), (1, 1, 0), (1, 2, 0), (1, 0, 1)],
+            "thread 1 only, the second pass a second later"
+        );
+        assert_eq!(taken(&[0, 1], 2), vec![(0, 0, 0), (1, 0, 0)]);
+        assert!(taken(&[7], 3).is_empty(), "a thread never in the data ends the source");
     }
 
     #[test]

@@ -30,9 +30,9 @@ pub enum StreamCommand {
         evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
         evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m\n  \
-        # a DBBC3-like backend: 2 boards (sockets), 4 threads, udps framing; board 1 sends threads 0-1, board 2 threads 2-3\n  \
+        # DBBC3-like backend: 2 boards (sockets), board 1 threads 0-1, board 2 threads 2-3\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef --threads 4 --rate 4096M --senders 2 --seq-format jive5ab --loop --duration 1m\n  \
-        # an R2DBE-like EHT stream: 8192-byte data arrays (8224-byte frames, 8232-byte datagrams)\n  \
+        # R2DBE-like EHT stream: 8224-byte frames, 8232-byte udps datagrams\n  \
         evlbi stream send --to corr:46227 --generate --stations Aa --frame 8192 --rate 2048M --seq-format jive5ab --loop --duration 1m")]
     Send(SendArgs),
     /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames

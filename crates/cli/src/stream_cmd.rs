@@ -29,7 +29,11 @@ pub enum StreamCommand {
         evlbi stream send --to corr:46227 Ef.vdif --rate 4096M --loop --duration 10m\n  \
         evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
         evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing\n  \
-        evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m")]
+        evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m\n  \
+        # DBBC3-like backend: 2 boards (sockets), board 1 threads 0-1, board 2 threads 2-3\n  \
+        evlbi stream send --to corr:46227 --generate --stations Ef --threads 4 --rate 4096M --senders 2 --seq-format jive5ab --loop --duration 1m\n  \
+        # R2DBE-like EHT stream: 8224-byte frames, 8232-byte udps datagrams\n  \
+        evlbi stream send --to corr:46227 --generate --stations Aa --frame 8192 --rate 2048M --seq-format jive5ab --loop --duration 1m")]
     Send(SendArgs),
     /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames
     /// written with the invalid bit set at the right time, everything counted.
@@ -138,6 +142,16 @@ pub struct SendArgs {
     /// of 1.25× the rate, a 200 ms hold caught up at 2× lost 1.3 % of the frames, at 1.2× none.
     #[arg(long, default_value_t = stream_session::send::DEFAULT_CATCH_UP, value_parser = parse_catch_up)]
     catch_up: f64,
+    /// Send from K sockets, each bound to its own local port, like the K boards (outputs) of a
+    /// digital backend (DBBC3/FiLa10G, RDBE): every station's VDIF threads are split into K
+    /// contiguous blocks, one per socket (4 threads over 2: threads 0-1 and 2-3), each socket paced
+    /// at its share of the rate with the frames of one time step leaving together. In jive5ab
+    /// framing each socket numbers its own datagrams (one udps sequence per socket), as each
+    /// board does. K > 1 needs --seq-format jive5ab or none, at most --threads senders, and data in
+    /// memory (--generate, or files that fit). The JSON lists each sender's port, threads and
+    /// frames.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    senders: u16,
     /// Seed of --inject-loss.
     #[arg(long, default_value_t = 1)]
     loss_seed: u64,
@@ -288,6 +302,7 @@ fn send(a: SendArgs) -> Result<()> {
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
+    check_senders(&a)?;
     let (inputs, fps) = if a.generate {
         let (inputs, fps) = generate(&a)?;
         (inputs, a.fps.or(Some(fps)))
@@ -313,6 +328,7 @@ fn send(a: SendArgs) -> Result<()> {
         spin: a.spin.min(Duration::from_secs(1)),
         max_lag: a.max_lag.min(Duration::from_secs(3600)),
         catch_up: a.catch_up,
+        senders: usize::from(a.senders),
     };
     let stop = stop_flag()?;
     let r = run_sender(cfg, &stop).map_err(|e| match e {
@@ -350,6 +366,18 @@ fn send(a: SendArgs) -> Result<()> {
                     s.station,
                     s.slips,
                     s.slipped_s * 1e3
+                );
+            }
+        }
+        if r.senders.len() > 1 {
+            for (i, b) in r.senders.iter().enumerate() {
+                status!(
+                    "sender {} from {}: threads {:?}, {} frames, {}b/s of data",
+                    i + 1,
+                    b.local_addr,
+                    b.threads,
+                    b.frames_sent,
+                    si_fmt(b.achieved_rate_bps)
                 );
             }
         }
@@ -593,6 +621,31 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
         r.cpu.user,
         r.cpu.system
     );
+}
+
+/// `--senders K`: K > 1 simulates a backend's boards, which number datagrams per board (jive5ab)
+/// or not at all; a generated station must have a thread for every board.
+fn check_senders(a: &SendArgs) -> Result<()> {
+    if a.senders <= 1 {
+        return Ok(());
+    }
+    if matches!(a.seq_format, Format::Native) {
+        return Err(usage(format!(
+            "--senders {} simulates a backend's boards: add --seq-format jive5ab (each board numbers its own \
+             datagrams, like jive5ab's udps) or --seq-format none (bare VDIF frames); native framing numbers one \
+             stream per station from one socket",
+            a.senders
+        )));
+    }
+    let threads = a.signal.threads();
+    if a.generate && u32::from(a.senders) > threads {
+        return Err(usage(format!(
+            "--senders {} needs at least as many VDIF threads (--threads {threads}): each board sends at least \
+             one thread, e.g. --threads 4 --senders 2 (threads 0-1 and 2-3)",
+            a.senders
+        )));
+    }
+    Ok(())
 }
 
 /// `--catch-up`: a multiple of the rate, 1 to 16.

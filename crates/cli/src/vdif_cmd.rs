@@ -99,6 +99,11 @@ pub struct SignalArgs {
 }
 
 impl SignalArgs {
+    /// VDIF threads per station (`--threads`).
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
     /// Check the options and build the generator's configuration for `rate` b/s per station and
     /// `seconds` of data.
     pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {

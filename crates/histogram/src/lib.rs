@@ -126,6 +126,23 @@ impl Hist {
             .collect()
     }
 
+    /// Add every value recorded in `other` (e.g. the departure gaps of several sending sockets
+    /// of one station); exact for count, min, max and mean, bucket resolution for the rest.
+    pub fn merge(&mut self, other: &Hist) {
+        if other.count == 0 {
+            return;
+        }
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+        self.clamped += other.clamped;
+        if let (Some(h), Some(o)) = (self.inner.as_mut(), other.inner.as_ref()) {
+            // Cannot fail: auto-resize is on and both hold values <= HIST_MAX.
+            let _ = h.add(o);
+        }
+    }
+
     /// Serialisable summary with at most `max_buckets` buckets.
     pub fn summary(&self, max_buckets: usize) -> HistSummary {
         let stdev = self.inner.as_ref().filter(|_| self.count > 0).map(|h| h.stdev());
@@ -315,6 +332,20 @@ impl SignedHist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_histograms_hold_both_sets_of_values() {
+        let (mut a, mut b) = (Hist::new(), Hist::new());
+        for v in [10, 20, 30] {
+            a.record(v);
+        }
+        b.record(1000);
+        a.merge(&b);
+        a.merge(&Hist::new());
+        assert_eq!((a.count(), a.min(), a.max()), (4, Some(10), Some(1000)));
+        assert_eq!(a.mean(), Some(265.0));
+        assert_eq!(a.quantile(1.0), Some(1000));
+    }
 
     #[test]
     fn empty_summary_has_no_numbers() {

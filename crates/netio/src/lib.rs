@@ -15,6 +15,8 @@
 //! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS), the
 //!   socket's own drop counter (SO_RXQ_OVFL), truncation flags, and opt-in UDP GRO receive with
 //!   coalesced buffers split into datagrams.
+//! - [`listen`]: where a receiver listens, as written on a command line (`PORT`, `ADDR:PORT`,
+//!   `[V6]:PORT`, `GROUP@PORT%IFACE`), and the socket bound and joined to a multicast group.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
 //! - [`stop`]: SIGINT/SIGTERM/SIGHUP set a flag, so long-running commands stop and still report.
 //! - [`error`]: the error of a local socket or file operation, and the chain of causes as text.
@@ -28,6 +30,7 @@ pub mod batch;
 pub mod counters;
 pub mod error;
 pub mod gso;
+pub mod listen;
 pub mod pacer;
 pub mod socket;
 pub mod stop;
@@ -40,6 +43,7 @@ pub use counters::{
 };
 pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
+pub use listen::{bind_listen, ListenSpec, ListenSpecError, MulticastInterface};
 pub use pacer::{Lateness, Pacer, Spacing};
 pub use socket::{bind_udp, connect_udp, size_buffers, BufferGrant, BufferRequest, NetioError};
 pub use stop::{install_stop_signals, stop_signal};

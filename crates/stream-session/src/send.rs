@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,8 +17,10 @@ use linkemu::LossModel;
 use netio::counters::ProcessCpu;
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
+use stream::results::SentBoard;
 use stream::sender::{
-    Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec, Transmit,
+    combined_results, Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec,
+    Transmit,
 };
 use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
@@ -72,6 +75,12 @@ pub struct SendConfig {
     pub max_lag: Duration,
     /// While behind, release frames at up to this multiple of the rate (≥ 1; [`DEFAULT_CATCH_UP`]).
     pub catch_up: f64,
+    /// Sending sockets, each its own local port (the boards of a backend): 1 sends everything
+    /// from one socket; K > 1 splits every station's threads into K contiguous blocks, one per
+    /// socket, each paced at its share of the rate with the frames of one time step leaving
+    /// together. K > 1 needs inputs held in memory, bare or jive5ab framing, and at most as many
+    /// senders as each station has threads.
+    pub senders: usize,
 }
 
 /// Default catch-up bound of the stream sender. A station's data arrive at a fixed rate: time a
@@ -307,28 +316,83 @@ impl FrameSource for ReaderSource {
     }
 }
 
-/// A station's departures on the absolute timeline of [`netio::Pacer`].
-struct Paced(Pacer);
+/// A station's departures on the absolute timeline of [`netio::Pacer`]. With `per_step` 1 every
+/// frame has its own slot; with `per_step` m the pacer counts time steps (one frame of each of
+/// the m threads a board carries) and the m frames of a step are all due at its start, so they
+/// leave back to back as a backend's do.
+struct Paced {
+    pacer: Pacer,
+    per_step: u64,
+    /// Frames of the current step already sent.
+    in_step: u64,
+}
+
+impl Paced {
+    fn frames(pacer: Pacer) -> Paced {
+        Paced {
+            pacer,
+            per_step: 1,
+            in_step: 0,
+        }
+    }
+
+    fn steps(pacer: Pacer, per_step: u64) -> Paced {
+        Paced {
+            pacer,
+            per_step: per_step.max(1),
+            in_step: 0,
+        }
+    }
+}
 
 impl Schedule for Paced {
     fn next_deadline(&self) -> Instant {
-        self.0.next_deadline()
+        self.pacer.next_deadline()
     }
 
     fn release_deadline(&self, n: u64) -> Instant {
-        self.0.release_deadline(n)
+        if self.per_step == 1 {
+            return self.pacer.release_deadline(n);
+        }
+        // The step holding the last of the n frames; the rest of a step already begun is due at
+        // once (the catch-up bound applies between steps, not within one).
+        let steps_ahead = (self.in_step + n.max(1) - 1) / self.per_step;
+        if self.in_step > 0 && steps_ahead == 0 {
+            self.pacer.next_deadline()
+        } else {
+            self.pacer.release_deadline(steps_ahead + 1)
+        }
     }
 
     fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
-        self.0.on_sent_batch(now, count).late
+        if self.per_step == 1 {
+            return self.pacer.on_sent_batch(now, count).late;
+        }
+        let late = now.saturating_duration_since(self.pacer.next_deadline());
+        let mut left = count as u64;
+        while left > 0 {
+            let take = (self.per_step - self.in_step).min(left);
+            self.in_step += take;
+            left -= take;
+            if self.in_step == self.per_step {
+                // The step is complete: the pacer moves on to the next one.
+                self.pacer.on_sent(now);
+                self.in_step = 0;
+            }
+        }
+        late
     }
 
     fn slips(&self) -> u64 {
-        self.0.slips()
+        self.pacer.slips()
     }
 
     fn slipped_total(&self) -> Duration {
-        self.0.slipped_total()
+        self.pacer.slipped_total()
+    }
+
+    fn frames_per_release(&self) -> u64 {
+        self.per_step
     }
 }
 
@@ -455,8 +519,44 @@ fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, SessionError> {
             "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
         ));
     }
+    if cfg.senders == 0 {
+        return Err(SessionError::Input("--senders must be at least 1".into()));
+    }
+    if cfg.senders > 1 && cfg.format == SeqFormat::Native {
+        return Err(SessionError::Input(
+            "--senders K > 1 simulates a backend's boards: use --seq-format jive5ab (each board numbers its own \
+             datagrams) or none (bare VDIF); native framing numbers one stream per station from one socket"
+                .into(),
+        ));
+    }
     let inputs = std::mem::take(&mut cfg.inputs);
-    inputs.into_iter().map(|p| examine(cfg, p)).collect()
+    let sources: Vec<Source> = inputs.into_iter().map(|p| examine(cfg, p)).collect::<Result<_, _>>()?;
+    if cfg.senders > 1 {
+        for s in &sources {
+            if usize::from(s.threads) < cfg.senders {
+                return Err(SessionError::Input(format!(
+                    "{}: {} VDIF thread(s) cannot be split over --senders {}: each board sends at least one thread \
+                     (use at most {} senders, or more threads)",
+                    s.name, s.threads, cfg.senders, s.threads
+                )));
+            }
+            if s.memory.is_none() {
+                return Err(SessionError::Input(format!(
+                    "{}: --senders K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)",
+                    s.name
+                )));
+            }
+        }
+    }
+    Ok(sources)
+}
+
+/// The VDIF thread ids board `board` of `senders` carries of a station with `threads` threads:
+/// contiguous blocks whose sizes differ by at most one (4 threads over 2 boards: 0-1 and 2-3).
+pub fn board_threads(threads: u16, senders: usize, board: usize) -> Vec<u16> {
+    let (t, k) = (usize::from(threads), senders.max(1));
+    let (lo, hi) = (board * t / k, (board + 1) * t / k);
+    (lo..hi.min(t)).filter_map(|x| u16::try_from(x).ok()).collect()
 }
 
 /// The sending socket (non-blocking, connected to the destination) and its path MTU.
@@ -480,7 +580,7 @@ fn open_socket(to: SocketAddr, sndbuf: usize) -> Result<(std::net::UdpSocket, Op
 
 /// What the operator should know before the run: a timer slack the kernel refused, datagrams
 /// larger than the path MTU.
-fn setup_warnings(cfg: &SendConfig, sources: &[Source], path_mtu: Option<usize>) -> Vec<String> {
+fn setup_warnings(cfg: &SendConfig, largest_frame: Option<usize>, path_mtu: Option<usize>) -> Vec<String> {
     let mut warnings = Vec::new();
     if cfg.spin < netio::pacer::DEFAULT_SPIN && !netio::pacer::fine_timer_slack() {
         warnings.push(format!(
@@ -489,7 +589,7 @@ fn setup_warnings(cfg: &SendConfig, sources: &[Source], path_mtu: Option<usize>)
         ));
     }
     let ip_udp = if cfg.to.is_ipv4() { 28 } else { 48 };
-    if let (Some(mtu), Some(largest)) = (path_mtu, sources.iter().map(|s| s.frame_len).max()) {
+    if let (Some(mtu), Some(largest)) = (path_mtu, largest_frame) {
         let datagram = largest + cfg.format.prefix_len();
         if datagram + ip_udp > mtu {
             warnings.push(format!(
@@ -504,14 +604,9 @@ fn setup_warnings(cfg: &SendConfig, sources: &[Source], path_mtu: Option<usize>)
     warnings
 }
 
-/// The sender state machine with one station per source, its timeline starting at `start`;
-/// streamed sources get a reader thread each (their handles, in station order).
-fn build_sender(
-    cfg: &SendConfig,
-    sources: Vec<Source>,
-    start: Instant,
-) -> (Sender<Paced>, Vec<Option<JoinHandle<ReaderStats>>>) {
-    let mut sender = Sender::new(SenderConfig {
+/// The state machine's configuration of one sender (one socket).
+fn sender_config(cfg: &SendConfig, start: Instant, seed: u64) -> SenderConfig {
+    SenderConfig {
         format: cfg.format,
         session: new_session(),
         first_seq: first_seq(cfg.format),
@@ -522,10 +617,117 @@ fn build_sender(
         } else {
             LossModel::None
         },
-        seed: cfg.seed,
+        seed,
         start,
         duration: cfg.duration,
-    });
+    }
+}
+
+/// One sending socket and the state machine of what leaves it: the one sender, or one board of
+/// a simulated backend carrying its share of every station's threads.
+struct Board {
+    sender: Sender<Paced>,
+    wire: Wire,
+    local: SocketAddr,
+    /// Thread ids it carries (of the station with the most threads).
+    threads: Vec<u16>,
+}
+
+impl Board {
+    fn new(cfg: &SendConfig, sender: Sender<Paced>, sock: std::net::UdpSocket, threads: Vec<u16>) -> Board {
+        let local = sock
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        Board {
+            sender,
+            wire: Wire {
+                sock,
+                to: cfg.to,
+                ctl: vec![0u8; 2048],
+                would_block: 0,
+            },
+            local,
+            threads,
+        }
+    }
+
+    fn result(&self) -> SentBoard {
+        let t = self.sender.totals();
+        SentBoard {
+            local_addr: self.local.to_string(),
+            local_port: self.local.port(),
+            threads: self.threads.clone(),
+            frames_sent: t.frames,
+            bytes_sent: t.bytes,
+            achieved_rate_bps: t.achieved_rate_bps,
+            slips: t.slips,
+        }
+    }
+}
+
+/// `cfg.senders` boards (K > 1), each its own socket sending its block of every station's
+/// threads from the shared memory, paced per time step at its share of the station's rate.
+fn build_boards(
+    cfg: &SendConfig,
+    sources: Vec<Source>,
+    start: Instant,
+) -> Result<(Vec<Board>, Option<usize>), SessionError> {
+    let shared: Vec<(Source, Arc<Vec<u8>>)> = sources
+        .into_iter()
+        .map(|mut s| {
+            let data = Arc::new(s.memory.take().unwrap_or_default());
+            (s, data)
+        })
+        .collect();
+    let most_threads = shared.iter().map(|(s, _)| s.threads).max().unwrap_or(1);
+    let mut boards = Vec::new();
+    let mut path_mtu = None;
+    for b in 0..cfg.senders {
+        // Each board its own loss draws, so boards do not lose the same time steps.
+        let mut sender = Sender::new(sender_config(cfg, start, cfg.seed.wrapping_add(b as u64)));
+        for (src, data) in &shared {
+            let share = board_threads(src.threads, cfg.senders, b);
+            let m = share.len() as u64;
+            // One time step of the whole station (a frame of every thread) at its rate.
+            let step = Spacing::from_rate(
+                (src.data_len as u64) * u64::from(src.threads),
+                src.rate_bps.round() as u64,
+            );
+            let pacer = Pacer::new(start, step)
+                .with_max_lag(cfg.max_lag)
+                .with_catch_up(cfg.catch_up);
+            let source = MemorySource::shared(data.clone(), src.frame_len, src.loop_seconds).only_threads(&share);
+            let spec = StationSpec {
+                name: src.name.clone(),
+                station_id: src.station_id,
+                threads: src.threads,
+                frame_len: src.frame_len,
+                data_len: src.data_len,
+                fps: src.fps,
+                rate_bps: src.rate_bps * m as f64 / f64::from(src.threads.max(1)),
+            };
+            sender.add_station(spec, Box::new(source), Paced::steps(pacer, m));
+        }
+        let (sock, mtu) = open_socket(cfg.to, cfg.sndbuf)?;
+        path_mtu = path_mtu.or(mtu);
+        boards.push(Board::new(
+            cfg,
+            sender,
+            sock,
+            board_threads(most_threads, cfg.senders, b),
+        ));
+    }
+    Ok((boards, path_mtu))
+}
+
+/// The sender state machine with one station per source, its timeline starting at `start`;
+/// streamed sources get a reader thread each (their handles, in station order).
+fn build_sender(
+    cfg: &SendConfig,
+    sources: Vec<Source>,
+    start: Instant,
+) -> (Sender<Paced>, Vec<Option<JoinHandle<ReaderStats>>>) {
+    let mut sender = Sender::new(sender_config(cfg, start, cfg.seed));
     let mut readers = Vec::new();
     for src in sources {
         let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
@@ -563,77 +765,101 @@ fn build_sender(
             fps: src.fps,
             rate_bps: src.rate_bps,
         };
-        sender.add_station(spec, source, Paced(pacer));
+        sender.add_station(spec, source, Paced::frames(pacer));
         readers.push(reader);
     }
     (sender, readers)
 }
 
-/// The socket loop: wait for the next departure, send what the sender hands out, answer NAKs at
-/// most every millisecond. Returns whether `stop` ended it.
-fn drive(
-    cfg: &SendConfig,
-    sender: &mut Sender<Paced>,
-    wire: &mut Wire,
-    stop: &AtomicBool,
-) -> Result<bool, SessionError> {
-    let mut next_ctl = sender.config().start;
+/// The socket loop: wait for the next departure of any board, send what each board's sender
+/// hands out, answer NAKs at most every millisecond. Returns whether `stop` ended it.
+fn drive(cfg: &SendConfig, boards: &mut [Board], stop: &AtomicBool) -> Result<bool, SessionError> {
+    let mut next_ctl = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(true);
         }
-        let Some(due) = sender.poll_timeout() else {
+        let Some(due) = boards.iter().filter_map(|b| b.sender.poll_timeout()).min() else {
             return Ok(false);
         };
         wait_until_spin(due, cfg.spin);
-        while let Some(t) = sender.poll_transmit(Instant::now()).map_err(loop_error)? {
-            wire.send(&t)?;
-            // Departure gaps and lateness are those of the send call's return, as they were
-            // before the sender became a state machine (a 64-frame GSO burst takes a while).
-            sender.on_transmitted(Instant::now());
+        for b in boards.iter_mut() {
+            while let Some(t) = b.sender.poll_transmit(Instant::now()).map_err(loop_error)? {
+                b.wire.send(&t)?;
+                // Departure gaps and lateness are those of the send call's return, as they were
+                // before the sender became a state machine (a 64-frame GSO burst takes a while).
+                b.sender.on_transmitted(Instant::now());
+            }
         }
         let now = Instant::now();
         // Read the socket with or without ARQ: a jive5ab sends a keep-alive back every N
         // datagrams, which would otherwise fill the receive buffer (and read as rcvbuf_errors).
         if now >= next_ctl {
             next_ctl = now + Duration::from_millis(1);
-            wire.serve_naks(sender, now)?;
+            for b in boards.iter_mut() {
+                b.wire.serve_naks(&mut b.sender, now)?;
+            }
         }
     }
+}
+
+/// The sockets and their senders: one socket with every station (and reader threads for
+/// streamed files), or `cfg.senders` boards; with the path MTU the kernel knows.
+type Built = (Vec<Board>, Vec<Option<JoinHandle<ReaderStats>>>, Option<usize>);
+
+fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, SessionError> {
+    if cfg.senders > 1 {
+        // The inputs are loaded: the timeline starts now.
+        let start = Instant::now() + Duration::from_millis(20);
+        let (boards, path_mtu) = build_boards(cfg, sources, start)?;
+        return Ok((boards, Vec::new(), path_mtu));
+    }
+    let (sock, path_mtu) = open_socket(cfg.to, cfg.sndbuf)?;
+    let threads = (0..sources.iter().map(|s| s.threads).max().unwrap_or(1)).collect();
+    let start = Instant::now() + Duration::from_millis(20);
+    let (sender, readers) = build_sender(cfg, sources, start);
+    Ok((vec![Board::new(cfg, sender, sock, threads)], readers, path_mtu))
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
 pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
     let sources = validate(&mut cfg)?;
-    let (sock, path_mtu) = open_socket(cfg.to, cfg.sndbuf)?;
-    let warnings = setup_warnings(&cfg, &sources, path_mtu);
-    // The inputs are loaded: the timeline starts now.
-    let start = Instant::now() + Duration::from_millis(20);
-    let (mut sender, readers) = build_sender(&cfg, sources, start);
-    let mut wire = Wire {
-        sock,
-        to: cfg.to,
-        ctl: vec![0u8; 2048],
-        would_block: 0,
-    };
+    let largest_frame = sources.iter().map(|s| s.frame_len).max();
+    let (mut boards, readers, path_mtu) = build(&cfg, sources)?;
+    let warnings = setup_warnings(&cfg, largest_frame, path_mtu);
     let udp0 = netio::read_udp_counters().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
-    let interrupted = drive(&cfg, &mut sender, &mut wire, stop)?;
+    let interrupted = drive(&cfg, &mut boards, stop)?;
     // The last frames may still be asked for: keep answering for one latency window.
     if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
         let until = Instant::now() + latency;
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            wire.serve_naks(&mut sender, Instant::now())?;
+            for b in boards.iter_mut() {
+                b.wire.serve_naks(&mut b.sender, Instant::now())?;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
     }
     let wall = wall0.elapsed().as_secs_f64();
-    let mut stations = sender.station_results();
-    let (arq, rejected_control, duration_s) = (sender.arq_stats(), sender.rejected_control(), sender.duration_s());
-    let returned_datagrams = sender.returned_datagrams();
-    // Dropping the sender drops the readers' channels: a reader blocked on a full queue ends.
-    drop(sender);
+    let mut stations = match boards.as_slice() {
+        [one] => one.sender.station_results(),
+        many => combined_results(&many.iter().map(|b| &b.sender).collect::<Vec<_>>()).unwrap_or_default(),
+    };
+    let senders: Vec<SentBoard> = boards.iter().map(Board::result).collect();
+    let mut arq: Option<stream::arq::RetransmitStats> = None;
+    for q in boards.iter().filter_map(|b| b.sender.arq_stats()) {
+        arq.get_or_insert_with(Default::default).add(&q);
+    }
+    let sum = |f: fn(&Board) -> u64| boards.iter().map(f).sum::<u64>();
+    let (rejected_control, returned_datagrams, send_would_block) = (
+        sum(|b| b.sender.rejected_control()),
+        sum(|b| b.sender.returned_datagrams()),
+        sum(|b| b.wire.would_block),
+    );
+    let duration_s = boards.iter().map(|b| b.sender.duration_s()).fold(0.0, f64::max);
+    // Dropping the senders drops the readers' channels: a reader blocked on a full queue ends.
+    drop(boards);
     for (st, reader) in stations.iter_mut().zip(readers) {
         let rs = reader.and_then(|h| h.join().ok()).unwrap_or_default();
         if let Some(e) = rs.error {
@@ -647,16 +873,64 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
         format: cfg.format,
         duration_s,
         stations,
+        senders,
         path_mtu,
         warnings,
         arq,
         rejected_control,
         returned_datagrams,
-        send_would_block: wire.would_block,
+        send_would_block,
         cpu: ProcessCpu::read()
             .unwrap_or_default()
             .share_since(&cpu0, Duration::from_secs_f64(wall)),
         udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
         interrupted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_are_split_in_contiguous_blocks_differing_by_at_most_one() {
+        let blocks = |t, k| (0..k).map(|b| board_threads(t, k, b)).collect::<Vec<_>>();
+        assert_eq!(blocks(4, 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(blocks(4, 3), vec![vec![0], vec![1], vec![2, 3]]);
+        assert_eq!(blocks(1, 1), vec![vec![0]]);
+        for t in 1..=16u16 {
+            for k in 1..=usize::from(t) {
+                let all: Vec<u16> = blocks(t, k).concat();
+                assert_eq!(all, (0..t).collect::<Vec<_>>(), "{t} threads over {k}");
+                let sizes: Vec<usize> = blocks(t, k).iter().map(Vec::len).collect();
+                let (lo, hi) = (sizes.iter().min(), sizes.iter().max());
+                assert!(lo.zip(hi).is_some_and(|(l, h)| h - l <= 1 && *l >= 1), "{sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_frames_of_a_time_step_are_due_together() {
+        // 2 frames per step, one step per millisecond.
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut p = Paced::steps(Pacer::new(t0, Spacing::from_nanos(1_000_000)), 2);
+        assert_eq!(p.release_deadline(1), t0);
+        assert_eq!(
+            p.on_sent_batch(t0 + Duration::from_micros(10), 1),
+            Duration::from_micros(10)
+        );
+        // The step's second frame is due at once, the next step a millisecond on.
+        assert_eq!(p.release_deadline(1), t0);
+        p.on_sent_batch(t0 + Duration::from_micros(20), 1);
+        assert_eq!(p.next_deadline(), t0 + ms(1));
+        // Three frames from a step's start reach into the following step.
+        assert_eq!(p.release_deadline(3), t0 + ms(2));
+        p.on_sent_batch(t0 + ms(2), 3);
+        assert_eq!((p.in_step, p.next_deadline()), (1, t0 + ms(2)));
+        // One frame per step is the plain per-frame pacer.
+        let mut f = Paced::frames(Pacer::new(t0, Spacing::from_nanos(1_000_000)));
+        f.on_sent_batch(t0, 1);
+        assert_eq!(f.release_deadline(1), t0 + ms(1));
+    }
 }

@@ -57,6 +57,33 @@ pub struct SentStation {
     pub slipped_s: f64,
 }
 
+/// One sending socket of `evlbi stream send --senders K` (one board of a simulated backend):
+/// where it sent from and which share of the stations' threads it carried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentBoard {
+    /// Local address of its socket (IP:PORT), the source a receiver sees.
+    #[serde(default)]
+    pub local_addr: String,
+    /// Local UDP port of its socket.
+    #[serde(default)]
+    pub local_port: u16,
+    /// VDIF thread ids it carried, of every station (each station's threads are split alike).
+    #[serde(default)]
+    pub threads: Vec<u16>,
+    /// Frames (datagrams) it handed to its socket, over all stations.
+    #[serde(default)]
+    pub frames_sent: u64,
+    /// Datagram bytes it handed to its socket.
+    #[serde(default)]
+    pub bytes_sent: u64,
+    /// Its achieved data rate (sample bits), b/s.
+    #[serde(default)]
+    pub achieved_rate_bps: f64,
+    /// Times its timelines were re-anchored (`--max-lag`).
+    #[serde(default)]
+    pub slips: u64,
+}
+
 /// `evlbi stream send` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SendReport {
@@ -66,8 +93,11 @@ pub struct SendReport {
     pub format: crate::SeqFormat,
     /// Seconds from first to last datagram.
     pub duration_s: f64,
-    /// Per station.
+    /// Per station (with several senders: every board's share added up).
     pub stations: Vec<SentStation>,
+    /// Per sending socket (one, or `--senders K` boards); empty in results of older versions.
+    #[serde(default)]
+    pub senders: Vec<SentBoard>,
     /// Path MTU to the receiver as the kernel knows it.
     pub path_mtu: Option<usize>,
     /// Things the operator should know (e.g. frames larger than the path MTU).

@@ -17,6 +17,7 @@
 //! add and the sender rewrites the frame's VDIF time on its way out. Injected loss (a lossy link
 //! in the host, for tests and demos) drops datagrams here, before they reach the caller.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
@@ -47,6 +48,13 @@ pub trait Schedule {
     /// Time given up at those slips.
     fn slipped_total(&self) -> Duration {
         Duration::ZERO
+    }
+    /// Frames that are due together (one per thread of a time step when a backend's board
+    /// sends a step's frames at once; 1 when every frame has its own slot). The achieved rate
+    /// counts the data from the first departure to the last: the last release's frames are
+    /// not inside that span.
+    fn frames_per_release(&self) -> u64 {
+        1
     }
 }
 
@@ -79,22 +87,31 @@ pub trait FrameSource {
 }
 
 /// Contiguous frames in memory, optionally looped: each pass after the first adds the file's
-/// length in seconds to the frames' time.
+/// length in seconds to the frames' time. The memory may be shared by several sources, each
+/// taking only some VDIF threads ([`MemorySource::only_threads`]): the boards of a backend that
+/// each send their share of a station's threads.
 #[derive(Debug, Clone)]
 pub struct MemorySource {
-    data: Vec<u8>,
+    data: Arc<Vec<u8>>,
     frame_len: usize,
     pos: usize,
     /// Whole seconds the data span, 0 when not looping.
     loop_seconds: u32,
     add_seconds: u32,
     loops: u64,
+    /// `keep[thread id]`: the frames handed out; `None` hands out every frame.
+    keep: Option<Vec<bool>>,
 }
 
 impl MemorySource {
     /// Frames of `frame_len` bytes back to back in `data`; restarted at the end when
     /// `loop_seconds` (the seconds the data span) is not 0.
     pub fn new(data: Vec<u8>, frame_len: usize, loop_seconds: u32) -> MemorySource {
+        MemorySource::shared(Arc::new(data), frame_len, loop_seconds)
+    }
+
+    /// [`MemorySource::new`] over memory other sources may read too.
+    pub fn shared(data: Arc<Vec<u8>>, frame_len: usize, loop_seconds: u32) -> MemorySource {
         MemorySource {
             data,
             frame_len,
@@ -102,27 +119,59 @@ impl MemorySource {
             loop_seconds,
             add_seconds: 0,
             loops: 0,
+            keep: None,
         }
+    }
+
+    /// Hand out only the frames of these VDIF thread ids, in their order in memory (a frame
+    /// whose header does not parse counts as thread 0).
+    pub fn only_threads(mut self, threads: &[u16]) -> MemorySource {
+        let mut keep = vec![false; threads.iter().map(|t| usize::from(*t) + 1).max().unwrap_or(0)];
+        for t in threads {
+            keep[usize::from(*t)] = true;
+        }
+        self.keep = Some(keep);
+        self
+    }
+
+    /// Whether the frame at `at` is one this source hands out.
+    fn kept(&self, at: usize) -> bool {
+        let Some(keep) = &self.keep else {
+            return true;
+        };
+        let thread = self
+            .data
+            .get(at..)
+            .and_then(|f| vdif::VdifHeader::parse(f).ok())
+            .map_or(0, |h| h.thread_id);
+        keep.get(usize::from(thread)).copied().unwrap_or(false)
     }
 }
 
 impl FrameSource for MemorySource {
     fn next_frame(&mut self) -> Option<Frame<'_>> {
-        if self.pos >= self.data.len() {
-            if self.loop_seconds == 0 || self.data.is_empty() {
-                return None;
+        // One pass without a kept frame ends the source (a loop would never find one).
+        let mut restarts = 0;
+        loop {
+            if self.pos >= self.data.len() {
+                if self.loop_seconds == 0 || self.data.is_empty() || restarts > 0 {
+                    return None;
+                }
+                restarts += 1;
+                self.pos = 0;
+                self.loops += 1;
+                self.add_seconds = self.add_seconds.saturating_add(self.loop_seconds);
             }
-            self.pos = 0;
-            self.loops += 1;
-            self.add_seconds = self.add_seconds.saturating_add(self.loop_seconds);
+            let at = self.pos;
+            self.pos += self.frame_len.max(1);
+            if self.kept(at) {
+                let bytes = self.data.get(at..self.pos)?;
+                return Some(Frame {
+                    bytes,
+                    add_seconds: self.add_seconds,
+                });
+            }
         }
-        let at = self.pos;
-        self.pos += self.frame_len;
-        let bytes = self.data.get(at..self.pos)?;
-        Some(Frame {
-            bytes,
-            add_seconds: self.add_seconds,
-        })
     }
 
     fn loops(&self) -> u64 {
@@ -558,7 +607,8 @@ impl<P: Schedule> Sender<P> {
                     (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
                     _ => 0.0,
                 };
-                let data_bits = (st.frames.saturating_sub(1)) as f64 * st.spec.data_len as f64 * 8.0;
+                let data_bits =
+                    (st.frames.saturating_sub(st.schedule.frames_per_release())) as f64 * st.spec.data_len as f64 * 8.0;
                 SentStation {
                     file: st.spec.name.clone(),
                     station: vdif::station_name(st.spec.station_id),
@@ -582,6 +632,90 @@ impl<P: Schedule> Sender<P> {
                 }
             })
             .collect()
+    }
+}
+
+/// The stations' results of several senders that each sent a share of every station's threads
+/// (the boards of one backend, each its own socket): frames, bytes and drops add up, the
+/// departure histograms are merged, the achieved rate is over the first to the last departure
+/// of any board, the rate asked for is the boards' shares added up. Station `i` is stream `i` of
+/// every sender; `None` without senders.
+pub fn combined_results<P: Schedule>(boards: &[&Sender<P>]) -> Option<Vec<SentStation>> {
+    let (first, rest) = boards.split_first()?;
+    let mut out = first.station_results();
+    for (i, r) in out.iter_mut().enumerate() {
+        let txs = || boards.iter().filter_map(move |b| b.stations.get(i));
+        let (mut gaps, mut lateness) = (Hist::new(), Hist::new());
+        for st in txs() {
+            gaps.merge(&st.gaps);
+            lateness.merge(&st.lateness);
+        }
+        for b in rest {
+            if let Some(o) = b.station_results().get(i) {
+                r.frames_sent += o.frames_sent;
+                r.bytes_sent += o.bytes_sent;
+                r.injected_drops += o.injected_drops;
+                r.loops = r.loops.max(o.loops);
+                r.source_underruns += o.source_underruns;
+                r.slips += o.slips;
+                r.slipped_s += o.slipped_s;
+                r.rate_bps += o.rate_bps;
+            }
+        }
+        let span = match (
+            txs().filter_map(|s| s.first_send).min(),
+            txs().filter_map(|s| s.last_send).max(),
+        ) {
+            (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+            _ => 0.0,
+        };
+        let data_len = first.stations.get(i).map_or(0, |s| s.spec.data_len);
+        let last_release: u64 = txs().map(|s| s.schedule.frames_per_release()).sum();
+        let data_bits = r.frames_sent.saturating_sub(last_release) as f64 * data_len as f64 * 8.0;
+        r.achieved_rate_bps = if span > 0.0 { data_bits / span } else { 0.0 };
+        if r.rate_bps > 0.0 {
+            r.spacing_us = data_len as f64 * 8.0 / r.rate_bps * 1e6;
+        }
+        r.departure_gap_ns = gaps.summary(DEFAULT_MAX_BUCKETS);
+        r.lateness_ns = lateness.summary(DEFAULT_MAX_BUCKETS);
+    }
+    Some(out)
+}
+
+/// What one sender (one socket) handed out over all its stations: frames, datagram bytes, data
+/// bits per second from its first departure to its last.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SenderTotals {
+    /// Frames handed to the socket (injected drops included).
+    pub frames: u64,
+    /// Datagram bytes.
+    pub bytes: u64,
+    /// Achieved data rate, b/s.
+    pub achieved_rate_bps: f64,
+    /// Timeline slips of all its stations.
+    pub slips: u64,
+}
+
+impl<P: Schedule> Sender<P> {
+    /// This sender's totals over its stations.
+    pub fn totals(&self) -> SenderTotals {
+        let first = self.stations.iter().filter_map(|s| s.first_send).min();
+        let last = self.stations.iter().filter_map(|s| s.last_send).max();
+        let span = match (first, last) {
+            (Some(f), Some(l)) if l > f => (l - f).as_secs_f64(),
+            _ => 0.0,
+        };
+        let bits: f64 = self
+            .stations
+            .iter()
+            .map(|s| s.frames.saturating_sub(s.schedule.frames_per_release()) as f64 * s.spec.data_len as f64 * 8.0)
+            .sum();
+        SenderTotals {
+            frames: self.stations.iter().map(|s| s.frames).sum(),
+            bytes: self.stations.iter().map(|s| s.bytes).sum(),
+            achieved_rate_bps: if span > 0.0 { bits / span } else { 0.0 },
+            slips: self.stations.iter().map(|s| s.schedule.slips()).sum(),
+        }
     }
 }
 
@@ -775,6 +909,36 @@ mod tests {
         assert_eq!(repeats[0][6..], sent[2][6..], "the same datagram, flagged");
         let arq = s.arq_stats().expect("ARQ on");
         assert_eq!((arq.naks, arq.resent), (1, 1));
+    }
+
+    #[test]
+    fn shared_memory_hands_each_board_only_its_threads_looping_in_time() {
+        // 3 time steps of 2 threads: thread ids 0, 1, 0, 1, 0, 1.
+        let mut data = frames(6);
+        for (i, f) in data.chunks_mut(FRAME_LEN).enumerate() {
+            let mut h = vdif::VdifHeader::parse(f).expect("header");
+            h.thread_id = (i % 2) as u16;
+            h.frame_number = (i / 2) as u32;
+            h.emit(&mut f[..32]).expect("fits");
+        }
+        let data = Arc::new(data);
+        let taken = |threads: &[u16], n: usize| {
+            let mut src = MemorySource::shared(data.clone(), FRAME_LEN, 1).only_threads(threads);
+            (0..n)
+                .filter_map(|_| {
+                    let f = src.next_frame()?;
+                    let h = vdif::VdifHeader::parse(f.bytes).ok()?;
+                    Some((h.thread_id, h.frame_number, f.add_seconds))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            taken(&[1], 4),
+            vec![(1, 0, 0), (1, 1, 0), (1, 2, 0), (1, 0, 1)],
+            "thread 1 only, the second pass a second later"
+        );
+        assert_eq!(taken(&[0, 1], 2), vec![(0, 0, 0), (1, 0, 0)]);
+        assert!(taken(&[7], 3).is_empty(), "a thread never in the data ends the source");
     }
 
     #[test]

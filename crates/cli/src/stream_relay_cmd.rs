@@ -1,7 +1,7 @@
 //! `evlbi stream relay`: the station's live link — backend datagrams in, the correlator's
 //! stream out, a local copy beside.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -24,13 +24,16 @@ pub const EXAMPLES: &str = "Examples:\n  \
     --to corr.example.org:46227 --arq-latency 300ms --tee /data/Ef/\n  \
     # an R2DBE's udps (8-byte PSN) relayed as jive5ab udps to a jive5ab recorder, keep-alive every 10 datagrams\n  \
     evlbi stream relay --listen 4001 --seq-format-in jive5ab --to 10.0.0.2:46227 --seq-format jive5ab --ack 10\n  \
+    # a backend multicasting to 239.1.2.3 on the station LAN (interface eth1)\n  \
+    evlbi stream relay --listen 239.1.2.3@46227%eth1 --to corr:46227 --arq-latency 300ms\n  \
     # what it did, as JSON\n  \
     evlbi stream relay --listen 46227 --to corr:46227 --duration 10m --export-json relay.json";
 
 #[derive(Args)]
 pub struct RelayArgs {
-    /// PORT or ADDRESS:PORT to receive the backend on; repeat for several ports (each read on
-    /// its own thread). 0 picks a free port (printed on stderr).
+    /// PORT, ADDRESS:PORT, or a multicast GROUP@PORT (joined; %IFACE picks the interface by
+    /// name, index or address: 239.1.2.3@46227%eth1) to receive the backend on. Repeat for
+    /// several ports, each read on its own thread. Port 0 picks a free port (printed on stderr).
     #[arg(long, required = true)]
     listen: Vec<String>,
     /// Framing of the incoming datagrams: none (bare VDIF, most backends), jive5ab (8-byte
@@ -111,13 +114,9 @@ fn parse_catch_up(s: &str) -> Result<f64, String> {
     parse_multiple(s, 1.0, 16.0)
 }
 
-/// PORT (all interfaces) or ADDRESS:PORT.
-fn parse_listen(s: &str) -> Result<SocketAddr> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
-    }
-    s.parse()
-        .map_err(|_| usage(format!("--listen {s}: expected PORT or ADDRESS:PORT")))
+/// PORT (all interfaces), ADDRESS:PORT, or a multicast GROUP@PORT[%IFACE].
+fn parse_listen(s: &str) -> Result<netio::ListenSpec> {
+    s.parse().map_err(|e| usage(format!("--listen {s}: {e}")))
 }
 
 fn config(a: &RelayArgs) -> Result<RelayRunConfig> {

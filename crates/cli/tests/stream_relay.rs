@@ -25,7 +25,17 @@ const FPS: &str = "250";
 /// --generate` makes with the same options.
 fn backend_frames(dir: &Path, seconds: u32) -> Vec<u8> {
     let out = bin()
-        .args(["vdif", "gen", "--stations", "Ef", "--threads", "4", "--rate", RATE, "-q"])
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef",
+            "--threads",
+            "4",
+            "--rate",
+            RATE,
+            "-q",
+        ])
         .args(["--seconds", &seconds.to_string(), "--start", START, "--out"])
         .arg(dir.join("gen"))
         .output()
@@ -34,11 +44,26 @@ fn backend_frames(dir: &Path, seconds: u32) -> Vec<u8> {
     std::fs::read(dir.join("gen/Ef.vdif")).unwrap()
 }
 
-/// The backend simulator's arguments: bare VDIF, 4 threads, `seconds` of data, to `to`.
+/// The backend simulator's arguments: bare VDIF, 4 threads from 2 boards (sockets), `seconds`
+/// of data, to `to`.
 fn backend_args(to: &str, seconds: u32) -> Vec<String> {
     [
-        "stream", "send", "--generate", "--stations", "Ef", "--threads", "4", "--rate", RATE, "--seq-format",
-        "none", "--start", START, "--seconds",
+        "stream",
+        "send",
+        "--generate",
+        "--stations",
+        "Ef",
+        "--threads",
+        "4",
+        "--senders",
+        "2",
+        "--rate",
+        RATE,
+        "--seq-format",
+        "none",
+        "--start",
+        START,
+        "--seconds",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -80,7 +105,8 @@ fn strays(to: String, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> std::threa
 fn json_of(child: std::process::Child, what: &str) -> Value {
     let out = wait_output(child, Duration::from_secs(60));
     assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Wait (bounded) for `child` to exit, reading its pipes meanwhile (a large JSON result would
@@ -97,7 +123,10 @@ fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Out
             // SAFETY: kill(2) on the PID of a child we started; its reaper thread still waits on it.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             let out = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
-            panic!("process did not end within {limit:?}: {}", String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "process did not end within {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }
@@ -124,7 +153,18 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
     let rx = StreamRecv::start(&["--out", rx_dir.to_str().unwrap()]);
     let mut relay = bin();
     relay
-        .args(["stream", "relay", "--listen", "127.0.0.1:0", "--fps", FPS, "--idle-timeout", "1s", "--json", "-q"])
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--fps",
+            FPS,
+            "--idle-timeout",
+            "1s",
+            "--json",
+            "-q",
+        ])
         .args(["--to", &format!("127.0.0.1:{}", rx.port), "--tee"])
         .arg(&tee_dir);
     let (relay, relay_port, _log) = spawn_json(&mut relay, "127.0.0.1");
@@ -141,18 +181,41 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
     let strays_sent = sent.load(Ordering::Relaxed);
     assert!(strays_sent > 100, "{strays_sent}");
     // Every stray counted and dropped; every frame relayed once.
-    assert_eq!(r["datagrams"]["datagrams"].as_u64().unwrap(), 2000 + strays_sent, "{}", r["datagrams"]);
-    let rejected: u64 = ["too_short", "bad_header", "length_mismatch", "unconfirmed", "no_frame_rate"]
-        .iter()
-        .map(|k| r["datagrams"][k].as_u64().unwrap())
-        .sum();
+    assert_eq!(
+        r["datagrams"]["datagrams"].as_u64().unwrap(),
+        2000 + strays_sent,
+        "{}",
+        r["datagrams"]
+    );
+    let rejected: u64 = [
+        "too_short",
+        "bad_header",
+        "length_mismatch",
+        "unconfirmed",
+        "no_frame_rate",
+    ]
+    .iter()
+    .map(|k| r["datagrams"][k].as_u64().unwrap())
+    .sum();
     assert_eq!(rejected, strays_sent, "{}", r["datagrams"]);
     let st = &r["stations"][0];
-    assert_eq!((st["frames_in"].as_u64(), st["frames_out"].as_u64()), (Some(2000), Some(2000)));
+    assert_eq!(
+        (st["frames_in"].as_u64(), st["frames_out"].as_u64()),
+        (Some(2000), Some(2000))
+    );
     assert_eq!(st["lost_in_input"], 0);
     assert_eq!(st["thread_ids"], serde_json::json!([0, 1, 2, 3]));
-    let backend = r["senders"].as_array().unwrap().iter().find(|s| s["frames"] == 2000).unwrap();
-    assert_eq!(backend["threads"], serde_json::json!([0, 1, 2, 3]));
+    // Two boards, each counted apart with its own threads.
+    let boards: Vec<&Value> = r["senders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["frames"] == 1000)
+        .collect();
+    assert_eq!(boards.len(), 2, "{}", r["senders"]);
+    let mut threads: Vec<Value> = boards.iter().map(|b| b["threads"].clone()).collect();
+    threads.sort_by_key(|t| t.to_string());
+    assert_eq!(threads, vec![serde_json::json!([0, 1]), serde_json::json!([2, 3])]);
     // The tee is the backend's bytes, and so is the recording at the correlator.
     let tee = std::fs::read(only_file(&tee_dir)).unwrap();
     assert!(tee == expected, "tee differs from the backend's frames");
@@ -168,14 +231,29 @@ fn a_relay_killed_and_restarted_resumes_within_a_second_and_the_recording_shows_
     let rx = StreamRecv::start(&["--out", rx_dir.to_str().unwrap()]);
     let relay_args = |port: u16| {
         let mut c = bin();
-        c.args(["stream", "relay", "--listen", &format!("127.0.0.1:{port}"), "--fps", FPS, "-q"])
-            .args(["--idle-timeout", "1s", "--to", &format!("127.0.0.1:{}", rx.port)]);
+        c.args([
+            "stream",
+            "relay",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--fps",
+            FPS,
+            "-q",
+        ])
+        .args(["--idle-timeout", "1s", "--to", &format!("127.0.0.1:{}", rx.port)]);
         c
     };
     let (first, port, _log) = spawn_with_port(&mut relay_args(0));
     let mut first = Proc(first);
     let to = format!("127.0.0.1:{port}");
-    let backend = Proc(bin().args(backend_args(&to, 4)).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap());
+    let backend = Proc(
+        bin()
+            .args(backend_args(&to, 4))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(Duration::from_millis(1500));
     // kill -9: no goodbye, no flush.
     first.0.kill().unwrap();
@@ -185,7 +263,8 @@ fn a_relay_killed_and_restarted_resumes_within_a_second_and_the_recording_shows_
     let (second, _, _log2) = spawn_with_port(&mut relay_args(port));
     let restarted = killed.elapsed();
     let second = Proc(second);
-    let sent: Value = serde_json::from_slice(&wait_output(backend.into_child(), Duration::from_secs(30)).stdout).unwrap();
+    let sent: Value =
+        serde_json::from_slice(&wait_output(backend.into_child(), Duration::from_secs(30)).stdout).unwrap();
     assert_eq!(sent["stations"][0]["frames_sent"], 4000);
     let (status, log) = rx.wait();
     drop(second);
@@ -208,7 +287,11 @@ fn a_relay_killed_and_restarted_resumes_within_a_second_and_the_recording_shows_
     assert_eq!(filled.last().unwrap() - filled[0] + 1, filled.len(), "{filled:?}");
     // … no longer than the outage plus a second (1000 frames/s over the 4 threads).
     let most = ((restarted.as_secs_f64() + 1.0) * 1000.0) as usize;
-    assert!(filled.len() <= most, "{} frames filled, outage {restarted:?}", filled.len());
+    assert!(
+        filled.len() <= most,
+        "{} frames filled, outage {restarted:?}",
+        filled.len()
+    );
     assert!(log.contains("sender restarted"), "{log}");
 }
 
@@ -222,16 +305,30 @@ impl Backend {
     const RELAY_ADDR: &'static str = "10.78.0.2";
 
     fn attach(to: &str) -> Backend {
-        let ns = format!("evbk-{}", std::process::id());
+        let ns = format!("evbk-{}-{}", std::process::id(), &to[to.len().saturating_sub(4)..]);
         let ip = |args: &[&str]| {
             let o = Command::new("ip").args(args).output().unwrap();
-            assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         };
         ip(&["netns", "add", &ns]);
         let b = Backend { ns: ns.clone() };
-        ip(&["link", "add", "bk0", "netns", &ns, "type", "veth", "peer", "name", "bk1", "netns", to]);
+        ip(&[
+            "link", "add", "bk0", "netns", &ns, "type", "veth", "peer", "name", "bk1", "netns", to,
+        ]);
         ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::ADDR), "dev", "bk0"]);
-        ip(&["-n", to, "addr", "add", &format!("{}/24", Self::RELAY_ADDR), "dev", "bk1"]);
+        ip(&[
+            "-n",
+            to,
+            "addr",
+            "add",
+            &format!("{}/24", Self::RELAY_ADDR),
+            "dev",
+            "bk1",
+        ]);
         for (n, dev) in [(ns.as_str(), "bk0"), (to, "bk1")] {
             ip(&["-n", n, "link", "set", dev, "mtu", "9000", "up"]);
         }
@@ -268,17 +365,35 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
     let (rx_dir, tee_dir) = (dir.path().join("rx"), dir.path().join("tee"));
     let mut wan = Wan::start(
         "rly",
-        &["--loss", "1%", "--seed", "17", "--delay", "25ms", "--mtu", "9000", "--json"],
+        &[
+            "--loss", "1%", "--seed", "17", "--delay", "25ms", "--mtu", "9000", "--json",
+        ],
     );
     let bk = Backend::attach(&wan.a);
     let mut rx = wan.evlbi_in(&wan.b);
-    rx.args(["stream", "recv", "--listen", "10.77.0.2:0", "--idle-timeout", "2s", "-q", "--json"])
-        .args(["--arq", "--latency", "300ms", "--out"])
-        .arg(&rx_dir);
+    rx.args([
+        "stream",
+        "recv",
+        "--listen",
+        "10.77.0.2:0",
+        "--idle-timeout",
+        "2s",
+        "-q",
+        "--json",
+    ])
+    .args(["--arq", "--latency", "300ms", "--out"])
+    .arg(&rx_dir);
     let (rx, rx_port, _rxlog) = spawn_json(&mut rx, Wan::B_ADDR);
     let mut relay = wan.evlbi_in(&wan.a);
     relay
-        .args(["stream", "relay", "--listen", &format!("{}:0", Backend::RELAY_ADDR), "--fps", FPS])
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            &format!("{}:0", Backend::RELAY_ADDR),
+            "--fps",
+            FPS,
+        ])
         .args(["--idle-timeout", "1s", "--json", "-q", "--arq-latency", "300ms"])
         .args(["--to", &format!("{}:{rx_port}", Wan::B_ADDR), "--tee"])
         .arg(&tee_dir);
@@ -308,9 +423,15 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
     drop(bk);
     let emu: Value = serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}"));
     // Every stray counted and dropped; the tee is the backend, byte for byte.
-    assert_eq!(r["datagrams"]["datagrams"].as_u64().unwrap(), 3000 + strays_sent, "{}", r["datagrams"]);
     assert_eq!(
-        r["datagrams"]["too_short"].as_u64().unwrap() + r["datagrams"]["length_mismatch"].as_u64().unwrap()
+        r["datagrams"]["datagrams"].as_u64().unwrap(),
+        3000 + strays_sent,
+        "{}",
+        r["datagrams"]
+    );
+    assert_eq!(
+        r["datagrams"]["too_short"].as_u64().unwrap()
+            + r["datagrams"]["length_mismatch"].as_u64().unwrap()
             + r["datagrams"]["bad_header"].as_u64().unwrap(),
         strays_sent,
         "{}",
@@ -329,7 +450,12 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
         }
     }
     let st = &rec_json["stations"][0];
-    assert_eq!(st["window"]["written_filled"].as_u64().unwrap(), filled, "{}", st["window"]);
+    assert_eq!(
+        st["window"]["written_filled"].as_u64().unwrap(),
+        filled,
+        "{}",
+        st["window"]
+    );
     // Counts that agree to the frame: what the relay sent, less what linkemu dropped on the
     // way, is what the recorder received.
     let out_frames = r["output"][0]["frames_sent"].as_u64().unwrap();
@@ -342,7 +468,11 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
          {filled} frames flagged, {strays_sent} strays counted"
     );
     assert_eq!(out_frames, 3000);
-    assert_eq!(out_frames + repeats - dropped, received, "relay {out_frames}+{repeats}, linkemu dropped {dropped}");
+    assert_eq!(
+        out_frames + repeats - dropped,
+        received,
+        "relay {out_frames}+{repeats}, linkemu dropped {dropped}"
+    );
     assert!(dropped > 10, "1 % of 3000 frames: {dropped}");
     // ARQ repaired most of it.
     assert!(filled * 5 < dropped, "filled {filled} of {dropped} dropped");
@@ -358,4 +488,94 @@ impl IntoChild for Proc {
         // SAFETY: `me` is never dropped, so the child is moved out exactly once.
         unsafe { std::ptr::read(&me.0) }
     }
+}
+
+/// A namespace of the test's own (the station's relay host), removed on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let ns = format!("ev{tag}-{}", std::process::id());
+        let o = Command::new("ip").args(["netns", "add", &ns]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let n = Netns(ns);
+        let o = Command::new("ip")
+            .args(["-n", &n.0, "link", "set", "lo", "up"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        n
+    }
+
+    fn evlbi(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_evlbi")]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.0]).output();
+    }
+}
+
+/// A backend that multicasts (two boards to group 239.1.2.3 on the station LAN, a veth pair
+/// between two namespaces); the relay joins the group on that interface and forwards to a
+/// recorder: every frame arrives once, byte for byte.
+#[test]
+fn a_relay_joins_the_backends_multicast_group_on_the_station_lan() {
+    if let Some(why) = Wan::skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let expected = backend_frames(dir.path(), 2);
+    let station = Netns::new("mc");
+    let bk = Backend::attach(&station.0);
+    let o = Command::new("ip")
+        .args(["-n", &bk.ns, "route", "add", "224.0.0.0/4", "dev", "bk0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rx_dir = dir.path().join("rx");
+    let mut rx = station.evlbi();
+    rx.args([
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--idle-timeout",
+        "2s",
+        "-q",
+        "--json",
+        "--out",
+    ])
+    .arg(&rx_dir);
+    let (rx, rx_port, _rxlog) = spawn_json(&mut rx, "127.0.0.1");
+    let mut relay = station.evlbi();
+    relay
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            "239.1.2.3@46227%bk1",
+            "--fps",
+            FPS,
+            "--idle-timeout",
+            "1s",
+        ])
+        .args(["--json", "-q", "--to", &format!("127.0.0.1:{rx_port}")]);
+    let (relay, _, _log) = spawn_json(&mut relay, "239.1.2.3");
+    let out = bk.evlbi().args(backend_args("239.1.2.3:46227", 2)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json_of(relay, "relay");
+    let rec = json_of(rx, "recv");
+    assert_eq!(r["stations"][0]["frames_out"], 2000, "{}", r["datagrams"]);
+    assert_eq!(r["senders"].as_array().unwrap().len(), 2);
+    assert_eq!(rec["stations"][0]["window"]["written_filled"], 0);
+    assert!(
+        std::fs::read(only_file(&rx_dir)).unwrap() == expected,
+        "recording differs"
+    );
 }

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use netio::counters::{socket_drops, ProcessCpu};
-use netio::{bind_udp, io_err, BufferRequest};
+use netio::{io_err, BufferRequest};
 use stream::relay::{Relay, RelayConfig, KEEPALIVE};
 use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
@@ -34,8 +34,8 @@ const MAX_DATAGRAM: usize = 65_536;
 /// How to run a relay.
 #[derive(Debug, Clone)]
 pub struct RelayRunConfig {
-    /// Addresses to listen on (one reader thread each).
-    pub listen: Vec<SocketAddr>,
+    /// Addresses (or multicast groups) to listen on, one reader thread each.
+    pub listen: Vec<netio::ListenSpec>,
     /// Where the frames go.
     pub to: SocketAddr,
     /// The relay's settings (`start` is set when the run starts).
@@ -122,9 +122,9 @@ impl BoundRelay {
         }
         let mut inputs = Vec::new();
         let mut grants = Vec::new();
-        for addr in &cfg.listen {
-            let (sock, grant) = bind_udp(
-                *addr,
+        for spec in &cfg.listen {
+            let (sock, grant) = netio::bind_listen(
+                spec,
                 BufferRequest {
                     rcv: cfg.rcvbuf,
                     snd: 0,
@@ -351,7 +351,10 @@ fn next_batch(rx: &ChanRx<InBatch>, until: Instant) -> Result<Option<InBatch>, (
 fn send_due(relay: &mut Relay, wire: &mut Wire) -> Result<(), SessionError> {
     for _ in 0..4096 {
         let now = Instant::now();
-        let Some(tx) = relay.poll_transmit(now).map_err(|e| SessionError::Input(e.to_string()))? else {
+        let Some(tx) = relay
+            .poll_transmit(now)
+            .map_err(|e| SessionError::Input(e.to_string()))?
+        else {
             break;
         };
         wire.send(&tx)?;

@@ -174,7 +174,13 @@ fn a_burst_in_is_paced_out_and_a_backlog_leaves_at_no_more_than_the_catch_up_rat
     // Paced at the data rate (with 5 % headroom) while the frames had waited less than the
     // smoothing allowance …
     let paced = spacing.div_f64(stream::relay::PACE_HEADROOM);
-    assert!(gaps[..14].iter().all(|g| *g >= paced && *g < spacing + Duration::from_micros(5)), "{:?}", &gaps[..14]);
+    assert!(
+        gaps[..14]
+            .iter()
+            .all(|g| *g >= paced && *g < spacing + Duration::from_micros(5)),
+        "{:?}",
+        &gaps[..14]
+    );
     // … then the backlog is caught up at about twice the rate, not at line rate.
     let last = out.last().unwrap().0 - t0;
     assert!(

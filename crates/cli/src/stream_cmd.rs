@@ -329,6 +329,7 @@ fn send(a: SendArgs) -> Result<()> {
         max_lag: a.max_lag.min(Duration::from_secs(3600)),
         catch_up: a.catch_up,
         senders: usize::from(a.senders),
+        realtime: a.generate && a.signal.start_is_now(),
     };
     let stop = stop_flag()?;
     let r = run_sender(cfg, &stop).map_err(|e| match e {

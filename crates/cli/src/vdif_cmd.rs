@@ -106,6 +106,11 @@ impl SignalArgs {
 
     /// Check the options and build the generator's configuration for `rate` b/s per station and
     /// `seconds` of data.
+    /// `--start now` (the default): a backend simulator then sends each frame at its time.
+    pub fn start_is_now(&self) -> bool {
+        self.start.trim().eq_ignore_ascii_case("now")
+    }
+
     pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {
         let layout = FrameLayout::new(rate, self.bits, self.channels, self.threads, self.frame)
             .map_err(|e| usage(e.to_string()))?;

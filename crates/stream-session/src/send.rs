@@ -81,6 +81,9 @@ pub struct SendConfig {
     /// together. K > 1 needs inputs held in memory, bare or jive5ab framing, and at most as many
     /// senders as each station has threads.
     pub senders: usize,
+    /// Frames leave at their own VDIF time, moved by whole seconds to just ahead of the clock
+    /// (a backend simulator: `--generate` with `--start now`); else the timeline starts now.
+    pub realtime: bool,
 }
 
 /// Default catch-up bound of the stream sender. A station's data arrive at a fixed rate: time a
@@ -670,7 +673,7 @@ impl Board {
 fn build_boards(
     cfg: &SendConfig,
     sources: Vec<Source>,
-    start: Instant,
+    (start, later): (Instant, u32),
 ) -> Result<(Vec<Board>, Option<usize>), SessionError> {
     let shared: Vec<(Source, Arc<Vec<u8>>)> = sources
         .into_iter()
@@ -696,7 +699,9 @@ fn build_boards(
             let pacer = Pacer::new(start, step)
                 .with_max_lag(cfg.max_lag)
                 .with_catch_up(cfg.catch_up);
-            let source = MemorySource::shared(data.clone(), src.frame_len, src.loop_seconds).only_threads(&share);
+            let source = MemorySource::shared(data.clone(), src.frame_len, src.loop_seconds)
+                .only_threads(&share)
+                .later_by(later);
             let spec = StationSpec {
                 name: src.name.clone(),
                 station_id: src.station_id,
@@ -725,7 +730,7 @@ fn build_boards(
 fn build_sender(
     cfg: &SendConfig,
     sources: Vec<Source>,
-    start: Instant,
+    (start, later): (Instant, u32),
 ) -> (Sender<Paced>, Vec<Option<JoinHandle<ReaderStats>>>) {
     let mut sender = Sender::new(sender_config(cfg, start, cfg.seed));
     let mut readers = Vec::new();
@@ -735,7 +740,10 @@ fn build_sender(
             .with_max_lag(cfg.max_lag)
             .with_catch_up(cfg.catch_up);
         let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path.clone()) {
-            (Some(data), _) => (Box::new(MemorySource::new(data, src.frame_len, src.loop_seconds)), None),
+            (Some(data), _) => (
+                Box::new(MemorySource::new(data, src.frame_len, src.loop_seconds).later_by(later)),
+                None,
+            ),
             (None, path) => {
                 let (tx, rx) = sync_channel(QUEUE_BATCHES);
                 let reader = path.map(|path| {
@@ -809,16 +817,38 @@ type Built = (Vec<Board>, Vec<Option<JoinHandle<ReaderStats>>>, Option<usize>);
 
 fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, SessionError> {
     if cfg.senders > 1 {
-        // The inputs are loaded: the timeline starts now.
-        let start = Instant::now() + Duration::from_millis(20);
-        let (boards, path_mtu) = build_boards(cfg, sources, start)?;
+        let (start, later) = timeline_start(cfg, &sources);
+        let (boards, path_mtu) = build_boards(cfg, sources, (start, later))?;
         return Ok((boards, Vec::new(), path_mtu));
     }
     let (sock, path_mtu) = open_socket(cfg.to, cfg.sndbuf)?;
     let threads = (0..sources.iter().map(|s| s.threads).max().unwrap_or(1)).collect();
-    let start = Instant::now() + Duration::from_millis(20);
-    let (sender, readers) = build_sender(cfg, sources, start);
+    let (start, later) = timeline_start(cfg, &sources);
+    let (sender, readers) = build_sender(cfg, sources, (start, later));
     Ok((vec![Board::new(cfg, sender, sock, threads)], readers, path_mtu))
+}
+
+/// When the timeline starts, and how many whole seconds later than the data say the frames
+/// are sent. The inputs are loaded: normally the timeline starts now. With `cfg.realtime` (a
+/// backend simulator) it starts when the clock reaches the first frame's VDIF time moved to the
+/// next whole second ahead of now, so every frame leaves at its own VDIF time, as from a
+/// backend, and a receiver's data age is the path's latency.
+fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
+    let soon = Instant::now() + Duration::from_millis(20);
+    let first = sources.iter().filter_map(|s| s.memory.as_deref()).find_map(|m| vdif::VdifHeader::parse(m).ok());
+    let (true, Some(h)) = (cfg.realtime, first) else {
+        return (soon, 0);
+    };
+    let (now_wall, now) = (std::time::SystemTime::now(), Instant::now());
+    let Ok(wall) = now_wall.duration_since(std::time::UNIX_EPOCH) else {
+        return (soon, 0);
+    };
+    // Frame 0 of a second: generated data start on a second.
+    let t0 = vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds);
+    let ahead = wall + Duration::from_millis(20);
+    let later = (ahead.as_secs() as i64 + i64::from(ahead.subsec_nanos() > 0) - t0).clamp(0, i64::from(u32::MAX / 2));
+    let due = Duration::from_secs((t0 + later) as u64);
+    (now + due.saturating_sub(wall), later as u32)
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.

@@ -123,6 +123,13 @@ impl MemorySource {
         }
     }
 
+    /// Every frame `seconds` later than the data say (a backend simulator starting in real time:
+    /// the first pass's frames move to the next whole second ahead of the clock).
+    pub fn later_by(mut self, seconds: u32) -> MemorySource {
+        self.add_seconds = seconds;
+        self
+    }
+
     /// Hand out only the frames of these VDIF thread ids, in their order in memory (a frame
     /// whose header does not parse counts as thread 0).
     pub fn only_threads(mut self, threads: &[u16]) -> MemorySource {

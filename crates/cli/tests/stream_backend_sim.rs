@@ -462,3 +462,62 @@ fn send_reports_without_senders_still_parse() {
     let old: stream::results::SendReport = serde_json::from_value(report).expect("old JSON parses");
     assert!(old.senders.is_empty());
 }
+
+/// `--generate` with `--start now` is a real-time backend: no frame leaves before its own VDIF
+/// time, the first leaves within about a second of the start, and the receiver reports the
+/// data's age at arrival.
+#[test]
+fn a_generated_backend_sends_each_frame_at_its_own_vdif_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("recv.json");
+    let rx = common::StreamRecv::start(&[
+        "--out",
+        rx_dir.to_str().unwrap(),
+        "--export-json",
+        summary.to_str().unwrap(),
+    ]);
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let before = unix();
+    let out = bin()
+        .args([
+            "stream",
+            "send",
+            "--generate",
+            "--stations",
+            "Ef",
+            "--rate",
+            "64M",
+            "--seconds",
+            "1",
+        ])
+        .args(["--to", &format!("127.0.0.1:{}", rx.port)])
+        .output()
+        .unwrap();
+    let after = unix();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid = rx.child.id();
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log} (pid {pid})");
+    let file = output_of(&rx_dir, "Ef");
+    let h = VdifHeader::parse(&file).unwrap();
+    let first = (vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds)) as f64;
+    // The data were moved to the next whole second ahead of the clock (without that their time
+    // is the generation's start, before `before`) …
+    assert!(
+        first > before && first <= before + 2.0,
+        "first frame {first}, start {before}"
+    );
+    // … and 1 s of data (1000 frames/s) cannot have left before its last frame's time.
+    assert!(after >= first + 0.999, "sent by {after}, data until {}", first + 1.0);
+    let r: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let age = &r["data_age_ns"];
+    assert!(age["count"].as_u64().unwrap() > 0, "{age}");
+    // Never older than the run (a frame sent late by the whole second would be).
+    assert!(age["max"].as_u64().unwrap() < 1_000_000_000, "{}", age["max"]);
+}

@@ -184,6 +184,7 @@ impl BoundReceiver {
             cpu0,
             naks_sent: naks.sent,
             stopped_by: stopped_by.to_string(),
+            data_age: std::mem::take(&mut tally.data_age),
         };
         Ok(end.report(&cfg, (&sock, grant, &batch), &rx, sink))
     }
@@ -226,6 +227,14 @@ fn receive_batch(
             let now = Instant::now();
             t.first.get_or_insert(now);
             t.last_rx = now;
+            // The data's age, sampled once per batch (one clock read, one header parse).
+            if let Some(t) = batch.iter().next().and_then(|d| rx.data_time_unix_ns(d.data)) {
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |w| w.as_nanos() as u64);
+                // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
+                tally.data_age.record(wall.saturating_sub(t).max(1));
+            }
             for d in batch.iter() {
                 tally.bytes += d.data.len() as u64;
                 rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
@@ -278,6 +287,8 @@ struct LiveTally {
     changes: u64,
     win: stream::WindowStats,
     stall: Duration,
+    /// Arrival time less VDIF time of the first datagram of each batch, ns (the whole run).
+    data_age: histogram::Hist,
 }
 
 impl LiveTally {
@@ -319,6 +330,7 @@ impl LiveTally {
             changes,
             win,
             stall,
+            data_age: std::mem::take(&mut self.data_age),
         };
         line
     }
@@ -333,6 +345,7 @@ struct RunEnd {
     cpu0: ProcessCpu,
     naks_sent: u64,
     stopped_by: String,
+    data_age: histogram::Hist,
 }
 
 impl RunEnd {
@@ -382,6 +395,7 @@ impl RunEnd {
             write_buffer: cfg.out_dir.is_some().then_some(cfg.write_buffer),
             direct_io: cfg.out_dir.is_some() && cfg.direct_io,
             stopped_by: self.stopped_by,
+            data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
         }
     }
 }

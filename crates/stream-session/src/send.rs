@@ -835,7 +835,10 @@ fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, SessionError> 
 /// backend, and a receiver's data age is the path's latency.
 fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
     let soon = Instant::now() + Duration::from_millis(20);
-    let first = sources.iter().filter_map(|s| s.memory.as_deref()).find_map(|m| vdif::VdifHeader::parse(m).ok());
+    let first = sources
+        .iter()
+        .filter_map(|s| s.memory.as_deref())
+        .find_map(|m| vdif::VdifHeader::parse(m).ok());
     let (true, Some(h)) = (cfg.realtime, first) else {
         return (soon, 0);
     };

@@ -391,6 +391,19 @@ impl Receiver {
         self.first_problem.as_deref()
     }
 
+    /// When the data of `datagram` were sampled: its VDIF time, ns since 1970 (frame rate from
+    /// the framing, `--fps` or the header); `None` for a datagram that is not a frame. Against
+    /// the clock at arrival it is the data's age — from a backend sending in real time, the
+    /// latency of the whole path.
+    pub fn data_time_unix_ns(&self, datagram: &[u8]) -> Option<u64> {
+        let d = parse_data(self.cfg.format, datagram).ok()?;
+        let (fps, _) = crate::intake::stream_shape(&d, self.cfg.frames_per_second, None).ok()?;
+        let h = &d.header;
+        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
+        let sub = u64::from(h.frame_number) * 1_000_000_000 / u64::from(fps.max(1));
+        Some(u64::try_from(unix).ok()? * 1_000_000_000 + sub)
+    }
+
     /// Stations receiving now (each holds a slot of `max_stations`).
     pub fn station_count(&self) -> usize {
         self.stations.len()

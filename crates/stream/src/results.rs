@@ -200,6 +200,11 @@ pub struct RecvReport {
     pub direct_io: bool,
     /// Why the receiver stopped.
     pub stopped_by: String,
+    /// Arrival time less the VDIF time of the data (the first datagram of each receive batch),
+    /// ns: from a backend sending in real time, the whole path's latency; across hosts it also
+    /// holds their clocks' offset (a negative age is recorded as 1 ns).
+    #[serde(default)]
+    pub data_age_ns: Option<histogram::HistSummary>,
 }
 
 /// What a relay's tee recorded.

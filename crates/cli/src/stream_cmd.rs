@@ -576,21 +576,7 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     for f in &r.files {
         status!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
     }
-    let d = &r.datagrams;
-    if d.rejected() > 0 {
-        status!(
-            "rejected datagrams: {} ({})",
-            d.rejected(),
-            r.first_problem.as_deref().unwrap_or("")
-        );
-    }
-    if d.phantoms_dropped > 0 {
-        status!(
-            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
-            d.phantoms_dropped,
-            d.unconfirmed
-        );
-    }
+    rejected_lines(&r.datagrams, r.first_problem.as_deref());
     if r.socket_drops > 0 {
         status!(
             "kernel dropped {} datagrams at this socket, its receive buffer full{}",
@@ -649,7 +635,21 @@ fn check_senders(a: &SendArgs) -> Result<()> {
     Ok(())
 }
 
+/// The lines on refused datagrams of a receiving command (`recv`, `relay`).
+pub(crate) fn rejected_lines(d: &stream::DatagramCounters, first_problem: Option<&str>) {
+    if d.rejected() > 0 {
+        status!("rejected datagrams: {} ({})", d.rejected(), first_problem.unwrap_or(""));
+    }
+    if d.phantoms_dropped > 0 {
+        status!(
+            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
+            d.phantoms_dropped,
+            d.unconfirmed
+        );
+    }
+}
+
 /// `--catch-up`: a multiple of the rate, 1 to 16.
-fn parse_catch_up(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_catch_up(s: &str) -> Result<f64, String> {
     parse_multiple(s, 1.0, 16.0)
 }

@@ -14,8 +14,8 @@ use stream_session::report::RelayReport;
 use stream_session::sink::WriterPlacement;
 
 use crate::flags::JsonOutput;
-use crate::stream_cmd::{stop_flag, Format};
-use crate::units::{parse_duration, parse_multiple, parse_positive_duration, parse_rate, parse_size, si_fmt};
+use crate::stream_cmd::{parse_catch_up, stop_flag, Format};
+use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size, si_fmt};
 use crate::{usage, ProblemsFound};
 
 pub const EXAMPLES: &str = "Examples:\n  \
@@ -107,11 +107,6 @@ pub struct RelayArgs {
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
-}
-
-/// `--catch-up`: a multiple of the rate, 1 to 16.
-fn parse_catch_up(s: &str) -> Result<f64, String> {
-    parse_multiple(s, 1.0, 16.0)
 }
 
 /// PORT (all interfaces), ADDRESS:PORT, or a multicast GROUP@PORT[%IFACE].
@@ -290,14 +285,7 @@ fn summary(r: &RelayReport) {
             status!("  tee {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
         }
     }
-    let d = &r.datagrams;
-    if d.rejected() > 0 {
-        status!(
-            "rejected datagrams: {} ({})",
-            d.rejected(),
-            r.first_problem.as_deref().unwrap_or("")
-        );
-    }
+    crate::stream_cmd::rejected_lines(&r.datagrams, r.first_problem.as_deref());
     if r.socket_drops > 0 {
         status!(
             "kernel dropped {} datagrams at the input sockets, their buffers full",

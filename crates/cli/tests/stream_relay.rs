@@ -165,7 +165,7 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
             "--json",
             "-q",
         ])
-        .args(["--to", &format!("127.0.0.1:{}", rx.port), "--tee"])
+        .args(["--to", &format!("127.0.0.1:{}", rx.port), "--ack", "100", "--tee"])
         .arg(&tee_dir);
     let (relay, relay_port, _log) = spawn_json(&mut relay, "127.0.0.1");
     let to = format!("127.0.0.1:{relay_port}");
@@ -173,6 +173,7 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
     let stray = strays(to.clone(), stop.clone(), sent.clone());
     let out = bin().args(backend_args(&to, 2)).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let backend: Value = serde_json::from_slice(&out.stdout).unwrap();
     stop.store(true, Ordering::Relaxed);
     stray.join().unwrap();
     let r = json_of(relay, "relay");
@@ -216,6 +217,10 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
     let mut threads: Vec<Value> = boards.iter().map(|b| b["threads"].clone()).collect();
     threads.sort_by_key(|t| t.to_string());
     assert_eq!(threads, vec![serde_json::json!([0, 1]), serde_json::json!([2, 3])]);
+    // --ack 100: a keep-alive back to each board on its 1st, 101st, … datagram, each read there.
+    let acks: u64 = boards.iter().map(|b| b["acks_sent"].as_u64().unwrap()).sum();
+    assert_eq!(acks, 20, "{}", r["senders"]);
+    assert_eq!(backend["returned_datagrams"], 20, "the boards read every keep-alive");
     // The tee is the backend's bytes, and so is the recording at the correlator.
     let tee = std::fs::read(only_file(&tee_dir)).unwrap();
     assert!(tee == expected, "tee differs from the backend's frames");

@@ -1,6 +1,6 @@
 //! `evlbi stream send|recv|relay`: real-time VDIF over UDP.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -163,9 +163,10 @@ pub struct SendArgs {
 
 #[derive(Args)]
 pub struct RecvArgs {
-    /// PORT or ADDRESS:PORT to listen on (0 picks a free port, printed on stderr).
-    #[arg(long)]
-    listen: String,
+    /// PORT, ADDRESS:PORT, or a multicast GROUP@PORT[%IFACE] to listen on (0 picks a free port,
+    /// printed on stderr). Repeat for several ports (e.g. one per station or backend board).
+    #[arg(long, required = true)]
+    listen: Vec<String>,
     /// Output directory of the recordings (files STATION_UTC.vdif). Without it, frames are
     /// counted and dropped.
     #[arg(long, value_name = "DIR")]
@@ -413,17 +414,21 @@ fn send(a: SendArgs) -> Result<()> {
 fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
-    let bound = BoundReceiver::bind(cfg)?;
+    let bound = BoundReceiver::bind(cfg).map_err(|e| match e {
+        stream_session::SessionError::Input(m) => usage(m),
+        e => anyhow::Error::new(e),
+    })?;
+    let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
     status!(
         "stream recv: listening on {} (UDP), writing {}",
-        bound.local_addr()?,
+        addrs.join(", "),
         a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
             "{}{}",
             d.display(),
             if a.direct { " (direct I/O)" } else { "" }
         ))
     );
-    for w in &bound.grant().warnings {
+    for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
     let stop = stop_flag()?;
@@ -462,13 +467,17 @@ fn recv(a: RecvArgs) -> Result<()> {
 
 /// The receiver's configuration from its flags (usage errors for combinations that cannot work).
 fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
-    let listen: SocketAddr = if let Ok(port) = a.listen.parse::<u16>() {
-        SocketAddr::from(([0, 0, 0, 0], port))
-    } else {
-        a.listen
-            .parse()
-            .map_err(|_| usage(format!("--listen {}: expected PORT or ADDRESS:PORT", a.listen)))?
-    };
+    let listen = a
+        .listen
+        .iter()
+        .map(|l| {
+            l.parse::<netio::ListenSpec>()
+                .map_err(|e| usage(format!("--listen {l}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if listen.len() > 64 {
+        return Err(usage("at most 64 --listen addresses"));
+    }
     if a.arq && !matches!(a.seq_format, Format::Native) {
         return Err(usage(
             "--arq needs --seq-format native (NAKs name native sequence numbers)",

@@ -584,3 +584,89 @@ fn a_relay_joins_the_backends_multicast_group_on_the_station_lan() {
         "recording differs"
     );
 }
+
+/// The recorder on two ports (one per station, as a correlator host takes several stations):
+/// each station's lost frames are asked for from the port its sender sends to (a sender's
+/// connected socket hears nothing else), so ARQ repairs both.
+#[test]
+fn a_recorder_on_two_ports_repairs_each_station_through_its_own_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx_dir = dir.path().join("rx");
+    let mut cmd = bin();
+    cmd.args([
+        "stream",
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.1:0",
+        "--arq",
+    ])
+    .args(["--latency", "300ms", "--idle-timeout", "1s", "-q", "--json", "--out"])
+    .arg(&rx_dir);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let (ports, _log) = {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx.recv_timeout(Duration::from_secs(10)).expect("the listening line");
+        let ports: Vec<u16> = line
+            .split("127.0.0.1:")
+            .skip(1)
+            .filter_map(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect();
+        (ports, rx)
+    };
+    assert_eq!(ports.len(), 2, "two ports in the listening line");
+    let senders: Vec<_> = [("Ef", ports[0], "3"), ("Wb", ports[1], "4")]
+        .into_iter()
+        .map(|(st, port, seed)| {
+            Proc(
+                bin()
+                    .args([
+                        "stream",
+                        "send",
+                        "--generate",
+                        "--stations",
+                        st,
+                        "--rate",
+                        "64M",
+                        "--seconds",
+                        "1",
+                    ])
+                    .args([
+                        "--arq-latency",
+                        "300ms",
+                        "--inject-loss",
+                        "2%",
+                        "--loss-seed",
+                        seed,
+                        "--json",
+                    ])
+                    .args(["--to", &format!("127.0.0.1:{port}")])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    for s in senders {
+        let out = wait_output(s.into_child(), Duration::from_secs(30));
+        assert!(out.status.success());
+    }
+    let r = json_of(child, "recv");
+    let stations = r["stations"].as_array().unwrap();
+    assert_eq!(stations.len(), 2, "{}", r["datagrams"]);
+    for st in stations {
+        let arq = &st["arq"];
+        assert!(arq["missing_seen"].as_u64().unwrap() > 5, "{}: {arq}", st["station"]);
+        assert_eq!(arq["recovered"], arq["missing_seen"], "{}: {arq}", st["station"]);
+        assert_eq!(st["window"]["written_filled"], 0, "{}", st["station"]);
+    }
+}

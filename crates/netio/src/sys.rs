@@ -65,6 +65,39 @@ pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(r > 0)
 }
 
+/// Wait up to `timeout` for any of `fds` (at most 64) to become readable (ppoll(2)); a bit per
+/// readable descriptor, 0 on timeout or when a signal interrupted the wait.
+pub(crate) fn wait_any_readable(fds: &[RawFd], timeout: Duration) -> io::Result<u64> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .take(64)
+        .map(|fd| libc::pollfd {
+            fd: *fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `pfds.len()` valid pollfds, a valid timespec, no signal mask change.
+    let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(pfds
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents != 0)
+        .fold(0u64, |m, (i, _)| m | (1 << i)))
+}
+
 /// Whether `e` is the OS error `code`.
 pub(crate) fn is_errno(e: &io::Error, code: libc::c_int) -> bool {
     e.raw_os_error() == Some(code)

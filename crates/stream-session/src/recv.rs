@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
-use netio::{bind_udp, BufferRequest};
+use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
@@ -17,8 +17,8 @@ use netio::io_err;
 /// How to run a receiver.
 #[derive(Debug, Clone)]
 pub struct RecvConfig {
-    /// Address to listen on.
-    pub listen: SocketAddr,
+    /// Addresses (or multicast groups) to listen on; several are read by one thread in turn.
+    pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
     pub out_dir: Option<PathBuf>,
     /// Start a new file after this many bytes.
@@ -75,8 +75,8 @@ pub struct LiveLine {
 /// Bound socket, before receiving: lets a caller print the port (e.g. `--listen 127.0.0.1:0`).
 pub struct BoundReceiver {
     cfg: RecvConfig,
-    sock: std::net::UdpSocket,
-    grant: netio::BufferGrant,
+    socks: Vec<std::net::UdpSocket>,
+    grants: Vec<netio::BufferGrant>,
     sink: FileSink,
 }
 
@@ -88,16 +88,28 @@ impl BoundReceiver {
     /// counts any overflow as this socket's drops. Return only when ready to receive, so the
     /// caller's "listening" line means ready.
     pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, SessionError> {
-        let (sock, grant) = bind_udp(
-            cfg.listen,
-            BufferRequest {
-                rcv: cfg.rcvbuf,
-                snd: 0,
-            },
-        )?;
-        // Before any datagram is queued: the count rides on datagrams queued after a drop.
-        // Without it (old kernels) /proc/net/udp still gives the count.
-        let _ = netio::enable_rx_drop_counter(&sock);
+        if cfg.listen.is_empty() || cfg.listen.len() > 64 {
+            return Err(SessionError::Input("1 to 64 listen addresses".into()));
+        }
+        let (mut socks, mut grants) = (Vec::new(), Vec::new());
+        for spec in &cfg.listen {
+            let (sock, grant) = netio::bind_listen(
+                spec,
+                BufferRequest {
+                    rcv: cfg.rcvbuf,
+                    snd: 0,
+                },
+            )?;
+            // Before any datagram is queued: the count rides on datagrams queued after a drop.
+            // Without it (old kernels) /proc/net/udp still gives the count.
+            let _ = netio::enable_rx_drop_counter(&sock);
+            // Several sockets are read in turn: none may block the others.
+            if cfg.listen.len() > 1 {
+                sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
+            }
+            socks.push(sock);
+            grants.push(grant);
+        }
         let sink = FileSink::new(
             cfg.out_dir.as_deref(),
             cfg.chunk,
@@ -106,25 +118,31 @@ impl BoundReceiver {
             cfg.direct_io,
         )
         .map_err(io_err("set up the output directory and its writer"))?;
-        Ok(BoundReceiver { cfg, sock, grant, sink })
+        Ok(BoundReceiver {
+            cfg,
+            socks,
+            grants,
+            sink,
+        })
     }
 
-    /// The address actually bound.
-    pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
-        Ok(self.sock.local_addr().map_err(io_err("read local address"))?)
+    /// The addresses actually bound, in `--listen` order.
+    pub fn local_addrs(&self) -> Result<Vec<SocketAddr>, SessionError> {
+        let addrs: Result<Vec<_>, _> = self.socks.iter().map(|s| s.local_addr()).collect();
+        Ok(addrs.map_err(io_err("read local address"))?)
     }
 
-    /// What the kernel granted for the receive buffer (with warnings when capped).
-    pub fn grant(&self) -> &netio::BufferGrant {
-        &self.grant
+    /// What the kernel granted for each receive buffer (with warnings when capped).
+    pub fn grants(&self) -> &[netio::BufferGrant] {
+        &self.grants
     }
 
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
         let BoundReceiver {
             cfg,
-            sock,
-            grant,
+            socks,
+            grants,
             mut sink,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
@@ -133,7 +151,9 @@ impl BoundReceiver {
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(64, 65_536);
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
-        let _ = batch.enable_gro(&sock);
+        for sock in &socks {
+            let _ = batch.enable_gro(sock);
+        }
         let mut t = Timers {
             first: None,
             last_rx: started,
@@ -152,7 +172,7 @@ impl BoundReceiver {
             if cfg.duration.is_some_and(|d| now - started >= d) {
                 break "duration";
             }
-            let received = receive_batch(&sock, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
             let idle = cfg
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
@@ -161,7 +181,7 @@ impl BoundReceiver {
             }
             let now = Instant::now();
             if cfg.receiver.arq && now >= t.next_nak {
-                naks.send(&sock, &mut rx, now);
+                naks.send(&socks, &tally.routes, &mut rx, now);
                 t.next_nak = now + Duration::from_millis(1);
             }
             if now >= t.next_expire {
@@ -170,7 +190,7 @@ impl BoundReceiver {
                 t.next_expire = now + Duration::from_millis(100);
             }
             if now >= t.next_live {
-                let dropped = drops(&sock, &batch);
+                let dropped = drops(&socks, &batch);
                 live(&tally.line(now, t.first, cfg.interval, &rx, &sink, dropped));
                 t.next_live += cfg.interval;
             }
@@ -186,14 +206,15 @@ impl BoundReceiver {
             stopped_by: stopped_by.to_string(),
             data_age: std::mem::take(&mut tally.data_age),
         };
-        Ok(end.report(&cfg, (&sock, grant, &batch), &rx, sink))
+        Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
     }
 }
 
 /// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
 /// exact at any moment, the SO_RXQ_OVFL cmsg covers hosts without it.
-fn drops(sock: &std::net::UdpSocket, batch: &netio::batch::RecvBatch) -> u64 {
-    socket_drops(sock).unwrap_or(0).max(batch.drops_seen())
+fn drops(socks: &[std::net::UdpSocket], batch: &netio::batch::RecvBatch) -> u64 {
+    let at_sockets: u64 = socks.iter().map(|s| socket_drops(s).unwrap_or(0)).sum();
+    at_sockets.max(batch.drops_seen())
 }
 
 /// The receive loop's clock marks.
@@ -215,13 +236,14 @@ struct Timers {
 /// to the receiver. Whether any came within 1 ms.
 fn receive_batch(
     sock: &std::net::UdpSocket,
+    wait: Duration,
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
     sink: &mut FileSink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, SessionError> {
-    match batch.recv_batch(sock, Some(Duration::from_millis(1))) {
+    match batch.recv_batch(sock, Some(wait)) {
         Ok(0) => Ok(false),
         Ok(_) => {
             let now = Instant::now();
@@ -254,6 +276,35 @@ fn receive_batch(
     }
 }
 
+/// One batch from whichever socket has datagrams: the one socket waits up to 1 ms itself;
+/// several are waited for together (ppoll), then read in turn. Each datagram's source is noted
+/// with the socket it came to, so the NAKs for it leave from that port (a sender's connected
+/// socket takes datagrams from the port it sends to only).
+fn receive_any(
+    socks: &[std::net::UdpSocket],
+    batch: &mut netio::batch::RecvBatch,
+    rx: &mut Receiver,
+    sink: &mut FileSink,
+    t: &mut Timers,
+    tally: &mut LiveTally,
+) -> Result<bool, SessionError> {
+    if let [one] = socks {
+        return receive_batch(one, Duration::from_millis(1), batch, rx, sink, t, tally);
+    }
+    let all: Vec<&std::net::UdpSocket> = socks.iter().collect();
+    let ready = netio::wait_any_readable(&all, Duration::from_millis(1)).map_err(io_err("wait for datagrams"))?;
+    let mut any = false;
+    for (i, sock) in socks.iter().enumerate().filter(|(i, _)| ready & (1 << i) != 0) {
+        if receive_batch(sock, Duration::ZERO, batch, rx, sink, t, tally)? {
+            any = true;
+            if let Some(d) = batch.iter().next() {
+                tally.route(d.from, i);
+            }
+        }
+    }
+    Ok(any)
+}
+
 /// NAKs on their way back to the senders.
 #[derive(Default)]
 struct NakOut {
@@ -263,9 +314,13 @@ struct NakOut {
 
 impl NakOut {
     /// Send the NAKs the receiver has at `now` (a failed send is a lost NAK, asked again later).
-    fn send(&mut self, sock: &std::net::UdpSocket, rx: &mut Receiver, now: Instant) {
+    fn send(&mut self, socks: &[std::net::UdpSocket], routes: &[(SocketAddr, usize)], rx: &mut Receiver, now: Instant) {
         for (to, nak) in rx.poll_naks(now) {
             nak.encode(&mut self.buf);
+            let i = routes.iter().find(|(a, _)| *a == to).map_or(0, |r| r.1);
+            let Some(sock) = socks.get(i) else {
+                continue;
+            };
             if sock.send_to(&self.buf, to).is_ok() {
                 self.sent += 1;
             }
@@ -289,9 +344,24 @@ struct LiveTally {
     stall: Duration,
     /// Arrival time less VDIF time of the first datagram of each batch, ns (the whole run).
     data_age: histogram::Hist,
+    /// Which socket each sender's datagrams came to (several `--listen`), for its NAKs.
+    routes: Vec<(SocketAddr, usize)>,
 }
 
 impl LiveTally {
+    /// Note that `from` sends to socket `i` (bounded: the oldest of 1024 senders is forgotten).
+    fn route(&mut self, from: SocketAddr, i: usize) {
+        match self.routes.iter_mut().find(|(a, _)| *a == from) {
+            Some(r) => r.1 = i,
+            None => {
+                if self.routes.len() >= 1024 {
+                    self.routes.remove(0);
+                }
+                self.routes.push((from, i));
+            }
+        }
+    }
+
     /// The line for the interval ending `now`; the totals become the next line's base.
     fn line(
         &mut self,
@@ -331,6 +401,7 @@ impl LiveTally {
             win,
             stall,
             data_age: std::mem::take(&mut self.data_age),
+            routes: std::mem::take(&mut self.routes),
         };
         line
     }
@@ -353,7 +424,11 @@ impl RunEnd {
     fn report(
         self,
         cfg: &RecvConfig,
-        (sock, grant, batch): (&std::net::UdpSocket, netio::BufferGrant, &netio::batch::RecvBatch),
+        (socks, grants, batch): (
+            &[std::net::UdpSocket],
+            Vec<netio::BufferGrant>,
+            &netio::batch::RecvBatch,
+        ),
         rx: &Receiver,
         mut sink: FileSink,
     ) -> RecvReport {
@@ -365,9 +440,13 @@ impl RunEnd {
         let duration_s = self.first.map_or(0.0, |f| (self.last_rx - f).as_secs_f64());
         let c = *rx.counters();
         let cpu0 = self.cpu0;
-        let socket_drops = drops(sock, batch);
+        let socket_drops = drops(socks, batch);
         RecvReport {
-            listen: sock.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            listen: socks
+                .iter()
+                .map(|s| s.local_addr().map(|a| a.to_string()).unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join(", "),
             format: cfg.receiver.format,
             out_dir: cfg.out_dir.as_ref().map(|d| d.display().to_string()),
             duration_s,
@@ -382,7 +461,7 @@ impl RunEnd {
             } else {
                 0.0
             },
-            rcvbuf: grant,
+            rcvbuf: grants.into_iter().next().unwrap_or_default(),
             udp: netio::read_udp_counters().unwrap_or_default().delta(&self.udp0),
             socket_drops,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),

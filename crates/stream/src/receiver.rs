@@ -173,7 +173,9 @@ pub struct DatagramCounters {
     pub too_many_stations: u64,
     /// Frame rate unknown (jive5ab/bare framing without `--fps` and no rate in the header).
     pub no_frame_rate: u64,
-    /// A native stream whose VDIF station id changed.
+    /// Kept for reading older results: stations are keyed by their VDIF station id since
+    /// issue 17, so a stream carrying another station's frames is that station's candidate
+    /// (a second sender), and this stays 0.
     pub wrong_station: u64,
     /// A first datagram announcing a frame rate or thread count VDIF cannot have (frame numbers
     /// have 24 bits, thread ids 10): it would size the window.
@@ -457,15 +459,17 @@ impl Receiver {
         let Some(d) = self.screen(from, datagram, truncated) else {
             return;
         };
-        let key = match d.native {
-            Some(n) => 0x1_0000 | u32::from(n.stream),
-            None => u32::from(d.header.station_id),
-        };
+        // A station is its VDIF station id, whoever sends it: independent senders (relays of
+        // different stations, each numbering its streams from 0) never collide, and a sender
+        // that restarts with another stream index still takes its station over. The native
+        // stream index is the sender's name for it (what its NAKs must carry).
+        let key = u32::from(d.header.station_id);
         let session = d.native.map_or(0, |n| n.session);
+        let stream = d.native.map(|n| n.stream);
         let owner = self
             .stations
             .iter()
-            .position(|s| s.key == key && s.source == from && s.session == session);
+            .position(|s| s.key == key && s.source == from && s.session == session && s.stream == stream);
         match owner {
             Some(idx) => self.feed_owner(idx, now, &d, sink),
             None => self.provisional(now, from, key, session, &d, sink),
@@ -505,22 +509,10 @@ impl Receiver {
         }
     }
 
-    /// A datagram from the sender that owns station `idx`: into its window, unless it carries
-    /// another station's frames.
+    /// A datagram from the sender that owns station `idx`: into its window.
     fn feed_owner(&mut self, idx: usize, now: Instant, d: &DataDatagram<'_>, sink: &mut impl FrameSink) {
         let st = &mut self.stations[idx];
         st.last_seen = now;
-        if d.header.station_id != st.station_id {
-            self.counters.wrong_station += 1;
-            let msg = format!(
-                "stream {:?} carries station {} after {}",
-                st.stream,
-                d.header.station_name(),
-                vdif::station_name(st.station_id)
-            );
-            self.problem(msg);
-            return;
-        }
         let retransmit = d.native.is_some_and(|n| n.retransmit);
         feed(st, now, d.seq, retransmit, &d.header, d.frame, sink);
     }
@@ -686,10 +678,9 @@ impl Receiver {
         d: &DataDatagram<'_>,
     ) -> Option<usize> {
         let announced = d.native.map_or((0, 0), |n| (n.frames_per_second, n.threads));
-        let mut idx = self
-            .pending
-            .iter()
-            .position(|p| p.key == key && p.source == from && p.session == session);
+        let mut idx = self.pending.iter().position(|p| {
+            p.key == key && p.source == from && p.session == session && p.stream == d.native.map(|n| n.stream)
+        });
         if let Some(i) = idx {
             let p = &self.pending[i];
             // Another format or announced shape from the same source is another stream: start over.
@@ -815,6 +806,8 @@ impl Receiver {
         }
         st.source = p.source;
         st.session = p.session;
+        // The new sender's name for the stream (its NAKs must carry it).
+        st.stream = p.stream;
         st.last_seen = now;
         // A restart numbers its frames anew: the old numbering cannot be asked for.
         if let Some(arq) = st.arq.as_mut() {

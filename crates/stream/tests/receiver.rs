@@ -287,6 +287,59 @@ fn a_restarted_sender_is_followed_and_counted() {
     }
 }
 
+/// Two independent senders (two relays, say) each number their one station stream 0: two
+/// stations, each with its own NAK address and stream; and a sender restarting with another
+/// stream index for the same station still takes it over.
+#[test]
+fn stations_are_their_vdif_ids_whatever_stream_index_their_senders_give() {
+    let mut rx = Receiver::new(ReceiverConfig {
+        arq: true,
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let step = Duration::from_micros(125);
+    let (a, b) = (addr("10.0.0.1:5000"), addr("10.0.0.2:5000"));
+    for k in 0..100u32 {
+        let t = t0 + step * k;
+        rx.handle_datagram(
+            t,
+            a,
+            &native_on(0, 1, u64::from(k), 8000, 1, &frame_of(0x4566, k)),
+            false,
+            &mut sink,
+        );
+        rx.handle_datagram(
+            t,
+            b,
+            &native_on(0, 7, u64::from(k), 8000, 1, &frame_of(0x5762, k)),
+            false,
+            &mut sink,
+        );
+    }
+    // Ef's sender restarts and now calls it stream 3.
+    let t1 = t0 + step * 100 + Duration::from_millis(300);
+    for k in 100..200u32 {
+        let d = native_on(3, 2, u64::from(k - 100), 8000, 1, &frame_of(0x4566, k));
+        rx.handle_datagram(t1 + step * (k - 100), a, &d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let s = rx.summaries();
+    assert_eq!(s.len(), 2, "{s:?}");
+    let ef = s.iter().find(|s| s.station == "Ef").unwrap();
+    let wb = s.iter().find(|s| s.station == "Wb").unwrap();
+    assert_eq!(
+        (ef.stream, ef.sender_changes, ef.window.written_valid),
+        (Some(3), 1, 200)
+    );
+    assert_eq!(
+        (wb.stream, wb.source.as_str(), wb.window.written_valid),
+        (Some(0), "10.0.0.2:5000", 100)
+    );
+    assert_eq!(rx.counters().rejected(), 0);
+    assert_accounted(&rx);
+}
+
 #[test]
 fn a_second_sender_beside_a_live_one_is_refused() {
     let mut rx = Receiver::new(ReceiverConfig::default());

@@ -233,6 +233,15 @@ pub fn path_mtu(sock: &UdpSocket) -> Option<usize> {
     r.ok().and_then(|m| usize::try_from(m).ok()).filter(|m| *m > 0)
 }
 
+/// Wait up to `timeout` until one of `socks` (at most 64) has a datagram (or an error) queued:
+/// a bit per such socket, 0 when none did in time. For a receiver with several ports in one
+/// thread.
+pub fn wait_any_readable(socks: &[&UdpSocket], timeout: std::time::Duration) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let fds: Vec<_> = socks.iter().map(|s| s.as_raw_fd()).collect();
+    crate::sys::wait_any_readable(&fds, timeout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,11 +263,3 @@ mod tests {
     }
 }
 
-/// Wait up to `timeout` until one of `socks` (at most 64) has a datagram (or an error) queued:
-/// a bit per such socket, 0 when none did in time. For a receiver with several ports in one
-/// thread.
-pub fn wait_any_readable(socks: &[&UdpSocket], timeout: std::time::Duration) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    let fds: Vec<_> = socks.iter().map(|s| s.as_raw_fd()).collect();
-    crate::sys::wait_any_readable(&fds, timeout)
-}

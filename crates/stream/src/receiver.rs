@@ -350,6 +350,16 @@ fn describe(source: SocketAddr, session: u16) -> String {
     }
 }
 
+/// Keep the first reason a datagram was dropped. Formatted only while none is kept: the reasons
+/// repeat per datagram, and a String per refused datagram was real work at line rate.
+macro_rules! problem {
+    ($rx:expr, $($arg:tt)*) => {
+        if $rx.first_problem.is_none() {
+            $rx.first_problem = Some(format!($($arg)*));
+        }
+    };
+}
+
 /// The receiver state machine.
 pub struct Receiver {
     cfg: ReceiverConfig,
@@ -424,12 +434,6 @@ impl Receiver {
         t
     }
 
-    fn problem(&mut self, what: String) {
-        if self.first_problem.is_none() {
-            self.first_problem = Some(what);
-        }
-    }
-
     /// One datagram arrived at `now` from `from`; `truncated` when the kernel cut it.
     pub fn handle_datagram(
         &mut self,
@@ -465,15 +469,15 @@ impl Receiver {
     fn screen<'d>(&mut self, from: SocketAddr, datagram: &'d [u8], truncated: bool) -> Option<DataDatagram<'d>> {
         if truncated {
             self.counters.oversized += 1;
-            self.problem(format!(
+            problem!(self, 
                 "{} byte datagram from {from} larger than the receive buffer",
                 datagram.len()
-            ));
+            );
             return None;
         }
         if self.cfg.from.is_some_and(|f| !f.admits(from)) {
             self.counters.foreign_source += 1;
-            self.problem(format!("datagram from {from}, not from the --from address"));
+            problem!(self, "datagram from {from}, not from the --from address");
             return None;
         }
         match parse_data(self.cfg.format, datagram) {
@@ -486,7 +490,7 @@ impl Receiver {
                     WireError::BadHeader(_) => self.counters.bad_header += 1,
                     WireError::LengthMismatch { .. } => self.counters.length_mismatch += 1,
                 }
-                self.problem(format!("datagram from {from}: {e}"));
+                problem!(self, "datagram from {from}: {e}");
                 None
             }
         }
@@ -499,13 +503,13 @@ impl Receiver {
         st.last_seen = now;
         if d.header.station_id != st.station_id {
             self.counters.wrong_station += 1;
-            let msg = format!(
+            problem!(
+                self,
                 "stream {:?} carries station {} after {}",
                 st.stream,
                 d.header.station_name(),
                 vdif::station_name(st.station_id)
             );
-            self.problem(msg);
             return;
         }
         let retransmit = d.native.is_some_and(|n| n.retransmit);
@@ -527,10 +531,10 @@ impl Receiver {
             });
         let Some(fps) = fps else {
             self.counters.no_frame_rate += 1;
-            self.problem(format!(
+            problem!(self, 
                 "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
                 d.header.station_name()
-            ));
+            );
             return None;
         };
         let threads = d
@@ -544,9 +548,9 @@ impl Receiver {
         // shows, up to its count; see ThreadMap.)
         if fps > MAX_FPS || threads > MAX_THREADS {
             self.counters.implausible_stream += 1;
-            self.problem(format!(
+            problem!(self, 
                 "datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream"
-            ));
+            );
             return None;
         }
         Some((fps, threads))
@@ -574,13 +578,13 @@ impl Receiver {
         self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
         self.count_unaccepted(p.beside, p.held.len() as u64);
         self.counters.phantoms_dropped += 1;
-        self.problem(format!(
+        problem!(self, 
             "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
             describe(p.source, p.session),
             p.stream
                 .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
             self.cfg.source_run
-        ));
+        );
     }
 
     /// Forget sources that sent nothing for `provisional_timeout` (call now and then; the
@@ -641,10 +645,10 @@ impl Receiver {
             self.count_unaccepted(beside, 1);
             if d.header.frame_number < fps {
                 let name = d.header.station_name();
-                self.problem(format!(
+                problem!(self, 
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
                     d.header.thread_id
-                ));
+                );
             }
             return;
         };
@@ -746,7 +750,8 @@ impl Receiver {
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
             let quiet = now.saturating_duration_since(self.stations[si].last_seen);
             if quiet < self.cfg.source_quiet {
-                let msg = format!(
+                problem!(
+                    self,
                     "{} sends stream {} while its sender {} is live: refused",
                     describe(self.pending[idx].source, self.pending[idx].session),
                     self.stations[si]
@@ -754,7 +759,6 @@ impl Receiver {
                         .map_or_else(|| vdif::station_name(self.stations[si].station_id), |s| s.to_string()),
                     describe(self.stations[si].source, self.stations[si].session)
                 );
-                self.problem(msg);
                 return;
             }
             self.take_over(si, idx, now, sink);
@@ -770,10 +774,10 @@ impl Receiver {
             let name = vdif::station_name(p.template.station_id);
             let from = describe(p.source, p.session);
             self.counters.too_many_stations += n;
-            self.problem(format!(
+            problem!(self, 
                 "station {name} from {from} beyond --max-stations {}",
                 self.cfg.max_stations
-            ));
+            );
             return;
         }
         let p = self.pending.swap_remove(idx);

@@ -25,7 +25,6 @@
 //! that owns the files; `writer_process` the child-process writer and its pipe protocol; `direct`
 //! the O_DIRECT appends.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -133,6 +132,44 @@ struct Pending {
     rotate: bool,
 }
 
+/// The stations' buffers, looked up per frame: a few stations, so a short list scanned (with the
+/// last one found tried first) beats hashing the station id for every frame.
+#[derive(Default)]
+struct PendingMap {
+    entries: Vec<(u16, Pending)>,
+    last: usize,
+}
+
+impl PendingMap {
+    fn find(&self, station: u16) -> Option<usize> {
+        match self.entries.get(self.last) {
+            Some((s, _)) if *s == station => Some(self.last),
+            _ => self.entries.iter().position(|(s, _)| *s == station),
+        }
+    }
+
+    fn get(&self, station: &u16) -> Option<&Pending> {
+        self.find(*station).map(|i| &self.entries[i].1)
+    }
+
+    fn get_mut(&mut self, station: &u16) -> Option<&mut Pending> {
+        let i = self.find(*station)?;
+        self.last = i;
+        Some(&mut self.entries[i].1)
+    }
+
+    fn insert(&mut self, station: u16, p: Pending) {
+        match self.find(station) {
+            Some(i) => self.entries[i].1 = p,
+            None => self.entries.push((station, p)),
+        }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &u16> {
+        self.entries.iter().map(|(s, _)| s)
+    }
+}
+
 /// Writes each station's frames to `DIR/<station>_<UTC of first frame>.vdif`, starting a new
 /// file at a discontinuity or when `chunk` bytes are reached.
 pub struct FileSink {
@@ -144,7 +181,7 @@ pub struct FileSink {
     stalls: u64,
     thread: Option<JoinHandle<Vec<WrittenFile>>>,
     shared: Arc<Shared>,
-    pending: HashMap<u16, Pending>,
+    pending: PendingMap,
     frames: u64,
     filled: u64,
 }
@@ -225,7 +262,7 @@ impl FileSink {
             stalls: 0,
             thread,
             shared,
-            pending: HashMap::new(),
+            pending: PendingMap::default(),
             frames: 0,
             filled: 0,
         })

@@ -78,6 +78,8 @@ pub struct BoundReceiver {
     sock: std::net::UdpSocket,
     grant: netio::BufferGrant,
     sink: FileSink,
+    /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
+    drop_count: bool,
 }
 
 impl BoundReceiver {
@@ -97,7 +99,7 @@ impl BoundReceiver {
         )?;
         // Before any datagram is queued: the count rides on datagrams queued after a drop.
         // Without it (old kernels) /proc/net/udp still gives the count.
-        let _ = netio::enable_rx_drop_counter(&sock);
+        let drop_count = netio::enable_rx_drop_counter(&sock).is_ok();
         let sink = FileSink::new(
             cfg.out_dir.as_deref(),
             cfg.chunk,
@@ -106,7 +108,13 @@ impl BoundReceiver {
             cfg.direct_io,
         )
         .map_err(io_err("set up the output directory and its writer"))?;
-        Ok(BoundReceiver { cfg, sock, grant, sink })
+        Ok(BoundReceiver {
+            cfg,
+            sock,
+            grant,
+            sink,
+            drop_count,
+        })
     }
 
     /// The address actually bound.
@@ -126,6 +134,7 @@ impl BoundReceiver {
             sock,
             grant,
             mut sink,
+            drop_count,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = netio::read_udp_counters().unwrap_or_default();
@@ -178,7 +187,16 @@ impl BoundReceiver {
             }
         };
         rx.finish(&mut sink);
+        // Drops after the last datagram: the socket's count now less the one the last datagram
+        // carried. Only with the per-datagram count: without it every drop would look late.
+        let dropped_after_last = if drop_count {
+            socket_drops(&sock).map_or(0, |d| d.saturating_sub(batch.drops_seen()))
+        } else {
+            0
+        };
+        rx.lost_at_end(dropped_after_last);
         let end = RunEnd {
+            dropped_after_last,
             started,
             first: t.first,
             last_rx: t.last_rx,
@@ -359,6 +377,7 @@ struct RunEnd {
     cpu0: ProcessCpu,
     naks_sent: u64,
     stopped_by: String,
+    dropped_after_last: u64,
 }
 
 impl RunEnd {
@@ -398,6 +417,7 @@ impl RunEnd {
             rcvbuf: grant,
             udp: netio::read_udp_counters().unwrap_or_default().delta(&self.udp0),
             socket_drops,
+            dropped_after_last: self.dropped_after_last,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())

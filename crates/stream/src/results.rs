@@ -141,6 +141,11 @@ pub struct RecvReport {
     /// other process's.
     #[serde(default)]
     pub socket_drops: u64,
+    /// Of those, the drops after the last datagram received: frames lost at the end of the
+    /// stream, which no later frame revealed (counted as the station's `lost_at_end` when one
+    /// station was receiving). 0 when the kernel gives no per-datagram drop count.
+    #[serde(default)]
+    pub dropped_after_last: u64,
     /// Most datagrams (frames) the kernel handed over as one buffer (UDP GRO, from a sender
     /// using GSO bursts): the kernel's drop counters count such buffers, so one drop may be up
     /// to this many frames. 1 without coalescing.

@@ -152,6 +152,7 @@ impl BoundReceiver {
             next_expire: started,
             nap: false,
             may_nap: grant.granted_rcv >= NAP_MIN_RCVBUF,
+            calls: 0,
         };
         let mut naks = NakOut::default();
         let mut tally = LiveTally::default();
@@ -203,6 +204,7 @@ impl BoundReceiver {
             udp0,
             cpu0,
             naks_sent: naks.sent,
+            receive_calls: t.calls,
             stopped_by: stopped_by.to_string(),
         };
         Ok(end.report(&cfg, (&sock, grant, &batch), &rx, sink))
@@ -232,6 +234,8 @@ struct Timers {
     nap: bool,
     /// The receive buffer granted holds a nap's worth with room to spare.
     may_nap: bool,
+    /// Receive calls that returned datagrams.
+    calls: u64,
 }
 
 /// Datagrams asked for per recvmmsg.
@@ -241,8 +245,8 @@ const BATCH: usize = 64;
 /// (two system calls and a context switch per frame, most of the receiver's CPU at 4 Gb/s).
 /// 64000 frames/s queue 32 in this time; the socket buffer holds it many times over.
 const NAP: Duration = Duration::from_micros(500);
-/// Nap only with at least this much receive buffer granted (a nap at 16 Gb/s queues 1 MB).
-const NAP_MIN_RCVBUF: usize = 4 << 20;
+/// Nap only with at least this much receive buffer granted (a nap at 8 Gb/s queues 0.5 MB).
+const NAP_MIN_RCVBUF: usize = 2 << 20;
 
 /// recvmmsg: up to [`BATCH`] datagrams per system call, each handed to the receiver. Whether any
 /// came within 1 ms.
@@ -267,6 +271,7 @@ fn receive_batch(
         Ok(0) => Ok(false),
         Ok(n) => {
             t.nap = t.may_nap && n < BATCH / 2;
+            t.calls += 1;
             let now = Instant::now();
             t.first.get_or_insert(now);
             t.last_rx = now;
@@ -378,6 +383,7 @@ struct RunEnd {
     naks_sent: u64,
     stopped_by: String,
     dropped_after_last: u64,
+    receive_calls: u64,
 }
 
 impl RunEnd {
@@ -419,6 +425,7 @@ impl RunEnd {
             socket_drops,
             dropped_after_last: self.dropped_after_last,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
+            receive_calls: self.receive_calls,
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
                 .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),

@@ -151,6 +151,10 @@ pub struct RecvReport {
     /// to this many frames. 1 without coalescing.
     #[serde(default)]
     pub gro_most_coalesced: u32,
+    /// recvmmsg calls that returned datagrams: `datagrams.datagrams / receive_calls` is the mean
+    /// batch, the system calls and wake-ups a frame costs.
+    #[serde(default)]
+    pub receive_calls: u64,
     /// CPU of this process, % of one core.
     pub cpu: ProcessCpuShare,
     /// CPU of the file writer process (`--out` from the CLI), % of one core; null when the

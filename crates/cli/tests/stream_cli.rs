@@ -926,8 +926,16 @@ fn frames_lost_at_the_end_of_a_stream_are_in_f() {
     let at_end = st["lost_at_end"].as_u64().unwrap();
     assert!(valid > 0 && at_end > 0, "{log}");
     assert_eq!(r["dropped_after_last"].as_u64(), Some(at_end), "{log}");
-    assert_eq!(r["socket_drops"].as_u64(), Some(filled + at_end), "every drop is a frame lost");
-    assert_eq!(valid + filled + at_end, sent, "every frame sent is written or lost: {log}");
+    assert_eq!(
+        r["socket_drops"].as_u64(),
+        Some(filled + at_end),
+        "every drop is a frame lost"
+    );
+    assert_eq!(
+        valid + filled + at_end,
+        sent,
+        "every frame sent is written or lost: {log}"
+    );
     let f = st["loss_fraction"].as_f64().unwrap();
     let truth = (sent - valid) as f64 / sent as f64;
     assert!((f - truth).abs() < 1e-12, "f = {f}, lost {truth}: {log}");
@@ -955,9 +963,6 @@ fn one_frame_datagrams_are_taken_in_batches() {
     assert!(calls > 0);
     // The pause needs a receive buffer that holds it (2 MiB granted; the default asks 64 MB).
     if r["rcvbuf"]["granted_rcv"].as_u64().unwrap() >= 2 << 20 {
-        assert!(
-            datagrams >= 3 * calls,
-            "{datagrams} datagrams in {calls} receive calls"
-        );
+        assert!(datagrams >= 3 * calls, "{datagrams} datagrams in {calls} receive calls");
     }
 }

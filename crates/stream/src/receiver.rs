@@ -480,7 +480,8 @@ impl Receiver {
     fn screen<'d>(&mut self, from: SocketAddr, datagram: &'d [u8], truncated: bool) -> Option<DataDatagram<'d>> {
         if truncated {
             self.counters.oversized += 1;
-            problem!(self, 
+            problem!(
+                self,
                 "{} byte datagram from {from} larger than the receive buffer",
                 datagram.len()
             );
@@ -542,7 +543,8 @@ impl Receiver {
             });
         let Some(fps) = fps else {
             self.counters.no_frame_rate += 1;
-            problem!(self, 
+            problem!(
+                self,
                 "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
                 d.header.station_name()
             );
@@ -559,7 +561,8 @@ impl Receiver {
         // shows, up to its count; see ThreadMap.)
         if fps > MAX_FPS || threads > MAX_THREADS {
             self.counters.implausible_stream += 1;
-            problem!(self, 
+            problem!(
+                self,
                 "datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream"
             );
             return None;
@@ -589,7 +592,8 @@ impl Receiver {
         self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
         self.count_unaccepted(p.beside, p.held.len() as u64);
         self.counters.phantoms_dropped += 1;
-        problem!(self, 
+        problem!(
+            self,
             "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
             describe(p.source, p.session),
             p.stream
@@ -656,7 +660,8 @@ impl Receiver {
             self.count_unaccepted(beside, 1);
             if d.header.frame_number < fps {
                 let name = d.header.station_name();
-                problem!(self, 
+                problem!(
+                    self,
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
                     d.header.thread_id
                 );
@@ -785,7 +790,8 @@ impl Receiver {
             let name = vdif::station_name(p.template.station_id);
             let from = describe(p.source, p.session);
             self.counters.too_many_stations += n;
-            problem!(self, 
+            problem!(
+                self,
                 "station {name} from {from} beyond --max-stations {}",
                 self.cfg.max_stations
             );

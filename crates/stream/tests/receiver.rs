@@ -704,10 +704,17 @@ fn loss_at_the_end_of_a_stream_is_in_f_with_exact_counts() {
         rx.handle_datagram(t0, FROM, &jive5ab(u64::from(k) + 7, &frame(k)), false, &mut sink);
     }
     rx.finish(&mut sink);
-    assert!(rx.lost_at_end(tail.len() as u64), "one station, the last datagram its own");
+    assert!(
+        rx.lost_at_end(tail.len() as u64),
+        "one station, the last datagram its own"
+    );
     let s = &rx.summaries()[0];
     assert_eq!(s.window.written_valid, 1000 - 7);
-    assert_eq!(s.window.written_filled, inside.len() as u64, "gaps inside, near the end too");
+    assert_eq!(
+        s.window.written_filled,
+        inside.len() as u64,
+        "gaps inside, near the end too"
+    );
     assert_eq!(sink.filled, inside.len() as u64);
     assert_eq!(s.lost_at_end, tail.len() as u64);
     assert_eq!((s.seq_first, s.seq_last), (Some(7), Some(996 + 7)));

@@ -67,7 +67,7 @@ PY
 }
 
 run_evlbi() { # $1 = run number
-    local P RX W T0 EV
+    local P RX
     P=$(port SOCK_DGRAM)
     rm -rf "${OUTDIR:?}"/*
     "$EVLBI" stream recv --listen "127.0.0.1:$P" --seq-format jive5ab --fps "$FPS" --out "$OUTDIR" --idle-timeout 2s -q \
@@ -75,10 +75,11 @@ run_evlbi() { # $1 = run number
     RX=$!
     PIDS+=("$RX")
     for _ in $(seq 600); do grep -q "listening on" "$WORK/ev-recv.log" 2>/dev/null && break; sleep 0.1; done
-    W=$(pgrep -P "$RX" | head -1 || true)
     # Sample both processes until the receiver exits: the writer's last figure before it is
     # reaped, and the receiver's own (its reaped children then hold the writer's).
-    ( while kill -0 "$RX" 2>/dev/null; do
+    ( W=
+      while kill -0 "$RX" 2>/dev/null; do
+          [[ -n $W ]] || W=$(pgrep -P "$RX" | head -1 || true)
           a=$(awk '{ print $14 + $15, $16 + $17 }' "/proc/$RX/stat" 2>/dev/null || true)
           b=$( [[ -n $W ]] && ticks "$W" || echo 0)
           [[ -n $a ]] && echo "$a $b" >"$WORK/ev-ticks"

@@ -2,8 +2,8 @@
 //! throughput tests).
 //!
 //! The receive loop must never wait for the disk (a full socket buffer drops data within
-//! milliseconds at 4 Gb/s), so frames are gathered into 1 MiB buffers of whole frames and handed
-//! to a writer thread through a bounded queue (256 MiB). A write error (disk full, unwritable
+//! milliseconds at 4 Gb/s), so frames are gathered into buffers of whole frames (256 KiB, 1 MiB
+//! with direct I/O) and handed to a writer thread through a bounded queue (256 MiB). A write error (disk full, unwritable
 //! directory) cuts the file back to whole frames, keeps the error, and counts every later frame
 //! of that station as not written; receiving goes on.
 //!
@@ -37,8 +37,29 @@ use stream::FrameSink;
 use crate::report::WrittenFile;
 use crate::ring::SharedRing;
 
-/// Hand a buffer to the writer once it holds this much.
-const FLUSH_BYTES: usize = 1 << 20;
+/// Hand a buffer to the writer once it holds this much: small enough that the writer copies it
+/// from the cache the receiver just filled it in. Into tmpfs at 4.096 Gb/s the writer process
+/// took 5.1 µs of CPU per 8 KB frame with 1 MiB buffers, 3.9 µs with 256 KiB, and stopped
+/// falling behind (bench/RESULTS.md, issue 17). Direct I/O keeps 1 MiB requests for the disk;
+/// a write buffer larger than the ring's slots can hold at this size gets larger ones.
+const FLUSH_BYTES: usize = 256 << 10;
+/// Buffer size with direct I/O.
+const FLUSH_BYTES_DIRECT: usize = 1 << 20;
+/// Largest buffer (a writer record must stay below `writer_process::MAX_RECORD`).
+const FLUSH_BYTES_MAX: usize = 2 << 20;
+
+/// The flush size for `write_buffer` bytes of buffers (see [`FLUSH_BYTES`]).
+fn flush_bytes(write_buffer: u64, direct: bool) -> usize {
+    let base = if direct { FLUSH_BYTES_DIRECT } else { FLUSH_BYTES };
+    let per_slot = usize::try_from(write_buffer / u64::from(crate::ring::MAX_SLOTS)).unwrap_or(usize::MAX);
+    base.max(per_slot.next_multiple_of(DIRECT_ALIGN)).min(FLUSH_BYTES_MAX)
+}
+
+/// A slot holds one flush of `flush` bytes plus one frame of the largest UDP payload, from an
+/// offset within the first block.
+fn slot_bytes(flush: usize) -> u32 {
+    u32::try_from(flush + 65_536 + DIRECT_ALIGN).unwrap_or(u32::MAX)
+}
 /// Default memory queued for the writer (256 MiB: half a second of disk stall absorbed at
 /// 4 Gb/s).
 pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
@@ -184,11 +205,9 @@ pub struct FileSink {
     pending: PendingMap,
     frames: u64,
     filled: u64,
+    /// Hand a station's buffer over at this many bytes ([`flush_bytes`]).
+    flush: usize,
 }
-
-/// A slot holds one flush of frames plus one frame of the largest UDP payload, from an offset
-/// within the first block.
-const SLOT_BYTES: u32 = (FLUSH_BYTES + 65_536 + DIRECT_ALIGN) as u32;
 
 impl FileSink {
     /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
@@ -202,6 +221,7 @@ impl FileSink {
         direct: bool,
     ) -> std::io::Result<FileSink> {
         let shared = Arc::new(Shared::default());
+        let flush = flush_bytes(write_buffer, direct);
         let mut ring = None;
         let (ops, thread) = match dir {
             Some(d) => {
@@ -215,7 +235,7 @@ impl FileSink {
                     }
                     check_direct(d)?;
                 }
-                let buffers = usize::try_from(write_buffer / FLUSH_BYTES as u64)
+                let buffers = usize::try_from(write_buffer / flush as u64)
                     .unwrap_or(usize::MAX)
                     .max(1);
                 let (tx, handle) = match placement {
@@ -227,7 +247,7 @@ impl FileSink {
                     }
                     WriterPlacement::ChildProcess { program, args } => {
                         let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
-                        let r = Arc::new(SharedRing::create(slots, SLOT_BYTES).map_err(|e| {
+                        let r = Arc::new(SharedRing::create(slots, slot_bytes(flush)).map_err(|e| {
                             std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
                         })?);
                         let child = spawn_writer_process(program, args, d, &r, direct).map_err(|e| {
@@ -263,6 +283,7 @@ impl FileSink {
             thread,
             shared,
             pending: PendingMap::default(),
+            flush,
             frames: 0,
             filled: 0,
         })
@@ -350,7 +371,7 @@ impl FileSink {
                 }
                 WriteOp::Data {
                     station,
-                    buf: std::mem::replace(buf, Vec::with_capacity(FLUSH_BYTES + frame_len as usize)),
+                    buf: std::mem::replace(buf, Vec::with_capacity(self.flush + frame_len as usize)),
                     frames,
                     filled,
                     frame_len,
@@ -404,7 +425,7 @@ impl FileSink {
         match &mut p.buf {
             Gather::Heap(buf) => {
                 buf.extend_from_slice(frame);
-                Some(buf.len() >= FLUSH_BYTES)
+                Some(buf.len() >= self.flush)
             }
             Gather::Slot { slot, at, len } => {
                 if slot.is_none() {
@@ -427,7 +448,7 @@ impl FileSink {
                 };
                 room.copy_from_slice(frame);
                 *len += frame.len();
-                Some(*len >= FLUSH_BYTES)
+                Some(*len >= self.flush)
             }
         }
     }
@@ -466,7 +487,7 @@ impl FrameSink for FileSink {
                     len: 0,
                 }
             } else {
-                Gather::Heap(Vec::with_capacity(FLUSH_BYTES + frame.len()))
+                Gather::Heap(Vec::with_capacity(self.flush + frame.len()))
             };
             self.pending.insert(
                 station,
@@ -659,7 +680,7 @@ mod tests {
     /// `misplace` names a record to shift), ending with a close: the ring, the records, and the
     /// bytes the file must hold.
     fn placed(counts: &[usize], frame_len: usize, misplace: Option<usize>) -> (SharedRing, Vec<u8>, Vec<u8>) {
-        let ring = SharedRing::create(counts.len() as u32, SLOT_BYTES).unwrap();
+        let ring = SharedRing::create(counts.len() as u32, slot_bytes(FLUSH_BYTES_DIRECT)).unwrap();
         let mut held = vec![false; counts.len()];
         let mut ops = vec![WriteOp::Open {
             station: 3,

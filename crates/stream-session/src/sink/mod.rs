@@ -3,9 +3,9 @@
 //!
 //! The receive loop must never wait for the disk (a full socket buffer drops data within
 //! milliseconds at 4 Gb/s), so frames are gathered into buffers of whole frames (256 KiB, 1 MiB
-//! with direct I/O) and handed to a writer thread through a bounded queue (256 MiB). A write error (disk full, unwritable
-//! directory) cuts the file back to whole frames, keeps the error, and counts every later frame
-//! of that station as not written; receiving goes on.
+//! with direct I/O) and handed to a writer thread through a bounded queue (256 MiB). A write
+//! error (disk full, unwritable directory) cuts the file back to whole frames, keeps the error,
+//! and counts every later frame of that station as not written; receiving goes on.
 //!
 //! Files must hold only whole frames even when the receiver is killed with SIGKILL. A `write()`
 //! is not atomic against that: the kernel copies a buffered write a page at a time and gives up

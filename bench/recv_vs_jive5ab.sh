@@ -129,8 +129,8 @@ import json, re, sys
 s = json.load(open(sys.argv[2])); st = s["stations"][0]
 t0, t1, tck = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 vsi = open(sys.argv[6]).read()
-# Datagrams received: "evlbi?" total. (jive5ab fills what is missing with invalid frames, so the
-# bytes written, from "net2file?", count those too; jive5ab removes the file when it closes.)
+# Datagrams received: "evlbi?" total. (jive5ab writes invalid frames for missing ones, so its
+# bytes written, from "net2file?" and kept in the JSON, are no count of frames received.)
 ev = re.search(r"!evlbi\? 0 : total : (\d+) : loss : (\d+)", vsi)
 nb = re.search(r"!net2file\?\s+0 : \w+ : (\d+)", vsi)
 got = int(ev.group(1)) if ev else 0
@@ -160,7 +160,7 @@ print("| receiver | run | frames sent | received | lost | CPU s | µs CPU / fram
 for r in rows:
     per = 1e6 * r["cpu_s"] / max(r["received"], 1)
     note = (f"receiver {r['receiver_cpu_s']:.2f} s + writer {r['writer_cpu_s']:.2f} s; f = {r['f']:.2e}; writer stall {r['writer_stall_s']:.2f} s"
-            if r["rx"] == "evlbi" else f"jive5ab counts {r['jive5ab_loss']} lost; {r['bytes_written']} bytes written (fill included)")
+            if r["rx"] == "evlbi" else f"jive5ab counts {r['jive5ab_loss']} lost")
     if r["sender_slips"]:
         note += f"; sender slipped {r['sender_slips']}x"
     print(f"| {r['rx']} | {r['run']} | {r['frames_sent']} | {r['received']} | {r['lost']} | {r['cpu_s']:.2f} | {per:.2f} | {note} |")

@@ -187,14 +187,15 @@ impl BoundReceiver {
                 t.next_live += cfg.interval;
             }
         };
-        rx.finish(&mut sink);
-        // Drops after the last datagram: the socket's count now less the one the last datagram
+        // Drops after the last datagram: the socket's count as the loop ends (a sender still
+        // sending after a duration or signal stop adds none later) less the one the last datagram
         // carried. Only with the per-datagram count: without it every drop would look late.
         let dropped_after_last = if drop_count {
             socket_drops(&sock).map_or(0, |d| d.saturating_sub(batch.drops_seen()))
         } else {
             0
         };
+        rx.finish(&mut sink);
         rx.lost_at_end(dropped_after_last);
         let end = RunEnd {
             dropped_after_last,

@@ -600,6 +600,17 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
             }
         );
     }
+    if r.dropped_after_last > 0 {
+        status!(
+            "{} of them after the last datagram received: frames lost at the end of the stream, {}",
+            r.dropped_after_last,
+            if r.stations.iter().any(|s| s.lost_at_end > 0) {
+                "counted in f as lost at the end"
+            } else {
+                "in no station's f (several stations: whose they were is not known)"
+            }
+        );
+    }
     if r.writer_stalls > 0 {
         status!(
             "the file writer held the receiver up {} times, {:.2} s in all: the output takes less than the \

@@ -262,4 +262,3 @@ mod tests {
         assert_eq!(full_grant(usize::MAX), (i32::MAX as usize / 2) * 2);
     }
 }
-

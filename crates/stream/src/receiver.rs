@@ -249,7 +249,13 @@ pub struct StationSummary {
     pub retransmits_received: u64,
     /// ARQ counters, if on.
     pub arq: Option<NakStats>,
-    /// Fraction of written frames that are filled (invalid) (f).
+    /// Frames lost after the last one received, which no later frame revealed: the host's count
+    /// of datagrams it dropped at the socket after the last one it delivered
+    /// ([`Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
+    #[serde(default)]
+    pub lost_at_end: u64,
+    /// Data loss f: filled (invalid) frames written, plus those lost at the end, over all frames
+    /// written plus those lost at the end.
     pub loss_fraction: f64,
     /// S/N factor √(1 − f) for this station's data.
     pub snr_factor: f64,
@@ -341,6 +347,7 @@ struct Station {
     retransmits: u64,
     changes: u64,
     change_log: Vec<SenderChange>,
+    lost_at_end: u64,
 }
 
 /// A sender in words: address, and session when it gives one.
@@ -350,6 +357,16 @@ fn describe(source: SocketAddr, session: u16) -> String {
     } else {
         format!("{source} session {session:04x}")
     }
+}
+
+/// Keep the first reason a datagram was dropped. Formatted only while none is kept: the reasons
+/// repeat per datagram, and a String per refused datagram was real work at line rate.
+macro_rules! problem {
+    ($rx:expr, $($arg:tt)*) => {
+        if $rx.first_problem.is_none() {
+            $rx.first_problem = Some(format!($($arg)*));
+        }
+    };
 }
 
 /// The receiver state machine.
@@ -362,6 +379,8 @@ pub struct Receiver {
     counters: DatagramCounters,
     first_problem: Option<String>,
     epoch_unix: [i64; 64],
+    /// The stream (station key) of the last datagram taken as a frame.
+    last_key: Option<u32>,
 }
 
 impl Receiver {
@@ -380,6 +399,7 @@ impl Receiver {
             counters: DatagramCounters::default(),
             first_problem: None,
             epoch_unix,
+            last_key: None,
         }
     }
 
@@ -439,12 +459,6 @@ impl Receiver {
         t
     }
 
-    fn problem(&mut self, what: String) {
-        if self.first_problem.is_none() {
-            self.first_problem = Some(what);
-        }
-    }
-
     /// One datagram arrived at `now` from `from`; `truncated` when the kernel cut it.
     pub fn handle_datagram(
         &mut self,
@@ -466,6 +480,7 @@ impl Receiver {
         let key = u32::from(d.header.station_id);
         let session = d.native.map_or(0, |n| n.session);
         let stream = d.native.map(|n| n.stream);
+        self.last_key = Some(key);
         let owner = self
             .stations
             .iter()
@@ -482,15 +497,16 @@ impl Receiver {
     fn screen<'d>(&mut self, from: SocketAddr, datagram: &'d [u8], truncated: bool) -> Option<DataDatagram<'d>> {
         if truncated {
             self.counters.oversized += 1;
-            self.problem(format!(
+            problem!(
+                self,
                 "{} byte datagram from {from} larger than the receive buffer",
                 datagram.len()
-            ));
+            );
             return None;
         }
         if self.cfg.from.is_some_and(|f| !f.admits(from)) {
             self.counters.foreign_source += 1;
-            self.problem(format!("datagram from {from}, not from the --from address"));
+            problem!(self, "datagram from {from}, not from the --from address");
             return None;
         }
         match parse_data(self.cfg.format, datagram) {
@@ -503,7 +519,7 @@ impl Receiver {
                     WireError::BadHeader(_) => self.counters.bad_header += 1,
                     WireError::LengthMismatch { .. } => self.counters.length_mismatch += 1,
                 }
-                self.problem(format!("datagram from {from}: {e}"));
+                problem!(self, "datagram from {from}: {e}");
                 None
             }
         }
@@ -532,10 +548,11 @@ impl Receiver {
             });
         let Some(fps) = fps else {
             self.counters.no_frame_rate += 1;
-            self.problem(format!(
+            problem!(
+                self,
                 "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
                 d.header.station_name()
-            ));
+            );
             return None;
         };
         let threads = d
@@ -549,9 +566,10 @@ impl Receiver {
         // shows, up to its count; see ThreadMap.)
         if fps > MAX_FPS || threads > MAX_THREADS {
             self.counters.implausible_stream += 1;
-            self.problem(format!(
+            problem!(
+                self,
                 "datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream"
-            ));
+            );
             return None;
         }
         Some((fps, threads))
@@ -579,13 +597,14 @@ impl Receiver {
         self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
         self.count_unaccepted(p.beside, p.held.len() as u64);
         self.counters.phantoms_dropped += 1;
-        self.problem(format!(
+        problem!(
+            self,
             "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
             describe(p.source, p.session),
             p.stream
                 .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
             self.cfg.source_run
-        ));
+        );
     }
 
     /// Forget sources that sent nothing for `provisional_timeout` (call now and then; the
@@ -646,10 +665,11 @@ impl Receiver {
             self.count_unaccepted(beside, 1);
             if d.header.frame_number < fps {
                 let name = d.header.station_name();
-                self.problem(format!(
+                problem!(
+                    self,
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
                     d.header.thread_id
-                ));
+                );
             }
             return;
         };
@@ -750,7 +770,8 @@ impl Receiver {
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
             let quiet = now.saturating_duration_since(self.stations[si].last_seen);
             if quiet < self.cfg.source_quiet {
-                let msg = format!(
+                problem!(
+                    self,
                     "{} sends stream {} while its sender {} is live: refused",
                     describe(self.pending[idx].source, self.pending[idx].session),
                     self.stations[si]
@@ -758,7 +779,6 @@ impl Receiver {
                         .map_or_else(|| vdif::station_name(self.stations[si].station_id), |s| s.to_string()),
                     describe(self.stations[si].source, self.stations[si].session)
                 );
-                self.problem(msg);
                 return;
             }
             self.take_over(si, idx, now, sink);
@@ -774,10 +794,11 @@ impl Receiver {
             let name = vdif::station_name(p.template.station_id);
             let from = describe(p.source, p.session);
             self.counters.too_many_stations += n;
-            self.problem(format!(
+            problem!(
+                self,
                 "station {name} from {from} beyond --max-stations {}",
                 self.cfg.max_stations
-            ));
+            );
             return;
         }
         let p = self.pending.swap_remove(idx);
@@ -855,6 +876,7 @@ impl Receiver {
             retransmits: 0,
             changes: 0,
             change_log: Vec::new(),
+            lost_at_end: 0,
         }
     }
 
@@ -905,6 +927,26 @@ impl Receiver {
         }
         while !self.pending.is_empty() {
             self.drop_pending(self.pending.len() - 1);
+        }
+    }
+
+    /// After [`Receiver::finish`]: the host dropped `n` datagrams at the socket after the last one
+    /// it delivered (its drop counter at the end less the count the last datagram carried). A
+    /// gap inside the stream is seen when a later frame arrives and is written filled; these came
+    /// after the last frame, so nothing reveals them and f would leave them out (an 8.4 % loss
+    /// reported as f = 7.7 % when a writer stall lost a run's last frames). They are counted as
+    /// the station's `lost_at_end` when one station is receiving and the last datagram was its
+    /// own; with several the socket cannot say whose they were and `false` is returned.
+    pub fn lost_at_end(&mut self, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        match (&mut self.stations[..], self.last_key) {
+            ([st], Some(key)) if st.key == key => {
+                st.lost_at_end += n;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -963,7 +1005,9 @@ fn finish_station(st: &mut Station, sink: &mut impl FrameSink) {
 
 fn summarize(st: &Station) -> StationSummary {
     let w = *st.window.stats();
-    let f = w.loss_fraction();
+    let lost = w.written_filled + st.lost_at_end;
+    let total = w.written_valid + lost;
+    let f = if total == 0 { 0.0 } else { lost as f64 / total as f64 };
     let c = st.window.config();
     StationSummary {
         station: vdif::station_name(st.station_id),
@@ -979,6 +1023,7 @@ fn summarize(st: &Station) -> StationSummary {
         seq_last: st.seq_last,
         retransmits_received: st.retransmits,
         arq: st.arq.as_ref().map(|a| a.stats()),
+        lost_at_end: st.lost_at_end,
         loss_fraction: f,
         snr_factor: (1.0 - f).sqrt(),
         sender_changes: st.changes,

@@ -171,11 +171,20 @@ pub struct RecvReport {
     /// other process's.
     #[serde(default)]
     pub socket_drops: u64,
+    /// Of those, the drops after the last datagram received: frames lost at the end of the
+    /// stream, which no later frame revealed (counted as the station's `lost_at_end` when one
+    /// station was receiving). 0 when the kernel gives no per-datagram drop count.
+    #[serde(default)]
+    pub dropped_after_last: u64,
     /// Most datagrams (frames) the kernel handed over as one buffer (UDP GRO, from a sender
     /// using GSO bursts): the kernel's drop counters count such buffers, so one drop may be up
     /// to this many frames. 1 without coalescing.
     #[serde(default)]
     pub gro_most_coalesced: u32,
+    /// recvmmsg calls that returned datagrams: `datagrams.datagrams / receive_calls` is the mean
+    /// batch, the system calls and wake-ups a frame costs.
+    #[serde(default)]
+    pub receive_calls: u64,
     /// CPU of this process, % of one core.
     pub cpu: ProcessCpuShare,
     /// CPU of the file writer process (`--out` from the CLI), % of one core; null when the

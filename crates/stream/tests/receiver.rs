@@ -720,3 +720,77 @@ proptest! {
         }
     }
 }
+
+/// `f` in jive5ab framing with sequence number `seq`.
+fn jive5ab(seq: u64, f: &[u8]) -> Vec<u8> {
+    let mut d = Vec::new();
+    let p = NativePrefix {
+        retransmit: false,
+        stream: 0,
+        seq,
+        frames_per_second: 0,
+        threads: 0,
+        session: 0,
+    };
+    encode_data(SeqFormat::Jive5ab, &p, f, &mut d);
+    d
+}
+
+#[test]
+fn loss_at_the_end_of_a_stream_is_in_f_with_exact_counts() {
+    // 1000 frames sent; lost inside the stream: 3, 250, and near the end 990 and 994 (still in
+    // the reorder window when the stream ends); lost after the last frame received: 997, 998,
+    // 999 (the socket's drop counter says 3 after the last datagram). 995 arrives after 996.
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let inside = [3u32, 250, 990, 994];
+    let tail = [997u32, 998, 999];
+    let mut order: Vec<u32> = (0..1000).filter(|k| !inside.contains(k) && !tail.contains(k)).collect();
+    let at = order.iter().position(|&k| k == 995).unwrap();
+    order.swap(at, at + 1);
+    for k in order {
+        rx.handle_datagram(t0, FROM, &jive5ab(u64::from(k) + 7, &frame(k)), false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    assert!(
+        rx.lost_at_end(tail.len() as u64),
+        "one station, the last datagram its own"
+    );
+    let s = &rx.summaries()[0];
+    assert_eq!(s.window.written_valid, 1000 - 7);
+    assert_eq!(
+        s.window.written_filled,
+        inside.len() as u64,
+        "gaps inside, near the end too"
+    );
+    assert_eq!(sink.filled, inside.len() as u64);
+    assert_eq!(s.lost_at_end, tail.len() as u64);
+    assert_eq!((s.seq_first, s.seq_last), (Some(7), Some(996 + 7)));
+    assert_eq!(s.loss_fraction, 7.0 / 1000.0, "f: every frame lost of the 1000 sent");
+    assert!((s.snr_factor - (1.0f64 - 7.0 / 1000.0).sqrt()).abs() < 1e-12);
+    assert_accounted(&rx);
+}
+
+#[test]
+fn loss_at_the_end_is_not_guessed_between_stations() {
+    let mut rx = Receiver::new(ReceiverConfig::default());
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    for k in 0..100u32 {
+        for st in [0u16, 1] {
+            let f = frame_of(0x4566 + st, k);
+            rx.handle_datagram(t0, FROM, &native_on(st, 1, u64::from(k), 8000, 1, &f), false, &mut sink);
+        }
+    }
+    rx.finish(&mut sink);
+    assert!(!rx.lost_at_end(5), "two stations: whose were they?");
+    assert!(rx.lost_at_end(0));
+    for s in rx.summaries() {
+        assert_eq!((s.lost_at_end, s.loss_fraction), (0, 0.0));
+    }
+}

@@ -2,10 +2,10 @@
 //! throughput tests).
 //!
 //! The receive loop must never wait for the disk (a full socket buffer drops data within
-//! milliseconds at 4 Gb/s), so frames are gathered into 1 MiB buffers of whole frames and handed
-//! to a writer thread through a bounded queue (256 MiB). A write error (disk full, unwritable
-//! directory) cuts the file back to whole frames, keeps the error, and counts every later frame
-//! of that station as not written; receiving goes on.
+//! milliseconds at 4 Gb/s), so frames are gathered into buffers of whole frames (256 KiB, 1 MiB
+//! with direct I/O) and handed to a writer thread through a bounded queue (256 MiB). A write
+//! error (disk full, unwritable directory) cuts the file back to whole frames, keeps the error,
+//! and counts every later frame of that station as not written; receiving goes on.
 //!
 //! Files must hold only whole frames even when the receiver is killed with SIGKILL. A `write()`
 //! is not atomic against that: the kernel copies a buffered write a page at a time and gives up
@@ -25,7 +25,6 @@
 //! that owns the files; `writer_process` the child-process writer and its pipe protocol; `direct`
 //! the O_DIRECT appends.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,8 +37,29 @@ use stream::FrameSink;
 use crate::report::WrittenFile;
 use crate::ring::SharedRing;
 
-/// Hand a buffer to the writer once it holds this much.
-const FLUSH_BYTES: usize = 1 << 20;
+/// Hand a buffer to the writer once it holds this much: small enough that the writer copies it
+/// from the cache the receiver just filled it in. Into tmpfs at 4.096 Gb/s the writer process
+/// took 5.1 µs of CPU per 8 KB frame with 1 MiB buffers, 3.9 µs with 256 KiB, and stopped
+/// falling behind (bench/RESULTS.md, issue 17). Direct I/O keeps 1 MiB requests for the disk;
+/// a write buffer larger than the ring's slots can hold at this size gets larger ones.
+const FLUSH_BYTES: usize = 256 << 10;
+/// Buffer size with direct I/O.
+const FLUSH_BYTES_DIRECT: usize = 1 << 20;
+/// Largest buffer (a writer record must stay below `writer_process::MAX_RECORD`).
+const FLUSH_BYTES_MAX: usize = 2 << 20;
+
+/// The flush size for `write_buffer` bytes of buffers (see [`FLUSH_BYTES`]).
+fn flush_bytes(write_buffer: u64, direct: bool) -> usize {
+    let base = if direct { FLUSH_BYTES_DIRECT } else { FLUSH_BYTES };
+    let per_slot = usize::try_from(write_buffer / u64::from(crate::ring::MAX_SLOTS)).unwrap_or(usize::MAX);
+    base.max(per_slot.next_multiple_of(DIRECT_ALIGN)).min(FLUSH_BYTES_MAX)
+}
+
+/// A slot holds one flush of `flush` bytes plus one frame of the largest UDP payload, from an
+/// offset within the first block.
+fn slot_bytes(flush: usize) -> u32 {
+    u32::try_from(flush + 65_536 + DIRECT_ALIGN).unwrap_or(u32::MAX)
+}
 /// Default memory queued for the writer (256 MiB: half a second of disk stall absorbed at
 /// 4 Gb/s).
 pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
@@ -133,6 +153,44 @@ struct Pending {
     rotate: bool,
 }
 
+/// The stations' buffers, looked up per frame: a few stations, so a short list scanned (with the
+/// last one found tried first) beats hashing the station id for every frame.
+#[derive(Default)]
+struct PendingMap {
+    entries: Vec<(u16, Pending)>,
+    last: usize,
+}
+
+impl PendingMap {
+    fn find(&self, station: u16) -> Option<usize> {
+        match self.entries.get(self.last) {
+            Some((s, _)) if *s == station => Some(self.last),
+            _ => self.entries.iter().position(|(s, _)| *s == station),
+        }
+    }
+
+    fn get(&self, station: &u16) -> Option<&Pending> {
+        self.find(*station).map(|i| &self.entries[i].1)
+    }
+
+    fn get_mut(&mut self, station: &u16) -> Option<&mut Pending> {
+        let i = self.find(*station)?;
+        self.last = i;
+        Some(&mut self.entries[i].1)
+    }
+
+    fn insert(&mut self, station: u16, p: Pending) {
+        match self.find(station) {
+            Some(i) => self.entries[i].1 = p,
+            None => self.entries.push((station, p)),
+        }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &u16> {
+        self.entries.iter().map(|(s, _)| s)
+    }
+}
+
 /// Writes each station's frames to `DIR/<station>_<UTC of first frame>.vdif`, starting a new
 /// file at a discontinuity or when `chunk` bytes are reached.
 pub struct FileSink {
@@ -144,14 +202,12 @@ pub struct FileSink {
     stalls: u64,
     thread: Option<JoinHandle<Vec<WrittenFile>>>,
     shared: Arc<Shared>,
-    pending: HashMap<u16, Pending>,
+    pending: PendingMap,
     frames: u64,
     filled: u64,
+    /// Hand a station's buffer over at this many bytes ([`flush_bytes`]).
+    flush: usize,
 }
-
-/// A slot holds one flush of frames plus one frame of the largest UDP payload, from an offset
-/// within the first block.
-const SLOT_BYTES: u32 = (FLUSH_BYTES + 65_536 + DIRECT_ALIGN) as u32;
 
 impl FileSink {
     /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
@@ -165,6 +221,7 @@ impl FileSink {
         direct: bool,
     ) -> std::io::Result<FileSink> {
         let shared = Arc::new(Shared::default());
+        let flush = flush_bytes(write_buffer, direct);
         let mut ring = None;
         let (ops, thread) = match dir {
             Some(d) => {
@@ -178,7 +235,7 @@ impl FileSink {
                     }
                     check_direct(d)?;
                 }
-                let buffers = usize::try_from(write_buffer / FLUSH_BYTES as u64)
+                let buffers = usize::try_from(write_buffer / flush as u64)
                     .unwrap_or(usize::MAX)
                     .max(1);
                 let (tx, handle) = match placement {
@@ -190,7 +247,7 @@ impl FileSink {
                     }
                     WriterPlacement::ChildProcess { program, args } => {
                         let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
-                        let r = Arc::new(SharedRing::create(slots, SLOT_BYTES).map_err(|e| {
+                        let r = Arc::new(SharedRing::create(slots, slot_bytes(flush)).map_err(|e| {
                             std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
                         })?);
                         let child = spawn_writer_process(program, args, d, &r, direct).map_err(|e| {
@@ -225,7 +282,8 @@ impl FileSink {
             stalls: 0,
             thread,
             shared,
-            pending: HashMap::new(),
+            pending: PendingMap::default(),
+            flush,
             frames: 0,
             filled: 0,
         })
@@ -280,7 +338,10 @@ impl FileSink {
         let t = std::time::Instant::now();
         let mut checked = t;
         let got = loop {
-            std::thread::sleep(std::time::Duration::from_micros(50));
+            // A slot frees about every 2 ms at 4 Gb/s; polling much faster only takes CPU from
+            // the writer it waits for (on a 2-core host the two share a core), and the socket
+            // buffer holds the wait.
+            std::thread::sleep(std::time::Duration::from_micros(500));
             if let Some(s) = side.ring.try_take(&mut side.held) {
                 break Some(s);
             }
@@ -310,7 +371,7 @@ impl FileSink {
                 }
                 WriteOp::Data {
                     station,
-                    buf: std::mem::replace(buf, Vec::with_capacity(FLUSH_BYTES + frame_len as usize)),
+                    buf: std::mem::replace(buf, Vec::with_capacity(self.flush + frame_len as usize)),
                     frames,
                     filled,
                     frame_len,
@@ -364,7 +425,7 @@ impl FileSink {
         match &mut p.buf {
             Gather::Heap(buf) => {
                 buf.extend_from_slice(frame);
-                Some(buf.len() >= FLUSH_BYTES)
+                Some(buf.len() >= self.flush)
             }
             Gather::Slot { slot, at, len } => {
                 if slot.is_none() {
@@ -387,7 +448,7 @@ impl FileSink {
                 };
                 room.copy_from_slice(frame);
                 *len += frame.len();
-                Some(*len >= FLUSH_BYTES)
+                Some(*len >= self.flush)
             }
         }
     }
@@ -426,7 +487,7 @@ impl FrameSink for FileSink {
                     len: 0,
                 }
             } else {
-                Gather::Heap(Vec::with_capacity(FLUSH_BYTES + frame.len()))
+                Gather::Heap(Vec::with_capacity(self.flush + frame.len()))
             };
             self.pending.insert(
                 station,
@@ -619,7 +680,7 @@ mod tests {
     /// `misplace` names a record to shift), ending with a close: the ring, the records, and the
     /// bytes the file must hold.
     fn placed(counts: &[usize], frame_len: usize, misplace: Option<usize>) -> (SharedRing, Vec<u8>, Vec<u8>) {
-        let ring = SharedRing::create(counts.len() as u32, SLOT_BYTES).unwrap();
+        let ring = SharedRing::create(counts.len() as u32, slot_bytes(FLUSH_BYTES_DIRECT)).unwrap();
         let mut held = vec![false; counts.len()];
         let mut ops = vec![WriteOp::Open {
             station: 3,

@@ -28,7 +28,7 @@ const TAG_OPEN: u8 = 1;
 const TAG_CLOSE: u8 = 3;
 const TAG_SLOT: u8 = 4;
 const MAX_STAMP: usize = 64;
-/// Largest data record: the 1 MiB flush size plus one frame of at most 64 KiB, with room.
+/// Largest data record: the largest flush size (2 MiB) plus one frame of at most 64 KiB, with room.
 const MAX_RECORD: u32 = 4 << 20;
 
 pub(super) fn encode_op(op: &WriteOp, out: &mut impl Write) -> std::io::Result<()> {

@@ -30,6 +30,18 @@ pub(crate) enum ShapeError {
 }
 
 impl ShapeError {
+    /// The operator's sentence for a stream of station `station` from `from`.
+    pub(crate) fn describe(self, station: &str, from: std::net::SocketAddr) -> String {
+        match self {
+            ShapeError::NoFrameRate => {
+                format!("station {station}: frame rate unknown (no native framing, no sample rate in the header): pass --fps")
+            }
+            ShapeError::Implausible { fps, threads } => {
+                format!("datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream")
+            }
+        }
+    }
+
     /// Count it under its reason.
     pub(crate) fn count(self, c: &mut DatagramCounters) {
         match self {

@@ -26,13 +26,10 @@ use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler, NakStats};
+use crate::intake::{count_wire_error, stream_shape};
 use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
-use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat, WireError};
+use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat};
 
-/// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
-const MAX_FPS: u32 = 1 << 24;
-/// Thread ids have 10 bits (word 3).
-const MAX_THREADS: u16 = 1024;
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
 /// Most frames held for one source that has not been accepted yet: the newest are kept, so
@@ -512,13 +509,7 @@ impl Receiver {
         match parse_data(self.cfg.format, datagram) {
             Ok(d) => Some(d),
             Err(e) => {
-                match e {
-                    WireError::TooShort(_) => self.counters.too_short += 1,
-                    WireError::BadMagic(_) => self.counters.bad_magic += 1,
-                    WireError::BadVersion(_) => self.counters.bad_version += 1,
-                    WireError::BadHeader(_) => self.counters.bad_header += 1,
-                    WireError::LengthMismatch { .. } => self.counters.length_mismatch += 1,
-                }
+                count_wire_error(&mut self.counters, &e);
                 problem!(self, "datagram from {from}: {e}");
                 None
             }
@@ -536,43 +527,17 @@ impl Receiver {
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
     /// beyond what VDIF can express (they size a window).
     fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
-        let fps = d
-            .native
-            .map(|n| n.frames_per_second)
-            .filter(|f| *f > 0)
-            .or(self.cfg.frames_per_second)
-            .or_else(|| {
-                let rate = d.header.header_sample_rate_hz()?;
-                let fps = rate / d.header.samples_per_frame().max(1) as f64;
-                (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24)).then_some(fps as u32)
-            });
-        let Some(fps) = fps else {
-            self.counters.no_frame_rate += 1;
-            problem!(
-                self,
-                "station {}: frame rate unknown (no native framing, no sample rate in the header): pass --fps",
-                d.header.station_name()
-            );
-            return None;
-        };
-        let threads = d
-            .native
-            .map(|n| n.threads)
-            .filter(|t| *t > 0)
-            .or(self.cfg.threads)
-            .unwrap_or(1);
-        // Untrusted numbers size the window: keep them within what VDIF can express.
-        // (Thread ids are not checked against the count: a stream's threads are whatever ids it
-        // shows, up to its count; see ThreadMap.)
-        if fps > MAX_FPS || threads > MAX_THREADS {
-            self.counters.implausible_stream += 1;
-            problem!(
-                self,
-                "datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream"
-            );
-            return None;
+        // Untrusted numbers size the window: kept within what VDIF can express. (Thread ids are
+        // not checked against the count: a stream's threads are whatever ids it shows, up to its
+        // count; see ThreadMap.)
+        match stream_shape(d, self.cfg.frames_per_second, self.cfg.threads) {
+            Ok(shape) => Some(shape),
+            Err(e) => {
+                e.count(&mut self.counters);
+                problem!(self, "{}", e.describe(&d.header.station_name(), from));
+                None
+            }
         }
-        Some((fps, threads))
     }
 
     fn slot_of(&self, h: &VdifHeader, fps: u32, threads: u16, thread: u16) -> u64 {

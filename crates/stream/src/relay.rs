@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use serde::{Deserialize, Serialize};
 
-use crate::intake::{count_wire_error, stream_shape, ShapeError};
+use crate::intake::{count_wire_error, stream_shape};
 use crate::receiver::{DatagramCounters, SourceFilter};
 use crate::results::SentStation;
 use crate::sender::{Frame, FrameSource, Schedule, Sender, SenderConfig, StationSpec, Transmit};
@@ -634,15 +634,7 @@ impl Relay {
             Ok(shape) => shape,
             Err(e) => {
                 e.count(&mut self.counters);
-                let name = d.header.station_name();
-                self.problem(|| match e {
-                    ShapeError::NoFrameRate => {
-                        format!("station {name}: frame rate unknown (no native framing, no sample rate in the header): pass --fps")
-                    }
-                    ShapeError::Implausible { fps, threads } => {
-                        format!("datagram from {from} announces {fps} frames/s over {threads} thread(s): not a VDIF stream")
-                    }
-                });
+                self.problem(|| e.describe(&d.header.station_name(), from));
                 return None;
             }
         };

@@ -63,6 +63,17 @@ pub enum StreamCommand {
     },
 }
 
+/// How recordings are split into files.
+#[derive(Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Split {
+    /// One continuous file per station, its threads interleaved in time order.
+    #[default]
+    Station,
+    /// One continuous file per VDIF thread of each station (STATION_tTHREAD_UTC.vdif), as
+    /// correlators that read threads apart want.
+    Thread,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum Format {
     /// evlbi's 24-byte prefix: sequence number, stream, frame rate, threads.
@@ -174,6 +185,9 @@ pub struct RecvArgs {
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
+    /// With --out: one file per station, or per VDIF thread of each station.
+    #[arg(long, value_enum, default_value = "station", requires = "out")]
+    split: Split,
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
@@ -513,6 +527,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         },
         write_buffer: a.write_buffer,
         direct_io: a.direct,
+        split_threads: a.split == Split::Thread,
     })
 }
 

@@ -14,7 +14,7 @@ use stream_session::report::RelayReport;
 use stream_session::sink::WriterPlacement;
 
 use crate::flags::JsonOutput;
-use crate::stream_cmd::{parse_catch_up, stop_flag, Format};
+use crate::stream_cmd::{parse_catch_up, stop_flag, Format, Split};
 use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size, si_fmt};
 use crate::{usage, ProblemsFound};
 
@@ -56,6 +56,9 @@ pub struct RelayArgs {
     /// Start a new tee file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
+    /// With --tee: one file per station, or per VDIF thread of each station.
+    #[arg(long, value_enum, default_value = "station", requires = "tee")]
+    split: Split,
     /// Frames per second per VDIF thread, when the headers carry no sample rate (bare and
     /// jive5ab framing).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
@@ -148,6 +151,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         sndbuf: 8 << 20,
         tee: a.tee.clone(),
         chunk: a.chunk,
+        split_threads: a.split == Split::Thread,
         writer: WriterPlacement::ChildProcess {
             program: std::env::current_exe().context("finding the evlbi executable for the tee's file writer")?,
             args: vec!["stream".into(), "write-files".into()],

@@ -670,3 +670,60 @@ fn a_recorder_on_two_ports_repairs_each_station_through_its_own_port() {
         assert_eq!(st["window"]["written_filled"], 0, "{}", st["station"]);
     }
 }
+
+/// The backend's frames of thread `t` (the generated file holds threads interleaved per time).
+fn thread_frames(all: &[u8], t: u8) -> Vec<u8> {
+    all.chunks(FRAME)
+        .filter(|f| u16::from_le_bytes([f[14], f[15]]) & 0x3ff == u16::from(t))
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// `--split thread`: the relay's tee and the recorder each write one continuous file per VDIF
+/// thread, each holding exactly that thread's frames.
+#[test]
+fn split_by_thread_writes_one_continuous_file_per_thread_at_the_tee_and_the_recorder() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = backend_frames(dir.path(), 1);
+    let (rx_dir, tee_dir) = (dir.path().join("rx"), dir.path().join("tee"));
+    let rx = StreamRecv::start(&["--out", rx_dir.to_str().unwrap(), "--split", "thread"]);
+    let mut relay = bin();
+    relay
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--fps",
+            FPS,
+            "--idle-timeout",
+            "1s",
+            "-q",
+        ])
+        .args(["--to", &format!("127.0.0.1:{}", rx.port), "--split", "thread", "--tee"])
+        .arg(&tee_dir);
+    let (relay, relay_port, _log) = spawn_with_port(&mut relay);
+    let relay = Proc(relay);
+    let out = bin()
+        .args(backend_args(&format!("127.0.0.1:{relay_port}"), 1))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    drop(relay);
+    for d in [&tee_dir, &rx_dir] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        assert_eq!(files.len(), 4, "{files:?}");
+        for (t, f) in files.iter().enumerate() {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            assert!(name.starts_with(&format!("Ef_t{t}_")), "{name}");
+            assert!(
+                std::fs::read(f).unwrap() == thread_frames(&expected, t as u8),
+                "{name} differs"
+            );
+        }
+    }
+}

@@ -39,6 +39,8 @@ pub struct RecvConfig {
     pub write_buffer: u64,
     /// Write the files with direct I/O (O_DIRECT, past the page cache; writer process only).
     pub direct_io: bool,
+    /// One file per VDIF thread of each station, not one per station.
+    pub split_threads: bool,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -120,7 +122,8 @@ impl BoundReceiver {
             cfg.write_buffer,
             cfg.direct_io,
         )
-        .map_err(io_err("set up the output directory and its writer"))?;
+        .map_err(io_err("set up the output directory and its writer"))?
+        .split_threads(cfg.split_threads);
         Ok(BoundReceiver {
             cfg,
             socks,

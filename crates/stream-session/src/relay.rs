@@ -48,6 +48,8 @@ pub struct RelayRunConfig {
     pub tee: Option<PathBuf>,
     /// Start a new tee file after this many bytes.
     pub chunk: Option<u64>,
+    /// One tee file per VDIF thread of each station, not one per station.
+    pub split_threads: bool,
     /// Where the tee's file writes run.
     pub writer: WriterPlacement,
     /// Memory between the relay and the tee's writer, bytes.
@@ -136,7 +138,8 @@ impl BoundRelay {
         }
         let wire = Wire::open(cfg.to, cfg.sndbuf)?;
         let tee = FileSink::new(cfg.tee.as_deref(), cfg.chunk, &cfg.writer, cfg.write_buffer, false)
-            .map_err(io_err("set up the tee directory and its writer"))?;
+            .map_err(io_err("set up the tee directory and its writer"))?
+            .split_threads(cfg.split_threads);
         Ok(BoundRelay {
             cfg,
             inputs,

@@ -128,6 +128,9 @@ pub struct WrittenFile {
     pub path: String,
     /// Station code.
     pub station: String,
+    /// The VDIF thread id, when each thread has its own file (`--split thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u16>,
     /// Bytes written (whole frames).
     pub bytes: u64,
     /// Frames written.

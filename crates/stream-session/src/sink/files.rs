@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::direct::{end_direct, write_direct, Carry};
-use super::{bad, WriteOp};
+use super::{bad, key_parts, FileKey, WriteOp};
 use crate::report::WrittenFile;
 use crate::ring::SharedRing;
 
@@ -38,9 +38,12 @@ impl Shared {
     }
 }
 
-fn create(dir: &Path, station: u16, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
+fn create(dir: &Path, key: FileKey, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
     use std::os::unix::fs::OpenOptionsExt;
-    let name = vdif::station_name(station);
+    let name = match key_parts(key) {
+        (station, None) => vdif::station_name(station),
+        (station, Some(t)) => format!("{}_t{t}", vdif::station_name(station)),
+    };
     for n in 0..1000 {
         let suffix = if n == 0 { String::new() } else { format!("_{n}") };
         let path = dir.join(format!("{name}_{stamp}{suffix}.vdif"));
@@ -134,7 +137,7 @@ pub(super) fn writer(
     ring: Option<&SharedRing>,
     direct: bool,
 ) -> Vec<WrittenFile> {
-    let mut open: HashMap<u16, Open> = HashMap::new();
+    let mut open: HashMap<FileKey, Open> = HashMap::new();
     let mut done = Vec::new();
     for op in ops {
         match op {
@@ -151,7 +154,8 @@ pub(super) fn writer(
                 };
                 let info = WrittenFile {
                     path: path.display().to_string(),
-                    station: vdif::station_name(station),
+                    station: vdif::station_name(key_parts(station).0),
+                    thread: key_parts(station).1,
                     bytes: 0,
                     frames: 0,
                     filled: 0,

@@ -98,13 +98,27 @@ pub enum WriterPlacement {
     },
 }
 
+/// Which file a frame goes to: the VDIF station id in the low 16 bits; with
+/// [`FileSink::split_threads`] also the thread (id + 1) above them, one file per thread.
+type FileKey = u32;
+
+/// The file key of station `station`, thread `thread` (`None`: all threads in one file).
+fn file_key(station: u16, thread: Option<u16>) -> FileKey {
+    u32::from(station) | thread.map_or(0, |t| (u32::from(t) + 1) << 16)
+}
+
+/// A file key's station and thread.
+fn key_parts(key: FileKey) -> (u16, Option<u16>) {
+    (key as u16, ((key >> 16) as u16).checked_sub(1))
+}
+
 #[derive(Debug, PartialEq)]
 enum WriteOp {
     /// Start a new file for `station`, named after its first frame's time.
-    Open { station: u16, stamp: String },
+    Open { station: FileKey, stamp: String },
     /// Whole frames for the station's current file (writer thread).
     Data {
-        station: u16,
+        station: FileKey,
         buf: Vec<u8>,
         frames: u64,
         filled: u64,
@@ -113,7 +127,7 @@ enum WriteOp {
     /// Whole frames in slot `slot` of the shared ring, `len` bytes from byte `at` (writer
     /// process).
     Slot {
-        station: u16,
+        station: FileKey,
         slot: u32,
         at: u32,
         len: u32,
@@ -122,7 +136,7 @@ enum WriteOp {
         frame_len: u64,
     },
     /// Close the station's current file.
-    Close { station: u16 },
+    Close { station: FileKey },
 }
 
 /// The writer process's side of the sink: the shared ring, the slots this process holds, and
@@ -157,36 +171,36 @@ struct Pending {
 /// last one found tried first) beats hashing the station id for every frame.
 #[derive(Default)]
 struct PendingMap {
-    entries: Vec<(u16, Pending)>,
+    entries: Vec<(FileKey, Pending)>,
     last: usize,
 }
 
 impl PendingMap {
-    fn find(&self, station: u16) -> Option<usize> {
+    fn find(&self, station: FileKey) -> Option<usize> {
         match self.entries.get(self.last) {
             Some((s, _)) if *s == station => Some(self.last),
             _ => self.entries.iter().position(|(s, _)| *s == station),
         }
     }
 
-    fn get(&self, station: &u16) -> Option<&Pending> {
+    fn get(&self, station: &FileKey) -> Option<&Pending> {
         self.find(*station).map(|i| &self.entries[i].1)
     }
 
-    fn get_mut(&mut self, station: &u16) -> Option<&mut Pending> {
+    fn get_mut(&mut self, station: &FileKey) -> Option<&mut Pending> {
         let i = self.find(*station)?;
         self.last = i;
         Some(&mut self.entries[i].1)
     }
 
-    fn insert(&mut self, station: u16, p: Pending) {
+    fn insert(&mut self, station: FileKey, p: Pending) {
         match self.find(station) {
             Some(i) => self.entries[i].1 = p,
             None => self.entries.push((station, p)),
         }
     }
 
-    fn keys(&self) -> impl Iterator<Item = &u16> {
+    fn keys(&self) -> impl Iterator<Item = &FileKey> {
         self.entries.iter().map(|(s, _)| s)
     }
 }
@@ -207,6 +221,8 @@ pub struct FileSink {
     filled: u64,
     /// Hand a station's buffer over at this many bytes ([`flush_bytes`]).
     flush: usize,
+    /// One file per VDIF thread of a station (`--split thread`), not one per station.
+    split_threads: bool,
 }
 
 impl FileSink {
@@ -286,7 +302,15 @@ impl FileSink {
             flush,
             frames: 0,
             filled: 0,
+            split_threads: false,
         })
+    }
+
+    /// One continuous file per VDIF thread of each station (`DIR/<station>_t<thread>_<UTC>.vdif`,
+    /// as correlators that take threads apart want), instead of one per station.
+    pub fn split_threads(mut self, on: bool) -> FileSink {
+        self.split_threads = on;
+        self
     }
 
     /// Frames passed in (written or not).
@@ -358,7 +382,7 @@ impl FileSink {
         got
     }
 
-    fn hand_over(&mut self, station: u16) {
+    fn hand_over(&mut self, station: FileKey) {
         let Some(p) = self.pending.get_mut(&station) else {
             return;
         };
@@ -402,7 +426,7 @@ impl FileSink {
 
     /// Flush and close every file; the list of files written, frames not written, first error.
     pub fn finish(&mut self) -> (Vec<WrittenFile>, u64, Option<String>) {
-        let stations: Vec<u16> = self.pending.keys().copied().collect();
+        let stations: Vec<FileKey> = self.pending.keys().copied().collect();
         for s in stations {
             self.hand_over(s);
             self.send(WriteOp::Close { station: s });
@@ -415,7 +439,7 @@ impl FileSink {
 
     /// Add one frame to the station's buffer (a slot of the ring or memory): `Some(full)`, or
     /// `None` when it could not be kept (counted as not written).
-    fn gather(&mut self, station: u16, frame: &[u8]) -> Option<bool> {
+    fn gather(&mut self, station: FileKey, frame: &[u8]) -> Option<bool> {
         let needs_slot = matches!(
             self.pending.get(&station).map(|p| &p.buf),
             Some(Gather::Slot { slot: None, .. })
@@ -461,6 +485,13 @@ impl FrameSink for FileSink {
         if self.ops.is_none() {
             return;
         }
+        // VDIF word 3, bits 16–25: the thread id (VDIF 1.1.1 §3).
+        let thread = self.split_threads.then(|| {
+            frame
+                .get(14..16)
+                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
+        });
+        let station = file_key(station, thread);
         let new_file = self.pending.get(&station).is_none_or(|p| p.rotate);
         if new_file {
             self.hand_over(station);
@@ -520,8 +551,11 @@ impl FrameSink for FileSink {
     }
 
     fn discontinuity(&mut self, station: u16) {
-        if let Some(p) = self.pending.get_mut(&station) {
-            p.rotate = true;
+        // Every file of the station (one per thread with split_threads).
+        for (key, p) in self.pending.entries.iter_mut() {
+            if key_parts(*key).0 == station {
+                p.rotate = true;
+            }
         }
     }
 }
@@ -631,13 +665,26 @@ mod tests {
     #[test]
     fn inconsistent_records_are_refused() {
         let mut data = encoded(&ops()[1..2]);
-        data[23] ^= 1; // the byte count no longer equals frames × frame length
+        data[25] ^= 1; // the byte count no longer equals frames × frame length
         assert!(decode_all(&data).is_err());
-        assert!(decode_all(&[9, 0, 0]).is_err(), "unknown tag");
-        assert!(decode_all(&[2, 0, 0]).is_err(), "inline data is no longer accepted");
+        assert!(decode_all(&[9, 0, 0, 0, 0]).is_err(), "unknown tag");
+        assert!(
+            decode_all(&[2, 0, 0, 0, 0]).is_err(),
+            "inline data is no longer accepted"
+        );
         let mut open = encoded(&ops()[..1]);
-        open[5] = b'/'; // a path separator in the file stamp
+        open[7] = b'/'; // a path separator in the file stamp
         assert!(decode_all(&open).is_err());
+        // A file key naming a thread VDIF cannot have (ids are 10 bits).
+        let far = encoded(&[WriteOp::Close {
+            station: file_key(7, Some(2000)),
+        }]);
+        assert!(decode_all(&far).is_err());
+        let thread = encoded(&[WriteOp::Close {
+            station: file_key(7, Some(1023)),
+        }]);
+        assert_eq!(key_parts(file_key(7, Some(1023))), (7, Some(1023)));
+        assert!(decode_all(&thread).is_ok());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::ring::SharedRing;
 // The record format on the pipe to a writer process (little-endian). Both ends are this crate,
 // but the child still bounds and checks every field: a bad record stops it with an error rather
 // than writing garbage into a VDIF file.
-//   tag u8 (1 open, 3 close, 4 slot), station u16, then
+//   tag u8 (1 open, 3 close, 4 slot), file key u32 (station id, thread + 1 above it), then
 //   open:  len u16, stamp bytes (≤ MAX_STAMP)
 //   slot:  frames u64, filled u64, frame_len u32, len u32, slot u32, at u32 (len = frames ·
 //          frame_len; the bytes are in that slot of the shared ring from byte `at`)
@@ -89,7 +89,11 @@ pub(super) fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp
         };
     }
     let tag = field!(1, u8);
-    let station = field!(2, u16);
+    let station = field!(4, u32);
+    // Thread ids have 10 bits (VDIF 1.1.1 §3): a key beyond them is no file of ours.
+    if station >> 16 > 1024 {
+        return Err(bad(format!("writer record: file key {station:#x}")));
+    }
     match tag {
         TAG_OPEN => {
             let len = usize::from(field!(2, u16));

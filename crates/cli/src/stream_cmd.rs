@@ -41,7 +41,8 @@ pub enum StreamCommand {
         evlbi stream recv --listen 46227 --out rx/                                # until Ctrl-C\n  \
         evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --export-json summary.json\n  \
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
-        evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only")]
+        evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only\n  \
+        evlbi stream recv --listen 46227 --listen 46228 --arq --out rx/ --split thread  # two relays, a file per thread")]
     Recv(RecvArgs),
     /// Relay a backend's live VDIF (UDP, several ports and boards) to a correlator: paced at
     /// the data rate, lost frames repeated on NAK (native framing), a local copy on disk

@@ -109,9 +109,10 @@ pub struct SendArgs {
     /// With --generate: seconds of data to generate (and loop over).
     #[arg(long, default_value_t = 1)]
     seconds: u32,
-    /// Receiver HOST:PORT.
-    #[arg(long)]
-    to: String,
+    /// Receiver HOST:PORT. With --senders K, give it once (every board sends there) or K times
+    /// (board k to the k-th, as a DBBC3's boards each have their own destination port).
+    #[arg(long, required = true)]
+    to: Vec<String>,
     /// Data rate per station (sample bits, headers excluded): 4096M. Default: from the files.
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
@@ -310,11 +311,24 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
 }
 
 fn send(a: SendArgs) -> Result<()> {
-    let to =
-        a.to.to_socket_addrs()
-            .map_err(|e| usage(format!("--to {}: {e} (expected HOST:PORT)", a.to)))?
-            .next()
-            .ok_or_else(|| usage(format!("--to {}: no address", a.to)))?;
+    let mut dests = Vec::with_capacity(a.to.len());
+    for t in &a.to {
+        dests.push(
+            t.to_socket_addrs()
+                .map_err(|e| usage(format!("--to {t}: {e} (expected HOST:PORT)")))?
+                .next()
+                .ok_or_else(|| usage(format!("--to {t}: no address")))?,
+        );
+    }
+    if dests.len() > 1 && dests.len() != usize::from(a.senders) {
+        return Err(usage(format!(
+            "{} --to for --senders {}: give one destination for all boards or one per board",
+            dests.len(),
+            a.senders
+        )));
+    }
+    let to = *dests.first().ok_or_else(|| usage("--to HOST:PORT is required"))?;
+    let board_to = if dests.len() > 1 { dests } else { Vec::new() };
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
@@ -330,6 +344,7 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let cfg = SendConfig {
         to,
+        board_to,
         inputs,
         fps,
         rate_bps: a.rate,
@@ -389,9 +404,10 @@ fn send(a: SendArgs) -> Result<()> {
         if r.senders.len() > 1 {
             for (i, b) in r.senders.iter().enumerate() {
                 status!(
-                    "sender {} from {}: threads {:?}, {} frames, {}b/s of data",
+                    "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
                     i + 1,
                     b.local_addr,
+                    b.to,
                     b.threads,
                     b.frames_sent,
                     si_fmt(b.achieved_rate_bps)

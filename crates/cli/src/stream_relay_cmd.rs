@@ -80,6 +80,12 @@ pub struct RelayArgs {
     /// catches up.
     #[arg(long, value_parser = parse_duration, default_value = "2ms")]
     smoothing: Duration,
+    /// Most frames per system call. The relay sleeps between departures; the frames that fell
+    /// due meanwhile leave together in one UDP GSO call (none before its time), so a few frames
+    /// share a wake-up instead of a core spinning for each. 1: every frame alone, at its own
+    /// time, the relay's thread spinning between them (a core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64), default_value_t = 8)]
+    burst: u16,
     /// Most frame data held between input and output (the oldest go first when it is full).
     #[arg(long, value_parser = parse_size, default_value = "256M")]
     buffer: u64,
@@ -139,6 +145,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
     relay.rate_bps = a.rate;
     relay.catch_up = a.catch_up;
     relay.smoothing = a.smoothing.min(Duration::from_secs(1));
+    relay.burst = usize::from(a.burst);
     relay.buffer_bytes = usize::try_from(a.buffer).unwrap_or(usize::MAX);
     relay.max_stations = a.max_stations.clamp(1, 1024);
     relay.from = a.from;

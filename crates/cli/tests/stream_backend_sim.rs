@@ -521,3 +521,84 @@ fn a_generated_backend_sends_each_frame_at_its_own_vdif_time() {
     // Never older than the run (a frame sent late by the whole second would be).
     assert!(age["max"].as_u64().unwrap() < 1_000_000_000, "{}", age["max"]);
 }
+
+/// Board k sends to the k-th `--to` (a DBBC3's boards each have their own destination port):
+/// each port gets exactly its board's threads, numbered by its own udps sequence; a count of
+/// destinations that fits neither one nor every board is a usage error.
+#[test]
+fn each_board_sends_to_its_own_destination_port() {
+    let bind = || {
+        let (s, _) = netio::bind_udp(
+            "127.0.0.1:0".parse().expect("address"),
+            netio::BufferRequest::new(16 << 20, 0),
+        )
+        .expect("bind a capture socket");
+        s.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+        s
+    };
+    let socks = [bind(), bind()];
+    let to: Vec<String> = socks
+        .iter()
+        .map(|s| s.local_addr().expect("local address").to_string())
+        .collect();
+    let out = bin()
+        .args([
+            "stream",
+            "send",
+            "--to",
+            &to[0],
+            "--to",
+            &to[1],
+            "--json",
+            "--generate",
+            "--start",
+            START,
+        ])
+        .args(["--stations", "Ef", "--threads", "4", "--rate", "256M", "--seconds", "1"])
+        .args(["--senders", "2", "--seq-format", "jive5ab"])
+        .output()
+        .expect("run stream send");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    for (k, sock) in socks.iter().enumerate() {
+        let mut threads = BTreeSet::new();
+        let mut seqs = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        // Everything was sent before `output()` returned: read until the socket is quiet (bounded).
+        for _ in 0..10_000 {
+            let Ok(n) = sock.recv(&mut buf) else { break };
+            assert_eq!(n, 8 + 8032, "udps datagram of one 8032-byte frame");
+            seqs.push(u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")));
+            threads.insert(VdifHeader::parse(&buf[8..40]).expect("VDIF header").thread_id);
+        }
+        let want: BTreeSet<u16> = if k == 0 { [0, 1].into() } else { [2, 3].into() };
+        assert_eq!(threads, want, "port {} got board {k}'s threads", to[k]);
+        assert_eq!(seqs.len(), 2000, "1 s of 2 threads at 1000 frames/s");
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+            "one sequence per board"
+        );
+        assert_eq!(report["senders"][k]["to"], to[k].as_str());
+    }
+    let o = assert_usage_error(&[
+        "stream",
+        "send",
+        "--to",
+        &to[0],
+        "--to",
+        &to[1],
+        "--to",
+        &to[1],
+        "--generate",
+        "--stations",
+        "Ef",
+        "--threads",
+        "4",
+        "--senders",
+        "2",
+        "--seq-format",
+        "none",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("one destination for all boards or one per board"), "{e}");
+}

@@ -30,6 +30,16 @@ const QUEUE_BATCHES: usize = 32;
 const BATCH: usize = 64;
 /// Largest datagram read whole (larger ones are counted as oversized).
 const MAX_DATAGRAM: usize = 65_536;
+/// After a batch less than half full, a reader sleeps this long so the next recvmmsg finds a
+/// batch queued (as `stream recv` does): one frame per datagram at 64000/s otherwise costs a
+/// wake-up, a poll and a channel message per datagram. The socket buffer holds the nap many
+/// times over (16 frames of 8 KB at 4 Gb/s).
+const NAP: Duration = Duration::from_micros(250);
+/// Receive buffer (as the kernel reports it) below which a reader does not nap.
+const NAP_MIN_RCVBUF: usize = 2 << 20;
+/// Longest the relay thread spends sending before it takes the input again, so a backlog
+/// leaving at the catch-up rate never keeps the readers' batches waiting.
+const SEND_SLICE: Duration = Duration::from_micros(500);
 
 /// How to run a relay.
 #[derive(Debug, Clone)]
@@ -170,6 +180,10 @@ impl BoundRelay {
             mut tee,
         } = self;
         let started = Instant::now();
+        // Sleeps that end on time: departures are due every few microseconds.
+        let _ = netio::pacer::fine_timer_slack();
+        // Spin for departures only when every frame must leave at its own time.
+        let spin = if cfg.relay.burst <= 1 { SPIN } else { Duration::ZERO };
         let mut rcfg = cfg.relay.clone();
         rcfg.start = started;
         rcfg.session = new_session();
@@ -185,9 +199,10 @@ impl BoundRelay {
         for (i, sock) in inputs.iter().enumerate() {
             let s = sock.try_clone().map_err(io_err("clone an input socket"))?;
             let (tx, halt, back) = (tx.clone(), Arc::clone(&halt), Arc::clone(&back_rx));
+            let may_nap = grants.get(i).is_some_and(|g| g.granted_rcv >= NAP_MIN_RCVBUF);
             let reader = std::thread::Builder::new()
                 .name(format!("relay-in-{i}"))
-                .spawn(move || read_input(i as u16, &s, &tx, &back, &halt))
+                .spawn(move || read_input(i as u16, &s, &tx, &back, &halt, may_nap))
                 .map_err(io_err("start an input reader thread"))?;
             readers.push(Input {
                 sock: sock.try_clone().map_err(io_err("clone an input socket"))?,
@@ -219,13 +234,14 @@ impl BoundRelay {
             }
             // Wait for input or the next departure, whichever is first (1 ms at most).
             let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
-            let first = match next_batch(&rx, due.min(now + Duration::from_millis(1))) {
+            let first = match next_batch(&rx, due.min(now + Duration::from_millis(1)), spin) {
                 Ok(b) => b,
                 Err(()) => break "input readers ended",
             };
             let mut batches = first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok()));
-            // A bounded number per round, so departures are not held up by a flood of input.
-            for b in batches.by_ref().take(QUEUE_BATCHES) {
+            // Everything the readers handed over (at most the channel's capacity): a reader
+            // never waits on a full channel while the relay's own queue has room.
+            for b in batches.by_ref().take(QUEUE_BATCHES * readers.len()) {
                 t.first.get_or_insert(b.at);
                 t.last_in = b.at;
                 let mut at = 0;
@@ -239,7 +255,7 @@ impl BoundRelay {
             }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);
-            send_due(&mut relay, &mut wire)?;
+            send_due(&mut relay, &mut wire, spin)?;
             while let Some((input, to)) = relay.poll_ack() {
                 if let Some(s) = readers.get(usize::from(input)) {
                     // A keep-alive that cannot be sent is only a missed courtesy.
@@ -262,7 +278,7 @@ impl BoundRelay {
         while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             relay.handle_timeout(now + stream::relay::LEARN_FOR, &mut tee);
-            send_due(&mut relay, &mut wire)?;
+            send_due(&mut relay, &mut wire, spin)?;
             std::thread::sleep(Duration::from_micros(50));
         }
         // The last frames may still be asked for: answer for one latency window.
@@ -271,7 +287,7 @@ impl BoundRelay {
             while Instant::now() < until && !stop.load(Ordering::Relaxed) {
                 let now = Instant::now();
                 wire.read_returns(|d| relay.handle_return(now, d));
-                send_due(&mut relay, &mut wire)?;
+                send_due(&mut relay, &mut wire, spin)?;
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -329,11 +345,11 @@ impl BoundRelay {
 const SPIN: Duration = Duration::from_micros(100);
 
 /// The next input batch, waiting until `until` at most (sleeping, then spinning for the last
-/// [`SPIN`]); `Err` when every reader has ended.
-fn next_batch(rx: &ChanRx<InBatch>, until: Instant) -> Result<Option<InBatch>, ()> {
+/// `spin`); `Err` when every reader has ended.
+fn next_batch(rx: &ChanRx<InBatch>, until: Instant, spin: Duration) -> Result<Option<InBatch>, ()> {
     let now = Instant::now();
-    if until > now + SPIN {
-        match rx.recv_timeout(until - now - SPIN) {
+    if until > now + spin {
+        match rx.recv_timeout(until - now - spin) {
             Ok(b) => return Ok(Some(b)),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return Err(()),
@@ -350,10 +366,15 @@ fn next_batch(rx: &ChanRx<InBatch>, until: Instant) -> Result<Option<InBatch>, (
 }
 
 /// Send everything due now (the clock read again after each send, so a backlog drains in one
-/// pass at the catch-up spacing rather than one frame per loop).
-fn send_due(relay: &mut Relay, wire: &mut Wire) -> Result<(), SessionError> {
+/// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
+/// frames due within `spin` are waited for here, spinning.
+fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), SessionError> {
+    let began = Instant::now();
     for _ in 0..4096 {
         let now = Instant::now();
+        if now - began > SEND_SLICE {
+            break;
+        }
         let Some(tx) = relay
             .poll_transmit(now)
             .map_err(|e| SessionError::Input(e.to_string()))?
@@ -364,7 +385,7 @@ fn send_due(relay: &mut Relay, wire: &mut Wire) -> Result<(), SessionError> {
         relay.on_transmitted(Instant::now());
         // The next frame is due within the spin window: wait for it here.
         if let Some(next) = relay.poll_timeout() {
-            if next > Instant::now() + SPIN {
+            if next > Instant::now() + spin {
                 break;
             }
             while Instant::now() < next {
@@ -388,12 +409,23 @@ fn read_input(
     tx: &SyncSender<InBatch>,
     back: &std::sync::Mutex<ChanRx<InBatch>>,
     halt: &AtomicBool,
+    may_nap: bool,
 ) -> Result<(), String> {
     let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
+    let mut nap = false;
     while !halt.load(Ordering::Relaxed) {
-        match batch.recv_batch(sock, Some(Duration::from_millis(5))) {
+        let mut got = Ok(0);
+        if nap {
+            std::thread::sleep(NAP);
+            got = batch.recv_batch(sock, Some(Duration::ZERO));
+        }
+        if matches!(got, Ok(0)) {
+            got = batch.recv_batch(sock, Some(Duration::from_millis(5)));
+        }
+        nap = false;
+        match got {
             Ok(0) => continue,
-            Ok(_) => {}
+            Ok(n) => nap = may_nap && n < BATCH / 2,
             Err(e)
                 if matches!(
                     e.kind(),

@@ -41,6 +41,9 @@ const MEMORY_SOURCE_MAX: u64 = 2 << 30;
 pub struct SendConfig {
     /// Destination.
     pub to: SocketAddr,
+    /// With `senders` K > 1: board k sends to `board_to[k]` (a backend's boards each configured
+    /// with their own destination port); empty: every board sends to `to`.
+    pub board_to: Vec<SocketAddr>,
     /// Inputs, one station each.
     pub inputs: Vec<Input>,
     /// Frames per second per thread, when the file does not show it (shorter than 1 s, no rate in
@@ -525,6 +528,13 @@ fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, SessionError> {
     if cfg.senders == 0 {
         return Err(SessionError::Input("--senders must be at least 1".into()));
     }
+    if !cfg.board_to.is_empty() && cfg.board_to.len() != cfg.senders {
+        return Err(SessionError::Input(format!(
+            "{} destinations for --senders {}: give one --to for all boards or one per board",
+            cfg.board_to.len(),
+            cfg.senders
+        )));
+    }
     if cfg.senders > 1 && cfg.format == SeqFormat::Native {
         return Err(SessionError::Input(
             "--senders K > 1 simulates a backend's boards: use --seq-format jive5ab (each board numbers its own \
@@ -637,7 +647,7 @@ struct Board {
 }
 
 impl Board {
-    fn new(cfg: &SendConfig, sender: Sender<Paced>, sock: std::net::UdpSocket, threads: Vec<u16>) -> Board {
+    fn new(to: SocketAddr, sender: Sender<Paced>, sock: std::net::UdpSocket, threads: Vec<u16>) -> Board {
         let local = sock
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -645,7 +655,7 @@ impl Board {
             sender,
             wire: Wire {
                 sock,
-                to: cfg.to,
+                to,
                 ctl: vec![0u8; 2048],
                 would_block: 0,
             },
@@ -659,6 +669,7 @@ impl Board {
         SentBoard {
             local_addr: self.local.to_string(),
             local_port: self.local.port(),
+            to: self.wire.to.to_string(),
             threads: self.threads.clone(),
             frames_sent: t.frames,
             bytes_sent: t.bytes,
@@ -713,10 +724,11 @@ fn build_boards(
             };
             sender.add_station(spec, Box::new(source), Paced::steps(pacer, m));
         }
-        let (sock, mtu) = open_socket(cfg.to, cfg.sndbuf)?;
+        let to = cfg.board_to.get(b).copied().unwrap_or(cfg.to);
+        let (sock, mtu) = open_socket(to, cfg.sndbuf)?;
         path_mtu = path_mtu.or(mtu);
         boards.push(Board::new(
-            cfg,
+            to,
             sender,
             sock,
             board_threads(most_threads, cfg.senders, b),
@@ -825,7 +837,7 @@ fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, SessionError> 
     let threads = (0..sources.iter().map(|s| s.threads).max().unwrap_or(1)).collect();
     let (start, later) = timeline_start(cfg, &sources);
     let (sender, readers) = build_sender(cfg, sources, (start, later));
-    Ok((vec![Board::new(cfg, sender, sock, threads)], readers, path_mtu))
+    Ok((vec![Board::new(cfg.to, sender, sock, threads)], readers, path_mtu))
 }
 
 /// When the timeline starts, and how many whole seconds later than the data say the frames

@@ -94,6 +94,9 @@ pub struct RelayConfig {
     pub catch_up: f64,
     /// A frame that waited this long makes its station catch up.
     pub smoothing: Duration,
+    /// Most frames handed out in one transmit: frames that fell due while the caller slept
+    /// leave together (one UDP GSO call), none before its time; 1 hands out one frame at a time.
+    pub burst: usize,
     /// Most frame bytes queued over all stations.
     pub buffer_bytes: usize,
     /// Most stations relayed.
@@ -120,6 +123,7 @@ impl RelayConfig {
             rate_bps: None,
             catch_up: 2.0,
             smoothing: Duration::from_millis(2),
+            burst: 1,
             buffer_bytes: 256 << 20,
             max_stations: 16,
             from: None,
@@ -234,8 +238,8 @@ struct LiveQueue {
     last_release: Option<Instant>,
     /// The previous frame's place on the smooth timeline.
     last_timeline: Option<Instant>,
-    /// Arrival of the frame handed to the sender and not yet stamped as sent.
-    current_arrival: Option<Instant>,
+    /// Arrivals of the frames handed to the sender and not yet stamped as sent (one batch).
+    pending_arrivals: Vec<Instant>,
     delay: Hist,
     overflow_dropped: u64,
     frames_out: u64,
@@ -260,7 +264,7 @@ impl LiveQueue {
             smoothing,
             last_release: None,
             last_timeline: None,
-            current_arrival: None,
+            pending_arrivals: Vec::new(),
             delay: Hist::new(),
             overflow_dropped: 0,
             frames_out: 0,
@@ -305,11 +309,22 @@ impl LiveQueue {
     }
 
     /// When a frame that came at `a` may leave: its place on the timeline, and never sooner
-    /// than a catch-up spacing after the previous departure (no backlog at line rate).
+    /// than a catch-up spacing after the previous departure (no backlog at line rate). Frames
+    /// already taken into the batch being framed count as departures: a batch of n frames
+    /// leaving together needs n catch-up spacings since the last, so frames that leave in one
+    /// GSO call are never ahead of the one-by-one schedule.
     fn release_of(&self, a: Instant) -> Instant {
         let t = self.timeline_of(a);
         match self.last_release {
-            Some(prev) => t.max(prev + self.spacing.div_f64(self.catch_up)),
+            Some(prev) => {
+                let in_batch = u32::try_from(self.pending_arrivals.len()).unwrap_or(u32::MAX);
+                t.max(
+                    prev + self
+                        .spacing
+                        .div_f64(self.catch_up)
+                        .saturating_mul(in_batch.saturating_add(1)),
+                )
+            }
             None => t,
         }
     }
@@ -332,7 +347,7 @@ impl FrameSource for LiveSource {
             q.queued.set(q.queued.get() - next.bytes.len());
             let done = std::mem::replace(&mut self.current, next.bytes);
             q.free.push(done);
-            q.current_arrival = Some(next.arrival);
+            q.pending_arrivals.push(next.arrival);
         }
         Some(Frame {
             bytes: &self.current,
@@ -366,11 +381,19 @@ impl Schedule for LiveSchedule {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         q.last_release = Some(now);
         q.frames_out += count as u64;
-        if let Some(a) = q.current_arrival.take() {
-            q.delay
-                .record((now.saturating_duration_since(a).as_nanos() as u64).max(1));
+        let LiveQueue {
+            pending_arrivals,
+            delay,
+            ..
+        } = &mut *q;
+        for a in pending_arrivals.drain(..) {
+            delay.record((now.saturating_duration_since(a).as_nanos() as u64).max(1));
         }
         late
+    }
+
+    fn batches_only_due(&self) -> bool {
+        true
     }
 }
 
@@ -477,7 +500,7 @@ impl Relay {
             format: cfg.output,
             session: cfg.session,
             first_seq: cfg.first_seq,
-            burst: 1,
+            burst: cfg.burst.max(1),
             arq_latency: cfg.arq_latency,
             inject_loss: linkemu::LossModel::None,
             seed: 0,

@@ -67,6 +67,9 @@ pub struct SentBoard {
     /// Local UDP port of its socket.
     #[serde(default)]
     pub local_port: u16,
+    /// Where it sent (HOST:PORT): boards may each have their own destination.
+    #[serde(default)]
+    pub to: String,
     /// VDIF thread ids it carried, of every station (each station's threads are split alike).
     #[serde(default)]
     pub threads: Vec<u16>,

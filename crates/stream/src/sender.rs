@@ -56,6 +56,12 @@ pub trait Schedule {
     fn frames_per_release(&self) -> u64 {
         1
     }
+    /// Whether a batch holds only frames already due at the time it is framed (a live queue:
+    /// frames that fell due while the caller slept leave together in one GSO call, the next
+    /// keep their own times); otherwise `burst` frames leave together at the first one's time.
+    fn batches_only_due(&self) -> bool {
+        false
+    }
 }
 
 /// One frame from a [`FrameSource`].
@@ -440,7 +446,7 @@ impl<P: Schedule> Sender<P> {
             if now < self.stations[i].schedule.release_deadline(self.burst()) {
                 return Ok(None);
             }
-            let (taken, segment) = self.frame_batch(i)?;
+            let (taken, segment) = self.frame_batch(i, now)?;
             if taken == 0 {
                 // The source ended: the next station's turn.
                 continue;
@@ -455,7 +461,8 @@ impl<P: Schedule> Sender<P> {
             return Ok(Some(Transmit {
                 stream: i as u16,
                 contents: &self.out,
-                segment_size: (self.burst() > 1).then_some(segment),
+                // One datagram needs no segmentation offload.
+                segment_size: (self.burst() > 1 && self.out.len() > segment).then_some(segment),
             }));
         }
     }
@@ -487,7 +494,7 @@ impl<P: Schedule> Sender<P> {
 
     /// Frame up to `burst` frames of station `i` into `out` (less those the injected loss takes);
     /// returns how many frames were taken from the source and the datagram size.
-    fn frame_batch(&mut self, i: usize) -> Result<(u64, usize), SenderError> {
+    fn frame_batch(&mut self, i: usize, now: Instant) -> Result<(u64, usize), SenderError> {
         let burst = self.burst();
         let format = self.cfg.format;
         let session = self.cfg.session;
@@ -499,6 +506,9 @@ impl<P: Schedule> Sender<P> {
         while taken < burst {
             if st.source.paused() {
                 // A live source ran dry mid-batch: send what there is.
+                break;
+            }
+            if taken > 0 && st.schedule.batches_only_due() && st.schedule.next_deadline() > now {
                 break;
             }
             let Some(frame) = st.source.next_frame() else {

@@ -391,3 +391,92 @@ fn a_late_departure_is_made_up_not_carried_into_every_later_frame() {
         assert_eq!(*at, t0 + step * (300 + i as u32), "frame {}", 300 + i);
     }
 }
+
+/// A relay with `burst` 8 whose loop wakes only every 400 µs sends the frames that fell due
+/// meanwhile together (one GSO transmit): through a burst in, the smoothing, the catch-up, a
+/// loop held up for 20 ms and steady input, no window of time sees more frames than the
+/// catch-up rate allows plus one burst, and once the backlog is gone frames leave at the first
+/// wake-up after their one-by-one time.
+#[test]
+fn frames_that_fell_due_leave_together_within_the_catch_up_rate() {
+    let t0 = Instant::now();
+    let step = Duration::from_micros(125);
+    let catch_up_spacing = step / 2;
+    let held = (t0 + Duration::from_millis(30), t0 + Duration::from_millis(50));
+    // Input: 150 frames at once, then one per spacing.
+    let arrivals: Vec<Instant> = (0..800u32).map(|k| if k < 150 { t0 } else { t0 + step * k }).collect();
+    let run = |burst: usize, poll: Option<Duration>| {
+        let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
+        cfg.frames_per_second = Some(FPS);
+        cfg.threads = Some(1);
+        cfg.burst = burst;
+        let mut r = Relay::new(cfg);
+        let mut tee = VecSink::default();
+        let mut out: Vec<(Instant, Vec<u8>)> = Vec::new();
+        let mut batches = Vec::new();
+        let mut k = 0;
+        let end = t0 + Duration::from_millis(160);
+        let mut now = t0;
+        while now <= end {
+            while k < arrivals.len() && arrivals[k] <= now {
+                r.handle_datagram(arrivals[k], 0, addr(1), &frame(0, k as u32), false, &mut tee);
+                k += 1;
+            }
+            let next_in = arrivals.get(k).copied().unwrap_or(end);
+            if now >= held.0 && now < held.1 {
+                // The loop is held up: input queues (stamped when it came), nothing leaves.
+                now = next_in.min(held.1).max(now + Duration::from_nanos(1));
+                continue;
+            }
+            match poll {
+                // The one-by-one reference: every deadline met exactly.
+                None => {
+                    let until = next_in.min(end).min(if now < held.0 { held.0 } else { end });
+                    run_until(&mut r, &mut tee, until, &mut out);
+                    now = until.max(now + Duration::from_nanos(1));
+                }
+                Some(p) => {
+                    r.handle_timeout(now, &mut tee);
+                    while let Some(t) = r.poll_transmit(now).unwrap() {
+                        let n = t.datagrams().count();
+                        assert_eq!(t.segment_size.is_some(), n > 1, "GSO only for several datagrams");
+                        batches.push(n);
+                        for d in t.datagrams() {
+                            out.push((now, d.to_vec()));
+                        }
+                        r.on_transmitted(now);
+                    }
+                    now += p;
+                }
+            }
+        }
+        (out, batches)
+    };
+    let (strict, _) = run(1, None);
+    let (coarse, batches) = run(8, Some(Duration::from_micros(400)));
+    assert_eq!(strict.len(), 800);
+    assert_eq!(coarse.len(), 800);
+    assert!(batches.iter().all(|&n| (1..=8).contains(&n)), "{batches:?}");
+    assert!(batches.iter().any(|&n| n > 1), "due frames were grouped");
+    for (i, ((_, ds), (_, dc))) in strict.iter().zip(&coarse).enumerate() {
+        assert_eq!(ds, dc, "frame {i} in order and whole");
+    }
+    // Any window: at most its length at the catch-up rate, plus one burst.
+    for i in 0..coarse.len() {
+        for j in i + 1..coarse.len().min(i + 400) {
+            let span = coarse[j].0 - coarse[i].0;
+            let allowed = (span.as_nanos() / catch_up_spacing.as_nanos()) as usize + 8;
+            assert!(
+                j - i < allowed,
+                "frames {i}..={j} within {span:?}: faster than the catch-up rate"
+            );
+        }
+    }
+    // Once the backlog is gone, frames leave at the first wake-up after their time.
+    for (i, ((ts, _), (tc, _))) in strict.iter().zip(&coarse).enumerate().skip(700) {
+        assert!(
+            *tc >= *ts && *tc < *ts + Duration::from_micros(400),
+            "frame {i}: {tc:?} against {ts:?}"
+        );
+    }
+}

@@ -22,6 +22,7 @@ mod probe_cmd;
 mod probe_multi;
 mod probe_tcp;
 mod report_cmd;
+mod scan_args;
 mod stream_cmd;
 mod stream_relay_cmd;
 mod transfer_cmd;

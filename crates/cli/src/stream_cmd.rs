@@ -42,7 +42,12 @@ pub enum StreamCommand {
         evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --export-json summary.json\n  \
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
         evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only\n  \
-        evlbi stream recv --listen 46227 --listen 46228 --arq --out rx/ --split thread  # two relays, a file per thread")]
+        evlbi stream recv --listen 46227 --listen 46228 --arq --out rx/ --split thread  # two relays, a file per thread\n  \
+        evlbi stream recv --listen 46227 --format vbs --disks '/mnt/disk*' --scan ev123_no0001  # FlexBuff: vbs://ev123_no0001_dsEf\n  \
+        evlbi stream recv --listen 46227 --format mk6 --disks '/mnt/disks/1/*' --scan 'ev123_{station}_no0001'  # Mark6 module 1\n\n\
+        vbs and mk6 spread blocks of whole frames over the disks, one writer (process) per disk, O_DIRECT where the \
+        file system takes it; a disk that fails (full, read-only, gone) leaves the set and the scan goes on on the \
+        others, what it lost counted. Read a scan back with `evlbi vdif inspect vbs://SCAN`, `vdif gather`, `vdif scans`.")]
     Recv(RecvArgs),
     /// Relay a backend's live VDIF (UDP, several ports and boards) to a correlator: paced at
     /// the data rate, lost frames repeated on NAK (native framing), a local copy on disk
@@ -187,9 +192,12 @@ pub struct RecvArgs {
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
-    /// With --out: one file per station, or per VDIF thread of each station.
-    #[arg(long, value_enum, default_value = "station", requires = "out")]
+    /// With --out (or --format vbs|mk6): one file (scan) per station, or per VDIF thread of
+    /// each station.
+    #[arg(long, value_enum, default_value = "station")]
     split: Split,
+    #[command(flatten)]
+    record: crate::scan_args::RecordArgs,
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
@@ -445,20 +453,28 @@ fn send(a: SendArgs) -> Result<()> {
 fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
+    let cfg_recording = cfg.recording.clone();
     let bound = BoundReceiver::bind(cfg).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
     let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
-    status!(
-        "stream recv: listening on {} (UDP), writing {}",
-        addrs.join(", "),
-        a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
-            "{}{}",
-            d.display(),
-            if a.direct { " (direct I/O)" } else { "" }
-        ))
-    );
+    let target = match (&a.out, &cfg_recording) {
+        (_, Some(r)) => format!(
+            "{} scan {} over {} disk(s): {}",
+            r.layout,
+            r.scan,
+            r.disks.len(),
+            r.disks
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        (Some(d), None) => format!("{}{}", d.display(), if a.direct { " (direct I/O)" } else { "" }),
+        (None, None) => "nothing (memory sink)".to_string(),
+    };
+    status!("stream recv: listening on {} (UDP), writing {target}", addrs.join(", "));
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
@@ -514,9 +530,19 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
             "--arq needs --seq-format native (NAKs name native sequence numbers)",
         ));
     }
+    let recording = a.record.config()?;
+    if recording.is_some() && (a.out.is_some() || a.chunk.is_some() || a.direct) {
+        return Err(usage(
+            "--format vbs|mk6 records to --disks in blocks of --block: leave out --out, --chunk and --direct",
+        ));
+    }
+    if recording.is_none() && a.out.is_none() && a.split == Split::Thread {
+        return Err(usage("--split thread needs an output: --out DIR or --format vbs|mk6"));
+    }
     Ok(RecvConfig {
         listen,
         out_dir: a.out.clone(),
+        recording,
         chunk: a.chunk,
         rcvbuf: a.rcvbuf as usize,
         receiver: ReceiverConfig {
@@ -560,6 +586,9 @@ fn live_line(l: &stream_session::recv::LiveLine) -> String {
     }
     if l.sender_changes > 0 {
         stall += &format!("  sender changes {}", l.sender_changes);
+    }
+    if l.disks_dropped > 0 {
+        stall += &format!("  DISKS DROPPED {}", l.disks_dropped);
     }
     format!(
             "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
@@ -617,6 +646,9 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     for f in &r.files {
         status!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
     }
+    if let Some(rec) = &r.recording {
+        recording_lines(rec);
+    }
     rejected_lines(&r.datagrams, r.first_problem.as_deref());
     if r.socket_drops > 0 {
         status!(
@@ -660,6 +692,39 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
         r.cpu.user,
         r.cpu.system
     );
+}
+
+/// What a vbs/Mark6 recording wrote: per scan, per disk, and each disk that left the set.
+pub(crate) fn recording_lines(rec: &scanfmt::results::RecordingReport) {
+    let layout = rec.layout.map_or("?", |l| l.as_str());
+    for s in &rec.scans {
+        status!(
+            "  {layout}://{}: {} frames ({} filled) in {} blocks, {} bytes",
+            s.scan,
+            s.frames,
+            s.filled,
+            s.blocks,
+            s.bytes
+        );
+    }
+    for d in &rec.disks {
+        status!(
+            "  disk {}: {} blocks, {} bytes{}",
+            d.path,
+            d.blocks,
+            d.bytes,
+            d.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" — DROPPED from the set: {e}"))
+        );
+    }
+    if rec.disks_dropped > 0 || rec.frames_not_written > 0 {
+        status!(
+            "{} disk(s) dropped, {} frames not written; the scans are readable on the other disks",
+            rec.disks_dropped,
+            rec.frames_not_written
+        );
+    }
 }
 
 /// `--senders K`: K > 1 simulates a backend's boards, which number datagrams per board (jive5ab)

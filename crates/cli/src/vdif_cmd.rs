@@ -15,6 +15,7 @@ use vdif::stats::{SamplerStats, StateCounter};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
+use crate::scan_args::DisksArg;
 use crate::units::{parse_frequency, parse_rate, parse_seconds, si_fmt};
 use crate::{progress_bar, usage, ProblemsFound};
 
@@ -201,9 +202,11 @@ pub struct GenArgs {
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// VDIF files.
+    /// VDIF files, or recorded scans: vbs://SCAN, mk6://SCAN (see --disks).
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Frames per second per thread, for files too short to show it.
     #[arg(long)]
     fps: Option<u32>,
@@ -214,8 +217,10 @@ pub struct InspectArgs {
 
 #[derive(Args)]
 pub struct StatsArgs {
-    /// VDIF file.
+    /// VDIF file, or a recorded scan: vbs://SCAN, mk6://SCAN.
     file: PathBuf,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Stop after this many frames (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
@@ -225,10 +230,12 @@ pub struct StatsArgs {
 
 #[derive(Args)]
 pub struct CorrelateArgs {
-    /// Station A.
+    /// Station A (a file, or vbs://SCAN, mk6://SCAN).
     a: PathBuf,
     /// Station B (its delay is reported relative to A).
     b: PathBuf,
+    #[command(flatten)]
+    disks: DisksArg,
     /// VDIF thread.
     #[arg(long, default_value_t = 0)]
     thread: u16,
@@ -247,8 +254,10 @@ pub struct CorrelateArgs {
 
 #[derive(Args)]
 pub struct DumpArgs {
-    /// VDIF file.
+    /// VDIF file, or a recorded scan: vbs://SCAN, mk6://SCAN.
     file: PathBuf,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Number of frames to print.
     #[arg(long, default_value_t = 1)]
     frames: u64,
@@ -399,9 +408,9 @@ fn gen(a: GenArgs) -> Result<()> {
     Ok(())
 }
 
-/// A file reader that advances a progress bar (drawn only when stderr is a terminal).
+/// A reader that advances a progress bar (drawn only when stderr is a terminal).
 struct ProgressReader {
-    inner: BufReader<File>,
+    inner: BufReader<Box<dyn std::io::Read + Send>>,
     bar: indicatif::ProgressBar,
 }
 
@@ -419,9 +428,10 @@ impl Drop for ProgressReader {
     }
 }
 
-fn open(path: &Path) -> Result<ProgressReader> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+/// A VDIF file or a recorded scan (`vbs://SCAN`, `mk6://SCAN` on `disks`), read with a
+/// progress bar.
+fn open(path: &Path, disks: &DisksArg) -> Result<ProgressReader> {
+    let (f, len) = crate::scan_args::open_input(path, disks)?;
     // Small files finish before a bar could be read; large ones take seconds to minutes.
     let bar = progress_bar(len, len < (256 << 20), BYTES_BAR);
     Ok(ProgressReader {
@@ -441,7 +451,7 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
     let mut reports = Vec::new();
     let mut failures = Vec::new();
     for path in &a.files {
-        match inspect(open(path)?, a.fps, |_, _| {}) {
+        match inspect(open(path, &a.disks)?, a.fps, |_, _| {}) {
             Ok(report) => {
                 if !report.problems.is_empty() {
                     failures.push(format!("{}: {}", path.display(), report.problems.join("; ")));
@@ -540,7 +550,7 @@ fn stats(a: StatsArgs) -> Result<()> {
     let mut counter: Option<StateCounter> = None;
     let mut unsupported = None;
     let mut n = 0u64;
-    for ev in FrameScanner::new(open(&a.file)?) {
+    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
         let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
         if let ScanEvent::Frame { header, bytes, .. } = ev {
             if header.complex || header.bits_per_sample > 2 {
@@ -615,7 +625,7 @@ fn stats(a: StatsArgs) -> Result<()> {
 
 fn correlate(a: CorrelateArgs) -> Result<()> {
     // The sample rate (for the delay in seconds) comes from inspecting station A.
-    let rate = inspect(open(&a.a)?, None, |_, _| {})
+    let rate = inspect(open(&a.a, &a.disks)?, None, |_, _| {})
         .ok()
         .and_then(|r| r.sample_rate_hz);
     let config = fxcorr::CorrelateConfig {
@@ -624,10 +634,11 @@ fn correlate(a: CorrelateArgs) -> Result<()> {
         fft_len: a.fft,
         max_frames: a.max_frames,
     };
-    let fringe = fxcorr::correlate(open(&a.a)?, open(&a.b)?, config, rate).map_err(|e| match e {
-        fxcorr::CorrelateError::Parameter(m) => usage(m),
-        other => anyhow!(other),
-    })?;
+    let fringe =
+        fxcorr::correlate(open(&a.a, &a.disks)?, open(&a.b, &a.disks)?, config, rate).map_err(|e| match e {
+            fxcorr::CorrelateError::Parameter(m) => usage(m),
+            other => anyhow!(other),
+        })?;
     if !a.output.emit(&fringe)? {
         return Ok(());
     }
@@ -669,7 +680,7 @@ fn dump(a: DumpArgs) -> Result<()> {
     let mut printed = 0u64;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for ev in FrameScanner::new(open(&a.file)?) {
+    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
         let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
         let ScanEvent::Frame { offset, header, bytes } = ev else {
             continue;

@@ -4,7 +4,7 @@
 //! ([`netio::Pacer`]); NAKs read from the socket between frames are fed back to it.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,11 +100,48 @@ pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
 /// build, without line-rate bursts that would overrun a router queue.
 pub const DEFAULT_CATCH_UP: f64 = 2.0;
 
-/// One station's VDIF: a file, or frames already in memory (e.g. just generated).
+/// Opens a stream of VDIF from its start (once per pass over it): a recorded scan, or
+/// anything else that reads like a file.
+#[derive(Clone)]
+pub struct Opener(Arc<dyn Fn() -> std::io::Result<Box<dyn Read + Send>> + Send + Sync>);
+
+impl Opener {
+    /// An opener calling `f`.
+    pub fn new(f: impl Fn() -> std::io::Result<Box<dyn Read + Send>> + Send + Sync + 'static) -> Opener {
+        Opener(Arc::new(f))
+    }
+
+    fn open(&self) -> std::io::Result<Box<dyn Read + Send>> {
+        (self.0)()
+    }
+
+    fn file(path: PathBuf) -> Opener {
+        Opener::new(move || File::open(&path).map(|f| Box::new(f) as Box<dyn Read + Send>))
+    }
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opener")
+    }
+}
+
+/// One station's VDIF: a file, frames already in memory (e.g. just generated), or a stream
+/// read from an opener (a recorded vbs/Mark6 scan).
 #[derive(Debug, Clone)]
 pub enum Input {
     /// A VDIF file (read into memory when it fits, else streamed by a reader thread).
     File(PathBuf),
+    /// A stream of `len` bytes (read into memory when it fits, else by a reader thread that
+    /// opens it anew for each pass).
+    Reader {
+        /// Shown as the source in reports (e.g. `vbs://SCAN`).
+        name: String,
+        /// Bytes.
+        len: u64,
+        /// Opens it from the start.
+        open: Opener,
+    },
     /// Contiguous frames in memory, with a name for the report.
     Memory {
         /// Shown as the source in reports.
@@ -118,7 +155,7 @@ impl Input {
     fn name(&self) -> String {
         match self {
             Input::File(p) => p.display().to_string(),
-            Input::Memory { name, .. } => name.clone(),
+            Input::Memory { name, .. } | Input::Reader { name, .. } => name.clone(),
         }
     }
 }
@@ -127,8 +164,8 @@ impl Input {
 struct Source {
     /// Shown as the source in reports.
     name: String,
-    /// The file, when it is streamed by a reader thread.
-    path: Option<PathBuf>,
+    /// The input, when it is streamed by a reader thread.
+    path: Option<Opener>,
     /// The whole input as contiguous frames, when it is sent from memory.
     memory: Option<Vec<u8>>,
     station_id: u16,
@@ -147,21 +184,12 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     let name = input.name();
     let (path, data, rep) = match input {
         Input::File(path) => {
-            let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MEMORY_SOURCE_MAX);
-            let data = if small {
-                Some(std::fs::read(&path).map_err(io_err(format!("read {}", path.display())))?)
-            } else {
-                None
-            };
-            let rep = match &data {
-                Some(d) => vdif::inspect::inspect(&d[..], cfg.fps, |_, _| {}),
-                None => {
-                    let f = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
-                    vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
-                }
-            };
-            (Some(path), data, rep)
+            let len = std::fs::metadata(&path)
+                .map_err(io_err(format!("read {}", path.display())))?
+                .len();
+            examine_stream(cfg, &name, Opener::file(path), len)?
         }
+        Input::Reader { len, open, .. } => examine_stream(cfg, &name, open, len)?,
         Input::Memory { data, .. } => {
             let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
             (None, Some(data), rep)
@@ -224,6 +252,29 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     })
 }
 
+/// What examining a stream gives: the opener (for a reader thread), the data when it fits in
+/// memory, and the inspection.
+type Examined = (
+    Option<Opener>,
+    Option<Vec<u8>>,
+    Result<vdif::inspect::InspectReport, vdif::inspect::InspectError>,
+);
+
+/// Inspect a stream of `len` bytes: read into memory when it fits, else inspected as it is
+/// read (then a reader thread sends it).
+fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Result<Examined, SessionError> {
+    let read_err = |e: std::io::Error| SessionError::Input(format!("{name}: {e}"));
+    let mut r = open.open().map_err(read_err)?;
+    if len <= MEMORY_SOURCE_MAX {
+        let mut data = Vec::with_capacity(len as usize);
+        r.read_to_end(&mut data).map_err(read_err)?;
+        let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
+        return Ok((Some(open), Some(data), rep));
+    }
+    let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, r), cfg.fps, |_, _| {});
+    Ok((Some(open), None, rep))
+}
+
 #[derive(Default)]
 struct ReaderStats {
     loops: u64,
@@ -240,14 +291,14 @@ struct Batch {
 
 /// Read whole frames in batches; at the end restart when looping (the sender advances the time
 /// of later passes).
-fn reader(path: PathBuf, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
+fn reader(path: Opener, name: String, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
     let mut st = ReaderStats::default();
     let mut pass = 0u32;
     loop {
-        let f = match File::open(&path) {
+        let f = match path.open() {
             Ok(f) => f,
             Err(e) => {
-                st.error = Some(format!("open {}: {e}", path.display()));
+                st.error = Some(format!("open {name}: {e}"));
                 return st;
             }
         };
@@ -270,7 +321,7 @@ fn reader(path: PathBuf, frame_len: usize, looping: bool, tx: SyncSender<Batch>)
                 }
                 Ok(ScanEvent::Garbage { len, .. }) | Ok(ScanEvent::Truncated { len, .. }) => st.garbage_bytes += len,
                 Err(e) => {
-                    st.error = Some(format!("read {}: {e}", path.display()));
+                    st.error = Some(format!("read {name}: {e}"));
                     return st;
                 }
             }
@@ -759,8 +810,8 @@ fn build_sender(
             (None, path) => {
                 let (tx, rx) = sync_channel(QUEUE_BATCHES);
                 let reader = path.map(|path| {
-                    let (fl, looping) = (src.frame_len, src.loop_seconds > 0);
-                    std::thread::spawn(move || reader(path, fl, looping, tx))
+                    let (fl, looping, name) = (src.frame_len, src.loop_seconds > 0, src.name.clone());
+                    std::thread::spawn(move || reader(path, name, fl, looping, tx))
                 });
                 let source = ReaderSource {
                     rx,

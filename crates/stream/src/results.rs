@@ -161,6 +161,9 @@ pub struct RecvReport {
     pub stations: Vec<StationSummary>,
     /// Files written.
     pub files: Vec<WrittenFile>,
+    /// A vbs or Mark6 recording over many disks (`--format vbs|mk6`): its disks and scans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<scanfmt::results::RecordingReport>,
     /// Frames that could not be written (disk full, unwritable output).
     pub frames_not_written: u64,
     /// The first write error.
@@ -229,6 +232,9 @@ pub struct TeeReport {
     pub dir: String,
     /// Files written.
     pub files: Vec<WrittenFile>,
+    /// A vbs or Mark6 recording over many disks: its disks and scans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<scanfmt::results::RecordingReport>,
     /// Frames the writer could not write (a write error).
     pub frames_not_written: u64,
     /// The first write error.

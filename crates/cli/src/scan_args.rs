@@ -1,0 +1,148 @@
+//! The flags and openers of recorded scans, shared by every command that records or reads one:
+//! `--format vdif|vbs|mk6 --disks … --scan NAME` for the recorders (`stream recv`, the relay's
+//! tee) and `vbs://SCAN` / `mk6://SCAN` with `--disks` wherever a VDIF file is read.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use scanfmt::Layout;
+use scanio::{Scan, ScanReader};
+use stream_session::sink::RecordingConfig;
+
+use crate::units::parse_size;
+use crate::usage;
+
+/// `--disks`: where recorded scans are (reading).
+#[derive(Args, Clone, Debug, Default)]
+pub struct DisksArg {
+    /// Disks holding `vbs://SCAN` and `mk6://SCAN` inputs: DIR[,DIR…] or a glob, repeatable.
+    /// Default: /mnt/disk* for vbs (FlexBuff), /mnt/disks/*/* for mk6 (Mark6 modules).
+    #[arg(long, value_name = "DIR|GLOB")]
+    pub disks: Vec<String>,
+}
+
+impl DisksArg {
+    /// The mount points for `layout` (the machine's default when none were given).
+    pub fn expand(&self, layout: Layout) -> Result<Vec<PathBuf>> {
+        let patterns = if self.disks.is_empty() {
+            vec![layout.default_disks().to_string()]
+        } else {
+            self.disks.clone()
+        };
+        scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+    }
+}
+
+/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path.
+pub fn open_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
+    let Some((layout, name)) = input.to_str().and_then(scanfmt::parse_scan_url) else {
+        return Ok(None);
+    };
+    let d = disks.expand(layout)?;
+    let scan = Scan::open(layout, name, &d).map_err(|e| match e {
+        scanio::ScanError::Name(_) => usage(e.to_string()),
+        e => anyhow::anyhow!(e),
+    })?;
+    for p in scan.problems() {
+        status!("warning: {}://{}: {p}", layout, name);
+    }
+    Ok(Some(Arc::new(scan)))
+}
+
+/// A reader over a VDIF file or a recorded scan, and its length in bytes.
+pub fn open_input(input: &Path, disks: &DisksArg) -> Result<(Box<dyn Read + Send>, u64)> {
+    if let Some(scan) = open_scan(input, disks)? {
+        let len = scan.len();
+        return Ok((Box::new(ScanReader::new(scan)), len));
+    }
+    let f = std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok((Box::new(f), len))
+}
+
+/// How a recorder lays its data out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    /// Continuous VDIF files in one directory (--out, --tee DIR).
+    #[default]
+    Vdif,
+    /// FlexBuff vbs: chunk files DISK/SCAN/SCAN.NNNNNNNN spread over --disks.
+    Vbs,
+    /// Mark6 scatter-gather: one file DISK/SCAN per disk, blocks with headers.
+    Mk6,
+}
+
+/// `--format --disks --scan --block --page-cache`: a recording over many disks.
+#[derive(Args, Clone, Debug, Default)]
+pub struct RecordArgs {
+    /// Recording layout: vdif (one continuous file per station in --out), vbs (FlexBuff) or mk6
+    /// (Mark6 scatter-gather) spread over --disks, one writer per disk.
+    #[arg(long, value_enum, default_value = "vdif")]
+    pub format: RecordFormat,
+    /// With vbs/mk6: the disks (mount points), DIR[,DIR…] or a glob, repeatable. Directories
+    /// named without a wildcard are made if missing. Default: /mnt/disk* (vbs),
+    /// /mnt/disks/*/* (mk6).
+    #[arg(long, value_name = "DIR|GLOB")]
+    pub disks: Vec<String>,
+    /// With vbs/mk6: the scan name. Each station gets its own recording, named as jive5ab names
+    /// its data streams: NAME_ds<station> (NAME_ds<station>-<thread> with --split thread). With
+    /// {station} (and {thread}) in NAME those are filled in instead: ev123_{station}_no0001 →
+    /// ev123_Ef_no0001. A name already on a disk gets a letter appended (a, b, …).
+    #[arg(long, value_name = "NAME")]
+    pub scan: Option<String>,
+    /// With vbs/mk6: data bytes per block (whole frames up to it): a vbs chunk file, a Mark6
+    /// block. Default 128M for vbs, 8M for mk6 (jive5ab's minimums).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub block: Option<u64>,
+    /// With vbs/mk6: write through the page cache even on disks that take O_DIRECT (by default
+    /// each disk whose file system takes it is written with direct I/O).
+    #[arg(long)]
+    pub page_cache: bool,
+}
+
+impl RecordArgs {
+    /// The multi-disk recording asked for; `None` for VDIF files.
+    pub fn config(&self) -> Result<Option<RecordingConfig>> {
+        let layout = match self.format {
+            RecordFormat::Vdif => {
+                if !self.disks.is_empty() || self.scan.is_some() || self.block.is_some() {
+                    return Err(usage(
+                        "--disks, --scan and --block go with --format vbs or mk6 (VDIF files go to --out DIR)",
+                    ));
+                }
+                return Ok(None);
+            }
+            RecordFormat::Vbs => Layout::Vbs,
+            RecordFormat::Mk6 => Layout::Mk6,
+        };
+        let scan = self.scan.clone().ok_or_else(|| {
+            usage(format!(
+                "--format {layout} needs --scan NAME (e.g. --scan ev123_no0001)"
+            ))
+        })?;
+        scanfmt::name::NameTemplate::new(&scan, true)
+            .or_else(|_| scanfmt::name::NameTemplate::new(&scan, false))
+            .map_err(|e| usage(format!("--scan: {e}")))?;
+        let patterns = if self.disks.is_empty() {
+            vec![layout.default_disks().to_string()]
+        } else {
+            self.disks.clone()
+        };
+        for p in patterns.iter().flat_map(|p| p.split(',')).map(str::trim) {
+            if !p.is_empty() && !p.contains(['*', '?', '[']) && !Path::new(p).exists() {
+                std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
+            }
+        }
+        let disks = scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        Ok(Some(RecordingConfig {
+            layout,
+            disks,
+            scan,
+            block_bytes: self.block,
+            direct: !self.page_cache,
+        }))
+    }
+}

@@ -1,0 +1,377 @@
+//! The writer's side of a vbs or Mark6 recording on one disk: chunk files and Mark6 files with
+//! their headers, blocks ended (a short Mark6 block gets its true length in its header), and the
+//! first write error taking the whole disk out.
+//!
+//! On that error every file on this disk is cut back to the whole frames it holds (a Mark6 block
+//! header is corrected to them, or the block dropped), the frames that did not make it are
+//! counted as not written, and nothing more is written here: the receiver sees the failure in
+//! the ring and sends later blocks to the other disks.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use scanfmt::mk6::{BlockHeader, FileHeader, FILE_HEADER_LEN};
+use scanfmt::{name, vbs, Layout};
+use serde::{Deserialize, Serialize};
+
+use super::direct::{append_bytes, end_direct, finish_direct, patch, write_direct, Carry};
+use super::FileKey;
+
+/// What one disk's writer wrote of one recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct LaneScan {
+    pub(super) key: FileKey,
+    pub(super) scan: String,
+    pub(super) blocks: u64,
+    pub(super) bytes: u64,
+    pub(super) frames: u64,
+    pub(super) filled: u64,
+    pub(super) frame_len: u64,
+}
+
+/// The block being written.
+struct OpenBlock {
+    number: u32,
+    /// Where its Mark6 header is, and where its data starts.
+    header_at: u64,
+    data_start: u64,
+    planned: u64,
+    written: u64,
+    filled: u64,
+}
+
+/// A recording's open file on this disk (a vbs chunk, or the Mark6 file).
+struct ScanOpen {
+    layout: Layout,
+    scan: String,
+    frame_len: u64,
+    path: PathBuf,
+    file: File,
+    carry: Option<Carry>,
+    /// Bytes given to the file (on disk, plus the carry with direct I/O).
+    pos: u64,
+    block: Option<OpenBlock>,
+}
+
+/// The recordings on one disk.
+pub(super) struct ScanFiles {
+    dir: PathBuf,
+    direct: bool,
+    open: HashMap<FileKey, ScanOpen>,
+    stats: HashMap<FileKey, LaneScan>,
+    failed: Option<String>,
+    /// Frames given and not on disk.
+    pub(super) not_written: u64,
+}
+
+fn create(path: &Path, direct: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .write(true)
+        .read(direct) // a Mark6 header patched on disk is read back first
+        .create_new(true)
+        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+        .open(path)
+}
+
+impl ScanOpen {
+    /// Append header bytes (not from a slot).
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self.carry.as_mut() {
+            Some(c) => append_bytes(&mut self.file, c, bytes)?,
+            None => self.file.write_all(bytes)?,
+        }
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// End the open block: a Mark6 block shorter than planned gets its length in its header.
+    fn end_block(&mut self) -> std::io::Result<()> {
+        let Some(b) = self.block.take() else { return Ok(()) };
+        if self.layout == Layout::Mk6 && b.written < b.planned {
+            let h = BlockHeader::emit_v2(u64::from(b.number), b.written).map_err(std::io::Error::other)?;
+            patch(&self.file, self.carry.as_mut(), self.pos, b.header_at, &h)?;
+        }
+        Ok(())
+    }
+
+    /// Write what the carry holds and close.
+    fn close(mut self) -> std::io::Result<()> {
+        self.end_block()?;
+        match self.carry.as_mut() {
+            Some(c) => finish_direct(&mut self.file, c),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ScanFiles {
+    pub(super) fn new(dir: &Path, direct: bool) -> ScanFiles {
+        ScanFiles {
+            dir: dir.to_path_buf(),
+            direct,
+            open: HashMap::new(),
+            stats: HashMap::new(),
+            failed: None,
+            not_written: 0,
+        }
+    }
+
+    /// Whether `key` is a recording of this writer (its records come here).
+    pub(super) fn has(&self, key: FileKey) -> bool {
+        self.stats.contains_key(&key)
+    }
+
+    /// Why this disk stopped, once it has.
+    pub(super) fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Start block `number` of `scan` for `key`.
+    pub(super) fn block(
+        &mut self,
+        key: FileKey,
+        scan: &str,
+        layout: Layout,
+        number: u32,
+        planned: u64,
+        frame_len: u64,
+    ) {
+        let st = self.stats.entry(key).or_insert_with(|| LaneScan {
+            key,
+            scan: scan.to_string(),
+            frame_len,
+            ..LaneScan::default()
+        });
+        st.blocks += 1;
+        if self.failed.is_some() {
+            return;
+        }
+        // The pipe is checked like any input: a name that could leave the disk writes nothing.
+        if !name::is_valid(scan) {
+            return self.fail(format!("writer record: scan name {scan:?}"));
+        }
+        if let Err(e) = self.start(key, scan, layout, number, planned, frame_len) {
+            self.fail(format!("{}: {e}", self.dir.join(scan).display()));
+        }
+    }
+
+    fn start(
+        &mut self,
+        key: FileKey,
+        scan: &str,
+        layout: Layout,
+        number: u32,
+        planned: u64,
+        frame_len: u64,
+    ) -> std::io::Result<()> {
+        let block = |header_at, data_start| OpenBlock {
+            number,
+            header_at,
+            data_start,
+            planned,
+            written: 0,
+            filled: 0,
+        };
+        match layout {
+            Layout::Vbs => {
+                if let Some(o) = self.open.remove(&key) {
+                    o.close()?;
+                }
+                let dir = self.dir.join(scan);
+                match std::fs::create_dir(&dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => {}
+                }
+                let path = dir.join(vbs::chunk_name(scan, number));
+                let file = create(&path, self.direct)?;
+                self.open.insert(
+                    key,
+                    ScanOpen {
+                        layout,
+                        scan: scan.to_string(),
+                        frame_len,
+                        path,
+                        file,
+                        carry: self.direct.then(Carry::new),
+                        pos: 0,
+                        block: Some(block(0, 0)),
+                    },
+                );
+            }
+            Layout::Mk6 => {
+                if self.open.get(&key).is_none_or(|o| o.scan != scan) {
+                    if let Some(o) = self.open.remove(&key) {
+                        o.close()?;
+                    }
+                    let path = self.dir.join(scan);
+                    let file = create(&path, self.direct)?;
+                    let mut o = ScanOpen {
+                        layout,
+                        scan: scan.to_string(),
+                        frame_len,
+                        path,
+                        file,
+                        carry: self.direct.then(Carry::new),
+                        pos: 0,
+                        block: None,
+                    };
+                    let head = FileHeader::vdif(planned, frame_len).map_err(std::io::Error::other)?;
+                    o.put(&head.emit())?;
+                    debug_assert_eq!(o.pos, FILE_HEADER_LEN as u64);
+                    self.open.insert(key, o);
+                }
+                let Some(o) = self.open.get_mut(&key) else {
+                    return Ok(());
+                };
+                o.end_block()?;
+                let header_at = o.pos;
+                o.put(&BlockHeader::emit_v2(u64::from(number), planned).map_err(std::io::Error::other)?)?;
+                o.block = Some(block(header_at, o.pos));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whole frames for `key`'s open block.
+    pub(super) fn append(&mut self, key: FileKey, data: &[u8], frames: u64, filled: u64, frame_len: u64) {
+        let fits = self.stats.get(&key).is_some_and(|s| s.frame_len == frame_len);
+        let Some(o) = self
+            .open
+            .get_mut(&key)
+            .filter(|o| self.failed.is_none() && fits && o.block.is_some())
+        else {
+            self.not_written += frames;
+            return;
+        };
+        let written = match o.carry.as_mut() {
+            Some(c) => write_direct(&mut o.file, c, data),
+            None => o.file.write_all(data),
+        };
+        match written {
+            Ok(()) => {
+                o.pos += data.len() as u64;
+                if let Some(b) = o.block.as_mut() {
+                    b.written += data.len() as u64;
+                    b.filled += filled;
+                }
+                if let Some(st) = self.stats.get_mut(&key) {
+                    st.bytes += data.len() as u64;
+                    st.frames += frames;
+                    st.filled += filled;
+                }
+            }
+            Err(e) => {
+                let msg = format!("writing {}: {e}", o.path.display());
+                self.not_written += frames;
+                self.fail(msg);
+            }
+        }
+    }
+
+    /// `key`'s block on this disk is complete.
+    pub(super) fn end_block(&mut self, key: FileKey) {
+        if self.failed.is_some() {
+            return;
+        }
+        let Some(o) = self.open.get_mut(&key) else { return };
+        let ended = o.end_block();
+        if o.layout == Layout::Vbs {
+            // A chunk file is done with its block.
+            if let Some(o) = self.open.remove(&key) {
+                if let Err(e) = ended.and_then(|()| o.close()) {
+                    self.fail(format!("closing a chunk of {}: {e}", self.dir.display()));
+                }
+            }
+        } else if let Err(e) = ended {
+            self.fail(format!("ending a block of {}: {e}", self.dir.display()));
+        }
+    }
+
+    /// Close `key`'s file (the end of its recording).
+    pub(super) fn close(&mut self, key: FileKey) {
+        if let Some(o) = self.open.remove(&key) {
+            if self.failed.is_none() {
+                let path = o.path.clone();
+                if let Err(e) = o.close() {
+                    self.fail(format!("closing {}: {e}", path.display()));
+                }
+            }
+        }
+    }
+
+    /// The first error: this disk writes no more. Every open file is cut back to the whole
+    /// frames it holds and what that loses is counted.
+    fn fail(&mut self, why: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.failed = Some(why);
+        for (key, mut o) in std::mem::take(&mut self.open) {
+            let lost = salvage(&mut o);
+            if let Some(st) = self.stats.get_mut(&key) {
+                let fl = st.frame_len.max(1);
+                st.frames -= lost.frames.min(st.frames);
+                st.bytes -= (lost.frames * fl).min(st.bytes);
+                st.filled -= lost.filled.min(st.filled);
+            }
+            self.not_written += lost.frames;
+        }
+    }
+
+    /// Close everything (the end of the input): what was written.
+    pub(super) fn finish(mut self) -> (Vec<LaneScan>, u64, Option<String>) {
+        let keys: Vec<FileKey> = self.open.keys().copied().collect();
+        for k in keys {
+            self.close(k);
+        }
+        let mut out: Vec<LaneScan> = self.stats.into_values().collect();
+        out.sort_by_key(|s| s.key);
+        (out, self.not_written, self.failed)
+    }
+}
+
+/// Frames of the open block that did not reach the disk.
+#[derive(Default)]
+struct Lost {
+    frames: u64,
+    filled: u64,
+}
+
+/// After a write error: keep the whole frames of the open block that are on disk (writing the
+/// carry if the disk still takes it), cut the file there (dropping a Mark6 block, header and
+/// all, or a vbs chunk that kept nothing), and correct a Mark6 header to what is kept.
+fn salvage(o: &mut ScanOpen) -> Lost {
+    let Some(b) = o.block.take() else {
+        return Lost::default();
+    };
+    if let Some(c) = o.carry.as_mut() {
+        let _ = finish_direct(&mut o.file, c);
+        // Leave O_DIRECT for the header fix below (an 8-byte write).
+        let _ = end_direct(&o.file);
+    }
+    let fl = o.frame_len.max(1);
+    let on_disk = o.file.metadata().map_or(0, |m| m.len());
+    let kept = on_disk.saturating_sub(b.data_start).min(b.written) / fl * fl;
+    let lost = b.written / fl - kept / fl;
+    let end = if o.layout == Layout::Mk6 && kept == 0 {
+        b.header_at
+    } else {
+        b.data_start + kept
+    };
+    let _ = o.file.set_len(end);
+    if o.layout == Layout::Mk6 && kept > 0 && kept < b.planned {
+        if let Ok(h) = BlockHeader::emit_v2(u64::from(b.number), kept) {
+            let _ = patch(&o.file, None, end, b.header_at, &h);
+        }
+    }
+    if o.layout == Layout::Vbs && kept == 0 {
+        let _ = std::fs::remove_file(&o.path);
+    }
+    Lost {
+        frames: lost,
+        filled: b.filled.min(lost),
+    }
+}

@@ -28,6 +28,7 @@ mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
 mod vdif_cmd;
+mod vdif_scan_cmd;
 
 use std::process::ExitCode;
 

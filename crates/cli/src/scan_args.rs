@@ -146,3 +146,72 @@ impl RecordArgs {
         }))
     }
 }
+
+/// A `stream send` input: a VDIF file, or a recorded scan read through its disks (opened anew
+/// for each pass with --loop).
+pub fn stream_input(input: &Path, disks: &DisksArg) -> Result<stream_session::send::Input> {
+    use stream_session::send::{Input, Opener};
+    let Some(scan) = open_scan(input, disks)? else {
+        return Ok(Input::File(input.to_path_buf()));
+    };
+    let len = scan.len();
+    let open = Opener::new(move || Ok(Box::new(ScanReader::new(scan.clone())) as Box<dyn Read + Send>));
+    Ok(Input::Reader {
+        name: input.display().to_string(),
+        len,
+        open,
+    })
+}
+
+/// A scan read at offsets by the transfer (its sender and hasher share it).
+struct ScanAt(ScanReader);
+
+impl transfer_session::ReadAt for ScanAt {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+}
+
+/// What `evlbi send` sends for `input`: a path as it is; a recorded scan as one continuous
+/// file `SCAN.vdif`, or with `keep_layout` its files under `DISK/…` as they lie (vbs
+/// `DISK/SCAN/SCAN.NNNNNNNN`, Mark6 `DISK/SCAN`; DISK the disk's name among the others).
+pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Vec<transfer_session::SendItem>> {
+    use transfer_session::SendItem;
+    let Some(scan) = open_scan(Path::new(input), disks)? else {
+        if keep_layout {
+            return Err(usage(format!("--keep-layout is for recorded scans (vbs://, mk6://), not {input}")));
+        }
+        if !Path::new(input).exists() {
+            return Err(usage(format!("{input}: no such file or directory")));
+        }
+        return Ok(vec![SendItem::Path(PathBuf::from(input))]);
+    };
+    let mtime_ns = scan
+        .files()
+        .iter()
+        .filter_map(|f| std::fs::metadata(&f.path).ok()?.modified().ok())
+        .max()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    if keep_layout {
+        return Ok(scan
+            .files()
+            .iter()
+            .map(|f| {
+                let label = scanio::disk_label(scan.disks(), &scan.disks()[f.disk]);
+                let below = f.path.strip_prefix(&scan.disks()[f.disk]).unwrap_or(&f.path);
+                SendItem::FileAs {
+                    path: f.path.clone(),
+                    dest: label.join(below).display().to_string(),
+                }
+            })
+            .collect());
+    }
+    Ok(vec![SendItem::Stream {
+        dest: format!("{}.vdif", scan.name()),
+        size: scan.len(),
+        mtime_ns,
+        name: input.to_string(),
+        source: std::sync::Arc::new(ScanAt(ScanReader::new(scan))),
+    }])
+}

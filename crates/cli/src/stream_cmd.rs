@@ -29,6 +29,7 @@ pub enum StreamCommand {
         evlbi stream send --to corr:46227 Ef.vdif --rate 4096M --loop --duration 10m\n  \
         evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
         evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing\n  \
+        evlbi stream send --to corr:46227 --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m\n  \
         # DBBC3-like backend: 2 boards (sockets), board 1 threads 0-1, board 2 threads 2-3\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef --threads 4 --rate 4096M --senders 2 --seq-format jive5ab --loop --duration 1m\n  \
@@ -102,9 +103,11 @@ impl From<Format> for SeqFormat {
 
 #[derive(Args)]
 pub struct SendArgs {
-    /// VDIF files, one station each.
+    /// VDIF files, one station each, or recorded scans: vbs://SCAN, mk6://SCAN (see --disks).
     #[arg(required_unless_present = "generate")]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    disks: crate::scan_args::DisksArg,
     /// Synthesise the stations instead of reading files (the `vdif gen` options below; default
     /// 512 Mb/s each): --seconds of data are generated into memory and sent, looped with --loop.
     #[arg(long, conflicts_with = "files", requires = "stations")]
@@ -318,6 +321,25 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
     Ok((inputs, fps))
 }
 
+/// The stations to send: generated, or read from files and recorded scans; their frame rate
+/// when known.
+fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
+    Ok(if a.generate {
+        let (inputs, fps) = generate(&a)?;
+        (inputs, a.fps.or(Some(fps)))
+    } else {
+        if !a.signal.stations.is_empty() {
+            return Err(usage("--stations goes with --generate (files carry their own station)"));
+        }
+        let inputs = a
+            .files
+            .iter()
+            .map(|f| crate::scan_args::stream_input(f, &a.disks))
+            .collect::<Result<Vec<_>>>()?;
+        (inputs, a.fps)
+    })
+}
+
 fn send(a: SendArgs) -> Result<()> {
     let mut dests = Vec::with_capacity(a.to.len());
     for t in &a.to {
@@ -341,15 +363,7 @@ fn send(a: SendArgs) -> Result<()> {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
     check_senders(&a)?;
-    let (inputs, fps) = if a.generate {
-        let (inputs, fps) = generate(&a)?;
-        (inputs, a.fps.or(Some(fps)))
-    } else {
-        if !a.signal.stations.is_empty() {
-            return Err(usage("--stations goes with --generate (files carry their own station)"));
-        }
-        (a.files.iter().cloned().map(Input::File).collect(), a.fps)
-    };
+    let (inputs, fps) = send_inputs(&a)?;
     let cfg = SendConfig {
         to,
         board_to,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use transfer::results::SendReport;
-use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
+use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt, si_fmt};
@@ -82,13 +82,26 @@ pub enum Cc {
 root itself). Directories are sent recursively; empty files and directories too.\n\nExamples:\n  \
 evlbi send scan01.vdif corr.example.org:/exp42                 # adaptive rate\n  \
 evlbi send --cc fixed --rate 4G scans/ corr.example.org:5310/exp42\n  \
-evlbi send big.vdif 127.0.0.1:5310 --export-json send.json\n\nThe JSON report has per file: bytes resumed, \
+evlbi send big.vdif 127.0.0.1:5310 --export-json send.json\n  \
+evlbi send --disks '/mnt/disk*' vbs://ev123_no0001_dsEf corr:/exp42     # lands as exp42/ev123_no0001_dsEf.vdif\n  \
+evlbi send --keep-layout mk6://ev123_ef_no0001 corr:/exp42              # exp42/1/0/ev123_ef_no0001, … as on the module\n\n\
+A recorded scan (vbs://SCAN, mk6://SCAN) is read from its disks in block order and lands as one continuous \
+VDIF file, SCAN.vdif, verified end to end like any file (BLAKE3 of what was read from the disks against what \
+was written at the receiver). With --keep-layout its files are sent as they lie, each verified, below a \
+directory per disk; `evlbi vdif gather --disks 'DEST/*'` reads them there.\n\nThe JSON report has per file: bytes resumed, \
 bytes and retransmissions per round, loss seen, RTT, goodput and the BLAKE3 the receiver verified."
 )]
 pub struct SendArgs {
-    /// Files and directories, then DEST (HOST[:PORT][/PATH]).
-    #[arg(required = true, num_args = 2.., value_name = "FILE|DIR... DEST")]
+    /// Files, directories or recorded scans (vbs://SCAN, mk6://SCAN), then DEST
+    /// (HOST[:PORT][/PATH]).
+    #[arg(required = true, num_args = 2.., value_name = "FILE|DIR|SCAN... DEST")]
     args: Vec<String>,
+    #[command(flatten)]
+    disks: crate::scan_args::DisksArg,
+    /// Send a recorded scan's files as they lie on its disks (vbs chunks, Mark6 files), below
+    /// a directory per disk, instead of as one continuous file.
+    #[arg(long)]
+    keep_layout: bool,
     /// Congestion control.
     #[arg(long, value_enum, default_value_t = Cc::Adaptive)]
     cc: Cc,
@@ -212,11 +225,9 @@ fn one_line(s: &str) -> String {
 pub fn run_send(a: SendArgs) -> Result<()> {
     let (dest, items) = a.args.split_last().ok_or_else(|| usage("expected FILE|DIR... DEST"))?;
     let (server, path) = parse_dest(dest)?;
-    let items: Vec<PathBuf> = items.iter().map(PathBuf::from).collect();
-    for i in &items {
-        if !i.exists() {
-            return Err(usage(format!("{}: no such file or directory", i.display())));
-        }
+    let mut to_send = Vec::new();
+    for i in items {
+        to_send.extend(crate::scan_args::send_items(i, &a.disks, a.keep_layout)?);
     }
     if !transfer_session::control::CHUNK_RANGE.contains(&a.chunk) {
         return Err(usage(format!(
@@ -244,9 +255,9 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
     );
     let stop = AtomicBool::new(false);
-    let report = send(
+    let report = send_items(
         &cfg,
-        &items,
+        &to_send,
         &mut |p| {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);

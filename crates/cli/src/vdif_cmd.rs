@@ -23,7 +23,7 @@ use crate::{progress_bar, usage, ProblemsFound};
 const MAX_SKY_DELAY_S: f64 = 3600.0;
 
 /// Progress-bar layout for work measured in bytes.
-const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
+pub(crate) const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
 
 #[derive(Subcommand)]
 pub enum VdifCommand {
@@ -38,7 +38,7 @@ pub enum VdifCommand {
     /// Describe a VDIF file: station, threads, frame size, bits, channels, rate, start time,
     /// duration, invalid frames, gaps and garbage. Exit code 1 when problems are found.
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
     )]
     Inspect(InspectArgs),
     /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel,
@@ -57,6 +57,14 @@ pub enum VdifCommand {
     /// Print headers and decoded samples of the first frames as JSON lines (one per frame).
     #[command(after_help = "Example:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600")]
     Dump(DumpArgs),
+    /// Write a recorded FlexBuff vbs or Mark6 scan out as one continuous file (its blocks from
+    /// every disk, in order). Exit code 1 when blocks are missing.
+    #[command(after_help = crate::vdif_scan_cmd::GATHER_EXAMPLES)]
+    Gather(crate::vdif_scan_cmd::GatherArgs),
+    /// List the vbs and Mark6 scans on a set of disks: size, blocks, missing blocks, station,
+    /// first and last frame time (what jive5ab's scan_check? and a Mark6's list tell).
+    #[command(after_help = crate::vdif_scan_cmd::SCANS_EXAMPLES)]
+    Scans(crate::vdif_scan_cmd::ScansArgs),
 }
 
 /// What to synthesise: shared by `vdif gen` and `stream send --generate`.
@@ -276,6 +284,8 @@ pub fn run(cmd: VdifCommand) -> Result<()> {
         VdifCommand::Stats(a) => stats(a),
         VdifCommand::Dump(a) => dump(a),
         VdifCommand::Correlate(a) => correlate(a),
+        VdifCommand::Gather(a) => crate::vdif_scan_cmd::gather(a),
+        VdifCommand::Scans(a) => crate::vdif_scan_cmd::scans(a),
     }
 }
 

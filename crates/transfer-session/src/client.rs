@@ -4,6 +4,7 @@
 use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -16,7 +17,7 @@ use crate::blocks::{Geometry, Selection};
 use crate::control::{
     data_key, session_key, Msg, Offer, CLIENT_LABEL, HASHES_PER_MESSAGE, MAX_LINE, PROTOCOL_VERSION, SERVER_LABEL,
 };
-use crate::fileio::FileSource;
+use crate::fileio::{FileSource, ReadAt};
 use crate::hashing::{digest, FileDigest};
 use crate::udp::{drive_sender, Tick};
 use crate::{nonce, unexpected, SessionError, CONTROL_TIMEOUT};
@@ -82,12 +83,56 @@ pub struct SendProgress {
     pub rate_bps: f64,
 }
 
+/// What `send_items` sends.
+#[derive(Clone)]
+pub enum SendItem {
+    /// A file or directory, under its own name in the destination.
+    Path(PathBuf),
+    /// A file under `dest`, a path relative to the destination (`a/b/name`; its directories
+    /// are made).
+    FileAs {
+        /// The file.
+        path: PathBuf,
+        /// Where it lands.
+        dest: String,
+    },
+    /// `size` bytes read from `source` (a recorded scan), landing as the file `dest`.
+    Stream {
+        /// Where it lands, relative to the destination.
+        dest: String,
+        /// Bytes.
+        size: u64,
+        /// Modification time to offer (ns since 1970).
+        mtime_ns: u64,
+        /// Shown as the source in the report.
+        name: String,
+        /// What is read.
+        source: Arc<dyn ReadAt>,
+    },
+}
+
+/// Where a file's bytes come from.
+#[derive(Clone)]
+enum Source {
+    Path(PathBuf),
+    Stream(String, Arc<dyn ReadAt>),
+}
+
+impl Source {
+    fn name(&self) -> String {
+        match self {
+            Source::Path(p) => p.display().to_string(),
+            Source::Stream(n, _) => n.clone(),
+        }
+    }
+}
+
 /// One thing to send: a file or a directory to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 enum Item {
     Dir(String),
     File {
-        source: PathBuf,
+        source: Source,
         dest: String,
         size: u64,
         mtime_ns: u64,
@@ -110,7 +155,7 @@ fn file_item(source: &Path, dest: String) -> Result<Item, SessionError> {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     Ok(Item::File {
-        source: source.to_path_buf(),
+        source: Source::Path(source.to_path_buf()),
         dest,
         size: m.len(),
         mtime_ns,
@@ -137,6 +182,46 @@ fn walk(dir: &Path, dest: &str, out: &mut Vec<Item>) -> Result<(), SessionError>
         }
     }
     Ok(())
+}
+
+/// The directories above `rel` (`a/b/c` → `a`, `a/b`) not yet in `out`, then nothing else.
+fn parents(dest: &str, rel: &str, out: &mut Vec<Item>) {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for i in 1..parts.len() {
+        let d = join(dest, &parts[..i].join("/"));
+        if !out.iter().any(|it| matches!(it, Item::Dir(x) if *x == d)) {
+            out.push(Item::Dir(d));
+        }
+    }
+}
+
+fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, SessionError> {
+    let mut out = Vec::new();
+    for it in items {
+        match it {
+            SendItem::Path(p) => out.extend(plan(std::slice::from_ref(p), dest)?),
+            SendItem::FileAs { path, dest: rel } => {
+                parents(dest, rel, &mut out);
+                out.push(file_item(path, join(dest, rel))?);
+            }
+            SendItem::Stream {
+                dest: rel,
+                size,
+                mtime_ns,
+                name,
+                source,
+            } => {
+                parents(dest, rel, &mut out);
+                out.push(Item::File {
+                    source: Source::Stream(name.clone(), source.clone()),
+                    dest: join(dest, rel),
+                    size: *size,
+                    mtime_ns: *mtime_ns,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
@@ -215,6 +300,18 @@ pub fn send(
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
 ) -> Result<SendReport, SessionError> {
+    let items: Vec<SendItem> = items.iter().cloned().map(SendItem::Path).collect();
+    send_items(cfg, &items, progress, stop)
+}
+
+/// [`send`] for files, files under other names and streams (recorded scans landing as one
+/// continuous file).
+pub fn send_items(
+    cfg: &SendConfig,
+    items: &[SendItem],
+    progress: &mut dyn FnMut(&SendProgress),
+    stop: &AtomicBool,
+) -> Result<SendReport, SessionError> {
     if !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
         return Err(SessionError::Usage(format!(
             "chunk size {} outside {:?}",
@@ -223,7 +320,7 @@ pub fn send(
         )));
     }
     let block_size = cfg.block_size.max(1).div_ceil(u64::from(cfg.chunk_size)) * u64::from(cfg.chunk_size);
-    let plan = plan(items, &cfg.dest)?;
+    let plan = plan_items(items, &cfg.dest)?;
     let started = Instant::now();
     let cpu0 = ProcessCpu::read().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
@@ -303,7 +400,7 @@ fn send_file(
     ch: &mut Channel<Msg>,
     cfg: &SendConfig,
     sk: &[u8; 32],
-    source: &Path,
+    source: &Source,
     offer: Offer,
     prog: &mut SendProgress,
     progress: &mut dyn FnMut(&SendProgress),
@@ -311,13 +408,20 @@ fn send_file(
 ) -> Result<FileSendReport, SessionError> {
     let started = Instant::now();
     let mut rep = FileSendReport {
-        source: source.display().to_string(),
+        source: source.name(),
         path: offer.path.clone(),
         size: offer.size,
         ..FileSendReport::default()
     };
     prog.file = offer.path.clone();
-    let file = File::open(source).map_err(io_err(format!("opening {}", source.display())))?;
+    let opened;
+    let file: &dyn ReadAt = match source {
+        Source::Path(p) => {
+            opened = File::open(p).map_err(io_err(format!("opening {}", p.display())))?;
+            &opened
+        }
+        Source::Stream(_, r) => &**r,
+    };
     let g = Geometry {
         size: offer.size,
         block_size: offer.block_size,
@@ -340,7 +444,7 @@ fn send_file(
         // hash, including those it already holds, to re-verify them.
         let mut hasher = Some(s.spawn(|| {
             crate::lower_priority();
-            digest(&file, g, &|| hashing_stopped.load(Ordering::Relaxed))
+            digest(file, g, &|| hashing_stopped.load(Ordering::Relaxed))
         }));
         let mut file_digest: Option<FileDigest> = None;
         // Blocks the receiver held from an earlier attempt; they count as resumed once verified.
@@ -363,14 +467,14 @@ fn send_file(
             let (port, id) = (*udp_port, *session_id);
             let key = data_key(sk, id);
             let round = run_round(
-                ch, cfg, &file, selection, port, id, key, chunk_size, prog, progress, stop,
+                ch, cfg, file, selection, port, id, key, chunk_size, prog, progress, stop,
             )?;
             rep.rounds.push(round);
             if let Some(h) = hasher.take() {
                 let d = h
                     .join()
                     .map_err(|_| SessionError::Usage("hashing thread panicked".into()))?
-                    .map_err(io_err(format!("reading {}", source.display())))?
+                    .map_err(io_err(format!("reading {}", source.name())))?
                     .ok_or(SessionError::Interrupted)?;
                 file_digest = Some(d);
             }
@@ -428,7 +532,7 @@ fn send_file(
 fn run_round(
     ch: &mut Channel<Msg>,
     cfg: &SendConfig,
-    file: &File,
+    file: &dyn ReadAt,
     selection: Selection,
     udp_port: u16,
     session_id: u64,

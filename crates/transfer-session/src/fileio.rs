@@ -1,8 +1,35 @@
-//! The transfer protocol's [`Source`] and [`Sink`] over a real file, through a [`Selection`].
+//! The transfer protocol's [`Source`] and [`Sink`] over a real file, through a [`Selection`];
+//! [`ReadAt`], what a sender reads: a file, or anything read at offsets (a recorded scan).
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+
+/// Positional reads, shared by threads (the round's sender and the hasher read at once).
+pub trait ReadAt: Send + Sync {
+    /// Read at `offset` (a short read is normal; 0 at the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Fill `buf` from `offset`, or fail with `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReadAt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
 
 use transfer::{Sink, Source};
 
@@ -11,13 +38,13 @@ use crate::blocks::Selection;
 /// Reads the selected blocks of the sender's file as one virtual file (positional reads, so
 /// retransmissions read again from the page cache instead of being buffered).
 pub struct FileSource<'a> {
-    file: &'a File,
+    file: &'a dyn ReadAt,
     selection: Selection,
 }
 
 impl<'a> FileSource<'a> {
     /// Read `selection` of `file`.
-    pub fn new(file: &'a File, selection: Selection) -> Self {
+    pub fn new(file: &'a dyn ReadAt, selection: Selection) -> Self {
         FileSource { file, selection }
     }
 }

@@ -3,12 +3,12 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 use crate::blocks::Geometry;
+use crate::fileio::ReadAt;
 
 /// Hashes of one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub struct FileDigest {
 
 const READ: usize = 1 << 20;
 
-fn hash_block(file: &File, g: Geometry, b: u64, buf: &mut [u8], whole: &mut blake3::Hasher) -> io::Result<[u8; 32]> {
+fn hash_block(file: &dyn ReadAt, g: Geometry, b: u64, buf: &mut [u8], whole: &mut blake3::Hasher) -> io::Result<[u8; 32]> {
     let mut h = blake3::Hasher::new();
     let start = b * g.block_size;
     let end = start + g.block_len(b);
@@ -38,7 +38,7 @@ fn hash_block(file: &File, g: Geometry, b: u64, buf: &mut [u8], whole: &mut blak
 
 /// Read `file` once from the start, hashing each block and the whole. `should_stop` is polled
 /// between reads so an aborted transfer does not wait for a long file to be hashed.
-pub fn digest(file: &File, g: Geometry, should_stop: &dyn Fn() -> bool) -> io::Result<Option<FileDigest>> {
+pub fn digest(file: &dyn ReadAt, g: Geometry, should_stop: &dyn Fn() -> bool) -> io::Result<Option<FileDigest>> {
     let mut whole = blake3::Hasher::new();
     let mut blocks = Vec::with_capacity(g.blocks() as usize);
     let mut buf = vec![0u8; READ];
@@ -161,6 +161,7 @@ pub fn compare(d: FileDigest, g: Geometry, expected: &[[u8; 32]]) -> Verificatio
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn blocks_and_whole_match_blake3_and_corruption_is_located() {

@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use client::{send, CcChoice, SendConfig, SendProgress};
+pub use client::{send, send_items, CcChoice, SendConfig, SendItem, SendProgress};
+pub use fileio::ReadAt;
 pub use ctlchan::serve::{Limits, ServeStats};
 pub use server::{Server, ServerConfig, ServerEvent};
 

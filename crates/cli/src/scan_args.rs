@@ -123,6 +123,9 @@ impl RecordArgs {
                 "--format {layout} needs --scan NAME (e.g. --scan ev123_no0001)"
             ))
         })?;
+        if let Some(b) = self.block {
+            scanfmt::plan::BlockPlan::new(layout, b, 1).map_err(|e| usage(format!("--block: {e}")))?;
+        }
         scanfmt::name::NameTemplate::new(&scan, true)
             .or_else(|_| scanfmt::name::NameTemplate::new(&scan, false))
             .map_err(|e| usage(format!("--scan: {e}")))?;
@@ -179,7 +182,9 @@ pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Ve
     use transfer_session::SendItem;
     let Some(scan) = open_scan(Path::new(input), disks)? else {
         if keep_layout {
-            return Err(usage(format!("--keep-layout is for recorded scans (vbs://, mk6://), not {input}")));
+            return Err(usage(format!(
+                "--keep-layout is for recorded scans (vbs://, mk6://), not {input}"
+            )));
         }
         if !Path::new(input).exists() {
             return Err(usage(format!("{input}: no such file or directory")));

@@ -325,7 +325,7 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
 /// when known.
 fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
     Ok(if a.generate {
-        let (inputs, fps) = generate(&a)?;
+        let (inputs, fps) = generate(a)?;
         (inputs, a.fps.or(Some(fps)))
     } else {
         if !a.signal.stations.is_empty() {

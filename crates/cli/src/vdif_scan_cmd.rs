@@ -111,7 +111,8 @@ pub fn gather(a: GatherArgs) -> Result<()> {
         if n == 0 {
             break;
         }
-        w.write_all(&buf[..n]).with_context(|| format!("writing {}", a.out.display()))?;
+        w.write_all(&buf[..n])
+            .with_context(|| format!("writing {}", a.out.display()))?;
         written += n as u64;
         bar.set_position(written);
     }
@@ -159,13 +160,19 @@ pub fn scans(a: ScansArgs) -> Result<()> {
             Err(e) => return Err(e),
         };
         found_disks = true;
-        let search: &[Layout] = if a.disks.disks.is_empty() { &layouts[i..=i] } else { &layouts };
+        let search: &[Layout] = if a.disks.disks.is_empty() {
+            &layouts[i..=i]
+        } else {
+            &layouts
+        };
         let l = scanio::list_scans(search, &disks);
         list.disks.extend(l.disks);
         list.scans.extend(l.scans);
     }
     if !found_disks {
-        return Err(usage("no disks found at /mnt/disk* or /mnt/disks/*/*: give --disks DIR|GLOB"));
+        return Err(usage(
+            "no disks found at /mnt/disk* or /mnt/disks/*/*: give --disks DIR|GLOB",
+        ));
     }
     if a.output.emit(&list)? {
         println!("{} scan(s) on {} disk(s)", list.scans.len(), list.disks.len());
@@ -215,7 +222,10 @@ fn print_row(s: &ScanInfo) {
 }
 
 fn print_scan(s: &ScanInfo) {
-    println!("scan       {} ({} bytes in {} blocks, {} files)", s.url, s.bytes, s.blocks, s.files);
+    println!(
+        "scan       {} ({} bytes in {} blocks, {} files)",
+        s.url, s.bytes, s.blocks, s.files
+    );
     println!("disks      {}", s.disks.join(" "));
     println!("time       {}", span_text(s));
     println!(
@@ -228,7 +238,11 @@ fn print_scan(s: &ScanInfo) {
                 ": {}",
                 s.missing
                     .iter()
-                    .map(|[a, b]| if b - a == 1 { a.to_string() } else { format!("{a}-{}", b - 1) })
+                    .map(|[a, b]| if b - a == 1 {
+                        a.to_string()
+                    } else {
+                        format!("{a}-{}", b - 1)
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             )

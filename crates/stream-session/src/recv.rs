@@ -129,7 +129,7 @@ impl BoundReceiver {
             cfg.direct_io,
             cfg.split_threads,
         )
-        .map_err(io_err("set up the output and its writers"))?;
+        .map_err(io_err("set up the output directory (or disks) and its writers"))?;
         Ok(BoundReceiver {
             cfg,
             socks,

@@ -4,8 +4,8 @@
 use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use ctlchan::mac::{hex_encode, prove, verify};
@@ -118,7 +118,29 @@ enum Source {
     Stream(String, Arc<dyn ReadAt>),
 }
 
+/// An opened [`Source`].
+enum Opened {
+    File(File),
+    Stream(Arc<dyn ReadAt>),
+}
+
+impl Opened {
+    fn reader(&self) -> &dyn ReadAt {
+        match self {
+            Opened::File(f) => f,
+            Opened::Stream(r) => &**r,
+        }
+    }
+}
+
 impl Source {
+    fn open(&self) -> Result<Opened, SessionError> {
+        Ok(match self {
+            Source::Path(p) => Opened::File(File::open(p).map_err(io_err(format!("opening {}", p.display())))?),
+            Source::Stream(_, r) => Opened::Stream(r.clone()),
+        })
+    }
+
     fn name(&self) -> String {
         match self {
             Source::Path(p) => p.display().to_string(),
@@ -414,14 +436,8 @@ fn send_file(
         ..FileSendReport::default()
     };
     prog.file = offer.path.clone();
-    let opened;
-    let file: &dyn ReadAt = match source {
-        Source::Path(p) => {
-            opened = File::open(p).map_err(io_err(format!("opening {}", p.display())))?;
-            &opened
-        }
-        Source::Stream(_, r) => &**r,
-    };
+    let opened = source.open()?;
+    let file = opened.reader();
     let g = Geometry {
         size: offer.size,
         block_size: offer.block_size,

@@ -21,7 +21,13 @@ pub struct FileDigest {
 
 const READ: usize = 1 << 20;
 
-fn hash_block(file: &dyn ReadAt, g: Geometry, b: u64, buf: &mut [u8], whole: &mut blake3::Hasher) -> io::Result<[u8; 32]> {
+fn hash_block(
+    file: &dyn ReadAt,
+    g: Geometry,
+    b: u64,
+    buf: &mut [u8],
+    whole: &mut blake3::Hasher,
+) -> io::Result<[u8; 32]> {
     let mut h = blake3::Hasher::new();
     let start = b * g.block_size;
     let end = start + g.block_len(b);

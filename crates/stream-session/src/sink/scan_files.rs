@@ -375,3 +375,139 @@ fn salvage(o: &mut ScanOpen) -> Lost {
         filled: b.filled.min(lost),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::writer_process::{encode_op, WriterOutcome};
+    use super::super::{serve_writer_process, slot_bytes, WriteOp, DIRECT_ALIGN, FLUSH_BYTES_DIRECT};
+    use crate::ring::SharedRing;
+
+    fn encoded(ops: &[WriteOp]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for op in ops {
+            encode_op(op, &mut out).unwrap();
+        }
+        out
+    }
+
+    /// Records of a vbs or Mark6 recording on one disk: blocks `(number, frames, ended)` of
+    /// `frame_len`-byte frames planned `planned` frames long, each frame's bytes its index,
+    /// data placed in the ring as the receiver places it (at its offset within the file's
+    /// block). The ring, the records, and each block's data.
+    fn scan_records(
+        layout: scanfmt::Layout,
+        blocks: &[(u32, usize, bool)],
+        frame_len: usize,
+        planned: usize,
+    ) -> (SharedRing, Vec<u8>, Vec<Vec<u8>>) {
+        let records_per_block = 2;
+        let ring = SharedRing::create(
+            (blocks.len() * records_per_block) as u32,
+            slot_bytes(FLUSH_BYTES_DIRECT),
+        )
+        .unwrap();
+        let mut held = vec![false; ring.slots() as usize];
+        let (mut ops, mut datas, mut pos, mut k) = (Vec::new(), Vec::new(), 0usize, 0u8);
+        for &(number, n, ended) in blocks {
+            ops.push(WriteOp::Block {
+                station: 3,
+                scan: "s_dsEf".into(),
+                layout,
+                number,
+                planned: (planned * frame_len) as u64,
+                frame_len: frame_len as u64,
+            });
+            pos = match layout {
+                scanfmt::Layout::Vbs => 0,
+                scanfmt::Layout::Mk6 => pos + if pos == 0 { 28 } else { 8 },
+            };
+            let mut data = Vec::new();
+            for part in [n / 2, n - n / 2] {
+                let bytes: Vec<u8> = (0..part * frame_len)
+                    .map(|i| k.wrapping_add((i / frame_len) as u8))
+                    .collect();
+                k = k.wrapping_add(part as u8);
+                let at = pos % DIRECT_ALIGN;
+                let s = ring.try_take(&mut held).unwrap();
+                // SAFETY: `s` is held and this is its only slice.
+                unsafe { ring.slot_mut(s)[at..at + bytes.len()].copy_from_slice(&bytes) };
+                ring.hand_over(s);
+                held[s as usize] = false;
+                ops.push(WriteOp::Slot {
+                    station: 3,
+                    slot: s,
+                    at: at as u32,
+                    len: bytes.len() as u32,
+                    frames: part as u64,
+                    filled: 0,
+                    frame_len: frame_len as u64,
+                });
+                pos += bytes.len();
+                data.extend_from_slice(&bytes);
+            }
+            if ended {
+                ops.push(WriteOp::EndBlock { station: 3 });
+            }
+            datas.push(data);
+        }
+        (ring, encoded(&ops), datas)
+    }
+
+    fn read_scan(layout: scanfmt::Layout, dir: &Path) -> (Vec<u8>, scanfmt::results::ScanInfo) {
+        use std::io::Read;
+        let scan = scanio::Scan::open(layout, "s_dsEf", &[dir.to_path_buf()]).unwrap();
+        let info = scan.info();
+        let mut out = Vec::new();
+        scanio::ScanReader::new(std::sync::Arc::new(scan))
+            .read_to_end(&mut out)
+            .unwrap();
+        (out, info)
+    }
+
+    #[test]
+    fn the_writer_process_writes_scan_blocks_in_both_layouts_direct_or_not() {
+        // Blocks 0, 4 and 9 of a scan spread over other disks too; the last ends short.
+        for layout in [scanfmt::Layout::Vbs, scanfmt::Layout::Mk6] {
+            for direct in [false, true] {
+                let dir = tempfile::tempdir().unwrap();
+                let (ring, records, datas) = scan_records(layout, &[(0, 9, true), (4, 9, true), (9, 5, true)], 1000, 9);
+                let mut report = Vec::new();
+                serve_writer_process(dir.path(), &ring, direct, &records[..], &mut report).unwrap();
+                let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
+                assert_eq!(
+                    (outcome.error.as_deref(), outcome.not_written),
+                    (None, 0),
+                    "{layout} direct {direct}"
+                );
+                assert_eq!(outcome.scans[0].frames, 23);
+                assert_eq!(outcome.scans[0].blocks, 3);
+                let (back, info) = read_scan(layout, dir.path());
+                assert!(back == datas.concat(), "{layout} direct {direct}: the data differs");
+                assert_eq!(info.missing_blocks, 7, "blocks 1-3 and 5-8 are on other disks");
+                assert_eq!(info.truncated_blocks, 0, "the short block's header says its length");
+            }
+        }
+    }
+
+    #[test]
+    fn a_receiver_killed_mid_block_leaves_a_block_that_says_what_it_holds() {
+        for direct in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (ring, records, datas) = scan_records(scanfmt::Layout::Mk6, &[(0, 9, true), (1, 8, false)], 1000, 9);
+            // The input ends inside block 1's second record: its first 4 frames are written.
+            let cut = records.len() - 10;
+            let mut report = Vec::new();
+            serve_writer_process(dir.path(), &ring, direct, &records[..cut], &mut report).unwrap();
+            let (back, info) = read_scan(scanfmt::Layout::Mk6, dir.path());
+            assert_eq!(back.len(), 13 * 1000, "direct {direct}");
+            assert!(back[..] == datas.concat()[..13000]);
+            assert_eq!(
+                (info.truncated_blocks, info.blocks),
+                (0, 2),
+                "block 1's header was corrected"
+            );
+        }
+    }
+}

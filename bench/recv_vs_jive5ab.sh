@@ -16,6 +16,8 @@
 # Without a jive5ab binary the evlbi runs still happen and the peer is reported as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 SECS=${SECS:-10}
 RUNS=${RUNS:-3}
 RATE=${RATE:-4096M}
@@ -45,28 +47,11 @@ echo "== input: 2 s of $RATE (16 channels, 2 bit, 8000-byte data arrays, $FPS fr
 "$EVLBI" vdif gen --stations Ef --rate "$RATE" --channels 16 --frame 8000 --seconds 2 --out "$WORK/in" -q \
     --start 2026-11-23T12:00:00Z >/dev/null
 IN="$WORK/in/Ef.vdif"
-port() { python3 -c 'import socket, sys; s=socket.socket(socket.AF_INET, getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"; }
 # utime + stime (+ cutime + cstime: reaped children) of a process, clock ticks; 0 when gone.
 ticks() { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 send() {
     "$EVLBI" stream send --to "127.0.0.1:$1" --seq-format jive5ab "$IN" --rate "$RATE" --loop --duration "${SECS}s" \
         "${SEND_ARGS[@]}" --export-json "$2" 2>/dev/null
-}
-# Talk VSI-S to jive5ab on TCP port $1: one command per argument, the replies printed.
-vsi() {
-    python3 - "$@" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    try:
-        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
-        break
-    except OSError:
-        time.sleep(0.1)
-f = s.makefile("rwb")
-for c in sys.argv[2:]:
-    f.write((c + "\n").encode()); f.flush()
-    print(f.readline().decode().strip(), flush=True)
-PY
 }
 
 run_evlbi() { # $1 = run number

@@ -24,6 +24,8 @@
 # Without a jive5ab binary the evlbi cases still run and the peer is reported as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 SECS=${SECS:-60}
 RUNS=${RUNS:-3}
 RATE=${RATE:-4096M}
@@ -46,7 +48,6 @@ trap 'exit 130' INT TERM
 mkdir -p "$(dirname "$OUT")"
 TCK=$(getconf CLK_TCK)
 
-port() { python3 -c 'import socket, sys; s=socket.socket(socket.AF_INET, getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"; }
 # Frames per second per thread of one station at rate $1 with $2 threads (8000-byte data arrays).
 fps_of() { python3 -c "r='$1'; m={'K':1e3,'M':1e6,'G':1e9}; v=float(r[:-1])*m[r[-1]] if r[-1] in m else float(r); print(int(v/64000/$2))"; }
 mbps_of() { python3 -c "r='$1'; m={'K':1e3,'M':1e6,'G':1e9}; v=float(r[:-1])*m[r[-1]] if r[-1] in m else float(r); print(int(v/1e6))"; }
@@ -55,22 +56,6 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 watch_cpu() { ( while kill -0 "$1" 2>/dev/null; do t=$(ticks "$1"); [[ $t != 0 ]] && echo "$t" >"$2"; sleep 0.1; done ) & PIDS+=("$!"); }
 wait_listening() { for _ in $(seq 300); do grep -q "listening on" "$1" 2>/dev/null && return; sleep 0.1; done; }
 
-# Talk VSI-S to jive5ab on TCP port $1: one command per argument, the replies printed.
-vsi() {
-    python3 - "$@" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    try:
-        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
-        break
-    except OSError:
-        time.sleep(0.1)
-f = s.makefile("rwb")
-for c in sys.argv[2:]:
-    f.write((c + "\n").encode()); f.flush()
-    print(c, "→", f.readline().decode().strip(), flush=True)
-PY
-}
 
 # backend RATE SECS THREADS SENDERS PORT... : the real-time backend simulator.
 backend() {

@@ -3,7 +3,7 @@
 crates' code) and that no function grows past a screen without saying why.
 
 Rules (normal dependencies; dev-dependencies are free):
-  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr
+  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis
          depend on core crates only, never on a crate that does IO for them (libc, socket2,
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
   shell  netio ctlchan linkemu-tun *-session
@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 
-CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr"}
+CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis"}
 SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session"}
 VIEW = {"report"}
 BIN = {"evlbi"}

@@ -6,7 +6,7 @@ Rules (normal dependencies; dev-dependencies are free):
   core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis
          depend on core crates only, never on a crate that does IO for them (libc, socket2,
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
-  shell  netio ctlchan linkemu-tun *-session
+  shell  netio ctlchan linkemu-tun metrics daemon *-session
          depend on core and shell crates; a *-session crate never on another *-session.
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis"}
-SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session"}
+SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics"}
 VIEW = {"report"}
 BIN = {"evlbi"}
 DEV = {"testkit"}

@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis"}
-SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics"}
+SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon"}
 VIEW = {"report"}
 BIN = {"evlbi"}
 DEV = {"testkit"}

@@ -68,3 +68,52 @@ impl Metrics {
         }))
     }
 }
+
+/// `probe server`'s counts after `e`.
+pub fn probe_tally(s: &mut metrics::status::ProbeServerStatus, e: &probe_session::ServerEvent) {
+    use probe_session::ServerEvent as E;
+    match e {
+        E::Ready { .. } => s.trials += 1,
+        E::Finished { report, .. } => {
+            s.packets += report.unique_packets;
+            s.lost += report.lost_packets;
+            s.last_loss_fraction = report.loss_fraction;
+            s.last_rate_bps = report.user_rate_bps;
+        }
+        E::TcpFinished { report, .. } => {
+            s.tcp_bytes += report.bytes;
+            s.last_rate_bps = report.rate_bps;
+            if report.partial {
+                s.failed += 1;
+            }
+        }
+        E::Failed { .. } => s.failed += 1,
+    }
+}
+
+/// `evlbi recv`'s counts after `e`.
+pub fn transfer_tally(s: &mut metrics::status::TransferRecvStatus, e: &transfer_session::ServerEvent) {
+    use transfer_session::ServerEvent as E;
+    match e {
+        E::Connected(_) => s.sessions += 1,
+        E::Rejected(..) => s.refused += 1,
+        E::Ended(_, Some(_)) => s.sessions_failed += 1,
+        E::Ended(_, None) | E::Directory(_) | E::Round { .. } => {}
+        E::File(f) => {
+            if f.verified {
+                s.files_verified += 1;
+                s.bytes += f.size;
+            } else {
+                s.files_failed += 1;
+            }
+            s.bytes_received += f.size.saturating_sub(f.resumed_bytes);
+            s.datagrams += f.datagrams_received;
+            s.duplicate_datagrams += f.duplicate_datagrams;
+            s.rejected_datagrams += f.rejected + f.foreign.other_host + f.foreign.other_port + f.foreign.oversized;
+            s.rounds += u64::from(f.rounds);
+            s.last_file = Some(f.path.clone());
+            s.last_rate_bps =
+                (f.elapsed_s > 0.0).then(|| f.size.saturating_sub(f.resumed_bytes) as f64 * 8.0 / f.elapsed_s);
+        }
+    }
+}

@@ -59,6 +59,8 @@ pub struct RecvArgs {
     // same lines into FILE.
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 fn parse_handshake_timeout(s: &str) -> Result<Duration, String> {
@@ -153,21 +155,46 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
+    let metrics = a.metrics.start("recv")?;
+    let publisher = metrics.publisher("transfer_recv");
+    let mut counts = metrics::status::TransferRecvStatus::default();
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
-    server.serve(&stop, a.once, &mut |e| match e {
+    server.serve(&stop, a.once, &mut |e| {
+        if let Some(p) = &publisher {
+            crate::metrics_flag::transfer_tally(&mut counts, &e);
+            p.publish(metrics::Status::TransferRecv(counts.clone()));
+        }
+        recv_event(e, &mut lines, &mut failed)
+    })?;
+    if a.once && failed > 0 {
+        return Err(anyhow::anyhow!(ProblemsFound(format!(
+            "{failed} file(s) or session(s) failed"
+        ))));
+    }
+    Ok(())
+}
+
+/// What `evlbi recv` says about one event; failures counted in `failed`.
+fn recv_event(e: ServerEvent, lines: &mut crate::flags::JsonLines, failed: &mut u32) {
+    match e {
         ServerEvent::Connected(peer) => status!("{peer}: connected"),
         // Not counted as a failure: it never became a session (a port scan, a wrong key).
         ServerEvent::Rejected(peer, why) => status!("{peer}: refused before the session: {}", one_line(&why)),
         ServerEvent::Directory(d) => status!("  {d}/"),
-        ServerEvent::Round { path, round, udp_port, bytes } => {
+        ServerEvent::Round {
+            path,
+            round,
+            udp_port,
+            bytes,
+        } => {
             if round > 1 || bytes > 0 {
                 status!("  {path}: round {round}, {bytes} B expected on UDP {udp_port}")
             }
         }
         ServerEvent::File(f) => {
             if !f.verified {
-                failed += 1;
+                *failed += 1;
             }
             lines.emit(&f);
             if lines.to_stdout() {
@@ -191,17 +218,14 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ServerEvent::Ended(peer, err) => match err {
             None => status!("{peer}: session ended"),
             Some(e) => {
-                failed += 1;
-                status!("{peer}: session failed: {} (run the same `evlbi send` again to resume)", one_line(&e))
+                *failed += 1;
+                status!(
+                    "{peer}: session failed: {} (run the same `evlbi send` again to resume)",
+                    one_line(&e)
+                )
             }
         },
-    })?;
-    if a.once && failed > 0 {
-        return Err(anyhow::anyhow!(ProblemsFound(format!(
-            "{failed} file(s) or session(s) failed"
-        ))));
     }
-    Ok(())
 }
 
 /// Peer-supplied text on one line: a newline in it cannot forge a log line of ours.

@@ -300,3 +300,139 @@ fn the_live_page_shows_the_counts_moving_in_chromium() {
     );
     drop(send);
 }
+
+/// The value of the sample of `/metrics` whose line starts with `series`.
+fn sample(metrics: SocketAddr, series: &str) -> Option<f64> {
+    let (_, body) = http_get(metrics, "/metrics");
+    body.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Wait (bounded) until `series` reads `want`.
+fn until_sample(metrics: SocketAddr, series: &str, want: f64) {
+    let t0 = Instant::now();
+    let mut seen = None;
+    while t0.elapsed() < Duration::from_secs(30) {
+        seen = sample(metrics, series);
+        if seen == Some(want) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{series} = {seen:?}, expected {want}");
+}
+
+/// A server started on port 0 with `--metrics` on a free port; its control port.
+fn server_with_metrics(args: &[&str]) -> (Proc, u16, SocketAddr) {
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
+    let mut cmd = bin();
+    cmd.args(args).arg("--metrics").arg(metrics.to_string());
+    let (child, port, _log) = common::spawn_with_port(&mut cmd);
+    (Proc(child), port, metrics)
+}
+
+#[test]
+fn the_transfer_and_probe_servers_count_what_they_received() {
+    // evlbi recv: one file of 3 MB, verified.
+    let root = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let file = src.path().join("scan.vdif");
+    std::fs::write(&file, (0..3_000_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
+    let root_arg = root.path().to_str().unwrap();
+    let (_recv, port, metrics) = server_with_metrics(&["recv", "--listen", "127.0.0.1:0", "--root", root_arg]);
+    let o = bin()
+        .arg("send")
+        .arg(&file)
+        .arg(format!("127.0.0.1:{port}/"))
+        .args(["--cc", "fixed", "--rate", "200M", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    until_sample(
+        metrics,
+        "evlbi_transfer_files_total{source=\"transfer_recv\",outcome=\"verified\"}",
+        1.0,
+    );
+    until_sample(
+        metrics,
+        "evlbi_transfer_bytes_total{source=\"transfer_recv\"}",
+        3_000_000.0,
+    );
+    assert_eq!(
+        sample(
+            metrics,
+            "evlbi_transfer_sessions_total{source=\"transfer_recv\",outcome=\"ok\"}"
+        ),
+        Some(1.0)
+    );
+    // probe server: one trial of 2000 packets.
+    let (_probe, port, metrics) = server_with_metrics(&["probe", "server", "--bind", "127.0.0.1", "--port", "0"]);
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &format!("127.0.0.1:{port}"),
+            "--size",
+            "1472",
+            "--spacing",
+            "20us",
+        ])
+        .args(["--count", "2000", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got = r["receiver"]["unique_packets"].as_u64().unwrap();
+    until_sample(
+        metrics,
+        "evlbi_probe_packets_total{source=\"probe_server\"}",
+        got as f64,
+    );
+    assert_eq!(
+        sample(
+            metrics,
+            "evlbi_probe_trials_total{source=\"probe_server\",outcome=\"ok\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn linkemu_counts_what_it_forwards() {
+    if let Some(why) = common::Wan::skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let metrics = format!("127.0.0.1:{}", free_tcp_port());
+    let addr: SocketAddr = metrics.parse().unwrap();
+    let wan = common::Wan::start("met", &["--delay", "1ms", "--metrics", &metrics]);
+    // 50 datagrams from A to B (to the discard port: whether B answers does not matter).
+    let send = Command::new("ip")
+        .args(["netns", "exec", &wan.a, "python3", "-c"])
+        .arg(format!(
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             for _ in range(50): s.sendto(b'x' * 100, ('{}', 9))",
+            common::Wan::B_ADDR
+        ))
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
+    // Published once a second.
+    let series =
+        |fate: &str| format!("evlbi_linkemu_packets_total{{source=\"linkemu\",direction=\"a_to_b\",fate=\"{fate}\"}}");
+    let t0 = Instant::now();
+    loop {
+        let (got, fwd) = (sample(addr, &series("received")), sample(addr, &series("forwarded")));
+        if got.is_some_and(|n| n >= 50.0) && fwd.is_some_and(|n| n >= 50.0) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "linkemu a->b received {got:?}, forwarded {fwd:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(wan);
+}

@@ -109,6 +109,8 @@ pub struct SendArgs {
     key_file: Option<PathBuf>,
     #[command(flatten)]
     output: ResultOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 /// `HOST[:PORT][/PATH]` → address and path.
@@ -268,6 +270,9 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
     );
     let stop = AtomicBool::new(false);
+    let metrics = a.metrics.start("send")?;
+    let publisher = metrics.publisher("transfer_send");
+    let mut last_publish: Option<std::time::Instant> = None;
     let report = send(
         &cfg,
         &items,
@@ -275,6 +280,21 @@ pub fn run_send(a: SendArgs) -> Result<()> {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);
             bar.set_message(format!("{} @ {}", p.file, rate_fmt(p.rate_bps)));
+            // Progress comes every few milliseconds: a count a second is enough.
+            if let Some(pb) = publisher
+                .as_ref()
+                .filter(|_| last_publish.is_none_or(|t| t.elapsed().as_secs() >= 1))
+            {
+                last_publish = Some(std::time::Instant::now());
+                pb.publish(metrics::Status::TransferSend(metrics::status::TransferSendStatus {
+                    file: p.file.clone(),
+                    done_bytes: p.done_bytes,
+                    total_bytes: p.total_bytes,
+                    retransmitted_bytes: p.retransmitted_bytes,
+                    rate_bps: p.rate_bps,
+                    srtt_s: p.srtt.map(|d| d.as_secs_f64()),
+                }));
+            }
         },
         &stop,
     )

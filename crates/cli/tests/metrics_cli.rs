@@ -342,14 +342,46 @@ fn the_transfer_and_probe_servers_count_what_they_received() {
     std::fs::write(&file, (0..3_000_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
     let root_arg = root.path().to_str().unwrap();
     let (_recv, port, metrics) = server_with_metrics(&["recv", "--listen", "127.0.0.1:0", "--root", root_arg]);
-    let o = bin()
-        .arg("send")
-        .arg(&file)
-        .arg(format!("127.0.0.1:{port}/"))
-        .args(["--cc", "fixed", "--rate", "200M", "-q"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The sender, slow enough (3 MB at 8 Mb/s, 3 s) to be scraped while it sends.
+    let send_metrics: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
+    let mut sender = Proc(
+        bin()
+            .arg("send")
+            .arg(&file)
+            .arg(format!("127.0.0.1:{port}/"))
+            .args([
+                "--cc",
+                "fixed",
+                "--rate",
+                "8M",
+                "-q",
+                "--metrics",
+                &send_metrics.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    let (mut done, mut rtt) = (None, None);
+    while sender.0.try_wait().unwrap().is_none() {
+        if let Some(d) = sample(send_metrics, "evlbi_transfer_bytes_total{source=\"transfer_send\"}") {
+            done = Some(d);
+            rtt = sample(send_metrics, "evlbi_transfer_rtt_seconds{source=\"transfer_send\"}").or(rtt);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "evlbi send did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(sender.0.wait().unwrap().success());
+    assert!(
+        done.is_some_and(|d| d > 0.0 && d <= 3_000_000.0),
+        "bytes delivered while sending: {done:?}"
+    );
+    assert!(
+        rtt.is_some_and(|r| r > 0.0 && r < 1.0),
+        "round-trip time while sending: {rtt:?}"
+    );
     until_sample(
         metrics,
         "evlbi_transfer_files_total{source=\"transfer_recv\",outcome=\"verified\"}",

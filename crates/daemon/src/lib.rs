@@ -163,16 +163,19 @@ impl Daemon {
 
     /// A transfer that ended by itself (an error) is collected; its error kept for `status?`.
     fn reap(&self, st: &mut State) {
-        let ended = matches!(&st.running, Running::Recording(r) if r.has_ended());
-        if ended {
-            if let Running::Recording(r) = std::mem::replace(&mut st.running, Running::None) {
-                let kind = r.kind;
-                st.error = Some(match r.stop() {
-                    Ok(_) => format!("{} ended", kind.name()),
-                    Err(e) => format!("{} failed: {e}", kind.name()),
-                });
-            }
+        let ended = match &st.running {
+            Running::None => false,
+            Running::Recording(r) => r.has_ended(),
+            Running::Relay(r) => r.has_ended(),
+        };
+        if !ended {
+            return;
         }
+        let kind = st.running.kind().map_or("transfer", Kind::name);
+        st.error = Some(match self.stop_running(st) {
+            Ok(()) => format!("{kind} ended by itself"),
+            Err(e) => format!("{kind} failed: {e}"),
+        });
     }
 
     /// Refuse a setting while a transfer runs.
@@ -194,7 +197,7 @@ impl Daemon {
         }
     }
 
-    // Long: one arm per keyword, each a line or two; split, the table of keywords is lost.
+    /// One arm per keyword: settings here, transfers in their own methods.
     fn handle(&self, st: &mut State, r: Request) -> Answer {
         macro_rules! set {
             ($setting:expr, $query:expr, |$v:ident| $apply:expr) => {

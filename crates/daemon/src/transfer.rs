@@ -286,6 +286,11 @@ impl Relay {
         Ok(Relay::Running { to, stop, handle })
     }
 
+    /// It was running and ended by itself (an error).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Relay::Running { handle, .. } if handle.is_finished())
+    }
+
     /// Stop (if running) and close.
     pub fn stop(self) -> Result<Option<RelayReport>, String> {
         match self {

@@ -3,11 +3,12 @@
 //!
 //! Who may talk: connections from the loopback addresses and from the addresses of
 //! [`VsiLimits::allow`] only (VSI-S has no authentication, and the Field System none to give);
-//! any other peer is closed at once. A connection counts as pending until its first complete
-//! request: at most [`VsiLimits::pending`] wait at once (the oldest is closed for a new one, so
-//! a flood of idle connections never keeps the Field System out), each for
-//! [`VsiLimits::first_request`]. After its first request a connection is a session and may stay
-//! as long as it likes (the FS keeps one open all day); at most [`VsiLimits::sessions`] at once.
+//! any other peer is closed at once. A connection counts as pending until it sends a
+//! well-formed statement (garbage and overlong lines are answered, but do not make a session):
+//! at most [`VsiLimits::pending`] wait at once (the oldest is closed for a new one, so a flood of
+//! idle connections never keeps the Field System out), each for [`VsiLimits::first_request`].
+//! After its first statement a connection is a session and may stay as long as it likes (the
+//! FS keeps one open all day); at most [`VsiLimits::sessions`] at once.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -64,12 +65,7 @@ pub fn serve(
         max_active: limits.sessions,
     };
     let handler = |s: TcpStream, peer: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
-        let ip = peer.ip();
-        let v4 = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        if !(v4.is_loopback() || limits.allow.contains(&v4)) {
+        if !allowed(peer.ip(), &limits.allow) {
             let _ = s.shutdown(Shutdown::Both);
             return;
         }
@@ -77,6 +73,15 @@ pub fn serve(
         connection(s, t, daemon, stop);
     };
     ctlchan::serve::serve(listener, stop, &l, None, &handler, &mut |_| {})
+}
+
+/// A loopback peer, or one of `allow` (an IPv4 peer on an IPv6 socket counts as its IPv4).
+pub fn allowed(ip: IpAddr, allow: &[IpAddr]) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    ip.is_loopback() || allow.contains(&ip)
 }
 
 /// One connection: requests in, replies out, until it closes, misbehaves or `stop`.
@@ -100,7 +105,9 @@ fn connection(mut s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, stop: &Ato
         };
         framer.push(&buf[..n]);
         while let Some(event) = framer.poll() {
-            if !admitted {
+            // A session starts with the first real statement: garbage and overlong lines are
+            // answered but leave the connection pending, bounded in number and time.
+            if !admitted && holds_a_statement(&event) {
                 if let Err(e) = ticket.authenticated() {
                     let r = ReplyRepr::for_keyword("syntax", false, ReturnCode::Busy, [e.to_string()]);
                     let _ = s.write_all(format!("{r}\n").as_bytes());
@@ -113,6 +120,14 @@ fn connection(mut s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, stop: &Ato
                 return;
             }
         }
+    }
+}
+
+/// Whether a request holds at least one well-formed statement.
+fn holds_a_statement(event: &Event) -> bool {
+    match event {
+        Event::Request { text, .. } => split_request(text).iter().any(Result::is_ok),
+        Event::Overlong => false,
     }
 }
 
@@ -149,4 +164,22 @@ fn answer(daemon: &Daemon, event: Event) -> Vec<u8> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_and_allowed_peers_may_command() {
+        let fs: IpAddr = "10.1.1.5".parse().unwrap();
+        assert!(allowed("127.0.0.1".parse().unwrap(), &[]));
+        assert!(allowed("127.8.9.1".parse().unwrap(), &[]));
+        assert!(allowed("::1".parse().unwrap(), &[]));
+        assert!(allowed("::ffff:127.0.0.1".parse().unwrap(), &[]));
+        assert!(!allowed(fs, &[]));
+        assert!(allowed(fs, &[fs]));
+        assert!(allowed("::ffff:10.1.1.5".parse().unwrap(), &[fs]));
+        assert!(!allowed("10.1.1.6".parse().unwrap(), &[fs]));
+    }
 }

@@ -15,7 +15,7 @@ use crate::metrics_flag::MetricsArgs;
 use crate::units::parse_positive_duration;
 use crate::{usage, ProblemsFound};
 
-const ABOUT: &str = "The recorder daemon: takes VSI-S commands (jive5ab's protocol, what the Field System \
+pub const ABOUT: &str = "The recorder daemon: takes VSI-S commands (jive5ab's protocol, what the Field System \
 speaks) on --vsi and records scans, writes net2file recordings and relays to a correlator, one \
 transfer at a time. Replies use jive5ab's return codes: 0 done, 1 initiated, 2 query only, \
 4 failed, 6 not whilst a transfer is in progress, 7 no such keyword, 8 parameter error.\n\n\
@@ -23,7 +23,7 @@ Access: VSI-S has no authentication. The control port answers only peers on the 
 addresses and those given with --vsi-allow; every other connection is closed at once. The \
 default --vsi binds 127.0.0.1, so out of the box only this host can command it.";
 
-const EXAMPLES: &str = "Keywords: version? mode= threads= net_protocol= net_port= mtu= ipd= record=on:SCAN|off \
+pub const EXAMPLES: &str = "Keywords: version? mode= threads= net_protocol= net_port= mtu= ipd= record=on:SCAN|off \
 record? record=mk6:0|1 record_format= set_disks= net2file=open:NAME|close net2net=connect:HOST[:PORT[:IN]]|on|off \
 evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
 Examples:\n  \
@@ -35,7 +35,6 @@ printf 'evlbi? ;\\n' | nc -q1 127.0.0.1 2620\n  \
 evlbi serve --vsi 0.0.0.0:2620 --vsi-allow 10.1.1.5 --root /data";
 
 #[derive(Args)]
-#[command(long_about = ABOUT, after_help = EXAMPLES)]
 pub struct ServeArgs {
     /// The VSI-S control port, ADDR:PORT (2620 is the Mark5/jive5ab port).
     #[arg(long, default_value = "127.0.0.1:2620", value_name = "ADDR:PORT")]

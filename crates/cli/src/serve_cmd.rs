@@ -16,8 +16,8 @@ use crate::units::parse_positive_duration;
 use crate::{usage, ProblemsFound};
 
 pub const ABOUT: &str = "The recorder daemon: takes VSI-S commands (jive5ab's protocol, what the Field System \
-speaks) on --vsi and records scans, writes net2file recordings and relays to a correlator, one \
-transfer at a time. Replies use jive5ab's return codes: 0 done, 1 initiated, 2 query only, \
+speaks) on --vsi and records scans, writes net2file recordings, relays to a correlator (net2net) or sends it \
+a test stream of the mode (fill2net), one transfer at a time. Replies use jive5ab's return codes: 0 done, 1 initiated, 2 query only, \
 4 failed, 6 not whilst a transfer is in progress, 7 no such keyword, 8 parameter error.\n\n\
 Access: VSI-S has no authentication. The control port answers only peers on the loopback \
 addresses and those given with --vsi-allow; every other connection is closed at once. The \
@@ -25,7 +25,7 @@ default --vsi binds 127.0.0.1, so out of the box only this host can command it."
 
 pub const EXAMPLES: &str = "Keywords: version? mode= threads= net_protocol= net_port= mtu= ipd= record=on:SCAN|off \
 record? record=mk6:0|1 record_format= set_disks= net2file=open:NAME|close net2net=connect:HOST[:PORT[:IN]]|on|off \
-evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
+fill2net=connect:HOST[:PORT[:STATION]]|on|off evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
 Examples:\n  \
 evlbi serve --root /data --metrics 127.0.0.1:9200\n  \
 # the Field System's session, by hand:\n  \

@@ -444,3 +444,48 @@ fn bad_input_and_idle_connections_cost_the_scan_nothing() {
         .and_then(|v| v.parse::<u64>().ok());
     assert!(overlong >= Some(2), "{overlong:?}");
 }
+
+/// `fill2net`: the daemon sends synthetic VDIF of the mode to a correlator (a link test before
+/// the observation); every frame arrives, none is filled.
+#[test]
+fn fill2net_sends_the_mode_to_a_correlator() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    let mut fs = Vsi::connect(serve.vsi);
+    assert_eq!(
+        fs.ask("fill2net = connect : 127.0.0.1 ;").code,
+        ReturnCode::Conflict,
+        "no mode yet"
+    );
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps ;");
+    fs.ok(&format!("fill2net = connect : 127.0.0.1 : {} : Ef ;", corr.port));
+    assert_eq!(fs.ok("fill2net? ;")[0], "connected");
+    assert_eq!(fs.ask("record = on : s ;").code, ReturnCode::Conflict);
+    fs.ok("fill2net = on ;");
+    // Sending at the mode's rate (8000 frames/s) for a while.
+    let t0 = Instant::now();
+    loop {
+        let f = fs.ok("fill2net? ;");
+        if f[0] == "active" && f[2].parse::<u64>().unwrap() > 8032 * 8000 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "fill2net sent too little: {f:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    fs.ok("fill2net = off ;");
+    assert_eq!(fs.ok("fill2net? ;"), ["inactive"]);
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("Ef: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    let frames: u64 = line[4..].split(' ').next().unwrap().parse().unwrap();
+    assert!(frames > 8000 && line.contains("(0 filled invalid"), "{line}");
+    let _ = serve;
+}

@@ -2,8 +2,9 @@
 //!
 //! [`Daemon::execute`] answers one statement: settings (`mode`, `net_protocol`, `net_port`,
 //! `mtu`, `ipd`, `threads`, `record_format`, `set_disks`) are kept in [`settings::Settings`];
-//! `record = on : SCAN`, `net2file = open : NAME` and `net2net = connect/on/off` start and
-//! stop one transfer at a time on the stream sessions ([`transfer`]); `evlbi?`, `tstat?`,
+//! `record = on : SCAN`, `net2file = open : NAME`, `net2net = connect/on/off` (a relay) and
+//! `fill2net = connect/on/off` (a test stream of the mode) start and stop one transfer at a time
+//! on the stream sessions ([`transfer`]); `evlbi?`, `tstat?`,
 //! `status?`, `record?` read the counts the running transfer publishes each interval (the same
 //! ones `--metrics` exports). Settings cannot change while a transfer runs (return code 6,
 //! `not whilst record is in progress`), queries always work. [`vsi::serve`] is the control port.
@@ -20,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use metrics::status::ServeStatus;
 use metrics::{Hub, Publisher, Status};
-use vsis::command::{Net2File, Net2Net, Record, RecordFormat, Request, Setting};
+use vsis::command::{Fill2Net, Net2File, Net2Net, Record, RecordFormat, Request, Setting};
 use vsis::evlbi::{EvlbiStats, UnixTime};
 use vsis::{ReplyRepr, ReturnCode, StatementRepr};
 
@@ -29,13 +30,14 @@ pub mod transfer;
 pub mod vsi;
 
 use settings::Settings;
-use transfer::{Kind, Recording, Relay, TransferEnv};
+use transfer::{Fill, Kind, Recording, Relay, TransferEnv};
 
 /// The one transfer running, if any.
 enum Running {
     None,
     Recording(Recording),
     Relay(Relay),
+    Fill(Fill),
 }
 
 impl Running {
@@ -44,6 +46,7 @@ impl Running {
             Running::None => None,
             Running::Recording(r) => Some(r.kind),
             Running::Relay(_) => Some(Kind::Net2Net),
+            Running::Fill(_) => Some(Kind::Fill2Net),
         }
     }
 }
@@ -81,17 +84,19 @@ pub struct Daemon {
     hub: Arc<Hub>,
     record_pub: Publisher,
     relay_pub: Publisher,
+    fill_pub: Publisher,
     serve_pub: Publisher,
     state: Mutex<State>,
 }
 
 impl Daemon {
     /// A daemon recording below `env.root`, publishing to `hub` (sources `record`, `net2net`,
-    /// `serve`).
+    /// `fill2net`, `serve`).
     pub fn new(env: TransferEnv, version: &str, hub: Arc<Hub>) -> Result<Daemon, metrics::HubError> {
         let d = Daemon {
             record_pub: hub.source("record")?,
             relay_pub: hub.source("net2net")?,
+            fill_pub: hub.source("fill2net")?,
             serve_pub: hub.source("serve")?,
             hub,
             env,
@@ -156,6 +161,7 @@ impl Daemon {
             Running::None => None,
             Running::Recording(r) => Some(r.name.clone()),
             Running::Relay(r) => Some(r.to().to_string()),
+            Running::Fill(f) => Some(f.to().to_string()),
         };
         c.scans = st.scans;
         self.serve_pub.publish(Status::Serve(c));
@@ -167,6 +173,7 @@ impl Daemon {
             Running::None => false,
             Running::Recording(r) => r.has_ended(),
             Running::Relay(r) => r.has_ended(),
+            Running::Fill(f) => f.has_ended(),
         };
         if !ended {
             return;
@@ -194,6 +201,7 @@ impl Daemon {
             Running::None => Ok(()),
             Running::Recording(r) => r.stop().map(|_| ()),
             Running::Relay(r) => r.stop().map(|_| ()),
+            Running::Fill(f) => f.stop(),
         }
     }
 
@@ -246,6 +254,7 @@ impl Daemon {
             Request::Record(r) => self.record(st, r),
             Request::Net2File(n) => self.net2file(st, n),
             Request::Net2Net(n) => self.net2net(st, n),
+            Request::Fill2Net(f) => self.fill2net(st, f),
             Request::Evlbi(fmt) => {
                 let stats = self.evlbi_stats(st);
                 let fmt = fmt.as_deref().unwrap_or(vsis::evlbi::DEFAULT_FORMAT);
@@ -377,9 +386,62 @@ impl Daemon {
         }
     }
 
+    fn fill2net(&self, st: &mut State, f: Fill2Net) -> Answer {
+        match f {
+            Fill2Net::Query => match &st.running {
+                Running::Fill(f @ Fill::Connected { .. }) => ok(vec!["connected".into(), f.to().to_string()]),
+                Running::Fill(f) => ok(vec![
+                    "active".into(),
+                    f.to().to_string(),
+                    self.counts(Kind::Fill2Net).map_or(0, |c| c.3).to_string(),
+                ]),
+                _ => ok(vec!["inactive".into()]),
+            },
+            Fill2Net::Connect { host, port, station } => {
+                if let Err(a) = Self::idle(st) {
+                    return a;
+                }
+                match transfer::connect_fill(&host, port, station, &st.settings) {
+                    Ok(f) => {
+                        st.running = Running::Fill(f);
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                }
+            }
+            Fill2Net::On => match std::mem::replace(&mut st.running, Running::None) {
+                Running::Fill(f) => match f.start(&st.settings, self.fill_pub.clone()) {
+                    Ok(f) => {
+                        st.running = Running::Fill(f);
+                        st.tstat = None;
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                },
+                other => {
+                    st.running = other;
+                    refuse(ReturnCode::Conflict, "not connected, send fill2net = connect first")
+                }
+            },
+            Fill2Net::Off => {
+                if !matches!(st.running, Running::Fill(_)) {
+                    return refuse(ReturnCode::Conflict, "Not doing fill2net");
+                }
+                match self.stop_running(st) {
+                    Ok(()) => ok(vec![]),
+                    Err(e) => refuse(ReturnCode::Failed, e),
+                }
+            }
+        }
+    }
+
     /// The latest counts of a transfer kind: `evlbi?` statistics, bytes in, bytes out.
     fn counts(&self, kind: Kind) -> Option<(EvlbiStats, f64, u64, u64)> {
-        let name = if kind == Kind::Net2Net { "net2net" } else { "record" };
+        let name = match kind {
+            Kind::Net2Net => "net2net",
+            Kind::Fill2Net => "fill2net",
+            Kind::Record | Kind::Net2File => "record",
+        };
         let snap = self.hub.snapshot();
         let (_, status) = snap.iter().find(|(n, _)| n == name)?;
         match &**status {
@@ -394,6 +456,12 @@ impl Daemon {
                 s.elapsed_s,
                 s.datagrams.bytes,
                 transfer::relayed_bytes(s),
+            )),
+            Status::StreamSend(s) => Some((
+                EvlbiStats::default(),
+                s.elapsed_s,
+                0,
+                s.stations.iter().map(|x| x.bytes_sent).sum(),
             )),
             _ => None,
         }
@@ -418,10 +486,9 @@ impl Daemon {
             return ok(vec!["0.0".into(), "no_transfer".into()]);
         };
         let (_, t, bytes_in, bytes_out) = self.counts(kind).unwrap_or_default();
-        let out_name = if kind == Kind::Net2Net {
-            "NetWriter"
-        } else {
-            "FileWriter"
+        let out_name = match kind {
+            Kind::Net2Net | Kind::Fill2Net => "NetWriter",
+            Kind::Record | Kind::Net2File => "FileWriter",
         };
         if !query {
             let now = unix_now();
@@ -474,7 +541,7 @@ impl Daemon {
                 w |= 0x3 << 3;
                 w |= match k {
                     Kind::Record | Kind::Net2File => 1 << 6,
-                    Kind::Net2Net => 1 << 16,
+                    Kind::Net2Net | Kind::Fill2Net => 1 << 16,
                 };
             }
         }

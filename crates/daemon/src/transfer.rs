@@ -42,6 +42,8 @@ pub enum Kind {
     Net2File,
     /// `net2net`.
     Net2Net,
+    /// `fill2net`.
+    Fill2Net,
 }
 
 impl Kind {
@@ -51,6 +53,7 @@ impl Kind {
             Kind::Record => "record",
             Kind::Net2File => "net2file",
             Kind::Net2Net => "net2net",
+            Kind::Fill2Net => "fill2net",
         }
     }
 }
@@ -201,11 +204,7 @@ pub fn connect_relay(
     let port = port
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
-    let to = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
-        .find(SocketAddr::is_ipv4)
-        .ok_or_else(|| failed(format!("{host} has no IPv4 address")))?;
+    let to = resolve(host, port)?;
     let input = seq_format(input.unwrap_or(settings.protocol));
     let output = seq_format(settings.protocol);
     if input != SeqFormat::Native {
@@ -304,6 +303,198 @@ impl Relay {
             }
         }
     }
+}
+
+/// `fill2net`: synthetic VDIF of the mode sent to a host, bound (`connect`) or sending (`on`).
+pub enum Fill {
+    /// Destination chosen, nothing sent.
+    Connected {
+        /// Destination.
+        to: SocketAddr,
+        /// Station code in the headers.
+        station: String,
+    },
+    /// Sending on its thread.
+    Running {
+        /// Destination.
+        to: SocketAddr,
+        /// Set to stop it.
+        stop: Arc<AtomicBool>,
+        /// Its thread.
+        handle: JoinHandle<Result<stream_session::report::SendReport, String>>,
+    },
+}
+
+/// Resolve `host:port` to an IPv4 address.
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| failed(format!("{host} has no IPv4 address")))
+}
+
+/// Choose where `fill2net` sends; the mode must say what to generate.
+pub fn connect_fill(
+    host: &str,
+    port: Option<u16>,
+    station: Option<String>,
+    settings: &Settings,
+) -> Result<Fill, StartError> {
+    let mode = settings
+        .mode
+        .as_ref()
+        .ok_or_else(|| conflict("mode not set: fill2net sends data of the mode"))?;
+    settings.frames_per_second().map_err(conflict)?;
+    if mode.bits > 2 || mode.complex || mode.legacy {
+        return Err(conflict(format!(
+            "fill2net generates real 1- or 2-bit VDIF, not mode {}",
+            mode.text
+        )));
+    }
+    let port = port
+        .or(settings.ports.first().map(|p| p.port))
+        .unwrap_or(crate::settings::DEFAULT_PORT);
+    let station = station.unwrap_or_else(|| "FL".into());
+    vdif::parse_station(&station).map_err(|e| conflict(e.to_string()))?;
+    Ok(Fill::Connected {
+        to: resolve(host, port)?,
+        station,
+    })
+}
+
+/// Most data rate `fill2net` generates (one second of it is held in memory).
+const FILL_MAX_BPS: f64 = 4.096e9;
+
+impl Fill {
+    /// Where it sends.
+    pub fn to(&self) -> SocketAddr {
+        match self {
+            Fill::Connected { to, .. } | Fill::Running { to, .. } => *to,
+        }
+    }
+
+    /// It was sending and ended by itself (an error).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Fill::Running { handle, .. } if handle.is_finished())
+    }
+
+    /// Start sending: one second of the mode's data is generated on the sender's thread, then
+    /// sent in a loop, each frame at its VDIF time (a backend simulator), until `off`.
+    pub fn start(self, settings: &Settings, publisher: Publisher) -> Result<Fill, StartError> {
+        let Fill::Connected { to, station } = self else {
+            return Ok(self);
+        };
+        let mode = settings.mode.clone().ok_or_else(|| conflict("mode not set"))?;
+        if mode.rate_bps() > FILL_MAX_BPS {
+            return Err(conflict(format!(
+                "fill2net generates at most {} Gb/s",
+                FILL_MAX_BPS / 1e9
+            )));
+        }
+        let (threads, format) = (settings.threads, seq_format(settings.protocol));
+        let fps = settings.frames_per_second().map_err(conflict)?;
+        publisher.clear();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("fill2net".into())
+            .spawn(move || {
+                let data = generate(&mode, threads, &station)?;
+                let cfg = stream_session::send::SendConfig {
+                    to,
+                    board_to: Vec::new(),
+                    inputs: vec![stream_session::send::Input::Memory {
+                        name: format!("fill2net:{station}"),
+                        data,
+                    }],
+                    fps,
+                    rate_bps: Some(mode.rate_bps()),
+                    format,
+                    duration: None,
+                    loop_files: true,
+                    arq_latency: None,
+                    inject_loss: 0.0,
+                    seed: 1,
+                    sndbuf: 8 << 20,
+                    burst: 1,
+                    spin: netio::pacer::DEFAULT_SPIN,
+                    max_lag: stream_session::send::DEFAULT_MAX_LAG,
+                    catch_up: stream_session::send::DEFAULT_CATCH_UP,
+                    senders: 1,
+                    realtime: true,
+                };
+                let p = publisher.clone();
+                let observer: stream_session::Observer<stream::results::SendStatus> = Box::new(move |s| {
+                    p.publish(Status::StreamSend(s));
+                });
+                let r =
+                    stream_session::send::run_sender_observed(cfg, &flag, Some(observer)).map_err(|e| e.to_string());
+                if let Ok(report) = &r {
+                    publisher.publish_final(Status::StreamSend(stream::results::SendStatus {
+                        elapsed_s: report.duration_s,
+                        stations: report.stations.clone(),
+                        senders: report.senders.clone(),
+                        arq: report.arq,
+                    }));
+                }
+                r
+            })
+            .map_err(|e| failed(format!("cannot start the fill2net thread: {e}")))?;
+        Ok(Fill::Running { to, stop, handle })
+    }
+
+    /// Stop (if sending) and close.
+    pub fn stop(self) -> Result<(), String> {
+        match self {
+            Fill::Connected { .. } => Ok(()),
+            Fill::Running { stop, handle, .. } => {
+                stop.store(true, Ordering::Relaxed);
+                handle
+                    .join()
+                    .map_err(|_| "the fill2net thread panicked".to_string())?
+                    .map(|_| ())
+            }
+        }
+    }
+}
+
+/// One second of `mode` for `station` over `threads` threads, starting this second.
+fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<u8>, String> {
+    let layout = vdif::layout::FrameLayout::new(
+        mode.rate_bps(),
+        mode.bits as u8,
+        mode.channels,
+        u32::from(threads),
+        mode.payload as usize,
+    )
+    .map_err(|e| e.to_string())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
+    let (ref_epoch, start_seconds) =
+        vdif::time::to_epoch(now.as_secs() as i64).ok_or("the clock is outside the VDIF epochs")?;
+    let id = vdif::parse_station(station).map_err(|e| e.to_string())?;
+    let config = vdif::gen::GenConfig {
+        layout,
+        stations: vec![vdif::gen::StationSpec {
+            name: vdif::station_name(id),
+            id,
+            delay_s: 0.0,
+        }],
+        seconds: 1,
+        ref_epoch,
+        start_seconds,
+        snr: 0.0,
+        tone_hz: None,
+        tone_amplitude: 0.0,
+        seed: 1,
+    };
+    let mut data = Vec::new();
+    vdif::gen::Generator::new(config)
+        .write_station(0, &mut data, |_| {})
+        .map_err(|e| e.to_string())?;
+    Ok(data)
 }
 
 /// A new directory `name` on `disk` below `root`, none of it a symbolic link. When `name`

@@ -18,6 +18,7 @@
 //! | `set_disks` | directories the recordings go to | count and list |
 //! | `net2file` | `open : NAME`, `close` | `active : bytes` or `inactive : 0` |
 //! | `net2net` | `connect : HOST [: PORT [: input protocol]]`, `on`, `off` (`disconnect`, `close`) | state, destination, bytes |
+//! | `fill2net` | `connect : HOST [: PORT [: STATION]]`, `on`, `off` (`disconnect`): send synthetic VDIF of the mode | state, destination, frames |
 //! | `evlbi` | a format of its own ([`crate::evlbi`]) | the statistics in the default format |
 //! | `tstat` | counters with a timestamp | rates since the last `tstat?` |
 //! | `status` | — | the status word |
@@ -211,6 +212,27 @@ pub enum Net2Net {
     Off,
 }
 
+/// `fill2net`: send synthetic VDIF of the mode to another host (jive5ab sends a fill
+/// pattern; a link test before the observation either way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fill2Net {
+    /// `fill2net? ;`
+    Query,
+    /// `fill2net = connect : HOST [: PORT [: STATION]] ;`
+    Connect {
+        /// Destination host.
+        host: String,
+        /// Destination port (default: the first `net_port`).
+        port: Option<u16>,
+        /// Station code in the headers (default `FL`).
+        station: Option<String>,
+    },
+    /// `fill2net = on ;`
+    On,
+    /// `fill2net = off ;` (or `disconnect`)
+    Off,
+}
+
 /// A statement this recorder understands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -238,6 +260,8 @@ pub enum Request {
     Net2File(Net2File),
     /// `net2net`.
     Net2Net(Net2Net),
+    /// `fill2net`.
+    Fill2Net(Fill2Net),
     /// `evlbi? ;` (`None`) or `evlbi = fmt… ;`.
     Evlbi(Option<String>),
     /// `tstat? ;` (true) or `tstat = ;` (false).
@@ -275,6 +299,7 @@ impl Request {
             "set_disks" => setting(s, disks).map(Request::SetDisks),
             "net2file" => net2file(s).map(Request::Net2File),
             "net2net" => net2net(s).map(Request::Net2Net),
+            "fill2net" => fill2net(s).map(Request::Fill2Net),
             "evlbi" => Ok(Request::Evlbi((!s.query).then(|| f.join(" : ")))),
             "tstat" => Ok(Request::Tstat(s.query)),
             _ => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
@@ -486,13 +511,7 @@ fn net2net(s: &StatementRepr) -> Result<Net2Net, CommandError> {
     let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
     match arg(0) {
         "connect" => {
-            let host = needed(arg(1))?;
-            let hostish = host.len() <= 253 && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
-            if !hostish {
-                return Err(CommandError::param(format!(
-                    "host '{host}' is not a host name or IPv4 address"
-                )));
-            }
+            let host = host(arg(1))?;
             let port = match arg(2) {
                 "" => None,
                 p => Some(number(p, 1, 65_535, "port")?),
@@ -511,6 +530,46 @@ fn net2net(s: &StatementRepr) -> Result<Net2Net, CommandError> {
         "off" | "disconnect" | "close" => Ok(Net2Net::Off),
         "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
         other => Err(CommandError::param(format!("net2net = {other}: connect, on or off"))),
+    }
+}
+
+/// A destination host: a name or an IPv4 address, nothing else.
+fn host(h: &str) -> Result<&str, CommandError> {
+    let h = needed(h)?;
+    if h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        Ok(h)
+    } else {
+        Err(CommandError::param(format!(
+            "host '{h}' is not a host name or IPv4 address"
+        )))
+    }
+}
+
+fn fill2net(s: &StatementRepr) -> Result<Fill2Net, CommandError> {
+    if s.query {
+        return Ok(Fill2Net::Query);
+    }
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    match arg(0) {
+        "connect" => {
+            let host = host(arg(1))?.to_string();
+            let port = match arg(2) {
+                "" => None,
+                p => Some(number(p, 1, 65_535, "port")?),
+            };
+            let station = match arg(3) {
+                "" => None,
+                st if (1..=2).contains(&st.len()) && st.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+                    Some(st.to_string())
+                }
+                st => return Err(CommandError::param(format!("station '{st}': a two-letter code"))),
+            };
+            Ok(Fill2Net::Connect { host, port, station })
+        }
+        "on" => Ok(Fill2Net::On),
+        "off" | "disconnect" | "close" => Ok(Fill2Net::Off),
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::param(format!("fill2net = {other}: connect, on or off"))),
     }
 }
 
@@ -593,6 +652,15 @@ mod tests {
             }))
         );
         assert_eq!(parse("net2net = disconnect ;"), Ok(Request::Net2Net(Net2Net::Off)));
+        assert_eq!(
+            parse("fill2net = connect : 10.0.0.2 : 46227 : Ef ;"),
+            Ok(Request::Fill2Net(Fill2Net::Connect {
+                host: "10.0.0.2".into(),
+                port: Some(46227),
+                station: Some("Ef".into()),
+            }))
+        );
+        assert_eq!(parse("fill2net = on ;"), Ok(Request::Fill2Net(Fill2Net::On)));
         assert_eq!(parse("evlbi = %t : %l ;"), Ok(Request::Evlbi(Some("%t : %l".into()))));
         assert_eq!(parse("evlbi? ;"), Ok(Request::Evlbi(None)));
         assert_eq!(parse("tstat = ;"), Ok(Request::Tstat(false)));
@@ -641,6 +709,8 @@ mod tests {
             "net2net = connect ;",
             "net2net = connect : h : 0 ;",
             "net2net = jump ;",
+            "fill2net = connect : h : 1 : Effelsberg ;",
+            "fill2net = sideways ;",
         ] {
             let all = split_request(bad.as_bytes());
             let Some(Ok(s)) = all.first() else { continue };

@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -53,6 +55,17 @@ pub struct ServeArgs {
     /// Time a control connection has to send its first request.
     #[arg(long, value_parser = parse_positive_duration, default_value = "60s")]
     first_request_timeout: Duration,
+    /// Also serve path measurements (`evlbi probe server`) on this control address, so the
+    /// correlator can probe the path to the station between scans.
+    #[arg(long, value_name = "ADDR:PORT")]
+    probe_server: Option<SocketAddr>,
+    /// Also receive files (`evlbi recv`: recorded scans shipped back, schedules) on this
+    /// control address; they land below --root.
+    #[arg(long, value_name = "ADDR:PORT")]
+    recv_listen: Option<SocketAddr>,
+    /// Pre-shared key the --probe-server and --recv-listen peers must prove.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
     #[command(flatten)]
     metrics: MetricsArgs,
     /// For measurements only: file writes in a thread of this process, not a writer process.
@@ -95,6 +108,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         root.display()
     );
     let stop = crate::stream_cmd::stop_flag()?;
+    let services = start_services(&a, &root, &metrics, &stop)?;
     let limits = VsiLimits {
         allow: a.vsi_allow.clone(),
         first_request: a.first_request_timeout,
@@ -102,6 +116,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     };
     let stats = daemon::vsi::serve(&listener, &daemon, &limits, &stop).context("serving the control port")?;
     let end = daemon.shutdown();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in services {
+        let _ = s.join();
+    }
     status!(
         "evlbi serve: stopped; {} control connection(s), {} closed while idle",
         stats.accepted,
@@ -111,4 +129,55 @@ pub fn run(a: ServeArgs) -> Result<()> {
         Some(e) => Err(ProblemsFound(format!("stopping the running transfer: {e}")).into()),
         None => Ok(()),
     }
+}
+
+/// The probe server and the file receiver beside the recorder, each on its own thread until
+/// `stop`, their counts published as `probe_server` and `transfer_recv`.
+fn start_services(
+    a: &ServeArgs,
+    root: &std::path::Path,
+    metrics: &crate::metrics_flag::Metrics,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let key = crate::read_key(&a.key_file)?;
+    let mut threads = Vec::new();
+    if let Some(listen) = a.probe_server {
+        let mut cfg = probe_session::ServerConfig::new(listen);
+        cfg.key = key.clone();
+        let server = probe_session::Server::bind(cfg).with_context(|| format!("--probe-server {listen}"))?;
+        status!("evlbi serve: probe server on {} (TCP)", server.local_addr()?);
+        let (publisher, stop) = (metrics.hub().source("probe_server")?, stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut counts = metrics::status::ProbeServerStatus::default();
+            let r = server.serve(&stop, None, |e| {
+                crate::metrics_flag::probe_tally(&mut counts, &e);
+                publisher.publish(metrics::Status::ProbeServer(counts.clone()));
+            });
+            if let Err(e) = r {
+                status!("evlbi serve: probe server stopped: {e}");
+            }
+        }));
+    }
+    if let Some(listen) = a.recv_listen {
+        let mut cfg = transfer_session::ServerConfig::new(listen, root.to_path_buf());
+        cfg.key = key;
+        let server = transfer_session::Server::bind(cfg).with_context(|| format!("--recv-listen {listen}"))?;
+        status!(
+            "evlbi serve: file receiver on {} (TCP), files below {}",
+            server.local_addr()?,
+            root.display()
+        );
+        let (publisher, stop) = (metrics.hub().source("transfer_recv")?, stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut counts = metrics::status::TransferRecvStatus::default();
+            let r = server.serve(&stop, false, &mut |e| {
+                crate::metrics_flag::transfer_tally(&mut counts, &e);
+                publisher.publish(metrics::Status::TransferRecv(counts.clone()));
+            });
+            if let Err(e) = r {
+                status!("evlbi serve: file receiver stopped: {e}");
+            }
+        }));
+    }
+    Ok(threads)
 }

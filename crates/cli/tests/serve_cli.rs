@@ -64,6 +64,11 @@ struct Serve {
 
 impl Serve {
     fn start(root: &Path) -> Serve {
+        Serve::start_with(root, &[]).0
+    }
+
+    /// Started with `extra` options; also the lines it printed until both addresses were known.
+    fn start_with(root: &Path, extra: &[&str]) -> (Serve, Vec<String>) {
         let mut child = bin()
             .args([
                 "serve",
@@ -76,6 +81,7 @@ impl Serve {
             ])
             .arg("--root")
             .arg(root)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -89,10 +95,12 @@ impl Serve {
         });
         let proc = Proc(child);
         let (mut vsi, mut metrics) = (None, None);
+        let mut lines = Vec::new();
         while vsi.is_none() || metrics.is_none() {
             let line = log
                 .recv_timeout(Duration::from_secs(10))
                 .expect("evlbi serve did not print its addresses");
+            lines.push(line.clone());
             let addr_after = |tag: &str| {
                 line.split(tag)
                     .nth(1)
@@ -102,11 +110,32 @@ impl Serve {
             metrics = metrics.or(addr_after("metrics: http://"));
             vsi = vsi.or(addr_after("VSI-S on "));
         }
-        Serve {
-            _proc: proc,
-            vsi: vsi.unwrap(),
-            metrics: metrics.unwrap(),
-            log,
+        (
+            Serve {
+                _proc: proc,
+                vsi: vsi.unwrap(),
+                metrics: metrics.unwrap(),
+                log,
+            },
+            lines,
+        )
+    }
+
+    /// The address printed after `tag` in a line of its log (read on, bounded, if needed).
+    fn address_after(&self, seen: &mut Vec<String>, tag: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            if let Some(a) = seen
+                .iter()
+                .find_map(|l| l.split(tag).nth(1))
+                .and_then(|r| r.split(' ').next())
+            {
+                return a.to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no '{tag}' in {seen:?}");
+            if let Ok(l) = self.log.recv_timeout(Duration::from_millis(200)) {
+                seen.push(l);
+            }
         }
     }
 }
@@ -488,4 +517,65 @@ fn fill2net_sends_the_mode_to_a_correlator() {
     let frames: u64 = line[4..].split(' ').next().unwrap().parse().unwrap();
     assert!(frames > 8000 && line.contains("(0 filled invalid"), "{line}");
     let _ = serve;
+}
+
+/// The probe server and the file receiver run beside the recorder, counted in its metrics.
+#[test]
+fn the_daemon_also_serves_path_probes_and_file_transfers() {
+    let root = tempfile::tempdir().unwrap();
+    let (serve, mut lines) = Serve::start_with(
+        root.path(),
+        &["--probe-server", "127.0.0.1:0", "--recv-listen", "127.0.0.1:0"],
+    );
+    let probe = serve.address_after(&mut lines, "probe server on ");
+    let recv = serve.address_after(&mut lines, "file receiver on ");
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &probe,
+            "--size",
+            "1472",
+            "--spacing",
+            "20us",
+            "--count",
+            "2000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got = r["receiver"]["unique_packets"].as_u64().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let file = src.path().join("schedule.vex");
+    std::fs::write(&file, b"$EXPER = r41066;\n".repeat(1000)).unwrap();
+    let o = bin()
+        .arg("send")
+        .arg(&file)
+        .arg(format!("{recv}/incoming"))
+        .args(["--cc", "fixed", "--rate", "100M", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(root.path().join("incoming/schedule.vex")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+    let value = |series: &str| {
+        let (_, m) = http_get(serve.metrics, "/metrics");
+        m.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let t0 = Instant::now();
+    while value("evlbi_transfer_files_total{source=\"transfer_recv\",outcome=\"verified\"}") != Some(1) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the file receiver's count did not show"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(value("evlbi_probe_packets_total{source=\"probe_server\"}"), Some(got));
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
-use stream_session::send::{run_sender, Input, SendConfig};
+use stream_session::send::{run_sender_observed, Input, SendConfig};
 use stream_session::sink::{run_writer_process, WriterPlacement};
 
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
@@ -172,6 +172,8 @@ pub struct SendArgs {
     output: JsonOutput,
     #[command(flatten)]
     legacy_out: LegacyJsonOut,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 #[derive(Args)]
@@ -247,6 +249,8 @@ pub struct RecvArgs {
     interval: Duration,
     #[command(flatten)]
     output: JsonOutputOldFile,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -363,7 +367,9 @@ fn send(a: SendArgs) -> Result<()> {
         realtime: a.generate && a.signal.start_is_now(),
     };
     let stop = stop_flag()?;
-    let r = run_sender(cfg, &stop).map_err(|e| match e {
+    let metrics = a.metrics.start("stream send")?;
+    let observer = metrics.observer("stream_send", metrics::Status::StreamSend);
+    let r = run_sender_observed(cfg, &stop, observer).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
@@ -372,74 +378,79 @@ fn send(a: SendArgs) -> Result<()> {
         status!("warning: {w}");
     }
     if text {
-        for s in &r.stations {
-            let g = &s.departure_gap_ns;
-            status!(
-                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
-                s.station,
-                s.file,
-                s.frames_sent,
-                r.duration_s,
-                si_fmt(s.achieved_rate_bps),
-                si_fmt(s.rate_bps),
-                us_fmt(g.p50),
-                us_fmt(g.p99),
-                us_fmt(g.stdev.map(|v| v.round() as u64)),
-                s.spacing_us,
-                if s.injected_drops > 0 {
-                    format!(", {} dropped on purpose", s.injected_drops)
-                } else {
-                    String::new()
-                }
-            );
-            if s.slips > 0 {
-                status!(
-                    "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
-                    s.station,
-                    s.slips,
-                    s.slipped_s * 1e3
-                );
-            }
-        }
-        if r.senders.len() > 1 {
-            for (i, b) in r.senders.iter().enumerate() {
-                status!(
-                    "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
-                    i + 1,
-                    b.local_addr,
-                    b.to,
-                    b.threads,
-                    b.frames_sent,
-                    si_fmt(b.achieved_rate_bps)
-                );
-            }
-        }
-        if let Some(q) = &r.arq {
-            status!(
-                "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
-                q.naks,
-                q.asked,
-                q.resent,
-                q.resent_bytes,
-                q.unavailable
-            );
-        }
-        if r.rejected_control > 0 {
-            status!(
-                "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
-                r.rejected_control
-            );
-        }
-        status!(
-            "sender CPU {:.0} % user + {:.0} % system of one core",
-            r.cpu.user,
-            r.cpu.system
-        );
+        send_summary(&r);
     }
     if r.interrupted {
         return Err(ProblemsFound("interrupted".into()).into());
     }
     Ok(())
+}
+
+/// The closing lines of `stream send`: per station, per sender, ARQ, CPU.
+fn send_summary(r: &stream_session::report::SendReport) {
+    for s in &r.stations {
+        let g = &s.departure_gap_ns;
+        status!(
+            "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
+            s.station,
+            s.file,
+            s.frames_sent,
+            r.duration_s,
+            si_fmt(s.achieved_rate_bps),
+            si_fmt(s.rate_bps),
+            us_fmt(g.p50),
+            us_fmt(g.p99),
+            us_fmt(g.stdev.map(|v| v.round() as u64)),
+            s.spacing_us,
+            if s.injected_drops > 0 {
+                format!(", {} dropped on purpose", s.injected_drops)
+            } else {
+                String::new()
+            }
+        );
+        if s.slips > 0 {
+            status!(
+                "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
+                s.station,
+                s.slips,
+                s.slipped_s * 1e3
+            );
+        }
+    }
+    if r.senders.len() > 1 {
+        for (i, b) in r.senders.iter().enumerate() {
+            status!(
+                "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
+                i + 1,
+                b.local_addr,
+                b.to,
+                b.threads,
+                b.frames_sent,
+                si_fmt(b.achieved_rate_bps)
+            );
+        }
+    }
+    if let Some(q) = &r.arq {
+        status!(
+            "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
+            q.naks,
+            q.asked,
+            q.resent,
+            q.resent_bytes,
+            q.unavailable
+        );
+    }
+    if r.rejected_control > 0 {
+        status!(
+            "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
+            r.rejected_control
+        );
+    }
+    status!(
+        "sender CPU {:.0} % user + {:.0} % system of one core",
+        r.cpu.user,
+        r.cpu.system
+    );
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
@@ -462,6 +473,11 @@ fn recv(a: RecvArgs) -> Result<()> {
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
+    let metrics = a.metrics.start("stream recv")?;
+    let bound = match metrics.observer("stream_recv", metrics::Status::StreamRecv) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {

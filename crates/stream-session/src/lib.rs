@@ -20,6 +20,10 @@ pub mod sink;
 
 use thiserror::Error;
 
+/// Takes a running loop's counts once per live interval (`--metrics`, `evlbi serve`). It runs
+/// on the data path's thread: it must only hand the value over (a channel, a swap), never wait.
+pub type Observer<T> = Box<dyn FnMut(T) + Send>;
+
 /// Why a stream session could not run.
 #[derive(Debug, Error)]
 pub enum SessionError {

@@ -22,7 +22,8 @@ use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
 use crate::sink::{FileSink, WriterPlacement};
-use crate::SessionError;
+use crate::{Observer, SessionError};
+use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.
 const QUEUE_BATCHES: usize = 32;
@@ -118,6 +119,7 @@ pub struct BoundRelay {
     grants: Vec<netio::BufferGrant>,
     wire: Wire,
     tee: FileSink,
+    observer: Option<Observer<RelayStatus>>,
 }
 
 impl BoundRelay {
@@ -156,7 +158,14 @@ impl BoundRelay {
             grants,
             wire,
             tee,
+            observer: None,
         })
+    }
+
+    /// Hand `observer` the counts so far at every live interval.
+    pub fn observe(mut self, observer: Observer<RelayStatus>) -> BoundRelay {
+        self.observer = Some(observer);
+        self
     }
 
     /// The input addresses actually bound.
@@ -178,6 +187,7 @@ impl BoundRelay {
             grants,
             mut wire,
             mut tee,
+            mut observer,
         } = self;
         let started = Instant::now();
         // Sleeps that end on time: departures are due every few microseconds.
@@ -268,7 +278,21 @@ impl BoundRelay {
             }
             if now >= t.next_live {
                 let drops = input_drops(&readers);
-                live(&tally.line(now, t.first, cfg.interval, &relay, drops));
+                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
+                if let Some(observe) = observer.as_mut() {
+                    observe(RelayStatus {
+                        elapsed_s: line.elapsed_s,
+                        in_rate_bps: line.in_rate_bps,
+                        datagrams: *relay.counters(),
+                        senders: relay.senders(),
+                        stations: relay.stations(),
+                        output: relay.output(),
+                        arq: relay.arq_stats(),
+                        kernel_drops: drops,
+                        queued: line.queued,
+                    });
+                }
+                live(&line);
                 t.next_live += cfg.interval;
             }
         };

@@ -10,8 +10,8 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use vdif::gen::{GenConfig, Generator, StationOutput, StationSpec};
-use vdif::inspect::{inspect, InspectReport};
-use vdif::stats::{SamplerStats, StateCounter};
+use vdif::inspect::{inspect, InspectReport, Inspector};
+use vdif::stats::{Part, SamplerStats, StateCounter, Verdict};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
@@ -64,9 +64,13 @@ pub struct SignalArgs {
     /// Station codes, comma separated: two ASCII characters each (Ef, Wb, Jb) or numeric ids.
     #[arg(long, value_delimiter = ',')]
     pub stations: Vec<String>,
-    /// Bits per sample: 1 or 2.
+    /// Bits per sample: 1 or 2 (of each of I and Q with --complex).
     #[arg(long, default_value_t = 2)]
     bits: u8,
+    /// Complex sampling: each sample is I and Q (`bits` each), the band per channel equals the
+    /// sample rate, and sky delays are whole complex samples.
+    #[arg(long)]
+    complex: bool,
     /// Channels per station (split evenly over threads; a power of two per thread).
     #[arg(long, default_value_t = 8)]
     channels: u32,
@@ -112,7 +116,7 @@ impl SignalArgs {
     }
 
     pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {
-        let layout = FrameLayout::new(rate, self.bits, self.channels, self.threads, self.frame)
+        let layout = FrameLayout::with_complex(rate, self.bits, self.channels, self.threads, self.frame, self.complex)
             .map_err(|e| usage(e.to_string()))?;
         if self.stations.is_empty() {
             return Err(usage("--stations is required (e.g. --stations Ef,Wb)"));
@@ -127,11 +131,11 @@ impl SignalArgs {
             return Err(usage("--seconds must be at least 1"));
         }
         if let Some(f) = self.tone {
-            if !(f > 0.0 && f < layout.sample_rate_hz / 2.0) {
+            // A complex channel's band is as wide as its sample rate, a real one's half that.
+            let band = layout.sample_rate_hz / if layout.complex { 1.0 } else { 2.0 };
+            if !(f > 0.0 && f < band) {
                 return Err(usage(format!(
-                    "--tone {} Hz must lie inside the channel band (0, {} Hz)",
-                    f,
-                    layout.sample_rate_hz / 2.0
+                    "--tone {f} Hz must lie inside the channel band (0, {band} Hz)"
                 )));
             }
         }
@@ -241,6 +245,9 @@ pub struct CorrelateArgs {
     /// Stop after this many frames of the thread (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
+    /// S/N a peak needs to count as a fringe; below it the result says "no fringe" (exit 1).
+    #[arg(long, default_value_t = fxcorr::DEFAULT_MIN_SNR)]
+    min_snr: f64,
     #[command(flatten)]
     output: JsonOutput,
 }
@@ -367,12 +374,13 @@ fn gen(a: GenArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "generated {} station(s) x {} s from {}: {}b/s, {}-bit, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
+        "generated {} station(s) x {} s from {}: {}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
         report.stations.len(),
         a.seconds,
         report.start_utc,
         si_fmt(layout.rate_bps),
         layout.bits,
+        if layout.complex { "complex" } else { "real" },
         layout.channels,
         layout.threads,
         layout.frame_len,
@@ -437,33 +445,48 @@ struct FileReport {
     report: InspectReport,
 }
 
+/// One file of `vdif inspect --json`: its report, or why there is none.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FileResult {
+    Report(Box<FileReport>),
+    Failed { file: PathBuf, error: String },
+}
+
 fn inspect_files(a: InspectArgs) -> Result<()> {
-    let mut reports = Vec::new();
+    let mut results = Vec::new();
     let mut failures = Vec::new();
     for path in &a.files {
-        match inspect(open(path)?, a.fps, |_, _| {}) {
+        let inspected = open(path).and_then(|r| inspect(r, a.fps, |_, _| {}).map_err(anyhow::Error::from));
+        match inspected {
             Ok(report) => {
                 if !report.problems.is_empty() {
                     failures.push(format!("{}: {}", path.display(), report.problems.join("; ")));
                 }
-                reports.push(FileReport {
+                results.push(FileResult::Report(Box::new(FileReport {
                     file: path.clone(),
                     report,
-                });
+                })));
             }
             Err(e) => {
-                failures.push(format!("{}: {e}", path.display()));
+                failures.push(format!("{}: {e:#}", path.display()));
+                results.push(FileResult::Failed {
+                    file: path.clone(),
+                    error: format!("{e:#}"),
+                });
             }
         }
     }
-    let text = if reports.len() == 1 && a.files.len() == 1 {
-        a.output.emit(&reports[0])?
+    let text = if a.files.len() == 1 {
+        a.output.emit(&results[0])?
     } else {
-        a.output.emit(&reports)?
+        a.output.emit(&results)?
     };
     if text {
-        for r in &reports {
-            print_inspect(r);
+        for r in &results {
+            if let FileResult::Report(r) = r {
+                print_inspect(r);
+            }
         }
     }
     if failures.is_empty() {
@@ -480,7 +503,17 @@ fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
 fn print_inspect(f: &FileReport) {
     let r = &f.report;
     println!("file       {} ({} bytes)", f.file.display(), r.file_bytes);
-    println!("station    {} (id {})", opt(&r.station), opt(&r.station_id));
+    if r.stations.len() > 1 {
+        println!("stations   {}", r.stations.len());
+        for s in &r.stations {
+            println!(
+                "  {:<8} (id {}) {} frames, threads {:?}",
+                s.station, s.station_id, s.frames, s.threads
+            );
+        }
+    } else {
+        println!("station    {} (id {})", opt(&r.station), opt(&r.station_id));
+    }
     println!("threads    {} {:?}", r.threads.len(), r.threads);
     println!(
         "frames     {} of {} bytes ({}-byte header{}, EDV {})",
@@ -505,7 +538,7 @@ fn print_inspect(f: &FileReport) {
             si_fmt(r.sample_rate_hz.unwrap_or(0.0)),
             si_fmt(r.data_rate_bps.unwrap_or(0.0))
         ),
-        None => println!("rate       unknown (file shorter than a second; pass --fps)"),
+        None => println!("rate       unknown (no thread crosses a second; pass --fps)"),
     }
     println!(
         "time       {} .. {} ({} s)",
@@ -515,13 +548,19 @@ fn print_inspect(f: &FileReport) {
     );
     println!("invalid    {} frame(s)", r.invalid_frames);
     println!(
-        "missing    {} frame(s) in {} gap(s); {} out of order",
-        r.missing_frames, r.gaps, r.out_of_order_frames
+        "missing    {} frame(s) in {} gap(s){}; {} out of order",
+        r.missing_frames,
+        r.gaps,
+        if r.frames_per_second.is_none() {
+            " within seconds"
+        } else {
+            ""
+        },
+        r.out_of_order_frames
     );
     println!(
         "garbage    {} byte(s) in {} region(s)",
-        r.garbage_bytes,
-        r.garbage.len()
+        r.garbage_bytes, r.garbage_regions
     );
     for n in &r.notes {
         println!("note       {n}");
@@ -530,69 +569,95 @@ fn print_inspect(f: &FileReport) {
         println!("verdict    OK");
     } else {
         println!("verdict    {} problem(s):", r.problems.len());
-        for p in r.problems.iter().take(vdif::inspect::MAX_LISTED) {
+        for p in &r.problems {
             println!("  - {p}");
         }
     }
 }
 
 fn stats(a: StatsArgs) -> Result<()> {
+    let name = a.file.display().to_string();
+    // The inspection pass runs alongside, so garbage, truncation and a file that is not VDIF
+    // are reported here exactly as `vdif inspect` reports them.
+    let mut inspector = Inspector::new(None);
     let mut counter: Option<StateCounter> = None;
-    let mut unsupported = None;
     let mut n = 0u64;
     for ev in FrameScanner::new(open(&a.file)?) {
-        let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
-        if let ScanEvent::Frame { header, bytes, .. } = ev {
-            if header.complex || header.bits_per_sample > 2 {
-                unsupported = Some((header.bits_per_sample, header.complex));
-                break;
-            }
-            let c = counter.get_or_insert_with(|| StateCounter::new(header.bits_per_sample, header.channels()));
-            c.add(&header, &bytes[header.header_len()..]);
+        let ev = ev.with_context(|| format!("reading {name}"))?;
+        inspector.event(&ev);
+        if let ScanEvent::Frame { header, bytes, .. } = &ev {
+            let c = match &mut counter {
+                Some(c) => c,
+                None => counter.insert(StateCounter::for_header(header).map_err(|e| anyhow!("{name}: {e}"))?),
+            };
+            c.add(header, &bytes[header.header_len()..]);
             n += 1;
             if a.max_frames > 0 && n >= a.max_frames {
                 break;
             }
         }
     }
-    if let Some((bits, complex)) = unsupported {
-        return Err(anyhow!(
-            "{}: state counts need real 1- or 2-bit data, this file has {}-bit {} samples",
-            a.file.display(),
-            bits,
-            if complex { "complex" } else { "real" }
+    let scan = inspector.finish().map_err(|e| anyhow!("{name}: {e}"))?;
+    let Some(counter) = counter else {
+        return Err(anyhow!("{name}: no VDIF frames found"));
+    };
+    let mut stats: SamplerStats = counter.finish();
+    stats.bytes_skipped = scan.garbage_bytes + scan.truncated.map_or(0, |(_, len, _)| len);
+    stats.problems = scan.problems;
+    if counter.uncounted_frames() > 0 {
+        stats.problems.push(format!(
+            "{} frame(s) of further station/thread streams not counted (memory bound)",
+            counter.uncounted_frames()
         ));
     }
-    let stats: SamplerStats = counter
-        .ok_or_else(|| {
-            anyhow!(
-                "{}: no VDIF frames found (try `evlbi vdif inspect` for details)",
-                a.file.display()
-            )
-        })?
-        .finish();
-    if !a.output.emit(&stats)? {
-        return Ok(());
+    if stats.verdict == Verdict::Bad {
+        stats
+            .problems
+            .push("sampler states far from the Gaussian expectation (verdict bad)".into());
     }
+    if a.output.emit(&stats)? {
+        print_stats(&name, &stats);
+    }
+    if stats.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!(ProblemsFound(format!("{name}: {}", stats.problems.join("; ")))))
+    }
+}
+
+fn print_stats(name: &str, stats: &SamplerStats) {
     println!(
-        "{}: {} frames, {}-bit, {} invalid frame(s) skipped",
-        a.file.display(),
+        "{name}: {} frames, {}-bit {}, {} invalid frame(s) skipped, {} byte(s) not frames",
         stats.frames,
         stats.bits,
-        stats.invalid_frames_skipped
+        if stats.complex { "complex" } else { "real" },
+        stats.invalid_frames_skipped,
+        stats.bytes_skipped
     );
     let heads: &[&str] = if stats.bits == 2 {
         &["--", "-", "+", "++"]
     } else {
         &["-", "+"]
     };
-    print!("thread chan     samples");
+    let stations = stats.channels.iter().any(|c| c.station != stats.channels[0].station);
+    print!(
+        "{}thread chan{}     samples",
+        if stations { "station " } else { "" },
+        if stats.complex { " part" } else { "" }
+    );
     for h in heads {
         print!(" {h:>7}");
     }
     println!("  thresh/σ  verdict");
     for c in &stats.channels {
-        print!("{:>6} {:>4} {:>11}", c.thread, c.channel, c.samples);
+        if stations {
+            print!("{:<8}", c.station);
+        }
+        print!("{:>6} {:>4}", c.thread, c.channel);
+        if stats.complex {
+            print!(" {:>4}", if c.part == Part::I { "I" } else { "Q" });
+        }
+        print!(" {:>11}", c.samples);
         for f in &c.fractions {
             print!(" {:>6.2}%", f * 100.0);
         }
@@ -603,14 +668,17 @@ fn stats(a: StatsArgs) -> Result<()> {
         );
     }
     if let Some(c) = stats.channels.first() {
-        print!("{:<23}", "expected (Gaussian)");
+        let width = 23 + if stats.complex { 5 } else { 0 } + if stations { 8 } else { 0 };
+        print!("{:<width$}", "expected (Gaussian)");
         for f in &c.expected {
             print!(" {:>6.2}%", f * 100.0);
         }
         println!("  {:>8}", if stats.bits == 2 { "0.982" } else { "-" });
     }
+    for p in &stats.problems {
+        println!("problem: {p}");
+    }
     println!("verdict: {:?}", stats.verdict);
-    Ok(())
 }
 
 fn correlate(a: CorrelateArgs) -> Result<()> {
@@ -623,16 +691,30 @@ fn correlate(a: CorrelateArgs) -> Result<()> {
         channel: a.channel,
         fft_len: a.fft,
         max_frames: a.max_frames,
+        min_snr: a.min_snr,
     };
     let fringe = fxcorr::correlate(open(&a.a)?, open(&a.b)?, config, rate).map_err(|e| match e {
         fxcorr::CorrelateError::Parameter(m) => usage(m),
         other => anyhow!(other),
     })?;
-    if !a.output.emit(&fringe)? {
-        return Ok(());
+    if a.output.emit(&fringe)? {
+        print_fringe(&a, &fringe);
     }
+    if fringe.detected {
+        Ok(())
+    } else {
+        Err(anyhow!(ProblemsFound(format!(
+            "{} x {}: no fringe above S/N {}",
+            a.a.display(),
+            a.b.display(),
+            a.min_snr
+        ))))
+    }
+}
+
+fn print_fringe(a: &CorrelateArgs, fringe: &fxcorr::Fringe) {
     println!(
-        "{} x {}: thread {} channel {}, {} frames paired, {} used ({:.2}% valid), {} samples",
+        "{} x {}: thread {} channel {}, {} frames paired, {} used ({:.2}% valid), {} {} samples",
         a.a.display(),
         a.b.display(),
         a.thread,
@@ -640,18 +722,37 @@ fn correlate(a: CorrelateArgs) -> Result<()> {
         fringe.frames_paired,
         fringe.frames_used,
         fringe.valid_fraction * 100.0,
-        fringe.samples
+        fringe.samples,
+        if fringe.complex { "complex" } else { "real" }
     );
-    println!(
-        "fringe: delay {} samples{}, amplitude {:.5}, S/N {:.1}",
+    let delay = format!(
+        "delay {} samples{}",
         fringe.delay_samples,
         fringe
             .delay_s
-            .map_or(String::new(), |d| format!(" ({:.4} us)", d * 1e6)),
-        fringe.amplitude,
-        fringe.snr
+            .map_or(String::new(), |d| format!(" ({:.4} us)", d * 1e6))
     );
-    Ok(())
+    if fringe.detected {
+        println!(
+            "fringe: {delay}, |amplitude| {:.5}, S/N {:.1}",
+            fringe.amplitude, fringe.snr
+        );
+    } else {
+        println!(
+            "no fringe above S/N {}: the highest peak, {delay}, |amplitude| {:.5}, S/N {:.1}, is noise",
+            fringe.config.min_snr, fringe.amplitude, fringe.snr
+        );
+    }
+}
+
+/// Decoded samples of a frame, per channel.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Samples {
+    /// `[channel][time]` values.
+    Real(Vec<Vec<f32>>),
+    /// `[channel][time]` as `[I, Q]` pairs.
+    Complex(Vec<Vec<[f32; 2]>>),
 }
 
 #[derive(Serialize)]
@@ -660,8 +761,27 @@ struct DumpLine {
     header: vdif::VdifHeader,
     station: String,
     edv: u8,
-    /// Decoded sample values per channel (`null` for encodings the codec does not handle).
-    samples: Option<Vec<Vec<f32>>>,
+    samples_per_frame: u64,
+    /// Decoded sample values per channel (`null` with --headers-only or for widths without
+    /// agreed levels, see `samples_note`).
+    samples: Option<Samples>,
+    /// Why `samples` is null for a width the decoder has no levels for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples_note: Option<String>,
+}
+
+/// The samples of one frame (real or complex) per channel, or why they cannot be decoded.
+fn frame_samples(h: &vdif::VdifHeader, data: &[u8]) -> Result<Samples, vdif::CodecError> {
+    let values = vdif::codec::decode_values(data, h.bits_per_sample, h.complex)?;
+    let per = h.values_per_time_sample() as usize;
+    let values = &values[..(h.samples_per_frame() as usize * per).min(values.len())];
+    let nch = h.channels() as usize;
+    Ok(if h.complex {
+        let pairs: Vec<[f32; 2]> = values.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
+        Samples::Complex(vdif::codec::deinterleave(&pairs, nch))
+    } else {
+        Samples::Real(vdif::codec::deinterleave(values, nch))
+    })
 }
 
 fn dump(a: DumpArgs) -> Result<()> {
@@ -679,16 +799,22 @@ fn dump(a: DumpArgs) -> Result<()> {
             continue;
         }
         let data = &bytes[header.header_len()..];
-        let samples = (!header.complex && !a.headers_only)
-            .then(|| vdif::codec::decode(data, header.bits_per_sample).ok())
-            .flatten()
-            .map(|v| vdif::codec::deinterleave(&v, header.channels() as usize));
+        let (samples, samples_note) = if a.headers_only {
+            (None, None)
+        } else {
+            match frame_samples(&header, data) {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
         let line = DumpLine {
             offset,
             header,
             station: header.station_name(),
             edv: header.edv(),
+            samples_per_frame: header.samples_per_frame(),
             samples,
+            samples_note,
         };
         let written = serde_json::to_writer(&mut out, &line)
             .map_err(std::io::Error::from)
@@ -704,7 +830,18 @@ fn dump(a: DumpArgs) -> Result<()> {
         }
     }
     if printed == 0 {
-        return Err(anyhow!("{}: no VDIF frames to dump", a.file.display()));
+        return Err(if seen > 0 {
+            anyhow!(
+                "{}: --skip {} passes the end: the file has {seen} VDIF frame(s)",
+                a.file.display(),
+                a.skip
+            )
+        } else {
+            anyhow!(
+                "{}: no VDIF frames to dump (`evlbi vdif inspect` says why)",
+                a.file.display()
+            )
+        });
     }
     Ok(())
 }

@@ -46,6 +46,17 @@ pub enum HeaderError {
         /// Complex samples (two values each).
         complex: bool,
     },
+    /// Several channels of a sample width that is not a power of two (whose values would not
+    /// tile 32-bit words channel by channel).
+    #[error(
+        "{bits_per_sample}-bit samples in {channels} channels: widths that are not a power of two carry one channel"
+    )]
+    OddWidthChannels {
+        /// Bits per sample.
+        bits_per_sample: u8,
+        /// Channels per frame.
+        channels: u32,
+    },
     /// A station name that is neither two ASCII characters nor a number 0..=65535.
     #[error("station {0:?} is neither two ASCII characters (e.g. Ef) nor a number 0..=65535")]
     BadStation(String),
@@ -104,13 +115,19 @@ pub enum LayoutError {
 /// Sample encoding/decoding failures.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CodecError {
-    /// The codec handles real 1- and 2-bit samples only.
-    #[error("cannot decode {bits}-bit{} samples (only real 1- and 2-bit)", if *complex { " complex" } else { "" })]
+    /// No agreed reconstruction levels for this width (the decoder takes 1, 2, 4 and 8 bits).
+    #[error("cannot decode {bits}-bit{} samples (evlbi decodes 1-, 2-, 4- and 8-bit samples, real or complex)", if *complex { " complex" } else { "" })]
     Unsupported {
         /// Bits per sample of the frames.
         bits: u8,
         /// Complex samples.
         complex: bool,
+    },
+    /// The encoder (packing codes) writes 1- and 2-bit samples only.
+    #[error("cannot encode {bits}-bit samples (the encoder writes 1- and 2-bit)")]
+    Encoding {
+        /// Bits per sample asked for.
+        bits: u8,
     },
     /// Buffer length does not match the sample count.
     #[error("buffer of {have} bytes, {need} needed")]

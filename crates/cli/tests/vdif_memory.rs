@@ -12,6 +12,8 @@ fn p(path: &Path) -> &str {
 }
 
 /// Peak RSS of a child process, read from wait4's rusage (KiB), with a deadline.
+// The child is reaped by wait4 (which std's Child cannot see), or killed and waited for.
+#[allow(clippy::zombie_processes)]
 fn run_measuring_rss(args: &[&str], deadline: Duration) -> (i32, i64) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_evlbi"))
         .args(args)
@@ -23,8 +25,9 @@ fn run_measuring_rss(args: &[&str], deadline: Duration) -> (i32, i64) {
     let start = Instant::now();
     loop {
         let mut status = 0;
-        // SAFETY: plain FFI call with valid pointers to locals; pid is our own child.
+        // SAFETY: rusage is plain old data, for which all-zero bytes are a valid value.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain FFI call with valid pointers to locals; pid is our own child.
         let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
         if r == pid {
             return (libc::WEXITSTATUS(status), usage.ru_maxrss);

@@ -46,17 +46,6 @@ pub enum HeaderError {
         /// Complex samples (two values each).
         complex: bool,
     },
-    /// Several channels of a sample width that is not a power of two (whose values would not
-    /// tile 32-bit words channel by channel).
-    #[error(
-        "{bits_per_sample}-bit samples in {channels} channels: widths that are not a power of two carry one channel"
-    )]
-    OddWidthChannels {
-        /// Bits per sample.
-        bits_per_sample: u8,
-        /// Channels per frame.
-        channels: u32,
-    },
     /// A station name that is neither two ASCII characters nor a number 0..=65535.
     #[error("station {0:?} is neither two ASCII characters (e.g. Ef) nor a number 0..=65535")]
     BadStation(String),

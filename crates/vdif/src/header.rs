@@ -108,9 +108,10 @@ impl VdifHeader {
     }
 
     /// Time samples per frame: whole values per 32-bit word, words per frame, over the values of
-    /// one time sample (VDIF 1.1.1 §9: a value never spans two words). For 1/2/4/8/16/32 bits
-    /// this is data bits / bits per time sample; for odd widths the top bits of each word are
-    /// unused (5-bit complex: 3 samples per word, 468 in a 624-byte array, not 499).
+    /// one time sample, rounded down (VDIF 1.1.1 §9: a value never spans two words). For
+    /// 1/2/4/8/16/32 bits this is data bits / bits per time sample; for odd widths the top bits
+    /// of each word are unused (5-bit complex: 3 samples per word, 468 in a 624-byte array, not
+    /// 499; 468 too in a 5000-byte array of 8 channels, not 500).
     pub fn samples_per_frame(&self) -> u64 {
         (self.data_len() as u64 / 4 * self.values_per_word())
             .checked_div(self.values_per_time_sample())
@@ -217,9 +218,11 @@ impl VdifHeader {
     }
 
     /// Consistency rules a frame must satisfy to be decodable (VDIF 1.1.1 §3 notes and §9):
-    /// the frame is longer than its header, widths that are not a power of two carry one
-    /// channel (as baseband requires), and the data array holds a whole number of complete
-    /// time samples, values packed whole into 32-bit words.
+    /// the frame is longer than its header, and for widths of 1, 2, 4, 8, 16 or 32 bits the
+    /// data array holds a whole number of complete time samples. Other widths leave bits
+    /// unused in every word anyway; their frames hold the whole samples that fit, the rest of
+    /// the array unused, as baseband counts them (CHIME's 5-bit complex x 8 channel frames of
+    /// 5000 bytes hold 468 samples).
     pub fn validate(&self) -> Result<(), HeaderError> {
         self.check_ranges()?;
         let frame_len = self.frame_len();
@@ -229,14 +232,8 @@ impl VdifHeader {
                 header_len: self.header_len(),
             });
         }
-        if self.channels() > 1 && !self.bits_per_sample.is_power_of_two() {
-            return Err(HeaderError::OddWidthChannels {
-                bits_per_sample: self.bits_per_sample,
-                channels: self.channels(),
-            });
-        }
         let values = self.data_len() as u64 / 4 * self.values_per_word();
-        if !values.is_multiple_of(self.values_per_time_sample()) {
+        if self.bits_per_sample.is_power_of_two() && !values.is_multiple_of(self.values_per_time_sample()) {
             return Err(HeaderError::IncompleteSamples {
                 data_len: self.data_len(),
                 bits_per_sample: self.bits_per_sample,

@@ -135,6 +135,9 @@ pub struct InspectReport {
     pub ref_epoch: Option<u8>,
     /// UTC time of the earliest frame (ISO 8601; leap seconds counted, see [`crate::time`]).
     pub start_utc: Option<String>,
+    /// UTC of the start of the earliest frame's second: known even when the frame rate (and so
+    /// the time within the second) is not.
+    pub first_second_utc: Option<String>,
     /// UTC time just after the latest frame.
     pub end_utc: Option<String>,
     /// Seconds of data spanned per thread (first to last frame, inclusive).
@@ -517,6 +520,12 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     threads.sort_unstable();
     threads.dedup();
     let (start_utc, end_utc, duration_s) = time_span(&h0, &per_thread, fps, &mut problems);
+    let first_second_utc = per_thread
+        .iter()
+        .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
+        .map(|t| t.earliest.0)
+        .min()
+        .map(|s| iso(h0.ref_epoch, s, 0.0));
     let invalid: u64 = per_thread.iter().map(|t| t.invalid).sum();
     let missing: u64 = per_thread.iter().map(|t| t.missing).sum();
     let ooo: u64 = per_thread.iter().map(|t| t.out_of_order).sum();
@@ -557,6 +566,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
         data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * streams),
         ref_epoch: Some(h0.ref_epoch),
         start_utc,
+        first_second_utc,
         end_utc,
         duration_s,
         invalid_frames: invalid,

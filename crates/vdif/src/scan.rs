@@ -127,18 +127,21 @@ pub struct FrameScanner<R: Read> {
 const READ_CHUNK: usize = 1 << 20;
 const MIN_READ: usize = 1 << 16;
 
-/// Index of the first nonzero byte: 32 bytes at a time, which the compiler vectorises (the
-/// scan over a zero-filled region runs at memory speed).
+/// Index of the first nonzero byte: 64 bytes at a time as aligned words, which the compiler
+/// turns into a few vector ORs (the scan over a zero-filled region runs at memory speed).
 fn first_nonzero(b: &[u8]) -> Option<usize> {
-    let mut chunks = b.chunks_exact(32);
-    let mut off = 0;
-    for c in &mut chunks {
-        if c.iter().fold(0u8, |a, &x| a | x) != 0 {
-            return c.iter().position(|&x| x != 0).map(|i| off + i);
-        }
-        off += 32;
+    let (head, words, _) = bytemuck::pod_align_to::<u8, u64>(b);
+    if let Some(i) = head.iter().position(|&x| x != 0) {
+        return Some(i);
     }
-    chunks.remainder().iter().position(|&x| x != 0).map(|i| off + i)
+    let mut at = head.len();
+    for block in words.chunks(8) {
+        if block.iter().fold(0, |a, &w| a | w) != 0 {
+            break;
+        }
+        at += block.len() * 8;
+    }
+    b[at..].iter().position(|&x| x != 0).map(|i| at + i)
 }
 
 impl<R: Read> FrameScanner<R> {
@@ -354,7 +357,8 @@ impl<R: Read> FrameScanner<R> {
         let start = self.offset_of(self.pos);
         self.pos += 1;
         loop {
-            let avail = self.fill(HEADER_LEN)?;
+            // A chunk per pass, so that long garbage costs few reads and passes.
+            let avail = self.fill(READ_CHUNK)?;
             if avail < LEGACY_HEADER_LEN {
                 // No header fits before the end: everything left is garbage.
                 self.pos += avail;
@@ -425,6 +429,25 @@ impl<R: Read> Iterator for FrameScanner<R> {
                 self.done = true;
                 Some(Err(e))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-wise search agrees with a byte-by-byte one at every alignment.
+        #[test]
+        fn first_nonzero_matches_a_plain_search(len in 0usize..600, at in proptest::option::of(0usize..600), skip in 0usize..8) {
+            let mut b = vec![0u8; len + skip];
+            if let Some(a) = at.filter(|a| *a < len) {
+                b[skip + a] = 0x40;
+            }
+            let s = &b[skip..];
+            prop_assert_eq!(first_nonzero(s), s.iter().position(|&x| x != 0));
         }
     }
 }

@@ -32,30 +32,40 @@ pub enum VdifCommand {
     #[command(after_help = "Examples:\n  \
         evlbi vdif gen --stations Ef,Wb,Jb --rate 512M --bits 2 --channels 8 --threads 1 --frame 8000 \\\n      \
         --seconds 10 --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --out data/\n  \
-        evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n\n\
+        evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n  \
+        evlbi vdif gen --stations Ef,Wb --rate 64M --channels 4 --complex --delay Wb=1.25us --seconds 2 --out cplx/   # I/Q, 4 MS/s\n\n\
         One file per station, DIR/<station>.vdif. The same --seed and --start give byte-identical files.")]
     Gen(GenArgs),
-    /// Describe a VDIF file: station, threads, frame size, bits, channels, rate, start time,
-    /// duration, invalid frames, gaps and garbage. Exit code 1 when problems are found.
+    /// Describe a VDIF file: stations, threads, frame size, bits, channels, rate, start time
+    /// (leap seconds counted), duration, invalid frames, gaps (within a second even without a
+    /// frame rate) and garbage. Exit code 1 when problems are found or the file is not VDIF.
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n\nA file with under half of its bytes in frames whose headers agree is \"not VDIF (n % of bytes in valid frames)\"."
     )]
     Inspect(InspectArgs),
-    /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel,
-    /// beside the Gaussian expectation (16/34/34/16 % for optimal 2-bit levels), with a verdict.
+    /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel
+    /// (I and Q apart for complex data), beside the Gaussian expectation (16/34/34/16 % for
+    /// optimal 2-bit levels), with a verdict. Exit code 1 on a bad verdict, skipped garbage or a
+    /// truncated frame, missing frames, or a file that is not VDIF.
     #[command(
         after_help = "Examples:\n  evlbi vdif stats data/Ef.vdif\n  evlbi vdif stats --max-frames 10000 --json data/Ef.vdif"
     )]
     Stats(StatsArgs),
-    /// Correlate two stations (a small FX correlator): find the fringe's delay and S/N on one
-    /// channel, with frames flagged invalid on either side weighted out.
+    /// Correlate two stations (a small FX correlator): find the fringe's delay, |amplitude| and
+    /// S/N on one channel (real or complex samples), with frames flagged invalid on either side
+    /// weighted out. Exit code 1 when no peak reaches --min-snr ("no fringe").
     #[command(after_help = "Examples:\n  \
         evlbi vdif gen --stations Ef,Wb --seconds 2 --delay Wb=1.5us --snr 0.01 --out data/\n  \
         evlbi vdif correlate data/Ef.vdif data/Wb.vdif            # delay 48 samples = 1.5 us\n  \
-        evlbi vdif correlate --channel 3 --fft 1024 --json data/Ef.vdif data/Wb.vdif")]
+        evlbi vdif correlate --channel 3 --fft 1024 --json data/Ef.vdif data/Wb.vdif\n  \
+        evlbi vdif correlate --channel 1 cplx/Ef.vdif cplx/Wb.vdif   # complex: delay 5 complex samples = 1.25 us\n  \
+        evlbi vdif correlate --min-snr 5 data/Ef.vdif data/Wb.vdif")]
     Correlate(CorrelateArgs),
-    /// Print headers and decoded samples of the first frames as JSON lines (one per frame).
-    #[command(after_help = "Example:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600")]
+    /// Print headers and decoded samples of the first frames as JSON lines (one per frame):
+    /// 1/2/4/8-bit samples per channel, [I, Q] pairs for complex data.
+    #[command(
+        after_help = "Examples:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600\n  evlbi vdif dump --headers-only --frames 100000 data/Ef.vdif | wc -l"
+    )]
     Dump(DumpArgs),
 }
 

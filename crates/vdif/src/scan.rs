@@ -250,13 +250,14 @@ impl<R: Read> FrameScanner<R> {
         limit
     }
 
-    /// What follows the complete frame `h` at `rel` (a link of a confirming run).
-    fn next_of(&mut self, rel: usize, h: &VdifHeader, t: &Template) -> io::Result<Next> {
+    /// What follows the frame `h` at `rel` (a link of a confirming run). The candidate itself
+    /// (`first`) must be complete: random bytes often claim a long frame; a later frame of the
+    /// run cut by the end of the stream is a truncated last frame.
+    fn next_of(&mut self, rel: usize, h: &VdifHeader, t: &Template, first: bool) -> io::Result<Next> {
         let len = h.frame_len();
         let have = self.fill(rel + len + MAX_JUNK_BETWEEN + HEADER_LEN)?;
         if have < rel + len {
-            // Runs past the end: random bytes often claim a long frame.
-            return Ok(Next::Nothing);
+            return Ok(if first { Next::Nothing } else { Next::End });
         }
         if have < rel + len + HEADER_LEN {
             return Ok(Next::End);
@@ -295,7 +296,7 @@ impl<R: Read> FrameScanner<R> {
         let t = Template::of(h);
         let (mut at, mut cur) = (rel, *h);
         for seen in 1..CONFIRM_FRAMES {
-            match self.next_of(at, &cur, &t)? {
+            match self.next_of(at, &cur, &t, seen == 1)? {
                 Next::At(p, n) => (at, cur) = (p, n),
                 Next::End => return Ok(true),
                 Next::JunkToEnd => return Ok(seen >= 2),

@@ -233,6 +233,13 @@ fn a_layout_needs_agreeing_headers() {
     assert_eq!(frames(&events(&one_then_junk)), 0);
     assert_eq!(frames(&events(&s[..flen])), 1);
     assert_eq!(frames(&events(&s[..2 * flen])), 2);
+    // One whole frame and the start of the next: a frame and a truncated one.
+    let ev = events(&s[..flen + 500]);
+    assert_eq!(frames(&ev), 1);
+    assert!(
+        matches!(ev.last(), Some(ScanEvent::Truncated { len: 500, .. })),
+        "{ev:?}"
+    );
     // Three frames whose seconds jump by a day each: not one recording.
     let mut jumpy = s[..3 * flen].to_vec();
     for (k, f) in jumpy.chunks_exact_mut(flen).enumerate() {

@@ -57,8 +57,9 @@ pub enum LayoutError {
     /// Data array length is not a multiple of 8 bytes (VDIF 1.1.1 §3, note 4).
     #[error("frame data size {0} bytes is not a multiple of 8 (VDIF frames are counted in 8-byte units)")]
     NotMultipleOf8(usize),
-    /// Data array length of zero or larger than the 24-bit length field allows.
-    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::header::MAX_FRAME_LEN - crate::header::HEADER_LEN)]
+    /// Data array length of zero or larger than the frames the scanner believes
+    /// ([`crate::scan::MAX_SCAN_FRAME_LEN`]).
+    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::scan::MAX_SCAN_FRAME_LEN - crate::header::HEADER_LEN)]
     FrameSize(usize),
     /// Bits per sample not supported by the sample codec.
     #[error("{0} bits per sample is not supported (1 or 2)")]

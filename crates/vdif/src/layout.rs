@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::LayoutError;
-use crate::header::{VdifHeader, HEADER_LEN, MAX_FRAME_LEN};
+use crate::header::{VdifHeader, HEADER_LEN};
+use crate::scan::MAX_SCAN_FRAME_LEN;
 
 /// A validated layout of real- or complex-sampled VDIF data.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -59,7 +60,8 @@ impl FrameLayout {
         if !(1..=1024).contains(&threads) {
             return Err(LayoutError::Threads(threads));
         }
-        if data_len == 0 || data_len + HEADER_LEN > MAX_FRAME_LEN {
+        // Frames longer than the scanner believes would make files no evlbi command can read.
+        if data_len == 0 || data_len + HEADER_LEN > MAX_SCAN_FRAME_LEN {
             return Err(LayoutError::FrameSize(data_len));
         }
         if !data_len.is_multiple_of(8) {

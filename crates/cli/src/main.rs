@@ -29,6 +29,7 @@ mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
 mod vdif_cmd;
+mod vdif_print;
 
 use std::process::ExitCode;
 

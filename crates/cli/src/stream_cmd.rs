@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
-use stream_session::send::{run_sender, Input, SendConfig};
+use stream_session::send::{run_sender_observed, Input, SendConfig};
 use stream_session::sink::{run_writer_process, WriterPlacement};
 
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
@@ -35,7 +35,7 @@ pub enum StreamCommand {
         evlbi stream send --to corr:46227 --generate --stations Ef --threads 4 --rate 4096M --senders 2 --seq-format jive5ab --loop --duration 1m\n  \
         # R2DBE-like EHT stream: 8224-byte frames, 8232-byte udps datagrams\n  \
         evlbi stream send --to corr:46227 --generate --stations Aa --frame 8192 --rate 2048M --seq-format jive5ab --loop --duration 1m")]
-    Send(SendArgs),
+    Send(Box<SendArgs>),
     /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames
     /// written with the invalid bit set at the right time, everything counted.
     #[command(after_help = "Examples:\n  \
@@ -49,12 +49,12 @@ pub enum StreamCommand {
         vbs and mk6 spread blocks of whole frames over the disks, one writer (process) per disk, O_DIRECT where the \
         file system takes it; a disk that fails (full, read-only, gone) leaves the set and the scan goes on on the \
         others, what it lost counted. Read a scan back with `evlbi vdif inspect vbs://SCAN`, `vdif gather`, `vdif scans`.")]
-    Recv(RecvArgs),
+    Recv(Box<RecvArgs>),
     /// Relay a backend's live VDIF (UDP, several ports and boards) to a correlator: paced at
     /// the data rate, lost frames repeated on NAK (native framing), a local copy on disk
     /// (--tee), every input sender counted.
     #[command(after_help = crate::stream_relay_cmd::EXAMPLES)]
-    Relay(crate::stream_relay_cmd::RelayArgs),
+    Relay(Box<crate::stream_relay_cmd::RelayArgs>),
     /// Internal: the file writer process `stream recv --out` starts (records on stdin, report
     /// on stdout).
     #[command(hide = true)]
@@ -180,6 +180,8 @@ pub struct SendArgs {
     output: JsonOutput,
     #[command(flatten)]
     legacy_out: LegacyJsonOut,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 #[derive(Args)]
@@ -258,6 +260,8 @@ pub struct RecvArgs {
     interval: Duration,
     #[command(flatten)]
     output: JsonOutputOldFile,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -265,9 +269,9 @@ pub struct RecvArgs {
 
 pub fn run(cmd: StreamCommand) -> Result<()> {
     match cmd {
-        StreamCommand::Send(a) => send(a),
-        StreamCommand::Recv(a) => recv(a),
-        StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(a),
+        StreamCommand::Send(a) => send(*a),
+        StreamCommand::Recv(a) => recv(*a),
+        StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(*a),
         StreamCommand::WriteFiles { ring_fd, direct, dir } => write_files(&dir, ring_fd, direct),
     }
 }
@@ -385,7 +389,9 @@ fn send(a: SendArgs) -> Result<()> {
         realtime: a.generate && a.signal.start_is_now(),
     };
     let stop = stop_flag()?;
-    let r = run_sender(cfg, &stop).map_err(|e| match e {
+    let metrics = a.metrics.start("stream send")?;
+    let observer = metrics.observer("stream_send", metrics::Status::StreamSend);
+    let r = run_sender_observed(cfg, &stop, observer).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
@@ -394,74 +400,79 @@ fn send(a: SendArgs) -> Result<()> {
         status!("warning: {w}");
     }
     if text {
-        for s in &r.stations {
-            let g = &s.departure_gap_ns;
-            status!(
-                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
-                s.station,
-                s.file,
-                s.frames_sent,
-                r.duration_s,
-                si_fmt(s.achieved_rate_bps),
-                si_fmt(s.rate_bps),
-                us_fmt(g.p50),
-                us_fmt(g.p99),
-                us_fmt(g.stdev.map(|v| v.round() as u64)),
-                s.spacing_us,
-                if s.injected_drops > 0 {
-                    format!(", {} dropped on purpose", s.injected_drops)
-                } else {
-                    String::new()
-                }
-            );
-            if s.slips > 0 {
-                status!(
-                    "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
-                    s.station,
-                    s.slips,
-                    s.slipped_s * 1e3
-                );
-            }
-        }
-        if r.senders.len() > 1 {
-            for (i, b) in r.senders.iter().enumerate() {
-                status!(
-                    "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
-                    i + 1,
-                    b.local_addr,
-                    b.to,
-                    b.threads,
-                    b.frames_sent,
-                    si_fmt(b.achieved_rate_bps)
-                );
-            }
-        }
-        if let Some(q) = &r.arq {
-            status!(
-                "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
-                q.naks,
-                q.asked,
-                q.resent,
-                q.resent_bytes,
-                q.unavailable
-            );
-        }
-        if r.rejected_control > 0 {
-            status!(
-                "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
-                r.rejected_control
-            );
-        }
-        status!(
-            "sender CPU {:.0} % user + {:.0} % system of one core",
-            r.cpu.user,
-            r.cpu.system
-        );
+        send_summary(&r);
     }
     if r.interrupted {
         return Err(ProblemsFound("interrupted".into()).into());
     }
     Ok(())
+}
+
+/// The closing lines of `stream send`: per station, per sender, ARQ, CPU.
+fn send_summary(r: &stream_session::report::SendReport) {
+    for s in &r.stations {
+        let g = &s.departure_gap_ns;
+        status!(
+            "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
+            s.station,
+            s.file,
+            s.frames_sent,
+            r.duration_s,
+            si_fmt(s.achieved_rate_bps),
+            si_fmt(s.rate_bps),
+            us_fmt(g.p50),
+            us_fmt(g.p99),
+            us_fmt(g.stdev.map(|v| v.round() as u64)),
+            s.spacing_us,
+            if s.injected_drops > 0 {
+                format!(", {} dropped on purpose", s.injected_drops)
+            } else {
+                String::new()
+            }
+        );
+        if s.slips > 0 {
+            status!(
+                "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
+                s.station,
+                s.slips,
+                s.slipped_s * 1e3
+            );
+        }
+    }
+    if r.senders.len() > 1 {
+        for (i, b) in r.senders.iter().enumerate() {
+            status!(
+                "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
+                i + 1,
+                b.local_addr,
+                b.to,
+                b.threads,
+                b.frames_sent,
+                si_fmt(b.achieved_rate_bps)
+            );
+        }
+    }
+    if let Some(q) = &r.arq {
+        status!(
+            "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
+            q.naks,
+            q.asked,
+            q.resent,
+            q.resent_bytes,
+            q.unavailable
+        );
+    }
+    if r.rejected_control > 0 {
+        status!(
+            "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
+            r.rejected_control
+        );
+    }
+    status!(
+        "sender CPU {:.0} % user + {:.0} % system of one core",
+        r.cpu.user,
+        r.cpu.system
+    );
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
@@ -492,6 +503,11 @@ fn recv(a: RecvArgs) -> Result<()> {
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
+    let metrics = a.metrics.start("stream recv")?;
+    let bound = match metrics.observer("stream_recv", metrics::Status::StreamRecv) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {

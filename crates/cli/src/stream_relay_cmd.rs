@@ -120,6 +120,8 @@ pub struct RelayArgs {
     interval: Duration,
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -240,6 +242,11 @@ pub fn relay(a: RelayArgs) -> Result<()> {
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
+    let metrics = a.metrics.start("stream relay")?;
+    let bound = match metrics.observer("stream_relay", metrics::Status::StreamRelay) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {

@@ -59,6 +59,8 @@ pub struct RecvArgs {
     // same lines into FILE.
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 fn parse_handshake_timeout(s: &str) -> Result<Duration, String> {
@@ -120,6 +122,8 @@ pub struct SendArgs {
     key_file: Option<PathBuf>,
     #[command(flatten)]
     output: ResultOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 /// `HOST[:PORT][/PATH]` → address and path.
@@ -166,21 +170,46 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
+    let metrics = a.metrics.start("recv")?;
+    let publisher = metrics.publisher("transfer_recv");
+    let mut counts = metrics::status::TransferRecvStatus::default();
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
-    server.serve(&stop, a.once, &mut |e| match e {
+    server.serve(&stop, a.once, &mut |e| {
+        if let Some(p) = &publisher {
+            crate::metrics_flag::transfer_tally(&mut counts, &e);
+            p.publish(metrics::Status::TransferRecv(counts.clone()));
+        }
+        recv_event(e, &mut lines, &mut failed)
+    })?;
+    if a.once && failed > 0 {
+        return Err(anyhow::anyhow!(ProblemsFound(format!(
+            "{failed} file(s) or session(s) failed"
+        ))));
+    }
+    Ok(())
+}
+
+/// What `evlbi recv` says about one event; failures counted in `failed`.
+fn recv_event(e: ServerEvent, lines: &mut crate::flags::JsonLines, failed: &mut u32) {
+    match e {
         ServerEvent::Connected(peer) => status!("{peer}: connected"),
         // Not counted as a failure: it never became a session (a port scan, a wrong key).
         ServerEvent::Rejected(peer, why) => status!("{peer}: refused before the session: {}", one_line(&why)),
         ServerEvent::Directory(d) => status!("  {d}/"),
-        ServerEvent::Round { path, round, udp_port, bytes } => {
+        ServerEvent::Round {
+            path,
+            round,
+            udp_port,
+            bytes,
+        } => {
             if round > 1 || bytes > 0 {
                 status!("  {path}: round {round}, {bytes} B expected on UDP {udp_port}")
             }
         }
         ServerEvent::File(f) => {
             if !f.verified {
-                failed += 1;
+                *failed += 1;
             }
             lines.emit(&f);
             if lines.to_stdout() {
@@ -204,17 +233,14 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ServerEvent::Ended(peer, err) => match err {
             None => status!("{peer}: session ended"),
             Some(e) => {
-                failed += 1;
-                status!("{peer}: session failed: {} (run the same `evlbi send` again to resume)", one_line(&e))
+                *failed += 1;
+                status!(
+                    "{peer}: session failed: {} (run the same `evlbi send` again to resume)",
+                    one_line(&e)
+                )
             }
         },
-    })?;
-    if a.once && failed > 0 {
-        return Err(anyhow::anyhow!(ProblemsFound(format!(
-            "{failed} file(s) or session(s) failed"
-        ))));
     }
-    Ok(())
 }
 
 /// Peer-supplied text on one line: a newline in it cannot forge a log line of ours.
@@ -255,6 +281,9 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
     );
     let stop = AtomicBool::new(false);
+    let metrics = a.metrics.start("send")?;
+    let publisher = metrics.publisher("transfer_send");
+    let mut last_publish: Option<std::time::Instant> = None;
     let report = send_items(
         &cfg,
         &to_send,
@@ -262,6 +291,21 @@ pub fn run_send(a: SendArgs) -> Result<()> {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);
             bar.set_message(format!("{} @ {}", p.file, rate_fmt(p.rate_bps)));
+            // Progress comes every few milliseconds: a count a second is enough.
+            if let Some(pb) = publisher
+                .as_ref()
+                .filter(|_| last_publish.is_none_or(|t| t.elapsed().as_secs() >= 1))
+            {
+                last_publish = Some(std::time::Instant::now());
+                pb.publish(metrics::Status::TransferSend(metrics::status::TransferSendStatus {
+                    file: p.file.clone(),
+                    done_bytes: p.done_bytes,
+                    total_bytes: p.total_bytes,
+                    retransmitted_bytes: p.retransmitted_bytes,
+                    rate_bps: p.rate_bps,
+                    srtt_s: p.srtt.map(|d| d.as_secs_f64()),
+                }));
+            }
         },
         &stop,
     )

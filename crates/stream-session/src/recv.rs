@@ -12,8 +12,9 @@ use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
 use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
-use crate::SessionError;
+use crate::{Observer, SessionError};
 use netio::io_err;
+use stream::results::RecvStatus;
 
 /// How to run a receiver.
 #[derive(Debug, Clone)]
@@ -87,6 +88,7 @@ pub struct BoundReceiver {
     sink: Recorder,
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
+    observer: Option<Observer<RecvStatus>>,
 }
 
 impl BoundReceiver {
@@ -136,7 +138,14 @@ impl BoundReceiver {
             grants,
             sink,
             drop_count,
+            observer: None,
         })
+    }
+
+    /// Hand `observer` the counts so far at every live interval.
+    pub fn observe(mut self, observer: Observer<RecvStatus>) -> BoundReceiver {
+        self.observer = Some(observer);
+        self
     }
 
     /// The addresses actually bound, in `--listen` order.
@@ -158,6 +167,7 @@ impl BoundReceiver {
             grants,
             mut sink,
             drop_count,
+            mut observer,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = netio::read_udp_counters().unwrap_or_default();
@@ -209,7 +219,11 @@ impl BoundReceiver {
             }
             if now >= t.next_live {
                 let dropped = drops(&socks, &batch);
-                live(&tally.line(now, t.first, cfg.interval, &rx, &mut sink, dropped));
+                let line = tally.line(now, t.first, cfg.interval, &rx, &mut sink, dropped);
+                if let Some(observe) = observer.as_mut() {
+                    observe(status(&line, &rx, &sink, dropped, naks.sent));
+                }
+                live(&line);
                 t.next_live += cfg.interval;
             }
         };
@@ -236,6 +250,23 @@ impl BoundReceiver {
             data_age: std::mem::take(&mut tally.data_age),
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
+    }
+}
+
+/// The counts so far, for an observer.
+fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
+    let (stall, stalls) = sink.stalled();
+    RecvStatus {
+        elapsed_s: line.elapsed_s,
+        rate_bps: line.rate_bps,
+        datagrams: *rx.counters(),
+        stations: rx.summaries(),
+        frames_written: sink.frames(),
+        frames_filled: sink.filled(),
+        kernel_drops: dropped,
+        writer_stall_s: stall.as_secs_f64(),
+        writer_stalls: stalls,
+        naks_sent,
     }
 }
 

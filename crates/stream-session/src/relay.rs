@@ -1,5 +1,5 @@
 //! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
-//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`FileSink`].
+//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](crate::sink::Recorder).
 //!
 //! Reader threads hand whole batches (one buffer, one copy per datagram) to the relay thread
 //! over a bounded channel and get the buffers back for reuse: when the relay thread falls
@@ -22,7 +22,8 @@ use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
 use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
-use crate::SessionError;
+use crate::{Observer, SessionError};
+use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.
 const QUEUE_BATCHES: usize = 32;
@@ -120,6 +121,7 @@ pub struct BoundRelay {
     grants: Vec<netio::BufferGrant>,
     wire: Wire,
     tee: Recorder,
+    observer: Option<Observer<RelayStatus>>,
 }
 
 impl BoundRelay {
@@ -165,7 +167,14 @@ impl BoundRelay {
             grants,
             wire,
             tee,
+            observer: None,
         })
+    }
+
+    /// Hand `observer` the counts so far at every live interval.
+    pub fn observe(mut self, observer: Observer<RelayStatus>) -> BoundRelay {
+        self.observer = Some(observer);
+        self
     }
 
     /// The input addresses actually bound.
@@ -187,6 +196,7 @@ impl BoundRelay {
             grants,
             mut wire,
             mut tee,
+            mut observer,
         } = self;
         let started = Instant::now();
         // Sleeps that end on time: departures are due every few microseconds.
@@ -277,7 +287,21 @@ impl BoundRelay {
             }
             if now >= t.next_live {
                 let drops = input_drops(&readers);
-                live(&tally.line(now, t.first, cfg.interval, &relay, drops));
+                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
+                if let Some(observe) = observer.as_mut() {
+                    observe(RelayStatus {
+                        elapsed_s: line.elapsed_s,
+                        in_rate_bps: line.in_rate_bps,
+                        datagrams: *relay.counters(),
+                        senders: relay.senders(),
+                        stations: relay.stations(),
+                        output: relay.output(),
+                        arq: relay.arq_stats(),
+                        kernel_drops: drops,
+                        queued: line.queued,
+                    });
+                }
+                live(&line);
                 t.next_live += cfg.interval;
             }
         };

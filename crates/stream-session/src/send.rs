@@ -17,7 +17,7 @@ use linkemu::LossModel;
 use netio::counters::ProcessCpu;
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
-use stream::results::SentBoard;
+use stream::results::{SendStatus, SentBoard};
 use stream::sender::{
     combined_results, Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec,
     Transmit,
@@ -26,7 +26,7 @@ use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
 use crate::report::SendReport;
-use crate::SessionError;
+use crate::{Observer, SessionError};
 use netio::io_err;
 
 /// Frames per batch handed from a reader thread to the sender.
@@ -844,8 +844,15 @@ fn build_sender(
 
 /// The socket loop: wait for the next departure of any board, send what each board's sender
 /// hands out, answer NAKs at most every millisecond. Returns whether `stop` ended it.
-fn drive(cfg: &SendConfig, boards: &mut [Board], stop: &AtomicBool) -> Result<bool, SessionError> {
-    let mut next_ctl = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
+fn drive(
+    cfg: &SendConfig,
+    boards: &mut [Board],
+    stop: &AtomicBool,
+    mut observer: Option<Observer<SendStatus>>,
+) -> Result<bool, SessionError> {
+    let start = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
+    let mut next_ctl = start;
+    let mut next_status = start + Duration::from_secs(1);
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(true);
@@ -871,6 +878,27 @@ fn drive(cfg: &SendConfig, boards: &mut [Board], stop: &AtomicBool) -> Result<bo
                 b.wire.serve_naks(&mut b.sender, now)?;
             }
         }
+        if let Some(observe) = observer.as_mut().filter(|_| now >= next_status) {
+            next_status += Duration::from_secs(1);
+            observe(send_status(boards, now.saturating_duration_since(start)));
+        }
+    }
+}
+
+/// The counts so far of every board's sender, for an observer.
+fn send_status(boards: &[Board], elapsed: Duration) -> SendStatus {
+    let mut arq: Option<stream::arq::RetransmitStats> = None;
+    for q in boards.iter().filter_map(|b| b.sender.arq_stats()) {
+        arq.get_or_insert_with(Default::default).add(&q);
+    }
+    SendStatus {
+        elapsed_s: elapsed.as_secs_f64(),
+        stations: match boards {
+            [one] => one.sender.station_results(),
+            many => combined_results(&many.iter().map(|b| &b.sender).collect::<Vec<_>>()).unwrap_or_default(),
+        },
+        senders: boards.iter().map(Board::result).collect(),
+        arq,
     }
 }
 
@@ -918,7 +946,16 @@ fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
-pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+pub fn run_sender(cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+    run_sender_observed(cfg, stop, None)
+}
+
+/// [`run_sender`], handing `observer` the counts so far once a second.
+pub fn run_sender_observed(
+    mut cfg: SendConfig,
+    stop: &AtomicBool,
+    observer: Option<Observer<SendStatus>>,
+) -> Result<SendReport, SessionError> {
     let sources = validate(&mut cfg)?;
     let largest_frame = sources.iter().map(|s| s.frame_len).max();
     let (mut boards, readers, path_mtu) = build(&cfg, sources)?;
@@ -926,7 +963,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
     let udp0 = netio::read_udp_counters().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
-    let interrupted = drive(&cfg, &mut boards, stop)?;
+    let interrupted = drive(&cfg, &mut boards, stop, observer)?;
     // The last frames may still be asked for: keep answering for one latency window.
     if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
         let until = Instant::now() + latency;

@@ -81,6 +81,10 @@ pub struct SendProgress {
     pub total_bytes: u64,
     /// Current pacing rate, bit/s.
     pub rate_bps: f64,
+    /// Payload bytes sent again, all files so far.
+    pub retransmitted_bytes: u64,
+    /// Smoothed round-trip time of the current round, once measured.
+    pub srtt: Option<Duration>,
 }
 
 /// What `send_items` sends.
@@ -575,11 +579,13 @@ fn run_round(
     scfg.data_key = Some(key);
     let mut sender = transfer::Sender::new(scfg, FileSource::new(file, selection), cfg.cc.build(), Instant::now())
         .map_err(|e| SessionError::Usage(e.to_string()))?;
-    let base = prog.done_bytes;
+    let (base, retx_base) = (prog.done_bytes, prog.retransmitted_bytes);
     let mut peer_failure: Option<SessionError> = None;
     let outcome = drive_sender(&sock, &mut sender, &mut |s| {
         prog.done_bytes = base + s.bytes_delivered();
         prog.rate_bps = s.cc().pacing_rate_bps();
+        prog.retransmitted_bytes = retx_base + s.retransmitted_bytes();
+        prog.srtt = s.smoothed_rtt();
         progress(prog);
         // The receiver only speaks during a round to give up (disk full, …): listen for it.
         match ch.try_recv() {

@@ -441,7 +441,11 @@ fn recording_flags_are_checked() {
         assert_usage_error(&args);
     }
     assert_usage_error(&["vdif", "gather", "nothing", "-o", "x.vdif"]);
-    assert_usage_error(&["vdif", "inspect", "--disks", d, "vbs://../etc"]);
+    assert_usage_error(&["vdif", "stats", "--disks", d, "vbs://../etc"]);
+    // inspect reports each input that fails (exit 1), the bad name said.
+    let bad = run(&["vdif", "inspect", "--disks", d, "vbs://../etc"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("scan name"));
     let nf = run(&["vdif", "inspect", "--disks", d, "vbs://absent"]);
     assert_eq!(nf.status.code(), Some(1), "{}", String::from_utf8_lossy(&nf.stderr));
     assert!(String::from_utf8_lossy(&nf.stderr).contains("not found"));

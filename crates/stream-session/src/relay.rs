@@ -251,7 +251,8 @@ impl BoundRelay {
             {
                 break "idle timeout";
             }
-            // Wait for input or the next departure, whichever is first (1 ms at most).
+            // Wait for input or the next departure (a whole batch, see `--burst`), whichever
+            // is first (1 ms at most).
             let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
             let first = match next_batch(&rx, due.min(now + Duration::from_millis(1)), spin) {
                 Ok(b) => b,
@@ -431,7 +432,9 @@ fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), Se
             break;
         };
         wire.send(&tx)?;
-        relay.on_transmitted(Instant::now());
+        // Stamped with the time it was framed for: the relay's pacing counts from when a batch
+        // was due, not from when the send call returned.
+        relay.on_transmitted(now);
         // The next frame is due within the spin window: wait for it here.
         if let Some(next) = relay.poll_timeout() {
             if next > Instant::now() + spin {

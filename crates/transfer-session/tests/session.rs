@@ -48,6 +48,17 @@ impl Running {
     }
 }
 
+/// The session's data stream as the receiver reported it.
+fn stream(events: &[ServerEvent]) -> transfer::results::StreamRecvReport {
+    events
+        .iter()
+        .find_map(|e| match e {
+            ServerEvent::Stream(_, s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("a stream event")
+}
+
 fn files(events: &[ServerEvent]) -> Vec<FileRecvReport> {
     events
         .iter()
@@ -66,6 +77,7 @@ fn config(addr: SocketAddr, dest: &str) -> SendConfig {
         cc: CcChoice::Fixed(2e9),
         chunk_size: 8192,
         block_size: 1 << 20,
+        sync: true,
     }
 }
 
@@ -171,17 +183,22 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
     cfg.key = Some(b"correct horse".to_vec());
     assert!(run_send(&cfg, &[src.path().join("f")]).unwrap().ok);
     srv.finish();
-    // A sender with a key refuses a receiver that cannot prove it.
-    let srv = serve_once(root.path(), None);
-    cfg.server = srv.addr;
+    // A sender with a key refuses a receiver that cannot prove it — before it authenticates,
+    // so the receiver counts no session and is stopped by hand.
+    let server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        root.path().to_path_buf(),
+    ))
+    .unwrap();
+    cfg.server = server.local_addr().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let t = std::thread::spawn(move || server.serve(&st, true, &mut |_| {}));
     let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
     assert!(matches!(err, SessionError::Auth(_)), "{err}");
-    let _ = srv.thread.join();
-}
-
-/// A hand-written sender that says what it likes: only the handshake is shared.
-fn raw_session(addr: SocketAddr) -> Channel<Msg> {
-    raw_session_key(addr).0
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let stats = t.join().unwrap().unwrap();
+    assert_eq!(stats.sessions, 0, "{stats:?}");
 }
 
 #[test]
@@ -192,7 +209,7 @@ fn paths_that_leave_the_root_are_refused() {
     std::os::unix::fs::symlink(outside.path().join("victim"), root.path().join("victim")).unwrap();
     let srv = serve_once(root.path(), None);
     let mut ch = raw_session(srv.addr);
-    for path in [
+    for (id, path) in [
         "../up.bin",
         "/etc/evlbi-test",
         "a/../../up.bin",
@@ -200,22 +217,31 @@ fn paths_that_leave_the_root_are_refused() {
         "victim",
         "a//b",
         "./x",
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = 2 * id as u64;
         let offer = Offer {
+            id,
             path: path.into(),
             size: 5,
             mtime_ns: 0,
-            chunk_size: 8192,
             block_size: 8192,
+            sync: true,
         };
         ch.send(&Msg::Offer(offer)).unwrap();
         match ch.recv(Duration::from_secs(10)).unwrap() {
-            Msg::Refused { message } => assert!(!message.is_empty()),
+            Msg::Refused { id: i, message } => assert!(i == id && !message.is_empty()),
             other => panic!("{path}: {other:?}"),
         }
-        ch.send(&Msg::Mkdir { path: path.into() }).unwrap();
+        ch.send(&Msg::Mkdir {
+            id: id + 1,
+            path: path.into(),
+        })
+        .unwrap();
         assert!(
-            matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }),
+            matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { id: i, .. } if i == id + 1),
             "mkdir {path}"
         );
     }
@@ -250,7 +276,7 @@ fn strays_on_the_data_port_are_counted_and_never_written() {
     let (fwd_tx, fwd_rx) = mpsc::channel();
     let relay = std::thread::spawn(move || {
         for e in events.iter() {
-            if let ServerEvent::Round { udp_port, .. } = &e {
+            if let ServerEvent::DataPort(_, udp_port) = &e {
                 let _ = port_tx.send(*udp_port);
             }
             let _ = fwd_tx.send(e);
@@ -285,11 +311,11 @@ fn strays_on_the_data_port_are_counted_and_never_written() {
     let sprayed = sprayer.join().unwrap();
     srv.thread.join().unwrap().unwrap();
     relay.join().unwrap();
-    let recv = files(&fwd_rx.try_iter().collect::<Vec<_>>());
+    let events: Vec<ServerEvent> = fwd_rx.try_iter().collect();
     assert!(report.ok);
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
     assert!(sprayed > 0, "the sprayer never saw the port");
-    let f = &recv[0];
+    let f = stream(&events);
     let foreign = f.foreign.other_host + f.foreign.other_port + f.foreign.oversized + f.rejected;
     assert!(foreign > 0, "no stray was counted: {f:?}");
     assert!(
@@ -336,6 +362,7 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
     assert!(report.ok, "{report:?}");
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
     let f = &report.files[0];
+    assert_eq!(f.blake3.as_deref(), Some(blake3::hash(&data).to_hex().as_str()));
     // Four blocks were held, one of them rotten: three were really resumed.
     assert_eq!(
         f.resumed_bytes,
@@ -437,26 +464,34 @@ fn planted_links_below_the_root_receive_nothing() {
     assert!(!report.ok);
 }
 
-/// Plays the sender by hand on a raw control session: offer, accept, then the UDP round from a
-/// socket the test owns, so a forged datagram can come from exactly the sender's address.
-fn raw_offer(ch: &mut Channel<Msg>, path: &str, size: u64) -> (u16, u64) {
+/// Plays the sender by hand on a raw control session: offer, accept (the data of a raw session
+/// comes from a socket the test owns, so a forged datagram can come from exactly the sender's
+/// address).
+fn raw_offer(ch: &mut Channel<Msg>, id: u64, path: &str, size: u64) {
     ch.send(&Msg::Offer(Offer {
+        id,
         path: path.into(),
         size,
         mtime_ns: 1,
-        chunk_size: 8192,
-        block_size: 8192 * 128,
+        block_size: 1 << 20,
+        sync: true,
     }))
     .unwrap();
     match ch.recv(Duration::from_secs(10)).unwrap() {
-        Msg::Accept {
-            udp_port, session_id, ..
-        } => (udp_port, session_id),
+        Msg::Accept { id: i, have } => assert!(i == id && have.is_empty()),
         m => panic!("{m:?}"),
     }
 }
 
-fn raw_session_key(addr: SocketAddr) -> (Channel<Msg>, [u8; 32]) {
+/// A raw session: the handshake without a key, the session's chunk size, the welcome.
+struct Raw {
+    ch: Channel<Msg>,
+    key: [u8; 32],
+    udp_port: u16,
+    session_id: u64,
+}
+
+fn raw_session_key(addr: SocketAddr) -> Raw {
     let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
     ch.send(&Msg::Hello {
         version: PROTOCOL_VERSION,
@@ -467,16 +502,28 @@ fn raw_session_key(addr: SocketAddr) -> (Channel<Msg>, [u8; 32]) {
         ch.recv(Duration::from_secs(10)).unwrap(),
         Msg::Challenge { .. }
     ));
-    ch.send(&Msg::Auth { proof: None }).unwrap();
-    let Msg::Welcome {
-        session_key: Some(k), ..
-    } = ch.recv(Duration::from_secs(10)).unwrap()
-    else {
-        panic!("no session key");
+    let key = [0x42u8; 32];
+    ch.send(&Msg::Auth {
+        proof: None,
+        session_key: Some(ctlchan::mac::hex_encode(&key)),
+    })
+    .unwrap();
+    ch.authenticate(key, Role::Client);
+    ch.send(&Msg::Session { chunk_size: 8192 }).unwrap();
+    let Msg::Welcome { udp_port, session_id } = ch.recv(Duration::from_secs(10)).unwrap() else {
+        panic!("no welcome");
     };
-    let k = ctlchan::mac::hex32(&k).unwrap();
-    ch.authenticate(k, Role::Client);
-    (ch, k)
+    Raw {
+        ch,
+        key,
+        udp_port,
+        session_id,
+    }
+}
+
+/// A hand-written sender that says what it likes: only the handshake is shared.
+fn raw_session(addr: SocketAddr) -> Channel<Msg> {
+    raw_session_key(addr).ch
 }
 
 #[test]
@@ -484,8 +531,13 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
     let root = tempfile::tempdir().unwrap();
     let data = pattern(16 << 20, 12);
     let srv = serve_once(root.path(), None);
-    let (mut ch, sk) = raw_session_key(srv.addr);
-    let (port, session_id) = raw_offer(&mut ch, "f.bin", data.len() as u64);
+    let Raw {
+        mut ch,
+        key: sk,
+        udp_port: port,
+        session_id,
+    } = raw_session_key(srv.addr);
+    raw_offer(&mut ch, 0, "f.bin", data.len() as u64);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.connect(("127.0.0.1", port)).unwrap();
     // What the attacker sent: the session id, 13 MB ahead, random payload — untagged, then
@@ -502,63 +554,78 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
         .write(&mut d);
         d.extend_from_slice(&pattern(8192, 99));
         if let Some(k) = tag {
-            k.seal(&mut d);
+            let digest = transfer::wire::payload_digest(13 << 20, &d[transfer::wire::DATA_HEADER_LEN..]);
+            k.seal_data(&mut d, 0, &digest);
         }
         d
     };
     sock.send(&forged(None)).unwrap();
     sock.send(&forged(Some(&transfer::DataKey([9; 32])))).unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    // The real round, keyed as the real sender keys it.
+    // The real stream, keyed as the real sender keys it.
     let src = tempfile::NamedTempFile::new().unwrap();
     fs::write(src.path(), &data).unwrap();
     let file = fs::File::open(src.path()).unwrap();
     let g = transfer_session::blocks::Geometry {
         size: data.len() as u64,
-        block_size: 8192 * 128,
+        block_size: 1 << 20,
     };
     let mut scfg = transfer::SenderConfig::new(transfer::SessionParams {
         session_id,
-        file_size: data.len() as u64,
+        file_size: 0,
         chunk_size: 8192,
     });
+    scfg.open = true;
     scfg.data_key = Some(transfer_session::control::data_key(&sk, session_id));
-    let selection = transfer_session::blocks::Selection::missing(g, &[]);
+    let mut source = transfer_session::fileio::FileSource::new(8192);
+    source.add_file(0, file.try_clone().unwrap(), g);
     let mut sender = transfer::Sender::new(
         scfg,
-        transfer_session::fileio::FileSource::new(&file, selection),
+        source,
         Box::new(transfer::FixedRate::new(2e9)),
         std::time::Instant::now(),
     )
     .unwrap();
-    let started = std::time::Instant::now();
-    transfer_session::udp::drive_sender(&sock, &mut sender, &mut |_| {
-        if started.elapsed() > Duration::from_secs(30) {
-            transfer_session::udp::Tick::Abort
-        } else {
-            transfer_session::udp::Tick::Continue
+    for b in 0..g.blocks() {
+        let (len, off) = sender.source_mut().push_block(0, b).unwrap();
+        sender.push_segment(len, off);
+    }
+    sock.set_nonblocking(true).unwrap();
+    let mut tx = transfer_session::udp::Transmit::new(false);
+    let mut rb = netio::RecvBatch::new(16, 2048);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sender.bytes_delivered() < data.len() as u64 && std::time::Instant::now() < deadline {
+        if sender.poll_timeout().is_some_and(|t| t <= std::time::Instant::now()) {
+            sender.handle_timeout(std::time::Instant::now());
         }
-    })
-    .unwrap();
-    assert!(sender.is_done(), "the round did not finish: {:?}", sender.state());
-    let d = transfer_session::hashing::digest(&file, g, &|| false).unwrap().unwrap();
+        tx.pump(&sock, &mut sender).unwrap();
+        transfer_session::udp::pump_reports(&sock, &mut rb, &mut sender).unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(sender.bytes_delivered(), data.len() as u64, "{:?}", sender.state());
+    let (blocks, file_hash) = transfer_session::hashing::digest_file(&file, g).unwrap();
     ch.send(&Msg::Hashes {
+        id: 0,
         first_block: 0,
-        hashes: d.blocks.iter().map(|h| ctlchan::mac::hex_encode(h)).collect(),
+        hashes: blocks.iter().map(|h| ctlchan::mac::hex_encode(h)).collect(),
     })
     .unwrap();
     ch.send(&Msg::FileHash {
-        blake3: ctlchan::mac::hex_encode(&d.file),
+        id: 0,
+        blake3: ctlchan::mac::hex_encode(&file_hash),
     })
     .unwrap();
     match ch.recv(Duration::from_secs(30)).unwrap() {
-        Msg::Verified { path, .. } => assert_eq!(path, "f.bin"),
+        Msg::Verified { path, blake3, .. } => {
+            assert_eq!(path, "f.bin");
+            assert_eq!(blake3, blake3::hash(&data).to_hex().as_str());
+        }
         m => panic!("{m:?}"),
     }
     ch.send(&Msg::Bye).unwrap();
     let events = srv.finish();
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
-    let f = &files(&events)[0];
+    let f = stream(&events);
     assert!(f.rejected >= 2, "the forged datagrams were not counted: {f:?}");
     assert_eq!(f.foreign.other_port, 0, "a forged datagram locked the port: {f:?}");
 }
@@ -569,8 +636,8 @@ fn a_round_without_data_ends_at_its_deadline() {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
     cfg.data_idle_timeout = Duration::from_secs(2);
     let srv = serve_with(cfg, true);
-    let (mut ch, _) = raw_session_key(srv.addr);
-    raw_offer(&mut ch, "f.bin", 1 << 20);
+    let mut ch = raw_session(srv.addr);
+    raw_offer(&mut ch, 0, "f.bin", 1 << 20);
     let t0 = std::time::Instant::now();
     match ch.recv(Duration::from_secs(20)) {
         Ok(Msg::Error { message }) => assert!(message.contains("no valid datagram"), "{message}"),
@@ -738,18 +805,19 @@ fn names_with_newlines_and_absurd_depths_create_nothing() {
     assert!(!rep.ok && rep.files[0].error.is_some(), "{rep:?}");
     srv.finish();
     let srv = serve_once(root.path(), None);
-    let (mut ch, _) = raw_session_key(srv.addr);
+    let mut ch = raw_session(srv.addr);
     let deep = "a/".repeat(2047) + "a";
     ch.send(&Msg::Offer(Offer {
+        id: 0,
         path: deep.clone(),
         size: 5,
         mtime_ns: 0,
-        chunk_size: 8192,
         block_size: 8192,
+        sync: true,
     }))
     .unwrap();
     assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
-    ch.send(&Msg::Mkdir { path: deep }).unwrap();
+    ch.send(&Msg::Mkdir { id: 1, path: deep }).unwrap();
     assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
     ch.send(&Msg::Bye).unwrap();
     srv.finish();

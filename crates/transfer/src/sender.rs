@@ -407,6 +407,16 @@ impl<S: Source> Sender<S> {
         &self.source
     }
 
+    /// The source, mutably (a session adds files to it as they are accepted).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
+    /// DATA datagrams sent so far (cheap, where [`Sender::stats`] copies the rate samples).
+    pub fn datagrams_sent(&self) -> u64 {
+        self.stats.datagrams_sent
+    }
+
     /// Bytes of the file acknowledged as a contiguous prefix: cheap, for progress (where
     /// [`Sender::stats`] would copy the rate samples).
     pub fn bytes_delivered(&self) -> u64 {

@@ -270,7 +270,8 @@ pub fn send(
         total_bytes: items.total_bytes(),
         ..SendReport::default()
     };
-    let data = run_stream(&mut ch, cfg, &sk, udp_port, session_id, &mut items, progress, stop)?;
+    let (data, read) = run_stream(&mut ch, cfg, &sk, udp_port, session_id, &mut items, progress, stop)?;
+    report.source_bytes_read = read + items.held_bytes();
     ch.send(&Msg::Bye)?;
     let (files, dirs) = items.into_reports();
     report.files = files;
@@ -300,7 +301,7 @@ const TICK: Duration = Duration::from_millis(20);
 const SPIN: Duration = Duration::from_micros(50);
 
 /// The data stream: one open transfer for every block of every file, run until every item has
-/// its verdict.
+/// its verdict. Returns its report and the bytes read from the sources for it.
 #[allow(clippy::too_many_arguments)]
 fn run_stream(
     ch: &mut Channel<Msg>,
@@ -311,7 +312,7 @@ fn run_stream(
     items: &mut Items,
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<DataReport, SessionError> {
+) -> Result<(DataReport, u64), SessionError> {
     let to = SocketAddr::new(cfg.server.ip(), udp_port);
     let local: SocketAddr = match to.ip() {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -391,7 +392,8 @@ fn run_stream(
             crate::udp::pump_reports(&sock, &mut rb, &mut sender).map_err(io_err(format!("receiving from {to}")))?;
         }
     }
-    Ok(data_report(&sender, tx.stats(), first_data, last_ack.1))
+    let read = sender.source().bytes_read + sender.source().read_back;
+    Ok((data_report(&sender, tx.stats(), first_data, last_ack.1), read))
 }
 
 /// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.

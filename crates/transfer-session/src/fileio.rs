@@ -26,15 +26,16 @@ pub struct BlockHashed {
     pub hash: Cv,
 }
 
-/// Finish a tree whose every byte was fed: read back deferred leaves from `file` and take the
-/// hash.
-fn finish_tree(tree: &mut BlockTree, file: &File, size: u64) -> io::Result<Option<Cv>> {
+/// Finish a tree whose every byte was fed: read back deferred leaves from `file` (counted in
+/// `read_back`) and take the hash.
+fn finish_tree(tree: &mut BlockTree, file: &File, size: u64, read_back: &mut u64) -> io::Result<Option<Cv>> {
     let deferred: Vec<u64> = tree.deferred().to_vec();
     let mut buf = [0u8; 1024];
     for k in deferred {
         let start = k * 1024;
         let n = (size.saturating_sub(start)).min(1024) as usize;
         file.read_exact_at(&mut buf[..n], start)?;
+        *read_back += n as u64;
         tree.feed_leaf(k, &buf[..n]);
     }
     Ok(tree.result())
@@ -75,6 +76,10 @@ pub struct FileSource {
     pub now: Instant,
     /// A read-back for hashing that failed (the session fails on it).
     pub error: Option<io::Error>,
+    /// Bytes read from the files for DATA (first transmissions and repeats).
+    pub bytes_read: u64,
+    /// Bytes read again only to hash them (partial BLAKE3 leaves past the bound).
+    pub read_back: u64,
 }
 
 impl FileSource {
@@ -86,6 +91,8 @@ impl FileSource {
             hashed: Vec::new(),
             now: Instant::now(),
             error: None,
+            bytes_read: 0,
+            read_back: 0,
         }
     }
 
@@ -168,10 +175,14 @@ impl Source for FileSource {
         };
         let end = seg.file_offset + seg.len;
         let n = ((end - at) as usize).min(buf.len());
-        match self.files.get(&seg.file) {
+        let r = match self.files.get(&seg.file) {
             Some(f) => f.file.read_at(&mut buf[..n], at),
             None => Err(io::Error::other(format!("file {} of the stream is closed", seg.file))),
+        };
+        if let Ok(n) = r {
+            self.bytes_read += n as u64;
         }
+        r
     }
 
     fn on_sent(&mut self, offset: u64, payload: &[u8], digest: Option<&PayloadDigest>, first: bool) {
@@ -195,7 +206,7 @@ impl Source for FileSource {
         tree.feed(at, payload, digest);
         if tree.all_fed() {
             let mut tree = f.trees.remove(&block).unwrap_or_else(|| BlockTree::new(g, block));
-            match finish_tree(&mut tree, &f.file, g.size) {
+            match finish_tree(&mut tree, &f.file, g.size, &mut self.read_back) {
                 Ok(Some(hash)) => {
                     f.hashed.insert(block);
                     self.hashed.push(BlockHashed { file: id, block, hash });
@@ -214,6 +225,8 @@ struct RxFile {
     trees: HashMap<u64, BlockTree>,
     /// Bytes still expected per block in the stream.
     left: HashMap<u64, u64>,
+    /// Bytes read back from the `.part` only to hash them.
+    read_back: u64,
 }
 
 /// The receiver's [`Sink`]: writes each chunk into its file's `.part` at its offset and hashes
@@ -249,8 +262,15 @@ impl PartSink {
                 g,
                 trees: HashMap::new(),
                 left: HashMap::new(),
+                read_back: 0,
             },
         );
+    }
+
+    /// Bytes of file `id` read back from its `.part` only to hash them (partial BLAKE3 leaves
+    /// past the bound); 0 when every byte was hashed as it was written.
+    pub fn read_back(&self, id: u64) -> u64 {
+        self.files.get(&id).map_or(0, |f| f.read_back)
     }
 
     /// Stop writing file `id` (verified, refused or failed): later chunks of it are dropped.
@@ -305,7 +325,7 @@ impl Sink for PartSink {
         if *left == 0 {
             f.left.remove(&block);
             if let Some(mut t) = f.trees.remove(&block) {
-                match finish_tree(&mut t, &f.part, f.g.size) {
+                match finish_tree(&mut t, &f.part, f.g.size, &mut f.read_back) {
                     Ok(Some(hash)) => self.completed.push(BlockHashed { file: id, block, hash }),
                     Ok(None) => self.last_error = Some(io::Error::other(format!("block {block} did not hash"))),
                     Err(e) => self.last_error = Some(e),

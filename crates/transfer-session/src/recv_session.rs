@@ -417,10 +417,12 @@ impl<'s> Session<'s> {
         net: &Net<'_>,
     ) -> Result<(), SessionError> {
         for (id, res) in self.finisher.finished() {
+            let read_back = receiver.sink().read_back(id);
             receiver.sink_mut().remove_file(id);
             let Some(e) = self.files.remove(&id) else { continue };
             let mut rep = e.rx.report;
             rep.elapsed_s = e.rx.started.elapsed().as_secs_f64();
+            rep.bytes_read_back += read_back;
             match res {
                 Ok(synced) => {
                     rep.verified = true;

@@ -112,6 +112,14 @@ fn files_and_directories_arrive_byte_exact_and_verified() {
     let recv = files(&events);
     assert_eq!(recv.len(), 3);
     assert!(recv.iter().all(|f| f.verified && f.error.is_none()));
+    // Hashed as sent and as written: the sender read each byte once (repeats aside), the
+    // receiver read nothing back.
+    let data = report.data.as_ref().unwrap();
+    assert_eq!(report.source_bytes_read, data.payload_bytes_sent, "{report:?}");
+    assert!(recv.iter().all(|f| f.bytes_read_back == 0), "{recv:?}");
+    // One session, one data stream for every file.
+    let ports = events.iter().filter(|e| matches!(e, ServerEvent::DataPort(..))).count();
+    assert_eq!(ports, 1);
     // Nothing but the files: no .part, no resume records left behind.
     let mut left: Vec<String> = walk(root.path());
     left.sort();
@@ -370,6 +378,10 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
         "resumed counts only held blocks that verified"
     );
     assert_eq!(recv[0].resumed_bytes, 3 << 20);
+    // The four held blocks were read once on each side to hash them, nothing else twice.
+    assert_eq!(recv[0].bytes_read_back, 4 << 20);
+    let data = report.data.as_ref().unwrap();
+    assert_eq!(report.source_bytes_read, data.payload_bytes_sent + (4 << 20));
     assert_eq!(f.rounds.len(), 2);
     assert_eq!(f.rounds[0].bytes, 1 << 20, "round 1 moves only block 4");
     assert_eq!(f.rounds[1].bytes, 1 << 20, "round 2 moves only the rotten block");
@@ -822,4 +834,63 @@ fn names_with_newlines_and_absurd_depths_create_nothing() {
     ch.send(&Msg::Bye).unwrap();
     srv.finish();
     assert_eq!(walk(root.path()), Vec::<String>::new(), "directories were created");
+}
+
+#[test]
+fn many_small_files_share_one_stream_and_sync_is_the_senders_choice() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    // 300 files of 0..40 kB (not multiples of the chunk or of 1 KiB), more than the offer
+    // window, in two directories.
+    let mut want = Vec::new();
+    for i in 0..300u64 {
+        let dir = src.path().join(format!("d{}", i % 2));
+        fs::create_dir_all(&dir).unwrap();
+        let data = pattern((i as usize * 137) % 40_000, 100 + i);
+        fs::write(dir.join(format!("f{i:03}.bin")), &data).unwrap();
+        want.push((format!("batch/d{}/f{i:03}.bin", i % 2), data));
+    }
+    for sync in [false, true] {
+        let root_now = root.path().join(if sync { "synced" } else { "cached" });
+        fs::create_dir_all(&root_now).unwrap();
+        let srv = serve_once(&root_now, None);
+        let mut cfg = config(srv.addr, "");
+        cfg.sync = sync;
+        cfg.cc = CcChoice::Adaptive(2e9);
+        let batch = src.path().join("batch");
+        fs::create_dir_all(&batch).unwrap();
+        for d in ["d0", "d1"] {
+            if !batch.join(d).exists() {
+                fs::rename(src.path().join(d), batch.join(d)).unwrap();
+            }
+        }
+        let report = run_send(&cfg, &[batch]).unwrap();
+        let events = srv.finish();
+        assert!(report.ok, "{report:?}");
+        assert_eq!(report.files.len(), 300);
+        for (path, data) in &want {
+            assert_eq!(&fs::read(root_now.join(path)).unwrap(), data, "{path}");
+        }
+        for f in &report.files {
+            assert!(f.verified, "{f:?}");
+            assert_eq!(f.synced, sync, "{f:?}");
+            assert_eq!(f.sync_s.is_some(), sync, "{f:?}");
+            let size = want.iter().find(|(p, _)| *p == f.path).unwrap().1.len() as u64;
+            assert_eq!(
+                f.blake3.as_deref(),
+                Some(
+                    blake3::hash(&want.iter().find(|(p, _)| *p == f.path).unwrap().1)
+                        .to_hex()
+                        .as_str()
+                )
+            );
+            assert_eq!(f.size, size);
+        }
+        // One stream for all of them; every file's bytes read once.
+        let ports = events.iter().filter(|e| matches!(e, ServerEvent::DataPort(..))).count();
+        assert_eq!(ports, 1);
+        let data = report.data.as_ref().unwrap();
+        assert_eq!(report.source_bytes_read, data.payload_bytes_sent);
+        assert_eq!(files(&events).iter().filter(|f| f.verified).count(), 300);
+    }
 }

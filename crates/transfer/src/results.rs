@@ -109,6 +109,11 @@ pub struct SendReport {
     pub goodput_bps: Option<f64>,
     /// Payload bytes retransmitted.
     pub retransmitted_bytes: u64,
+    /// Bytes read from the source files: every DATA payload (retransmissions included), plus
+    /// blocks the receiver held (read once to hash them), plus partial BLAKE3 leaves read back
+    /// (rare: odd chunk sizes under heavy reordering). Equal to the payload bytes sent when
+    /// nothing was held: each byte is read once and hashed as it is sent.
+    pub source_bytes_read: u64,
     /// Sender process CPU (user + system) over the session, % of one core.
     pub cpu_percent: Option<f64>,
     /// Every file verified.
@@ -132,6 +137,10 @@ pub struct FileRecvReport {
     pub blake3: Option<String>,
     /// Verified and renamed to its final name.
     pub verified: bool,
+    /// Bytes read back from the `.part` only to hash them: blocks held from an earlier attempt
+    /// (re-verified), and partial BLAKE3 leaves past the bound; 0 for a fresh file, each byte
+    /// hashed as it is written.
+    pub bytes_read_back: u64,
     /// Fsync'd before the verdict (the sender asked for it).
     pub synced: bool,
     /// What that fsync took, s.

@@ -52,6 +52,10 @@
 //! delays relative to the sender's timestamps, and an echo of the newest sender timestamp.
 //!
 //! The sender
+//! - sends its first [`wire::TRAIN_LEN`] DATA datagrams back to back, unpaced: the receiver
+//!   times their arrival and reports the rate the bottleneck spaced them at (`train_bps`), which
+//!   lets the congestion controller start near the path's capacity one round trip in instead
+//!   of doubling up to it from its initial rate for several;
 //! - retransmits a NAKed chunk only if its last transmission was sent at least a reorder window
 //!   (¼ min RTT) before the newest datagram the receiver had seen when it wrote the report (the
 //!   echoed timestamp, as in RACK): reordering is not loss, and a chunk already retransmitted
@@ -88,7 +92,7 @@
 //! | 32     | 8    | send timestamp, µs since the sender's epoch                      |
 //! | 40     | n    | payload                                                          |
 //!
-//! REPORT (120 + 12·n bytes, n ≤ 96, so at most 1272 bytes):
+//! REPORT (128 + 12·n bytes, n ≤ 96, so at most 1280 bytes):
 //!
 //! | offset | size | field                                                           |
 //! |--------|------|-----------------------------------------------------------------|
@@ -106,9 +110,10 @@
 //! | 92     | 8    | min relative one-way delay in the session, µs (i64)              |
 //! | 100    | 8    | min relative one-way delay in the interval, µs (i64)             |
 //! | 108    | 8    | relative one-way delay of the latest datagram, µs (i64)          |
-//! | 116    | 2    | n, number of NAK ranges                                          |
-//! | 118    | 2    | reserved, 0                                                      |
-//! | 120    | 12·n | NAK ranges: first missing chunk (8), count (4)                   |
+//! | 116    | 8    | opening train's dispersion rate, bit/s of datagram bytes (0: none) |
+//! | 124    | 2    | n, number of NAK ranges                                          |
+//! | 126    | 2    | reserved, 0                                                      |
+//! | 128    | 12·n | NAK ranges: first missing chunk (8), count (4)                   |
 //!
 //! NAK ranges are ordered, non-overlapping, non-empty and inside `[cum_ack, recv_high)`; with
 //! more holes than fit, successive reports rotate through them. Relative one-way delay is

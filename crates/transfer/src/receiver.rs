@@ -144,6 +144,10 @@ pub struct Receiver<K> {
     owd_interval_min: i64,
     owd_latest: i64,
     interval_start: Option<Instant>,
+    /// Arrival of the latest DATA of the interval: the interval ends there, so its bytes and
+    /// its length are measured on the same (arrival) clock, not against when the loop got
+    /// round to writing the report.
+    interval_last: Option<Instant>,
     interval_datagrams: u32,
     interval_bytes: u64,
     report_seq: u64,
@@ -155,6 +159,57 @@ pub struct Receiver<K> {
     complete_at: Option<Instant>,
     last_reject: Option<Reject>,
     stats: ReceiverStats,
+    train: TrainMeter,
+}
+
+/// Arrivals of the session's opening train (DATA sequence numbers below [`TRAIN_LEN`], sent back
+/// to back): their dispersion at the bottleneck estimates its capacity.
+#[derive(Debug, Default)]
+struct TrainMeter {
+    first: Option<(Instant, u64)>,
+    last: Option<Instant>,
+    count: u32,
+    bytes: u64,
+    /// The estimate reported (fixed once reported, so stragglers cannot change it), bit/s.
+    reported: u64,
+}
+
+/// A dispersion above this is coalesced arrivals (GRO, interrupt moderation), not a rate.
+const MAX_TRAIN_BPS: f64 = 400e9;
+
+impl TrainMeter {
+    fn arrival(&mut self, now: Instant, datagram_bytes: u64) {
+        if self.reported > 0 {
+            return;
+        }
+        self.count += 1;
+        self.bytes += datagram_bytes;
+        match self.first {
+            Some((t, _)) if t <= now => self.last = Some(self.last.map_or(now, |l| l.max(now))),
+            // Reordered: an earlier arrival time (the kernel stamp) becomes the first.
+            _ => {
+                if let Some((t, _)) = self.first {
+                    self.last = Some(self.last.map_or(t, |l| l.max(t)));
+                }
+                self.first = Some((now, datagram_bytes));
+            }
+        }
+    }
+
+    /// The estimate for a report: bytes after the first arrival over the spread of arrivals,
+    /// once at least half the train is in.
+    fn estimate(&mut self) -> u64 {
+        if self.reported == 0 && u64::from(self.count) * 2 >= wire::TRAIN_LEN {
+            if let (Some((t0, b0)), Some(t1)) = (self.first, self.last) {
+                let dt = t1.saturating_duration_since(t0).as_secs_f64();
+                let bps = (self.bytes - b0) as f64 * 8.0 / dt;
+                if dt > 0.0 && bps.is_finite() && bps < MAX_TRAIN_BPS {
+                    self.reported = bps as u64;
+                }
+            }
+        }
+        self.reported
+    }
 }
 
 impl<K: Sink> Receiver<K> {
@@ -217,6 +272,7 @@ impl<K: Sink> Receiver<K> {
             owd_interval_min: i64::MAX,
             owd_latest: 0,
             interval_start: None,
+            interval_last: None,
             interval_datagrams: 0,
             interval_bytes: 0,
             report_seq: 0,
@@ -228,6 +284,7 @@ impl<K: Sink> Receiver<K> {
             complete_at: complete.then_some(now),
             last_reject: None,
             stats,
+            train: TrainMeter::default(),
         })
     }
 
@@ -421,6 +478,12 @@ impl<K: Sink> Receiver<K> {
         }
         self.interval_datagrams = self.interval_datagrams.saturating_add(1);
         self.interval_bytes += data.payload.len() as u64;
+        self.interval_last = Some(self.interval_last.map_or(now, |l| l.max(now)));
+        if h.seq < wire::TRAIN_LEN && !h.retransmit {
+            let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
+            let len = data.payload.len() + wire::DATA_HEADER_LEN + tag;
+            self.train.arrival(now, len as u64);
+        }
         self.stats.datagrams_received += 1;
         self.stats.payload_bytes_received += data.payload.len() as u64;
         if h.retransmit {
@@ -667,6 +730,13 @@ impl<K: Sink> Receiver<K> {
         self.report_seq += 1;
         let (echo_ts_us, echo_at) = self.echo.map_or((0, None), |(ts, at)| (ts, Some(at)));
         let owd_latest = self.owd_latest;
+        let interval_end = match (self.interval_start, self.interval_last) {
+            (Some(s), Some(l)) if self.interval_datagrams > 0 && l > s => l,
+            _ => now,
+        };
+        let interval_us = self
+            .interval_start
+            .map_or(0, |s| micros(interval_end.saturating_duration_since(s)));
         let r = Report {
             session_id: self.cfg.session.session_id,
             report_seq: self.report_seq,
@@ -677,7 +747,7 @@ impl<K: Sink> Receiver<K> {
             rx_datagrams: self.stats.datagrams_received,
             echo_ts_us,
             echo_delay_us: clamp32(since(echo_at)),
-            interval_us: clamp32(since(self.interval_start)),
+            interval_us: clamp32(interval_us),
             interval_datagrams: self.interval_datagrams,
             interval_bytes: self.interval_bytes,
             owd_min_us: if self.owd_min == i64::MAX { 0 } else { self.owd_min },
@@ -687,9 +757,11 @@ impl<K: Sink> Receiver<K> {
                 owd_latest
             },
             owd_latest_us: owd_latest,
+            train_bps: self.train.estimate(),
             naks,
         };
-        self.interval_start = Some(now);
+        self.interval_start = Some(interval_end);
+        self.interval_last = None;
         self.interval_datagrams = 0;
         self.interval_bytes = 0;
         self.owd_interval_min = i64::MAX;
@@ -747,6 +819,32 @@ mod tests {
         r.advance();
         assert_eq!(r.cum_ack, 1000);
         assert!(r.bits.len() <= 1);
+    }
+
+    #[test]
+    fn the_opening_train_gives_its_dispersion_rate_once() {
+        let t0 = Instant::now();
+        // 16 datagrams of 8248 bytes 66 µs apart (1 Gb/s), the first two swapped.
+        let mut m = TrainMeter::default();
+        assert_eq!(m.estimate(), 0);
+        let at = |k: u64| t0 + Duration::from_micros(66 * k);
+        m.arrival(at(1), 8248);
+        m.arrival(at(0), 8248);
+        for k in 2..7 {
+            m.arrival(at(k), 8248);
+        }
+        assert_eq!(m.estimate(), 0, "fewer than half the train");
+        m.arrival(at(7), 8248);
+        let bps = m.estimate() as f64;
+        assert!((bps / 1e9 - 8248.0 * 8.0 / 66_000.0).abs() < 0.01, "{bps}");
+        m.arrival(at(100), 8248);
+        assert_eq!(m.estimate() as f64, bps, "fixed once reported");
+        // Coalesced arrivals (one stamp for all) say nothing.
+        let mut c = TrainMeter::default();
+        for _ in 0..16 {
+            c.arrival(t0, 8248);
+        }
+        assert_eq!(c.estimate(), 0);
     }
 
     #[test]

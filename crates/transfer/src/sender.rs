@@ -239,6 +239,8 @@ pub struct Sender<S> {
     acked_at: Option<Instant>,
     done_at: Option<Instant>,
     last_reject: Option<Reject>,
+    /// The receiver's estimate from the opening train was handed to the controller.
+    train_reported: bool,
     stats: SenderStats,
     rate: RateSampler,
     scratch: Vec<u8>,
@@ -328,6 +330,7 @@ impl<S: Source> Sender<S> {
             acked_at: None,
             done_at: None,
             last_reject: None,
+            train_reported: false,
             stats,
             rate: RateSampler {
                 at: now,
@@ -526,6 +529,14 @@ impl<S: Source> Sender<S> {
             self.probe_interval = self.srtt();
         }
         let rtt = self.take_rtt_sample(now, &r);
+        if r.train_bps > 0 && !self.train_reported {
+            self.train_reported = true;
+            // Datagram bytes to wire bytes, at the size of a full chunk's datagram.
+            let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
+            let dgram = (DATA_HEADER_LEN + tag) as f64 + f64::from(self.cfg.session.chunk_size);
+            let wire = r.train_bps as f64 * (dgram + f64::from(self.cfg.wire_overhead)) / dgram;
+            self.cc.on_capacity_estimate(now, wire);
+        }
         self.apply_ack(now, &r);
         let reorder = self.reorder_window_us();
         self.mark_lost(&r, reorder);
@@ -789,7 +800,9 @@ impl<S: Source> Sender<S> {
                 true
             }
             SenderState::Sending => {
-                if self.pace_time > now || !self.can_send() {
+                // The opening train leaves back to back (see `wire::TRAIN_LEN`).
+                let train = self.next_seq < wire::TRAIN_LEN && self.retx.is_empty();
+                if (self.pace_time > now && !train) || !self.can_send() {
                     return false;
                 }
                 let mut chunk = None;

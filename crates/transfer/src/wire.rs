@@ -17,10 +17,10 @@ pub const COMMON_HEADER_LEN: usize = 16;
 /// Length of a DATA header; the payload follows.
 pub const DATA_HEADER_LEN: usize = 40;
 /// Length of a REPORT without its NAK ranges.
-pub const REPORT_FIXED_LEN: usize = 120;
+pub const REPORT_FIXED_LEN: usize = 128;
 /// Length of one NAK range in a REPORT (first chunk u64, count u32).
 pub const NAK_RANGE_LEN: usize = 12;
-/// Most NAK ranges one REPORT carries: keeps a REPORT at 1272 bytes, below any path MTU.
+/// Most NAK ranges one REPORT carries: keeps a REPORT at 1280 bytes, below any path MTU.
 pub const MAX_NAK_RANGES: usize = 96;
 /// Length of FIN and FIN-ACK.
 pub const FIN_LEN: usize = 24;
@@ -32,6 +32,9 @@ pub const MAX_PAYLOAD: usize = 65_507 - DATA_HEADER_LEN - TAG_LEN;
 
 /// DATA flag: this datagram repeats a chunk sent before.
 pub const FLAG_RETRANSMIT: u16 = 1;
+/// DATA datagrams of a session's opening train: sequence numbers below this are sent back to
+/// back (see [`Report::train_bps`]).
+pub const TRAIN_LEN: u64 = 16;
 
 /// Message kind (byte 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -386,6 +389,12 @@ pub struct Report {
     pub owd_interval_min_us: i64,
     /// Relative one-way delay of the latest datagram, µs.
     pub owd_latest_us: i64,
+    /// Dispersion rate of the session's opening train (the first [`TRAIN_LEN`] DATA
+    /// datagrams, which the sender sends back to back): datagram bytes after the first over
+    /// the time from the first arrival to the last, bit/s; 0 until measured. The bottleneck
+    /// spaces a back-to-back train by its serialisation time, so this estimates the path's
+    /// capacity one round trip into the session (packet-pair probing, Keshav, SIGCOMM 1991).
+    pub train_bps: u64,
     /// Missing chunks in `[cum_ack, recv_high)`: ordered, non-overlapping, not necessarily all
     /// of them (at most [`MAX_NAK_RANGES`]; the receiver rotates through longer lists).
     pub naks: Vec<SeqRange>,
@@ -419,6 +428,7 @@ impl Report {
         for v in [self.owd_min_us, self.owd_interval_min_us, self.owd_latest_us] {
             out.extend_from_slice(&v.to_be_bytes());
         }
+        out.extend_from_slice(&self.train_bps.to_be_bytes());
         // Bounded by MAX_NAK_RANGES above, fits u16.
         out.extend_from_slice(&(naks.len() as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -572,6 +582,7 @@ fn parse_report<'a>(session_id: u64, r: &mut Reader<'_>, len: usize) -> Result<D
         owd_min_us: r.i64().unwrap_or(0),
         owd_interval_min_us: r.i64().unwrap_or(0),
         owd_latest_us: r.i64().unwrap_or(0),
+        train_bps: r.u64().unwrap_or(0),
         naks: Vec::new(),
     };
     let n = usize::from(r.u16().unwrap_or(0));
@@ -684,6 +695,7 @@ mod tests {
             owd_min_us: -5,
             owd_interval_min_us: 3,
             owd_latest_us: 9,
+            train_bps: 987_654_321,
             naks: vec![SeqRange { first: 10, count: 2 }, SeqRange { first: 20, count: 5 }],
         }
     }
@@ -730,6 +742,53 @@ mod tests {
             f,
             [b'e', b'V', b'T', b'R', 2, 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
         );
+    }
+
+    /// A REPORT's fixed part and one NAK range, byte for byte (crate docs, "Wire format").
+    #[test]
+    fn report_bytes_are_pinned() {
+        let r = Report {
+            session_id: 1,
+            report_seq: 2,
+            cum_ack: 3,
+            recv_high: 9,
+            window_end: 10,
+            seq_high: 11,
+            rx_datagrams: 12,
+            echo_ts_us: 13,
+            echo_delay_us: 14,
+            interval_us: 15,
+            interval_datagrams: 16,
+            interval_bytes: 17,
+            owd_min_us: -1,
+            owd_interval_min_us: 19,
+            owd_latest_us: 20,
+            train_bps: 0x0102_0304,
+            naks: vec![SeqRange { first: 4, count: 2 }],
+        };
+        let mut b = Vec::new();
+        r.write(&mut b);
+        let be = |v: u64| v.to_be_bytes().to_vec();
+        let mut want: Vec<u8> = vec![b'e', b'V', b'T', b'R', 2, 2];
+        want.extend(be(1));
+        want.extend([0, 0]);
+        for v in [2u64, 3, 9, 10, 11, 12, 13] {
+            want.extend(be(v));
+        }
+        want.extend(14u32.to_be_bytes());
+        want.extend(15u32.to_be_bytes());
+        want.extend(16u32.to_be_bytes());
+        want.extend(be(17));
+        want.extend([0xff; 8]); // -1
+        want.extend(be(19));
+        want.extend(be(20));
+        assert_eq!(want.len(), 116);
+        want.extend([0, 0, 0, 0, 1, 2, 3, 4]); // train_bps at 116
+        want.extend([0, 1, 0, 0]); // one range, reserved
+        want.extend(be(4));
+        want.extend(2u32.to_be_bytes());
+        assert_eq!(b, want);
+        assert_eq!(b.len(), REPORT_FIXED_LEN + NAK_RANGE_LEN);
     }
 
     /// The DATA tag: first 16 bytes of BLAKE3 keyed(key, header ‖ payload digest), the digest a
@@ -917,7 +976,7 @@ mod tests {
 
         // Too many ranges: patch the count field.
         let mut b = good.clone();
-        b[116..118].copy_from_slice(&200u16.to_be_bytes());
+        b[124..126].copy_from_slice(&200u16.to_be_bytes());
         assert_eq!(parse(&b), Err(WireError::TooManyNakRanges(200)));
 
         let mut d = Vec::new();

@@ -235,6 +235,7 @@ pub fn send(
     }
     let block_size = block_size(cfg.block_size);
     let plan = plan(items, &cfg.dest)?;
+    crate::raise_fd_limit();
     let started = Instant::now();
     let cpu0 = ProcessCpu::read().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))

@@ -102,6 +102,7 @@ impl Drop for Claim<'_> {
 impl Server {
     /// Bind the control port and open the root.
     pub fn bind(cfg: ServerConfig) -> Result<Server, SessionError> {
+        crate::raise_fd_limit();
         let root = Root::open(&cfg.root)
             .map_err(|_| SessionError::Usage(format!("--root {} is not a directory", cfg.root.display())))?;
         let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;

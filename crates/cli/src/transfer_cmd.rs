@@ -307,7 +307,7 @@ fn print_summary(r: &SendReport) {
         r.transferred_bytes,
         r.elapsed_s,
         r.handshake_s,
-        r.goodput_bps.map_or("-".into(), si_fmt),
+        r.goodput_bps.map_or("- ".into(), si_fmt),
         r.retransmitted_bytes,
         d.loss_seen,
         d.rtt_min_us

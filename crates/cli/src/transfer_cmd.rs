@@ -81,9 +81,12 @@ pub enum Cc {
     after_help = "DEST is HOST[:PORT][/PATH]: PATH is a directory below the receiver's --root (default: the \
 root itself). Directories are sent recursively; empty files and directories too.\n\nExamples:\n  \
 evlbi send scan01.vdif corr.example.org:/exp42                 # adaptive rate\n  \
+evlbi send scans/ corr.example.org:/exp42                      # a directory: one stream for all its files\n  \
 evlbi send --cc fixed --rate 4G scans/ corr.example.org:5310/exp42\n  \
-evlbi send big.vdif 127.0.0.1:5310 --export-json send.json\n\nThe JSON report has per file: bytes resumed, \
-bytes and retransmissions per round, loss seen, RTT, goodput and the BLAKE3 the receiver verified."
+evlbi send big.vdif 127.0.0.1:5310 --sync false --export-json send.json   # verdict without fsync\n\n\
+The JSON report has per file: bytes resumed, bytes per round, the BLAKE3 the receiver verified, the fsync \
+it took and the time from the file's last datagram to its verdict; for the data stream: datagrams, \
+retransmissions, loss seen, RTT and the rate every 100 ms."
 )]
 pub struct SendArgs {
     /// Files and directories, then DEST (HOST[:PORT][/PATH]).

@@ -483,6 +483,10 @@ impl<K: Sink> Receiver<K> {
             let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
             let len = data.payload.len() + wire::DATA_HEADER_LEN + tag;
             self.train.arrival(now, len as u64);
+            if self.train.count == wire::TRAIN_LEN as u32 {
+                // The whole train is in: its estimate goes out now, not at the next interval.
+                self.report_due = Some(now);
+            }
         }
         self.stats.datagrams_received += 1;
         self.stats.payload_bytes_received += data.payload.len() as u64;

@@ -29,6 +29,12 @@ const SAVE_EVERY: Duration = Duration::from_secs(1);
 const TICK: Duration = Duration::from_millis(20);
 /// A session with nothing happening on either connection for this long ends.
 const IDLE: Duration = Duration::from_secs(600);
+/// Most files a session may have in flight (offered and not answered for good): a sender keeps
+/// at most 128; beyond this an offer is refused, so a hostile one cannot exhaust descriptors.
+const MAX_FILES_IN_FLIGHT: usize = 1024;
+/// Most blocks of the files in flight (each costs two hashes of bookkeeping, ~70 bytes): offers
+/// of absurd sizes are refused, not allocated (1 << 22 blocks: 256 TiB of 64 MiB blocks).
+const MAX_BLOCKS_IN_FLIGHT: u64 = 1 << 22;
 
 /// What a session needs of the connection it serves.
 pub(crate) struct Net<'a> {
@@ -245,7 +251,14 @@ impl<'s> Session<'s> {
         if self.files.contains_key(&id) {
             return Err(SessionError::Peer(format!("file {id} offered twice")));
         }
+        let blocks_in_flight: u64 = self.files.values().map(|e| e.rx.g.blocks()).sum();
         let opened = match self.srv.claim(&o.path) {
+            _ if self.files.len() >= MAX_FILES_IN_FLIGHT || blocks_in_flight + o.blocks() > MAX_BLOCKS_IN_FLIGHT => {
+                Err(format!(
+                    "{}: too many files or blocks in flight in this session; offer fewer at once",
+                    o.path
+                ))
+            }
             None => Err(format!("{} is being received by another session", o.path)),
             Some(claim) => self
                 .place(&o)

@@ -894,3 +894,39 @@ fn many_small_files_share_one_stream_and_sync_is_the_senders_choice() {
         assert_eq!(files(&events).iter().filter(|f| f.verified).count(), 300);
     }
 }
+
+#[test]
+fn offers_of_absurd_sizes_are_refused_not_allocated() {
+    let root = tempfile::tempdir().unwrap();
+    let srv = serve_once(root.path(), None);
+    let mut ch = raw_session(srv.addr);
+    // 4 GiB files of 4 KiB blocks: 2^20 blocks each. Four fit the session's bound on blocks in
+    // flight (2^22), the fifth is refused — and the session goes on.
+    for id in 0..5u64 {
+        ch.send(&Msg::Offer(Offer {
+            id,
+            path: format!("big{id}.bin"),
+            size: 4 << 30,
+            mtime_ns: 1,
+            block_size: 4096,
+            sync: false,
+        }))
+        .unwrap();
+        match ch.recv(Duration::from_secs(30)).unwrap() {
+            Msg::Accept { id: i, .. } if id < 4 => assert_eq!(i, id),
+            Msg::Refused { id: i, message } if id == 4 => {
+                assert_eq!(i, 4);
+                assert!(message.contains("in flight"), "{message}");
+            }
+            m => panic!("offer {id}: {m:?}"),
+        }
+    }
+    ch.send(&Msg::Bye).unwrap();
+    let events = srv.finish();
+    assert!(
+        !root.path().join("big4.bin.part").exists(),
+        "the refused offer created its .part"
+    );
+    let refused = files(&events).into_iter().filter(|f| f.error.is_some()).count();
+    assert_eq!(refused, 5, "4 unfinished at bye, 1 refused");
+}

@@ -143,6 +143,7 @@
 //! See [`cc`]. Rates are in bits per second of *wire* bytes: each DATA datagram counts as its
 //! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, `models::wire::ETHERNET_UDP_OVERHEAD` by default).
 
+mod auth;
 pub mod cc;
 pub mod layout;
 pub mod receiver;

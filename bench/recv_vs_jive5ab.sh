@@ -11,13 +11,18 @@
 #   bench/recv_vs_jive5ab.sh    env: SECS=10 RUNS=3 DIR=/dev/shm RATE=4096M OUT=bench/results/recv_vs_jive5ab.json
 #                                    JIVE5AB=(path; default /work/jive5ab-src/build/src/jive5ab, else jive5ab on PATH)
 #                                    SEND_OPTS="" RECV_OPTS=""
+#                                    SINK=file (or memory: evlbi stream recv without --out against
+#                                    jive5ab net2mem, the receivers alone without a file write)
 # Without a jive5ab binary the evlbi runs still happen and the peer is reported as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 SECS=${SECS:-10}
 RUNS=${RUNS:-3}
 RATE=${RATE:-4096M}
 DIR=${DIR:-/dev/shm}
+SINK=${SINK:-file}
 OUT=${OUT:-bench/results/recv_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 read -r -a SEND_ARGS <<<"${SEND_OPTS:-}"
@@ -42,35 +47,20 @@ echo "== input: 2 s of $RATE (16 channels, 2 bit, 8000-byte data arrays, $FPS fr
 "$EVLBI" vdif gen --stations Ef --rate "$RATE" --channels 16 --frame 8000 --seconds 2 --out "$WORK/in" -q \
     --start 2026-11-23T12:00:00Z >/dev/null
 IN="$WORK/in/Ef.vdif"
-port() { python3 -c 'import socket, sys; s=socket.socket(socket.AF_INET, getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"; }
 # utime + stime (+ cutime + cstime: reaped children) of a process, clock ticks; 0 when gone.
 ticks() { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 send() {
     "$EVLBI" stream send --to "127.0.0.1:$1" --seq-format jive5ab "$IN" --rate "$RATE" --loop --duration "${SECS}s" \
         "${SEND_ARGS[@]}" --export-json "$2" 2>/dev/null
 }
-# Talk VSI-S to jive5ab on TCP port $1: one command per argument, the replies printed.
-vsi() {
-    python3 - "$@" <<'PY'
-import socket, sys, time
-for _ in range(100):
-    try:
-        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
-        break
-    except OSError:
-        time.sleep(0.1)
-f = s.makefile("rwb")
-for c in sys.argv[2:]:
-    f.write((c + "\n").encode()); f.flush()
-    print(f.readline().decode().strip(), flush=True)
-PY
-}
 
 run_evlbi() { # $1 = run number
     local P RX
     P=$(port SOCK_DGRAM)
     rm -rf "${OUTDIR:?}"/*
-    "$EVLBI" stream recv --listen "127.0.0.1:$P" --seq-format jive5ab --fps "$FPS" --out "$OUTDIR" --idle-timeout 2s -q \
+    local out=(--out "$OUTDIR")
+    [[ $SINK == memory ]] && out=()
+    "$EVLBI" stream recv --listen "127.0.0.1:$P" --seq-format jive5ab --fps "$FPS" "${out[@]}" --idle-timeout 2s -q \
         "${RECV_ARGS[@]}" --export-json "$WORK/ev-recv.json" 2>"$WORK/ev-recv.log" &
     RX=$!
     PIDS+=("$RX")
@@ -115,13 +105,15 @@ run_jive5ab() { # $1 = run number
     PIDS+=("$JP")
     # The same socket buffer evlbi asks for (64 MB); 8 MB work buffers, 32 of them.
     # mtu=9000: jive5ab sizes its datagrams from the MTU (1500 would cut 8040-byte ones).
+    local open="net2file=open:$OUTDIR/j5.vdif,w;" close="net2file=close;" query="net2file?;"
+    [[ $SINK == memory ]] && { open="net2mem=open;"; close="net2mem=close;"; query="net2mem?;"; }
     vsi "$CP" "net_protocol=udps:64M:8M:32;" "mtu=9000;" "mode=VDIF_8000-$MBPS-16-2;" "net_port=$P;" \
-        "net2file=open:$OUTDIR/j5.vdif,w;" >"$WORK/j5.vsi"
+        "$open" >"$WORK/j5.vsi"
     T0=$(ticks "$JP")
     send "$P" "$WORK/j5-send.json"
     sleep 2 # what is queued is written
     T1=$(ticks "$JP")
-    vsi "$CP" "evlbi?;" "net2file?;" "net2file=close;" >>"$WORK/j5.vsi"
+    vsi "$CP" "evlbi?;" "$query" "$close" >>"$WORK/j5.vsi"
     kill "$JP" 2>/dev/null || true
     wait "$JP" 2>/dev/null || true
     python3 - "$1" "$WORK/j5-send.json" "$T0" "$T1" "$(getconf CLK_TCK)" "$WORK/j5.vsi" >>"$WORK/rows" <<'PY'
@@ -151,11 +143,12 @@ for r in $(seq "$RUNS"); do
 done
 [[ -n $J5 ]] || echo "== jive5ab not found (JIVE5AB=…): peer skipped"
 
-python3 - "$WORK/rows" "$OUT" "$SECS" "$RATE" "$DIR" "${J5:-}" <<'PY'
+python3 - "$WORK/rows" "$OUT" "$SECS" "$RATE" "$DIR" "${J5:-}" "$SINK" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-out, secs, rate, d, j5 = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-print(f"\n{rate}, 8000-byte frames (+32 header, +8 udps), one per datagram, {secs} s into {d}; CPU from /proc/PID/stat\n")
+out, secs, rate, d, j5, sink = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+into = f"into {d}" if sink == "file" else "into memory (evlbi: no --out; jive5ab: net2mem)"
+print(f"\n{rate}, 8000-byte frames (+32 header, +8 udps), one per datagram, {secs} s {into}; CPU from /proc/PID/stat\n")
 print("| receiver | run | frames sent | received | lost | CPU s | µs CPU / frame | notes |\n|---|---|---|---|---|---|---|---|")
 for r in rows:
     per = 1e6 * r["cpu_s"] / max(r["received"], 1)
@@ -164,7 +157,7 @@ for r in rows:
     if r["sender_slips"]:
         note += f"; sender slipped {r['sender_slips']}x"
     print(f"| {r['rx']} | {r['run']} | {r['frames_sent']} | {r['received']} | {r['lost']} | {r['cpu_s']:.2f} | {per:.2f} | {note} |")
-res = {"secs": float(secs), "rate": rate, "dir": d, "jive5ab": j5 or None, "runs": rows}
+res = {"secs": float(secs), "rate": rate, "dir": d, "sink": sink, "jive5ab": j5 or None, "runs": rows}
 med = {}
 for rx in ("evlbi", "jive5ab"):
     rr = [r for r in rows if r["rx"] == rx]

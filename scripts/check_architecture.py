@@ -3,10 +3,10 @@
 crates' code) and that no function grows past a screen without saying why.
 
 Rules (normal dependencies; dev-dependencies are free):
-  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr
+  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis scanfmt
          depend on core crates only, never on a crate that does IO for them (libc, socket2,
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
-  shell  netio ctlchan linkemu-tun *-session
+  shell  netio ctlchan linkemu-tun metrics daemon scanio *-session
          depend on core and shell crates; a *-session crate never on another *-session.
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
@@ -23,8 +23,9 @@ import re
 import subprocess
 import sys
 
-CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr"}
-SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session"}
+CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis",
+        "scanfmt"}
+SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon", "scanio"}
 VIEW = {"report"}
 BIN = {"evlbi"}
 DEV = {"testkit"}

@@ -17,8 +17,9 @@ fi
 
 if [[ "${1:-}" != "--build" ]]; then
     # Debian packages: python3-venv for the cross-check venv; iproute2 for namespace tests;
-    # fonts-dejavu-core for the text of PNG figures (evlbi report); chromium for the test that
-    # renders the report page headless.
+    # fonts-dejavu-core for the text of PNG figures (evlbi report); chromium for the tests that
+    # render the report page and the --metrics live page headless; prometheus for the test that
+    # scrapes --metrics with a real Prometheus server (installed, never started as a service).
     missing=()
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
@@ -30,6 +31,19 @@ if [[ "${1:-}" != "--build" ]]; then
             (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >&2
         else
             say "missing Debian packages: ${missing[*]} (run as root or install them)"
+        fi
+    fi
+    # Prometheus only as a program for the test (it starts its own on 127.0.0.1): without the
+    # node exporter it recommends, and where systemd started the packaged service, stopped again.
+    if [[ ! -x /usr/bin/prometheus ]]; then
+        if [[ $(id -u) -eq 0 ]]; then
+            say "installing prometheus"
+            (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >&2
+            if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+                systemctl disable --now prometheus >&2 || true
+            fi
+        else
+            say "missing Debian package: prometheus (run as root or install it)"
         fi
     fi
     # Python venv with baseband, the independent VDIF implementation we cross-check against.

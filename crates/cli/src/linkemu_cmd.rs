@@ -134,6 +134,8 @@ pub struct LinkemuArgs {
     /// Internal: this process is the background half of --up.
     #[arg(long, hide = true)]
     pub detached: bool,
+    #[command(flatten)]
+    pub metrics: crate::metrics_flag::MetricsArgs,
 }
 
 /// "ns:tel" → "tel".
@@ -277,6 +279,8 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         c.seed,
         if c.mode == Mode::Bare { ", BARE (no model)" } else { "" }
     ));
+    let metrics = args.metrics.start("linkemu")?;
+    let publisher = metrics.publisher("linkemu");
     let started = Instant::now();
     let mut last = (Instant::now(), emu.live());
     let mut next_status = started + Duration::from_secs(1);
@@ -299,6 +303,13 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
         if now >= next_status {
             next_status += Duration::from_secs(1);
             let live = emu.live();
+            if let Some(p) = &publisher {
+                p.publish(metrics::Status::Linkemu(metrics::status::LinkemuStatus {
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                    a_to_b: live.0,
+                    b_to_a: live.1,
+                }));
+            }
             let sample = realtime::IntervalSample {
                 t_s: started.elapsed().as_secs_f64(),
                 dt_s: (now - last.0).as_secs_f64(),

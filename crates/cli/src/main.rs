@@ -17,16 +17,21 @@ macro_rules! status {
 mod addr;
 mod flags;
 mod linkemu_cmd;
+mod metrics_flag;
 mod model_cmd;
 mod probe_cmd;
 mod probe_multi;
 mod probe_tcp;
 mod report_cmd;
+mod scan_args;
+mod serve_cmd;
 mod stream_cmd;
 mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
 mod vdif_cmd;
+mod vdif_print;
+mod vdif_scan_cmd;
 
 use std::process::ExitCode;
 
@@ -147,6 +152,10 @@ enum Command {
     Recv(transfer_cmd::RecvArgs),
     /// Figures (PNG, SVG) and a self-contained HTML page from result JSON files.
     Report(report_cmd::ReportArgs),
+    /// The station recorder daemon the Field System drives over VSI-S (jive5ab's control
+    /// protocol): record scans, relay to the correlator, evlbi?/tstat?/status? while data flow.
+    #[command(long_about = serve_cmd::ABOUT, after_help = serve_cmd::EXAMPLES)]
+    Serve(Box<serve_cmd::ServeArgs>),
 }
 
 /// Exit status when the reader of our output went away: 128 + SIGPIPE, what a shell shows for
@@ -196,6 +205,7 @@ fn main() -> ExitCode {
         Command::Send(a) => transfer_cmd::run_send(a),
         Command::Recv(a) => transfer_cmd::run_recv(a),
         Command::Report(a) => report_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(*a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -109,6 +109,8 @@ pub struct ServerArgs {
     // the same lines into FILE.
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 #[derive(Args)]
@@ -258,8 +260,23 @@ fn server(a: ServerArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
+    let metrics = a.metrics.start("probe server")?;
+    let publisher = metrics.publisher("probe_server");
+    let mut counts = metrics::status::ProbeServerStatus::default();
     let stop = AtomicBool::new(false);
-    server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| match e {
+    server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| {
+        if let Some(p) = &publisher {
+            crate::metrics_flag::probe_tally(&mut counts, &e);
+            p.publish(metrics::Status::ProbeServer(counts.clone()));
+        }
+        probe_event(e, &mut lines)
+    })?;
+    Ok(())
+}
+
+/// What `probe server` says about one event.
+fn probe_event(e: ServerEvent, lines: &mut crate::flags::JsonLines) {
+    match e {
         ServerEvent::Ready {
             peer,
             hello,
@@ -320,8 +337,7 @@ fn server(a: ServerArgs) -> Result<()> {
             "{}: session failed: {error}",
             peer.map_or("?".into(), |p| p.to_string())
         ),
-    })?;
-    Ok(())
+    }
 }
 
 /// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does

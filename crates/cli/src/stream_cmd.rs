@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
-use stream_session::send::{run_sender, Input, SendConfig};
+use stream_session::send::{run_sender_observed, Input, SendConfig};
 use stream_session::sink::{run_writer_process, WriterPlacement};
 
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
@@ -29,12 +29,13 @@ pub enum StreamCommand {
         evlbi stream send --to corr:46227 Ef.vdif --rate 4096M --loop --duration 10m\n  \
         evlbi stream send --to corr:46227 Ef.vdif --arq-latency 300ms             # answer NAKs for 300 ms\n  \
         evlbi stream send --to corr:46227 Ef.vdif --seq-format jive5ab            # jive5ab udps framing\n  \
+        evlbi stream send --to corr:46227 --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef,Wb --rate 1G --loop --duration 1m\n  \
         # DBBC3-like backend: 2 boards (sockets), board 1 threads 0-1, board 2 threads 2-3\n  \
         evlbi stream send --to corr:46227 --generate --stations Ef --threads 4 --rate 4096M --senders 2 --seq-format jive5ab --loop --duration 1m\n  \
         # R2DBE-like EHT stream: 8224-byte frames, 8232-byte udps datagrams\n  \
         evlbi stream send --to corr:46227 --generate --stations Aa --frame 8192 --rate 2048M --seq-format jive5ab --loop --duration 1m")]
-    Send(SendArgs),
+    Send(Box<SendArgs>),
     /// Receive streams and write continuous VDIF per station: reordering repaired, lost frames
     /// written with the invalid bit set at the right time, everything counted.
     #[command(after_help = "Examples:\n  \
@@ -42,13 +43,18 @@ pub enum StreamCommand {
         evlbi stream recv --listen 46227 --out rx/ --arq --latency 300ms --export-json summary.json\n  \
         evlbi stream recv --listen 46227 --seq-format jive5ab --fps 8000 --out rx/  # from jive5ab udps\n  \
         evlbi stream recv --listen 46227 --idle-timeout 5s                         # memory sink: count only\n  \
-        evlbi stream recv --listen 46227 --listen 46228 --arq --out rx/ --split thread  # two relays, a file per thread")]
-    Recv(RecvArgs),
+        evlbi stream recv --listen 46227 --listen 46228 --arq --out rx/ --split thread  # two relays, a file per thread\n  \
+        evlbi stream recv --listen 46227 --format vbs --disks '/mnt/disk*' --scan ev123_no0001  # FlexBuff: vbs://ev123_no0001_dsEf\n  \
+        evlbi stream recv --listen 46227 --format mk6 --disks '/mnt/disks/1/*' --scan 'ev123_{station}_no0001'  # Mark6 module 1\n\n\
+        vbs and mk6 spread blocks of whole frames over the disks, one writer (process) per disk, O_DIRECT where the \
+        file system takes it; a disk that fails (full, read-only, gone) leaves the set and the scan goes on on the \
+        others, what it lost counted. Read a scan back with `evlbi vdif inspect vbs://SCAN`, `vdif gather`, `vdif scans`.")]
+    Recv(Box<RecvArgs>),
     /// Relay a backend's live VDIF (UDP, several ports and boards) to a correlator: paced at
     /// the data rate, lost frames repeated on NAK (native framing), a local copy on disk
     /// (--tee), every input sender counted.
     #[command(after_help = crate::stream_relay_cmd::EXAMPLES)]
-    Relay(crate::stream_relay_cmd::RelayArgs),
+    Relay(Box<crate::stream_relay_cmd::RelayArgs>),
     /// Internal: the file writer process `stream recv --out` starts (records on stdin, report
     /// on stdout).
     #[command(hide = true)]
@@ -97,9 +103,11 @@ impl From<Format> for SeqFormat {
 
 #[derive(Args)]
 pub struct SendArgs {
-    /// VDIF files, one station each.
+    /// VDIF files, one station each, or recorded scans: vbs://SCAN, mk6://SCAN (see --disks).
     #[arg(required_unless_present = "generate")]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    disks: crate::scan_args::DisksArg,
     /// Synthesise the stations instead of reading files (the `vdif gen` options below; default
     /// 512 Mb/s each): --seconds of data are generated into memory and sent, looped with --loop.
     #[arg(long, conflicts_with = "files", requires = "stations")]
@@ -172,6 +180,8 @@ pub struct SendArgs {
     output: JsonOutput,
     #[command(flatten)]
     legacy_out: LegacyJsonOut,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 #[derive(Args)]
@@ -187,9 +197,12 @@ pub struct RecvArgs {
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
-    /// With --out: one file per station, or per VDIF thread of each station.
-    #[arg(long, value_enum, default_value = "station", requires = "out")]
+    /// With --out (or --format vbs|mk6): one file (scan) per station, or per VDIF thread of
+    /// each station.
+    #[arg(long, value_enum, default_value = "station")]
     split: Split,
+    #[command(flatten)]
+    record: crate::scan_args::RecordArgs,
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
@@ -247,6 +260,8 @@ pub struct RecvArgs {
     interval: Duration,
     #[command(flatten)]
     output: JsonOutputOldFile,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -254,9 +269,9 @@ pub struct RecvArgs {
 
 pub fn run(cmd: StreamCommand) -> Result<()> {
     match cmd {
-        StreamCommand::Send(a) => send(a),
-        StreamCommand::Recv(a) => recv(a),
-        StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(a),
+        StreamCommand::Send(a) => send(*a),
+        StreamCommand::Recv(a) => recv(*a),
+        StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(*a),
         StreamCommand::WriteFiles { ring_fd, direct, dir } => write_files(&dir, ring_fd, direct),
     }
 }
@@ -310,6 +325,25 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
     Ok((inputs, fps))
 }
 
+/// The stations to send: generated, or read from files and recorded scans; their frame rate
+/// when known.
+fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
+    Ok(if a.generate {
+        let (inputs, fps) = generate(a)?;
+        (inputs, a.fps.or(Some(fps)))
+    } else {
+        if !a.signal.stations.is_empty() {
+            return Err(usage("--stations goes with --generate (files carry their own station)"));
+        }
+        let inputs = a
+            .files
+            .iter()
+            .map(|f| crate::scan_args::stream_input(f, &a.disks))
+            .collect::<Result<Vec<_>>>()?;
+        (inputs, a.fps)
+    })
+}
+
 fn send(a: SendArgs) -> Result<()> {
     let mut dests = Vec::with_capacity(a.to.len());
     for t in &a.to {
@@ -333,15 +367,7 @@ fn send(a: SendArgs) -> Result<()> {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
     check_senders(&a)?;
-    let (inputs, fps) = if a.generate {
-        let (inputs, fps) = generate(&a)?;
-        (inputs, a.fps.or(Some(fps)))
-    } else {
-        if !a.signal.stations.is_empty() {
-            return Err(usage("--stations goes with --generate (files carry their own station)"));
-        }
-        (a.files.iter().cloned().map(Input::File).collect(), a.fps)
-    };
+    let (inputs, fps) = send_inputs(&a)?;
     let cfg = SendConfig {
         to,
         board_to,
@@ -363,7 +389,9 @@ fn send(a: SendArgs) -> Result<()> {
         realtime: a.generate && a.signal.start_is_now(),
     };
     let stop = stop_flag()?;
-    let r = run_sender(cfg, &stop).map_err(|e| match e {
+    let metrics = a.metrics.start("stream send")?;
+    let observer = metrics.observer("stream_send", metrics::Status::StreamSend);
+    let r = run_sender_observed(cfg, &stop, observer).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
@@ -372,69 +400,7 @@ fn send(a: SendArgs) -> Result<()> {
         status!("warning: {w}");
     }
     if text {
-        for s in &r.stations {
-            let g = &s.departure_gap_ns;
-            status!(
-                "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
-                s.station,
-                s.file,
-                s.frames_sent,
-                r.duration_s,
-                si_fmt(s.achieved_rate_bps),
-                si_fmt(s.rate_bps),
-                us_fmt(g.p50),
-                us_fmt(g.p99),
-                us_fmt(g.stdev.map(|v| v.round() as u64)),
-                s.spacing_us,
-                if s.injected_drops > 0 {
-                    format!(", {} dropped on purpose", s.injected_drops)
-                } else {
-                    String::new()
-                }
-            );
-            if s.slips > 0 {
-                status!(
-                    "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
-                    s.station,
-                    s.slips,
-                    s.slipped_s * 1e3
-                );
-            }
-        }
-        if r.senders.len() > 1 {
-            for (i, b) in r.senders.iter().enumerate() {
-                status!(
-                    "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
-                    i + 1,
-                    b.local_addr,
-                    b.to,
-                    b.threads,
-                    b.frames_sent,
-                    si_fmt(b.achieved_rate_bps)
-                );
-            }
-        }
-        if let Some(q) = &r.arq {
-            status!(
-                "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
-                q.naks,
-                q.asked,
-                q.resent,
-                q.resent_bytes,
-                q.unavailable
-            );
-        }
-        if r.rejected_control > 0 {
-            status!(
-                "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
-                r.rejected_control
-            );
-        }
-        status!(
-            "sender CPU {:.0} % user + {:.0} % system of one core",
-            r.cpu.user,
-            r.cpu.system
-        );
+        send_summary(&r);
     }
     if r.interrupted {
         return Err(ProblemsFound("interrupted".into()).into());
@@ -442,26 +408,106 @@ fn send(a: SendArgs) -> Result<()> {
     Ok(())
 }
 
+/// The closing lines of `stream send`: per station, per sender, ARQ, CPU.
+fn send_summary(r: &stream_session::report::SendReport) {
+    for s in &r.stations {
+        let g = &s.departure_gap_ns;
+        status!(
+            "{} ({}): {} frames in {:.2} s, {}b/s of data (asked {}b/s), gap p50 {} µs p99 {} µs σ {} µs (nominal {:.3} µs){}",
+            s.station,
+            s.file,
+            s.frames_sent,
+            r.duration_s,
+            si_fmt(s.achieved_rate_bps),
+            si_fmt(s.rate_bps),
+            us_fmt(g.p50),
+            us_fmt(g.p99),
+            us_fmt(g.stdev.map(|v| v.round() as u64)),
+            s.spacing_us,
+            if s.injected_drops > 0 {
+                format!(", {} dropped on purpose", s.injected_drops)
+            } else {
+                String::new()
+            }
+        );
+        if s.slips > 0 {
+            status!(
+                "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
+                s.station,
+                s.slips,
+                s.slipped_s * 1e3
+            );
+        }
+    }
+    if r.senders.len() > 1 {
+        for (i, b) in r.senders.iter().enumerate() {
+            status!(
+                "sender {} from {} to {}: threads {:?}, {} frames, {}b/s of data",
+                i + 1,
+                b.local_addr,
+                b.to,
+                b.threads,
+                b.frames_sent,
+                si_fmt(b.achieved_rate_bps)
+            );
+        }
+    }
+    if let Some(q) = &r.arq {
+        status!(
+            "ARQ: {} NAKs asked for {} frames, {} resent ({} B), {} no longer kept",
+            q.naks,
+            q.asked,
+            q.resent,
+            q.resent_bytes,
+            q.unavailable
+        );
+    }
+    if r.rejected_control > 0 {
+        status!(
+            "the destination sent back {} datagrams that were not NAKs (a jive5ab's keep-alives, or strays): read and counted",
+            r.rejected_control
+        );
+    }
+    status!(
+        "sender CPU {:.0} % user + {:.0} % system of one core",
+        r.cpu.user,
+        r.cpu.system
+    );
+}
+
 fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
+    let cfg_recording = cfg.recording.clone();
     let bound = BoundReceiver::bind(cfg).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
     })?;
     let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
-    status!(
-        "stream recv: listening on {} (UDP), writing {}",
-        addrs.join(", "),
-        a.out.as_ref().map_or("nothing (memory sink)".to_string(), |d| format!(
-            "{}{}",
-            d.display(),
-            if a.direct { " (direct I/O)" } else { "" }
-        ))
-    );
+    let target = match (&a.out, &cfg_recording) {
+        (_, Some(r)) => format!(
+            "{} scan {} over {} disk(s): {}",
+            r.layout,
+            r.scan,
+            r.disks.len(),
+            r.disks
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        (Some(d), None) => format!("{}{}", d.display(), if a.direct { " (direct I/O)" } else { "" }),
+        (None, None) => "nothing (memory sink)".to_string(),
+    };
+    status!("stream recv: listening on {} (UDP), writing {target}", addrs.join(", "));
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
+    let metrics = a.metrics.start("stream recv")?;
+    let bound = match metrics.observer("stream_recv", metrics::Status::StreamRecv) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
@@ -514,9 +560,19 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
             "--arq needs --seq-format native (NAKs name native sequence numbers)",
         ));
     }
+    let recording = a.record.config()?;
+    if recording.is_some() && (a.out.is_some() || a.chunk.is_some() || a.direct) {
+        return Err(usage(
+            "--format vbs|mk6 records to --disks in blocks of --block: leave out --out, --chunk and --direct",
+        ));
+    }
+    if recording.is_none() && a.out.is_none() && a.split == Split::Thread {
+        return Err(usage("--split thread needs an output: --out DIR or --format vbs|mk6"));
+    }
     Ok(RecvConfig {
         listen,
         out_dir: a.out.clone(),
+        recording,
         chunk: a.chunk,
         rcvbuf: a.rcvbuf as usize,
         receiver: ReceiverConfig {
@@ -560,6 +616,9 @@ fn live_line(l: &stream_session::recv::LiveLine) -> String {
     }
     if l.sender_changes > 0 {
         stall += &format!("  sender changes {}", l.sender_changes);
+    }
+    if l.disks_dropped > 0 {
+        stall += &format!("  DISKS DROPPED {}", l.disks_dropped);
     }
     format!(
             "{:7.1} s  {:>9}b/s  {} station(s)  frames written {:>7}  filled {:>5}  reordered {:>4}  late {:>4}  dup {:>4}  rejected {:>4}  kernel drops {}{stall}",
@@ -617,6 +676,9 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     for f in &r.files {
         status!("  {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
     }
+    if let Some(rec) = &r.recording {
+        recording_lines(rec);
+    }
     rejected_lines(&r.datagrams, r.first_problem.as_deref());
     if r.socket_drops > 0 {
         status!(
@@ -660,6 +722,39 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
         r.cpu.user,
         r.cpu.system
     );
+}
+
+/// What a vbs/Mark6 recording wrote: per scan, per disk, and each disk that left the set.
+pub(crate) fn recording_lines(rec: &scanfmt::results::RecordingReport) {
+    let layout = rec.layout.map_or("?", |l| l.as_str());
+    for s in &rec.scans {
+        status!(
+            "  {layout}://{}: {} frames ({} filled) in {} blocks, {} bytes",
+            s.scan,
+            s.frames,
+            s.filled,
+            s.blocks,
+            s.bytes
+        );
+    }
+    for d in &rec.disks {
+        status!(
+            "  disk {}: {} blocks, {} bytes{}",
+            d.path,
+            d.blocks,
+            d.bytes,
+            d.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" — DROPPED from the set: {e}"))
+        );
+    }
+    if rec.disks_dropped > 0 || rec.frames_not_written > 0 {
+        status!(
+            "{} disk(s) dropped, {} frames not written; the scans are readable on the other disks",
+            rec.disks_dropped,
+            rec.frames_not_written
+        );
+    }
 }
 
 /// `--senders K`: K > 1 simulates a backend's boards, which number datagrams per board (jive5ab)

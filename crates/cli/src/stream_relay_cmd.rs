@@ -26,6 +26,9 @@ pub const EXAMPLES: &str = "Examples:\n  \
     evlbi stream relay --listen 4001 --seq-format-in jive5ab --to 10.0.0.2:46227 --seq-format jive5ab --ack 10\n  \
     # a backend multicasting to 239.1.2.3 on the station LAN (interface eth1)\n  \
     evlbi stream relay --listen 239.1.2.3@46227%eth1 --to corr:46227 --arq-latency 300ms\n  \
+    # the station's copy as a FlexBuff scan over four disks (vbs://ev123_no0001_dsEf), as jive5ab would record it\n  \
+    evlbi stream relay --listen 46227 --to corr:46227 --format vbs --disks /mnt/disk0,/mnt/disk1,/mnt/disk2,/mnt/disk3 --scan ev123_no0001\n  \
+    evlbi stream relay --listen 46227 --to corr:46227 --tee 'mk6:/mnt/disks/1/*' --scan ev123_no0001   # the same, Mark6\n  \
     # what it did, as JSON\n  \
     evlbi stream relay --listen 46227 --to corr:46227 --duration 10m --export-json relay.json";
 
@@ -50,14 +53,18 @@ pub struct RelayArgs {
     #[arg(long, value_parser = parse_duration)]
     arq_latency: Option<Duration>,
     /// Record exactly what came in, one continuous file per station (as `stream recv --out`
-    /// writes them); frames lost in the input are not invented.
+    /// writes them); frames lost in the input are not invented. `vbs:GLOB` or `mk6:GLOB`
+    /// records a scan over those disks instead (as --format vbs|mk6 --disks GLOB).
     #[arg(long, value_name = "DIR")]
     tee: Option<PathBuf>,
+    #[command(flatten)]
+    record: crate::scan_args::RecordArgs,
     /// Start a new tee file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
     chunk: Option<u64>,
-    /// With --tee: one file per station, or per VDIF thread of each station.
-    #[arg(long, value_enum, default_value = "station", requires = "tee")]
+    /// With --tee (or --format vbs|mk6): one file (scan) per station, or per VDIF thread of
+    /// each station.
+    #[arg(long, value_enum, default_value = "station")]
     split: Split,
     /// Frames per second per VDIF thread, when the headers carry no sample rate (bare and
     /// jive5ab framing).
@@ -113,6 +120,8 @@ pub struct RelayArgs {
     interval: Duration,
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
     /// No live lines.
     #[arg(long, short)]
     quiet: bool,
@@ -135,6 +144,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         ));
     }
     let listen = a.listen.iter().map(|l| parse_listen(l)).collect::<Result<Vec<_>>>()?;
+    let (tee, tee_recording) = tee_config(a)?;
     if listen.len() > 64 {
         return Err(usage("at most 64 --listen addresses"));
     }
@@ -156,7 +166,8 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         relay,
         rcvbuf: usize::try_from(a.rcvbuf).unwrap_or(usize::MAX),
         sndbuf: 8 << 20,
-        tee: a.tee.clone(),
+        tee,
+        tee_recording,
         chunk: a.chunk,
         split_threads: a.split == Split::Thread,
         writer: WriterPlacement::ChildProcess {
@@ -170,8 +181,51 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
     })
 }
 
+/// The tee: VDIF files in a directory, or a vbs/Mark6 scan (`--format`, or `--tee vbs:GLOB`).
+fn tee_config(a: &RelayArgs) -> Result<(Option<PathBuf>, Option<stream_session::sink::RecordingConfig>)> {
+    let mut record = a.record.clone();
+    let mut tee = a.tee.clone();
+    if let Some((layout, glob)) = a
+        .tee
+        .as_ref()
+        .and_then(|t| t.to_str())
+        .and_then(|t| t.split_once(':'))
+        .and_then(|(f, g)| scanfmt::Layout::parse(f).map(|l| (l, g)))
+    {
+        if record.format != crate::scan_args::RecordFormat::Vdif || !record.disks.is_empty() {
+            return Err(usage("--tee vbs:GLOB already names the format and the disks"));
+        }
+        record.format = match layout {
+            scanfmt::Layout::Vbs => crate::scan_args::RecordFormat::Vbs,
+            scanfmt::Layout::Mk6 => crate::scan_args::RecordFormat::Mk6,
+        };
+        record.disks = vec![glob.to_string()];
+        tee = None;
+    }
+    let recording = record.config()?;
+    if recording.is_some() && (tee.is_some() || a.chunk.is_some()) {
+        return Err(usage(
+            "--format vbs|mk6 records the tee to --disks in blocks of --block: leave out --tee DIR and --chunk",
+        ));
+    }
+    if recording.is_none() && tee.is_none() && a.split == Split::Thread {
+        return Err(usage("--split thread needs a tee: --tee DIR or --format vbs|mk6"));
+    }
+    Ok((tee, recording))
+}
+
 pub fn relay(a: RelayArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let recording_to = match (&cfg.tee, &cfg.tee_recording) {
+        (Some(d), _) => format!(", recording to {}", d.display()),
+        (None, Some(r)) => format!(
+            ", recording {} scan {} over {} disk(s)",
+            r.layout,
+            r.scan,
+            r.disks.len()
+        ),
+        (None, None) => String::new(),
+    };
     let bound = BoundRelay::bind(cfg).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
@@ -183,13 +237,16 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         format_name(a.seq_format_in),
         a.to,
         format_name(a.seq_format),
-        a.tee
-            .as_ref()
-            .map_or(String::new(), |d| format!(", recording to {}", d.display()))
+        recording_to
     );
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
         status!("warning: {w}");
     }
+    let metrics = a.metrics.start("stream relay")?;
+    let bound = match metrics.observer("stream_relay", metrics::Status::StreamRelay) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
@@ -294,6 +351,9 @@ fn summary(r: &RelayReport) {
     if let Some(t) = &r.tee {
         for f in &t.files {
             status!("  tee {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
+        }
+        if let Some(rec) = &t.recording {
+            crate::stream_cmd::recording_lines(rec);
         }
     }
     crate::stream_cmd::rejected_lines(&r.datagrams, r.first_problem.as_deref());

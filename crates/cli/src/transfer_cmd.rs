@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use transfer::results::SendReport;
-use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
+use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt, si_fmt};
@@ -59,6 +59,8 @@ pub struct RecvArgs {
     // same lines into FILE.
     #[command(flatten)]
     output: JsonOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 fn parse_handshake_timeout(s: &str) -> Result<Duration, String> {
@@ -83,15 +85,27 @@ root itself). Directories are sent recursively; empty files and directories too.
 evlbi send scan01.vdif corr.example.org:/exp42                 # adaptive rate\n  \
 evlbi send scans/ corr.example.org:/exp42                      # a directory: one stream for all its files\n  \
 evlbi send --cc fixed --rate 4G scans/ corr.example.org:5310/exp42\n  \
-evlbi send big.vdif 127.0.0.1:5310 --sync false --export-json send.json   # verdict without fsync\n\n\
-The JSON report has per file: bytes resumed, bytes per round, the BLAKE3 the receiver verified, the fsync \
-it took and the time from the file's last datagram to its verdict; for the data stream: datagrams, \
-retransmissions, loss seen, RTT and the rate every 100 ms."
+evlbi send big.vdif 127.0.0.1:5310 --sync false --export-json send.json   # verdict without fsync\n  \
+evlbi send --disks '/mnt/disk*' vbs://ev123_no0001_dsEf corr:/exp42     # lands as exp42/ev123_no0001_dsEf.vdif\n  \
+evlbi send --keep-layout mk6://ev123_ef_no0001 corr:/exp42              # exp42/1/0/ev123_ef_no0001, … as on the module\n\n\
+A recorded scan (vbs://SCAN, mk6://SCAN) is read from its disks in block order and lands as one continuous \
+VDIF file, SCAN.vdif, verified end to end like any file (BLAKE3 of what was read from the disks against what \
+was written at the receiver). With --keep-layout its files are sent as they lie, each verified, below a \
+directory per disk; `evlbi vdif gather --disks 'DEST/*'` reads them there.\n\nThe JSON report has per file: bytes \
+resumed, bytes per round, the BLAKE3 the receiver verified, the fsync it took and the time from the file's last \
+datagram to its verdict; for the data stream: datagrams, retransmissions, loss seen, RTT and the rate every 100 ms."
 )]
 pub struct SendArgs {
-    /// Files and directories, then DEST (HOST[:PORT][/PATH]).
-    #[arg(required = true, num_args = 2.., value_name = "FILE|DIR... DEST")]
+    /// Files, directories or recorded scans (vbs://SCAN, mk6://SCAN), then DEST
+    /// (HOST[:PORT][/PATH]).
+    #[arg(required = true, num_args = 2.., value_name = "FILE|DIR|SCAN... DEST")]
     args: Vec<String>,
+    #[command(flatten)]
+    disks: crate::scan_args::DisksArg,
+    /// Send a recorded scan's files as they lie on its disks (vbs chunks, Mark6 files), below
+    /// a directory per disk, instead of as one continuous file.
+    #[arg(long)]
+    keep_layout: bool,
     /// Congestion control.
     #[arg(long, value_enum, default_value_t = Cc::Adaptive)]
     cc: Cc,
@@ -116,6 +130,8 @@ pub struct SendArgs {
     sync: bool,
     #[command(flatten)]
     output: ResultOutput,
+    #[command(flatten)]
+    metrics: crate::metrics_flag::MetricsArgs,
 }
 
 /// `HOST[:PORT][/PATH]` → address and path.
@@ -162,9 +178,29 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         if a.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
+    let metrics = a.metrics.start("recv")?;
+    let publisher = metrics.publisher("transfer_recv");
+    let mut counts = metrics::status::TransferRecvStatus::default();
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
-    server.serve(&stop, a.once, &mut |e| match e {
+    server.serve(&stop, a.once, &mut |e| {
+        if let Some(p) = &publisher {
+            crate::metrics_flag::transfer_tally(&mut counts, &e);
+            p.publish(metrics::Status::TransferRecv(counts.clone()));
+        }
+        recv_event(e, &mut lines, &mut failed)
+    })?;
+    if a.once && failed > 0 {
+        return Err(anyhow::anyhow!(ProblemsFound(format!(
+            "{failed} file(s) or session(s) failed"
+        ))));
+    }
+    Ok(())
+}
+
+/// What `evlbi recv` says about one event; failures counted in `failed`.
+fn recv_event(e: ServerEvent, lines: &mut crate::flags::JsonLines, failed: &mut u32) {
+    match e {
         ServerEvent::Connected(peer) => status!("{peer}: connected"),
         // Not counted as a failure: it never became a session (a port scan, a wrong key).
         ServerEvent::Rejected(peer, why) => status!("{peer}: refused before the session: {}", one_line(&why)),
@@ -180,7 +216,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ),
         ServerEvent::File(f) => {
             if !f.verified {
-                failed += 1;
+                *failed += 1;
             }
             lines.emit(&f);
             if lines.to_stdout() {
@@ -205,20 +241,14 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ServerEvent::Ended(peer, err) => match err {
             None => status!("{peer}: session ended"),
             Some(e) => {
-                failed += 1;
+                *failed += 1;
                 status!(
                     "{peer}: session failed: {} (run the same `evlbi send` again to resume)",
                     one_line(&e)
                 )
             }
         },
-    })?;
-    if a.once && failed > 0 {
-        return Err(anyhow::anyhow!(ProblemsFound(format!(
-            "{failed} file(s) or session(s) failed"
-        ))));
     }
-    Ok(())
 }
 
 /// Peer-supplied text on one line: a newline in it cannot forge a log line of ours.
@@ -229,11 +259,9 @@ fn one_line(s: &str) -> String {
 pub fn run_send(a: SendArgs) -> Result<()> {
     let (dest, items) = a.args.split_last().ok_or_else(|| usage("expected FILE|DIR... DEST"))?;
     let (server, path) = parse_dest(dest)?;
-    let items: Vec<PathBuf> = items.iter().map(PathBuf::from).collect();
-    for i in &items {
-        if !i.exists() {
-            return Err(usage(format!("{}: no such file or directory", i.display())));
-        }
+    let mut to_send = Vec::new();
+    for i in items {
+        to_send.extend(crate::scan_args::send_items(i, &a.disks, a.keep_layout)?);
     }
     if !transfer_session::control::CHUNK_RANGE.contains(&a.chunk) {
         return Err(usage(format!(
@@ -262,13 +290,31 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         "{msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
     );
     let stop = AtomicBool::new(false);
-    let report = send(
+    let metrics = a.metrics.start("send")?;
+    let publisher = metrics.publisher("transfer_send");
+    let mut last_publish: Option<std::time::Instant> = None;
+    let report = send_items(
         &cfg,
-        &items,
+        &to_send,
         &mut |p| {
             bar.set_length(p.total_bytes);
             bar.set_position(p.done_bytes);
             bar.set_message(format!("{} @ {}", p.file, rate_fmt(p.rate_bps)));
+            // Progress comes every few milliseconds: a count a second is enough.
+            if let Some(pb) = publisher
+                .as_ref()
+                .filter(|_| last_publish.is_none_or(|t| t.elapsed().as_secs() >= 1))
+            {
+                last_publish = Some(std::time::Instant::now());
+                pb.publish(metrics::Status::TransferSend(metrics::status::TransferSendStatus {
+                    file: p.file.clone(),
+                    done_bytes: p.done_bytes,
+                    total_bytes: p.total_bytes,
+                    retransmitted_bytes: p.retransmitted_bytes,
+                    rate_bps: p.rate_bps,
+                    srtt_s: p.srtt.map(|d| d.as_secs_f64()),
+                }));
+            }
         },
         &stop,
     )

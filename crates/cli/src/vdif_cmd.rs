@@ -10,19 +10,21 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use vdif::gen::{GenConfig, Generator, StationOutput, StationSpec};
-use vdif::inspect::{inspect, InspectReport};
-use vdif::stats::{SamplerStats, StateCounter};
+use vdif::inspect::{inspect, InspectReport, Inspector};
+use vdif::stats::{SamplerStats, StateCounter, Verdict};
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
+use crate::scan_args::DisksArg;
 use crate::units::{parse_frequency, parse_rate, parse_seconds, si_fmt};
+use crate::vdif_print::{print_fringe, print_inspect, print_stats};
 use crate::{progress_bar, usage, ProblemsFound};
 
 /// Largest sky delay `--delay` takes, seconds either way.
 const MAX_SKY_DELAY_S: f64 = 3600.0;
 
 /// Progress-bar layout for work measured in bytes.
-const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
+pub(crate) const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
 
 #[derive(Subcommand)]
 pub enum VdifCommand {
@@ -31,31 +33,49 @@ pub enum VdifCommand {
     #[command(after_help = "Examples:\n  \
         evlbi vdif gen --stations Ef,Wb,Jb --rate 512M --bits 2 --channels 8 --threads 1 --frame 8000 \\\n      \
         --seconds 10 --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --out data/\n  \
-        evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n\n\
+        evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n  \
+        evlbi vdif gen --stations Ef,Wb --rate 64M --channels 4 --complex --delay Wb=1.25us --seconds 2 --out cplx/   # I/Q, 4 MS/s\n\n\
         One file per station, DIR/<station>.vdif. The same --seed and --start give byte-identical files.")]
     Gen(GenArgs),
-    /// Describe a VDIF file: station, threads, frame size, bits, channels, rate, start time,
-    /// duration, invalid frames, gaps and garbage. Exit code 1 when problems are found.
+    /// Describe a VDIF file: stations, threads, frame size, bits, channels, rate, start time
+    /// (leap seconds counted), duration, invalid frames, gaps (within a second even without a
+    /// frame rate) and garbage. Exit code 1 when problems are found or the file is not VDIF.
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --json data/*.vdif\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second"
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n\nA file with under half of its bytes in frames whose headers agree is \"not VDIF (n % of bytes in valid frames)\"."
     )]
     Inspect(InspectArgs),
-    /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel,
-    /// beside the Gaussian expectation (16/34/34/16 % for optimal 2-bit levels), with a verdict.
+    /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel
+    /// (I and Q apart for complex data), beside the Gaussian expectation (16/34/34/16 % for
+    /// optimal 2-bit levels), with a verdict. Exit code 1 on a bad verdict, skipped garbage or a
+    /// truncated frame, missing frames, or a file that is not VDIF.
     #[command(
         after_help = "Examples:\n  evlbi vdif stats data/Ef.vdif\n  evlbi vdif stats --max-frames 10000 --json data/Ef.vdif"
     )]
     Stats(StatsArgs),
-    /// Correlate two stations (a small FX correlator): find the fringe's delay and S/N on one
-    /// channel, with frames flagged invalid on either side weighted out.
+    /// Correlate two stations (a small FX correlator): find the fringe's delay, |amplitude| and
+    /// S/N on one channel (real or complex samples), with frames flagged invalid on either side
+    /// weighted out. Exit code 1 when no peak reaches --min-snr ("no fringe").
     #[command(after_help = "Examples:\n  \
         evlbi vdif gen --stations Ef,Wb --seconds 2 --delay Wb=1.5us --snr 0.01 --out data/\n  \
         evlbi vdif correlate data/Ef.vdif data/Wb.vdif            # delay 48 samples = 1.5 us\n  \
-        evlbi vdif correlate --channel 3 --fft 1024 --json data/Ef.vdif data/Wb.vdif")]
+        evlbi vdif correlate --channel 3 --fft 1024 --json data/Ef.vdif data/Wb.vdif\n  \
+        evlbi vdif correlate --channel 1 cplx/Ef.vdif cplx/Wb.vdif   # complex: delay 5 complex samples = 1.25 us\n  \
+        evlbi vdif correlate --min-snr 5 data/Ef.vdif data/Wb.vdif")]
     Correlate(CorrelateArgs),
-    /// Print headers and decoded samples of the first frames as JSON lines (one per frame).
-    #[command(after_help = "Example:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600")]
+    /// Print headers and decoded samples of the first frames as JSON lines (one per frame):
+    /// 1/2/4/8-bit samples per channel, [I, Q] pairs for complex data.
+    #[command(
+        after_help = "Examples:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600\n  evlbi vdif dump --headers-only --frames 100000 data/Ef.vdif | wc -l"
+    )]
     Dump(DumpArgs),
+    /// Write a recorded FlexBuff vbs or Mark6 scan out as one continuous file (its blocks from
+    /// every disk, in order). Exit code 1 when blocks are missing.
+    #[command(after_help = crate::vdif_scan_cmd::GATHER_EXAMPLES)]
+    Gather(crate::vdif_scan_cmd::GatherArgs),
+    /// List the vbs and Mark6 scans on a set of disks: size, blocks, missing blocks, station,
+    /// first and last frame time (what jive5ab's scan_check? and a Mark6's list tell).
+    #[command(after_help = crate::vdif_scan_cmd::SCANS_EXAMPLES)]
+    Scans(crate::vdif_scan_cmd::ScansArgs),
 }
 
 /// What to synthesise: shared by `vdif gen` and `stream send --generate`.
@@ -64,9 +84,13 @@ pub struct SignalArgs {
     /// Station codes, comma separated: two ASCII characters each (Ef, Wb, Jb) or numeric ids.
     #[arg(long, value_delimiter = ',')]
     pub stations: Vec<String>,
-    /// Bits per sample: 1 or 2.
+    /// Bits per sample: 1 or 2 (of each of I and Q with --complex).
     #[arg(long, default_value_t = 2)]
     bits: u8,
+    /// Complex sampling: each sample is I and Q (`bits` each), the band per channel equals the
+    /// sample rate, and sky delays are whole complex samples.
+    #[arg(long)]
+    complex: bool,
     /// Channels per station (split evenly over threads; a power of two per thread).
     #[arg(long, default_value_t = 8)]
     channels: u32,
@@ -112,7 +136,7 @@ impl SignalArgs {
     }
 
     pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {
-        let layout = FrameLayout::new(rate, self.bits, self.channels, self.threads, self.frame)
+        let layout = FrameLayout::with_complex(rate, self.bits, self.channels, self.threads, self.frame, self.complex)
             .map_err(|e| usage(e.to_string()))?;
         if self.stations.is_empty() {
             return Err(usage("--stations is required (e.g. --stations Ef,Wb)"));
@@ -127,11 +151,11 @@ impl SignalArgs {
             return Err(usage("--seconds must be at least 1"));
         }
         if let Some(f) = self.tone {
-            if !(f > 0.0 && f < layout.sample_rate_hz / 2.0) {
+            // A complex channel's band is as wide as its sample rate, a real one's half that.
+            let band = layout.sample_rate_hz / if layout.complex { 1.0 } else { 2.0 };
+            if !(f > 0.0 && f < band) {
                 return Err(usage(format!(
-                    "--tone {} Hz must lie inside the channel band (0, {} Hz)",
-                    f,
-                    layout.sample_rate_hz / 2.0
+                    "--tone {f} Hz must lie inside the channel band (0, {band} Hz)"
                 )));
             }
         }
@@ -201,9 +225,11 @@ pub struct GenArgs {
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// VDIF files.
+    /// VDIF files, or recorded scans: vbs://SCAN, mk6://SCAN (see --disks).
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Frames per second per thread, for files too short to show it.
     #[arg(long)]
     fps: Option<u32>,
@@ -214,8 +240,10 @@ pub struct InspectArgs {
 
 #[derive(Args)]
 pub struct StatsArgs {
-    /// VDIF file.
+    /// VDIF file, or a recorded scan: vbs://SCAN, mk6://SCAN.
     file: PathBuf,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Stop after this many frames (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
@@ -225,30 +253,37 @@ pub struct StatsArgs {
 
 #[derive(Args)]
 pub struct CorrelateArgs {
-    /// Station A.
-    a: PathBuf,
+    /// Station A (a file, or vbs://SCAN, mk6://SCAN).
+    pub(crate) a: PathBuf,
     /// Station B (its delay is reported relative to A).
-    b: PathBuf,
+    pub(crate) b: PathBuf,
+    #[command(flatten)]
+    pub(crate) disks: DisksArg,
     /// VDIF thread.
     #[arg(long, default_value_t = 0)]
-    thread: u16,
+    pub(crate) thread: u16,
     /// Channel within the thread.
     #[arg(long, default_value_t = 0)]
-    channel: u32,
+    pub(crate) channel: u32,
     /// FFT length (power of two); delays up to ±half of it are found.
     #[arg(long, default_value_t = 256)]
     fft: usize,
     /// Stop after this many frames of the thread (0 = all).
     #[arg(long, default_value_t = 0)]
     max_frames: u64,
+    /// S/N a peak needs to count as a fringe; below it the result says "no fringe" (exit 1).
+    #[arg(long, default_value_t = fxcorr::DEFAULT_MIN_SNR)]
+    min_snr: f64,
     #[command(flatten)]
     output: JsonOutput,
 }
 
 #[derive(Args)]
 pub struct DumpArgs {
-    /// VDIF file.
+    /// VDIF file, or a recorded scan: vbs://SCAN, mk6://SCAN.
     file: PathBuf,
+    #[command(flatten)]
+    disks: DisksArg,
     /// Number of frames to print.
     #[arg(long, default_value_t = 1)]
     frames: u64,
@@ -267,6 +302,8 @@ pub fn run(cmd: VdifCommand) -> Result<()> {
         VdifCommand::Stats(a) => stats(a),
         VdifCommand::Dump(a) => dump(a),
         VdifCommand::Correlate(a) => correlate(a),
+        VdifCommand::Gather(a) => crate::vdif_scan_cmd::gather(a),
+        VdifCommand::Scans(a) => crate::vdif_scan_cmd::scans(a),
     }
 }
 
@@ -367,12 +404,13 @@ fn gen(a: GenArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "generated {} station(s) x {} s from {}: {}b/s, {}-bit, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
+        "generated {} station(s) x {} s from {}: {}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
         report.stations.len(),
         a.seconds,
         report.start_utc,
         si_fmt(layout.rate_bps),
         layout.bits,
+        if layout.complex { "complex" } else { "real" },
         layout.channels,
         layout.threads,
         layout.frame_len,
@@ -399,9 +437,9 @@ fn gen(a: GenArgs) -> Result<()> {
     Ok(())
 }
 
-/// A file reader that advances a progress bar (drawn only when stderr is a terminal).
+/// A reader that advances a progress bar (drawn only when stderr is a terminal).
 struct ProgressReader {
-    inner: BufReader<File>,
+    inner: BufReader<Box<dyn std::io::Read + Send>>,
     bar: indicatif::ProgressBar,
 }
 
@@ -419,9 +457,10 @@ impl Drop for ProgressReader {
     }
 }
 
-fn open(path: &Path) -> Result<ProgressReader> {
-    let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+/// A VDIF file or a recorded scan (`vbs://SCAN`, `mk6://SCAN` on `disks`), read with a
+/// progress bar.
+fn open(path: &Path, disks: &DisksArg) -> Result<ProgressReader> {
+    let (f, len) = crate::scan_args::open_input(path, disks)?;
     // Small files finish before a bar could be read; large ones take seconds to minutes.
     let bar = progress_bar(len, len < (256 << 20), BYTES_BAR);
     Ok(ProgressReader {
@@ -431,39 +470,54 @@ fn open(path: &Path) -> Result<ProgressReader> {
 }
 
 #[derive(Serialize)]
-struct FileReport {
-    file: PathBuf,
+pub(crate) struct FileReport {
+    pub(crate) file: PathBuf,
     #[serde(flatten)]
-    report: InspectReport,
+    pub(crate) report: InspectReport,
+}
+
+/// One file of `vdif inspect --json`: its report, or why there is none.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FileResult {
+    Report(Box<FileReport>),
+    Failed { file: PathBuf, error: String },
 }
 
 fn inspect_files(a: InspectArgs) -> Result<()> {
-    let mut reports = Vec::new();
+    let mut results = Vec::new();
     let mut failures = Vec::new();
     for path in &a.files {
-        match inspect(open(path)?, a.fps, |_, _| {}) {
+        let inspected = open(path, &a.disks).and_then(|r| inspect(r, a.fps, |_, _| {}).map_err(anyhow::Error::from));
+        match inspected {
             Ok(report) => {
                 if !report.problems.is_empty() {
                     failures.push(format!("{}: {}", path.display(), report.problems.join("; ")));
                 }
-                reports.push(FileReport {
+                results.push(FileResult::Report(Box::new(FileReport {
                     file: path.clone(),
                     report,
-                });
+                })));
             }
             Err(e) => {
-                failures.push(format!("{}: {e}", path.display()));
+                failures.push(format!("{}: {e:#}", path.display()));
+                results.push(FileResult::Failed {
+                    file: path.clone(),
+                    error: format!("{e:#}"),
+                });
             }
         }
     }
-    let text = if reports.len() == 1 && a.files.len() == 1 {
-        a.output.emit(&reports[0])?
+    let text = if a.files.len() == 1 {
+        a.output.emit(&results[0])?
     } else {
-        a.output.emit(&reports)?
+        a.output.emit(&results)?
     };
     if text {
-        for r in &reports {
-            print_inspect(r);
+        for r in &results {
+            if let FileResult::Report(r) = r {
+                print_inspect(r);
+            }
         }
     }
     if failures.is_empty() {
@@ -473,149 +527,59 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
     }
 }
 
-fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
-    v.as_ref().map_or("?".to_string(), |x| x.to_string())
-}
-
-fn print_inspect(f: &FileReport) {
-    let r = &f.report;
-    println!("file       {} ({} bytes)", f.file.display(), r.file_bytes);
-    println!("station    {} (id {})", opt(&r.station), opt(&r.station_id));
-    println!("threads    {} {:?}", r.threads.len(), r.threads);
-    println!(
-        "frames     {} of {} bytes ({}-byte header{}, EDV {})",
-        r.frames,
-        opt(&r.frame_bytes),
-        opt(&r.header_bytes),
-        if r.legacy == Some(true) { ", legacy" } else { "" },
-        opt(&r.edv)
-    );
-    println!(
-        "samples    {}-bit {}, {} channel(s), {} samples/frame",
-        opt(&r.bits_per_sample),
-        if r.complex == Some(true) { "complex" } else { "real" },
-        opt(&r.channels),
-        opt(&r.samples_per_frame)
-    );
-    match r.frames_per_second {
-        Some(fps) => println!(
-            "rate       {} frames/s per thread (from {}), {}S/s per channel, {}b/s",
-            fps,
-            opt(&r.frame_rate_source),
-            si_fmt(r.sample_rate_hz.unwrap_or(0.0)),
-            si_fmt(r.data_rate_bps.unwrap_or(0.0))
-        ),
-        None => println!("rate       unknown (file shorter than a second; pass --fps)"),
-    }
-    println!(
-        "time       {} .. {} ({} s)",
-        opt(&r.start_utc),
-        opt(&r.end_utc),
-        r.duration_s.map_or("?".into(), |d| format!("{d:.6}"))
-    );
-    println!("invalid    {} frame(s)", r.invalid_frames);
-    println!(
-        "missing    {} frame(s) in {} gap(s); {} out of order",
-        r.missing_frames, r.gaps, r.out_of_order_frames
-    );
-    println!(
-        "garbage    {} byte(s) in {} region(s)",
-        r.garbage_bytes,
-        r.garbage.len()
-    );
-    for n in &r.notes {
-        println!("note       {n}");
-    }
-    if r.problems.is_empty() {
-        println!("verdict    OK");
-    } else {
-        println!("verdict    {} problem(s):", r.problems.len());
-        for p in r.problems.iter().take(vdif::inspect::MAX_LISTED) {
-            println!("  - {p}");
-        }
-    }
-}
-
 fn stats(a: StatsArgs) -> Result<()> {
+    let name = a.file.display().to_string();
+    // The inspection pass runs alongside, so garbage, truncation and a file that is not VDIF
+    // are reported here exactly as `vdif inspect` reports them.
+    let mut inspector = Inspector::new(None);
     let mut counter: Option<StateCounter> = None;
-    let mut unsupported = None;
     let mut n = 0u64;
-    for ev in FrameScanner::new(open(&a.file)?) {
-        let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
-        if let ScanEvent::Frame { header, bytes, .. } = ev {
-            if header.complex || header.bits_per_sample > 2 {
-                unsupported = Some((header.bits_per_sample, header.complex));
-                break;
-            }
-            let c = counter.get_or_insert_with(|| StateCounter::new(header.bits_per_sample, header.channels()));
-            c.add(&header, &bytes[header.header_len()..]);
+    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
+        let ev = ev.with_context(|| format!("reading {name}"))?;
+        inspector.event(&ev);
+        if let ScanEvent::Frame { header, bytes, .. } = &ev {
+            let c = match &mut counter {
+                Some(c) => c,
+                None => counter.insert(StateCounter::for_header(header).map_err(|e| anyhow!("{name}: {e}"))?),
+            };
+            c.add(header, &bytes[header.header_len()..]);
             n += 1;
             if a.max_frames > 0 && n >= a.max_frames {
                 break;
             }
         }
     }
-    if let Some((bits, complex)) = unsupported {
-        return Err(anyhow!(
-            "{}: state counts need real 1- or 2-bit data, this file has {}-bit {} samples",
-            a.file.display(),
-            bits,
-            if complex { "complex" } else { "real" }
+    let scan = inspector.finish().map_err(|e| anyhow!("{name}: {e}"))?;
+    let Some(counter) = counter else {
+        return Err(anyhow!("{name}: no VDIF frames found"));
+    };
+    let mut stats: SamplerStats = counter.finish();
+    stats.bytes_skipped = scan.garbage_bytes + scan.truncated.map_or(0, |(_, len, _)| len);
+    stats.problems = scan.problems;
+    if counter.uncounted_frames() > 0 {
+        stats.problems.push(format!(
+            "{} frame(s) of further station/thread streams not counted (memory bound)",
+            counter.uncounted_frames()
         ));
     }
-    let stats: SamplerStats = counter
-        .ok_or_else(|| {
-            anyhow!(
-                "{}: no VDIF frames found (try `evlbi vdif inspect` for details)",
-                a.file.display()
-            )
-        })?
-        .finish();
-    if !a.output.emit(&stats)? {
-        return Ok(());
+    if stats.verdict == Verdict::Bad {
+        stats
+            .problems
+            .push("sampler states far from the Gaussian expectation (verdict bad)".into());
     }
-    println!(
-        "{}: {} frames, {}-bit, {} invalid frame(s) skipped",
-        a.file.display(),
-        stats.frames,
-        stats.bits,
-        stats.invalid_frames_skipped
-    );
-    let heads: &[&str] = if stats.bits == 2 {
-        &["--", "-", "+", "++"]
+    if a.output.emit(&stats)? {
+        print_stats(&name, &stats);
+    }
+    if stats.problems.is_empty() {
+        Ok(())
     } else {
-        &["-", "+"]
-    };
-    print!("thread chan     samples");
-    for h in heads {
-        print!(" {h:>7}");
+        Err(anyhow!(ProblemsFound(format!("{name}: {}", stats.problems.join("; ")))))
     }
-    println!("  thresh/σ  verdict");
-    for c in &stats.channels {
-        print!("{:>6} {:>4} {:>11}", c.thread, c.channel, c.samples);
-        for f in &c.fractions {
-            print!(" {:>6.2}%", f * 100.0);
-        }
-        println!(
-            "  {:>8}  {:?}",
-            c.implied_threshold_sigma.map_or("-".into(), |t| format!("{t:.3}")),
-            c.verdict
-        );
-    }
-    if let Some(c) = stats.channels.first() {
-        print!("{:<23}", "expected (Gaussian)");
-        for f in &c.expected {
-            print!(" {:>6.2}%", f * 100.0);
-        }
-        println!("  {:>8}", if stats.bits == 2 { "0.982" } else { "-" });
-    }
-    println!("verdict: {:?}", stats.verdict);
-    Ok(())
 }
 
 fn correlate(a: CorrelateArgs) -> Result<()> {
     // The sample rate (for the delay in seconds) comes from inspecting station A.
-    let rate = inspect(open(&a.a)?, None, |_, _| {})
+    let rate = inspect(open(&a.a, &a.disks)?, None, |_, _| {})
         .ok()
         .and_then(|r| r.sample_rate_hz);
     let config = fxcorr::CorrelateConfig {
@@ -623,35 +587,36 @@ fn correlate(a: CorrelateArgs) -> Result<()> {
         channel: a.channel,
         fft_len: a.fft,
         max_frames: a.max_frames,
+        min_snr: a.min_snr,
     };
-    let fringe = fxcorr::correlate(open(&a.a)?, open(&a.b)?, config, rate).map_err(|e| match e {
-        fxcorr::CorrelateError::Parameter(m) => usage(m),
-        other => anyhow!(other),
-    })?;
-    if !a.output.emit(&fringe)? {
-        return Ok(());
+    let fringe =
+        fxcorr::correlate(open(&a.a, &a.disks)?, open(&a.b, &a.disks)?, config, rate).map_err(|e| match e {
+            fxcorr::CorrelateError::Parameter(m) => usage(m),
+            other => anyhow!(other),
+        })?;
+    if a.output.emit(&fringe)? {
+        print_fringe(&a, &fringe);
     }
-    println!(
-        "{} x {}: thread {} channel {}, {} frames paired, {} used ({:.2}% valid), {} samples",
-        a.a.display(),
-        a.b.display(),
-        a.thread,
-        a.channel,
-        fringe.frames_paired,
-        fringe.frames_used,
-        fringe.valid_fraction * 100.0,
-        fringe.samples
-    );
-    println!(
-        "fringe: delay {} samples{}, amplitude {:.5}, S/N {:.1}",
-        fringe.delay_samples,
-        fringe
-            .delay_s
-            .map_or(String::new(), |d| format!(" ({:.4} us)", d * 1e6)),
-        fringe.amplitude,
-        fringe.snr
-    );
-    Ok(())
+    if fringe.detected {
+        Ok(())
+    } else {
+        Err(anyhow!(ProblemsFound(format!(
+            "{} x {}: no fringe above S/N {}",
+            a.a.display(),
+            a.b.display(),
+            a.min_snr
+        ))))
+    }
+}
+
+/// Decoded samples of a frame, per channel.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Samples {
+    /// `[channel][time]` values.
+    Real(Vec<Vec<f32>>),
+    /// `[channel][time]` as `[I, Q]` pairs.
+    Complex(Vec<Vec<[f32; 2]>>),
 }
 
 #[derive(Serialize)]
@@ -660,8 +625,29 @@ struct DumpLine {
     header: vdif::VdifHeader,
     station: String,
     edv: u8,
-    /// Decoded sample values per channel (`null` for encodings the codec does not handle).
-    samples: Option<Vec<Vec<f32>>>,
+    /// UTC of the start of the frame's second (leap seconds counted).
+    second_utc: String,
+    samples_per_frame: u64,
+    /// Decoded sample values per channel (`null` with --headers-only or for widths without
+    /// agreed levels, see `samples_note`).
+    samples: Option<Samples>,
+    /// Why `samples` is null for a width the decoder has no levels for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples_note: Option<String>,
+}
+
+/// The samples of one frame (real or complex) per channel, or why they cannot be decoded.
+fn frame_samples(h: &vdif::VdifHeader, data: &[u8]) -> Result<Samples, vdif::CodecError> {
+    let values = vdif::codec::decode_values(data, h.bits_per_sample, h.complex)?;
+    let per = h.values_per_time_sample() as usize;
+    let values = &values[..(h.samples_per_frame() as usize * per).min(values.len())];
+    let nch = h.channels() as usize;
+    Ok(if h.complex {
+        let pairs: Vec<[f32; 2]> = values.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
+        Samples::Complex(vdif::codec::deinterleave(&pairs, nch))
+    } else {
+        Samples::Real(vdif::codec::deinterleave(values, nch))
+    })
 }
 
 fn dump(a: DumpArgs) -> Result<()> {
@@ -669,7 +655,7 @@ fn dump(a: DumpArgs) -> Result<()> {
     let mut printed = 0u64;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for ev in FrameScanner::new(open(&a.file)?) {
+    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
         let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
         let ScanEvent::Frame { offset, header, bytes } = ev else {
             continue;
@@ -679,16 +665,23 @@ fn dump(a: DumpArgs) -> Result<()> {
             continue;
         }
         let data = &bytes[header.header_len()..];
-        let samples = (!header.complex && !a.headers_only)
-            .then(|| vdif::codec::decode(data, header.bits_per_sample).ok())
-            .flatten()
-            .map(|v| vdif::codec::deinterleave(&v, header.channels() as usize));
+        let (samples, samples_note) = if a.headers_only {
+            (None, None)
+        } else {
+            match frame_samples(&header, data) {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
         let line = DumpLine {
             offset,
             header,
             station: header.station_name(),
             edv: header.edv(),
+            second_utc: vdif::time::iso(header.ref_epoch, header.seconds, 0.0),
+            samples_per_frame: header.samples_per_frame(),
             samples,
+            samples_note,
         };
         let written = serde_json::to_writer(&mut out, &line)
             .map_err(std::io::Error::from)
@@ -704,7 +697,18 @@ fn dump(a: DumpArgs) -> Result<()> {
         }
     }
     if printed == 0 {
-        return Err(anyhow!("{}: no VDIF frames to dump", a.file.display()));
+        return Err(if seen > 0 {
+            anyhow!(
+                "{}: --skip {} passes the end: the file has {seen} VDIF frame(s)",
+                a.file.display(),
+                a.skip
+            )
+        } else {
+            anyhow!(
+                "{}: no VDIF frames to dump (`evlbi vdif inspect` says why)",
+                a.file.display()
+            )
+        });
     }
     Ok(())
 }

@@ -7,6 +7,11 @@
 //! and whose peak over the RMS of the other lags gives the S/N (Thompson, Moran & Swenson,
 //! "Interferometry and Synthesis in Radio Astronomy", §8–9). Frames flagged invalid on either
 //! side contribute nothing (weight 0), so the S/N falls as √(valid fraction).
+//!
+//! Real and complex samples go through the same complex FFT: a real sample is a complex one
+//! with zero imaginary part, a complex sample is I + iQ. The delay is in samples of the data
+//! (complex samples for complex data), the amplitude is the modulus of the lag function at its
+//! peak, and a peak whose S/N is below `min_snr` is reported as no fringe.
 
 use std::io::Read;
 
@@ -30,7 +35,7 @@ pub enum CorrelateError {
     /// The stations' frames differ in a way that prevents pairing them.
     #[error("stations differ: {0}")]
     Mismatch(String),
-    /// The data cannot be decoded (only real 1/2-bit is supported).
+    /// The data cannot be decoded (1, 2, 4 and 8-bit samples, real or complex, can).
     #[error("cannot decode: {0}")]
     Codec(#[from] vdif::CodecError),
     /// Bad parameters.
@@ -52,7 +57,13 @@ pub struct CorrelateConfig {
     pub fft_len: usize,
     /// Stop after this many paired frames (0 = all).
     pub max_frames: u64,
+    /// A peak below this S/N is reported as no fringe (`detected` false).
+    pub min_snr: f64,
 }
+
+/// S/N a peak needs to count as a fringe: the highest of 256 lags of pure noise reaches about
+/// 4σ, and 7 is the usual fringe-detection threshold of VLBI fringe searches.
+pub const DEFAULT_MIN_SNR: f64 = 7.0;
 
 /// The fringe found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,27 +76,40 @@ pub struct Fringe {
     pub frames_used: u64,
     /// frames_used / frames_paired.
     pub valid_fraction: f64,
-    /// Samples correlated.
+    /// Samples correlated (complex samples for complex data).
     pub samples: u64,
+    /// The stations' samples are complex (I + iQ).
+    pub complex: bool,
     /// Delay of station B relative to A at the peak, samples (positive: B lags A).
     pub delay_samples: i64,
     /// Delay in seconds, when the sample rate is known.
     pub delay_s: Option<f64>,
-    /// Normalised correlation amplitude at the peak (quantised data), corrected for the
+    /// Normalised correlation amplitude |r| at the peak (quantised data), corrected for the
     /// part of each segment that does not overlap at that lag (n − |lag| of n samples).
     pub amplitude: f64,
-    /// Peak over the RMS of the lag function away from the peak.
+    /// Peak modulus over the RMS modulus of the lag function away from the peak.
     pub snr: f64,
+    /// The peak's S/N reaches `config.min_snr`: a fringe. When false, delay and amplitude are
+    /// those of the highest noise peak.
+    pub detected: bool,
 }
 
-/// Samples of one channel from one valid frame, or nothing for an invalid one.
-fn channel_samples(h: &VdifHeader, data: &[u8], channel: u32) -> Result<Option<Vec<f32>>, CorrelateError> {
+/// Samples of one channel from one valid frame (real ones with zero imaginary part), or
+/// nothing for an invalid one.
+fn channel_samples(h: &VdifHeader, data: &[u8], channel: u32) -> Result<Option<Vec<Complex32>>, CorrelateError> {
     if h.invalid {
         return Ok(None);
     }
-    let v = vdif::codec::decode(data, h.bits_per_sample)?;
-    let nch = h.channels() as usize;
-    Ok(Some(v.into_iter().skip(channel as usize).step_by(nch).collect()))
+    let v = vdif::codec::decode_values(data, h.bits_per_sample, h.complex)?;
+    let per = h.values_per_time_sample() as usize;
+    let spf = h.samples_per_frame() as usize;
+    let samples = v.chunks_exact(per).take(spf);
+    Ok(Some(if h.complex {
+        let at = 2 * channel as usize;
+        samples.map(|t| Complex32::new(t[at], t[at + 1])).collect()
+    } else {
+        samples.map(|t| Complex32::new(t[channel as usize], 0.0)).collect()
+    }))
 }
 
 struct Stream<R: std::io::Read> {
@@ -127,6 +151,12 @@ pub fn correlate<A: Read, B: Read>(
             "FFT length {n} must be a power of two >= 8"
         )));
     }
+    if !(config.min_snr.is_finite() && config.min_snr >= 0.0) {
+        return Err(CorrelateError::Parameter(format!(
+            "minimum S/N {} must be a number >= 0",
+            config.min_snr
+        )));
+    }
     let mut sa = Stream {
         frames: FrameScanner::new(a),
         name: 'A',
@@ -143,6 +173,7 @@ pub fn correlate<A: Read, B: Read>(
     let inv2 = planner.plan_fft_inverse(2 * n);
     let mut acc = vec![Complex32::new(0.0, 0.0); 2 * n];
     let (mut paired, mut used, mut samples) = (0u64, 0u64, 0u64);
+    let mut complex = false;
     let (mut pa, mut pb) = (0f64, 0f64);
     let mut next_a = sa.next()?;
     let mut next_b = sb.next()?;
@@ -158,6 +189,7 @@ pub fn correlate<A: Read, B: Read>(
             continue;
         }
         check_pair(ha, hb, &config)?;
+        complex = ha.complex;
         paired += 1;
         if let (Some(xa), Some(xb)) = (
             channel_samples(ha, da, config.channel)?,
@@ -166,10 +198,10 @@ pub fn correlate<A: Read, B: Read>(
             used += 1;
             for (ca, cb) in xa.chunks_exact(n).zip(xb.chunks_exact(n)) {
                 for i in 0..n {
-                    buf_a[i] = Complex32::new(ca[i], 0.0);
-                    buf_b[i] = Complex32::new(cb[i], 0.0);
-                    pa += f64::from(ca[i] * ca[i]);
-                    pb += f64::from(cb[i] * cb[i]);
+                    buf_a[i] = ca[i];
+                    buf_b[i] = cb[i];
+                    pa += f64::from(ca[i].norm_sqr());
+                    pb += f64::from(cb[i].norm_sqr());
                 }
                 for i in n..2 * n {
                     buf_a[i] = Complex32::new(0.0, 0.0);
@@ -195,18 +227,27 @@ pub fn correlate<A: Read, B: Read>(
     }
     inv2.process(&mut acc);
     let power = (pa * pb).sqrt();
-    Ok(fringe(&acc, n, power, config, paired, used, samples, sample_rate_hz))
+    let mut f = fringe(&acc, n, power, config, paired, used, samples, sample_rate_hz);
+    f.complex = complex;
+    Ok(f)
 }
 
 /// Frames of A and B with the same time can be correlated only if they sample alike.
 fn check_pair(ha: &VdifHeader, hb: &VdifHeader, config: &CorrelateConfig) -> Result<(), CorrelateError> {
-    if ha.channels() != hb.channels() || ha.bits_per_sample != hb.bits_per_sample || ha.frame_len() != hb.frame_len() {
+    if ha.channels() != hb.channels()
+        || ha.bits_per_sample != hb.bits_per_sample
+        || ha.frame_len() != hb.frame_len()
+        || ha.complex != hb.complex
+    {
+        let kind = |h: &VdifHeader| if h.complex { "complex" } else { "real" };
         return Err(CorrelateError::Mismatch(format!(
-            "A has {}-bit x {} ch in {} B frames, B has {}-bit x {} ch in {} B frames",
+            "A has {}-bit {} x {} ch in {} B frames, B has {}-bit {} x {} ch in {} B frames",
             ha.bits_per_sample,
+            kind(ha),
             ha.channels(),
             ha.frame_len(),
             hb.bits_per_sample,
+            kind(hb),
             hb.channels(),
             hb.frame_len()
         )));
@@ -242,13 +283,13 @@ fn fringe(
         } else {
             (2 * n as i64 + lag) as usize
         };
-        f64::from(acc[idx].re)
+        f64::from(acc[idx].norm())
     };
     let lags: Vec<(i64, f64)> = (-half..half).map(|l| (l, lag_value(l))).collect();
-    let (peak_lag, peak) = lags.iter().copied().fold(
-        (0, 0.0f64),
-        |best, (l, v)| if v.abs() > best.1.abs() { (l, v) } else { best },
-    );
+    let (peak_lag, peak) = lags
+        .iter()
+        .copied()
+        .fold((0, 0.0f64), |best, (l, v)| if v > best.1 { (l, v) } else { best });
     let off: Vec<f64> = lags
         .iter()
         .filter(|(l, _)| (l - peak_lag).abs() > 2)
@@ -257,6 +298,7 @@ fn fringe(
     let rms = (off.iter().map(|v| v * v).sum::<f64>() / off.len().max(1) as f64).sqrt();
     // The inverse FFT is unnormalised: divide by 2n, then by the power of both signals.
     let norm = power.max(f64::MIN_POSITIVE);
+    let snr = if rms > 0.0 { peak / rms } else { 0.0 };
     Fringe {
         config,
         frames_paired: paired,
@@ -266,6 +308,8 @@ fn fringe(
         delay_samples: peak_lag,
         delay_s: sample_rate_hz.map(|r| peak_lag as f64 / r),
         amplitude: peak / (2 * n) as f64 / norm * n as f64 / (n as f64 - peak_lag.unsigned_abs() as f64),
-        snr: if rms > 0.0 { peak.abs() / rms } else { 0.0 },
+        snr,
+        complex: false,
+        detected: snr >= config.min_snr,
     }
 }

@@ -6,7 +6,15 @@ use vdif::gen::{GenConfig, Generator, StationSpec};
 use vdif::FrameLayout;
 
 fn stations(rho: f64, delay_samples: f64, seconds: u32) -> (Vec<u8>, Vec<u8>, f64) {
-    let layout = FrameLayout::new(16e6, 2, 2, 1, 8000).unwrap(); // 4 MS/s per channel
+    stations_of(
+        FrameLayout::new(16e6, 2, 2, 1, 8000).unwrap(),
+        rho,
+        delay_samples,
+        seconds,
+    ) // 4 MS/s per channel
+}
+
+fn stations_of(layout: FrameLayout, rho: f64, delay_samples: f64, seconds: u32) -> (Vec<u8>, Vec<u8>, f64) {
     let sr = layout.sample_rate_hz;
     let config = GenConfig {
         layout,
@@ -43,6 +51,7 @@ fn cfg() -> CorrelateConfig {
         channel: 1,
         fft_len: 256,
         max_frames: 0,
+        min_snr: fxcorr::DEFAULT_MIN_SNR,
     }
 }
 
@@ -65,6 +74,36 @@ fn no_common_signal_no_fringe() {
     let (a, b, sr) = stations(0.0, 10.0, 1);
     let f = correlate(&a[..], &b[..], cfg(), Some(sr)).unwrap();
     assert!(f.snr < 6.0, "{f:?}");
+    // The highest noise peak is reported as a modulus and flagged as no fringe.
+    assert!(!f.detected, "{f:?}");
+    assert!(f.amplitude > 0.0, "{f:?}");
+}
+
+/// Complex samples: I + iQ correlated as complex numbers, the delay in complex samples.
+/// Treating I and Q as consecutive real samples finds twice the delay and twice the samples.
+#[test]
+fn complex_data_give_the_delay_in_complex_samples() {
+    // 2-bit complex, 2 channels: one byte per time sample, 4 MS/s complex per channel.
+    let layout = FrameLayout::with_complex(32e6, 2, 2, 1, 8000, true).unwrap();
+    assert_eq!((layout.samples_per_frame, layout.sample_rate_hz), (8000, 4e6));
+    for d in [5.0, -17.0] {
+        let (a, b, sr) = stations_of(layout, 0.02, d, 1);
+        let f = correlate(&a[..], &b[..], cfg(), Some(sr)).unwrap();
+        assert!(f.complex && f.detected, "{f:?}");
+        assert_eq!(f.delay_samples, d as i64, "{f:?}");
+        assert_eq!(f.samples, 500 * (8000 / 256 * 256), "{f:?}");
+        assert!((f.delay_s.unwrap() - d / 4e6).abs() < 1e-12);
+        // rho 0.02 x 2-bit efficiency 0.88; 4e6 complex samples give S/N ~ 0.0176 x 2000 = 35.
+        assert!((f.amplitude - 0.88 * 0.02).abs() < 0.004, "{f:?}");
+        assert!(f.snr > 20.0, "{f:?}");
+    }
+    // A real station and a complex one cannot be paired.
+    let (real, _, _) = stations(0.02, 0.0, 1);
+    let (cplx, _, _) = stations_of(layout, 0.02, 0.0, 1);
+    assert!(matches!(
+        correlate(&real[..], &cplx[..], cfg(), None),
+        Err(fxcorr::CorrelateError::Mismatch(m)) if m.contains("complex")
+    ));
 }
 
 #[test]

@@ -4,9 +4,10 @@
 //!   [`stream::Sender`] (framing, repeats, counters) over a socket, one frame per datagram on an
 //!   exact absolute timeline ([`netio::Pacer`]), feeding it the NAKs that come back.
 //! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
-//!   VDIF through [`sink::FileSink`], sends NAKs, reports live and at the end.
+//!   VDIF (or a vbs/Mark6 scan over many disks) through [`sink::Recorder`], sends NAKs, reports
+//!   live and at the end.
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
-//!   and the output socket, the tee through [`sink::FileSink`].
+//!   and the output socket, the tee through [`sink::Recorder`].
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
@@ -19,6 +20,10 @@ pub mod send;
 pub mod sink;
 
 use thiserror::Error;
+
+/// Takes a running loop's counts once per live interval (`--metrics`, `evlbi serve`). It runs
+/// on the data path's thread: it must only hand the value over (a channel, a swap), never wait.
+pub type Observer<T> = Box<dyn FnMut(T) + Send>;
 
 /// Why a stream session could not run.
 #[derive(Debug, Error)]

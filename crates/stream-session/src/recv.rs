@@ -1,4 +1,5 @@
-//! The receiver loop: socket → [`stream::Receiver`] → [`FileSink`], NAKs back, live lines out.
+//! The receiver loop: socket → [`stream::Receiver`] → [`Recorder`] (VDIF files, or a vbs/Mark6
+//! scan over many disks), NAKs back, live lines out.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,9 +11,10 @@ use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
-use crate::sink::{FileSink, WriterPlacement};
-use crate::SessionError;
+use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
+use crate::{Observer, SessionError};
 use netio::io_err;
+use stream::results::RecvStatus;
 
 /// How to run a receiver.
 #[derive(Debug, Clone)]
@@ -21,6 +23,8 @@ pub struct RecvConfig {
     pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
     pub out_dir: Option<PathBuf>,
+    /// A vbs or Mark6 recording over many disks instead of files in `out_dir`.
+    pub recording: Option<RecordingConfig>,
     /// Start a new file after this many bytes.
     pub chunk: Option<u64>,
     /// Receive socket buffer to ask for.
@@ -72,6 +76,8 @@ pub struct LiveLine {
     pub stations: usize,
     /// Time the receiver waited for the file writer in the interval (its buffer was full).
     pub writer_stall: Duration,
+    /// Disks that have left a multi-disk recording (a write error), in all.
+    pub disks_dropped: u32,
 }
 
 /// Bound socket, before receiving: lets a caller print the port (e.g. `--listen 127.0.0.1:0`).
@@ -79,9 +85,10 @@ pub struct BoundReceiver {
     cfg: RecvConfig,
     socks: Vec<std::net::UdpSocket>,
     grants: Vec<netio::BufferGrant>,
-    sink: FileSink,
+    sink: Recorder,
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
+    observer: Option<Observer<RecvStatus>>,
 }
 
 impl BoundReceiver {
@@ -115,22 +122,30 @@ impl BoundReceiver {
             socks.push(sock);
             grants.push(grant);
         }
-        let sink = FileSink::new(
+        let sink = Recorder::new(
             cfg.out_dir.as_deref(),
+            cfg.recording.as_ref(),
             cfg.chunk,
             &cfg.writer,
             cfg.write_buffer,
             cfg.direct_io,
+            cfg.split_threads,
         )
-        .map_err(io_err("set up the output directory and its writer"))?
-        .split_threads(cfg.split_threads);
+        .map_err(io_err("set up the output directory (or disks) and its writers"))?;
         Ok(BoundReceiver {
             cfg,
             socks,
             grants,
             sink,
             drop_count,
+            observer: None,
         })
+    }
+
+    /// Hand `observer` the counts so far at every live interval.
+    pub fn observe(mut self, observer: Observer<RecvStatus>) -> BoundReceiver {
+        self.observer = Some(observer);
+        self
     }
 
     /// The addresses actually bound, in `--listen` order.
@@ -152,6 +167,7 @@ impl BoundReceiver {
             grants,
             mut sink,
             drop_count,
+            mut observer,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = netio::read_udp_counters().unwrap_or_default();
@@ -203,7 +219,11 @@ impl BoundReceiver {
             }
             if now >= t.next_live {
                 let dropped = drops(&socks, &batch);
-                live(&tally.line(now, t.first, cfg.interval, &rx, &sink, dropped));
+                let line = tally.line(now, t.first, cfg.interval, &rx, &mut sink, dropped);
+                if let Some(observe) = observer.as_mut() {
+                    observe(status(&line, &rx, &sink, dropped, naks.sent));
+                }
+                live(&line);
                 t.next_live += cfg.interval;
             }
         };
@@ -230,6 +250,23 @@ impl BoundReceiver {
             data_age: std::mem::take(&mut tally.data_age),
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
+    }
+}
+
+/// The counts so far, for an observer.
+fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
+    let (stall, stalls) = sink.stalled();
+    RecvStatus {
+        elapsed_s: line.elapsed_s,
+        rate_bps: line.rate_bps,
+        datagrams: *rx.counters(),
+        stations: rx.summaries(),
+        frames_written: sink.frames(),
+        frames_filled: sink.filled(),
+        kernel_drops: dropped,
+        writer_stall_s: stall.as_secs_f64(),
+        writer_stalls: stalls,
+        naks_sent,
     }
 }
 
@@ -278,7 +315,7 @@ fn receive_batch(
     wait: Duration,
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut FileSink,
+    sink: &mut Recorder,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, SessionError> {
@@ -334,7 +371,7 @@ fn receive_any(
     socks: &[std::net::UdpSocket],
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut FileSink,
+    sink: &mut Recorder,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, SessionError> {
@@ -419,7 +456,7 @@ impl LiveTally {
         first: Option<Instant>,
         interval: Duration,
         rx: &Receiver,
-        sink: &FileSink,
+        sink: &mut Recorder,
         dropped: u64,
     ) -> LiveLine {
         let changes = rx.sender_changes();
@@ -440,6 +477,7 @@ impl LiveTally {
             duplicate_mismatch: win.duplicate_mismatch - self.win.duplicate_mismatch,
             sender_changes: changes - self.changes,
             writer_stall: stall.saturating_sub(self.stall),
+            disks_dropped: sink.disks_dropped(),
         };
         *self = LiveTally {
             bytes: 0,
@@ -482,10 +520,11 @@ impl RunEnd {
             &netio::batch::RecvBatch,
         ),
         rx: &Receiver,
-        mut sink: FileSink,
+        mut sink: Recorder,
     ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
-        let (files, frames_not_written, write_error) = sink.finish();
+        let out = sink.finish();
+        let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
         let cpu1 = ProcessCpu::read().unwrap_or_default();
@@ -500,14 +539,15 @@ impl RunEnd {
                 .collect::<Vec<_>>()
                 .join(", "),
             format: cfg.receiver.format,
-            out_dir: cfg.out_dir.as_ref().map(|d| d.display().to_string()),
+            out_dir: output_name(cfg),
             duration_s,
             datagrams: c,
             first_problem: rx.first_problem().map(str::to_string),
             stations: rx.summaries(),
-            files,
-            frames_not_written,
-            write_error,
+            files: out.files,
+            recording: out.recording,
+            frames_not_written: out.not_written,
+            write_error: out.error,
             received_rate_bps: if duration_s > 0.0 {
                 c.bytes as f64 * 8.0 / duration_s
             } else {
@@ -520,15 +560,33 @@ impl RunEnd {
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             receive_calls: self.receive_calls,
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
-            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && cfg.out_dir.is_some())
+            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && output_name(cfg).is_some())
                 .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
             naks_sent: self.naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
-            write_buffer: cfg.out_dir.is_some().then_some(cfg.write_buffer),
-            direct_io: cfg.out_dir.is_some() && cfg.direct_io,
+            write_buffer: output_name(cfg).is_some().then_some(cfg.write_buffer),
+            direct_io: match &cfg.recording {
+                Some(_) => out_direct,
+                None => cfg.out_dir.is_some() && cfg.direct_io,
+            },
             stopped_by: self.stopped_by,
             data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
         }
+    }
+}
+
+/// Where the receiver records: its directory, or its disks; `None` for the memory sink.
+fn output_name(cfg: &RecvConfig) -> Option<String> {
+    match (&cfg.recording, &cfg.out_dir) {
+        (Some(r), _) => Some(
+            r.disks
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (None, Some(d)) => Some(d.display().to_string()),
+        (None, None) => None,
     }
 }

@@ -1,5 +1,5 @@
 //! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
-//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`FileSink`].
+//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](crate::sink::Recorder).
 //!
 //! Reader threads hand whole batches (one buffer, one copy per datagram) to the relay thread
 //! over a bounded channel and get the buffers back for reuse: when the relay thread falls
@@ -21,8 +21,9 @@ use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
-use crate::sink::{FileSink, WriterPlacement};
-use crate::SessionError;
+use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
+use crate::{Observer, SessionError};
+use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.
 const QUEUE_BATCHES: usize = 32;
@@ -56,6 +57,8 @@ pub struct RelayRunConfig {
     pub sndbuf: usize,
     /// Record what came in here (files per station, as `stream recv --out` writes them).
     pub tee: Option<PathBuf>,
+    /// Or record it as a vbs/Mark6 scan over many disks.
+    pub tee_recording: Option<RecordingConfig>,
     /// Start a new tee file after this many bytes.
     pub chunk: Option<u64>,
     /// One tee file per VDIF thread of each station, not one per station.
@@ -117,7 +120,8 @@ pub struct BoundRelay {
     inputs: Vec<UdpSocket>,
     grants: Vec<netio::BufferGrant>,
     wire: Wire,
-    tee: FileSink,
+    tee: Recorder,
+    observer: Option<Observer<RelayStatus>>,
 }
 
 impl BoundRelay {
@@ -147,16 +151,30 @@ impl BoundRelay {
             grants.push(grant);
         }
         let wire = Wire::open(cfg.to, cfg.sndbuf)?;
-        let tee = FileSink::new(cfg.tee.as_deref(), cfg.chunk, &cfg.writer, cfg.write_buffer, false)
-            .map_err(io_err("set up the tee directory and its writer"))?
-            .split_threads(cfg.split_threads);
+        let tee = Recorder::new(
+            cfg.tee.as_deref(),
+            cfg.tee_recording.as_ref(),
+            cfg.chunk,
+            &cfg.writer,
+            cfg.write_buffer,
+            false,
+            cfg.split_threads,
+        )
+        .map_err(io_err("set up the tee's recording and its writer"))?;
         Ok(BoundRelay {
             cfg,
             inputs,
             grants,
             wire,
             tee,
+            observer: None,
         })
+    }
+
+    /// Hand `observer` the counts so far at every live interval.
+    pub fn observe(mut self, observer: Observer<RelayStatus>) -> BoundRelay {
+        self.observer = Some(observer);
+        self
     }
 
     /// The input addresses actually bound.
@@ -178,6 +196,7 @@ impl BoundRelay {
             grants,
             mut wire,
             mut tee,
+            mut observer,
         } = self;
         let started = Instant::now();
         // Sleeps that end on time: departures are due every few microseconds.
@@ -268,7 +287,21 @@ impl BoundRelay {
             }
             if now >= t.next_live {
                 let drops = input_drops(&readers);
-                live(&tally.line(now, t.first, cfg.interval, &relay, drops));
+                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
+                if let Some(observe) = observer.as_mut() {
+                    observe(RelayStatus {
+                        elapsed_s: line.elapsed_s,
+                        in_rate_bps: line.in_rate_bps,
+                        datagrams: *relay.counters(),
+                        senders: relay.senders(),
+                        stations: relay.stations(),
+                        output: relay.output(),
+                        arq: relay.arq_stats(),
+                        kernel_drops: drops,
+                        queued: line.queued,
+                    });
+                }
+                live(&line);
                 t.next_live += cfg.interval;
             }
         };
@@ -300,7 +333,7 @@ impl BoundRelay {
             }
         }
         let socket_drops = input_drops(&readers);
-        let (files, frames_not_written, write_error) = tee.finish();
+        let out = tee.finish();
         let wall = started.elapsed();
         let cpu1 = ProcessCpu::read().unwrap_or_default();
         let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
@@ -322,21 +355,37 @@ impl BoundRelay {
             arq: relay.arq_stats(),
             returned_datagrams: relay.returned_datagrams(),
             rejected_control: relay.rejected_control(),
-            tee: cfg.tee.as_ref().map(|d| TeeReport {
-                dir: d.display().to_string(),
-                files,
-                frames_not_written,
-                write_error,
+            tee: tee_dir(&cfg).map(|dir| TeeReport {
+                dir,
+                files: out.files,
+                recording: out.recording,
+                frames_not_written: out.not_written,
+                write_error: out.error,
             }),
             socket_drops,
             rcvbuf: grants,
             send_would_block: wire.would_block(),
             udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
             cpu: cpu1.share_since(&cpu0, wall),
-            writer_cpu: (cfg.tee.is_some() && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
+            writer_cpu: (tee_dir(&cfg).is_some() && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
                 .then(|| cpu1.children_share_since(&cpu0, wall)),
             stopped_by: stopped_by.to_string(),
         })
+    }
+}
+
+/// Where the tee records: its directory, or its disks.
+fn tee_dir(cfg: &RelayRunConfig) -> Option<String> {
+    match (&cfg.tee, &cfg.tee_recording) {
+        (Some(d), _) => Some(d.display().to_string()),
+        (None, Some(r)) => Some(
+            r.disks
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (None, None) => None,
     }
 }
 

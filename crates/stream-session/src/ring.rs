@@ -21,7 +21,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 const HEADER: usize = 4096;
 const MAGIC: [u8; 8] = *b"evlbiRNG";
-const STATE_AT: usize = 64;
+/// The writer's failure flag (one byte: 0 writing, 1 failed) and the reason (u16 length at
+/// [`FAILED_LEN_AT`], UTF-8 from [`FAILED_MSG_AT`]), for a multi-disk recorder to drop that
+/// disk at once rather than when the recording ends.
+const FAILED_AT: usize = 16;
+const FAILED_LEN_AT: usize = 18;
+const FAILED_MSG_AT: usize = 24;
+const STATE_AT: usize = 1024;
 /// Slots the header page can describe.
 pub const MAX_SLOTS: u32 = (HEADER - STATE_AT) as u32;
 const FREE: u8 = 0;
@@ -206,6 +212,54 @@ impl SharedRing {
     }
 }
 
+impl SharedRing {
+    fn failed_flag(&self) -> &AtomicU8 {
+        // SAFETY: FAILED_AT < HEADER ≤ map_len; accessed only atomically.
+        unsafe { &*self.base.add(FAILED_AT).cast::<AtomicU8>() }
+    }
+
+    /// Writer: it has failed (its disk full, unwritable or gone) and writes no more; `why`
+    /// (cut to the room in the header) is for the receiver's message. The first call wins.
+    pub fn set_failed(&self, why: &str) {
+        if self.failed_flag().load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let mut n = why.len().min(STATE_AT - FAILED_MSG_AT);
+        while !why.is_char_boundary(n) {
+            n -= 1;
+        }
+        // SAFETY: the message area lies in the header page; only this writer writes it, and
+        // only before the flag below is set (the receiver reads it only after seeing the flag).
+        unsafe {
+            std::ptr::copy_nonoverlapping(why.as_ptr(), self.base.add(FAILED_MSG_AT), n);
+            std::ptr::copy_nonoverlapping((n as u16).to_le_bytes().as_ptr(), self.base.add(FAILED_LEN_AT), 2);
+        }
+        self.failed_flag().store(1, Ordering::Release);
+    }
+
+    /// Receiver: why the writer failed, once it has.
+    pub fn failed(&self) -> Option<String> {
+        if self.failed_flag().load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut len = [0u8; 2];
+        // SAFETY: header bytes, written before the flag was set (Acquire above pairs with the
+        // writer's Release); the length is bounded to the message area.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(FAILED_LEN_AT), len.as_mut_ptr(), 2) };
+        let n = usize::from(u16::from_le_bytes(len)).min(STATE_AT - FAILED_MSG_AT);
+        // SAFETY: as above.
+        let msg = unsafe { std::slice::from_raw_parts(self.base.add(FAILED_MSG_AT), n) };
+        Some(String::from_utf8_lossy(msg).into_owned())
+    }
+
+    /// Slots with the writer (handed over, not yet written): its backlog.
+    pub fn handed_count(&self) -> u32 {
+        (0..self.slots)
+            .filter(|&s| self.state(s).load(Ordering::Acquire) == HANDED)
+            .count() as u32
+    }
+}
+
 impl Drop for SharedRing {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping made in create/open.
@@ -246,6 +300,24 @@ mod tests {
         assert_eq!(rx.try_take(&mut held), None, "two held, one with the writer");
         tx.release(a);
         assert_eq!(rx.try_take(&mut held), Some(a));
+    }
+
+    #[test]
+    fn a_failure_and_its_reason_reach_the_other_side() {
+        let rx = SharedRing::create(2, 4096).unwrap();
+        let tx = SharedRing::open(rx.fd().try_clone_to_owned().unwrap()).unwrap();
+        assert_eq!(rx.failed(), None);
+        let long = "é".repeat(2000);
+        tx.set_failed(&long);
+        tx.set_failed("a later reason is not kept");
+        let got = rx.failed().unwrap();
+        assert!(got.len() <= STATE_AT - FAILED_MSG_AT && got.starts_with("éé"), "{got}");
+        assert!(!got.contains('\u{fffd}'), "cut on a character boundary");
+        let mut held = vec![false; 2];
+        let s = rx.try_take(&mut held).unwrap();
+        assert_eq!(rx.handed_count(), 0);
+        rx.hand_over(s);
+        assert_eq!(tx.handed_count(), 1);
     }
 
     #[test]

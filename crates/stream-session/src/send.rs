@@ -4,7 +4,7 @@
 //! ([`netio::Pacer`]); NAKs read from the socket between frames are fed back to it.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use linkemu::LossModel;
 use netio::counters::ProcessCpu;
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest, Pacer, Spacing};
-use stream::results::SentBoard;
+use stream::results::{SendStatus, SentBoard};
 use stream::sender::{
     combined_results, Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec,
     Transmit,
@@ -26,7 +26,7 @@ use stream::SeqFormat;
 use vdif::{FrameScanner, ScanEvent};
 
 use crate::report::SendReport;
-use crate::SessionError;
+use crate::{Observer, SessionError};
 use netio::io_err;
 
 /// Frames per batch handed from a reader thread to the sender.
@@ -100,11 +100,48 @@ pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
 /// build, without line-rate bursts that would overrun a router queue.
 pub const DEFAULT_CATCH_UP: f64 = 2.0;
 
-/// One station's VDIF: a file, or frames already in memory (e.g. just generated).
+/// Opens a stream of VDIF from its start (once per pass over it): a recorded scan, or
+/// anything else that reads like a file.
+#[derive(Clone)]
+pub struct Opener(Arc<dyn Fn() -> std::io::Result<Box<dyn Read + Send>> + Send + Sync>);
+
+impl Opener {
+    /// An opener calling `f`.
+    pub fn new(f: impl Fn() -> std::io::Result<Box<dyn Read + Send>> + Send + Sync + 'static) -> Opener {
+        Opener(Arc::new(f))
+    }
+
+    fn open(&self) -> std::io::Result<Box<dyn Read + Send>> {
+        (self.0)()
+    }
+
+    fn file(path: PathBuf) -> Opener {
+        Opener::new(move || File::open(&path).map(|f| Box::new(f) as Box<dyn Read + Send>))
+    }
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opener")
+    }
+}
+
+/// One station's VDIF: a file, frames already in memory (e.g. just generated), or a stream
+/// read from an opener (a recorded vbs/Mark6 scan).
 #[derive(Debug, Clone)]
 pub enum Input {
     /// A VDIF file (read into memory when it fits, else streamed by a reader thread).
     File(PathBuf),
+    /// A stream of `len` bytes (read into memory when it fits, else by a reader thread that
+    /// opens it anew for each pass).
+    Reader {
+        /// Shown as the source in reports (e.g. `vbs://SCAN`).
+        name: String,
+        /// Bytes.
+        len: u64,
+        /// Opens it from the start.
+        open: Opener,
+    },
     /// Contiguous frames in memory, with a name for the report.
     Memory {
         /// Shown as the source in reports.
@@ -118,7 +155,7 @@ impl Input {
     fn name(&self) -> String {
         match self {
             Input::File(p) => p.display().to_string(),
-            Input::Memory { name, .. } => name.clone(),
+            Input::Memory { name, .. } | Input::Reader { name, .. } => name.clone(),
         }
     }
 }
@@ -127,8 +164,8 @@ impl Input {
 struct Source {
     /// Shown as the source in reports.
     name: String,
-    /// The file, when it is streamed by a reader thread.
-    path: Option<PathBuf>,
+    /// The input, when it is streamed by a reader thread.
+    path: Option<Opener>,
     /// The whole input as contiguous frames, when it is sent from memory.
     memory: Option<Vec<u8>>,
     station_id: u16,
@@ -147,21 +184,12 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     let name = input.name();
     let (path, data, rep) = match input {
         Input::File(path) => {
-            let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MEMORY_SOURCE_MAX);
-            let data = if small {
-                Some(std::fs::read(&path).map_err(io_err(format!("read {}", path.display())))?)
-            } else {
-                None
-            };
-            let rep = match &data {
-                Some(d) => vdif::inspect::inspect(&d[..], cfg.fps, |_, _| {}),
-                None => {
-                    let f = File::open(&path).map_err(io_err(format!("open {}", path.display())))?;
-                    vdif::inspect::inspect(BufReader::with_capacity(1 << 20, f), cfg.fps, |_, _| {})
-                }
-            };
-            (Some(path), data, rep)
+            let len = std::fs::metadata(&path)
+                .map_err(io_err(format!("read {}", path.display())))?
+                .len();
+            examine_stream(cfg, &name, Opener::file(path), len)?
         }
+        Input::Reader { len, open, .. } => examine_stream(cfg, &name, open, len)?,
         Input::Memory { data, .. } => {
             let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
             (None, Some(data), rep)
@@ -224,6 +252,29 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     })
 }
 
+/// What examining a stream gives: the opener (for a reader thread), the data when it fits in
+/// memory, and the inspection.
+type Examined = (
+    Option<Opener>,
+    Option<Vec<u8>>,
+    Result<vdif::inspect::InspectReport, vdif::inspect::InspectError>,
+);
+
+/// Inspect a stream of `len` bytes: read into memory when it fits, else inspected as it is
+/// read (then a reader thread sends it).
+fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Result<Examined, SessionError> {
+    let read_err = |e: std::io::Error| SessionError::Input(format!("{name}: {e}"));
+    let mut r = open.open().map_err(read_err)?;
+    if len <= MEMORY_SOURCE_MAX {
+        let mut data = Vec::with_capacity(len as usize);
+        r.read_to_end(&mut data).map_err(read_err)?;
+        let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
+        return Ok((Some(open), Some(data), rep));
+    }
+    let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, r), cfg.fps, |_, _| {});
+    Ok((Some(open), None, rep))
+}
+
 #[derive(Default)]
 struct ReaderStats {
     loops: u64,
@@ -240,14 +291,14 @@ struct Batch {
 
 /// Read whole frames in batches; at the end restart when looping (the sender advances the time
 /// of later passes).
-fn reader(path: PathBuf, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
+fn reader(path: Opener, name: String, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
     let mut st = ReaderStats::default();
     let mut pass = 0u32;
     loop {
-        let f = match File::open(&path) {
+        let f = match path.open() {
             Ok(f) => f,
             Err(e) => {
-                st.error = Some(format!("open {}: {e}", path.display()));
+                st.error = Some(format!("open {name}: {e}"));
                 return st;
             }
         };
@@ -270,7 +321,7 @@ fn reader(path: PathBuf, frame_len: usize, looping: bool, tx: SyncSender<Batch>)
                 }
                 Ok(ScanEvent::Garbage { len, .. }) | Ok(ScanEvent::Truncated { len, .. }) => st.garbage_bytes += len,
                 Err(e) => {
-                    st.error = Some(format!("read {}: {e}", path.display()));
+                    st.error = Some(format!("read {name}: {e}"));
                     return st;
                 }
             }
@@ -759,8 +810,8 @@ fn build_sender(
             (None, path) => {
                 let (tx, rx) = sync_channel(QUEUE_BATCHES);
                 let reader = path.map(|path| {
-                    let (fl, looping) = (src.frame_len, src.loop_seconds > 0);
-                    std::thread::spawn(move || reader(path, fl, looping, tx))
+                    let (fl, looping, name) = (src.frame_len, src.loop_seconds > 0, src.name.clone());
+                    std::thread::spawn(move || reader(path, name, fl, looping, tx))
                 });
                 let source = ReaderSource {
                     rx,
@@ -793,8 +844,15 @@ fn build_sender(
 
 /// The socket loop: wait for the next departure of any board, send what each board's sender
 /// hands out, answer NAKs at most every millisecond. Returns whether `stop` ended it.
-fn drive(cfg: &SendConfig, boards: &mut [Board], stop: &AtomicBool) -> Result<bool, SessionError> {
-    let mut next_ctl = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
+fn drive(
+    cfg: &SendConfig,
+    boards: &mut [Board],
+    stop: &AtomicBool,
+    mut observer: Option<Observer<SendStatus>>,
+) -> Result<bool, SessionError> {
+    let start = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
+    let mut next_ctl = start;
+    let mut next_status = start + Duration::from_secs(1);
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(true);
@@ -820,6 +878,27 @@ fn drive(cfg: &SendConfig, boards: &mut [Board], stop: &AtomicBool) -> Result<bo
                 b.wire.serve_naks(&mut b.sender, now)?;
             }
         }
+        if let Some(observe) = observer.as_mut().filter(|_| now >= next_status) {
+            next_status += Duration::from_secs(1);
+            observe(send_status(boards, now.saturating_duration_since(start)));
+        }
+    }
+}
+
+/// The counts so far of every board's sender, for an observer.
+fn send_status(boards: &[Board], elapsed: Duration) -> SendStatus {
+    let mut arq: Option<stream::arq::RetransmitStats> = None;
+    for q in boards.iter().filter_map(|b| b.sender.arq_stats()) {
+        arq.get_or_insert_with(Default::default).add(&q);
+    }
+    SendStatus {
+        elapsed_s: elapsed.as_secs_f64(),
+        stations: match boards {
+            [one] => one.sender.station_results(),
+            many => combined_results(&many.iter().map(|b| &b.sender).collect::<Vec<_>>()).unwrap_or_default(),
+        },
+        senders: boards.iter().map(Board::result).collect(),
+        arq,
     }
 }
 
@@ -867,7 +946,16 @@ fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
-pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+pub fn run_sender(cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+    run_sender_observed(cfg, stop, None)
+}
+
+/// [`run_sender`], handing `observer` the counts so far once a second.
+pub fn run_sender_observed(
+    mut cfg: SendConfig,
+    stop: &AtomicBool,
+    observer: Option<Observer<SendStatus>>,
+) -> Result<SendReport, SessionError> {
     let sources = validate(&mut cfg)?;
     let largest_frame = sources.iter().map(|s| s.frame_len).max();
     let (mut boards, readers, path_mtu) = build(&cfg, sources)?;
@@ -875,7 +963,7 @@ pub fn run_sender(mut cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, 
     let udp0 = netio::read_udp_counters().unwrap_or_default();
     let cpu0 = ProcessCpu::read().unwrap_or_default();
     let wall0 = Instant::now();
-    let interrupted = drive(&cfg, &mut boards, stop)?;
+    let interrupted = drive(&cfg, &mut boards, stop, observer)?;
     // The last frames may still be asked for: keep answering for one latency window.
     if let (Some(latency), false) = (cfg.arq_latency, interrupted) {
         let until = Instant::now() + latency;

@@ -161,6 +161,9 @@ pub struct RecvReport {
     pub stations: Vec<StationSummary>,
     /// Files written.
     pub files: Vec<WrittenFile>,
+    /// A vbs or Mark6 recording over many disks (`--format vbs|mk6`): its disks and scans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<scanfmt::results::RecordingReport>,
     /// Frames that could not be written (disk full, unwritable output).
     pub frames_not_written: u64,
     /// The first write error.
@@ -229,6 +232,9 @@ pub struct TeeReport {
     pub dir: String,
     /// Files written.
     pub files: Vec<WrittenFile>,
+    /// A vbs or Mark6 recording over many disks: its disks and scans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<scanfmt::results::RecordingReport>,
     /// Frames the writer could not write (a write error).
     pub frames_not_written: u64,
     /// The first write error.
@@ -282,4 +288,66 @@ pub struct RelayReport {
     pub writer_cpu: Option<ProcessCpuShare>,
     /// What ended the run.
     pub stopped_by: String,
+}
+
+/// A running receiver's counts, handed out once per live interval (`--metrics`, `evlbi serve`):
+/// totals since the start, and the last interval's rate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecvStatus {
+    /// Seconds since the first datagram.
+    pub elapsed_s: f64,
+    /// Datagram bytes per second over the last interval, bits.
+    pub rate_bps: f64,
+    /// Every datagram, by reason when refused.
+    pub datagrams: DatagramCounters,
+    /// Per station, as the final report gives them.
+    pub stations: Vec<StationSummary>,
+    /// Frames written (or counted, memory sink), filled ones included.
+    pub frames_written: u64,
+    /// Filled (invalid) frames written.
+    pub frames_filled: u64,
+    /// Datagrams the kernel dropped at the receive sockets.
+    pub kernel_drops: u64,
+    /// Seconds the receiver waited for the file writer.
+    pub writer_stall_s: f64,
+    /// Times the write buffer was full.
+    pub writer_stalls: u64,
+    /// NAK datagrams sent.
+    pub naks_sent: u64,
+}
+
+/// A running relay's counts, handed out once per live interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelayStatus {
+    /// Seconds since the first input datagram.
+    pub elapsed_s: f64,
+    /// Input datagram bytes per second over the last interval, bits.
+    pub in_rate_bps: f64,
+    /// Every input datagram, by reason when refused.
+    pub datagrams: DatagramCounters,
+    /// Per input sender: datagrams, lost, reordered.
+    pub senders: Vec<crate::relay::InputSender>,
+    /// Per station: input continuity, queue, frames out.
+    pub stations: Vec<crate::relay::RelayedStation>,
+    /// The output streams.
+    pub output: Vec<SentStation>,
+    /// Repeats (native output with ARQ).
+    pub arq: Option<RetransmitStats>,
+    /// Datagrams the kernel dropped at the input sockets.
+    pub kernel_drops: u64,
+    /// Frames waiting to be sent now.
+    pub queued: u64,
+}
+
+/// A running sender's counts, handed out once per second.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendStatus {
+    /// Seconds since the first departure was due.
+    pub elapsed_s: f64,
+    /// Per station (all sockets together).
+    pub stations: Vec<SentStation>,
+    /// Per sending socket (`--senders K`).
+    pub senders: Vec<SentBoard>,
+    /// Repeats answered (ARQ).
+    pub arq: Option<RetransmitStats>,
 }

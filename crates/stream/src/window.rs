@@ -168,6 +168,11 @@ pub struct WindowStats {
     pub discontinuities: u64,
     /// Frames in gaps too long to fill (not written).
     pub unfilled_gap_frames: u64,
+    /// Reordering extent summed over the reordered frames: how many frame slots the latest
+    /// frame was ahead of each when it came (jive5ab's `ooosum`, in frames; `evlbi?`'s extent
+    /// is this over `reordered`).
+    #[serde(default)]
+    pub reorder_extent_sum: u64,
 }
 
 impl WindowStats {
@@ -195,6 +200,7 @@ impl WindowStats {
         self.jumps += other.jumps;
         self.discontinuities += other.discontinuities;
         self.unfilled_gap_frames += other.unfilled_gap_frames;
+        self.reorder_extent_sum += other.reorder_extent_sum;
     }
 }
 
@@ -386,6 +392,7 @@ impl StationWindow {
         let reordered = slot < self.highest;
         if reordered {
             self.stats.reordered += 1;
+            self.stats.reorder_extent_sum += self.highest - slot;
         } else {
             self.highest = slot;
         }

@@ -114,6 +114,8 @@ fn reordering_within_the_window_is_repaired_and_counted() {
     }
     assert!(sink.segments[0] == expect);
     assert_eq!(w.stats().reordered, 4000 - 4000 / 16);
+    // Each block of 16 comes newest first: its others are 1, 2, … 15 slots behind the newest.
+    assert_eq!(w.stats().reorder_extent_sum, 250 * (1..16).sum::<u64>());
     assert_eq!(w.stats().written_filled, 0);
 }
 

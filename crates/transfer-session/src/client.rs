@@ -6,6 +6,7 @@ use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use ctlchan::mac::{hex_encode, prove};
@@ -15,7 +16,7 @@ use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
 use crate::control::{data_key, session_key, Msg, CLIENT_LABEL, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
-use crate::fileio::FileSource;
+use crate::fileio::{FileSource, ReadAt};
 use crate::send_items::Items;
 use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
 
@@ -78,14 +79,75 @@ pub struct SendProgress {
     pub total_bytes: u64,
     /// Current pacing rate, bit/s.
     pub rate_bps: f64,
+    /// Payload bytes sent again so far.
+    pub retransmitted_bytes: u64,
+    /// Smoothed round-trip time of the data stream, once measured.
+    pub srtt: Option<Duration>,
+}
+
+/// What `send_items` sends.
+#[derive(Clone)]
+pub enum SendItem {
+    /// A file or directory, under its own name in the destination.
+    Path(PathBuf),
+    /// A file under `dest`, a path relative to the destination (`a/b/name`; its directories
+    /// are made).
+    FileAs {
+        /// The file.
+        path: PathBuf,
+        /// Where it lands.
+        dest: String,
+    },
+    /// `size` bytes read from `source` (a recorded scan), landing as the file `dest`.
+    Stream {
+        /// Where it lands, relative to the destination.
+        dest: String,
+        /// Bytes.
+        size: u64,
+        /// Modification time to offer (ns since 1970).
+        mtime_ns: u64,
+        /// Shown as the source in the report.
+        name: String,
+        /// What is read.
+        source: Arc<dyn ReadAt>,
+    },
+}
+
+/// Where a file's bytes come from.
+#[derive(Clone)]
+pub(crate) enum Source {
+    Path(PathBuf),
+    Stream(String, Arc<dyn ReadAt>),
+}
+
+impl Source {
+    /// Open it for reading, and its size now (`None` for a stream: the size it was planned
+    /// with holds).
+    pub(crate) fn open(&self) -> Result<(Arc<dyn ReadAt>, Option<u64>), String> {
+        match self {
+            Source::Path(p) => {
+                let f = File::open(p).map_err(|e| format!("opening {}: {e}", p.display()))?;
+                let size = f.metadata().map_err(|e| format!("reading {}: {e}", p.display()))?.len();
+                Ok((Arc::new(f), Some(size)))
+            }
+            Source::Stream(_, r) => Ok((r.clone(), None)),
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Source::Path(p) => p.display().to_string(),
+            Source::Stream(n, _) => n.clone(),
+        }
+    }
 }
 
 /// One thing to send: a file or a directory to create.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum Item {
     Dir(String),
     File {
-        source: PathBuf,
+        source: Source,
         dest: String,
         size: u64,
         mtime_ns: u64,
@@ -108,7 +170,7 @@ fn file_item(source: &Path, dest: String) -> Result<Item, SessionError> {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     Ok(Item::File {
-        source: source.to_path_buf(),
+        source: Source::Path(source.to_path_buf()),
         dest,
         size: m.len(),
         mtime_ns,
@@ -135,6 +197,46 @@ fn walk(dir: &Path, dest: &str, out: &mut Vec<Item>) -> Result<(), SessionError>
         }
     }
     Ok(())
+}
+
+/// The directories above `rel` (`a/b/c` → `a`, `a/b`) not yet in `out`, then nothing else.
+fn parents(dest: &str, rel: &str, out: &mut Vec<Item>) {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for i in 1..parts.len() {
+        let d = join(dest, &parts[..i].join("/"));
+        if !out.iter().any(|it| matches!(it, Item::Dir(x) if *x == d)) {
+            out.push(Item::Dir(d));
+        }
+    }
+}
+
+fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, SessionError> {
+    let mut out = Vec::new();
+    for it in items {
+        match it {
+            SendItem::Path(p) => out.extend(plan(std::slice::from_ref(p), dest)?),
+            SendItem::FileAs { path, dest: rel } => {
+                parents(dest, rel, &mut out);
+                out.push(file_item(path, join(dest, rel))?);
+            }
+            SendItem::Stream {
+                dest: rel,
+                size,
+                mtime_ns,
+                name,
+                source,
+            } => {
+                parents(dest, rel, &mut out);
+                out.push(Item::File {
+                    source: Source::Stream(name.clone(), source.clone()),
+                    dest: join(dest, rel),
+                    size: *size,
+                    mtime_ns: *mtime_ns,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
@@ -226,6 +328,18 @@ pub fn send(
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
 ) -> Result<SendReport, SessionError> {
+    let items: Vec<SendItem> = items.iter().cloned().map(SendItem::Path).collect();
+    send_items(cfg, &items, progress, stop)
+}
+
+/// [`send`] for files, files under other names and streams (recorded scans landing as one
+/// continuous file).
+pub fn send_items(
+    cfg: &SendConfig,
+    items: &[SendItem],
+    progress: &mut dyn FnMut(&SendProgress),
+    stop: &AtomicBool,
+) -> Result<SendReport, SessionError> {
     if !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
         return Err(SessionError::Usage(format!(
             "chunk size {} outside {:?}",
@@ -234,7 +348,7 @@ pub fn send(
         )));
     }
     let block_size = block_size(cfg.block_size);
-    let plan = plan(items, &cfg.dest)?;
+    let plan = plan_items(items, &cfg.dest)?;
     crate::raise_fd_limit();
     let started = Instant::now();
     let cpu0 = ProcessCpu::read().ok();
@@ -380,6 +494,8 @@ fn run_stream(
         if now >= next_tick {
             prog.done_bytes = (items.held_bytes() + sender.bytes_delivered()).min(prog.total_bytes);
             prog.rate_bps = sender.cc().pacing_rate_bps();
+            prog.retransmitted_bytes = sender.retransmitted_bytes();
+            prog.srtt = sender.smoothed_rtt();
             prog.file = items.current().to_string();
             progress(&prog);
             if stop.load(Ordering::Relaxed) {
@@ -436,9 +552,4 @@ fn data_report<S: transfer::Source>(
         send_syscalls: tx.syscalls,
         rate_samples: st.rate_samples,
     }
-}
-
-/// Open a source file for sending.
-pub(crate) fn open_source(path: &Path) -> Result<File, String> {
-    File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))
 }

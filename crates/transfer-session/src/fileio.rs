@@ -1,13 +1,42 @@
 //! The transfer protocol's [`Source`] and [`Sink`] over real files: the session's stream of
 //! blocks ([`SegmentTable`]) mapped onto the files they belong to, hashed as they are sent or
 //! written ([`BlockTree`]) — each byte is read once on the sender and written once on the
-//! receiver, and hashed on the way.
+//! receiver, and hashed on the way. [`ReadAt`] is what a sender reads: a file, or anything read
+//! at offsets (a recorded scan).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// Positional reads, shared by threads (the stream's sender and a hasher of held blocks read at
+/// once).
+pub trait ReadAt: Send + Sync {
+    /// Read at `offset` (a short read is normal; 0 at the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Fill `buf` from `offset`, or fail with `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReadAt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
 
 use transfer::{PayloadDigest, Sink, Source};
 
@@ -28,7 +57,7 @@ pub struct BlockHashed {
 
 /// Finish a tree whose every byte was fed: read back deferred leaves from `file` (counted in
 /// `read_back`) and take the hash.
-fn finish_tree(tree: &mut BlockTree, file: &File, size: u64, read_back: &mut u64) -> io::Result<Option<Cv>> {
+fn finish_tree(tree: &mut BlockTree, file: &dyn ReadAt, size: u64, read_back: &mut u64) -> io::Result<Option<Cv>> {
     let deferred: Vec<u64> = tree.deferred().to_vec();
     let mut buf = [0u8; 1024];
     for k in deferred {
@@ -43,7 +72,7 @@ fn finish_tree(tree: &mut BlockTree, file: &File, size: u64, read_back: &mut u64
 
 /// One file the sender is sending.
 struct TxFile {
-    file: File,
+    file: Arc<dyn ReadAt>,
     g: Geometry,
     /// Blocks being hashed as their chunks are first sent.
     trees: HashMap<u64, BlockTree>,
@@ -97,7 +126,7 @@ impl FileSource {
     }
 
     /// Add file `id` (opened) of geometry `g`.
-    pub fn add_file(&mut self, id: u64, file: File, g: Geometry) {
+    pub fn add_file(&mut self, id: u64, file: Arc<dyn ReadAt>, g: Geometry) {
         self.files.insert(
             id,
             TxFile {
@@ -113,8 +142,8 @@ impl FileSource {
         );
     }
 
-    /// The handle of file `id`.
-    pub fn file(&self, id: u64) -> Option<&File> {
+    /// The reader of file `id`.
+    pub fn file(&self, id: u64) -> Option<&Arc<dyn ReadAt>> {
         self.files.get(&id).map(|f| &f.file)
     }
 
@@ -206,7 +235,7 @@ impl Source for FileSource {
         tree.feed(at, payload, digest);
         if tree.all_fed() {
             let mut tree = f.trees.remove(&block).unwrap_or_else(|| BlockTree::new(g, block));
-            match finish_tree(&mut tree, &f.file, g.size, &mut self.read_back) {
+            match finish_tree(&mut tree, &*f.file, g.size, &mut self.read_back) {
                 Ok(Some(hash)) => {
                     f.hashed.insert(block);
                     self.hashed.push(BlockHashed { file: id, block, hash });

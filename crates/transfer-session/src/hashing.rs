@@ -20,14 +20,14 @@
 //! passed to them is derived from the block geometry and checked first.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use blake3::hazmat::{merge_subtrees_non_root, merge_subtrees_root, HasherExt, Mode};
 use transfer::PayloadDigest;
 
 use crate::blocks::Geometry;
+use crate::fileio::ReadAt;
 
 /// BLAKE3 chaining values and hashes.
 pub type Cv = [u8; 32];
@@ -283,7 +283,7 @@ const READ: usize = 1 << 20;
 
 /// Hash of block `b` of `file`, read from the file in one pass (blocks the other side already
 /// holds, which are not sent).
-pub fn hash_block_from(file: &File, g: Geometry, b: u64, buf: &mut Vec<u8>) -> io::Result<Cv> {
+pub fn hash_block_from(file: &dyn ReadAt, g: Geometry, b: u64, buf: &mut Vec<u8>) -> io::Result<Cv> {
     let start = b.saturating_mul(g.block_size);
     let end = start + g.block_len(b);
     buf.resize(READ, 0);
@@ -310,13 +310,13 @@ pub type HeldHashes = std::thread::JoinHandle<io::Result<Vec<(u64, Cv)>>>;
 
 /// Hash `blocks` of `file` (geometry `g`) on a low-priority thread: the blocks one side holds
 /// from an earlier attempt, which are not sent and so not hashed on the way.
-pub fn spawn_block_hashing(file: File, g: Geometry, blocks: Vec<u64>) -> HeldHashes {
+pub fn spawn_block_hashing(file: Arc<dyn ReadAt>, g: Geometry, blocks: Vec<u64>) -> HeldHashes {
     std::thread::spawn(move || {
         crate::lower_priority();
         let mut buf = Vec::new();
         blocks
             .into_iter()
-            .map(|b| hash_block_from(&file, g, b, &mut buf).map(|h| (b, h)))
+            .map(|b| hash_block_from(&*file, g, b, &mut buf).map(|h| (b, h)))
             .collect()
     })
 }
@@ -328,7 +328,7 @@ pub fn join_block_hashing(job: HeldHashes) -> io::Result<Vec<(u64, Cv)>> {
 
 /// The per-block hashes and the BLAKE3 of a whole file read in one pass (for tests and for
 /// checking a copy outside a session).
-pub fn digest_file(file: &File, g: Geometry) -> io::Result<(Vec<Cv>, Cv)> {
+pub fn digest_file(file: &dyn ReadAt, g: Geometry) -> io::Result<(Vec<Cv>, Cv)> {
     let mut buf = Vec::new();
     let blocks = (0..g.blocks())
         .map(|b| hash_block_from(file, g, b, &mut buf))

@@ -32,8 +32,9 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use client::{send, CcChoice, SendConfig, SendProgress};
+pub use client::{send, send_items, CcChoice, SendConfig, SendItem, SendProgress};
 pub use ctlchan::serve::{Limits, ServeStats};
+pub use fileio::ReadAt;
 pub use server::{Server, ServerConfig, ServerEvent};
 
 /// Wait this long for a control message before giving up on the peer.

@@ -108,7 +108,7 @@ impl RxFile {
     fn start_held_hashing(&mut self) -> io::Result<()> {
         if !self.have.is_empty() {
             self.report.bytes_read_back += self.g.len_of(self.have.iter().copied());
-            let reader = self.part.try_clone()?;
+            let reader: std::sync::Arc<dyn crate::fileio::ReadAt> = std::sync::Arc::new(self.part.try_clone()?);
             let held = self.have.iter().copied().collect();
             self.held_job = Some(spawn_block_hashing(reader, self.g, held));
         }

@@ -2,7 +2,7 @@
 //! ahead of the data, accepted into the stream, hashed as sent, and closed by their verdicts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ctlchan::mac::hex_encode;
@@ -11,9 +11,9 @@ use transfer::results::{FileRound, FileSendReport};
 use transfer::Sender;
 
 use crate::blocks::{from_ranges, Geometry};
-use crate::client::{open_source, Item};
+use crate::client::{Item, Source};
 use crate::control::{Msg, Offer, HASHES_PER_MESSAGE};
-use crate::fileio::FileSource;
+use crate::fileio::{FileSource, ReadAt};
 use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
 use crate::{unexpected, SessionError};
 
@@ -31,7 +31,7 @@ struct FileRun {
     /// Its bytes counted in [`Items::ahead_bytes`].
     ahead: u64,
     /// The opened source, until it moves into the stream's [`FileSource`] on `accept`.
-    file: Option<File>,
+    file: Option<Arc<dyn ReadAt>>,
     accepted: bool,
     hashes: Vec<Option<Cv>>,
     file_hash: Option<Cv>,
@@ -115,36 +115,34 @@ impl Items {
                     self.open.insert(id, ());
                 }
                 Item::File {
-                    source, dest, mtime_ns, ..
-                } => self.offer_file(ch, idx, &source, dest, mtime_ns)?,
+                    source,
+                    dest,
+                    size,
+                    mtime_ns,
+                } => self.offer_file(ch, idx, &source, dest, size, mtime_ns)?,
             }
         }
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn offer_file(
         &mut self,
         ch: &mut Channel<Msg>,
         idx: usize,
-        source: &std::path::Path,
+        source: &Source,
         dest: String,
+        planned_size: u64,
         mtime_ns: u64,
     ) -> Result<(), SessionError> {
         let mut report = FileSendReport {
-            source: source.display().to_string(),
+            source: source.name(),
             path: dest.clone(),
             ..FileSendReport::default()
         };
-        // The size of the file as opened now (it may have changed since the plan).
-        let opened = open_source(source).and_then(|f| {
-            let size = f
-                .metadata()
-                .map_err(|e| format!("reading {}: {e}", source.display()))?
-                .len();
-            Ok((f, size))
-        });
-        let (file, size) = match opened {
-            Ok(x) => x,
+        // A file's size as opened now (it may have changed since the plan); a stream's as planned.
+        let (file, size) = match source.open() {
+            Ok((f, size)) => (f, size.unwrap_or(planned_size)),
             Err(e) => {
                 report.error = Some(e);
                 self.reports[idx] = Some(report);
@@ -254,7 +252,7 @@ impl Items {
             .file
             .take()
             .ok_or_else(|| SessionError::Usage("a file accepted twice".into()))?;
-        let reader = file.try_clone().map_err(netio::io_err("reading a source file"))?;
+        let reader = file.clone();
         sender.source_mut().add_file(id, file, f.g);
         let mut bytes = 0;
         for b in (0..blocks).filter(|b| !f.held.contains(b)) {

@@ -220,7 +220,7 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
     scfg.open = true;
     scfg.data_key = Some(transfer_session::control::data_key(&sk, session_id));
     let mut source = transfer_session::fileio::FileSource::new(8192);
-    source.add_file(0, file.try_clone().unwrap(), g);
+    source.add_file(0, std::sync::Arc::new(file.try_clone().unwrap()), g);
     let mut sender = transfer::Sender::new(
         scfg,
         source,

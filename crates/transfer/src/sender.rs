@@ -339,6 +339,16 @@ impl<S: Source> Sender<S> {
         self.cum_ack
     }
 
+    /// Payload bytes sent again so far (cheap, for live figures; [`Sender::stats`] has all).
+    pub fn retransmitted_bytes(&self) -> u64 {
+        self.stats.retransmitted_bytes
+    }
+
+    /// Smoothed round-trip time, once measured.
+    pub fn smoothed_rtt(&self) -> Option<Duration> {
+        self.rtt.smoothed
+    }
+
     /// Statistics so far.
     pub fn stats(&self) -> SenderStats {
         let mut s = self.stats.clone();

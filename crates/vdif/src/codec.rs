@@ -1,13 +1,16 @@
-//! 1- and 2-bit real-sample codec (VDIF 1.1.1 §5: offset binary, samples packed into 32-bit
+//! Sample codec (VDIF 1.1.1 §9–10): offset binary, whole values packed into 32-bit
 //! little-endian words starting at the least significant bits, channels interleaved per time
-//! sample: t0c0, t0c1, …, t1c0, …).
+//! sample (t0c0, t0c1, …, t1c0, …), a complex sample as I then Q.
 //!
-//! Because the 32-bit words are little-endian, "first sample in the least significant bits of
-//! the word" is the same as "first sample in the least significant bits of the first byte", so
-//! the codec works byte by byte.
+//! Because the 32-bit words are little-endian, "first value in the least significant bits of
+//! the word" is the same as "first value in the least significant bits of the first byte" for
+//! widths that divide 8 (1, 2, 4, 8 bits), so those work byte by byte; other widths unpack word
+//! by word with the top bits of each word unused.
 //!
-//! Reconstruction levels are those of the optimal 2-bit quantiser used by mark5access and
-//! baseband: codes 0,1,2,3 → −H, −1, +1, +H with H = 3.316505; 1-bit codes 0,1 → −1, +1.
+//! Reconstruction levels are those of mark5access and baseband (the reference implementation we
+//! cross-check against): 1-bit codes 0,1 → −1, +1; 2-bit codes 0..3 → −H, −1, +1, +H with the
+//! optimal-quantiser H = 3.316505; 4-bit (c − 8)/2.95 and 8-bit (c − 127.5)/35.5, scalings that
+//! put one σ of Gaussian noise where 2-bit data has it. Other widths decode to codes only.
 
 use crate::error::CodecError;
 
@@ -22,11 +25,79 @@ pub const LEVELS_2BIT: [f32; 4] = [-OPTIMAL_2BIT_HIGH, -1.0, 1.0, OPTIMAL_2BIT_H
 /// Decoded value of each 1-bit code.
 pub const LEVELS_1BIT: [f32; 2] = [-1.0, 1.0];
 
+/// 4-bit scaling of baseband/mark5access: code − 8 over this many units is one low level.
+pub const FOUR_BIT_SCALE: f32 = 2.95;
+/// 8-bit scaling of baseband/mark5access: code − 127.5 over this many units.
+pub const EIGHT_BIT_SCALE: f32 = 35.5;
+
 fn check_bits(bits: u8) -> Result<(), CodecError> {
     match bits {
         1 | 2 => Ok(()),
-        _ => Err(CodecError::Unsupported { bits, complex: false }),
+        _ => Err(CodecError::Encoding { bits }),
     }
+}
+
+/// Decoded value of code `c` of a `bits`-bit sample, for the widths evlbi decodes.
+fn level(bits: u8, c: u32) -> f32 {
+    match bits {
+        1 => LEVELS_1BIT[(c & 1) as usize],
+        2 => LEVELS_2BIT[(c & 3) as usize],
+        4 => (c as f32 - 8.0) / FOUR_BIT_SCALE,
+        _ => (c as f32 - 127.5) / EIGHT_BIT_SCALE,
+    }
+}
+
+/// Whether [`decode_values`] turns `bits`-bit codes into sample values (1, 2, 4 or 8 bits).
+pub fn decodable(bits: u8) -> bool {
+    matches!(bits, 1 | 2 | 4 | 8)
+}
+
+/// Unpack a data array into one code per value (0..2^bits), in wire order: time-major,
+/// channels interleaved, I before Q for complex data. Whole values are taken from each 32-bit
+/// word ([`crate::header::values_per_word`]); for odd widths a trailing part-word is ignored.
+pub fn unpack_values(data: &[u8], bits: u8, complex: bool) -> Vec<u32> {
+    let bits = bits.clamp(1, 32);
+    let per_word = crate::header::values_per_word(bits, complex);
+    let mask = if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 };
+    let mut out = Vec::with_capacity(data.len() / 4 * per_word);
+    if 8 % bits == 0 {
+        // Byte-aligned widths: the same order byte by byte (see the module notes).
+        let per_byte = 8 / bits;
+        for &b in data {
+            for k in 0..per_byte {
+                out.push((u32::from(b) >> (k * bits)) & mask);
+            }
+        }
+        return out;
+    }
+    for w in data.chunks_exact(4) {
+        let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        for k in 0..per_word {
+            // Widths over 16 bits in complex data hold one value per word (shift 0).
+            let shift = k as u32 * u32::from(bits);
+            out.push(w.checked_shr(shift).unwrap_or(0) & mask);
+        }
+    }
+    out
+}
+
+/// Decode a data array to sample values in wire order (time-major, channels interleaved, I
+/// then Q for complex data) with the levels of the module notes. Widths other than 1, 2, 4
+/// and 8 bits have no agreed levels: [`CodecError::Unsupported`].
+pub fn decode_values(data: &[u8], bits: u8, complex: bool) -> Result<Vec<f32>, CodecError> {
+    if !decodable(bits) {
+        return Err(CodecError::Unsupported { bits, complex });
+    }
+    let table: Vec<f32> = (0..1u32 << bits).map(|c| level(bits, c)).collect();
+    let per_byte = 8 / usize::from(bits);
+    let mask = (1u32 << bits) - 1;
+    let mut out = Vec::with_capacity(data.len() * per_byte);
+    for &b in data {
+        for k in 0..per_byte {
+            out.push(table[((u32::from(b) >> (k * usize::from(bits))) & mask) as usize]);
+        }
+    }
+    Ok(out)
 }
 
 /// Unpack `data` into one code (0..2^bits) per sample, in wire order (time-major, channels
@@ -64,14 +135,10 @@ pub fn pack_codes(codes: &[u8], bits: u8, out: &mut [u8]) -> Result<(), CodecErr
     Ok(())
 }
 
-/// Decode the data array of a frame to sample values, `[time][channel]` flattened
-/// (time-major), using the optimal-quantiser levels.
+/// Decode the data array of a frame of real samples to sample values,
+/// `[time][channel]` flattened (time-major), using the optimal-quantiser levels.
 pub fn decode(data: &[u8], bits: u8) -> Result<Vec<f32>, CodecError> {
-    let levels: &[f32] = if bits == 1 { &LEVELS_1BIT } else { &LEVELS_2BIT };
-    Ok(unpack_codes(data, bits)?
-        .into_iter()
-        .map(|c| levels[c as usize])
-        .collect())
+    decode_values(data, bits, false)
 }
 
 /// Quantise one value in the decoded scale (low level = 1) to its code, as mark5access and
@@ -149,11 +216,45 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_bits_rejected() {
+    fn wider_codes_match_baseband_levels() {
+        // 4-bit: two values per byte, low nibble first; 8-bit: one per byte.
+        assert_eq!(
+            decode_values(&[0x8f, 0x00, 0x00, 0x00], 4, false).unwrap()[..2],
+            [7.0 / 2.95, 0.0]
+        );
+        assert_eq!(
+            decode_values(&[0, 255, 128, 127], 8, true).unwrap(),
+            [-127.5 / 35.5, 127.5 / 35.5, 0.5 / 35.5, -0.5 / 35.5]
+        );
         assert!(matches!(
-            unpack_codes(&[0], 4),
-            Err(CodecError::Unsupported { bits: 4, .. })
+            decode_values(&[0; 4], 5, true),
+            Err(CodecError::Unsupported { bits: 5, complex: true })
         ));
+    }
+
+    #[test]
+    fn odd_widths_leave_the_top_of_each_word_unused() {
+        // 5-bit complex: 3 (I, Q) pairs = 30 bits per word, bits 30-31 unused.
+        let codes = [1u32, 2, 3, 4, 5, 31];
+        let mut w = 0u32;
+        for (k, c) in codes.iter().enumerate() {
+            w |= c << (5 * k);
+        }
+        w |= 0b11 << 30; // garbage in the unused bits must not leak into a value
+        let mut data = w.to_le_bytes().to_vec();
+        data.extend_from_slice(&w.to_le_bytes());
+        let got = unpack_values(&data, 5, true);
+        assert_eq!(got.len(), 12);
+        assert_eq!(got[..6], codes);
+        assert_eq!(got[6..], codes);
+        // 3-bit real: 10 per word. 20-bit complex: I and Q in a word each.
+        assert_eq!(unpack_values(&[0xff; 8], 3, false).len(), 20);
+        assert_eq!(unpack_values(&[1, 0, 0, 0, 2, 0, 0, 0], 20, true), [1, 2]);
+    }
+
+    #[test]
+    fn unsupported_bits_rejected() {
+        assert!(matches!(unpack_codes(&[0], 4), Err(CodecError::Encoding { bits: 4 })));
         assert!(pack_codes(&[0, 1, 2], 2, &mut [0u8; 1]).is_err());
     }
 

@@ -57,8 +57,9 @@ pub enum LayoutError {
     /// Data array length is not a multiple of 8 bytes (VDIF 1.1.1 §3, note 4).
     #[error("frame data size {0} bytes is not a multiple of 8 (VDIF frames are counted in 8-byte units)")]
     NotMultipleOf8(usize),
-    /// Data array length of zero or larger than the 24-bit length field allows.
-    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::header::MAX_FRAME_LEN - crate::header::HEADER_LEN)]
+    /// Data array length of zero or larger than the frames the scanner believes
+    /// ([`crate::scan::MAX_SCAN_FRAME_LEN`]).
+    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::scan::MAX_SCAN_FRAME_LEN - crate::header::HEADER_LEN)]
     FrameSize(usize),
     /// Bits per sample not supported by the sample codec.
     #[error("{0} bits per sample is not supported (1 or 2)")]
@@ -104,13 +105,19 @@ pub enum LayoutError {
 /// Sample encoding/decoding failures.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CodecError {
-    /// The codec handles real 1- and 2-bit samples only.
-    #[error("cannot decode {bits}-bit{} samples (only real 1- and 2-bit)", if *complex { " complex" } else { "" })]
+    /// No agreed reconstruction levels for this width (the decoder takes 1, 2, 4 and 8 bits).
+    #[error("cannot decode {bits}-bit{} samples (evlbi decodes 1-, 2-, 4- and 8-bit samples, real or complex)", if *complex { " complex" } else { "" })]
     Unsupported {
         /// Bits per sample of the frames.
         bits: u8,
         /// Complex samples.
         complex: bool,
+    },
+    /// The encoder (packing codes) writes 1- and 2-bit samples only.
+    #[error("cannot encode {bits}-bit samples (the encoder writes 1- and 2-bit)")]
+    Encoding {
+        /// Bits per sample asked for.
+        bits: u8,
     },
     /// Buffer length does not match the sample count.
     #[error("buffer of {have} bytes, {need} needed")]

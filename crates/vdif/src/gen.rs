@@ -4,6 +4,9 @@
 //! `--snr`), delayed per station by a whole number of samples; `noise` is independent per
 //! station. A tone (like a phase-cal tone) can be injected per station, undelayed.
 //!
+//! Complex sampling draws I and Q as independent Gaussians (circular complex noise) and
+//! delays both by whole complex samples; the tone is `A·e^{iωt}` (I = cos, Q = sin).
+//!
 //! Speed: the generator must outpace a disk (≥ 1 GB/s of 2-bit data is 4 G samples/s) on two
 //! cores, and drawing a fresh Gaussian per sample costs several ns. So a pool of Gaussian
 //! values is made once from the seed and every stream reads it in blocks of
@@ -193,7 +196,8 @@ impl Generator {
         tone_cache: (&mut [i16], &mut Option<u32>),
     ) {
         let l = &self.config.layout;
-        let nct = i64::from(l.channels_per_thread);
+        // Values per time sample: one per channel, or I and Q per channel.
+        let nct = i64::from(l.channels_per_thread) * if l.complex { 2 } else { 1 };
         let n = values.len() as i64;
         let i0 = k as i64 * n;
         let sky_stream = mix(0x736b_7900 ^ u64::from(thread));
@@ -215,8 +219,18 @@ impl Generator {
                 // a frame before the next frame restarts from the exact phase.
                 let step = ((cycles_per_sample.fract() * TWO_POW_32).round() as u64) as u32;
                 let mut phase = phase0;
+                let cos = |p: u32| self.tone_table[(p >> (32 - TONE_TABLE_BITS)) as usize];
                 for chunk in tone_cache.0.chunks_exact_mut(nct as usize) {
-                    chunk.fill(self.tone_table[(phase >> (32 - TONE_TABLE_BITS)) as usize]);
+                    if l.complex {
+                        // sin φ = cos(φ − quarter cycle).
+                        let (i, q) = (cos(phase), cos(phase.wrapping_sub(1 << 30)));
+                        for pair in chunk.chunks_exact_mut(2) {
+                            pair[0] = i;
+                            pair[1] = q;
+                        }
+                    } else {
+                        chunk.fill(cos(phase));
+                    }
                     phase = phase.wrapping_add(step);
                 }
                 *tone_cache.1 = Some(phase0);
@@ -310,7 +324,7 @@ impl Generator {
         let spec = &self.config.stations[s];
         let mut header = l.header(spec.id);
         header.ref_epoch = self.config.ref_epoch;
-        let samples = l.samples_per_frame as usize * l.channels_per_thread as usize;
+        let samples = l.samples_per_frame as usize * l.channels_per_thread as usize * if l.complex { 2 } else { 1 };
         let mut scratch = Scratch {
             values: vec![0i16; samples],
             codes: vec![0u64; samples.div_ceil(4)],

@@ -96,15 +96,25 @@ impl VdifHeader {
         (self.extended[0] >> 24) as u8
     }
 
-    /// Bits occupied by one time sample of all channels.
-    pub fn bits_per_time_sample(&self) -> u64 {
-        u64::from(self.bits_per_sample) * u64::from(self.channels()) * if self.complex { 2 } else { 1 }
+    /// Values (a real sample, or the I or Q half of a complex one) in one time sample of all
+    /// channels.
+    pub fn values_per_time_sample(&self) -> u64 {
+        u64::from(self.channels()) * if self.complex { 2 } else { 1 }
     }
 
-    /// Time samples per frame (data bits / bits per complete sample).
+    /// Values packed into each 32-bit word of the data array (see [`values_per_word`]).
+    pub fn values_per_word(&self) -> u64 {
+        values_per_word(self.bits_per_sample, self.complex) as u64
+    }
+
+    /// Time samples per frame: whole values per 32-bit word, words per frame, over the values of
+    /// one time sample, rounded down (VDIF 1.1.1 §9: a value never spans two words). For
+    /// 1/2/4/8/16/32 bits this is data bits / bits per time sample; for odd widths the top bits
+    /// of each word are unused (5-bit complex: 3 samples per word, 468 in a 624-byte array, not
+    /// 499; 468 too in a 5000-byte array of 8 channels, not 500).
     pub fn samples_per_frame(&self) -> u64 {
-        (self.data_len() as u64 * 8)
-            .checked_div(self.bits_per_time_sample())
+        (self.data_len() as u64 / 4 * self.values_per_word())
+            .checked_div(self.values_per_time_sample())
             .unwrap_or(0)
     }
 
@@ -207,9 +217,12 @@ impl VdifHeader {
         Ok(())
     }
 
-    /// Consistency rules a frame must satisfy to be decodable (VDIF 1.1.1 §3 notes):
-    /// the frame is longer than its header, and the data array holds a whole number of
-    /// complete samples (bits/sample × channels × (2 if complex) divides the data bits).
+    /// Consistency rules a frame must satisfy to be decodable (VDIF 1.1.1 §3 notes and §9):
+    /// the frame is longer than its header, and for widths of 1, 2, 4, 8, 16 or 32 bits the
+    /// data array holds a whole number of complete time samples. Other widths leave bits
+    /// unused in every word anyway; their frames hold the whole samples that fit, the rest of
+    /// the array unused, as baseband counts them (CHIME's 5-bit complex x 8 channel frames of
+    /// 5000 bytes hold 468 samples).
     pub fn validate(&self) -> Result<(), HeaderError> {
         self.check_ranges()?;
         let frame_len = self.frame_len();
@@ -219,9 +232,8 @@ impl VdifHeader {
                 header_len: self.header_len(),
             });
         }
-        let per = self.bits_per_time_sample();
-        let data_bits = self.data_len() as u64 * 8;
-        if !data_bits.is_multiple_of(per) {
+        let values = self.data_len() as u64 / 4 * self.values_per_word();
+        if self.bits_per_sample.is_power_of_two() && !values.is_multiple_of(self.values_per_time_sample()) {
             return Err(HeaderError::IncompleteSamples {
                 data_len: self.data_len(),
                 bits_per_sample: self.bits_per_sample,
@@ -261,6 +273,23 @@ impl VdifHeader {
         let mut v = vec![0u8; self.header_len()];
         self.emit(&mut v)?;
         Ok(v)
+    }
+}
+
+/// Values (real samples, or I and Q halves of complex ones) packed into one 32-bit word of a
+/// data array. VDIF 1.1.1 §9 packs whole values into each word from the least significant bit
+/// and leaves the top bits unused when the width does not divide 32; a complex sample keeps I
+/// and Q in the same word (as baseband and mark5access read it), unless one half alone needs
+/// more than 16 bits, when I and Q each take a word.
+pub fn values_per_word(bits: u8, complex: bool) -> usize {
+    let bits = usize::from(bits.clamp(1, 32));
+    if complex {
+        match 32 / (2 * bits) {
+            0 => 1,
+            pairs => 2 * pairs,
+        }
+    } else {
+        32 / bits
     }
 }
 

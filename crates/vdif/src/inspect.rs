@@ -1,22 +1,34 @@
 //! One pass over a VDIF stream that says what it is and what is wrong with it.
+//!
+//! [`Inspector`] takes the scanner's events one by one (so `stats` and other passes share its
+//! accounting), [`inspect`] runs it over a reader. Memory is bounded: at most
+//! [`MAX_STREAMS`] station/thread streams are tracked and [`MAX_LISTED`] gaps, garbage regions
+//! and problems are listed (all are counted).
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 
 use serde::{Deserialize, Serialize};
 
-use crate::header::VdifHeader;
+use crate::header::{station_name, VdifHeader};
 use crate::scan::{FrameScanner, ScanEvent};
-use crate::time::iso;
+use crate::time::{iso, leap_table_covers};
 
 /// At most this many individual gaps / garbage regions are listed (all are counted).
 pub const MAX_LISTED: usize = 20;
-/// Frame stamps buffered while the frame rate is still unknown (bounds memory).
-const MAX_PENDING: usize = 1 << 22;
+/// Station/thread streams tracked; frames of further streams are counted, not tracked.
+pub const MAX_STREAMS: usize = 4096;
+/// A file with fewer of its bytes in valid frames than this fraction is "not VDIF".
+pub const MIN_VALID_FRACTION: f64 = 0.5;
+/// Word 4 of a Mark5B frame header, the sync word: found in words 4–7 of an EDV 0 header it
+/// means Mark5B frames were wrapped in VDIF headers without saying so (EDV 0xab would).
+pub const MARK5B_SYNC_WORD: u32 = 0xABAD_DEED;
 
 /// A run of missing frames in one thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
+    /// Station id of the thread.
+    pub station_id: u16,
     /// Thread id.
     pub thread: u16,
     /// Second (since epoch) and frame number of the last frame before the gap.
@@ -36,14 +48,21 @@ pub struct GarbageRegion {
     pub reason: String,
 }
 
-/// Per-thread frame accounting.
+/// Per-thread frame accounting (a thread of one station).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadSummary {
+    /// Station as text ("Ef" or a number).
+    pub station: String,
+    /// Station id.
+    pub station_id: u16,
+    /// Thread id.
+    pub thread: u16,
     /// Frames found.
     pub frames: u64,
     /// Frames with the invalid bit set.
     pub invalid: u64,
-    /// Frames missing between the first and the last (needs the frame rate).
+    /// Frames missing between the first and the last: within a second from the frame numbers
+    /// alone, across seconds once the frame rate is known.
     pub missing: u64,
     /// Frames that went back in time or repeated a time already seen.
     pub out_of_order: u64,
@@ -57,6 +76,19 @@ pub struct ThreadSummary {
     pub latest: (u32, u32),
 }
 
+/// One station of the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StationSummary {
+    /// Station as text.
+    pub station: String,
+    /// Station id.
+    pub station_id: u16,
+    /// Frames of this station.
+    pub frames: u64,
+    /// Its thread ids, sorted.
+    pub threads: Vec<u16>,
+}
+
 /// Everything `evlbi vdif inspect` reports. Fields are `None` when the file cannot tell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InspectReport {
@@ -64,11 +96,16 @@ pub struct InspectReport {
     pub file_bytes: u64,
     /// Total frames found.
     pub frames: u64,
-    /// Station id as text ("Ef" or a number).
+    /// Bytes in valid frames (headers included).
+    pub frame_bytes_total: u64,
+    /// Station id of the first frame as text ("Ef" or a number).
     pub station: Option<String>,
-    /// Station id as a number.
+    /// Station id of the first frame as a number.
     pub station_id: Option<u16>,
-    /// Sorted thread ids.
+    /// Every station in the file, in id order (files recorded at a correlator or relay can
+    /// hold several).
+    pub stations: Vec<StationSummary>,
+    /// Sorted thread ids (of all stations).
     pub threads: Vec<u16>,
     /// Frame bytes, header included.
     pub frame_bytes: Option<usize>,
@@ -90,14 +127,17 @@ pub struct InspectReport {
     pub frames_per_second: Option<u32>,
     /// "header" (EDV 1/3 sample rate), "frame numbers" (a second boundary was seen) or "given".
     pub frame_rate_source: Option<String>,
-    /// Sample rate per channel, Hz.
+    /// Sample rate per channel, Hz (complex samples per second for complex data).
     pub sample_rate_hz: Option<f64>,
     /// Data rate (sample bits of all threads), bits per second.
     pub data_rate_bps: Option<f64>,
     /// Reference epoch of the first frame.
     pub ref_epoch: Option<u8>,
-    /// UTC time of the earliest frame (ISO 8601).
+    /// UTC time of the earliest frame (ISO 8601; leap seconds counted, see [`crate::time`]).
     pub start_utc: Option<String>,
+    /// UTC of the start of the earliest frame's second: known even when the frame rate (and so
+    /// the time within the second) is not.
+    pub first_second_utc: Option<String>,
     /// UTC time just after the latest frame.
     pub end_utc: Option<String>,
     /// Seconds of data spanned per thread (first to last frame, inclusive).
@@ -114,12 +154,14 @@ pub struct InspectReport {
     pub out_of_order_frames: u64,
     /// Bytes that were not frames.
     pub garbage_bytes: u64,
+    /// Number of garbage regions.
+    pub garbage_regions: u64,
     /// The first garbage regions.
     pub garbage: Vec<GarbageRegion>,
     /// Incomplete frame at the end: (offset, bytes present, bytes expected).
     pub truncated: Option<(u64, u64, u64)>,
-    /// Per thread.
-    pub per_thread: BTreeMap<u16, ThreadSummary>,
+    /// Per station and thread, in (station id, thread) order.
+    pub per_thread: Vec<ThreadSummary>,
     /// Human-readable problems, each naming an offset where one applies (exit code 1).
     pub problems: Vec<String>,
     /// Remarks that are not faults (e.g. the frame rate cannot be known from a short file).
@@ -138,14 +180,25 @@ pub enum InspectError {
     /// The stream is empty.
     #[error("the file is empty (0 bytes)")]
     Empty,
-    /// No frame at all.
-    #[error("no VDIF frame found in {bytes} bytes; at offset 0: {reason}")]
+    /// Too little of the stream is VDIF: fewer than [`MIN_VALID_FRACTION`] of its bytes are in
+    /// frames whose headers agree.
+    #[error("not VDIF ({valid_percent:.1} % of bytes in valid frames): {detail}")]
     NotVdif {
         /// Bytes read.
         bytes: u64,
-        /// Why the first bytes are not a VDIF header.
-        reason: String,
+        /// Percentage of them in valid frames.
+        valid_percent: f64,
+        /// What was found instead, naming an offset.
+        detail: String,
     },
+}
+
+/// Frames of one station/thread as they come.
+#[derive(Default)]
+struct Stream {
+    summary: ThreadSummary,
+    /// Latest (second, frame) accepted in order.
+    last: Option<(u32, u32)>,
 }
 
 #[derive(Default)]
@@ -153,68 +206,229 @@ struct Tracker {
     fps: Option<u32>,
     source: Option<String>,
     max_frame: u32,
-    pending: Vec<(u16, u32, u32)>,
-    threads: BTreeMap<u16, (ThreadSummary, Option<u64>)>,
+    streams: BTreeMap<(u16, u16), Stream>,
+    untracked: u64,
     gaps: u64,
     gap_list: Vec<Gap>,
 }
 
 impl Tracker {
     fn count(&mut self, h: &VdifHeader) {
-        let (thread, now) = (h.thread_id, (h.seconds, h.frame_number));
-        let t = &mut self.threads.entry(thread).or_default().0;
-        let crossed = t.frames > 0 && now.0 > t.last.0;
+        let key = (h.station_id, h.thread_id);
+        let now = (h.seconds, h.frame_number);
+        if !self.streams.contains_key(&key) && self.streams.len() >= MAX_STREAMS {
+            self.untracked += 1;
+            return;
+        }
+        self.max_frame = self.max_frame.max(now.1);
+        let s = self.streams.entry(key).or_default();
+        let t = &mut s.summary;
         if t.frames == 0 {
+            (t.station, t.station_id, t.thread) = (h.station_name(), h.station_id, h.thread_id);
             (t.first, t.earliest, t.latest) = (now, now, now);
+        }
+        // The rate is learnt when a thread crosses a second boundary: all frames of the
+        // earlier second have then been seen (frames are in time order within a thread).
+        let crossed = t.frames > 0 && now.0 > t.last.0;
+        if crossed && self.fps.is_none() {
+            self.fps = Some(self.max_frame + 1);
+            self.source = Some("frame numbers".into());
         }
         t.frames += 1;
         t.last = now;
         t.earliest = t.earliest.min(now);
         t.latest = t.latest.max(now);
         t.invalid += u64::from(h.invalid);
-        self.max_frame = self.max_frame.max(now.1);
-        if self.fps.is_none() {
-            // The rate is learnt when a thread crosses a second boundary: all frames of the
-            // earlier second have then been seen (frames are in time order within a thread).
-            if !crossed && self.pending.len() < MAX_PENDING {
-                self.pending.push((thread, now.0, now.1));
-                return;
-            }
-            self.fps = Some(self.max_frame + 1);
-            self.source = Some("frame numbers".into());
-            for (t, s, f) in std::mem::take(&mut self.pending) {
-                self.advance(t, s, f);
+        // Order and gaps: frame numbers order the frames of a second and show gaps in it
+        // whether or not the rate is known; the rate is needed only across a second boundary,
+        // and a stream crosses one only after the rate was learnt above.
+        let Some(l) = s.last else {
+            s.last = Some(now);
+            return;
+        };
+        if now <= l {
+            t.out_of_order += 1;
+            return;
+        }
+        let missing = if now.0 == l.0 {
+            u64::from(now.1 - l.1 - 1)
+        } else {
+            let fps = u64::from(self.fps.unwrap_or(0));
+            (u64::from(now.0 - l.0) - 1) * fps + fps.saturating_sub(u64::from(l.1) + 1) + u64::from(now.1)
+        };
+        s.last = Some(now);
+        if missing > 0 {
+            t.missing += missing;
+            self.gaps += 1;
+            if self.gap_list.len() < MAX_LISTED {
+                self.gap_list.push(Gap {
+                    station_id: key.0,
+                    thread: key.1,
+                    after: l,
+                    missing,
+                });
             }
         }
-        self.advance(thread, now.0, now.1);
+    }
+}
+
+/// Nonzero words 4–7 in EDV 0 headers, which the specification leaves zero.
+#[derive(Default)]
+struct Edv0Words {
+    frames: u64,
+    first: Option<(u64, [u32; 4])>,
+    mark5b: bool,
+}
+
+/// Accounting of one pass over a stream, fed event by event.
+pub struct Inspector {
+    tracker: Tracker,
+    first: Option<VdifHeader>,
+    report_bytes: u64,
+    frames: u64,
+    valid_bytes: u64,
+    garbage: Vec<GarbageRegion>,
+    garbage_bytes: u64,
+    garbage_regions: u64,
+    truncated: Option<(u64, u64, u64)>,
+    problems: Vec<String>,
+    first_garbage_reason: Option<String>,
+    edv0: Edv0Words,
+}
+
+impl Inspector {
+    /// A fresh pass. `fps_hint` supplies the frame rate when the file is too short to show it.
+    pub fn new(fps_hint: Option<u32>) -> Self {
+        let mut tracker = Tracker::default();
+        if let Some(f) = fps_hint {
+            tracker.fps = Some(f);
+            tracker.source = Some("given".into());
+        }
+        Inspector {
+            tracker,
+            first: None,
+            report_bytes: 0,
+            frames: 0,
+            valid_bytes: 0,
+            garbage: Vec::new(),
+            garbage_bytes: 0,
+            garbage_regions: 0,
+            truncated: None,
+            problems: Vec::new(),
+            first_garbage_reason: None,
+            edv0: Edv0Words::default(),
+        }
     }
 
-    /// Order and gap accounting of one frame once the frame rate is known.
-    fn advance(&mut self, thread: u16, sec: u32, frame: u32) {
-        let fps = u64::from(self.fps.unwrap_or(1));
-        let idx = u64::from(sec) * fps + u64::from(frame);
-        let (t, last) = self.threads.entry(thread).or_default();
-        match *last {
-            None => {}
-            Some(l) if idx == l + 1 => {}
-            Some(l) if idx > l + 1 => {
-                let missing = idx - l - 1;
-                t.missing += missing;
-                self.gaps += 1;
-                if self.gap_list.len() < MAX_LISTED {
-                    self.gap_list.push(Gap {
-                        thread,
-                        after: ((l / fps) as u32, (l % fps) as u32),
-                        missing,
+    /// Frames seen so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Account for one frame of `len` bytes at `offset`.
+    pub fn frame(&mut self, offset: u64, header: &VdifHeader, len: usize) {
+        self.report_bytes = self.report_bytes.max(offset + len as u64);
+        self.valid_bytes += len as u64;
+        if self.first.is_none() {
+            self.first = Some(*header);
+            if self.tracker.fps.is_none() {
+                if let Some(rate) = header.header_sample_rate_hz() {
+                    let fps = rate / header.samples_per_frame().max(1) as f64;
+                    if fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24) {
+                        self.tracker.fps = Some(fps as u32);
+                        self.tracker.source = Some("header".into());
+                    }
+                }
+            }
+        }
+        if !header.legacy
+            && header.edv() == 0
+            && (header.extended[0] & 0x00ff_ffff != 0 || header.extended[1..] != [0; 3])
+        {
+            self.edv0.frames += 1;
+            self.edv0.first.get_or_insert((offset, header.extended));
+            self.edv0.mark5b |= header.extended.contains(&MARK5B_SYNC_WORD);
+        }
+        self.frames += 1;
+        self.tracker.count(header);
+    }
+
+    /// Account for any scanner event.
+    pub fn event(&mut self, ev: &ScanEvent) {
+        match ev {
+            ScanEvent::Frame { header, bytes, offset } => self.frame(*offset, header, bytes.len()),
+            ScanEvent::Garbage { offset, len, reason } => {
+                self.report_bytes = self.report_bytes.max(offset + len);
+                self.garbage_bytes += len;
+                self.garbage_regions += 1;
+                if self.first_garbage_reason.is_none() && *offset == 0 {
+                    self.first_garbage_reason = Some(reason.clone());
+                }
+                if self.garbage.len() < MAX_LISTED {
+                    self.problems
+                        .push(format!("offset {offset}: {len} bytes of garbage skipped ({reason})"));
+                    self.garbage.push(GarbageRegion {
+                        offset: *offset,
+                        len: *len,
+                        reason: reason.clone(),
                     });
                 }
             }
-            Some(_) => {
-                t.out_of_order += 1;
-                return;
+            ScanEvent::Truncated { offset, len, expected } => {
+                self.report_bytes = self.report_bytes.max(offset + len);
+                self.problems.push(format!(
+                    "offset {offset}: last frame truncated ({len} of {expected} bytes)"
+                ));
+                self.truncated = Some((*offset, *len, *expected));
             }
         }
-        *last = Some(idx);
+    }
+
+    /// The report, or why the stream is not VDIF.
+    pub fn finish(mut self) -> Result<InspectReport, InspectError> {
+        if self.report_bytes == 0 {
+            return Err(InspectError::Empty);
+        }
+        let bytes = self.report_bytes;
+        let valid_percent = self.valid_bytes as f64 * 100.0 / bytes as f64;
+        let Some(h0) = self.first else {
+            let reason = self
+                .first_garbage_reason
+                .or_else(|| {
+                    self.truncated
+                        .map(|(_, l, e)| format!("one truncated frame ({l} of {e} bytes)"))
+                })
+                .unwrap_or_default();
+            return Err(InspectError::NotVdif {
+                bytes,
+                valid_percent,
+                detail: format!("no VDIF frame found in {bytes} bytes; at offset 0: {reason}"),
+            });
+        };
+        if (self.valid_bytes as f64) < MIN_VALID_FRACTION * bytes as f64 {
+            let first = self.garbage.first().map_or(String::new(), |g| {
+                format!("; first at offset {}: {}", g.offset, g.reason)
+            });
+            return Err(InspectError::NotVdif {
+                bytes,
+                valid_percent,
+                detail: format!(
+                    "{} frame(s) of {} bytes amid {} bytes of garbage in {} region(s){first}",
+                    self.frames,
+                    h0.frame_len(),
+                    self.garbage_bytes,
+                    self.garbage_regions
+                ),
+            });
+        }
+        if self.garbage_regions > MAX_LISTED as u64 {
+            self.problems.push(format!(
+                "{} more garbage region(s) not listed ({} bytes of garbage in all)",
+                self.garbage_regions - MAX_LISTED as u64,
+                self.garbage_bytes
+            ));
+        }
+        Ok(summarise(self, h0))
     }
 }
 
@@ -224,108 +438,52 @@ pub fn inspect<R: Read>(
     fps_hint: Option<u32>,
     mut on_frame: impl FnMut(&VdifHeader, &[u8]),
 ) -> Result<InspectReport, InspectError> {
-    let mut tracker = Tracker::default();
-    if let Some(f) = fps_hint {
-        tracker.fps = Some(f);
-        tracker.source = Some("given".into());
-    }
-    let mut first: Option<VdifHeader> = None;
-    let mut report_bytes = 0u64;
-    let mut frames = 0u64;
-    let mut garbage = Vec::new();
-    let mut garbage_bytes = 0u64;
-    let mut truncated = None;
-    let mut problems = Vec::new();
-    let mut first_garbage_reason = None;
+    let mut inspector = Inspector::new(fps_hint);
     for ev in FrameScanner::new(reader) {
-        match ev? {
-            ScanEvent::Frame { header, bytes, offset } => {
-                report_bytes = report_bytes.max(offset + bytes.len() as u64);
-                if first.is_none() {
-                    first = Some(header);
-                    if tracker.fps.is_none() {
-                        if let Some(rate) = header.header_sample_rate_hz() {
-                            let fps = rate / header.samples_per_frame().max(1) as f64;
-                            if fps >= 1.0 && fps.fract() == 0.0 {
-                                tracker.fps = Some(fps as u32);
-                                tracker.source = Some("header".into());
-                            }
-                        }
-                    }
-                }
-                frames += 1;
-                tracker.count(&header);
-                on_frame(&header, &bytes[header.header_len()..]);
-            }
-            ScanEvent::Garbage { offset, len, reason } => {
-                report_bytes = report_bytes.max(offset + len);
-                garbage_bytes += len;
-                problems.push(format!("offset {offset}: {len} bytes of garbage skipped ({reason})"));
-                if first_garbage_reason.is_none() && offset == 0 {
-                    first_garbage_reason = Some(reason.clone());
-                }
-                if garbage.len() < MAX_LISTED {
-                    garbage.push(GarbageRegion { offset, len, reason });
-                }
-            }
-            ScanEvent::Truncated { offset, len, expected } => {
-                report_bytes = report_bytes.max(offset + len);
-                problems.push(format!(
-                    "offset {offset}: last frame truncated ({len} of {expected} bytes)"
-                ));
-                truncated = Some((offset, len, expected));
-            }
+        let ev = ev?;
+        inspector.event(&ev);
+        if let ScanEvent::Frame { header, bytes, .. } = &ev {
+            on_frame(header, &bytes[header.header_len()..]);
         }
     }
-    if report_bytes == 0 {
-        return Err(InspectError::Empty);
-    }
-    let Some(h0) = first else {
-        return Err(InspectError::NotVdif {
-            bytes: report_bytes,
-            reason: first_garbage_reason
-                .or_else(|| truncated.map(|(_, l, e)| format!("one truncated frame ({l} of {e} bytes)")))
-                .unwrap_or_default(),
-        });
-    };
-    let scanned = Scanned {
-        report_bytes,
-        frames,
-        garbage,
-        garbage_bytes,
-        truncated,
-        problems,
-    };
-    Ok(summarise(tracker, h0, scanned))
+    inspector.finish()
 }
 
-/// What the scan of a stream found besides the frames' order: sizes, garbage, truncation.
-struct Scanned {
-    report_bytes: u64,
-    frames: u64,
-    garbage: Vec<GarbageRegion>,
-    garbage_bytes: u64,
-    truncated: Option<(u64, u64, u64)>,
-    problems: Vec<String>,
-}
-
-/// The report of a scanned stream whose first frame is `h0`.
-fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectReport {
-    let Scanned {
-        report_bytes,
-        frames,
-        garbage,
-        garbage_bytes,
-        truncated,
-        mut problems,
-    } = scanned;
+/// Notes on the frame rate and on header words the specification leaves zero.
+fn notes_of(i: &Inspector, h0: &VdifHeader) -> Vec<String> {
     let mut notes = Vec::new();
-    if tracker.fps.is_none() && !tracker.pending.is_empty() {
+    if i.tracker.fps.is_none() {
         notes.push(
-            "frame rate unknown: the file spans less than one second and its header states no sample rate (pass --fps)"
+            "frame rate unknown: no thread crosses a second boundary and the header states no sample rate (pass --fps); gaps and order within the second are still checked from the frame numbers"
                 .into(),
         );
     }
+    if let Some((offset, w)) = i.edv0.first {
+        notes.push(format!(
+            "{} EDV 0 frame(s) carry nonzero words 4-7, which EDV 0 leaves zero (first at offset {offset}: {:#010x} {:#010x} {:#010x} {:#010x}){}",
+            i.edv0.frames,
+            w[0],
+            w[1],
+            w[2],
+            w[3],
+            if i.edv0.mark5b {
+                "; 0xabaddeed is the Mark5B sync word: Mark5B frames wrapped in VDIF headers?"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !leap_table_covers(h0.ref_epoch, h0.seconds) {
+        notes.push(crate::time::LEAP_TABLE_NOTE.into());
+    }
+    notes
+}
+
+/// The report of a scanned stream whose first frame is `h0`.
+fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
+    let notes = notes_of(&i, &h0);
+    let tracker = std::mem::take(&mut i.tracker);
+    let mut problems = std::mem::take(&mut i.problems);
     if let Some(fps) = tracker.fps {
         if tracker.max_frame >= fps {
             problems.push(format!(
@@ -334,26 +492,66 @@ fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectRepor
             ));
         }
     }
+    if tracker.untracked > 0 {
+        problems.push(format!(
+            "{} frame(s) of more than {MAX_STREAMS} station/thread streams were not tracked",
+            tracker.untracked
+        ));
+    }
     let fps = tracker.fps;
     let spf = h0.samples_per_frame();
-    let per_thread: BTreeMap<u16, ThreadSummary> = tracker.threads.iter().map(|(k, (t, _))| (*k, t.clone())).collect();
-    let nthreads = per_thread.len() as f64;
+    let per_thread: Vec<ThreadSummary> = tracker.streams.values().map(|s| s.summary.clone()).collect();
+    let mut stations: Vec<StationSummary> = Vec::new();
+    for t in &per_thread {
+        match stations.last_mut() {
+            Some(s) if s.station_id == t.station_id => {
+                s.frames += t.frames;
+                s.threads.push(t.thread);
+            }
+            _ => stations.push(StationSummary {
+                station: station_name(t.station_id),
+                station_id: t.station_id,
+                frames: t.frames,
+                threads: vec![t.thread],
+            }),
+        }
+    }
+    let mut threads: Vec<u16> = per_thread.iter().map(|t| t.thread).collect();
+    threads.sort_unstable();
+    threads.dedup();
     let (start_utc, end_utc, duration_s) = time_span(&h0, &per_thread, fps, &mut problems);
-    let invalid: u64 = per_thread.values().map(|t| t.invalid).sum();
-    let missing: u64 = per_thread.values().map(|t| t.missing).sum();
-    let ooo: u64 = per_thread.values().map(|t| t.out_of_order).sum();
+    let first_second_utc = per_thread
+        .iter()
+        .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
+        .map(|t| t.earliest.0)
+        .min()
+        .map(|s| iso(h0.ref_epoch, s, 0.0));
+    let invalid: u64 = per_thread.iter().map(|t| t.invalid).sum();
+    let missing: u64 = per_thread.iter().map(|t| t.missing).sum();
+    let ooo: u64 = per_thread.iter().map(|t| t.out_of_order).sum();
     if missing > 0 {
-        problems.push(format!("{missing} frames missing in {} gap(s)", tracker.gaps));
+        problems.push(format!(
+            "{missing} frames missing in {} gap(s){}",
+            tracker.gaps,
+            if fps.is_none() {
+                " (within seconds; the frame rate is unknown)"
+            } else {
+                ""
+            }
+        ));
     }
     if ooo > 0 {
         problems.push(format!("{ooo} frames out of time order or repeated"));
     }
+    let streams = per_thread.len() as f64;
     InspectReport {
-        file_bytes: report_bytes,
-        frames,
+        file_bytes: i.report_bytes,
+        frames: i.frames,
+        frame_bytes_total: i.valid_bytes,
         station: Some(h0.station_name()),
         station_id: Some(h0.station_id),
-        threads: per_thread.keys().copied().collect(),
+        stations,
+        threads,
         frame_bytes: Some(h0.frame_len()),
         header_bytes: Some(h0.header_len()),
         bits_per_sample: Some(h0.bits_per_sample),
@@ -365,9 +563,10 @@ fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectRepor
         frames_per_second: fps,
         frame_rate_source: tracker.source.clone().filter(|_| fps.is_some()),
         sample_rate_hz: fps.map(|r| f64::from(r) * spf as f64),
-        data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * nthreads),
+        data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * streams),
         ref_epoch: Some(h0.ref_epoch),
         start_utc,
+        first_second_utc,
         end_utc,
         duration_s,
         invalid_frames: invalid,
@@ -375,9 +574,10 @@ fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectRepor
         gaps: tracker.gaps,
         gap_list: tracker.gap_list,
         out_of_order_frames: ooo,
-        garbage_bytes,
-        garbage,
-        truncated,
+        garbage_bytes: i.garbage_bytes,
+        garbage_regions: i.garbage_regions,
+        garbage: i.garbage,
+        truncated: i.truncated,
         per_thread,
         problems,
         notes,
@@ -388,16 +588,21 @@ fn summarise(tracker: Tracker, h0: VdifHeader, scanned: Scanned) -> InspectRepor
 /// first frame; threads far from it are reported in `problems` and left out of the span.
 fn time_span(
     h0: &VdifHeader,
-    per_thread: &BTreeMap<u16, ThreadSummary>,
+    per_thread: &[ThreadSummary],
     fps: Option<u32>,
     problems: &mut Vec<String>,
 ) -> (Option<String>, Option<String>, Option<f64>) {
     // Times are taken relative to the first frame in the file (as baseband does); a thread
     // whose clock is far from it is a fault of the recorder, reported, and left out of the span.
-    for (id, t) in per_thread {
-        if t.first.0.abs_diff(h0.seconds) > MAX_TIME_SPREAD_S {
+    for t in per_thread
+        .iter()
+        .filter(|t| t.first.0.abs_diff(h0.seconds) > MAX_TIME_SPREAD_S)
+    {
+        if problems.len() < 2 * MAX_LISTED {
             problems.push(format!(
-                "thread {id}: time {} is {} s away from the first frame ({})",
+                "station {} thread {}: time {} is {} s away from the first frame ({})",
+                t.station,
+                t.thread,
                 iso(h0.ref_epoch, t.first.0, 0.0),
                 i64::from(t.first.0) - i64::from(h0.seconds),
                 iso(h0.ref_epoch, h0.seconds, 0.0)
@@ -405,7 +610,7 @@ fn time_span(
         }
     }
     let (start, end) = per_thread
-        .values()
+        .iter()
         .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
         .fold((None::<(u32, u32)>, None::<(u32, u32)>), |(s, e), t| {
             (

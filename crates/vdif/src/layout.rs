@@ -4,9 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::LayoutError;
-use crate::header::{VdifHeader, HEADER_LEN, MAX_FRAME_LEN};
+use crate::header::{VdifHeader, HEADER_LEN};
+use crate::scan::MAX_SCAN_FRAME_LEN;
 
-/// A validated layout of real-sampled VDIF data.
+/// A validated layout of real- or complex-sampled VDIF data.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FrameLayout {
     /// Total data rate over all threads, bits per second (headers excluded).
@@ -27,21 +28,40 @@ pub struct FrameLayout {
     pub samples_per_frame: u64,
     /// Frames per second per thread.
     pub frames_per_second: u32,
-    /// Sample rate per channel, Hz (twice the channel bandwidth for real sampling).
+    /// Sample rate per channel, Hz (twice the channel bandwidth for real sampling, equal to
+    /// it for complex sampling).
     pub sample_rate_hz: f64,
+    /// Complex samples (I and Q, each `bits` wide) instead of real ones.
+    #[serde(default)]
+    pub complex: bool,
 }
 
 impl FrameLayout {
-    /// Check and derive a layout. `rate_bps` counts sample bits only, as VLBI rates do
-    /// ("512 Mb/s" = 8 channels × 32 MS/s × 2 bits).
+    /// Check and derive a layout of real samples. `rate_bps` counts sample bits only, as VLBI
+    /// rates do ("512 Mb/s" = 8 channels × 32 MS/s × 2 bits).
     pub fn new(rate_bps: f64, bits: u8, channels: u32, threads: u32, data_len: usize) -> Result<Self, LayoutError> {
+        Self::with_complex(rate_bps, bits, channels, threads, data_len, false)
+    }
+
+    /// [`FrameLayout::new`] for real (`complex` false) or complex samples: a complex sample
+    /// carries I and Q of `bits` each, so "64 Mb/s, 2-bit, 4 channels" is 4 MS/s per channel
+    /// complex (4 MHz of band) where it is 8 MS/s real.
+    pub fn with_complex(
+        rate_bps: f64,
+        bits: u8,
+        channels: u32,
+        threads: u32,
+        data_len: usize,
+        complex: bool,
+    ) -> Result<Self, LayoutError> {
         if !(1..=2).contains(&bits) {
             return Err(LayoutError::Bits(bits));
         }
         if !(1..=1024).contains(&threads) {
             return Err(LayoutError::Threads(threads));
         }
-        if data_len == 0 || data_len + HEADER_LEN > MAX_FRAME_LEN {
+        // Frames longer than the scanner believes would make files no evlbi command can read.
+        if data_len == 0 || data_len + HEADER_LEN > MAX_SCAN_FRAME_LEN {
             return Err(LayoutError::FrameSize(data_len));
         }
         if !data_len.is_multiple_of(8) {
@@ -51,7 +71,7 @@ impl FrameLayout {
             return Err(LayoutError::Channels { channels, threads });
         }
         let cpt = channels / threads;
-        let bits_per_time = u64::from(bits) * u64::from(cpt);
+        let bits_per_time = u64::from(bits) * u64::from(cpt) * if complex { 2 } else { 1 };
         if !(data_len as u64 * 8).is_multiple_of(bits_per_time) {
             return Err(LayoutError::IncompleteSamples {
                 data_len,
@@ -84,6 +104,7 @@ impl FrameLayout {
             samples_per_frame,
             frames_per_second: fps_int as u32,
             sample_rate_hz: (fps_int * samples_per_frame) as f64,
+            complex,
         })
     }
 
@@ -99,7 +120,7 @@ impl FrameLayout {
             version: 0,
             log2_channels: self.channels_per_thread.trailing_zeros() as u8,
             frame_len_units: (self.frame_len / 8) as u32,
-            complex: false,
+            complex: self.complex,
             bits_per_sample: self.bits,
             thread_id: 0,
             station_id,
@@ -125,6 +146,18 @@ mod tests {
         assert_eq!(l.samples_per_frame, 4000);
         assert_eq!(l.sample_rate_hz, 32e6);
         assert_eq!(l.frame_len, 8032);
+    }
+
+    #[test]
+    fn complex_halves_the_sample_rate() {
+        let l = FrameLayout::with_complex(64e6, 2, 4, 1, 8000, true).unwrap();
+        assert_eq!(
+            (l.frames_per_second, l.samples_per_frame, l.sample_rate_hz),
+            (1000, 4000, 4e6)
+        );
+        let h = l.header(1);
+        assert!(h.complex);
+        assert_eq!(h.samples_per_frame(), 4000);
     }
 
     #[test]

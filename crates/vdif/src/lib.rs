@@ -1,6 +1,7 @@
 //! VDIF (VLBI Data Interchange Format, release 1.1.1) for evlbi: frame headers, the VTP/udps
-//! datagram prefix, the 1/2-bit sample codec, a garbage-tolerant frame scanner, file
-//! inspection, sampler statistics and a multi-station signal generator.
+//! datagram prefix, the 1/2/4/8-bit real and complex sample codec, a garbage-tolerant frame
+//! scanner with bounded memory, file inspection, sampler statistics, VDIF time (leap seconds
+//! counted) and a multi-station signal generator (real or complex).
 //!
 //! The crate does no I/O of its own beyond `std::io::Read`/`Write` handed to it.
 //!

@@ -2,14 +2,24 @@
 //!
 //! Real recordings contain junk: a truncated frame from a crashed recorder, a block of zeros,
 //! a stray header with a broken length. The scanner locks onto a *template* (the fields every
-//! frame of one stream shares) only after two consecutive headers agree, then expects frames
-//! back to back. When the bytes at the expected position are not a compatible header it
-//! searches forward byte by byte for the next compatible one and reports the bytes skipped as
+//! frame of one recording shares: layout, epoch; not station, thread or time) only after
+//! [`CONFIRM_FRAMES`] headers agree, each one frame after the other (junk of up to
+//! [`MAX_JUNK_BETWEEN`] bytes allowed between them) with seconds within
+//! [`CONFIRM_MAX_STEP_S`] of each other; a file shorter than that is believed when its frames
+//! end exactly where the file does. Random or structured non-VDIF bytes (an executable, a FITS
+//! file) pass a single header check far too often for one header to be believed.
+//!
+//! Once locked it expects frames back to back. When the bytes at the expected position are not
+//! a compatible header it searches forward for the next one and reports the bytes skipped as
 //! [`ScanEvent::Garbage`], so callers can say exactly where and how much.
+//!
+//! Memory is bounded whatever the input: the search moves through garbage with a window of at
+//! most a few frames ([`MAX_SCAN_FRAME_LEN`] caps the frame length believed), and runs of zero
+//! bytes (a length field of zero is never a frame) are skipped at memory speed.
 
 use std::io::{self, Read};
 
-use crate::header::{VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN, MAX_FRAME_LEN};
+use crate::header::{VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
 
 /// Something found in the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +53,19 @@ pub enum ScanEvent {
     },
 }
 
-/// Fields shared by all frames of one stream (thread ids and times vary).
+/// Largest frame (header included) the scanner believes. VDIF allows 134 MB, but frames in the
+/// field are a few kB (8032, 5032, Mark5B-in-VDIF 10016; a jumbo datagram holds 9000), and
+/// every byte of a claimed length is buffered before a header is believed: the cap is what
+/// bounds memory on garbage.
+pub const MAX_SCAN_FRAME_LEN: usize = 4 << 20;
+/// Headers (the first included) that must agree before the scanner believes a layout.
+pub const CONFIRM_FRAMES: usize = 3;
+/// Junk allowed between the frames of a confirming run (a damaged frame between good ones).
+pub const MAX_JUNK_BETWEEN: usize = 64 << 10;
+/// Seconds by which consecutive headers of a confirming run may differ.
+pub const CONFIRM_MAX_STEP_S: u32 = 2;
+
+/// Fields shared by all frames of one recording (stations, threads and times vary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Template {
     legacy: bool,
@@ -53,7 +75,6 @@ struct Template {
     frame_len_units: u32,
     complex: bool,
     bits_per_sample: u8,
-    station_id: u16,
 }
 
 impl Template {
@@ -66,9 +87,25 @@ impl Template {
             frame_len_units: h.frame_len_units,
             complex: h.complex,
             bits_per_sample: h.bits_per_sample,
-            station_id: h.station_id,
         }
     }
+
+    /// Word 2 of every header of this template (version, channels, length).
+    fn word2(&self) -> u32 {
+        (u32::from(self.version) << 29) | (u32::from(self.log2_channels) << 24) | self.frame_len_units
+    }
+}
+
+/// What follows a complete frame of a candidate run.
+enum Next {
+    /// A compatible header at this position (relative to `pos`).
+    At(usize, VdifHeader),
+    /// The stream ends at the frame's end (or fewer bytes than a header remain).
+    End,
+    /// Only junk until the end of the stream.
+    JunkToEnd,
+    /// Nothing that continues the run.
+    Nothing,
 }
 
 /// Iterator of [`ScanEvent`]s over any reader.
@@ -90,6 +127,23 @@ pub struct FrameScanner<R: Read> {
 const READ_CHUNK: usize = 1 << 20;
 const MIN_READ: usize = 1 << 16;
 
+/// Index of the first nonzero byte: 64 bytes at a time as aligned words, which the compiler
+/// turns into a few vector ORs (the scan over a zero-filled region runs at memory speed).
+fn first_nonzero(b: &[u8]) -> Option<usize> {
+    let (head, words, _) = bytemuck::pod_align_to::<u8, u64>(b);
+    if let Some(i) = head.iter().position(|&x| x != 0) {
+        return Some(i);
+    }
+    let mut at = head.len();
+    for block in words.chunks(8) {
+        if block.iter().fold(0, |a, &w| a | w) != 0 {
+            break;
+        }
+        at += block.len() * 8;
+    }
+    b[at..].iter().position(|&x| x != 0).map(|i| at + i)
+}
+
 impl<R: Read> FrameScanner<R> {
     /// Scan `reader` from its current position (reported offsets start at 0).
     pub fn new(reader: R) -> Self {
@@ -108,17 +162,17 @@ impl<R: Read> FrameScanner<R> {
     /// Make `n` bytes available at `pos` unless the stream ends first. Returns bytes available.
     fn fill(&mut self, n: usize) -> io::Result<usize> {
         while self.end - self.pos < n && !self.eof {
-            if self.pos > 0 && self.pos >= self.end / 2 {
+            // Room for what is needed, at least 64 KiB (few syscalls) and at most one chunk more
+            // per read. Read bytes are dropped before the buffer grows, so it never holds more
+            // than `n` plus one chunk; space already zeroed is reused, so a reader that returns
+            // a few bytes per call costs no extra zeroing.
+            let want = (n - (self.end - self.pos)).clamp(MIN_READ, READ_CHUNK);
+            if self.buf.len() - self.end < want && self.pos > 0 {
                 self.buf.copy_within(self.pos..self.end, 0);
                 self.end -= self.pos;
                 self.buf_offset += self.pos as u64;
                 self.pos = 0;
             }
-            // Room for what is needed, at least 64 KiB (few syscalls) and at most one chunk more
-            // per read: a header claiming a huge length must not make us allocate hundreds of
-            // megabytes that the stream may never supply. Space already zeroed is reused, so a
-            // reader that returns a few bytes per call costs no extra zeroing.
-            let want = (n - (self.end - self.pos)).clamp(MIN_READ, READ_CHUNK);
             if self.buf.len() - self.end < want {
                 self.buf.resize(self.end + want, 0);
             }
@@ -141,22 +195,22 @@ impl<R: Read> FrameScanner<R> {
         self.buf_offset + idx as u64
     }
 
-    /// Header at `buf[idx..]` if one parses, is self-consistent and fits the template.
-    fn compatible(&self, idx: usize, template: Option<&Template>) -> Option<VdifHeader> {
-        let bytes = self.buf.get(idx..self.end)?;
+    /// Header at `pos + rel` if one parses, is self-consistent, is not longer than
+    /// [`MAX_SCAN_FRAME_LEN`] and fits the template.
+    fn compatible(&self, rel: usize, template: Option<&Template>) -> Option<VdifHeader> {
+        let bytes = self.buf.get(self.pos + rel..self.end)?;
         if bytes.len() < LEGACY_HEADER_LEN {
             return None;
         }
         if let Some(t) = template {
             // Cheap pre-check on word 2 (version, channels, length) before a full parse.
             let w2 = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-            let want = (u32::from(t.version) << 29) | (u32::from(t.log2_channels) << 24) | t.frame_len_units;
-            if w2 != want {
+            if w2 != t.word2() {
                 return None;
             }
         }
         let h = VdifHeader::parse_valid(bytes).ok()?;
-        if h.frame_len() > MAX_FRAME_LEN {
+        if h.frame_len() > MAX_SCAN_FRAME_LEN {
             return None;
         }
         match template {
@@ -165,61 +219,121 @@ impl<R: Read> FrameScanner<R> {
         }
     }
 
-    /// Whether a candidate first header at `idx` is confirmed by the stream around it:
-    /// - the next compatible header sits exactly one frame later, or the stream ends there;
-    /// - or the next compatible header comes later than that (junk after a complete frame).
-    ///
-    /// A compatible header *inside* the candidate means the candidate is a truncated frame,
-    /// and a candidate running past the end is rejected: random bytes often claim a huge length.
-    fn confirmed(&mut self, idx: usize, h: &VdifHeader) -> io::Result<bool> {
-        let len = h.frame_len();
-        let hdr = h.header_len();
-        let rel = idx - self.pos;
-        let have = self.fill(rel + 2 * len + hdr)?;
-        if have < rel + len {
-            return Ok(false);
-        }
-        if have < rel + len + hdr {
-            return Ok(true);
-        }
-        let t = Template::of(h);
-        // fill() may have compacted the buffer, so index from `pos` again.
-        let base = self.pos + rel;
-        if self.compatible(base + len, Some(&t)).is_some() {
-            return Ok(true);
-        }
-        let last = (rel + 2 * len).min(have.saturating_sub(hdr));
-        for p in rel + 1..=last {
-            if self.compatible(self.pos + p, Some(&t)).is_some() {
-                return Ok(p > rel + len);
+    /// The first position at or after `rel` and before `limit` whose length field could be that
+    /// of a frame (of the template, once there is one). Needs `limit + 11` buffered bytes.
+    fn next_possible(&self, mut rel: usize, limit: usize) -> usize {
+        let b = &self.buf[self.pos..self.end];
+        let want = self.template.map(|t| t.word2());
+        let max_units = (MAX_SCAN_FRAME_LEN / 8) as u32;
+        while rel < limit {
+            if b[rel + 8] | b[rel + 9] | b[rel + 10] == 0 {
+                // A zero length is never a frame: jump to where the next nonzero byte would
+                // sit in a length field.
+                match first_nonzero(&b[rel + 8..limit + 10]) {
+                    None => return limit,
+                    Some(j) => {
+                        rel = (rel + 8 + j).saturating_sub(10).max(rel + 1);
+                        continue;
+                    }
+                }
             }
+            let units = u32::from_le_bytes([b[rel + 8], b[rel + 9], b[rel + 10], 0]);
+            let possible = match want {
+                Some(w2) => u32::from_le_bytes([b[rel + 8], b[rel + 9], b[rel + 10], b[rel + 11]]) == w2,
+                None => (3..=max_units).contains(&units),
+            };
+            if possible {
+                return rel;
+            }
+            rel += 1;
         }
-        Ok(false)
+        limit
     }
 
-    /// Is there an acceptable frame start at `idx`?
-    fn acceptable(&mut self, idx: usize) -> io::Result<Option<VdifHeader>> {
+    /// What follows the frame `h` at `rel` (a link of a confirming run). The candidate itself
+    /// (`first`) must be complete: random bytes often claim a long frame; a later frame of the
+    /// run cut by the end of the stream is a truncated last frame.
+    fn next_of(&mut self, rel: usize, h: &VdifHeader, t: &Template, first: bool) -> io::Result<Next> {
+        let len = h.frame_len();
+        let have = self.fill(rel + len + MAX_JUNK_BETWEEN + HEADER_LEN)?;
+        if have < rel + len {
+            return Ok(if first { Next::Nothing } else { Next::End });
+        }
+        if have < rel + len + HEADER_LEN {
+            return Ok(Next::End);
+        }
+        let near = |n: &VdifHeader| n.seconds.abs_diff(h.seconds) <= CONFIRM_MAX_STEP_S;
+        if let Some(n) = self.compatible(rel + len, Some(t)).filter(near) {
+            return Ok(Next::At(rel + len, n));
+        }
+        // Junk after the frame: the next header with the template's word 2, found fast.
+        let last = (rel + len + MAX_JUNK_BETWEEN).min(have - HEADER_LEN);
+        let needle = t.word2().to_le_bytes();
+        let mut from = rel + len + 1;
+        while from <= last {
+            let hay = &self.buf[self.pos + from + 8..self.pos + last + 12];
+            let Some(i) = memchr::memmem::find(hay, &needle) else {
+                break;
+            };
+            let p = from + i;
+            if let Some(n) = self.compatible(p, Some(t)).filter(near) {
+                // A compatible header inside the frame would make it a truncated one.
+                let inside = (rel + 1..rel + len).any(|q| self.compatible(q, Some(t)).is_some());
+                return Ok(if inside { Next::Nothing } else { Next::At(p, n) });
+            }
+            from = p + 1;
+        }
+        Ok(if self.eof && last == have - HEADER_LEN {
+            Next::JunkToEnd
+        } else {
+            Next::Nothing
+        })
+    }
+
+    /// Whether a candidate first header at `rel` is confirmed by the stream after it: a run of
+    /// [`CONFIRM_FRAMES`] agreeing headers, or fewer ending where the stream ends.
+    fn confirmed(&mut self, rel: usize, h: &VdifHeader) -> io::Result<bool> {
+        let t = Template::of(h);
+        let (mut at, mut cur) = (rel, *h);
+        for seen in 1..CONFIRM_FRAMES {
+            match self.next_of(at, &cur, &t, seen == 1)? {
+                Next::At(p, n) => (at, cur) = (p, n),
+                Next::End => return Ok(true),
+                Next::JunkToEnd => return Ok(seen >= 2),
+                Next::Nothing => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Is there an acceptable frame start at `pos + rel`?
+    fn acceptable(&mut self, rel: usize) -> io::Result<Option<VdifHeader>> {
         let template = self.template;
-        match self.compatible(idx, template.as_ref()) {
+        match self.compatible(rel, template.as_ref()) {
             Some(h) if template.is_some() => Ok(Some(h)),
-            Some(h) => Ok(self.confirmed(idx, &h)?.then_some(h)),
+            Some(h) => Ok(self.confirmed(rel, &h)?.then_some(h)),
             None => Ok(None),
         }
     }
 
-    fn why_not(&self, idx: usize) -> String {
-        let bytes = self.buf.get(idx..self.end).unwrap_or(&[]);
+    fn why_not(&self) -> String {
+        let bytes = self.buf.get(self.pos..self.end).unwrap_or(&[]);
         match VdifHeader::parse_valid(bytes) {
             Err(e) => format!("not a VDIF header: {e}"),
+            Ok(h) if h.frame_len() > MAX_SCAN_FRAME_LEN => format!(
+                "header claims {}-byte frames, more than the {} bytes evlbi believes",
+                h.frame_len(),
+                MAX_SCAN_FRAME_LEN
+            ),
             Ok(h) => match &self.template {
                 Some(_) => format!(
-                    "header does not match the stream (station {}, {} B frames, {} bit x {} ch)",
-                    h.station_name(),
+                    "header does not match the stream ({} B frames, {} bit x {} ch{})",
                     h.frame_len(),
                     h.bits_per_sample,
-                    h.channels()
+                    h.channels(),
+                    if h.complex { " complex" } else { "" }
                 ),
-                None => "header not confirmed by a following frame".to_string(),
+                None => format!("header not confirmed by {} consecutive frames", CONFIRM_FRAMES),
             },
         }
     }
@@ -235,43 +349,55 @@ impl<R: Read> FrameScanner<R> {
             self.done = true;
             return Ok(None);
         }
-        let start = self.pos;
-        if let Some(h) = self.acceptable(start)? {
-            return self.take_frame(start, h).map(Some);
+        if let Some(h) = self.acceptable(0)? {
+            return self.take_frame(h).map(Some);
         }
-        // Search forward for the next acceptable header.
-        let reason = self.why_not(start);
-        let mut rel = 1;
+        // Search forward for the next acceptable header, dropping what is passed over so that
+        // memory stays bounded however long the garbage is.
+        let reason = self.why_not();
+        let start = self.offset_of(self.pos);
+        self.pos += 1;
         loop {
-            let avail = self.fill(rel + HEADER_LEN)?;
-            // fill() may have compacted the buffer: recompute indexes relative to pos.
-            let start_off = self.offset_of(self.pos);
-            if avail < rel + LEGACY_HEADER_LEN {
+            // A chunk per pass, so that long garbage costs few reads and passes.
+            let avail = self.fill(READ_CHUNK)?;
+            if avail < LEGACY_HEADER_LEN {
                 // No header fits before the end: everything left is garbage.
-                let len = avail as u64;
                 self.pos += avail;
                 self.done = true;
+                let len = self.offset_of(self.pos) - start;
                 return Ok(Some(ScanEvent::Garbage {
-                    offset: start_off,
+                    offset: start,
                     len,
                     reason,
                 }));
             }
-            if self.acceptable(self.pos + rel)?.is_some() {
-                self.pos += rel;
-                return Ok(Some(ScanEvent::Garbage {
-                    offset: start_off,
-                    len: rel as u64,
-                    reason,
-                }));
+            // Positions examined in this pass: all with a full header buffered (at the end of
+            // the stream, with at least a legacy header).
+            let limit = avail + 1 - if self.eof { LEGACY_HEADER_LEN } else { HEADER_LEN };
+            let mut rel = 0;
+            loop {
+                rel = self.next_possible(rel, limit);
+                if rel >= limit {
+                    break;
+                }
+                if self.acceptable(rel)?.is_some() {
+                    self.pos += rel;
+                    let len = self.offset_of(self.pos) - start;
+                    return Ok(Some(ScanEvent::Garbage {
+                        offset: start,
+                        len,
+                        reason,
+                    }));
+                }
+                rel += 1;
             }
-            rel += 1;
+            self.pos += limit;
         }
     }
 
-    fn take_frame(&mut self, idx: usize, h: VdifHeader) -> io::Result<ScanEvent> {
+    fn take_frame(&mut self, h: VdifHeader) -> io::Result<ScanEvent> {
         let len = h.frame_len();
-        let offset = self.offset_of(idx);
+        let offset = self.offset_of(self.pos);
         let have = self.fill(len)?;
         if have < len {
             self.pos += have;
@@ -304,6 +430,25 @@ impl<R: Read> Iterator for FrameScanner<R> {
                 self.done = true;
                 Some(Err(e))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-wise search agrees with a byte-by-byte one at every alignment.
+        #[test]
+        fn first_nonzero_matches_a_plain_search(len in 0usize..600, at in proptest::option::of(0usize..600), skip in 0usize..8) {
+            let mut b = vec![0u8; len + skip];
+            if let Some(a) = at.filter(|a| *a < len) {
+                b[skip + a] = 0x40;
+            }
+            let s = &b[skip..];
+            prop_assert_eq!(first_nonzero(s), s.iter().position(|&x| x != 0));
         }
     }
 }

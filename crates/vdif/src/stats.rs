@@ -4,7 +4,8 @@
 //! occur 16.3 / 33.7 / 33.7 / 16.3 % of the time; a station whose fractions differ has its
 //! levels set wrongly, a DC offset, or a dead/stuck bit — the first check an operator makes.
 //! Counting is one increment per byte: a byte-value histogram per byte position within the
-//! channel pattern, expanded into per-channel state counts at the end.
+//! channel pattern, expanded into per-channel state counts at the end. Complex data are counted
+//! per channel and per half (I and Q come from two samplers, each of which can be set wrongly).
 
 use std::collections::BTreeMap;
 
@@ -25,13 +26,29 @@ pub enum Verdict {
     Bad,
 }
 
-/// State counts of one channel of one thread.
+/// Which values of a channel a row counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Part {
+    /// Real samples.
+    Real,
+    /// In-phase half of complex samples.
+    I,
+    /// Quadrature half of complex samples.
+    Q,
+}
+
+/// State counts of one channel (or one half of a complex channel) of one thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChannelStates {
+    /// Station (two characters or the number), for files holding several.
+    pub station: String,
     /// VDIF thread id.
     pub thread: u16,
     /// Channel within the thread.
     pub channel: u32,
+    /// Real samples, or the I or Q half of complex ones.
+    pub part: Part,
     /// Samples counted.
     pub samples: u64,
     /// Count of each state, code 0 (most negative) first.
@@ -53,6 +70,8 @@ pub struct ChannelStates {
 pub struct SamplerStats {
     /// Bits per sample of the data.
     pub bits: u8,
+    /// Complex samples (each channel counted as I and Q rows).
+    pub complex: bool,
     /// Frames counted.
     pub frames: u64,
     /// Frames skipped because their invalid bit was set.
@@ -61,6 +80,11 @@ pub struct SamplerStats {
     pub channels: Vec<ChannelStates>,
     /// Worst verdict over all channels.
     pub verdict: Verdict,
+    /// Bytes of the input that were not frames (skipped garbage, a truncated last frame).
+    pub bytes_skipped: u64,
+    /// Problems of the input besides the state counts (garbage, truncation, missing frames),
+    /// as `evlbi vdif inspect` words them.
+    pub problems: Vec<String>,
 }
 
 /// Accumulates state counts frame by frame.
@@ -68,14 +92,39 @@ pub struct SamplerStats {
 pub struct StateCounter {
     bits: u8,
     channels: u32,
-    /// Per thread: one 256-bin byte histogram per byte phase of the channel pattern.
-    hist: BTreeMap<u16, Vec<[u64; 256]>>,
+    complex: bool,
+    /// Per station and thread: one 256-bin byte histogram per byte phase of the channel pattern.
+    hist: BTreeMap<(u16, u16), Vec<[u64; 256]>>,
     frames: u64,
     invalid: u64,
+    uncounted: u64,
+}
+
+/// Byte-value histograms (2 KiB each) kept over all station/thread streams: bounds memory at
+/// 16 MiB whatever the headers claim.
+pub const MAX_HISTOGRAMS: usize = 8192;
+
+/// Data whose states cannot be counted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatsError {
+    /// Samples wider than 2 bits have no quantiser states to compare with a Gaussian.
+    #[error("state counts need 1- or 2-bit samples; these are {bits}-bit {} (`evlbi vdif dump` shows their values)", if *complex { "complex" } else { "real" })]
+    Width {
+        /// Bits per sample.
+        bits: u8,
+        /// Complex samples.
+        complex: bool,
+    },
+    /// More values per time sample than the histogram bound allows.
+    #[error("{values} values per time sample exceed what state counts hold in bounded memory")]
+    TooManyChannels {
+        /// Values (channels, or twice the channels if complex) per time sample.
+        values: u64,
+    },
 }
 
 impl StateCounter {
-    /// Counter for frames of `bits` (1 or 2) and `channels` per thread.
+    /// Counter for frames of real samples of `bits` (1 or 2) and `channels` per thread.
     pub fn new(bits: u8, channels: u32) -> Self {
         StateCounter {
             bits,
@@ -84,9 +133,42 @@ impl StateCounter {
         }
     }
 
+    /// Counter for frames shaped like `h`: state counts need 1- or 2-bit samples, real or
+    /// complex (wider samples have no quantiser states to speak of), and at most
+    /// [`MAX_HISTOGRAMS`] byte phases.
+    pub fn for_header(h: &VdifHeader) -> Result<Self, StatsError> {
+        if !matches!(h.bits_per_sample, 1 | 2) {
+            return Err(StatsError::Width {
+                bits: h.bits_per_sample,
+                complex: h.complex,
+            });
+        }
+        let c = StateCounter {
+            complex: h.complex,
+            ..Self::new(h.bits_per_sample, h.channels())
+        };
+        if c.phases() > MAX_HISTOGRAMS {
+            return Err(StatsError::TooManyChannels {
+                values: u64::from(c.values()),
+            });
+        }
+        Ok(c)
+    }
+
+    /// Frames not counted because their station/thread stream would have exceeded the
+    /// [`MAX_HISTOGRAMS`] memory bound.
+    pub fn uncounted_frames(&self) -> u64 {
+        self.uncounted
+    }
+
+    /// Values per time sample: one per channel, two (I, Q) per complex channel.
+    fn values(&self) -> u32 {
+        self.channels * if self.complex { 2 } else { 1 }
+    }
+
     fn phases(&self) -> usize {
         let per_byte = 8 / u32::from(self.bits);
-        (self.channels / per_byte).max(1) as usize
+        (self.values() / per_byte).max(1) as usize
     }
 
     /// Count the samples of one frame (its data array). Invalid frames are skipped.
@@ -95,12 +177,14 @@ impl StateCounter {
             self.invalid += 1;
             return;
         }
-        self.frames += 1;
         let phases = self.phases();
-        let h = self
-            .hist
-            .entry(header.thread_id)
-            .or_insert_with(|| vec![[0u64; 256]; phases]);
+        let key = (header.station_id, header.thread_id);
+        if !self.hist.contains_key(&key) && (self.hist.len() + 1) * phases > MAX_HISTOGRAMS {
+            self.uncounted += 1;
+            return;
+        }
+        self.frames += 1;
+        let h = self.hist.entry(key).or_insert_with(|| vec![[0u64; 256]; phases]);
         if phases == 1 {
             let h0 = &mut h[0];
             for &b in data {
@@ -132,21 +216,30 @@ impl StateCounter {
             &[-1.0, 1.0]
         };
         let mut out = Vec::new();
-        for (&thread, hist) in &self.hist {
-            let mut counts = vec![vec![0u64; states]; self.channels as usize];
+        let values = self.values();
+        let halves = if self.complex { 2 } else { 1 };
+        for (&(station, thread), hist) in &self.hist {
+            // One row per value of a time sample: channel c is value c (real) or 2c, 2c+1 (I, Q).
+            let mut counts = vec![vec![0u64; states]; values as usize];
             for (p, h) in hist.iter().enumerate() {
                 for (v, &n) in h.iter().enumerate() {
                     if n == 0 {
                         continue;
                     }
                     for j in 0..per_byte {
-                        let ch = ((per_byte * p as u32 + j) % self.channels) as usize;
+                        let row = ((per_byte * p as u32 + j) % values) as usize;
                         let code = ((v as u8) >> (j * bits)) & mask;
-                        counts[ch][code as usize] += n;
+                        counts[row][code as usize] += n;
                     }
                 }
             }
-            for (channel, c) in counts.into_iter().enumerate() {
+            for (row, c) in counts.into_iter().enumerate() {
+                let channel = row / halves;
+                let part = match (self.complex, row % 2) {
+                    (false, _) => Part::Real,
+                    (true, 0) => Part::I,
+                    (true, _) => Part::Q,
+                };
                 let samples: u64 = c.iter().sum();
                 let fractions: Vec<f64> = c
                     .iter()
@@ -170,8 +263,10 @@ impl StateCounter {
                 });
                 let mean_code_offset = fractions.iter().zip(levels).map(|(f, l)| f * l).sum();
                 out.push(ChannelStates {
+                    station: crate::header::station_name(station),
                     thread,
                     channel: channel as u32,
+                    part,
                     samples,
                     counts: c,
                     fractions,
@@ -185,10 +280,13 @@ impl StateCounter {
         let verdict = out.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Bad);
         SamplerStats {
             bits: self.bits,
+            complex: self.complex,
             frames: self.frames,
             invalid_frames_skipped: self.invalid,
             channels: out,
             verdict,
+            bytes_skipped: 0,
+            problems: Vec::new(),
         }
     }
 }

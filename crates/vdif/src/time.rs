@@ -1,6 +1,43 @@
-//! VDIF time: reference epochs are half-years since 2000-01-01 00:00 UTC (VDIF 1.1.1 §3, note 2).
+//! VDIF time: reference epochs are half-years since 2000-01-01 00:00 UTC (VDIF 1.1.1 §3, note 2),
+//! and word 0 counts the seconds elapsed since the epoch.
+//!
+//! Leap seconds: the field is a count of seconds since an instant defined in UTC, so a leap
+//! second inserted after the epoch is one of the seconds counted: a frame stamped 184 days ×
+//! 86 400 s after epoch 33 (2016-07-01) is 2016-12-31T23:59:60, the leap second, not
+//! 2017-01-01T00:00:00. This is how baseband reads the field (astropy adds the seconds in TAI),
+//! and how SARAO's katgpucbf and CHIME's kotekan (issue 498) write it. Recorders that use the
+//! latest epoch (jive5ab and DiFX compute with POSIX time) never see a difference: leap seconds
+//! fall on the last second of June or December, just before a new epoch begins. Files whose
+//! epoch lies before a leap second (e.g. epoch 0 used in 2017: five leap seconds) come out
+//! that many seconds earlier than POSIX arithmetic would say.
+//!
+//! The table is hand-written (five entries since 2000) because the crates that carry one
+//! (hifitime) bring a whole time-scale library we do not otherwise need.
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+
+/// Leap seconds since 2000: the POSIX time of the midnight (UTC) that followed each inserted
+/// second 23:59:60. From the IERS list (tzdata `leap-seconds.list`, TAI−UTC 32 s → 37 s).
+const LEAP_SECONDS: [i64; 5] = [
+    1_136_073_600, // 2006-01-01 (after 2005-12-31T23:59:60)
+    1_230_768_000, // 2009-01-01
+    1_341_100_800, // 2012-07-01
+    1_435_708_800, // 2015-07-01
+    1_483_228_800, // 2017-01-01
+];
+
+/// The table is known to be complete until this POSIX time (2026-06-28, the expiry of the
+/// tzdata list it was taken from; IERS Bulletin C announces each leap second six months ahead).
+pub const LEAP_TABLE_EXPIRES: i64 = 1_782_604_800;
+
+/// What inspection notes when a frame's epoch and time straddle [`LEAP_TABLE_EXPIRES`].
+pub const LEAP_TABLE_NOTE: &str =
+    "times after 2026-06-28 counted from an older epoch assume no leap second after 2017-01-01 (evlbi's leap-second table ends there)";
+
+/// Leap seconds inserted before POSIX time `unix` (since 2000).
+fn leaps_before(unix: i64) -> i64 {
+    LEAP_SECONDS.iter().filter(|&&t| t <= unix).count() as i64
+}
 
 /// Unix time (seconds) at the start of reference epoch `epoch`.
 pub fn epoch_unix(epoch: u8) -> i64 {
@@ -13,20 +50,54 @@ pub fn epoch_unix(epoch: u8) -> i64 {
         .unwrap_or(0)
 }
 
-/// The latest reference epoch at or before `unix` seconds, and seconds since it.
+/// UTC of a frame stamped `seconds` after epoch `epoch`, leap seconds counted: the POSIX time,
+/// and whether the second is itself a leap second (then the POSIX time is that of 23:59:59,
+/// the second it extends).
+pub fn frame_utc(epoch: u8, seconds: u32) -> (i64, bool) {
+    let start = epoch_unix(epoch);
+    // Seconds on a scale without leaps (like TAI), counted from the epoch's start.
+    let mut linear = i64::from(seconds);
+    let mut unix = start;
+    for &t in LEAP_SECONDS.iter().filter(|&&t| t > start) {
+        let before = t - unix; // ordinary seconds until the leap second
+        if linear < before {
+            break;
+        }
+        if linear == before {
+            return (t - 1, true);
+        }
+        linear -= before + 1;
+        unix = t;
+    }
+    (unix + linear, false)
+}
+
+/// Whether the leap-second table is known to cover the span from the epoch's start to the
+/// frame's time.
+pub fn leap_table_covers(epoch: u8, seconds: u32) -> bool {
+    let start = epoch_unix(epoch);
+    start >= LEAP_TABLE_EXPIRES || frame_utc(epoch, seconds).0 < LEAP_TABLE_EXPIRES
+}
+
+/// The latest reference epoch at or before `unix` seconds, and seconds since it (leap seconds
+/// counted).
 pub fn to_epoch(unix: i64) -> Option<(u8, u32)> {
     let t = Utc.timestamp_opt(unix, 0).single()?;
     let half = (t.year() - 2000) * 2 + if t.month() >= 7 { 1 } else { 0 };
     let epoch = u8::try_from(half).ok().filter(|e| *e < 64)?;
-    let secs = u32::try_from(unix - epoch_unix(epoch)).ok()?;
+    let start = epoch_unix(epoch);
+    let secs = u32::try_from(unix - start + leaps_before(unix) - leaps_before(start)).ok()?;
     Some((epoch, secs))
 }
 
-/// ISO 8601 UTC string for a VDIF time (epoch, seconds, fraction of a second).
+/// ISO 8601 UTC string for a VDIF time (epoch, seconds, fraction of a second); a leap second
+/// reads 23:59:60.
 pub fn iso(epoch: u8, seconds: u32, fraction: f64) -> String {
-    let unix = epoch_unix(epoch) + i64::from(seconds);
+    let (unix, leap) = frame_utc(epoch, seconds);
     let nanos = (fraction.clamp(0.0, 0.999_999_999) * 1e9).round() as u32;
-    match DateTime::<Utc>::from_timestamp(unix, nanos.min(999_999_999)) {
+    // chrono marks a leap second as nanoseconds 1e9.. of the second before it.
+    let nanos = nanos.min(999_999_999) + if leap { 1_000_000_000 } else { 0 };
+    match DateTime::<Utc>::from_timestamp(unix, nanos) {
         Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
         None => format!("epoch {epoch} + {seconds} s"),
     }
@@ -56,5 +127,28 @@ mod tests {
         assert_eq!(e, 28);
         assert_eq!(iso(e, s, 0.0), "2014-06-16T05:56:07.000000000Z");
         assert_eq!(to_epoch(parse_start("2026-07-01T00:00:00Z").unwrap()), Some((53, 0)));
+    }
+
+    #[test]
+    fn leap_seconds_are_counted() {
+        // Epoch 33 = 2016-07-01; 184 days later comes the leap second, then 2017.
+        let day184 = 184 * 86_400;
+        assert_eq!(iso(33, day184 - 1, 0.0), "2016-12-31T23:59:59.000000000Z");
+        assert_eq!(iso(33, day184, 0.5), "2016-12-31T23:59:60.500000000Z");
+        assert_eq!(iso(33, day184 + 1, 0.0), "2017-01-01T00:00:00.000000000Z");
+        // Epoch 0 in 2017: five leap seconds lie between, so the count is 5 s larger.
+        let t = parse_start("2017-03-01T00:00:00Z").unwrap();
+        let (e, s) = to_epoch(t).unwrap();
+        assert_eq!(e, 34);
+        assert_eq!(
+            iso(0, (t - epoch_unix(0)) as u32 + 5, 0.0),
+            "2017-03-01T00:00:00.000000000Z"
+        );
+        assert_eq!(iso(e, s, 0.0), "2017-03-01T00:00:00.000000000Z");
+        assert_eq!(to_epoch(parse_start("2017-01-01T00:00:00Z").unwrap()), Some((34, 0)));
+        // From epoch 33, 2017-01-01 is one second further than POSIX arithmetic says.
+        let (unix, leap) = frame_utc(33, day184 + 1);
+        assert_eq!((unix, leap), (1_483_228_800, false));
+        assert!(leap_table_covers(52, 0) && !leap_table_covers(50, 600 * 86_400));
     }
 }

@@ -41,6 +41,30 @@ fn fixture_parses_to_every_field() {
     assert_eq!(h.to_bytes().unwrap(), FIXTURE.to_vec());
 }
 
+/// VDIF packs whole values into each 32-bit word (§9): 5-bit complex data hold 3 samples
+/// (30 bits) per word, so a 624-byte array holds 156 x 3 = 468 samples, not 624 x 8 / 10.
+#[test]
+fn odd_widths_pack_whole_samples_per_word() {
+    let mut b = FIXTURE;
+    b[11] = 0x20; // version 1, one channel
+    b[15] = 0x80 | (4 << 2) | (b[15] & 0x03); // complex, 5 bits
+    b[8..11].copy_from_slice(&((624u32 + 32) / 8).to_le_bytes()[..3]);
+    let h = VdifHeader::parse_valid(&b).unwrap();
+    assert_eq!((h.bits_per_sample, h.complex, h.channels()), (5, true, 1));
+    assert_eq!(h.samples_per_frame(), 468);
+    // The CHIME/DRAO layout (baseband's sample_drao_corrupted.vdif): 5-bit complex x 8
+    // channels in 5000 bytes, 1250 words x 3 samples / 8 channels = 468 (not 5000 x 8 / 80).
+    let mut chime = b;
+    chime[11] = 0x23; // version 1, log2(channels) 3
+    chime[8..11].copy_from_slice(&(5032u32 / 8).to_le_bytes()[..3]);
+    assert_eq!(VdifHeader::parse_valid(&chime).unwrap().samples_per_frame(), 468);
+    // 3-bit real: 10 per word; 12-bit real: 2 per word (8 bits unused).
+    b[15] = (2 << 2) | (b[15] & 0x03);
+    assert_eq!(VdifHeader::parse_valid(&b).unwrap().samples_per_frame(), 1560);
+    b[15] = (11 << 2) | (b[15] & 0x03);
+    assert_eq!(VdifHeader::parse_valid(&b).unwrap().samples_per_frame(), 312);
+}
+
 #[test]
 fn legacy_header_is_16_bytes() {
     let mut b = FIXTURE[..16].to_vec();
@@ -72,10 +96,21 @@ fn typed_errors() {
         Err(HeaderError::FrameShorterThanHeader { .. })
     ));
     let mut odd = FIXTURE;
-    odd[15] = (odd[15] & 0x83) | (2 << 2); // 3 bits/sample x 8 channels = 24 bits; 8000*8 % 24 != 0
+    odd[15] = (odd[15] & 0x83) | (2 << 2); // 3 bits/sample x 8 channels: 10 values per word
+                                           // Odd widths hold the whole samples that fit (2000 words x 10 values / 8 channels), as
+                                           // baseband counts them; the remaining values of the frame are unused.
+    assert_eq!(VdifHeader::parse_valid(&odd).unwrap().samples_per_frame(), 2500);
+    // 8-bit complex x 8 channels = 16 bytes per time sample: an 8008-byte array holds 500.5.
+    let mut incomplete = FIXTURE;
+    incomplete[15] = 0x80 | (7 << 2) | (incomplete[15] & 0x03);
+    incomplete[8..11].copy_from_slice(&(8040u32 / 8).to_le_bytes()[..3]);
     assert!(matches!(
-        VdifHeader::parse_valid(&odd),
-        Err(HeaderError::IncompleteSamples { bits_per_sample: 3, .. })
+        VdifHeader::parse_valid(&incomplete),
+        Err(HeaderError::IncompleteSamples {
+            bits_per_sample: 8,
+            complex: true,
+            ..
+        })
     ));
     let mut h = VdifHeader::parse(&FIXTURE).unwrap();
     h.thread_id = 1024;

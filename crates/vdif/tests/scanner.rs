@@ -188,3 +188,66 @@ fn short_reads_change_nothing() {
     assert_eq!(whole, trickled);
     assert_eq!(frames(&whole), 301);
 }
+
+/// Long runs of zeros (a recorder's preallocated or wiped blocks) between frames at any offset:
+/// every frame is found and the zeros are one garbage region each, of the exact length.
+#[test]
+fn zero_runs_between_frames() {
+    let (s, flen) = stream(1);
+    let mut bad = Vec::new();
+    let mut want = Vec::new();
+    // (zeros inserted before frame, how many)
+    let runs = [(0usize, 3_000_001usize), (5, 17), (9, 1 << 20), (12, 65_543)];
+    let mut from = 0;
+    for (before, zeros) in runs {
+        bad.extend_from_slice(&s[from * flen..before * flen]);
+        want.push((bad.len() as u64, zeros as u64));
+        bad.resize(bad.len() + zeros, 0);
+        from = before;
+    }
+    bad.extend_from_slice(&s[from * flen..]);
+    let ev = events(&bad);
+    assert_eq!(frames(&ev), s.len() / flen);
+    assert_eq!(garbage(&ev), want);
+}
+
+/// One header is not enough: two frames followed by junk, or a run of headers whose seconds
+/// jump, are not believed; three agreeing frames are, and so is a file of one or two whole
+/// frames (nothing after them to contradict).
+#[test]
+fn a_layout_needs_agreeing_headers() {
+    let (s, flen) = stream(1);
+    let junk: Vec<u8> = (0..5 * flen as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut two_then_junk = s[..2 * flen].to_vec();
+    two_then_junk.extend_from_slice(&junk);
+    let ev = events(&two_then_junk);
+    assert_eq!(
+        frames(&ev),
+        2,
+        "two frames, then junk to the end: believed (nothing contradicts them)"
+    );
+    let mut one_then_junk = s[..flen].to_vec();
+    one_then_junk.extend_from_slice(&junk);
+    assert_eq!(frames(&events(&one_then_junk)), 0);
+    assert_eq!(frames(&events(&s[..flen])), 1);
+    assert_eq!(frames(&events(&s[..2 * flen])), 2);
+    // One whole frame and the start of the next: a frame and a truncated one.
+    let ev = events(&s[..flen + 500]);
+    assert_eq!(frames(&ev), 1);
+    assert!(
+        matches!(ev.last(), Some(ScanEvent::Truncated { len: 500, .. })),
+        "{ev:?}"
+    );
+    // Three frames whose seconds jump by a day each: not one recording.
+    let mut jumpy = s[..3 * flen].to_vec();
+    for (k, f) in jumpy.chunks_exact_mut(flen).enumerate() {
+        let mut h = vdif::VdifHeader::parse_valid(f).unwrap();
+        h.seconds += 86_400 * k as u32;
+        h.emit(f).unwrap();
+    }
+    jumpy.extend_from_slice(&junk);
+    assert_eq!(frames(&events(&jumpy)), 0);
+    assert_eq!(frames(&events(&s[..3 * flen])), 3);
+}

@@ -69,6 +69,69 @@ pub(super) fn write_direct(f: &mut File, c: &mut Carry, data: &[u8]) -> std::io:
     Ok(())
 }
 
+/// Append bytes that are not in a slot (a Mark6 header) to a direct-I/O file: through the
+/// carried block, which is written when it fills.
+pub(super) fn append_bytes(f: &mut File, c: &mut Carry, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let n = (DIRECT_ALIGN - c.len).min(bytes.len());
+        c.block.0[c.len..c.len + n].copy_from_slice(&bytes[..n]);
+        c.len += n;
+        bytes = &bytes[n..];
+        if c.len == DIRECT_ALIGN {
+            f.write_all(&c.block.0)?;
+            c.len = 0;
+        }
+    }
+    Ok(())
+}
+
+/// Write the carried last partial block through the page cache (O_DIRECT writes whole blocks
+/// only) and leave the file without O_DIRECT.
+pub(super) fn finish_direct(f: &mut File, c: &mut Carry) -> std::io::Result<()> {
+    if c.len == 0 {
+        return Ok(());
+    }
+    end_direct(f)?;
+    f.write_all(&c.block.0[..c.len])?;
+    c.len = 0;
+    Ok(())
+}
+
+/// Overwrite `bytes` at offset `at` of a file of `len` bytes so far (its last `c.len` bytes, with
+/// direct I/O, still in the carried block): in the carry, or on disk by reading, changing and
+/// writing back the aligned blocks that hold them. For a Mark6 block header whose block ended
+/// short.
+pub(super) fn patch(f: &File, c: Option<&mut Carry>, len: u64, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let Some(c) = c else {
+        return f.write_all_at(bytes, at);
+    };
+    let on_disk = len - c.len as u64;
+    let split = usize::try_from(on_disk.saturating_sub(at))
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    for (i, b) in bytes[split..].iter().enumerate() {
+        let k = usize::try_from(at + (split + i) as u64 - on_disk).unwrap_or(usize::MAX);
+        *c.block
+            .0
+            .get_mut(k)
+            .ok_or_else(|| bad(format!("patch at {at} past the file's end")))? = *b;
+    }
+    let (mut off, mut rest) = (at, &bytes[..split]);
+    let mut blk = Box::new(Block([0; DIRECT_ALIGN]));
+    while !rest.is_empty() {
+        let base = off / DIRECT_ALIGN as u64 * DIRECT_ALIGN as u64;
+        let i = (off - base) as usize;
+        let n = (DIRECT_ALIGN - i).min(rest.len());
+        f.read_exact_at(&mut blk.0, base)?;
+        blk.0[i..i + n].copy_from_slice(&rest[..n]);
+        f.write_all_at(&blk.0, base)?;
+        off += n as u64;
+        rest = &rest[n..];
+    }
+    Ok(())
+}
+
 /// Turn O_DIRECT off for an open file (its last, partial block).
 pub(super) fn end_direct(f: &File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::direct::{end_direct, write_direct, Carry};
+use super::scan_files::{LaneScan, ScanFiles};
 use super::{bad, key_parts, FileKey, WriteOp};
 use crate::report::WrittenFile;
 use crate::ring::SharedRing;
@@ -28,6 +29,9 @@ struct Open {
 pub(super) struct Shared {
     pub(super) error: Mutex<Option<String>>,
     pub(super) not_written: AtomicU64,
+    /// A multi-disk recording's writer thread stopped on this error (the writer process says
+    /// so in the ring).
+    lane_failed: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -36,6 +40,23 @@ impl Shared {
             e.get_or_insert(msg);
         }
     }
+
+    pub(super) fn set_lane_failed(&self, msg: &str) {
+        if let Ok(mut e) = self.lane_failed.lock() {
+            e.get_or_insert_with(|| msg.to_string());
+        }
+    }
+
+    pub(super) fn lane_failed(&self) -> Option<String> {
+        self.lane_failed.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+/// What a writer wrote: VDIF files, and the recordings of a vbs/Mark6 disk.
+#[derive(Debug, Default)]
+pub(super) struct Written {
+    pub(super) files: Vec<WrittenFile>,
+    pub(super) scans: Vec<LaneScan>,
 }
 
 fn create(dir: &Path, key: FileKey, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
@@ -136,8 +157,9 @@ pub(super) fn writer(
     shared: Arc<Shared>,
     ring: Option<&SharedRing>,
     direct: bool,
-) -> Vec<WrittenFile> {
+) -> Written {
     let mut open: HashMap<FileKey, Open> = HashMap::new();
+    let mut scans = ScanFiles::new(&dir, direct);
     let mut done = Vec::new();
     for op in ops {
         match op {
@@ -145,31 +167,7 @@ pub(super) fn writer(
                 if let Some(o) = open.remove(&station) {
                     done.push(close(o, &shared));
                 }
-                let (file, path) = match create(&dir, station, &stamp, direct) {
-                    Ok((f, p)) => (Some(f), p),
-                    Err(e) => {
-                        shared.fail(format!("creating a file in {}: {e}", dir.display()));
-                        (None, PathBuf::new())
-                    }
-                };
-                let info = WrittenFile {
-                    path: path.display().to_string(),
-                    station: vdif::station_name(key_parts(station).0),
-                    thread: key_parts(station).1,
-                    bytes: 0,
-                    frames: 0,
-                    filled: 0,
-                };
-                open.insert(
-                    station,
-                    Open {
-                        file,
-                        path,
-                        info,
-                        frame_len: 0,
-                        carry: direct.then(Carry::new),
-                    },
-                );
+                open.insert(station, open_file(&dir, station, &stamp, direct, &shared));
             }
             WriteOp::Data {
                 station,
@@ -177,12 +175,14 @@ pub(super) fn writer(
                 frames,
                 filled,
                 frame_len,
-            } => match open.get_mut(&station) {
-                Some(o) => append(o, &buf, frames, filled, frame_len, &shared),
-                None => {
-                    shared.not_written.fetch_add(frames, Ordering::Relaxed);
-                }
-            },
+            } => data(
+                &mut open,
+                &mut scans,
+                station,
+                &buf,
+                (frames, filled, frame_len),
+                &shared,
+            ),
             WriteOp::Slot {
                 station,
                 slot,
@@ -192,14 +192,17 @@ pub(super) fn writer(
                 filled,
                 frame_len,
             } => {
-                let data = ring.and_then(|r| r.handed(slot, at as usize, len as usize));
-                match (open.get_mut(&station), data) {
-                    (Some(o), Some(data)) => append(o, data, frames, filled, frame_len, &shared),
-                    (_, None) => {
+                match ring.and_then(|r| r.handed(slot, at as usize, len as usize)) {
+                    Some(bytes) => data(
+                        &mut open,
+                        &mut scans,
+                        station,
+                        bytes,
+                        (frames, filled, frame_len),
+                        &shared,
+                    ),
+                    None => {
                         shared.fail(format!("writer record: slot {slot} ({len} bytes) was not handed over"));
-                        shared.not_written.fetch_add(frames, Ordering::Relaxed);
-                    }
-                    (None, Some(_)) => {
                         shared.not_written.fetch_add(frames, Ordering::Relaxed);
                     }
                 }
@@ -211,10 +214,86 @@ pub(super) fn writer(
                 if let Some(o) = open.remove(&station) {
                     done.push(close(o, &shared));
                 }
+                scans.close(station);
+            }
+            WriteOp::Block {
+                station,
+                scan,
+                layout,
+                number,
+                planned,
+                frame_len,
+            } => scans.block(station, &scan, layout, number, planned, frame_len),
+            WriteOp::EndBlock { station } => scans.end_block(station),
+        }
+        if let Some(why) = scans.failed() {
+            // The receiver learns it at once and sends later blocks to other disks.
+            match ring {
+                Some(r) => r.set_failed(why),
+                None => shared.set_lane_failed(why),
             }
         }
     }
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
-    done
+    let (lane_scans, not_written, failed) = scans.finish();
+    shared.not_written.fetch_add(not_written, Ordering::Relaxed);
+    if let Some(why) = failed {
+        if let Some(r) = ring {
+            r.set_failed(&why);
+        }
+        shared.set_lane_failed(&why);
+        shared.fail(why);
+    }
+    Written {
+        files: done,
+        scans: lane_scans,
+    }
+}
+
+/// Whole frames for `station`: its VDIF file, or its recording on this disk.
+fn data(
+    open: &mut HashMap<FileKey, Open>,
+    scans: &mut ScanFiles,
+    station: FileKey,
+    bytes: &[u8],
+    (frames, filled, frame_len): (u64, u64, u64),
+    shared: &Shared,
+) {
+    if scans.has(station) {
+        return scans.append(station, bytes, frames, filled, frame_len);
+    }
+    match open.get_mut(&station) {
+        Some(o) => append(o, bytes, frames, filled, frame_len, shared),
+        None => {
+            shared.not_written.fetch_add(frames, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A new VDIF file for `station` (a file that cannot be made is an error kept, and its frames
+/// are counted as not written).
+fn open_file(dir: &Path, station: FileKey, stamp: &str, direct: bool, shared: &Shared) -> Open {
+    let (file, path) = match create(dir, station, stamp, direct) {
+        Ok((f, p)) => (Some(f), p),
+        Err(e) => {
+            shared.fail(format!("creating a file in {}: {e}", dir.display()));
+            (None, PathBuf::new())
+        }
+    };
+    let info = WrittenFile {
+        path: path.display().to_string(),
+        station: vdif::station_name(key_parts(station).0),
+        thread: key_parts(station).1,
+        bytes: 0,
+        frames: 0,
+        filled: 0,
+    };
+    Open {
+        file,
+        path,
+        info,
+        frame_len: 0,
+        carry: direct.then(Carry::new),
+    }
 }

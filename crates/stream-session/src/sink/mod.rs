@@ -1,11 +1,13 @@
-//! Where received frames go: one VDIF file per station and segment, or nowhere (memory sink for
-//! throughput tests).
+//! Where received frames go: one VDIF file per station and segment ([`FileSink`]), a scan in
+//! FlexBuff vbs or Mark6 scatter-gather layout spread over many disks ([`ScanSink`]), or
+//! nowhere (memory sink for throughput tests). [`Recorder`] is whichever the run asked for.
 //!
 //! The receive loop must never wait for the disk (a full socket buffer drops data within
 //! milliseconds at 4 Gb/s), so frames are gathered into buffers of whole frames (256 KiB, 1 MiB
-//! with direct I/O) and handed to a writer thread through a bounded queue (256 MiB). A write
+//! with direct I/O) and handed to a writer through a bounded queue (256 MiB in all). A write
 //! error (disk full, unwritable directory) cuts the file back to whole frames, keeps the error,
-//! and counts every later frame of that station as not written; receiving goes on.
+//! and counts every later frame of that file as not written; receiving goes on. In a multi-disk
+//! recording the failing disk leaves the set and later blocks go to the others.
 //!
 //! Files must hold only whole frames even when the receiver is killed with SIGKILL. A `write()`
 //! is not atomic against that: the kernel copies a buffered write a page at a time and gives up
@@ -15,27 +17,26 @@
 //! the writes run in a child process that a kill of the receiver does not touch. The frames
 //! travel in shared memory ([`crate::ring`]): the receiver gathers them into a slot and pipes a
 //! small record naming it ([`serve_writer_process`]); the child writes each complete record's
-//! slot, drops a record cut short by the receiver's death, and exits at end of input.
+//! slot, drops a record cut short by the receiver's death, and at the end of its input closes
+//! its files as they are (a Mark6 block cut short gets its true length in its header).
 //!
 //! With `direct` the child writes with O_DIRECT, straight from the shared slots to the disk (see
 //! [`DIRECT_ALIGN`] for the placement that makes this possible); a file's last partial block
 //! is written through the page cache when it closes.
 //!
-//! Parts: this module gathers frames and hands them over (`FileSink`); `files` is the writer
-//! that owns the files; `writer_process` the child-process writer and its pipe protocol; `direct`
-//! the O_DIRECT appends.
+//! Parts: `lane` is one writer and the receiver's side of it (queue, ring, buffers, waits); this
+//! module gathers frames per file for VDIF files (`FileSink`); `scan` plans blocks and spreads
+//! them over one lane per disk (`ScanSink`); `files` is the writer that owns the files, with
+//! `scan_files` for the vbs and Mark6 layouts; `writer_process` the child-process writer and its
+//! pipe protocol; `direct` the O_DIRECT appends.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 
 use stream::FrameSink;
 
 use crate::report::WrittenFile;
-use crate::ring::SharedRing;
 
 /// Hand a buffer to the writer once it holds this much: small enough that the writer copies it
 /// from the cache the receiver just filled it in. Into tmpfs at 4.096 Gb/s the writer process
@@ -66,14 +67,16 @@ pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
 
 mod direct;
 mod files;
+mod lane;
+mod scan;
+mod scan_files;
 mod writer_process;
 
 pub use direct::DIRECT_ALIGN;
+pub use scan::{RecordingConfig, ScanSink};
 pub use writer_process::{run_writer_process, serve_writer_process, RING_FD};
 
-use direct::check_direct;
-use files::{writer, Shared};
-use writer_process::{exited, forward_to_child, spawn_writer_process};
+use lane::{Lane, Pending};
 
 /// An error for data that breaks the writer's own rules (a bad record, a misplaced slot).
 fn bad(what: String) -> std::io::Error {
@@ -112,6 +115,13 @@ fn key_parts(key: FileKey) -> (u16, Option<u16>) {
     (key as u16, ((key >> 16) as u16).checked_sub(1))
 }
 
+/// The VDIF thread id of a frame (word 3, bits 16–25, VDIF 1.1.1 §3), 0 for a short frame.
+fn frame_thread(frame: &[u8]) -> u16 {
+    frame
+        .get(14..16)
+        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
+}
+
 #[derive(Debug, PartialEq)]
 enum WriteOp {
     /// Start a new file for `station`, named after its first frame's time.
@@ -137,66 +147,165 @@ enum WriteOp {
     },
     /// Close the station's current file.
     Close { station: FileKey },
+    /// Start block `number` of recording `scan` for `station` on this disk: a vbs chunk file,
+    /// or a block (header) in the Mark6 file, made on the first block. `planned` data bytes
+    /// are expected; [`WriteOp::EndBlock`] may end it sooner.
+    Block {
+        station: FileKey,
+        scan: String,
+        layout: scanfmt::Layout,
+        number: u32,
+        planned: u64,
+        frame_len: u64,
+    },
+    /// The station's current block on this disk is complete.
+    EndBlock { station: FileKey },
 }
 
-/// The writer process's side of the sink: the shared ring, the slots this process holds, and
-/// how to tell that the process is gone.
-struct RingSide {
-    ring: Arc<SharedRing>,
-    held: Vec<bool>,
-    child: u32,
-    gone: Arc<AtomicBool>,
+/// What a recorder did, when it finished.
+#[derive(Debug, Default)]
+pub struct SinkOutcome {
+    /// VDIF files written.
+    pub files: Vec<WrittenFile>,
+    /// Frames not written, all causes.
+    pub not_written: u64,
+    /// The first write error.
+    pub error: Option<String>,
+    /// A vbs or Mark6 recording: its disks and scans.
+    pub recording: Option<scanfmt::results::RecordingReport>,
 }
 
-/// A station's buffer of whole frames being gathered.
-enum Gather {
-    /// In memory, for the writer thread.
-    Heap(Vec<u8>),
-    /// In a slot of the ring (`None` until the next frame needs one), `len` bytes from byte
-    /// `at`: the offset the data has within its block in the file, which lets the writer move
-    /// it with direct I/O.
-    Slot { slot: Option<u32>, at: usize, len: usize },
+/// Whichever recorder a run writes through.
+pub enum Recorder {
+    /// VDIF files in a directory, or the memory sink.
+    Files(FileSink),
+    /// A scan over many disks.
+    Scan(ScanSink),
 }
 
-struct Pending {
-    buf: Gather,
-    frames: u64,
-    filled: u64,
-    frame_len: u64,
-    bytes_in_file: u64,
-    rotate: bool,
+impl Recorder {
+    /// VDIF files in `dir` (or the memory sink, `None`), or the `recording` over many disks
+    /// when given; the other arguments as [`FileSink::new`] and [`ScanSink::new`] take them.
+    pub fn new(
+        dir: Option<&Path>,
+        recording: Option<&RecordingConfig>,
+        chunk: Option<u64>,
+        placement: &WriterPlacement,
+        write_buffer: u64,
+        direct: bool,
+        split_threads: bool,
+    ) -> std::io::Result<Recorder> {
+        Ok(match recording {
+            Some(r) => Recorder::Scan(ScanSink::new(r, placement, write_buffer, split_threads)?),
+            None => Recorder::Files(
+                FileSink::new(dir, chunk, placement, write_buffer, direct)?.split_threads(split_threads),
+            ),
+        })
+    }
+
+    /// Frames passed in (written or not).
+    pub fn frames(&self) -> u64 {
+        match self {
+            Recorder::Files(s) => s.frames(),
+            Recorder::Scan(s) => s.frames(),
+        }
+    }
+
+    /// Filled frames passed in.
+    pub fn filled(&self) -> u64 {
+        match self {
+            Recorder::Files(s) => s.filled(),
+            Recorder::Scan(s) => s.filled(),
+        }
+    }
+
+    /// Time spent waiting for the writers, and how often.
+    pub fn stalled(&self) -> (std::time::Duration, u64) {
+        match self {
+            Recorder::Files(s) => s.stalled(),
+            Recorder::Scan(s) => s.stalled(),
+        }
+    }
+
+    /// Disks that left a multi-disk recording so far (0 for files).
+    pub fn disks_dropped(&mut self) -> u32 {
+        match self {
+            Recorder::Files(_) => 0,
+            Recorder::Scan(s) => s.poll_disks(),
+        }
+    }
+
+    /// Flush, close, wait for the writers.
+    pub fn finish(&mut self) -> SinkOutcome {
+        match self {
+            Recorder::Files(s) => {
+                let (files, not_written, error) = s.finish();
+                SinkOutcome {
+                    files,
+                    not_written,
+                    error,
+                    recording: None,
+                }
+            }
+            Recorder::Scan(s) => s.finish(),
+        }
+    }
+}
+
+impl FrameSink for Recorder {
+    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+        match self {
+            Recorder::Files(s) => s.frame(station, frame, filled),
+            Recorder::Scan(s) => s.frame(station, frame, filled),
+        }
+    }
+
+    fn discontinuity(&mut self, station: u16) {
+        match self {
+            Recorder::Files(s) => s.discontinuity(station),
+            Recorder::Scan(s) => s.discontinuity(station),
+        }
+    }
 }
 
 /// The stations' buffers, looked up per frame: a few stations, so a short list scanned (with the
 /// last one found tried first) beats hashing the station id for every frame.
-#[derive(Default)]
-struct PendingMap {
-    entries: Vec<(FileKey, Pending)>,
+struct KeyList<T> {
+    entries: Vec<(FileKey, T)>,
     last: usize,
 }
 
-impl PendingMap {
-    fn find(&self, station: FileKey) -> Option<usize> {
+impl<T> Default for KeyList<T> {
+    fn default() -> Self {
+        KeyList {
+            entries: Vec::new(),
+            last: 0,
+        }
+    }
+}
+
+impl<T> KeyList<T> {
+    fn find(&self, key: FileKey) -> Option<usize> {
         match self.entries.get(self.last) {
-            Some((s, _)) if *s == station => Some(self.last),
-            _ => self.entries.iter().position(|(s, _)| *s == station),
+            Some((s, _)) if *s == key => Some(self.last),
+            _ => self.entries.iter().position(|(s, _)| *s == key),
         }
     }
 
-    fn get(&self, station: &FileKey) -> Option<&Pending> {
-        self.find(*station).map(|i| &self.entries[i].1)
+    fn get(&self, key: &FileKey) -> Option<&T> {
+        self.find(*key).map(|i| &self.entries[i].1)
     }
 
-    fn get_mut(&mut self, station: &FileKey) -> Option<&mut Pending> {
-        let i = self.find(*station)?;
+    fn get_mut(&mut self, key: &FileKey) -> Option<&mut T> {
+        let i = self.find(*key)?;
         self.last = i;
         Some(&mut self.entries[i].1)
     }
 
-    fn insert(&mut self, station: FileKey, p: Pending) {
-        match self.find(station) {
-            Some(i) => self.entries[i].1 = p,
-            None => self.entries.push((station, p)),
+    fn insert(&mut self, key: FileKey, v: T) {
+        match self.find(key) {
+            Some(i) => self.entries[i].1 = v,
+            None => self.entries.push((key, v)),
         }
     }
 
@@ -209,18 +318,10 @@ impl PendingMap {
 /// file at a discontinuity or when `chunk` bytes are reached.
 pub struct FileSink {
     chunk: Option<u64>,
-    ops: Option<SyncSender<WriteOp>>,
-    ring: Option<RingSide>,
-    /// Time the caller waited because the writer had all the buffers, and how often.
-    stalled: std::time::Duration,
-    stalls: u64,
-    thread: Option<JoinHandle<Vec<WrittenFile>>>,
-    shared: Arc<Shared>,
-    pending: PendingMap,
+    lane: Option<Lane>,
+    pending: KeyList<Pending>,
     frames: u64,
     filled: u64,
-    /// Hand a station's buffer over at this many bytes ([`flush_bytes`]).
-    flush: usize,
     /// One file per VDIF thread of a station (`--split thread`), not one per station.
     split_threads: bool,
 }
@@ -236,70 +337,11 @@ impl FileSink {
         write_buffer: u64,
         direct: bool,
     ) -> std::io::Result<FileSink> {
-        let shared = Arc::new(Shared::default());
-        let flush = flush_bytes(write_buffer, direct);
-        let mut ring = None;
-        let (ops, thread) = match dir {
-            Some(d) => {
-                std::fs::create_dir_all(d)?;
-                if direct {
-                    if matches!(placement, WriterPlacement::Thread) {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::InvalidInput,
-                            "direct I/O needs the writer process (its buffers are aligned shared memory)",
-                        ));
-                    }
-                    check_direct(d)?;
-                }
-                let buffers = usize::try_from(write_buffer / flush as u64)
-                    .unwrap_or(usize::MAX)
-                    .max(1);
-                let (tx, handle) = match placement {
-                    WriterPlacement::Thread => {
-                        let (tx, rx) = sync_channel(buffers);
-                        let d = d.to_path_buf();
-                        let sh = shared.clone();
-                        (tx, std::thread::spawn(move || writer(d, rx, sh, None, false)))
-                    }
-                    WriterPlacement::ChildProcess { program, args } => {
-                        let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
-                        let r = Arc::new(SharedRing::create(slots, slot_bytes(flush)).map_err(|e| {
-                            std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
-                        })?);
-                        let child = spawn_writer_process(program, args, d, &r, direct).map_err(|e| {
-                            std::io::Error::new(
-                                e.kind(),
-                                format!("starting the file writer process {}: {e}", program.display()),
-                            )
-                        })?;
-                        let gone = Arc::new(AtomicBool::new(false));
-                        ring = Some(RingSide {
-                            held: vec![false; r.slots() as usize],
-                            ring: r,
-                            child: child.id(),
-                            gone: gone.clone(),
-                        });
-                        // Records are small and the ring bounds what is in flight; the queue
-                        // only has to hold one record per slot plus opens and closes.
-                        let (tx, rx) = sync_channel(2 * slots as usize + 64);
-                        let sh = shared.clone();
-                        (tx, std::thread::spawn(move || forward_to_child(child, rx, sh, gone)))
-                    }
-                };
-                (Some(tx), Some(handle))
-            }
-            None => (None, None),
-        };
+        let lane = dir.map(|d| Lane::new(d, placement, write_buffer, direct)).transpose()?;
         Ok(FileSink {
             chunk,
-            ops,
-            ring,
-            stalled: std::time::Duration::ZERO,
-            stalls: 0,
-            thread,
-            shared,
-            pending: PendingMap::default(),
-            flush,
+            lane,
+            pending: KeyList::default(),
             frames: 0,
             filled: 0,
             split_threads: false,
@@ -326,155 +368,50 @@ impl FileSink {
     /// Time spent waiting for the writer (all buffers with it: the output takes less than the
     /// stream's rate, or stalled), and how many times that happened.
     pub fn stalled(&self) -> (std::time::Duration, u64) {
-        (self.stalled, self.stalls)
+        self.lane
+            .as_ref()
+            .map_or((std::time::Duration::ZERO, 0), |l| (l.stalled, l.stalls))
     }
 
-    fn send(&mut self, op: WriteOp) {
-        let Some(tx) = &self.ops else { return };
-        let unsent = match tx.try_send(op) {
-            Ok(()) => return,
-            Err(TrySendError::Full(op)) => {
-                // The writer's queue is full: waiting here is a stall.
-                let t = std::time::Instant::now();
-                let sent = tx.send(op);
-                self.stalled += t.elapsed();
-                self.stalls += 1;
-                match sent {
-                    Ok(()) => return,
-                    Err(e) => e.0,
-                }
-            }
-            Err(TrySendError::Disconnected(op)) => op,
-        };
-        // The writer is gone (it cannot panic on I/O; this is defensive): count the loss.
-        if let WriteOp::Data { frames, .. } | WriteOp::Slot { frames, .. } = unsent {
-            self.shared.not_written.fetch_add(frames, Ordering::Relaxed);
+    fn hand_over(&mut self, key: FileKey) {
+        if let (Some(lane), Some(p)) = (self.lane.as_mut(), self.pending.get_mut(&key)) {
+            lane.hand_over(key, p);
         }
-    }
-
-    /// A free slot of the ring, waiting (and counting the wait as a stall) while the writer has
-    /// them all; `None` once the writer process is gone.
-    fn take_slot(&mut self) -> Option<u32> {
-        let side = self.ring.as_mut()?;
-        if let Some(s) = side.ring.try_take(&mut side.held) {
-            return Some(s);
-        }
-        let t = std::time::Instant::now();
-        let mut checked = t;
-        let got = loop {
-            // A slot frees about every 2 ms at 4 Gb/s; polling much faster only takes CPU from
-            // the writer it waits for (on a 2-core host the two share a core), and the socket
-            // buffer holds the wait.
-            std::thread::sleep(std::time::Duration::from_micros(500));
-            if let Some(s) = side.ring.try_take(&mut side.held) {
-                break Some(s);
-            }
-            if checked.elapsed() >= std::time::Duration::from_millis(10) {
-                checked = std::time::Instant::now();
-                if side.gone.load(Ordering::Acquire) || exited(side.child) {
-                    self.shared.fail("the file writer process ended early".into());
-                    break None;
-                }
-            }
-        };
-        self.stalled += t.elapsed();
-        self.stalls += 1;
-        got
-    }
-
-    fn hand_over(&mut self, station: FileKey) {
-        let Some(p) = self.pending.get_mut(&station) else {
-            return;
-        };
-        let (frames, filled) = (std::mem::take(&mut p.frames), std::mem::take(&mut p.filled));
-        let frame_len = p.frame_len;
-        let op = match &mut p.buf {
-            Gather::Heap(buf) => {
-                if buf.is_empty() {
-                    return;
-                }
-                WriteOp::Data {
-                    station,
-                    buf: std::mem::replace(buf, Vec::with_capacity(self.flush + frame_len as usize)),
-                    frames,
-                    filled,
-                    frame_len,
-                }
-            }
-            Gather::Slot { slot, at, len } => {
-                let (Some(s), true) = (*slot, *len > 0) else { return };
-                let n = std::mem::take(len);
-                *slot = None;
-                let at = std::mem::take(at) as u32;
-                if let Some(side) = self.ring.as_mut() {
-                    side.ring.hand_over(s);
-                    side.held[s as usize] = false;
-                }
-                WriteOp::Slot {
-                    station,
-                    slot: s,
-                    at,
-                    len: n as u32,
-                    frames,
-                    filled,
-                    frame_len,
-                }
-            }
-        };
-        self.send(op);
     }
 
     /// Flush and close every file; the list of files written, frames not written, first error.
     pub fn finish(&mut self) -> (Vec<WrittenFile>, u64, Option<String>) {
-        let stations: Vec<FileKey> = self.pending.keys().copied().collect();
-        for s in stations {
-            self.hand_over(s);
-            self.send(WriteOp::Close { station: s });
+        let keys: Vec<FileKey> = self.pending.keys().copied().collect();
+        let Some(lane) = self.lane.as_mut() else {
+            return (Vec::new(), 0, None);
+        };
+        for key in keys {
+            if let Some(p) = self.pending.get_mut(&key) {
+                lane.hand_over(key, p);
+            }
+            lane.send(WriteOp::Close { station: key });
         }
-        self.ops = None;
-        let files = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
-        let err = self.shared.error.lock().ok().and_then(|e| e.clone());
-        (files, self.shared.not_written.load(Ordering::Relaxed), err)
+        let files = lane.finish().files;
+        let err = lane.shared.error.lock().ok().and_then(|e| e.clone());
+        (files, lane.shared.not_written.load(Ordering::Relaxed), err)
     }
 
-    /// Add one frame to the station's buffer (a slot of the ring or memory): `Some(full)`, or
-    /// `None` when it could not be kept (counted as not written).
-    fn gather(&mut self, station: FileKey, frame: &[u8]) -> Option<bool> {
-        let needs_slot = matches!(
-            self.pending.get(&station).map(|p| &p.buf),
-            Some(Gather::Slot { slot: None, .. })
-        );
-        let fresh = if needs_slot { self.take_slot() } else { None };
-        let p = self.pending.get_mut(&station)?;
-        match &mut p.buf {
-            Gather::Heap(buf) => {
-                buf.extend_from_slice(frame);
-                Some(buf.len() >= self.flush)
-            }
-            Gather::Slot { slot, at, len } => {
-                if slot.is_none() {
-                    *slot = fresh;
-                    *at = (p.bytes_in_file % DIRECT_ALIGN as u64) as usize;
-                }
-                let (Some(s), Some(side)) = (*slot, self.ring.as_ref()) else {
-                    self.shared.not_written.fetch_add(1, Ordering::Relaxed);
-                    return None;
-                };
-                // SAFETY: this process holds slot `s` (taken, not handed over) and this is the
-                // only slice of it alive.
-                let dst = unsafe { side.ring.slot_mut(s) };
-                let (start, end) = (*at + *len, *at + *len + frame.len());
-                // Frames come from datagrams (≤ 64 KiB) and a slot is handed over once it holds
-                // a flush's worth, so a frame always fits; refuse rather than overrun if not.
-                let Some(room) = dst.get_mut(start..end) else {
-                    self.shared.not_written.fetch_add(1, Ordering::Relaxed);
-                    return None;
-                };
-                room.copy_from_slice(frame);
-                *len += frame.len();
-                Some(*len >= self.flush)
-            }
+    /// A new file for `key`, named after `frame`'s time.
+    fn start_file(&mut self, key: FileKey, frame: &[u8]) {
+        self.hand_over(key);
+        let stamp = vdif::VdifHeader::parse(frame)
+            .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
+            .unwrap_or_default();
+        // 2026-11-23T12:00:00.000000000Z → 20261123T120000
+        let stamp: String = stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect();
+        let Some(lane) = self.lane.as_mut() else { return };
+        lane.send(WriteOp::Open { station: key, stamp });
+        // A slot held by the previous file of this key (taken, nothing in it) goes back.
+        if let Some(p) = self.pending.get(&key) {
+            lane.return_slot(p);
         }
+        let p = lane.pending(frame.len() as u64, 0);
+        self.pending.insert(key, p);
     }
 }
 
@@ -482,61 +419,19 @@ impl FrameSink for FileSink {
     fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
-        if self.ops.is_none() {
+        if self.lane.is_none() {
             return;
         }
-        // VDIF word 3, bits 16–25: the thread id (VDIF 1.1.1 §3).
-        let thread = self.split_threads.then(|| {
-            frame
-                .get(14..16)
-                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
-        });
-        let station = file_key(station, thread);
-        let new_file = self.pending.get(&station).is_none_or(|p| p.rotate);
-        if new_file {
-            self.hand_over(station);
-            let stamp = vdif::VdifHeader::parse(frame)
-                .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
-                .unwrap_or_default();
-            // 2026-11-23T12:00:00.000000000Z → 20261123T120000
-            let stamp: String = stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect();
-            self.send(WriteOp::Open { station, stamp });
-            // A slot held by the previous file of this station (taken, nothing in it) goes back.
-            if let Some(Pending {
-                buf: Gather::Slot { slot: Some(s), .. },
-                ..
-            }) = self.pending.get(&station)
-            {
-                if let Some(side) = self.ring.as_mut() {
-                    side.held[*s as usize] = false;
-                }
-            }
-            let buf = if self.ring.is_some() {
-                Gather::Slot {
-                    slot: None,
-                    at: 0,
-                    len: 0,
-                }
-            } else {
-                Gather::Heap(Vec::with_capacity(self.flush + frame.len()))
-            };
-            self.pending.insert(
-                station,
-                Pending {
-                    buf,
-                    frames: 0,
-                    filled: 0,
-                    frame_len: frame.len() as u64,
-                    bytes_in_file: 0,
-                    rotate: false,
-                },
-            );
+        let thread = self.split_threads.then(|| frame_thread(frame));
+        let key = file_key(station, thread);
+        if self.pending.get(&key).is_none_or(|p| p.rotate) {
+            self.start_file(key, frame);
         }
-        let Some(full) = self.gather(station, frame) else {
+        let chunk = self.chunk;
+        let (Some(lane), Some(p)) = (self.lane.as_mut(), self.pending.get_mut(&key)) else {
             return;
         };
-        let chunk = self.chunk;
-        let Some(p) = self.pending.get_mut(&station) else {
+        let Some(full) = lane.gather(p, frame) else {
             return;
         };
         p.frames += 1;
@@ -546,7 +441,7 @@ impl FrameSink for FileSink {
             p.rotate = true;
         }
         if full {
-            self.hand_over(station);
+            lane.hand_over(key, p);
         }
     }
 
@@ -564,6 +459,7 @@ impl FrameSink for FileSink {
 mod tests {
     use super::writer_process::{decode_op, encode_op, WriterOutcome};
     use super::*;
+    use crate::ring::SharedRing;
     use proptest::prelude::*;
 
     fn frames(n: usize, len: usize, first: u8) -> Vec<u8> {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::files::{writer, Shared};
+use super::files::{writer, Shared, Written};
+use super::scan_files::LaneScan;
 use super::{bad, WriteOp};
 use crate::report::WrittenFile;
 use crate::ring::SharedRing;
@@ -23,10 +24,17 @@ use crate::ring::SharedRing;
 //   open:  len u16, stamp bytes (≤ MAX_STAMP)
 //   slot:  frames u64, filled u64, frame_len u32, len u32, slot u32, at u32 (len = frames ·
 //          frame_len; the bytes are in that slot of the shared ring from byte `at`)
+//   block: layout u8 (1 vbs, 2 mk6), number u32, planned u64, frame_len u32, name len u16,
+//          name bytes (a scan name, ≤ scanfmt::name::MAX_NAME)
+//   end block: nothing more
 // (Tag 2 carried the bytes inline, through the pipe; it is gone with the ring.)
 const TAG_OPEN: u8 = 1;
 const TAG_CLOSE: u8 = 3;
 const TAG_SLOT: u8 = 4;
+const TAG_BLOCK: u8 = 5;
+const TAG_END_BLOCK: u8 = 6;
+/// Largest block: a vbs chunk of 64 GiB (jive5ab's are 128–256 MiB).
+const MAX_BLOCK: u64 = 64 << 30;
 const MAX_STAMP: usize = 64;
 /// Largest data record: the largest flush size (2 MiB) plus one frame of at most 64 KiB, with room.
 const MAX_RECORD: u32 = 4 << 20;
@@ -61,6 +69,33 @@ pub(super) fn encode_op(op: &WriteOp, out: &mut impl Write) -> std::io::Result<(
             head.extend_from_slice(&at.to_le_bytes());
             // One write of ≤ PIPE_BUF bytes: atomic on a pipe, so a killed receiver leaves
             // a whole record or none.
+            out.write_all(&head)
+        }
+        WriteOp::Block {
+            station,
+            scan,
+            layout,
+            number,
+            planned,
+            frame_len,
+        } => {
+            let name = &scan.as_bytes()[..scan.len().min(scanfmt::name::MAX_NAME)];
+            head.push(TAG_BLOCK);
+            head.extend_from_slice(&station.to_le_bytes());
+            head.push(match layout {
+                scanfmt::Layout::Vbs => 1,
+                scanfmt::Layout::Mk6 => 2,
+            });
+            head.extend_from_slice(&number.to_le_bytes());
+            head.extend_from_slice(&planned.to_le_bytes());
+            head.extend_from_slice(&(*frame_len as u32).to_le_bytes());
+            head.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            head.extend_from_slice(name);
+            out.write_all(&head)
+        }
+        WriteOp::EndBlock { station } => {
+            head.push(TAG_END_BLOCK);
+            head.extend_from_slice(&station.to_le_bytes());
             out.write_all(&head)
         }
         WriteOp::Data { .. } => Err(std::io::Error::other("frame data goes through the ring, not the pipe")),
@@ -137,6 +172,39 @@ pub(super) fn decode_op(input: &mut impl Read) -> std::io::Result<Option<WriteOp
             }))
         }
         TAG_CLOSE => Ok(Some(WriteOp::Close { station })),
+        TAG_BLOCK => {
+            let layout = match field!(1, u8) {
+                1 => scanfmt::Layout::Vbs,
+                2 => scanfmt::Layout::Mk6,
+                l => return Err(bad(format!("writer record: layout {l}"))),
+            };
+            let number = field!(4, u32);
+            let planned = field!(8, u64);
+            let frame_len = field!(4, u32);
+            let len = usize::from(field!(2, u16));
+            if len > scanfmt::name::MAX_NAME || planned == 0 || planned > MAX_BLOCK || frame_len == 0 {
+                return Err(bad(format!(
+                    "writer record: block of {planned} bytes, frames of {frame_len}, name of {len}"
+                )));
+            }
+            let mut name = vec![0u8; len];
+            if take_into(input, &mut name)?.is_none() {
+                return Ok(None);
+            }
+            let scan = String::from_utf8(name)
+                .ok()
+                .filter(|n| scanfmt::name::is_valid(n))
+                .ok_or_else(|| bad("writer record: not a scan name".into()))?;
+            Ok(Some(WriteOp::Block {
+                station,
+                scan,
+                layout,
+                number,
+                planned,
+                frame_len: u64::from(frame_len),
+            }))
+        }
+        TAG_END_BLOCK => Ok(Some(WriteOp::EndBlock { station })),
         t => Err(bad(format!("writer record: unknown tag {t}"))),
     }
 }
@@ -153,6 +221,9 @@ fn take_into(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<Option<()
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct WriterOutcome {
     pub(super) files: Vec<WrittenFile>,
+    /// A vbs/Mark6 disk's recordings.
+    #[serde(default)]
+    pub(super) scans: Vec<LaneScan>,
     pub(super) not_written: u64,
     pub(super) error: Option<String>,
 }
@@ -177,9 +248,10 @@ pub fn serve_writer_process(
             None
         }
     });
-    let files = writer(dir.to_path_buf(), ops, shared.clone(), Some(ring), direct);
+    let written = writer(dir.to_path_buf(), ops, shared.clone(), Some(ring), direct);
     let outcome = WriterOutcome {
-        files,
+        files: written.files,
+        scans: written.scans,
         not_written: shared.not_written.load(Ordering::Relaxed),
         error: shared.error.lock().ok().and_then(|e| e.clone()),
     };
@@ -257,7 +329,7 @@ pub(super) fn forward_to_child(
     ops: std::sync::mpsc::Receiver<WriteOp>,
     shared: Arc<Shared>,
     gone: Arc<AtomicBool>,
-) -> Vec<WrittenFile> {
+) -> Written {
     let mut stdin = child.stdin.take();
     for op in ops {
         if let Some(pipe) = stdin.as_mut() {
@@ -281,7 +353,7 @@ pub(super) fn forward_to_child(
         Ok(o) => o,
         Err(e) => {
             shared.fail(format!("waiting for the file writer process: {e}"));
-            return Vec::new();
+            return Written::default();
         }
     };
     match serde_json::from_slice::<WriterOutcome>(&out.stdout) {
@@ -290,14 +362,17 @@ pub(super) fn forward_to_child(
             if let Some(e) = o.error {
                 shared.fail(e);
             }
-            o.files
+            Written {
+                files: o.files,
+                scans: o.scans,
+            }
         }
         Err(_) => {
             shared.fail(format!(
                 "the file writer process ended ({}) without a report: the files written are not known",
                 out.status
             ));
-            Vec::new()
+            Written::default()
         }
     }
 }

@@ -1,0 +1,222 @@
+//! The flags and openers of recorded scans, shared by every command that records or reads one:
+//! `--format vdif|vbs|mk6 --disks … --scan NAME` for the recorders (`stream recv`, the relay's
+//! tee) and `vbs://SCAN` / `mk6://SCAN` with `--disks` wherever a VDIF file is read.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use scanfmt::Layout;
+use scanio::{Scan, ScanReader};
+use stream_session::sink::RecordingConfig;
+
+use crate::units::parse_size;
+use crate::usage;
+
+/// `--disks`: where recorded scans are (reading).
+#[derive(Args, Clone, Debug, Default)]
+pub struct DisksArg {
+    /// Disks holding `vbs://SCAN` and `mk6://SCAN` inputs: DIR[,DIR…] or a glob, repeatable.
+    /// Default: /mnt/disk* for vbs (FlexBuff), /mnt/disks/*/* for mk6 (Mark6 modules).
+    #[arg(long, value_name = "DIR|GLOB")]
+    pub disks: Vec<String>,
+}
+
+impl DisksArg {
+    /// The mount points for `layout` (the machine's default when none were given).
+    pub fn expand(&self, layout: Layout) -> Result<Vec<PathBuf>> {
+        let patterns = if self.disks.is_empty() {
+            vec![layout.default_disks().to_string()]
+        } else {
+            self.disks.clone()
+        };
+        scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+    }
+}
+
+/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path.
+pub fn open_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
+    let Some((layout, name)) = input.to_str().and_then(scanfmt::parse_scan_url) else {
+        return Ok(None);
+    };
+    let d = disks.expand(layout)?;
+    let scan = Scan::open(layout, name, &d).map_err(|e| match e {
+        scanio::ScanError::Name(_) => usage(e.to_string()),
+        e => anyhow::anyhow!(e),
+    })?;
+    for p in scan.problems() {
+        status!("warning: {}://{}: {p}", layout, name);
+    }
+    Ok(Some(Arc::new(scan)))
+}
+
+/// A reader over a VDIF file or a recorded scan, and its length in bytes.
+pub fn open_input(input: &Path, disks: &DisksArg) -> Result<(Box<dyn Read + Send>, u64)> {
+    if let Some(scan) = open_scan(input, disks)? {
+        let len = scan.len();
+        return Ok((Box::new(ScanReader::new(scan)), len));
+    }
+    let f = std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok((Box::new(f), len))
+}
+
+/// How a recorder lays its data out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum RecordFormat {
+    /// Continuous VDIF files in one directory (--out, --tee DIR).
+    #[default]
+    Vdif,
+    /// FlexBuff vbs: chunk files DISK/SCAN/SCAN.NNNNNNNN spread over --disks.
+    Vbs,
+    /// Mark6 scatter-gather: one file DISK/SCAN per disk, blocks with headers.
+    Mk6,
+}
+
+/// `--format --disks --scan --block --page-cache`: a recording over many disks.
+#[derive(Args, Clone, Debug, Default)]
+pub struct RecordArgs {
+    /// Recording layout: vdif (one continuous file per station in --out), vbs (FlexBuff) or mk6
+    /// (Mark6 scatter-gather) spread over --disks, one writer per disk.
+    #[arg(long, value_enum, default_value = "vdif")]
+    pub format: RecordFormat,
+    /// With vbs/mk6: the disks (mount points), DIR[,DIR…] or a glob, repeatable. Directories
+    /// named without a wildcard are made if missing. Default: /mnt/disk* (vbs),
+    /// /mnt/disks/*/* (mk6).
+    #[arg(long, value_name = "DIR|GLOB")]
+    pub disks: Vec<String>,
+    /// With vbs/mk6: the scan name. Each station gets its own recording, named as jive5ab names
+    /// its data streams: NAME_ds<station> (NAME_ds<station>-<thread> with --split thread). With
+    /// {station} (and {thread}) in NAME those are filled in instead: ev123_{station}_no0001 →
+    /// ev123_Ef_no0001. A name already on a disk gets a letter appended (a, b, …).
+    #[arg(long, value_name = "NAME")]
+    pub scan: Option<String>,
+    /// With vbs/mk6: data bytes per block (whole frames up to it): a vbs chunk file, a Mark6
+    /// block. Default 128M for vbs, 8M for mk6 (jive5ab's minimums).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub block: Option<u64>,
+    /// With vbs/mk6: write through the page cache even on disks that take O_DIRECT (by default
+    /// each disk whose file system takes it is written with direct I/O).
+    #[arg(long)]
+    pub page_cache: bool,
+}
+
+impl RecordArgs {
+    /// The multi-disk recording asked for; `None` for VDIF files.
+    pub fn config(&self) -> Result<Option<RecordingConfig>> {
+        let layout = match self.format {
+            RecordFormat::Vdif => {
+                if !self.disks.is_empty() || self.scan.is_some() || self.block.is_some() {
+                    return Err(usage(
+                        "--disks, --scan and --block go with --format vbs or mk6 (VDIF files go to --out DIR)",
+                    ));
+                }
+                return Ok(None);
+            }
+            RecordFormat::Vbs => Layout::Vbs,
+            RecordFormat::Mk6 => Layout::Mk6,
+        };
+        let scan = self.scan.clone().ok_or_else(|| {
+            usage(format!(
+                "--format {layout} needs --scan NAME (e.g. --scan ev123_no0001)"
+            ))
+        })?;
+        if let Some(b) = self.block {
+            scanfmt::plan::BlockPlan::new(layout, b, 1).map_err(|e| usage(format!("--block: {e}")))?;
+        }
+        scanfmt::name::NameTemplate::new(&scan, true)
+            .or_else(|_| scanfmt::name::NameTemplate::new(&scan, false))
+            .map_err(|e| usage(format!("--scan: {e}")))?;
+        let patterns = if self.disks.is_empty() {
+            vec![layout.default_disks().to_string()]
+        } else {
+            self.disks.clone()
+        };
+        for p in patterns.iter().flat_map(|p| p.split(',')).map(str::trim) {
+            if !p.is_empty() && !p.contains(['*', '?', '[']) && !Path::new(p).exists() {
+                std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
+            }
+        }
+        let disks = scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        Ok(Some(RecordingConfig {
+            layout,
+            disks,
+            scan,
+            block_bytes: self.block,
+            direct: !self.page_cache,
+        }))
+    }
+}
+
+/// A `stream send` input: a VDIF file, or a recorded scan read through its disks (opened anew
+/// for each pass with --loop).
+pub fn stream_input(input: &Path, disks: &DisksArg) -> Result<stream_session::send::Input> {
+    use stream_session::send::{Input, Opener};
+    let Some(scan) = open_scan(input, disks)? else {
+        return Ok(Input::File(input.to_path_buf()));
+    };
+    let len = scan.len();
+    let open = Opener::new(move || Ok(Box::new(ScanReader::new(scan.clone())) as Box<dyn Read + Send>));
+    Ok(Input::Reader {
+        name: input.display().to_string(),
+        len,
+        open,
+    })
+}
+
+/// A scan read at offsets by the transfer (its sender and hasher share it).
+struct ScanAt(ScanReader);
+
+impl transfer_session::ReadAt for ScanAt {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+}
+
+/// What `evlbi send` sends for `input`: a path as it is; a recorded scan as one continuous
+/// file `SCAN.vdif`, or with `keep_layout` its files under `DISK/…` as they lie (vbs
+/// `DISK/SCAN/SCAN.NNNNNNNN`, Mark6 `DISK/SCAN`; DISK the disk's name among the others).
+pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Vec<transfer_session::SendItem>> {
+    use transfer_session::SendItem;
+    let Some(scan) = open_scan(Path::new(input), disks)? else {
+        if keep_layout {
+            return Err(usage(format!(
+                "--keep-layout is for recorded scans (vbs://, mk6://), not {input}"
+            )));
+        }
+        if !Path::new(input).exists() {
+            return Err(usage(format!("{input}: no such file or directory")));
+        }
+        return Ok(vec![SendItem::Path(PathBuf::from(input))]);
+    };
+    let mtime_ns = scan
+        .files()
+        .iter()
+        .filter_map(|f| std::fs::metadata(&f.path).ok()?.modified().ok())
+        .max()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    if keep_layout {
+        return Ok(scan
+            .files()
+            .iter()
+            .map(|f| {
+                let label = scanio::disk_label(scan.disks(), &scan.disks()[f.disk]);
+                let below = f.path.strip_prefix(&scan.disks()[f.disk]).unwrap_or(&f.path);
+                SendItem::FileAs {
+                    path: f.path.clone(),
+                    dest: label.join(below).display().to_string(),
+                }
+            })
+            .collect());
+    }
+    Ok(vec![SendItem::Stream {
+        dest: format!("{}.vdif", scan.name()),
+        size: scan.len(),
+        mtime_ns,
+        name: input.to_string(),
+        source: std::sync::Arc::new(ScanAt(ScanReader::new(scan))),
+    }])
+}

@@ -1,0 +1,183 @@
+//! `evlbi serve`: the station recorder daemon, driven over VSI-S like jive5ab.
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use daemon::transfer::TransferEnv;
+use daemon::vsi::VsiLimits;
+use daemon::Daemon;
+use stream_session::sink::WriterPlacement;
+
+use crate::metrics_flag::MetricsArgs;
+use crate::units::parse_positive_duration;
+use crate::{usage, ProblemsFound};
+
+pub const ABOUT: &str = "The recorder daemon: takes VSI-S commands (jive5ab's protocol, what the Field System \
+speaks) on --vsi and records scans, writes net2file recordings, relays to a correlator (net2net) or sends it \
+a test stream of the mode (fill2net), one transfer at a time. Replies use jive5ab's return codes: 0 done, 1 initiated, 2 query only, \
+4 failed, 6 not whilst a transfer is in progress, 7 no such keyword, 8 parameter error.\n\n\
+Access: VSI-S has no authentication. The control port answers only peers on the loopback \
+addresses and those given with --vsi-allow; every other connection is closed at once. The \
+default --vsi binds 127.0.0.1, so out of the box only this host can command it.";
+
+pub const EXAMPLES: &str = "Keywords: version? mode= threads= net_protocol= net_port= mtu= ipd= record=on:SCAN|off \
+record? record=mk6:0|1 record_format= set_disks= net2file=open:NAME|close net2net=connect:HOST[:PORT[:IN]]|on|off \
+fill2net=connect:HOST[:PORT[:STATION]]|on|off evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
+Examples:\n  \
+evlbi serve --root /data --metrics 127.0.0.1:9200\n  \
+# the Field System's session, by hand:\n  \
+printf 'mode = VDIF_8000-512-16-2 ;\\nnet_protocol = udps : 32M ;\\nnet_port = 46227 ;\\nrecord = on : exp_ef_no0001 ;\\n' | nc -q1 127.0.0.1 2620\n  \
+printf 'evlbi? ;\\n' | nc -q1 127.0.0.1 2620\n  \
+# the FS host at 10.1.1.5 commands it over the station LAN:\n  \
+evlbi serve --vsi 0.0.0.0:2620 --vsi-allow 10.1.1.5 --root /data";
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The VSI-S control port, ADDR:PORT (2620 is the Mark5/jive5ab port).
+    #[arg(long, default_value = "127.0.0.1:2620", value_name = "ADDR:PORT")]
+    vsi: SocketAddr,
+    /// Also take commands from this peer address (repeat for several). Without it only
+    /// loopback peers are answered.
+    #[arg(long, value_name = "IP")]
+    vsi_allow: Vec<IpAddr>,
+    /// Recordings go below this directory: `record = on : SCAN` writes <DIR>/<first disk>/SCAN/
+    /// (set_disks names directories below it; symbolic links are not followed).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    root: PathBuf,
+    /// How often a running transfer publishes its counts (evlbi?, tstat?, --metrics).
+    #[arg(long, value_parser = parse_positive_duration, default_value = "500ms")]
+    interval: Duration,
+    /// Time a control connection has to send its first request.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "60s")]
+    first_request_timeout: Duration,
+    /// Also serve path measurements (`evlbi probe server`) on this control address, so the
+    /// correlator can probe the path to the station between scans.
+    #[arg(long, value_name = "ADDR:PORT")]
+    probe_server: Option<SocketAddr>,
+    /// Also receive files (`evlbi recv`: recorded scans shipped back, schedules) on this
+    /// control address; they land below --root.
+    #[arg(long, value_name = "ADDR:PORT")]
+    recv_listen: Option<SocketAddr>,
+    /// Pre-shared key the --probe-server and --recv-listen peers must prove.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
+    /// For measurements only: file writes in a thread of this process, not a writer process.
+    #[arg(long, hide = true)]
+    writer_in_thread: bool,
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    if !a.root.is_dir() {
+        return Err(usage(format!("--root {}: not a directory", a.root.display())));
+    }
+    let root = a.root.canonicalize().context("resolving --root")?;
+    let writer = if a.writer_in_thread {
+        WriterPlacement::Thread
+    } else {
+        WriterPlacement::ChildProcess {
+            program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
+            args: vec!["stream".into(), "write-files".into()],
+        }
+    };
+    let env = TransferEnv {
+        root: root.clone(),
+        writer,
+        interval: a.interval.max(Duration::from_millis(50)),
+    };
+    let metrics = a.metrics.start("serve")?;
+    let daemon = Daemon::new(env, env!("CARGO_PKG_VERSION"), metrics.hub())?;
+    let listener = TcpListener::bind(a.vsi).with_context(|| format!("--vsi {}: cannot listen", a.vsi))?;
+    let local = listener.local_addr()?;
+    let who = if a.vsi_allow.is_empty() {
+        "loopback peers only".to_string()
+    } else {
+        format!(
+            "loopback peers and {}",
+            a.vsi_allow.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(", ")
+        )
+    };
+    status!(
+        "evlbi serve: VSI-S on {local} (TCP; {who}), recordings below {}",
+        root.display()
+    );
+    let stop = crate::stream_cmd::stop_flag()?;
+    let services = start_services(&a, &root, &metrics, &stop)?;
+    let limits = VsiLimits {
+        allow: a.vsi_allow.clone(),
+        first_request: a.first_request_timeout,
+        ..VsiLimits::default()
+    };
+    let stats = daemon::vsi::serve(&listener, &daemon, &limits, &stop).context("serving the control port")?;
+    let end = daemon.shutdown();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in services {
+        let _ = s.join();
+    }
+    status!(
+        "evlbi serve: stopped; {} control connection(s), {} closed while idle",
+        stats.accepted,
+        stats.evicted + stats.timed_out
+    );
+    match end {
+        Some(e) => Err(ProblemsFound(format!("stopping the running transfer: {e}")).into()),
+        None => Ok(()),
+    }
+}
+
+/// The probe server and the file receiver beside the recorder, each on its own thread until
+/// `stop`, their counts published as `probe_server` and `transfer_recv`.
+fn start_services(
+    a: &ServeArgs,
+    root: &std::path::Path,
+    metrics: &crate::metrics_flag::Metrics,
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let key = crate::read_key(&a.key_file)?;
+    let mut threads = Vec::new();
+    if let Some(listen) = a.probe_server {
+        let mut cfg = probe_session::ServerConfig::new(listen);
+        cfg.key = key.clone();
+        let server = probe_session::Server::bind(cfg).with_context(|| format!("--probe-server {listen}"))?;
+        status!("evlbi serve: probe server on {} (TCP)", server.local_addr()?);
+        let (publisher, stop) = (metrics.hub().source("probe_server")?, stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut counts = metrics::status::ProbeServerStatus::default();
+            let r = server.serve(&stop, None, |e| {
+                crate::metrics_flag::probe_tally(&mut counts, &e);
+                publisher.publish(metrics::Status::ProbeServer(counts.clone()));
+            });
+            if let Err(e) = r {
+                status!("evlbi serve: probe server stopped: {e}");
+            }
+        }));
+    }
+    if let Some(listen) = a.recv_listen {
+        let mut cfg = transfer_session::ServerConfig::new(listen, root.to_path_buf());
+        cfg.key = key;
+        let server = transfer_session::Server::bind(cfg).with_context(|| format!("--recv-listen {listen}"))?;
+        status!(
+            "evlbi serve: file receiver on {} (TCP), files below {}",
+            server.local_addr()?,
+            root.display()
+        );
+        let (publisher, stop) = (metrics.hub().source("transfer_recv")?, stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut counts = metrics::status::TransferRecvStatus::default();
+            let r = server.serve(&stop, false, &mut |e| {
+                crate::metrics_flag::transfer_tally(&mut counts, &e);
+                publisher.publish(metrics::Status::TransferRecv(counts.clone()));
+            });
+            if let Err(e) = r {
+                status!("evlbi serve: file receiver stopped: {e}");
+            }
+        }));
+    }
+    Ok(threads)
+}

@@ -1,0 +1,217 @@
+//! Cross-check with an independent implementation: jive5ab reads the vbs and Mark6 scans evlbi
+//! records (`scan_set=` + `disk2file=`), and evlbi reads the ones jive5ab records from evlbi's
+//! udps stream (`record=on`), byte for byte. Needs the jive5ab binary (JIVE5AB, or the build
+//! in /work/jive5ab-src) and /dev/shm (jive5ab records only on mount points off the root file
+//! system); skipped with a message otherwise.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{bin, Proc};
+
+const FRAME: usize = 8032;
+
+fn jive5ab() -> Option<PathBuf> {
+    let p = std::env::var_os("JIVE5AB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/jive5ab-src/build/src/jive5ab"));
+    (p.is_file() && Path::new("/dev/shm").is_dir()).then_some(p)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A jive5ab on a free control port, stopped on drop.
+struct Jive5ab {
+    _proc: Proc,
+    port: u16,
+}
+
+impl Jive5ab {
+    fn start(bin: &Path) -> Jive5ab {
+        let port = free_port();
+        let child = std::process::Command::new(bin)
+            .args(["-m", "0", "-*", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Jive5ab {
+            _proc: Proc(child),
+            port,
+        }
+    }
+
+    /// Send VSI-S commands, one reply line each.
+    fn vsi(&self, cmds: &[&str]) -> Vec<String> {
+        let t0 = Instant::now();
+        let s = loop {
+            match TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => break s,
+                Err(e) => {
+                    assert!(t0.elapsed() < Duration::from_secs(10), "jive5ab: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        };
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = BufReader::new(s);
+        cmds.iter()
+            .map(|c| {
+                writeln!(w, "{c}").unwrap();
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                line.trim().to_string()
+            })
+            .collect()
+    }
+
+    /// Wait (bounded) until `query` no longer answers "active" (or "on", for record?).
+    fn until_inactive(&self, query: &str) {
+        let t0 = Instant::now();
+        while self
+            .vsi(&[query])
+            .first()
+            .is_some_and(|r| r.contains(": active") || r.contains(": on "))
+        {
+            assert!(t0.elapsed() < Duration::from_secs(30), "{query} still active");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn generate(dir: &Path) -> PathBuf {
+    let out = bin()
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef",
+            "--threads",
+            "2",
+            "--rate",
+            "128M",
+            "--seconds",
+            "2",
+            "-q",
+        ])
+        .args(["--start", "2026-11-23T12:00:00Z", "--out"])
+        .arg(dir.join("in"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    dir.join("in/Ef.vdif")
+}
+
+fn disks(root: &Path) -> Vec<PathBuf> {
+    (0..3)
+        .map(|i| {
+            let d = root.join(format!("d{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        })
+        .collect()
+}
+
+fn colon(d: &[PathBuf]) -> String {
+    d.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().join(":")
+}
+
+#[test]
+fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
+    let Some(j5) = jive5ab() else {
+        eprintln!("skipped: no jive5ab binary (set JIVE5AB) or no /dev/shm");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let file = generate(tmp.path());
+    let sent = std::fs::read(&file).unwrap();
+    for layout in ["vbs", "mk6"] {
+        // evlbi records; jive5ab reads.
+        let shm = tempfile::Builder::new().tempdir_in("/dev/shm").unwrap();
+        let d = disks(shm.path());
+        let joined = d.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().join(",");
+        let rx = common::StreamRecv::start(&["--format", layout, "--disks", &joined, "--scan", "ev", "--block", "1M"]);
+        let out = bin()
+            .args(["stream", "send", "--to", &format!("127.0.0.1:{}", rx.port)])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let (st, log) = rx.wait();
+        assert!(st.success(), "{log}");
+        let j = Jive5ab::start(&j5);
+        let back = tmp.path().join(format!("j5-{layout}.vdif"));
+        let replies = j.vsi(&[
+            &format!("set_disks={};", colon(&d)),
+            "mode=VDIF_8000-128-8-2;",
+            "scan_set=ev_dsEf;",
+            "scan_check?;",
+            &format!("disk2file={}:::w;", back.display()),
+        ]);
+        assert!(replies[3].contains("ev_dsEf : VDIF"), "{layout}: {replies:?}");
+        j.until_inactive("disk2file?;");
+        let got = std::fs::read(&back).unwrap();
+        assert_eq!(got.len(), sent.len(), "{layout}: jive5ab read {} bytes", got.len());
+        assert!(got == sent, "{layout}: jive5ab reads evlbi's recording differently");
+
+        // jive5ab records evlbi's udps stream; evlbi reads.
+        let shm = tempfile::Builder::new().tempdir_in("/dev/shm").unwrap();
+        let d = disks(shm.path());
+        let data_port = free_port();
+        let replies = j.vsi(&[
+            "net_protocol=udps:64M:8M:4;",
+            "mtu=9000;",
+            "mode=VDIF_8000-128-8-2;",
+            &format!("net_port={data_port};"),
+            &format!("set_disks={};", colon(&d)),
+            &format!("record=mk6:{};", u8::from(layout == "mk6")),
+            "record=on:j5;",
+        ]);
+        assert!(
+            replies.iter().all(|r| r.contains("= 0") || r.contains("=  0")),
+            "{replies:?}"
+        );
+        let out = bin()
+            .args([
+                "stream",
+                "send",
+                "--seq-format",
+                "jive5ab",
+                "--to",
+                &format!("127.0.0.1:{data_port}"),
+            ])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        std::thread::sleep(Duration::from_millis(500));
+        j.vsi(&["record=off;"]);
+        j.until_inactive("record?;");
+        let glob = format!("{}/d*", shm.path().display());
+        let g = tmp.path().join(format!("ev-{layout}.vdif"));
+        let o = bin()
+            .args(["vdif", "gather", "--disks", &glob, &format!("{layout}://j5"), "-o"])
+            .arg(&g)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = std::fs::read(&g).unwrap();
+        assert_eq!(got.len() % FRAME, 0);
+        assert!(
+            got == sent,
+            "{layout}: evlbi reads jive5ab's recording differently ({} bytes)",
+            got.len()
+        );
+    }
+}

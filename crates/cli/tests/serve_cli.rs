@@ -1,0 +1,642 @@
+//! `evlbi serve` driven over VSI-S as the Field System drives a recorder: configure, record a
+//! scan from the backend simulator (`stream send --generate --seq-format jive5ab`), ask
+//! `evlbi?` while the data flow, stop, query; relay with `net2net`; and garbage, megabyte lines
+//! and hundreds of idle connections on both ports while a scan records.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, Proc};
+use vsis::{ReplyRepr, ReturnCode};
+
+/// A control connection speaking VSI-S line by line, as the FS does.
+struct Vsi {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+}
+
+impl Vsi {
+    fn connect(addr: SocketAddr) -> Vsi {
+        let w = TcpStream::connect(addr).unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Vsi {
+            r: BufReader::new(w.try_clone().unwrap()),
+            w,
+        }
+    }
+
+    /// Send one request line, read the reply line.
+    fn raw(&mut self, line: &str) -> String {
+        self.w.write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        self.r.read_line(&mut reply).unwrap();
+        reply
+    }
+
+    /// Send `statement` (one), return its parsed reply.
+    fn ask(&mut self, statement: &str) -> ReplyRepr {
+        let reply = self.raw(&format!("{statement}\n"));
+        let mut all = ReplyRepr::parse_all(reply.as_bytes()).unwrap_or_else(|e| panic!("{reply:?}: {e}"));
+        assert_eq!(all.len(), 1, "{statement} -> {reply:?}");
+        all.remove(0)
+    }
+
+    /// `statement` must succeed (return code 0); its fields.
+    fn ok(&mut self, statement: &str) -> Vec<String> {
+        let r = self.ask(statement);
+        assert_eq!(r.code, ReturnCode::Done, "{statement} -> {r}");
+        r.fields
+    }
+}
+
+/// `evlbi serve` on free ports with recordings below `root`; its VSI-S and metrics addresses.
+struct Serve {
+    _proc: Proc,
+    vsi: SocketAddr,
+    metrics: SocketAddr,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Serve {
+    fn start(root: &Path) -> Serve {
+        Serve::start_with(root, &[]).0
+    }
+
+    /// Started with `extra` options; also the lines it printed until both addresses were known.
+    fn start_with(root: &Path, extra: &[&str]) -> (Serve, Vec<String>) {
+        let mut child = bin()
+            .args([
+                "serve",
+                "--vsi",
+                "127.0.0.1:0",
+                "--metrics",
+                "127.0.0.1:0",
+                "--interval",
+                "200ms",
+            ])
+            .arg("--root")
+            .arg(root)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, log) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let proc = Proc(child);
+        let (mut vsi, mut metrics) = (None, None);
+        let mut lines = Vec::new();
+        while vsi.is_none() || metrics.is_none() {
+            let line = log
+                .recv_timeout(Duration::from_secs(10))
+                .expect("evlbi serve did not print its addresses");
+            lines.push(line.clone());
+            let addr_after = |tag: &str| {
+                line.split(tag)
+                    .nth(1)
+                    .and_then(|r| r.split([' ', '/']).next())
+                    .and_then(|a| a.parse::<SocketAddr>().ok())
+            };
+            metrics = metrics.or(addr_after("metrics: http://"));
+            vsi = vsi.or(addr_after("VSI-S on "));
+        }
+        (
+            Serve {
+                _proc: proc,
+                vsi: vsi.unwrap(),
+                metrics: metrics.unwrap(),
+                log,
+            },
+            lines,
+        )
+    }
+
+    /// The address printed after `tag` in a line of its log (read on, bounded, if needed).
+    fn address_after(&self, seen: &mut Vec<String>, tag: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            if let Some(a) = seen
+                .iter()
+                .find_map(|l| l.split(tag).nth(1))
+                .and_then(|r| r.split(' ').next())
+            {
+                return a.to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no '{tag}' in {seen:?}");
+            if let Ok(l) = self.log.recv_timeout(Duration::from_millis(200)) {
+                seen.push(l);
+            }
+        }
+    }
+}
+
+/// A UDP port free a moment ago on 127.0.0.1.
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The backend simulator: one station, 512 Mb/s of 8000-byte frames, udps (jive5ab) framing,
+/// sending each frame at its VDIF time.
+fn backend(port: u16, seconds: &str, extra: &[&str]) -> Child {
+    bin()
+        .args([
+            "stream",
+            "send",
+            "--generate",
+            "--stations",
+            "Ef",
+            "--rate",
+            "512M",
+            "--frame",
+            "8000",
+        ])
+        .args([
+            "--seq-format",
+            "jive5ab",
+            "--loop",
+            "--duration",
+            seconds,
+            "--json",
+            "--to",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The sender's JSON: (frames sent, frames dropped on purpose) of its one station.
+fn sent(child: Child) -> (u64, u64) {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "stream send failed");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &r["stations"][0];
+    (
+        s["frames_sent"].as_u64().unwrap(),
+        s["injected_drops"].as_u64().unwrap(),
+    )
+}
+
+/// `evlbi?`'s total and loss.
+fn evlbi(v: &mut Vsi) -> (u64, u64) {
+    let f = v.ok("evlbi? ;");
+    assert_eq!(
+        (f[0].as_str(), f[2].as_str(), f[4].as_str(), f[6].as_str()),
+        ("total", "loss", "out-of-order", "extent")
+    );
+    let n = |s: &str| s.split(' ').next().unwrap().parse::<u64>().unwrap();
+    (n(&f[1]), n(&f[3]))
+}
+
+/// Wait (bounded) until `evlbi?`'s total stops moving (everything sent has been taken).
+fn settled(v: &mut Vsi) -> (u64, u64) {
+    let mut last = evlbi(v);
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(600));
+        let now = evlbi(v);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("evlbi? kept changing: {last:?}");
+}
+
+/// Valid and invalid (filled) frames of a VDIF file of 8032-byte frames.
+fn frames_in(file: &Path) -> (u64, u64) {
+    let data = std::fs::read(file).unwrap();
+    assert_eq!(data.len() % 8032, 0, "{} is not whole frames", file.display());
+    let invalid = data
+        .chunks(8032)
+        .filter(|f| u32::from_le_bytes(f[..4].try_into().unwrap()) & (1 << 31) != 0)
+        .count() as u64;
+    ((data.len() / 8032) as u64 - invalid, invalid)
+}
+
+/// The one recording of the scan.
+fn recording(root: &Path, scan: &str) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(root.join(scan))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+/// The Field System's session for one e-VLBI scan, and the checks that the recording and the
+/// `evlbi?` counts are what was sent and lost.
+#[test]
+fn the_field_system_records_a_scan() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    // Configure, as the FS's procedures do before a scan.
+    assert_eq!(fs.ok("version? ;")[0], "evlbi");
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    assert_eq!(
+        fs.ok("mode? ;"),
+        ["VDIF_8000-512-16-2", "VDIF", "32", "16000000.000", "8000"]
+    );
+    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    assert_eq!(fs.ok("record? ;"), ["off"]);
+    // Start the scan, then the backend (its loss is 1 %, seeded).
+    fs.ok("record = on : r41066_ef_no0001 ;");
+    let rec = fs.ok("record? ;");
+    assert_eq!(&rec[..3], ["on", "1", "r41066_ef_no0001"]);
+    assert_eq!(fs.ask(&format!("net_port = {} ;", port + 1)).code, ReturnCode::Conflict);
+    assert_eq!(fs.ask("record = on : another ;").code, ReturnCode::Conflict);
+    let sender = backend(port, "3s", &["--inject-loss", "1%", "--loss-seed", "7"]);
+    // evlbi? while the data flow.
+    let t0 = Instant::now();
+    let mid = loop {
+        let e = evlbi(&mut fs);
+        if e.0 > 1000 {
+            break e;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no data counted by evlbi? in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status = fs.ok("status? ;");
+    assert_eq!(
+        u32::from_str_radix(status[0].trim_start_matches("0x"), 16).unwrap() & 0x59,
+        0x59,
+        "{status:?}"
+    );
+    let r = fs.ask("tstat? ;");
+    assert!(matches!(r.code, ReturnCode::Done | ReturnCode::Initiated), "{r}");
+    // CR LF in, CR LF out (telnet), several statements on a line answered together.
+    let two = fs.raw("record? ; net2file? ;\r\n");
+    assert!(two.ends_with(";\r\n") && two.matches('!').count() == 2, "{two:?}");
+    let (frames_sent, injected) = sent(sender);
+    let (total, loss) = settled(&mut fs);
+    assert!(mid.0 < total, "evlbi? mid-scan {mid:?}, end {total}");
+    // Stop and query.
+    fs.ok("record = off ;");
+    assert_eq!(fs.ok("record? ;"), ["off"]);
+    let (total_after, loss_after) = evlbi(&mut fs);
+    // What was sent, was counted: every frame not dropped on purpose arrived.
+    assert_eq!(total_after, frames_sent - injected, "evlbi? total");
+    assert_eq!(total, total_after);
+    // The recording: the frames received, and the lost ones filled invalid at their place.
+    let (valid, filled) = frames_in(&recording(root.path(), "r41066_ef_no0001"));
+    assert_eq!(valid, total_after);
+    assert_eq!(filled, loss_after, "evlbi? loss is the recording's filled frames");
+    assert!(loss <= loss_after);
+    // Drops before the first or after the last frame received leave no gap to fill.
+    assert_eq!(frames_sent - (valid + filled), injected - filled);
+    assert!(
+        filled > 0 && injected - filled <= 5,
+        "{injected} dropped, {filled} filled"
+    );
+    eprintln!(
+        "scan: {frames_sent} frames sent, {injected} dropped on purpose; evlbi? total {total_after} loss {loss_after}; \
+         recording {valid} valid + {filled} filled"
+    );
+    drop(serve.log);
+}
+
+/// `net2net`: what the backend sends to the daemon's data port goes on to a correlator's
+/// `stream recv`, paced, every frame.
+#[test]
+fn net2net_relays_to_the_correlator() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    // 8032-byte frames and an 8-byte sequence number do not fit jive5ab's default MTU.
+    let r = fs.ask(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
+    assert_eq!(r.code, ReturnCode::Conflict, "{r}");
+    fs.ok("mtu = 9000 ;");
+    fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
+    assert_eq!(fs.ok("net2net? ;")[0], "connected");
+    fs.ok("net2net = on ;");
+    let sender = backend(port, "2s", &[]);
+    let (frames_sent, _) = sent(sender);
+    let (total, loss) = settled(&mut fs);
+    assert_eq!(fs.ok("net2net? ;")[0], "active");
+    fs.ok("net2net = off ;");
+    assert_eq!(fs.ok("net2net? ;"), ["inactive"]);
+    assert_eq!((total, loss), (frames_sent, 0));
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    let want = format!("Ef: {frames_sent} frames written (0 filled invalid");
+    assert!(
+        log.contains(&want),
+        "the correlator did not get every frame ({want}):\n{log}"
+    );
+    let _ = serve;
+}
+
+/// Raise this process's descriptor limit to the hard limit (children inherit it): the test
+/// holds a thousand connections.
+fn more_descriptors() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max.min(65_536);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+/// One GET on the metrics port; its status line and body.
+fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
+/// While a scan records: garbage, megabyte lines and 500 idle connections on the control port,
+/// 500 idle connections and a megabyte header on the metrics port. The FS's session, a client
+/// connecting afterwards and a scraper are all served, and the scan loses nothing.
+#[test]
+fn bad_input_and_idle_connections_cost_the_scan_nothing() {
+    more_descriptors();
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps : 64M ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("record = on : flood ;");
+    let sender = backend(port, "6s", &[]);
+    // Garbage: binary bytes, statements that are none, unknown keywords, a megabyte line.
+    let mut g = Vsi::connect(serve.vsi);
+    // No LF in it: one line of 20 000 bytes.
+    let garbage: Vec<u8> = (0..20_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .map(|b| if b == b'\n' { b'x' } else { b })
+        .collect();
+    g.w.write_all(&garbage).unwrap();
+    g.w.write_all(b"\nbar;=3;foo?;version=1;\n").unwrap();
+    // Its statements make it a session before the flood of idle connections below, which
+    // evicts the oldest connections that have not yet sent one (on a loaded host the daemon may
+    // not have read this far by the time the flood arrives).
+    let mut replies = Vec::new();
+    let t0 = Instant::now();
+    // (The 20 000 bytes get a "line longer than" reply first.)
+    while replies.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no reply to the statements");
+        let mut line = String::new();
+        let n = g.r.read_line(&mut line).unwrap();
+        assert!(n > 0, "the daemon closed the garbage client");
+        if line.contains("!foo?") {
+            assert!(
+                line.contains("!foo? 7") && line.contains("!version = 2") && line.contains("!syntax = 7"),
+                "{line}"
+            );
+            replies.push(line);
+        }
+    }
+    let mut mb = vec![b'x'; 1 << 20];
+    mb.push(b'\n');
+    g.w.write_all(&mb).unwrap();
+    g.w.write_all(&mb).unwrap();
+    // 500 idle connections on each port, some with half a request.
+    let mut idle = Vec::new();
+    for i in 0..500 {
+        let mut v = TcpStream::connect(serve.vsi).unwrap();
+        let mut m = TcpStream::connect(serve.metrics).unwrap();
+        if i % 5 == 0 {
+            let _ = v.write_all(b"evlbi");
+            let _ = m.write_all(b"GET /metrics HTTP/1.1\r\n");
+        }
+        idle.push((v, m));
+    }
+    // A megabyte request head on the metrics port.
+    let mut big = TcpStream::connect(serve.metrics).unwrap();
+    let _ = big.write_all(b"GET / HTTP/1.1\r\nX: ");
+    let _ = big.write_all(&mb);
+    // The FS's session goes on; a new client and a scraper get in.
+    let (total_during, _) = evlbi(&mut fs);
+    let mut late = Vsi::connect(serve.vsi);
+    assert_eq!(late.ok("record? ;")[0], "on");
+    let (code, body) = http_get(serve.metrics, "/metrics");
+    assert_eq!(code, "HTTP/1.1 200 OK");
+    assert!(
+        body.contains("evlbi_stream_frames_total{source=\"record\",station=\"Ef\"}"),
+        "{body}"
+    );
+    // The garbage client got its answers: one reply per megabyte line; and it is still served.
+    let mut overlong = Vec::new();
+    let t0 = Instant::now();
+    while overlong.len() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no replies to the long lines: {overlong:?}"
+        );
+        let mut line = String::new();
+        let n = g.r.read_line(&mut line).unwrap();
+        assert!(n > 0, "the daemon closed the garbage client: {overlong:?}");
+        if line.contains("line longer than") {
+            overlong.push(line);
+        }
+    }
+    assert_eq!(g.ok("mtu? ;"), ["1500"]);
+    let (frames_sent, injected) = sent(sender);
+    assert_eq!(injected, 0);
+    let (total, loss) = settled(&mut fs);
+    fs.ok("record = off ;");
+    drop(idle);
+    let (valid, filled) = frames_in(&recording(root.path(), "flood"));
+    let (_, m) = http_get(serve.metrics, "/metrics");
+    let drops = m
+        .lines()
+        .find(|l| l.starts_with("evlbi_stream_kernel_drops_total{source=\"record\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .map(|v| v.to_string());
+    eprintln!(
+        "flood: {frames_sent} frames sent; evlbi? total {total} (during the flood {total_during}) loss {loss}; \
+         recording {valid} valid + {filled} filled; kernel drops {drops:?}"
+    );
+    assert_eq!((total, loss), (frames_sent, 0), "the scan lost frames during the flood");
+    assert_eq!((valid, filled), (frames_sent, 0));
+    assert_eq!(drops.as_deref(), Some("0"));
+    let overlong = m
+        .lines()
+        .find(|l| l.starts_with("evlbi_serve_overlong_lines_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(overlong >= Some(2), "{overlong:?}");
+}
+
+/// `fill2net`: the daemon sends synthetic VDIF of the mode to a correlator (a link test before
+/// the observation); every frame arrives, none is filled.
+#[test]
+fn fill2net_sends_the_mode_to_a_correlator() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    let mut fs = Vsi::connect(serve.vsi);
+    assert_eq!(
+        fs.ask("fill2net = connect : 127.0.0.1 ;").code,
+        ReturnCode::Conflict,
+        "no mode yet"
+    );
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps ;");
+    fs.ok(&format!("fill2net = connect : 127.0.0.1 : {} : Ef ;", corr.port));
+    assert_eq!(fs.ok("fill2net? ;")[0], "connected");
+    assert_eq!(fs.ask("record = on : s ;").code, ReturnCode::Conflict);
+    fs.ok("fill2net = on ;");
+    // Sending at the mode's rate (8000 frames/s) for a while.
+    let t0 = Instant::now();
+    loop {
+        let f = fs.ok("fill2net? ;");
+        if f[0] == "active" && f[2].parse::<u64>().unwrap() > 8032 * 8000 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "fill2net sent too little: {f:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    fs.ok("fill2net = off ;");
+    assert_eq!(fs.ok("fill2net? ;"), ["inactive"]);
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("Ef: "))
+        .unwrap_or_else(|| panic!("{log}"));
+    let frames: u64 = line[4..].split(' ').next().unwrap().parse().unwrap();
+    assert!(frames > 8000 && line.contains("(0 filled invalid"), "{line}");
+    let _ = serve;
+}
+
+/// The probe server and the file receiver run beside the recorder, counted in its metrics.
+#[test]
+fn the_daemon_also_serves_path_probes_and_file_transfers() {
+    let root = tempfile::tempdir().unwrap();
+    let (serve, mut lines) = Serve::start_with(
+        root.path(),
+        &["--probe-server", "127.0.0.1:0", "--recv-listen", "127.0.0.1:0"],
+    );
+    let probe = serve.address_after(&mut lines, "probe server on ");
+    let recv = serve.address_after(&mut lines, "file receiver on ");
+    let o = bin()
+        .args([
+            "probe",
+            "client",
+            &probe,
+            "--size",
+            "1472",
+            "--spacing",
+            "20us",
+            "--count",
+            "2000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got = r["receiver"]["unique_packets"].as_u64().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let file = src.path().join("schedule.vex");
+    std::fs::write(&file, b"$EXPER = r41066;\n".repeat(1000)).unwrap();
+    let o = bin()
+        .arg("send")
+        .arg(&file)
+        .arg(format!("{recv}/incoming"))
+        .args(["--cc", "fixed", "--rate", "100M", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read(root.path().join("incoming/schedule.vex")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+    let value = |series: &str| {
+        let (_, m) = http_get(serve.metrics, "/metrics");
+        m.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let t0 = Instant::now();
+    while value("evlbi_transfer_files_total{source=\"transfer_recv\",outcome=\"verified\"}") != Some(1) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the file receiver's count did not show"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(value("evlbi_probe_packets_total{source=\"probe_server\"}"), Some(got));
+}
+
+/// The FS records FlexBuff and Mark6 scans through the daemon: `set_disks`, `record = mk6 :
+/// 0|1`, `record = on : SCAN`; the scan is spread over every disk and reads back whole.
+#[test]
+fn the_field_system_records_vbs_and_mark6_scans_over_the_disks() {
+    let root = tempfile::tempdir().unwrap();
+    for d in ["d0", "d1", "d2"] {
+        std::fs::create_dir(root.path().join(d)).unwrap();
+    }
+    let serve = Serve::start(root.path());
+    for (mk6, layout) in [(0, "vbs"), (1, "mk6")] {
+        let port = free_udp_port();
+        let mut fs = Vsi::connect(serve.vsi);
+        fs.ok("mode = VDIF_8000-512-16-2 ;");
+        // 16 MB blocks (net_protocol's work block, as jive5ab cuts its chunks).
+        fs.ok("net_protocol = udps : 32M : 16M ;");
+        fs.ok(&format!("net_port = {port} ;"));
+        fs.ok("set_disks = d0 : d1 : d2 ;");
+        fs.ok(&format!("record = mk6 : {mk6} ;"));
+        let scan = format!("r1_ef_no000{mk6}");
+        fs.ok(&format!("record = on : {scan} ;"));
+        let (frames_sent, _) = sent(backend(port, "2s", &[]));
+        let (total, loss) = settled(&mut fs);
+        assert_eq!((total, loss), (frames_sent, 0), "{layout}");
+        fs.ok("record = off ;");
+        let glob = format!("{}/d*", root.path().display());
+        let url = format!("{layout}://{scan}_dsEf");
+        let out = root.path().join(format!("{layout}.vdif"));
+        let g = bin()
+            .args(["vdif", "gather", "--json", "--disks", &glob, &url, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(g.status.success(), "{layout}: {}", String::from_utf8_lossy(&g.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&g.stdout).unwrap();
+        assert_eq!(
+            r["scan"]["disks"].as_array().unwrap().len(),
+            3,
+            "{layout}: every disk holds blocks: {r}"
+        );
+        assert_eq!(frames_in(&out), (frames_sent, 0), "{layout}");
+    }
+}

@@ -1,0 +1,649 @@
+//! `evlbi serve`: a recorder the NASA Field System drives over VSI-S, as it drives jive5ab.
+//!
+//! [`Daemon::execute`] answers one statement: settings (`mode`, `net_protocol`, `net_port`,
+//! `mtu`, `ipd`, `threads`, `record_format`, `set_disks`) are kept in [`settings::Settings`];
+//! `record = on : SCAN`, `net2file = open : NAME`, `net2net = connect/on/off` (a relay) and
+//! `fill2net = connect/on/off` (a test stream of the mode) start and stop one transfer at a time
+//! on the stream sessions ([`transfer`]); `evlbi?`, `tstat?`,
+//! `status?`, `record?` read the counts the running transfer publishes each interval (the same
+//! ones `--metrics` exports). Settings cannot change while a transfer runs (return code 6,
+//! `not whilst record is in progress`), queries always work. [`vsi::serve`] is the control port.
+//!
+//! Recording formats: `record_format` (or jive5ab's `record = mk6 : 0|1`) chooses vdif, vbs or
+//! mk6. vdif records continuous files per station (lost frames filled) into
+//! `<root>/<first disk>/<scan>/`; vbs and Mark6 spread the scan over every disk of `set_disks`
+//! (one writer each, a failing disk dropped), each station's recording named `<scan>_ds<station>`
+//! as jive5ab names its data streams (stream-session's multi-disk recorder).
+
+#![warn(missing_docs)]
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use metrics::status::ServeStatus;
+use metrics::{Hub, Publisher, Status};
+use vsis::command::{Fill2Net, Net2File, Net2Net, Record, RecordFormat, Request, Setting};
+use vsis::evlbi::{EvlbiStats, UnixTime};
+use vsis::{ReplyRepr, ReturnCode, StatementRepr};
+
+pub mod settings;
+pub mod transfer;
+pub mod vsi;
+
+use settings::Settings;
+use transfer::{Fill, Kind, Recording, Relay, TransferEnv};
+
+/// The one transfer running, if any.
+enum Running {
+    None,
+    Recording(Recording),
+    Relay(Relay),
+    Fill(Fill),
+}
+
+impl Running {
+    fn kind(&self) -> Option<Kind> {
+        match self {
+            Running::None => None,
+            Running::Recording(r) => Some(r.kind),
+            Running::Relay(_) => Some(Kind::Net2Net),
+            Running::Fill(_) => Some(Kind::Fill2Net),
+        }
+    }
+}
+
+/// The daemon's state behind its lock.
+struct State {
+    settings: Settings,
+    running: Running,
+    /// The transfer whose counts `evlbi?` shows when none runs (jive5ab keeps them).
+    last: Option<Kind>,
+    /// Scans recorded (`record?`'s scan number).
+    scans: u64,
+    /// `tstat?`'s previous look: transfer, seconds into it, bytes in, bytes out.
+    tstat: Option<(Kind, f64, u64, u64)>,
+    /// The last transfer that failed by itself, until `status?` reports it.
+    error: Option<String>,
+    counts: ServeStatus,
+}
+
+/// A code and fields for a reply.
+type Answer = (ReturnCode, Vec<String>);
+
+fn ok(fields: Vec<String>) -> Answer {
+    (ReturnCode::Done, fields)
+}
+
+fn refuse(code: ReturnCode, why: impl Into<String>) -> Answer {
+    (code, vec![why.into()])
+}
+
+/// The recorder.
+pub struct Daemon {
+    env: TransferEnv,
+    version: String,
+    hub: Arc<Hub>,
+    record_pub: Publisher,
+    relay_pub: Publisher,
+    fill_pub: Publisher,
+    serve_pub: Publisher,
+    state: Mutex<State>,
+}
+
+impl Daemon {
+    /// A daemon recording below `env.root`, publishing to `hub` (sources `record`, `net2net`,
+    /// `fill2net`, `serve`).
+    pub fn new(env: TransferEnv, version: &str, hub: Arc<Hub>) -> Result<Daemon, metrics::HubError> {
+        let d = Daemon {
+            record_pub: hub.source("record")?,
+            relay_pub: hub.source("net2net")?,
+            fill_pub: hub.source("fill2net")?,
+            serve_pub: hub.source("serve")?,
+            hub,
+            env,
+            version: version.to_string(),
+            state: Mutex::new(State {
+                settings: Settings::default(),
+                running: Running::None,
+                last: None,
+                scans: 0,
+                tstat: None,
+                error: None,
+                counts: ServeStatus {
+                    transfer: "no_transfer".into(),
+                    ..ServeStatus::default()
+                },
+            }),
+        };
+        d.publish(&d.lock());
+        Ok(d)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Answer one statement.
+    pub fn execute(&self, s: &StatementRepr) -> ReplyRepr {
+        let mut st = self.lock();
+        self.reap(&mut st);
+        let (code, fields) = match Request::parse(s) {
+            Ok(r) => self.handle(&mut st, r),
+            Err(e) => (e.code, vec![e.message]),
+        };
+        st.counts.statements += 1;
+        if !matches!(code, ReturnCode::Done | ReturnCode::Initiated) {
+            st.counts.refused += 1;
+        }
+        self.publish(&st);
+        ReplyRepr::new(s, code, fields)
+    }
+
+    /// Count a control line that was too long, and a connection.
+    pub fn note(&self, overlong: u64, connections: u64) {
+        let mut st = self.lock();
+        st.counts.overlong_lines += overlong;
+        st.counts.connections += connections;
+        self.publish(&st);
+    }
+
+    /// Stop whatever runs (the daemon is going away); the reports' errors, if any.
+    pub fn shutdown(&self) -> Option<String> {
+        let mut st = self.lock();
+        let r = self.stop_running(&mut st).err();
+        self.publish(&st);
+        r
+    }
+
+    fn publish(&self, st: &State) {
+        let mut c = st.counts.clone();
+        c.transfer = st.running.kind().map_or("no_transfer", Kind::name).to_string();
+        c.target = match &st.running {
+            Running::None => None,
+            Running::Recording(r) => Some(r.name.clone()),
+            Running::Relay(r) => Some(r.to().to_string()),
+            Running::Fill(f) => Some(f.to().to_string()),
+        };
+        c.scans = st.scans;
+        self.serve_pub.publish(Status::Serve(c));
+    }
+
+    /// A transfer that ended by itself (an error) is collected; its error kept for `status?`.
+    fn reap(&self, st: &mut State) {
+        let ended = match &st.running {
+            Running::None => false,
+            Running::Recording(r) => r.has_ended(),
+            Running::Relay(r) => r.has_ended(),
+            Running::Fill(f) => f.has_ended(),
+        };
+        if !ended {
+            return;
+        }
+        let kind = st.running.kind().map_or("transfer", Kind::name);
+        st.error = Some(match self.stop_running(st) {
+            Ok(()) => format!("{kind} ended by itself"),
+            Err(e) => format!("{kind} failed: {e}"),
+        });
+    }
+
+    /// Refuse a setting while a transfer runs.
+    fn idle(st: &State) -> Result<(), Answer> {
+        match st.running.kind() {
+            None => Ok(()),
+            Some(k) => Err(refuse(
+                ReturnCode::Conflict,
+                format!("not whilst {} is in progress", k.name()),
+            )),
+        }
+    }
+
+    fn stop_running(&self, st: &mut State) -> Result<(), String> {
+        match std::mem::replace(&mut st.running, Running::None) {
+            Running::None => Ok(()),
+            Running::Recording(r) => r.stop().map(|_| ()),
+            Running::Relay(r) => r.stop().map(|_| ()),
+            Running::Fill(f) => f.stop(),
+        }
+    }
+
+    /// One arm per keyword: settings here, transfers in their own methods.
+    fn handle(&self, st: &mut State, r: Request) -> Answer {
+        macro_rules! set {
+            ($setting:expr, $query:expr, |$v:ident| $apply:expr) => {
+                match $setting {
+                    Setting::Query => ok($query),
+                    Setting::Set($v) => match Self::idle(st) {
+                        Err(a) => a,
+                        Ok(()) => {
+                            $apply;
+                            ok(vec![])
+                        }
+                    },
+                }
+            };
+        }
+        let s = &mut st.settings;
+        match r {
+            Request::Version => ok(vec!["evlbi".into(), self.version.clone(), "vsi-s".into()]),
+            Request::Status => ok(self.status_word(st)),
+            Request::Mode(m) => {
+                let q = s.mode.as_ref().map_or_else(
+                    || vec!["none".into(), "<unknown>".into(), "0".into(), "0.000".into()],
+                    |m| m.query_fields(),
+                );
+                set!(m, q, |v| st.settings.mode = v)
+            }
+            Request::Threads(t) => set!(t, vec![s.threads.to_string()], |v| st.settings.threads = v),
+            Request::NetProtocol(p) => set!(p, s.protocol_fields(), |v| st.settings.apply_protocol(&v)),
+            Request::NetPort(p) => set!(p, s.port_fields(), |v| st.settings.ports = v),
+            Request::Mtu(m) => set!(m, vec![s.mtu.to_string()], |v| st.settings.mtu = v),
+            // jive5ab takes a new ipd at any time; here it applies to the next net2net.
+            Request::Ipd(Setting::Query) => ok(vec![s.ipd_field()]),
+            Request::Ipd(Setting::Set(v)) => {
+                s.ipd_ns = v;
+                ok(vec![])
+            }
+            Request::RecordFormat(f) => {
+                set!(f, vec![s.record_format.name().into()], |v| st.settings.record_format =
+                    v)
+            }
+            Request::SetDisks(d) => {
+                let mut q = vec![s.disks.len().to_string()];
+                q.extend(s.disks.iter().cloned());
+                set!(d, q, |v| st.settings.disks = v)
+            }
+            Request::Record(r) => self.record(st, r),
+            Request::Net2File(n) => self.net2file(st, n),
+            Request::Net2Net(n) => self.net2net(st, n),
+            Request::Fill2Net(f) => self.fill2net(st, f),
+            Request::Evlbi(fmt) => {
+                let stats = self.evlbi_stats(st);
+                let fmt = fmt.as_deref().unwrap_or(vsis::evlbi::DEFAULT_FORMAT);
+                let text = vsis::evlbi::format(&stats, fmt, unix_now());
+                ok(text.split(" : ").map(str::to_string).collect())
+            }
+            Request::Tstat(query) => self.tstat(st, query),
+        }
+    }
+
+    fn record(&self, st: &mut State, r: Record) -> Answer {
+        match r {
+            Record::Query => match &st.running {
+                Running::Recording(rec) if rec.kind == Kind::Record => {
+                    let bytes = self.bytes(Kind::Record).1;
+                    ok(vec![
+                        "on".into(),
+                        st.scans.to_string(),
+                        rec.name.clone(),
+                        bytes.to_string(),
+                    ])
+                }
+                _ => ok(vec!["off".into()]),
+            },
+            Record::QueryMk6 => ok(vec![
+                u8::from(st.settings.record_format == RecordFormat::Mk6).to_string()
+            ]),
+            Record::Mk6(mk6) => match Self::idle(st) {
+                Err(a) => a,
+                Ok(()) => {
+                    st.settings.record_format = if mk6 { RecordFormat::Mk6 } else { RecordFormat::Vbs };
+                    ok(vec![])
+                }
+            },
+            Record::On { scan } => self.start_recording(st, Kind::Record, &scan),
+            Record::Off => self.stop_recording(st, Kind::Record),
+        }
+    }
+
+    fn net2file(&self, st: &mut State, n: Net2File) -> Answer {
+        match n {
+            Net2File::Query => match &st.running {
+                Running::Recording(r) if r.kind == Kind::Net2File => {
+                    ok(vec!["active".into(), self.bytes(Kind::Net2File).1.to_string()])
+                }
+                _ => ok(vec!["inactive".into(), "0".into()]),
+            },
+            Net2File::Open { name } => self.start_recording(st, Kind::Net2File, &name),
+            Net2File::Close => self.stop_recording(st, Kind::Net2File),
+        }
+    }
+
+    fn start_recording(&self, st: &mut State, kind: Kind, name: &str) -> Answer {
+        if let Err(a) = Self::idle(st) {
+            return a;
+        }
+        match transfer::start_recording(kind, name, &st.settings, &self.env, self.record_pub.clone()) {
+            Ok(rec) => {
+                if kind == Kind::Record {
+                    st.scans += 1;
+                }
+                st.running = Running::Recording(rec);
+                st.last = Some(kind);
+                st.tstat = None;
+                st.error = None;
+                ok(vec![])
+            }
+            Err((code, why)) => refuse(code, why),
+        }
+    }
+
+    fn stop_recording(&self, st: &mut State, kind: Kind) -> Answer {
+        if !matches!(&st.running, Running::Recording(r) if r.kind == kind) {
+            return refuse(ReturnCode::Conflict, format!("Not doing {}", kind.name()));
+        }
+        match self.stop_running(st) {
+            Ok(()) => ok(vec![]),
+            Err(e) => refuse(ReturnCode::Failed, e),
+        }
+    }
+
+    fn net2net(&self, st: &mut State, n: Net2Net) -> Answer {
+        match n {
+            Net2Net::Query => match &st.running {
+                Running::Relay(r @ Relay::Connected { .. }) => ok(vec!["connected".into(), r.to().to_string()]),
+                Running::Relay(r) => ok(vec![
+                    "active".into(),
+                    r.to().to_string(),
+                    self.bytes(Kind::Net2Net).1.to_string(),
+                ]),
+                _ => ok(vec!["inactive".into()]),
+            },
+            Net2Net::Connect { host, port, input } => {
+                if let Err(a) = Self::idle(st) {
+                    return a;
+                }
+                match transfer::connect_relay(&host, port, input, &st.settings, &self.env) {
+                    Ok(r) => {
+                        st.running = Running::Relay(r);
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                }
+            }
+            Net2Net::On => match std::mem::replace(&mut st.running, Running::None) {
+                Running::Relay(r) => match r.start(self.relay_pub.clone()) {
+                    Ok(r) => {
+                        st.running = Running::Relay(r);
+                        st.last = Some(Kind::Net2Net);
+                        st.tstat = None;
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                },
+                other => {
+                    st.running = other;
+                    refuse(ReturnCode::Conflict, "not connected, send net2net = connect first")
+                }
+            },
+            Net2Net::Off => {
+                if !matches!(st.running, Running::Relay(_)) {
+                    return refuse(ReturnCode::Conflict, "Not doing net2net");
+                }
+                match self.stop_running(st) {
+                    Ok(()) => ok(vec![]),
+                    Err(e) => refuse(ReturnCode::Failed, e),
+                }
+            }
+        }
+    }
+
+    fn fill2net(&self, st: &mut State, f: Fill2Net) -> Answer {
+        match f {
+            Fill2Net::Query => match &st.running {
+                Running::Fill(f @ Fill::Connected { .. }) => ok(vec!["connected".into(), f.to().to_string()]),
+                Running::Fill(f) => ok(vec![
+                    "active".into(),
+                    f.to().to_string(),
+                    self.counts(Kind::Fill2Net).map_or(0, |c| c.3).to_string(),
+                ]),
+                _ => ok(vec!["inactive".into()]),
+            },
+            Fill2Net::Connect { host, port, station } => {
+                if let Err(a) = Self::idle(st) {
+                    return a;
+                }
+                match transfer::connect_fill(&host, port, station, &st.settings) {
+                    Ok(f) => {
+                        st.running = Running::Fill(f);
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                }
+            }
+            Fill2Net::On => match std::mem::replace(&mut st.running, Running::None) {
+                Running::Fill(f) => match f.start(&st.settings, self.fill_pub.clone()) {
+                    Ok(f) => {
+                        st.running = Running::Fill(f);
+                        st.tstat = None;
+                        ok(vec![])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                },
+                other => {
+                    st.running = other;
+                    refuse(ReturnCode::Conflict, "not connected, send fill2net = connect first")
+                }
+            },
+            Fill2Net::Off => {
+                if !matches!(st.running, Running::Fill(_)) {
+                    return refuse(ReturnCode::Conflict, "Not doing fill2net");
+                }
+                match self.stop_running(st) {
+                    Ok(()) => ok(vec![]),
+                    Err(e) => refuse(ReturnCode::Failed, e),
+                }
+            }
+        }
+    }
+
+    /// The latest counts of a transfer kind: `evlbi?` statistics, bytes in, bytes out.
+    fn counts(&self, kind: Kind) -> Option<(EvlbiStats, f64, u64, u64)> {
+        let name = match kind {
+            Kind::Net2Net => "net2net",
+            Kind::Fill2Net => "fill2net",
+            Kind::Record | Kind::Net2File => "record",
+        };
+        let snap = self.hub.snapshot();
+        let (_, status) = snap.iter().find(|(n, _)| n == name)?;
+        match &**status {
+            Status::StreamRecv(s) => Some((
+                transfer::evlbi_of_recv(s),
+                s.elapsed_s,
+                s.datagrams.bytes,
+                transfer::written_bytes(s),
+            )),
+            Status::StreamRelay(s) => Some((
+                transfer::evlbi_of_relay(s),
+                s.elapsed_s,
+                s.datagrams.bytes,
+                transfer::relayed_bytes(s),
+            )),
+            Status::StreamSend(s) => Some((
+                EvlbiStats::default(),
+                s.elapsed_s,
+                0,
+                s.stations.iter().map(|x| x.bytes_sent).sum(),
+            )),
+            _ => None,
+        }
+    }
+
+    fn bytes(&self, kind: Kind) -> (u64, u64) {
+        self.counts(kind).map_or((0, 0), |c| (c.2, c.3))
+    }
+
+    fn evlbi_stats(&self, st: &State) -> EvlbiStats {
+        st.running
+            .kind()
+            .or(st.last)
+            .and_then(|k| self.counts(k))
+            .map_or_else(EvlbiStats::default, |c| c.0)
+    }
+
+    /// jive5ab's `tstat?` (rates since the previous `tstat?`; the first answers 1, "Retry")
+    /// and `tstat =` (the counters with a timestamp).
+    fn tstat(&self, st: &mut State, query: bool) -> Answer {
+        let Some(kind) = st.running.kind() else {
+            return ok(vec!["0.0".into(), "no_transfer".into()]);
+        };
+        let (_, t, bytes_in, bytes_out) = self.counts(kind).unwrap_or_default();
+        let out_name = match kind {
+            Kind::Net2Net | Kind::Fill2Net => "NetWriter",
+            Kind::Record | Kind::Net2File => "FileWriter",
+        };
+        if !query {
+            let now = unix_now();
+            return ok(vec![
+                format!("{:.3}", now.secs as f64 + f64::from(now.micros) / 1e6),
+                kind.name().into(),
+                "NetReader".into(),
+                bytes_in.to_string(),
+                out_name.into(),
+                bytes_out.to_string(),
+            ]);
+        }
+        let previous = st.tstat.replace((kind, t, bytes_in, bytes_out));
+        match previous {
+            Some((k, t0, in0, out0)) if k == kind && t - t0 > 0.1 => {
+                let dt = t - t0;
+                let rate = |b: u64, b0: u64| sci_bps(b.saturating_sub(b0) as f64 * 8.0 / dt);
+                ok(vec![
+                    format!("{dt:5.2}s"),
+                    kind.name().into(),
+                    format!("NetReader {}", rate(bytes_in, in0)),
+                    format!("{out_name} {}", rate(bytes_out, out0)),
+                ])
+            }
+            Some((k, t0, in0, out0)) if k == kind => {
+                // Too soon for a rate: keep the older look.
+                st.tstat = Some((k, t0, in0, out0));
+                (
+                    ReturnCode::Initiated,
+                    vec!["Retry - too soon".into(), kind.name().into()],
+                )
+            }
+            _ => (
+                ReturnCode::Initiated,
+                vec!["Retry - we're initialized now".into(), kind.name().into()],
+            ),
+        }
+    }
+
+    /// `status?`: jive5ab's status word (bit 0 ready, 1 error pending, 3–4 a transfer in
+    /// progress, 6 recording, 16 relaying) and the pending error, which it then clears.
+    fn status_word(&self, st: &mut State) -> Vec<String> {
+        let mut w: u32 = 1;
+        if st.error.is_some() {
+            w |= 1 << 1;
+        }
+        match st.running.kind() {
+            None => {}
+            Some(k) => {
+                w |= 0x3 << 3;
+                w |= match k {
+                    Kind::Record | Kind::Net2File => 1 << 6,
+                    Kind::Net2Net | Kind::Fill2Net => 1 << 16,
+                };
+            }
+        }
+        let mut f = vec![format!("0x{w:08x}")];
+        f.extend(st.error.take());
+        f
+    }
+}
+
+/// A rate as jive5ab's `sciprint` writes it: `509.126Mbps`.
+fn sci_bps(v: f64) -> String {
+    let (scaled, prefix) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .iter()
+        .find(|(s, _)| v >= *s)
+        .map_or((v, ""), |(s, p)| (v / s, *p));
+    format!("{}{prefix}bps", vsis::evlbi::cpp_double(scaled))
+}
+
+fn unix_now() -> UnixTime {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    UnixTime {
+        secs: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        micros: d.subsec_micros(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vsis::statement::split_request;
+
+    fn daemon() -> (Daemon, tempfile::TempDir) {
+        let root = tempfile::tempdir().unwrap();
+        let env = TransferEnv {
+            root: root.path().to_path_buf(),
+            writer: stream_session::sink::WriterPlacement::Thread,
+            interval: std::time::Duration::from_millis(100),
+        };
+        (Daemon::new(env, "0.1.0", Hub::new("serve", "0.1.0")).unwrap(), root)
+    }
+
+    fn say(d: &Daemon, line: &str) -> String {
+        split_request(line.as_bytes())
+            .into_iter()
+            .map(|s| d.execute(&s.unwrap()).to_string())
+            .collect::<Vec<_>>()
+            .join("")
+    }
+
+    #[test]
+    fn settings_are_set_and_reported_as_jive5ab_does() {
+        let (d, _root) = daemon();
+        assert_eq!(say(&d, "mode?;"), "!mode? 0 : none : <unknown> : 0 : 0.000 ;");
+        assert_eq!(say(&d, "mode = VDIF_8000-2048-16-2 ;"), "!mode = 0 ;");
+        assert_eq!(
+            say(&d, "mode?;"),
+            "!mode? 0 : VDIF_8000-2048-16-2 : VDIF : 32 : 64000000.000 : 8000 ;"
+        );
+        assert_eq!(say(&d, "net_protocol = pudp : 32M ;"), "!net_protocol = 0 ;");
+        assert_eq!(
+            say(&d, "net_protocol?;"),
+            "!net_protocol? 0 : pudp : 33554432 : 131072 : 8 ;"
+        );
+        assert_eq!(
+            say(&d, "net_port = 46227 : 46228 ; net_port?;"),
+            "!net_port = 0 ;!net_port? 0 : 46227 : 46228 ;"
+        );
+        assert_eq!(say(&d, "mtu=9000;mtu?;"), "!mtu = 0 ;!mtu? 0 : 9000 ;");
+        assert_eq!(say(&d, "ipd = 10 ; ipd? ;"), "!ipd = 0 ;!ipd? 0 : 10 ;");
+        assert_eq!(say(&d, "record?;"), "!record? 0 : off ;");
+        assert_eq!(say(&d, "record = off ;"), "!record = 6 : Not doing record ;");
+        assert_eq!(say(&d, "record? mk6 ;"), "!record? 0 : 0 ;");
+        assert_eq!(say(&d, "status?;"), "!status? 0 : 0x00000001 ;");
+        assert_eq!(say(&d, "tstat?;"), "!tstat? 0 : 0.0 : no_transfer ;");
+        assert_eq!(
+            say(&d, "evlbi?;"),
+            "!evlbi? 0 : total : 0 : loss : 0 ( 0.00%) : out-of-order : 0 ( 0.00%) : extent : 0seqnr/pkt ;"
+        );
+        assert_eq!(say(&d, "evlbi = %t : %l ;"), "!evlbi = 0 : 0 : 0 ;");
+        assert_eq!(say(&d, "foo?;"), "!foo? 7 : ENOSYS - not implemented ;");
+        assert_eq!(
+            say(&d, "net2net = on ;"),
+            "!net2net = 6 : not connected, send net2net = connect first ;"
+        );
+        // vbs and Mark6 are chosen like jive5ab's; a scan name that cannot name files is refused.
+        assert_eq!(
+            say(&d, "record = mk6 : 1 ; record? mk6 ;"),
+            "!record = 0 ;!record? 0 : 1 ;"
+        );
+        assert!(say(&d, "record = on : s.1 ;").starts_with("!record = 6 : scan name \"s.1\""));
+        assert_eq!(
+            say(&d, "record_format = vdif ; record_format? ;"),
+            "!record_format = 0 ;!record_format? 0 : vdif ;"
+        );
+    }
+
+    #[test]
+    fn rates_print_as_sciprint_does() {
+        assert_eq!(sci_bps(509_126_000.0), "509.126Mbps");
+        assert_eq!(sci_bps(83_570_800.0), "83.5708Mbps");
+        assert_eq!(sci_bps(0.0), "0bps");
+        assert_eq!(sci_bps(4.096e9), "4.096Gbps");
+    }
+}

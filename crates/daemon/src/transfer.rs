@@ -1,0 +1,675 @@
+//! The transfers the daemon runs, one at a time as jive5ab's runtime does: a recording
+//! (`record = on`, `net2file = open`: `stream recv` writing below the root) or a relay
+//! (`net2net`: `stream relay` to another host), each on its own thread, publishing its counts
+//! to the hub once per interval.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use metrics::{Publisher, Status};
+use stream::relay::RelayConfig;
+use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
+use stream::{ReceiverConfig, SeqFormat};
+use stream_session::recv::{BoundReceiver, RecvConfig};
+use stream_session::relay::{BoundRelay, RelayRunConfig};
+use stream_session::sink::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
+use vsis::command::{Protocol, RecordFormat};
+use vsis::evlbi::EvlbiStats;
+
+use crate::settings::{seq_format, Settings};
+
+/// What the daemon was started with that every transfer uses.
+#[derive(Debug, Clone)]
+pub struct TransferEnv {
+    /// Recordings go below this directory.
+    pub root: PathBuf,
+    /// Where file writes run.
+    pub writer: WriterPlacement,
+    /// How often a transfer publishes its counts.
+    pub interval: Duration,
+}
+
+/// A transfer's kind, as `status?`, `tstat?` and the metrics name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `record = on`.
+    Record,
+    /// `net2file = open`.
+    Net2File,
+    /// `net2net`.
+    Net2Net,
+    /// `fill2net`.
+    Fill2Net,
+}
+
+impl Kind {
+    /// jive5ab's name of the transfer mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Record => "record",
+            Kind::Net2File => "net2file",
+            Kind::Net2Net => "net2net",
+            Kind::Fill2Net => "fill2net",
+        }
+    }
+}
+
+/// A recording running on its thread.
+pub struct Recording {
+    /// `record` or `net2file`.
+    pub kind: Kind,
+    /// The scan label (or file name) it was given a directory for.
+    pub name: String,
+    /// That directory.
+    pub dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<RecvReport, String>>,
+}
+
+/// A relay: bound (`connect`) or sending (`on`).
+pub enum Relay {
+    /// Sockets bound, not started.
+    Connected {
+        /// Destination.
+        to: SocketAddr,
+        /// The bound relay.
+        bound: Box<BoundRelay>,
+    },
+    /// Running on its thread.
+    Running {
+        /// Destination.
+        to: SocketAddr,
+        /// Set to stop it.
+        stop: Arc<AtomicBool>,
+        /// Its thread.
+        handle: JoinHandle<Result<RelayReport, String>>,
+    },
+}
+
+/// Why a transfer could not start: the reply's code (6 conflicting settings, 4 failed) and why.
+pub type StartError = (vsis::ReturnCode, String);
+
+fn conflict(msg: impl Into<String>) -> StartError {
+    (vsis::ReturnCode::Conflict, msg.into())
+}
+
+fn failed(msg: impl Into<String>) -> StartError {
+    (vsis::ReturnCode::Failed, msg.into())
+}
+
+/// Start receiving into a new directory `name` on the first disk.
+pub fn start_recording(
+    kind: Kind,
+    name: &str,
+    settings: &Settings,
+    env: &TransferEnv,
+    publisher: Publisher,
+) -> Result<Recording, StartError> {
+    let format = seq_format(settings.protocol);
+    settings.check_receivable(format).map_err(conflict)?;
+    let listen = settings.listen().map_err(conflict)?;
+    let recording = match (kind, settings.record_format) {
+        (Kind::Record, RecordFormat::Vbs | RecordFormat::Mk6) => Some(scan_recording(name, settings, env)?),
+        _ => None,
+    };
+    let (dir, name) = match &recording {
+        // vbs / Mark6: the scan spreads over every disk of set_disks (one writer each).
+        Some(r) => (r.disks.first().cloned().unwrap_or_default(), name.to_string()),
+        None => {
+            let disk = settings.disks.first().map_or(".", String::as_str);
+            new_directory(&env.root, disk, name).map_err(failed)?
+        }
+    };
+    let native = format == SeqFormat::Native;
+    let cfg = RecvConfig {
+        listen,
+        out_dir: recording.is_none().then(|| dir.clone()),
+        recording: recording.clone(),
+        chunk: None,
+        rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
+        receiver: ReceiverConfig {
+            format,
+            frames_per_second: if native {
+                None
+            } else {
+                settings.frames_per_second().map_err(conflict)?
+            },
+            threads: (!native).then_some(settings.threads),
+            confirm: 4,
+            ..ReceiverConfig::default()
+        },
+        duration: None,
+        idle_timeout: None,
+        interval: env.interval,
+        writer: env.writer.clone(),
+        write_buffer: DEFAULT_WRITE_BUFFER,
+        direct_io: false,
+        split_threads: false,
+    };
+    let bound = match BoundReceiver::bind(cfg) {
+        Ok(b) => b,
+        Err(e) => {
+            if recording.is_none() {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            return Err(failed(format!("cannot receive: {e}")));
+        }
+    };
+    publisher.clear();
+    let p = publisher.clone();
+    let bound = bound.observe(Box::new(move |s: RecvStatus| {
+        p.publish(Status::StreamRecv(s));
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name(format!("{}-{name}", kind.name()))
+        .spawn(move || {
+            let r = bound.run(&flag, |_| {}).map_err(|e| e.to_string());
+            if let Ok(report) = &r {
+                publisher.publish_final(Status::StreamRecv(recv_status(report)));
+            }
+            r
+        })
+        .map_err(|e| failed(format!("cannot start the receiver thread: {e}")))?;
+    Ok(Recording {
+        kind,
+        name,
+        dir,
+        stop,
+        handle,
+    })
+}
+
+impl Recording {
+    /// Stop and wait for the files to be complete.
+    pub fn stop(self) -> Result<RecvReport, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| "the receiver thread panicked".to_string())?
+    }
+
+    /// It ended by itself (an error).
+    pub fn has_ended(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+/// Bind a relay from the data ports to `host:port`.
+pub fn connect_relay(
+    host: &str,
+    port: Option<u16>,
+    input: Option<Protocol>,
+    settings: &Settings,
+    env: &TransferEnv,
+) -> Result<Relay, StartError> {
+    let port = port
+        .or(settings.ports.first().map(|p| p.port))
+        .unwrap_or(crate::settings::DEFAULT_PORT);
+    let to = resolve(host, port)?;
+    let input = seq_format(input.unwrap_or(settings.protocol));
+    let output = seq_format(settings.protocol);
+    if input != SeqFormat::Native {
+        settings.check_receivable(input).map_err(conflict)?;
+    }
+    if let Some(m) = &settings.mode {
+        let datagram = m.frame_len() as usize + output.prefix_len() + 28;
+        if datagram > settings.mtu as usize {
+            return Err(conflict(format!(
+                "{datagram}-byte datagrams (IP header included) exceed mtu {}: set mtu = {datagram} or more",
+                settings.mtu
+            )));
+        }
+    }
+    let mut relay = RelayConfig::new(input, output, Instant::now());
+    if input != SeqFormat::Native {
+        relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
+        relay.threads = Some(settings.threads);
+    }
+    relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
+        // ipd: one datagram of every station's stream per spacing.
+        (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
+        (Some(m), _) => Some(m.rate_bps()),
+        (None, _) => None,
+    };
+    let cfg = RelayRunConfig {
+        listen: settings.listen().map_err(conflict)?,
+        to,
+        relay,
+        rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
+        sndbuf: 8 << 20,
+        tee: None,
+        tee_recording: None,
+        chunk: None,
+        split_threads: false,
+        writer: env.writer.clone(),
+        write_buffer: DEFAULT_WRITE_BUFFER,
+        duration: None,
+        idle_timeout: None,
+        interval: env.interval,
+    };
+    let bound = BoundRelay::bind(cfg).map_err(|e| failed(format!("cannot relay: {e}")))?;
+    Ok(Relay::Connected {
+        to,
+        bound: Box::new(bound),
+    })
+}
+
+impl Relay {
+    /// Where it sends.
+    pub fn to(&self) -> SocketAddr {
+        match self {
+            Relay::Connected { to, .. } | Relay::Running { to, .. } => *to,
+        }
+    }
+
+    /// Start sending (a running relay stays as it is).
+    pub fn start(self, publisher: Publisher) -> Result<Relay, StartError> {
+        let Relay::Connected { to, bound } = self else {
+            return Ok(self);
+        };
+        publisher.clear();
+        let p = publisher.clone();
+        let bound = bound.observe(Box::new(move |s: RelayStatus| {
+            p.publish(Status::StreamRelay(s));
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("net2net".into())
+            .spawn(move || {
+                let r = bound.run(&flag, |_| {}).map_err(|e| e.to_string());
+                if let Ok(report) = &r {
+                    publisher.publish_final(Status::StreamRelay(relay_status(report)));
+                }
+                r
+            })
+            .map_err(|e| failed(format!("cannot start the relay thread: {e}")))?;
+        Ok(Relay::Running { to, stop, handle })
+    }
+
+    /// It was running and ended by itself (an error).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Relay::Running { handle, .. } if handle.is_finished())
+    }
+
+    /// Stop (if running) and close.
+    pub fn stop(self) -> Result<Option<RelayReport>, String> {
+        match self {
+            Relay::Connected { .. } => Ok(None),
+            Relay::Running { stop, handle, .. } => {
+                stop.store(true, Ordering::Relaxed);
+                handle
+                    .join()
+                    .map_err(|_| "the relay thread panicked".to_string())?
+                    .map(Some)
+            }
+        }
+    }
+}
+
+/// `fill2net`: synthetic VDIF of the mode sent to a host, bound (`connect`) or sending (`on`).
+pub enum Fill {
+    /// Destination chosen, nothing sent.
+    Connected {
+        /// Destination.
+        to: SocketAddr,
+        /// Station code in the headers.
+        station: String,
+    },
+    /// Sending on its thread.
+    Running {
+        /// Destination.
+        to: SocketAddr,
+        /// Set to stop it.
+        stop: Arc<AtomicBool>,
+        /// Its thread.
+        handle: JoinHandle<Result<stream_session::report::SendReport, String>>,
+    },
+}
+
+/// Resolve `host:port` to an IPv4 address.
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| failed(format!("{host} has no IPv4 address")))
+}
+
+/// Choose where `fill2net` sends; the mode must say what to generate.
+pub fn connect_fill(
+    host: &str,
+    port: Option<u16>,
+    station: Option<String>,
+    settings: &Settings,
+) -> Result<Fill, StartError> {
+    let mode = settings
+        .mode
+        .as_ref()
+        .ok_or_else(|| conflict("mode not set: fill2net sends data of the mode"))?;
+    settings.frames_per_second().map_err(conflict)?;
+    if mode.bits > 2 || mode.complex || mode.legacy {
+        return Err(conflict(format!(
+            "fill2net generates real 1- or 2-bit VDIF, not mode {}",
+            mode.text
+        )));
+    }
+    let port = port
+        .or(settings.ports.first().map(|p| p.port))
+        .unwrap_or(crate::settings::DEFAULT_PORT);
+    let station = station.unwrap_or_else(|| "FL".into());
+    vdif::parse_station(&station).map_err(|e| conflict(e.to_string()))?;
+    Ok(Fill::Connected {
+        to: resolve(host, port)?,
+        station,
+    })
+}
+
+/// Most data rate `fill2net` generates (one second of it is held in memory).
+const FILL_MAX_BPS: f64 = 4.096e9;
+
+impl Fill {
+    /// Where it sends.
+    pub fn to(&self) -> SocketAddr {
+        match self {
+            Fill::Connected { to, .. } | Fill::Running { to, .. } => *to,
+        }
+    }
+
+    /// It was sending and ended by itself (an error).
+    pub fn has_ended(&self) -> bool {
+        matches!(self, Fill::Running { handle, .. } if handle.is_finished())
+    }
+
+    /// Start sending: one second of the mode's data is generated on the sender's thread, then
+    /// sent in a loop, each frame at its VDIF time (a backend simulator), until `off`.
+    pub fn start(self, settings: &Settings, publisher: Publisher) -> Result<Fill, StartError> {
+        let Fill::Connected { to, station } = self else {
+            return Ok(self);
+        };
+        let mode = settings.mode.clone().ok_or_else(|| conflict("mode not set"))?;
+        if mode.rate_bps() > FILL_MAX_BPS {
+            return Err(conflict(format!(
+                "fill2net generates at most {} Gb/s",
+                FILL_MAX_BPS / 1e9
+            )));
+        }
+        let (threads, format) = (settings.threads, seq_format(settings.protocol));
+        let fps = settings.frames_per_second().map_err(conflict)?;
+        publisher.clear();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("fill2net".into())
+            .spawn(move || {
+                let data = generate(&mode, threads, &station)?;
+                let cfg = stream_session::send::SendConfig {
+                    to,
+                    board_to: Vec::new(),
+                    inputs: vec![stream_session::send::Input::Memory {
+                        name: format!("fill2net:{station}"),
+                        data,
+                    }],
+                    fps,
+                    rate_bps: Some(mode.rate_bps()),
+                    format,
+                    duration: None,
+                    loop_files: true,
+                    arq_latency: None,
+                    inject_loss: 0.0,
+                    seed: 1,
+                    sndbuf: 8 << 20,
+                    burst: 1,
+                    spin: netio::pacer::DEFAULT_SPIN,
+                    max_lag: stream_session::send::DEFAULT_MAX_LAG,
+                    catch_up: stream_session::send::DEFAULT_CATCH_UP,
+                    senders: 1,
+                    realtime: true,
+                };
+                let p = publisher.clone();
+                let observer: stream_session::Observer<stream::results::SendStatus> = Box::new(move |s| {
+                    p.publish(Status::StreamSend(s));
+                });
+                let r =
+                    stream_session::send::run_sender_observed(cfg, &flag, Some(observer)).map_err(|e| e.to_string());
+                if let Ok(report) = &r {
+                    publisher.publish_final(Status::StreamSend(stream::results::SendStatus {
+                        elapsed_s: report.duration_s,
+                        stations: report.stations.clone(),
+                        senders: report.senders.clone(),
+                        arq: report.arq,
+                    }));
+                }
+                r
+            })
+            .map_err(|e| failed(format!("cannot start the fill2net thread: {e}")))?;
+        Ok(Fill::Running { to, stop, handle })
+    }
+
+    /// Stop (if sending) and close.
+    pub fn stop(self) -> Result<(), String> {
+        match self {
+            Fill::Connected { .. } => Ok(()),
+            Fill::Running { stop, handle, .. } => {
+                stop.store(true, Ordering::Relaxed);
+                handle
+                    .join()
+                    .map_err(|_| "the fill2net thread panicked".to_string())?
+                    .map(|_| ())
+            }
+        }
+    }
+}
+
+/// One second of `mode` for `station` over `threads` threads, starting this second.
+fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<u8>, String> {
+    let layout = vdif::layout::FrameLayout::new(
+        mode.rate_bps(),
+        mode.bits as u8,
+        mode.channels,
+        u32::from(threads),
+        mode.payload as usize,
+    )
+    .map_err(|e| e.to_string())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
+    let (ref_epoch, start_seconds) =
+        vdif::time::to_epoch(now.as_secs() as i64).ok_or("the clock is outside the VDIF epochs")?;
+    let id = vdif::parse_station(station).map_err(|e| e.to_string())?;
+    let config = vdif::gen::GenConfig {
+        layout,
+        stations: vec![vdif::gen::StationSpec {
+            name: vdif::station_name(id),
+            id,
+            delay_s: 0.0,
+        }],
+        seconds: 1,
+        ref_epoch,
+        start_seconds,
+        snr: 0.0,
+        tone_hz: None,
+        tone_amplitude: 0.0,
+        seed: 1,
+    };
+    let mut data = Vec::new();
+    vdif::gen::Generator::new(config)
+        .write_station(0, &mut data, |_| {})
+        .map_err(|e| e.to_string())?;
+    Ok(data)
+}
+
+/// A new directory `name` on `disk` below `root`, none of it a symbolic link. When `name`
+/// exists, a letter is appended (`scan`, `scana`, `scanb`, …), as jive5ab names repeated scans.
+fn new_directory(root: &Path, disk: &str, name: &str) -> Result<(PathBuf, String), String> {
+    let base = disk_dir(root, disk)?;
+    for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
+        let n = format!("{name}{suffix}");
+        let dir = base.join(&n);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((dir, n)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+    }
+    Err(format!("{name} and {name}a to {name}z exist in {}", base.display()))
+}
+
+/// Disk `disk` (a `set_disks` entry) below `root`, every step a real directory.
+fn disk_dir(root: &Path, disk: &str) -> Result<PathBuf, String> {
+    let mut base = root.to_path_buf();
+    for part in disk.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if part == ".." {
+            return Err(format!("disk {disk}: .. leaves the root"));
+        }
+        base.push(part);
+        let meta = std::fs::symlink_metadata(&base).map_err(|e| format!("disk {}: {e}", base.display()))?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "disk {} is not a directory (symbolic links are not followed)",
+                base.display()
+            ));
+        }
+    }
+    Ok(base)
+}
+
+/// `record = on : SCAN` in vbs or Mark6 (`record = mk6 : 0|1`, `record_format`): the scan over
+/// every disk of `set_disks`, each station its own recording `SCAN_ds<station>` as jive5ab
+/// names its data streams (stream-session's multi-disk recorder).
+fn scan_recording(name: &str, settings: &Settings, env: &TransferEnv) -> Result<RecordingConfig, StartError> {
+    scanfmt::name::NameTemplate::new(name, false).map_err(|e| conflict(e.to_string()))?;
+    let disks = settings
+        .disks
+        .iter()
+        .map(|d| disk_dir(&env.root, d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    Ok(RecordingConfig {
+        layout: match settings.record_format {
+            RecordFormat::Mk6 => scanfmt::Layout::Mk6,
+            _ => scanfmt::Layout::Vbs,
+        },
+        disks,
+        scan: name.to_string(),
+        // jive5ab records a block of the chain (net_protocol's work block) per chunk; its
+        // 128 KiB default is no chunk size, so smaller blocks take the recorder's default.
+        block_bytes: (settings.workbuf >= 1 << 20).then_some(settings.workbuf),
+        direct: true,
+    })
+}
+
+/// The status a finished receiver leaves: its report's totals.
+pub fn recv_status(r: &RecvReport) -> RecvStatus {
+    let written: u64 = r.files.iter().map(|f| f.frames).sum::<u64>()
+        + r.recording.iter().flat_map(|x| &x.scans).map(|s| s.frames).sum::<u64>();
+    let filled: u64 = r.stations.iter().map(|s| s.window.written_filled).sum();
+    RecvStatus {
+        elapsed_s: r.duration_s,
+        rate_bps: 0.0,
+        datagrams: r.datagrams,
+        stations: r.stations.clone(),
+        frames_written: written,
+        frames_filled: filled,
+        kernel_drops: r.socket_drops,
+        writer_stall_s: r.writer_stall_s,
+        writer_stalls: r.writer_stalls,
+        naks_sent: r.naks_sent,
+    }
+}
+
+/// The status a finished relay leaves.
+pub fn relay_status(r: &RelayReport) -> RelayStatus {
+    RelayStatus {
+        elapsed_s: r.duration_s,
+        in_rate_bps: 0.0,
+        datagrams: r.datagrams,
+        senders: r.senders.clone(),
+        stations: r.stations.clone(),
+        output: r.output.clone(),
+        arq: r.arq,
+        kernel_drops: r.socket_drops,
+        queued: 0,
+    }
+}
+
+/// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
+/// lost after the last) are lost, reordered are out of order, late and duplicate copies are
+/// discarded, jumps are discontinuities.
+pub fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
+    let mut e = EvlbiStats::default();
+    for st in &s.stations {
+        let w = &st.window;
+        e.add(&EvlbiStats {
+            pkt_in: w.placed,
+            pkt_lost: w.written_filled + st.lost_at_end,
+            pkt_ooo: w.reordered,
+            pkt_disc: w.late + w.duplicates + w.duplicate_mismatch + w.out_of_range + w.wrong_format,
+            ooosum: w.reorder_extent_sum,
+            gap_sum: 0,
+            discont: w.discontinuities,
+            discont_sz: w.unfilled_gap_frames,
+        });
+    }
+    e
+}
+
+/// `evlbi?`'s counters from a relay's input, per station by VDIF time.
+pub fn evlbi_of_relay(s: &RelayStatus) -> EvlbiStats {
+    let mut e = EvlbiStats::default();
+    for st in &s.stations {
+        e.add(&EvlbiStats {
+            pkt_in: st.frames_in,
+            pkt_lost: st.lost_in_input,
+            pkt_ooo: st.reordered_in,
+            pkt_disc: st.duplicates_in + st.wrong_format + st.overflow_dropped,
+            ..EvlbiStats::default()
+        });
+    }
+    e
+}
+
+/// Frame bytes a receiver has written (filled frames included).
+pub fn written_bytes(s: &RecvStatus) -> u64 {
+    s.stations
+        .iter()
+        .map(|st| (st.window.written_valid + st.window.written_filled) * st.frame_len as u64)
+        .sum()
+}
+
+/// Frame bytes a relay has sent on.
+pub fn relayed_bytes(s: &RelayStatus) -> u64 {
+    s.output.iter().map(|o| o.bytes_sent).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_are_new_and_below_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let (d, n) = new_directory(root.path(), ".", "scan1").unwrap();
+        assert_eq!((d.clone(), n.as_str()), (root.path().join("scan1"), "scan1"));
+        let (d2, n2) = new_directory(root.path(), ".", "scan1").unwrap();
+        assert_eq!((d2, n2.as_str()), (root.path().join("scan1a"), "scan1a"));
+        std::fs::create_dir(root.path().join("disk0")).unwrap();
+        let (d3, _) = new_directory(root.path(), "disk0", "s").unwrap();
+        assert_eq!(d3, root.path().join("disk0/s"));
+        // A disk that is a symbolic link (to anywhere) is refused, as is a missing one.
+        std::os::unix::fs::symlink("/tmp", root.path().join("link")).unwrap();
+        assert!(new_directory(root.path(), "link", "s").is_err());
+        assert!(new_directory(root.path(), "nodisk", "s").is_err());
+        // A scan name that is a symbolic link already is never written through.
+        std::os::unix::fs::symlink("/tmp", root.path().join("x")).unwrap();
+        let (d4, n4) = new_directory(root.path(), ".", "x").unwrap();
+        assert_eq!((d4, n4.as_str()), (root.path().join("xa"), "xa"));
+        assert!(d.is_dir());
+    }
+}

@@ -1,0 +1,212 @@
+//! What a running evlbi command shows to the people watching it: Prometheus metrics, a JSON
+//! status and a live page, served over HTTP (`--metrics ADDR:PORT`).
+//!
+//! The data paths never wait for this crate. Each loop already gathers its counts once per
+//! live interval (`stream_session::Observer`); it hands them to a [`Publisher`], which swaps them
+//! into a slot with `try_lock` — when an HTTP reader happens to hold the slot (for the few
+//! nanoseconds of an `Arc` clone), that interval's counts are skipped and the next ones go in.
+//! Readers ([`Hub::snapshot`]) clone the `Arc` of the latest counts and format them on their own
+//! thread.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`status`] | the counts of the commands that are not streams (transfers, probe server, linkemu, the daemon) |
+//! | [`series`] | every [`Status`] as named, labelled samples: the metric names Grafana sees |
+//! | [`history`] | rate and loss per station, one point a second, the last ten minutes |
+//! | [`http`] | the server: `/metrics` (OpenMetrics text via `prometheus-client`), `/status.json`, `/` |
+
+#![warn(missing_docs)]
+
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+use serde::Serialize;
+use stream::results::{RecvStatus, RelayStatus, SendStatus};
+
+mod collector;
+pub mod history;
+pub mod http;
+pub mod series;
+pub mod status;
+
+pub use http::MetricsServer;
+
+/// Most sources one process publishes (each command has one; the daemon one per transfer kind).
+pub const MAX_SOURCES: usize = 32;
+
+/// The counts of one running command.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", content = "status", rename_all = "snake_case")]
+pub enum Status {
+    /// `stream recv` (and the daemon's `record`, `net2file`).
+    StreamRecv(RecvStatus),
+    /// `stream relay` (and the daemon's `net2net`).
+    StreamRelay(RelayStatus),
+    /// `stream send`.
+    StreamSend(SendStatus),
+    /// `evlbi recv`.
+    TransferRecv(status::TransferRecvStatus),
+    /// `evlbi send`.
+    TransferSend(status::TransferSendStatus),
+    /// `probe server`.
+    ProbeServer(status::ProbeServerStatus),
+    /// `linkemu`.
+    Linkemu(status::LinkemuStatus),
+    /// `evlbi serve` itself.
+    Serve(status::ServeStatus),
+}
+
+/// One named source of counts (a command, or one kind of transfer of the daemon).
+#[derive(Debug)]
+struct Source {
+    name: String,
+    latest: Mutex<Option<Arc<Status>>>,
+}
+
+/// Where a data path hands its counts over.
+#[derive(Debug, Clone)]
+pub struct Publisher(Arc<Source>);
+
+impl Publisher {
+    /// Hand `s` over without waiting: `false` (and `s` dropped) when a reader holds the slot
+    /// at this instant; the next interval's counts replace it anyway.
+    pub fn publish(&self, s: Status) -> bool {
+        let s = Arc::new(s);
+        match self.0.latest.try_lock() {
+            Ok(mut slot) => {
+                *slot = Some(s);
+                true
+            }
+            Err(TryLockError::Poisoned(p)) => {
+                *p.into_inner() = Some(s);
+                true
+            }
+            Err(TryLockError::WouldBlock) => false,
+        }
+    }
+
+    /// Hand `s` over, waiting for the slot (off the data path: a final report).
+    pub fn publish_final(&self, s: Status) {
+        *lock(&self.0.latest) = Some(Arc::new(s));
+    }
+
+    /// Forget what was published (the command is gone).
+    pub fn clear(&self) {
+        *lock(&self.0.latest) = None;
+    }
+
+    /// The source's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+}
+
+/// A slot's lock; a panicked holder leaves a plain value behind, still usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Every source of one process.
+#[derive(Debug)]
+pub struct Hub {
+    program: String,
+    version: String,
+    sources: Mutex<Vec<Arc<Source>>>,
+    history: Mutex<history::History>,
+}
+
+/// Why a source could not be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    /// [`MAX_SOURCES`] sources exist already.
+    #[error("at most {MAX_SOURCES} metric sources per process")]
+    TooManySources,
+}
+
+impl Hub {
+    /// A hub for `program` (e.g. `stream recv`) at `version`.
+    pub fn new(program: &str, version: &str) -> Arc<Hub> {
+        Arc::new(Hub {
+            program: program.to_string(),
+            version: version.to_string(),
+            sources: Mutex::new(Vec::new()),
+            history: Mutex::new(history::History::default()),
+        })
+    }
+
+    /// The publisher of source `name` (the same slot each time for the same name).
+    pub fn source(&self, name: &str) -> Result<Publisher, HubError> {
+        let mut all = lock(&self.sources);
+        if let Some(s) = all.iter().find(|s| s.name == name) {
+            return Ok(Publisher(s.clone()));
+        }
+        if all.len() >= MAX_SOURCES {
+            return Err(HubError::TooManySources);
+        }
+        let s = Arc::new(Source {
+            name: name.to_string(),
+            latest: Mutex::new(None),
+        });
+        all.push(s.clone());
+        Ok(Publisher(s))
+    }
+
+    /// The latest counts of every source that has published, in the order they were added.
+    pub fn snapshot(&self) -> Vec<(String, Arc<Status>)> {
+        let all: Vec<Arc<Source>> = lock(&self.sources).clone();
+        all.iter()
+            .filter_map(|s| lock(&s.latest).clone().map(|st| (s.name.clone(), st)))
+            .collect()
+    }
+
+    /// The program and version the hub was made for.
+    pub fn program(&self) -> (&str, &str) {
+        (&self.program, &self.version)
+    }
+
+    /// Add one history point per station from the latest counts, at `t_s` seconds.
+    pub fn sample_history(&self, t_s: f64) {
+        let snap = self.snapshot();
+        lock(&self.history).sample(t_s, &snap);
+    }
+
+    /// The history, for the page.
+    pub fn history(&self) -> Vec<history::Series> {
+        lock(&self.history).series()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recv(frames: u64) -> Status {
+        Status::StreamRecv(RecvStatus {
+            frames_written: frames,
+            ..RecvStatus::default()
+        })
+    }
+
+    #[test]
+    fn a_publisher_never_waits_for_a_reader() {
+        let hub = Hub::new("test", "0");
+        let p = hub.source("stream_recv").unwrap();
+        assert!(p.publish(recv(1)));
+        // A reader holding the slot: the publisher skips instead of waiting.
+        let src = lock(&hub.sources)[0].clone();
+        let held = src.latest.lock().unwrap();
+        assert!(!p.publish(recv(2)));
+        drop(held);
+        let snap = hub.snapshot();
+        assert!(matches!(&*snap[0].1, Status::StreamRecv(r) if r.frames_written == 1));
+        assert!(p.publish(recv(3)));
+        assert!(matches!(&*hub.snapshot()[0].1, Status::StreamRecv(r) if r.frames_written == 3));
+        // Same name, same slot; the number of sources is bounded.
+        assert!(Arc::ptr_eq(&hub.source("stream_recv").unwrap().0, &p.0));
+        for i in 1..MAX_SOURCES {
+            hub.source(&format!("s{i}")).unwrap();
+        }
+        assert_eq!(hub.source("one_more").unwrap_err(), HubError::TooManySources);
+        p.clear();
+        assert!(hub.snapshot().is_empty());
+    }
+}

@@ -1,0 +1,213 @@
+//! Scan names: what a name may hold, and how a recorder of several stations (or threads) names
+//! each one's recording.
+//!
+//! A scan name becomes a directory and file name on every disk (`<disk>/<scan>/<scan>.%08u`,
+//! `<disk>/<scan>`), so it is checked before any path is made from it: ASCII letters, digits,
+//! `_`, `+` and `-`, at most [`MAX_NAME`] bytes. No `.` — jive5ab finds vbs chunks with
+//! `^.+/[^/.]+\.([0-9]{8})$` (libvbs.cc), so a dot in the name would hide the chunks — and no
+//! `/`, so a name can never leave its disk.
+//!
+//! Several stations arriving at one recorder each get their own recording, named the way
+//! jive5ab names the recordings of its data streams (`datastream = add : {station} : *`, the
+//! suffix `_ds<name>` recognised by jive5ab's `scan_check`, `vbs2net` and vbs_fs, mountpoint.cc):
+//!
+//! | `--scan`                | station Ef, one recording per station | per thread (thread 3)    |
+//! |-------------------------|---------------------------------------|--------------------------|
+//! | `ev123_no0001`          | `ev123_no0001_dsEf`                   | `ev123_no0001_dsEf-3`    |
+//! | `ev123_{station}_no0001`| `ev123_Ef_no0001`                     | (needs `{thread}`)       |
+//! | `ev123_{station}_no0001_t{thread}` | (no `{thread}` without a split) | `ev123_Ef_no0001_t3` |
+//!
+//! `{station}` and `{thread}` are jive5ab's replacement fields: the VDIF station code (two
+//! letters or digits; any other id as four hex digits, as jive5ab prints it) and the thread id.
+
+use thiserror::Error;
+
+/// Longest scan name, bytes (jive5ab's scan labels are at most 50; room for suffixes).
+pub const MAX_NAME: usize = 128;
+
+/// Why a scan name or name template is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NameError {
+    /// Empty, too long, or a character outside `A-Za-z0-9_+-`.
+    #[error("scan name {0:?}: use 1 to {MAX_NAME} ASCII letters, digits, '_', '+' or '-' (no '.', no '/')")]
+    BadName(String),
+    /// `{thread}` in a template that records all threads of a station together.
+    #[error("scan name {0:?}: {{thread}} needs one recording per thread (--split thread)")]
+    ThreadWithoutSplit(String),
+    /// One recording per thread, but a template with `{station}` and no `{thread}`: two
+    /// threads would share a name.
+    #[error("scan name {0:?}: with one recording per thread the name needs {{thread}} too")]
+    SplitWithoutThread(String),
+}
+
+/// Whether `s` is usable as a scan name (see the module docs).
+pub fn is_valid(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'+' || b == b'-')
+}
+
+/// `s` if it is a valid scan name.
+pub fn check(s: &str) -> Result<&str, NameError> {
+    if is_valid(s) {
+        Ok(s)
+    } else {
+        Err(NameError::BadName(s.to_string()))
+    }
+}
+
+/// A VDIF station id as it appears in a recording name: the two-character code when both are
+/// letters or digits, else the id as four hex digits (jive5ab's `replace_fields`).
+pub fn station_text(id: u16) -> String {
+    let [hi, lo] = id.to_be_bytes();
+    if hi.is_ascii_alphanumeric() && lo.is_ascii_alphanumeric() {
+        format!("{}{}", hi as char, lo as char)
+    } else {
+        format!("{id:04x}")
+    }
+}
+
+/// How a recorder names each station's (or thread's) recording: `--scan` with optional
+/// `{station}` and `{thread}` fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameTemplate {
+    template: String,
+    per_thread: bool,
+    fields: bool,
+}
+
+impl NameTemplate {
+    /// Check `template` for recordings per station (`per_thread` false) or per VDIF thread.
+    pub fn new(template: &str, per_thread: bool) -> Result<NameTemplate, NameError> {
+        let has_station = template.contains("{station}");
+        let has_thread = template.contains("{thread}");
+        // Validate with the fields replaced by the longest text they can expand to.
+        let probe = template.replace("{station}", "ffff").replace("{thread}", "1023");
+        let longest = if has_station || has_thread {
+            probe.len()
+        } else {
+            probe.len() + "_dsffff-1023".len()
+        };
+        if !is_valid(&probe) || longest > MAX_NAME {
+            return Err(NameError::BadName(template.to_string()));
+        }
+        if has_thread && !per_thread {
+            return Err(NameError::ThreadWithoutSplit(template.to_string()));
+        }
+        if has_station && per_thread && !has_thread {
+            return Err(NameError::SplitWithoutThread(template.to_string()));
+        }
+        Ok(NameTemplate {
+            template: template.to_string(),
+            per_thread,
+            fields: has_station || has_thread,
+        })
+    }
+
+    /// The template as given.
+    pub fn as_str(&self) -> &str {
+        &self.template
+    }
+
+    /// The recording name of `station` (and `thread`, when recording per thread).
+    pub fn expand(&self, station: u16, thread: Option<u16>) -> String {
+        let st = station_text(station);
+        let thread = thread.filter(|_| self.per_thread);
+        if self.fields {
+            let th = thread.map_or(String::new(), |t| t.to_string());
+            self.template.replace("{station}", &st).replace("{thread}", &th)
+        } else {
+            match thread {
+                Some(t) => format!("{}_ds{st}-{t}", self.template),
+                None => format!("{}_ds{st}", self.template),
+            }
+        }
+    }
+}
+
+/// Whether `candidate` is one of the data-stream recordings of `base`: `base_ds<label>` with a
+/// label free of `_` and `.` (jive5ab's `(_ds[^_\.]+)`).
+pub fn is_data_stream_of(base: &str, candidate: &str) -> bool {
+    candidate
+        .strip_prefix(base)
+        .and_then(|rest| rest.strip_prefix("_ds"))
+        .is_some_and(|label| !label.is_empty() && !label.contains(['_', '.']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const EF: u16 = u16::from_be_bytes(*b"Ef");
+
+    #[test]
+    fn names_are_checked() {
+        for ok in ["ev123_ef_no0001", "a", "x+y-z", &"n".repeat(MAX_NAME)] {
+            assert!(is_valid(ok), "{ok}");
+        }
+        for bad in ["", "a.b", "a/b", "..", "a b", "é", &"n".repeat(MAX_NAME + 1)] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stations_are_named_as_jive5ab_names_them() {
+        assert_eq!(station_text(EF), "Ef");
+        assert_eq!(station_text(0x0001), "0001");
+        assert_eq!(station_text(u16::from_be_bytes(*b"E/")), "452f");
+        assert_eq!(station_text(0xdead), "dead");
+    }
+
+    #[test]
+    fn templates_expand_per_station_and_thread() {
+        let plain = NameTemplate::new("ev123_no0001", false).unwrap();
+        assert_eq!(plain.expand(EF, None), "ev123_no0001_dsEf");
+        let threads = NameTemplate::new("ev123_no0001", true).unwrap();
+        assert_eq!(threads.expand(EF, Some(3)), "ev123_no0001_dsEf-3");
+        let field = NameTemplate::new("ev123_{station}_no0001", false).unwrap();
+        assert_eq!(field.expand(EF, None), "ev123_Ef_no0001");
+        let both = NameTemplate::new("ev123_{station}_no0001_t{thread}", true).unwrap();
+        assert_eq!(both.expand(0x0001, Some(12)), "ev123_0001_no0001_t12");
+        assert_eq!(
+            NameTemplate::new("x_{thread}", false),
+            Err(NameError::ThreadWithoutSplit("x_{thread}".into()))
+        );
+        assert_eq!(
+            NameTemplate::new("x_{station}", true),
+            Err(NameError::SplitWithoutThread("x_{station}".into()))
+        );
+        assert!(NameTemplate::new("x.{station}", false).is_err());
+        assert!(NameTemplate::new("{station}/../x", false).is_err());
+        assert!(
+            NameTemplate::new(&"n".repeat(MAX_NAME - 5), false).is_err(),
+            "no room for the suffix"
+        );
+    }
+
+    #[test]
+    fn data_streams_are_recognised_by_their_suffix() {
+        assert!(is_data_stream_of("scan", "scan_dsEf"));
+        assert!(is_data_stream_of("scan", "scan_dsEf-3"));
+        assert!(!is_data_stream_of("scan", "scan_ds"));
+        assert!(!is_data_stream_of("scan", "scan_dsEf_x"));
+        assert!(!is_data_stream_of("scan", "scan2_dsEf"));
+        assert!(!is_data_stream_of("scan", "scan"));
+    }
+
+    proptest! {
+        #[test]
+        fn every_expansion_is_a_valid_name(
+            base in "[a-z0-9_+-]{1,40}",
+            station in any::<u16>(),
+            thread in 0u16..1024,
+            per_thread in any::<bool>(),
+        ) {
+            let t = NameTemplate::new(&base, per_thread).unwrap();
+            let name = t.expand(station, Some(thread));
+            prop_assert!(is_valid(&name), "{}", name);
+            prop_assert!(is_data_stream_of(&base, &name));
+        }
+    }
+}

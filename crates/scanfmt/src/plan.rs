@@ -1,0 +1,176 @@
+//! The writer's plan: how a stream of frames is cut into blocks, and which disk takes each.
+//!
+//! A block holds whole frames (a reader can start at any block; a file cut by a crash still
+//! ends on a frame) and, for Mark6, fits the 32-bit size field. Disks are chosen per block: the
+//! live disk with the least data still waiting to be written, ties going round robin from the
+//! last one chosen — so every disk works, equal disks take turns (the layout jive5ab's
+//! round-robin writers produce), and a slow disk is given less. A disk that fails leaves the
+//! set for good; the scan goes on on the others.
+
+use thiserror::Error;
+
+use crate::mk6::BLOCK_HEADER_V2_LEN;
+use crate::Layout;
+
+/// Why a block size cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PlanError {
+    /// Frames of zero bytes.
+    #[error("frames of 0 bytes")]
+    NoFrame,
+    /// A Mark6 block larger than its 32-bit size field.
+    #[error("Mark6 blocks hold at most 2 GiB ({0} bytes asked)")]
+    TooLarge(u64),
+}
+
+/// Default block size of FlexBuff vbs chunks: jive5ab's minimum (mk6info.cc,
+/// `mk_default_block_size_map`).
+pub const DEFAULT_VBS_BLOCK: u64 = 128 << 20;
+/// Default block size of Mark6 blocks: jive5ab's minimum (d-plane writes 10 MB).
+pub const DEFAULT_MK6_BLOCK: u64 = 8 << 20;
+
+/// Block sizes for one stream: whole frames, at most the size asked (at least one frame).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockPlan {
+    frame_len: u64,
+    data: u64,
+}
+
+impl BlockPlan {
+    /// Blocks of at most `block_bytes` of data (whole frames of `frame_len`) in `layout`.
+    pub fn new(layout: Layout, block_bytes: u64, frame_len: u64) -> Result<BlockPlan, PlanError> {
+        if frame_len == 0 {
+            return Err(PlanError::NoFrame);
+        }
+        let data = (block_bytes / frame_len).max(1) * frame_len;
+        if layout == Layout::Mk6 && data + BLOCK_HEADER_V2_LEN as u64 > i32::MAX as u64 {
+            return Err(PlanError::TooLarge(block_bytes));
+        }
+        Ok(BlockPlan { frame_len, data })
+    }
+
+    /// Data bytes of a full block.
+    pub fn block_data(&self) -> u64 {
+        self.data
+    }
+
+    /// Frames in a full block.
+    pub fn frames_per_block(&self) -> u64 {
+        self.data / self.frame_len
+    }
+
+    /// Frame length the plan was made for.
+    pub fn frame_len(&self) -> u64 {
+        self.frame_len
+    }
+}
+
+/// Chooses the disk of each new block among the live ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assigner {
+    alive: Vec<bool>,
+    next: usize,
+}
+
+impl Assigner {
+    /// `disks` disks, all live.
+    pub fn new(disks: usize) -> Assigner {
+        Assigner {
+            alive: vec![true; disks],
+            next: 0,
+        }
+    }
+
+    /// Take disk `i` out of the set; `true` if it was live.
+    pub fn drop_disk(&mut self, i: usize) -> bool {
+        self.alive.get_mut(i).is_some_and(|a| std::mem::replace(a, false))
+    }
+
+    /// Whether disk `i` is live.
+    pub fn is_alive(&self, i: usize) -> bool {
+        self.alive.get(i).copied().unwrap_or(false)
+    }
+
+    /// Live disks.
+    pub fn alive_count(&self) -> usize {
+        self.alive.iter().filter(|a| **a).count()
+    }
+
+    /// The disk for the next block given each disk's `backlog` (bytes waiting to be written;
+    /// a missing entry counts as none): the live disk with the least, ties round robin.
+    /// `None` when no disk is live.
+    pub fn pick(&mut self, backlog: &[u64]) -> Option<usize> {
+        let n = self.alive.len();
+        let chosen = (0..n)
+            .map(|k| (self.next + k) % n)
+            .filter(|&i| self.alive[i])
+            .min_by_key(|&i| backlog.get(i).copied().unwrap_or(0))?;
+        self.next = (chosen + 1) % n;
+        Some(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn blocks_hold_whole_frames() {
+        let p = BlockPlan::new(Layout::Vbs, 1 << 20, 8032).unwrap();
+        assert_eq!(p.block_data(), 130 * 8032);
+        assert_eq!(p.frames_per_block(), 130);
+        assert_eq!(
+            BlockPlan::new(Layout::Vbs, 100, 8032).unwrap().block_data(),
+            8032,
+            "at least one frame"
+        );
+        assert_eq!(BlockPlan::new(Layout::Vbs, 1, 0), Err(PlanError::NoFrame));
+        assert!(BlockPlan::new(Layout::Mk6, 4 << 30, 8032).is_err());
+        assert!(
+            BlockPlan::new(Layout::Vbs, 4 << 30, 8032).is_ok(),
+            "vbs chunks have no size field"
+        );
+    }
+
+    #[test]
+    fn equal_disks_take_turns_and_a_busy_one_is_passed_over() {
+        let mut a = Assigner::new(4);
+        let picks: Vec<usize> = (0..8).map(|_| a.pick(&[0; 4]).unwrap()).collect();
+        assert_eq!(picks, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(a.pick(&[5, 0, 9, 9]), Some(1), "the least backlog");
+        assert_eq!(a.pick(&[0, 0, 0, 0]), Some(2), "then on from there");
+    }
+
+    #[test]
+    fn a_dropped_disk_is_never_chosen_again() {
+        let mut a = Assigner::new(3);
+        assert!(a.drop_disk(1));
+        assert!(!a.drop_disk(1), "already out");
+        assert!(!a.drop_disk(7), "no such disk");
+        let picks: Vec<usize> = (0..4).map(|_| a.pick(&[]).unwrap()).collect();
+        assert_eq!(picks, vec![0, 2, 0, 2]);
+        a.drop_disk(0);
+        a.drop_disk(2);
+        assert_eq!(a.alive_count(), 0);
+        assert_eq!(a.pick(&[]), None);
+    }
+
+    proptest! {
+        #[test]
+        fn every_live_disk_works(n in 1usize..9, dropped in proptest::collection::btree_set(0usize..9, 0..8)) {
+            let mut a = Assigner::new(n);
+            for d in &dropped {
+                a.drop_disk(*d);
+            }
+            let live = a.alive_count();
+            let mut count = vec![0u32; n];
+            for _ in 0..live * 5 {
+                count[a.pick(&[]).unwrap()] += 1;
+            }
+            for (i, c) in count.iter().enumerate() {
+                prop_assert_eq!(*c, if a.is_alive(i) { 5 } else { 0 });
+            }
+        }
+    }
+}

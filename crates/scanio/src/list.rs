@@ -1,0 +1,58 @@
+//! Every scan on a set of disks (what `scan_dir?`/`scan_check?` on a FlexBuff and `list` on a
+//! Mark6 show): vbs scans are directories holding chunks of their own name, Mark6 scans are
+//! files starting with the sync word.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::PathBuf;
+
+use scanfmt::mk6::SYNC_WORD;
+use scanfmt::results::ScanList;
+use scanfmt::{name, Layout};
+
+use crate::fsat::{Dir, Kind};
+use crate::Scan;
+
+/// Most scans listed (a disk set with more is described by its first ones, by name).
+pub const MAX_SCANS: usize = 100_000;
+
+/// The scans of `layouts` on `disks`, by name, each described by [`Scan::info`].
+pub fn list_scans(layouts: &[Layout], disks: &[PathBuf]) -> ScanList {
+    let mut names: BTreeSet<(String, Layout)> = BTreeSet::new();
+    for disk in disks {
+        let Ok(dir) = Dir::open(disk) else { continue };
+        let Ok(entries) = dir.entries() else { continue };
+        for (n, kind) in entries {
+            if names.len() >= MAX_SCANS || !name::is_valid(&n) {
+                continue;
+            }
+            for &layout in layouts {
+                let is = match (layout, kind) {
+                    (Layout::Vbs, Kind::Dir) => true,
+                    (Layout::Mk6, Kind::File) => starts_with_sync(&dir, &n),
+                    _ => false,
+                };
+                if is {
+                    names.insert((n.clone(), layout));
+                }
+            }
+        }
+    }
+    let scans = names
+        .into_iter()
+        // A directory without chunks of its own name is no vbs scan: NotFound, left out.
+        .filter_map(|(n, layout)| Scan::open(layout, &n, disks).ok())
+        .map(|s| s.info())
+        .collect();
+    ScanList {
+        disks: disks.iter().map(|d| d.display().to_string()).collect(),
+        scans,
+    }
+}
+
+fn starts_with_sync(dir: &Dir, file: &str) -> bool {
+    let mut b = [0u8; 4];
+    dir.file(file)
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok_and(|()| u32::from_le_bytes(b) == SYNC_WORD)
+}

@@ -1,0 +1,724 @@
+//! Typed commands and queries: a [`StatementRepr`] checked against what each keyword takes.
+//!
+//! The keywords are jive5ab's (`doc/source/jive5ab-commands-sets.rst`) with their field
+//! order; evlbi adds `net_protocol = native` (its own framing, with ARQ), `threads` (VDIF
+//! threads per station, which a jive5ab mode leaves open) and `record_format` (vdif, vbs, mk6).
+//!
+//! | keyword | command | query |
+//! |---|---|---|
+//! | `version` | — | software and version |
+//! | `mode` | `VDIF_8000-2048-16-2` or `none` | the mode ([`crate::mode`]) |
+//! | `threads` | VDIF threads per station (1 to 1024) | the number |
+//! | `net_protocol` | `udps\|udp\|udpsnor\|vtp\|pudp\|native [: socbuf [: workbuf [: nblock]]]` (sizes `32M`, `4k`) | the settings |
+//! | `net_port` | `[host@]port [: [host@]port …]` | the ports |
+//! | `mtu` | 64 to 9000 | the MTU |
+//! | `ipd` | packet spacing, µs (or `…n` ns); 0 = at the data rate | the spacing |
+//! | `record` | `on : SCAN`, `off`, `mk6 : 0\|1` (FlexBuff vbs or Mark6) | `on : #scan : SCAN : bytes` or `off`; `record? mk6` |
+//! | `record_format` | `vdif\|vbs\|mk6` | the format |
+//! | `set_disks` | directories the recordings go to | count and list |
+//! | `net2file` | `open : NAME`, `close` | `active : bytes` or `inactive : 0` |
+//! | `net2net` | `connect : HOST [: PORT [: input protocol]]`, `on`, `off` (`disconnect`, `close`) | state, destination, bytes |
+//! | `fill2net` | `connect : HOST [: PORT [: STATION]]`, `on`, `off` (`disconnect`): send synthetic VDIF of the mode | state, destination, frames |
+//! | `evlbi` | a format of its own ([`crate::evlbi`]) | the statistics in the default format |
+//! | `tstat` | counters with a timestamp | rates since the last `tstat?` |
+//! | `status` | — | the status word |
+
+use thiserror::Error;
+
+use crate::mode::Mode;
+use crate::reply::ReturnCode;
+use crate::statement::StatementRepr;
+
+/// Longest scan label (VSI-S: 64 characters).
+pub const MAX_SCAN: usize = 64;
+/// Most recording directories (`set_disks`).
+pub const MAX_DISKS: usize = 64;
+
+/// Why a statement is not a command this recorder takes: the code and the message of the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct CommandError {
+    /// The reply's return code.
+    pub code: ReturnCode,
+    /// The reply's message field.
+    pub message: String,
+}
+
+impl CommandError {
+    fn new(code: ReturnCode, message: impl Into<String>) -> CommandError {
+        CommandError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn param(message: impl Into<String>) -> CommandError {
+        CommandError::new(ReturnCode::BadParameter, message)
+    }
+}
+
+/// A value that a command sets and a query asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting<T> {
+    /// `keyword? ;`
+    Query,
+    /// `keyword = value ;`
+    Set(T),
+}
+
+/// The datagram framing of `net_protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// jive5ab's UDP with an 8-byte sequence number (`udps`; `udp` means it too).
+    Udps,
+    /// The same framing, jive5ab's variant that does not reorder.
+    Udpsnor,
+    /// The same framing under its VTP name.
+    Vtp,
+    /// Plain UDP: bare VDIF frames.
+    Pudp,
+    /// evlbi's native framing (stream, session, rate; NAKs for ARQ).
+    Native,
+}
+
+impl Protocol {
+    /// Its name in replies.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Udps => "udps",
+            Protocol::Udpsnor => "udpsnor",
+            Protocol::Vtp => "vtp",
+            Protocol::Pudp => "pudp",
+            Protocol::Native => "native",
+        }
+    }
+
+    /// Parse a protocol name (`udp` is `udps`, as in jive5ab).
+    pub fn parse(s: &str) -> Result<Protocol, CommandError> {
+        Ok(match s {
+            "udp" | "udps" => Protocol::Udps,
+            "udpsnor" => Protocol::Udpsnor,
+            "vtp" => Protocol::Vtp,
+            "pudp" => Protocol::Pudp,
+            "native" => Protocol::Native,
+            "tcp" | "rtcp" | "itcp" | "udt" | "unix" => {
+                return Err(CommandError::param(format!(
+                    "the protocol {s} is not streamed by evlbi (udps, udp, udpsnor, vtp, pudp, native)"
+                )))
+            }
+            _ => {
+                return Err(CommandError::param(format!(
+                    "the protocol {s} is not recognized as a valid protocol"
+                )))
+            }
+        })
+    }
+}
+
+/// `net_protocol = protocol : socbuf : workbuf : nblock`; each may be left empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetProtocolSet {
+    /// The framing.
+    pub protocol: Option<Protocol>,
+    /// Socket buffer, bytes.
+    pub socbuf: Option<u64>,
+    /// jive5ab's work block size (kept and reported).
+    pub workbuf: Option<u64>,
+    /// jive5ab's number of blocks (kept and reported).
+    pub nblock: Option<u32>,
+}
+
+/// One `net_port` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    /// Local address or multicast group (`host@port`).
+    pub host: Option<String>,
+    /// UDP port.
+    pub port: u16,
+}
+
+/// Where `record = on` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordFormat {
+    /// Continuous VDIF files per station (or thread), lost frames filled.
+    Vdif,
+    /// FlexBuff vbs: header-less chunks round-robin over the disks.
+    Vbs,
+    /// Mark6 scatter-gather files.
+    Mk6,
+}
+
+impl RecordFormat {
+    /// Its name in replies.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordFormat::Vdif => "vdif",
+            RecordFormat::Vbs => "vbs",
+            RecordFormat::Mk6 => "mk6",
+        }
+    }
+}
+
+/// `record`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// `record? ;`
+    Query,
+    /// `record? mk6 ;`
+    QueryMk6,
+    /// `record = on : SCAN ;` (an experiment and station after it are accepted and ignored, as
+    /// jive5ab does on a FlexBuff).
+    On {
+        /// Scan label.
+        scan: String,
+    },
+    /// `record = off ;`
+    Off,
+    /// `record = mk6 : 1 ;` (Mark6) or `: 0` (FlexBuff vbs).
+    Mk6(bool),
+}
+
+/// `net2file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Net2File {
+    /// `net2file? ;`
+    Query,
+    /// `net2file = open : NAME ;` (a jive5ab open mode `,w` `,a` `,n` after it is dropped).
+    Open {
+        /// Where to, relative to the recording directory.
+        name: String,
+    },
+    /// `net2file = close ;`
+    Close,
+}
+
+/// `net2net`: relay what arrives on the data ports to another host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Net2Net {
+    /// `net2net? ;`
+    Query,
+    /// `net2net = connect : HOST [: PORT [: input protocol]] ;`
+    Connect {
+        /// Destination host.
+        host: String,
+        /// Destination port (default: the first `net_port`).
+        port: Option<u16>,
+        /// Framing of what arrives (default: `net_protocol`'s).
+        input: Option<Protocol>,
+    },
+    /// `net2net = on ;`: start sending.
+    On,
+    /// `net2net = off ;` (or `disconnect`, `close`): stop and close.
+    Off,
+}
+
+/// `fill2net`: send synthetic VDIF of the mode to another host (jive5ab sends a fill
+/// pattern; a link test before the observation either way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fill2Net {
+    /// `fill2net? ;`
+    Query,
+    /// `fill2net = connect : HOST [: PORT [: STATION]] ;`
+    Connect {
+        /// Destination host.
+        host: String,
+        /// Destination port (default: the first `net_port`).
+        port: Option<u16>,
+        /// Station code in the headers (default `FL`).
+        station: Option<String>,
+    },
+    /// `fill2net = on ;`
+    On,
+    /// `fill2net = off ;` (or `disconnect`)
+    Off,
+}
+
+/// A statement this recorder understands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `version? ;`
+    Version,
+    /// `mode`; `Set(None)` is `mode = none`.
+    Mode(Setting<Option<Mode>>),
+    /// `threads`.
+    Threads(Setting<u16>),
+    /// `net_protocol`.
+    NetProtocol(Setting<NetProtocolSet>),
+    /// `net_port`.
+    NetPort(Setting<Vec<PortSpec>>),
+    /// `mtu`.
+    Mtu(Setting<u32>),
+    /// `ipd`, nanoseconds (-1: automatic, as jive5ab's; 0: at the data rate).
+    Ipd(Setting<i64>),
+    /// `record`.
+    Record(Record),
+    /// `record_format`.
+    RecordFormat(Setting<RecordFormat>),
+    /// `set_disks`.
+    SetDisks(Setting<Vec<String>>),
+    /// `net2file`.
+    Net2File(Net2File),
+    /// `net2net`.
+    Net2Net(Net2Net),
+    /// `fill2net`.
+    Fill2Net(Fill2Net),
+    /// `evlbi? ;` (`None`) or `evlbi = fmt… ;`.
+    Evlbi(Option<String>),
+    /// `tstat? ;` (true) or `tstat = ;` (false).
+    Tstat(bool),
+    /// `status? ;`
+    Status,
+}
+
+impl Request {
+    /// The request a statement makes, or the reply's code and message when it makes none.
+    pub fn parse(s: &StatementRepr) -> Result<Request, CommandError> {
+        let f = &s.fields;
+        let arg = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
+        let query_only = |r: Request| {
+            if s.query {
+                Ok(r)
+            } else {
+                Err(CommandError::new(ReturnCode::NotApplicable, "query only"))
+            }
+        };
+        match s.keyword.as_str() {
+            "version" => query_only(Request::Version),
+            "status" => query_only(Request::Status),
+            "mode" => setting(s, |_| {
+                Mode::parse(needed(arg(0))?).map_err(|e| CommandError::param(e.to_string()))
+            })
+            .map(Request::Mode),
+            "threads" => setting(s, |_| number(needed(arg(0))?, 1, 1024, "threads")).map(Request::Threads),
+            "net_protocol" => setting(s, net_protocol).map(Request::NetProtocol),
+            "net_port" => setting(s, net_ports).map(Request::NetPort),
+            "mtu" => setting(s, |_| number(needed(arg(0))?, 64, 9000, "MTU")).map(Request::Mtu),
+            "ipd" => setting(s, |_| ipd(needed(arg(0))?)).map(Request::Ipd),
+            "record" => record(s).map(Request::Record),
+            "record_format" => setting(s, |_| record_format(needed(arg(0))?)).map(Request::RecordFormat),
+            "set_disks" => setting(s, disks).map(Request::SetDisks),
+            "net2file" => net2file(s).map(Request::Net2File),
+            "net2net" => net2net(s).map(Request::Net2Net),
+            "fill2net" => fill2net(s).map(Request::Fill2Net),
+            "evlbi" => Ok(Request::Evlbi((!s.query).then(|| f.join(" : ")))),
+            "tstat" => Ok(Request::Tstat(s.query)),
+            _ => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
+        }
+    }
+}
+
+/// A query, or a command parsed by `set`.
+fn setting<T>(
+    s: &StatementRepr,
+    set: impl FnOnce(&[String]) -> Result<T, CommandError>,
+) -> Result<Setting<T>, CommandError> {
+    if s.query {
+        Ok(Setting::Query)
+    } else {
+        set(&s.fields).map(Setting::Set)
+    }
+}
+
+/// A field that must be given.
+fn needed(s: &str) -> Result<&str, CommandError> {
+    if s.is_empty() {
+        Err(CommandError::param("Missing argument to command"))
+    } else {
+        Ok(s)
+    }
+}
+
+/// An integer in `lo..=hi` (decimal, or hex after `0x`, as jive5ab's `strtoul(…, 0)`).
+fn number<T: TryFrom<u64>>(s: &str, lo: u64, hi: u64, what: &str) -> Result<T, CommandError> {
+    let bad = || CommandError::param(format!("invalid value for the {what} given: '{s}' (range {lo}-{hi})"));
+    let v = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse::<u64>(),
+    }
+    .map_err(|_| bad())?;
+    if !(lo..=hi).contains(&v) {
+        return Err(bad());
+    }
+    T::try_from(v).map_err(|_| bad())
+}
+
+/// A size: a number with an optional `k` (1024) or `M` (1048576), as jive5ab takes them.
+fn size(s: &str, what: &str) -> Result<u64, CommandError> {
+    let (digits, unit) = match s.strip_suffix('k') {
+        Some(d) => (d, 1024),
+        None => match s.strip_suffix('M') {
+            Some(d) => (d, 1 << 20),
+            None => (s, 1),
+        },
+    };
+    let v: u64 = number(digits, 0, i32::MAX as u64, what)?;
+    v.checked_mul(unit)
+        .filter(|v| *v <= i32::MAX as u64)
+        .ok_or_else(|| CommandError::param(format!("<{what}> out of range: '{s}'")))
+}
+
+fn net_protocol(f: &[String]) -> Result<NetProtocolSet, CommandError> {
+    if f.iter().all(String::is_empty) {
+        return Err(CommandError::param("Empty command (no arguments given, really)"));
+    }
+    let opt = |i: usize| f.get(i).filter(|s| !s.is_empty());
+    Ok(NetProtocolSet {
+        protocol: opt(0).map(|s| Protocol::parse(s)).transpose()?,
+        socbuf: opt(1).map(|s| size(s, "socbuf size")).transpose()?,
+        workbuf: opt(2).map(|s| size(s, "workbuf size")).transpose()?,
+        nblock: opt(3).map(|s| number(s, 1, u64::from(u32::MAX), "nbuf")).transpose()?,
+    })
+}
+
+fn net_ports(f: &[String]) -> Result<Vec<PortSpec>, CommandError> {
+    let mut out = Vec::new();
+    for a in f.iter().filter(|a| !a.is_empty()) {
+        if a.contains('=') {
+            return Err(CommandError::param(format!(
+                "{a}: stream suffixes are not used by evlbi (its files are named per station and thread)"
+            )));
+        }
+        let (host, port) = match a.split_once('@') {
+            Some((h, p)) if !h.is_empty() && !p.contains('@') => (Some(h.to_string()), p),
+            Some(_) => {
+                return Err(CommandError::param(
+                    "Please specify host@port or just port, not something else",
+                ))
+            }
+            None => (None, a.as_str()),
+        };
+        out.push(PortSpec {
+            host,
+            port: number(port, 0, 65_535, "port")?,
+        });
+    }
+    if out.is_empty() {
+        return Err(CommandError::param("Missing argument to command"));
+    }
+    Ok(out)
+}
+
+/// jive5ab: a number of µs (a `u` suffix allowed) or of ns with `n`; -1 is "automatic".
+fn ipd(s: &str) -> Result<i64, CommandError> {
+    let bad = || CommandError::param(format!("ipd '{s}' NaN/out of range (range: [-1.0, 2147483us])"));
+    let (digits, scale) = match s.strip_suffix('n') {
+        Some(d) => (d, 1.0),
+        None => (s.strip_suffix('u').unwrap_or(s), 1e3),
+    };
+    let v: f64 = digits.parse().map_err(|_| bad())?;
+    let ns = v * scale;
+    if !ns.is_finite() || v < -1.0 || ns > f64::from(i32::MAX) {
+        return Err(bad());
+    }
+    Ok(if v < 0.0 { -1 } else { ns.round() as i64 })
+}
+
+fn record_format(s: &str) -> Result<RecordFormat, CommandError> {
+    match s {
+        "vdif" => Ok(RecordFormat::Vdif),
+        "vbs" | "flexbuff" => Ok(RecordFormat::Vbs),
+        "mk6" => Ok(RecordFormat::Mk6),
+        _ => Err(CommandError::param(format!("record format '{s}': vdif, vbs or mk6"))),
+    }
+}
+
+/// A name below the recording directory: one path component of `[A-Za-z0-9_.+-]`, not
+/// starting with `.` (so never `..`), at most `max` bytes.
+pub fn check_name(s: &str, max: usize, what: &str) -> Result<(), CommandError> {
+    let ok = !s.is_empty()
+        && s.len() <= max
+        && !s.starts_with('.')
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(CommandError::param(format!(
+            "{what} '{s}': 1 to {max} of A-Z a-z 0-9 _ . + - (not starting with '.')"
+        )))
+    }
+}
+
+fn record(s: &StatementRepr) -> Result<Record, CommandError> {
+    let f = &s.fields;
+    let arg = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
+    if s.query {
+        return match arg(0) {
+            "" => Ok(Record::Query),
+            "mk6" => Ok(Record::QueryMk6),
+            other => Err(CommandError::param(format!("record? {other}: give nothing or mk6"))),
+        };
+    }
+    match arg(0) {
+        "on" => {
+            let scan = arg(1);
+            if scan.is_empty() {
+                return Err(CommandError::new(ReturnCode::Conflict, "must provide a scan name"));
+            }
+            check_name(scan, MAX_SCAN, "scan label")?;
+            Ok(Record::On { scan: scan.to_string() })
+        }
+        "off" => Ok(Record::Off),
+        "mk6" => match arg(1) {
+            "0" => Ok(Record::Mk6(false)),
+            "1" => Ok(Record::Mk6(true)),
+            other => Err(CommandError::param(format!(
+                "record = mk6 : {other}: 0 (FlexBuff) or 1 (Mark6)"
+            ))),
+        },
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::param(format!("record = {other}: on, off or mk6"))),
+    }
+}
+
+fn disks(f: &[String]) -> Result<Vec<String>, CommandError> {
+    let d: Vec<String> = f.iter().filter(|s| !s.is_empty()).cloned().collect();
+    if d.is_empty() || d.len() > MAX_DISKS {
+        return Err(CommandError::param(format!("give 1 to {MAX_DISKS} directories")));
+    }
+    for p in &d {
+        // A disk is a directory below the recorder's root: relative components, each a name.
+        if p.split('/').any(|c| check_name(c, 255, "disk").is_err()) {
+            return Err(CommandError::param(format!(
+                "disk '{p}': a directory below the recording root (names of A-Z a-z 0-9 _ . + -, no '..')"
+            )));
+        }
+    }
+    Ok(d)
+}
+
+fn net2file(s: &StatementRepr) -> Result<Net2File, CommandError> {
+    if s.query {
+        return Ok(Net2File::Query);
+    }
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    match arg(0) {
+        "open" => {
+            // jive5ab takes an open mode after a comma (`file,w`): files here are always new.
+            let name = arg(1).split(',').next().unwrap_or("");
+            check_name(needed(name)?, 255, "file name")?;
+            Ok(Net2File::Open { name: name.to_string() })
+        }
+        "close" => Ok(Net2File::Close),
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::param(format!("net2file = {other}: open or close"))),
+    }
+}
+
+fn net2net(s: &StatementRepr) -> Result<Net2Net, CommandError> {
+    if s.query {
+        return Ok(Net2Net::Query);
+    }
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    match arg(0) {
+        "connect" => {
+            let host = host(arg(1))?;
+            let port = match arg(2) {
+                "" => None,
+                p => Some(number(p, 1, 65_535, "port")?),
+            };
+            let input = match arg(3) {
+                "" => None,
+                p => Some(Protocol::parse(p)?),
+            };
+            Ok(Net2Net::Connect {
+                host: host.to_string(),
+                port,
+                input,
+            })
+        }
+        "on" => Ok(Net2Net::On),
+        "off" | "disconnect" | "close" => Ok(Net2Net::Off),
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::param(format!("net2net = {other}: connect, on or off"))),
+    }
+}
+
+/// A destination host: a name or an IPv4 address, nothing else.
+fn host(h: &str) -> Result<&str, CommandError> {
+    let h = needed(h)?;
+    if h.len() <= 253 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        Ok(h)
+    } else {
+        Err(CommandError::param(format!(
+            "host '{h}' is not a host name or IPv4 address"
+        )))
+    }
+}
+
+fn fill2net(s: &StatementRepr) -> Result<Fill2Net, CommandError> {
+    if s.query {
+        return Ok(Fill2Net::Query);
+    }
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    match arg(0) {
+        "connect" => {
+            let host = host(arg(1))?.to_string();
+            let port = match arg(2) {
+                "" => None,
+                p => Some(number(p, 1, 65_535, "port")?),
+            };
+            let station = match arg(3) {
+                "" => None,
+                st if (1..=2).contains(&st.len()) && st.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+                    Some(st.to_string())
+                }
+                st => return Err(CommandError::param(format!("station '{st}': a two-letter code"))),
+            };
+            Ok(Fill2Net::Connect { host, port, station })
+        }
+        "on" => Ok(Fill2Net::On),
+        "off" | "disconnect" | "close" => Ok(Fill2Net::Off),
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::param(format!("fill2net = {other}: connect, on or off"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::statement::split_request;
+
+    fn parse(line: &str) -> Result<Request, CommandError> {
+        let mut all = split_request(line.as_bytes());
+        assert_eq!(all.len(), 1, "{line}");
+        Request::parse(&all.remove(0).expect("a statement"))
+    }
+
+    fn code(line: &str) -> ReturnCode {
+        parse(line).expect_err(line).code
+    }
+
+    #[test]
+    fn the_field_system_set_up_parses() {
+        assert!(matches!(
+            parse("mode = VDIF_8000-2048-16-2 ;"),
+            Ok(Request::Mode(Setting::Set(Some(_))))
+        ));
+        assert_eq!(parse("mode = none ;"), Ok(Request::Mode(Setting::Set(None))));
+        assert_eq!(
+            parse("net_protocol = udps : 32M : 256M : 4 ;"),
+            Ok(Request::NetProtocol(Setting::Set(NetProtocolSet {
+                protocol: Some(Protocol::Udps),
+                socbuf: Some(32 << 20),
+                workbuf: Some(256 << 20),
+                nblock: Some(4),
+            })))
+        );
+        assert_eq!(
+            parse("net_protocol = : 4k ;"),
+            Ok(Request::NetProtocol(Setting::Set(NetProtocolSet {
+                socbuf: Some(4096),
+                ..NetProtocolSet::default()
+            })))
+        );
+        assert_eq!(
+            parse("net_port = 46227 : 10.0.0.1@46228 ;"),
+            Ok(Request::NetPort(Setting::Set(vec![
+                PortSpec {
+                    host: None,
+                    port: 46227
+                },
+                PortSpec {
+                    host: Some("10.0.0.1".into()),
+                    port: 46228
+                },
+            ])))
+        );
+        assert_eq!(parse("mtu = 9000 ;"), Ok(Request::Mtu(Setting::Set(9000))));
+        assert_eq!(parse("ipd = 10 ;"), Ok(Request::Ipd(Setting::Set(10_000))));
+        assert_eq!(parse("ipd = 250n ;"), Ok(Request::Ipd(Setting::Set(250))));
+        assert_eq!(parse("ipd = -1 ;"), Ok(Request::Ipd(Setting::Set(-1))));
+        assert_eq!(
+            parse("record = on : r41066_ef_no0001 ;"),
+            Ok(Request::Record(Record::On {
+                scan: "r41066_ef_no0001".into()
+            }))
+        );
+        assert_eq!(parse("record = off ;"), Ok(Request::Record(Record::Off)));
+        assert_eq!(parse("record = mk6 : 1 ;"), Ok(Request::Record(Record::Mk6(true))));
+        assert_eq!(parse("record? mk6 ;"), Ok(Request::Record(Record::QueryMk6)));
+        assert_eq!(
+            parse("net2file = open : scan1.vdif,w ;"),
+            Ok(Request::Net2File(Net2File::Open {
+                name: "scan1.vdif".into()
+            }))
+        );
+        assert_eq!(
+            parse("net2net = connect : corr.example.org : 46300 : pudp ;"),
+            Ok(Request::Net2Net(Net2Net::Connect {
+                host: "corr.example.org".into(),
+                port: Some(46300),
+                input: Some(Protocol::Pudp),
+            }))
+        );
+        assert_eq!(parse("net2net = disconnect ;"), Ok(Request::Net2Net(Net2Net::Off)));
+        assert_eq!(
+            parse("fill2net = connect : 10.0.0.2 : 46227 : Ef ;"),
+            Ok(Request::Fill2Net(Fill2Net::Connect {
+                host: "10.0.0.2".into(),
+                port: Some(46227),
+                station: Some("Ef".into()),
+            }))
+        );
+        assert_eq!(parse("fill2net = on ;"), Ok(Request::Fill2Net(Fill2Net::On)));
+        assert_eq!(parse("evlbi = %t : %l ;"), Ok(Request::Evlbi(Some("%t : %l".into()))));
+        assert_eq!(parse("evlbi? ;"), Ok(Request::Evlbi(None)));
+        assert_eq!(parse("tstat = ;"), Ok(Request::Tstat(false)));
+        assert_eq!(
+            parse("set_disks = disk0 : disk1/sub ;"),
+            Ok(Request::SetDisks(Setting::Set(vec![
+                "disk0".into(),
+                "disk1/sub".into()
+            ])))
+        );
+    }
+
+    #[test]
+    fn bad_requests_get_jive5abs_codes() {
+        assert_eq!(code("foo? ;"), ReturnCode::NoSuchKeyword);
+        assert_eq!(code("version = 1 ;"), ReturnCode::NotApplicable);
+        assert_eq!(code("status = ;"), ReturnCode::NotApplicable);
+        assert_eq!(code("record = on ;"), ReturnCode::Conflict);
+        for bad in [
+            "mtu = 63 ;",
+            "mtu = 9001 ;",
+            "mtu = ;",
+            "mtu = x ;",
+            "net_port = 99999999 ;",
+            "net_port = a@b@1 ;",
+            "net_port = 1=x : 2=y ;",
+            "net_port = ;",
+            "net_protocol = tcp ;",
+            "net_protocol = bogus ;",
+            "net_protocol = udps : 4G ;",
+            "net_protocol = ;",
+            "ipd = -2 ;",
+            "ipd = lots ;",
+            "mode = garbage ;",
+            "mode = Mark5B-512-16-2 ;",
+            "threads = 0 ;",
+            "record = on : ../etc ;",
+            "record = on : a/b ;",
+            "record = sideways ;",
+            "record = mk6 : 2 ;",
+            "record_format = tape ;",
+            "set_disks = /etc ;",
+            "set_disks = a/../b ;",
+            "net2file = open : ../x ;",
+            "net2file = open ;",
+            "net2net = connect ;",
+            "net2net = connect : h : 0 ;",
+            "net2net = jump ;",
+            "fill2net = connect : h : 1 : Effelsberg ;",
+            "fill2net = sideways ;",
+        ] {
+            let all = split_request(bad.as_bytes());
+            let Some(Ok(s)) = all.first() else { continue };
+            assert_eq!(
+                Request::parse(s).map_err(|e| e.code),
+                Err(ReturnCode::BadParameter),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,34 +1,53 @@
 #!/usr/bin/env bash
-# evlbi send/recv against TCP (iperf3), UDT (Debian's libudt through bench/peers/udt_file.cpp)
-# and SRT file mode (srt-file-transmit) in the same run, medians of RUNS:
-#   loopback: 127.0.0.1, memory-to-memory (/dev/shm to /dev/shm) and disk-to-disk (/var/tmp;
-#             through the page cache, not fsync'd), SIZE_MB per file;
+# evlbi send/recv against TCP (BBR and cubic), UDT (Debian's libudt through
+# bench/peers/udt_file.cpp) and SRT file mode in the same run, medians of RUNS. Parts (PARTS):
+#   loopback: 127.0.0.1, SIZE_MB per file; memory-to-memory (/dev/shm to /dev/shm) and
+#             disk-to-disk (/var/tmp, through the page cache). evlbi is run per configuration
+#             (LOOP_EVLBI_CONFIGS; the disk case adds --sync false and --sync true, so the final
+#             fsync's cost is measured), UDT, TCP (iperf3; -F file mode for disk).
 #   wan:      through `evlbi linkemu` between two namespaces this script creates: 1 Gb/s
-#             bottleneck, 50 ms each way (RTT 100 ms), 0.1 % random loss (seed 7), 12.5 MB
-#             (1 BDP) drop-tail buffer, MTU 9000 for every tool; WAN_SIZE_MB per file, TCP
-#             iperf3 for WAN_SECS (cubic cannot move a large file at 0.1 % loss in bounded time).
-# Gb/s is file bytes over the time to the verdict: evlbi's wall time from start to BLAKE3 verified
-# (its JSON also has the goodput of the data rounds alone), the receiver's time for UDT, the
-# sender's wall time for SRT, iperf3's receiver figure for TCP. CPU is user+system of each side,
-# % of one core. Every received file is compared with the source (cmp).
+#             bottleneck, 50 ms each way (RTT 100 ms), random loss WAN_LOSSES (seed 7), 12.5 MB
+#             (1 BDP) drop-tail buffer, MTU 9000 for every tool. WAN_SIZE_MB file per tool:
+#             evlbi; TCP BBR moving the same file to a verified copy (bench/peers/tcp_file.py:
+#             BLAKE2b on both ends, the receiver's digest back on the connection; `bbr-file`);
+#             TCP BBR / cubic memory to memory for WAN_SECS (iperf3, the issue's baseline;
+#             `bbr`, `cubic`); UDT; SRT.
+#   wan2:     two flows at once through the same emulated path (loss WAN2_LOSS): two evlbi
+#             sessions (Jain's index of their rates), and evlbi beside TCP BBR (tcp_file.py).
+#   small:    SMALL_FILES files of SMALL_MB each through the emulated path (loss WAN2_LOSS):
+#             evlbi (one session, the directory); tar | TCP BBR | tar x (tcp_file.py --tar);
+#             one TCP BBR connection per file, etransfer-style (tcp_file.py --per-file; on the
+#             first PER_FILE_COUNT files only: ~10 round trips each).
+# Gb/s is file bytes over the time to the verdict: evlbi's wall time from start to the last
+# file BLAKE3-verified (its JSON also has the rate while data flowed, the handshake, the time
+# from the last data datagram to the verdict and the fsync); tcp_file.py's wall time from
+# connect to the compared digest; UDT the receiver's recvfile time; SRT the sender's wall time;
+# iperf3's receiver figure. CPU is user+system of each side, % of one core. Every received file
+# (and tree) is compared with its source (cmp / diff -r). The load average is recorded around
+# every part (the machine may be shared).
 #
-# Usage (root for wan): bench/transfer.sh
-#   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=500 WAN_SECS=20 PARTS="loopback wan"
-#        WAN_TOOLS="evlbi cubic bbr udt srt" LOOP_TOOLS="evlbi udt srt tcp" LOOP_CASES="mem disk"
-#        LOOP_EVLBI_CONFIGS="--cc adaptive;--cc adaptive --chunk 60000;--cc fixed --rate 5G --chunk 32768"
-#        EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
+# Usage (root for wan, wan2, small): bench/transfer.sh
+#   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=1000 WAN_SECS=20 PARTS="loopback wan wan2 small"
+#        WAN_LOSSES="0.1% 1%" WAN2_LOSS=0.1% SMALL_FILES=1000 SMALL_MB=1 PER_FILE_COUNT=100
+#        WAN_TOOLS="evlbi bbr-file bbr" LOOP_TOOLS="evlbi udt tcp" LOOP_CASES="mem disk"
+#        LOOP_EVLBI_CONFIGS="--cc adaptive" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
 #        EVLBI_BEFORE=path/to/an/older/evlbi: tool "evlbi-before" runs the same evlbi cases with
-#        it (bench/transfer_auth.sh uses this to price the per-datagram authentication)
+#        it (bench/transfer_auth.sh uses this)
 # Only namespaces evtr-<pid>-{a,b} (10.77.0.1/2) are created and removed on exit; only processes
 # this script started are stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 SIZE_MB=${SIZE_MB:-1000}
-WAN_SIZE_MB=${WAN_SIZE_MB:-500}
+WAN_SIZE_MB=${WAN_SIZE_MB:-1000}
 WAN_SECS=${WAN_SECS:-20}
-PARTS=${PARTS:-loopback wan}
+WAN_LOSSES=${WAN_LOSSES:-0.1% 1%}
+WAN2_LOSS=${WAN2_LOSS:-0.1%}
+SMALL_FILES=${SMALL_FILES:-1000}
+SMALL_MB=${SMALL_MB:-1}
+PER_FILE_COUNT=${PER_FILE_COUNT:-100}
+PARTS=${PARTS:-loopback wan wan2 small}
 OUT=${OUT:-bench/results/transfer.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 NS_A="evtr-$$-a"
@@ -45,6 +64,7 @@ fi
 WORK=$(mktemp -d /var/tmp/evlbi-transfer-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/evlbi-transfer-bench.XXXXXX)
 g++ -O2 -o "$WORK/udt_file" bench/peers/udt_file.cpp -ludt -lpthread
+TCPF="python3 bench/peers/tcp_file.py"
 PIDS=()
 EMU_PID=""
 stop_pid() { [[ -n ${1:-} ]] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
@@ -60,18 +80,36 @@ ROWS=$WORK/rows.jsonl
 : >"$ROWS"
 port=20000
 
-# time_of FILE: "wall user sys" written by /usr/bin/time -f "%e %U %S"
 row() { # part case tool run bytes secs cpu_tx cpu_rx ok [extra-json]
     printf '{"part":"%s","case":"%s","tool":"%s","run":%s,"bytes":%s,"secs":%s,"cpu_tx":%s,"cpu_rx":%s,"ok":%s%s}\n' \
         "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" "${10:-}" >>"$ROWS"
 }
+load() { awk '{print $1}' /proc/loadavg; }
+bytes_of() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 # /usr/bin/time writes "Command exited with non-zero status N" above its numbers when the command
 # fails: read only its last line.
 cpu_pct() { tail -n1 "$1" | awk '{ if ($1 > 0) printf "%.0f", ($2 + $3) / $1 * 100; else print 0 }'; }
 # CPU of a receiver whose wall time includes waiting for the sender: over the sender's wall time.
 cpu_over() { tail -n1 "$1" | awk -v w="$2" '{ if (w > 0) printf "%.0f", ($2 + $3) / w * 100; else print 0 }'; }
 
-run_evlbi() { # part case run src dstdir host "ra" "rb" extra...
+# The figures of an evlbi send --json report, as extra row fields.
+evlbi_extra() {
+    python3 -c '
+import json,sys
+try:
+    r=json.load(open(sys.argv[1])); d=r.get("data") or {}; f=r["files"]
+    tails=[x["tail_s"] for x in f if x.get("tail_s") is not None]
+    syncs=[x["sync_s"] for x in f if x.get("sync_s") is not None]
+    print(",\"goodput_rounds_bps\":%s,\"retransmitted\":%d,\"loss_seen\":%g,\"handshake_s\":%g,\"tail_s\":%s,\"rtt_min_s\":%s,\"sync_s\":%s,\"yields\":%d,\"verified\":%d" % (
+        d.get("goodput_bps") or 0, r["retransmitted_bytes"], d.get("loss_seen", 0), r["handshake_s"],
+        max(tails) if tails else "null", (d.get("rtt_min_us") or 0) / 1e6, sum(syncs) if syncs else "null",
+        d.get("cc_events", {}).get("yields", 0), sum(1 for x in f if x["verified"])))
+except Exception:
+    print("")' "$1"
+}
+
+# part case run src dstdir host "ra" "rb" extra...: one evlbi send of src (a file or a directory).
+run_evlbi() {
     local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8
     shift 8
     port=$((port + 1))
@@ -83,35 +121,31 @@ run_evlbi() { # part case run src dstdir host "ra" "rb" extra...
     PIDS+=("$rx")
     sleep 0.3
     local ok=false
-    if timeout 300 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$bin" send "$src" "$host:$port" -q --json "$@" \
+    if timeout 600 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$bin" send "$src" "$host:$port" -q --json "$@" \
         >"$WORK/tx.json" 2>"$WORK/tx.log"; then
-        cmp -s "$src" "$dst/$(basename "$src")" && ok=true
+        if [[ -d $src ]]; then
+            diff -rq "$src" "$dst/$(basename "$src")" >/dev/null && ok=true
+        else
+            cmp -s "$src" "$dst/$(basename "$src")" && ok=true
+        fi
     fi
     wait "$rx" || true
     local wall
     wall=$(tail -n1 "$WORK/tx.time" | awk '{print $1}')
-    local extra
-    extra=$(python3 -c '
-import json,sys
-try:
-    r=json.load(open(sys.argv[1])); x=r["files"][0]["rounds"]
-    print(",\"goodput_rounds_bps\":%s,\"retransmitted\":%d,\"loss_seen\":%g" % (r["goodput_bps"] or 0, r["retransmitted_bytes"], max(y["loss_seen"] for y in x)))
-except Exception:
-    print("")' "$WORK/tx.json")
-    row "$part" "$case" "${EVLBI_NAME:-evlbi} $*" "$run" "$(stat -c %s "$src")" "$wall" "$(cpu_pct "$WORK/tx.time")" \
-        "$(cpu_over "$WORK/rx.time" "$wall")" "$ok" "$extra"
+    row "$part" "$case" "${EVLBI_NAME:-evlbi} $*" "$run" "$(bytes_of "$src")" "$wall" \
+        "$(cpu_pct "$WORK/tx.time")" "$(cpu_over "$WORK/rx.time" "$wall")" "$ok" "$(evlbi_extra "$WORK/tx.json")"
 }
 
 run_udt() { # part case run src dstdir host "ra" "rb" mss
     local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8 mss=$9
     port=$((port + 1))
     rm -rf "$dst" && mkdir -p "$dst"
-    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" timeout 120 "$WORK/udt_file" recv "$port" "$dst/f" \
+    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" timeout 300 "$WORK/udt_file" recv "$port" "$dst/f" \
         >"$WORK/rx.json" 2>"$WORK/rx.log" &
     local rx=$!
     PIDS+=("$rx")
     sleep 0.3
-    timeout 120 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$WORK/udt_file" send "$host" "$port" "$src" "$mss" \
+    timeout 300 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$WORK/udt_file" send "$host" "$port" "$src" "$mss" \
         >/dev/null 2>"$WORK/tx.log" || true
     wait "$rx" || true
     local ok=false secs
@@ -127,12 +161,12 @@ run_srt() { # part case run src dstdir host "ra" "rb"
     local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8
     port=$((port + 1))
     rm -rf "$dst" && mkdir -p "$dst"
-    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" timeout 150 srt-file-transmit -q "srt://:$port" "file://$dst/" \
+    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" timeout 300 srt-file-transmit -q "srt://:$port" "file://$dst/" \
         >/dev/null 2>&1 &
     local rx=$!
     PIDS+=("$rx")
     sleep 0.5
-    timeout 120 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" srt-file-transmit -q "file://$src" \
+    timeout 300 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" srt-file-transmit -q "file://$src" \
         "srt://$host:$port" >/dev/null 2>&1 || true
     sleep 1
     stop_pid "$rx"
@@ -169,22 +203,84 @@ print(json.dumps(row))
 PY
 }
 
-if [[ " $PARTS " == *" loopback "* ]]; then
+# part case run src dst host "ra" "rb" mode(file|tar|per-file) [name]: TCP BBR to a verified copy.
+run_tcpfile() {
+    local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8 mode=$9 name=${10:-bbr-file}
+    port=$((port + 1))
+    rm -rf "$dst" && mkdir -p "$dst"
+    local flag=() out=$dst/f
+    case $mode in
+    tar) flag=(--tar); out=$dst ;;
+    per-file) flag=(--per-file); out=$dst ;;
+    esac
+    $rb /usr/bin/time -f "%e %U %S" -o "$WORK/rx.time" timeout 900 $TCPF recv "$port" "$out" "${flag[@]}" \
+        >/dev/null 2>"$WORK/rx.log" &
+    local rx=$!
+    PIDS+=("$rx")
+    sleep 0.5
+    timeout 900 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" $TCPF send "$host" "$port" "$src" "${flag[@]}" \
+        >"$WORK/tcpf.json" 2>"$WORK/tx.log" || true
+    wait "$rx" || true
+    local ok=false secs bytes
+    secs=$(python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1]))["seconds"])
+except Exception: print(0)' "$WORK/tcpf.json")
+    bytes=$(python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1]))["bytes"] if json.load(open(sys.argv[1]))["ok"] else 0)
+except Exception: print(0)' "$WORK/tcpf.json")
+    case $mode in
+    file) cmp -s "$src" "$out" && ok=true ;;
+    *) diff -rq "$src" "$out" >/dev/null && ok=true ;;
+    esac
+    # Count file bytes (tar's stream is a little larger than the files).
+    [[ $mode == file ]] || bytes=$(bytes_of "$out")
+    row "$part" "$case" "$name" "$run" "$bytes" "$secs" "$(cpu_pct "$WORK/tx.time")" \
+        "$(cpu_over "$WORK/rx.time" "$secs")" "$ok"
+}
+
+emu_start() { # loss
+    "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" --mtu 9000 \
+        --rate 1G --delay 50ms --loss "$1" --buffer 12500000B --seed 7 >"$WORK/emu.json" 2>"$WORK/emu.log" &
+    EMU_PID=$!
+    for _ in $(seq 100); do
+        ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
+        sleep 0.05
+    done
+    for ns in "$NS_A" "$NS_B"; do
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" \
+            net.ipv4.tcp_wmem="4096 131072 67108864"
+    done
+}
+emu_stop() { stop_pid "$EMU_PID"; EMU_PID=""; }
+RA="ip netns exec $NS_A"
+RB="ip netns exec $NS_B"
+LOADS=$WORK/loads.jsonl
+: >"$LOADS"
+note_load() { printf '{"part":"%s","when":"%s","load1":%s,"time":"%s"}\n' "$1" "$2" "$(load)" "$(date -u +%FT%TZ)" >>"$LOADS"; }
+
+part_loopback() {
     head -c "${SIZE_MB}000000" /dev/urandom >"$SHM/scan.bin"
     cp "$SHM/scan.bin" "$WORK/scan.bin"
     for run in $(seq "$RUNS"); do
-        echo "loopback run $run/$RUNS" >&2
+        echo "loopback run $run/$RUNS (load $(load))" >&2
         for c in ${LOOP_CASES:-mem disk}; do
             if [[ $c == mem ]]; then src=$SHM/scan.bin dst=$SHM/dst; else src=$WORK/scan.bin dst=$WORK/dst; fi
-            for tool in ${LOOP_TOOLS:-evlbi udt srt tcp}; do
+            for tool in ${LOOP_TOOLS:-evlbi udt tcp}; do
                 case $tool in
                 evlbi | evlbi-before)
                     bin=$EVLBI
                     [[ $tool == evlbi-before ]] && bin=${EVLBI_BEFORE:?EVLBI_BEFORE is not set}
-                    IFS=';' read -r -a configs <<<"${LOOP_EVLBI_CONFIGS:---cc adaptive;--cc adaptive --chunk 60000;--cc fixed --rate 5G --chunk 32768}"
+                    IFS=';' read -r -a configs <<<"${LOOP_EVLBI_CONFIGS:---cc adaptive}"
                     for args in "${configs[@]}"; do
-                        # shellcheck disable=SC2086
-                        EVLBI_BIN=$bin EVLBI_NAME=$tool run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" $args
+                        if [[ $c == disk && $tool == evlbi ]]; then
+                            for sync in false true; do
+                                # shellcheck disable=SC2086
+                                EVLBI_BIN=$bin EVLBI_NAME=$tool run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" $args --sync $sync
+                            done
+                        else
+                            # shellcheck disable=SC2086
+                            EVLBI_BIN=$bin EVLBI_NAME=$tool run_evlbi loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" $args
+                        fi
                     done
                     ;;
                 udt) run_udt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" 9000 ;;
@@ -202,75 +298,144 @@ if [[ " $PARTS " == *" loopback "* ]]; then
         done
     done
     rm -f "$SHM/scan.bin" "$WORK/scan.bin"
-fi
+}
 
-if [[ " $PARTS " == *" wan "* ]]; then
-    [[ $(id -u) -eq 0 ]] || { echo "the wan part needs root (namespaces, TUN)" >&2; exit 2; }
+part_wan() {
     head -c "${WAN_SIZE_MB}000000" /dev/urandom >"$SHM/scan.bin"
-    RA="ip netns exec $NS_A"
-    RB="ip netns exec $NS_B"
+    for loss in $WAN_LOSSES; do
+        local case="1G-100ms-$loss"
+        for run in $(seq "$RUNS"); do
+            echo "wan $loss run $run/$RUNS (load $(load))" >&2
+            for tool in ${WAN_TOOLS:-evlbi bbr-file bbr}; do
+                emu_start "$loss"
+                case $tool in
+                evlbi) run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-} ;;
+                evlbi-before)
+                    EVLBI_BIN=${EVLBI_BEFORE:?EVLBI_BEFORE is not set} EVLBI_NAME=evlbi-before \
+                        run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-}
+                    ;;
+                bbr-file) run_tcpfile wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" file ;;
+                cubic | bbr) run_tcp wan "$case" "$run" 10.77.0.2 "$RA" "$RB" "-t $WAN_SECS" "$tool" ;;
+                udt) run_udt wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" 8972 ;;
+                srt) run_srt wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" ;;
+                esac
+                emu_stop
+                rm -rf "$SHM/dst"
+            done
+        done
+    done
+}
+
+# Two flows at once: two evlbi sessions; evlbi beside TCP BBR. One row per flow.
+part_wan2() {
+    head -c "${WAN_SIZE_MB}000000" /dev/urandom >"$SHM/a.bin"
+    head -c "${WAN_SIZE_MB}000000" /dev/urandom >"$SHM/b.bin"
     for run in $(seq "$RUNS"); do
-        echo "wan run $run/$RUNS" >&2
-        for tool in ${WAN_TOOLS:-evlbi cubic bbr udt srt}; do
-            "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" --mtu 9000 \
-                --rate 1G --delay 50ms --loss 0.1% --buffer 12500000B --seed 7 >"$WORK/emu.json" 2>"$WORK/emu.log" &
-            EMU_PID=$!
-            for _ in $(seq 100); do
-                ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
-                sleep 0.05
-            done
-            for ns in "$NS_A" "$NS_B"; do
-                ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" \
-                    net.ipv4.tcp_wmem="4096 131072 67108864"
-            done
+        echo "wan2 run $run/$RUNS (load $(load))" >&2
+        for pair in "evlbi evlbi" "evlbi bbr-file"; do
+            emu_start "$WAN2_LOSS"
+            local second=${pair#* }
+            # Each flow in its own subshell with its own scratch files; rows are appended at the end.
+            (WORK=$WORK/f1 && mkdir -p "$WORK" && ROWS=$WORK/rows &&
+                run_evlbi wan2 "$pair" "$run" "$SHM/a.bin" "$SHM/d1" 10.77.0.2 "$RA" "$RB" --cc adaptive) &
+            local f1=$!
+            if [[ $second == evlbi ]]; then
+                (port=$((port + 500)) && WORK=$WORK/f2 && mkdir -p "$WORK" && ROWS=$WORK/rows &&
+                    run_evlbi wan2 "$pair" "$run" "$SHM/b.bin" "$SHM/d2" 10.77.0.2 "$RA" "$RB" --cc adaptive) &
+            else
+                (port=$((port + 500)) && WORK=$WORK/f2 && mkdir -p "$WORK" && ROWS=$WORK/rows &&
+                    run_tcpfile wan2 "$pair" "$run" "$SHM/b.bin" "$SHM/d2" 10.77.0.2 "$RA" "$RB" file bbr-file) &
+            fi
+            local f2=$!
+            wait "$f1" "$f2" || true
+            cat "$WORK/f1/rows" "$WORK/f2/rows" >>"$ROWS" 2>/dev/null || true
+            rm -rf "$WORK/f1" "$WORK/f2" "$SHM/d1" "$SHM/d2"
+            port=$((port + 1000))
+            emu_stop
+        done
+    done
+    rm -f "$SHM/a.bin" "$SHM/b.bin"
+}
+
+part_small() {
+    local tree=$SHM/small/batch
+    mkdir -p "$tree"
+    for i in $(seq -w 1 "$SMALL_FILES"); do head -c "${SMALL_MB}000000" /dev/urandom >"$tree/f$i.bin"; done
+    local few=$SHM/few/batch
+    mkdir -p "$few"
+    find "$tree" -type f | sort | head -n "$PER_FILE_COUNT" | xargs -I{} cp {} "$few/"
+    local case="${SMALL_FILES}x${SMALL_MB}MB-1G-100ms-$WAN2_LOSS"
+    for run in $(seq "$RUNS"); do
+        echo "small run $run/$RUNS (load $(load))" >&2
+        for tool in ${SMALL_TOOLS:-evlbi tar-bbr per-file-bbr}; do
+            emu_start "$WAN2_LOSS"
             case $tool in
-            evlbi) run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-} ;;
-            evlbi-before)
-                EVLBI_BIN=${EVLBI_BEFORE:?EVLBI_BEFORE is not set} EVLBI_NAME=evlbi-before \
-                    run_evlbi wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-}
-                ;;
-            cubic | bbr) run_tcp wan 1G-100ms-0.1% "$run" 10.77.0.2 "$RA" "$RB" "-t $WAN_SECS" "$tool" ;;
-            udt) run_udt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" 8972 ;;
-            srt) run_srt wan 1G-100ms-0.1% "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" ;;
+            evlbi) run_evlbi small "$case" "$run" "$tree" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ;;
+            tar-bbr) run_tcpfile small "$case" "$run" "$tree" "$SHM/dst" 10.77.0.2 "$RA" "$RB" tar tar-bbr ;;
+            per-file-bbr) run_tcpfile small "${PER_FILE_COUNT}x${SMALL_MB}MB-1G-100ms-$WAN2_LOSS" "$run" "$few" "$SHM/dst" 10.77.0.2 "$RA" "$RB" per-file per-file-bbr ;;
             esac
-            stop_pid "$EMU_PID"
-            EMU_PID=""
+            emu_stop
             rm -rf "$SHM/dst"
         done
     done
-fi
+    rm -rf "$SHM/small" "$SHM/few"
+}
+
+for p in $PARTS; do
+    case $p in
+    loopback | wan | wan2 | small) ;;
+    *) echo "unknown part $p" >&2; exit 2 ;;
+    esac
+    if [[ $p != loopback && $(id -u) -ne 0 ]]; then echo "the $p part needs root (namespaces, TUN)" >&2; exit 2; fi
+    note_load "$p" start
+    "part_$p"
+    note_load "$p" end
+done
 
 mkdir -p "$(dirname "$OUT")"
-python3 - "$ROWS" "$OUT" <<'PY'
+python3 - "$ROWS" "$LOADS" "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+loads = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 groups = {}
 for r in rows:
     r["gbps"] = r["bytes"] * 8 / r["secs"] / 1e9 if r["secs"] else 0.0
     groups.setdefault((r["part"], r["case"], r["tool"]), []).append(r)
+def med(rs, k):
+    v = [x[k] for x in rs if x.get(k) is not None]
+    return statistics.median(v) if v else None
 summary = []
 for (part, case, tool), rs in groups.items():
-    med = lambda k: statistics.median(x.get(k, 0) or 0 for x in rs)
+    g = sorted(x["gbps"] for x in rs)
     summary.append(dict(part=part, case=case, tool=tool, runs=len(rs), ok=sum(x["ok"] for x in rs),
-                        gbps=med("gbps"), cpu_tx=med("cpu_tx"), cpu_rx=med("cpu_rx"),
-                        goodput_rounds_gbps=med("goodput_rounds_bps") / 1e9 if any("goodput_rounds_bps" in x for x in rs) else None,
-                        retransmitted=med("retransmitted")))
-json.dump(dict(rows=rows, summary=summary), open(sys.argv[2], "w"), indent=1)
-print("| part | case | tool | runs ok | Gb/s (median) | data-round Gb/s | CPU % send / recv | retransmitted |")
-print("|---|---|---|---|---|---|---|---|")
+                        gbps=med(rs, "gbps"), gbps_min=g[0], gbps_max=g[-1], cpu_tx=med(rs, "cpu_tx"),
+                        cpu_rx=med(rs, "cpu_rx"),
+                        goodput_rounds_gbps=(med(rs, "goodput_rounds_bps") or 0) / 1e9 if any("goodput_rounds_bps" in x for x in rs) else None,
+                        retransmitted=med(rs, "retransmitted"), handshake_s=med(rs, "handshake_s"),
+                        tail_s=med(rs, "tail_s"), rtt_min_s=med(rs, "rtt_min_s"), sync_s=med(rs, "sync_s")))
+json.dump(dict(rows=rows, summary=summary, loads=loads), open(sys.argv[3], "w"), indent=1)
+f = lambda v, p=3: "-" if v is None else f"{v:.{p}f}"
+print("| part | case | tool | runs ok | Gb/s median (min-max) | while data flowed | CPU % send / recv | handshake s | last data to verdict ms | fsync s |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for s in summary:
-    g = "-" if s["goodput_rounds_gbps"] is None else f'{s["goodput_rounds_gbps"]:.3f}'
-    print(f'| {s["part"]} | {s["case"]} | {s["tool"]} | {s["ok"]}/{s["runs"]} | {s["gbps"]:.3f} | {g} | {s["cpu_tx"]:.0f} / {s["cpu_rx"]:.0f} | {s["retransmitted"]:.0f} |')
-for s in summary:
-    if s["tool"].startswith("evlbi-before"):
-        now = [x for x in summary if (x["part"], x["case"]) == (s["part"], s["case"]) and x["tool"] == "evlbi" + s["tool"][len("evlbi-before"):]]
-        if now and s["gbps"] > 0:
-            print(f'{s["part"]} {s["case"]} {now[0]["tool"]}: now / before = {now[0]["gbps"] / s["gbps"]:.3f} '
-                  f'({now[0]["gbps"]:.3f} vs {s["gbps"]:.3f} Gb/s; CPU send {now[0]["cpu_tx"]:.0f} vs {s["cpu_tx"]:.0f} %, recv {now[0]["cpu_rx"]:.0f} vs {s["cpu_rx"]:.0f} %)')
-for part, case in sorted({(s["part"], s["case"]) for s in summary}):
+    tail = None if s["tail_s"] is None else s["tail_s"] * 1e3
+    print(f'| {s["part"]} | {s["case"]} | {s["tool"]} | {s["ok"]}/{s["runs"]} | {s["gbps"]:.3f} ({s["gbps_min"]:.3f}-{s["gbps_max"]:.3f}) | '
+          f'{f(s["goodput_rounds_gbps"])} | {f(s["cpu_tx"], 0)} / {f(s["cpu_rx"], 0)} | {f(s["handshake_s"])} | {f(tail, 1)} | {f(s["sync_s"])} |')
+for part, case in sorted({(s["part"], s["case"]) for s in summary if s["part"] in ("loopback", "wan", "small")}):
     ev = [s for s in summary if (s["part"], s["case"]) == (part, case) and s["tool"].startswith("evlbi") and not s["tool"].startswith("evlbi-before")]
-    best = max((s["gbps"] for s in ev), default=0)
-    for s in summary:
-        if (s["part"], s["case"]) == (part, case) and not s["tool"].startswith("evlbi") and s["gbps"] > 0:
-            print(f'{part} {case}: best evlbi / {s["tool"]} = {best / s["gbps"]:.2f}')
+    for e in ev:
+        for s in summary:
+            if (s["part"], s["case"]) == (part, case) and not s["tool"].startswith("evlbi") and s["gbps"]:
+                print(f'{part} {case}: {e["tool"]} / {s["tool"]} = {e["gbps"] / s["gbps"]:.2f}')
+# Two flows: per run, the two rates and Jain's index.
+by_run = {}
+for r in rows:
+    if r["part"] == "wan2":
+        by_run.setdefault((r["case"], r["run"]), []).append(r)
+for (case, run), rs in sorted(by_run.items()):
+    x = [r["gbps"] for r in rs]
+    jain = sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if any(x) else 0
+    print(f'wan2 {case} run {run}: ' + " + ".join(f'{r["tool"]} {r["gbps"]:.3f}' for r in rs) + f' Gb/s, Jain {jain:.3f}')
+for l in loads:
+    print(f'load average {l["load1"]} at the {l["when"]} of {l["part"]} ({l["time"]})')
 PY

@@ -98,7 +98,13 @@ pub fn transfer_tally(s: &mut metrics::status::TransferRecvStatus, e: &transfer_
         E::Connected(_) => s.sessions += 1,
         E::Rejected(..) => s.refused += 1,
         E::Ended(_, Some(_)) => s.sessions_failed += 1,
-        E::Ended(_, None) | E::Directory(_) | E::Round { .. } => {}
+        E::Ended(_, None) | E::Directory(_) | E::DataPort(..) => {}
+        // A session's datagrams, counted when its one data stream ends.
+        E::Stream(_, st) => {
+            s.datagrams += st.datagrams_received;
+            s.duplicate_datagrams += st.duplicate_datagrams;
+            s.rejected_datagrams += st.rejected + st.foreign.other_host + st.foreign.other_port + st.foreign.oversized;
+        }
         E::File(f) => {
             if f.verified {
                 s.files_verified += 1;
@@ -107,9 +113,6 @@ pub fn transfer_tally(s: &mut metrics::status::TransferRecvStatus, e: &transfer_
                 s.files_failed += 1;
             }
             s.bytes_received += f.size.saturating_sub(f.resumed_bytes);
-            s.datagrams += f.datagrams_received;
-            s.duplicate_datagrams += f.duplicate_datagrams;
-            s.rejected_datagrams += f.rejected + f.foreign.other_host + f.foreign.other_port + f.foreign.oversized;
             s.rounds += u64::from(f.rounds);
             s.last_file = Some(f.path.clone());
             s.last_rate_bps =

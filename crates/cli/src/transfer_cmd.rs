@@ -83,15 +83,17 @@ pub enum Cc {
     after_help = "DEST is HOST[:PORT][/PATH]: PATH is a directory below the receiver's --root (default: the \
 root itself). Directories are sent recursively; empty files and directories too.\n\nExamples:\n  \
 evlbi send scan01.vdif corr.example.org:/exp42                 # adaptive rate\n  \
+evlbi send scans/ corr.example.org:/exp42                      # a directory: one stream for all its files\n  \
 evlbi send --cc fixed --rate 4G scans/ corr.example.org:5310/exp42\n  \
-evlbi send big.vdif 127.0.0.1:5310 --export-json send.json\n  \
+evlbi send big.vdif 127.0.0.1:5310 --sync false --export-json send.json   # verdict without fsync\n  \
 evlbi send --disks '/mnt/disk*' vbs://ev123_no0001_dsEf corr:/exp42     # lands as exp42/ev123_no0001_dsEf.vdif\n  \
 evlbi send --keep-layout mk6://ev123_ef_no0001 corr:/exp42              # exp42/1/0/ev123_ef_no0001, … as on the module\n\n\
 A recorded scan (vbs://SCAN, mk6://SCAN) is read from its disks in block order and lands as one continuous \
 VDIF file, SCAN.vdif, verified end to end like any file (BLAKE3 of what was read from the disks against what \
 was written at the receiver). With --keep-layout its files are sent as they lie, each verified, below a \
-directory per disk; `evlbi vdif gather --disks 'DEST/*'` reads them there.\n\nThe JSON report has per file: bytes resumed, \
-bytes and retransmissions per round, loss seen, RTT, goodput and the BLAKE3 the receiver verified."
+directory per disk; `evlbi vdif gather --disks 'DEST/*'` reads them there.\n\nThe JSON report has per file: bytes \
+resumed, bytes per round, the BLAKE3 the receiver verified, the fsync it took and the time from the file's last \
+datagram to its verdict; for the data stream: datagrams, retransmissions, loss seen, RTT and the rate every 100 ms."
 )]
 pub struct SendArgs {
     /// Files, directories or recorded scans (vbs://SCAN, mk6://SCAN), then DEST
@@ -114,12 +116,18 @@ pub struct SendArgs {
     /// a 1500-byte MTU.
     #[arg(long, default_value_t = 8192)]
     chunk: u32,
-    /// Block size for verification and resume (a multiple of --chunk; rounded up).
+    /// Block size for verification and resume (rounded up to a power of two, 4K to 1G).
     #[arg(long, value_parser = parse_size, default_value = "64M")]
     block: u64,
     /// File holding the pre-shared key.
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Whether the receiver fsyncs each file before its verdict: `true` (default) means
+    /// "verified" also means "on the receiver's disk" — safe to delete the source; `false`
+    /// only means the verified bytes are in the receiver's page cache (faster; the JSON says
+    /// what the fsync cost, `sync_s`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "true|false")]
+    sync: bool,
     #[command(flatten)]
     output: ResultOutput,
     #[command(flatten)]
@@ -197,16 +205,15 @@ fn recv_event(e: ServerEvent, lines: &mut crate::flags::JsonLines, failed: &mut 
         // Not counted as a failure: it never became a session (a port scan, a wrong key).
         ServerEvent::Rejected(peer, why) => status!("{peer}: refused before the session: {}", one_line(&why)),
         ServerEvent::Directory(d) => status!("  {d}/"),
-        ServerEvent::Round {
-            path,
-            round,
-            udp_port,
-            bytes,
-        } => {
-            if round > 1 || bytes > 0 {
-                status!("  {path}: round {round}, {bytes} B expected on UDP {udp_port}")
-            }
-        }
+        ServerEvent::DataPort(peer, port) => status!("{peer}: data on UDP {port}"),
+        ServerEvent::Stream(peer, st) => status!(
+            "{peer}: {} datagrams, {} duplicate, {} refused by the protocol, {} from elsewhere, loss {:.2e}",
+            st.datagrams_received,
+            st.duplicate_datagrams,
+            st.rejected,
+            st.foreign.other_host + st.foreign.other_port + st.foreign.oversized,
+            st.loss_fraction
+        ),
         ServerEvent::File(f) => {
             if !f.verified {
                 *failed += 1;
@@ -216,15 +223,16 @@ fn recv_event(e: ServerEvent, lines: &mut crate::flags::JsonLines, failed: &mut 
                 // The JSON line says it all.
             } else if f.verified {
                 status!(
-                    "  {}  {} B  verified BLAKE3 {}  ({} B resumed, {} round(s), {} datagrams, {} duplicate, {} rejected)",
+                    "  {}  {} B  verified BLAKE3 {}  ({} B resumed, {} round(s), {})",
                     f.path,
                     f.size,
                     f.blake3.as_deref().map_or("", |h| &h[..16]),
                     f.resumed_bytes,
                     f.rounds,
-                    f.datagrams_received,
-                    f.duplicate_datagrams,
-                    f.rejected + f.foreign.other_host + f.foreign.other_port + f.foreign.oversized,
+                    match f.sync_s {
+                        Some(s) => format!("fsync {:.1} ms", s * 1e3),
+                        None => "not fsync'd".into(),
+                    },
                 );
             } else {
                 status!("  {}  FAILED: {}", f.path, f.error.as_deref().unwrap_or("unknown"));
@@ -275,6 +283,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         },
         chunk_size: a.chunk,
         block_size: a.block,
+        sync: a.sync,
     };
     let bar = a.output.bar(
         0,
@@ -325,39 +334,33 @@ fn print_summary(r: &SendReport) {
     for f in &r.files {
         match (&f.error, f.verified) {
             (None, true) => println!(
-                "{}  {} B  verified {}  {} round(s), {} B resumed, {} B retransmitted, {:.1} s",
+                "{}  {} B  verified {}  {} round(s), {} B resumed, {}, {:.2} s, last data to verdict {}",
                 f.path,
                 f.size,
                 f.blake3.as_deref().map_or("", |h| &h[..16]),
                 f.rounds.len(),
                 f.resumed_bytes,
-                f.rounds.iter().map(|x| x.retransmitted_bytes).sum::<u64>(),
-                f.elapsed_s
+                f.sync_s
+                    .map_or("not fsync'd".into(), |s| format!("fsync {:.1} ms", s * 1e3)),
+                f.elapsed_s,
+                f.tail_s.map_or("-".into(), |t| format!("{:.1} ms", t * 1e3)),
             ),
             (e, _) => println!("{}  FAILED: {}", f.path, e.as_deref().unwrap_or("not verified")),
         }
     }
-    let rtt = r
-        .files
-        .iter()
-        .flat_map(|f| &f.rounds)
-        .filter_map(|x| x.rtt_min_us)
-        .min();
-    let loss = r
-        .files
-        .iter()
-        .flat_map(|f| &f.rounds)
-        .map(|x| x.loss_seen)
-        .fold(0.0, f64::max);
+    let d = r.data.clone().unwrap_or_default();
     println!(
-        "{} file(s), {} B moved in {:.2} s: goodput {}b/s, {} B retransmitted, max loss seen {:.2e}, min RTT {}, CPU {}",
+        "{} file(s), {} B moved in {:.2} s (handshake {:.3} s): {}b/s while data flowed, {} B retransmitted, \
+         loss seen {:.2e}, min RTT {}, CPU {}",
         r.files.len(),
         r.transferred_bytes,
         r.elapsed_s,
-        r.goodput_bps.map_or("-".into(), si_fmt),
+        r.handshake_s,
+        r.goodput_bps.map_or("- ".into(), si_fmt),
         r.retransmitted_bytes,
-        loss,
-        rtt.map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
+        d.loss_seen,
+        d.rtt_min_us
+            .map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
         r.cpu_percent.map_or("-".into(), |c| format!("{c:.0} %")),
     );
 }

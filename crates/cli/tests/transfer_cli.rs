@@ -212,15 +212,16 @@ fn through_linkemu_with_loss_and_delay_the_file_arrives_byte_exact() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(status.success());
     let rep = json_of(&out);
-    let round = &rep["files"][0]["rounds"][0];
+    let stream = &rep["data"];
     assert!(
-        round["loss_seen"].as_f64().unwrap() > 0.002,
-        "1 % loss not seen: {round}"
+        stream["loss_seen"].as_f64().unwrap() > 0.002,
+        "1 % loss not seen: {stream}"
     );
-    assert!(round["retransmitted_bytes"].as_u64().unwrap() > 0);
+    assert!(stream["retransmitted_bytes"].as_u64().unwrap() > 0);
     assert!(
-        round["rtt_min_us"].as_u64().unwrap() >= 20_000,
-        "RTT below the emulated 20 ms: {round}"
+        stream["rtt_min_us"].as_u64().unwrap() >= 20_000,
+        "RTT below the emulated 20 ms: {stream}"
     );
+    assert_eq!(rep["files"][0]["verified"], serde_json::Value::Bool(true));
     assert_eq!(fs::read(root.path().join("wan/jb.vdif")).unwrap(), data);
 }

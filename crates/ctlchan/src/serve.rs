@@ -182,9 +182,10 @@ pub fn serve<E: Send>(
                     });
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if let Ok(e) = rx.recv_timeout(Duration::from_millis(20)) {
-                        on(e);
-                    }
+                    // Wake for a connection at once (a handshake must not wait for a poll
+                    // period: on a long path every millisecond of the session's start counts),
+                    // and for events and `stop` at least every 20 ms.
+                    wait_for_connection(listener, Duration::from_millis(20));
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // EMFILE, ENFILE, ECONNABORTED, …: the next accept may succeed.
@@ -210,6 +211,23 @@ pub fn serve<E: Send>(
     }
     let stats = lock(&state).stats;
     Ok(stats)
+}
+
+/// Wait until `listener` has a connection to accept, at most `timeout` (poll(2); std offers no
+/// readiness wait on a listener).
+fn wait_for_connection(listener: &TcpListener, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd for the duration of the call. An error or a signal only ends
+    // the wait early; the accept loop tries again.
+    unsafe {
+        libc::poll(&mut pfd, 1, ms);
+    }
 }
 
 /// Register a new connection as pending (closing the oldest pending one at the cap); `None`

@@ -45,5 +45,7 @@ pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use listen::{bind_listen, ListenSpec, ListenSpecError, MulticastInterface};
 pub use pacer::{Lateness, Pacer, Spacing};
-pub use socket::{bind_udp, connect_udp, size_buffers, wait_any_readable, BufferGrant, BufferRequest, NetioError};
+pub use socket::{
+    bind_udp, connect_udp, size_buffers, wait_any_readable, wait_fds_readable, BufferGrant, BufferRequest, NetioError,
+};
 pub use stop::{install_stop_signals, stop_signal};

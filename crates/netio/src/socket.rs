@@ -242,6 +242,14 @@ pub fn wait_any_readable(socks: &[&UdpSocket], timeout: std::time::Duration) -> 
     crate::sys::wait_any_readable(&fds, timeout)
 }
 
+/// Like [`wait_any_readable`] for any descriptors (at most 64): a UDP data socket beside a TCP
+/// control connection, in a loop that serves both.
+pub fn wait_fds_readable(fds: &[std::os::fd::BorrowedFd<'_>], timeout: std::time::Duration) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    crate::sys::wait_any_readable(&raw, timeout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

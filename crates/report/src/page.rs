@@ -511,7 +511,17 @@ fn transfer_parts(r: &transfer::results::SendReport) -> (Vec<Metric>, Vec<Table>
             format!("{} ({:.1} Mbit/s)", r.cc, r.rate_bps / MBIT),
         ),
         Metric::num("bytes moved", Some(r.transferred_bytes as f64), "B"),
-        Metric::num("goodput of the data rounds", r.goodput_bps.map(|g| g / MBIT), "Mbit/s"),
+        Metric::num("goodput while data flowed", r.goodput_bps.map(|g| g / MBIT), "Mbit/s"),
+        Metric::num(
+            "loss seen",
+            r.data.as_ref().map(|d| d.loss_seen * 100.0),
+            "% of datagrams",
+        ),
+        Metric::num(
+            "min RTT",
+            r.data.as_ref().and_then(|d| d.rtt_min_us).map(|us| us as f64 / 1e3),
+            "ms",
+        ),
         Metric::num("wall time, to the last verdict", Some(r.elapsed_s), "s"),
         Metric::num("retransmitted", Some(r.retransmitted_bytes as f64), "B"),
         Metric::num("CPU (user + system)", r.cpu_percent, "% of a core"),
@@ -524,9 +534,9 @@ fn transfer_parts(r: &transfer::results::SendReport) -> (Vec<Metric>, Vec<Table>
             "size (B)",
             "resumed (B)",
             "rounds",
-            "retransmitted (B)",
-            "loss seen",
-            "min RTT (ms)",
+            "offer to verdict (s)",
+            "last data to verdict (ms)",
+            "fsync (ms)",
             "BLAKE3",
             "verdict",
         ]
@@ -536,16 +546,14 @@ fn transfer_parts(r: &transfer::results::SendReport) -> (Vec<Metric>, Vec<Table>
             .files
             .iter()
             .map(|f| {
-                let rtt = f.rounds.iter().filter_map(|x| x.rtt_min_us).min();
-                let loss = f.rounds.iter().map(|x| x.loss_seen).fold(0.0, f64::max);
                 vec![
                     f.path.clone(),
                     f.size.to_string(),
                     f.resumed_bytes.to_string(),
                     f.rounds.len().to_string(),
-                    f.rounds.iter().map(|x| x.retransmitted_bytes).sum::<u64>().to_string(),
-                    format!("{loss:.2e}"),
-                    rtt.map_or("-".into(), |us| format!("{:.3}", us as f64 / 1e3)),
+                    format!("{:.3}", f.elapsed_s),
+                    f.tail_s.map_or("-".into(), |t| format!("{:.1}", t * 1e3)),
+                    f.sync_s.map_or("-".into(), |t| format!("{:.1}", t * 1e3)),
                     f.blake3.as_deref().map_or("-".into(), |h| h[..16].to_string()),
                     match (&f.error, f.verified) {
                         (None, true) => "verified".into(),

@@ -373,33 +373,23 @@ pub fn stream_send_rates(s: &SendReport) -> Option<ChartSpec> {
     Some(spec)
 }
 
-/// Transfer rate over time (every 100 ms of each round): goodput (the acknowledged prefix
-/// growing) and the pacing rate the congestion controller chose, seconds from the round start.
+/// Transfer rate over time (every 100 ms of the session's data stream): goodput (the
+/// acknowledged prefix growing) and the pacing rate the congestion controller chose, seconds
+/// from the stream's start.
 pub fn transfer_rates(r: &transfer::results::SendReport) -> Option<ChartSpec> {
-    let rounds: Vec<_> = r
-        .files
-        .iter()
-        .flat_map(|f| f.rounds.iter().map(move |x| (f, x)))
-        .filter(|(_, x)| x.rate_samples.len() >= 2)
-        .collect();
-    if rounds.is_empty() {
-        return None;
-    }
-    let mut spec = ChartSpec::new("Transfer rate over time", "time in round (s)", "rate (Mbit/s)");
-    // The largest rounds say the most; keep the figure readable with at most four.
-    let mut rounds = rounds;
-    rounds.sort_by_key(|(_, x)| std::cmp::Reverse(x.bytes));
-    for (f, x) in rounds.into_iter().take(4) {
-        let name = f.path.rsplit('/').next().unwrap_or(&f.path);
-        let pts = |v: &dyn Fn(&transfer::RateSample) -> f64| -> Vec<(f64, f64)> {
-            x.rate_samples.iter().map(|s| (s.t_s, v(s) / 1e6)).collect()
-        };
-        spec.push(format!("{name} goodput"), SeriesData::Line(pts(&|s| s.goodput_bps)));
-        spec.push(format!("{name} pacing"), SeriesData::Line(pts(&|s| s.pacing_bps)));
-    }
+    let d = r.data.as_ref().filter(|d| d.rate_samples.len() >= 2)?;
+    let mut spec = ChartSpec::new("Transfer rate over time", "time (s)", "rate (Mbit/s)");
+    let pts = |v: &dyn Fn(&transfer::RateSample) -> f64| -> Vec<(f64, f64)> {
+        d.rate_samples.iter().map(|s| (s.t_s, v(s) / 1e6)).collect()
+    };
+    spec.push("goodput", SeriesData::Line(pts(&|s| s.goodput_bps)));
+    spec.push("pacing", SeriesData::Line(pts(&|s| s.pacing_bps)));
     spec.note = Some(format!(
-        "{} B moved, {} B retransmitted; cc {}",
-        r.transferred_bytes, r.retransmitted_bytes, r.cc
+        "{} file(s), {} B moved, {} B retransmitted; cc {}",
+        r.files.len(),
+        r.transferred_bytes,
+        r.retransmitted_bytes,
+        d.cc
     ));
     Some(spec)
 }

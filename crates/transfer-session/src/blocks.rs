@@ -1,11 +1,9 @@
 //! Blocks: the unit of verification and resume.
 //!
-//! A file is cut into blocks of `block_size` bytes (a multiple of the chunk size; the last block
-//! may be shorter). Each block has a BLAKE3 hash. A round of the transfer protocol moves a
-//! *selection* of blocks as if they were one contiguous file: virtual offset `v` lies in the
-//! `v / block_size`-th selected block. Because blocks are whole multiples of chunks and only the
-//! file's last block is short (and it sorts last), every chunk of the virtual file lies inside
-//! one real block, so the protocol needs no change to skip what the receiver already has.
+//! A file is cut into blocks of `block_size` bytes, a power of two (the last block may be
+//! shorter): each block is one subtree of the file's BLAKE3 tree, and its hash is that
+//! subtree's chaining value ([`crate::hashing`]). The session moves every block the receiver
+//! lacks as one segment of its data stream ([`crate::segments`]).
 
 use std::io;
 
@@ -57,55 +55,6 @@ pub fn from_ranges(r: &[[u64; 2]]) -> impl Iterator<Item = u64> + '_ {
     r.iter().flat_map(|&[a, b]| a..b)
 }
 
-/// The blocks moved in one round, as one virtual file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
-    geometry: Geometry,
-    blocks: Vec<u64>,
-}
-
-impl Selection {
-    /// Blocks `blocks` (sorted, each < `geometry.blocks()`) of a file.
-    pub fn new(geometry: Geometry, mut blocks: Vec<u64>) -> Self {
-        blocks.sort_unstable();
-        blocks.dedup();
-        blocks.retain(|&b| b < geometry.blocks());
-        Selection { geometry, blocks }
-    }
-
-    /// Every block not in `have`.
-    pub fn missing(geometry: Geometry, have: &[[u64; 2]]) -> Self {
-        let mut held = from_ranges(have).peekable();
-        let mut blocks = Vec::new();
-        for b in 0..geometry.blocks() {
-            while held.next_if(|&h| h < b).is_some() {}
-            if held.peek() != Some(&b) {
-                blocks.push(b);
-            }
-        }
-        Selection { geometry, blocks }
-    }
-
-    /// The selected block indices.
-    pub fn blocks(&self) -> &[u64] {
-        &self.blocks
-    }
-
-    /// Size of the virtual file.
-    pub fn virtual_size(&self) -> u64 {
-        self.geometry.len_of(self.blocks.iter().copied())
-    }
-
-    /// Which selected block a virtual offset is in (index into [`Selection::blocks`]) and the
-    /// real file offset it maps to; `None` past the end.
-    pub fn locate(&self, virtual_offset: u64) -> Option<(usize, u64)> {
-        let i = usize::try_from(virtual_offset / self.geometry.block_size).ok()?;
-        let b = *self.blocks.get(i)?;
-        let within = virtual_offset % self.geometry.block_size;
-        (within < self.geometry.block_len(b)).then(|| (i, b * self.geometry.block_size + within))
-    }
-}
-
 /// What the receiver keeps beside `NAME.part` (as `NAME.part.evlbi`) so an interrupted file can
 /// resume: which version of which file it is and which blocks are on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,7 +66,8 @@ pub struct ResumeState {
     pub size: u64,
     /// Source modification time (ns) the blocks came from.
     pub mtime_ns: u64,
-    /// Chunk size of the offer.
+    /// Unused (the chunk size of protocol 2's offers; 0 from protocol 3 on, where a resume
+    /// depends only on blocks).
     pub chunk_size: u32,
     /// Block size of the offer.
     pub block_size: u64,
@@ -157,43 +107,11 @@ mod tests {
     use super::*;
     use std::fs;
 
-    const G: Geometry = Geometry {
-        size: 10 * 4096 + 100,
-        block_size: 4096,
-    };
-
     #[test]
     fn ranges_roundtrip() {
         let r = to_ranges([0, 1, 2, 5, 7, 8]);
         assert_eq!(r, vec![[0, 3], [5, 6], [7, 9]]);
         assert_eq!(from_ranges(&r).collect::<Vec<_>>(), vec![0, 1, 2, 5, 7, 8]);
-    }
-
-    #[test]
-    fn missing_blocks_map_to_real_offsets() {
-        let s = Selection::missing(G, &[[0, 3], [5, 10]]);
-        assert_eq!(s.blocks(), &[3, 4, 10]);
-        assert_eq!(s.virtual_size(), 2 * 4096 + 100);
-        assert_eq!(s.locate(0), Some((0, 3 * 4096)));
-        assert_eq!(s.locate(4096 + 5), Some((1, 4 * 4096 + 5)));
-        assert_eq!(s.locate(2 * 4096 + 99), Some((2, 10 * 4096 + 99)));
-        assert_eq!(s.locate(2 * 4096 + 100), None);
-        assert_eq!(Selection::missing(G, &[]).virtual_size(), G.size);
-        assert_eq!(Selection::missing(G, &[[0, 11]]).virtual_size(), 0);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn selection_covers_exactly_the_missing_bytes(held in proptest::collection::btree_set(0u64..11, 0..11)) {
-            let s = Selection::missing(G, &to_ranges(held.iter().copied()));
-            let mut real: Vec<u64> = (0..s.virtual_size()).step_by(97).filter_map(|v| s.locate(v).map(|x| x.1)).collect();
-            real.dedup();
-            for r in &real {
-                proptest::prop_assert!(!held.contains(&(r / 4096)));
-            }
-            let expect: u64 = (0..11).filter(|b| !held.contains(b)).map(|b| G.block_len(b)).sum();
-            proptest::prop_assert_eq!(s.virtual_size(), expect);
-        }
     }
 
     #[test]

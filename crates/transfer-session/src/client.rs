@@ -1,5 +1,6 @@
-//! The sending side (`evlbi send`): plan the files, authenticate, move each file in rounds,
-//! send its hashes, and wait for the receiver's verdict.
+//! The sending side (`evlbi send`): plan the files, authenticate, offer them ahead of the data,
+//! stream every accepted block through one open transfer, send each block's hash as it is sent,
+//! and collect the receiver's verdicts.
 
 use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
@@ -8,21 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use ctlchan::mac::{hex_encode, prove, verify};
-use ctlchan::{Channel, Role};
-use netio::{connect_udp, BufferRequest, ProcessCpu};
-use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SenderState, SessionParams};
+use ctlchan::mac::{hex_encode, prove};
+use ctlchan::{Channel, ChannelError, Role};
+use netio::{connect_udp, io_err, BufferRequest, ProcessCpu};
+use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
+use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
-use crate::blocks::{Geometry, Selection};
-use crate::control::{
-    data_key, session_key, Msg, Offer, CLIENT_LABEL, HASHES_PER_MESSAGE, MAX_LINE, PROTOCOL_VERSION, SERVER_LABEL,
-};
+use crate::control::{data_key, session_key, Msg, CLIENT_LABEL, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
 use crate::fileio::{FileSource, ReadAt};
-use crate::hashing::{digest, FileDigest};
-use crate::udp::{drive_sender, Tick};
-use crate::{nonce, unexpected, SessionError, CONTROL_TIMEOUT};
-use netio::io_err;
-use transfer::results::{FileSendReport, RoundReport, SendReport, REPORT_SCHEMA_VERSION};
+use crate::send_items::Items;
+use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
 
 /// Congestion control for the data.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,14 +62,16 @@ pub struct SendConfig {
     pub cc: CcChoice,
     /// Payload bytes per datagram.
     pub chunk_size: u32,
-    /// Verification/resume block size (rounded up to a multiple of the chunk size).
+    /// Verification/resume block size (rounded up to a power of two).
     pub block_size: u64,
+    /// Ask the receiver to fsync each file before its verdict.
+    pub sync: bool,
 }
 
 /// Progress, for a bar.
 #[derive(Debug, Clone, Default)]
 pub struct SendProgress {
-    /// Destination path of the current file.
+    /// Destination path of the file being sent.
     pub file: String,
     /// Bytes of all files that are done or held by the receiver.
     pub done_bytes: u64,
@@ -81,9 +79,9 @@ pub struct SendProgress {
     pub total_bytes: u64,
     /// Current pacing rate, bit/s.
     pub rate_bps: f64,
-    /// Payload bytes sent again, all files so far.
+    /// Payload bytes sent again so far.
     pub retransmitted_bytes: u64,
-    /// Smoothed round-trip time of the current round, once measured.
+    /// Smoothed round-trip time of the data stream, once measured.
     pub srtt: Option<Duration>,
 }
 
@@ -117,35 +115,26 @@ pub enum SendItem {
 
 /// Where a file's bytes come from.
 #[derive(Clone)]
-enum Source {
+pub(crate) enum Source {
     Path(PathBuf),
     Stream(String, Arc<dyn ReadAt>),
 }
 
-/// An opened [`Source`].
-enum Opened {
-    File(File),
-    Stream(Arc<dyn ReadAt>),
-}
-
-impl Opened {
-    fn reader(&self) -> &dyn ReadAt {
+impl Source {
+    /// Open it for reading, and its size now (`None` for a stream: the size it was planned
+    /// with holds).
+    pub(crate) fn open(&self) -> Result<(Arc<dyn ReadAt>, Option<u64>), String> {
         match self {
-            Opened::File(f) => f,
-            Opened::Stream(r) => &**r,
+            Source::Path(p) => {
+                let f = File::open(p).map_err(|e| format!("opening {}: {e}", p.display()))?;
+                let size = f.metadata().map_err(|e| format!("reading {}: {e}", p.display()))?.len();
+                Ok((Arc::new(f), Some(size)))
+            }
+            Source::Stream(_, r) => Ok((r.clone(), None)),
         }
     }
-}
 
-impl Source {
-    fn open(&self) -> Result<Opened, SessionError> {
-        Ok(match self {
-            Source::Path(p) => Opened::File(File::open(p).map_err(io_err(format!("opening {}", p.display())))?),
-            Source::Stream(_, r) => Opened::Stream(r.clone()),
-        })
-    }
-
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Source::Path(p) => p.display().to_string(),
             Source::Stream(n, _) => n.clone(),
@@ -155,7 +144,7 @@ impl Source {
 
 /// One thing to send: a file or a directory to create.
 #[derive(Clone)]
-enum Item {
+pub(crate) enum Item {
     Dir(String),
     File {
         source: Source,
@@ -267,10 +256,11 @@ fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
     Ok(out)
 }
 
-/// Prove the key (when we have one), check the receiver's proof, agree on the session key and
-/// from then on authenticate every line; returns the session key.
+/// Prove the key (when we have one) or hand over a fresh session key (without), and from then
+/// on authenticate every line; returns the session key. The receiver's first authenticated line
+/// (`welcome`) is its proof: only a holder of the pre-shared key derives the same session key.
 fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], SessionError> {
-    let cn = nonce();
+    let cn = crate::nonce();
     ch.send(&Msg::Hello {
         version: PROTOCOL_VERSION,
         client_nonce: cn.clone(),
@@ -282,44 +272,56 @@ fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], Sess
         } => (server_nonce, key_required),
         m => return Err(unexpected(&m, "challenge")),
     };
-    if key_required && key.is_none() {
-        return Err(SessionError::Auth(
-            "the receiver requires a pre-shared key (--key-file)".into(),
-        ));
-    }
-    let proof = key
-        .map(|k| prove(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()]))
-        .transpose()
-        .map_err(|e| SessionError::Auth(e.to_string()))?;
-    ch.send(&Msg::Auth { proof })?;
-    let sk = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Welcome {
-            proof,
-            session_key: sent,
-        } => match (key, proof, sent) {
-            (None, _, Some(hex)) => ctlchan::mac::hex32(&hex)
-                .ok_or_else(|| SessionError::Auth("the receiver's session key is malformed".into()))?,
-            (None, _, None) => return Err(SessionError::Auth("the receiver sent no session key".into())),
-            (Some(k), Some(p), _) => {
-                verify(k, &[SERVER_LABEL, cn.as_bytes(), sn.as_bytes()], &p)
-                    .map_err(|_| SessionError::Auth("the receiver's key proof does not match".into()))?;
-                session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?
-            }
-            (Some(_), None, _) => {
-                return Err(SessionError::Auth(
-                    "the receiver has no key but this sender does".into(),
-                ))
-            }
-        },
-        m => return Err(unexpected(&m, "welcome")),
+    let sk = match (key, key_required) {
+        (None, true) => {
+            return Err(SessionError::Auth(
+                "the receiver requires a pre-shared key (--key-file)".into(),
+            ))
+        }
+        (Some(_), false) => {
+            return Err(SessionError::Auth(
+                "the receiver has no key but this sender does".into(),
+            ))
+        }
+        (Some(k), true) => {
+            let auth = |e: ctlchan::mac::MacError| SessionError::Auth(e.to_string());
+            let proof = prove(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()]).map_err(auth)?;
+            ch.send(&Msg::Auth {
+                proof: Some(proof),
+                session_key: None,
+            })?;
+            session_key(k, &cn, &sn).map_err(auth)?
+        }
+        (None, false) => {
+            let mut sk = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
+            ch.send(&Msg::Auth {
+                proof: None,
+                session_key: Some(hex_encode(&sk)),
+            })?;
+            sk
+        }
     };
     ch.authenticate(sk, Role::Client);
     Ok(sk)
 }
 
+/// Wait for the receiver's `welcome`: the data port and the session id.
+fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), SessionError> {
+    match ch.recv(CONTROL_TIMEOUT) {
+        Ok(Msg::Welcome { udp_port, session_id }) => Ok((udp_port, session_id)),
+        Ok(m) => Err(unexpected(&m, "welcome")),
+        // The receiver refused our proof and said so in the clear, or holds another key.
+        Err(ChannelError::BadMac) => Err(SessionError::Auth(
+            "the receiver refused the key proof (or holds another key)".into(),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Send `items` (files and directories) to the receiver in `cfg`. Per-file failures (a refused
 /// path, a verification that never succeeds) are recorded in the report and the session goes on;
-/// a failed control channel or authentication ends it with `Err`.
+/// a failed control channel, data stream or authentication ends it with `Err`.
 pub fn send(
     cfg: &SendConfig,
     items: &[PathBuf],
@@ -345,14 +347,32 @@ pub fn send_items(
             crate::control::CHUNK_RANGE
         )));
     }
-    let block_size = cfg.block_size.max(1).div_ceil(u64::from(cfg.chunk_size)) * u64::from(cfg.chunk_size);
+    let block_size = block_size(cfg.block_size);
     let plan = plan_items(items, &cfg.dest)?;
+    crate::raise_fd_limit();
     let started = Instant::now();
     let cpu0 = ProcessCpu::read().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to {}", cfg.server)))?;
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
     let sk = handshake(&mut ch, cfg.key.as_deref())?;
+    let mut items = Items::new(plan, block_size, cfg.sync);
+    // The session and the first offers go out before the welcome: the receiver answers them
+    // right after it. If the receiver refused our proof it has hung up meanwhile.
+    let (udp_port, session_id) = (|| {
+        ch.send(&Msg::Session {
+            chunk_size: cfg.chunk_size,
+        })?;
+        items.offer_more(&mut ch)?;
+        welcome(&mut ch)
+    })()
+    .map_err(|e| match e {
+        SessionError::Control(c) => SessionError::Auth(format!(
+            "the receiver ended the connection after our key proof (a wrong key?): {c}"
+        )),
+        e => e,
+    })?;
+    let handshake_s = started.elapsed().as_secs_f64();
 
     let (cc_name, rate) = cfg.cc.describe();
     let mut report = SendReport {
@@ -361,208 +381,55 @@ pub fn send_items(
         server: cfg.server.to_string(),
         cc: cc_name.to_string(),
         rate_bps: rate,
+        handshake_s,
+        total_bytes: items.total_bytes(),
         ..SendReport::default()
     };
-    report.total_bytes = plan
-        .iter()
-        .map(|i| if let Item::File { size, .. } = i { *size } else { 0 })
-        .sum();
-    let mut prog = SendProgress {
-        total_bytes: report.total_bytes,
-        ..SendProgress::default()
-    };
-    let mut round_time = 0.0;
-    for item in &plan {
-        if stop.load(Ordering::Relaxed) {
-            return Err(SessionError::Interrupted);
-        }
-        match item {
-            Item::Dir(d) if d.is_empty() => {}
-            Item::Dir(d) => {
-                ch.send(&Msg::Mkdir { path: d.clone() })?;
-                match ch.recv(CONTROL_TIMEOUT)? {
-                    Msg::Done { .. } => report.directories.push(d.clone()),
-                    Msg::Refused { message } => {
-                        report.files.push(FileSendReport {
-                            path: d.clone(),
-                            error: Some(message),
-                            ..FileSendReport::default()
-                        });
-                    }
-                    m => return Err(unexpected(&m, "done")),
-                }
-            }
-            Item::File {
-                source,
-                dest,
-                size,
-                mtime_ns,
-            } => {
-                let offer = Offer {
-                    path: dest.clone(),
-                    size: *size,
-                    mtime_ns: *mtime_ns,
-                    chunk_size: cfg.chunk_size,
-                    block_size,
-                };
-                let f = send_file(&mut ch, cfg, &sk, source, offer, &mut prog, progress, stop)?;
-                round_time += f.rounds.iter().map(|r| r.duration_s).sum::<f64>();
-                report.transferred_bytes += f.rounds.iter().map(|r| r.bytes).sum::<u64>();
-                report.retransmitted_bytes += f.rounds.iter().map(|r| r.retransmitted_bytes).sum::<u64>();
-                report.files.push(f);
-            }
-        }
-    }
+    let (data, read) = run_stream(&mut ch, cfg, &sk, udp_port, session_id, &mut items, progress, stop)?;
+    report.source_bytes_read = read + items.held_bytes();
     ch.send(&Msg::Bye)?;
+    let (files, dirs) = items.into_reports();
+    report.files = files;
+    report.directories = dirs;
+    report.transferred_bytes = data.bytes;
+    report.retransmitted_bytes = data.retransmitted_bytes;
+    report.goodput_bps = data.goodput_bps;
+    report.data = Some(data);
     report.elapsed_s = started.elapsed().as_secs_f64();
-    report.goodput_bps = (round_time > 0.0).then(|| report.transferred_bytes as f64 * 8.0 / round_time);
     report.cpu_percent = cpu0.and_then(|c0| ProcessCpu::read().ok().map(|c1| c1.cpu_percent(&c0, started.elapsed())));
     report.ok = report.files.iter().all(|f| f.error.is_none());
     Ok(report)
 }
 
+/// `--block` as the protocol wants it: a power of two in range.
+fn block_size(asked: u64) -> u64 {
+    asked
+        .clamp(MIN_BLOCK, MAX_BLOCK)
+        .checked_next_power_of_two()
+        .unwrap_or(MAX_BLOCK)
+        .min(MAX_BLOCK)
+}
+
+/// See where it is set in [`run_stream`].
+const PACING_GRANULARITY: Duration = Duration::from_millis(1);
+/// Longest sleep between looks at the control channel and the progress callback.
+const TICK: Duration = Duration::from_millis(20);
+/// Below this, waiting in ppoll costs more than it saves: poll without blocking instead.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// The data stream: one open transfer for every block of every file, run until every item has
+/// its verdict. Returns its report and the bytes read from the sources for it.
 #[allow(clippy::too_many_arguments)]
-fn send_file(
+fn run_stream(
     ch: &mut Channel<Msg>,
     cfg: &SendConfig,
     sk: &[u8; 32],
-    source: &Source,
-    offer: Offer,
-    prog: &mut SendProgress,
-    progress: &mut dyn FnMut(&SendProgress),
-    stop: &AtomicBool,
-) -> Result<FileSendReport, SessionError> {
-    let started = Instant::now();
-    let mut rep = FileSendReport {
-        source: source.name(),
-        path: offer.path.clone(),
-        size: offer.size,
-        ..FileSendReport::default()
-    };
-    prog.file = offer.path.clone();
-    let opened = source.open()?;
-    let file = opened.reader();
-    let g = Geometry {
-        size: offer.size,
-        block_size: offer.block_size,
-    };
-    let chunk_size = offer.chunk_size;
-    let offered_path = offer.path.clone();
-    ch.send(&Msg::Offer(offer))?;
-    let mut accept = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Refused { message } => {
-            rep.error = Some(message);
-            return Ok(rep);
-        }
-        m @ Msg::Accept { .. } => m,
-        m => return Err(unexpected(&m, "accept")),
-    };
-    let base_done = prog.done_bytes;
-    let hashing_stopped = AtomicBool::new(false);
-    std::thread::scope(|s| -> Result<FileSendReport, SessionError> {
-        // Hash the whole file while the first round sends it: the receiver needs every block's
-        // hash, including those it already holds, to re-verify them.
-        let mut hasher = Some(s.spawn(|| {
-            crate::lower_priority();
-            digest(file, g, &|| hashing_stopped.load(Ordering::Relaxed))
-        }));
-        let mut file_digest: Option<FileDigest> = None;
-        // Blocks the receiver held from an earlier attempt; they count as resumed once verified.
-        let mut held_before = std::collections::BTreeSet::new();
-        let result = (|| loop {
-            let Msg::Accept {
-                udp_port,
-                session_id,
-                have,
-            } = &accept
-            else {
-                return Err(unexpected(&accept, "accept"));
-            };
-            let selection = Selection::missing(g, have);
-            let held = g.size - selection.virtual_size();
-            if rep.rounds.is_empty() {
-                held_before = crate::blocks::from_ranges(have).collect();
-            }
-            prog.done_bytes = base_done + held;
-            let (port, id) = (*udp_port, *session_id);
-            let key = data_key(sk, id);
-            let round = run_round(
-                ch, cfg, file, selection, port, id, key, chunk_size, prog, progress, stop,
-            )?;
-            rep.rounds.push(round);
-            if let Some(h) = hasher.take() {
-                let d = h
-                    .join()
-                    .map_err(|_| SessionError::Usage("hashing thread panicked".into()))?
-                    .map_err(io_err(format!("reading {}", source.name())))?
-                    .ok_or(SessionError::Interrupted)?;
-                file_digest = Some(d);
-            }
-            let d = file_digest.as_ref().ok_or(SessionError::Interrupted)?;
-            if rep.rounds.len() == 1 {
-                for (i, page) in d.blocks.chunks(HASHES_PER_MESSAGE).enumerate() {
-                    ch.send(&Msg::Hashes {
-                        first_block: (i * HASHES_PER_MESSAGE) as u64,
-                        hashes: page.iter().map(|h| hex_encode(h)).collect(),
-                    })?;
-                }
-            }
-            // Also the end-of-round marker: the receiver stops serving the round's socket.
-            ch.send(&Msg::FileHash {
-                blake3: hex_encode(&d.file),
-            })?;
-            // Verification reads the whole copy: allow for a slow disk (100 MB/s).
-            let verify_time = CONTROL_TIMEOUT + Duration::from_secs(g.size / 100_000_000);
-            match ch.recv(verify_time)? {
-                Msg::Verified { path, blake3 } => {
-                    rep.verified = blake3 == hex_encode(&d.file) && path == offered_path;
-                    if path != offered_path {
-                        rep.error = Some(format!(
-                            "the receiver verified {path:?}, not the offered {offered_path:?}"
-                        ));
-                    } else if !rep.verified {
-                        rep.error = Some(format!("receiver's BLAKE3 {blake3} differs from ours"));
-                    }
-                    rep.resumed_bytes = g.len_of(held_before.iter().copied());
-                    rep.blake3 = Some(blake3);
-                    prog.done_bytes = base_done + g.size;
-                    return Ok(());
-                }
-                Msg::Resend { blocks } => {
-                    for b in crate::blocks::from_ranges(&blocks) {
-                        held_before.remove(&b);
-                    }
-                    accept = ch.recv(CONTROL_TIMEOUT)?
-                }
-                Msg::Refused { message } => {
-                    rep.error = Some(message);
-                    return Ok(());
-                }
-                m => return Err(unexpected(&m, "verified")),
-            }
-        })();
-        hashing_stopped.store(true, Ordering::Relaxed);
-        result?;
-        rep.elapsed_s = started.elapsed().as_secs_f64();
-        Ok(rep.clone())
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_round(
-    ch: &mut Channel<Msg>,
-    cfg: &SendConfig,
-    file: &dyn ReadAt,
-    selection: Selection,
     udp_port: u16,
     session_id: u64,
-    key: transfer::DataKey,
-    chunk_size: u32,
-    prog: &mut SendProgress,
+    items: &mut Items,
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<RoundReport, SessionError> {
-    let bytes = selection.virtual_size();
+) -> Result<(DataReport, u64), SessionError> {
     let to = SocketAddr::new(cfg.server.ip(), udp_port);
     let local: SocketAddr = match to.ip() {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -570,47 +437,105 @@ fn run_round(
     };
     let (sock, _) = connect_udp(local, to, BufferRequest::new(4 << 20, 4 << 20))
         .map_err(|e| io_err(format!("UDP to {to}"))(std::io::Error::other(e)))?;
-    let params = SessionParams {
+    sock.set_nonblocking(true).map_err(io_err("UDP socket"))?;
+    let mut scfg = SenderConfig::new(SessionParams {
         session_id,
-        file_size: bytes,
-        chunk_size,
-    };
-    let mut scfg = SenderConfig::new(params);
-    scfg.data_key = Some(key);
-    let mut sender = transfer::Sender::new(scfg, FileSource::new(file, selection), cfg.cc.build(), Instant::now())
+        file_size: 0,
+        chunk_size: cfg.chunk_size,
+    });
+    scfg.open = true;
+    scfg.data_key = Some(data_key(sk, session_id));
+    // A real thread wakes tens of µs late on a busy host; the pacer forgives lateness up to
+    // this much (and sends that much at once), so a sleep that overshoots does not lower the
+    // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
+    scfg.pacing_granularity = PACING_GRANULARITY;
+    let source = FileSource::new(cfg.chunk_size);
+    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now())
         .map_err(|e| SessionError::Usage(e.to_string()))?;
-    let (base, retx_base) = (prog.done_bytes, prog.retransmitted_bytes);
-    let mut peer_failure: Option<SessionError> = None;
-    let outcome = drive_sender(&sock, &mut sender, &mut |s| {
-        prog.done_bytes = base + s.bytes_delivered();
-        prog.rate_bps = s.cc().pacing_rate_bps();
-        prog.retransmitted_bytes = retx_base + s.retransmitted_bytes();
-        prog.srtt = s.smoothed_rtt();
-        progress(prog);
-        // The receiver only speaks during a round to give up (disk full, …): listen for it.
-        match ch.try_recv() {
-            Ok(None) => {}
-            Ok(Some(m)) => peer_failure = Some(unexpected(&m, "the end of the round")),
-            Err(e) => peer_failure = Some(e.into()),
+    let mut tx = crate::udp::Transmit::new(netio::gso_supported(&sock));
+    let mut rb = netio::RecvBatch::new(64, 2048);
+    let mut prog = SendProgress {
+        total_bytes: items.total_bytes(),
+        ..SendProgress::default()
+    };
+    let mut next_tick = Instant::now();
+    let mut tcp_ready = true;
+    let mut first_data: Option<Instant> = None;
+    let mut last_ack = (0u64, Instant::now());
+    loop {
+        if tcp_ready {
+            while let Some(m) = ch.try_recv()? {
+                items.handle(m, &mut sender)?;
+            }
         }
-        if stop.load(Ordering::Relaxed) || peer_failure.is_some() {
-            Tick::Abort
-        } else {
-            Tick::Continue
+        items.send_hashes(ch, &mut sender)?;
+        items.offer_more(ch)?;
+        let now = Instant::now();
+        if sender.poll_timeout().is_some_and(|t| t <= now) {
+            sender.handle_timeout(now);
         }
-    })
-    .map_err(io_err(format!("sending to {to}")))?;
-    if let Some(e) = peer_failure {
-        return Err(e);
+        sender.source_mut().now = now;
+        tx.pump(&sock, &mut sender)
+            .map_err(io_err(format!("sending to {to}")))?;
+        if let Some(e) = sender.source_mut().error.take() {
+            return Err(io_err("reading a source file")(e).into());
+        }
+        if let transfer::SenderState::Failed(f) = sender.state() {
+            return Err(SessionError::Peer(format!("the data stream failed: {f:?}")));
+        }
+        if first_data.is_none() && sender.datagrams_sent() > 0 {
+            first_data = Some(now);
+        }
+        if sender.bytes_delivered() > last_ack.0 {
+            last_ack = (sender.bytes_delivered(), now);
+        }
+        let cum_ack = sender.cum_ack();
+        sender.source_mut().retire(cum_ack);
+        if now >= next_tick {
+            prog.done_bytes = (items.held_bytes() + sender.bytes_delivered()).min(prog.total_bytes);
+            prog.rate_bps = sender.cc().pacing_rate_bps();
+            prog.retransmitted_bytes = sender.retransmitted_bytes();
+            prog.srtt = sender.smoothed_rtt();
+            prog.file = items.current().to_string();
+            progress(&prog);
+            if stop.load(Ordering::Relaxed) {
+                return Err(SessionError::Interrupted);
+            }
+            next_tick = now + TICK;
+        }
+        if items.all_final() {
+            break;
+        }
+        let wake = sender.poll_timeout().unwrap_or(next_tick).min(next_tick);
+        let wait = wake.saturating_duration_since(Instant::now());
+        let wait = if wait < SPIN { Duration::ZERO } else { wait };
+        let ready = wait_two(&sock, ch, wait)?;
+        tcp_ready = ready & 2 != 0;
+        if ready & 1 != 0 {
+            crate::udp::pump_reports(&sock, &mut rb, &mut sender).map_err(io_err(format!("receiving from {to}")))?;
+        }
     }
-    if outcome == Tick::Abort {
-        return Err(SessionError::Interrupted);
-    }
+    let read = sender.source().bytes_read + sender.source().read_back;
+    Ok((data_report(&sender, tx.stats(), first_data, last_ack.1), read))
+}
+
+/// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.
+fn wait_two(sock: &std::net::UdpSocket, ch: &Channel<Msg>, wait: Duration) -> Result<u64, SessionError> {
+    use std::os::fd::AsFd;
+    netio::wait_fds_readable(&[sock.as_fd(), ch.stream().as_fd()], wait)
+        .map_err(|e| io_err("waiting for the network")(e).into())
+}
+
+fn data_report<S: transfer::Source>(
+    sender: &transfer::Sender<S>,
+    tx: crate::udp::TransmitStats,
+    first: Option<Instant>,
+    last_ack: Instant,
+) -> DataReport {
     let st = sender.stats();
-    if let SenderState::Failed(f) = &st.state {
-        return Err(SessionError::Peer(format!("transfer round failed: {f:?}")));
-    }
-    Ok(RoundReport {
+    let bytes = sender.layout().total_bytes();
+    let duration_s = first.map_or(0.0, |f| last_ack.saturating_duration_since(f).as_secs_f64());
+    DataReport {
         bytes,
         datagrams_sent: st.datagrams_sent,
         payload_bytes_sent: st.payload_bytes_sent,
@@ -618,11 +543,13 @@ fn run_round(
         loss_seen: st.loss_seen_by_receiver,
         rtt_min_us: st.rtt_min_us,
         srtt_us: st.srtt_us,
-        duration_s: st.duration_s.unwrap_or(0.0),
-        goodput_bps: st.goodput_bps,
+        duration_s,
+        goodput_bps: (duration_s > 0.0).then(|| bytes as f64 * 8.0 / duration_s),
         cc: format!("{} ({})", st.cc, st.cc_phase),
         cc_events: st.cc_events,
         rejected: st.rejected.total(),
+        gso: tx.gso,
+        send_syscalls: tx.syscalls,
         rate_samples: st.rate_samples,
-    })
+    }
 }

@@ -4,36 +4,45 @@
 //! sender (evlbi send)                         receiver (evlbi recv)
 //!   hello{client_nonce}                 ──▶
 //!                                       ◀──   challenge{server_nonce, key_required}
-//!   auth{proof}                         ──▶   (proof checked when the receiver has a key)
-//!                                       ◀──   welcome{proof, session_key (only without a key)}
+//!   auth{proof | session_key}           ──▶   (proof checked when the receiver has a key)
 //!   ── from here on every line carries an HMAC under the session key (ctlchan::Channel::authenticate) ──
-//!   per directory: mkdir{path}          ──▶   ◀── done{path}
-//!   per file: offer{path, size, …}      ──▶
-//!                                       ◀──   accept{udp_port, session_id, have} | refused{…}
-//!   … DATA/REPORT/FIN on UDP for the blocks not in `have` …
-//!   hashes{first_block, [BLAKE3 per block]}… file_hash{BLAKE3 of the file}  ──▶
-//!                                       ◀──   verified{path, blake3} | resend{blocks} (then a new accept)
+//!   session{chunk_size}                 ──▶
+//!   mkdir{id, path} …  offer{id, …} …   ──▶   (pipelined: up to a window ahead, no round trip each)
+//!                                       ◀──   welcome{udp_port, session_id}
+//!                                       ◀──   done{id} | accept{id, have} | refused{id, …}  (in order)
+//!   … one stream of DATA/REPORT on UDP: every accepted block not in `have`, in accept order …
+//!   hashes{id, first_block, [hash per block]} … file_hash{id, blake3}   ──▶  (as blocks are sent)
+//!                                       ◀──   verified{id, path, blake3, synced} | resend{id, blocks} | refused{id, …}
 //!   bye                                 ──▶
 //! ```
 //!
-//! Both proofs are HMAC-SHA256 over a role label and both nonces ([`ctlchan::mac`]); the
-//! receiver's proof convinces the sender it is not uploading to an impostor.
+//! Each `accept` (and `resend`) appends the blocks it names as segments of the session's one
+//! open transfer stream ([`crate::segments`]), on both ends in the order of these messages: the
+//! data of many files flows back to back with one congestion controller, and the block hashes
+//! the sender computes as it sends reach the receiver about with the data, so a file's verdict
+//! follows its last byte by about one round trip.
+//!
+//! The sender sends `auth` and, without waiting, `session` and its first offers, authenticated
+//! under the session key it already holds; the receiver's first authenticated line, `welcome`,
+//! proves the key back (only a holder of the pre-shared key can derive the session key). The
+//! data waits for `welcome`. Both key proofs are HMAC-SHA256 over a role label and both nonces
+//! ([`ctlchan::mac`]).
 //!
 //! What is authenticated: with a pre-shared key, both ends derive a session key from it and both
-//! nonces ([`session_key`]); every control line after `welcome` carries an HMAC under it (a proxy
+//! nonces ([`session_key`]); every control line after `auth` carries an HMAC under it (a proxy
 //! that rewrites an offered path, a verdict or a hash breaks the channel), the verdict names the
-//! path it is for, and every UDP datagram of a round carries a BLAKE3 tag under a key derived
-//! from it and the round's session id ([`data_key`]), so a forged or altered datagram is dropped
-//! before it moves any state. Without a pre-shared key the receiver draws a random session key
-//! and sends it in `welcome`: that keeps out anyone who cannot read the control connection
-//! (blind injection of DATA or REPORTs), but someone on the path can read the key — only a
-//! pre-shared key authenticates the peer. Nothing is encrypted.
+//! path it is for, and every UDP datagram carries a BLAKE3 tag under a key derived from it and
+//! the session id ([`data_key`]), so a forged or altered datagram is dropped before it moves any
+//! state. Without a pre-shared key the sender draws a random session key and sends it in `auth`:
+//! that keeps out anyone who cannot read the control connection (blind injection of DATA or
+//! REPORTs), but someone on the path can read the key — only a pre-shared key authenticates the
+//! peer. Nothing is encrypted.
 
 use ctlchan::mac::NONCE_LEN;
 use serde::{Deserialize, Serialize};
 
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
@@ -42,6 +51,8 @@ pub const MAX_PATH: usize = 4096;
 pub const MAX_FILE_SIZE: u64 = 1 << 50;
 /// Smallest and largest chunk (one DATA datagram's payload).
 pub const CHUNK_RANGE: std::ops::RangeInclusive<u32> = 512..=transfer::wire::MAX_PAYLOAD as u32;
+/// Smallest verification block (a power of two, like every block size).
+pub const MIN_BLOCK: u64 = 1 << 12;
 /// Largest verification block.
 pub const MAX_BLOCK: u64 = 1 << 30;
 /// Most blocks per file (bounds the receiver's memory for hashes: 32 MiB).
@@ -57,6 +68,8 @@ pub const MAX_TEXT: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Offer {
+    /// The sender's id for this file in the session (each item of a session has its own).
+    pub id: u64,
     /// Destination path relative to the receiver's root, `/`-separated.
     pub path: String,
     /// File size, bytes.
@@ -64,10 +77,13 @@ pub struct Offer {
     /// Source modification time, ns since the Unix epoch: with the size, what tells a resumable
     /// `.part` of the same file from one of an older version.
     pub mtime_ns: u64,
-    /// Payload bytes per DATA datagram.
-    pub chunk_size: u32,
-    /// Bytes per verification/resume block (a multiple of the chunk size).
+    /// Bytes per verification/resume block: a power of two ([`MIN_BLOCK`]..=[`MAX_BLOCK`]), so
+    /// that each block is one subtree of the file's BLAKE3 tree ([`crate::hashing`]).
     pub block_size: u64,
+    /// Make the file durable (fsync) before saying `verified` (the sender may delete its copy
+    /// then); without it the verdict only means the verified bytes are in the receiver's page
+    /// cache.
+    pub sync: bool,
 }
 
 impl Offer {
@@ -95,71 +111,95 @@ pub enum Msg {
         /// The receiver has a pre-shared key and will refuse a sender without one.
         key_required: bool,
     },
-    /// Sender → receiver: proof of the key (absent without a key).
+    /// Sender → receiver: proof of the key, or (without a pre-shared key) the session key the
+    /// sender drew. The last unauthenticated line.
     Auth {
         /// HMAC, hex.
         proof: Option<String>,
-    },
-    /// Receiver → sender: accepted; proof of the key when it has one.
-    Welcome {
-        /// HMAC, hex.
-        proof: Option<String>,
-        /// Without a pre-shared key: the session key (32 bytes, hex) drawn by the receiver.
-        /// With one it is derived on both sides and never sent.
+        /// Without a pre-shared key: the session key (32 bytes, hex). With one it is derived on
+        /// both sides and never sent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_key: Option<String>,
     },
+    /// Sender → receiver, first authenticated line: the session's parameters.
+    Session {
+        /// Payload bytes per DATA datagram.
+        chunk_size: u32,
+    },
+    /// Receiver → sender, its first authenticated line: the session's data socket.
+    Welcome {
+        /// UDP port for the data.
+        udp_port: u16,
+        /// Session id of the data stream.
+        session_id: u64,
+    },
     /// Sender → receiver: create this directory (for empty directories).
     Mkdir {
+        /// Item id.
+        id: u64,
         /// Relative path.
         path: String,
     },
     /// Receiver → sender: the directory exists.
     Done {
-        /// Relative path.
-        path: String,
+        /// Item id.
+        id: u64,
     },
     /// Sender → receiver: a file to transfer.
     Offer(Offer),
-    /// Receiver → sender: send the blocks not in `have` to this UDP port with this session id.
+    /// Receiver → sender: send the blocks of file `id` not in `have`; they follow in the stream
+    /// in order, after everything accepted before.
     Accept {
-        /// UDP port for the data.
-        udp_port: u16,
-        /// Session id for this round's datagrams.
-        session_id: u64,
+        /// File id.
+        id: u64,
         /// Block ranges `[first, end)` the receiver already holds from an earlier attempt.
         have: Vec<[u64; 2]>,
     },
-    /// Receiver → sender: this file will not be received (the session goes on).
+    /// Receiver → sender: this item will not be received (refused, or failed for good); the
+    /// session goes on.
     Refused {
+        /// Item id.
+        id: u64,
         /// Why.
         message: String,
     },
-    /// Sender → receiver: BLAKE3 of blocks `first_block..first_block + hashes.len()`.
+    /// Sender → receiver: hashes of blocks `first_block..first_block + hashes.len()` of file `id`.
     Hashes {
+        /// File id.
+        id: u64,
         /// Index of the first block.
         first_block: u64,
-        /// Hex BLAKE3 per block.
+        /// Hex hash per block ([`crate::hashing`]).
         hashes: Vec<String>,
     },
-    /// Sender → receiver: BLAKE3 of the whole file; all block hashes have been sent.
+    /// Sender → receiver: BLAKE3 of the whole file; all its block hashes have been sent.
     FileHash {
+        /// File id.
+        id: u64,
         /// Hex BLAKE3.
         blake3: String,
     },
     /// Receiver → sender: every block and the whole file match; the file has its final name.
     Verified {
+        /// File id.
+        id: u64,
         /// The path below the root the file now has (the sender checks it is the one offered).
         path: String,
         /// Hex BLAKE3 the receiver computed.
         blake3: String,
+        /// The file was fsync'd before this verdict.
+        synced: bool,
+        /// How long that took, µs (0 without sync).
+        sync_us: u64,
     },
-    /// Receiver → sender: these blocks did not match; a new `accept` follows for them.
+    /// Receiver → sender: these blocks did not match; they follow in the stream again.
     Resend {
+        /// File id.
+        id: u64,
         /// Block ranges `[first, end)`.
         blocks: Vec<[u64; 2]>,
     },
-    /// Sender → receiver: no more files.
+    /// Sender → receiver: no more items; the session ends.
     Bye,
     /// Either way: fatal, the connection closes.
     Error {
@@ -208,11 +248,7 @@ impl ctlchan::Message for Msg {
                 hex_len("client_nonce", client_nonce, NONCE_LEN)
             }
             Msg::Challenge { server_nonce, .. } => hex_len("server_nonce", server_nonce, NONCE_LEN),
-            Msg::Auth { proof } => match proof {
-                Some(p) => hex_len("proof", p, 32),
-                None => Ok(()),
-            },
-            Msg::Welcome { proof, session_key } => {
+            Msg::Auth { proof, session_key } => {
                 if let Some(p) = proof {
                     hex_len("proof", p, 32)?;
                 }
@@ -221,32 +257,20 @@ impl ctlchan::Message for Msg {
                     None => Ok(()),
                 }
             }
-            Msg::Mkdir { path } | Msg::Done { path } => text("path", path, MAX_PATH),
-            Msg::Offer(o) => {
-                text("path", &o.path, MAX_PATH)?;
-                if o.size > MAX_FILE_SIZE {
-                    return Err(format!("size {} above {MAX_FILE_SIZE}", o.size));
-                }
-                if !CHUNK_RANGE.contains(&o.chunk_size) {
-                    return Err(format!("chunk_size {} outside {CHUNK_RANGE:?}", o.chunk_size));
-                }
-                if o.block_size == 0 || o.block_size > MAX_BLOCK || o.block_size % u64::from(o.chunk_size) != 0 {
-                    return Err(format!(
-                        "block_size {} must be a multiple of the chunk size {} and at most {MAX_BLOCK}",
-                        o.block_size, o.chunk_size
-                    ));
-                }
-                if o.blocks() > MAX_BLOCKS {
-                    return Err(format!(
-                        "{} blocks, at most {MAX_BLOCKS}: use a larger block size",
-                        o.blocks()
-                    ));
+            Msg::Session { chunk_size } => {
+                if !CHUNK_RANGE.contains(chunk_size) {
+                    return Err(format!("chunk_size {chunk_size} outside {CHUNK_RANGE:?}"));
                 }
                 Ok(())
             }
+            Msg::Welcome { .. } | Msg::Done { .. } | Msg::Bye => Ok(()),
+            Msg::Mkdir { path, .. } => text("path", path, MAX_PATH),
+            Msg::Offer(o) => validate_offer(o),
             Msg::Accept { have, .. } => ranges("have", have, MAX_BLOCKS),
-            Msg::Resend { blocks } => ranges("blocks", blocks, MAX_BLOCKS),
-            Msg::Hashes { first_block, hashes } => {
+            Msg::Resend { blocks, .. } => ranges("blocks", blocks, MAX_BLOCKS),
+            Msg::Hashes {
+                first_block, hashes, ..
+            } => {
                 if hashes.len() > HASHES_PER_MESSAGE || first_block.saturating_add(hashes.len() as u64) > MAX_BLOCKS {
                     return Err(format!(
                         "hashes: at most {HASHES_PER_MESSAGE} per message, below block {MAX_BLOCKS}"
@@ -254,15 +278,34 @@ impl ctlchan::Message for Msg {
                 }
                 hashes.iter().try_for_each(|h| hex_len("hash", h, 32))
             }
-            Msg::FileHash { blake3 } => hex_len("blake3", blake3, 32),
-            Msg::Verified { path, blake3 } => {
+            Msg::FileHash { blake3, .. } => hex_len("blake3", blake3, 32),
+            Msg::Verified { path, blake3, .. } => {
                 text("path", path, MAX_PATH)?;
                 hex_len("blake3", blake3, 32)
             }
-            Msg::Refused { message } | Msg::Error { message } => text("message", message, MAX_TEXT),
-            Msg::Bye => Ok(()),
+            Msg::Refused { message, .. } | Msg::Error { message } => text("message", message, MAX_TEXT),
         }
     }
+}
+
+fn validate_offer(o: &Offer) -> Result<(), String> {
+    text("path", &o.path, MAX_PATH)?;
+    if o.size > MAX_FILE_SIZE {
+        return Err(format!("size {} above {MAX_FILE_SIZE}", o.size));
+    }
+    if !o.block_size.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&o.block_size) {
+        return Err(format!(
+            "block_size {} must be a power of two in {MIN_BLOCK}..={MAX_BLOCK}",
+            o.block_size
+        ));
+    }
+    if o.blocks() > MAX_BLOCKS {
+        return Err(format!(
+            "{} blocks, at most {MAX_BLOCKS}: use a larger block size",
+            o.blocks()
+        ));
+    }
+    Ok(())
 }
 
 /// Cut `text` to at most [`MAX_TEXT`] bytes on a character boundary (error texts can be long).
@@ -276,7 +319,6 @@ pub fn clip(text: &str) -> String {
 
 /// Role labels bound into the key proofs.
 pub(crate) const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v1 sender";
-pub(crate) const SERVER_LABEL: &[u8] = b"evlbi-transfer-v1 receiver";
 const SESSION_LABEL: &[u8] = b"evlbi-transfer-v2 session key";
 const DATA_LABEL: &[u8] = b"evlbi-transfer-v2 datagram key";
 
@@ -302,11 +344,12 @@ mod tests {
 
     fn offer() -> Offer {
         Offer {
+            id: 3,
             path: "scan/ef.vdif".into(),
             size: 10_000_000,
             mtime_ns: 1,
-            chunk_size: 8192,
-            block_size: 8192 * 128,
+            block_size: 1 << 20,
+            sync: true,
         }
     }
 
@@ -315,10 +358,13 @@ mod tests {
         let line = encode_line(&Msg::Offer(offer()), MAX_LINE).unwrap();
         assert_eq!(
             std::str::from_utf8(&line).unwrap(),
-            "{\"type\":\"offer\",\"path\":\"scan/ef.vdif\",\"size\":10000000,\"mtime_ns\":1,\"chunk_size\":8192,\"block_size\":1048576}\n"
+            "{\"type\":\"offer\",\"id\":3,\"path\":\"scan/ef.vdif\",\"size\":10000000,\"mtime_ns\":1,\"block_size\":1048576,\"sync\":true}\n"
         );
         let back: Msg = decode_line(&line[..line.len() - 1]).unwrap();
         assert_eq!(back, Msg::Offer(offer()));
+        // Unknown fields (an older or newer peer) are refused, not ignored.
+        let old = "{\"type\":\"offer\",\"id\":3,\"path\":\"a\",\"size\":1,\"mtime_ns\":1,\"chunk_size\":8192,\"block_size\":4096,\"sync\":true}";
+        assert!(decode_line::<Msg>(old.as_bytes()).is_err());
     }
 
     #[test]
@@ -329,11 +375,7 @@ mod tests {
                 ..offer()
             },
             Offer {
-                chunk_size: 100,
-                ..offer()
-            },
-            Offer {
-                block_size: 8191,
+                block_size: 3 << 20,
                 ..offer()
             },
             Offer {
@@ -341,8 +383,16 @@ mod tests {
                 ..offer()
             },
             Offer {
+                block_size: 2048,
+                ..offer()
+            },
+            Offer {
+                block_size: 2 << 30,
+                ..offer()
+            },
+            Offer {
                 size: MAX_FILE_SIZE,
-                block_size: 8192,
+                block_size: 4096,
                 ..offer()
             },
             Offer {
@@ -352,56 +402,64 @@ mod tests {
         ] {
             assert!(ctlchan::Message::validate(&Msg::Offer(bad.clone())).is_err(), "{bad:?}");
         }
+        assert!(ctlchan::Message::validate(&Msg::Session { chunk_size: 100 }).is_err());
+        assert!(ctlchan::Message::validate(&Msg::Session { chunk_size: 8192 }).is_ok());
     }
 
     #[test]
     fn ranges_hashes_and_nonces_checked() {
         let v = |m: Msg| ctlchan::Message::validate(&m);
         assert!(v(Msg::Accept {
-            udp_port: 1,
-            session_id: 1,
+            id: 1,
             have: vec![[0, 2], [3, 4]]
         })
         .is_ok());
         assert!(v(Msg::Accept {
-            udp_port: 1,
-            session_id: 1,
+            id: 1,
             have: vec![[2, 2]]
         })
         .is_err());
         assert!(v(Msg::Accept {
-            udp_port: 1,
-            session_id: 1,
+            id: 1,
             have: vec![[0, 3], [2, 4]]
         })
         .is_err());
         assert!(v(Msg::Resend {
+            id: 1,
             blocks: vec![[0, MAX_BLOCKS + 1]]
         })
         .is_err());
         assert!(v(Msg::Hashes {
+            id: 1,
             first_block: 0,
             hashes: vec!["00".repeat(32)]
         })
         .is_ok());
         assert!(v(Msg::Hashes {
+            id: 1,
             first_block: 0,
             hashes: vec!["00".repeat(31)]
         })
         .is_err());
         assert!(v(Msg::Hashes {
+            id: 1,
             first_block: MAX_BLOCKS,
             hashes: vec!["00".repeat(32)]
         })
         .is_err());
         assert!(v(Msg::Hello {
-            version: 1,
+            version: PROTOCOL_VERSION,
             client_nonce: "zz".repeat(16)
         })
         .is_err());
         assert!(v(Msg::Hello {
             version: 9,
             client_nonce: "00".repeat(16)
+        })
+        .is_err());
+        assert!(v(Msg::Auth {
+            proof: None,
+            session_key: Some("00".repeat(31))
         })
         .is_err());
         assert_eq!(clip(&"é".repeat(MAX_TEXT)).len(), MAX_TEXT);

@@ -2,23 +2,30 @@
 //! protocol.
 //!
 //! A session is one TCP control connection (JSON lines, [`control`]) authenticated with a
-//! pre-shared key when the receiver has one, carrying any number of files and directories. Each
-//! file moves on UDP as one or more *rounds* of the transfer protocol: the receiver tells the
-//! sender which blocks it already holds from an interrupted attempt ([`blocks`]), the round
-//! moves the rest, then the sender sends the BLAKE3 of every block and of the whole file
-//! ([`hashing`]), the receiver checks its copy, fetches failed blocks again in another round,
-//! and renames `NAME.part` to `NAME` only when everything matches. The receiver writes only
-//! below its root ([`paths`]) and keeps `NAME.part.evlbi` beside the data so that the same
-//! command after a kill -9 of either side continues where it stopped.
+//! pre-shared key when the receiver has one, carrying any number of files and directories, and
+//! one UDP data stream: an open transfer ([`transfer::layout`]) into which every file's blocks
+//! that the receiver lacks are appended as the receiver accepts the file ([`segments`]). Offers
+//! run a window ahead of the data, so files follow each other without a round trip, a slow
+//! start or a tail each. Each block is hashed as it is sent and as it is written, in whatever
+//! order it arrives ([`hashing`]: BLAKE3 of every block and of the whole file, no second pass
+//! over either copy); the sender's hashes travel on the control connection beside the data, and
+//! the receiver renames `NAME.part` to `NAME` (after an fsync, when asked) the moment the last
+//! block and the hashes match — or fetches failed blocks again through the same stream. The
+//! receiver writes only below its root ([`paths`]) and keeps `NAME.part.evlbi` beside the data
+//! so that the same command after a kill -9 of either side continues where it stopped.
 
 pub mod blocks;
 pub mod control;
 pub mod fileio;
 pub mod hashing;
 pub mod paths;
+pub mod segments;
 pub mod udp;
 
 mod client;
+mod recv_files;
+mod recv_session;
+mod send_items;
 mod server;
 
 use std::time::Duration;
@@ -73,6 +80,23 @@ pub(crate) fn lower_priority() {
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
+}
+
+/// Raise this process's soft limit on open descriptors to its hard limit: a session holds a
+/// few descriptors per file in flight (up to 128 files a session, 16 sessions), more than the
+/// usual soft limit of 1024. Best effort: a failure leaves the limit as it was.
+pub(crate) fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 

@@ -1,29 +1,27 @@
-//! The thin socket loops around the sans-IO [`transfer::Sender`] and [`transfer::Receiver`].
+//! The socket side of the sans-IO [`transfer::Sender`] and [`transfer::Receiver`]: batched
+//! sends with UDP GSO, batched receives with recvmmsg and UDP GRO, and the receiving side's
+//! address checks. The session loops ([`crate::client`], [`crate::server`]) call these between
+//! their looks at the control channel.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use netio::gso::{GSO_MAX_PAYLOAD, GSO_MAX_SEGMENTS};
 use netio::RecvBatch;
 use transfer::results::ForeignCounters;
 use transfer::{Receiver, Sender, Sink, Source};
 
-/// Longest sleep between looks at the control channel and the progress callback.
-const TICK: Duration = Duration::from_millis(20);
-/// Below this, waiting in ppoll costs more than it saves: poll without blocking instead.
-const SPIN: Duration = Duration::from_micros(50);
+/// How long a send may wait for room in the socket buffer before the loop gives up on it.
+const SEND_PATIENCE: Duration = Duration::from_secs(1);
 
-/// What the caller's hook tells the loop after each tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tick {
-    /// Go on.
-    Continue,
-    /// Stop now (the control channel failed or the user interrupted).
-    Abort,
+fn would_block_or_refused(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused)
 }
 
-fn send_blocking(sock: &UdpSocket, to: Option<SocketAddr>, d: &[u8]) -> io::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(1);
+/// Send one datagram, waiting briefly while the socket buffer is full.
+pub fn send_blocking(sock: &UdpSocket, to: Option<SocketAddr>, d: &[u8]) -> io::Result<()> {
+    let deadline = Instant::now() + SEND_PATIENCE;
     loop {
         let r = match to {
             Some(a) => sock.send_to(d, a),
@@ -44,121 +42,214 @@ fn send_blocking(sock: &UdpSocket, to: Option<SocketAddr>, d: &[u8]) -> io::Resu
     }
 }
 
-/// Run `sender` over the connected socket `sock` until it is done or failed, or `tick` says
-/// abort. `tick` is called at least every 20 ms.
-pub fn drive_sender<S: Source>(
-    sock: &UdpSocket,
-    sender: &mut Sender<S>,
-    tick: &mut dyn FnMut(&Sender<S>) -> Tick,
-) -> io::Result<Tick> {
-    sock.set_nonblocking(true)?;
-    let mut rb = RecvBatch::new(32, 2048);
-    let mut out = Vec::with_capacity(65_536);
-    let mut next_tick = Instant::now();
-    loop {
-        let now = Instant::now();
-        if now >= next_tick {
-            if tick(sender) == Tick::Abort {
-                return Ok(Tick::Abort);
+/// What [`Transmit`] did, for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransmitStats {
+    /// Datagrams handed to the kernel.
+    pub datagrams: u64,
+    /// System calls that sent them.
+    pub syscalls: u64,
+    /// Whether UDP GSO is in use (it is dropped for good when the kernel or device refuses it).
+    pub gso: bool,
+}
+
+/// The sender's datagrams batched into one buffer and handed to the kernel with UDP GSO: up to
+/// [`GSO_MAX_SEGMENTS`] equal-size datagrams (the last may be shorter) per system call, built in
+/// place by [`Sender::poll_transmit_append`] — no copy between the protocol and the kernel.
+pub struct Transmit {
+    buf: Vec<u8>,
+    seg: usize,
+    count: usize,
+    stats: TransmitStats,
+}
+
+impl Transmit {
+    /// A batcher; `gso` false sends each datagram with its own call.
+    pub fn new(gso: bool) -> Transmit {
+        Transmit {
+            buf: Vec::with_capacity(GSO_MAX_PAYLOAD + 65_536),
+            seg: 0,
+            count: 0,
+            stats: TransmitStats {
+                gso,
+                ..TransmitStats::default()
+            },
+        }
+    }
+
+    /// Figures so far.
+    pub fn stats(&self) -> TransmitStats {
+        self.stats
+    }
+
+    /// Send everything the sender has due now on the connected `sock`.
+    pub fn pump<S: Source>(&mut self, sock: &UdpSocket, sender: &mut Sender<S>) -> io::Result<()> {
+        loop {
+            let start = self.buf.len();
+            // A fresh clock per datagram: its send timestamp is the one-way-delay reference.
+            if !sender.poll_transmit_append(Instant::now(), &mut self.buf) {
+                break;
             }
-            next_tick = now + TICK;
+            let len = self.buf.len() - start;
+            if self.count == 0 {
+                self.seg = len;
+                self.count = 1;
+            } else if len == self.seg {
+                self.count += 1;
+            } else if len < self.seg {
+                // A shorter datagram may end a GSO batch.
+                self.count += 1;
+                self.flush(sock)?;
+                continue;
+            } else {
+                // Longer than the batch's segments: it starts the next batch.
+                let next = self.buf.split_off(start);
+                self.flush(sock)?;
+                self.buf = next;
+                self.seg = len;
+                self.count = 1;
+            }
+            let full = self.count >= GSO_MAX_SEGMENTS || self.buf.len() + self.seg > GSO_MAX_PAYLOAD;
+            if !self.stats.gso || full {
+                self.flush(sock)?;
+            }
         }
-        if sender.poll_timeout().is_some_and(|t| t <= now) {
-            sender.handle_timeout(now);
+        self.flush(sock)
+    }
+
+    fn flush(&mut self, sock: &UdpSocket) -> io::Result<()> {
+        if self.count == 0 {
+            return Ok(());
         }
-        // A fresh clock per datagram: its send timestamp is the one-way-delay reference, and a
-        // burst takes time to hand to the kernel.
-        while sender.poll_transmit_into(Instant::now(), &mut out) {
-            send_blocking(sock, None, &out)?;
+        let r = if self.count == 1 {
+            self.stats.syscalls += 1;
+            send_blocking(sock, None, &self.buf)
+        } else {
+            self.send_batch(sock)
+        };
+        self.stats.datagrams += self.count as u64;
+        self.buf.clear();
+        self.count = 0;
+        r
+    }
+
+    fn send_batch(&mut self, sock: &UdpSocket) -> io::Result<()> {
+        let deadline = Instant::now() + SEND_PATIENCE;
+        let mut sent = 0usize;
+        while sent < self.count {
+            let from = (sent * self.seg).min(self.buf.len());
+            match netio::send_gso(sock, &self.buf[from..], self.seg) {
+                Ok(r) => {
+                    self.stats.syscalls += r.syscalls as u64;
+                    self.stats.gso &= r.gso;
+                    sent += r.datagrams;
+                    if r.datagrams == 0 && Instant::now() >= deadline {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(20))
+                }
+                Err(e) if would_block_or_refused(&e) || e.kind() == io::ErrorKind::Interrupted => {
+                    if Instant::now() >= deadline {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
-        if sender.is_done() {
-            return Ok(Tick::Continue);
-        }
-        let wake = sender.poll_timeout().unwrap_or(next_tick).min(next_tick);
-        let wait = wake.saturating_duration_since(Instant::now());
-        let wait = if wait < SPIN { Duration::ZERO } else { wait };
-        match rb.recv_batch(sock, Some(wait)) {
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => {}
-            Err(e) => return Err(e),
-        }
-        let now = Instant::now();
-        for d in rb.iter() {
-            sender.handle_datagram(now, d.data);
-        }
+        Ok(())
     }
 }
 
-/// Run `receiver` on `sock` until `tick` says stop (the control channel carried the sender's
-/// verdict, or failed). Each datagram is handed over with its kernel arrival time when the
-/// socket has SO_TIMESTAMPNS on (see [`arrival`]). Datagrams count only from `peer` (the control connection's address);
-/// the first one the receiver owns ([`Receiver::owns`]: its session id, and a valid tag in a
-/// keyed session) locks the port, and reports go there — a forged datagram sent first cannot
+/// The receiving side of a data socket: batched reads (GRO when the kernel has it), kernel
+/// receive stamps, and who may speak. Datagrams count only from `peer` (the control
+/// connection's address); the first one the receiver owns ([`Receiver::owns`]: a valid tag and
+/// the session id) locks the port, and reports go there — a forged datagram sent first cannot
 /// take the session's port.
-pub fn drive_receiver<K: Sink>(
-    sock: &UdpSocket,
-    receiver: &mut Receiver<K>,
+pub struct Intake {
+    rb: RecvBatch,
     peer: IpAddr,
-    foreign: &mut ForeignCounters,
-    tick: &mut dyn FnMut(&mut Receiver<K>) -> Tick,
-) -> io::Result<Tick> {
-    let mut rb = RecvBatch::new(
-        64,
-        transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN,
-    );
-    let mut out = Vec::with_capacity(2048);
-    let mut locked: Option<SocketAddr> = None;
-    let mut next_tick = Instant::now();
-    let mut last_fed = next_tick;
-    loop {
-        let now = Instant::now();
-        if now >= next_tick {
-            if tick(receiver) == Tick::Abort {
-                return Ok(Tick::Abort);
-            }
-            next_tick = now + TICK;
-        }
-        if receiver.poll_timeout().is_some_and(|t| t <= now) {
-            receiver.handle_timeout(now);
-        }
-        if let Some(to) = locked {
-            while receiver.poll_transmit_into(now, &mut out) {
-                send_blocking(sock, Some(to), &out)?;
-            }
-        }
-        let wake = receiver.poll_timeout().unwrap_or(next_tick).min(next_tick);
-        let wait = wake.saturating_duration_since(Instant::now());
-        match rb.recv_batch(sock, Some(wait)) {
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => {}
+    locked: Option<SocketAddr>,
+    last_fed: Instant,
+    /// Datagrams refused before the protocol saw them.
+    pub foreign: ForeignCounters,
+}
+
+impl Intake {
+    /// An intake on `sock` (SO_TIMESTAMPNS on, GRO when available) accepting data from `peer`.
+    pub fn new(sock: &UdpSocket, peer: IpAddr) -> io::Result<Intake> {
+        let mut rb = RecvBatch::new(
+            64,
+            transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN,
+        );
+        rb.enable_gro(sock)?;
+        Ok(Intake {
+            rb,
+            peer,
+            locked: None,
+            last_fed: Instant::now(),
+            foreign: ForeignCounters::default(),
+        })
+    }
+
+    /// Where the session's sender speaks from, once known.
+    pub fn locked(&self) -> Option<SocketAddr> {
+        self.locked
+    }
+
+    /// Read what is queued (without waiting) and hand the session's datagrams to `receiver`;
+    /// returns how many were read.
+    pub fn pump<K: Sink>(&mut self, sock: &UdpSocket, receiver: &mut Receiver<K>) -> io::Result<usize> {
+        let n = match self.rb.recv_batch(sock, Some(Duration::ZERO)) {
+            Ok(n) => n,
+            Err(e) if would_block_or_refused(&e) => 0,
             Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(0);
         }
         let now = Instant::now();
         let wall_ns = wall_clock_ns();
-        for d in rb.iter() {
-            if d.from.ip() != peer {
-                foreign.other_host += 1;
+        for d in self.rb.iter() {
+            if d.from.ip() != self.peer {
+                self.foreign.other_host += 1;
                 continue;
             }
             if d.truncated {
-                foreign.oversized += 1;
+                self.foreign.oversized += 1;
                 continue;
             }
-            match locked {
+            match self.locked {
                 Some(a) if a != d.from => {
-                    foreign.other_port += 1;
+                    self.foreign.other_port += 1;
                     continue;
                 }
                 Some(_) => {}
-                None if receiver.owns(d.data) => locked = Some(d.from),
+                None if receiver.owns(d.data) => self.locked = Some(d.from),
                 // Not ours: the protocol counts it by reason, but it locks nothing.
                 None => {}
             }
-            let arrived = arrival(now, wall_ns, d.kernel_time, last_fed);
-            last_fed = arrived;
+            let arrived = arrival(now, wall_ns, d.kernel_time, self.last_fed);
+            self.last_fed = arrived;
             receiver.handle_datagram(arrived, d.data);
         }
+        Ok(n)
     }
+}
+
+/// Read what is queued on the sender's socket (without waiting) and hand it to `sender`.
+pub fn pump_reports<S: Source>(sock: &UdpSocket, rb: &mut RecvBatch, sender: &mut Sender<S>) -> io::Result<usize> {
+    let n = match rb.recv_batch(sock, Some(Duration::ZERO)) {
+        Ok(n) => n,
+        Err(e) if would_block_or_refused(&e) => 0,
+        Err(e) => return Err(e),
+    };
+    let now = Instant::now();
+    for d in rb.iter() {
+        sender.handle_datagram(now, d.data);
+    }
+    Ok(n)
 }
 
 fn wall_clock_ns() -> u64 {

@@ -18,12 +18,17 @@
 //!   rate would shrink by the loss rate).
 //! - **`RTprop`**: windowed min (10 s) of RTT samples (now − echoed timestamp − echo delay).
 //! - **Rounds**: a round ends when a report echoes a timestamp sent after the round began.
-//! - **Startup**: pace at `2/ln 2 · BtlBw` (at least the initial rate), i.e. the rate roughly
+//! - **Startup**: pace at `2/ln 2 · BtlBw` (at least the start rate), i.e. the rate roughly
 //!   triples per round, until `BtlBw` grows by less than 25 % for 3 rounds, or loss clusters,
-//!   or the one-way delay rises by more than `max(2·threshold, RTprop/4)`. The inflight cap is
-//!   2 BDP already in Startup (BBR uses 2.885), which is the pipe plus a one-BDP buffer, so the
+//!   or the one-way delay rises by more than `max(2·threshold, RTprop/4)`. The start rate is
+//!   the initial rate (100 Mb/s), raised one round trip in to half the capacity the receiver
+//!   measured from the sender's opening train ([`CongestionController::on_capacity_estimate`];
+//!   packet-pair probing, Keshav SIGCOMM 1991): through 1 Gb/s and 100 ms that reaches the
+//!   link two round trips sooner. The inflight cap is 2 BDP already in Startup (BBR uses
+//!   2.885; at least two round trips at the start rate), the pipe plus a one-BDP buffer, so the
 //!   Startup overshoot into a one-BDP buffer loses little. Then **Drain** (pace at
-//!   `BtlBw / 2.885`) until inflight is down to one BDP (plus the receiver's report delay).
+//!   `BtlBw / 2.885`) until inflight is down to one BDP (plus the receiver's report delay); the
+//!   overshoot's losses, still reported for two rounds after it, are not taken as congestion.
 //! - **ProbeBW**: cycles of 8 phases of one `RTprop` each with gains
 //!   `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`: probe for more bandwidth for one round, drain the queue
 //!   the probe made, cruise.
@@ -48,9 +53,13 @@
 //! - **Outage**: when reports stop the sender probes (see [`crate::Sender`]); the controller is
 //!   told and restarts Startup from a quarter of its old estimate when reports resume.
 
+mod windowed;
+
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
+
+use windowed::Windowed;
 
 /// What one accepted REPORT told the sender, as handed to [`CongestionController::on_report`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,6 +103,11 @@ pub trait CongestionController: Debug + Send {
     }
     /// An accepted REPORT.
     fn on_report(&mut self, sample: &ReportSample);
+    /// The receiver measured the path's capacity from the opening train's dispersion, wire
+    /// bits/s (see [`crate::wire::Report::train_bps`]). Once per session; default: ignored.
+    fn on_capacity_estimate(&mut self, now: Instant, capacity_bps: f64) {
+        let _ = (now, capacity_bps);
+    }
     /// Reports stopped: the sender switched to probing. The next
     /// [`CongestionController::on_report`] is the first after the silence.
     fn on_report_timeout(&mut self, now: Instant) {
@@ -189,6 +203,10 @@ pub struct AdaptiveConfig {
     pub queue_threshold_fraction: f64,
     /// A round's loss is clustered when above `max(3·p, p + this)`.
     pub loss_cluster_excess: f64,
+    /// Fraction of the opening train's capacity estimate Startup may start from (0: ignore
+    /// it). Half: capacity is what an empty path delivers, and a path already carrying traffic
+    /// leaves less; Startup's growth and its exit on queueing or loss find the rest.
+    pub train_fraction: f64,
     /// Fraction of the delivery rate kept on a yield.
     pub yield_factor: f64,
 }
@@ -208,51 +226,9 @@ impl Default for AdaptiveConfig {
             queue_threshold_min: Duration::from_millis(2),
             queue_threshold_fraction: 0.1,
             loss_cluster_excess: 0.02,
+            train_fraction: 0.5,
             yield_factor: 0.9,
         }
-    }
-}
-
-/// Windowed extremum over a monotonic deque: exact, O(1) amortised. The latest sample is never
-/// expired, so a model survives a silence.
-#[derive(Debug, Clone, Default)]
-struct Windowed<K, V> {
-    samples: VecDeque<(K, V)>,
-    max: bool,
-}
-
-impl<K: Copy + PartialOrd, V: Copy + PartialOrd> Windowed<K, V> {
-    fn new(max: bool) -> Self {
-        Self {
-            samples: VecDeque::new(),
-            max,
-        }
-    }
-
-    fn push(&mut self, key: K, value: V) {
-        while let Some(&(_, v)) = self.samples.back() {
-            let dominated = if self.max { v <= value } else { v >= value };
-            if !dominated {
-                break;
-            }
-            self.samples.pop_back();
-        }
-        self.samples.push_back((key, value));
-    }
-
-    /// Drops samples with key < `oldest`, keeping at least one.
-    fn expire(&mut self, oldest: K) {
-        while self.samples.len() > 1 && self.samples.front().is_some_and(|&(k, _)| k < oldest) {
-            self.samples.pop_front();
-        }
-    }
-
-    fn get(&self) -> Option<V> {
-        self.samples.front().map(|&(_, v)| v)
-    }
-
-    fn clear(&mut self) {
-        self.samples.clear();
     }
 }
 
@@ -550,6 +526,9 @@ impl Adaptive {
         self.phase = Phase::ProbeBw;
         self.cycle_index = 2;
         self.cycle_start = Some(now);
+        // The losses of Startup's overshoot into the buffer are still being reported for up to
+        // two rounds (data sent before the drain): they are the overshoot, not congestion.
+        self.hold_until_round = self.hold_until_round.max(self.round + 2);
     }
 
     fn gain(&self) -> f64 {
@@ -594,6 +573,13 @@ impl CongestionController for Adaptive {
 
     fn on_report_timeout(&mut self, _now: Instant) {
         self.restart_pending = true;
+    }
+
+    fn on_capacity_estimate(&mut self, _now: Instant, capacity_bps: f64) {
+        if self.phase == Phase::Startup && capacity_bps.is_finite() && capacity_bps > 0.0 {
+            let from_train = (capacity_bps * self.cfg.train_fraction).min(self.cfg.max_rate_bps);
+            self.start_rate = self.start_rate.max(from_train);
+        }
     }
 
     fn on_report(&mut self, s: &ReportSample) {
@@ -684,7 +670,14 @@ impl CongestionController for Adaptive {
         // overflow a buffer of one BDP by much while the rate estimate catches up.
         let gain = self.cfg.cwnd_gain;
         let floor = 4 * self.max_datagram;
-        Some((self.bdp_bytes(gain) as u64).max(floor))
+        let mut cap = self.bdp_bytes(gain);
+        if self.phase == Phase::Startup {
+            // The rate Startup starts from (raised by the opening train's estimate) is a rate
+            // it may fill the pipe at before any delivery confirms it.
+            let at_start = self.start_rate / 8.0 * gain * self.rtprop().as_secs_f64();
+            cap = cap.max(at_start);
+        }
+        Some((cap as u64).max(floor))
     }
 
     fn phase(&self) -> &'static str {

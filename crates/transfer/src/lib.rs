@@ -35,16 +35,27 @@
 //! Both sides are built from the same [`SessionParams`] (session id, file size, chunk size),
 //! agreed out of band (e.g. on the control connection that started the transfer).
 //!
+//! A transfer need not be one file: an *open* session (`SenderConfig::open`,
+//! `ReceiverConfig::open`) is a [`Layout`] of segments that both sides append while it runs
+//! (`push_segment`, in the same order on both sides), which is how `evlbi send` moves many
+//! files, and of each only the blocks the receiver lacks, through one stream with one congestion
+//! controller: no handshake, no slow start and no tail per file.
+//!
 //! # Protocol
 //!
-//! The file is cut into chunks of `chunk_size` bytes (the last one may be shorter); chunk `i`
-//! starts at offset `i · chunk_size` and travels in one DATA datagram. The receiver sends a
+//! The stream is cut into chunks of `chunk_size` bytes; a segment starts on a chunk boundary,
+//! so its last chunk may be shorter ([`layout`]). Chunk `i` travels in one DATA datagram at
+//! wire offset `i · chunk_size`. The receiver sends a
 //! REPORT every `report_interval` (10 ms) or every `report_every` DATA datagrams, whichever
 //! comes first, while data arrives. It acknowledges the contiguous prefix (`cum_ack`), NAKs
 //! holes above it and reports what it measured: receive rate over the interval, one-way
 //! delays relative to the sender's timestamps, and an echo of the newest sender timestamp.
 //!
 //! The sender
+//! - sends its first [`wire::TRAIN_LEN`] DATA datagrams back to back, unpaced: the receiver
+//!   times their arrival and reports the rate the bottleneck spaced them at (`train_bps`), which
+//!   lets the congestion controller start near the path's capacity one round trip in instead
+//!   of doubling up to it from its initial rate for several;
 //! - retransmits a NAKed chunk only if its last transmission was sent at least a reorder window
 //!   (¼ min RTT) before the newest datagram the receiver had seen when it wrote the report (the
 //!   echoed timestamp, as in RACK): reordering is not loss, and a chunk already retransmitted
@@ -55,7 +66,8 @@
 //!   retransmission of the first unacknowledged chunk, interval doubling up to 1 s) until a
 //!   REPORT arrives again, so an outage costs a few datagrams, and gives up after
 //!   `idle_timeout` (120 s) of silence;
-//! - when every chunk is acknowledged sends FIN (repeated with backoff) until FIN-ACK.
+//! - when the layout is closed and every chunk acknowledged, sends FIN (repeated with backoff)
+//!   until FIN-ACK. FIN names the stream's size; an open receiver takes it as the close.
 //!
 //! A zero-length file is just the FIN / FIN-ACK exchange.
 //!
@@ -66,7 +78,7 @@
 //! | offset | size | field                                                        |
 //! |--------|------|--------------------------------------------------------------|
 //! | 0      | 4    | magic `eVTR`                                                  |
-//! | 4      | 1    | version (1)                                                   |
+//! | 4      | 1    | version (2: DATA tags over the payload digest, segmented streams) |
 //! | 5      | 1    | kind: 1 DATA, 2 REPORT, 3 FIN, 4 FIN-ACK                      |
 //! | 6      | 8    | session id                                                    |
 //! | 14     | 2    | flags: DATA bit 0 = retransmission; all other bits reserved, 0 |
@@ -76,11 +88,11 @@
 //! | offset | size | field                                                           |
 //! |--------|------|-----------------------------------------------------------------|
 //! | 16     | 8    | transmission sequence number (+1 per DATA sent, retransmissions included) |
-//! | 24     | 8    | file offset (chunk number · chunk size)                          |
+//! | 24     | 8    | wire offset (chunk number · chunk size)                          |
 //! | 32     | 8    | send timestamp, µs since the sender's epoch                      |
 //! | 40     | n    | payload                                                          |
 //!
-//! REPORT (120 + 12·n bytes, n ≤ 96, so at most 1272 bytes):
+//! REPORT (128 + 12·n bytes, n ≤ 96, so at most 1280 bytes):
 //!
 //! | offset | size | field                                                           |
 //! |--------|------|-----------------------------------------------------------------|
@@ -98,9 +110,10 @@
 //! | 92     | 8    | min relative one-way delay in the session, µs (i64)              |
 //! | 100    | 8    | min relative one-way delay in the interval, µs (i64)             |
 //! | 108    | 8    | relative one-way delay of the latest datagram, µs (i64)          |
-//! | 116    | 2    | n, number of NAK ranges                                          |
-//! | 118    | 2    | reserved, 0                                                      |
-//! | 120    | 12·n | NAK ranges: first missing chunk (8), count (4)                   |
+//! | 116    | 8    | opening train's dispersion rate, bit/s of datagram bytes (0: none) |
+//! | 124    | 2    | n, number of NAK ranges                                          |
+//! | 126    | 2    | reserved, 0                                                      |
+//! | 128    | 12·n | NAK ranges: first missing chunk (8), count (4)                   |
 //!
 //! NAK ranges are ordered, non-overlapping, non-empty and inside `[cum_ack, recv_high)`; with
 //! more holes than fit, successive reports rotate through them. Relative one-way delay is
@@ -110,12 +123,15 @@
 //!
 //! | offset | size | field     |
 //! |--------|------|-----------|
-//! | 16     | 8    | file size |
+//! | 16     | 8    | stream size (bytes of all segments) |
 //!
 //! In a keyed session ([`SenderConfig::data_key`], [`ReceiverConfig::data_key`]; `evlbi send`/`recv`
-//! always key their rounds) every datagram of either kind is followed by a 16-byte tag, the first
-//! half of the BLAKE3 keyed hash of everything before it ([`DataKey`]); a datagram whose tag is
-//! missing or wrong is dropped ([`Reject::BadTag`]) before any field of it is read.
+//! always key their sessions) every datagram of either kind is followed by a 16-byte tag, the
+//! first half of a BLAKE3 keyed hash ([`DataKey`]): of everything before it for REPORT, FIN and
+//! FIN-ACK; of the 40-byte header and the 32-byte [`PayloadDigest`] of the payload for DATA (the
+//! digest is the BLAKE3 chaining value the file's hash is built from, so the payload is hashed
+//! once for both). A datagram whose tag is missing or wrong is dropped ([`Reject::BadTag`])
+//! before any of its fields is believed.
 //!
 //! Parsing ([`wire::parse`]) checks lengths exactly, reserved bits, and REPORT consistency;
 //! the machines then check the session id, offsets against the file size and chunk grid,
@@ -127,7 +143,9 @@
 //! See [`cc`]. Rates are in bits per second of *wire* bytes: each DATA datagram counts as its
 //! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, `models::wire::ETHERNET_UDP_OVERHEAD` by default).
 
+mod auth;
 pub mod cc;
+pub mod layout;
 pub mod receiver;
 pub mod results;
 pub mod sender;
@@ -139,9 +157,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use cc::{Adaptive, AdaptiveConfig, CcEvents, CongestionController, FixedRate, ReportSample};
+pub use layout::Layout;
 pub use receiver::{Receiver, ReceiverConfig, ReceiverState, ReceiverStats, Sink};
 pub use sender::{RateSample, Sender, SenderConfig, SenderState, SenderStats, Source};
-pub use wire::{DataKey, WireError};
+pub use wire::{DataKey, PayloadDigest, WireError};
 
 /// What both ends agree on before the transfer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -5,27 +5,46 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::wire::{Data, Datagram, Fin, Kind, Report, SeqRange, MAX_NAK_RANGES};
+mod train;
+
+use crate::layout::Layout;
+use crate::wire::{self, Data, Datagram, Fin, Kind, PayloadDigest, Report, SeqRange, MAX_NAK_RANGES};
 use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
+use train::TrainMeter;
 
 /// Where received bytes go (a file, a correlator's buffer, a checker in tests).
 pub trait Sink {
-    /// Writes `data` at `offset`. Called once per chunk, in arrival order (not file order).
-    /// On error the chunk stays missing and is requested again.
+    /// Writes the chunk at wire offset `offset` (chunk index · chunk size, see
+    /// [`crate::layout`]). Called once per chunk, in arrival order (not file order). On error
+    /// the chunk stays missing and is requested again.
     fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()>;
+
+    /// Like [`Sink::write_at`], with the payload digest the datagram's tag was checked against
+    /// (keyed sessions; see [`crate::wire::PayloadDigest`]). Default: [`Sink::write_at`].
+    fn write_chunk(&mut self, offset: u64, data: &[u8], digest: Option<&PayloadDigest>) -> std::io::Result<()> {
+        let _ = digest;
+        self.write_at(offset, data)
+    }
 }
 
 impl<K: Sink + ?Sized> Sink for &mut K {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         (**self).write_at(offset, data)
     }
+
+    fn write_chunk(&mut self, offset: u64, data: &[u8], digest: Option<&PayloadDigest>) -> std::io::Result<()> {
+        (**self).write_chunk(offset, data, digest)
+    }
 }
 
 /// Receiver settings; [`ReceiverConfig::new`] gives the defaults for a session.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ReceiverConfig {
-    /// What is received.
+    /// What is received: the session id, the chunk size, and the first segment's size.
     pub session: SessionParams,
+    /// More segments may follow ([`Receiver::push_segment`]); a FIN for the size reached then
+    /// closes the layout. Otherwise the transfer is the one segment of `session.file_size` bytes.
+    pub open: bool,
     /// Report at least this often while data arrives.
     pub report_interval: Duration,
     /// …or after this many DATA datagrams, whichever comes first.
@@ -45,6 +64,7 @@ impl ReceiverConfig {
     pub fn new(session: SessionParams) -> Self {
         Self {
             session,
+            open: false,
             report_interval: Duration::from_millis(10),
             report_every: 1000,
             window_chunks: 1 << 20,
@@ -112,7 +132,7 @@ pub struct Receiver<K> {
     /// Arrival of the last valid datagram (the idle deadline counts from it).
     last_heard: Instant,
     state: ReceiverState,
-    total_chunks: u64,
+    layout: Layout,
     cum_ack: u64,
     /// Bit `i` of word `w`: chunk `bits_base + 64·w + i` received. `bits_base` is a multiple of
     /// 64 and ≤ `cum_ack`.
@@ -127,6 +147,10 @@ pub struct Receiver<K> {
     owd_interval_min: i64,
     owd_latest: i64,
     interval_start: Option<Instant>,
+    /// Arrival of the latest DATA of the interval: the interval ends there, so its bytes and
+    /// its length are measured on the same (arrival) clock, not against when the loop got
+    /// round to writing the report.
+    interval_last: Option<Instant>,
     interval_datagrams: u32,
     interval_bytes: u64,
     report_seq: u64,
@@ -138,6 +162,7 @@ pub struct Receiver<K> {
     complete_at: Option<Instant>,
     last_reject: Option<Reject>,
     stats: ReceiverStats,
+    train: TrainMeter,
 }
 
 impl<K: Sink> Receiver<K> {
@@ -153,8 +178,13 @@ impl<K: Sink> Receiver<K> {
         if cfg.window_chunks == 0 {
             return Err(ConfigError::NotPositive("window_chunks"));
         }
-        let total_chunks = cfg.session.total_chunks();
-        let state = if total_chunks == 0 {
+        let mut layout = Layout::new(cfg.session.chunk_size);
+        layout.push(cfg.session.file_size, 0);
+        if !cfg.open {
+            layout.close();
+        }
+        let complete = layout.is_closed() && layout.total_chunks() == 0;
+        let state = if complete {
             ReceiverState::Complete
         } else {
             ReceiverState::Receiving
@@ -183,7 +213,7 @@ impl<K: Sink> Receiver<K> {
             epoch: now,
             last_heard: now,
             state,
-            total_chunks,
+            layout,
             cum_ack: 0,
             bits: VecDeque::new(),
             bits_base: 0,
@@ -195,6 +225,7 @@ impl<K: Sink> Receiver<K> {
             owd_interval_min: i64::MAX,
             owd_latest: 0,
             interval_start: None,
+            interval_last: None,
             interval_datagrams: 0,
             interval_bytes: 0,
             report_seq: 0,
@@ -203,9 +234,10 @@ impl<K: Sink> Receiver<K> {
             since_report: 0,
             fin_ack_due: false,
             first_data: None,
-            complete_at: (total_chunks == 0).then_some(now),
+            complete_at: complete.then_some(now),
             last_reject: None,
             stats,
+            train: TrainMeter::default(),
         })
     }
 
@@ -214,11 +246,66 @@ impl<K: Sink> Receiver<K> {
         self.state
     }
 
+    /// Append a segment of `len` bytes lying at `digest_base` of its source (see
+    /// [`crate::layout`]); returns its first chunk, or `None` if the receiver is not open or its
+    /// layout was closed.
+    pub fn push_segment(&mut self, len: u64, digest_base: u64) -> Option<u64> {
+        if !self.cfg.open {
+            return None;
+        }
+        let first = self.layout.push(len, digest_base)?;
+        self.stats.file_bytes = self.layout.total_bytes();
+        Some(first)
+    }
+
+    /// The segments so far.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// Whether `datagram` belongs to this session (its tag checks out under the session's key
     /// and it carries the session id), without handing it over: what a socket loop asks before
     /// it trusts a datagram's source address.
     pub fn owns(&self, datagram: &[u8]) -> bool {
-        crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()).is_ok()
+        self.authenticate(datagram).is_ok()
+    }
+
+    /// Check a datagram's tag (keyed sessions) and session id and parse it; a DATA's payload
+    /// digest comes with it. A keyed DATA is checked against the digest of its payload at the
+    /// offset the layout gives its chunk, so one that does not fit the layout cannot be checked
+    /// and counts as [`Reject::BadTag`] like any other datagram without a valid tag.
+    fn authenticate<'a>(&self, datagram: &'a [u8]) -> Result<(Datagram<'a>, Option<PayloadDigest>), Reject> {
+        let id = self.cfg.session.session_id;
+        let Some(key) = &self.cfg.data_key else {
+            return crate::parse_own(datagram, id, None).map(|d| (d, None));
+        };
+        let is_data = wire::peek_header(datagram).is_ok_and(|h| h.kind == Kind::Data);
+        if !is_data {
+            return crate::parse_own(datagram, id, Some(key)).map(|d| (d, None));
+        }
+        let body_len = datagram.len().checked_sub(wire::TAG_LEN).ok_or(Reject::BadTag)?;
+        let (body, tag) = datagram.split_at(body_len);
+        let Ok(Datagram::Data(d)) = wire::parse(body) else {
+            return Err(Reject::BadTag);
+        };
+        let cs = u64::from(self.cfg.session.chunk_size);
+        let place = (d.header.offset.is_multiple_of(cs))
+            .then(|| self.layout.place(d.header.offset / cs))
+            .flatten()
+            .filter(|p| p.len == d.payload.len())
+            .ok_or(Reject::BadTag)?;
+        let header: &[u8; wire::DATA_HEADER_LEN] = body
+            .get(..wire::DATA_HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(Reject::BadTag)?;
+        let digest = wire::payload_digest(place.digest_offset, d.payload);
+        if !key.check_data(header, &digest, tag) {
+            return Err(Reject::BadTag);
+        }
+        if d.header.session_id != id {
+            return Err(Reject::WrongSession(d.header.session_id));
+        }
+        Ok((Datagram::Data(d), Some(digest)))
     }
 
     /// Whether every chunk has been written.
@@ -263,7 +350,7 @@ impl<K: Sink> Receiver<K> {
         s.complete_s = self.complete_at.map(since);
         if let (Some(a), Some(b)) = (self.first_data, self.complete_at) {
             let d = b.saturating_duration_since(a).as_secs_f64();
-            s.goodput_bps = (d > 0.0).then(|| self.cfg.session.file_size as f64 * 8.0 / d);
+            s.goodput_bps = (d > 0.0).then(|| self.layout.total_bytes() as f64 * 8.0 / d);
         }
         s
     }
@@ -275,7 +362,7 @@ impl<K: Sink> Receiver<K> {
 
     /// A datagram from the sender arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()) {
+        let (d, digest) = match self.authenticate(datagram) {
             Ok(d) => d,
             Err(r) => return self.reject(r),
         };
@@ -284,12 +371,15 @@ impl<K: Sink> Receiver<K> {
         }
         match d {
             Datagram::Report(_) | Datagram::FinAck(_) => self.reject(Reject::UnexpectedKind(d.kind())),
-            Datagram::Data(data) => self.handle_data(now, data),
+            Datagram::Data(data) => self.handle_data(now, data, digest.as_ref()),
             Datagram::Fin(f) => {
-                if f.file_size != self.cfg.session.file_size {
+                if f.file_size != self.layout.total_bytes() {
                     return self.reject(Reject::FileSizeMismatch(f.file_size));
                 }
                 self.last_heard = now;
+                // The sender has no more segments: the size it names is final.
+                self.layout.close();
+                self.check_complete(now);
                 if self.is_complete() {
                     self.state = ReceiverState::Closed;
                     self.fin_ack_due = true;
@@ -301,17 +391,17 @@ impl<K: Sink> Receiver<K> {
         }
     }
 
-    fn handle_data(&mut self, now: Instant, data: Data<'_>) {
-        let params = self.cfg.session;
+    fn handle_data(&mut self, now: Instant, data: Data<'_>, digest: Option<&PayloadDigest>) {
+        let cs = u64::from(self.cfg.session.chunk_size);
         let h = data.header;
-        if h.offset >= params.file_size {
+        if h.offset >= self.layout.wire_offset(self.layout.total_chunks()) {
             return self.reject(Reject::OffsetBeyondEnd(h.offset));
         }
-        if !h.offset.is_multiple_of(u64::from(params.chunk_size)) {
+        if !h.offset.is_multiple_of(cs) {
             return self.reject(Reject::MisalignedOffset(h.offset));
         }
-        let chunk = h.offset / u64::from(params.chunk_size);
-        let expected = params.chunk_len(chunk);
+        let chunk = h.offset / cs;
+        let expected = self.layout.chunk_len(chunk);
         if data.payload.len() != expected {
             return self.reject(Reject::BadPayloadLength {
                 len: data.payload.len(),
@@ -341,6 +431,16 @@ impl<K: Sink> Receiver<K> {
         }
         self.interval_datagrams = self.interval_datagrams.saturating_add(1);
         self.interval_bytes += data.payload.len() as u64;
+        self.interval_last = Some(self.interval_last.map_or(now, |l| l.max(now)));
+        if h.seq < wire::TRAIN_LEN && !h.retransmit {
+            let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
+            let len = data.payload.len() + wire::DATA_HEADER_LEN + tag;
+            self.train.arrival(now, len as u64);
+            if self.train.count == wire::TRAIN_LEN as u32 {
+                // The whole train is in: its estimate goes out now, not at the next interval.
+                self.report_due = Some(now);
+            }
+        }
         self.stats.datagrams_received += 1;
         self.stats.payload_bytes_received += data.payload.len() as u64;
         if h.retransmit {
@@ -350,17 +450,18 @@ impl<K: Sink> Receiver<K> {
         if self.is_received(chunk) {
             self.stats.duplicate_datagrams += 1;
         } else {
-            match self.sink.write_at(h.offset, data.payload) {
+            match self.sink.write_chunk(h.offset, data.payload, digest) {
                 Ok(()) => {
                     self.set_received(chunk);
                     self.stats.bytes_written += data.payload.len() as u64;
                     self.recv_high = self.recv_high.max(chunk + 1);
+                    let before = self.cum_ack;
                     self.advance();
-                    if self.cum_ack == self.total_chunks && self.state == ReceiverState::Receiving {
-                        self.state = ReceiverState::Complete;
-                        self.complete_at = Some(now);
+                    if self.cum_ack == self.layout.total_chunks() && self.cum_ack > before {
+                        // Everything so far is here: tell the sender at once.
                         self.report_due = Some(now);
                     }
+                    self.check_complete(now);
                 }
                 Err(e) => {
                     self.stats.sink_errors += 1;
@@ -375,6 +476,18 @@ impl<K: Sink> Receiver<K> {
         } else if self.report_due.is_none() {
             let due = self.last_report_at.unwrap_or(now) + self.cfg.report_interval;
             self.report_due = Some(due.max(now));
+        }
+    }
+
+    /// Closed and every chunk written: complete.
+    fn check_complete(&mut self, now: Instant) {
+        if self.state == ReceiverState::Receiving
+            && self.layout.is_closed()
+            && self.cum_ack == self.layout.total_chunks()
+        {
+            self.state = ReceiverState::Complete;
+            self.complete_at = Some(now);
+            self.report_due = Some(now);
         }
     }
 
@@ -413,7 +526,7 @@ impl<K: Sink> Receiver<K> {
                 break;
             }
         }
-        self.cum_ack = self.cum_ack.min(self.total_chunks);
+        self.cum_ack = self.cum_ack.min(self.layout.total_chunks());
         while self.cum_ack - self.bits_base >= 64 && !self.bits.is_empty() {
             self.bits.pop_front();
             self.bits_base += 64;
@@ -503,21 +616,27 @@ impl<K: Sink> Receiver<K> {
 
     /// When a REPORT is due, or the idle deadline, whichever is first.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.waiting() {
+            return self.report_due;
+        }
+        let idle = self.last_heard + self.cfg.idle_timeout;
+        Some(self.report_due.map_or(idle, |r| r.min(idle)))
+    }
+
+    /// Whether the receiver waits for the sender (and so has an idle deadline): before the
+    /// transfer closed, unless it is open and holds everything pushed so far (then the caller
+    /// decides what comes next).
+    fn waiting(&self) -> bool {
         match self.state {
-            ReceiverState::Closed | ReceiverState::TimedOut => self.report_due,
-            _ => {
-                let idle = self.last_heard + self.cfg.idle_timeout;
-                Some(self.report_due.map_or(idle, |r| r.min(idle)))
-            }
+            ReceiverState::Closed | ReceiverState::TimedOut => false,
+            _ => self.layout.is_closed() || self.cum_ack < self.layout.total_chunks(),
         }
     }
 
     /// The deadline from [`Receiver::poll_timeout`] passed: a due report goes out with the next
     /// [`Receiver::poll_transmit`]; past the idle deadline the receiver gives up.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if !matches!(self.state, ReceiverState::Closed | ReceiverState::TimedOut)
-            && now >= self.last_heard + self.cfg.idle_timeout
-        {
+        if self.waiting() && now >= self.last_heard + self.cfg.idle_timeout {
             self.state = ReceiverState::TimedOut;
             self.report_due = None;
         }
@@ -531,6 +650,7 @@ impl<K: Sink> Receiver<K> {
 
     /// Like [`Receiver::poll_transmit`], writing into `out` (cleared first).
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        out.clear();
         let written = self.poll_transmit_plain(now, out);
         if let (true, Some(k)) = (written, &self.cfg.data_key) {
             k.seal(out);
@@ -539,7 +659,6 @@ impl<K: Sink> Receiver<K> {
     }
 
     fn poll_transmit_plain(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        out.clear();
         if self.state == ReceiverState::TimedOut {
             return false;
         }
@@ -548,7 +667,7 @@ impl<K: Sink> Receiver<K> {
             self.stats.fin_acks_sent += 1;
             Fin {
                 session_id: self.cfg.session.session_id,
-                file_size: self.cfg.session.file_size,
+                file_size: self.layout.total_bytes(),
             }
             .write(Kind::FinAck, out);
             return true;
@@ -568,6 +687,13 @@ impl<K: Sink> Receiver<K> {
         self.report_seq += 1;
         let (echo_ts_us, echo_at) = self.echo.map_or((0, None), |(ts, at)| (ts, Some(at)));
         let owd_latest = self.owd_latest;
+        let interval_end = match (self.interval_start, self.interval_last) {
+            (Some(s), Some(l)) if self.interval_datagrams > 0 && l > s => l,
+            _ => now,
+        };
+        let interval_us = self
+            .interval_start
+            .map_or(0, |s| micros(interval_end.saturating_duration_since(s)));
         let r = Report {
             session_id: self.cfg.session.session_id,
             report_seq: self.report_seq,
@@ -578,7 +704,7 @@ impl<K: Sink> Receiver<K> {
             rx_datagrams: self.stats.datagrams_received,
             echo_ts_us,
             echo_delay_us: clamp32(since(echo_at)),
-            interval_us: clamp32(since(self.interval_start)),
+            interval_us: clamp32(interval_us),
             interval_datagrams: self.interval_datagrams,
             interval_bytes: self.interval_bytes,
             owd_min_us: if self.owd_min == i64::MAX { 0 } else { self.owd_min },
@@ -588,9 +714,11 @@ impl<K: Sink> Receiver<K> {
                 owd_latest
             },
             owd_latest_us: owd_latest,
+            train_bps: self.train.estimate(),
             naks,
         };
-        self.interval_start = Some(now);
+        self.interval_start = Some(interval_end);
+        self.interval_last = None;
         self.interval_datagrams = 0;
         self.interval_bytes = 0;
         self.owd_interval_min = i64::MAX;

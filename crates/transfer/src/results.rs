@@ -2,13 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Version of the report layout.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// Version of the report layout (2: one data stream per session, `data`; per file the bytes of
+/// each round, the verdict's tail and sync).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
-/// One protocol round (the blocks the receiver lacked, as one virtual file) seen by the sender.
+/// The session's one data stream (every accepted block of every file) as the sender saw it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RoundReport {
-    /// Bytes this round had to move.
+pub struct DataReport {
+    /// Bytes the stream had to move (blocks the receiver lacked, and blocks fetched again).
     pub bytes: u64,
     /// DATA datagrams sent, retransmissions included.
     pub datagrams_sent: u64,
@@ -22,9 +23,9 @@ pub struct RoundReport {
     pub rtt_min_us: Option<u64>,
     /// Smoothed RTT at the end, µs.
     pub srtt_us: Option<u64>,
-    /// From the first datagram to FIN-ACK, s.
+    /// From the first datagram to the last acknowledgement, s.
     pub duration_s: f64,
-    /// `bytes` over `duration_s`, bit/s.
+    /// `bytes` over `duration_s`, bit/s: the rate while data flowed.
     pub goodput_bps: Option<f64>,
     /// Congestion controller and its final phase.
     pub cc: String,
@@ -32,8 +33,20 @@ pub struct RoundReport {
     pub cc_events: crate::CcEvents,
     /// Datagrams from the receiver the sender dropped as malformed or not of this session.
     pub rejected: u64,
+    /// Whether the datagrams left in UDP GSO batches.
+    pub gso: bool,
+    /// System calls that sent the datagrams.
+    pub send_syscalls: u64,
     /// Rate over time, every 100 ms: goodput, receive rate, pacing rate, inflight.
     pub rate_samples: Vec<crate::RateSample>,
+}
+
+/// One round of one file: the bytes it had to move (the first round: the blocks the receiver
+/// lacked; later ones: blocks that failed verification).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileRound {
+    /// Bytes.
+    pub bytes: u64,
 }
 
 /// One file as the sender saw it.
@@ -47,16 +60,22 @@ pub struct FileSendReport {
     pub size: u64,
     /// Bytes the receiver already held from an interrupted attempt and that were not sent again.
     pub resumed_bytes: u64,
-    /// Protocol rounds (1, more when blocks failed verification).
-    pub rounds: Vec<RoundReport>,
-    /// BLAKE3 of the file, hex, as both sides computed it.
+    /// Rounds (1, more when blocks failed verification).
+    pub rounds: Vec<FileRound>,
+    /// BLAKE3 of the file, hex, as both sides computed it (what `b3sum` prints).
     pub blake3: Option<String>,
     /// The receiver verified every block and the whole file and gave the file its final name.
     pub verified: bool,
+    /// The receiver fsync'd the file before its verdict.
+    pub synced: bool,
+    /// What that fsync took at the receiver, s.
+    pub sync_s: Option<f64>,
     /// Why not, if not.
     pub error: Option<String>,
     /// Wall time for this file, offer to verdict, s.
     pub elapsed_s: f64,
+    /// From the file's last DATA datagram (first or repeated) to its verdict, s.
+    pub tail_s: Option<f64>,
 }
 
 /// Everything `evlbi send` did.
@@ -72,8 +91,12 @@ pub struct SendReport {
     pub cc: String,
     /// Rate or cap, bit/s.
     pub rate_bps: f64,
-    /// Files, in the order sent.
+    /// Files, in the order offered.
     pub files: Vec<FileSendReport>,
+    /// The data stream.
+    pub data: Option<DataReport>,
+    /// From the start to the receiver's `welcome` (connection, handshake), s.
+    pub handshake_s: f64,
     /// Directories created (empty ones included).
     pub directories: Vec<String>,
     /// Sum of file sizes.
@@ -82,10 +105,15 @@ pub struct SendReport {
     pub transferred_bytes: u64,
     /// Wall time of the whole session, s.
     pub elapsed_s: f64,
-    /// `transferred_bytes` over the time spent in protocol rounds, bit/s.
+    /// `transferred_bytes` over the time data flowed, bit/s.
     pub goodput_bps: Option<f64>,
-    /// Payload bytes retransmitted over all rounds.
+    /// Payload bytes retransmitted.
     pub retransmitted_bytes: u64,
+    /// Bytes read from the source files: every DATA payload (retransmissions included), plus
+    /// blocks the receiver held (read once to hash them), plus partial BLAKE3 leaves read back
+    /// (rare: odd chunk sizes under heavy reordering). Equal to the payload bytes sent when
+    /// nothing was held: each byte is read once and hashed as it is sent.
+    pub source_bytes_read: u64,
     /// Sender process CPU (user + system) over the session, % of one core.
     pub cpu_percent: Option<f64>,
     /// Every file verified.
@@ -105,22 +133,39 @@ pub struct FileRecvReport {
     pub rounds: u32,
     /// Blocks that failed verification (and were fetched again).
     pub bad_blocks: u64,
-    /// DATA datagrams received, duplicates included.
-    pub datagrams_received: u64,
-    /// Duplicates.
-    pub duplicate_datagrams: u64,
-    /// Datagrams dropped by the protocol (malformed, other session, out of range).
-    pub rejected: u64,
-    /// Datagrams dropped before the protocol (other host/port, oversized).
-    pub foreign: ForeignCounters,
     /// BLAKE3 of the file, hex, when verified.
     pub blake3: Option<String>,
     /// Verified and renamed to its final name.
     pub verified: bool,
+    /// Bytes read back from the `.part` only to hash them: blocks held from an earlier attempt
+    /// (re-verified), and partial BLAKE3 leaves past the bound; 0 for a fresh file, each byte
+    /// hashed as it is written.
+    pub bytes_read_back: u64,
+    /// Fsync'd before the verdict (the sender asked for it).
+    pub synced: bool,
+    /// What that fsync took, s.
+    pub sync_s: Option<f64>,
     /// Why not, if not.
     pub error: Option<String>,
     /// Offer to verdict, s.
     pub elapsed_s: f64,
+}
+
+/// The session's data stream as the receiver saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamRecvReport {
+    /// DATA datagrams received, duplicates included.
+    pub datagrams_received: u64,
+    /// Duplicates.
+    pub duplicate_datagrams: u64,
+    /// Datagrams dropped by the protocol (malformed, other session, out of range, bad tag).
+    pub rejected: u64,
+    /// Datagrams dropped before the protocol (other host/port, oversized).
+    pub foreign: ForeignCounters,
+    /// Loss the receiver saw (datagrams).
+    pub loss_fraction: f64,
+    /// Payload bytes written.
+    pub bytes_written: u64,
 }
 
 /// Datagrams the receiving loop refused before the protocol saw them.

@@ -1,32 +1,54 @@
 //! The sending side: reads chunks from a [`Source`], paces DATA, repairs NAKed chunks.
 
+mod parts;
+mod types;
+
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::cc::{CongestionController, ReportSample};
-use crate::wire::{self, DataHeader, Datagram, Fin, Kind, Report, DATA_HEADER_LEN};
+use crate::layout::Layout;
+use crate::wire::{self, DataHeader, Datagram, Fin, Kind, PayloadDigest, Report, DATA_HEADER_LEN};
 use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
+use parts::{InflightLog, RateSampler, RttEstimator};
+pub use types::{Failure, RateSample, SenderState, SenderStats};
 
 /// Where the sender's bytes come from (a file, a recorder's buffer, a generator in tests).
 pub trait Source {
-    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 = end of data).
-    /// The sender calls it again for the rest after a short read. An error aborts the transfer.
+    /// Reads up to `buf.len()` bytes of the chunk at wire offset `offset` (chunk index · chunk
+    /// size, see [`crate::layout`]), from `offset` on; returns how many were read (0 = end of
+    /// data). The sender calls it again for the rest after a short read. An error aborts the
+    /// transfer.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize>;
+
+    /// The chunk at wire offset `offset` left in a DATA datagram with `payload`; `digest` is the
+    /// payload digest its tag covers (keyed sessions), `first` whether this was the chunk's
+    /// first transmission. Chunks are first sent in order. Default: nothing.
+    fn on_sent(&mut self, offset: u64, payload: &[u8], digest: Option<&PayloadDigest>, first: bool) {
+        let _ = (offset, payload, digest, first);
+    }
 }
 
 impl<S: Source + ?Sized> Source for &mut S {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
         (**self).read_at(offset, buf)
     }
+
+    fn on_sent(&mut self, offset: u64, payload: &[u8], digest: Option<&PayloadDigest>, first: bool) {
+        (**self).on_sent(offset, payload, digest, first)
+    }
 }
 
 /// Sender settings; [`SenderConfig::new`] gives the defaults for a session.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct SenderConfig {
-    /// What is sent.
+    /// What is sent: the session id, the chunk size, and the first segment's size.
     pub session: SessionParams,
+    /// More segments may follow ([`Sender::push_segment`]) until [`Sender::close`]; otherwise
+    /// the transfer is the one segment of `session.file_size` bytes.
+    pub open: bool,
     /// Bytes each datagram occupies on the wire beyond its UDP payload, for pacing and rate
     /// estimation: 66 = IPv4 (20) + UDP (8) + Ethernet header, FCS, preamble, gap (38).
     pub wire_overhead: u32,
@@ -57,6 +79,7 @@ impl SenderConfig {
     pub fn new(session: SessionParams) -> Self {
         Self {
             session,
+            open: false,
             wire_overhead: models::wire::ETHERNET_UDP_OVERHEAD,
             max_window_chunks: 1 << 20,
             initial_rtt: Duration::from_millis(300),
@@ -69,100 +92,6 @@ impl SenderConfig {
             data_key: None,
         }
     }
-}
-
-/// Why a sender stopped without finishing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Failure {
-    /// [`Source::read_at`] failed.
-    Source(String),
-    /// [`Source::read_at`] returned 0 before the end of a chunk.
-    ShortRead(u64),
-    /// Nothing valid from the receiver for [`SenderConfig::idle_timeout`].
-    TimedOut,
-}
-
-/// Where the sender is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum SenderState {
-    /// Sending data and repairs.
-    Sending,
-    /// Reports stopped: only occasional probes.
-    Probing,
-    /// Everything acknowledged; FIN sent, waiting for FIN-ACK.
-    FinWait,
-    /// FIN-ACK received: both sides know the transfer is complete.
-    Done,
-    /// Aborted.
-    Failed(Failure),
-}
-
-/// One entry of [`SenderStats::rate_samples`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct RateSample {
-    /// Seconds since the sender was created.
-    pub t_s: f64,
-    /// Growth of the acknowledged prefix over the period, payload bits/s.
-    pub goodput_bps: f64,
-    /// Payload rate the receiver reported over the period, bits/s.
-    pub receive_bps: f64,
-    /// Pacing rate at the end of the period, wire bits/s.
-    pub pacing_bps: f64,
-    /// Wire bytes in flight.
-    pub inflight_bytes: u64,
-}
-
-/// What the sender did (serialisable for reports).
-#[derive(Debug, Clone, Serialize)]
-pub struct SenderStats {
-    /// Congestion controller.
-    pub cc: &'static str,
-    /// Its phase at the end.
-    pub cc_phase: &'static str,
-    /// What the controller reacted to.
-    pub cc_events: crate::cc::CcEvents,
-    /// State at the time of the snapshot.
-    pub state: SenderState,
-    /// File size.
-    pub file_bytes: u64,
-    /// Bytes acknowledged (contiguous prefix): delivered.
-    pub bytes_delivered: u64,
-    /// DATA datagrams sent (retransmissions and probes included).
-    pub datagrams_sent: u64,
-    /// Payload bytes sent.
-    pub payload_bytes_sent: u64,
-    /// Wire bytes sent (with [`SenderConfig::wire_overhead`]).
-    pub wire_bytes_sent: u64,
-    /// DATA datagrams that repeated a chunk.
-    pub retransmitted_datagrams: u64,
-    /// Their payload bytes.
-    pub retransmitted_bytes: u64,
-    /// Probes sent during silences (counted in the retransmissions too).
-    pub probes_sent: u64,
-    /// FINs sent.
-    pub fins_sent: u64,
-    /// Times reports stopped and the sender switched to probing.
-    pub report_timeouts: u64,
-    /// REPORTs accepted.
-    pub reports_received: u64,
-    /// REPORTs older than one already seen, ignored.
-    pub reports_stale: u64,
-    /// Datagrams dropped, by reason.
-    pub rejected: RejectCounters,
-    /// Loss the receiver saw: 1 − received / sent, from its latest report.
-    pub loss_seen_by_receiver: f64,
-    /// Smallest RTT measured, µs.
-    pub rtt_min_us: Option<u64>,
-    /// Smoothed RTT, µs.
-    pub srtt_us: Option<u64>,
-    /// From the first DATA sent to everything acknowledged, seconds.
-    pub duration_s: Option<f64>,
-    /// From the first DATA sent to FIN-ACK, seconds.
-    pub completion_s: Option<f64>,
-    /// File bits / `duration_s`.
-    pub goodput_bps: Option<f64>,
-    /// Rates every [`SenderConfig::rate_sample_interval`] (at most 100 000 kept).
-    pub rate_samples: Vec<RateSample>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -185,7 +114,8 @@ pub struct Sender<S> {
     cc: Box<dyn CongestionController>,
     epoch: Instant,
     state: SenderState,
-    total_chunks: u64,
+    /// The segments to send; chunk `i` is at wire offset `i · chunk_size`.
+    layout: Layout,
     /// Next chunk never sent.
     next_chunk: u64,
     /// Chunks below are acknowledged.
@@ -217,6 +147,8 @@ pub struct Sender<S> {
     acked_at: Option<Instant>,
     done_at: Option<Instant>,
     last_reject: Option<Reject>,
+    /// The receiver's estimate from the opening train was handed to the controller.
+    train_reported: bool,
     stats: SenderStats,
     rate: RateSampler,
     scratch: Vec<u8>,
@@ -244,7 +176,11 @@ impl<S: Source> Sender<S> {
         if cfg.max_window_chunks == 0 {
             return Err(ConfigError::NotPositive("max_window_chunks"));
         }
-        let total_chunks = cfg.session.total_chunks();
+        let mut layout = Layout::new(cfg.session.chunk_size);
+        layout.push(cfg.session.file_size, 0);
+        if !cfg.open {
+            layout.close();
+        }
         let stats = SenderStats {
             cc: cc.name(),
             cc_phase: cc.phase(),
@@ -280,7 +216,7 @@ impl<S: Source> Sender<S> {
             cc,
             epoch: now,
             state: SenderState::Sending,
-            total_chunks,
+            layout,
             next_chunk: 0,
             cum_ack: 0,
             window_end: u64::MAX,
@@ -302,6 +238,7 @@ impl<S: Source> Sender<S> {
             acked_at: None,
             done_at: None,
             last_reject: None,
+            train_reported: false,
             stats,
             rate: RateSampler {
                 at: now,
@@ -310,11 +247,39 @@ impl<S: Source> Sender<S> {
             },
             scratch: Vec::new(),
         };
-        if total_chunks == 0 {
-            s.acked_at = Some(now);
-            s.enter_fin_wait(now);
-        }
+        s.check_finished(now);
         Ok(s)
+    }
+
+    /// Append a segment of `len` bytes lying at `digest_base` of its source (see
+    /// [`crate::layout`]); returns its first chunk, or `None` if the sender is not open (or
+    /// closed, or already finished).
+    pub fn push_segment(&mut self, len: u64, digest_base: u64) -> Option<u64> {
+        if !self.cfg.open || matches!(self.state, SenderState::Done | SenderState::Failed(_)) {
+            return None;
+        }
+        let first = self.layout.push(len, digest_base)?;
+        self.stats.file_bytes = self.layout.total_bytes();
+        Some(first)
+    }
+
+    /// No more segments: once everything is acknowledged the sender sends FIN.
+    pub fn close(&mut self, now: Instant) {
+        self.layout.close();
+        self.check_finished(now);
+    }
+
+    /// The segments so far.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Closed and everything acknowledged: on to FIN.
+    fn check_finished(&mut self, now: Instant) {
+        if self.layout.is_closed() && self.all_acked() && self.state == SenderState::Sending {
+            self.acked_at.get_or_insert(now);
+            self.enter_fin_wait(now);
+        }
     }
 
     /// Current state.
@@ -327,9 +292,10 @@ impl<S: Source> Sender<S> {
         self.state == SenderState::Done
     }
 
-    /// Whether every chunk is acknowledged (FIN-ACK may still be pending).
+    /// Whether every chunk so far is acknowledged (FIN-ACK may still be pending; an open sender
+    /// may get more segments).
     pub fn all_acked(&self) -> bool {
-        self.cum_ack == self.total_chunks
+        self.cum_ack == self.layout.total_chunks()
     }
 
     /// The congestion controller.
@@ -352,14 +318,25 @@ impl<S: Source> Sender<S> {
         &self.source
     }
 
+    /// The source, mutably (a session adds files to it as they are accepted).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
+    /// DATA datagrams sent so far (cheap, where [`Sender::stats`] copies the rate samples).
+    pub fn datagrams_sent(&self) -> u64 {
+        self.stats.datagrams_sent
+    }
+
     /// Bytes of the file acknowledged as a contiguous prefix: cheap, for progress (where
     /// [`Sender::stats`] would copy the rate samples).
     pub fn bytes_delivered(&self) -> u64 {
-        if self.cum_ack == self.total_chunks {
-            self.cfg.session.file_size
-        } else {
-            self.cfg.session.offset(self.cum_ack)
-        }
+        self.layout.bytes_before(self.cum_ack)
+    }
+
+    /// Chunks `[0, cum_ack)` are acknowledged.
+    pub fn cum_ack(&self) -> u64 {
+        self.cum_ack
     }
 
     /// Payload bytes sent again so far (cheap, for live figures; [`Sender::stats`] has all).
@@ -385,7 +362,7 @@ impl<S: Source> Sender<S> {
         if let Some(t) = self.acked_at {
             let d = t.saturating_duration_since(start).as_secs_f64();
             s.duration_s = Some(d);
-            s.goodput_bps = (d > 0.0).then(|| self.cfg.session.file_size as f64 * 8.0 / d);
+            s.goodput_bps = (d > 0.0).then(|| self.layout.total_bytes() as f64 * 8.0 / d);
         }
         s.completion_s = self.done_at.map(|t| t.saturating_duration_since(start).as_secs_f64());
         s
@@ -434,7 +411,7 @@ impl<S: Source> Sender<S> {
         match d {
             Datagram::Data(_) | Datagram::Fin(_) => self.reject(Reject::UnexpectedKind(d.kind())),
             Datagram::FinAck(f) => {
-                if f.file_size != self.cfg.session.file_size {
+                if f.file_size != self.layout.total_bytes() {
                     return self.reject(Reject::FileSizeMismatch(f.file_size));
                 }
                 self.last_heard = now;
@@ -470,6 +447,14 @@ impl<S: Source> Sender<S> {
             self.probe_interval = self.srtt();
         }
         let rtt = self.take_rtt_sample(now, &r);
+        if r.train_bps > 0 && !self.train_reported {
+            self.train_reported = true;
+            // Datagram bytes to wire bytes, at the size of a full chunk's datagram.
+            let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
+            let dgram = (DATA_HEADER_LEN + tag) as f64 + f64::from(self.cfg.session.chunk_size);
+            let wire = r.train_bps as f64 * (dgram + f64::from(self.cfg.wire_overhead)) / dgram;
+            self.cc.on_capacity_estimate(now, wire);
+        }
         self.apply_ack(now, &r);
         let reorder = self.reorder_window_us();
         self.mark_lost(&r, reorder);
@@ -482,7 +467,9 @@ impl<S: Source> Sender<S> {
         if seq_high > 0 {
             self.stats.loss_seen_by_receiver = 1.0 - (r.rx_datagrams.min(seq_high) as f64 / seq_high as f64);
         }
-        let per_datagram = (DATA_HEADER_LEN as u64) + u64::from(self.cfg.wire_overhead);
+        // What each DATA datagram the receiver counted took on the wire besides its payload.
+        let tag = if self.cfg.data_key.is_some() { wire::TAG_LEN } else { 0 };
+        let per_datagram = (DATA_HEADER_LEN + tag) as u64 + u64::from(self.cfg.wire_overhead);
         let sample = ReportSample {
             now,
             echo_sent_at: self.epoch + Duration::from_micros(r.echo_ts_us),
@@ -502,10 +489,7 @@ impl<S: Source> Sender<S> {
         self.record_rate_sample(now, r.interval_bytes);
         self.last_naks = r.naks;
 
-        if self.cum_ack == self.total_chunks && self.acked_at.is_none() {
-            self.acked_at = Some(now);
-            self.enter_fin_wait(now);
-        }
+        self.check_finished(now);
     }
 
     /// The RTT sample of a report: only from an echo newer than any before (an older one was
@@ -529,16 +513,12 @@ impl<S: Source> Sender<S> {
     /// Move the cumulative acknowledgement and the receiver's window.
     fn apply_ack(&mut self, now: Instant, r: &Report) {
         if r.cum_ack > self.cum_ack {
-            let before = self.cfg.session.offset(self.cum_ack);
+            let before = self.layout.bytes_before(self.cum_ack);
             let n = (r.cum_ack - self.cum_ack) as usize;
             self.chunks.drain(..n.min(self.chunks.len()));
             self.cum_ack = r.cum_ack;
-            let after = if self.cum_ack == self.total_chunks {
-                self.cfg.session.file_size
-            } else {
-                self.cfg.session.offset(self.cum_ack)
-            };
-            self.cc.on_ack(now, after - before);
+            let after = self.layout.bytes_before(self.cum_ack);
+            self.cc.on_ack(now, after.saturating_sub(before));
         }
         self.window_end = r.window_end;
     }
@@ -568,7 +548,7 @@ impl<S: Source> Sender<S> {
         if dt < self.cfg.rate_sample_interval || self.stats.rate_samples.len() >= MAX_RATE_SAMPLES {
             return;
         }
-        let acked = self.cfg.session.offset(self.cum_ack).min(self.cfg.session.file_size);
+        let acked = self.layout.bytes_before(self.cum_ack);
         let secs = dt.as_secs_f64();
         self.stats.rate_samples.push(RateSample {
             t_s: now.saturating_duration_since(self.epoch).as_secs_f64(),
@@ -593,17 +573,18 @@ impl<S: Source> Sender<S> {
             SenderState::FinWait => Some(self.fin_next.min(idle)),
             SenderState::Probing => Some(self.probe_next.min(idle)),
             SenderState::Sending => {
-                let mut t = idle;
-                if self.outstanding() {
-                    t = t.min(self.last_heard + self.report_timeout());
-                }
+                // Nothing outstanding (an open sender waiting for segments): nothing to hear.
+                let mut t = self
+                    .outstanding()
+                    .then(|| idle.min(self.last_heard + self.report_timeout()));
+                let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
                 if self.can_send() {
-                    t = t.min(self.pace_time + self.cfg.pacing_granularity / 2);
+                    at(self.pace_time + self.cfg.pacing_granularity / 2);
                 }
                 if let Some(tail) = self.tail_timer {
-                    t = t.min(tail);
+                    at(tail);
                 }
-                Some(t)
+                t
             }
         }
     }
@@ -617,7 +598,7 @@ impl<S: Source> Sender<S> {
     }
 
     fn new_chunk_allowed(&self) -> bool {
-        self.next_chunk < self.total_chunks
+        self.next_chunk < self.layout.total_chunks()
             && self.next_chunk < self.window_end
             && self.next_chunk - self.cum_ack < self.cfg.max_window_chunks
     }
@@ -627,7 +608,8 @@ impl<S: Source> Sender<S> {
         if matches!(self.state, SenderState::Done | SenderState::Failed(_)) {
             return;
         }
-        if now >= self.last_heard + self.cfg.idle_timeout {
+        let waiting = self.outstanding() || self.state != SenderState::Sending;
+        if waiting && now >= self.last_heard + self.cfg.idle_timeout {
             self.state = SenderState::Failed(Failure::TimedOut);
             return;
         }
@@ -685,15 +667,23 @@ impl<S: Source> Sender<S> {
     /// Like [`Sender::poll_transmit`], writing into `out` (cleared first) to reuse a buffer.
     /// Returns whether a datagram was written.
     pub fn poll_transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        let written = self.poll_transmit_plain(now, out);
-        if let (true, Some(k)) = (written, &self.cfg.data_key) {
-            k.seal(out);
+        out.clear();
+        self.poll_transmit_append(now, out)
+    }
+
+    /// Like [`Sender::poll_transmit_into`], but appends the datagram (tag included) after what
+    /// `out` holds: a caller batching datagrams into one buffer for UDP GSO builds them in
+    /// place. Returns whether one was appended; if not, `out` is unchanged.
+    pub fn poll_transmit_append(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        let written = self.poll_transmit_at(now, out, start);
+        if !written {
+            out.truncate(start);
         }
         written
     }
 
-    fn poll_transmit_plain(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        out.clear();
+    fn poll_transmit_at(&mut self, now: Instant, out: &mut Vec<u8>, start: usize) -> bool {
         match self.state {
             SenderState::Done | SenderState::Failed(_) => false,
             SenderState::FinWait => {
@@ -702,9 +692,12 @@ impl<S: Source> Sender<S> {
                 }
                 Fin {
                     session_id: self.cfg.session.session_id,
-                    file_size: self.cfg.session.file_size,
+                    file_size: self.layout.total_bytes(),
                 }
                 .write(Kind::Fin, out);
+                if let Some(k) = &self.cfg.data_key {
+                    k.seal_from(out, start);
+                }
                 self.stats.fins_sent += 1;
                 self.fin_next = now + self.fin_interval;
                 self.fin_interval = (self.fin_interval * 2).min(self.cfg.max_probe_interval);
@@ -716,7 +709,7 @@ impl<S: Source> Sender<S> {
                 }
                 let chunk = self.cum_ack;
                 self.retx.remove(&chunk);
-                if !self.send_chunk(now, chunk, true, out) {
+                if !self.send_chunk(now, chunk, true, out, start) {
                     return false;
                 }
                 self.stats.probes_sent += 1;
@@ -725,7 +718,9 @@ impl<S: Source> Sender<S> {
                 true
             }
             SenderState::Sending => {
-                if self.pace_time > now || !self.can_send() {
+                // The opening train leaves back to back (see `wire::TRAIN_LEN`).
+                let train = self.next_seq < wire::TRAIN_LEN && self.retx.is_empty();
+                if (self.pace_time > now && !train) || !self.can_send() {
                     return false;
                 }
                 let mut chunk = None;
@@ -741,10 +736,10 @@ impl<S: Source> Sender<S> {
                 let Some((c, retransmit)) = chunk else {
                     return false;
                 };
-                if !self.send_chunk(now, c, retransmit, out) {
+                if !self.send_chunk(now, c, retransmit, out, start) {
                     return false;
                 }
-                let wire = out.len() as f64 + f64::from(self.cfg.wire_overhead);
+                let wire = (out.len() - start) as f64 + f64::from(self.cfg.wire_overhead);
                 let rate = self.cc.pacing_rate_bps().max(1e3);
                 let base = self
                     .pace_time
@@ -755,12 +750,15 @@ impl<S: Source> Sender<S> {
         }
     }
 
-    /// Writes DATA for `chunk` into `out`; false (and the sender failed) if the source failed.
-    fn send_chunk(&mut self, now: Instant, chunk: u64, retransmit: bool, out: &mut Vec<u8>) -> bool {
-        let len = self.cfg.session.chunk_len(chunk);
-        let offset = self.cfg.session.offset(chunk);
+    /// Appends DATA for `chunk` (tagged in a keyed session) to `out`, which held `start` bytes;
+    /// false (and the sender failed) if the source failed.
+    fn send_chunk(&mut self, now: Instant, chunk: u64, retransmit: bool, out: &mut Vec<u8>, start: usize) -> bool {
+        let Some(place) = self.layout.place(chunk) else {
+            return false;
+        };
+        let len = place.len;
+        let offset = self.layout.wire_offset(chunk);
         let ts = self.now_us(now);
-        out.clear();
         DataHeader {
             session_id: self.cfg.session.session_id,
             seq: self.next_seq,
@@ -769,12 +767,13 @@ impl<S: Source> Sender<S> {
             retransmit,
         }
         .write(out);
-        out.resize(DATA_HEADER_LEN + len, 0);
+        let payload_at = start + DATA_HEADER_LEN;
+        out.resize(payload_at + len, 0);
         let mut filled = 0;
         while filled < len {
             match self
                 .source
-                .read_at(offset + filled as u64, &mut out[DATA_HEADER_LEN + filled..])
+                .read_at(offset + filled as u64, &mut out[payload_at + filled..])
             {
                 Ok(0) => {
                     self.state = SenderState::Failed(Failure::ShortRead(offset + filled as u64));
@@ -788,11 +787,19 @@ impl<S: Source> Sender<S> {
                 }
             }
         }
+        let first = chunk == self.next_chunk;
+        let digest = self.cfg.data_key.as_ref().map(|k| {
+            let d = wire::payload_digest(place.digest_offset, &out[payload_at..]);
+            k.seal_data(out, start, &d);
+            d
+        });
+        self.source
+            .on_sent(offset, &out[payload_at..payload_at + len], digest.as_ref(), first);
         if !self.outstanding() {
             // Nothing was outstanding: the report timeout counts from now.
             self.last_heard = self.last_heard.max(now);
         }
-        if chunk == self.next_chunk {
+        if first {
             self.chunks.push_back(ChunkState {
                 sent_us: ts,
                 pending: false,
@@ -804,7 +811,7 @@ impl<S: Source> Sender<S> {
         }
         self.next_seq += 1;
         self.last_sent_us = ts;
-        let wire = out.len() as u64 + u64::from(self.cfg.wire_overhead);
+        let wire = (out.len() - start) as u64 + u64::from(self.cfg.wire_overhead);
         self.stats.datagrams_sent += 1;
         self.stats.payload_bytes_sent += len as u64;
         self.stats.wire_bytes_sent += wire;
@@ -817,73 +824,4 @@ impl<S: Source> Sender<S> {
         self.cc.on_sent(now, wire, retransmit);
         true
     }
-}
-
-/// Smoothed RTT and its variation (RFC 6298 §2: α = 1/8, β = 1/4) and the smallest sample.
-#[derive(Debug, Clone, Copy)]
-struct RttEstimator {
-    min: Option<Duration>,
-    smoothed: Option<Duration>,
-    var: Duration,
-}
-
-impl RttEstimator {
-    fn new(initial: Duration) -> Self {
-        RttEstimator {
-            min: None,
-            smoothed: None,
-            var: initial / 2,
-        }
-    }
-
-    fn update(&mut self, sample: Duration) {
-        self.min = Some(self.min.map_or(sample, |m| m.min(sample)));
-        match self.smoothed {
-            None => {
-                self.smoothed = Some(sample);
-                self.var = sample / 2;
-            }
-            Some(srtt) => {
-                let diff = srtt.abs_diff(sample);
-                self.var = (self.var * 3 + diff) / 4;
-                self.smoothed = Some((srtt * 7 + sample) / 8);
-            }
-        }
-    }
-}
-
-/// Wire bytes in flight: those sent after the newest transmission time the receiver echoed.
-#[derive(Debug, Default)]
-struct InflightLog {
-    /// (send time µs, wire bytes sent up to and including it), oldest first.
-    sent: VecDeque<(u64, u64)>,
-    /// Wire bytes sent up to the newest echoed send time.
-    at_echo: u64,
-    bytes: u64,
-}
-
-impl InflightLog {
-    fn on_sent(&mut self, ts_us: u64, wire: u64, wire_total: u64) {
-        self.sent.push_back((ts_us, wire_total));
-        self.bytes += wire;
-    }
-
-    fn on_echo(&mut self, echo_ts_us: u64, wire_total: u64) {
-        while let Some(&(ts, cum)) = self.sent.front() {
-            if ts > echo_ts_us {
-                break;
-            }
-            self.at_echo = cum;
-            self.sent.pop_front();
-        }
-        self.bytes = wire_total - self.at_echo;
-    }
-}
-
-/// Where the current [`RateSample`] interval started.
-#[derive(Debug, Clone, Copy)]
-struct RateSampler {
-    at: Instant,
-    acked: u64,
-    rx_bytes: u64,
 }

@@ -11,16 +11,16 @@ use thiserror::Error;
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"eVTR";
 /// Protocol version written and accepted.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the header common to all datagrams (magic, version, kind, session id, flags).
 pub const COMMON_HEADER_LEN: usize = 16;
 /// Length of a DATA header; the payload follows.
 pub const DATA_HEADER_LEN: usize = 40;
 /// Length of a REPORT without its NAK ranges.
-pub const REPORT_FIXED_LEN: usize = 120;
+pub const REPORT_FIXED_LEN: usize = 128;
 /// Length of one NAK range in a REPORT (first chunk u64, count u32).
 pub const NAK_RANGE_LEN: usize = 12;
-/// Most NAK ranges one REPORT carries: keeps a REPORT at 1272 bytes, below any path MTU.
+/// Most NAK ranges one REPORT carries: keeps a REPORT at 1280 bytes, below any path MTU.
 pub const MAX_NAK_RANGES: usize = 96;
 /// Length of FIN and FIN-ACK.
 pub const FIN_LEN: usize = 24;
@@ -32,6 +32,9 @@ pub const MAX_PAYLOAD: usize = 65_507 - DATA_HEADER_LEN - TAG_LEN;
 
 /// DATA flag: this datagram repeats a chunk sent before.
 pub const FLAG_RETRANSMIT: u16 = 1;
+/// DATA datagrams of a session's opening train: sequence numbers below this are sent back to
+/// back (see [`Report::train_bps`]).
+pub const TRAIN_LEN: u64 = 16;
 
 /// Message kind (byte 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -127,50 +130,6 @@ pub enum WireError {
     },
 }
 
-/// A session's datagram key: 32 bytes both ends derived on their authenticated control channel.
-///
-/// With a key, every datagram ends in a [`TAG_LEN`]-byte tag: the first 16 bytes of the BLAKE3
-/// keyed hash (BLAKE3 paper §5.1, its MAC mode) of everything before it. A datagram without a
-/// valid tag is dropped before any field of it is believed, so one forged DATA or REPORT,
-/// even with the right session id from the right source port, moves no state. A 128-bit tag
-/// leaves a forger a 2^-128 chance per try. Replays within a session are harmless (a
-/// duplicate chunk, a stale report); the session id, random per round and covered by the tag,
-/// keeps datagrams of one round out of another.
-#[derive(Clone, PartialEq, Eq)]
-pub struct DataKey(pub [u8; 32]);
-
-impl std::fmt::Debug for DataKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the key.
-        f.write_str("DataKey(..)")
-    }
-}
-
-impl DataKey {
-    fn tag(&self, data: &[u8]) -> [u8; TAG_LEN] {
-        let h = blake3::keyed_hash(&self.0, data);
-        let mut t = [0u8; TAG_LEN];
-        t.copy_from_slice(&h.as_bytes()[..TAG_LEN]);
-        t
-    }
-
-    /// Append the tag of `out` to `out`.
-    pub fn seal(&self, out: &mut Vec<u8>) {
-        let t = self.tag(out);
-        out.extend_from_slice(&t);
-    }
-
-    /// The datagram without its tag if the tag is right, `None` otherwise (also when too short
-    /// to have one). The comparison takes the same time wherever the tags differ.
-    pub fn open<'a>(&self, datagram: &'a [u8]) -> Option<&'a [u8]> {
-        let body_len = datagram.len().checked_sub(TAG_LEN)?;
-        let (body, tag) = datagram.split_at(body_len);
-        let want = self.tag(body);
-        let diff = want.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        (diff == 0).then_some(body)
-    }
-}
-
 /// The common header of any datagram, for demultiplexing before a full parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommonHeader {
@@ -257,6 +216,7 @@ pub struct Data<'a> {
     pub payload: &'a [u8],
 }
 
+pub use crate::auth::{is_subtree, payload_digest, DataKey, PayloadDigest, BLAKE3_CHUNK_LEN};
 pub use seqrange::SeqRange;
 
 /// A REPORT: the receiver's state and measurements.
@@ -293,6 +253,12 @@ pub struct Report {
     pub owd_interval_min_us: i64,
     /// Relative one-way delay of the latest datagram, µs.
     pub owd_latest_us: i64,
+    /// Dispersion rate of the session's opening train (the first [`TRAIN_LEN`] DATA
+    /// datagrams, which the sender sends back to back): datagram bytes after the first over
+    /// the time from the first arrival to the last, bit/s; 0 until measured. The bottleneck
+    /// spaces a back-to-back train by its serialisation time, so this estimates the path's
+    /// capacity one round trip into the session (packet-pair probing, Keshav, SIGCOMM 1991).
+    pub train_bps: u64,
     /// Missing chunks in `[cum_ack, recv_high)`: ordered, non-overlapping, not necessarily all
     /// of them (at most [`MAX_NAK_RANGES`]; the receiver rotates through longer lists).
     pub naks: Vec<SeqRange>,
@@ -326,6 +292,7 @@ impl Report {
         for v in [self.owd_min_us, self.owd_interval_min_us, self.owd_latest_us] {
             out.extend_from_slice(&v.to_be_bytes());
         }
+        out.extend_from_slice(&self.train_bps.to_be_bytes());
         // Bounded by MAX_NAK_RANGES above, fits u16.
         out.extend_from_slice(&(naks.len() as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0]);
@@ -479,6 +446,7 @@ fn parse_report<'a>(session_id: u64, r: &mut Reader<'_>, len: usize) -> Result<D
         owd_min_us: r.i64().unwrap_or(0),
         owd_interval_min_us: r.i64().unwrap_or(0),
         owd_latest_us: r.i64().unwrap_or(0),
+        train_bps: r.u64().unwrap_or(0),
         naks: Vec::new(),
     };
     let n = usize::from(r.u16().unwrap_or(0));
@@ -591,6 +559,7 @@ mod tests {
             owd_min_us: -5,
             owd_interval_min_us: 3,
             owd_latest_us: 9,
+            train_bps: 987_654_321,
             naks: vec![SeqRange { first: 10, count: 2 }, SeqRange { first: 20, count: 5 }],
         }
     }
@@ -603,6 +572,87 @@ mod tests {
         assert_eq!(buf.len(), rep.encoded_len());
         assert_eq!(buf.len(), REPORT_FIXED_LEN + 24);
         assert_eq!(parse(&buf), Ok(Datagram::Report(rep)));
+    }
+
+    /// The DATA header and FIN byte for byte (crate docs, "Wire format").
+    #[test]
+    fn data_header_and_fin_bytes_are_pinned() {
+        let mut d = Vec::new();
+        DataHeader {
+            session_id: 0x0102_0304_0506_0708,
+            seq: 9,
+            offset: 3 * 8192,
+            timestamp_us: 0x1122_3344,
+            retransmit: true,
+        }
+        .write(&mut d);
+        #[rustfmt::skip]
+        let want: [u8; DATA_HEADER_LEN] = [
+            b'e', b'V', b'T', b'R', 2, 1,             // magic, version 2, DATA
+            1, 2, 3, 4, 5, 6, 7, 8,                   // session id
+            0, 1,                                     // flags: retransmission
+            0, 0, 0, 0, 0, 0, 0, 9,                   // sequence number
+            0, 0, 0, 0, 0, 0, 0x60, 0,                // wire offset 24576
+            0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44,       // timestamp µs
+        ];
+        assert_eq!(d, want);
+        let mut f = Vec::new();
+        Fin {
+            session_id: 1,
+            file_size: 0x0100,
+        }
+        .write(Kind::FinAck, &mut f);
+        assert_eq!(
+            f,
+            [b'e', b'V', b'T', b'R', 2, 4, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+        );
+    }
+
+    /// A REPORT's fixed part and one NAK range, byte for byte (crate docs, "Wire format").
+    #[test]
+    fn report_bytes_are_pinned() {
+        let r = Report {
+            session_id: 1,
+            report_seq: 2,
+            cum_ack: 3,
+            recv_high: 9,
+            window_end: 10,
+            seq_high: 11,
+            rx_datagrams: 12,
+            echo_ts_us: 13,
+            echo_delay_us: 14,
+            interval_us: 15,
+            interval_datagrams: 16,
+            interval_bytes: 17,
+            owd_min_us: -1,
+            owd_interval_min_us: 19,
+            owd_latest_us: 20,
+            train_bps: 0x0102_0304,
+            naks: vec![SeqRange { first: 4, count: 2 }],
+        };
+        let mut b = Vec::new();
+        r.write(&mut b);
+        let be = |v: u64| v.to_be_bytes().to_vec();
+        let mut want: Vec<u8> = vec![b'e', b'V', b'T', b'R', 2, 2];
+        want.extend(be(1));
+        want.extend([0, 0]);
+        for v in [2u64, 3, 9, 10, 11, 12, 13] {
+            want.extend(be(v));
+        }
+        want.extend(14u32.to_be_bytes());
+        want.extend(15u32.to_be_bytes());
+        want.extend(16u32.to_be_bytes());
+        want.extend(be(17));
+        want.extend([0xff; 8]); // -1
+        want.extend(be(19));
+        want.extend(be(20));
+        assert_eq!(want.len(), 116);
+        want.extend([0, 0, 0, 0, 1, 2, 3, 4]); // train_bps at 116
+        want.extend([0, 1, 0, 0]); // one range, reserved
+        want.extend(be(4));
+        want.extend(2u32.to_be_bytes());
+        assert_eq!(b, want);
+        assert_eq!(b.len(), REPORT_FIXED_LEN + NAK_RANGE_LEN);
     }
 
     #[test]
@@ -651,8 +701,8 @@ mod tests {
         b[0] = b'X';
         assert!(matches!(parse(&b), Err(WireError::BadMagic(_))));
         let mut b = good.clone();
-        b[4] = 2;
-        assert_eq!(parse(&b), Err(WireError::UnsupportedVersion(2)));
+        b[4] = 1; // version 1 tagged DATA over the whole datagram: refused, not misread
+        assert_eq!(parse(&b), Err(WireError::UnsupportedVersion(1)));
         let mut b = good.clone();
         b[5] = 9;
         assert_eq!(parse(&b), Err(WireError::UnknownKind(9)));
@@ -690,7 +740,7 @@ mod tests {
 
         // Too many ranges: patch the count field.
         let mut b = good.clone();
-        b[116..118].copy_from_slice(&200u16.to_be_bytes());
+        b[124..126].copy_from_slice(&200u16.to_be_bytes());
         assert_eq!(parse(&b), Err(WireError::TooManyNakRanges(200)));
 
         let mut d = Vec::new();

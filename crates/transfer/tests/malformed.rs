@@ -364,7 +364,8 @@ fn keyed_sessions_complete_and_forged_datagrams_move_no_state() {
         d
     }];
     let mut tagged = data(SESSION, 50_000, 1000);
-    other.seal(&mut tagged);
+    let digest = wire::payload_digest(50_000, &tagged[wire::DATA_HEADER_LEN..]);
+    other.seal_data(&mut tagged, 0, &digest);
     forged.push(tagged);
     for d in &forged {
         r.handle_datagram(now, d);
@@ -384,8 +385,16 @@ fn keyed_sessions_complete_and_forged_datagrams_move_no_state() {
     let (mut s2, _) = keyed_pair(now, [3; 32]);
     let d = s2.poll_transmit(now).unwrap();
     assert_eq!(d.len(), wire::DATA_HEADER_LEN + 1000 + wire::TAG_LEN);
-    assert!(DataKey([3; 32]).open(&d).is_some());
-    assert!(DataKey([5; 32]).open(&d).is_none());
+    let (body, tag) = d.split_at(d.len() - wire::TAG_LEN);
+    let header: &[u8; wire::DATA_HEADER_LEN] = body[..wire::DATA_HEADER_LEN].try_into().unwrap();
+    let digest = wire::payload_digest(0, &body[wire::DATA_HEADER_LEN..]);
+    assert!(DataKey([3; 32]).check_data(header, &digest, tag));
+    assert!(!DataKey([5; 32]).check_data(header, &digest, tag));
+    // The tag covers the payload through its digest: the same header with other bytes fails.
+    let other_payload = wire::payload_digest(0, &[0u8; 1000]);
+    assert!(!DataKey([3; 32]).check_data(header, &other_payload, tag));
+    // A DATA datagram's tag is not the generic one over its bytes.
+    assert!(DataKey([3; 32]).open(&d).is_none());
 }
 
 #[test]

@@ -1,0 +1,408 @@
+//! The sender's items (files and directories to create) through a session: offered a window
+//! ahead of the data, accepted into the stream, hashed as sent, and closed by their verdicts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ctlchan::mac::hex_encode;
+use ctlchan::Channel;
+use transfer::results::{FileRound, FileSendReport};
+use transfer::Sender;
+
+use crate::blocks::{from_ranges, Geometry};
+use crate::client::{Item, Source};
+use crate::control::{Msg, Offer, HASHES_PER_MESSAGE};
+use crate::fileio::{FileSource, ReadAt};
+use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
+use crate::{unexpected, SessionError};
+
+/// Most items offered and not yet answered for good (bounds open files on both ends).
+const MAX_OPEN_ITEMS: usize = 128;
+/// Most bytes of offered files not yet acknowledged in the stream (at least one file is always
+/// offered): enough to cover a 10 Gb/s × 200 ms path twice.
+const MAX_AHEAD_BYTES: u64 = 1 << 30;
+
+/// One file from its offer to its verdict.
+struct FileRun {
+    idx: usize,
+    g: Geometry,
+    offered_at: Instant,
+    /// Its bytes counted in [`Items::ahead_bytes`].
+    ahead: u64,
+    /// The opened source, until it moves into the stream's [`FileSource`] on `accept`.
+    file: Option<Arc<dyn ReadAt>>,
+    accepted: bool,
+    hashes: Vec<Option<Cv>>,
+    file_hash: Option<Cv>,
+    file_hash_sent: bool,
+    /// Blocks the receiver held from an earlier attempt (resumed once they verify).
+    held: BTreeSet<u64>,
+    held_job: Option<HeldHashes>,
+    report: FileSendReport,
+}
+
+/// The items of one session. See the module docs.
+pub(crate) struct Items {
+    plan: Vec<Item>,
+    next: usize,
+    block_size: u64,
+    sync: bool,
+    /// Items offered (or mkdir'd) and not answered for good, by id (= plan index).
+    open: BTreeMap<u64, ()>,
+    files: HashMap<u64, FileRun>,
+    reports: Vec<Option<FileSendReport>>,
+    directories: Vec<String>,
+    ahead_bytes: u64,
+    held_bytes: u64,
+    current: String,
+}
+
+impl Items {
+    pub(crate) fn new(plan: Vec<Item>, block_size: u64, sync: bool) -> Items {
+        let n = plan.len();
+        Items {
+            plan,
+            next: 0,
+            block_size,
+            sync,
+            open: BTreeMap::new(),
+            files: HashMap::new(),
+            reports: vec![None; n],
+            directories: Vec::new(),
+            ahead_bytes: 0,
+            held_bytes: 0,
+            current: String::new(),
+        }
+    }
+
+    /// Sum of the sizes of every file.
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.plan
+            .iter()
+            .map(|i| if let Item::File { size, .. } = i { *size } else { 0 })
+            .sum()
+    }
+
+    /// Bytes the receiver held before (not sent).
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.held_bytes
+    }
+
+    /// Destination of the latest file offered.
+    pub(crate) fn current(&self) -> &str {
+        &self.current
+    }
+
+    /// Every item answered for good.
+    pub(crate) fn all_final(&self) -> bool {
+        self.next == self.plan.len() && self.open.is_empty()
+    }
+
+    /// Offer (or mkdir) the next items while the window has room.
+    pub(crate) fn offer_more(&mut self, ch: &mut Channel<Msg>) -> Result<(), SessionError> {
+        while self.next < self.plan.len()
+            && self.open.len() < MAX_OPEN_ITEMS
+            && (self.open.is_empty() || self.ahead_bytes < MAX_AHEAD_BYTES)
+        {
+            let idx = self.next;
+            self.next += 1;
+            let id = idx as u64;
+            match self.plan[idx].clone() {
+                Item::Dir(d) if d.is_empty() => {}
+                Item::Dir(d) => {
+                    ch.send(&Msg::Mkdir { id, path: d })?;
+                    self.open.insert(id, ());
+                }
+                Item::File {
+                    source,
+                    dest,
+                    size,
+                    mtime_ns,
+                } => self.offer_file(ch, idx, &source, dest, size, mtime_ns)?,
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn offer_file(
+        &mut self,
+        ch: &mut Channel<Msg>,
+        idx: usize,
+        source: &Source,
+        dest: String,
+        planned_size: u64,
+        mtime_ns: u64,
+    ) -> Result<(), SessionError> {
+        let mut report = FileSendReport {
+            source: source.name(),
+            path: dest.clone(),
+            ..FileSendReport::default()
+        };
+        // A file's size as opened now (it may have changed since the plan); a stream's as planned.
+        let (file, size) = match source.open() {
+            Ok((f, size)) => (f, size.unwrap_or(planned_size)),
+            Err(e) => {
+                report.error = Some(e);
+                self.reports[idx] = Some(report);
+                return Ok(());
+            }
+        };
+        report.size = size;
+        let g = Geometry {
+            size,
+            block_size: self.block_size,
+        };
+        let id = idx as u64;
+        ch.send(&Msg::Offer(Offer {
+            id,
+            path: dest.clone(),
+            size,
+            mtime_ns,
+            block_size: self.block_size,
+            sync: self.sync,
+        }))?;
+        self.current = dest;
+        self.ahead_bytes += size;
+        self.open.insert(id, ());
+        self.files.insert(
+            id,
+            FileRun {
+                idx,
+                g,
+                offered_at: Instant::now(),
+                ahead: size,
+                file: Some(file),
+                accepted: false,
+                hashes: vec![None; g.blocks() as usize],
+                file_hash: None,
+                file_hash_sent: false,
+                held: BTreeSet::new(),
+                held_job: None,
+                report,
+            },
+        );
+        Ok(())
+    }
+
+    /// A control message from the receiver.
+    pub(crate) fn handle(&mut self, m: Msg, sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+        match m {
+            Msg::Done { id } => {
+                if let Some(Item::Dir(d)) = self.open.remove(&id).and_then(|_| self.plan.get(id as usize)) {
+                    self.directories.push(d.clone());
+                }
+                Ok(())
+            }
+            Msg::Refused { id, message } => {
+                self.open.remove(&id);
+                match self.files.remove(&id) {
+                    Some(mut f) => {
+                        sender.source_mut().finish_file(id);
+                        self.ahead_bytes = self.ahead_bytes.saturating_sub(f.ahead);
+                        f.report.error = Some(message);
+                        f.report.elapsed_s = f.offered_at.elapsed().as_secs_f64();
+                        self.reports[f.idx] = Some(f.report);
+                    }
+                    None => {
+                        let path = match self.plan.get(id as usize) {
+                            Some(Item::Dir(d)) => d.clone(),
+                            _ => return Err(unexpected(&Msg::Refused { id, message }, "a known item")),
+                        };
+                        self.reports[id as usize] = Some(FileSendReport {
+                            path,
+                            error: Some(message),
+                            ..FileSendReport::default()
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Msg::Accept { id, have } => self.accept(id, &have, sender),
+            Msg::Resend { id, blocks } => self.resend(id, &blocks, sender),
+            Msg::Verified {
+                id,
+                path,
+                blake3,
+                synced,
+                sync_us,
+            } => self.verified(id, path, blake3, synced, sync_us, sender),
+            m => Err(unexpected(&m, "accept, verified, resend, refused or done")),
+        }
+    }
+
+    fn accept(&mut self, id: u64, have: &[[u64; 2]], sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+        let f = match self.files.get_mut(&id) {
+            Some(f) if !f.accepted => f,
+            _ => {
+                return Err(unexpected(
+                    &Msg::Accept {
+                        id,
+                        have: have.to_vec(),
+                    },
+                    "an accept for an offered file",
+                ))
+            }
+        };
+        f.accepted = true;
+        let blocks = f.g.blocks();
+        f.held = from_ranges(have).filter(|&b| b < blocks).collect();
+        let file = f
+            .file
+            .take()
+            .ok_or_else(|| SessionError::Usage("a file accepted twice".into()))?;
+        let reader = file.clone();
+        sender.source_mut().add_file(id, file, f.g);
+        let mut bytes = 0;
+        for b in (0..blocks).filter(|b| !f.held.contains(b)) {
+            if let Some((len, off)) = sender.source_mut().push_block(id, b) {
+                sender.push_segment(len, off);
+                bytes += len;
+            }
+        }
+        f.report.rounds.push(FileRound { bytes });
+        let held_bytes = f.g.len_of(f.held.iter().copied());
+        self.held_bytes += held_bytes;
+        f.ahead -= held_bytes.min(f.ahead);
+        self.ahead_bytes = self.ahead_bytes.saturating_sub(held_bytes);
+        if !f.held.is_empty() {
+            // Blocks the receiver holds are not sent, so not hashed on the way: read them.
+            f.held_job = Some(spawn_block_hashing(reader, f.g, f.held.iter().copied().collect()));
+        }
+        Ok(())
+    }
+
+    fn resend(&mut self, id: u64, blocks: &[[u64; 2]], sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+        let Some(f) = self.files.get_mut(&id).filter(|f| f.accepted) else {
+            return Err(unexpected(
+                &Msg::Resend {
+                    id,
+                    blocks: blocks.to_vec(),
+                },
+                "a resend for an accepted file",
+            ));
+        };
+        let mut bytes = 0;
+        for b in from_ranges(blocks).filter(|&b| b < f.g.blocks()) {
+            f.held.remove(&b);
+            if let Some((len, off)) = sender.source_mut().push_block(id, b) {
+                sender.push_segment(len, off);
+                bytes += len;
+            }
+        }
+        f.report.rounds.push(FileRound { bytes });
+        Ok(())
+    }
+
+    fn verified(
+        &mut self,
+        id: u64,
+        path: String,
+        blake3: String,
+        synced: bool,
+        sync_us: u64,
+        sender: &mut Sender<FileSource>,
+    ) -> Result<(), SessionError> {
+        let Some(mut f) = self.files.remove(&id).filter(|f| f.accepted) else {
+            return Err(SessionError::Peer(format!(
+                "a verdict for file {id}, which was not accepted"
+            )));
+        };
+        self.open.remove(&id);
+        let st = sender.source_mut().finish_file(id);
+        let now = Instant::now();
+        let ours = f.file_hash.map(|h| hex_encode(&h));
+        f.report.verified = ours.as_deref() == Some(blake3.as_str()) && path == f.report.path;
+        if path != f.report.path {
+            f.report.error = Some(format!(
+                "the receiver verified {path:?}, not the offered {:?}",
+                f.report.path
+            ));
+        } else if !f.report.verified {
+            f.report.error = Some(format!("receiver's BLAKE3 {blake3} differs from ours"));
+        }
+        f.report.resumed_bytes = f.g.len_of(f.held.iter().copied());
+        f.report.blake3 = Some(blake3);
+        f.report.synced = synced;
+        f.report.sync_s = synced.then(|| sync_us as f64 / 1e6);
+        f.report.elapsed_s = now.saturating_duration_since(f.offered_at).as_secs_f64();
+        f.report.tail_s = st.last_sent.map(|t| now.saturating_duration_since(t).as_secs_f64());
+        self.ahead_bytes = self.ahead_bytes.saturating_sub(f.ahead);
+        self.reports[f.idx] = Some(f.report);
+        Ok(())
+    }
+
+    /// Send the block hashes finished since the last call (as the blocks are sent, and those
+    /// read for held blocks), then each file's hash once all its blocks have one.
+    pub(crate) fn send_hashes(
+        &mut self,
+        ch: &mut Channel<Msg>,
+        sender: &mut Sender<FileSource>,
+    ) -> Result<(), SessionError> {
+        let mut fresh: BTreeMap<(u64, u64), Cv> = sender
+            .source_mut()
+            .take_hashed()
+            .into_iter()
+            .map(|h| ((h.file, h.block), h.hash))
+            .collect();
+        for (&id, f) in self.files.iter_mut() {
+            if f.held_job.as_ref().is_some_and(|j| j.is_finished()) {
+                if let Some(job) = f.held_job.take() {
+                    let hashed =
+                        join_block_hashing(job).map_err(netio::io_err(format!("reading {}", f.report.source)))?;
+                    fresh.extend(hashed.into_iter().map(|(b, h)| ((id, b), h)));
+                }
+            }
+        }
+        let mut runs: Vec<(u64, u64, Vec<String>)> = Vec::new();
+        for ((id, b), h) in fresh {
+            let Some(f) = self.files.get_mut(&id) else { continue };
+            if let Some(slot) = f.hashes.get_mut(b as usize) {
+                if slot.is_some() {
+                    continue; // a block sent again: its hash is of what was sent first
+                }
+                *slot = Some(h);
+            }
+            match runs.last_mut() {
+                Some((rid, first, hs))
+                    if *rid == id && *first + hs.len() as u64 == b && hs.len() < HASHES_PER_MESSAGE =>
+                {
+                    hs.push(hex_encode(&h))
+                }
+                _ => runs.push((id, b, vec![hex_encode(&h)])),
+            }
+        }
+        for (id, first_block, hashes) in runs {
+            ch.send(&Msg::Hashes {
+                id,
+                first_block,
+                hashes,
+            })?;
+        }
+        for (&id, f) in self.files.iter_mut() {
+            if f.accepted && !f.file_hash_sent && f.hashes.iter().all(Option::is_some) {
+                let cvs: Vec<Cv> = f.hashes.iter().flatten().copied().collect();
+                let root = root_of_blocks(&cvs);
+                f.file_hash = Some(root);
+                f.file_hash_sent = true;
+                ch.send(&Msg::FileHash {
+                    id,
+                    blake3: hex_encode(&root),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The reports of every file (in plan order) and the directories created.
+    pub(crate) fn into_reports(mut self) -> (Vec<FileSendReport>, Vec<String>) {
+        // Items never answered (the session ended early) have no report.
+        for f in self.files.into_values() {
+            let mut r = f.report;
+            r.error.get_or_insert_with(|| "no verdict from the receiver".into());
+            self.reports[f.idx] = Some(r);
+        }
+        (self.reports.into_iter().flatten().collect(), self.directories)
+    }
+}

@@ -1,0 +1,379 @@
+//! Attacks on `evlbi recv`, each reproducing what an attacker on the host did: paths that
+//! leave the root, strays and forged datagrams on the data port, planted links, a rewriting
+//! proxy, silent senders, absurd offers.
+
+mod common;
+
+use std::fs;
+use std::net::UdpSocket;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use transfer_session::control::{Msg, Offer};
+use transfer_session::{CcChoice, ServerConfig, ServerEvent};
+
+#[test]
+fn paths_that_leave_the_root_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("victim"), root.path().join("victim")).unwrap();
+    let srv = serve_once(root.path(), None);
+    let mut ch = raw_session(srv.addr);
+    for (id, path) in [
+        "../up.bin",
+        "/etc/evlbi-test",
+        "a/../../up.bin",
+        "escape/x.bin",
+        "victim",
+        "a//b",
+        "./x",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = 2 * id as u64;
+        let offer = Offer {
+            id,
+            path: path.into(),
+            size: 5,
+            mtime_ns: 0,
+            block_size: 8192,
+            sync: true,
+        };
+        ch.send(&Msg::Offer(offer)).unwrap();
+        match ch.recv(Duration::from_secs(10)).unwrap() {
+            Msg::Refused { id: i, message } => assert!(i == id && !message.is_empty()),
+            other => panic!("{path}: {other:?}"),
+        }
+        ch.send(&Msg::Mkdir {
+            id: id + 1,
+            path: path.into(),
+        })
+        .unwrap();
+        assert!(
+            matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { id: i, .. } if i == id + 1),
+            "mkdir {path}"
+        );
+    }
+    // The session survives refusals.
+    ch.send(&Msg::Bye).unwrap();
+    let events = srv.finish();
+    assert_eq!(files(&events).iter().filter(|f| f.error.is_some()).count(), 7);
+    assert!(
+        fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "wrote outside the root"
+    );
+    assert!(!root.path().parent().unwrap().join("up.bin").exists());
+    assert_eq!(
+        walk(root.path()).len(),
+        2,
+        "only the two planted links: {:?}",
+        walk(root.path())
+    );
+}
+
+#[test]
+fn strays_on_the_data_port_are_counted_and_never_written() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(4_000_000, 3);
+    fs::write(src.path().join("f.bin"), &data).unwrap();
+    let srv = serve_once(root.path(), None);
+    // Spray the round's port from another socket on the same host while the transfer runs:
+    // garbage, a DATA-looking datagram of another session, and one the size of nothing.
+    let (port_tx, port_rx) = mpsc::channel::<u16>();
+    let events = srv.events;
+    let (fwd_tx, fwd_rx) = mpsc::channel();
+    let relay = std::thread::spawn(move || {
+        for e in events.iter() {
+            if let ServerEvent::DataPort(_, udp_port) = &e {
+                let _ = port_tx.send(*udp_port);
+            }
+            let _ = fwd_tx.send(e);
+        }
+    });
+    let sprayer = std::thread::spawn(move || {
+        let Ok(port) = port_rx.recv_timeout(Duration::from_secs(20)) else {
+            return 0;
+        };
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut forged = vec![0u8; 40 + 8192];
+        forged[..4].copy_from_slice(b"eVTR");
+        forged[4] = 1;
+        forged[5] = 1;
+        let mut sent = 0;
+        for i in 0..300u32 {
+            let d: &[u8] = match i % 3 {
+                0 => b"garbage",
+                1 => &forged,
+                _ => &[0u8; 70_000][..65_000],
+            };
+            if s.send_to(d, ("127.0.0.1", port)).is_ok() {
+                sent += 1;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        sent
+    });
+    let mut cfg = config(srv.addr, "");
+    cfg.cc = CcChoice::Fixed(200e6);
+    let report = run_send(&cfg, &[src.path().join("f.bin")]).unwrap();
+    let sprayed = sprayer.join().unwrap();
+    srv.thread.join().unwrap().unwrap();
+    relay.join().unwrap();
+    let events: Vec<ServerEvent> = fwd_rx.try_iter().collect();
+    assert!(report.ok);
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    assert!(sprayed > 0, "the sprayer never saw the port");
+    let f = stream(&events);
+    let foreign = f.foreign.other_host + f.foreign.other_port + f.foreign.oversized + f.rejected;
+    assert!(foreign > 0, "no stray was counted: {f:?}");
+    assert!(
+        foreign <= sprayed,
+        "more strays counted ({foreign}) than sent ({sprayed})"
+    );
+}
+
+#[test]
+fn planted_links_below_the_root_receive_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let data = pattern(300_000, 11);
+    fs::write(src.path().join("p3.bin"), &data).unwrap();
+    fs::write(src.path().join("p4.bin"), &data).unwrap();
+    // The resume record's temporary name points outside; NAME.part is a hard link to a file
+    // outside the root.
+    std::os::unix::fs::symlink(outside.path().join("victim"), root.path().join("p3.bin.part.evlbi.tmp")).unwrap();
+    fs::write(outside.path().join("precious"), b"keep me").unwrap();
+    fs::hard_link(outside.path().join("precious"), root.path().join("p4.bin.part")).unwrap();
+    let srv = serve_once(root.path(), None);
+    let report = run_send(
+        &config(srv.addr, ""),
+        &[src.path().join("p3.bin"), src.path().join("p4.bin")],
+    )
+    .unwrap();
+    srv.finish();
+    assert!(
+        !outside.path().join("victim").exists(),
+        "the resume record went through the link"
+    );
+    assert_eq!(fs::read(outside.path().join("precious")).unwrap(), b"keep me");
+    // p3 arrives (the planted link was removed, not followed); p4 is refused.
+    assert_eq!(fs::read(root.path().join("p3.bin")).unwrap(), data);
+    let p4 = report.files.iter().find(|f| f.path == "p4.bin").unwrap();
+    assert!(p4.error.as_deref().is_some_and(|e| e.contains("hard links")), "{p4:?}");
+    assert!(!report.ok);
+}
+
+#[test]
+fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(16 << 20, 12);
+    let srv = serve_once(root.path(), None);
+    let Raw {
+        mut ch,
+        key: sk,
+        udp_port: port,
+        session_id,
+    } = raw_session_key(srv.addr);
+    raw_offer(&mut ch, 0, "f.bin", data.len() as u64);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    // What the attacker sent: the session id, 13 MB ahead, random payload — untagged, then
+    // tagged under a key of its own. Both come from the port the real data will use.
+    let forged = |tag: Option<&transfer::DataKey>| {
+        let mut d = Vec::new();
+        transfer::wire::DataHeader {
+            session_id,
+            seq: 0,
+            offset: 13 << 20,
+            timestamp_us: 0,
+            retransmit: false,
+        }
+        .write(&mut d);
+        d.extend_from_slice(&pattern(8192, 99));
+        if let Some(k) = tag {
+            let digest = transfer::wire::payload_digest(13 << 20, &d[transfer::wire::DATA_HEADER_LEN..]);
+            k.seal_data(&mut d, 0, &digest);
+        }
+        d
+    };
+    sock.send(&forged(None)).unwrap();
+    sock.send(&forged(Some(&transfer::DataKey([9; 32])))).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // The real stream, keyed as the real sender keys it.
+    let src = tempfile::NamedTempFile::new().unwrap();
+    fs::write(src.path(), &data).unwrap();
+    let file = fs::File::open(src.path()).unwrap();
+    let g = transfer_session::blocks::Geometry {
+        size: data.len() as u64,
+        block_size: 1 << 20,
+    };
+    let mut scfg = transfer::SenderConfig::new(transfer::SessionParams {
+        session_id,
+        file_size: 0,
+        chunk_size: 8192,
+    });
+    scfg.open = true;
+    scfg.data_key = Some(transfer_session::control::data_key(&sk, session_id));
+    let mut source = transfer_session::fileio::FileSource::new(8192);
+    source.add_file(0, std::sync::Arc::new(file.try_clone().unwrap()), g);
+    let mut sender = transfer::Sender::new(
+        scfg,
+        source,
+        Box::new(transfer::FixedRate::new(2e9)),
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    for b in 0..g.blocks() {
+        let (len, off) = sender.source_mut().push_block(0, b).unwrap();
+        sender.push_segment(len, off);
+    }
+    sock.set_nonblocking(true).unwrap();
+    let mut tx = transfer_session::udp::Transmit::new(false);
+    let mut rb = netio::RecvBatch::new(16, 2048);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sender.bytes_delivered() < data.len() as u64 && std::time::Instant::now() < deadline {
+        if sender.poll_timeout().is_some_and(|t| t <= std::time::Instant::now()) {
+            sender.handle_timeout(std::time::Instant::now());
+        }
+        tx.pump(&sock, &mut sender).unwrap();
+        transfer_session::udp::pump_reports(&sock, &mut rb, &mut sender).unwrap();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(sender.bytes_delivered(), data.len() as u64, "{:?}", sender.state());
+    let (blocks, file_hash) = transfer_session::hashing::digest_file(&file, g).unwrap();
+    ch.send(&Msg::Hashes {
+        id: 0,
+        first_block: 0,
+        hashes: blocks.iter().map(|h| ctlchan::mac::hex_encode(h)).collect(),
+    })
+    .unwrap();
+    ch.send(&Msg::FileHash {
+        id: 0,
+        blake3: ctlchan::mac::hex_encode(&file_hash),
+    })
+    .unwrap();
+    match ch.recv(Duration::from_secs(30)).unwrap() {
+        Msg::Verified { path, blake3, .. } => {
+            assert_eq!(path, "f.bin");
+            assert_eq!(blake3, blake3::hash(&data).to_hex().as_str());
+        }
+        m => panic!("{m:?}"),
+    }
+    ch.send(&Msg::Bye).unwrap();
+    let events = srv.finish();
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    let f = stream(&events);
+    assert!(f.rejected >= 2, "the forged datagrams were not counted: {f:?}");
+    assert_eq!(f.foreign.other_port, 0, "a forged datagram locked the port: {f:?}");
+}
+
+#[test]
+fn a_round_without_data_ends_at_its_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    cfg.data_idle_timeout = Duration::from_secs(2);
+    let srv = serve_with(cfg, true);
+    let mut ch = raw_session(srv.addr);
+    raw_offer(&mut ch, 0, "f.bin", 1 << 20);
+    let t0 = std::time::Instant::now();
+    match ch.recv(Duration::from_secs(20)) {
+        Ok(Msg::Error { message }) => assert!(message.contains("no valid datagram"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    srv.thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_proxy_that_rewrites_the_offered_path_breaks_the_session_and_writes_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(500_000, 31);
+    fs::write(src.path().join("p.bin"), &data).unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let srv = serve_once(root.path(), Some(&key));
+    let proxy = rewriting_proxy(srv.addr, "\"path\":\"p.bin\"", "\"path\":\"evil/owned.bin\"");
+    let mut cfg = config(proxy, "");
+    cfg.key = Some(key);
+    let r = run_send(&cfg, &[src.path().join("p.bin")]);
+    // The sender must not say "verified" for a file the receiver wrote elsewhere.
+    if let Ok(rep) = &r {
+        assert!(!rep.ok && rep.files.iter().all(|f| !f.verified), "{rep:?}");
+    }
+    if let Err(e) = &r {
+        assert!(e.to_string().contains("authentication"), "{e}");
+    }
+    let _ = srv.thread.join();
+    assert!(!root.path().join("evil").exists(), "the rewritten path was written");
+    assert!(!root.path().join("p.bin").exists());
+}
+
+#[test]
+fn names_with_newlines_and_absurd_depths_create_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    fs::write(src.path().join("evil\nline.bin"), b"x").unwrap();
+    let srv = serve_once(root.path(), None);
+    let rep = run_send(&config(srv.addr, ""), &[src.path().join("evil\nline.bin")]).unwrap();
+    assert!(!rep.ok && rep.files[0].error.is_some(), "{rep:?}");
+    srv.finish();
+    let srv = serve_once(root.path(), None);
+    let mut ch = raw_session(srv.addr);
+    let deep = "a/".repeat(2047) + "a";
+    ch.send(&Msg::Offer(Offer {
+        id: 0,
+        path: deep.clone(),
+        size: 5,
+        mtime_ns: 0,
+        block_size: 8192,
+        sync: true,
+    }))
+    .unwrap();
+    assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
+    ch.send(&Msg::Mkdir { id: 1, path: deep }).unwrap();
+    assert!(matches!(ch.recv(Duration::from_secs(10)).unwrap(), Msg::Refused { .. }));
+    ch.send(&Msg::Bye).unwrap();
+    srv.finish();
+    assert_eq!(walk(root.path()), Vec::<String>::new(), "directories were created");
+}
+
+#[test]
+fn offers_of_absurd_sizes_are_refused_not_allocated() {
+    let root = tempfile::tempdir().unwrap();
+    let srv = serve_once(root.path(), None);
+    let mut ch = raw_session(srv.addr);
+    // 4 GiB files of 4 KiB blocks: 2^20 blocks each. Four fit the session's bound on blocks in
+    // flight (2^22), the fifth is refused — and the session goes on.
+    for id in 0..5u64 {
+        ch.send(&Msg::Offer(Offer {
+            id,
+            path: format!("big{id}.bin"),
+            size: 4 << 30,
+            mtime_ns: 1,
+            block_size: 4096,
+            sync: false,
+        }))
+        .unwrap();
+        match ch.recv(Duration::from_secs(30)).unwrap() {
+            Msg::Accept { id: i, .. } if id < 4 => assert_eq!(i, id),
+            Msg::Refused { id: i, message } if id == 4 => {
+                assert_eq!(i, 4);
+                assert!(message.contains("in flight"), "{message}");
+            }
+            m => panic!("offer {id}: {m:?}"),
+        }
+    }
+    ch.send(&Msg::Bye).unwrap();
+    let events = srv.finish();
+    assert!(
+        !root.path().join("big4.bin.part").exists(),
+        "the refused offer created its .part"
+    );
+    let refused = files(&events).into_iter().filter(|f| f.error.is_some()).count();
+    assert_eq!(refused, 5, "4 unfinished at bye, 1 refused");
+}

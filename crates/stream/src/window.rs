@@ -12,7 +12,11 @@
 //! frame more than one window beyond the newest, or behind what was already written by more than a
 //! window, is held as a *candidate*; only `confirm` mutually consistent candidates in a row, with
 //! no in-range frame between them, move the stream there (a real jump: the sender restarted, or a
-//! long outage). Gaps up to `max_fill` frames are filled with invalid frames; longer ones and jumps
+//! long outage). In a stream of several threads the run must also come from more than half of the
+//! threads seen (or last a whole window): one board or relay queue lagging the others by more
+//! than the window then loses its late frames, counted, instead of pulling the stream back and
+//! forth — each swing forward used to fill the gap again (44 million filled frames in 10 s of an
+//! overloaded two-board relay). Gaps up to `max_fill` frames are filled with invalid frames; longer ones and jumps
 //! back in time end the continuous segment ([`FrameSink::discontinuity`]), which the caller turns
 //! into a new output file.
 
@@ -137,6 +141,51 @@ impl ThreadMap {
     pub fn ids(&self) -> Vec<u16> {
         self.by_index.iter().flatten().copied().collect()
     }
+
+    /// How many thread ids have been seen.
+    pub fn seen(&self) -> usize {
+        self.by_index.iter().flatten().count()
+    }
+}
+
+/// A run of mutually consistent out-of-range frames, the evidence for a jump. Only the newest
+/// frames' bytes are kept (bounded memory however long the run); the run's length and the
+/// threads it came from are counted over all of it.
+#[derive(Default)]
+struct Candidates {
+    /// The newest frames of the run: slot, bytes, and the caller's sequence number.
+    held: std::collections::VecDeque<(u64, Vec<u8>, Option<u64>)>,
+    /// Frames in the run, held or not.
+    run: u64,
+    /// Which thread indices the run came from, and how many.
+    from_thread: Vec<bool>,
+    threads: usize,
+}
+
+impl Candidates {
+    /// Forget the run; the number of frames dropped with it.
+    fn clear(&mut self) -> u64 {
+        let n = self.held.len() as u64;
+        self.held.clear();
+        self.run = 0;
+        self.from_thread.iter_mut().for_each(|t| *t = false);
+        self.threads = 0;
+        n
+    }
+
+    /// Add a frame of thread index `thread`, keeping at most `keep` frames' bytes; whether the
+    /// oldest held one was let go.
+    fn push(&mut self, slot: u64, thread: usize, frame: &[u8], seq: Option<u64>, keep: usize) -> bool {
+        if self.from_thread.len() <= thread {
+            self.from_thread.resize(thread + 1, false);
+        }
+        if !std::mem::replace(&mut self.from_thread[thread], true) {
+            self.threads += 1;
+        }
+        self.run += 1;
+        self.held.push_back((slot, frame.to_vec(), seq));
+        self.held.len() > keep.max(1) && self.held.pop_front().is_some()
+    }
 }
 
 /// Counters of one station's window.
@@ -215,6 +264,10 @@ pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
         && a.station_id == b.station_id
 }
 
+/// Most candidate frames whose bytes are held (the newest of a run); older ones of a long run
+/// are counted out of range. Bounds the memory a flood of consistent forged frames can take.
+const MAX_HELD_CANDIDATES: usize = 64;
+
 /// One station's reorder window.
 pub struct StationWindow {
     cfg: WindowConfig,
@@ -227,8 +280,8 @@ pub struct StationWindow {
     highest: u64,
     ring: Vec<u8>,
     present: Vec<bool>,
-    /// Frames held as candidates: slot, bytes, and the caller's sequence number.
-    candidates: Vec<(u64, Vec<u8>, Option<u64>)>,
+    /// Out-of-range frames that may show a jump.
+    candidates: Candidates,
     /// (sequence number, slot) of earlier candidates placed when a later one confirmed them.
     confirmed: Vec<(u64, u64)>,
     written_any: bool,
@@ -262,7 +315,7 @@ impl StationWindow {
             highest: 0,
             ring: vec![0u8; w * frame_len],
             present: vec![false; w],
-            candidates: Vec::new(),
+            candidates: Candidates::default(),
             confirmed: Vec::new(),
             written_any: false,
             fill: vec![0u8; frame_len],
@@ -351,8 +404,7 @@ impl StationWindow {
             return self.candidate(slot, frame, seq, sink);
         }
         // An in-range frame proves the stream is where we think: forget candidates.
-        self.stats.out_of_range += self.candidates.len() as u64;
-        self.candidates.clear();
+        self.stats.out_of_range += self.candidates.clear();
         self.place(slot, frame, sink)
     }
 
@@ -402,17 +454,26 @@ impl StationWindow {
     fn candidate(&mut self, slot: u64, frame: &[u8], seq: Option<u64>, sink: &mut impl FrameSink) -> Placement {
         let consistent = self
             .candidates
-            .last()
+            .held
+            .back()
             .is_none_or(|(s, _, _)| s.abs_diff(slot) < self.cfg.window);
         if !consistent {
-            self.stats.out_of_range += self.candidates.len() as u64;
-            self.candidates.clear();
+            self.stats.out_of_range += self.candidates.clear();
         }
-        self.candidates.push((slot, frame.to_vec(), seq));
-        if self.candidates.len() < self.cfg.confirm as usize {
+        let threads = usize::from(self.cfg.threads);
+        let thread = (slot % threads as u64) as usize;
+        let keep = (self.cfg.confirm as usize).max(threads).min(MAX_HELD_CANDIDATES);
+        if self.candidates.push(slot, thread, frame, seq, keep) {
+            self.stats.out_of_range += 1;
+        }
+        let c = &self.candidates;
+        let seen = self.threads.seen().max(1);
+        let shown = c.run >= u64::from(self.cfg.confirm) && (2 * c.threads > seen || c.run >= self.cfg.window);
+        if !shown {
             return Placement::Candidate;
         }
-        let mut candidates = std::mem::take(&mut self.candidates);
+        let mut candidates: Vec<_> = std::mem::take(&mut self.candidates.held).into();
+        self.candidates.clear();
         let anchor = candidates.iter().map(|(s, _, _)| *s).min().unwrap_or(slot);
         self.jump(anchor, sink);
         // The last candidate is this frame: its placement is the answer; the earlier ones placed
@@ -516,13 +577,12 @@ impl StationWindow {
 
     /// Frames held as candidates for a jump (counted once they are placed or given up).
     pub fn pending(&self) -> usize {
-        self.candidates.len()
+        self.candidates.held.len()
     }
 
     /// Frames held as candidates at the end are counted as out of range.
     pub fn finish(&mut self, sink: &mut impl FrameSink) {
         self.flush(sink);
-        self.stats.out_of_range += self.candidates.len() as u64;
-        self.candidates.clear();
+        self.stats.out_of_range += self.candidates.clear();
     }
 }

@@ -211,6 +211,75 @@ fn a_real_jump_fills_short_gaps_and_splits_long_ones() {
     assert_eq!(sink.filled, 0);
 }
 
+/// Two boards, one thread each, the second's frames 3 windows late (a lagging board or relay
+/// queue), arriving in alternating bursts of 8 as a relay drains its input queues. The stream
+/// must stay on the first board's time: thread 1's late frames are dropped and counted, never
+/// pull the window back, and nothing is written twice or filled in bulk. (Before, each swing
+/// back and forth was a jump, and each forward one filled the gap again.)
+#[test]
+fn a_thread_lagging_beyond_the_window_does_not_swing_the_stream() {
+    let l = layout(2);
+    let window = 64;
+    let lag = 3 * window; // in slots of the stream (2 per time step)
+    let steps = 20_000u64;
+    let mut order = Vec::new();
+    let mut t = lag / 2; // thread 0 starts ahead by `lag` slots
+    while t + 8 <= steps {
+        order.extend((t..t + 8).map(|u| 2 * u)); // thread 0, time u
+        order.extend((t - lag / 2..t - lag / 2 + 8).map(|u| 2 * u + 1)); // thread 1, lag behind
+        t += 8;
+    }
+    let (sink, w) = run(&l, window, &order);
+    let st = w.stats();
+    assert_eq!(st.jumps, 0, "{st:?}");
+    assert_eq!(st.discontinuities, 0, "{st:?}");
+    assert_eq!(sink.segments.len(), 1);
+    // Every frame of thread 0 is written valid; thread 1's late frames are counted, not written.
+    let thread0 = order.iter().filter(|k| *k % 2 == 0).count() as u64;
+    assert!(st.written_valid >= thread0, "{st:?}");
+    assert_eq!(st.placed + st.out_of_range + st.late, order.len() as u64, "{st:?}");
+    // Time is written once: the output spans the stream's time steps, no more.
+    let frames = sink.segments[0].len() / l.frame_len;
+    assert!(
+        frames as u64 <= 2 * (steps + 1),
+        "{frames} frames written for {steps} steps"
+    );
+    let out = frames_of(&sink.segments[0], l.frame_len);
+    let mut last = None;
+    for (h, _) in out.iter().filter(|(h, _)| h.thread_id == 0) {
+        let t = (h.seconds, h.frame_number);
+        assert!(last.is_none_or(|l| l < t), "thread 0's time went back at {t:?}");
+        last = Some(t);
+    }
+}
+
+/// A real jump of a multi-thread stream (all threads restart 0.2 s later) still moves it; and
+/// when one thread stops for good and the other jumps, the jump is taken once a whole window of
+/// the survivor's frames has shown it.
+#[test]
+fn jumps_of_multi_thread_streams_are_still_taken() {
+    let l = layout(2);
+    let mut order: Vec<u64> = (0..2000).collect();
+    order.extend(2000 + 2 * 12_500..2000 + 2 * 12_500 + 2000);
+    let (sink, w) = run(&l, 64, &order);
+    assert_eq!(w.stats().jumps, 1);
+    assert_eq!(w.stats().written_valid, 4000);
+    assert_eq!(w.stats().written_filled, 2 * 12_500);
+    assert_eq!(sink.segments.len(), 1);
+    // Thread 1 ends at slot 2000; thread 0 alone resumes 0.2 s later.
+    let mut order: Vec<u64> = (0..2000).collect();
+    order.extend((2000 + 2 * 12_500..2000 + 2 * 12_500 + 4000).step_by(2));
+    let (_, w) = run(&l, 64, &order);
+    assert_eq!(w.stats().jumps, 1);
+    assert_eq!(
+        w.stats().written_valid + w.stats().out_of_range,
+        4000,
+        "{:?}",
+        w.stats()
+    );
+    assert!(w.stats().out_of_range <= 64, "{:?}", w.stats());
+}
+
 #[test]
 fn wrong_format_frames_never_reach_the_output() {
     let l = layout(1);

@@ -20,3 +20,20 @@ for c in sys.argv[2:]:
     print(c, "→", f.readline().decode().strip(), flush=True)
 PY
 }
+
+# Start `evlbi linkemu` between the namespaces $NS_A and $NS_B with further linkemu options "$@"
+# (summary JSON to $WORK/emu.json, log to $WORK/emu.log; its PID in EMU_PID), wait (≤ 5 s) for
+# side B's address, and give both namespaces TCP buffers for a 12.5 MB BDP (per-namespace sysctls).
+linkemu_start() {
+    "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" "$@" \
+        >"$WORK/emu.json" 2>"$WORK/emu.log" &
+    EMU_PID=$!
+    for _ in $(seq 100); do
+        ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
+        sleep 0.05
+    done
+    for ns in "$NS_A" "$NS_B"; do
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" \
+            net.ipv4.tcp_wmem="4096 131072 67108864"
+    done
+}

@@ -15,6 +15,8 @@
 # only processes this script started are stopped. Results: Markdown on stdout, JSON in $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 EVLBI=${EVLBI:-target/release/evlbi}
 SECS=${SECS:-30}
 OUT=${OUT:-bench/results/linkemu_paths.json}
@@ -38,19 +40,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start_emu() { # extra linkemu args...
-    "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" "$@" \
-        >"$WORK/emu.json" 2>"$WORK/emu.log" &
-    EMU_PID=$!
-    for _ in $(seq 100); do
-        ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
-        sleep 0.05
-    done
-    # Socket buffers for a 12.5 MB BDP (per-namespace sysctls).
-    for ns in "$NS_A" "$NS_B"; do
-        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" net.ipv4.tcp_wmem="4096 131072 67108864"
-    done
-}
 stop_emu() { stop_pid "$SRV_PID"; SRV_PID=""; stop_pid "$EMU_PID"; EMU_PID=""; }
 start_server() {
     ip netns exec "$NS_B" iperf3 -s -1 -B 10.77.0.2 >/dev/null 2>&1 &
@@ -66,7 +55,7 @@ echo "|---|---|---|---|---|---|---|"
 tcp_json=()
 for loss in ${TCP_LOSSES:-0 0.0001 0.001 0.01}; do
     for cc in cubic bbr; do
-        start_emu --rate 1G --delay 50ms --loss "$loss" --buffer 12500000B --seed 7
+        linkemu_start --rate 1G --delay 50ms --loss "$loss" --buffer 12500000B --seed 7
         start_server
         ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -C "$cc" -t "$SECS" -J >"$WORK/tcp.json" 2>/dev/null || true
         stop_emu
@@ -122,7 +111,7 @@ for i in range(500):
 '
 delay_case() { # label rate mtu udp_rate(0 = idle) datagram
     local label=$1 rate=$2 mtu=$3 udp=$4 len=$5 load_pid=""
-    start_emu --rate "$rate" --delay 50ms --mtu "$mtu" --buffer 4MB --seed 7
+    linkemu_start --rate "$rate" --delay 50ms --mtu "$mtu" --buffer 4MB --seed 7
     if [[ $udp != 0 ]]; then
         start_server
         ip netns exec "$NS_A" iperf3 -c 10.77.0.2 -u -b "$udp" -l "$len" -t 8 -J >"$WORK/udp.json" 2>/dev/null &

@@ -19,6 +19,8 @@
 # this script started are stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 RUNS=${RUNS:-3}
 SECS=${SECS:-10}
 WAN_SECS=${WAN_SECS:-30}
@@ -129,17 +131,7 @@ if [[ " $PARTS " == *" wan "* ]]; then
         for cc in cubic bbr; do
             for tool in evlbi iperf3; do
                 echo "wan run $run/$RUNS: $tool $cc" >&2
-                "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" \
-                    --rate 1G --delay 50ms --loss 0.1% --buffer 12500000B --seed 7 >"$WORK/emu.json" 2>"$WORK/emu.log" &
-                EMU_PID=$!
-                for _ in $(seq 100); do
-                    ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
-                    sleep 0.05
-                done
-                for ns in "$NS_A" "$NS_B"; do
-                    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" \
-                        net.ipv4.tcp_wmem="4096 131072 67108864"
-                done
+                linkemu_start --rate 1G --delay 50ms --loss 0.1% --buffer 12500000B --seed 7
                 "run_$tool" wan "$cc" "$run" 10.77.0.2 "$RA" "$RB" "$WAN_SECS"
                 stop_pid "$EMU_PID"
                 EMU_PID=""

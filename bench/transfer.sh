@@ -38,6 +38,8 @@
 # this script started are stopped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 RUNS=${RUNS:-3}
 SIZE_MB=${SIZE_MB:-1000}
 WAN_SIZE_MB=${WAN_SIZE_MB:-1000}
@@ -239,17 +241,7 @@ except Exception: print(0)' "$WORK/tcpf.json")
 }
 
 emu_start() { # loss
-    "$EVLBI" linkemu --a "ns:$NS_A" --b "ns:$NS_B" --quiet --json --state-dir "$WORK/state" --mtu 9000 \
-        --rate 1G --delay 50ms --loss "$1" --buffer 12500000B --seed 7 >"$WORK/emu.json" 2>"$WORK/emu.log" &
-    EMU_PID=$!
-    for _ in $(seq 100); do
-        ip -n "$NS_B" addr show dev lkemu-b 2>/dev/null | grep -q 10.77.0.2 && break
-        sleep 0.05
-    done
-    for ns in "$NS_A" "$NS_B"; do
-        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864" \
-            net.ipv4.tcp_wmem="4096 131072 67108864"
-    done
+    linkemu_start --mtu 9000 --rate 1G --delay 50ms --loss "$1" --buffer 12500000B --seed 7
 }
 emu_stop() { stop_pid "$EMU_PID"; EMU_PID=""; }
 RA="ip netns exec $NS_A"

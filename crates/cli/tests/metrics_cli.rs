@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, Proc};
+use common::{backend_sim, bin, free_tcp_port, http_get, stream_send_json, Proc};
 
 /// Whether this process runs as root (setup.sh installs missing packages only then).
 fn root() -> bool {
@@ -29,24 +29,6 @@ fn need(tool: &str, package: &str) -> bool {
         return false;
     }
     panic!("{tool} is missing: run scripts/setup.sh (it installs the Debian package {package})");
-}
-
-/// A TCP port free a moment ago on 127.0.0.1.
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// One GET; the status line and the body (empty when nothing answers).
-fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-        return (String::new(), String::new());
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let _ = s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    (head.lines().next().unwrap_or("").to_string(), body.to_string())
 }
 
 /// A `stream recv` of jive5ab-framed 8000-byte frames with `--metrics` on 127.0.0.1, and a
@@ -86,54 +68,13 @@ fn stream_with_metrics(seconds: &str) -> (Proc, Proc, SocketAddr) {
         assert!(t0.elapsed() < Duration::from_secs(10), "no metrics server on {metrics}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let send = Proc(
-        bin()
-            .args([
-                "stream",
-                "send",
-                "--generate",
-                "--stations",
-                "Ef",
-                "--rate",
-                "512M",
-                "--frame",
-                "8000",
-            ])
-            .args([
-                "--seq-format",
-                "jive5ab",
-                "--loop",
-                "--json",
-                "--duration",
-                seconds,
-                "--to",
-            ])
-            .arg(format!("127.0.0.1:{data}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let send = backend_sim(data, seconds, &[]);
     (recv, send, metrics)
 }
 
 /// The sender's frames, once it exits (bounded).
-fn frames_sent(mut send: Proc) -> u64 {
-    // Read while it runs: its JSON may exceed what a pipe holds.
-    let mut stdout = send.0.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        let _ = stdout.read_to_string(&mut out);
-        out
-    });
-    let t0 = Instant::now();
-    while send.0.try_wait().unwrap().is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "stream send did not end");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = reader.join().unwrap();
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
-    r["stations"][0]["frames_sent"].as_u64().unwrap()
+fn frames_sent(send: Proc) -> u64 {
+    stream_send_json(send)["stations"][0]["frames_sent"].as_u64().unwrap()
 }
 
 /// The value of the first series of an instant query, if any.

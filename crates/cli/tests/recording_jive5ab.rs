@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{bin, Proc};
+use common::{bin, free_tcp_port, free_udp_port, Proc};
 
 const FRAME: usize = 8032;
 
@@ -22,14 +22,6 @@ fn jive5ab() -> Option<PathBuf> {
     (p.is_file() && Path::new("/dev/shm").is_dir()).then_some(p)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A jive5ab on a free control port, stopped on drop.
 struct Jive5ab {
     _proc: Proc,
@@ -38,7 +30,7 @@ struct Jive5ab {
 
 impl Jive5ab {
     fn start(bin: &Path) -> Jive5ab {
-        let port = free_port();
+        let port = free_tcp_port();
         let child = std::process::Command::new(bin)
             .args(["-m", "0", "-*", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
@@ -168,7 +160,7 @@ fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
         // jive5ab records evlbi's udps stream; evlbi reads.
         let shm = tempfile::Builder::new().tempdir_in("/dev/shm").unwrap();
         let d = disks(shm.path());
-        let data_port = free_port();
+        let data_port = free_udp_port();
         let replies = j.vsi(&[
             "net_protocol=udps:64M:8M:4;",
             "mtu=9000;",

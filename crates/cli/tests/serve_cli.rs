@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, Proc};
+use common::{backend_sim, bin, free_udp_port, http_get, stream_send_json, Proc};
 use vsis::{ReplyRepr, ReturnCode};
 
 /// A control connection speaking VSI-S line by line, as the FS does.
@@ -140,48 +140,9 @@ impl Serve {
     }
 }
 
-/// A UDP port free a moment ago on 127.0.0.1.
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The backend simulator: one station, 512 Mb/s of 8000-byte frames, udps (jive5ab) framing,
-/// sending each frame at its VDIF time.
-fn backend(port: u16, seconds: &str, extra: &[&str]) -> Child {
-    bin()
-        .args([
-            "stream",
-            "send",
-            "--generate",
-            "--stations",
-            "Ef",
-            "--rate",
-            "512M",
-            "--frame",
-            "8000",
-        ])
-        .args([
-            "--seq-format",
-            "jive5ab",
-            "--loop",
-            "--duration",
-            seconds,
-            "--json",
-            "--to",
-        ])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 /// The sender's JSON: (frames sent, frames dropped on purpose) of its one station.
-fn sent(child: Child) -> (u64, u64) {
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "stream send failed");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+fn sent(send: Proc) -> (u64, u64) {
+    let r = stream_send_json(send);
     let s = &r["stations"][0];
     (
         s["frames_sent"].as_u64().unwrap(),
@@ -260,7 +221,7 @@ fn the_field_system_records_a_scan() {
     assert_eq!(&rec[..3], ["on", "1", "r41066_ef_no0001"]);
     assert_eq!(fs.ask(&format!("net_port = {} ;", port + 1)).code, ReturnCode::Conflict);
     assert_eq!(fs.ask("record = on : another ;").code, ReturnCode::Conflict);
-    let sender = backend(port, "3s", &["--inject-loss", "1%", "--loss-seed", "7"]);
+    let sender = backend_sim(port, "3s", &["--inject-loss", "1%", "--loss-seed", "7"]);
     // evlbi? while the data flow.
     let t0 = Instant::now();
     let mid = loop {
@@ -332,7 +293,7 @@ fn net2net_relays_to_the_correlator() {
     fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
     assert_eq!(fs.ok("net2net? ;")[0], "connected");
     fs.ok("net2net = on ;");
-    let sender = backend(port, "2s", &[]);
+    let sender = backend_sim(port, "2s", &[]);
     let (frames_sent, _) = sent(sender);
     let (total, loss) = settled(&mut fs);
     assert_eq!(fs.ok("net2net? ;")[0], "active");
@@ -365,18 +326,6 @@ fn more_descriptors() {
     }
 }
 
-/// One GET on the metrics port; its status line and body.
-fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-        .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    (head.lines().next().unwrap_or("").to_string(), body.to_string())
-}
-
 /// While a scan records: garbage, megabyte lines and 500 idle connections on the control port,
 /// 500 idle connections and a megabyte header on the metrics port. The FS's session, a client
 /// connecting afterwards and a scraper are all served, and the scan loses nothing.
@@ -391,7 +340,7 @@ fn bad_input_and_idle_connections_cost_the_scan_nothing() {
     fs.ok("net_protocol = udps : 64M ;");
     fs.ok(&format!("net_port = {port} ;"));
     fs.ok("record = on : flood ;");
-    let sender = backend(port, "6s", &[]);
+    let sender = backend_sim(port, "6s", &[]);
     // Garbage: binary bytes, statements that are none, unknown keywords, a megabyte line.
     let mut g = Vsi::connect(serve.vsi);
     // No LF in it: one line of 20 000 bytes.
@@ -618,7 +567,7 @@ fn the_field_system_records_vbs_and_mark6_scans_over_the_disks() {
         fs.ok(&format!("record = mk6 : {mk6} ;"));
         let scan = format!("r1_ef_no000{mk6}");
         fs.ok(&format!("record = on : {scan} ;"));
-        let (frames_sent, _) = sent(backend(port, "2s", &[]));
+        let (frames_sent, _) = sent(backend_sim(port, "2s", &[]));
         let (total, loss) = settled(&mut fs);
         assert_eq!((total, loss), (frames_sent, 0), "{layout}");
         fs.ok("record = off ;");

@@ -67,6 +67,83 @@ pub fn port_from_stderr(child: &mut Child, host: &str) -> Option<(u16, Receiver<
     None
 }
 
+/// A TCP port free a moment ago on 127.0.0.1.
+#[allow(dead_code)] // not every test binary needs one
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A UDP port free a moment ago on 127.0.0.1.
+#[allow(dead_code)] // not every test binary needs one
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP GET; the status line and the body (both empty when nothing answers).
+#[allow(dead_code)] // not every test binary scrapes
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return (String::new(), String::new());
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
+    let _ = s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
+/// The backend simulator: one station (Ef), 512 Mb/s of 8000-byte frames in udps (jive5ab)
+/// framing, each frame sent at its VDIF time, for `seconds`, to 127.0.0.1:`port`, plus `extra`
+/// options; its JSON summary goes to a pipe (read it with [`stream_send_json`]).
+#[allow(dead_code)] // not every test binary needs a backend
+pub fn backend_sim(port: u16, seconds: &str, extra: &[&str]) -> Proc {
+    let child = bin()
+        .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "512M"])
+        .args(["--frame", "8000", "--seq-format", "jive5ab", "--loop", "--json"])
+        .args(["--duration", seconds, "--to"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc(child)
+}
+
+/// The JSON summary of a `stream send` started with its stdout piped, once it exits (within
+/// 60 s); it must succeed.
+#[allow(dead_code)] // not every test binary sends
+pub fn stream_send_json(mut send: Proc) -> serde_json::Value {
+    use std::io::Read;
+    // Read while it runs: its JSON may exceed what a pipe holds.
+    let mut stdout = send.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = send.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "stream send did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "stream send failed: {status}");
+    serde_json::from_str(&reader.join().unwrap()).unwrap()
+}
+
 /// A process killed on drop if still running (tests must not leave servers behind).
 #[allow(dead_code)] // not every test binary starts processes this way
 pub struct Proc(pub Child);

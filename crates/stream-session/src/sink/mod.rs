@@ -508,12 +508,39 @@ mod tests {
         ring
     }
 
-    fn encoded(ops: &[WriteOp]) -> Vec<u8> {
+    /// The writer process's input for `ops`.
+    pub(crate) fn encoded(ops: &[WriteOp]) -> Vec<u8> {
         let mut out = Vec::new();
         for op in ops {
             encode_op(op, &mut out).unwrap();
         }
         out
+    }
+
+    /// `data` (`frames` frames of `frame_len` bytes) put at `at` in a free slot of `ring` and
+    /// handed over, as the receiver does: the record that tells the writer of it (station 3).
+    pub(crate) fn place(
+        ring: &SharedRing,
+        held: &mut [bool],
+        at: usize,
+        data: &[u8],
+        frames: usize,
+        frame_len: usize,
+    ) -> WriteOp {
+        let s = ring.try_take(held).unwrap();
+        // SAFETY: `s` is held and this is its only slice.
+        unsafe { ring.slot_mut(s)[at..at + data.len()].copy_from_slice(data) };
+        ring.hand_over(s);
+        held[s as usize] = false;
+        WriteOp::Slot {
+            station: 3,
+            slot: s,
+            at: at as u32,
+            len: data.len() as u32,
+            frames: frames as u64,
+            filled: 0,
+            frame_len: frame_len as u64,
+        }
     }
 
     fn decode_all(mut bytes: &[u8]) -> std::io::Result<Vec<WriteOp>> {
@@ -634,20 +661,7 @@ mod tests {
             let data = frames(n, frame_len, first);
             first = first.wrapping_add(n as u8);
             let at = file.len() % DIRECT_ALIGN + usize::from(misplace == Some(i)) * 8;
-            let s = ring.try_take(&mut held).unwrap();
-            // SAFETY: `s` is held and this is its only slice.
-            unsafe { ring.slot_mut(s)[at..at + data.len()].copy_from_slice(&data) };
-            ring.hand_over(s);
-            held[s as usize] = false;
-            ops.push(WriteOp::Slot {
-                station: 3,
-                slot: s,
-                at: at as u32,
-                len: data.len() as u32,
-                frames: n as u64,
-                filled: 0,
-                frame_len: frame_len as u64,
-            });
+            ops.push(place(&ring, &mut held, at, &data, n, frame_len));
             file.extend_from_slice(&data);
         }
         ops.push(WriteOp::Close { station: 3 });

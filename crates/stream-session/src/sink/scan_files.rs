@@ -380,17 +380,10 @@ fn salvage(o: &mut ScanOpen) -> Lost {
 mod tests {
     use std::path::Path;
 
-    use super::super::writer_process::{encode_op, WriterOutcome};
+    use super::super::tests::{encoded, place};
+    use super::super::writer_process::WriterOutcome;
     use super::super::{serve_writer_process, slot_bytes, WriteOp, DIRECT_ALIGN, FLUSH_BYTES_DIRECT};
     use crate::ring::SharedRing;
-
-    fn encoded(ops: &[WriteOp]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for op in ops {
-            encode_op(op, &mut out).unwrap();
-        }
-        out
-    }
 
     /// Records of a vbs or Mark6 recording on one disk: blocks `(number, frames, ended)` of
     /// `frame_len`-byte frames planned `planned` frames long, each frame's bytes its index,
@@ -429,21 +422,7 @@ mod tests {
                     .map(|i| k.wrapping_add((i / frame_len) as u8))
                     .collect();
                 k = k.wrapping_add(part as u8);
-                let at = pos % DIRECT_ALIGN;
-                let s = ring.try_take(&mut held).unwrap();
-                // SAFETY: `s` is held and this is its only slice.
-                unsafe { ring.slot_mut(s)[at..at + bytes.len()].copy_from_slice(&bytes) };
-                ring.hand_over(s);
-                held[s as usize] = false;
-                ops.push(WriteOp::Slot {
-                    station: 3,
-                    slot: s,
-                    at: at as u32,
-                    len: bytes.len() as u32,
-                    frames: part as u64,
-                    filled: 0,
-                    frame_len: frame_len as u64,
-                });
+                ops.push(place(&ring, &mut held, pos % DIRECT_ALIGN, &bytes, part, frame_len));
                 pos += bytes.len();
                 data.extend_from_slice(&bytes);
             }

@@ -134,12 +134,12 @@ pub fn data_wire_len(d: &[u8], data_overhead: usize) -> usize {
     }
 }
 
-/// Receiver endpoint.
-pub struct Rx {
-    pub r: Receiver<CheckSink>,
+/// Receiver endpoint, over any sink (a [`CheckSink`] unless said otherwise).
+pub struct Rx<K = CheckSink> {
+    pub r: Receiver<K>,
 }
 
-impl Endpoint for Rx {
+impl<K: Sink> Endpoint for Rx<K> {
     fn handle_datagram(&mut self, now: Instant, d: &[u8]) {
         self.r.handle_datagram(now, d);
     }
@@ -531,24 +531,4 @@ impl Endpoint for LateTx {
 }
 
 /// Receiver of a [`Files`] set.
-pub struct FilesRx {
-    pub r: Receiver<FilesSink>,
-}
-
-impl Endpoint for FilesRx {
-    fn handle_datagram(&mut self, now: Instant, d: &[u8]) {
-        self.r.handle_datagram(now, d);
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        self.r.poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.r.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.r.handle_timeout(now);
-    }
-    fn wire_len(&self, d: &[u8]) -> usize {
-        d.len() + FRAMING
-    }
-}
+pub type FilesRx = Rx<FilesSink>;

@@ -64,11 +64,7 @@ pub(crate) fn stream_shape(
         .map(|n| n.frames_per_second)
         .filter(|f| *f > 0)
         .or(fps)
-        .or_else(|| {
-            let rate = d.header.header_sample_rate_hz()?;
-            let fps = rate / d.header.samples_per_frame().max(1) as f64;
-            (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(MAX_FPS)).then_some(fps as u32)
-        })
+        .or_else(|| d.header.header_frames_per_second())
         .ok_or(ShapeError::NoFrameRate)?;
     let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
     if fps > MAX_FPS || threads > MAX_THREADS {

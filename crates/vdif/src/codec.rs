@@ -52,35 +52,6 @@ pub fn decodable(bits: u8) -> bool {
     matches!(bits, 1 | 2 | 4 | 8)
 }
 
-/// Unpack a data array into one code per value (0..2^bits), in wire order: time-major,
-/// channels interleaved, I before Q for complex data. Whole values are taken from each 32-bit
-/// word ([`crate::header::values_per_word`]); for odd widths a trailing part-word is ignored.
-pub fn unpack_values(data: &[u8], bits: u8, complex: bool) -> Vec<u32> {
-    let bits = bits.clamp(1, 32);
-    let per_word = crate::header::values_per_word(bits, complex);
-    let mask = if bits == 32 { u32::MAX } else { (1u32 << bits) - 1 };
-    let mut out = Vec::with_capacity(data.len() / 4 * per_word);
-    if 8 % bits == 0 {
-        // Byte-aligned widths: the same order byte by byte (see the module notes).
-        let per_byte = 8 / bits;
-        for &b in data {
-            for k in 0..per_byte {
-                out.push((u32::from(b) >> (k * bits)) & mask);
-            }
-        }
-        return out;
-    }
-    for w in data.chunks_exact(4) {
-        let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        for k in 0..per_word {
-            // Widths over 16 bits in complex data hold one value per word (shift 0).
-            let shift = k as u32 * u32::from(bits);
-            out.push(w.checked_shr(shift).unwrap_or(0) & mask);
-        }
-    }
-    out
-}
-
 /// Decode a data array to sample values in wire order (time-major, channels interleaved, I
 /// then Q for complex data) with the levels of the module notes. Widths other than 1, 2, 4
 /// and 8 bits have no agreed levels: [`CodecError::Unsupported`].
@@ -230,26 +201,6 @@ mod tests {
             decode_values(&[0; 4], 5, true),
             Err(CodecError::Unsupported { bits: 5, complex: true })
         ));
-    }
-
-    #[test]
-    fn odd_widths_leave_the_top_of_each_word_unused() {
-        // 5-bit complex: 3 (I, Q) pairs = 30 bits per word, bits 30-31 unused.
-        let codes = [1u32, 2, 3, 4, 5, 31];
-        let mut w = 0u32;
-        for (k, c) in codes.iter().enumerate() {
-            w |= c << (5 * k);
-        }
-        w |= 0b11 << 30; // garbage in the unused bits must not leak into a value
-        let mut data = w.to_le_bytes().to_vec();
-        data.extend_from_slice(&w.to_le_bytes());
-        let got = unpack_values(&data, 5, true);
-        assert_eq!(got.len(), 12);
-        assert_eq!(got[..6], codes);
-        assert_eq!(got[6..], codes);
-        // 3-bit real: 10 per word. 20-bit complex: I and Q in a word each.
-        assert_eq!(unpack_values(&[0xff; 8], 3, false).len(), 20);
-        assert_eq!(unpack_values(&[1, 0, 0, 0, 2, 0, 0, 0], 20, true), [1, 2]);
     }
 
     #[test]

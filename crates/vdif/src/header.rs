@@ -142,6 +142,14 @@ impl VdifHeader {
         Some(value * unit * if self.complex { 1.0 } else { 2.0 })
     }
 
+    /// Frames per second per thread from [`VdifHeader::header_sample_rate_hz`], when that gives
+    /// a whole number from 1 to 2^24 − 1 (more than any VDIF stream sends; untrusted numbers
+    /// size windows and queues).
+    pub fn header_frames_per_second(&self) -> Option<u32> {
+        let fps = self.header_sample_rate_hz()? / self.samples_per_frame().max(1) as f64;
+        (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24)).then_some(fps as u32)
+    }
+
     /// Parse a header from the start of `bytes` (at least 16 bytes; 32 unless legacy).
     ///
     /// Only the structure is checked here; see [`VdifHeader::validate`] for consistency rules.

@@ -332,12 +332,9 @@ impl Inspector {
         if self.first.is_none() {
             self.first = Some(*header);
             if self.tracker.fps.is_none() {
-                if let Some(rate) = header.header_sample_rate_hz() {
-                    let fps = rate / header.samples_per_frame().max(1) as f64;
-                    if fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24) {
-                        self.tracker.fps = Some(fps as u32);
-                        self.tracker.source = Some("header".into());
-                    }
+                if let Some(fps) = header.header_frames_per_second() {
+                    self.tracker.fps = Some(fps);
+                    self.tracker.source = Some("header".into());
                 }
             }
         }
@@ -519,13 +516,12 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     let mut threads: Vec<u16> = per_thread.iter().map(|t| t.thread).collect();
     threads.sort_unstable();
     threads.dedup();
-    let (start_utc, end_utc, duration_s) = time_span(&h0, &per_thread, fps, &mut problems);
-    let first_second_utc = per_thread
-        .iter()
-        .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
-        .map(|t| t.earliest.0)
-        .min()
-        .map(|s| iso(h0.ref_epoch, s, 0.0));
+    let TimeSpan {
+        start_utc,
+        end_utc,
+        duration_s,
+        first_second_utc,
+    } = time_span(&h0, &per_thread, fps, &mut problems);
     let invalid: u64 = per_thread.iter().map(|t| t.invalid).sum();
     let missing: u64 = per_thread.iter().map(|t| t.missing).sum();
     let ooo: u64 = per_thread.iter().map(|t| t.out_of_order).sum();
@@ -584,14 +580,20 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     }
 }
 
-/// First and last sample time (ISO) and duration of the threads whose clock agrees with the
-/// first frame; threads far from it are reported in `problems` and left out of the span.
-fn time_span(
-    h0: &VdifHeader,
-    per_thread: &[ThreadSummary],
-    fps: Option<u32>,
-    problems: &mut Vec<String>,
-) -> (Option<String>, Option<String>, Option<f64>) {
+/// The span of the threads whose clock agrees with the first frame; threads far from it are
+/// reported in `problems` and left out of the span.
+struct TimeSpan {
+    /// First sample time (ISO).
+    start_utc: Option<String>,
+    /// After the last sample (ISO).
+    end_utc: Option<String>,
+    duration_s: Option<f64>,
+    /// The first whole second (ISO).
+    first_second_utc: Option<String>,
+}
+
+/// The [`TimeSpan`] of `per_thread`.
+fn time_span(h0: &VdifHeader, per_thread: &[ThreadSummary], fps: Option<u32>, problems: &mut Vec<String>) -> TimeSpan {
     // Times are taken relative to the first frame in the file (as baseband does); a thread
     // whose clock is far from it is a fault of the recorder, reported, and left out of the span.
     for t in per_thread
@@ -638,5 +640,10 @@ fn time_span(
         }
         _ => (None, None),
     };
-    (start_utc, end_utc, duration_s)
+    TimeSpan {
+        start_utc,
+        end_utc,
+        duration_s,
+        first_second_utc: start.map(|s| iso(h0.ref_epoch, s.0, 0.0)),
+    }
 }

@@ -34,11 +34,6 @@ pub const LEAP_TABLE_EXPIRES: i64 = 1_782_604_800;
 pub const LEAP_TABLE_NOTE: &str =
     "times after 2026-06-28 counted from an older epoch assume no leap second after 2017-01-01 (evlbi's leap-second table ends there)";
 
-/// Leap seconds inserted before POSIX time `unix` (since 2000).
-fn leaps_before(unix: i64) -> i64 {
-    LEAP_SECONDS.iter().filter(|&&t| t <= unix).count() as i64
-}
-
 /// Unix time (seconds) at the start of reference epoch `epoch`.
 pub fn epoch_unix(epoch: u8) -> i64 {
     let year = 2000 + i32::from(epoch / 2);
@@ -79,14 +74,15 @@ pub fn leap_table_covers(epoch: u8, seconds: u32) -> bool {
     start >= LEAP_TABLE_EXPIRES || frame_utc(epoch, seconds).0 < LEAP_TABLE_EXPIRES
 }
 
-/// The latest reference epoch at or before `unix` seconds, and seconds since it (leap seconds
-/// counted).
+/// The latest reference epoch at or before `unix` seconds, and seconds since it. No leap second
+/// can fall inside the latest epoch before its last second (they come just before an epoch
+/// begins), so POSIX arithmetic is exact here.
 pub fn to_epoch(unix: i64) -> Option<(u8, u32)> {
     let t = Utc.timestamp_opt(unix, 0).single()?;
     let half = (t.year() - 2000) * 2 + if t.month() >= 7 { 1 } else { 0 };
     let epoch = u8::try_from(half).ok().filter(|e| *e < 64)?;
     let start = epoch_unix(epoch);
-    let secs = u32::try_from(unix - start + leaps_before(unix) - leaps_before(start)).ok()?;
+    let secs = u32::try_from(unix - start).ok()?;
     Some((epoch, secs))
 }
 

@@ -291,7 +291,7 @@ impl Daemon {
                 }
             },
             Record::On { scan } => self.start_recording(st, Kind::Record, &scan),
-            Record::Off => self.stop_recording(st, Kind::Record),
+            Record::Off => self.stop(st, Kind::Record),
         }
     }
 
@@ -304,7 +304,7 @@ impl Daemon {
                 _ => ok(vec!["inactive".into(), "0".into()]),
             },
             Net2File::Open { name } => self.start_recording(st, Kind::Net2File, &name),
-            Net2File::Close => self.stop_recording(st, Kind::Net2File),
+            Net2File::Close => self.stop(st, Kind::Net2File),
         }
     }
 
@@ -327,8 +327,9 @@ impl Daemon {
         }
     }
 
-    fn stop_recording(&self, st: &mut State, kind: Kind) -> Answer {
-        if !matches!(&st.running, Running::Recording(r) if r.kind == kind) {
+    /// Stop the running transfer if it is of `kind`.
+    fn stop(&self, st: &mut State, kind: Kind) -> Answer {
+        if st.running.kind() != Some(kind) {
             return refuse(ReturnCode::Conflict, format!("Not doing {}", kind.name()));
         }
         match self.stop_running(st) {
@@ -375,15 +376,7 @@ impl Daemon {
                     refuse(ReturnCode::Conflict, "not connected, send net2net = connect first")
                 }
             },
-            Net2Net::Off => {
-                if !matches!(st.running, Running::Relay(_)) {
-                    return refuse(ReturnCode::Conflict, "Not doing net2net");
-                }
-                match self.stop_running(st) {
-                    Ok(()) => ok(vec![]),
-                    Err(e) => refuse(ReturnCode::Failed, e),
-                }
-            }
+            Net2Net::Off => self.stop(st, Kind::Net2Net),
         }
     }
 
@@ -424,15 +417,7 @@ impl Daemon {
                     refuse(ReturnCode::Conflict, "not connected, send fill2net = connect first")
                 }
             },
-            Fill2Net::Off => {
-                if !matches!(st.running, Running::Fill(_)) {
-                    return refuse(ReturnCode::Conflict, "Not doing fill2net");
-                }
-                match self.stop_running(st) {
-                    Ok(()) => ok(vec![]),
-                    Err(e) => refuse(ReturnCode::Failed, e),
-                }
-            }
+            Fill2Net::Off => self.stop(st, Kind::Fill2Net),
         }
     }
 

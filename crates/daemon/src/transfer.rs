@@ -64,8 +64,6 @@ pub struct Recording {
     pub kind: Kind,
     /// The scan label (or file name) it was given a directory for.
     pub name: String,
-    /// That directory.
-    pub dir: PathBuf,
     stop: Arc<AtomicBool>,
     handle: JoinHandle<Result<RecvReport, String>>,
 }
@@ -179,7 +177,6 @@ pub fn start_recording(
     Ok(Recording {
         kind,
         name,
-        dir,
         stop,
         handle,
     })
@@ -608,7 +605,7 @@ pub fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
         let w = &st.window;
         e.add(&EvlbiStats {
             pkt_in: w.placed,
-            pkt_lost: w.written_filled + st.lost_at_end,
+            pkt_lost: st.frames_lost(),
             pkt_ooo: w.reordered,
             pkt_disc: w.late + w.duplicates + w.duplicate_mismatch + w.out_of_range + w.wrong_format,
             ooosum: w.reorder_extent_sum,

@@ -138,7 +138,7 @@ fn station_totals(status: &Status) -> Vec<(String, Totals)> {
                     Totals {
                         bytes: w.placed * st.frame_len as u64,
                         frames: w.placed,
-                        lost: w.written_filled + st.lost_at_end,
+                        lost: st.frames_lost(),
                     },
                 );
             }

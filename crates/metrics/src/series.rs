@@ -176,7 +176,7 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
         let w = &st.window;
         o.int(&STREAM_FRAMES, &l, w.placed);
         o.int(&STREAM_FILLED, &l, w.written_filled);
-        o.int(&STREAM_LOST, &l, w.written_filled + st.lost_at_end);
+        o.int(&STREAM_LOST, &l, st.frames_lost());
         o.int(&STREAM_REORDERED, &l, w.reordered);
         o.int(&STREAM_LATE, &l, w.late);
         o.int(&STREAM_DUPLICATE, &l, w.duplicates);

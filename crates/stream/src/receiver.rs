@@ -268,6 +268,13 @@ pub struct StationSummary {
     pub retired: bool,
 }
 
+impl StationSummary {
+    /// Frames lost: written invalid in their place, and lost after the last one received.
+    pub fn frames_lost(&self) -> u64 {
+        self.window.written_filled + self.lost_at_end
+    }
+}
+
 /// One frame of a source not accepted yet.
 struct Held {
     seq: Option<u64>,

@@ -126,12 +126,6 @@ impl StatementRepr {
         }
     }
 
-    /// Parse the bytes of one statement (blanks are removed first, a `;` must not be included).
-    pub fn parse_bytes(bytes: &[u8]) -> Result<StatementRepr, SyntaxError> {
-        let stripped: Vec<u8> = bytes.iter().copied().filter(|b| !is_blank(*b)).collect();
-        Ok(StatementRepr::parse(&Statement::new_checked(&stripped[..])?))
-    }
-
     /// The statement as a client sends it: `keyword = a : b ;` or `keyword? a ;`.
     pub fn emit(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.keyword.as_bytes());

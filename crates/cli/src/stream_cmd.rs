@@ -490,11 +490,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             r.layout,
             r.scan,
             r.disks.len(),
-            r.disks
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+            r.disks_joined(" ")
         ),
         (Some(d), None) => format!("{}{}", d.display(), if a.direct { " (direct I/O)" } else { "" }),
         (None, None) => "nothing (memory sink)".to_string(),

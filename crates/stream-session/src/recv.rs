@@ -532,6 +532,8 @@ impl RunEnd {
         let c = *rx.counters();
         let cpu0 = self.cpu0;
         let socket_drops = drops(socks, batch);
+        let out_dir = output_name(cfg);
+        let records = out_dir.is_some();
         RecvReport {
             listen: socks
                 .iter()
@@ -539,7 +541,7 @@ impl RunEnd {
                 .collect::<Vec<_>>()
                 .join(", "),
             format: cfg.receiver.format,
-            out_dir: output_name(cfg),
+            out_dir,
             duration_s,
             datagrams: c,
             first_problem: rx.first_problem().map(str::to_string),
@@ -560,12 +562,12 @@ impl RunEnd {
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             receive_calls: self.receive_calls,
             cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
-            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && output_name(cfg).is_some())
+            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && records)
                 .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
             naks_sent: self.naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
-            write_buffer: output_name(cfg).is_some().then_some(cfg.write_buffer),
+            write_buffer: records.then_some(cfg.write_buffer),
             direct_io: match &cfg.recording {
                 Some(_) => out_direct,
                 None => cfg.out_dir.is_some() && cfg.direct_io,
@@ -579,13 +581,7 @@ impl RunEnd {
 /// Where the receiver records: its directory, or its disks; `None` for the memory sink.
 fn output_name(cfg: &RecvConfig) -> Option<String> {
     match (&cfg.recording, &cfg.out_dir) {
-        (Some(r), _) => Some(
-            r.disks
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+        (Some(r), _) => Some(r.disks_joined(",")),
         (None, Some(d)) => Some(d.display().to_string()),
         (None, None) => None,
     }

@@ -335,6 +335,8 @@ impl BoundRelay {
         }
         let socket_drops = input_drops(&readers);
         let out = tee.finish();
+        let tee_dir = tee_dir(&cfg);
+        let tees = tee_dir.is_some();
         let wall = started.elapsed();
         let cpu1 = ProcessCpu::read().unwrap_or_default();
         let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
@@ -356,7 +358,7 @@ impl BoundRelay {
             arq: relay.arq_stats(),
             returned_datagrams: relay.returned_datagrams(),
             rejected_control: relay.rejected_control(),
-            tee: tee_dir(&cfg).map(|dir| TeeReport {
+            tee: tee_dir.map(|dir| TeeReport {
                 dir,
                 files: out.files,
                 recording: out.recording,
@@ -368,7 +370,7 @@ impl BoundRelay {
             send_would_block: wire.would_block(),
             udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
             cpu: cpu1.share_since(&cpu0, wall),
-            writer_cpu: (tee_dir(&cfg).is_some() && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
+            writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
                 .then(|| cpu1.children_share_since(&cpu0, wall)),
             stopped_by: stopped_by.to_string(),
         })
@@ -379,13 +381,7 @@ impl BoundRelay {
 fn tee_dir(cfg: &RelayRunConfig) -> Option<String> {
     match (&cfg.tee, &cfg.tee_recording) {
         (Some(d), _) => Some(d.display().to_string()),
-        (None, Some(r)) => Some(
-            r.disks
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+        (None, Some(r)) => Some(r.disks_joined(",")),
         (None, None) => None,
     }
 }

@@ -16,9 +16,9 @@
 //! threads seen (or last a whole window): one board or relay queue lagging the others by more
 //! than the window then loses its late frames, counted, instead of pulling the stream back and
 //! forth — each swing forward used to fill the gap again (44 million filled frames in 10 s of an
-//! overloaded two-board relay). Gaps up to `max_fill` frames are filled with invalid frames; longer ones and jumps
-//! back in time end the continuous segment ([`FrameSink::discontinuity`]), which the caller turns
-//! into a new output file.
+//! overloaded two-board relay). Gaps up to `max_fill` frames are filled with invalid frames;
+//! longer ones and jumps back in time end the continuous segment ([`FrameSink::discontinuity`]),
+//! which the caller turns into a new output file.
 
 use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;

@@ -30,11 +30,6 @@ impl Carry {
             len: 0,
         }
     }
-
-    /// The bytes past the file's last whole block.
-    pub(super) fn tail(&self) -> &[u8] {
-        &self.block.0[..self.len]
-    }
 }
 
 /// Append `data` to a direct-I/O file whose unwritten last block is in `c`. The receiver places
@@ -49,24 +44,20 @@ pub(super) fn write_direct(f: &mut File, c: &mut Carry, data: &[u8]) -> std::io:
             c.len
         )));
     }
-    let mut rest = data;
+    // Top the carried block up (it is written once full); if it is not, all of `data` is in it.
+    let head = if c.len > 0 {
+        (DIRECT_ALIGN - c.len).min(data.len())
+    } else {
+        0
+    };
+    append_bytes(f, c, &data[..head])?;
     if c.len > 0 {
-        let n = (DIRECT_ALIGN - c.len).min(rest.len());
-        c.block.0[c.len..c.len + n].copy_from_slice(&rest[..n]);
-        c.len += n;
-        rest = &rest[n..];
-        if c.len < DIRECT_ALIGN {
-            return Ok(());
-        }
-        f.write_all(&c.block.0)?;
-        c.len = 0;
+        return Ok(());
     }
+    let rest = &data[head..];
     let whole = rest.len() - rest.len() % DIRECT_ALIGN;
     f.write_all(&rest[..whole])?;
-    let tail = &rest[whole..];
-    c.block.0[..tail.len()].copy_from_slice(tail);
-    c.len = tail.len();
-    Ok(())
+    append_bytes(f, c, &rest[whole..])
 }
 
 /// Append bytes that are not in a slot (a Mark6 header) to a direct-I/O file: through the

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::direct::{end_direct, write_direct, Carry};
+use super::direct::{finish_direct, write_direct, Carry};
 use super::scan_files::{LaneScan, ScanFiles};
 use super::{bad, key_parts, FileKey, WriteOp};
 use crate::report::WrittenFile;
@@ -140,11 +140,9 @@ fn cut_back(o: &mut Open, more: u64, shared: &Shared, e: std::io::Error) {
 /// Close a station's file: a direct-I/O file's last partial block goes through the page cache
 /// (O_DIRECT writes whole blocks only).
 fn close(mut o: Open, shared: &Shared) -> WrittenFile {
-    if let (Some(f), Some(c)) = (o.file.as_mut(), o.carry.as_ref()) {
-        if !c.tail().is_empty() {
-            if let Err(e) = end_direct(f).and_then(|()| f.write_all(c.tail())) {
-                cut_back(&mut o, 0, shared, e);
-            }
+    if let (Some(f), Some(c)) = (o.file.as_mut(), o.carry.as_mut()) {
+        if let Err(e) = finish_direct(f, c) {
+            cut_back(&mut o, 0, shared, e);
         }
     }
     o.info

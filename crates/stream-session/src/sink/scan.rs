@@ -39,6 +39,17 @@ pub struct RecordingConfig {
     pub direct: bool,
 }
 
+impl RecordingConfig {
+    /// The disks' paths, joined by `sep`.
+    pub fn disks_joined(&self, sep: &str) -> String {
+        self.disks
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+}
+
 /// Least write buffer per disk (a few blocks' worth of slots).
 const MIN_LANE_BUFFER: u64 = 16 << 20;
 

@@ -34,8 +34,10 @@ struct FileRun {
     file: Option<Arc<dyn ReadAt>>,
     accepted: bool,
     hashes: Vec<Option<Cv>>,
+    /// Blocks whose hash is not known yet (the file's hash is sent once none is missing).
+    hashes_missing: usize,
+    /// The file's hash, once sent.
     file_hash: Option<Cv>,
-    file_hash_sent: bool,
     /// Blocks the receiver held from an earlier attempt (resumed once they verify).
     held: BTreeSet<u64>,
     held_job: Option<HeldHashes>,
@@ -176,8 +178,8 @@ impl Items {
                 file: Some(file),
                 accepted: false,
                 hashes: vec![None; g.blocks() as usize],
+                hashes_missing: g.blocks() as usize,
                 file_hash: None,
-                file_hash_sent: false,
                 held: BTreeSet::new(),
                 held_job: None,
                 report,
@@ -363,6 +365,7 @@ impl Items {
                     continue; // a block sent again: its hash is of what was sent first
                 }
                 *slot = Some(h);
+                f.hashes_missing -= 1;
             }
             match runs.last_mut() {
                 Some((rid, first, hs))
@@ -381,11 +384,10 @@ impl Items {
             })?;
         }
         for (&id, f) in self.files.iter_mut() {
-            if f.accepted && !f.file_hash_sent && f.hashes.iter().all(Option::is_some) {
+            if f.accepted && f.file_hash.is_none() && f.hashes_missing == 0 {
                 let cvs: Vec<Cv> = f.hashes.iter().flatten().copied().collect();
                 let root = root_of_blocks(&cvs);
                 f.file_hash = Some(root);
-                f.file_hash_sent = true;
                 ch.send(&Msg::FileHash {
                     id,
                     blake3: hex_encode(&root),

@@ -30,12 +30,6 @@ struct Run {
     digest_base: u64,
 }
 
-impl Run {
-    fn chunks(&self, chunk_size: u64) -> u64 {
-        self.bytes.div_ceil(chunk_size)
-    }
-}
-
 /// Where a chunk lies: its length and the offsets of its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkPlace {
@@ -69,11 +63,14 @@ impl Layout {
         }
     }
 
-    /// A closed layout of one segment of `size` bytes at digest base 0: one file.
-    pub fn single(size: u64, chunk_size: u32) -> Layout {
+    /// A layout whose first segment is `size` bytes at digest base 0: one file, closed unless
+    /// more may follow (`open`).
+    pub fn first(size: u64, chunk_size: u32, open: bool) -> Layout {
         let mut l = Layout::new(chunk_size);
         l.push(size, 0);
-        l.close();
+        if !open {
+            l.close();
+        }
         l
     }
 
@@ -167,12 +164,6 @@ impl Layout {
             return self.total_bytes;
         }
         self.place(chunk).map_or(self.total_bytes, |p| p.stream_offset)
-    }
-
-    /// Chunks in the last run, for tests of merging.
-    #[doc(hidden)]
-    pub fn last_run_chunks(&self) -> u64 {
-        self.runs.last().map_or(0, |r| r.chunks(self.chunk_size))
     }
 }
 

@@ -180,18 +180,6 @@ impl SessionParams {
         self.file_size.div_ceil(u64::from(self.chunk_size.max(1)))
     }
 
-    /// Offset of chunk `chunk`.
-    pub fn offset(&self, chunk: u64) -> u64 {
-        chunk.saturating_mul(u64::from(self.chunk_size))
-    }
-
-    /// Length of chunk `chunk` (0 past the end).
-    pub fn chunk_len(&self, chunk: u64) -> usize {
-        let start = self.offset(chunk);
-        let end = start.saturating_add(u64::from(self.chunk_size)).min(self.file_size);
-        end.saturating_sub(start) as usize
-    }
-
     fn validate(&self) -> Result<(), ConfigError> {
         if self.chunk_size == 0 || self.chunk_size as usize > wire::MAX_PAYLOAD {
             return Err(ConfigError::ChunkSize(self.chunk_size));

@@ -178,11 +178,7 @@ impl<K: Sink> Receiver<K> {
         if cfg.window_chunks == 0 {
             return Err(ConfigError::NotPositive("window_chunks"));
         }
-        let mut layout = Layout::new(cfg.session.chunk_size);
-        layout.push(cfg.session.file_size, 0);
-        if !cfg.open {
-            layout.close();
-        }
+        let layout = Layout::first(cfg.session.file_size, cfg.session.chunk_size, cfg.open);
         let complete = layout.is_closed() && layout.total_chunks() == 0;
         let state = if complete {
             ReceiverState::Complete

@@ -176,11 +176,7 @@ impl<S: Source> Sender<S> {
         if cfg.max_window_chunks == 0 {
             return Err(ConfigError::NotPositive("max_window_chunks"));
         }
-        let mut layout = Layout::new(cfg.session.chunk_size);
-        layout.push(cfg.session.file_size, 0);
-        if !cfg.open {
-            layout.close();
-        }
+        let layout = Layout::first(cfg.session.file_size, cfg.session.chunk_size, cfg.open);
         let stats = SenderStats {
             cc: cc.name(),
             cc_phase: cc.phase(),

@@ -3,6 +3,9 @@
 # A free local port of socket type $1 (SOCK_DGRAM or SOCK_STREAM) on 127.0.0.1.
 port() { python3 -c 'import socket, sys; s=socket.socket(socket.AF_INET, getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "$1"; }
 
+# Stop our own child $1 (if any): SIGTERM, then wait for it.
+stop_pid() { [[ -n ${1:-} ]] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
 # Talk VSI-S to a jive5ab on 127.0.0.1 TCP port $1: one command per further argument, each
 # printed with its reply (waits up to 10 s for the port to open).
 vsi() {

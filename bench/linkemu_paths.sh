@@ -30,7 +30,6 @@ SRV_PID=""
 command -v iperf3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 >/dev/null; }
 command -v ping >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iputils-ping >/dev/null; }
 
-stop_pid() { [[ -n ${1:-} ]] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 cleanup() {
     stop_pid "$SRV_PID"
     stop_pid "$EMU_PID"

@@ -34,7 +34,6 @@ command -v iperf3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninter
 WORK=$(mktemp -d /tmp/probe-tcp-bench.XXXXXX)
 PIDS=()
 EMU_PID=""
-stop_pid() { [[ -n ${1:-} ]] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 cleanup() {
     for p in "${PIDS[@]}"; do stop_pid "$p"; done
     stop_pid "$EMU_PID"

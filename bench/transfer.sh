@@ -69,7 +69,6 @@ g++ -O2 -o "$WORK/udt_file" bench/peers/udt_file.cpp -ludt -lpthread
 TCPF="python3 bench/peers/tcp_file.py"
 PIDS=()
 EMU_PID=""
-stop_pid() { [[ -n ${1:-} ]] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 cleanup() {
     for p in "${PIDS[@]}"; do stop_pid "$p"; done
     stop_pid "$EMU_PID"

@@ -213,21 +213,12 @@ pub fn serve<E: Send>(
     Ok(stats)
 }
 
-/// Wait until `listener` has a connection to accept, at most `timeout` (poll(2); std offers no
-/// readiness wait on a listener).
+/// Wait until `listener` has a connection to accept, at most `timeout` (std offers no
+/// readiness wait on a listener). An error or a signal only ends the wait early; the accept
+/// loop tries again.
 fn wait_for_connection(listener: &TcpListener, timeout: Duration) {
-    use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd for the duration of the call. An error or a signal only ends
-    // the wait early; the accept loop tries again.
-    unsafe {
-        libc::poll(&mut pfd, 1, ms);
-    }
+    use std::os::fd::AsFd;
+    let _ = netio::wait_fds_readable(&[listener.as_fd()], timeout);
 }
 
 /// Register a new connection as pending (closing the oldest pending one at the cap); `None`

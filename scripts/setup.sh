@@ -54,5 +54,37 @@ if [[ "${1:-}" != "--build" ]]; then
     fi
 fi
 
+# jive5ab 3.1.0, the incumbent recorder, for the interop tests and the benches: built once from
+# the tarball in ../shared/peers (or $EVLBI_PEERS) into a cache outside the checkout, so a fresh
+# clone reuses it. Tests and benches find it with scripts/jive5ab-path. Skipped (and said so) when
+# the tarball, cmake or g++ is missing; the tests that need it then report "skipped".
+if [[ "${1:-}" != "--build" ]]; then
+    j5_cache=${EVLBI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/evlbi}
+    j5_tar=$(ls "${EVLBI_PEERS:-../shared/peers}"/jive5ab-*.tar.gz 2>/dev/null | head -n 1 || true)
+    if [[ -z $j5_tar ]]; then
+        say "jive5ab: no tarball in ${EVLBI_PEERS:-../shared/peers}: interop tests will be skipped"
+    elif ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
+        say "jive5ab: cmake or g++ missing: interop tests will be skipped"
+    else
+        j5_name=$(basename "$j5_tar" .tar.gz)
+        j5_dir=$j5_cache/$j5_name
+        if [[ ! -x $j5_dir/bin/jive5ab ]]; then
+            say "building $j5_name into $j5_dir (once; about 6 minutes on 2 cores)"
+            rm -rf "$j5_dir/src" && mkdir -p "$j5_dir/src"
+            tar xzf "$j5_tar" -C "$j5_dir/src"
+            j5_src=$(find "$j5_dir/src" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+            if (cd "$j5_src" && mkdir -p build && cd build &&
+                cmake -DSSAPI_ROOT=nossapi -DCMAKE_BUILD_TYPE=Release .. >"$j5_dir/build.log" 2>&1 &&
+                make -j"$(nproc)" >>"$j5_dir/build.log" 2>&1); then
+                mkdir -p "$j5_dir/bin" && cp "$j5_src/build/src/jive5ab" "$j5_dir/bin/jive5ab.tmp" &&
+                    mv "$j5_dir/bin/jive5ab.tmp" "$j5_dir/bin/jive5ab"
+                rm -rf "$j5_src/build"
+            else
+                say "jive5ab build failed (log: $j5_dir/build.log): interop tests will be skipped"
+            fi
+        fi
+    fi
+fi
+
 say "building target/release/evlbi"
 cargo build --release --locked -q -p evlbi

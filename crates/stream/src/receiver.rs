@@ -10,13 +10,23 @@
 //! one format; until then its frames are held (a bounded few) and written once it is accepted,
 //! so a real sender loses nothing to the wait. A source that never forms a run — a stray, a
 //! replay, a burst of phantom stations — takes no station slot and is forgotten after
-//! [`ReceiverConfig::provisional_timeout`], its datagrams counted as `unconfirmed`. A station's
+//! [`ReceiverConfig::provisional_timeout`], its datagrams counted as `unconfirmed`. Sources
+//! waiting for their run are kept in a bounded table that a flood of new sources cannot turn
+//! over faster than a live sender speaks (see the `admission` module). A station's
 //! sender is replaced only after it has been quiet for [`ReceiverConfig::source_quiet`]: a
 //! restarted sender (new port, new session) is followed and the change counted, a second
-//! sender beside a live one is refused (`foreign_source`). A station silent for
-//! [`ReceiverConfig::station_timeout`] gives its slot up when a new station needs it.
+//! sender beside a live one is refused (`foreign_source`).
+//!
+//! Slots (`max_stations`): a station silent for [`ReceiverConfig::station_timeout`] gives its
+//! slot up when a new station needs it. A *tentative* station — one that received for less than
+//! `source_quiet` and then went quiet for `source_quiet`, as a burst of five phantom frames does —
+//! gives its slot to a new station that has been sending for `source_quiet`; meanwhile the new
+//! station's frames are held (and what the bound let go is filled), so phantoms that grabbed the
+//! slots first cost the real stations nothing. (Before, two such phantoms held both slots of
+//! `--max-stations 2` for 10 s and the real stations got nothing.)
 
-use std::collections::VecDeque;
+mod admission;
+
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -27,16 +37,12 @@ use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler, NakStats};
 use crate::intake::{count_wire_error, stream_shape};
-use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
+use crate::window::{same_format, FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat};
+use admission::{problem, Admission, At, Held, Provisional, Tally};
 
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
-/// Most frames held for one source that has not been accepted yet: the newest are kept, so
-/// what is held joins the live frames that follow it.
-const HOLD_FRAMES: usize = 256;
-/// Most bytes held over all such sources: a flood of them cannot grow memory.
-const HOLD_BYTES: usize = 32 << 20;
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
 const RUN_GAP: i64 = 8;
 /// Sender changes listed per station (all are counted).
@@ -275,72 +281,12 @@ impl StationSummary {
     }
 }
 
-/// One frame of a source not accepted yet.
-struct Held {
-    seq: Option<u64>,
-    retransmit: bool,
-    header: VdifHeader,
-    frame: Vec<u8>,
-}
-
-/// A source that has not delivered its run yet: a new station, or a would-be successor of an
-/// existing station's sender.
-struct Provisional {
-    key: u32,
-    source: SocketAddr,
-    session: u16,
-    stream: Option<u16>,
-    template: VdifHeader,
-    frame_len: usize,
-    fps: u32,
-    threads: u16,
-    /// What the native prefix announced (0 = nothing): a change means another stream.
-    announced: (u32, u16),
-    /// Its stream had a station when it first spoke: a would-be successor (its refused
-    /// datagrams are `foreign_source`), not a new station (`unconfirmed`).
-    beside: bool,
-    last_seen: Instant,
-    run: u32,
-    last_pos: u64,
-    last_slot: u64,
-    /// The thread ids of the run so far (their index makes the slot).
-    threads_seen: ThreadMap,
-    held: VecDeque<Held>,
-}
-
-impl Provisional {
-    /// A placeable frame at sequence number `seq` (or, without one, time slot `slot`) arrived:
-    /// it extends the run when it advances it, restarts it after a jump.
-    fn extend_run(&mut self, seq: Option<u64>, slot: u64) {
-        let pos = seq.unwrap_or(slot);
-        let span = RUN_GAP * i64::from(self.threads);
-        let step = pos.wrapping_sub(self.last_pos) as i64;
-        let dslot = slot.wrapping_sub(self.last_slot) as i64;
-        let (advancing, near) = match seq {
-            // Sequence numbers count frames; the time must move along with them.
-            Some(_) => ((1..=RUN_GAP).contains(&step) && dslot.abs() <= span, step.abs() <= span),
-            None => ((1..=span).contains(&step), step.abs() <= span),
-        };
-        if self.run == 0 || advancing {
-            self.run += 1;
-            self.last_pos = pos;
-            self.last_slot = slot;
-        } else if !near {
-            // A jump: the run starts again here. What is held stays (bounded): if this source
-            // is accepted, its window sorts old and new out like any of its frames.
-            self.run = 1;
-            self.last_pos = pos;
-            self.last_slot = slot;
-        }
-        // (A frame near the run but behind it — reordered, or a repeat — is held with the run
-        // unchanged: once accepted, the window keeps the first copy and compares the others.)
-    }
-}
-
 struct Station {
     key: u32,
     source: SocketAddr,
     session: u16,
+    /// When its first frame arrived (its source's, held while it was being admitted).
+    first_seen: Instant,
     last_seen: Instant,
     stream: Option<u16>,
     station_id: u16,
@@ -363,25 +309,14 @@ fn describe(source: SocketAddr, session: u16) -> String {
     }
 }
 
-/// Keep the first reason a datagram was dropped. Formatted only while none is kept: the reasons
-/// repeat per datagram, and a String per refused datagram was real work at line rate.
-macro_rules! problem {
-    ($rx:expr, $($arg:tt)*) => {
-        if $rx.first_problem.is_none() {
-            $rx.first_problem = Some(format!($($arg)*));
-        }
-    };
-}
-
 /// The receiver state machine.
 pub struct Receiver {
     cfg: ReceiverConfig,
     stations: Vec<Station>,
-    pending: Vec<Provisional>,
-    held_bytes: usize,
+    /// Sources not accepted yet.
+    admission: Admission,
     retired: Vec<StationSummary>,
-    counters: DatagramCounters,
-    first_problem: Option<String>,
+    tally: Tally,
     epoch_unix: [i64; 64],
     /// The stream (station key) of the last datagram taken as a frame.
     last_key: Option<u32>,
@@ -395,13 +330,11 @@ impl Receiver {
             *u = vdif::time::epoch_unix(e as u8);
         }
         Receiver {
+            admission: Admission::new(cfg.max_stations),
             cfg,
             stations: Vec::new(),
-            pending: Vec::new(),
-            held_bytes: 0,
             retired: Vec::new(),
-            counters: DatagramCounters::default(),
-            first_problem: None,
+            tally: Tally::default(),
             epoch_unix,
             last_key: None,
         }
@@ -409,12 +342,18 @@ impl Receiver {
 
     /// Datagram counters.
     pub fn counters(&self) -> &DatagramCounters {
-        &self.counters
+        &self.tally.counters
     }
 
     /// The first reason a datagram was dropped, in words (for the operator).
     pub fn first_problem(&self) -> Option<&str> {
-        self.first_problem.as_deref()
+        self.tally.first_problem.as_deref()
+    }
+
+    /// Streams of sources not accepted yet in the admission table (bounded however many
+    /// sources a flood brings).
+    pub fn pending_streams(&self) -> usize {
+        self.admission.len()
     }
 
     /// When the data of `datagram` were sampled: its VDIF time, ns since 1970 (frame rate from
@@ -440,7 +379,7 @@ impl Receiver {
     /// station's window counters (placed, duplicates, duplicate_mismatch, late, wrong_format,
     /// out_of_range) or here; after [`Receiver::finish`] this is 0.
     pub fn in_flight(&self) -> u64 {
-        let held: usize = self.pending.iter().map(|p| p.held.len()).sum();
+        let held = self.admission.held_frames();
         let candidates: usize = self.stations.iter().map(|s| s.window.pending()).sum();
         (held + candidates) as u64
     }
@@ -472,8 +411,8 @@ impl Receiver {
         truncated: bool,
         sink: &mut impl FrameSink,
     ) {
-        self.counters.datagrams += 1;
-        self.counters.bytes += datagram.len() as u64;
+        self.tally.counters.datagrams += 1;
+        self.tally.counters.bytes += datagram.len() as u64;
         let Some(d) = self.screen(from, datagram, truncated) else {
             return;
         };
@@ -500,24 +439,24 @@ impl Receiver {
     /// the first such problem kept.
     fn screen<'d>(&mut self, from: SocketAddr, datagram: &'d [u8], truncated: bool) -> Option<DataDatagram<'d>> {
         if truncated {
-            self.counters.oversized += 1;
+            self.tally.counters.oversized += 1;
             problem!(
-                self,
+                self.tally,
                 "{} byte datagram from {from} larger than the receive buffer",
                 datagram.len()
             );
             return None;
         }
         if self.cfg.from.is_some_and(|f| !f.admits(from)) {
-            self.counters.foreign_source += 1;
-            problem!(self, "datagram from {from}, not from the --from address");
+            self.tally.counters.foreign_source += 1;
+            problem!(self.tally, "datagram from {from}, not from the --from address");
             return None;
         }
         match parse_data(self.cfg.format, datagram) {
             Ok(d) => Some(d),
             Err(e) => {
-                count_wire_error(&mut self.counters, &e);
-                problem!(self, "datagram from {from}: {e}");
+                count_wire_error(&mut self.tally.counters, &e);
+                problem!(self.tally, "datagram from {from}: {e}");
                 None
             }
         }
@@ -528,7 +467,7 @@ impl Receiver {
         let st = &mut self.stations[idx];
         st.last_seen = now;
         let retransmit = d.native.is_some_and(|n| n.retransmit);
-        feed(st, now, d.seq, retransmit, &d.header, d.frame, sink);
+        feed(st, now, now, d.seq, retransmit, &d.header, d.frame, sink);
     }
 
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
@@ -540,75 +479,23 @@ impl Receiver {
         match stream_shape(d, self.cfg.frames_per_second, self.cfg.threads) {
             Ok(shape) => Some(shape),
             Err(e) => {
-                e.count(&mut self.counters);
-                problem!(self, "{}", e.describe(&d.header.station_name(), from));
+                e.count(&mut self.tally.counters);
+                problem!(self.tally, "{}", e.describe(&d.header.station_name(), from));
                 None
             }
         }
     }
 
-    fn slot_of(&self, h: &VdifHeader, fps: u32, threads: u16, thread: u16) -> u64 {
-        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
-        let t = (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number);
-        t * u64::from(threads) + u64::from(thread)
-    }
-
-    /// Count `n` datagrams of a source that was not accepted: refused beside the sender of its
-    /// stream, or never confirmed as a new station.
-    fn count_unaccepted(&mut self, beside: bool, n: u64) {
-        if beside {
-            self.counters.foreign_source += n;
-        } else {
-            self.counters.unconfirmed += n;
-        }
-    }
-
-    /// Forget provisional source `i`, counting what it held.
-    fn drop_pending(&mut self, i: usize) {
-        let p = self.pending.swap_remove(i);
-        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
-        self.count_unaccepted(p.beside, p.held.len() as u64);
-        self.counters.phantoms_dropped += 1;
-        problem!(
-            self,
-            "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
-            describe(p.source, p.session),
-            p.stream
-                .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
-            self.cfg.source_run
-        );
+    /// The time step of a header (frame times since 1970 at `fps`).
+    fn time_step(&self, h: &VdifHeader, fps: u32) -> u64 {
+        time_step(&self.epoch_unix, h, fps)
     }
 
     /// Forget sources that sent nothing for `provisional_timeout` (call now and then; the
     /// receiver also does it whenever a new source appears).
     pub fn expire(&mut self, now: Instant) {
-        let mut i = 0;
-        while i < self.pending.len() {
-            if now.saturating_duration_since(self.pending[i].last_seen) >= self.cfg.provisional_timeout {
-                self.drop_pending(i);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    /// Room for one more provisional source: expired ones go first, then (a flood) the one with
-    /// the shortest run, oldest first — a real sender's run outlasts one-datagram phantoms.
-    fn make_room(&mut self, now: Instant) {
-        self.expire(now);
-        let most = (2 * self.cfg.max_stations).max(64);
-        while self.pending.len() >= most {
-            let victim = self
-                .pending
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, p)| (p.run, p.last_seen))
-                .map(|(i, _)| i);
-            match victim {
-                Some(i) => self.drop_pending(i),
-                None => break,
-            }
-        }
+        let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);
+        self.admission.expire(now, timeout, run, &mut self.tally);
     }
 
     /// A datagram of a source that does not own its stream.
@@ -621,46 +508,48 @@ impl Receiver {
         d: &DataDatagram<'_>,
         sink: &mut impl FrameSink,
     ) {
-        let Some(idx) = self.pending_for(now, from, key, session, d) else {
+        let Some(at) = self.pending_for(now, from, key, session, d) else {
             return;
         };
-        let (fps, threads, beside) = (
-            self.pending[idx].fps,
-            self.pending[idx].threads,
-            self.pending[idx].beside,
-        );
-        let thread = self.pending[idx].threads_seen.index(d.header.thread_id);
+        self.admission.touch(at, now);
+        let p = self.admission.get_mut(at);
+        let (fps, threads) = (p.fps, p.threads);
+        let thread = p.threads_seen.index(d.header.thread_id);
         let (Some(thread), true) = (thread, d.header.frame_number < fps) else {
             // Not placeable in this stream: a thread beyond its count, or a frame number beyond
             // its rate (the window would refuse it too).
-            self.pending[idx].last_seen = now;
-            self.count_unaccepted(beside, 1);
+            p.count_refused(&mut self.tally.counters, 1);
             if d.header.frame_number < fps {
                 let name = d.header.station_name();
                 problem!(
-                    self,
+                    self.tally,
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
                     d.header.thread_id
                 );
             }
             return;
         };
-        let slot = self.slot_of(&d.header, fps, threads, thread);
-        let p = &mut self.pending[idx];
-        p.last_seen = now;
-        p.extend_run(d.seq, slot);
-        let dropped = self.hold(idx, d);
-        if dropped > 0 {
-            self.count_unaccepted(beside, dropped);
-        }
-        if self.pending[idx].run >= self.cfg.source_run.max(1) {
-            self.accept(idx, now, sink);
+        let slot = self.time_step(&d.header, fps) * u64::from(threads) + u64::from(thread);
+        self.admission.get_mut(at).extend_run(d.seq, slot);
+        let held = Held {
+            seq: d.seq,
+            retransmit: d.native.is_some_and(|n| n.retransmit),
+            header: d.header,
+            frame: d.frame.to_vec(),
+            at: now,
+        };
+        let epoch = &self.epoch_unix;
+        let step_of = |h: &VdifHeader| time_step(epoch, h, fps);
+        self.admission.hold(at, held, &step_of, &mut self.tally.counters);
+        if self.admission.get(at).run >= self.cfg.source_run.max(1) {
+            self.accept(at, now, sink);
         }
     }
 
-    /// The provisional source this datagram belongs to, made when new (`None`, counted, when its
-    /// stream's shape is unknown or implausible). Another format or announced shape from the
-    /// same source is another stream: the old one is dropped and this starts over.
+    /// Where in the admission table this datagram's stream is, put there when new (`None`,
+    /// counted, when its stream's shape is unknown or implausible). Another format or announced
+    /// shape from the same source is another stream: the old one is dropped and this starts
+    /// over.
     fn pending_for(
         &mut self,
         now: Instant,
@@ -668,137 +557,134 @@ impl Receiver {
         key: u32,
         session: u16,
         d: &DataDatagram<'_>,
-    ) -> Option<usize> {
+    ) -> Option<At> {
         let announced = d.native.map_or((0, 0), |n| (n.frames_per_second, n.threads));
-        let mut idx = self.pending.iter().position(|p| {
-            p.key == key && p.source == from && p.session == session && p.stream == d.native.map(|n| n.stream)
-        });
-        if let Some(i) = idx {
-            let p = &self.pending[i];
-            // Another format or announced shape from the same source is another stream: start over.
-            if !same_format(&d.header, &p.template) || d.frame.len() != p.frame_len || announced != p.announced {
-                self.drop_pending(i);
-                idx = None;
+        let stream = d.native.map(|n| n.stream);
+        if let Some(at) = self.admission.find(from, session, key, stream) {
+            let p = self.admission.get(at);
+            if same_format(&d.header, &p.template) && d.frame.len() == p.frame_len && announced == p.announced {
+                return Some(at);
             }
+            self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
         }
-        match idx {
-            Some(i) => Some(i),
-            None => {
-                let (fps, threads) = self.shape(from, d)?;
-                self.make_room(now);
-                self.pending.push(Provisional {
-                    key,
-                    source: from,
-                    session,
-                    stream: d.native.map(|n| n.stream),
-                    template: d.header,
-                    frame_len: d.frame.len(),
-                    fps,
-                    threads,
-                    announced,
-                    beside: self.stations.iter().any(|s| s.key == key),
-                    last_seen: now,
-                    run: 0,
-                    last_pos: 0,
-                    last_slot: 0,
-                    threads_seen: ThreadMap::new(threads),
-                    held: VecDeque::new(),
-                });
-                Some(self.pending.len() - 1)
-            }
-        }
+        let shape = self.shape(from, d)?;
+        let beside = self.stations.iter().any(|s| s.key == key);
+        let p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
+        let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);
+        Some(
+            self.admission
+                .insert(now, from, session, p, timeout, run, &mut self.tally),
+        )
     }
 
-    /// Hold a copy of the frame of provisional source `idx` until the source is accepted,
-    /// keeping the newest within the bounds; how many held frames were dropped for it.
-    fn hold(&mut self, idx: usize, d: &DataDatagram<'_>) -> u64 {
-        let p = &mut self.pending[idx];
-        let mut dropped = 0u64;
-        // Keep the newest frames: they join the live ones that follow.
-        while !p.held.is_empty() && (p.held.len() >= HOLD_FRAMES || self.held_bytes + d.frame.len() > HOLD_BYTES) {
-            if let Some(old) = p.held.pop_front() {
-                self.held_bytes -= old.frame.len();
-                dropped += 1;
-            }
-        }
-        if self.held_bytes + d.frame.len() <= HOLD_BYTES {
-            self.held_bytes += d.frame.len();
-            p.held.push_back(Held {
-                seq: d.seq,
-                retransmit: d.native.is_some_and(|n| n.retransmit),
-                header: d.header,
-                frame: d.frame.to_vec(),
-            });
-        } else {
-            dropped += 1;
-        }
-        dropped
-    }
-
-    /// Provisional source `idx` has delivered its run: make it a station, or the successor of
-    /// its stream's sender once that one is quiet.
-    fn accept(&mut self, idx: usize, now: Instant, sink: &mut impl FrameSink) {
-        let key = self.pending[idx].key;
+    /// The stream at `at` has delivered its run: make it a station, or the successor of its
+    /// station's sender once that one is quiet.
+    fn accept(&mut self, at: At, now: Instant, sink: &mut impl FrameSink) {
+        let key = self.admission.get(at).key;
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
             let quiet = now.saturating_duration_since(self.stations[si].last_seen);
             if quiet < self.cfg.source_quiet {
+                let (source, session) = self.admission.source_of(at);
+                let st = &self.stations[si];
                 problem!(
-                    self,
+                    self.tally,
                     "{} sends stream {} while its sender {} is live: refused",
-                    describe(self.pending[idx].source, self.pending[idx].session),
-                    self.stations[si]
-                        .stream
-                        .map_or_else(|| vdif::station_name(self.stations[si].station_id), |s| s.to_string()),
-                    describe(self.stations[si].source, self.stations[si].session)
+                    describe(source, session),
+                    st.stream
+                        .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
+                    describe(st.source, st.session)
                 );
                 return;
             }
-            self.take_over(si, idx, now, sink);
+            self.take_over(si, at, now, sink);
             return;
         }
-        if self.stations.len() >= self.cfg.max_stations && !self.retire_idle(now, sink) {
-            // No slot: what it holds is refused now, and so is each later frame (a slot may
-            // free up meanwhile, so it stays known).
-            let p = &mut self.pending[idx];
-            let n = p.held.len() as u64;
-            self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
-            p.held.clear();
-            let name = vdif::station_name(p.template.station_id);
-            let from = describe(p.source, p.session);
-            self.counters.too_many_stations += n;
-            problem!(
-                self,
-                "station {name} from {from} beyond --max-stations {}",
-                self.cfg.max_stations
-            );
+        if self.stations.len() >= self.cfg.max_stations && !self.free_slot(at, now, sink) {
             return;
         }
-        let p = self.pending.swap_remove(idx);
-        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
-        let mut st = self.new_station(&p, now);
+        let (source, session) = self.admission.source_of(at);
+        let p = self.admission.take(at);
+        let mut st = self.new_station(&p, source, session, now);
+        if let Some((_, first)) = p.dropped_first {
+            // Frames of it were let go while it waited: its time line starts where it did.
+            st.window.begins_at(&first);
+        }
         for h in p.held {
-            feed(&mut st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            feed(&mut st, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
         self.stations.push(st);
     }
 
-    /// Provisional source `idx` succeeds the quiet sender of station `si` (a restarted sender):
-    /// the station follows it, its held frames go into the window.
-    fn take_over(&mut self, si: usize, idx: usize, now: Instant, sink: &mut impl FrameSink) {
-        let p = self.pending.swap_remove(idx);
-        self.held_bytes -= p.held.iter().map(|h| h.frame.len()).sum::<usize>();
+    /// Free a slot for the stream at `at`, which has delivered its run while every slot is
+    /// taken: a station silent for `station_timeout` gives its up, or a tentative one gone quiet
+    /// (see the module docs) once this stream has sent for `source_quiet`. Otherwise it waits,
+    /// holding its newest frames, while a tentative station may still give way, and is refused
+    /// (counted `too_many_stations`) when none can.
+    fn free_slot(&mut self, at: At, now: Instant, sink: &mut impl FrameSink) -> bool {
+        if self.retire_idle(now, sink) {
+            return true;
+        }
+        let quiet = self.cfg.source_quiet;
+        let tentative = |s: &Station| s.last_seen.saturating_duration_since(s.first_seen) < quiet;
+        let p = self.admission.get(at);
+        let (name, live_for) = (
+            vdif::station_name(p.template.station_id),
+            now.saturating_duration_since(p.first_seen),
+        );
+        if live_for >= quiet {
+            let gone = self
+                .stations
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| tentative(s) && now.saturating_duration_since(s.last_seen) >= quiet)
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(i, _)| i);
+            if let Some(i) = gone {
+                let s = &self.stations[i];
+                problem!(
+                    self.tally,
+                    "station {} from {} sent for {} ms only and went quiet: its slot went to station {name}",
+                    vdif::station_name(s.station_id),
+                    describe(s.source, s.session),
+                    s.last_seen.saturating_duration_since(s.first_seen).as_millis()
+                );
+                self.retire(i, sink);
+                return true;
+            }
+        }
+        let (source, session) = self.admission.source_of(at);
+        let from = describe(source, session);
+        self.admission.get_mut(at).waiting = true;
+        if !self.stations.iter().any(tentative) {
+            // Every slot is held by an established station: refused now, and so is each later
+            // frame (a slot may free up meanwhile, so the stream stays known).
+            self.admission.release_held(at, &mut self.tally.counters);
+        }
+        problem!(
+            self.tally,
+            "station {name} from {from} beyond --max-stations {}",
+            self.cfg.max_stations
+        );
+        false
+    }
+
+    /// The stream at `at` succeeds the quiet sender of station `si` (a restarted sender): the
+    /// station follows it, its held frames go into the window.
+    fn take_over(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) {
+        let (source, session) = self.admission.source_of(at);
+        let p = self.admission.take(at);
         let st = &mut self.stations[si];
         let change = SenderChange {
             from: describe(st.source, st.session),
-            to: describe(p.source, p.session),
-            restarted: st.source.ip().to_canonical() == p.source.ip().to_canonical(),
+            to: describe(source, session),
+            restarted: st.source.ip().to_canonical() == source.ip().to_canonical(),
         };
         st.changes += 1;
         if st.change_log.len() < CHANGE_LOG {
             st.change_log.push(change);
         }
-        st.source = p.source;
-        st.session = p.session;
+        st.source = source;
+        st.session = session;
         // The new sender's name for the stream (its NAKs must carry it).
         st.stream = p.stream;
         st.last_seen = now;
@@ -807,13 +693,13 @@ impl Receiver {
             arq.restart();
         }
         for h in p.held {
-            feed(st, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            feed(st, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
     }
 
-    /// A station for accepted source `p`: its window sized for the latency (within the memory
-    /// bound), NAKs when ARQ is on and the framing numbers the stream.
-    fn new_station(&self, p: &Provisional, now: Instant) -> Station {
+    /// A station for accepted stream `p` of `source` (`session`): its window sized for the
+    /// latency (within the memory bound), NAKs when ARQ is on and the framing numbers the stream.
+    fn new_station(&self, p: &Provisional, source: SocketAddr, session: u16, now: Instant) -> Station {
         let slots_per_s = f64::from(p.fps) * f64::from(p.threads);
         let frame_len = p.frame_len as f64;
         let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
@@ -836,8 +722,9 @@ impl Receiver {
         });
         Station {
             key: p.key,
-            source: p.source,
-            session: p.session,
+            source,
+            session,
+            first_seen: p.first_seen,
             last_seen: now,
             stream: p.stream,
             station_id: p.template.station_id,
@@ -852,8 +739,7 @@ impl Receiver {
         }
     }
 
-    /// Free the slot of the station silent longest, if silent for `station_timeout`: its window
-    /// is written out and its file ends (a return starts a new one).
+    /// Free the slot of the station silent longest, if silent for `station_timeout`.
     fn retire_idle(&mut self, now: Instant, sink: &mut impl FrameSink) -> bool {
         let idle = self
             .stations
@@ -864,6 +750,13 @@ impl Receiver {
             .max_by_key(|(_, d)| *d)
             .map(|(i, _)| i);
         let Some(i) = idle else { return false };
+        self.retire(i, sink);
+        true
+    }
+
+    /// Station `i` gives its slot up: its window is written out and its file ends (a return
+    /// starts a new one).
+    fn retire(&mut self, i: usize, sink: &mut impl FrameSink) {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
         sink.discontinuity(st.station_id);
@@ -872,7 +765,6 @@ impl Receiver {
         if self.retired.len() < RETIRED_KEPT {
             self.retired.push(summary);
         }
-        true
     }
 
     /// NAKs to send now, with their destinations.
@@ -897,9 +789,7 @@ impl Receiver {
         for st in &mut self.stations {
             finish_station(st, sink);
         }
-        while !self.pending.is_empty() {
-            self.drop_pending(self.pending.len() - 1);
-        }
+        self.admission.clear(self.cfg.source_run, &mut self.tally);
     }
 
     /// After [`Receiver::finish`]: the host dropped `n` datagrams at the socket after the last one
@@ -932,9 +822,18 @@ impl Receiver {
     }
 }
 
-/// One frame of a station's accepted sender into its window.
+/// The time step of header `h` (frame times since 1970 at `fps`; `epoch_unix` per epoch).
+fn time_step(epoch_unix: &[i64; 64], h: &VdifHeader, fps: u32) -> u64 {
+    let unix = epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
+    (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number)
+}
+
+/// One frame of a station's accepted sender, which arrived at `arrived`, into its window at
+/// `now`.
+#[allow(clippy::too_many_arguments)] // one frame's fields, passed through
 fn feed(
     st: &mut Station,
+    arrived: Instant,
     now: Instant,
     seq: Option<u64>,
     retransmit: bool,
@@ -942,7 +841,7 @@ fn feed(
     frame: &[u8],
     sink: &mut impl FrameSink,
 ) {
-    let placement = st.window.push_numbered(header, frame, seq, sink);
+    let placement = st.window.push_at(arrived, header, frame, seq, sink);
     // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it.
     for (n, slot) in st.window.take_confirmed() {
         numbered(st, now, n, slot);

@@ -12,13 +12,24 @@
 //! frame more than one window beyond the newest, or behind what was already written by more than a
 //! window, is held as a *candidate*; only `confirm` mutually consistent candidates in a row, with
 //! no in-range frame between them, move the stream there (a real jump: the sender restarted, or a
-//! long outage). In a stream of several threads the run must also come from more than half of the
+//! long outage). Frames pushed with their arrival time ([`StationWindow::push_at`]) are also
+//! judged by the stream's own history: a frame that would leave more frame times unfilled behind
+//! the newest than the time since the stream last advanced explains (at twice the frame rate,
+//! plus a quarter window) is a candidate too, and a run of candidates moves an anchored stream
+//! only once it has lasted [`JUMP_SPAN_FRAMES`] frame times of wall time with no in-range frame
+//! between. A burst of frames forged from the sender's own address ahead of the stream (40 ms
+//! ahead in a 50 ms window flushed 19 real frames as fill before) then never moves the window:
+//! the next real frame drops them, and real frames arriving in order are never written as fill
+//! because of them. A real outage explains its own gap (its frames come that much later), and a
+//! real jump keeps coming. In a stream of several threads the run must also come from more than half of the
 //! threads seen (or last a whole window): one board or relay queue lagging the others by more
 //! than the window then loses its late frames, counted, instead of pulling the stream back and
 //! forth — each swing forward used to fill the gap again (44 million filled frames in 10 s of an
 //! overloaded two-board relay). Gaps up to `max_fill` frames are filled with invalid frames;
 //! longer ones and jumps back in time end the continuous segment ([`FrameSink::discontinuity`]),
 //! which the caller turns into a new output file.
+
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;
@@ -160,6 +171,9 @@ struct Candidates {
     /// Which thread indices the run came from, and how many.
     from_thread: Vec<bool>,
     threads: usize,
+    /// When the run's first and latest frames arrived (frames pushed with a time).
+    first_at: Option<Instant>,
+    last_at: Option<Instant>,
 }
 
 impl Candidates {
@@ -170,12 +184,31 @@ impl Candidates {
         self.run = 0;
         self.from_thread.iter_mut().for_each(|t| *t = false);
         self.threads = 0;
+        self.first_at = None;
+        self.last_at = None;
         n
+    }
+
+    /// How long (wall time) the run has lasted, when its frames came with their arrival times.
+    fn lasted(&self) -> Option<Duration> {
+        Some(self.last_at?.saturating_duration_since(self.first_at?))
     }
 
     /// Add a frame of thread index `thread`, keeping at most `keep` frames' bytes; whether the
     /// oldest held one was let go.
-    fn push(&mut self, slot: u64, thread: usize, frame: &[u8], seq: Option<u64>, keep: usize) -> bool {
+    fn push(
+        &mut self,
+        slot: u64,
+        thread: usize,
+        frame: &[u8],
+        seq: Option<u64>,
+        keep: usize,
+        at: Option<Instant>,
+    ) -> bool {
+        if let Some(at) = at {
+            self.first_at.get_or_insert(at);
+            self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
+        }
         if self.from_thread.len() <= thread {
             self.from_thread.resize(thread + 1, false);
         }
@@ -267,6 +300,52 @@ pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
 /// Most candidate frames whose bytes are held (the newest of a run); older ones of a long run
 /// are counted out of range. Bounds the memory a flood of consistent forged frames can take.
 const MAX_HELD_CANDIDATES: usize = 64;
+/// A run of candidates moves an anchored stream pushed with arrival times only after lasting
+/// this many of the stream's frame times (at its nominal rate) of wall time: a live sender's
+/// next frame lands in range long before, so a burst forged ahead of it never does, while a
+/// stream that really moved keeps coming. Half of [`MAX_HELD_CANDIDATES`], so a run arriving at
+/// up to twice the rate is held whole meanwhile.
+pub const JUMP_SPAN_FRAMES: u32 = 32;
+/// The front may leave frame times unfilled behind it at this many times the frame rate of the
+/// time since it last advanced (a gap of lost frames takes that long to have been sent; twice,
+/// for jitter and a sender catching up).
+const SKIP_RATE_FACTOR: f64 = 2.0;
+
+/// How far the stream's front may move given its history (frames pushed with their arrival
+/// time): a budget of frame times it may skip, refilled at [`SKIP_RATE_FACTOR`] × the frame rate
+/// and capped at `burst` plus what the time since the front last advanced explains. A burst of
+/// forged frames ahead of the stream can so skip at most about `burst` frame times in all.
+#[derive(Debug, Clone, Copy)]
+struct FrontClock {
+    /// When the front last advanced.
+    advanced_at: Instant,
+    /// Frame times it may skip, as of `budget_at`.
+    budget: f64,
+    budget_at: Instant,
+}
+
+impl FrontClock {
+    fn new(now: Instant, burst: f64) -> Self {
+        FrontClock {
+            advanced_at: now,
+            budget: burst,
+            budget_at: now,
+        }
+    }
+
+    /// Frame times the front may skip at `now` (`rate`: frame times per second).
+    fn allowance(&self, now: Instant, rate: f64, burst: f64) -> f64 {
+        let since = |t: Instant| now.saturating_duration_since(t).as_secs_f64() * rate * SKIP_RATE_FACTOR;
+        (self.budget + since(self.budget_at)).min(burst + since(self.advanced_at))
+    }
+
+    /// The front advanced at `now`, leaving `skipped` frame times unfilled behind it.
+    fn advance(&mut self, now: Instant, skipped: u64, rate: f64, burst: f64) {
+        self.budget = (self.allowance(now, rate, burst) - skipped as f64).max(0.0);
+        self.budget_at = now;
+        self.advanced_at = now;
+    }
+}
 
 /// One station's reorder window.
 pub struct StationWindow {
@@ -288,6 +367,11 @@ pub struct StationWindow {
     fill: Vec<u8>,
     threads: ThreadMap,
     stats: WindowStats,
+    /// The front's history, once anchored by frames pushed with their arrival times.
+    clock: Option<FrontClock>,
+    /// Where the stream began, if before its first frames here: frames lost before they could be
+    /// offered (a source held back while its admission was decided) are filled from here.
+    start_hint: Option<u64>,
 }
 
 impl StationWindow {
@@ -321,6 +405,20 @@ impl StationWindow {
             fill: vec![0u8; frame_len],
             threads: ThreadMap::new(cfg.threads),
             stats: WindowStats::default(),
+            clock: None,
+            start_hint: None,
+        }
+    }
+
+    /// The stream began at the time of `header`, before the first frames to be pushed (which
+    /// were lost on the way): once anchored, the window is filled from there, within
+    /// `max_fill`. A header of another format, or a thread beyond the stream's count, is ignored.
+    pub fn begins_at(&mut self, header: &VdifHeader) {
+        if self.base.is_none()
+            && same_format(header, &self.template)
+            && header.frame_number < self.cfg.frames_per_second
+        {
+            self.start_hint = self.slot_of(header);
         }
     }
 
@@ -388,6 +486,31 @@ impl StationWindow {
         seq: Option<u64>,
         sink: &mut impl FrameSink,
     ) -> Placement {
+        self.offer(None, header, frame, seq, sink)
+    }
+
+    /// [`StationWindow::push_numbered`] for a frame that arrived at `now`: the stream's history
+    /// then also decides whether it may move the front (see the module docs). Times need not
+    /// increase (frames held elsewhere are pushed with the times they arrived).
+    pub fn push_at(
+        &mut self,
+        now: Instant,
+        header: &VdifHeader,
+        frame: &[u8],
+        seq: Option<u64>,
+        sink: &mut impl FrameSink,
+    ) -> Placement {
+        self.offer(Some(now), header, frame, seq, sink)
+    }
+
+    fn offer(
+        &mut self,
+        now: Option<Instant>,
+        header: &VdifHeader,
+        frame: &[u8],
+        seq: Option<u64>,
+        sink: &mut impl FrameSink,
+    ) -> Placement {
         let slot = if !same_format(header, &self.template)
             || frame.len() != self.frame_len
             || header.frame_number >= self.cfg.frames_per_second
@@ -400,12 +523,87 @@ impl StationWindow {
             self.stats.wrong_format += 1;
             return Placement::WrongFormat;
         };
-        if !self.in_range(slot) {
-            return self.candidate(slot, frame, seq, sink);
+        if !self.in_range(slot) || !self.time_allows(slot, now) {
+            return self.candidate(slot, frame, seq, now, sink);
         }
-        // An in-range frame proves the stream is where we think: forget candidates.
-        self.stats.out_of_range += self.candidates.clear();
-        self.place(slot, frame, sink)
+        // An in-range frame proves the stream is where we think: candidates it has caught up
+        // with (held because they came early) are placed before it, the others forgotten.
+        self.settle_candidates(slot, now, sink);
+        self.place_at(slot, frame, now, sink)
+    }
+
+    /// [`StationWindow::place`], the front's history advanced when the frame moved it.
+    fn place_at(&mut self, slot: u64, frame: &[u8], now: Option<Instant>, sink: &mut impl FrameSink) -> Placement {
+        let skipped = self.skipped(slot);
+        let placement = self.place(slot, frame, sink);
+        let (rate, burst) = (f64::from(self.cfg.frames_per_second), self.skip_burst());
+        if let (Some(now), Some(clock), Placement::Placed { reordered: false, .. }) =
+            (now, self.clock.as_mut(), placement)
+        {
+            clock.advance(now, skipped, rate, burst);
+        }
+        placement
+    }
+
+    /// An in-range frame at `upto` arrived: place the candidates at or before it that are in
+    /// range (the stream has reached them), count the others out of range. Only frames held
+    /// for their time can be such: a candidate out of range when it came still is, since
+    /// nothing moved the window after it.
+    fn settle_candidates(&mut self, upto: u64, now: Option<Instant>, sink: &mut impl FrameSink) {
+        if self.candidates.held.is_empty() {
+            self.stats.out_of_range += self.candidates.clear();
+            return;
+        }
+        let mut held: Vec<_> = std::mem::take(&mut self.candidates.held).into();
+        self.candidates.clear();
+        held.sort_by_key(|(s, _, _)| *s);
+        for (s, f, n) in held {
+            if s > upto || !self.in_range(s) {
+                self.stats.out_of_range += 1;
+                continue;
+            }
+            if let (Placement::Placed { slot, .. }, Some(n)) = (self.place_at(s, &f, now, sink), n) {
+                self.confirmed.push((n, slot));
+            }
+        }
+    }
+
+    /// Frame times (all threads of one time) between the newest frame and `slot` that nothing
+    /// filled: what moving the front to `slot` leaves behind.
+    fn skipped(&self, slot: u64) -> u64 {
+        let threads = u64::from(self.cfg.threads);
+        (slot / threads).saturating_sub(self.highest / threads + 1)
+    }
+
+    /// Frame times the front may skip at once however short the time: a quarter of the window,
+    /// so a forged frame ahead of the stream leaves most of the reorder tolerance intact.
+    fn skip_burst(&self) -> f64 {
+        (self.cfg.window / u64::from(self.cfg.threads) / 4).max(2) as f64
+    }
+
+    /// Whether the stream's history lets a frame at `slot`, arriving at `now`, move the front
+    /// there (always, for frames pushed without a time or not beyond the front). Never past half
+    /// the window at once, whatever the time says: one frame then never moves the window past
+    /// the newest frame, and the receiver's clock (when it read the datagram, which a stalled
+    /// receiver reads late) cannot let a forged frame flush real ones queued behind it.
+    fn time_allows(&self, slot: u64, now: Option<Instant>) -> bool {
+        let (Some(now), Some(clock)) = (now, self.clock.as_ref()) else {
+            return true;
+        };
+        if slot <= self.highest {
+            return true;
+        }
+        let skipped = self.skipped(slot);
+        let rate = f64::from(self.cfg.frames_per_second);
+        let half_window = self.cfg.window / u64::from(self.cfg.threads) / 2;
+        skipped == 0 || (skipped <= half_window && skipped as f64 <= clock.allowance(now, rate, self.skip_burst()))
+    }
+
+    /// How long a run of candidates must last to move an anchored stream (see
+    /// [`JUMP_SPAN_FRAMES`]): at least 1 ms, at most 1 s.
+    pub fn jump_span(&self) -> Duration {
+        let slots_per_s = f64::from(self.cfg.frames_per_second) * f64::from(self.cfg.threads);
+        Duration::from_secs_f64((f64::from(JUMP_SPAN_FRAMES) / slots_per_s).clamp(1e-3, 1.0))
     }
 
     fn place(&mut self, slot: u64, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
@@ -451,7 +649,14 @@ impl StationWindow {
         Placement::Placed { slot, reordered }
     }
 
-    fn candidate(&mut self, slot: u64, frame: &[u8], seq: Option<u64>, sink: &mut impl FrameSink) -> Placement {
+    fn candidate(
+        &mut self,
+        slot: u64,
+        frame: &[u8],
+        seq: Option<u64>,
+        now: Option<Instant>,
+        sink: &mut impl FrameSink,
+    ) -> Placement {
         let consistent = self
             .candidates
             .held
@@ -462,13 +667,21 @@ impl StationWindow {
         }
         let threads = usize::from(self.cfg.threads);
         let thread = (slot % threads as u64) as usize;
-        let keep = (self.cfg.confirm as usize).max(threads).min(MAX_HELD_CANDIDATES);
-        if self.candidates.push(slot, thread, frame, seq, keep) {
+        // A run that must last (timed, anchored) is held whole meanwhile, within the bound.
+        let timed = now.is_some() && self.clock.is_some();
+        let keep = if timed {
+            MAX_HELD_CANDIDATES
+        } else {
+            (self.cfg.confirm as usize).max(threads).min(MAX_HELD_CANDIDATES)
+        };
+        if self.candidates.push(slot, thread, frame, seq, keep, now) {
             self.stats.out_of_range += 1;
         }
         let c = &self.candidates;
         let seen = self.threads.seen().max(1);
-        let shown = c.run >= u64::from(self.cfg.confirm) && (2 * c.threads > seen || c.run >= self.cfg.window);
+        let lasted = !timed || c.lasted().is_some_and(|d| d >= self.jump_span());
+        let shown =
+            c.run >= u64::from(self.cfg.confirm) && (2 * c.threads > seen || c.run >= self.cfg.window) && lasted;
         if !shown {
             return Placement::Candidate;
         }
@@ -476,6 +689,10 @@ impl StationWindow {
         self.candidates.clear();
         let anchor = candidates.iter().map(|(s, _, _)| *s).min().unwrap_or(slot);
         self.jump(anchor, sink);
+        if let Some(now) = now {
+            // The stream is where the run says since now; its history starts again here.
+            self.clock = Some(FrontClock::new(now, self.skip_burst()));
+        }
         // The last candidate is this frame: its placement is the answer; the earlier ones placed
         // are reported with their numbers.
         let current = candidates.pop();
@@ -491,7 +708,14 @@ impl StationWindow {
     /// Move the stream to `anchor`: write out the window, then fill the gap or start a new segment.
     fn jump(&mut self, anchor: u64, sink: &mut impl FrameSink) {
         let Some(_) = self.base else {
-            self.base = Some(anchor);
+            // The first anchor: from where the stream began, when its first frames were lost
+            // before they reached the window and the gap is one to fill.
+            let start = self
+                .start_hint
+                .take()
+                .filter(|&h| h < anchor && anchor - h <= self.cfg.max_fill)
+                .unwrap_or(anchor);
+            self.base = Some(start);
             self.highest = anchor;
             return;
         };

@@ -458,10 +458,13 @@ fn an_idle_station_gives_its_slot_up() {
     });
     let mut sink = Rec::default();
     let t0 = Instant::now();
+    // 50 frames over 150 ms: a station that has been receiving for longer than `source_quiet`
+    // (100 ms) holds its slot until `station_timeout`; a shorter one that went quiet would give
+    // it to a live newcomer sooner (see the tentative-station tests).
     let run = |rx: &mut Receiver, sink: &mut Rec, t: Instant, stream: u16, station: u16| {
         for k in 0..50u32 {
             let d = native_on(stream, 1, u64::from(k), 8000, 1, &frame_of(station, k));
-            rx.handle_datagram(t + Duration::from_micros(125 * u64::from(k)), FROM, &d, false, sink);
+            rx.handle_datagram(t + Duration::from_millis(3 * u64::from(k)), FROM, &d, false, sink);
         }
     };
     run(&mut rx, &mut sink, t0, 0, 0x4566);

@@ -339,3 +339,189 @@ fn a_thread_never_seen_is_never_filled() {
     assert_eq!(w.stats().written_filled, 1);
     assert_eq!(w.thread_ids(), vec![0, 1]);
 }
+
+/// Frames pushed at the times a live sender sends them: frame k at k / FPS after `t0`.
+fn at(t0: std::time::Instant, k: u64) -> std::time::Instant {
+    t0 + std::time::Duration::from_nanos(k * 1_000_000_000 / u64::from(FPS))
+}
+
+/// Issue 28 item 4 in the window: 40 frames forged from the sender's own address 48 frame times
+/// ahead of the stream (within the 64-frame window), in one burst. Pushed without times they
+/// move the front and real frames arriving in order after them are written as fill; with their
+/// arrival times they are held as candidates, dropped by the next real frame, and the output is
+/// exactly the real stream.
+#[test]
+fn frames_forged_ahead_of_a_live_stream_never_flush_real_frames() {
+    let l = layout(1);
+    let forged = |k: u64| {
+        let (h, mut f) = frame(&l, k, 1000);
+        f[40] ^= 0xff;
+        (h, f)
+    };
+    for timed in [false, true] {
+        let (h0, _) = frame(&l, 0, 1000);
+        let mut w = StationWindow::new(cfg(&l, 64), &h0);
+        let mut sink = VecSink::default();
+        let t0 = std::time::Instant::now();
+        for k in 0..3000u64 {
+            let (h, f) = frame(&l, k, 1000);
+            let now = at(t0, k);
+            let push = |w: &mut StationWindow, h: &VdifHeader, f: &[u8], sink: &mut VecSink| {
+                if timed {
+                    w.push_at(now, h, f, None, sink)
+                } else {
+                    w.push(h, f, sink)
+                }
+            };
+            push(&mut w, &h, &f, &mut sink);
+            if k == 500 {
+                for j in k + 48..k + 88 {
+                    let (fh, ff) = forged(j);
+                    let p = push(&mut w, &fh, &ff, &mut sink);
+                    if timed {
+                        assert_eq!(p, Placement::Candidate, "forged frame {j}");
+                    }
+                }
+            }
+        }
+        w.finish(&mut sink);
+        let st = *w.stats();
+        if !timed {
+            // What happened before: the front moved, 23 real frames were filled and came late.
+            assert!(st.written_filled > 0 && st.late > 0, "{st:?}");
+            continue;
+        }
+        let expect: Vec<u8> = (0..3000).flat_map(|k| frame(&l, k, 1000).1).collect();
+        assert!(sink.segments.concat() == expect, "exactly the real stream: {st:?}");
+        assert_eq!((st.written_filled, st.late, st.out_of_range, st.jumps), (0, 0, 40, 0));
+    }
+}
+
+/// A forger creeping ahead — each frame as far beyond the newest as the front may skip at once —
+/// moves the front a quarter window in all, however many frames it sends at once: the real
+/// frames behind it are never late and never filled.
+#[test]
+fn forged_frames_creeping_ahead_move_the_front_a_quarter_window_at_most() {
+    let l = layout(1);
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 64), &h0);
+    let mut sink = VecSink::default();
+    let t0 = std::time::Instant::now();
+    for k in 0..2000u64 {
+        let (h, f) = frame(&l, k, 1000);
+        w.push_at(at(t0, k), &h, &f, None, &mut sink);
+        if k % 200 == 100 {
+            // 30 frames, each 17 frame times beyond the previous one (the burst allowance is 16).
+            for i in 1..=30u64 {
+                let (fh, mut ff) = frame(&l, k + 17 * i, 1000);
+                ff[40] ^= 0xff;
+                w.push_at(at(t0, k), &fh, &ff, None, &mut sink);
+            }
+        }
+    }
+    w.finish(&mut sink);
+    let st = *w.stats();
+    assert_eq!((st.late, st.written_filled, st.jumps), (0, 0, 0), "{st:?}");
+    // At most the first forged frame of each burst got in (as the first copy of its time).
+    assert!(st.duplicate_mismatch <= 10, "{st:?}");
+    assert_eq!(st.written_valid, 2000);
+}
+
+/// A real outage explains its own gap: the stream resumes 30 frame times later, as much later
+/// in time, and is placed at once (the gap filled), with no jump; one longer than half the
+/// window (40 frame times) is taken as a jump once the stream has kept coming, nothing lost.
+#[test]
+fn a_real_outage_moves_the_stream() {
+    let l = layout(1);
+    for (gap, jumps) in [(30u64, 0u64), (40, 1)] {
+        let (h0, _) = frame(&l, 0, 1000);
+        let mut w = StationWindow::new(cfg(&l, 64), &h0);
+        let mut sink = VecSink::default();
+        let t0 = std::time::Instant::now();
+        let order: Vec<u64> = (0..1000).chain(1000 + gap..2000).collect();
+        for &k in &order {
+            let (h, f) = frame(&l, k, 1000);
+            let p = w.push_at(at(t0, k), &h, &f, None, &mut sink);
+            if k >= 4 && jumps == 0 {
+                assert!(matches!(p, Placement::Placed { .. }), "frame {k}: {p:?}");
+            }
+        }
+        w.finish(&mut sink);
+        let st = *w.stats();
+        assert_eq!(
+            (st.written_valid, st.written_filled, st.jumps, st.out_of_range),
+            (2000 - gap, gap, jumps, 0),
+            "gap {gap}: {st:?}"
+        );
+        assert_eq!(sink.segments.len(), 1);
+    }
+}
+
+/// A gap with no time to explain it (a stalled receiver read the frames before and after it in
+/// one batch): the stream is taken there once it has kept coming for the jump span, and nothing
+/// real is lost meanwhile.
+#[test]
+fn a_gap_without_time_is_taken_once_the_stream_keeps_coming() {
+    let l = layout(1);
+    let (h0, _) = frame(&l, 0, 1000);
+    let mut w = StationWindow::new(cfg(&l, 64), &h0);
+    let mut sink = VecSink::default();
+    let t0 = std::time::Instant::now();
+    for k in (0..1000).chain(1040..3000u64) {
+        let (h, f) = frame(&l, k, 1000);
+        // Frames 1040.. arrive 40 frame times early (with the ones before the gap).
+        let now = at(t0, if k >= 1040 { k - 40 } else { k });
+        w.push_at(now, &h, &f, None, &mut sink);
+    }
+    w.finish(&mut sink);
+    let st = *w.stats();
+    assert_eq!(st.jumps, 1, "{st:?}");
+    assert!(w.jump_span() >= std::time::Duration::from_millis(1));
+    assert_eq!(
+        (st.written_valid, st.written_filled, st.out_of_range),
+        (2960, 40, 0),
+        "{st:?}"
+    );
+    assert_eq!(sink.segments.len(), 1);
+}
+
+/// A burst of consistent frames forged far ahead (10 s) from the sender's own address: pushed
+/// without times, 4 of them moved the stream; with times, the run has not lasted when the next
+/// real frame drops it.
+#[test]
+fn a_burst_forged_far_ahead_never_jumps_a_live_stream() {
+    let l = layout(1);
+    for timed in [false, true] {
+        let (h0, _) = frame(&l, 0, 1000);
+        let mut w = StationWindow::new(cfg(&l, 64), &h0);
+        let mut sink = VecSink::default();
+        let t0 = std::time::Instant::now();
+        for k in 0..2000u64 {
+            let (h, f) = frame(&l, k, 1000);
+            let now = at(t0, k);
+            if timed {
+                w.push_at(now, &h, &f, None, &mut sink);
+            } else {
+                w.push(&h, &f, &mut sink);
+            }
+            if k == 700 {
+                for j in 0..10 {
+                    let (fh, ff) = frame(&l, k + 10 * u64::from(FPS) + j, 1000);
+                    if timed {
+                        w.push_at(now, &fh, &ff, None, &mut sink);
+                    } else {
+                        w.push(&fh, &ff, &mut sink);
+                    }
+                }
+            }
+        }
+        w.finish(&mut sink);
+        let st = *w.stats();
+        if timed {
+            assert_eq!((st.jumps, st.out_of_range, st.written_valid), (0, 10, 2000), "{st:?}");
+            assert_eq!(sink.segments.len(), 1);
+        } else {
+            assert!(st.jumps >= 1, "{st:?}");
+        }
+    }
+}

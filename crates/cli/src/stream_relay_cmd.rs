@@ -319,6 +319,20 @@ fn summary(r: &RelayReport) {
             s.threads
         );
     }
+    let o = &r.other_senders;
+    if o.senders > 0 || r.untracked_datagrams > 0 {
+        status!(
+            "{} other sender(s) (fewer frames than those above, or quiet and no longer listed): {} datagrams, {} frames{}",
+            o.senders,
+            o.datagrams + r.untracked_datagrams,
+            o.frames,
+            if r.untracked_datagrams > 0 {
+                format!(" ({} datagrams from senders beyond the 256 counted while all were live)", r.untracked_datagrams)
+            } else {
+                String::new()
+            }
+        );
+    }
     for s in &r.stations {
         let q = &s.queue_delay_ns;
         status!(

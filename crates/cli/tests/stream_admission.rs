@@ -319,3 +319,83 @@ fn frames_forged_from_the_future_cost_no_real_frame() {
     assert!(out[0] == ef, "Ef written exactly as sent, no forged byte: {w}");
     assert_eq!(w["out_of_range"], 40, "the forged frames counted: {w}");
 }
+
+/// Issue 28 item 2 through `stream relay`: the stream is not hurt, but the relay printed one
+/// line per phantom sender (256 lines, and 256 entries in its JSON). Now the 16 senders that
+/// gave the most frames are listed and the rest summed in one line; the real sender, arriving
+/// after 300 phantoms, is still counted one by one.
+#[test]
+fn a_flood_of_senders_through_the_relay_costs_one_report_line() {
+    let t = Setup::new();
+    let rx = t.receiver(&[]);
+    let relay_json = t.dir.path().join("relay.json");
+    let mut relay = bin();
+    relay
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format-in",
+            "native",
+        ])
+        .args(["--idle-timeout", "3s", "-q", "--to", &format!("127.0.0.1:{}", rx.port)])
+        .arg("--export-json")
+        .arg(&relay_json);
+    let (mut relay, relay_port, log) = common::spawn_with_port(&mut relay);
+    let sent = phantoms(relay_port, 0, 300, 2);
+    // Quiet for over a second: the first phantoms' places may be taken by later senders.
+    std::thread::sleep(Duration::from_millis(1100));
+    send(relay_port, &[&t.ef]);
+    let sent = sent + phantoms(relay_port, 300, 100, 2);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = relay.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "relay did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut lines = Vec::new();
+    while let Ok(l) = log.recv_timeout(Duration::from_secs(2)) {
+        lines.push(l);
+    }
+    let stderr = lines.join("\n");
+    assert!(status.success(), "{stderr}");
+    let (rx_status, rx_log) = rx.wait();
+    assert!(rx_status.success(), "{rx_log}");
+    let r = json(&relay_json);
+    let listed = r["senders"].as_array().unwrap();
+    let others = &r["other_senders"];
+    println!(
+        "{} sender lines; others {others}",
+        lines.iter().filter(|l| l.starts_with("sender ")).count()
+    );
+    assert!(listed.len() <= 16, "{} senders listed", listed.len());
+    assert!(
+        listed.iter().any(|s| s["frames"] == FRAMES),
+        "the real sender is listed: {}",
+        r["senders"]
+    );
+    // Past 256 senders heard from within a second, the rest of the first burst was counted
+    // only in all (2 datagrams each); later ones took the places of quiet phantoms. (A port the
+    // kernel gave to two phantoms in turn is one sender.)
+    let untracked = r["untracked_datagrams"].as_u64().unwrap();
+    let senders = others["senders"].as_u64().unwrap() + listed.len() as u64 + untracked / 2;
+    assert!(
+        (300..=401).contains(&senders),
+        "{others}, {untracked} untracked datagrams"
+    );
+    let sender_lines = lines.iter().filter(|l| l.starts_with("sender ")).count();
+    assert!(sender_lines <= 16, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} other sender(s)", others["senders"])),
+        "{stderr}"
+    );
+    let datagrams: u64 = listed.iter().map(|s| s["datagrams"].as_u64().unwrap()).sum::<u64>()
+        + others["datagrams"].as_u64().unwrap()
+        + r["untracked_datagrams"].as_u64().unwrap();
+    assert_eq!(datagrams, sent + FRAMES, "every datagram counted once");
+    let rx = json(&t.summary());
+    assert_eq!(station(&rx, "Ef")["window"]["written_valid"], FRAMES, "{rx_log}");
+}

@@ -588,6 +588,7 @@ pub fn relay_status(r: &RelayReport) -> RelayStatus {
         in_rate_bps: 0.0,
         datagrams: r.datagrams,
         senders: r.senders.clone(),
+        other_senders: r.other_senders,
         stations: r.stations.clone(),
         output: r.output.clone(),
         arq: r.arq,

@@ -97,7 +97,7 @@ pub struct RelayLiveLine {
     /// Frames waiting now.
     pub queued: u64,
     /// Senders seen.
-    pub senders: usize,
+    pub senders: u64,
 }
 
 /// One batch of datagrams from an input: `buf` holds them back to back.
@@ -295,6 +295,7 @@ impl BoundRelay {
                         in_rate_bps: line.in_rate_bps,
                         datagrams: *relay.counters(),
                         senders: relay.senders(),
+                        other_senders: relay.other_senders(),
                         stations: relay.stations(),
                         output: relay.output(),
                         arq: relay.arq_stats(),
@@ -353,6 +354,7 @@ impl BoundRelay {
             first_problem: relay.first_problem().map(str::to_string).or(reader_error),
             untracked_datagrams: relay.untracked_datagrams(),
             senders: relay.senders(),
+            other_senders: relay.other_senders(),
             stations: relay.stations(),
             output: relay.output(),
             arq: relay.arq_stats(),
@@ -545,7 +547,7 @@ impl Tally {
             rejected: rejected - self.rejected,
             kernel_drops: drops.saturating_sub(self.drops),
             queued: t.queued,
-            senders: relay.senders().len(),
+            senders: relay.sender_count(),
         };
         *self = Tally {
             bytes: 0,

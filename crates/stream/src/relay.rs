@@ -9,7 +9,12 @@
 //! - **Input** is counted per sender (input, address) the way jive5ab's `udpsnor` does: datagrams,
 //!   lost (from the packet serial numbers), reordered, and the reordering extent of RFC 4737 §4.2.2
 //!   (over the last [`EXTENT_HISTORY`] serial numbers). Every datagram that is not a frame is
-//!   counted by reason ([`DatagramCounters`]) and dropped.
+//!   counted by reason ([`DatagramCounters`]) and dropped. The report is bounded: the
+//!   [`REPORTED_SENDERS`] senders that gave the most frames one by one, the rest summed
+//!   ([`OtherSenders`]); a flood of new source ports (256 phantom senders printed 256 lines)
+//!   costs one line. At most [`MAX_SENDERS`] are counted one by one; past that, the one heard
+//!   from least recently, if quiet for [`PHANTOM_AFTER`], is summed into the rest to make room,
+//!   so a real sender arriving after a flood is still counted (and kept alive with `--ack`).
 //! - **Stations** are told apart by the VDIF station id; each keeps its threads continuous, and
 //!   counts the frames missing in the input per thread (from the VDIF time; nothing is invented).
 //!   Several senders (boards) may feed one station, each with its own threads.
@@ -57,8 +62,10 @@ pub const LEARN_FOR: Duration = Duration::from_millis(20);
 /// until frames waited the whole `smoothing` allowance. 5 % headroom keeps the wait near the
 /// input's own jitter, and a burst still leaves at nearly the data rate.
 pub const PACE_HEADROOM: f64 = 1.05;
-/// Most senders counted one by one; datagrams of further ones go to `untracked_senders`.
-const MAX_SENDERS: usize = 256;
+/// Most senders counted one by one; datagrams of further ones go to `untracked_datagrams`.
+pub const MAX_SENDERS: usize = 256;
+/// Senders reported one by one (those that gave the most frames); the rest are summed.
+pub const REPORTED_SENDERS: usize = 16;
 /// Frames held per station while its threads are learned.
 const LEARN_FRAMES: usize = 1024;
 /// Frames a new station must deliver before it is relayed: a stray or a forged datagram with a
@@ -165,6 +172,32 @@ pub struct InputSender {
     pub stations: Vec<String>,
     /// VDIF thread ids it sent.
     pub threads: Vec<u16>,
+}
+
+/// The senders not reported one by one, summed: beyond the [`REPORTED_SENDERS`] that gave the
+/// most frames, and those no longer counted one by one (quiet, their place taken).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtherSenders {
+    /// How many.
+    pub senders: u64,
+    /// Datagrams from them.
+    pub datagrams: u64,
+    /// Frames from them that were taken.
+    pub frames: u64,
+    /// Bytes from them.
+    pub bytes: u64,
+    /// Keep-alives sent back to them.
+    pub acks_sent: u64,
+}
+
+impl OtherSenders {
+    fn add(&mut self, s: &InputSender) {
+        self.senders += 1;
+        self.datagrams += s.datagrams;
+        self.frames += s.frames;
+        self.bytes += s.bytes;
+        self.acks_sent += s.acks_sent;
+    }
 }
 
 /// A station's input, as the relay saw it.
@@ -451,6 +484,7 @@ impl Schedule for LiveSchedule {
 struct SenderIn {
     input: u16,
     addr: SocketAddr,
+    last_seen: Instant,
     stats: InputSender,
     /// The last serial numbers, newest last (for the reordering extent).
     recent: VecDeque<u64>,
@@ -533,6 +567,8 @@ pub struct Relay {
     sender: Sender<LiveSchedule>,
     stations: Vec<StationIn>,
     senders: Vec<SenderIn>,
+    /// Senders no longer counted one by one (quiet, their place taken), summed.
+    folded: OtherSenders,
     /// Datagrams of senders beyond [`MAX_SENDERS`] (still relayed, not counted one by one).
     untracked: u64,
     counters: DatagramCounters,
@@ -566,6 +602,7 @@ impl Relay {
             sender,
             stations: Vec::new(),
             senders: Vec::new(),
+            folded: OtherSenders::default(),
             untracked: 0,
             counters: DatagramCounters::default(),
             first_problem: None,
@@ -599,7 +636,7 @@ impl Relay {
             self.problem(|| format!("datagram from {from}, not from the --from address"));
             return;
         }
-        let sender = self.sender_index(input, from);
+        let sender = self.sender_index(now, input, from);
         if let Some(s) = sender {
             let s = &mut self.senders[s];
             s.stats.datagrams += 1;
@@ -644,19 +681,33 @@ impl Relay {
         self.take_frame(now, si, &d, tee);
     }
 
-    /// The counters of sender (`input`, `from`), made on its first datagram; `None` beyond
-    /// [`MAX_SENDERS`].
-    fn sender_index(&mut self, input: u16, from: SocketAddr) -> Option<usize> {
+    /// The counters of sender (`input`, `from`), made on its first datagram at `now`; beyond
+    /// [`MAX_SENDERS`] in the place of the one heard from least recently if that one has been
+    /// quiet for [`PHANTOM_AFTER`] (its counts summed into the rest), else `None`.
+    fn sender_index(&mut self, now: Instant, input: u16, from: SocketAddr) -> Option<usize> {
         if let Some(i) = self.senders.iter().position(|s| s.input == input && s.addr == from) {
+            self.senders[i].last_seen = now;
             return Some(i);
         }
         if self.senders.len() >= MAX_SENDERS {
-            self.untracked += 1;
-            return None;
+            let quiet = self
+                .senders
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.last_seen)
+                .filter(|(_, s)| now.saturating_duration_since(s.last_seen) >= PHANTOM_AFTER)
+                .map(|(i, _)| i);
+            let Some(q) = quiet else {
+                self.untracked += 1;
+                return None;
+            };
+            let gone = self.senders.remove(q);
+            self.folded.add(&gone.stats);
         }
         self.senders.push(SenderIn {
             input,
             addr: from,
+            last_seen: now,
             stats: InputSender {
                 input,
                 source: from.to_string(),
@@ -956,16 +1007,47 @@ impl Relay {
         self.untracked
     }
 
-    /// Each sender's counters.
+    /// The counters of the [`REPORTED_SENDERS`] senders that gave the most frames (then
+    /// datagrams), in the order they first spoke.
     pub fn senders(&self) -> Vec<InputSender> {
+        let top = self.top_senders();
         self.senders
             .iter()
-            .map(|s| InputSender {
+            .enumerate()
+            .filter(|(i, _)| top.contains(i))
+            .map(|(_, s)| InputSender {
                 stations: s.stations.iter().map(|id| vdif::station_name(*id)).collect(),
                 threads: s.threads.clone(),
                 ..s.stats.clone()
             })
             .collect()
+    }
+
+    /// The senders not in [`Relay::senders`], summed.
+    pub fn other_senders(&self) -> OtherSenders {
+        let top = self.top_senders();
+        let mut rest = self.folded;
+        for (_, s) in self.senders.iter().enumerate().filter(|(i, _)| !top.contains(i)) {
+            rest.add(&s.stats);
+        }
+        rest
+    }
+
+    /// Senders seen, counted one by one or summed (not those beyond [`MAX_SENDERS`] while all
+    /// were live, whose datagrams are [`Relay::untracked_datagrams`]).
+    pub fn sender_count(&self) -> u64 {
+        self.senders.len() as u64 + self.folded.senders
+    }
+
+    /// Indices of the senders reported one by one.
+    fn top_senders(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.senders.len()).collect();
+        order.sort_by_key(|&i| {
+            let s = &self.senders[i].stats;
+            std::cmp::Reverse((s.frames, s.datagrams))
+        });
+        order.truncate(REPORTED_SENDERS);
+        order
     }
 
     /// Each station's counters.

@@ -258,10 +258,14 @@ pub struct RelayReport {
     pub datagrams: DatagramCounters,
     /// The first reason a datagram was refused, in words.
     pub first_problem: Option<String>,
-    /// Datagrams of senders beyond the 256 counted one by one.
+    /// Datagrams of senders beyond the 256 counted one by one, while all of those were live.
     pub untracked_datagrams: u64,
-    /// Per sender (input, address): datagrams, lost, reordered (jive5ab `udpsnor` style).
+    /// Per sender (input, address): datagrams, lost, reordered (jive5ab `udpsnor` style); the 16
+    /// that gave the most frames.
     pub senders: Vec<crate::relay::InputSender>,
+    /// The other senders, summed.
+    #[serde(default)]
+    pub other_senders: crate::relay::OtherSenders,
     /// Per station: input continuity, queue, frames out.
     pub stations: Vec<crate::relay::RelayedStation>,
     /// The output streams, as a sender reports them.
@@ -325,8 +329,11 @@ pub struct RelayStatus {
     pub in_rate_bps: f64,
     /// Every input datagram, by reason when refused.
     pub datagrams: DatagramCounters,
-    /// Per input sender: datagrams, lost, reordered.
+    /// Per input sender: datagrams, lost, reordered; the 16 that gave the most frames.
     pub senders: Vec<crate::relay::InputSender>,
+    /// The other senders, summed.
+    #[serde(default)]
+    pub other_senders: crate::relay::OtherSenders,
     /// Per station: input continuity, queue, frames out.
     pub stations: Vec<crate::relay::RelayedStation>,
     /// The output streams.

@@ -339,11 +339,16 @@ impl FrontClock {
         (self.budget + since(self.budget_at)).min(burst + since(self.advanced_at))
     }
 
-    /// The front advanced at `now`, leaving `skipped` frame times unfilled behind it.
+    /// The front advanced at `now`, leaving `skipped` frame times unfilled behind it. (An
+    /// advance that skips nothing only moves `advanced_at`: carrying the budget forward then
+    /// gives the same allowance later, since the second bound of the minimum is then the
+    /// tighter of the two — one store per in-order frame.)
     fn advance(&mut self, now: Instant, skipped: u64, rate: f64, burst: f64) {
-        self.budget = (self.allowance(now, rate, burst) - skipped as f64).max(0.0);
-        self.budget_at = now;
-        self.advanced_at = now;
+        if skipped > 0 {
+            self.budget = (self.allowance(now, rate, burst) - skipped as f64).max(0.0);
+            self.budget_at = now;
+        }
+        self.advanced_at = self.advanced_at.max(now);
     }
 }
 
@@ -534,13 +539,16 @@ impl StationWindow {
 
     /// [`StationWindow::place`], the front's history advanced when the frame moved it.
     fn place_at(&mut self, slot: u64, frame: &[u8], now: Option<Instant>, sink: &mut impl FrameSink) -> Placement {
-        let skipped = self.skipped(slot);
+        let skipped = if self.next_step(slot) { 0 } else { self.skipped(slot) };
         let placement = self.place(slot, frame, sink);
-        let (rate, burst) = (f64::from(self.cfg.frames_per_second), self.skip_burst());
-        if let (Some(now), Some(clock), Placement::Placed { reordered: false, .. }) =
-            (now, self.clock.as_mut(), placement)
-        {
-            clock.advance(now, skipped, rate, burst);
+        if let (Some(now), Placement::Placed { reordered: false, .. }) = (now, placement) {
+            let (rate, burst) = match skipped {
+                0 => (0.0, 0.0), // not used: nothing skipped
+                _ => (f64::from(self.cfg.frames_per_second), self.skip_burst()),
+            };
+            if let Some(clock) = self.clock.as_mut() {
+                clock.advance(now, skipped, rate, burst);
+            }
         }
         placement
     }
@@ -568,6 +576,12 @@ impl StationWindow {
         }
     }
 
+    /// `slot` is at most one frame time past the newest frame: it skips nothing (the common
+    /// case, told without a division).
+    fn next_step(&self, slot: u64) -> bool {
+        slot <= self.highest + u64::from(self.cfg.threads)
+    }
+
     /// Frame times (all threads of one time) between the newest frame and `slot` that nothing
     /// filled: what moving the front to `slot` leaves behind.
     fn skipped(&self, slot: u64) -> u64 {
@@ -590,7 +604,7 @@ impl StationWindow {
         let (Some(now), Some(clock)) = (now, self.clock.as_ref()) else {
             return true;
         };
-        if slot <= self.highest {
+        if self.next_step(slot) {
             return true;
         }
         let skipped = self.skipped(slot);

@@ -214,7 +214,10 @@ pub struct RecvArgs {
     /// is never filled.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
-    /// Reorder window: frames are written this long (in stream time) after they are due.
+    /// Reorder window: frames are written this long (in stream time) after they are due. A
+    /// frame may move the window past frames not yet arrived only as far as the time since the
+    /// stream last advanced explains (at twice its rate; a quarter window at once, never over
+    /// half): frames forged ahead of a live stream never flush real ones.
     #[arg(long, value_parser = parse_duration, default_value = "50ms")]
     latency: Duration,
     /// Ask the sender to repeat lost frames while they can still arrive within --latency.
@@ -227,7 +230,10 @@ pub struct RecvArgs {
     /// taken) or this exact IP:PORT.
     #[arg(long, value_name = "IP[:PORT]")]
     from: Option<SourceFilter>,
-    /// Most stations (further ones are counted and dropped).
+    /// Most stations (further ones are counted and dropped). A station that sent for under
+    /// 100 ms and went quiet for 100 ms gives its slot to a new one sending for 100 ms (its
+    /// frames held meanwhile); one silent for 10 s gives its slot to any. Sources not yet
+    /// stations are checked in a table of 2×N (at least 64) sources, N streams each.
     #[arg(long, default_value_t = 16)]
     max_stations: usize,
     /// Receive socket buffer to ask for.

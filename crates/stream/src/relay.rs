@@ -13,8 +13,9 @@
 //!   [`REPORTED_SENDERS`] senders that gave the most frames one by one, the rest summed
 //!   ([`OtherSenders`]); a flood of new source ports (256 phantom senders printed 256 lines)
 //!   costs one line. At most [`MAX_SENDERS`] are counted one by one; past that, the one heard
-//!   from least recently, if quiet for [`PHANTOM_AFTER`], is summed into the rest to make room,
-//!   so a real sender arriving after a flood is still counted (and kept alive with `--ack`).
+//!   from least recently among those that sent fewer than [`SOURCE_RUN`] datagrams or have been
+//!   quiet for [`PHANTOM_AFTER`] is summed into the rest to make room, so a real sender arriving
+//!   during a flood is counted from its first datagram (and kept alive with `--ack`).
 //! - **Stations** are told apart by the VDIF station id; each keeps its threads continuous, and
 //!   counts the frames missing in the input per thread (from the VDIF time; nothing is invented).
 //!   Several senders (boards) may feed one station, each with its own threads.
@@ -682,8 +683,9 @@ impl Relay {
     }
 
     /// The counters of sender (`input`, `from`), made on its first datagram at `now`; beyond
-    /// [`MAX_SENDERS`] in the place of the one heard from least recently if that one has been
-    /// quiet for [`PHANTOM_AFTER`] (its counts summed into the rest), else `None`.
+    /// [`MAX_SENDERS`] in the place of a stray (fewer than [`SOURCE_RUN`] datagrams) or of a
+    /// sender quiet for [`PHANTOM_AFTER`], the one heard from least recently (its counts summed
+    /// into the rest), else `None`.
     fn sender_index(&mut self, now: Instant, input: u16, from: SocketAddr) -> Option<usize> {
         if let Some(i) = self.senders.iter().position(|s| s.input == input && s.addr == from) {
             self.senders[i].last_seen = now;
@@ -694,8 +696,10 @@ impl Relay {
                 .senders
                 .iter()
                 .enumerate()
+                .filter(|(_, s)| {
+                    s.stats.datagrams < SOURCE_RUN as u64 || now.saturating_duration_since(s.last_seen) >= PHANTOM_AFTER
+                })
                 .min_by_key(|(_, s)| s.last_seen)
-                .filter(|(_, s)| now.saturating_duration_since(s.last_seen) >= PHANTOM_AFTER)
                 .map(|(i, _)| i);
             let Some(q) = quiet else {
                 self.untracked += 1;

@@ -1,20 +1,20 @@
 //! The table of sources not accepted yet: who may wait to deliver a run, for how long, and what
 //! is held for them meanwhile, bounded however many sources a flood brings.
 //!
-//! A *source* is an address and the sender's session; its streams (one per station it sends)
-//! are judged together: a datagram to any of them keeps the source in the table, so the
-//! stations of one sender socket are confirmed together. (One entry per stream, evicted by the
-//! shortest run, let the two stations of one socket evict each other forever under a flood of
-//! two-frame phantoms: 0 of 8000 frames written.) The table holds at most `sources` sources and
-//! `streams` streams, each source at most `per_source` streams (one socket cannot crowd the table
-//! with station ids: its own least recent stream goes). A new source takes the place of the one
-//! heard from least recently: a sender is pushed out only if `sources` new sources arrive
-//! between two of its datagrams (64 within the 250 µs between the datagrams of a 2 × 64 Mb/s
-//! sender: a flood of 256 000 new sources a second), and a phantom that stopped after its few
+//! A *source* is an address and the sender's session; its streams (one per station it sends) are
+//! judged together: a datagram to any of them keeps the source in the table, so the stations of one
+//! sender socket are confirmed together. (One entry per stream, evicted by the shortest run, let
+//! the two stations of one socket evict each other forever under a flood of two-frame phantoms: 0
+//! of 8000 frames written.) The table holds at most `sources` sources and `streams` streams, each
+//! source at most `per_source` streams (one socket cannot crowd the table with station ids: its own
+//! least recent stream goes). A new source takes the place of the one heard from least recently: a
+//! sender is pushed out only if `sources` new sources arrive between two of its datagrams (64
+//! within the 250 µs between the datagrams of a sender of two 128 Mb/s stations in 8000-byte
+//! frames: a flood of 256 000 new sources a second), and a phantom that stopped after its few
 //! frames is always older than a sender that keeps speaking. (Refusing new sources while every
-//! place was taken by one heard from within 2 ms — a limit per round — was tried: it admits at
-//! most 32 000 new sources a second, and a steady flood beyond that took every place the moment
-//! it freed, so a new sender never got in; least recent first admits it up to the rate above.)
+//! place was taken by one heard from within 2 ms — a limit per round — was tried: it admits at most
+//! 32 000 new sources a second, and a steady flood beyond that took every place the moment it
+//! freed, so a new sender never got in; least recent first admits it up to the rate above.)
 //!
 //! Frames of a source are held until it is accepted (newest kept, [`HOLD_FRAMES`] per stream,
 //! [`HOLD_BYTES`] in all: past that, the frames of the source heard from least recently go

@@ -32,10 +32,6 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(s) = std::str::from_utf8(data) {
         let _ = vsis::mode::Mode::parse(s);
-        let _ = vsis::evlbi::format(
-            &vsis::evlbi::EvlbiStats::default(),
-            s,
-            vsis::evlbi::UnixTime { secs: 0, micros: 0 },
-        );
+        let _ = vsis::evlbi::format(&vsis::evlbi::EvlbiStats::default(), s, vsis::evlbi::UnixTime { secs: 0, micros: 0 });
     }
 });

@@ -12,22 +12,25 @@
 //! frame more than one window beyond the newest, or behind what was already written by more than a
 //! window, is held as a *candidate*; only `confirm` mutually consistent candidates in a row, with
 //! no in-range frame between them, move the stream there (a real jump: the sender restarted, or a
-//! long outage). Frames pushed with their arrival time ([`StationWindow::push_at`]) are also
-//! judged by the stream's own history: a frame that would leave more frame times unfilled behind
-//! the newest than the time since the stream last advanced explains (at twice the frame rate,
-//! plus a quarter window) is a candidate too, and a run of candidates moves an anchored stream
-//! only once it has lasted [`JUMP_SPAN_FRAMES`] frame times of wall time with no in-range frame
-//! between. A burst of frames forged from the sender's own address ahead of the stream (40 ms
-//! ahead in a 50 ms window flushed 19 real frames as fill before) then never moves the window:
-//! the next real frame drops them, and real frames arriving in order are never written as fill
-//! because of them. A real outage explains its own gap (its frames come that much later), and a
-//! real jump keeps coming. In a stream of several threads the run must also come from more than half of the
+//! long outage). In a stream of several threads the run must also come from more than half of the
 //! threads seen (or last a whole window): one board or relay queue lagging the others by more
 //! than the window then loses its late frames, counted, instead of pulling the stream back and
 //! forth — each swing forward used to fill the gap again (44 million filled frames in 10 s of an
 //! overloaded two-board relay). Gaps up to `max_fill` frames are filled with invalid frames;
 //! longer ones and jumps back in time end the continuous segment ([`FrameSink::discontinuity`]),
 //! which the caller turns into a new output file.
+//!
+//! Frames pushed with their arrival time ([`StationWindow::push_at`]) are also judged by the
+//! stream's own history (`FrontClock`): a frame that would leave more frame times unfilled
+//! behind the newest than the time since the stream last advanced explains (at twice the frame
+//! rate, a quarter window at once, never over half the window) is a candidate too, and a run of
+//! candidates moves an anchored stream only once it has lasted [`JUMP_SPAN_FRAMES`] frame times of
+//! wall time with no in-range frame between (for a run still inside the window: none of its own
+//! threads; a board leading the others is then placed, the window not flushed). A burst of frames
+//! forged from the sender's own address ahead of the stream (40 ms ahead in a 50 ms window flushed
+//! 19 real frames as fill before) then never moves the window: the next real frame drops them,
+//! and real frames arriving in order are never written as fill because of them. A real outage
+//! explains its own gap (its frames come that much later), and a real jump keeps coming.
 
 use std::time::{Duration, Instant};
 
@@ -174,6 +177,9 @@ struct Candidates {
     /// When the run's first and latest frames arrived (frames pushed with a time).
     first_at: Option<Instant>,
     last_at: Option<Instant>,
+    /// Every frame of the run was in range, held only because the stream's time did not
+    /// explain it yet (see [`StationWindow::push_at`]).
+    gated: bool,
 }
 
 impl Candidates {
@@ -189,6 +195,11 @@ impl Candidates {
         n
     }
 
+    /// Whether thread index `thread` sent frames of the run.
+    fn has_thread(&self, thread: usize) -> bool {
+        self.from_thread.get(thread).copied().unwrap_or(false)
+    }
+
     /// How long (wall time) the run has lasted, when its frames came with their arrival times.
     fn lasted(&self) -> Option<Duration> {
         Some(self.last_at?.saturating_duration_since(self.first_at?))
@@ -196,6 +207,7 @@ impl Candidates {
 
     /// Add a frame of thread index `thread`, keeping at most `keep` frames' bytes; whether the
     /// oldest held one was let go.
+    #[allow(clippy::too_many_arguments)] // one frame and how to hold it
     fn push(
         &mut self,
         slot: u64,
@@ -204,7 +216,9 @@ impl Candidates {
         seq: Option<u64>,
         keep: usize,
         at: Option<Instant>,
+        gated: bool,
     ) -> bool {
+        self.gated = gated && (self.run == 0 || self.gated);
         if let Some(at) = at {
             self.first_at.get_or_insert(at);
             self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
@@ -303,7 +317,7 @@ const MAX_HELD_CANDIDATES: usize = 64;
 /// A run of candidates moves an anchored stream pushed with arrival times only after lasting
 /// this many of the stream's frame times (at its nominal rate) of wall time: a live sender's
 /// next frame lands in range long before, so a burst forged ahead of it never does, while a
-/// stream that really moved keeps coming. Half of [`MAX_HELD_CANDIDATES`], so a run arriving at
+/// stream that really moved keeps coming. Half of `MAX_HELD_CANDIDATES` (64), so a run arriving at
 /// up to twice the rate is held whole meanwhile.
 pub const JUMP_SPAN_FRAMES: u32 = 32;
 /// The front may leave frame times unfilled behind it at this many times the frame rate of the
@@ -528,8 +542,11 @@ impl StationWindow {
             self.stats.wrong_format += 1;
             return Placement::WrongFormat;
         };
-        if !self.in_range(slot) || !self.time_allows(slot, now) {
-            return self.candidate(slot, frame, seq, now, sink);
+        if !self.in_range(slot) {
+            return self.candidate(slot, frame, seq, now, false, sink);
+        }
+        if !self.time_allows(slot, now) {
+            return self.candidate(slot, frame, seq, now, true, sink);
         }
         // An in-range frame proves the stream is where we think: candidates it has caught up
         // with (held because they came early) are placed before it, the others forgotten.
@@ -556,10 +573,17 @@ impl StationWindow {
     /// An in-range frame at `upto` arrived: place the candidates at or before it that are in
     /// range (the stream has reached them), count the others out of range. Only frames held
     /// for their time can be such: a candidate out of range when it came still is, since
-    /// nothing moved the window after it.
+    /// nothing moved the window after it. A run held only for its time, none of it from this
+    /// frame's thread, goes on: one board of a backend may lead the others by more than the
+    /// time explains, and their frames do not contradict it (a forgery of a thread the stream
+    /// sends is contradicted by that thread's next frame).
     fn settle_candidates(&mut self, upto: u64, now: Option<Instant>, sink: &mut impl FrameSink) {
         if self.candidates.held.is_empty() {
             self.stats.out_of_range += self.candidates.clear();
+            return;
+        }
+        let thread = (upto % u64::from(self.cfg.threads)) as usize;
+        if self.candidates.gated && !self.candidates.has_thread(thread) {
             return;
         }
         let mut held: Vec<_> = std::mem::take(&mut self.candidates.held).into();
@@ -663,12 +687,16 @@ impl StationWindow {
         Placement::Placed { slot, reordered }
     }
 
+    /// A frame the window cannot place yet (`gated`: in range, held for its time; else out of
+    /// range): held as a candidate; once the run it belongs to has shown the stream is there,
+    /// the stream moves there.
     fn candidate(
         &mut self,
         slot: u64,
         frame: &[u8],
         seq: Option<u64>,
         now: Option<Instant>,
+        gated: bool,
         sink: &mut impl FrameSink,
     ) -> Placement {
         let consistent = self
@@ -688,35 +716,46 @@ impl StationWindow {
         } else {
             (self.cfg.confirm as usize).max(threads).min(MAX_HELD_CANDIDATES)
         };
-        if self.candidates.push(slot, thread, frame, seq, keep, now) {
+        if self.candidates.push(slot, thread, frame, seq, keep, now, gated) {
             self.stats.out_of_range += 1;
         }
         let c = &self.candidates;
         let seen = self.threads.seen().max(1);
         let lasted = !timed || c.lasted().is_some_and(|d| d >= self.jump_span());
-        let shown =
-            c.run >= u64::from(self.cfg.confirm) && (2 * c.threads > seen || c.run >= self.cfg.window) && lasted;
-        if !shown {
+        // A run in range from threads the stream's own frames do not contradict (see
+        // `settle_candidates`) need not come from most threads: it is a board ahead.
+        let in_range_run = timed && c.gated;
+        let from_enough = in_range_run || 2 * c.threads > seen || c.run >= self.cfg.window;
+        if !(c.run >= u64::from(self.cfg.confirm) && from_enough && lasted) {
             return Placement::Candidate;
         }
         let mut candidates: Vec<_> = std::mem::take(&mut self.candidates.held).into();
         self.candidates.clear();
-        let anchor = candidates.iter().map(|(s, _, _)| *s).min().unwrap_or(slot);
-        self.jump(anchor, sink);
+        if in_range_run {
+            // Still in range: placed as the stream's new front, the window not flushed (frames
+            // of the other threads, behind, still fit).
+            candidates.sort_by_key(|(s, _, _)| *s);
+        } else {
+            let anchor = candidates.iter().map(|(s, _, _)| *s).min().unwrap_or(slot);
+            self.jump(anchor, sink);
+        }
         if let Some(now) = now {
             // The stream is where the run says since now; its history starts again here.
             self.clock = Some(FrontClock::new(now, self.skip_burst()));
         }
-        // The last candidate is this frame: its placement is the answer; the earlier ones placed
-        // are reported with their numbers.
-        let current = candidates.pop();
-        for (s, f, n) in &candidates {
+        // This frame's placement is the answer (it is the newest held); the others placed are
+        // reported with their numbers.
+        let newest = candidates.iter().rposition(|(s, _, _)| *s == slot);
+        let mut answer = Placement::Candidate;
+        for (i, (s, f, n)) in candidates.iter().enumerate() {
             let p = self.place(*s, f, sink);
-            if let (Placement::Placed { slot, .. }, Some(n)) = (p, n) {
+            if Some(i) == newest {
+                answer = p;
+            } else if let (Placement::Placed { slot, .. }, Some(n)) = (p, n) {
                 self.confirmed.push((*n, slot));
             }
         }
-        current.map_or(Placement::Candidate, |(s, f, _)| self.place(s, &f, sink))
+        answer
     }
 
     /// Move the stream to `anchor`: write out the window, then fill the gap or start a new segment.

@@ -525,3 +525,43 @@ fn a_burst_forged_far_ahead_never_jumps_a_live_stream() {
         }
     }
 }
+
+/// Two boards (one thread each), the stream anchored by the second; the first joins 40 frame
+/// times ahead of it — more than half the window, less than the whole, more than time explains.
+/// The lead is a board's, not a forgery: the second board's frames do not contradict it (they
+/// are another thread), so once the first board's run has lasted it is placed, nothing flushed,
+/// and both boards are written whole.
+#[test]
+fn a_board_leading_the_others_by_most_of_the_window_is_taken() {
+    let l = layout(2);
+    let window = 128; // slots: 64 frame times of 2 threads
+    let (h0, _) = frame(&l, 1, 1000);
+    let mut w = StationWindow::new(cfg(&l, window), &h0);
+    let mut sink = VecSink::default();
+    let t0 = std::time::Instant::now();
+    let lead = 40u64; // frame times
+    let steps = 3000u64;
+    let mut pushed = 0u64;
+    for t in 0..steps {
+        let now = at(t0, t);
+        // Board 2 (thread 1) at time t; board 1 (thread 0) from t = 200 on, `lead` ahead.
+        let (h, f) = frame(&l, 2 * t + 1, 1000);
+        w.push_at(now, &h, &f, None, &mut sink);
+        pushed += 1;
+        if (200..steps - lead).contains(&t) {
+            let (h, f) = frame(&l, 2 * (t + lead), 1000);
+            w.push_at(now, &h, &f, None, &mut sink);
+            pushed += 1;
+        }
+    }
+    w.finish(&mut sink);
+    let st = *w.stats();
+    assert_eq!(
+        (st.jumps, st.late, st.out_of_range, st.discontinuities),
+        (0, 0, 0, 0),
+        "{st:?}"
+    );
+    assert_eq!(st.written_valid, pushed, "{st:?}");
+    // Thread 0 before it started is filled; nothing of either board is lost.
+    assert_eq!(sink.segments.len(), 1);
+}

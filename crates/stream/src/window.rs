@@ -32,10 +32,14 @@
 //! and real frames arriving in order are never written as fill because of them. A real outage
 //! explains its own gap (its frames come that much later), and a real jump keeps coming.
 
+mod evidence;
+
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;
+
+use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES};
 
 /// Where the window writes frames, in time order.
 pub trait FrameSink {
@@ -162,79 +166,6 @@ impl ThreadMap {
     }
 }
 
-/// A run of mutually consistent out-of-range frames, the evidence for a jump. Only the newest
-/// frames' bytes are kept (bounded memory however long the run); the run's length and the
-/// threads it came from are counted over all of it.
-#[derive(Default)]
-struct Candidates {
-    /// The newest frames of the run: slot, bytes, and the caller's sequence number.
-    held: std::collections::VecDeque<(u64, Vec<u8>, Option<u64>)>,
-    /// Frames in the run, held or not.
-    run: u64,
-    /// Which thread indices the run came from, and how many.
-    from_thread: Vec<bool>,
-    threads: usize,
-    /// When the run's first and latest frames arrived (frames pushed with a time).
-    first_at: Option<Instant>,
-    last_at: Option<Instant>,
-    /// Every frame of the run was in range, held only because the stream's time did not
-    /// explain it yet (see [`StationWindow::push_at`]).
-    gated: bool,
-}
-
-impl Candidates {
-    /// Forget the run; the number of frames dropped with it.
-    fn clear(&mut self) -> u64 {
-        let n = self.held.len() as u64;
-        self.held.clear();
-        self.run = 0;
-        self.from_thread.iter_mut().for_each(|t| *t = false);
-        self.threads = 0;
-        self.first_at = None;
-        self.last_at = None;
-        n
-    }
-
-    /// Whether thread index `thread` sent frames of the run.
-    fn has_thread(&self, thread: usize) -> bool {
-        self.from_thread.get(thread).copied().unwrap_or(false)
-    }
-
-    /// How long (wall time) the run has lasted, when its frames came with their arrival times.
-    fn lasted(&self) -> Option<Duration> {
-        Some(self.last_at?.saturating_duration_since(self.first_at?))
-    }
-
-    /// Add a frame of thread index `thread`, keeping at most `keep` frames' bytes; whether the
-    /// oldest held one was let go.
-    #[allow(clippy::too_many_arguments)] // one frame and how to hold it
-    fn push(
-        &mut self,
-        slot: u64,
-        thread: usize,
-        frame: &[u8],
-        seq: Option<u64>,
-        keep: usize,
-        at: Option<Instant>,
-        gated: bool,
-    ) -> bool {
-        self.gated = gated && (self.run == 0 || self.gated);
-        if let Some(at) = at {
-            self.first_at.get_or_insert(at);
-            self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
-        }
-        if self.from_thread.len() <= thread {
-            self.from_thread.resize(thread + 1, false);
-        }
-        if !std::mem::replace(&mut self.from_thread[thread], true) {
-            self.threads += 1;
-        }
-        self.run += 1;
-        self.held.push_back((slot, frame.to_vec(), seq));
-        self.held.len() > keep.max(1) && self.held.pop_front().is_some()
-    }
-}
-
 /// Counters of one station's window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowStats {
@@ -311,60 +242,12 @@ pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
         && a.station_id == b.station_id
 }
 
-/// Most candidate frames whose bytes are held (the newest of a run); older ones of a long run
-/// are counted out of range. Bounds the memory a flood of consistent forged frames can take.
-const MAX_HELD_CANDIDATES: usize = 64;
 /// A run of candidates moves an anchored stream pushed with arrival times only after lasting
 /// this many of the stream's frame times (at its nominal rate) of wall time: a live sender's
 /// next frame lands in range long before, so a burst forged ahead of it never does, while a
 /// stream that really moved keeps coming. Half of `MAX_HELD_CANDIDATES` (64), so a run arriving at
 /// up to twice the rate is held whole meanwhile.
 pub const JUMP_SPAN_FRAMES: u32 = 32;
-/// The front may leave frame times unfilled behind it at this many times the frame rate of the
-/// time since it last advanced (a gap of lost frames takes that long to have been sent; twice,
-/// for jitter and a sender catching up).
-const SKIP_RATE_FACTOR: f64 = 2.0;
-
-/// How far the stream's front may move given its history (frames pushed with their arrival
-/// time): a budget of frame times it may skip, refilled at [`SKIP_RATE_FACTOR`] × the frame rate
-/// and capped at `burst` plus what the time since the front last advanced explains. A burst of
-/// forged frames ahead of the stream can so skip at most about `burst` frame times in all.
-#[derive(Debug, Clone, Copy)]
-struct FrontClock {
-    /// When the front last advanced.
-    advanced_at: Instant,
-    /// Frame times it may skip, as of `budget_at`.
-    budget: f64,
-    budget_at: Instant,
-}
-
-impl FrontClock {
-    fn new(now: Instant, burst: f64) -> Self {
-        FrontClock {
-            advanced_at: now,
-            budget: burst,
-            budget_at: now,
-        }
-    }
-
-    /// Frame times the front may skip at `now` (`rate`: frame times per second).
-    fn allowance(&self, now: Instant, rate: f64, burst: f64) -> f64 {
-        let since = |t: Instant| now.saturating_duration_since(t).as_secs_f64() * rate * SKIP_RATE_FACTOR;
-        (self.budget + since(self.budget_at)).min(burst + since(self.advanced_at))
-    }
-
-    /// The front advanced at `now`, leaving `skipped` frame times unfilled behind it. (An
-    /// advance that skips nothing only moves `advanced_at`: carrying the budget forward then
-    /// gives the same allowance later, since the second bound of the minimum is then the
-    /// tighter of the two — one store per in-order frame.)
-    fn advance(&mut self, now: Instant, skipped: u64, rate: f64, burst: f64) {
-        if skipped > 0 {
-            self.budget = (self.allowance(now, rate, burst) - skipped as f64).max(0.0);
-            self.budget_at = now;
-        }
-        self.advanced_at = self.advanced_at.max(now);
-    }
-}
 
 /// One station's reorder window.
 pub struct StationWindow {

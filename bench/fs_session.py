@@ -11,7 +11,7 @@ one TCP connection (one send per request: the line + "\\n", or "\\n " where the 
     "m5 -899". A reply longer than 1022 bytes without a newline is "m5 -109"; none within the
     time-out is "m5 -104" (the FS then closes the connection; here it counts and reconnects).
   - the fields the FS decodes from query replies (scan_check?, record?, status?, error?, mode?,
-    disk2file?, scan_set?, data_check?, rtime?) with the FS's checks, e.g. scan_check's "5k -601"
+    disk2file?, and data_check? as a Mark 5C station decodes it) with the FS's checks, e.g. scan_check's "5k -601"
     when the data type is "?" or missing and "5k 602" when missing bytes are not 0 on a FlexBuff.
 
 Prints the transcript (step comments, "> request", "< reply") and a summary. Standard library only.
@@ -23,6 +23,7 @@ Prints the transcript (step comments, "> request", "< reply") and a summary. Sta
 import argparse
 import datetime
 import json
+import os
 import re
 import shlex
 import signal
@@ -404,7 +405,6 @@ def run(args):
     finally:
         if data_proc:
             try:
-                import os
                 os.killpg(data_proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass

@@ -11,12 +11,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use metrics::{Publisher, Status};
+use recording::write::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::relay::{BoundRelay, RelayRunConfig};
-use stream_session::sink::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use vsis::command::{Protocol, RecordFormat};
 use vsis::evlbi::EvlbiStats;
 

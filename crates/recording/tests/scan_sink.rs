@@ -1,13 +1,13 @@
-//! The multi-disk recorder written through and read back with `scanio`: what goes in comes
+//! The multi-disk recorder written through and read back with `recording::read`: what goes in comes
 //! out, byte for byte, in both layouts.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use recording::write::{RecordingConfig, ScanSink, WriterPlacement};
 use scanfmt::Layout;
 use stream::FrameSink;
-use stream_session::sink::{RecordingConfig, ScanSink, WriterPlacement};
 use vdif::VdifHeader;
 
 const EF: u16 = u16::from_be_bytes(*b"Ef");
@@ -42,9 +42,9 @@ fn disks(root: &std::path::Path, n: usize) -> Vec<PathBuf> {
 }
 
 fn read_scan(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<u8> {
-    let s = scanio::Scan::open(layout, scan, disks).unwrap();
+    let s = recording::Scan::open(layout, scan, disks).unwrap();
     let mut out = Vec::new();
-    scanio::ScanReader::new(Arc::new(s)).read_to_end(&mut out).unwrap();
+    recording::ScanReader::new(Arc::new(s)).read_to_end(&mut out).unwrap();
     out
 }
 
@@ -52,12 +52,7 @@ fn record(
     layout: Layout,
     n: u32,
     split: bool,
-) -> (
-    tempfile::TempDir,
-    Vec<PathBuf>,
-    Vec<u8>,
-    stream_session::sink::SinkOutcome,
-) {
+) -> (tempfile::TempDir, Vec<PathBuf>, Vec<u8>, recording::write::SinkOutcome) {
     let t = tempfile::tempdir().unwrap();
     let d = disks(t.path(), 4);
     let cfg = RecordingConfig {
@@ -99,7 +94,7 @@ fn both_layouts_over_four_disks_read_back_byte_identical() {
         let back = read_scan(layout, "exp_no0001_dsEf", &d);
         assert_eq!(back.len(), sent.len(), "{layout}");
         assert!(back == sent, "{layout}: the scan differs from what was recorded");
-        let info = scanio::Scan::open(layout, "exp_no0001_dsEf", &d).unwrap().info();
+        let info = recording::Scan::open(layout, "exp_no0001_dsEf", &d).unwrap().info();
         assert_eq!((info.missing_blocks, info.blocks), (0, 101));
     }
 }

@@ -198,7 +198,7 @@ impl ScanSink {
         if self.streams.get(&key).is_none() {
             let (station, thread) = key_parts(key);
             let base = self.names.expand(station, thread);
-            let scan = free_name(&base, &self.disks, self.layout);
+            let scan = free_name(&base, &self.disks);
             let plan = BlockPlan::new(self.layout, self.block_bytes, frame_len).ok()?;
             self.streams.insert(
                 key,
@@ -420,16 +420,12 @@ impl FrameSink for ScanSink {
     }
 }
 
-/// `base`, or `base` with a letter (then a number) appended, whichever no disk holds yet.
-fn free_name(base: &str, disks: &[Disk], layout: Layout) -> String {
-    let taken = |n: &str| {
-        disks.iter().any(|d| {
-            std::fs::symlink_metadata(d.path.join(n)).is_ok_and(|m| match layout {
-                Layout::Vbs => m.is_dir(),
-                Layout::Mk6 => true,
-            })
-        })
-    };
+/// `base`, or `base` with a letter (then a number) appended, whichever no disk holds yet. Any
+/// entry of that name counts — a directory, a file, a link planted there —, looked at without
+/// following it: a recording never writes into or through something it did not make.
+fn free_name(base: &str, disks: &[Disk]) -> String {
+    let dirs: Vec<_> = disks.iter().filter_map(|d| safedir::Dir::open(&d.path).ok()).collect();
+    let taken = |n: &str| dirs.iter().any(|d| !matches!(d.kind(n), Ok(None)));
     let letters = ('a'..='z').chain('A'..='Z').map(|c| format!("{base}{c}"));
     let numbers = (1..1000).map(|i| format!("{base}_{i}"));
     std::iter::once(base.to_string())

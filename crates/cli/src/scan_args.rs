@@ -143,7 +143,7 @@ impl RecordArgs {
         Ok(Some(RecordingConfig {
             layout,
             disks,
-            scan,
+            names: recording::write::RecordingNames::Template(scan),
             block_bytes: self.block,
             direct: !self.page_cache,
         }))

@@ -469,7 +469,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         (_, Some(r)) => format!(
             "{} scan {} over {} disk(s): {}",
             r.layout,
-            r.scan,
+            r.names.as_str(),
             r.disks.len(),
             r.disks_joined(" ")
         ),

@@ -218,7 +218,7 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         (None, Some(r)) => format!(
             ", recording {} scan {} over {} disk(s)",
             r.layout,
-            r.scan,
+            r.names.as_str(),
             r.disks.len()
         ),
         (None, None) => String::new(),

@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod datastream;
 pub mod index;
 pub mod info;
 pub mod mk6;

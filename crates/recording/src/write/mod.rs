@@ -75,7 +75,7 @@ mod scan_files;
 pub use child::{run_if_child, serve_writer_process, CHILD_ENV};
 pub use direct::DIRECT_ALIGN;
 pub use pipe::{RecordError, RecordPacket};
-pub use scan::{RecordingConfig, ScanSink};
+pub use scan::{RecordingConfig, RecordingNames, ScanSink};
 
 use lane::{Lane, Pending};
 
@@ -319,6 +319,10 @@ impl<T> KeyList<T> {
 
     fn keys(&self) -> impl Iterator<Item = &FileKey> {
         self.entries.iter().map(|(s, _)| s)
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
     }
 }
 

@@ -22,10 +22,12 @@
 //!   `END` card, then BLOCSIZE bytes of data. Named when the stream starts with such cards, an
 //!   END card among them, and a BLOCSIZE card (its BACKEND — GUPPI, PUPPI, VEGAS, BLP… — is
 //!   quoted). A plain FITS file (first card `SIMPLE  =`, FITS 4.0 §4.4.1.1) is named as FITS.
-//! - **GSB** (the GMRT software backend) is *not* recognised: its raw-voltage and phased files
-//!   are bare samples, with no header, sync word or time stamp in them (the times are in a
-//!   separate ASCII `.timestamp` file), so nothing in their bytes tells them from any other
-//!   samples.
+//! - **GSB** (the GMRT software backend) data files are *not* recognised: its raw-voltage and
+//!   phased files are bare samples, with no header, sync word or time stamp in them, so nothing
+//!   in their bytes tells them from any other samples (baseband's `file_info` cannot tell them
+//!   either). Their times are in a separate ASCII `.timestamp` file, one line per block
+//!   (`YYYY MM DD HH MM SS 0.fraction`, seven numbers, then more for phased data); that file is
+//!   named when given instead of the data.
 
 use std::fmt;
 
@@ -78,6 +80,8 @@ pub enum KnownFormat {
     },
     /// A FITS file.
     Fits,
+    /// A GSB time-stamp file (its samples are in a separate headerless file).
+    GsbTimestamps,
 }
 
 impl fmt::Display for KnownFormat {
@@ -105,6 +109,10 @@ impl fmt::Display for KnownFormat {
                 backend.as_ref().map_or(String::new(), |b| format!(", BACKEND = '{b}'"))
             ),
             KnownFormat::Fits => write!(f, "a FITS file (first header card SIMPLE)"),
+            KnownFormat::GsbTimestamps => write!(
+                f,
+                "a GSB time-stamp file (lines of YYYY MM DD HH MM SS 0.fraction; the GSB samples are in a separate file without header, which nothing can recognise)"
+            ),
         }
     }
 }
@@ -115,6 +123,7 @@ pub fn identify(prefix: &[u8], whole: bool) -> Option<KnownFormat> {
     let prefix = &prefix[..prefix.len().min(IDENTIFY_BYTES)];
     dada(prefix)
         .or_else(|| cards(prefix))
+        .or_else(|| gsb_timestamps(prefix))
         .or_else(|| mark5b(prefix, whole))
         .or_else(|| mark4(prefix))
 }
@@ -169,6 +178,33 @@ fn dada(b: &[u8]) -> Option<KnownFormat> {
         hdr_version: dada_value(text, "HDR_VERSION")?.to_string(),
         hdr_size: dada_value(text, "HDR_SIZE")?.to_string(),
     })
+}
+
+/// A GSB time-stamp file: its first lines (all of them, up to the first four) each start with a
+/// date and time as numbers, a year from 1990, a month, a day, hours, minutes, seconds and a
+/// fraction `0.…` of the second.
+fn gsb_timestamps(b: &[u8]) -> Option<KnownFormat> {
+    let text = std::str::from_utf8(&b[..b.len().min(4096)]).ok()?;
+    let lines: Vec<&str> = text.lines().take(4).collect();
+    let stamp = |l: &str| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let num = |i: usize, lo: u32, hi: u32| {
+            f.get(i)
+                .and_then(|v| v.parse::<u32>().ok())
+                .is_some_and(|v| (lo..=hi).contains(&v))
+        };
+        f.len() >= 7
+            && num(0, 1990, 2100)
+            && num(1, 1, 12)
+            && num(2, 1, 31)
+            && num(3, 0, 23)
+            && num(4, 0, 59)
+            && num(5, 0, 60)
+            && f[6]
+                .strip_prefix("0.")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+    };
+    (lines.len() >= 2 && lines.iter().take(lines.len() - 1).all(|l| stamp(l))).then_some(KnownFormat::GsbTimestamps)
 }
 
 /// GUPPI raw or FITS: header cards of 80 printable characters from offset 0.
@@ -291,6 +327,19 @@ mod tests {
                 "{tracks} tracks"
             );
         }
+    }
+
+    #[test]
+    fn gsb_time_stamps_but_not_its_samples() {
+        let raw =
+            b"2015 04 27 18 45 00 0.000000240 \n2015 04 27 18 45 00 0.251658480 \n2015 04 27 18 45 00 0.503316720 \n";
+        assert_eq!(identify(raw, true), Some(KnownFormat::GsbTimestamps));
+        let phased = b"2013 07 28 02 53 55 0.517535 2013 07 28 02 53 55 0.324108800 9995 3 \n2013 07 28 02 53 55 0.769434 2013 07 28 02 53 55 0.575767040 9996 4 \n";
+        assert_eq!(identify(phased, true), Some(KnownFormat::GsbTimestamps));
+        assert_eq!(
+            identify(b"2015 13 27 18 45 00 0.1\n2015 13 27 18 45 00 0.2\n", true),
+            None
+        );
     }
 
     proptest! {

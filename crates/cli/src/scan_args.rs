@@ -68,18 +68,17 @@ pub struct OpenedInput {
     /// How many.
     pub len: u64,
     /// For a scan: what is wrong with it (missing, duplicate or truncated blocks, unreadable
-    /// disks or files), each naming the scan; the reader has to say these, as the bytes it
-    /// reads have the missing blocks' data left out.
+    /// disks or files); the reader has to say these, as the bytes it reads have the missing
+    /// blocks' data left out.
     pub problems: Vec<String>,
 }
 
 /// A reader over a VDIF file or a recorded scan.
 pub fn open_input(input: &Path, disks: &DisksArg) -> Result<OpenedInput> {
     if let Some(scan) = find_scan(input, disks)? {
-        let url = format!("{}://{}", scan.layout(), scan.name());
         return Ok(OpenedInput {
             len: scan.len(),
-            problems: scan.info().problems.iter().map(|p| format!("{url}: {p}")).collect(),
+            problems: scan.info().problems,
             reader: Box::new(ScanReader::new(scan)),
         });
     }

@@ -489,7 +489,7 @@ fn open(path: &Path, disks: &DisksArg) -> Result<(ProgressReader, Vec<String>)> 
 fn open_warning(path: &Path, disks: &DisksArg) -> Result<ProgressReader> {
     let (reader, problems) = open(path, disks)?;
     for p in problems {
-        status!("warning: {p}");
+        status!("warning: {}: {p}", path.display());
     }
     Ok(reader)
 }

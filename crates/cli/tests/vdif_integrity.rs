@@ -376,7 +376,7 @@ fn inspect_of_a_scan_reports_its_missing_blocks() {
         assert_eq!(r["frames"], 300, "{url}: {r}");
         let first = r["problems"][0].as_str().unwrap();
         assert!(
-            first.starts_with(&format!("{url}: {missing} block(s) missing (2-")),
+            first.starts_with(&format!("{missing} block(s) missing (2-")),
             "{url}: {first}"
         );
         let o = evlbi(&["vdif", "inspect", "--disks", disks, url]);

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use recording::write::RecordingConfig;
+use recording::{Scan, ScanReader};
 use scanfmt::Layout;
-use scanio::{Scan, ScanReader};
-use stream_session::sink::RecordingConfig;
 
 use crate::units::parse_size;
 use crate::usage;
@@ -32,7 +32,7 @@ impl DisksArg {
         } else {
             self.disks.clone()
         };
-        scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+        recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
     }
 }
 
@@ -55,7 +55,7 @@ fn find_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
     };
     let d = disks.expand(layout)?;
     let scan = Scan::open(layout, name, &d).map_err(|e| match e {
-        scanio::ScanError::Name(_) => usage(e.to_string()),
+        recording::ScanError::Name(_) => usage(e.to_string()),
         e => anyhow::anyhow!(e),
     })?;
     Ok(Some(Arc::new(scan)))
@@ -167,11 +167,11 @@ impl RecordArgs {
                 std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
             }
         }
-        let disks = scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        let disks = recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
         Ok(Some(RecordingConfig {
             layout,
             disks,
-            scan,
+            names: recording::write::RecordingNames::Template(scan),
             block_bytes: self.block,
             direct: !self.page_cache,
         }))
@@ -231,7 +231,7 @@ pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Ve
             .files()
             .iter()
             .map(|f| {
-                let label = scanio::disk_label(scan.disks(), &scan.disks()[f.disk]);
+                let label = recording::disk_label(scan.disks(), &scan.disks()[f.disk]);
                 let below = f.path.strip_prefix(&scan.disks()[f.disk]).unwrap_or(&f.path);
                 SendItem::FileAs {
                     path: f.path.clone(),

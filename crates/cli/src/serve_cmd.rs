@@ -11,7 +11,7 @@ use clap::Args;
 use daemon::transfer::TransferEnv;
 use daemon::vsi::VsiLimits;
 use daemon::Daemon;
-use stream_session::sink::WriterPlacement;
+use recording::write::WriterPlacement;
 
 use crate::metrics_flag::MetricsArgs;
 use crate::units::parse_positive_duration;
@@ -81,10 +81,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let writer = if a.writer_in_thread {
         WriterPlacement::Thread
     } else {
-        WriterPlacement::ChildProcess {
-            program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
-            args: vec!["stream".into(), "write-files".into()],
-        }
+        WriterPlacement::this_executable()?
     };
     let env = TransferEnv {
         root: root.clone(),

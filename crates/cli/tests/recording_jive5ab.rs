@@ -1,8 +1,9 @@
 //! Cross-check with an independent implementation: jive5ab reads the vbs and Mark6 scans evlbi
 //! records (`scan_set=` + `disk2file=`), and evlbi reads the ones jive5ab records from evlbi's
-//! udps stream (`record=on`), byte for byte. Needs the jive5ab binary (JIVE5AB, or the build
-//! in /work/jive5ab-src) and /dev/shm (jive5ab records only on mount points off the root file
-//! system); skipped with a message otherwise.
+//! udps stream (`record=on`), byte for byte. Needs the jive5ab binary (the one
+//! `scripts/jive5ab-path` finds: $JIVE5AB, or the build `scripts/setup.sh` caches) and /dev/shm
+//! (jive5ab records only on mount points off the root file system); skipped with a message
+//! otherwise, which `scripts/test.sh` repeats in its summary.
 
 mod common;
 
@@ -16,10 +17,7 @@ use common::{bin, free_tcp_port, free_udp_port, Proc};
 const FRAME: usize = 8032;
 
 fn jive5ab() -> Option<PathBuf> {
-    let p = std::env::var_os("JIVE5AB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/jive5ab-src/build/src/jive5ab"));
-    (p.is_file() && Path::new("/dev/shm").is_dir()).then_some(p)
+    common::jive5ab_path().filter(|_| Path::new("/dev/shm").is_dir())
 }
 
 /// A jive5ab on a free control port, stopped on drop.
@@ -122,7 +120,7 @@ fn colon(d: &[PathBuf]) -> String {
 #[test]
 fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
     let Some(j5) = jive5ab() else {
-        eprintln!("skipped: no jive5ab binary (set JIVE5AB) or no /dev/shm");
+        eprintln!("SKIPPED: no jive5ab binary (run scripts/setup.sh, or set JIVE5AB) or no /dev/shm");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

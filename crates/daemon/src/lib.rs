@@ -563,7 +563,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let env = TransferEnv {
             root: root.path().to_path_buf(),
-            writer: stream_session::sink::WriterPlacement::Thread,
+            writer: recording::write::WriterPlacement::Thread,
             interval: std::time::Duration::from_millis(100),
         };
         (Daemon::new(env, "0.1.0", Hub::new("serve", "0.1.0")).unwrap(), root)

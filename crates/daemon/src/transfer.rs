@@ -11,12 +11,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use metrics::{Publisher, Status};
+use recording::write::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::relay::{BoundRelay, RelayRunConfig};
-use stream_session::sink::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use vsis::command::{Protocol, RecordFormat};
 use vsis::evlbi::EvlbiStats;
 
@@ -554,7 +554,7 @@ fn scan_recording(name: &str, settings: &Settings, env: &TransferEnv) -> Result<
             _ => scanfmt::Layout::Vbs,
         },
         disks,
-        scan: name.to_string(),
+        names: recording::write::RecordingNames::Template(name.to_string()),
         // jive5ab records a block of the chain (net_protocol's work block) per chunk; its
         // 128 KiB default is no chunk size, so smaller blocks take the recorder's default.
         block_bytes: (settings.workbuf >= 1 << 20).then_some(settings.workbuf),

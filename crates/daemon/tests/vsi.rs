@@ -32,7 +32,7 @@ fn start(limits: VsiLimits) -> Running {
     let root = tempfile::tempdir().unwrap();
     let env = TransferEnv {
         root: root.path().to_path_buf(),
-        writer: stream_session::sink::WriterPlacement::Thread,
+        writer: recording::write::WriterPlacement::Thread,
         interval: Duration::from_millis(100),
     };
     let daemon = Daemon::new(env, "0", metrics::Hub::new("serve", "0")).unwrap();

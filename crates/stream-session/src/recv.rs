@@ -11,9 +11,9 @@ use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
-use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
 use crate::{Observer, SessionError};
 use netio::io_err;
+use recording::write::{Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RecvStatus;
 
 /// How to run a receiver.
@@ -39,7 +39,7 @@ pub struct RecvConfig {
     pub interval: Duration,
     /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
     pub writer: WriterPlacement,
-    /// Memory between the receiver and the file writer, bytes ([`crate::sink::DEFAULT_WRITE_BUFFER`]).
+    /// Memory between the receiver and the file writer, bytes ([`recording::write::DEFAULT_WRITE_BUFFER`]).
     pub write_buffer: u64,
     /// Write the files with direct I/O (O_DIRECT, past the page cache; writer process only).
     pub direct_io: bool,

@@ -342,3 +342,13 @@ impl StreamRecv {
         }
     }
 }
+
+/// The jive5ab binary the interop tests use: what `scripts/jive5ab-path` prints ($JIVE5AB, or
+/// the build `scripts/setup.sh` caches outside the checkout); `None` when there is none.
+#[allow(dead_code)]
+pub fn jive5ab_path() -> Option<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/jive5ab-path");
+    let out = std::process::Command::new(script).output().ok()?;
+    let p = std::path::PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}

@@ -30,13 +30,12 @@
 //! `scan_files` for the vbs and Mark6 layouts; `writer_process` the child-process writer and its
 //! pipe protocol; `direct` the O_DIRECT appends.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use stream::FrameSink;
 
-use crate::report::WrittenFile;
+use stream::results::WrittenFile;
 
 /// Hand a buffer to the writer once it holds this much: small enough that the writer copies it
 /// from the cache the receiver just filled it in. Into tmpfs at 4.096 Gb/s the writer process
@@ -46,7 +45,7 @@ use crate::report::WrittenFile;
 const FLUSH_BYTES: usize = 256 << 10;
 /// Buffer size with direct I/O.
 const FLUSH_BYTES_DIRECT: usize = 1 << 20;
-/// Largest buffer (a writer record must stay below `writer_process::MAX_RECORD`).
+/// Largest buffer (a writer record must stay below `pipe::MAX_RECORD`).
 const FLUSH_BYTES_MAX: usize = 2 << 20;
 
 /// The flush size for `write_buffer` bytes of buffers (see [`FLUSH_BYTES`]).
@@ -65,16 +64,18 @@ fn slot_bytes(flush: usize) -> u32 {
 /// 4 Gb/s).
 pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
 
+mod child;
 mod direct;
 mod files;
 mod lane;
+mod pipe;
 mod scan;
 mod scan_files;
-mod writer_process;
 
+pub use child::{run_if_child, serve_writer_process, CHILD_ENV};
 pub use direct::DIRECT_ALIGN;
-pub use scan::{RecordingConfig, ScanSink};
-pub use writer_process::{run_writer_process, serve_writer_process, RING_FD};
+pub use pipe::{RecordError, RecordPacket};
+pub use scan::{RecordingConfig, RecordingNames, ScanSink};
 
 use lane::{Lane, Pending};
 
@@ -90,15 +91,22 @@ pub enum WriterPlacement {
     /// of a file.
     #[default]
     Thread,
-    /// A child process, `program args… DIR`, that calls [`serve_writer_process`] on its standard
-    /// input and output (the `evlbi` binary has a hidden subcommand for it). Files then hold only
-    /// whole frames after a SIGKILL of the receiver.
+    /// A child process: `program` started again with [`CHILD_ENV`] set, whose `main` calls
+    /// [`run_if_child`] first. Files then hold only whole frames after a SIGKILL of the receiver.
     ChildProcess {
         /// Executable, usually `std::env::current_exe()`.
         program: PathBuf,
-        /// Arguments before the directory.
-        args: Vec<OsString>,
     },
+}
+
+impl WriterPlacement {
+    /// A writer process that is this executable started again (its `main` calls
+    /// [`run_if_child`] first).
+    pub fn this_executable() -> std::io::Result<WriterPlacement> {
+        let program = std::env::current_exe()
+            .map_err(|e| std::io::Error::new(e.kind(), format!("finding this executable for the file writer: {e}")))?;
+        Ok(WriterPlacement::ChildProcess { program })
+    }
 }
 
 /// Which file a frame goes to: the VDIF station id in the low 16 bits; with
@@ -312,6 +320,10 @@ impl<T> KeyList<T> {
     fn keys(&self) -> impl Iterator<Item = &FileKey> {
         self.entries.iter().map(|(s, _)| s)
     }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 /// Writes each station's frames to `DIR/<station>_<UTC of first frame>.vdif`, starting a new
@@ -457,7 +469,8 @@ impl FrameSink for FileSink {
 
 #[cfg(test)]
 mod tests {
-    use super::writer_process::{decode_op, encode_op, WriterOutcome};
+    use super::child::WriterOutcome;
+    use super::pipe::{decode_op, encode_op};
     use super::*;
     use crate::ring::SharedRing;
     use proptest::prelude::*;

@@ -13,7 +13,8 @@ use scanfmt::mk6::{FileWalker, FILE_HEADER_LEN};
 use scanfmt::results::ScanInfo;
 use scanfmt::{name, vbs, Layout};
 
-use crate::fsat::{Dir, Kind};
+use safedir::{Dir, DirError, EntryKind};
+
 use crate::ScanError;
 
 /// One file holding pieces of a scan.
@@ -127,15 +128,14 @@ impl Scan {
         let dir = match root.subdir(&self.name) {
             Ok(d) => d?,
             Err(e) => {
-                self.problems
-                    .push(format!("{}: {e}", root.path().join(&self.name).display()));
+                self.problems.push(e.to_string());
                 return None;
             }
         };
         let entries = match dir.entries() {
             Ok(e) => e,
             Err(e) => {
-                self.problems.push(format!("{}: {e}", dir.path().display()));
+                self.problems.push(e.to_string());
                 return None;
             }
         };
@@ -144,10 +144,10 @@ impl Scan {
                 continue;
             };
             let path = dir.path().join(&entry);
-            let len = match (kind, std::fs::symlink_metadata(&path)) {
-                (Kind::File, Ok(m)) => m.len(),
+            let len = match (kind, dir.stat(&entry)) {
+                (EntryKind::File, Ok(Some(st))) => st.len,
                 (_, Err(e)) => {
-                    self.problems.push(format!("{}: {e}", path.display()));
+                    self.problems.push(e.to_string());
                     continue;
                 }
                 _ => {
@@ -170,11 +170,11 @@ impl Scan {
     /// The blocks of this scan's Mark6 file on one disk.
     fn find_blocks(&mut self, root: &Dir, disk: usize, pieces: &mut Vec<Piece>) {
         let path = root.path().join(&self.name);
-        let f = match root.file(&self.name) {
+        let f = match root.open_file(&self.name) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(DirError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => return,
             Err(e) => {
-                self.problems.push(format!("{}: {e}", path.display()));
+                self.problems.push(e.to_string());
                 return;
             }
         };
@@ -286,10 +286,7 @@ impl Scan {
             .and_then(Option::as_ref)
             .ok_or_else(|| io::Error::other("chunk directory not open"))?;
         let name = sf.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let f = Arc::new(
-            dir.file(name)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", sf.path.display())))?,
-        );
+        let f = Arc::new(dir.open_file(name).map_err(DirError::into_io)?);
         if open.len() >= OPEN_CHUNKS {
             open.remove(0);
         }
@@ -436,8 +433,8 @@ fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
         .flatten()
         .filter(|(n, k)| {
             let kind_ok = match layout {
-                Layout::Vbs => *k == Kind::Dir,
-                Layout::Mk6 => *k == Kind::File,
+                Layout::Vbs => *k == EntryKind::Dir,
+                Layout::Mk6 => *k == EntryKind::File,
             };
             kind_ok && name::is_data_stream_of(scan, n)
         })

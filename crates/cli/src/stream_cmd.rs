@@ -549,6 +549,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     Ok(RecvConfig {
         listen,
         out_dir: a.out.clone(),
+        out_file: None,
         recording,
         chunk: a.chunk,
         rcvbuf: a.rcvbuf as usize,

@@ -7,77 +7,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{bin, free_tcp_port, free_udp_port, Proc};
+use common::{bin, free_udp_port, Jive5ab};
 
 const FRAME: usize = 8032;
 
 fn jive5ab() -> Option<PathBuf> {
     common::jive5ab_path().filter(|_| Path::new("/dev/shm").is_dir())
-}
-
-/// A jive5ab on a free control port, stopped on drop.
-struct Jive5ab {
-    _proc: Proc,
-    port: u16,
-}
-
-impl Jive5ab {
-    fn start(bin: &Path) -> Jive5ab {
-        let port = free_tcp_port();
-        let child = std::process::Command::new(bin)
-            .args(["-m", "0", "-*", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        Jive5ab {
-            _proc: Proc(child),
-            port,
-        }
-    }
-
-    /// Send VSI-S commands, one reply line each.
-    fn vsi(&self, cmds: &[&str]) -> Vec<String> {
-        let t0 = Instant::now();
-        let s = loop {
-            match TcpStream::connect(("127.0.0.1", self.port)) {
-                Ok(s) => break s,
-                Err(e) => {
-                    assert!(t0.elapsed() < Duration::from_secs(10), "jive5ab: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        };
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut w = s.try_clone().unwrap();
-        let mut r = BufReader::new(s);
-        cmds.iter()
-            .map(|c| {
-                writeln!(w, "{c}").unwrap();
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                line.trim().to_string()
-            })
-            .collect()
-    }
-
-    /// Wait (bounded) until `query` no longer answers "active" (or "on", for record?).
-    fn until_inactive(&self, query: &str) {
-        let t0 = Instant::now();
-        while self
-            .vsi(&[query])
-            .first()
-            .is_some_and(|r| r.contains(": active") || r.contains(": on "))
-        {
-            assert!(t0.elapsed() < Duration::from_secs(30), "{query} still active");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
 }
 
 fn generate(dir: &Path) -> PathBuf {

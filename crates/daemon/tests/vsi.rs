@@ -31,7 +31,7 @@ impl Drop for Running {
 fn start(limits: VsiLimits) -> Running {
     let root = tempfile::tempdir().unwrap();
     let env = TransferEnv {
-        root: root.path().to_path_buf(),
+        paths: daemon::paths::StationPaths::new(&[root.path().to_path_buf()], &[]).unwrap(),
         writer: recording::write::WriterPlacement::Thread,
         interval: Duration::from_millis(100),
     };

@@ -314,6 +314,32 @@ impl Dir {
         Ok(f)
     }
 
+    /// Regular file `name` for writing, made when missing, emptied first unless `append` (then
+    /// every write goes to its end). Refused: a link, anything but a regular file, a file with
+    /// other hard links.
+    pub fn open_write(&self, name: &str, append: bool) -> Result<File, DirError> {
+        let path = self.display(name);
+        let mut flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        if append {
+            flags |= OFlags::APPEND;
+        }
+        let fd =
+            rustix::fs::openat(&self.fd, component(name)?, flags, Mode::from_raw_mode(0o644)).map_err(|e| match e {
+                Errno::LOOP => DirError::NotAFile(path.clone()),
+                e => io_at(path.clone())(e),
+            })?;
+        // Checked before it is emptied: a planted hard link keeps its content.
+        let f = regular(fd, &path, true)?;
+        if !append {
+            f.set_len(0).map_err(|source| DirError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        rustix::fs::fcntl_setfl(&f, if append { OFlags::APPEND } else { OFlags::empty() }).map_err(io_at(path))?;
+        Ok(f)
+    }
+
     /// Contents of regular file `name` if it exists, is no link, has one link and holds at
     /// most `max` bytes; `None` otherwise.
     pub fn read_small(&self, name: &str, max: u64) -> Option<Vec<u8>> {
@@ -504,6 +530,7 @@ mod tests {
         fs::write(outside.path().join("hl"), b"precious").unwrap();
         fs::hard_link(outside.path().join("hl"), root.path().join("g")).unwrap();
         assert!(matches!(d.open_rw("g"), Err(DirError::MultiplyLinked(_, 2))));
+        assert!(matches!(d.open_write("g", false), Err(DirError::MultiplyLinked(_, 2))));
         assert_eq!(fs::read(outside.path().join("hl")).unwrap(), b"precious");
         // A FIFO neither hangs nor passes.
         let fifo = root.path().join("p");
@@ -515,6 +542,17 @@ mod tests {
         assert!(matches!(d.open_rw("p"), Err(DirError::NotAFile(_))));
         assert!(matches!(d.open_file("p"), Err(DirError::NotAFile(_))));
         assert!(d.read_small("p", 100).is_none());
+        // Truncate or append, never through a link.
+        let mut w = d.open_write("t", false).unwrap();
+        w.write_all(b"abc").unwrap();
+        let mut w = d.open_write("t", true).unwrap();
+        w.write_all(b"de").unwrap();
+        assert_eq!(fs::read(root.path().join("t")).unwrap(), b"abcde");
+        d.open_write("t", false).unwrap();
+        assert_eq!(fs::read(root.path().join("t")).unwrap(), b"");
+        std::os::unix::fs::symlink(outside.path().join("v2"), root.path().join("l2")).unwrap();
+        assert!(matches!(d.open_write("l2", true), Err(DirError::NotAFile(_))));
+        assert!(!outside.path().join("v2").exists());
         // No replace without asking.
         d.write_atomic("other", b"x").unwrap();
         assert!(d.rename("other", "a", false).is_err());

@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod datastream;
 pub mod index;
 pub mod info;

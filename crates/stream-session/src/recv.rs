@@ -23,6 +23,9 @@ pub struct RecvConfig {
     pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
     pub out_dir: Option<PathBuf>,
+    /// Every frame into this one file of `out_dir`, opened so (`net2file`), not a file per
+    /// station.
+    pub out_file: Option<(String, recording::write::FileMode)>,
     /// A vbs or Mark6 recording over many disks instead of files in `out_dir`.
     pub recording: Option<RecordingConfig>,
     /// Start a new file after this many bytes.
@@ -132,6 +135,10 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
+        let sink = match (sink, &cfg.out_file) {
+            (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
+            (s, _) => s,
+        };
         Ok(BoundReceiver {
             cfg,
             socks,

@@ -11,6 +11,7 @@
 //! ([`scanfmt::name`]) and every file below a disk is opened relative to the disk's directory
 //! without following symlinks.
 
+pub mod check;
 mod list;
 mod reader;
 mod scan;

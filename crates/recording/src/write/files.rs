@@ -13,7 +13,7 @@ use safedir::{Create, Dir, DirError};
 
 use super::direct::{finish_direct, write_direct, Carry};
 use super::scan_files::{LaneScan, ScanFiles};
-use super::{bad, key_parts, FileKey, WriteOp};
+use super::{bad, key_parts, FileKey, FileMode, OpenFile, WriteOp};
 use crate::ring::SharedRing;
 use stream::results::WrittenFile;
 
@@ -166,11 +166,11 @@ pub(super) fn writer(
     let mut done = Vec::new();
     for op in ops {
         match op {
-            WriteOp::Open { station, stamp } => {
+            WriteOp::Open { station, file } => {
                 if let Some(o) = open.remove(&station) {
                     done.push(close(o, &shared));
                 }
-                open.insert(station, open_file(&root, &dir, station, &stamp, direct, &shared));
+                open.insert(station, open_file(&root, &dir, station, &file, direct, &shared));
             }
             WriteOp::Data {
                 station,
@@ -280,14 +280,24 @@ fn open_file(
     root: &Result<Dir, String>,
     dir: &std::path::Path,
     station: FileKey,
-    stamp: &str,
+    file: &OpenFile,
     direct: bool,
     shared: &Shared,
 ) -> Open {
-    let made = match root {
-        Ok(d) => create(d, station, stamp, direct),
-        Err(e) => Err(std::io::Error::other(e.clone())),
+    let made = match (root, file) {
+        (Ok(d), OpenFile::Stamped(stamp)) => create(d, station, stamp, direct),
+        (Ok(d), OpenFile::Named { name, mode }) => {
+            // No direct I/O: an appended file does not start at a block boundary.
+            let f = match mode {
+                FileMode::New => d.create_file(name, Create::default()),
+                FileMode::Truncate => d.open_write(name, false),
+                FileMode::Append => d.open_write(name, true),
+            };
+            f.map(|f| (f, d.display(name))).map_err(DirError::into_io)
+        }
+        (Err(e), _) => Err(std::io::Error::other(e.clone())),
     };
+    let direct = direct && matches!(file, OpenFile::Stamped(_));
     let (file, path) = match made {
         Ok((f, p)) => (Some(f), p),
         Err(e) => {

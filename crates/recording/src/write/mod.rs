@@ -75,7 +75,7 @@ mod scan_files;
 pub use child::{run_if_child, serve_writer_process, CHILD_ENV};
 pub use direct::DIRECT_ALIGN;
 pub use pipe::{RecordError, RecordPacket};
-pub use scan::{RecordingConfig, RecordingNames, ScanSink};
+pub use scan::{unique_label, RecordingConfig, RecordingNames, ScanSink};
 
 use lane::{Lane, Pending};
 
@@ -130,10 +130,36 @@ fn frame_thread(frame: &[u8]) -> u16 {
         .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
 }
 
+/// What file an [`WriteOp::Open`] starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenFile {
+    /// `<station>_<stamp>.vdif` (a `_N` added when taken), the stamp the first frame's UTC
+    /// second (`20261123T120000`).
+    Stamped(String),
+    /// Exactly `name` (`net2file = open : /path/NAME,w`): every station's frames in it.
+    Named {
+        /// The file's name in the directory.
+        name: String,
+        /// How it is opened.
+        mode: FileMode,
+    },
+}
+
+/// How a named file is opened (jive5ab's `net2file` modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// `n`: new; an existing file is an error.
+    New,
+    /// `w`: made or emptied.
+    Truncate,
+    /// `a`: appended to.
+    Append,
+}
+
 #[derive(Debug, PartialEq)]
 enum WriteOp {
-    /// Start a new file for `station`, named after its first frame's time.
-    Open { station: FileKey, stamp: String },
+    /// Start a new file for `station`.
+    Open { station: FileKey, file: OpenFile },
     /// Whole frames for the station's current file (writer thread).
     Data {
         station: FileKey,
@@ -329,6 +355,8 @@ impl<T> KeyList<T> {
 /// Writes each station's frames to `DIR/<station>_<UTC of first frame>.vdif`, starting a new
 /// file at a discontinuity or when `chunk` bytes are reached.
 pub struct FileSink {
+    /// Every frame into this one file (net2file), not a file per station.
+    named: Option<(String, FileMode)>,
     chunk: Option<u64>,
     lane: Option<Lane>,
     pending: KeyList<Pending>,
@@ -351,6 +379,7 @@ impl FileSink {
     ) -> std::io::Result<FileSink> {
         let lane = dir.map(|d| Lane::new(d, placement, write_buffer, direct)).transpose()?;
         Ok(FileSink {
+            named: None,
             chunk,
             lane,
             pending: KeyList::default(),
@@ -364,6 +393,14 @@ impl FileSink {
     /// as correlators that take threads apart want), instead of one per station.
     pub fn split_threads(mut self, on: bool) -> FileSink {
         self.split_threads = on;
+        self
+    }
+
+    /// Every frame of every station into file `name` of the directory, opened as `mode`
+    /// (`net2file = open : /path/NAME,w`): no file per station, no chunks, no direct I/O.
+    pub fn into_one_file(mut self, name: &str, mode: FileMode) -> FileSink {
+        self.named = Some((name.to_string(), mode));
+        self.chunk = None;
         self
     }
 
@@ -411,13 +448,21 @@ impl FileSink {
     /// A new file for `key`, named after `frame`'s time.
     fn start_file(&mut self, key: FileKey, frame: &[u8]) {
         self.hand_over(key);
-        let stamp = vdif::VdifHeader::parse(frame)
-            .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
-            .unwrap_or_default();
-        // 2026-11-23T12:00:00.000000000Z → 20261123T120000
-        let stamp: String = stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect();
+        let file = match &self.named {
+            Some((name, mode)) => OpenFile::Named {
+                name: name.clone(),
+                mode: *mode,
+            },
+            None => {
+                let stamp = vdif::VdifHeader::parse(frame)
+                    .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
+                    .unwrap_or_default();
+                // 2026-11-23T12:00:00.000000000Z → 20261123T120000
+                OpenFile::Stamped(stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect())
+            }
+        };
         let Some(lane) = self.lane.as_mut() else { return };
-        lane.send(WriteOp::Open { station: key, stamp });
+        lane.send(WriteOp::Open { station: key, file });
         // A slot held by the previous file of this key (taken, nothing in it) goes back.
         if let Some(p) = self.pending.get(&key) {
             lane.return_slot(p);
@@ -435,7 +480,11 @@ impl FrameSink for FileSink {
             return;
         }
         let thread = self.split_threads.then(|| frame_thread(frame));
-        let key = file_key(station, thread);
+        let key = if self.named.is_some() {
+            0
+        } else {
+            file_key(station, thread)
+        };
         if self.pending.get(&key).is_none_or(|p| p.rotate) {
             self.start_file(key, frame);
         }
@@ -458,6 +507,10 @@ impl FrameSink for FileSink {
     }
 
     fn discontinuity(&mut self, station: u16) {
+        if self.named.is_some() {
+            // One file holds the whole recording, gaps included.
+            return;
+        }
         // Every file of the station (one per thread with split_threads).
         for (key, p) in self.pending.entries.iter_mut() {
             if key_parts(*key).0 == station {
@@ -483,7 +536,7 @@ mod tests {
         vec![
             WriteOp::Open {
                 station: 7,
-                stamp: "20261123T120000".into(),
+                file: OpenFile::Stamped("20261123T120000".into()),
             },
             WriteOp::Slot {
                 station: 7,
@@ -667,7 +720,7 @@ mod tests {
         let mut held = vec![false; counts.len()];
         let mut ops = vec![WriteOp::Open {
             station: 3,
-            stamp: "20261123T120000".into(),
+            file: OpenFile::Stamped("20261123T120000".into()),
         }];
         let (mut file, mut first) = (Vec::new(), 0u8);
         for (i, &n) in counts.iter().enumerate() {

@@ -9,14 +9,15 @@
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 0 | tag: 1 open, 3 close, 4 slot, 5 block, 6 end block (2, frames inline, is gone with the ring) |
+//! | 0 | tag: 1 open, 7 open named, 3 close, 4 slot, 5 block, 6 end block (2, frames inline, is gone with the ring) |
 //! | 1–4 | file key u32: VDIF station id, thread + 1 above it (0: all threads) |
-//! | open: 5–6, 7… | stamp length u16, stamp (ASCII letters and digits, ≤ [`MAX_STAMP`]) |
+//! | open: 5–6, 7… | stamp length u16, stamp (ASCII letters and digits, ≤ [`MAX_STAMP`]): `<station>_<stamp>.vdif` |
+//! | open named (tag 7): 5, 6–7, 8… | mode u8 (1 new, 2 truncate, 3 append), name length u16, name (one path component of printable ASCII, ≤ 255) |
 //! | slot: 5, 13, 21, 25, 29, 33 | frames u64, filled u64, frame length u32, byte count u32, slot u32, offset u32 (byte count = frames × frame length; the bytes are in that slot of the shared ring from the offset) |
 //! | block: 5, 6, 10, 18, 22, 24… | layout u8 (1 vbs, 2 Mark6), block number u32, planned bytes u64, frame length u32, name length u16, scan name |
 //! | close, end block | nothing more |
 //!
-//! A record is at most 24 + [`scanfmt::name::MAX_NAME`] bytes, far below `PIPE_BUF` (4096):
+//! A record is at most 263 bytes, far below `PIPE_BUF` (4096):
 //! one `write` of it is atomic on a pipe, so a killed receiver leaves a whole record or none,
 //! and the writer drops a record cut short at the end of its input.
 
@@ -24,13 +25,16 @@ use std::io::{self, Read};
 
 use thiserror::Error;
 
-use super::WriteOp;
+use super::{FileMode, OpenFile, WriteOp};
 
 const TAG_OPEN: u8 = 1;
 const TAG_CLOSE: u8 = 3;
 const TAG_SLOT: u8 = 4;
 const TAG_BLOCK: u8 = 5;
 const TAG_END_BLOCK: u8 = 6;
+const TAG_OPEN_NAMED: u8 = 7;
+/// Longest file name (NAME_MAX).
+const MAX_FILE_NAME: usize = 255;
 /// Tag and file key.
 const PREFIX: usize = 5;
 const SLOT_LEN: usize = PREFIX + 32;
@@ -42,7 +46,7 @@ pub(super) const MAX_STAMP: usize = 64;
 /// Largest data record: the largest flush size (2 MiB) plus one frame of at most 64 KiB, with room.
 pub(super) const MAX_RECORD: u32 = 4 << 20;
 /// Longest record on the pipe.
-const MAX_RECORD_HEAD: usize = BLOCK_FIXED + scanfmt::name::MAX_NAME;
+const MAX_RECORD_HEAD: usize = PREFIX + 3 + MAX_FILE_NAME;
 
 /// Why a record is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -80,6 +84,7 @@ fn record_len(buf: &[u8]) -> Result<usize, RecordError> {
     };
     match tag {
         TAG_OPEN => Ok(PREFIX + 2 + u16_at(PREFIX)?),
+        TAG_OPEN_NAMED => Ok(PREFIX + 3 + u16_at(PREFIX + 1)?),
         TAG_CLOSE | TAG_END_BLOCK => Ok(PREFIX),
         TAG_SLOT => Ok(SLOT_LEN),
         TAG_BLOCK => Ok(BLOCK_FIXED + u16_at(BLOCK_FIXED - 2)?),
@@ -139,6 +144,7 @@ impl<T: AsRef<[u8]>> RecordPacket<T> {
     fn tail(&self) -> &[u8] {
         let start = match self.tag() {
             TAG_OPEN => PREFIX + 2,
+            TAG_OPEN_NAMED => PREFIX + 3,
             TAG_BLOCK => BLOCK_FIXED,
             _ => return &[],
         };
@@ -168,7 +174,35 @@ impl WriteOp {
                     )));
                 }
                 let stamp = String::from_utf8_lossy(stamp).into_owned();
-                Ok(WriteOp::Open { station, stamp })
+                Ok(WriteOp::Open {
+                    station,
+                    file: OpenFile::Stamped(stamp),
+                })
+            }
+            TAG_OPEN_NAMED => {
+                let mode = match p.u8_at(PREFIX) {
+                    1 => FileMode::New,
+                    2 => FileMode::Truncate,
+                    3 => FileMode::Append,
+                    m => return Err(field(format!("file mode {m}"))),
+                };
+                let name = p.tail();
+                // One path component: the pipe never names a file outside the writer's directory.
+                let ok = !name.is_empty()
+                    && name.len() <= MAX_FILE_NAME
+                    && name != b"."
+                    && name != b".."
+                    && name.iter().all(|b| b.is_ascii_graphic() && *b != b'/');
+                if !ok {
+                    return Err(field(format!("file name {:?}", String::from_utf8_lossy(name))));
+                }
+                Ok(WriteOp::Open {
+                    station,
+                    file: OpenFile::Named {
+                        name: String::from_utf8_lossy(name).into_owned(),
+                        mode,
+                    },
+                })
             }
             TAG_SLOT => {
                 let (frames, filled) = (p.u64_at(5), p.u64_at(13));
@@ -231,11 +265,28 @@ impl WriteOp {
             out.extend_from_slice(&station.to_le_bytes());
         };
         match self {
-            WriteOp::Open { station, stamp } => {
+            WriteOp::Open {
+                station,
+                file: OpenFile::Stamped(stamp),
+            } => {
                 let stamp = &stamp.as_bytes()[..stamp.len().min(MAX_STAMP)];
                 key(out, TAG_OPEN, station);
                 out.extend_from_slice(&(stamp.len() as u16).to_le_bytes());
                 out.extend_from_slice(stamp);
+            }
+            WriteOp::Open {
+                station,
+                file: OpenFile::Named { name, mode },
+            } => {
+                let name = &name.as_bytes()[..name.len().min(MAX_FILE_NAME)];
+                key(out, TAG_OPEN_NAMED, station);
+                out.push(match mode {
+                    FileMode::New => 1,
+                    FileMode::Truncate => 2,
+                    FileMode::Append => 3,
+                });
+                out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+                out.extend_from_slice(name);
             }
             WriteOp::Slot {
                 station,
@@ -374,6 +425,22 @@ mod tests {
             Err(RecordError::Truncated { have: 25, need: 26 })
         ));
         assert_eq!(RecordPacket::new_checked(&[9u8][..]).unwrap_err(), RecordError::Tag(9));
+        out.clear();
+        let named = WriteOp::Open {
+            station: 0,
+            file: OpenFile::Named {
+                name: "scan.vdif".into(),
+                mode: FileMode::Append,
+            },
+        };
+        named.emit(&mut out).unwrap();
+        assert_eq!(&out[..8], &[7, 0, 0, 0, 0, 3, 9, 0]);
+        assert_eq!(decode_op(&mut &out[..]).unwrap(), Some(named));
+        for bad in [&b".."[..], b"a/b", b"", b"a b"] {
+            let mut rec = vec![7, 0, 0, 0, 0, 1, bad.len() as u8, 0];
+            rec.extend_from_slice(bad);
+            assert!(decode_op(&mut &rec[..]).is_err(), "{bad:?}");
+        }
     }
 
     proptest::proptest! {

@@ -514,3 +514,67 @@ fn free_name(base: &str, disks: &[Disk]) -> String {
         .find(|n| !taken(n))
         .unwrap_or_else(|| base.to_string())
 }
+
+/// The name jive5ab gives a recording labelled `label` (`mk_scan_name`, `net2vbs.cc`): `label`
+/// itself when no disk holds an entry `label`, `label<x>` (one letter) or either with a data
+/// stream suffix `_ds<stream>`; else `label` with the first of `a`…`z`, `A`…`Z` none of them
+/// uses. Entries are looked at without following links (a link counts as taken). `None` when
+/// all 52 letters are taken.
+pub fn unique_label(label: &str, disks: &[PathBuf]) -> Option<String> {
+    let mut taken_base = false;
+    let mut letters = std::collections::BTreeSet::new();
+    for d in disks {
+        let Ok(entries) = safedir::Dir::open(d).and_then(|d| d.entries()) else {
+            continue;
+        };
+        for (name, _) in entries {
+            let Some(rest) = name.strip_prefix(label) else { continue };
+            let (letter, rest) = match rest.chars().next() {
+                Some(c) if c.is_ascii_alphabetic() => (Some(c), &rest[1..]),
+                _ => (None, rest),
+            };
+            let stream_ok = rest.is_empty()
+                || rest
+                    .strip_prefix("_ds")
+                    .is_some_and(|s| !s.is_empty() && !s.contains(['_', '.']));
+            if stream_ok {
+                taken_base = true;
+                letters.extend(letter);
+            }
+        }
+    }
+    if !taken_base {
+        return Some(label.to_string());
+    }
+    ('a'..='z')
+        .chain('A'..='Z')
+        .find(|c| !letters.contains(c))
+        .map(|c| format!("{label}{c}"))
+        .filter(|n| scanfmt::name::is_valid(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_label_gets_the_first_free_letter_as_jive5ab_gives_it() {
+        let t = tempfile::tempdir().unwrap();
+        let d: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("disk{i}"))).collect();
+        for x in &d {
+            std::fs::create_dir(x).unwrap();
+        }
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1");
+        std::fs::create_dir(d[1].join("ev_ef_no1_dsds0")).unwrap();
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1a");
+        std::fs::create_dir(d[0].join("ev_ef_no1a")).unwrap();
+        std::os::unix::fs::symlink("/tmp", d[1].join("ev_ef_no1b")).unwrap();
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1c");
+        // Names that only start like it are other scans.
+        assert_eq!(unique_label("ev_ef_no", &d).unwrap(), "ev_ef_no");
+        for c in ('c'..='z').chain('A'..='Z') {
+            std::fs::create_dir(d[0].join(format!("ev_ef_no1{c}"))).unwrap();
+        }
+        assert_eq!(unique_label("ev_ef_no1", &d), None);
+    }
+}

@@ -54,7 +54,8 @@ fn find_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
         return Ok(None);
     };
     let d = disks.expand(layout)?;
-    let scan = Scan::open(layout, name, &d).map_err(|e| match e {
+    // As jive5ab's scan_set opens a name: the recording and its data streams (`NAME_ds*`) as one.
+    let scan = Scan::open_with_streams(layout, name, &d).map_err(|e| match e {
         recording::ScanError::Name(_) => usage(e.to_string()),
         e => anyhow::anyhow!(e),
     })?;

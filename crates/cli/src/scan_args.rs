@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use recording::write::RecordingConfig;
+use recording::{Scan, ScanReader};
 use scanfmt::Layout;
-use scanio::{Scan, ScanReader};
-use stream_session::sink::RecordingConfig;
 
 use crate::units::parse_size;
 use crate::usage;
@@ -32,35 +32,64 @@ impl DisksArg {
         } else {
             self.disks.clone()
         };
-        scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+        recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
     }
 }
 
-/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path.
+/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path. What
+/// was wrong finding its pieces is printed as warnings.
 pub fn open_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
+    let scan = find_scan(input, disks)?;
+    if let Some(s) = &scan {
+        for p in s.problems() {
+            status!("warning: {}://{}: {p}", s.layout(), s.name());
+        }
+    }
+    Ok(scan)
+}
+
+/// The scan `input` names, opened without a word said.
+fn find_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
     let Some((layout, name)) = input.to_str().and_then(scanfmt::parse_scan_url) else {
         return Ok(None);
     };
     let d = disks.expand(layout)?;
-    let scan = Scan::open(layout, name, &d).map_err(|e| match e {
-        scanio::ScanError::Name(_) => usage(e.to_string()),
+    // As jive5ab's scan_set opens a name: the recording and its data streams (`NAME_ds*`) as one.
+    let scan = Scan::open_with_streams(layout, name, &d).map_err(|e| match e {
+        recording::ScanError::Name(_) => usage(e.to_string()),
         e => anyhow::anyhow!(e),
     })?;
-    for p in scan.problems() {
-        status!("warning: {}://{}: {p}", layout, name);
-    }
     Ok(Some(Arc::new(scan)))
 }
 
-/// A reader over a VDIF file or a recorded scan, and its length in bytes.
-pub fn open_input(input: &Path, disks: &DisksArg) -> Result<(Box<dyn Read + Send>, u64)> {
-    if let Some(scan) = open_scan(input, disks)? {
-        let len = scan.len();
-        return Ok((Box::new(ScanReader::new(scan)), len));
+/// A VDIF file or a recorded scan, opened for reading.
+pub struct OpenedInput {
+    /// Its bytes.
+    pub reader: Box<dyn Read + Send>,
+    /// How many.
+    pub len: u64,
+    /// For a scan: what is wrong with it (missing, duplicate or truncated blocks, unreadable
+    /// disks or files); the reader has to say these, as the bytes it reads have the missing
+    /// blocks' data left out.
+    pub problems: Vec<String>,
+}
+
+/// A reader over a VDIF file or a recorded scan.
+pub fn open_input(input: &Path, disks: &DisksArg) -> Result<OpenedInput> {
+    if let Some(scan) = find_scan(input, disks)? {
+        return Ok(OpenedInput {
+            len: scan.len(),
+            problems: scan.info().problems,
+            reader: Box::new(ScanReader::new(scan)),
+        });
     }
     let f = std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    Ok((Box::new(f), len))
+    Ok(OpenedInput {
+        reader: Box::new(f),
+        len,
+        problems: Vec::new(),
+    })
 }
 
 /// How a recorder lays its data out.
@@ -139,11 +168,11 @@ impl RecordArgs {
                 std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
             }
         }
-        let disks = scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        let disks = recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
         Ok(Some(RecordingConfig {
             layout,
             disks,
-            scan,
+            names: recording::write::RecordingNames::Template(scan),
             block_bytes: self.block,
             direct: !self.page_cache,
         }))
@@ -203,7 +232,7 @@ pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Ve
             .files()
             .iter()
             .map(|f| {
-                let label = scanio::disk_label(scan.disks(), &scan.disks()[f.disk]);
+                let label = recording::disk_label(scan.disks(), &scan.disks()[f.disk]);
                 let below = f.path.strip_prefix(&scan.disks()[f.disk]).unwrap_or(&f.path);
                 SendItem::FileAs {
                     path: f.path.clone(),

@@ -196,7 +196,9 @@ fn a_label_names_the_recording_as_a_flexbuff_does() {
     // (block n of dsds0, then of dsds1).
     let merged = recording::Scan::open_with_streams(Layout::Vbs, "r41066_ef_no0001", &d).unwrap();
     let mut all = Vec::new();
-    recording::ScanReader::new(Arc::new(merged)).read_to_end(&mut all).unwrap();
+    recording::ScanReader::new(Arc::new(merged))
+        .read_to_end(&mut all)
+        .unwrap();
     let block = 10 * FRAME;
     let mut expect = Vec::new();
     for (a, b) in per[0].chunks(block).zip(per[1].chunks(block)) {

@@ -167,6 +167,13 @@ impl Daemon {
         self.publish(&st);
     }
 
+    /// Count a control connection closed at once (its peer is not allowed).
+    pub fn note_refused(&self) {
+        let mut st = self.lock();
+        st.counts.connections_refused += 1;
+        self.publish(&st);
+    }
+
     /// Stop whatever runs (the daemon is going away); the reports' errors, if any.
     pub fn shutdown(&self) -> Option<String> {
         let mut st = self.lock();

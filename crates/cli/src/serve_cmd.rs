@@ -182,6 +182,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if disks.is_empty() {
+        status!("evlbi serve: warning: no disk matches --disks yet: record = on is refused until set_disks names one");
+    }
     let stop = crate::stream_cmd::stop_flag()?;
     let services = start_services(&c, &root, &metrics, &stop)?;
     let limits = VsiLimits {

@@ -803,4 +803,21 @@ fn prometheus_raises_the_recorder_alerts_from_a_live_daemon() {
     let _ = common::stream_send_json(send);
     let r = fs.vsi(&["record = off ;"]);
     assert!(r[0].starts_with("!record = 0"), "{r:?}");
+    // The dropped disk is said where the FS's fb_status looks: status? bit 0x2, then error?
+    // names it; it has left the disk set.
+    let r = fs.vsi(&["status? ;", "error? ;", "status? ;", "set_disks? ;"]);
+    let word = |reply: &str| {
+        let hex = reply.split(':').nth(1).unwrap().trim().trim_end_matches(';').trim();
+        u32::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+    };
+    assert_eq!(word(&r[0]) & 0x2, 0x2, "{r:?}");
+    assert!(
+        r[1].contains(&small.path().display().to_string()) && r[1].contains("dropped"),
+        "{r:?}"
+    );
+    assert_eq!(word(&r[2]) & 0x2, 0, "error? took it: {r:?}");
+    assert!(
+        r[3].starts_with("!set_disks? 0 : 2 : ") && !r[3].contains(&small.path().display().to_string()),
+        "{r:?}"
+    );
 }

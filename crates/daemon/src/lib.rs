@@ -287,7 +287,7 @@ impl Daemon {
                 );
                 set!(m, q, |v| st.settings.mode = v)
             }
-            Request::Threads(t) => set!(t, vec![s.threads.to_string()], |v| st.settings.threads = v),
+            Request::Threads(t) => set!(t, vec![s.threads_field()], |v| st.settings.threads = Some(v)),
             Request::NetProtocol(p) => set!(p, s.protocol_fields(), |v| st.settings.apply_protocol(&v)),
             Request::NetPort(p) => set!(p, s.port_fields(), |v| st.settings.ports = v),
             Request::Mtu(m) => set!(m, vec![s.mtu.to_string()], |v| st.settings.mtu = v),

@@ -16,8 +16,9 @@ pub const DEFAULT_PORT: u16 = 2630;
 pub struct Settings {
     /// `mode`; `None` is `mode = none` (frame rate from the data, native framing only).
     pub mode: Option<Mode>,
-    /// VDIF threads per station.
-    pub threads: u16,
+    /// VDIF threads per station when set (`threads = N`); unset, a recording counts them from
+    /// the data (the Field System never says: a DBBC3 sends one thread per board).
+    pub threads: Option<u16>,
     /// `net_protocol`'s framing.
     pub protocol: Protocol,
     /// Socket buffer, bytes.
@@ -46,7 +47,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             mode: None,
-            threads: 1,
+            threads: None,
             protocol: Protocol::Udps,
             socbuf: 64 << 20,
             workbuf: 131_072,
@@ -140,16 +141,22 @@ impl Settings {
             .collect()
     }
 
-    /// Frames per second per thread the mode gives, if a mode is set; an error when it gives
-    /// no whole number for the threads set.
+    /// Frames per second per thread the mode gives, if a mode is set (over one thread when
+    /// the threads are not set); an error when it gives no whole number for the threads set.
     pub fn frames_per_second(&self) -> Result<Option<u32>, String> {
         let Some(m) = &self.mode else { return Ok(None) };
-        m.frames_per_second(self.threads).map(Some).ok_or_else(|| {
+        let threads = self.threads.unwrap_or(1);
+        m.frames_per_second(threads).map(Some).ok_or_else(|| {
             format!(
-                "mode {} over {} thread(s) is not a whole number of frames per second",
-                m.text, self.threads
+                "mode {} over {threads} thread(s) is not a whole number of frames per second",
+                m.text
             )
         })
+    }
+
+    /// `threads?`'s field: the number set, or `auto` (counted from the data).
+    pub fn threads_field(&self) -> String {
+        self.threads.map_or_else(|| "auto".into(), |t| t.to_string())
     }
 
     /// Whether data in `format` can be received with these settings: jive5ab and bare framing
@@ -207,7 +214,7 @@ mod tests {
         assert!(s.check_receivable(SeqFormat::Native).is_ok());
         s.mode = Mode::parse("VDIF_8000-512-16-2").unwrap();
         assert_eq!(s.frames_per_second(), Ok(Some(8000)));
-        s.threads = 3;
+        s.threads = Some(3);
         assert!(s.check_receivable(SeqFormat::Jive5ab).is_err());
         s.ipd_ns = 1500;
         assert_eq!(s.ipd_field(), "1.500000");

@@ -141,12 +141,18 @@ pub fn start_recording(
         rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
         receiver: ReceiverConfig {
             format,
-            frames_per_second: if native {
+            // Threads set: the mode's rate split over them. Not set (the FS never sets them):
+            // counted from each stream's first frames, the mode's rate split over those.
+            frames_per_second: match (native, settings.threads) {
+                (false, Some(_)) => settings.frames_per_second().map_err(conflict)?,
+                _ => None,
+            },
+            threads: settings.threads.filter(|_| !native),
+            station_frames_per_second: if native {
                 None
             } else {
                 settings.frames_per_second().map_err(conflict)?
             },
-            threads: (!native).then_some(settings.threads),
             confirm: 4,
             ..ReceiverConfig::default()
         },
@@ -228,7 +234,8 @@ pub fn connect_relay(
     let mut relay = RelayConfig::new(input, output, Instant::now());
     if input != SeqFormat::Native {
         relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
-        relay.threads = Some(settings.threads);
+        // The relay paces by the mode's rate; its input's threads are one unless set.
+        relay.threads = Some(settings.threads.unwrap_or(1));
     }
     relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
         // ipd: one datagram of every station's stream per spacing.
@@ -399,7 +406,7 @@ impl Fill {
                 FILL_MAX_BPS / 1e9
             )));
         }
-        let (threads, format) = (settings.threads, seq_format(settings.protocol));
+        let (threads, format) = (settings.threads.unwrap_or(1), seq_format(settings.protocol));
         let fps = settings.frames_per_second().map_err(conflict)?;
         publisher.clear();
         let stop = Arc::new(AtomicBool::new(false));

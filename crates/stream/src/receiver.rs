@@ -37,9 +37,9 @@ use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler, NakStats};
 use crate::intake::{count_wire_error, stream_shape};
-use crate::window::{same_format, FrameSink, Placement, StationWindow, WindowConfig, WindowStats};
+use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat};
-use admission::{problem, Admission, At, Held, Provisional, Tally};
+use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
 
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
@@ -103,8 +103,13 @@ pub struct ReceiverConfig {
     pub format: SeqFormat,
     /// Frames per second per thread, when the framing and headers do not say (jive5ab, none).
     pub frames_per_second: Option<u32>,
-    /// VDIF threads per station, when the framing does not say; default 1.
+    /// VDIF threads per station, when the framing does not say; default 1 (or counted, see
+    /// `station_frames_per_second`).
     pub threads: Option<u16>,
+    /// Frames per second of a station over all its threads (a VSI-S mode's rate), when neither
+    /// `frames_per_second` nor `threads` is given: a stream's threads are counted from its
+    /// first frames (until a thread comes round again) and the rate split over them.
+    pub station_frames_per_second: Option<u32>,
     /// Reorder latency: a frame is written this long (in stream time) after it is due.
     pub latency: Duration,
     /// Longest gap filled with invalid frames; longer gaps start a new segment.
@@ -136,6 +141,7 @@ impl Default for ReceiverConfig {
             format: SeqFormat::Native,
             frames_per_second: None,
             threads: None,
+            station_frames_per_second: None,
             latency: Duration::from_millis(50),
             max_fill: Duration::from_secs(2),
             max_stations: 16,
@@ -470,9 +476,24 @@ impl Receiver {
         feed(st, now, now, d.seq, retransmit, &d.header, d.frame, sink);
     }
 
+    /// Whether a new stream's threads are counted from its frames: only the station's rate is
+    /// known (a VSI-S mode), not the thread count or the rate per thread.
+    fn counts_threads(&self, d: &DataDatagram<'_>) -> bool {
+        d.native.is_none()
+            && self.cfg.threads.is_none()
+            && self.cfg.frames_per_second.is_none()
+            && self.cfg.station_frames_per_second.is_some()
+            && d.header.header_frames_per_second().is_none()
+    }
+
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
-    /// beyond what VDIF can express (they size a window).
+    /// beyond what VDIF can express (they size a window). While its threads are counted, the
+    /// station's rate over one thread.
     fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
+        if self.counts_threads(d) {
+            let total = self.cfg.station_frames_per_second.unwrap_or(1);
+            return stream_shape(d, Some(total), Some(1)).ok();
+        }
         // Untrusted numbers size the window: kept within what VDIF can express. (Thread ids are
         // not checked against the count: a stream's threads are whatever ids it shows, up to its
         // count; see ThreadMap.)
@@ -514,7 +535,14 @@ impl Receiver {
         self.admission.touch(at, now);
         let p = self.admission.get_mut(at);
         let (fps, threads) = (p.fps, p.threads);
-        let thread = p.threads_seen.index(d.header.thread_id);
+        let thread = match p.learning.as_mut() {
+            // Counting threads: every frame is the one thread at the station's rate for now.
+            Some(l) => {
+                l.saw(d.header.thread_id);
+                Some(0)
+            }
+            None => p.threads_seen.index(d.header.thread_id),
+        };
         let (Some(thread), true) = (thread, d.header.frame_number < fps) else {
             // Not placeable in this stream: a thread beyond its count, or a frame number beyond
             // its rate (the window would refuse it too).
@@ -541,9 +569,42 @@ impl Receiver {
         let epoch = &self.epoch_unix;
         let step_of = |h: &VdifHeader| time_step(epoch, h, fps);
         self.admission.hold(at, held, &step_of, &mut self.tally.counters);
-        if self.admission.get(at).run >= self.cfg.source_run.max(1) {
+        if self.admission.get(at).run >= self.cfg.source_run.max(1) && self.threads_counted(at) {
             self.accept(at, now, sink);
         }
+    }
+
+    /// Whether the stream at `at` knows its threads: given, or counted once a thread came
+    /// round again (or as many frames are held as can be) — its rate then split over them.
+    /// `false` while counting, or (the stream dropped, counted) when the station's rate does
+    /// not split evenly.
+    fn threads_counted(&mut self, at: At) -> bool {
+        let p = self.admission.get_mut(at);
+        let Some(l) = p.learning.as_ref() else {
+            return true;
+        };
+        if !l.cycled && p.held.len() < HOLD_FRAMES {
+            return false;
+        }
+        let ids = l.ids.ids();
+        let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
+        if l.station_fps % u32::from(n) != 0 {
+            let (name, total) = (p.template.station_name(), l.station_fps);
+            problem!(
+                self.tally,
+                "station {name}: {total} frames/s (the mode's) is no whole number over its {n} threads"
+            );
+            self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
+            return false;
+        }
+        p.fps = l.station_fps / u32::from(n);
+        p.threads = n;
+        p.threads_seen = ThreadMap::new(n);
+        for id in ids {
+            p.threads_seen.index(id);
+        }
+        p.learning = None;
+        true
     }
 
     /// Where in the admission table this datagram's stream is, put there when new (`None`,
@@ -569,7 +630,10 @@ impl Receiver {
         }
         let shape = self.shape(from, d)?;
         let beside = self.stations.iter().any(|s| s.key == key);
-        let p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
+        let mut p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
+        if self.counts_threads(d) {
+            p = p.learning(shape.0);
+        }
         let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);
         Some(
             self.admission

@@ -797,3 +797,79 @@ fn loss_at_the_end_is_not_guessed_between_stations() {
         assert_eq!((s.lost_at_end, s.loss_fraction), (0, 0.0));
     }
 }
+
+/// Frame `k` of thread `t` of a station sending `threads` threads at 8000 frames/s over all
+/// of them (a VSI-S mode's rate), the threads interleaved frame period by frame period.
+fn interleaved(threads: u16, i: u32) -> Vec<u8> {
+    let per = 8000 / u32::from(threads);
+    let (k, t) = (i / u32::from(threads), (i % u32::from(threads)) as u16 * 3 + 1);
+    let mut f = frame_of(0x4566, 0);
+    let mut h = vdif::VdifHeader::parse(&f).unwrap();
+    h.seconds = 1000 + k / per;
+    h.frame_number = k % per;
+    h.thread_id = t;
+    h.emit(&mut f[..32]).unwrap();
+    f[32] = i as u8;
+    f
+}
+
+/// Issue 27: the Field System gives the station's rate (`mode = VDIF_8000-512-8-2`), never the
+/// threads; a DBBC3 sends one per board. The receiver counts them from the stream's first
+/// frames (until a thread comes round) and splits the rate over them: every frame of every
+/// thread is placed, none filled. (With one thread assumed, half the frames were "beyond the 1
+/// thread expected" and the other half written with a fill frame between each two.)
+#[test]
+fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_rate_is_known() {
+    for threads in [1u16, 2, 4, 16] {
+        let mut rx = Receiver::new(ReceiverConfig {
+            format: SeqFormat::Jive5ab,
+            station_frames_per_second: Some(8000),
+            ..ReceiverConfig::default()
+        });
+        let mut sink = VecSink::default();
+        let t0 = Instant::now();
+        let n = 8000u32;
+        for i in 0..n {
+            let t = t0 + Duration::from_micros(125 * u64::from(i + 1));
+            let d = [u64::from(i).to_le_bytes().to_vec(), interleaved(threads, i)].concat();
+            rx.handle_datagram(t, FROM, &d, false, &mut sink);
+        }
+        rx.finish(&mut sink);
+        let c = rx.counters();
+        assert_eq!(c.rejected(), 0, "{threads} threads: {c:?}");
+        let s = &rx.summaries()[0];
+        assert_eq!(
+            (s.window.written_valid, s.window.written_filled),
+            (u64::from(n), 0),
+            "{threads} threads"
+        );
+        assert_eq!(s.threads, threads, "{threads} threads counted");
+        assert_eq!(s.frames_per_second, 8000 / u32::from(threads));
+        assert_accounted(&rx);
+    }
+    // A rate that does not split over the threads seen is refused with the reason.
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(8001),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    for i in 0..100u32 {
+        let d = [u64::from(i).to_le_bytes().to_vec(), interleaved(2, i)].concat();
+        rx.handle_datagram(
+            t0 + Duration::from_micros(125 * u64::from(i)),
+            FROM,
+            &d,
+            false,
+            &mut sink,
+        );
+    }
+    assert!(rx.summaries().is_empty());
+    assert!(
+        rx.first_problem()
+            .is_some_and(|p| p.contains("no whole number over its 2 threads")),
+        "{:?}",
+        rx.first_problem()
+    );
+}

@@ -89,10 +89,32 @@ pub(super) struct Provisional {
     last_slot: u64,
     /// The thread ids of the run so far (their index makes the slot).
     pub(super) threads_seen: ThreadMap,
+    /// The thread count is still to be learnt from the stream's frames.
+    pub(super) learning: Option<ThreadCount>,
     pub(super) held: VecDeque<Held>,
     /// The earliest frame dropped from what is held (its time step, header) since the run
     /// began: the station's window is filled from there once it is accepted.
     pub(super) dropped_first: Option<(u64, VdifHeader)>,
+}
+
+/// Counting a stream's threads from its frames (a VSI-S mode gives the station's rate, not the
+/// threads it is split over; a DBBC3 sends one per board).
+pub(super) struct ThreadCount {
+    /// Frames per second over all threads.
+    pub(super) station_fps: u32,
+    /// The ids seen.
+    pub(super) ids: ThreadMap,
+    /// A thread came round again: every thread of the interleaved stream has been seen.
+    pub(super) cycled: bool,
+}
+
+impl ThreadCount {
+    /// A frame of thread `id` arrived.
+    pub(super) fn saw(&mut self, id: u16) {
+        let before = self.ids.seen();
+        self.ids.index(id);
+        self.cycled |= self.ids.seen() == before;
+    }
 }
 
 impl Provisional {
@@ -124,9 +146,21 @@ impl Provisional {
             last_pos: 0,
             last_slot: 0,
             threads_seen: ThreadMap::new(threads),
+            learning: None,
             held: VecDeque::new(),
             dropped_first: None,
         }
+    }
+
+    /// Learn the thread count of a stream whose station sends `station_fps` frames a second
+    /// over all its threads: until then it is taken as one thread at that rate.
+    pub(super) fn learning(mut self, station_fps: u32) -> Self {
+        self.learning = Some(ThreadCount {
+            station_fps,
+            ids: ThreadMap::new(crate::intake::MAX_THREADS),
+            cycled: false,
+        });
+        self
     }
 
     /// A placeable frame at sequence number `seq` (or, without one, time slot `slot`) arrived:

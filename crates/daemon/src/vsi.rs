@@ -3,10 +3,12 @@
 //!
 //! Who may talk: connections from the loopback addresses and from the addresses of
 //! [`VsiLimits::allow`] only (VSI-S has no authentication, and the Field System none to give);
-//! any other peer is closed at once. A connection counts as pending until it sends a
-//! well-formed statement (garbage and overlong lines are answered, but do not make a session):
-//! at most [`VsiLimits::pending`] wait at once (the oldest is closed for a new one, so a flood of
-//! idle connections never keeps the Field System out), each for [`VsiLimits::first_request`].
+//! any other peer is closed once it speaks. A connection counts as pending until it sends a
+//! well-formed statement (garbage and overlong lines are answered, but do not make a session),
+//! each for [`VsiLimits::first_request`]: until its first byte it waits on the accept loop as a
+//! descriptor only (thousands may; [`ctlchan::serve`] closes the oldest of the peer holding the
+//! most, so a flood of idle connections never keeps the Field System out), after it at most
+//! [`VsiLimits::pending`] wait at once.
 //! After its first statement a connection is a session and may stay as long as it likes (the
 //! FS keeps one open all day); at most [`VsiLimits::sessions`] at once.
 
@@ -63,6 +65,7 @@ pub fn serve(
         max_pending: limits.pending,
         handshake_timeout: limits.first_request,
         max_active: limits.sessions,
+        ..Limits::default()
     };
     let handler = |s: TcpStream, peer: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
         if !allowed(peer.ip(), &limits.allow) {

@@ -1,5 +1,7 @@
 //! Test fixtures shared between crates (a dev-dependency, never shipped).
 
+pub mod flood;
+
 use std::path::Path;
 use std::process::Command;
 

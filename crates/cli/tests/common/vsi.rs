@@ -1,0 +1,127 @@
+//! `evlbi serve` as a child process and a VSI-S client that talks to it line by line, as the
+//! Field System does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use vsis::{ReplyRepr, ReturnCode};
+
+use super::{bin, Proc};
+
+/// A control connection speaking VSI-S line by line, as the FS does.
+pub struct Vsi {
+    pub w: TcpStream,
+    pub r: BufReader<TcpStream>,
+}
+
+impl Vsi {
+    pub fn connect(addr: SocketAddr) -> Vsi {
+        let w = TcpStream::connect(addr).unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Vsi {
+            r: BufReader::new(w.try_clone().unwrap()),
+            w,
+        }
+    }
+
+    /// Send one request line, read the reply line.
+    pub fn raw(&mut self, line: &str) -> String {
+        self.w.write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        self.r.read_line(&mut reply).unwrap();
+        reply
+    }
+
+    /// Send `statement` (one), return its parsed reply.
+    pub fn ask(&mut self, statement: &str) -> ReplyRepr {
+        let reply = self.raw(&format!("{statement}\n"));
+        let mut all = ReplyRepr::parse_all(reply.as_bytes()).unwrap_or_else(|e| panic!("{reply:?}: {e}"));
+        assert_eq!(all.len(), 1, "{statement} -> {reply:?}");
+        all.remove(0)
+    }
+
+    /// `statement` must succeed (return code 0); its fields.
+    pub fn ok(&mut self, statement: &str) -> Vec<String> {
+        let r = self.ask(statement);
+        assert_eq!(r.code, ReturnCode::Done, "{statement} -> {r}");
+        r.fields
+    }
+}
+
+/// `evlbi serve` on free ports with recordings below a root; its VSI-S and metrics addresses.
+pub struct Serve {
+    pub proc: Proc,
+    pub vsi: SocketAddr,
+    pub metrics: SocketAddr,
+    pub log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Serve {
+    /// Started with `extra` options, the control port on `vsi_listen`.
+    pub fn start(root: &Path, vsi_listen: &str, extra: &[&str]) -> Serve {
+        let mut child = bin()
+            .args([
+                "serve",
+                "--vsi",
+                vsi_listen,
+                "--metrics",
+                "127.0.0.1:0",
+                "--interval",
+                "200ms",
+            ])
+            .arg("--root")
+            .arg(root)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, log) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let proc = Proc(child);
+        let (mut vsi, mut metrics) = (None, None);
+        while vsi.is_none() || metrics.is_none() {
+            let line = log
+                .recv_timeout(Duration::from_secs(10))
+                .expect("evlbi serve did not print its addresses");
+            let addr_after = |tag: &str| {
+                line.split(tag)
+                    .nth(1)
+                    .and_then(|r| r.split([' ', '/']).next())
+                    .and_then(|a| a.parse::<SocketAddr>().ok())
+            };
+            metrics = metrics.or(addr_after("metrics: http://"));
+            vsi = vsi.or(addr_after("VSI-S on "));
+        }
+        Serve {
+            proc,
+            vsi: vsi.unwrap(),
+            metrics: metrics.unwrap(),
+            log,
+        }
+    }
+
+    /// Stop it (SIGTERM) and return what it printed from now to its exit (bounded).
+    pub fn stop(self) -> Vec<String> {
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        unsafe { libc::kill(self.proc.0.id() as libc::pid_t, libc::SIGTERM) };
+        let mut lines = Vec::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            match self.log.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) => lines.push(l),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        lines
+    }
+}

@@ -58,10 +58,30 @@ impl Flood {
     /// Connect to `target` from `from` (port chosen by the kernel) `per_second` times a second,
     /// for at least `min` and at most `max` (or until [`Flood::finish`] after `min`).
     pub fn start(target: SocketAddr, from: IpAddr, per_second: u32, min: Duration, max: Duration) -> Flood {
+        Flood::start_in(None, target, from, per_second, min, max)
+    }
+
+    /// [`Flood::start`] from inside the network namespace named by the file `netns`.
+    pub fn start_in(
+        netns: Option<std::path::PathBuf>,
+        target: SocketAddr,
+        from: IpAddr,
+        per_second: u32,
+        min: Duration,
+        max: Duration,
+    ) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let hold = flood_hold();
-        let thread = std::thread::spawn(move || run(target, from, per_second, min, max, hold, &flag));
+        let thread = std::thread::spawn(move || {
+            if let Some(ns) = netns {
+                if let Err(e) = crate::netns::enter(&ns) {
+                    eprintln!("flood: {e}");
+                    return FloodReport::default();
+                }
+            }
+            run(target, from, per_second, min, max, hold, &flag)
+        });
         Flood {
             stop,
             thread: Some(thread),

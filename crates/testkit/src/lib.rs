@@ -1,6 +1,7 @@
 //! Test fixtures shared between crates (a dev-dependency, never shipped).
 
 pub mod flood;
+pub mod netns;
 
 use std::path::Path;
 use std::process::Command;

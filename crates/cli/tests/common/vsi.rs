@@ -62,7 +62,12 @@ pub struct Serve {
 impl Serve {
     /// Started with `extra` options, the control port on `vsi_listen`.
     pub fn start(root: &Path, vsi_listen: &str, extra: &[&str]) -> Serve {
-        let mut child = bin()
+        Serve::start_with(bin(), root, vsi_listen, extra)
+    }
+
+    /// [`Serve::start`] with `evlbi` run by `evlbi` (e.g. inside a network namespace).
+    pub fn start_with(mut evlbi: std::process::Command, root: &Path, vsi_listen: &str, extra: &[&str]) -> Serve {
+        let mut child = evlbi
             .args([
                 "serve",
                 "--vsi",
@@ -124,4 +129,56 @@ impl Serve {
         }
         lines
     }
+}
+
+/// The sender's JSON: (frames sent, frames dropped on purpose) of its one station.
+pub fn sent(send: Proc) -> (u64, u64) {
+    let r = super::stream_send_json(send);
+    let s = &r["stations"][0];
+    (
+        s["frames_sent"].as_u64().unwrap(),
+        s["injected_drops"].as_u64().unwrap(),
+    )
+}
+
+/// `evlbi?`'s total and loss.
+pub fn evlbi(v: &mut Vsi) -> (u64, u64) {
+    let f = v.ok("evlbi? ;");
+    let n = |s: &str| s.split(' ').next().unwrap().parse::<u64>().unwrap();
+    (n(&f[1]), n(&f[3]))
+}
+
+/// Wait (bounded) until `evlbi?`'s total stops moving (everything sent has been taken).
+pub fn settled(v: &mut Vsi) -> (u64, u64) {
+    let mut last = evlbi(v);
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(600));
+        let now = evlbi(v);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("evlbi? kept changing: {last:?}");
+}
+
+/// Valid and invalid (filled) frames of a VDIF file of 8032-byte frames.
+pub fn frames_in(file: &Path) -> (u64, u64) {
+    let data = std::fs::read(file).unwrap();
+    assert_eq!(data.len() % 8032, 0, "{} is not whole frames", file.display());
+    let invalid = data
+        .chunks(8032)
+        .filter(|f| u32::from_le_bytes(f[..4].try_into().unwrap()) & (1 << 31) != 0)
+        .count() as u64;
+    ((data.len() / 8032) as u64 - invalid, invalid)
+}
+
+/// The one recording of the scan.
+pub fn recording(root: &Path, scan: &str) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(root.join(scan))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
 }

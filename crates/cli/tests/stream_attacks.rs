@@ -50,6 +50,31 @@ fn receive(sock: UdpSocket, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
 /// receiver the test plays; `attack` runs meanwhile with the receiver's socket and what it saw.
 /// The sender's JSON and what the receiver saw.
 fn send_under(attack: impl FnOnce(&UdpSocket, &Mutex<Seen>)) -> (serde_json::Value, Seen) {
+    run_under(|port| (sender(&format!("127.0.0.1:{port}")), None), attack)
+}
+
+/// `stream send` of one generated station at 1000 frames/s for 3 s to `to`, native framing,
+/// answering NAKs for 300 ms; its JSON on a pipe.
+fn sender(to: &str) -> Proc {
+    let child = bin()
+        .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "64M"])
+        .args(["--frame", "8000", "--seq-format", "native", "--arq-latency", "300ms"])
+        // A busy test host may hold the sender up; the attack must not be what does.
+        .args(["--loop", "--duration", "3s", "--max-lag", "1s", "--json", "--to", to])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc(child)
+}
+
+/// Start the pipeline `start(port)` towards the test's receiver on `port` (the process whose
+/// JSON is wanted, and one that feeds it, if any), and run `attack` once the first frame
+/// arrived; that JSON and what the receiver saw.
+fn run_under(
+    start: impl FnOnce(u16) -> (Proc, Option<Proc>),
+    attack: impl FnOnce(&UdpSocket, &Mutex<Seen>),
+) -> (serde_json::Value, Seen) {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket2::SockRef::from(&rx).set_recv_buffer_size(8 << 20).unwrap();
     let port = rx.local_addr().unwrap().port();
@@ -59,35 +84,7 @@ fn send_under(attack: impl FnOnce(&UdpSocket, &Mutex<Seen>)) -> (serde_json::Val
         let (sock, seen, stop) = (rx.try_clone().unwrap(), seen.clone(), stop.clone());
         std::thread::spawn(move || receive(sock, seen, stop))
     };
-    let child = bin()
-        .args([
-            "stream",
-            "send",
-            "--generate",
-            "--stations",
-            "Ef",
-            "--rate",
-            "64M",
-            "--frame",
-            "8000",
-        ])
-        .args([
-            "--seq-format",
-            "native",
-            "--arq-latency",
-            "300ms",
-            "--loop",
-            "--duration",
-            "3s",
-        ])
-        // A busy test host may hold the sender up; the attack must not be what does.
-        .args(["--max-lag", "1s", "--json", "--to"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let send = Proc(child);
+    let (watched, feeder) = start(port);
     // Wait (bounded) for the first frame: the sender's address.
     let t0 = Instant::now();
     while seen.lock().unwrap().sender.is_none() {
@@ -95,7 +92,10 @@ fn send_under(attack: impl FnOnce(&UdpSocket, &Mutex<Seen>)) -> (serde_json::Val
         std::thread::sleep(Duration::from_millis(5));
     }
     attack(&rx, &seen);
-    let json = stream_send_json(send);
+    if let Some(f) = feeder {
+        stream_send_json(f);
+    }
+    let json = stream_send_json(watched);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     reader.join().unwrap();
@@ -196,4 +196,51 @@ fn a_flood_of_forged_keep_alives_is_counted_and_never_slows_the_stream() {
     assert_eq!(st["slips"], 0, "{st}");
     assert_eq!(seen.originals.len(), 3000);
     assert!(returned > 0 && returned <= forged, "{returned} of {forged} read: {s}");
+}
+
+/// The same forged NAKs towards a relay's output (backend → relay → the test as correlator):
+/// the relay forwards every frame and spends at most its repeat budget (it answers NAKs with
+/// the sender's retransmit buffer).
+#[test]
+fn forged_naks_towards_a_relay_cost_at_most_the_repeat_budget() {
+    let mut forged = 0;
+    let (r, seen) = run_under(
+        |port| {
+            let mut child = bin()
+                .args([
+                    "stream",
+                    "relay",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--seq-format-in",
+                    "native",
+                ])
+                .args(["--to", &format!("127.0.0.1:{port}"), "--seq-format", "native"])
+                .args(["--arq-latency", "300ms", "--idle-timeout", "1s", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let (relay_port, _log) = common::port_from_stderr(&mut child, "127.0.0.1").expect("the relay's port");
+            let relay = Proc(child);
+            (relay, Some(sender(&format!("127.0.0.1:{relay_port}"))))
+        },
+        |sock, seen| forged = forge_for(sock, seen, Duration::from_secs(2), widest_nak),
+    );
+    let out = r["output"][0]["frames_sent"].as_u64().unwrap();
+    let arq = &r["arq"];
+    let resent = arq["resent"].as_u64().unwrap();
+    eprintln!(
+        "forged {forged} NAKs at the relay: relayed {out} frames, resent {resent} (naks {}, over budget {}); \
+         receiver saw {} originals, {} repeats",
+        arq["naks"],
+        arq["over_budget"],
+        seen.originals.len(),
+        seen.repeats
+    );
+    assert!(forged > 200, "the attack ran: {forged} NAKs");
+    assert!(arq["naks"].as_u64().unwrap() > 100, "the relay read them: {arq}");
+    assert_eq!(out, 3000, "{r}");
+    assert_eq!(seen.originals.len(), 3000);
+    assert!(resent <= 3000 / 10 + 256, "{arq}");
 }

@@ -40,3 +40,12 @@ linkemu_start() {
             net.ipv4.tcp_wmem="4096 131072 67108864"
     done
 }
+
+# CPU time of process $1 and of its children it has reaped, in clock ticks (utime stime cutime
+# cstime, /proc/PID/stat fields 14-17): a recorder's own threads and its finished writer processes.
+cpu_ticks_all() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+    stat=${stat##*) }
+    awk '{print $12 + $13 + $14 + $15}' <<<"$stat"
+}

@@ -15,14 +15,13 @@
 #   bench/record_disks.sh   env: SECS=5 RUNS=2 DIR=/dev/shm RATE=4096M RATES="4096M 6144M 8192M 10240M"
 #                                DISKS="1 2 4" FORMAT=vbs BLOCK=128M SEND_OPTS="--burst 8"
 #                                DISK_DIR=/var/tmp DISK_MB=2048 OUT=bench/results/record_disks.json
-#                                JIVE5AB=(default /work/jive5ab-src/build/src/jive5ab, else jive5ab on PATH)
+#                                JIVE5AB=(default: what scripts/jive5ab-path finds)
 # DIR must be off the root file system for jive5ab (it records only on other mount points):
 # /dev/shm (tmpfs) is. The machine is shared and noisy: the load average is recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVLBI=${EVLBI:-target/release/evlbi}
-J5=${JIVE5AB:-/work/jive5ab-src/build/src/jive5ab}
-[[ -x $J5 ]] || J5=$(command -v jive5ab || true)
+J5=$(scripts/jive5ab-path || true)
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 mkdir -p bench/results
 exec python3 - "$EVLBI" "${J5:-}" <<'PY'

@@ -9,7 +9,7 @@
 # Prints the per-run rows, the medians and the ratio evlbi/jive5ab of CPU per received frame.
 #
 #   bench/recv_vs_jive5ab.sh    env: SECS=10 RUNS=3 DIR=/dev/shm RATE=4096M OUT=bench/results/recv_vs_jive5ab.json
-#                                    JIVE5AB=(path; default /work/jive5ab-src/build/src/jive5ab, else jive5ab on PATH)
+#                                    JIVE5AB=(path; default: what scripts/jive5ab-path finds)
 #                                    SEND_OPTS="" RECV_OPTS=""
 #                                    SINK=file (or memory: evlbi stream recv without --out against
 #                                    jive5ab net2mem, the receivers alone without a file write)
@@ -27,8 +27,7 @@ OUT=${OUT:-bench/results/recv_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 read -r -a SEND_ARGS <<<"${SEND_OPTS:-}"
 read -r -a RECV_ARGS <<<"${RECV_OPTS:-}"
-J5=${JIVE5AB:-/work/jive5ab-src/build/src/jive5ab}
-[[ -x $J5 ]] || J5=$(command -v jive5ab || true)
+J5=$(scripts/jive5ab-path || true)
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 WORK=$(mktemp -d /tmp/evlbi-recv-j5.XXXXXX)
 OUTDIR=$(mktemp -d "$DIR/evlbi-recv-j5.XXXXXX")

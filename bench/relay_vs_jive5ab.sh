@@ -20,7 +20,7 @@
 #                                    SWEEP_SECS=10 BURST=8 (backend frames per GSO call: a 2-core host
 #                                    cannot also spin a core per datagram for the backend)
 #                                    OUT=bench/results/relay_vs_jive5ab.json
-#                                    JIVE5AB=(default /work/jive5ab-src/build/src/jive5ab, else on PATH)
+#                                    JIVE5AB=(default: what scripts/jive5ab-path finds)
 # Without a jive5ab binary the evlbi cases still run and the peer is reported as skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +34,7 @@ SWEEP_SECS=${SWEEP_SECS:-10}
 BURST=${BURST:-8}
 OUT=${OUT:-bench/results/relay_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
-J5=${JIVE5AB:-/work/jive5ab-src/build/src/jive5ab}
-[[ -x $J5 ]] || J5=$(command -v jive5ab || true)
+J5=$(scripts/jive5ab-path || true)
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 WORK=$(mktemp -d /tmp/evlbi-relay-bench.XXXXXX)
 PIDS=()

@@ -6,7 +6,7 @@ Rules (normal dependencies; dev-dependencies are free):
   core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis scanfmt
          depend on core crates only, never on a crate that does IO for them (libc, socket2,
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
-  shell  netio ctlchan linkemu-tun metrics daemon scanio *-session
+  shell  netio ctlchan linkemu-tun metrics daemon recording safedir *-session
          depend on core and shell crates; a *-session crate never on another *-session.
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
@@ -25,7 +25,7 @@ import sys
 
 CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis",
         "scanfmt"}
-SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon", "scanio"}
+SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon", "recording", "safedir"}
 VIEW = {"report"}
 BIN = {"evlbi"}
 DEV = {"testkit"}

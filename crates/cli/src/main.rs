@@ -194,6 +194,10 @@ pub fn exit_output_closed() -> ! {
 }
 
 fn main() -> ExitCode {
+    // A recorder's file writer is this binary started again: it writes, then exits.
+    if let Some(code) = recording::write::run_if_child() {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     exit_quietly_when_output_closes();
     let cli = Cli::parse();
     let result = match cli.command {

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use recording::write::RecordingConfig;
+use recording::{Scan, ScanReader};
 use scanfmt::Layout;
-use scanio::{Scan, ScanReader};
-use stream_session::sink::RecordingConfig;
 
 use crate::units::parse_size;
 use crate::usage;
@@ -32,7 +32,7 @@ impl DisksArg {
         } else {
             self.disks.clone()
         };
-        scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+        recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
     }
 }
 
@@ -43,7 +43,7 @@ pub fn open_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
     };
     let d = disks.expand(layout)?;
     let scan = Scan::open(layout, name, &d).map_err(|e| match e {
-        scanio::ScanError::Name(_) => usage(e.to_string()),
+        recording::ScanError::Name(_) => usage(e.to_string()),
         e => anyhow::anyhow!(e),
     })?;
     for p in scan.problems() {
@@ -139,11 +139,11 @@ impl RecordArgs {
                 std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
             }
         }
-        let disks = scanio::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        let disks = recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
         Ok(Some(RecordingConfig {
             layout,
             disks,
-            scan,
+            names: recording::write::RecordingNames::Template(scan),
             block_bytes: self.block,
             direct: !self.page_cache,
         }))
@@ -181,7 +181,7 @@ impl transfer_session::ReadAt for ScanAt {
 /// the same name would land on each other).
 fn keep_layout_labels(disks: &[PathBuf]) -> Result<Vec<PathBuf>> {
     use std::path::Component;
-    let labels: Vec<PathBuf> = disks.iter().map(|d| scanio::disk_label(disks, d)).collect();
+    let labels: Vec<PathBuf> = disks.iter().map(|d| recording::disk_label(disks, d)).collect();
     for (d, label) in disks.iter().zip(&labels) {
         let plain = label.components().count() > 0 && label.components().all(|c| matches!(c, Component::Normal(_)));
         if !plain {

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use daemon::paths::StationPaths;
 use daemon::transfer::TransferEnv;
 use daemon::vsi::VsiLimits;
 use daemon::Daemon;
-use stream_session::sink::WriterPlacement;
+use recording::write::WriterPlacement;
 
 use crate::metrics_flag::MetricsArgs;
 use crate::units::parse_positive_duration;
@@ -45,10 +46,19 @@ pub struct ServeArgs {
     /// loopback peers are answered.
     #[arg(long, value_name = "IP")]
     vsi_allow: Vec<IpAddr>,
-    /// Recordings go below this directory: `record = on : SCAN` writes <DIR>/<first disk>/SCAN/
-    /// (set_disks names directories below it; symbolic links are not followed).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    root: PathBuf,
+    /// A directory the recorder may write and read below (repeat for several): `set_disks`,
+    /// `net2file` and `disk2file` paths are accepted inside these (and --disks) only, and
+    /// nothing below is reached through a symbolic link. The first also takes relative
+    /// `set_disks` entries and bare file names. Default: the current directory, when no
+    /// --disks is given either.
+    #[arg(long, value_name = "DIR")]
+    root: Vec<PathBuf>,
+    /// jive5ab-style disk patterns (repeat for several), e.g. '/mnt/disk*': the directories
+    /// matching them may be disks (none of them a link), and they are the disks a recording
+    /// goes to until the Field System's `set_disks`. Without it the first --root is the one
+    /// disk.
+    #[arg(long, value_name = "PATTERN")]
+    disks: Vec<String>,
     /// How often a running transfer publishes its counts (evlbi?, tstat?, --metrics).
     #[arg(long, value_parser = parse_positive_duration, default_value = "500ms")]
     interval: Duration,
@@ -74,20 +84,26 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    if !a.root.is_dir() {
-        return Err(usage(format!("--root {}: not a directory", a.root.display())));
-    }
-    let root = a.root.canonicalize().context("resolving --root")?;
+    let roots = if a.root.is_empty() && a.disks.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        a.root.clone()
+    };
+    let paths = StationPaths::new(&roots, &a.disks).map_err(|e| usage(e.to_string()))?;
     let writer = if a.writer_in_thread {
         WriterPlacement::Thread
     } else {
-        WriterPlacement::ChildProcess {
-            program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
-            args: vec!["stream".into(), "write-files".into()],
-        }
+        WriterPlacement::this_executable()?
     };
+    let root = paths
+        .first_root()
+        .map(PathBuf::from)
+        .or_else(|| paths.default_disks().into_iter().next())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let allowed = paths.allowed();
+    let disks = paths.default_disks();
     let env = TransferEnv {
-        root: root.clone(),
+        paths,
         writer,
         interval: a.interval.max(Duration::from_millis(50)),
     };
@@ -104,8 +120,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         )
     };
     status!(
-        "evlbi serve: VSI-S on {local} (TCP; {who}), recordings below {}",
-        root.display()
+        "evlbi serve: VSI-S on {local} (TCP; {who}); may write below {allowed}; disks {}",
+        disks
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let stop = crate::stream_cmd::stop_flag()?;
     let services = start_services(&a, &root, &metrics, &stop)?;

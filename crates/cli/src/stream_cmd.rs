@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use recording::write::WriterPlacement;
 use stream::{ReceiverConfig, SeqFormat, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender_observed, Input, SendConfig};
-use stream_session::sink::{run_writer_process, WriterPlacement};
 
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
 use crate::units::{
@@ -55,19 +55,6 @@ pub enum StreamCommand {
     /// (--tee), every input sender counted.
     #[command(after_help = crate::stream_relay_cmd::EXAMPLES)]
     Relay(Box<crate::stream_relay_cmd::RelayArgs>),
-    /// Internal: the file writer process `stream recv --out` starts (records on stdin, report
-    /// on stdout).
-    #[command(hide = true)]
-    WriteFiles {
-        /// Descriptor of the shared memory the frames come in.
-        #[arg(long, default_value_t = stream_session::sink::RING_FD)]
-        ring_fd: i32,
-        /// Write with O_DIRECT.
-        #[arg(long)]
-        direct: bool,
-        /// Output directory.
-        dir: PathBuf,
-    },
 }
 
 /// How recordings are split into files.
@@ -272,13 +259,7 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
         StreamCommand::Send(a) => send(*a),
         StreamCommand::Recv(a) => recv(*a),
         StreamCommand::Relay(a) => crate::stream_relay_cmd::relay(*a),
-        StreamCommand::WriteFiles { ring_fd, direct, dir } => write_files(&dir, ring_fd, direct),
     }
-}
-
-/// The file writer process of `stream recv`.
-fn write_files(dir: &std::path::Path, ring_fd: i32, direct: bool) -> Result<()> {
-    run_writer_process(dir, ring_fd, direct).with_context(|| format!("writing VDIF files in {}", dir.display()))
 }
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
@@ -488,7 +469,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         (_, Some(r)) => format!(
             "{} scan {} over {} disk(s): {}",
             r.layout,
-            r.scan,
+            r.names.as_str(),
             r.disks.len(),
             r.disks_joined(" ")
         ),
@@ -568,6 +549,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     Ok(RecvConfig {
         listen,
         out_dir: a.out.clone(),
+        out_file: None,
         recording,
         chunk: a.chunk,
         rcvbuf: a.rcvbuf as usize,
@@ -589,10 +571,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         writer: if a.writer_in_thread {
             WriterPlacement::Thread
         } else {
-            WriterPlacement::ChildProcess {
-                program: std::env::current_exe().context("finding the evlbi executable for the file writer")?,
-                args: vec!["stream".into(), "write-files".into()],
-            }
+            WriterPlacement::this_executable()?
         },
         write_buffer: a.write_buffer,
         direct_io: a.direct,

@@ -5,13 +5,13 @@ use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
+use recording::write::WriterPlacement;
 use stream::relay::RelayConfig;
 use stream::SourceFilter;
 use stream_session::relay::{BoundRelay, RelayLiveLine, RelayRunConfig};
 use stream_session::report::RelayReport;
-use stream_session::sink::WriterPlacement;
 
 use crate::flags::JsonOutput;
 use crate::stream_cmd::{parse_catch_up, stop_flag, Format, Split};
@@ -170,11 +170,8 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         tee_recording,
         chunk: a.chunk,
         split_threads: a.split == Split::Thread,
-        writer: WriterPlacement::ChildProcess {
-            program: std::env::current_exe().context("finding the evlbi executable for the tee's file writer")?,
-            args: vec!["stream".into(), "write-files".into()],
-        },
-        write_buffer: stream_session::sink::DEFAULT_WRITE_BUFFER,
+        writer: WriterPlacement::this_executable()?,
+        write_buffer: recording::write::DEFAULT_WRITE_BUFFER,
         duration: a.duration,
         idle_timeout: a.idle_timeout,
         interval: a.interval.max(Duration::from_millis(50)),
@@ -182,7 +179,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
 }
 
 /// The tee: VDIF files in a directory, or a vbs/Mark6 scan (`--format`, or `--tee vbs:GLOB`).
-fn tee_config(a: &RelayArgs) -> Result<(Option<PathBuf>, Option<stream_session::sink::RecordingConfig>)> {
+fn tee_config(a: &RelayArgs) -> Result<(Option<PathBuf>, Option<recording::write::RecordingConfig>)> {
     let mut record = a.record.clone();
     let mut tee = a.tee.clone();
     if let Some((layout, glob)) = a
@@ -221,7 +218,7 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         (None, Some(r)) => format!(
             ", recording {} scan {} over {} disk(s)",
             r.layout,
-            r.scan,
+            r.names.as_str(),
             r.disks.len()
         ),
         (None, None) => String::new(),

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, ValueEnum};
+use recording::ScanReader;
 use scanfmt::results::{GatherReport, ScanInfo, ScanList};
 use scanfmt::Layout;
-use scanio::ScanReader;
 
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
@@ -165,7 +165,7 @@ pub fn scans(a: ScansArgs) -> Result<()> {
         } else {
             &layouts
         };
-        let l = scanio::list_scans(search, &disks);
+        let l = recording::list_scans(search, &disks);
         list.disks.extend(l.disks);
         list.scans.extend(l.scans);
     }

@@ -450,3 +450,52 @@ fn recording_flags_are_checked() {
     assert_eq!(nf.status.code(), Some(1), "{}", String::from_utf8_lossy(&nf.stderr));
     assert!(String::from_utf8_lossy(&nf.stderr).contains("not found"));
 }
+
+/// Issue 28 (1): a directory symlink planted at a vbs scan's directory name on two of four
+/// disks (`DISK/rt_no0001_dsEf -> /elsewhere`) and a file symlink at a Mark6 scan's name.
+/// Before, `stream recv --format vbs` wrote all 9 of its chunks on those disks into the link's
+/// target and said nothing (exit 0). Now a name held by anything on any disk — a link too — is
+/// taken: the recording gets the next free name (`rt_no0001_dsEfa`, as jive5ab names a repeated
+/// scan), nothing reaches the target, and no frame is lost. (A link planted after that look
+/// fails the disk instead: the writer's own guard, tested in recording's scan_files.)
+#[test]
+fn a_link_planted_at_a_scan_name_receives_nothing() {
+    for layout in ["vbs", "mk6"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = generate(dir.path());
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        let disks = four(&dir.path().join(layout));
+        for (i, d) in disks.iter().enumerate() {
+            std::fs::create_dir_all(d).unwrap();
+            if i % 2 == 0 {
+                let target = if layout == "vbs" {
+                    outside.clone()
+                } else {
+                    outside.join(format!("victim{i}"))
+                };
+                std::os::unix::fs::symlink(&target, d.join("rt_no0001_dsEf")).unwrap();
+            }
+        }
+        let (r, _, log, code) = record(&dir.path().join(layout), &file, layout, &[]);
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "{layout}: a planted link received data"
+        );
+        assert_eq!(code, 0, "{layout}: {log}");
+        let rec = &r["recording"];
+        assert_eq!(rec["scans"][0]["scan"], "rt_no0001_dsEfa", "{layout}: {rec}");
+        assert_eq!(rec["scans"][0]["frames"], FRAMES, "{layout}: {rec}");
+        assert_eq!(rec["disks_dropped"], 0, "{layout}: {rec}");
+        for (i, d) in disks.iter().enumerate() {
+            let linked = d.join("rt_no0001_dsEf").is_symlink();
+            assert_eq!(
+                linked,
+                i % 2 == 0,
+                "{layout}: the links are left alone, no other name made"
+            );
+            assert!(d.join("rt_no0001_dsEfa").exists(), "{layout}: disk {i} has the scan");
+        }
+    }
+}

@@ -1,85 +1,21 @@
 //! Cross-check with an independent implementation: jive5ab reads the vbs and Mark6 scans evlbi
 //! records (`scan_set=` + `disk2file=`), and evlbi reads the ones jive5ab records from evlbi's
-//! udps stream (`record=on`), byte for byte. Needs the jive5ab binary (JIVE5AB, or the build
-//! in /work/jive5ab-src) and /dev/shm (jive5ab records only on mount points off the root file
-//! system); skipped with a message otherwise.
+//! udps stream (`record=on`), byte for byte. Needs the jive5ab binary (the one
+//! `scripts/jive5ab-path` finds: $JIVE5AB, or the build `scripts/setup.sh` caches) and /dev/shm
+//! (jive5ab records only on mount points off the root file system); skipped with a message
+//! otherwise, which `scripts/test.sh` repeats in its summary.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{bin, free_tcp_port, free_udp_port, Proc};
+use common::{bin, free_udp_port, Jive5ab};
 
 const FRAME: usize = 8032;
 
 fn jive5ab() -> Option<PathBuf> {
-    let p = std::env::var_os("JIVE5AB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/jive5ab-src/build/src/jive5ab"));
-    (p.is_file() && Path::new("/dev/shm").is_dir()).then_some(p)
-}
-
-/// A jive5ab on a free control port, stopped on drop.
-struct Jive5ab {
-    _proc: Proc,
-    port: u16,
-}
-
-impl Jive5ab {
-    fn start(bin: &Path) -> Jive5ab {
-        let port = free_tcp_port();
-        let child = std::process::Command::new(bin)
-            .args(["-m", "0", "-*", "-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        Jive5ab {
-            _proc: Proc(child),
-            port,
-        }
-    }
-
-    /// Send VSI-S commands, one reply line each.
-    fn vsi(&self, cmds: &[&str]) -> Vec<String> {
-        let t0 = Instant::now();
-        let s = loop {
-            match TcpStream::connect(("127.0.0.1", self.port)) {
-                Ok(s) => break s,
-                Err(e) => {
-                    assert!(t0.elapsed() < Duration::from_secs(10), "jive5ab: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        };
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut w = s.try_clone().unwrap();
-        let mut r = BufReader::new(s);
-        cmds.iter()
-            .map(|c| {
-                writeln!(w, "{c}").unwrap();
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                line.trim().to_string()
-            })
-            .collect()
-    }
-
-    /// Wait (bounded) until `query` no longer answers "active" (or "on", for record?).
-    fn until_inactive(&self, query: &str) {
-        let t0 = Instant::now();
-        while self
-            .vsi(&[query])
-            .first()
-            .is_some_and(|r| r.contains(": active") || r.contains(": on "))
-        {
-            assert!(t0.elapsed() < Duration::from_secs(30), "{query} still active");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    common::jive5ab_path().filter(|_| Path::new("/dev/shm").is_dir())
 }
 
 fn generate(dir: &Path) -> PathBuf {
@@ -122,7 +58,7 @@ fn colon(d: &[PathBuf]) -> String {
 #[test]
 fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
     let Some(j5) = jive5ab() else {
-        eprintln!("skipped: no jive5ab binary (set JIVE5AB) or no /dev/shm");
+        eprintln!("SKIPPED: no jive5ab binary (run scripts/setup.sh, or set JIVE5AB) or no /dev/shm");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

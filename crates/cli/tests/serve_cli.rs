@@ -177,8 +177,12 @@ fn settled(v: &mut Vsi) -> (u64, u64) {
 
 /// Valid and invalid (filled) frames of a VDIF file of 8032-byte frames.
 fn frames_in(file: &Path) -> (u64, u64) {
-    let data = std::fs::read(file).unwrap();
-    assert_eq!(data.len() % 8032, 0, "{} is not whole frames", file.display());
+    frames_of(&std::fs::read(file).unwrap())
+}
+
+/// Valid and invalid (filled) frames of VDIF data of 8032-byte frames.
+fn frames_of(data: &[u8]) -> (u64, u64) {
+    assert_eq!(data.len() % 8032, 0, "not whole frames");
     let invalid = data
         .chunks(8032)
         .filter(|f| u32::from_le_bytes(f[..4].try_into().unwrap()) & (1 << 31) != 0)
@@ -186,14 +190,18 @@ fn frames_in(file: &Path) -> (u64, u64) {
     ((data.len() / 8032) as u64 - invalid, invalid)
 }
 
-/// The one recording of the scan.
-fn recording(root: &Path, scan: &str) -> std::path::PathBuf {
-    let files: Vec<_> = std::fs::read_dir(root.join(scan))
+/// The FlexBuff recording of a scan labelled `scan` on the one disk `root`: its chunks
+/// (`root/scan/scan.%08u`) in order, as one stream.
+fn recording(root: &Path, scan: &str) -> Vec<u8> {
+    let mut files: Vec<_> = std::fs::read_dir(root.join(scan))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    files[0].clone()
+    files.sort();
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(f.file_name().unwrap().to_str().unwrap(), format!("{scan}.{i:08}"));
+    }
+    files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect()
 }
 
 /// The Field System's session for one e-VLBI scan, and the checks that the recording and the
@@ -257,7 +265,7 @@ fn the_field_system_records_a_scan() {
     assert_eq!(total_after, frames_sent - injected, "evlbi? total");
     assert_eq!(total, total_after);
     // The recording: the frames received, and the lost ones filled invalid at their place.
-    let (valid, filled) = frames_in(&recording(root.path(), "r41066_ef_no0001"));
+    let (valid, filled) = frames_of(&recording(root.path(), "r41066_ef_no0001"));
     assert_eq!(valid, total_after);
     assert_eq!(filled, loss_after, "evlbi? loss is the recording's filled frames");
     assert!(loss <= loss_after);
@@ -425,7 +433,7 @@ fn bad_input_and_idle_connections_cost_the_scan_nothing() {
     let (total, loss) = settled(&mut fs);
     fs.ok("record = off ;");
     drop(idle);
-    let (valid, filled) = frames_in(&recording(root.path(), "flood"));
+    let (valid, filled) = frames_of(&recording(root.path(), "flood"));
     let (_, m) = http_get(serve.metrics, "/metrics");
     let drops = m
         .lines()
@@ -578,7 +586,8 @@ fn the_field_system_records_vbs_and_mark6_scans_over_the_disks() {
         assert_eq!((total, loss), (frames_sent, 0), "{layout}");
         fs.ok("record = off ;");
         let glob = format!("{}/d*", root.path().display());
-        let url = format!("{layout}://{scan}_dsEf");
+        // Named by the Field System's label, as a FlexBuff names it.
+        let url = format!("{layout}://{scan}");
         let out = root.path().join(format!("{layout}.vdif"));
         let g = bin()
             .args(["vdif", "gather", "--json", "--disks", &glob, &url, "-o"])

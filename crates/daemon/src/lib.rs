@@ -1,35 +1,49 @@
-//! `evlbi serve`: a recorder the NASA Field System drives over VSI-S, as it drives jive5ab.
+//! `evlbi serve`: a recorder the NASA Field System drives over VSI-S, as it drives jive5ab on a
+//! FlexBuff.
 //!
-//! [`Daemon::execute`] answers one statement: settings (`mode`, `net_protocol`, `net_port`,
-//! `mtu`, `ipd`, `threads`, `record_format`, `set_disks`) are kept in [`settings::Settings`];
-//! `record = on : SCAN`, `net2file = open : NAME`, `net2net = connect/on/off` (a relay) and
-//! `fill2net = connect/on/off` (a test stream of the mode) start and stop one transfer at a time
-//! on the stream sessions ([`transfer`]); `evlbi?`, `tstat?`,
-//! `status?`, `record?` read the counts the running transfer publishes each interval (the same
-//! ones `--metrics` exports). Settings cannot change while a transfer runs (return code 6,
-//! `not whilst record is in progress`), queries always work. [`vsi::serve`] is the control port.
+//! [`Daemon::execute`] answers one statement. Settings (`mode`, `net_protocol`, `net_port`,
+//! `mtu`, `ipd`, `threads`, `record_format`, `datastream`, `record = nthread`) are kept in
+//! [`settings::Settings`]; `set_disks` takes directories the operator allowed ([`paths`]).
+//! `record = on : LABEL`, `net2file = open : PATH`, `net2net` (a relay), `fill2net` (a test
+//! stream of the mode) and `disk2file` run one at a time ([`transfer`], [`disk2file`]);
+//! `scan_set`, `scan_check?`, `data_check?`, `disk2file` read back what was recorded
+//! ([`scans`]); `evlbi?`, `tstat?`, `status?`, `record?`, `error?`, `rtime?`, `dts_id?`,
+//! `os_rev?` report. Settings cannot change while a transfer runs (return code 6, `not whilst
+//! record is in progress`), queries always work. [`vsi::serve`] is the control port.
 //!
-//! Recording formats: `record_format` (or jive5ab's `record = mk6 : 0|1`) chooses vdif, vbs or
-//! mk6. vdif records continuous files per station (lost frames filled) into
-//! `<root>/<first disk>/<scan>/`; vbs and Mark6 spread the scan over every disk of `set_disks`
-//! (one writer each, a failing disk dropped), each station's recording named `<scan>_ds<station>`
-//! as jive5ab names its data streams (stream-session's multi-disk recorder).
+//! Recordings are a FlexBuff's unless `record_format` (or jive5ab's `record = mk6 : 1`) says
+//! otherwise: FlexBuff vbs over every set disk, named by the Field System's label exactly —
+//! `<label>_ds<stream>` per data stream when the FS defined them (the thread procedure's
+//! `ds{thread}` gives `<label>_dsds0`, `<label>_dsds1`, as jive5ab) —, a letter appended when a
+//! disk holds the name already (said in the reply, `!record = 0 : <label>a ;`). Mark6 spreads
+//! the scan the same way; `record_format = vdif` writes continuous VDIF files per station in
+//! `<first disk>/<label>/`.
 
 #![warn(missing_docs)]
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use metrics::status::ServeStatus;
 use metrics::{Hub, Publisher, Status};
-use vsis::command::{Fill2Net, Net2File, Net2Net, Record, RecordFormat, Request, Setting};
+use vsis::command::{Fill2Net, Net2Net, Request, Setting};
 use vsis::evlbi::{EvlbiStats, UnixTime};
 use vsis::{ReplyRepr, ReturnCode, StatementRepr};
 
+pub mod disk2file;
+pub mod errors;
+pub mod paths;
+mod recorder;
+pub mod scans;
 pub mod settings;
+mod station;
 pub mod transfer;
 pub mod vsi;
 
+use disk2file::Disk2FileJob;
+use errors::ErrorQueue;
+use scans::ScanSession;
 use settings::Settings;
 use transfer::{Fill, Kind, Recording, Relay, TransferEnv};
 
@@ -39,6 +53,7 @@ enum Running {
     Recording(Recording),
     Relay(Relay),
     Fill(Fill),
+    Disk2File(Disk2FileJob),
 }
 
 impl Running {
@@ -48,6 +63,7 @@ impl Running {
             Running::Recording(r) => Some(r.kind),
             Running::Relay(_) => Some(Kind::Net2Net),
             Running::Fill(_) => Some(Kind::Fill2Net),
+            Running::Disk2File(_) => Some(Kind::Disk2File),
         }
     }
 }
@@ -55,15 +71,17 @@ impl Running {
 /// The daemon's state behind its lock.
 struct State {
     settings: Settings,
+    /// `set_disks`: the directories recordings go to, checked against the allowed ones.
+    disks: Vec<PathBuf>,
     running: Running,
     /// The transfer whose counts `evlbi?` shows when none runs (jive5ab keeps them).
     last: Option<Kind>,
-    /// Scans recorded (`record?`'s scan number).
-    scans: u64,
+    /// This session's recordings and the scan pointer of `scan_set`.
+    session: ScanSession,
     /// `tstat?`'s previous look: transfer, seconds into it, bytes in, bytes out.
     tstat: Option<(Kind, f64, u64, u64)>,
-    /// The last transfer that failed by itself, until `status?` reports it.
-    error: Option<String>,
+    /// Background errors until `error?` takes them.
+    errors: ErrorQueue,
     counts: ServeStatus,
 }
 
@@ -91,9 +109,10 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// A daemon recording below `env.root`, publishing to `hub` (sources `record`, `net2net`,
-    /// `fill2net`, `serve`).
+    /// A daemon recording where `env.paths` allows, on its default disks until `set_disks`,
+    /// publishing to `hub` (sources `record`, `net2net`, `fill2net`, `serve`).
     pub fn new(env: TransferEnv, version: &str, hub: Arc<Hub>) -> Result<Daemon, metrics::HubError> {
+        let disks = env.paths.default_disks();
         let d = Daemon {
             record_pub: hub.source("record")?,
             relay_pub: hub.source("net2net")?,
@@ -104,11 +123,12 @@ impl Daemon {
             version: version.to_string(),
             state: Mutex::new(State {
                 settings: Settings::default(),
+                disks,
                 running: Running::None,
                 last: None,
-                scans: 0,
+                session: ScanSession::default(),
                 tstat: None,
-                error: None,
+                errors: ErrorQueue::default(),
                 counts: ServeStatus {
                     transfer: "no_transfer".into(),
                     ..ServeStatus::default()
@@ -163,27 +183,32 @@ impl Daemon {
             Running::Recording(r) => Some(r.name.clone()),
             Running::Relay(r) => Some(r.to().to_string()),
             Running::Fill(f) => Some(f.to().to_string()),
+            Running::Disk2File(j) => Some(j.dest.clone()),
         };
-        c.scans = st.scans;
+        c.scans = st.session.recorded.len() as u64;
         self.serve_pub.publish(Status::Serve(c));
     }
 
-    /// A transfer that ended by itself (an error) is collected; its error kept for `status?`.
+    /// A transfer that ended by itself is collected: a failure goes to the error queue (bit
+    /// 0x2 of `status?`, `error?`); a finished `disk2file` just ends.
     fn reap(&self, st: &mut State) {
         let ended = match &st.running {
             Running::None => false,
             Running::Recording(r) => r.has_ended(),
             Running::Relay(r) => r.has_ended(),
             Running::Fill(f) => f.has_ended(),
+            Running::Disk2File(j) => j.has_ended(),
         };
         if !ended {
             return;
         }
         let kind = st.running.kind().map_or("transfer", Kind::name);
-        st.error = Some(match self.stop_running(st) {
-            Ok(()) => format!("{kind} ended by itself"),
-            Err(e) => format!("{kind} failed: {e}"),
-        });
+        let quiet = matches!(st.running, Running::Disk2File(_));
+        match self.stop_running(st) {
+            Ok(()) if quiet => {}
+            Ok(()) => st.errors.push(-1, format!("{kind} ended by itself"), unix_seconds()),
+            Err(e) => st.errors.push(-1, format!("{kind} failed: {e}"), unix_seconds()),
+        }
     }
 
     /// Refuse a setting while a transfer runs.
@@ -203,10 +228,14 @@ impl Daemon {
             Running::Recording(r) => r.stop().map(|_| ()),
             Running::Relay(r) => r.stop().map(|_| ()),
             Running::Fill(f) => f.stop(),
+            Running::Disk2File(j) => {
+                st.session.last_dest = Some(j.dest.clone());
+                j.finish().map(|_| ())
+            }
         }
     }
 
-    /// One arm per keyword: settings here, transfers in their own methods.
+    // Long: one arm per keyword, each a line or two; the work is in the methods they call.
     fn handle(&self, st: &mut State, r: Request) -> Answer {
         macro_rules! set {
             ($setting:expr, $query:expr, |$v:ident| $apply:expr) => {
@@ -247,11 +276,7 @@ impl Daemon {
                 set!(f, vec![s.record_format.name().into()], |v| st.settings.record_format =
                     v)
             }
-            Request::SetDisks(d) => {
-                let mut q = vec![s.disks.len().to_string()];
-                q.extend(s.disks.iter().cloned());
-                set!(d, q, |v| st.settings.disks = v)
-            }
+            Request::SetDisks(d) => self.set_disks(st, d),
             Request::Record(r) => self.record(st, r),
             Request::Net2File(n) => self.net2file(st, n),
             Request::Net2Net(n) => self.net2net(st, n),
@@ -263,67 +288,16 @@ impl Daemon {
                 ok(text.split(" : ").map(str::to_string).collect())
             }
             Request::Tstat(query) => self.tstat(st, query),
-        }
-    }
-
-    fn record(&self, st: &mut State, r: Record) -> Answer {
-        match r {
-            Record::Query => match &st.running {
-                Running::Recording(rec) if rec.kind == Kind::Record => {
-                    let bytes = self.bytes(Kind::Record).1;
-                    ok(vec![
-                        "on".into(),
-                        st.scans.to_string(),
-                        rec.name.clone(),
-                        bytes.to_string(),
-                    ])
-                }
-                _ => ok(vec!["off".into()]),
-            },
-            Record::QueryMk6 => ok(vec![
-                u8::from(st.settings.record_format == RecordFormat::Mk6).to_string()
-            ]),
-            Record::Mk6(mk6) => match Self::idle(st) {
-                Err(a) => a,
-                Ok(()) => {
-                    st.settings.record_format = if mk6 { RecordFormat::Mk6 } else { RecordFormat::Vbs };
-                    ok(vec![])
-                }
-            },
-            Record::On { scan } => self.start_recording(st, Kind::Record, &scan),
-            Record::Off => self.stop(st, Kind::Record),
-        }
-    }
-
-    fn net2file(&self, st: &mut State, n: Net2File) -> Answer {
-        match n {
-            Net2File::Query => match &st.running {
-                Running::Recording(r) if r.kind == Kind::Net2File => {
-                    ok(vec!["active".into(), self.bytes(Kind::Net2File).1.to_string()])
-                }
-                _ => ok(vec!["inactive".into(), "0".into()]),
-            },
-            Net2File::Open { name } => self.start_recording(st, Kind::Net2File, &name),
-            Net2File::Close => self.stop(st, Kind::Net2File),
-        }
-    }
-
-    fn start_recording(&self, st: &mut State, kind: Kind, name: &str) -> Answer {
-        if let Err(a) = Self::idle(st) {
-            return a;
-        }
-        match transfer::start_recording(kind, name, &st.settings, &self.env, self.record_pub.clone()) {
-            Ok(rec) => {
-                if kind == Kind::Record {
-                    st.scans += 1;
-                }
-                st.running = Running::Recording(rec);
-                st.last = Some(kind);
-                st.tstat = None;
-                st.error = None;
-                ok(vec![])
-            }
-            Err((code, why)) => refuse(code, why),
+            Request::DtsId => ok(self.dts_id(st)),
+            Request::OsRev => station::os_rev(),
+            Request::Error => ok(errors::error_fields(st.errors.pop().as_ref())),
+            Request::Rtime => self.rtime(st),
+            Request::DataStream(d) => self.datastream(st, d),
+            Request::ScanSet(s) => self.scan_set(st, s),
+            Request::ScanCheck(a) => self.scan_check(st, a),
+            Request::DataCheck => self.data_check(st),
+            Request::Disk2File(d) => self.disk2file(st, d),
+            Request::Reset(what) => self.reset(st, &what),
         }
     }
 
@@ -427,6 +401,7 @@ impl Daemon {
             Kind::Net2Net => "net2net",
             Kind::Fill2Net => "fill2net",
             Kind::Record | Kind::Net2File => "record",
+            Kind::Disk2File => return None,
         };
         let snap = self.hub.snapshot();
         let (_, status) = snap.iter().find(|(n, _)| n == name)?;
@@ -474,7 +449,7 @@ impl Daemon {
         let (_, t, bytes_in, bytes_out) = self.counts(kind).unwrap_or_default();
         let out_name = match kind {
             Kind::Net2Net | Kind::Fill2Net => "NetWriter",
-            Kind::Record | Kind::Net2File => "FileWriter",
+            Kind::Record | Kind::Net2File | Kind::Disk2File => "FileWriter",
         };
         if !query {
             let now = unix_now();
@@ -515,24 +490,25 @@ impl Daemon {
     }
 
     /// `status?`: jive5ab's status word (bit 0 ready, 1 error pending, 3–4 a transfer in
-    /// progress, 6 recording, 16 relaying) and the pending error, which it then clears.
+    /// progress, 6 recording, 8 playback, 12 disk2file, 16 relaying) and, while errors are
+    /// queued, the oldest (left for `error?` to take, as jive5ab does).
     fn status_word(&self, st: &mut State) -> Vec<String> {
         let mut w: u32 = 1;
-        if st.error.is_some() {
+        if !st.errors.is_empty() {
             w |= 1 << 1;
         }
-        match st.running.kind() {
-            None => {}
-            Some(k) => {
-                w |= 0x3 << 3;
-                w |= match k {
-                    Kind::Record | Kind::Net2File => 1 << 6,
-                    Kind::Net2Net | Kind::Fill2Net => 1 << 16,
-                };
-            }
+        if let Some(k) = st.running.kind() {
+            w |= 0x3 << 3;
+            w |= match k {
+                Kind::Record | Kind::Net2File => 1 << 6,
+                Kind::Net2Net | Kind::Fill2Net => 1 << 16,
+                Kind::Disk2File => (1 << 8) | (1 << 12),
+            };
         }
         let mut f = vec![format!("0x{w:08x}")];
-        f.extend(st.error.take());
+        if let Some(e) = st.errors.peek() {
+            f.extend([e.number.to_string(), e.message.clone(), errors::vex_timestamp(e.first)]);
+        }
         f
     }
 }
@@ -544,6 +520,14 @@ fn sci_bps(v: f64) -> String {
         .find(|(s, _)| v >= *s)
         .map_or((v, ""), |(s, p)| (v / s, *p));
     format!("{}{prefix}bps", vsis::evlbi::cpp_double(scaled))
+}
+
+/// Seconds since 1970, now.
+fn unix_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
 }
 
 fn unix_now() -> UnixTime {
@@ -562,8 +546,8 @@ mod tests {
     fn daemon() -> (Daemon, tempfile::TempDir) {
         let root = tempfile::tempdir().unwrap();
         let env = TransferEnv {
-            root: root.path().to_path_buf(),
-            writer: stream_session::sink::WriterPlacement::Thread,
+            paths: paths::StationPaths::new(&[root.path().to_path_buf()], &[]).unwrap(),
+            writer: recording::write::WriterPlacement::Thread,
             interval: std::time::Duration::from_millis(100),
         };
         (Daemon::new(env, "0.1.0", Hub::new("serve", "0.1.0")).unwrap(), root)
@@ -617,10 +601,42 @@ mod tests {
             say(&d, "record = mk6 : 1 ; record? mk6 ;"),
             "!record = 0 ;!record? 0 : 1 ;"
         );
-        assert!(say(&d, "record = on : s.1 ;").starts_with("!record = 6 : scan name \"s.1\""));
+        assert!(say(&d, "record = on : s.1 ;").starts_with("!record = 8 : scan name \"s.1\""));
         assert_eq!(
             say(&d, "record_format = vdif ; record_format? ;"),
             "!record_format = 0 ;!record_format? 0 : vdif ;"
+        );
+        // What the Field System asks at the start of an experiment and sets in a setup.
+        assert!(say(&d, "dts_id?;").starts_with("!dts_id? 0 : - : evlbi 0.1.0 : 1 : "));
+        assert!(say(&d, "os_rev?;").starts_with("!os_rev? 0 : Linux version"));
+        assert_eq!(say(&d, "error?;"), "!error? 0 :  :  :  :  :  ;");
+        assert_eq!(
+            say(&d, "record = nthread : : 2 ; record? nthread ;"),
+            "!record = 0 ;!record? 0 : 1 : 2 ;"
+        );
+        assert_eq!(
+            say(
+                &d,
+                "datastream=clear;datastream=add:ds{thread}:*;datastream=reset;datastream?;"
+            ),
+            "!datastream = 0 ;!datastream = 0 ;!datastream = 0 ;!datastream? 0 : 1 : ds{thread} ;"
+        );
+        assert_eq!(
+            say(&d, "datastream = add : ds{thread} : * ;"),
+            "!datastream = 4 : The data stream 'ds{thread}' already has a definition ;"
+        );
+        assert_eq!(say(&d, "scan_set? ;"), "!scan_set? 0 : -1 :  : 0 : 0 ;");
+        assert_eq!(say(&d, "scan_check? ;"), "!scan_check? 8 : no scan name given ;");
+        assert_eq!(
+            say(&d, "scan_set = : -1000000 ;"),
+            "!scan_set = 6 : there are no scans recorded in this session ;"
+        );
+        assert_eq!(say(&d, "disk2file? ;"), "!disk2file? 0 : inactive ;");
+        assert_eq!(say(&d, "reset = abort ;"), "!reset = 6 : nothing running to abort ;");
+        assert!(
+            say(&d, "rtime? ;").starts_with("!rtime? 0 : "),
+            "{}",
+            say(&d, "rtime? ;")
         );
     }
 

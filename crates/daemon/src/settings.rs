@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use scanfmt::datastream::DataStreams;
 use stream::SeqFormat;
 use vsis::command::{NetProtocolSet, PortSpec, Protocol, RecordFormat};
 use vsis::mode::Mode;
@@ -32,10 +33,13 @@ pub struct Settings {
     pub mtu: u32,
     /// `ipd`, ns: `net2net`'s packet spacing (0 or -1: at the data rate).
     pub ipd_ns: i64,
-    /// `record_format`.
+    /// `record_format` (FlexBuff vbs unless the Field System or the operator says otherwise).
     pub record_format: RecordFormat,
-    /// `set_disks`: directories below the root (`.` is the root itself).
-    pub disks: Vec<String>,
+    /// `datastream`: how a recording's frames split into recordings.
+    pub datastreams: DataStreams,
+    /// `record = nthread`: jive5ab's parallel readers and writers (kept and reported; evlbi
+    /// writes with one writer per disk).
+    pub nthread: (u32, u32),
 }
 
 impl Default for Settings {
@@ -53,8 +57,9 @@ impl Default for Settings {
             }],
             mtu: 1500,
             ipd_ns: 0,
-            record_format: RecordFormat::Vdif,
-            disks: vec![".".into()],
+            record_format: RecordFormat::Vbs,
+            datastreams: DataStreams::default(),
+            nthread: (1, 1),
         }
     }
 }

@@ -4,20 +4,21 @@
 //! to the hub once per interval.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use metrics::{Publisher, Status};
+use recording::write::{FileMode, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
+use scanfmt::datastream::LabelNames;
 use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::relay::{BoundRelay, RelayRunConfig};
-use stream_session::sink::{RecordingConfig, WriterPlacement, DEFAULT_WRITE_BUFFER};
-use vsis::command::{Protocol, RecordFormat};
+use vsis::command::Protocol;
 use vsis::evlbi::EvlbiStats;
 
 use crate::settings::{seq_format, Settings};
@@ -25,8 +26,8 @@ use crate::settings::{seq_format, Settings};
 /// What the daemon was started with that every transfer uses.
 #[derive(Debug, Clone)]
 pub struct TransferEnv {
-    /// Recordings go below this directory.
-    pub root: PathBuf,
+    /// Where recordings, `net2file` and `disk2file` may go.
+    pub paths: crate::paths::StationPaths,
     /// Where file writes run.
     pub writer: WriterPlacement,
     /// How often a transfer publishes its counts.
@@ -44,6 +45,8 @@ pub enum Kind {
     Net2Net,
     /// `fill2net`.
     Fill2Net,
+    /// `disk2file`.
+    Disk2File,
 }
 
 impl Kind {
@@ -54,6 +57,7 @@ impl Kind {
             Kind::Net2File => "net2file",
             Kind::Net2Net => "net2net",
             Kind::Fill2Net => "fill2net",
+            Kind::Disk2File => "disk2file",
         }
     }
 }
@@ -99,10 +103,22 @@ fn failed(msg: impl Into<String>) -> StartError {
     (vsis::ReturnCode::Failed, msg.into())
 }
 
-/// Start receiving into a new directory `name` on the first disk.
+/// Where a recording goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A vbs or Mark6 scan over the set disks (`record = on`).
+    Scan(RecordingConfig),
+    /// VDIF files per station in a new directory (`record = on` with `record_format = vdif`).
+    Files(PathBuf),
+    /// One file (`net2file = open : PATH,mode`): its directory, name and mode.
+    OneFile(PathBuf, String, FileMode),
+}
+
+/// Start receiving into `target`; `name` is what `record?` and the metrics call it.
 pub fn start_recording(
     kind: Kind,
     name: &str,
+    target: Target,
     settings: &Settings,
     env: &TransferEnv,
     publisher: Publisher,
@@ -110,23 +126,17 @@ pub fn start_recording(
     let format = seq_format(settings.protocol);
     settings.check_receivable(format).map_err(conflict)?;
     let listen = settings.listen().map_err(conflict)?;
-    let recording = match (kind, settings.record_format) {
-        (Kind::Record, RecordFormat::Vbs | RecordFormat::Mk6) => Some(scan_recording(name, settings, env)?),
-        _ => None,
-    };
-    let (dir, name) = match &recording {
-        // vbs / Mark6: the scan spreads over every disk of set_disks (one writer each).
-        Some(r) => (r.disks.first().cloned().unwrap_or_default(), name.to_string()),
-        None => {
-            let disk = settings.disks.first().map_or(".", String::as_str);
-            new_directory(&env.root, disk, name).map_err(failed)?
-        }
-    };
     let native = format == SeqFormat::Native;
+    let (out_dir, out_file, recording) = match target {
+        Target::Scan(r) => (None, None, Some(r)),
+        Target::Files(d) => (Some(d), None, None),
+        Target::OneFile(d, n, m) => (Some(d), Some((n, m)), None),
+    };
     let cfg = RecvConfig {
         listen,
-        out_dir: recording.is_none().then(|| dir.clone()),
-        recording: recording.clone(),
+        out_dir,
+        out_file,
+        recording,
         chunk: None,
         rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
         receiver: ReceiverConfig {
@@ -148,15 +158,7 @@ pub fn start_recording(
         direct_io: false,
         split_threads: false,
     };
-    let bound = match BoundReceiver::bind(cfg) {
-        Ok(b) => b,
-        Err(e) => {
-            if recording.is_none() {
-                let _ = std::fs::remove_dir(&dir);
-            }
-            return Err(failed(format!("cannot receive: {e}")));
-        }
-    };
+    let bound = BoundReceiver::bind(cfg).map_err(|e| failed(format!("cannot receive: {e}")))?;
     publisher.clear();
     let p = publisher.clone();
     let bound = bound.observe(Box::new(move |s: RecvStatus| {
@@ -176,7 +178,7 @@ pub fn start_recording(
         .map_err(|e| failed(format!("cannot start the receiver thread: {e}")))?;
     Ok(Recording {
         kind,
-        name,
+        name: name.to_string(),
         stop,
         handle,
     })
@@ -502,64 +504,24 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
     Ok(data)
 }
 
-/// A new directory `name` on `disk` below `root`, none of it a symbolic link. When `name`
-/// exists, a letter is appended (`scan`, `scana`, `scanb`, …), as jive5ab names repeated scans.
-fn new_directory(root: &Path, disk: &str, name: &str) -> Result<(PathBuf, String), String> {
-    let base = disk_dir(root, disk)?;
-    for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
-        let n = format!("{name}{suffix}");
-        let dir = base.join(&n);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok((dir, n)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
-        }
-    }
-    Err(format!("{name} and {name}a to {name}z exist in {}", base.display()))
-}
-
-/// Disk `disk` (a `set_disks` entry) below `root`, every step a real directory.
-fn disk_dir(root: &Path, disk: &str) -> Result<PathBuf, String> {
-    let mut base = root.to_path_buf();
-    for part in disk.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        if part == ".." {
-            return Err(format!("disk {disk}: .. leaves the root"));
-        }
-        base.push(part);
-        let meta = std::fs::symlink_metadata(&base).map_err(|e| format!("disk {}: {e}", base.display()))?;
-        if !meta.is_dir() {
-            return Err(format!(
-                "disk {} is not a directory (symbolic links are not followed)",
-                base.display()
-            ));
-        }
-    }
-    Ok(base)
-}
-
-/// `record = on : SCAN` in vbs or Mark6 (`record = mk6 : 0|1`, `record_format`): the scan over
-/// every disk of `set_disks`, each station its own recording `SCAN_ds<station>` as jive5ab
-/// names its data streams (stream-session's multi-disk recorder).
-fn scan_recording(name: &str, settings: &Settings, env: &TransferEnv) -> Result<RecordingConfig, StartError> {
-    scanfmt::name::NameTemplate::new(name, false).map_err(|e| conflict(e.to_string()))?;
-    let disks = settings
-        .disks
-        .iter()
-        .map(|d| disk_dir(&env.root, d))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(failed)?;
-    Ok(RecordingConfig {
-        layout: match settings.record_format {
-            RecordFormat::Mk6 => scanfmt::Layout::Mk6,
-            _ => scanfmt::Layout::Vbs,
-        },
-        disks,
-        scan: name.to_string(),
+/// `record = on : LABEL` in vbs or Mark6: the scan over every set disk, named as a FlexBuff
+/// names it (the label, or `LABEL_ds<stream>` per data stream).
+pub fn scan_target(
+    label: &str,
+    layout: scanfmt::Layout,
+    disks: &[PathBuf],
+    settings: &Settings,
+) -> Result<Target, StartError> {
+    let names = LabelNames::new(label, settings.datastreams.clone()).map_err(|e| conflict(e.to_string()))?;
+    Ok(Target::Scan(RecordingConfig {
+        layout,
+        disks: disks.to_vec(),
+        names: RecordingNames::Label(names),
         // jive5ab records a block of the chain (net_protocol's work block) per chunk; its
         // 128 KiB default is no chunk size, so smaller blocks take the recorder's default.
         block_bytes: (settings.workbuf >= 1 << 20).then_some(settings.workbuf),
         direct: true,
-    })
+    }))
 }
 
 /// The status a finished receiver leaves: its report's totals.
@@ -643,30 +605,4 @@ pub fn written_bytes(s: &RecvStatus) -> u64 {
 /// Frame bytes a relay has sent on.
 pub fn relayed_bytes(s: &RelayStatus) -> u64 {
     s.output.iter().map(|o| o.bytes_sent).sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn directories_are_new_and_below_the_root() {
-        let root = tempfile::tempdir().unwrap();
-        let (d, n) = new_directory(root.path(), ".", "scan1").unwrap();
-        assert_eq!((d.clone(), n.as_str()), (root.path().join("scan1"), "scan1"));
-        let (d2, n2) = new_directory(root.path(), ".", "scan1").unwrap();
-        assert_eq!((d2, n2.as_str()), (root.path().join("scan1a"), "scan1a"));
-        std::fs::create_dir(root.path().join("disk0")).unwrap();
-        let (d3, _) = new_directory(root.path(), "disk0", "s").unwrap();
-        assert_eq!(d3, root.path().join("disk0/s"));
-        // A disk that is a symbolic link (to anywhere) is refused, as is a missing one.
-        std::os::unix::fs::symlink("/tmp", root.path().join("link")).unwrap();
-        assert!(new_directory(root.path(), "link", "s").is_err());
-        assert!(new_directory(root.path(), "nodisk", "s").is_err());
-        // A scan name that is a symbolic link already is never written through.
-        std::os::unix::fs::symlink("/tmp", root.path().join("x")).unwrap();
-        let (d4, n4) = new_directory(root.path(), ".", "x").unwrap();
-        assert_eq!((d4, n4.as_str()), (root.path().join("xa"), "xa"));
-        assert!(d.is_dir());
-    }
 }

@@ -31,8 +31,8 @@ impl Drop for Running {
 fn start(limits: VsiLimits) -> Running {
     let root = tempfile::tempdir().unwrap();
     let env = TransferEnv {
-        root: root.path().to_path_buf(),
-        writer: stream_session::sink::WriterPlacement::Thread,
+        paths: daemon::paths::StationPaths::new(&[root.path().to_path_buf()], &[]).unwrap(),
+        writer: recording::write::WriterPlacement::Thread,
         interval: Duration::from_millis(100),
     };
     let daemon = Daemon::new(env, "0", metrics::Hub::new("serve", "0")).unwrap();

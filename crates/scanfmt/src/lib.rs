@@ -16,10 +16,12 @@
 //! `Packet`/`Repr` with byte-array tests ([`mk6`]), the writer's block planning and disk choice
 //! ([`plan`]), the reader's reassembly order and gap detection ([`index`]), what a scan's first
 //! and last frames say ([`info`]), and the result types ([`results`]). The IO lives in the
-//! shells: `stream-session`'s sink writes, `scanio` reads.
+//! shells: `recording` writes and reads them.
 
 #![warn(missing_docs)]
 
+pub mod check;
+pub mod datastream;
 pub mod index;
 pub mod info;
 pub mod mk6;

@@ -48,6 +48,29 @@ pub fn is_valid(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'+' || b == b'-')
 }
 
+/// A scan name, checked once where it enters (a flag, a VSI-S statement, a directory listing):
+/// 1 to [`MAX_NAME`] of `A-Za-z0-9_+-`, so it can name a directory and a file on every disk.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScanName(String);
+
+impl ScanName {
+    /// `s` as a scan name.
+    pub fn parse(s: &str) -> Result<ScanName, NameError> {
+        check(s).map(|s| ScanName(s.to_string()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ScanName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// `s` if it is a valid scan name.
 pub fn check(s: &str) -> Result<&str, NameError> {
     if is_valid(s) {

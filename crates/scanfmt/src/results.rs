@@ -61,8 +61,12 @@ pub struct RecordingReport {
     pub scans: Vec<RecordedScan>,
     /// Disks that failed during the recording and left the set.
     pub disks_dropped: u64,
-    /// Frames not written, all causes (a failed disk's share in flight, every disk gone).
+    /// Frames not written, all causes (a failed disk's share in flight, every disk gone, no
+    /// data stream taking them).
     pub frames_not_written: u64,
+    /// Of those, frames that no data stream's criteria took (jive5ab drops them too).
+    #[serde(default)]
+    pub frames_unmatched: u64,
     /// Each disk's writer ran with direct I/O (O_DIRECT).
     pub direct_io: bool,
 }

@@ -4,10 +4,10 @@
 //!   [`stream::Sender`] (framing, repeats, counters) over a socket, one frame per datagram on an
 //!   exact absolute timeline ([`netio::Pacer`]), feeding it the NAKs that come back.
 //! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
-//!   VDIF (or a vbs/Mark6 scan over many disks) through [`sink::Recorder`], sends NAKs, reports
+//!   VDIF (or a vbs/Mark6 scan over many disks) through [`recording::write::Recorder`], sends NAKs, reports
 //!   live and at the end.
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
-//!   and the output socket, the tee through [`sink::Recorder`].
+//!   and the output socket, the tee through [`recording::write::Recorder`].
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
@@ -15,9 +15,7 @@
 pub mod recv;
 pub mod relay;
 pub mod report;
-pub mod ring;
 pub mod send;
-pub mod sink;
 
 use thiserror::Error;
 

@@ -11,9 +11,9 @@ use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
-use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
 use crate::{Observer, SessionError};
 use netio::io_err;
+use recording::write::{Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RecvStatus;
 
 /// How to run a receiver.
@@ -23,6 +23,9 @@ pub struct RecvConfig {
     pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
     pub out_dir: Option<PathBuf>,
+    /// Every frame into this one file of `out_dir`, opened so (`net2file`), not a file per
+    /// station.
+    pub out_file: Option<(String, recording::write::FileMode)>,
     /// A vbs or Mark6 recording over many disks instead of files in `out_dir`.
     pub recording: Option<RecordingConfig>,
     /// Start a new file after this many bytes.
@@ -39,7 +42,7 @@ pub struct RecvConfig {
     pub interval: Duration,
     /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
     pub writer: WriterPlacement,
-    /// Memory between the receiver and the file writer, bytes ([`crate::sink::DEFAULT_WRITE_BUFFER`]).
+    /// Memory between the receiver and the file writer, bytes ([`recording::write::DEFAULT_WRITE_BUFFER`]).
     pub write_buffer: u64,
     /// Write the files with direct I/O (O_DIRECT, past the page cache; writer process only).
     pub direct_io: bool,
@@ -132,6 +135,10 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
+        let sink = match (sink, &cfg.out_file) {
+            (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
+            (s, _) => s,
+        };
         Ok(BoundReceiver {
             cfg,
             socks,

@@ -1,5 +1,5 @@
 //! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
-//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](crate::sink::Recorder).
+//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](recording::write::Recorder).
 //!
 //! Reader threads hand whole batches (one buffer, one copy per datagram) to the relay thread
 //! over a bounded channel and get the buffers back for reuse: when the relay thread falls
@@ -21,8 +21,8 @@ use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
-use crate::sink::{Recorder, RecordingConfig, WriterPlacement};
 use crate::{Observer, SessionError};
+use recording::write::{Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.

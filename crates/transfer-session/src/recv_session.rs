@@ -313,7 +313,7 @@ impl<'s> Session<'s> {
                     o.path
                 ))
             }
-            Some(rustix::fs::FileType::RegularFile) => {}
+            Some(safedir::EntryKind::File) => {}
             Some(_) => return Err(format!("{} exists and is not a regular file", o.path)),
         }
         Ok((dir, name.to_string()))

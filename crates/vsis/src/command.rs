@@ -15,22 +15,30 @@
 //! | `ipd` | packet spacing, µs (or `…n` ns); 0 = at the data rate | the spacing |
 //! | `record` | `on : SCAN`, `off`, `mk6 : 0\|1` (FlexBuff vbs or Mark6) | `on : #scan : SCAN : bytes` or `off`; `record? mk6` |
 //! | `record_format` | `vdif\|vbs\|mk6` | the format |
-//! | `set_disks` | directories the recordings go to | count and list |
-//! | `net2file` | `open : NAME`, `close` | `active : bytes` or `inactive : 0` |
+//! | `set_disks` | directories the recordings go to (absolute paths or patterns; the recorder decides which it allows) | count and list |
+//! | `net2file` | `open : PATH[,w\|a\|n]`, `close` | `active : bytes` or `inactive : 0` |
 //! | `net2net` | `connect : HOST [: PORT [: input protocol]]`, `on`, `off` (`disconnect`, `close`) | state, destination, bytes |
 //! | `fill2net` | `connect : HOST [: PORT [: STATION]]`, `on`, `off` (`disconnect`): send synthetic VDIF of the mode | state, destination, frames |
 //! | `evlbi` | a format of its own ([`crate::evlbi`]) | the statistics in the default format |
 //! | `tstat` | counters with a timestamp | rates since the last `tstat?` |
 //! | `status` | — | the status word |
+//! | `dts_id` | — | system type, software date, media, serial (host name), ports, revisions |
+//! | `os_rev` | — | the kernel's version line |
+//! | `error` | — | the oldest queued error: number, message, time, last time, count |
+//! | `rtime` | — | time left at the mode's rate over the free space of the set disks |
+//! | `datastream` | `add : NAME : criterion…`, `remove : NAME`, `clear`, `reset` ([`scanfmt::datastream`]) | the names, or one stream's criteria |
+//! | `record` (more) | `nthread : [readers] : [writers]` | `record? nthread` |
+//! | `scan_set`, `scan_check`, `data_check`, `disk2file` | see [`crate::playback`] | |
+//! | `reset` | `abort`: stop a `disk2file` | — |
 
 use thiserror::Error;
 
+use scanfmt::name::ScanName;
+
 use crate::mode::Mode;
+use crate::playback::{Disk2File, OpenMode, ScanCheckArgs, ScanSet};
 use crate::reply::ReturnCode;
 use crate::statement::StatementRepr;
-
-/// Longest scan label (VSI-S: 64 characters).
-pub const MAX_SCAN: usize = 64;
 /// Most recording directories (`set_disks`).
 pub const MAX_DISKS: usize = 64;
 
@@ -45,14 +53,14 @@ pub struct CommandError {
 }
 
 impl CommandError {
-    fn new(code: ReturnCode, message: impl Into<String>) -> CommandError {
+    pub(crate) fn new(code: ReturnCode, message: impl Into<String>) -> CommandError {
         CommandError {
             code,
             message: message.into(),
         }
     }
 
-    fn param(message: impl Into<String>) -> CommandError {
+    pub(crate) fn param(message: impl Into<String>) -> CommandError {
         CommandError::new(ReturnCode::BadParameter, message)
     }
 }
@@ -170,12 +178,42 @@ pub enum Record {
     /// jive5ab does on a FlexBuff).
     On {
         /// Scan label.
-        scan: String,
+        scan: ScanName,
     },
     /// `record = off ;`
     Off,
     /// `record = mk6 : 1 ;` (Mark6) or `: 0` (FlexBuff vbs).
     Mk6(bool),
+    /// `record = nthread : [readers] : [writers] ;` (jive5ab's parallel network readers and
+    /// disk writers; the Field System sets 2 or more writers).
+    Nthread {
+        /// Readers, if given.
+        readers: Option<u32>,
+        /// Writers, if given.
+        writers: Option<u32>,
+    },
+    /// `record? nthread ;`
+    QueryNthread,
+}
+
+/// `datastream`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataStreamCmd {
+    /// `datastream? [NAME] ;`
+    Query(Option<String>),
+    /// `datastream = add : NAME : criterion [: criterion …] ;`
+    Add {
+        /// Name pattern.
+        name: String,
+        /// Match criteria as given.
+        criteria: Vec<String>,
+    },
+    /// `datastream = remove : NAME ;`
+    Remove(String),
+    /// `datastream = clear ;`: no streams.
+    Clear,
+    /// `datastream = reset ;`: forget which frames went to which stream (the definitions stay).
+    Reset,
 }
 
 /// `net2file`.
@@ -183,10 +221,13 @@ pub enum Record {
 pub enum Net2File {
     /// `net2file? ;`
     Query,
-    /// `net2file = open : NAME ;` (a jive5ab open mode `,w` `,a` `,n` after it is dropped).
+    /// `net2file = open : PATH[,mode] ;` (jive5ab's open modes: `,n` new — the default —,
+    /// `,w` truncate, `,a` append).
     Open {
-        /// Where to, relative to the recording directory.
-        name: String,
+        /// Where to: an absolute path, or a name in the first disk.
+        path: String,
+        /// How to open it.
+        mode: OpenMode,
     },
     /// `net2file = close ;`
     Close,
@@ -234,7 +275,7 @@ pub enum Fill2Net {
 }
 
 /// A statement this recorder understands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// `version? ;`
     Version,
@@ -268,6 +309,26 @@ pub enum Request {
     Tstat(bool),
     /// `status? ;`
     Status,
+    /// `dts_id? ;`
+    DtsId,
+    /// `os_rev? ;`
+    OsRev,
+    /// `error? ;`
+    Error,
+    /// `rtime? ;`
+    Rtime,
+    /// `datastream`.
+    DataStream(DataStreamCmd),
+    /// `scan_set`.
+    ScanSet(ScanSet),
+    /// `scan_check? ;`
+    ScanCheck(ScanCheckArgs),
+    /// `data_check? ;`
+    DataCheck,
+    /// `disk2file`.
+    Disk2File(Disk2File),
+    /// `reset = abort ;` (the Field System's `disk2file=abort`): stop a disk2file.
+    Reset(String),
 }
 
 impl Request {
@@ -302,6 +363,21 @@ impl Request {
             "fill2net" => fill2net(s).map(Request::Fill2Net),
             "evlbi" => Ok(Request::Evlbi((!s.query).then(|| f.join(" : ")))),
             "tstat" => Ok(Request::Tstat(s.query)),
+            "dts_id" => query_only(Request::DtsId),
+            "os_rev" => query_only(Request::OsRev),
+            "error" => query_only(Request::Error),
+            "rtime" => query_only(Request::Rtime),
+            "datastream" => datastream(s).map(Request::DataStream),
+            "scan_set" => crate::playback::scan_set(s.query, f).map(Request::ScanSet),
+            "scan_check" => crate::playback::scan_check(s.query, f).map(Request::ScanCheck),
+            "data_check" => query_only(Request::DataCheck),
+            "disk2file" => crate::playback::disk2file(s.query, f).map(Request::Disk2File),
+            "reset" if !s.query => match arg(0) {
+                "abort" => Ok(Request::Reset("abort".into())),
+                other => Err(CommandError::param(format!(
+                    "reset = {other}: evlbi resets only with abort"
+                ))),
+            },
             _ => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
         }
     }
@@ -422,22 +498,6 @@ fn record_format(s: &str) -> Result<RecordFormat, CommandError> {
     }
 }
 
-/// A name below the recording directory: one path component of `[A-Za-z0-9_.+-]`, not
-/// starting with `.` (so never `..`), at most `max` bytes.
-pub fn check_name(s: &str, max: usize, what: &str) -> Result<(), CommandError> {
-    let ok = !s.is_empty()
-        && s.len() <= max
-        && !s.starts_with('.')
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.+-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(CommandError::param(format!(
-            "{what} '{s}': 1 to {max} of A-Z a-z 0-9 _ . + - (not starting with '.')"
-        )))
-    }
-}
-
 fn record(s: &StatementRepr) -> Result<Record, CommandError> {
     let f = &s.fields;
     let arg = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
@@ -445,7 +505,10 @@ fn record(s: &StatementRepr) -> Result<Record, CommandError> {
         return match arg(0) {
             "" => Ok(Record::Query),
             "mk6" => Ok(Record::QueryMk6),
-            other => Err(CommandError::param(format!("record? {other}: give nothing or mk6"))),
+            "nthread" => Ok(Record::QueryNthread),
+            other => Err(CommandError::param(format!(
+                "record? {other}: give nothing, mk6 or nthread"
+            ))),
         };
     }
     match arg(0) {
@@ -454,8 +517,18 @@ fn record(s: &StatementRepr) -> Result<Record, CommandError> {
             if scan.is_empty() {
                 return Err(CommandError::new(ReturnCode::Conflict, "must provide a scan name"));
             }
-            check_name(scan, MAX_SCAN, "scan label")?;
-            Ok(Record::On { scan: scan.to_string() })
+            let scan = ScanName::parse(scan).map_err(|e| CommandError::param(e.to_string()))?;
+            Ok(Record::On { scan })
+        }
+        "nthread" => {
+            let count = |v: &str, what: &str| match v {
+                "" => Ok(None),
+                v => number::<u32>(v, 1, 1024, what).map(Some),
+            };
+            Ok(Record::Nthread {
+                readers: count(arg(1), "nParallelReader")?,
+                writers: count(arg(2), "nParallelWriter")?,
+            })
         }
         "off" => Ok(Record::Off),
         "mk6" => match arg(1) {
@@ -476,10 +549,11 @@ fn disks(f: &[String]) -> Result<Vec<String>, CommandError> {
         return Err(CommandError::param(format!("give 1 to {MAX_DISKS} directories")));
     }
     for p in &d {
-        // A disk is a directory below the recorder's root: relative components, each a name.
-        if p.split('/').any(|c| check_name(c, 255, "disk").is_err()) {
+        // Which directories may be disks is the recorder's to say (its allowed roots); here
+        // only what no path may hold.
+        if p.split('/').any(|c| c == "..") || p.contains("//") {
             return Err(CommandError::param(format!(
-                "disk '{p}': a directory below the recording root (names of A-Z a-z 0-9 _ . + -, no '..')"
+                "disk '{p}': a '..' or an empty component in a path"
             )));
         }
     }
@@ -493,14 +567,50 @@ fn net2file(s: &StatementRepr) -> Result<Net2File, CommandError> {
     let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
     match arg(0) {
         "open" => {
-            // jive5ab takes an open mode after a comma (`file,w`): files here are always new.
-            let name = arg(1).split(',').next().unwrap_or("");
-            check_name(needed(name)?, 255, "file name")?;
-            Ok(Net2File::Open { name: name.to_string() })
+            // jive5ab takes an open mode after a comma (`file,w`).
+            let (path, mode) = arg(1).split_once(',').unwrap_or((arg(1), "n"));
+            let mode = match mode {
+                "n" => OpenMode::New,
+                "w" => OpenMode::Write,
+                "a" => OpenMode::Append,
+                m => return Err(CommandError::param(format!("open mode '{m}': n, w or a"))),
+            };
+            let path = needed(path)?;
+            if path.split('/').any(|c| c == "..") || path.ends_with('/') {
+                return Err(CommandError::param(format!(
+                    "file '{path}': no '..' and a file name at the end"
+                )));
+            }
+            Ok(Net2File::Open {
+                path: path.to_string(),
+                mode,
+            })
         }
         "close" => Ok(Net2File::Close),
         "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
         other => Err(CommandError::param(format!("net2file = {other}: open or close"))),
+    }
+}
+
+fn datastream(s: &StatementRepr) -> Result<DataStreamCmd, CommandError> {
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    if s.query {
+        return Ok(DataStreamCmd::Query((!arg(0).is_empty()).then(|| arg(0).to_string())));
+    }
+    match arg(0) {
+        "add" | "remove" if arg(1).is_empty() => Err(CommandError::param("Missing data stream name")),
+        "add" => Ok(DataStreamCmd::Add {
+            name: arg(1).to_string(),
+            criteria: s.fields.iter().skip(2).filter(|c| !c.is_empty()).cloned().collect(),
+        }),
+        "remove" => Ok(DataStreamCmd::Remove(arg(1).to_string())),
+        "clear" => Ok(DataStreamCmd::Clear),
+        "reset" => Ok(DataStreamCmd::Reset),
+        "" => Err(CommandError::param("subcommand (add, delete, clear) is required")),
+        other => Err(CommandError::new(
+            ReturnCode::NotApplicable,
+            format!("{other} does not apply to datastream"),
+        )),
     }
 }
 
@@ -631,16 +741,17 @@ mod tests {
         assert_eq!(
             parse("record = on : r41066_ef_no0001 ;"),
             Ok(Request::Record(Record::On {
-                scan: "r41066_ef_no0001".into()
+                scan: ScanName::parse("r41066_ef_no0001").unwrap()
             }))
         );
         assert_eq!(parse("record = off ;"), Ok(Request::Record(Record::Off)));
         assert_eq!(parse("record = mk6 : 1 ;"), Ok(Request::Record(Record::Mk6(true))));
         assert_eq!(parse("record? mk6 ;"), Ok(Request::Record(Record::QueryMk6)));
         assert_eq!(
-            parse("net2file = open : scan1.vdif,w ;"),
+            parse("net2file = open : /data/scan1.vdif,w ;"),
             Ok(Request::Net2File(Net2File::Open {
-                name: "scan1.vdif".into()
+                path: "/data/scan1.vdif".into(),
+                mode: OpenMode::Write,
             }))
         );
         assert_eq!(
@@ -664,6 +775,45 @@ mod tests {
         assert_eq!(parse("evlbi = %t : %l ;"), Ok(Request::Evlbi(Some("%t : %l".into()))));
         assert_eq!(parse("evlbi? ;"), Ok(Request::Evlbi(None)));
         assert_eq!(parse("tstat = ;"), Ok(Request::Tstat(false)));
+        assert_eq!(
+            parse("record = nthread : : 2 ;"),
+            Ok(Request::Record(Record::Nthread {
+                readers: None,
+                writers: Some(2)
+            }))
+        );
+        assert_eq!(parse("dts_id? ;"), Ok(Request::DtsId));
+        assert_eq!(parse("os_rev? ;"), Ok(Request::OsRev));
+        assert_eq!(parse("error? ;"), Ok(Request::Error));
+        assert_eq!(
+            parse("datastream = clear ;"),
+            Ok(Request::DataStream(DataStreamCmd::Clear))
+        );
+        assert_eq!(
+            parse("datastream = reset ;"),
+            Ok(Request::DataStream(DataStreamCmd::Reset))
+        );
+        assert_eq!(
+            parse("datastream = add : ds{thread} : * ;"),
+            Ok(Request::DataStream(DataStreamCmd::Add {
+                name: "ds{thread}".into(),
+                criteria: vec!["*".into()]
+            }))
+        );
+        assert_eq!(parse("data_check? ;"), Ok(Request::DataCheck));
+        assert!(matches!(parse("scan_check? ;"), Ok(Request::ScanCheck(_))));
+        assert!(matches!(parse("scan_set = : -1000000 ;"), Ok(Request::ScanSet(_))));
+        assert!(matches!(
+            parse("disk2file = /data/x.m5a : : : w ;"),
+            Ok(Request::Disk2File(_))
+        ));
+        assert_eq!(
+            parse("set_disks = /mnt/disk0 : /mnt/disk1 ;"),
+            Ok(Request::SetDisks(Setting::Set(vec![
+                "/mnt/disk0".into(),
+                "/mnt/disk1".into()
+            ])))
+        );
         assert_eq!(
             parse("set_disks = disk0 : disk1/sub ;"),
             Ok(Request::SetDisks(Setting::Set(vec![
@@ -702,8 +852,11 @@ mod tests {
             "record = sideways ;",
             "record = mk6 : 2 ;",
             "record_format = tape ;",
-            "set_disks = /etc ;",
             "set_disks = a/../b ;",
+            "set_disks = /mnt//disk0 ;",
+            "record = on : a.b ;",
+            "record = nthread : : 0 ;",
+            "net2file = open : /x,z ;",
             "net2file = open : ../x ;",
             "net2file = open ;",
             "net2net = connect ;",

@@ -345,3 +345,105 @@ impl StreamRecv {
         }
     }
 }
+
+/// The jive5ab binary the interop tests use: what `scripts/jive5ab-path` prints ($JIVE5AB, or
+/// the build `scripts/setup.sh` caches outside the checkout); `None` when there is none.
+#[allow(dead_code)]
+pub fn jive5ab_path() -> Option<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/jive5ab-path");
+    let out = std::process::Command::new(script).output().ok()?;
+    let p = std::path::PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}
+
+/// A VSI-S daemon on 127.0.0.1 (jive5ab or `evlbi serve`): one connection per call, one reply
+/// line per command.
+#[allow(dead_code)]
+pub struct VsiDaemon {
+    /// Its control port.
+    pub port: u16,
+}
+
+#[allow(dead_code)]
+impl VsiDaemon {
+    /// Send VSI-S commands on one connection, one reply line each (waits ≤ 10 s for the port).
+    pub fn vsi(&self, cmds: &[&str]) -> Vec<String> {
+        use std::io::{BufRead, BufReader, Write};
+        let t0 = std::time::Instant::now();
+        let s = loop {
+            match std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => break s,
+                Err(e) => {
+                    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "port {}: {e}", self.port);
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+        };
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = BufReader::new(s);
+        cmds.iter()
+            .map(|c| {
+                writeln!(w, "{c}").unwrap();
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                line.trim().to_string()
+            })
+            .collect()
+    }
+
+    /// Wait (bounded) until `query` no longer answers "active" (or "on", for record?).
+    pub fn until_inactive(&self, query: &str) {
+        let t0 = std::time::Instant::now();
+        while self
+            .vsi(&[query])
+            .first()
+            .is_some_and(|r| r.contains(": active") || r.contains(": on "))
+        {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "{query} still active");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// jive5ab on a free control port (as root it keeps its rights, `-*`), stopped on drop.
+#[allow(dead_code)]
+pub struct Jive5ab {
+    _proc: Proc,
+    /// Its control connection.
+    pub ctl: VsiDaemon,
+}
+
+#[allow(dead_code)]
+impl Jive5ab {
+    /// Start `bin` in `cwd` (where a disk2file without a path lands).
+    pub fn start_in(bin: &std::path::Path, cwd: &std::path::Path) -> Jive5ab {
+        let port = free_tcp_port();
+        let child = Command::new(bin)
+            .args(["-m", "0", "-*", "-p", &port.to_string()])
+            .current_dir(cwd)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Jive5ab {
+            _proc: Proc(child),
+            ctl: VsiDaemon { port },
+        }
+    }
+
+    /// Start `bin`.
+    pub fn start(bin: &std::path::Path) -> Jive5ab {
+        Jive5ab::start_in(bin, std::path::Path::new("/"))
+    }
+
+    /// See [`VsiDaemon::vsi`].
+    pub fn vsi(&self, cmds: &[&str]) -> Vec<String> {
+        self.ctl.vsi(cmds)
+    }
+
+    /// See [`VsiDaemon::until_inactive`].
+    pub fn until_inactive(&self, query: &str) {
+        self.ctl.until_inactive(query)
+    }
+}

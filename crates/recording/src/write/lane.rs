@@ -8,9 +8,9 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use super::child::{exited, forward_to_child, spawn_writer_process};
 use super::direct::check_direct;
 use super::files::{writer, Shared, Written};
-use super::writer_process::{exited, forward_to_child, spawn_writer_process};
 use super::{flush_bytes, slot_bytes, FileKey, WriteOp, WriterPlacement, DIRECT_ALIGN};
 use crate::ring::SharedRing;
 
@@ -89,13 +89,13 @@ impl Lane {
                 let sh = shared.clone();
                 (tx, std::thread::spawn(move || writer(d, rx, sh, None, false)))
             }
-            WriterPlacement::ChildProcess { program, args } => {
+            WriterPlacement::ChildProcess { program } => {
                 let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
                 let r =
                     Arc::new(SharedRing::create(slots, slot_bytes(flush)).map_err(|e| {
                         std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
                     })?);
-                let child = spawn_writer_process(program, args, dir, &r, direct).map_err(|e| {
+                let child = spawn_writer_process(program, dir, &r, direct).map_err(|e| {
                     std::io::Error::new(
                         e.kind(),
                         format!("starting the file writer process {}: {e}", program.display()),

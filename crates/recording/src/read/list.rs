@@ -10,7 +10,8 @@ use scanfmt::mk6::SYNC_WORD;
 use scanfmt::results::ScanList;
 use scanfmt::{name, Layout};
 
-use crate::fsat::{Dir, Kind};
+use safedir::{Dir, EntryKind};
+
 use crate::Scan;
 
 /// Most scans listed (a disk set with more is described by its first ones, by name).
@@ -28,8 +29,8 @@ pub fn list_scans(layouts: &[Layout], disks: &[PathBuf]) -> ScanList {
             }
             for &layout in layouts {
                 let is = match (layout, kind) {
-                    (Layout::Vbs, Kind::Dir) => true,
-                    (Layout::Mk6, Kind::File) => starts_with_sync(&dir, &n),
+                    (Layout::Vbs, EntryKind::Dir) => true,
+                    (Layout::Mk6, EntryKind::File) => starts_with_sync(&dir, &n),
                     _ => false,
                 };
                 if is {
@@ -52,7 +53,8 @@ pub fn list_scans(layouts: &[Layout], disks: &[PathBuf]) -> ScanList {
 
 fn starts_with_sync(dir: &Dir, file: &str) -> bool {
     let mut b = [0u8; 4];
-    dir.file(file)
+    dir.open_file(file)
+        .map_err(safedir::DirError::into_io)
         .and_then(|mut f| f.read_exact(&mut b))
         .is_ok_and(|()| u32::from_le_bytes(b) == SYNC_WORD)
 }

@@ -5,15 +5,17 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use safedir::{Create, Dir, DirError};
+
 use super::direct::{finish_direct, write_direct, Carry};
 use super::scan_files::{LaneScan, ScanFiles};
-use super::{bad, key_parts, FileKey, WriteOp};
-use crate::report::WrittenFile;
+use super::{bad, key_parts, FileKey, FileMode, OpenFile, WriteOp};
 use crate::ring::SharedRing;
+use stream::results::WrittenFile;
 
 struct Open {
     file: Option<File>,
@@ -59,25 +61,20 @@ pub(super) struct Written {
     pub(super) scans: Vec<LaneScan>,
 }
 
-fn create(dir: &Path, key: FileKey, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
-    use std::os::unix::fs::OpenOptionsExt;
+fn create(dir: &Dir, key: FileKey, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
     let name = match key_parts(key) {
         (station, None) => vdif::station_name(station),
         (station, Some(t)) => format!("{}_t{t}", vdif::station_name(station)),
     };
+    let how = Create { read: false, direct };
     for n in 0..1000 {
         let suffix = if n == 0 { String::new() } else { format!("_{n}") };
-        let path = dir.join(format!("{name}_{stamp}{suffix}.vdif"));
-        let flags = if direct { libc::O_DIRECT } else { 0 };
-        match File::options()
-            .write(true)
-            .create_new(true)
-            .custom_flags(flags)
-            .open(&path)
-        {
-            Ok(f) => return Ok((f, path)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+        let file = format!("{name}_{stamp}{suffix}.vdif");
+        match dir.create_file(&file, how) {
+            Ok(f) => return Ok((f, dir.display(&file))),
+            // Taken (a file, a directory or a planted link alike): the next name.
+            Err(DirError::Exists(_)) => continue,
+            Err(e) => return Err(e.into_io()),
         }
     }
     Err(std::io::Error::new(
@@ -157,15 +154,23 @@ pub(super) fn writer(
     direct: bool,
 ) -> Written {
     let mut open: HashMap<FileKey, Open> = HashMap::new();
-    let mut scans = ScanFiles::new(&dir, direct);
+    // The directory (the operator's --out or disk) is opened once; every file is made below it
+    // without following links.
+    let root = Dir::open(&dir).map_err(|e| e.to_string());
+    let mut scans = ScanFiles::new(
+        root.as_ref()
+            .map_err(Clone::clone)
+            .and_then(|d| d.try_clone().map_err(|e| e.to_string())),
+        direct,
+    );
     let mut done = Vec::new();
     for op in ops {
         match op {
-            WriteOp::Open { station, stamp } => {
+            WriteOp::Open { station, file } => {
                 if let Some(o) = open.remove(&station) {
                     done.push(close(o, &shared));
                 }
-                open.insert(station, open_file(&dir, station, &stamp, direct, &shared));
+                open.insert(station, open_file(&root, &dir, station, &file, direct, &shared));
             }
             WriteOp::Data {
                 station,
@@ -271,8 +276,29 @@ fn data(
 
 /// A new VDIF file for `station` (a file that cannot be made is an error kept, and its frames
 /// are counted as not written).
-fn open_file(dir: &Path, station: FileKey, stamp: &str, direct: bool, shared: &Shared) -> Open {
-    let (file, path) = match create(dir, station, stamp, direct) {
+fn open_file(
+    root: &Result<Dir, String>,
+    dir: &std::path::Path,
+    station: FileKey,
+    file: &OpenFile,
+    direct: bool,
+    shared: &Shared,
+) -> Open {
+    let made = match (root, file) {
+        (Ok(d), OpenFile::Stamped(stamp)) => create(d, station, stamp, direct),
+        (Ok(d), OpenFile::Named { name, mode }) => {
+            // No direct I/O: an appended file does not start at a block boundary.
+            let f = match mode {
+                FileMode::New => d.create_file(name, Create::default()),
+                FileMode::Truncate => d.open_write(name, false),
+                FileMode::Append => d.open_write(name, true),
+            };
+            f.map(|f| (f, d.display(name))).map_err(DirError::into_io)
+        }
+        (Err(e), _) => Err(std::io::Error::other(e.clone())),
+    };
+    let direct = direct && matches!(file, OpenFile::Stamped(_));
+    let (file, path) = match made {
         Ok((f, p)) => (Some(f), p),
         Err(e) => {
             shared.fail(format!("creating a file in {}: {e}", dir.display()));

@@ -4,7 +4,7 @@
 //! Through a pipe every byte is copied twice more than with a writer thread (into the pipe, out
 //! of it): at 4.096 Gb/s into tmpfs that tipped a 2-core host from no loss (writer thread) to
 //! 19 % loss (writer process, pipe). With the ring the receiver gathers frames straight into a
-//! slot and pipes only a 31-byte record naming it; the child writes from the slot and hands it
+//! slot and pipes only a 37-byte record naming it; the child writes from the slot and hands it
 //! back. Ownership is one byte per slot in the shared header: `FREE` slots belong to the
 //! receiver, `HANDED` ones to the writer (store with Release after filling / after writing, load
 //! with Acquire before touching the data), so neither reads a buffer the other is changing.

@@ -30,13 +30,12 @@
 //! `scan_files` for the vbs and Mark6 layouts; `writer_process` the child-process writer and its
 //! pipe protocol; `direct` the O_DIRECT appends.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use stream::FrameSink;
 
-use crate::report::WrittenFile;
+use stream::results::WrittenFile;
 
 /// Hand a buffer to the writer once it holds this much: small enough that the writer copies it
 /// from the cache the receiver just filled it in. Into tmpfs at 4.096 Gb/s the writer process
@@ -46,7 +45,7 @@ use crate::report::WrittenFile;
 const FLUSH_BYTES: usize = 256 << 10;
 /// Buffer size with direct I/O.
 const FLUSH_BYTES_DIRECT: usize = 1 << 20;
-/// Largest buffer (a writer record must stay below `writer_process::MAX_RECORD`).
+/// Largest buffer (a writer record must stay below `pipe::MAX_RECORD`).
 const FLUSH_BYTES_MAX: usize = 2 << 20;
 
 /// The flush size for `write_buffer` bytes of buffers (see [`FLUSH_BYTES`]).
@@ -65,16 +64,18 @@ fn slot_bytes(flush: usize) -> u32 {
 /// 4 Gb/s).
 pub const DEFAULT_WRITE_BUFFER: u64 = 256 << 20;
 
+mod child;
 mod direct;
 mod files;
 mod lane;
+mod pipe;
 mod scan;
 mod scan_files;
-mod writer_process;
 
+pub use child::{run_if_child, serve_writer_process, CHILD_ENV};
 pub use direct::DIRECT_ALIGN;
-pub use scan::{RecordingConfig, ScanSink};
-pub use writer_process::{run_writer_process, serve_writer_process, RING_FD};
+pub use pipe::{RecordError, RecordPacket};
+pub use scan::{unique_label, RecordingConfig, RecordingNames, ScanSink};
 
 use lane::{Lane, Pending};
 
@@ -90,15 +91,22 @@ pub enum WriterPlacement {
     /// of a file.
     #[default]
     Thread,
-    /// A child process, `program args… DIR`, that calls [`serve_writer_process`] on its standard
-    /// input and output (the `evlbi` binary has a hidden subcommand for it). Files then hold only
-    /// whole frames after a SIGKILL of the receiver.
+    /// A child process: `program` started again with [`CHILD_ENV`] set, whose `main` calls
+    /// [`run_if_child`] first. Files then hold only whole frames after a SIGKILL of the receiver.
     ChildProcess {
         /// Executable, usually `std::env::current_exe()`.
         program: PathBuf,
-        /// Arguments before the directory.
-        args: Vec<OsString>,
     },
+}
+
+impl WriterPlacement {
+    /// A writer process that is this executable started again (its `main` calls
+    /// [`run_if_child`] first).
+    pub fn this_executable() -> std::io::Result<WriterPlacement> {
+        let program = std::env::current_exe()
+            .map_err(|e| std::io::Error::new(e.kind(), format!("finding this executable for the file writer: {e}")))?;
+        Ok(WriterPlacement::ChildProcess { program })
+    }
 }
 
 /// Which file a frame goes to: the VDIF station id in the low 16 bits; with
@@ -122,10 +130,36 @@ fn frame_thread(frame: &[u8]) -> u16 {
         .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
 }
 
+/// What file an [`WriteOp::Open`] starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenFile {
+    /// `<station>_<stamp>.vdif` (a `_N` added when taken), the stamp the first frame's UTC
+    /// second (`20261123T120000`).
+    Stamped(String),
+    /// Exactly `name` (`net2file = open : /path/NAME,w`): every station's frames in it.
+    Named {
+        /// The file's name in the directory.
+        name: String,
+        /// How it is opened.
+        mode: FileMode,
+    },
+}
+
+/// How a named file is opened (jive5ab's `net2file` modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// `n`: new; an existing file is an error.
+    New,
+    /// `w`: made or emptied.
+    Truncate,
+    /// `a`: appended to.
+    Append,
+}
+
 #[derive(Debug, PartialEq)]
 enum WriteOp {
-    /// Start a new file for `station`, named after its first frame's time.
-    Open { station: FileKey, stamp: String },
+    /// Start a new file for `station`.
+    Open { station: FileKey, file: OpenFile },
     /// Whole frames for the station's current file (writer thread).
     Data {
         station: FileKey,
@@ -312,11 +346,17 @@ impl<T> KeyList<T> {
     fn keys(&self) -> impl Iterator<Item = &FileKey> {
         self.entries.iter().map(|(s, _)| s)
     }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 /// Writes each station's frames to `DIR/<station>_<UTC of first frame>.vdif`, starting a new
 /// file at a discontinuity or when `chunk` bytes are reached.
 pub struct FileSink {
+    /// Every frame into this one file (net2file), not a file per station.
+    named: Option<(String, FileMode)>,
     chunk: Option<u64>,
     lane: Option<Lane>,
     pending: KeyList<Pending>,
@@ -339,6 +379,7 @@ impl FileSink {
     ) -> std::io::Result<FileSink> {
         let lane = dir.map(|d| Lane::new(d, placement, write_buffer, direct)).transpose()?;
         Ok(FileSink {
+            named: None,
             chunk,
             lane,
             pending: KeyList::default(),
@@ -352,6 +393,14 @@ impl FileSink {
     /// as correlators that take threads apart want), instead of one per station.
     pub fn split_threads(mut self, on: bool) -> FileSink {
         self.split_threads = on;
+        self
+    }
+
+    /// Every frame of every station into file `name` of the directory, opened as `mode`
+    /// (`net2file = open : /path/NAME,w`): no file per station, no chunks, no direct I/O.
+    pub fn into_one_file(mut self, name: &str, mode: FileMode) -> FileSink {
+        self.named = Some((name.to_string(), mode));
+        self.chunk = None;
         self
     }
 
@@ -399,13 +448,21 @@ impl FileSink {
     /// A new file for `key`, named after `frame`'s time.
     fn start_file(&mut self, key: FileKey, frame: &[u8]) {
         self.hand_over(key);
-        let stamp = vdif::VdifHeader::parse(frame)
-            .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
-            .unwrap_or_default();
-        // 2026-11-23T12:00:00.000000000Z → 20261123T120000
-        let stamp: String = stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect();
+        let file = match &self.named {
+            Some((name, mode)) => OpenFile::Named {
+                name: name.clone(),
+                mode: *mode,
+            },
+            None => {
+                let stamp = vdif::VdifHeader::parse(frame)
+                    .map(|h| vdif::time::iso(h.ref_epoch, h.seconds, 0.0))
+                    .unwrap_or_default();
+                // 2026-11-23T12:00:00.000000000Z → 20261123T120000
+                OpenFile::Stamped(stamp.chars().take(19).filter(|c| c.is_ascii_alphanumeric()).collect())
+            }
+        };
         let Some(lane) = self.lane.as_mut() else { return };
-        lane.send(WriteOp::Open { station: key, stamp });
+        lane.send(WriteOp::Open { station: key, file });
         // A slot held by the previous file of this key (taken, nothing in it) goes back.
         if let Some(p) = self.pending.get(&key) {
             lane.return_slot(p);
@@ -423,7 +480,11 @@ impl FrameSink for FileSink {
             return;
         }
         let thread = self.split_threads.then(|| frame_thread(frame));
-        let key = file_key(station, thread);
+        let key = if self.named.is_some() {
+            0
+        } else {
+            file_key(station, thread)
+        };
         if self.pending.get(&key).is_none_or(|p| p.rotate) {
             self.start_file(key, frame);
         }
@@ -446,6 +507,10 @@ impl FrameSink for FileSink {
     }
 
     fn discontinuity(&mut self, station: u16) {
+        if self.named.is_some() {
+            // One file holds the whole recording, gaps included.
+            return;
+        }
         // Every file of the station (one per thread with split_threads).
         for (key, p) in self.pending.entries.iter_mut() {
             if key_parts(*key).0 == station {
@@ -457,7 +522,8 @@ impl FrameSink for FileSink {
 
 #[cfg(test)]
 mod tests {
-    use super::writer_process::{decode_op, encode_op, WriterOutcome};
+    use super::child::WriterOutcome;
+    use super::pipe::{decode_op, encode_op};
     use super::*;
     use crate::ring::SharedRing;
     use proptest::prelude::*;
@@ -470,7 +536,7 @@ mod tests {
         vec![
             WriteOp::Open {
                 station: 7,
-                stamp: "20261123T120000".into(),
+                file: OpenFile::Stamped("20261123T120000".into()),
             },
             WriteOp::Slot {
                 station: 7,
@@ -654,7 +720,7 @@ mod tests {
         let mut held = vec![false; counts.len()];
         let mut ops = vec![WriteOp::Open {
             station: 3,
-            stamp: "20261123T120000".into(),
+            file: OpenFile::Stamped("20261123T120000".into()),
         }];
         let (mut file, mut first) = (Vec::new(), 0u8);
         for (i, &n) in counts.iter().enumerate() {

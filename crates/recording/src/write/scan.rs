@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
+use scanfmt::datastream::LabelNames;
 use scanfmt::mk6::{BLOCK_HEADER_V2_LEN, FILE_HEADER_LEN};
 use scanfmt::name::NameTemplate;
 use scanfmt::plan::{Assigner, BlockPlan, DEFAULT_MK6_BLOCK, DEFAULT_VBS_BLOCK};
@@ -20,7 +21,7 @@ use stream::FrameSink;
 
 use super::direct::check_direct;
 use super::lane::{Lane, Pending};
-use super::{file_key, frame_thread, key_parts, FileKey, KeyList, SinkOutcome, WriteOp, WriterPlacement};
+use super::{file_key, frame_thread, FileKey, KeyList, SinkOutcome, WriteOp, WriterPlacement};
 
 /// What to record and where: the library entry point for a multi-disk recording (`stream recv
 /// --format vbs|mk6`, the relay's tee, a control daemon).
@@ -30,13 +31,52 @@ pub struct RecordingConfig {
     pub layout: Layout,
     /// Mount points, one writer each.
     pub disks: Vec<PathBuf>,
-    /// Scan name, or a template with `{station}` / `{thread}` (see [`scanfmt::name`]).
-    pub scan: String,
+    /// What the recordings are called.
+    pub names: RecordingNames,
     /// Data bytes per block (whole frames up to it); default 128 MiB for vbs, 8 MiB for Mark6
     /// (jive5ab's minimums).
     pub block_bytes: Option<u64>,
     /// Write with O_DIRECT on every disk whose file system takes it (writer processes only).
     pub direct: bool,
+}
+
+/// What the recordings of a multi-disk recording are called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordingNames {
+    /// `--scan`: a scan name or a template with `{station}` / `{thread}`; each station's (or,
+    /// split, each thread's) recording named by it, `<scan>_ds<station>` without fields (see
+    /// [`scanfmt::name`]).
+    Template(String),
+    /// The Field System's scan label, as a FlexBuff names its recordings: the label itself,
+    /// or per data stream `<label>_ds<stream>` (see [`scanfmt::datastream`]).
+    Label(LabelNames),
+}
+
+impl RecordingNames {
+    /// The scan name or label, as given.
+    pub fn as_str(&self) -> &str {
+        match self {
+            RecordingNames::Template(t) => t,
+            RecordingNames::Label(l) => l.label(),
+        }
+    }
+}
+
+/// How a sink names each recording, checked.
+enum Naming {
+    Template(NameTemplate),
+    Label(LabelNames),
+}
+
+impl Naming {
+    /// The recording of a frame of `station` (and `thread` when recordings depend on it);
+    /// `None` when no recording takes it (a data stream matches none).
+    fn recording(&self, station: u16, thread: Option<u16>) -> Option<String> {
+        match self {
+            Naming::Template(t) => Some(t.expand(station, thread)),
+            Naming::Label(l) => l.recording(station, thread.unwrap_or(0)),
+        }
+    }
 }
 
 impl RecordingConfig {
@@ -69,9 +109,14 @@ struct Current {
     written: u64,
 }
 
-/// One recording (station, or thread).
+/// One recording (a station, a thread, a data stream, or all the scan's frames).
 struct Stream {
+    /// The name it was to have, and the one it has (a letter appended when a disk held it).
+    base: String,
     scan: String,
+    /// The first frame's station and (when recordings depend on it) thread, for the report.
+    station: u16,
+    thread: Option<u16>,
     plan: BlockPlan,
     next_number: u64,
     current: Option<Current>,
@@ -82,12 +127,19 @@ struct Stream {
 /// Records each station (or thread) as a scan spread over many disks.
 pub struct ScanSink {
     layout: Layout,
-    names: NameTemplate,
+    names: Naming,
     block_bytes: u64,
-    split_threads: bool,
+    /// Whether the recording a frame goes to depends on its thread.
+    by_thread: bool,
     disks: Vec<Disk>,
     assigner: Assigner,
+    /// Which recording a station's (or station's thread's) frames go to: an index into
+    /// `streams`, or none (counted as not recorded).
+    route: KeyList<Option<FileKey>>,
+    /// The recordings, keyed by their index (what the writers know them by).
     streams: KeyList<Stream>,
+    /// Frames no recording takes (no data stream matched them).
+    unrouted: u64,
     frames: u64,
     filled: u64,
     /// Frames this side could not give any disk (every disk gone, the scan at its last block
@@ -106,7 +158,13 @@ impl ScanSink {
         split_threads: bool,
     ) -> std::io::Result<ScanSink> {
         let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
-        let names = NameTemplate::new(&cfg.scan, split_threads).map_err(|e| invalid(e.to_string()))?;
+        let (names, by_thread) = match &cfg.names {
+            RecordingNames::Template(t) => (
+                Naming::Template(NameTemplate::new(t, split_threads).map_err(|e| invalid(e.to_string()))?),
+                split_threads,
+            ),
+            RecordingNames::Label(l) => (Naming::Label(l.clone()), l.streams().by_thread()),
+        };
         if cfg.disks.is_empty() || cfg.disks.len() > 1024 {
             return Err(invalid(format!("1 to 1024 disks ({} given)", cfg.disks.len())));
         }
@@ -148,7 +206,9 @@ impl ScanSink {
             layout: cfg.layout,
             names,
             block_bytes,
-            split_threads,
+            by_thread,
+            route: KeyList::default(),
+            unrouted: 0,
             direct_io: disks.iter().all(|d| d.direct),
             disks,
             assigner,
@@ -192,26 +252,42 @@ impl ScanSink {
         self.disks.iter().filter(|d| d.dropped.is_some()).count() as u32
     }
 
-    /// The stream for `key`, made on its first frame: a name no disk has yet (jive5ab's rule
-    /// for a duplicate: a letter appended), blocks for its frame length.
-    fn stream(&mut self, key: FileKey, frame_len: u64) -> Option<&mut Stream> {
-        if self.streams.get(&key).is_none() {
-            let (station, thread) = key_parts(key);
-            let base = self.names.expand(station, thread);
-            let scan = free_name(&base, &self.disks, self.layout);
-            let plan = BlockPlan::new(self.layout, self.block_bytes, frame_len).ok()?;
-            self.streams.insert(
-                key,
-                Stream {
-                    scan,
-                    plan,
-                    next_number: 0,
-                    current: None,
-                    mk6_pos: vec![0; self.disks.len()],
-                },
-            );
+    /// The recording a frame of `station` goes to (its key in `streams`), made on its first
+    /// frame: a name no disk has yet (jive5ab's rule for a duplicate: a letter appended),
+    /// blocks for its frame length. `None` when no recording takes the frame.
+    fn stream(&mut self, station: u16, frame: &[u8]) -> Option<FileKey> {
+        let thread = self.by_thread.then(|| frame_thread(frame));
+        let key = file_key(station, thread);
+        if let Some(route) = self.route.get_mut(&key) {
+            return *route;
         }
-        self.streams.get_mut(&key)
+        let route = self.names.recording(station, thread).and_then(|base| {
+            let existing = self
+                .streams
+                .keys()
+                .copied()
+                .find(|k| self.streams.get(k).is_some_and(|s| s.base == base));
+            existing.or_else(|| {
+                let plan = BlockPlan::new(self.layout, self.block_bytes, frame.len() as u64).ok()?;
+                let index = FileKey::try_from(self.streams.len()).ok()?;
+                self.streams.insert(
+                    index,
+                    Stream {
+                        scan: free_name(&base, &self.disks),
+                        base,
+                        station,
+                        thread,
+                        plan,
+                        next_number: 0,
+                        current: None,
+                        mk6_pos: vec![0; self.disks.len()],
+                    },
+                );
+                Some(index)
+            })
+        });
+        self.route.insert(key, route);
+        route
     }
 
     /// End `key`'s block: what is gathered goes to its disk, then the end.
@@ -342,17 +418,17 @@ impl ScanSink {
             report.disks.push(disk);
         }
         for (key, mut r) in per_key {
-            let (station, thread) = key_parts(key);
-            r.station = vdif::station_name(station);
-            r.thread = thread;
             if let Some(s) = self.streams.get(&key) {
                 r.scan = s.scan.clone();
+                r.station = vdif::station_name(s.station);
+                r.thread = s.thread;
             }
             report.scans.push(r);
         }
         report.scans.sort_by(|a, b| a.scan.cmp(&b.scan));
         report.disks_dropped = report.disks.iter().filter(|d| d.dropped).count() as u64;
         report.frames_not_written = not_written;
+        report.frames_unmatched = self.unrouted;
         SinkOutcome {
             files: Vec::new(),
             not_written,
@@ -366,10 +442,13 @@ impl FrameSink for ScanSink {
     fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
-        let thread = self.split_threads.then(|| frame_thread(frame));
-        let key = file_key(station, thread);
         let len = frame.len() as u64;
-        let Some(s) = self.stream(key, len) else {
+        let Some(key) = self.stream(station, frame) else {
+            self.unrouted += 1;
+            self.not_written += 1;
+            return;
+        };
+        let Some(s) = self.streams.get(&key) else {
             self.not_written += 1;
             return;
         };
@@ -420,16 +499,12 @@ impl FrameSink for ScanSink {
     }
 }
 
-/// `base`, or `base` with a letter (then a number) appended, whichever no disk holds yet.
-fn free_name(base: &str, disks: &[Disk], layout: Layout) -> String {
-    let taken = |n: &str| {
-        disks.iter().any(|d| {
-            std::fs::symlink_metadata(d.path.join(n)).is_ok_and(|m| match layout {
-                Layout::Vbs => m.is_dir(),
-                Layout::Mk6 => true,
-            })
-        })
-    };
+/// `base`, or `base` with a letter (then a number) appended, whichever no disk holds yet. Any
+/// entry of that name counts — a directory, a file, a link planted there —, looked at without
+/// following it: a recording never writes into or through something it did not make.
+fn free_name(base: &str, disks: &[Disk]) -> String {
+    let dirs: Vec<_> = disks.iter().filter_map(|d| safedir::Dir::open(&d.path).ok()).collect();
+    let taken = |n: &str| dirs.iter().any(|d| !matches!(d.kind(n), Ok(None)));
     let letters = ('a'..='z').chain('A'..='Z').map(|c| format!("{base}{c}"));
     let numbers = (1..1000).map(|i| format!("{base}_{i}"));
     std::iter::once(base.to_string())
@@ -438,4 +513,68 @@ fn free_name(base: &str, disks: &[Disk], layout: Layout) -> String {
         .filter(|n| scanfmt::name::is_valid(n))
         .find(|n| !taken(n))
         .unwrap_or_else(|| base.to_string())
+}
+
+/// The name jive5ab gives a recording labelled `label` (`mk_scan_name`, `net2vbs.cc`): `label`
+/// itself when no disk holds an entry `label`, `label<x>` (one letter) or either with a data
+/// stream suffix `_ds<stream>`; else `label` with the first of `a`…`z`, `A`…`Z` none of them
+/// uses. Entries are looked at without following links (a link counts as taken). `None` when
+/// all 52 letters are taken.
+pub fn unique_label(label: &str, disks: &[PathBuf]) -> Option<String> {
+    let mut taken_base = false;
+    let mut letters = std::collections::BTreeSet::new();
+    for d in disks {
+        let Ok(entries) = safedir::Dir::open(d).and_then(|d| d.entries()) else {
+            continue;
+        };
+        for (name, _) in entries {
+            let Some(rest) = name.strip_prefix(label) else { continue };
+            let (letter, rest) = match rest.chars().next() {
+                Some(c) if c.is_ascii_alphabetic() => (Some(c), &rest[1..]),
+                _ => (None, rest),
+            };
+            let stream_ok = rest.is_empty()
+                || rest
+                    .strip_prefix("_ds")
+                    .is_some_and(|s| !s.is_empty() && !s.contains(['_', '.']));
+            if stream_ok {
+                taken_base = true;
+                letters.extend(letter);
+            }
+        }
+    }
+    if !taken_base {
+        return Some(label.to_string());
+    }
+    ('a'..='z')
+        .chain('A'..='Z')
+        .find(|c| !letters.contains(c))
+        .map(|c| format!("{label}{c}"))
+        .filter(|n| scanfmt::name::is_valid(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_label_gets_the_first_free_letter_as_jive5ab_gives_it() {
+        let t = tempfile::tempdir().unwrap();
+        let d: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("disk{i}"))).collect();
+        for x in &d {
+            std::fs::create_dir(x).unwrap();
+        }
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1");
+        std::fs::create_dir(d[1].join("ev_ef_no1_dsds0")).unwrap();
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1a");
+        std::fs::create_dir(d[0].join("ev_ef_no1a")).unwrap();
+        std::os::unix::fs::symlink("/tmp", d[1].join("ev_ef_no1b")).unwrap();
+        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1c");
+        // Names that only start like it are other scans.
+        assert_eq!(unique_label("ev_ef_no", &d).unwrap(), "ev_ef_no");
+        for c in ('c'..='z').chain('A'..='Z') {
+            std::fs::create_dir(d[0].join(format!("ev_ef_no1{c}"))).unwrap();
+        }
+        assert_eq!(unique_label("ev_ef_no1", &d), None);
+    }
 }

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use safedir::{Create, Dir, DirError};
 
 use scanfmt::mk6::{BlockHeader, FileHeader, FILE_HEADER_LEN};
 use scanfmt::{name, vbs, Layout};
@@ -57,7 +59,8 @@ struct ScanOpen {
 
 /// The recordings on one disk.
 pub(super) struct ScanFiles {
-    dir: PathBuf,
+    /// The disk's directory (or why it could not be opened).
+    disk: Result<Dir, String>,
     direct: bool,
     open: HashMap<FileKey, ScanOpen>,
     stats: HashMap<FileKey, LaneScan>,
@@ -66,14 +69,11 @@ pub(super) struct ScanFiles {
     pub(super) not_written: u64,
 }
 
-fn create(path: &Path, direct: bool) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    File::options()
-        .write(true)
-        .read(direct) // a Mark6 header patched on disk is read back first
-        .create_new(true)
-        .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-        .open(path)
+fn create(dir: &Dir, name: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
+    // A Mark6 header patched on disk is read back first with direct I/O.
+    let how = Create { read: direct, direct };
+    let f = dir.create_file(name, how).map_err(DirError::into_io)?;
+    Ok((f, dir.display(name)))
 }
 
 impl ScanOpen {
@@ -108,15 +108,25 @@ impl ScanOpen {
 }
 
 impl ScanFiles {
-    pub(super) fn new(dir: &Path, direct: bool) -> ScanFiles {
+    pub(super) fn new(disk: Result<Dir, String>, direct: bool) -> ScanFiles {
         ScanFiles {
-            dir: dir.to_path_buf(),
+            disk,
             direct,
             open: HashMap::new(),
             stats: HashMap::new(),
             failed: None,
             not_written: 0,
         }
+    }
+
+    fn disk(&self) -> std::io::Result<&Dir> {
+        self.disk.as_ref().map_err(|e| std::io::Error::other(e.clone()))
+    }
+
+    fn disk_path(&self) -> PathBuf {
+        self.disk
+            .as_ref()
+            .map_or_else(|_| PathBuf::new(), |d| d.path().to_path_buf())
     }
 
     /// Whether `key` is a recording of this writer (its records come here).
@@ -154,7 +164,7 @@ impl ScanFiles {
             return self.fail(format!("writer record: scan name {scan:?}"));
         }
         if let Err(e) = self.start(key, scan, layout, number, planned, frame_len) {
-            self.fail(format!("{}: {e}", self.dir.join(scan).display()));
+            self.fail(format!("{}: {e}", self.disk_path().join(scan).display()));
         }
     }
 
@@ -180,13 +190,10 @@ impl ScanFiles {
                 if let Some(o) = self.open.remove(&key) {
                     o.close()?;
                 }
-                let dir = self.dir.join(scan);
-                match std::fs::create_dir(&dir) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => {}
-                }
-                let path = dir.join(vbs::chunk_name(scan, number));
-                let file = create(&path, self.direct)?;
+                // The scan's directory on this disk, made when missing, never through a link:
+                // a link planted at its name fails this disk rather than receive the chunks.
+                let dir = self.disk()?.make_subdir(scan).map_err(DirError::into_io)?;
+                let (file, path) = create(&dir, &vbs::chunk_name(scan, number), self.direct)?;
                 self.open.insert(
                     key,
                     ScanOpen {
@@ -206,8 +213,7 @@ impl ScanFiles {
                     if let Some(o) = self.open.remove(&key) {
                         o.close()?;
                     }
-                    let path = self.dir.join(scan);
-                    let file = create(&path, self.direct)?;
+                    let (file, path) = create(self.disk()?, scan, self.direct)?;
                     let mut o = ScanOpen {
                         layout,
                         scan: scan.to_string(),
@@ -282,11 +288,11 @@ impl ScanFiles {
             // A chunk file is done with its block.
             if let Some(o) = self.open.remove(&key) {
                 if let Err(e) = ended.and_then(|()| o.close()) {
-                    self.fail(format!("closing a chunk of {}: {e}", self.dir.display()));
+                    self.fail(format!("closing a chunk of {}: {e}", self.disk_path().display()));
                 }
             }
         } else if let Err(e) = ended {
-            self.fail(format!("ending a block of {}: {e}", self.dir.display()));
+            self.fail(format!("ending a block of {}: {e}", self.disk_path().display()));
         }
     }
 
@@ -380,8 +386,8 @@ fn salvage(o: &mut ScanOpen) -> Lost {
 mod tests {
     use std::path::Path;
 
+    use super::super::child::WriterOutcome;
     use super::super::tests::{encoded, place};
-    use super::super::writer_process::WriterOutcome;
     use super::super::{serve_writer_process, slot_bytes, WriteOp, DIRECT_ALIGN, FLUSH_BYTES_DIRECT};
     use crate::ring::SharedRing;
 
@@ -436,10 +442,10 @@ mod tests {
 
     fn read_scan(layout: scanfmt::Layout, dir: &Path) -> (Vec<u8>, scanfmt::results::ScanInfo) {
         use std::io::Read;
-        let scan = scanio::Scan::open(layout, "s_dsEf", &[dir.to_path_buf()]).unwrap();
+        let scan = crate::Scan::open(layout, "s_dsEf", &[dir.to_path_buf()]).unwrap();
         let info = scan.info();
         let mut out = Vec::new();
-        scanio::ScanReader::new(std::sync::Arc::new(scan))
+        crate::ScanReader::new(std::sync::Arc::new(scan))
             .read_to_end(&mut out)
             .unwrap();
         (out, info)
@@ -487,6 +493,33 @@ mod tests {
                 (0, 2),
                 "block 1's header was corrected"
             );
+        }
+    }
+
+    /// Issue 28 (1), the writer's own guard (the recorder also names a recording around any
+    /// entry already on a disk, so this meets only a link planted after that look): a link at
+    /// the scan's name receives nothing; the disk fails with the reason.
+    #[test]
+    fn a_link_at_the_scan_name_is_refused_not_followed() {
+        for layout in [scanfmt::Layout::Vbs, scanfmt::Layout::Mk6] {
+            let dir = tempfile::tempdir().unwrap();
+            let outside = tempfile::tempdir().unwrap();
+            let target = match layout {
+                scanfmt::Layout::Vbs => outside.path().to_path_buf(),
+                scanfmt::Layout::Mk6 => outside.path().join("victim"),
+            };
+            std::os::unix::fs::symlink(&target, dir.path().join("s_dsEf")).unwrap();
+            let (ring, records, _) = scan_records(layout, &[(0, 9, true), (4, 9, true)], 1000, 9);
+            let mut report = Vec::new();
+            serve_writer_process(dir.path(), &ring, false, &records[..], &mut report).unwrap();
+            let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
+            let why = outcome.error.unwrap_or_default();
+            assert!(
+                why.contains("symbolic link") || why.contains("exists already"),
+                "{layout}: {why}"
+            );
+            assert_eq!(outcome.not_written, 18, "{layout}: both blocks counted as not written");
+            assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "{layout}");
         }
     }
 }

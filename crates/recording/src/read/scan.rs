@@ -13,7 +13,8 @@ use scanfmt::mk6::{FileWalker, FILE_HEADER_LEN};
 use scanfmt::results::ScanInfo;
 use scanfmt::{name, vbs, Layout};
 
-use crate::fsat::{Dir, Kind};
+use safedir::{Dir, DirError, EntryKind};
+
 use crate::ScanError;
 
 /// One file holding pieces of a scan.
@@ -23,6 +24,8 @@ pub struct ScanFile {
     pub path: PathBuf,
     /// Index of its disk in [`Scan::disks`].
     pub disk: usize,
+    /// Which recording it belongs to, when several are read as one (a label's data streams).
+    pub stream: usize,
     /// Its length, bytes.
     pub len: u64,
 }
@@ -39,7 +42,9 @@ pub struct Scan {
     index: ScanIndex,
     /// Mark6: every file, open. vbs: each disk's scan directory, to open chunks below it.
     mk6_files: Vec<File>,
+    /// vbs: each (disk, stream)'s directory, at `disk · streams + stream`.
     vbs_dirs: Vec<Option<Dir>>,
+    streams: usize,
     open_chunks: Mutex<Vec<(usize, Arc<File>)>>,
     truncated: u64,
     packet_bytes: Option<u64>,
@@ -64,6 +69,25 @@ impl Scan {
     /// files are noted as problems (the rest is read); no piece at all is an error.
     pub fn open(layout: Layout, scan: &str, disks: &[PathBuf]) -> Result<Scan, ScanError> {
         name::check(scan)?;
+        Scan::open_names(layout, scan, &[scan.to_string()], disks)
+    }
+
+    /// A recording as jive5ab's `scan_set` opens a name: the recording of that name and every
+    /// data stream of it (`<name>_ds<stream>`), read as one — their pieces in order of block
+    /// number, the streams of one number by name (jive5ab's `libvbs` sorts by block number,
+    /// then by the order it first saw each stream). A name that holds `_ds` is that recording
+    /// alone.
+    pub fn open_with_streams(layout: Layout, scan: &str, disks: &[PathBuf]) -> Result<Scan, ScanError> {
+        name::check(scan)?;
+        if scan.contains("_ds") {
+            return Scan::open(layout, scan, disks);
+        }
+        let mut names = data_streams(layout, scan, disks);
+        names.insert(0, scan.to_string());
+        Scan::open_names(layout, scan, &names, disks)
+    }
+
+    fn open_names(layout: Layout, scan: &str, names: &[String], disks: &[PathBuf]) -> Result<Scan, ScanError> {
         let mut s = Scan {
             layout,
             name: scan.to_string(),
@@ -72,6 +96,7 @@ impl Scan {
             index: ScanIndex::default(),
             mk6_files: Vec::new(),
             vbs_dirs: Vec::new(),
+            streams: names.len(),
             open_chunks: Mutex::new(Vec::new()),
             truncated: 0,
             packet_bytes: None,
@@ -83,16 +108,25 @@ impl Scan {
                 Ok(r) => r,
                 Err(e) => {
                     s.problems.push(format!("disk {}: {e}", disk.display()));
-                    s.vbs_dirs.push(None);
+                    s.vbs_dirs.extend(names.iter().map(|_| None));
                     continue;
                 }
             };
-            match layout {
-                Layout::Vbs => {
-                    let dir = s.find_chunks(&root, d, &mut pieces);
-                    s.vbs_dirs.push(dir);
+            for (k, name) in names.iter().enumerate() {
+                let from = pieces.len();
+                match layout {
+                    Layout::Vbs => {
+                        let dir = s.find_chunks(&root, d, k, name, &mut pieces);
+                        s.vbs_dirs.push(dir);
+                    }
+                    Layout::Mk6 => s.find_blocks(&root, d, k, name, &mut pieces),
                 }
-                Layout::Mk6 => s.find_blocks(&root, d, &mut pieces),
+                // Several streams: block n of stream k goes to place n·K + k.
+                if names.len() > 1 {
+                    for p in &mut pieces[from..] {
+                        p.number = p.number * names.len() as u64 + k as u64;
+                    }
+                }
             }
         }
         if pieces.is_empty() {
@@ -100,7 +134,11 @@ impl Scan {
                 layout,
                 scan: scan.to_string(),
                 disks: disks.len(),
-                hint: data_stream_hint(layout, scan, disks),
+                hint: if names.len() > 1 {
+                    String::new()
+                } else {
+                    data_stream_hint(layout, scan, disks)
+                },
             });
         }
         s.index = ScanIndex::build(pieces);
@@ -108,31 +146,37 @@ impl Scan {
     }
 
     /// The chunk files of this scan on one disk; their directory, to open them later.
-    fn find_chunks(&mut self, root: &Dir, disk: usize, pieces: &mut Vec<Piece>) -> Option<Dir> {
-        let dir = match root.subdir(&self.name) {
+    fn find_chunks(
+        &mut self,
+        root: &Dir,
+        disk: usize,
+        stream: usize,
+        name: &str,
+        pieces: &mut Vec<Piece>,
+    ) -> Option<Dir> {
+        let dir = match root.subdir(name) {
             Ok(d) => d?,
             Err(e) => {
-                self.problems
-                    .push(format!("{}: {e}", root.path().join(&self.name).display()));
+                self.problems.push(e.to_string());
                 return None;
             }
         };
         let entries = match dir.entries() {
             Ok(e) => e,
             Err(e) => {
-                self.problems.push(format!("{}: {e}", dir.path().display()));
+                self.problems.push(e.to_string());
                 return None;
             }
         };
         for (entry, kind) in entries {
-            let Some(n) = vbs::parse_chunk_name(&self.name, &entry) else {
+            let Some(n) = vbs::parse_chunk_name(name, &entry) else {
                 continue;
             };
             let path = dir.path().join(&entry);
-            let len = match (kind, std::fs::symlink_metadata(&path)) {
-                (Kind::File, Ok(m)) => m.len(),
+            let len = match (kind, dir.stat(&entry)) {
+                (EntryKind::File, Ok(Some(st))) => st.len,
                 (_, Err(e)) => {
-                    self.problems.push(format!("{}: {e}", path.display()));
+                    self.problems.push(e.to_string());
                     continue;
                 }
                 _ => {
@@ -147,19 +191,24 @@ impl Scan {
                 offset: 0,
                 len,
             });
-            self.files.push(ScanFile { path, disk, len });
+            self.files.push(ScanFile {
+                path,
+                disk,
+                stream,
+                len,
+            });
         }
         Some(dir)
     }
 
     /// The blocks of this scan's Mark6 file on one disk.
-    fn find_blocks(&mut self, root: &Dir, disk: usize, pieces: &mut Vec<Piece>) {
-        let path = root.path().join(&self.name);
-        let f = match root.file(&self.name) {
+    fn find_blocks(&mut self, root: &Dir, disk: usize, stream: usize, name: &str, pieces: &mut Vec<Piece>) {
+        let path = root.path().join(name);
+        let f = match root.open_file(name) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(DirError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => return,
             Err(e) => {
-                self.problems.push(format!("{}: {e}", path.display()));
+                self.problems.push(e.to_string());
                 return;
             }
         };
@@ -172,7 +221,12 @@ impl Scan {
                     self.problems
                         .push(format!("{}: {p}; the rest of the file is not read", path.display()));
                 }
-                self.files.push(ScanFile { path, disk, len: w.len });
+                self.files.push(ScanFile {
+                    path,
+                    disk,
+                    stream,
+                    len: w.len,
+                });
                 self.mk6_files.push(f);
             }
             Err(e) => self.problems.push(format!("{}: {e}", path.display())),
@@ -267,14 +321,11 @@ impl Scan {
         let sf = &self.files[file];
         let dir = self
             .vbs_dirs
-            .get(sf.disk)
+            .get(sf.disk * self.streams + sf.stream)
             .and_then(Option::as_ref)
             .ok_or_else(|| io::Error::other("chunk directory not open"))?;
         let name = sf.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let f = Arc::new(
-            dir.file(name)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", sf.path.display())))?,
-        );
+        let f = Arc::new(dir.open_file(name).map_err(DirError::into_io)?);
         if open.len() >= OPEN_CHUNKS {
             open.remove(0);
         }
@@ -411,9 +462,8 @@ fn walk_mk6(f: &File, file: usize, pieces: &mut Vec<Piece>) -> io::Result<Walked
     Ok(out)
 }
 
-/// "; data streams of that name: X_dsEf, X_dsWb" when the disks hold recordings named like
-/// jive5ab's data streams of `scan`.
-fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
+/// The recordings on `disks` named like jive5ab's data streams of `scan`, sorted.
+fn data_streams(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<String> {
     let mut found: Vec<String> = disks
         .iter()
         .filter_map(|d| Dir::open(d).ok())
@@ -421,8 +471,8 @@ fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
         .flatten()
         .filter(|(n, k)| {
             let kind_ok = match layout {
-                Layout::Vbs => *k == Kind::Dir,
-                Layout::Mk6 => *k == Kind::File,
+                Layout::Vbs => *k == EntryKind::Dir,
+                Layout::Mk6 => *k == EntryKind::File,
             };
             kind_ok && name::is_data_stream_of(scan, n)
         })
@@ -430,6 +480,13 @@ fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
         .collect();
     found.sort();
     found.dedup();
+    found
+}
+
+/// "; data streams of that name: X_dsEf, X_dsWb" when the disks hold recordings named like
+/// jive5ab's data streams of `scan`.
+fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
+    let found = data_streams(layout, scan, disks);
     if found.is_empty() {
         String::new()
     } else {

@@ -4,9 +4,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use recording::{list_scans, Layout, Scan, ScanError, ScanReader};
 use scanfmt::mk6::{BlockHeader, FileHeader};
 use scanfmt::vbs::chunk_name;
-use scanio::{list_scans, Layout, Scan, ScanError, ScanReader};
 
 /// `n` bytes that differ at every position (a misplaced block shows).
 fn data(n: usize) -> Vec<u8> {
@@ -235,9 +235,9 @@ fn the_disks_are_listed_with_their_scans() {
 #[test]
 fn disk_labels_keep_what_tells_disks_apart() {
     let flex: Vec<PathBuf> = ["/mnt/disk0", "/mnt/disk11"].iter().map(PathBuf::from).collect();
-    assert_eq!(scanio::disk_label(&flex, &flex[1]), PathBuf::from("disk11"));
+    assert_eq!(recording::disk_label(&flex, &flex[1]), PathBuf::from("disk11"));
     let mk6: Vec<PathBuf> = ["/mnt/disks/1/0", "/mnt/disks/2/7"].iter().map(PathBuf::from).collect();
-    assert_eq!(scanio::disk_label(&mk6, &mk6[1]), PathBuf::from("2/7"));
+    assert_eq!(recording::disk_label(&mk6, &mk6[1]), PathBuf::from("2/7"));
     let one = vec![PathBuf::from("/data/d0")];
-    assert_eq!(scanio::disk_label(&one, &one[0]), PathBuf::from("d0"));
+    assert_eq!(recording::disk_label(&one, &one[0]), PathBuf::from("d0"));
 }

@@ -1,13 +1,13 @@
-//! The multi-disk recorder written through and read back with `scanio`: what goes in comes
+//! The multi-disk recorder written through and read back with `recording::read`: what goes in comes
 //! out, byte for byte, in both layouts.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use recording::write::{RecordingConfig, RecordingNames, ScanSink, WriterPlacement};
 use scanfmt::Layout;
 use stream::FrameSink;
-use stream_session::sink::{RecordingConfig, ScanSink, WriterPlacement};
 use vdif::VdifHeader;
 
 const EF: u16 = u16::from_be_bytes(*b"Ef");
@@ -42,9 +42,9 @@ fn disks(root: &std::path::Path, n: usize) -> Vec<PathBuf> {
 }
 
 fn read_scan(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<u8> {
-    let s = scanio::Scan::open(layout, scan, disks).unwrap();
+    let s = recording::Scan::open(layout, scan, disks).unwrap();
     let mut out = Vec::new();
-    scanio::ScanReader::new(Arc::new(s)).read_to_end(&mut out).unwrap();
+    recording::ScanReader::new(Arc::new(s)).read_to_end(&mut out).unwrap();
     out
 }
 
@@ -52,18 +52,22 @@ fn record(
     layout: Layout,
     n: u32,
     split: bool,
-) -> (
-    tempfile::TempDir,
-    Vec<PathBuf>,
-    Vec<u8>,
-    stream_session::sink::SinkOutcome,
-) {
+) -> (tempfile::TempDir, Vec<PathBuf>, Vec<u8>, recording::write::SinkOutcome) {
+    record_named(layout, n, split, RecordingNames::Template("exp_no0001".into()))
+}
+
+fn record_named(
+    layout: Layout,
+    n: u32,
+    split: bool,
+    names: RecordingNames,
+) -> (tempfile::TempDir, Vec<PathBuf>, Vec<u8>, recording::write::SinkOutcome) {
     let t = tempfile::tempdir().unwrap();
     let d = disks(t.path(), 4);
     let cfg = RecordingConfig {
         layout,
         disks: d.clone(),
-        scan: "exp_no0001".into(),
+        names,
         block_bytes: Some(10 * FRAME as u64 + 500),
         direct: false,
     };
@@ -99,7 +103,7 @@ fn both_layouts_over_four_disks_read_back_byte_identical() {
         let back = read_scan(layout, "exp_no0001_dsEf", &d);
         assert_eq!(back.len(), sent.len(), "{layout}");
         assert!(back == sent, "{layout}: the scan differs from what was recorded");
-        let info = scanio::Scan::open(layout, "exp_no0001_dsEf", &d).unwrap().info();
+        let info = recording::Scan::open(layout, "exp_no0001_dsEf", &d).unwrap().info();
         assert_eq!((info.missing_blocks, info.blocks), (0, 101));
     }
 }
@@ -127,7 +131,7 @@ fn a_scan_name_already_on_a_disk_gets_a_letter() {
     let cfg = RecordingConfig {
         layout: Layout::Vbs,
         disks: d.clone(),
-        scan: "s".into(),
+        names: RecordingNames::Template("s".into()),
         block_bytes: Some(4 * FRAME as u64),
         direct: false,
     };
@@ -146,7 +150,7 @@ fn bad_configurations_are_refused_before_recording() {
     let cfg = |scan: &str, disks: Vec<PathBuf>, block: u64| RecordingConfig {
         layout: Layout::Mk6,
         disks,
-        scan: scan.into(),
+        names: RecordingNames::Template(scan.into()),
         block_bytes: Some(block),
         direct: false,
     };
@@ -161,4 +165,40 @@ fn bad_configurations_are_refused_before_recording() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("no disk can be written"), "{e}");
+}
+
+/// A FlexBuff names its recordings by the Field System's label: all frames in `LABEL`, or with
+/// data streams defined one recording `LABEL_ds<stream>` each (`datastream = add :
+/// ds{thread} : *` gives `LABEL_dsds0`, `LABEL_dsds1`); frames no stream takes are counted.
+#[test]
+fn a_label_names_the_recording_as_a_flexbuff_does() {
+    use scanfmt::datastream::{DataStreams, LabelNames};
+    let label = |streams| RecordingNames::Label(LabelNames::new("r41066_ef_no0001", streams).unwrap());
+    let (_t, d, sent, out) = record_named(Layout::Vbs, 400, false, label(DataStreams::default()));
+    let r = out.recording.unwrap();
+    assert_eq!(r.scans.len(), 1);
+    assert_eq!((r.scans[0].scan.as_str(), r.scans[0].frames), ("r41066_ef_no0001", 400));
+    assert!(read_scan(Layout::Vbs, "r41066_ef_no0001", &d) == sent);
+
+    let mut per_thread = DataStreams::default();
+    per_thread.add("ds{thread}", &["*".to_string()]).unwrap();
+    let (_t, d, sent, out) = record_named(Layout::Vbs, 400, false, label(per_thread));
+    let r = out.recording.unwrap();
+    let names: Vec<&str> = r.scans.iter().map(|s| s.scan.as_str()).collect();
+    assert_eq!(names, ["r41066_ef_no0001_dsds0", "r41066_ef_no0001_dsds1"]);
+    for t in 0..2usize {
+        let expect: Vec<u8> = sent.chunks(FRAME).skip(t).step_by(2).flatten().copied().collect();
+        assert!(read_scan(Layout::Vbs, &format!("r41066_ef_no0001_dsds{t}"), &d) == expect);
+    }
+
+    let mut only0 = DataStreams::default();
+    only0.add("zero", &["Ef.0".to_string()]).unwrap();
+    let (_t, _d, _sent, out) = record_named(Layout::Mk6, 400, false, label(only0));
+    assert_eq!(out.not_written, 200);
+    let r = out.recording.unwrap();
+    assert_eq!((r.frames_unmatched, r.scans.len()), (200, 1));
+    assert_eq!(
+        (r.scans[0].scan.as_str(), r.scans[0].frames),
+        ("r41066_ef_no0001_dszero", 200)
+    );
 }

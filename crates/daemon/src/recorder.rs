@@ -1,0 +1,189 @@
+//! `record` and `net2file`: starting and stopping recordings, named as a FlexBuff names them.
+
+use recording::write::{unique_label, FileMode};
+use safedir::{DirError, EntryKind};
+use vsis::command::{Net2File, Record, RecordFormat};
+use vsis::playback::OpenMode;
+use vsis::ReturnCode;
+
+use crate::scans::ScanPointer;
+use crate::transfer::{self, Kind, Target};
+use crate::{ok, refuse, Answer, Daemon, Running, State};
+
+impl Daemon {
+    pub(crate) fn record(&self, st: &mut State, r: Record) -> Answer {
+        match r {
+            Record::Query => match &st.running {
+                Running::Recording(rec) if rec.kind == Kind::Record => {
+                    let bytes = self.bytes(Kind::Record).1;
+                    ok(vec![
+                        "on".into(),
+                        st.session.recorded.len().to_string(),
+                        rec.name.clone(),
+                        bytes.to_string(),
+                    ])
+                }
+                _ => ok(vec!["off".into()]),
+            },
+            Record::QueryMk6 => ok(vec![
+                u8::from(st.settings.record_format == RecordFormat::Mk6).to_string()
+            ]),
+            Record::QueryNthread => ok(vec![
+                st.settings.nthread.0.to_string(),
+                st.settings.nthread.1.to_string(),
+            ]),
+            Record::Mk6(mk6) => match Self::idle(st) {
+                Err(a) => a,
+                Ok(()) => {
+                    st.settings.record_format = if mk6 { RecordFormat::Mk6 } else { RecordFormat::Vbs };
+                    ok(vec![])
+                }
+            },
+            Record::Nthread { readers, writers } => {
+                // jive5ab changes these at any time; they take effect at the next record=on.
+                let n = &mut st.settings.nthread;
+                *n = (readers.unwrap_or(n.0), writers.unwrap_or(n.1));
+                ok(vec![])
+            }
+            Record::On { scan } => self.record_on(st, scan.as_str()),
+            Record::Off => {
+                let answer = self.stop(st, Kind::Record);
+                // jive5ab's record=off sets the scan pointer to what was just recorded.
+                if answer.0 == ReturnCode::Done {
+                    if let Some(last) = st.session.recorded.last() {
+                        st.session.pointer = Some(ScanPointer::whole(last));
+                    }
+                }
+                answer
+            }
+        }
+    }
+
+    /// `record = on : LABEL`: a FlexBuff recording over the set disks (or Mark6, or VDIF files
+    /// in the first disk), renamed with a letter when the label is taken — and then said so.
+    fn record_on(&self, st: &mut State, label: &str) -> Answer {
+        if let Err(a) = Self::idle(st) {
+            return a;
+        }
+        if st.disks.is_empty() {
+            return refuse(ReturnCode::Conflict, "no disks: set_disks = /path/disk0 : … ;");
+        }
+        let layout = match st.settings.record_format {
+            RecordFormat::Vbs => Some(scanfmt::Layout::Vbs),
+            RecordFormat::Mk6 => Some(scanfmt::Layout::Mk6),
+            RecordFormat::Vdif => None,
+        };
+        let target = match layout {
+            Some(layout) => {
+                let Some(name) = unique_label(label, &st.disks) else {
+                    return refuse(
+                        ReturnCode::Failed,
+                        " - more than 52 recordings with the same scan name is not possible",
+                    );
+                };
+                transfer::scan_target(&name, layout, &st.disks, &st.settings).map(|t| (name, t))
+            }
+            None => self.vdif_directory(st, label),
+        };
+        let (name, target) = match target {
+            Ok(t) => t,
+            Err((code, why)) => return refuse(code, why),
+        };
+        match transfer::start_recording(
+            Kind::Record,
+            &name,
+            target,
+            &st.settings,
+            &self.env,
+            self.record_pub.clone(),
+        ) {
+            Ok(rec) => {
+                st.session.recorded.push(name.clone());
+                st.running = Running::Recording(rec);
+                st.last = Some(Kind::Record);
+                st.tstat = None;
+                // The reply names the recording only when it is not the label (jive5ab).
+                ok(if name == label { vec![] } else { vec![name] })
+            }
+            Err((code, why)) => refuse(code, why),
+        }
+    }
+
+    /// A new directory for `record_format = vdif`: `<first disk>/<label>`, a letter appended
+    /// when taken, never through a link.
+    fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), transfer::StartError> {
+        let first = &st.disks[0];
+        let disk = self
+            .env
+            .paths
+            .open_dir(&first.display().to_string())
+            .map_err(|e| (ReturnCode::Failed, e.to_string()))?;
+        for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
+            let name = format!("{label}{suffix}");
+            match disk.create_subdir(&name) {
+                Ok(d) => return Ok((name, Target::Files(d.path().to_path_buf()))),
+                Err(DirError::Exists(_)) => continue,
+                Err(e) => return Err((ReturnCode::Failed, e.to_string())),
+            }
+        }
+        Err((
+            ReturnCode::Failed,
+            format!("{label} and {label}a to {label}z exist in {}", first.display()),
+        ))
+    }
+
+    pub(crate) fn net2file(&self, st: &mut State, n: Net2File) -> Answer {
+        match n {
+            Net2File::Query => match &st.running {
+                Running::Recording(r) if r.kind == Kind::Net2File => {
+                    ok(vec!["active".into(), self.bytes(Kind::Net2File).1.to_string()])
+                }
+                _ => ok(vec!["inactive".into(), "0".into()]),
+            },
+            Net2File::Open { path, mode } => {
+                if let Err(a) = Self::idle(st) {
+                    return a;
+                }
+                let default_dir = st.disks.first().cloned().unwrap_or_default();
+                let (dir, name) = match self.env.paths.file(&path, &default_dir) {
+                    Ok(f) => f,
+                    Err(e) => return refuse(ReturnCode::BadParameter, e.to_string()),
+                };
+                // jive5ab's reply: the file's size now (what an append starts from).
+                let size = match dir.stat(&name) {
+                    Ok(Some(s)) if s.kind == EntryKind::File && mode == OpenMode::Append => s.len,
+                    Ok(Some(_)) if mode == OpenMode::New => {
+                        return refuse(
+                            ReturnCode::Failed,
+                            format!("{}: File exists", dir.display(&name).display()),
+                        )
+                    }
+                    _ => 0,
+                };
+                let mode = match mode {
+                    OpenMode::New => FileMode::New,
+                    OpenMode::Write => FileMode::Truncate,
+                    OpenMode::Append | OpenMode::Resume => FileMode::Append,
+                };
+                let target = Target::OneFile(dir.path().to_path_buf(), name.clone(), mode);
+                match transfer::start_recording(
+                    Kind::Net2File,
+                    &name,
+                    target,
+                    &st.settings,
+                    &self.env,
+                    self.record_pub.clone(),
+                ) {
+                    Ok(rec) => {
+                        st.running = Running::Recording(rec);
+                        st.last = Some(Kind::Net2File);
+                        st.tstat = None;
+                        ok(vec![size.to_string()])
+                    }
+                    Err((code, why)) => refuse(code, why),
+                }
+            }
+            Net2File::Close => self.stop(st, Kind::Net2File),
+        }
+    }
+}

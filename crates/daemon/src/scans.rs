@@ -1,0 +1,468 @@
+//! Recorded scans read back, as jive5ab does on a FlexBuff: `scan_set` chooses a scan and a
+//! byte range of it, `scan_check?` says what it holds, `data_check?` decodes where the range
+//! starts, `disk2file` copies the range to a file, `reset = abort` stops that copy, `rtime?`
+//! tells how long the set disks last at the mode's rate.
+//!
+//! A scan is found by its Field System label: the recording of that name and every data stream
+//! of it (`<label>_ds*`), vbs or Mark6, whichever the set disks hold.
+
+use std::sync::Arc;
+
+use recording::read::check::check_range;
+use recording::{Layout, Scan};
+use scanfmt::check::ScanCheck;
+use vsis::evlbi::cpp_double;
+use vsis::playback::{Disk2File, Disk2FileEnd, OpenMode, Pointer, ScanCheckArgs, ScanSelect, ScanSet, VexTime};
+use vsis::ReturnCode;
+
+use crate::disk2file::Disk2FileJob;
+use crate::{ok, refuse, Answer, Daemon, Running, State};
+
+/// Sample size of the check that gives the data rate for time-based pointers (jive5ab: about
+/// 1 MiB).
+const RATE_SAMPLE: u64 = 1 << 20;
+
+/// Where `scan_set` points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanPointer {
+    /// The scan (a label, or any recording name on the disks).
+    pub name: String,
+    /// First byte.
+    pub start: u64,
+    /// End (exclusive); 0 is the scan's end (as `record = off` and `scan_set =` leave it).
+    pub end: u64,
+}
+
+impl ScanPointer {
+    /// All of scan `name`.
+    pub fn whole(name: &str) -> ScanPointer {
+        ScanPointer {
+            name: name.to_string(),
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+/// This session's recordings and what `scan_set` chose.
+#[derive(Debug, Default)]
+pub struct ScanSession {
+    /// Recordings made since the daemon started, oldest first (jive5ab's list).
+    pub recorded: Vec<String>,
+    /// The scan and range set.
+    pub pointer: Option<ScanPointer>,
+    /// The last search string and the position of its last match in `recorded`.
+    pub search: Option<(String, usize)>,
+    /// Where the last `disk2file` wrote.
+    pub last_dest: Option<String>,
+}
+
+/// A time-based pointer needs the recorded data rate.
+fn rate_of(check: &Option<ScanCheck>) -> Result<(u64, &ScanCheck), Answer> {
+    check
+        .as_ref()
+        .and_then(|c| c.bytes_per_second().map(|r| (r, c)))
+        .ok_or_else(|| {
+            refuse(
+                ReturnCode::Conflict,
+                "could not deduce recorded data rate for time based scan_set",
+            )
+        })
+}
+
+/// The byte of the data at time `t` (fields not given are the data's first frame's), moved to
+/// the next minute/hour/day when before the data starts, as jive5ab's `scan_set` does.
+fn byte_at_time(t: &VexTime, c: &ScanCheck, rate: u64) -> Option<i64> {
+    use chrono::{Datelike, NaiveDate, Timelike};
+    let n = f64::from(c.frames_per_second?);
+    let start = c.start.unix as f64 + f64::from(c.start.frame) / n;
+    let d = chrono::DateTime::from_timestamp(c.start.unix, 0)?;
+    let year = t.year.unwrap_or(d.year());
+    let day = t.day.unwrap_or(d.ordinal());
+    let hour = t.hour.unwrap_or(d.hour());
+    let minute = t.minute.unwrap_or(d.minute());
+    let second = t.second.unwrap_or(f64::from(d.second()));
+    let midnight = NaiveDate::from_yo_opt(year, day)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc()
+        .timestamp();
+    let mut wanted = midnight as f64 + f64::from(hour) * 3600.0 + f64::from(minute) * 60.0 + second;
+    if wanted < start {
+        // The first field left out goes up by one: 30s → the next minute's second 30.
+        const NEXT: [f64; 5] = [1.0, 60.0, 3600.0, 86_400.0, 365.0 * 86_400.0];
+        wanted += NEXT[t.fields().min(4)];
+    }
+    if wanted < start {
+        return None;
+    }
+    Some(c.start_offset as i64 + ((wanted - start) * rate as f64).round() as i64)
+}
+
+impl Daemon {
+    /// Scan `name` on the set disks, vbs or Mark6 (exactly one of them).
+    fn open_scan(&self, st: &State, name: &str) -> Result<Arc<Scan>, Answer> {
+        if scanfmt::name::check(name).is_err() {
+            return Err(refuse(ReturnCode::BadParameter, format!("'{name}' is not a scan name")));
+        }
+        let vbs = Scan::open_with_streams(Layout::Vbs, name, &st.disks);
+        let mk6 = Scan::open_with_streams(Layout::Mk6, name, &st.disks);
+        match (vbs, mk6) {
+            (Ok(s), Err(_)) | (Err(_), Ok(s)) => Ok(Arc::new(s)),
+            (Ok(_), Ok(_)) => Err(refuse(
+                ReturnCode::Failed,
+                format!("'{name}' exists in both Mk6/VBS formats"),
+            )),
+            (Err(_), Err(_)) => Err(refuse(
+                ReturnCode::Failed,
+                format!("'{name}' does not exist in Mk6/VBS format"),
+            )),
+        }
+    }
+
+    /// Which of this session's scans (or which name) a `scan_set` means.
+    fn select(st: &mut State, sel: ScanSelect) -> Result<String, Answer> {
+        let list = &st.session.recorded;
+        let current = st
+            .session
+            .pointer
+            .as_ref()
+            .and_then(|p| list.iter().position(|n| *n == p.name));
+        let none = || refuse(ReturnCode::Conflict, "there are no scans recorded in this session");
+        Ok(match sel {
+            ScanSelect::Last => list.last().ok_or_else(none)?.clone(),
+            ScanSelect::Next | ScanSelect::Previous => {
+                let i = current
+                    .ok_or_else(|| refuse(ReturnCode::Conflict, "there is no recorded scan to increment from"))?;
+                let j = if sel == ScanSelect::Next {
+                    (i + 1) % list.len()
+                } else {
+                    (i + list.len() - 1) % list.len()
+                };
+                list[j].clone()
+            }
+            ScanSelect::Number(n) if n >= 1 && n <= list.len() as u64 => list[n as usize - 1].clone(),
+            ScanSelect::Number(n) => Self::search(st, &n.to_string(), 0),
+            ScanSelect::SearchAgain => {
+                let (text, at) = st
+                    .session
+                    .search
+                    .clone()
+                    .ok_or_else(|| refuse(ReturnCode::Failed, "no search string given yet"))?;
+                Self::search(st, &text, at + 1)
+            }
+            ScanSelect::Name(text) => Self::search(st, &text, 0),
+        })
+    }
+
+    /// The first of this session's scans from `from` on (cycling) whose name holds `text`
+    /// (case-insensitive); `text` itself, a recording name, when none does.
+    fn search(st: &mut State, text: &str, from: usize) -> String {
+        let list = &st.session.recorded;
+        let want = text.to_ascii_uppercase();
+        let n = list.len();
+        let hit = (0..n)
+            .map(|k| (from + k) % n.max(1))
+            .find(|&i| list[i].to_ascii_uppercase().contains(&want));
+        st.session.search = Some((text.to_string(), hit.unwrap_or(0)));
+        hit.map_or_else(|| text.to_string(), |i| list[i].clone())
+    }
+
+    pub(crate) fn scan_set(&self, st: &mut State, s: ScanSet) -> Answer {
+        let (sel, start_p, end_p) = match s {
+            ScanSet::Query => {
+                let Some(p) = &st.session.pointer else {
+                    return ok(vec!["-1".into(), String::new(), "0".into(), "0".into()]);
+                };
+                let index = st
+                    .session
+                    .recorded
+                    .iter()
+                    .position(|n| *n == p.name)
+                    .map_or(-1, |i| i as i64);
+                return ok(vec![
+                    index.to_string(),
+                    p.name.clone(),
+                    p.start.to_string(),
+                    p.end.to_string(),
+                ]);
+            }
+            ScanSet::LastWhole => (ScanSelect::Last, None, None),
+            ScanSet::Set { scan, start, end } => (scan, Some(start), Some(end)),
+        };
+        if let Err(a) = Self::idle(st) {
+            return a;
+        }
+        let name = match Self::select(st, sel) {
+            Ok(n) => n,
+            Err(a) => return a,
+        };
+        let scan = match self.open_scan(st, &name) {
+            Ok(s) => s,
+            Err(a) => return a,
+        };
+        let (Some(start_p), Some(end_p)) = (start_p, end_p) else {
+            // `scan_set = ;`: the scan, whole, as jive5ab leaves it (0 : 0).
+            st.session.pointer = Some(ScanPointer::whole(&name));
+            return ok(vec![]);
+        };
+        let len = scan.len() as i64;
+        let mut check = None;
+        let mut checked = false;
+        let (mut start, mut end) = (0i64, len);
+        for (p, is_start) in [(start_p, true), (end_p, false)] {
+            let needs_rate = matches!(p, Pointer::PlusTime(_) | Pointer::MinusTime(_) | Pointer::At(_));
+            if needs_rate && !checked {
+                check = check_range(&scan, 0, scan.len(), RATE_SAMPLE).ok().flatten();
+                checked = true;
+            }
+            let v = match p {
+                Pointer::Default => continue,
+                Pointer::Start => 0,
+                Pointer::Centre => len / 2,
+                Pointer::NearEnd => len - 1_000_000,
+                Pointer::JustAfterStart => 65_536,
+                Pointer::PlusBytes(n) => start.saturating_add(n),
+                Pointer::MinusBytes(n) => end.saturating_sub(n),
+                Pointer::PlusTime(t) | Pointer::MinusTime(t) => {
+                    let (rate, _) = match rate_of(&check) {
+                        Ok(r) => r,
+                        Err(a) => return a,
+                    };
+                    let bytes = (t.as_duration() * rate as f64).round() as i64;
+                    if matches!(p, Pointer::PlusTime(_)) {
+                        start.saturating_add(bytes)
+                    } else {
+                        end.saturating_sub(bytes)
+                    }
+                }
+                Pointer::At(t) => {
+                    let (rate, c) = match rate_of(&check) {
+                        Ok(r) => r,
+                        Err(a) => return a,
+                    };
+                    match byte_at_time(&t, c, rate) {
+                        Some(b) => b,
+                        None => return refuse(ReturnCode::BadParameter, "a time outside the data"),
+                    }
+                }
+            };
+            if is_start {
+                start = v;
+            } else {
+                end = v;
+            }
+        }
+        if start < 0 || end > len {
+            return refuse(ReturnCode::BadParameter, "scan pointer offset(s) are out of bound");
+        }
+        st.session.pointer = Some(ScanPointer {
+            name,
+            start: start as u64,
+            end: end.max(0) as u64,
+        });
+        ok(vec![])
+    }
+
+    /// The scan and range `scan_set` (or `record = off`) left; the end made explicit.
+    fn pointed(&self, st: &State, missing: &str) -> Result<(Arc<Scan>, ScanPointer, u64), Answer> {
+        let p = st
+            .session
+            .pointer
+            .clone()
+            .ok_or_else(|| refuse(ReturnCode::BadParameter, missing))?;
+        let scan = self.open_scan(st, &p.name)?;
+        let end = if p.end == 0 { scan.len() } else { p.end.min(scan.len()) };
+        Ok((scan, p, end))
+    }
+
+    pub(crate) fn scan_check(&self, st: &mut State, a: ScanCheckArgs) -> Answer {
+        let (scan, p, end) = match self.pointed(st, "no scan name given") {
+            Ok(x) => x,
+            Err(a) => return a,
+        };
+        let have = end.saturating_sub(p.start);
+        if have < a.bytes {
+            return refuse(
+                ReturnCode::Conflict,
+                format!("scan too short to check, need {}bytes have {have}", a.bytes),
+            );
+        }
+        let mut f = vec!["?".to_string(), p.name.clone()];
+        match check_range(&scan, p.start, end, a.bytes) {
+            Ok(Some(c)) => f.extend(vsis::playback::scan_check_fields(&c)),
+            Ok(None) => f.push("?".into()),
+            Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),
+        }
+        ok(f)
+    }
+
+    /// `data_check?`: what the data at the scan pointer's start is — format, the first frame's
+    /// time, date code (none for VDIF), frame number, frame period, data rate (Mb/s, all
+    /// threads, payload), where in the first megabyte the frame starts, and the bytes missing
+    /// in the range (jive5ab's Mark 5 fields; its FlexBuff command set has no data_check).
+    pub(crate) fn data_check(&self, st: &mut State) -> Answer {
+        let (scan, p, end) = match self.pointed(st, "no scan name given") {
+            Ok(x) => x,
+            Err(a) => return a,
+        };
+        let c = match check_range(&scan, p.start, end, 1_000_000) {
+            Ok(Some(c)) => c,
+            Ok(None) => return ok(vec!["?".into()]),
+            Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),
+        };
+        let mut f = vec!["VDIF".to_string()];
+        let fraction = c.frames_per_second.map(|n| f64::from(c.start.frame) / f64::from(n));
+        f.push(vsis::playback::vex_time(c.start.unix, fraction));
+        f.push(String::new());
+        f.push(c.start.frame.to_string());
+        let offset = (c.start_offset - p.start).to_string();
+        match (c.frames_per_second, c.track_rate_bps) {
+            (Some(n), Some(r)) => {
+                let mbps = r as f64 * f64::from(c.tracks) / 1e6;
+                f.push(format!("{}s", cpp_double(1.0 / f64::from(n))));
+                f.push(cpp_double(mbps));
+                f.push(offset);
+                f.push(c.missing_bytes.map_or("?".into(), |m| m.to_string()));
+            }
+            _ => f.extend(["?".into(), "?".into(), offset, "?".into()]),
+        }
+        ok(f)
+    }
+
+    pub(crate) fn disk2file(&self, st: &mut State, d: Disk2File) -> Answer {
+        let Disk2File::Start { file, start, end, mode } = d else {
+            return match &st.running {
+                Running::Disk2File(j) => ok(vec![
+                    "active".into(),
+                    j.dest.clone(),
+                    j.start.to_string(),
+                    j.current().to_string(),
+                    j.end.to_string(),
+                    j.mode.into(),
+                ]),
+                _ => {
+                    let mut f = vec!["inactive".to_string()];
+                    f.extend(st.session.last_dest.clone());
+                    ok(f)
+                }
+            };
+        };
+        if let Err(a) = Self::idle(st) {
+            return a;
+        }
+        let (scan, p, scan_end) = match self.pointed(st, " no scan was set using scan_set=") {
+            Ok(x) => x,
+            Err((_, why)) => return (ReturnCode::Conflict, why),
+        };
+        let mut from = start.unwrap_or(p.start);
+        let to = match end {
+            Disk2FileEnd::Default => scan_end,
+            Disk2FileEnd::At(v) => v,
+            Disk2FileEnd::After(n) => from.saturating_add(n),
+        };
+        if from > to || to > scan.len() {
+            return refuse(
+                ReturnCode::BadParameter,
+                format!("range {from}-{to} is outside the scan (0-{})", scan.len()),
+            );
+        }
+        let dest = if file.is_empty() {
+            format!("{}.m5a", p.name)
+        } else {
+            file
+        };
+        let default_dir = self
+            .env
+            .paths
+            .first_root()
+            .map(|r| r.to_path_buf())
+            .or_else(|| st.disks.first().cloned())
+            .unwrap_or_default();
+        let (dir, name) = match self.env.paths.file(&dest, &default_dir) {
+            Ok(f) => f,
+            Err(e) => return refuse(ReturnCode::BadParameter, e.to_string()),
+        };
+        let opened = match mode {
+            OpenMode::New => dir.create_file(&name, safedir::Create::default()),
+            OpenMode::Write => dir.open_write(&name, false),
+            OpenMode::Append | OpenMode::Resume => dir.open_write(&name, true),
+        };
+        let out = match opened {
+            Ok(f) => f,
+            Err(e) => return refuse(ReturnCode::Failed, e.to_string()),
+        };
+        if mode == OpenMode::Resume {
+            // Resume where the file's length says the last copy stopped.
+            from = from.saturating_add(out.metadata().map_or(0, |m| m.len())).min(to);
+        }
+        match Disk2FileJob::start(scan, out, dest, (from, to), mode.name()) {
+            Ok(j) => {
+                st.running = Running::Disk2File(j);
+                st.tstat = None;
+                (ReturnCode::Initiated, vec![])
+            }
+            Err(e) => refuse(ReturnCode::Failed, format!("cannot start the copy: {e}")),
+        }
+    }
+
+    /// `reset = abort`: stop a running `disk2file` (the file keeps what was copied).
+    pub(crate) fn reset(&self, st: &mut State, _what: &str) -> Answer {
+        if !matches!(st.running, Running::Disk2File(_)) {
+            return refuse(ReturnCode::Conflict, "nothing running to abort");
+        }
+        match self.stop_running(st) {
+            Ok(()) => ok(vec![]),
+            Err(e) => refuse(ReturnCode::Failed, e),
+        }
+    }
+
+    /// `rtime?`: time left at the mode's rate (headers included) over the free space of the
+    /// set disks — each file system counted once (jive5ab adds up directories, so four
+    /// directories on one disk count it four times) —, the free space, its share, the format,
+    /// tracks, and the rate.
+    pub(crate) fn rtime(&self, st: &mut State) -> Answer {
+        let mut seen = Vec::new();
+        let (mut free, mut total) = (0u64, 0u64);
+        for d in &st.disks {
+            let Ok(dir) = safedir::Dir::open(d) else { continue };
+            let (Ok((dev, _)), Ok(space)) = (dir.identity(), dir.space()) else {
+                continue;
+            };
+            if !seen.contains(&dev) {
+                seen.push(dev);
+                free += space.free;
+                total += space.total;
+            }
+        }
+        let gb = format!("{}GB", cpp_double(free as f64 / 1e9));
+        let pct = format!(
+            "{}%",
+            cpp_double(if total > 0 {
+                free as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            })
+        );
+        let Some(m) = &st.settings.mode else {
+            return ok(vec![
+                "<unknown> (no mode set yet)".into(),
+                gb,
+                pct,
+                "<unknown>".into(),
+                "0".into(),
+                "0".into(),
+                "<unknown> Mbps".into(),
+            ]);
+        };
+        let rate = m.rate_bps() * f64::from(m.frame_len()) / f64::from(m.payload.max(1));
+        ok(vec![
+            format!("{}s", cpp_double(free as f64 * 8.0 / rate)),
+            gb,
+            pct,
+            "VDIF".into(),
+            m.tracks().to_string(),
+            "0MHz".into(),
+            format!("{}Mbps", cpp_double(rate / 1e6)),
+        ])
+    }
+}

@@ -48,7 +48,10 @@ fn replay(port: u16, data_port: u16, dir: &Path) -> Vec<Value> {
         .args(set("data_port", data_port.to_string()))
         .args(set(
             "disks",
-            d.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" : "),
+            d.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" : "),
         ))
         .args(set("dest1", out.join("ev9999_ef_no0001.m5a").display().to_string()))
         .args(set("dest2", out.join("ev9999_ef_no0002.m5a").display().to_string()))
@@ -68,7 +71,10 @@ fn replay(port: u16, data_port: u16, dir: &Path) -> Vec<Value> {
 /// A fresh directory in /dev/shm (jive5ab records only off the root file system) with four
 /// disks and out/.
 fn shm_dir() -> tempfile::TempDir {
-    let t = tempfile::Builder::new().prefix("evlbi-fs-").tempdir_in("/dev/shm").unwrap();
+    let t = tempfile::Builder::new()
+        .prefix("evlbi-fs-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
     for d in disks(t.path()) {
         std::fs::create_dir(d).unwrap();
     }
@@ -255,7 +261,12 @@ fn cross_read(j5: &Path, ev: &Run, jv: &Run) {
             assert_eq!(ca.get(..5), cb.get(..5), "{who}, {rec}: scan_check? of both daemons");
             assert_eq!(ca.last(), cb.last(), "{who}, {rec}: frame size");
             assert!(a.len() > 1 << 20, "{who}, {rec}: {} bytes", a.len());
-            assert!(a == b, "{who}, {rec}: disk2file differs ({} vs {} bytes)", a.len(), b.len());
+            assert!(
+                a == b,
+                "{who}, {rec}: disk2file differs ({} vs {} bytes)",
+                a.len(),
+                b.len()
+            );
         }
     }
 }

@@ -302,7 +302,11 @@ mod tests {
             paths,
             vec![mnt.join("disk0"), mnt.join("disk2/sub"), data.join("x"), data.clone()]
         );
-        assert_eq!(sp.disks(std::slice::from_ref(&pattern)).unwrap().len(), 3, "a glob, links left out");
+        assert_eq!(
+            sp.disks(std::slice::from_ref(&pattern)).unwrap().len(),
+            3,
+            "a glob, links left out"
+        );
         for bad in [
             s(&outside),
             "/etc".to_string(),

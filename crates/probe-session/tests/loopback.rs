@@ -148,8 +148,9 @@ fn idle_connections_neither_block_a_client_nor_spend_a_session() {
     let t0 = std::time::Instant::now();
     let ok = run_client(&client(addr, 200, None), |_| {}, |_| {}).unwrap();
     // One connection at a time made this client wait for the 3 s handshake deadline of each
-    // idle connection in front of it.
-    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // idle connection in front of it: 130 × 3 s. A bound far from that, and far above what a
+    // busy host adds to a 200-packet trial.
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     h.join().unwrap();
     assert_eq!(ok.receiver.unwrap().unique_packets, 200);
     assert!(events.try_iter().any(|e| e == "finished 200"));

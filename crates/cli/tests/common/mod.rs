@@ -374,7 +374,11 @@ impl VsiDaemon {
             match std::net::TcpStream::connect(("127.0.0.1", self.port)) {
                 Ok(s) => break s,
                 Err(e) => {
-                    assert!(t0.elapsed() < std::time::Duration::from_secs(10), "port {}: {e}", self.port);
+                    assert!(
+                        t0.elapsed() < std::time::Duration::from_secs(10),
+                        "port {}: {e}",
+                        self.port
+                    );
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             }
@@ -400,7 +404,10 @@ impl VsiDaemon {
             .first()
             .is_some_and(|r| r.contains(": active") || r.contains(": on "))
         {
-            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "{query} still active");
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "{query} still active"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }

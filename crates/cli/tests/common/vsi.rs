@@ -162,10 +162,9 @@ pub fn settled(v: &mut Vsi) -> (u64, u64) {
     panic!("evlbi? kept changing: {last:?}");
 }
 
-/// Valid and invalid (filled) frames of a VDIF file of 8032-byte frames.
-pub fn frames_in(file: &Path) -> (u64, u64) {
-    let data = std::fs::read(file).unwrap();
-    assert_eq!(data.len() % 8032, 0, "{} is not whole frames", file.display());
+/// Valid and invalid (filled) frames of VDIF data of 8032-byte frames.
+pub fn frames_of(data: &[u8]) -> (u64, u64) {
+    assert_eq!(data.len() % 8032, 0, "not whole frames");
     let invalid = data
         .chunks(8032)
         .filter(|f| u32::from_le_bytes(f[..4].try_into().unwrap()) & (1 << 31) != 0)
@@ -173,12 +172,16 @@ pub fn frames_in(file: &Path) -> (u64, u64) {
     ((data.len() / 8032) as u64 - invalid, invalid)
 }
 
-/// The one recording of the scan.
-pub fn recording(root: &Path, scan: &str) -> std::path::PathBuf {
-    let files: Vec<_> = std::fs::read_dir(root.join(scan))
+/// The FlexBuff recording of a scan labelled `scan` on the one disk `root`: its chunks
+/// (`root/scan/scan.%08u`) in order, as one stream.
+pub fn recording(root: &Path, scan: &str) -> Vec<u8> {
+    let mut files: Vec<_> = std::fs::read_dir(root.join(scan))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    files[0].clone()
+    files.sort();
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(f.file_name().unwrap().to_str().unwrap(), format!("{scan}.{i:08}"));
+    }
+    files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect()
 }

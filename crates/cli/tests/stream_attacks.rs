@@ -167,8 +167,9 @@ fn forged_naks_cost_at_most_the_repeat_budget_and_never_the_stream() {
     assert_eq!(seen.repeats, resent);
 }
 
-/// Forged keep-alives (a jive5ab's text) from the receiver's address, as fast as one thread
-/// sends them, for 2 s: read and counted, and the stream goes on, every frame on its timeline.
+/// Forged keep-alives (a jive5ab's text) from the receiver's address, 200 000 a second for 2 s
+/// (a jive5ab sends one every N datagrams: this is 200 per frame): read and counted, and the
+/// stream goes on, every frame on its timeline.
 #[test]
 fn a_flood_of_forged_keep_alives_is_counted_and_never_slows_the_stream() {
     let mut forged = 0u64;
@@ -176,11 +177,13 @@ fn a_flood_of_forged_keep_alives_is_counted_and_never_slows_the_stream() {
         let to = seen.lock().unwrap().sender.unwrap();
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(2) {
-            for _ in 0..64 {
-                if sock.send_to(b"keep-alive from a jive5ab", to).is_ok() {
-                    forged += 1;
-                }
+            // 200 per millisecond, caught up if the thread was held up (bounded by the 2 s).
+            let due = (t0.elapsed().as_micros() / 5) as u64;
+            while forged < due {
+                let _ = sock.send_to(b"keep-alive from a jive5ab", to);
+                forged += 1;
             }
+            std::thread::sleep(Duration::from_millis(1));
         }
     });
     let st = &s["stations"][0];
@@ -191,7 +194,7 @@ fn a_flood_of_forged_keep_alives_is_counted_and_never_slows_the_stream() {
         st["slips"],
         seen.originals.len()
     );
-    assert!(forged > 10_000, "the attack ran: {forged}");
+    assert!(forged > 100_000, "the attack ran: {forged}");
     assert_eq!(st["frames_sent"], 3000, "{st}");
     assert_eq!(st["slips"], 0, "{st}");
     assert_eq!(seen.originals.len(), 3000);

@@ -155,10 +155,14 @@ fn rtt_is_twice_the_one_way_delay() {
         "an echo came back early: {:?}",
         rtts[0]
     );
-    let err = median.abs_diff(Duration::from_millis(100));
+    // The delay the emulator adds is exact; what a busy host adds on top (a late wake-up of
+    // the emulator's or the echo's thread) is not the emulator's to promise, and shows in the
+    // median (102-114 ms with both cores busy). The least disturbed echo shows the delay.
+    let err = rtts[0].abs_diff(Duration::from_millis(100));
     assert!(
         err <= Duration::from_millis(2),
-        "median RTT {median:?} is not within 2 ms of 100 ms"
+        "fastest RTT {:?} (median {median:?}) is not within 2 ms of 100 ms",
+        rtts[0]
     );
     assert!(stats.a_to_b.forwarded.packets >= 10);
     assert_eq!(stats.mode, Mode::Model);
@@ -175,12 +179,18 @@ fn bernoulli_loss_delivers_the_expected_fraction() {
     let rx = udp_in(&s.ns_b, B, 7002);
     let tx = udp_in(&s.ns_a, A, 0);
     const N: u32 = 2000;
+    let sent_all = Arc::new(AtomicBool::new(false));
+    let done = sent_all.clone();
     let receiver = thread::spawn(move || {
         let mut seen = vec![false; N as usize];
         let mut buf = [0u8; 256];
         let mut quiet_since = Instant::now();
-        // Stops 300 ms after the last datagram (the link has no delay).
-        while quiet_since.elapsed() < Duration::from_millis(300) {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        // Stops once everything was sent and nothing came for 1 s (the link has no delay; a
+        // busy host may hold the emulator up for a while, which must not count as loss).
+        while !(done.load(Ordering::Relaxed) && quiet_since.elapsed() >= Duration::from_secs(1))
+            && Instant::now() < give_up
+        {
             if let Ok((n, _)) = rx.recv_from(&mut buf) {
                 quiet_since = Instant::now();
                 if n >= 4 {
@@ -202,6 +212,7 @@ fn bernoulli_loss_delivers_the_expected_fraction() {
             thread::sleep(Duration::from_millis(1));
         }
     }
+    sent_all.store(true, Ordering::Relaxed);
     let delivered = receiver.join().expect("receiver");
     let stats = emu.shutdown().expect("shutdown");
     let frac = delivered as f64 / f64::from(N);

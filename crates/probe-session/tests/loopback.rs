@@ -109,9 +109,11 @@ fn wrong_key_is_refused_and_the_server_goes_on() {
     let ok = run_client(&client(addr, 100, Some(b"correct horse")), |_| {}, |_| {}).unwrap();
     h.join().unwrap();
     assert_eq!(ok.receiver.unwrap().unique_packets, 100);
+    // Each connection's events come from its own thread: the server promises them, not their
+    // order (a refused client's "failed" may follow the next client's "ready").
     let ev: Vec<String> = events.try_iter().collect();
-    assert!(ev[0].starts_with("failed") && ev[1].starts_with("failed"), "{ev:?}");
-    assert_eq!(ev.last().map(String::as_str), Some("finished 100"));
+    assert_eq!(ev.iter().filter(|e| e.starts_with("failed")).count(), 2, "{ev:?}");
+    assert_eq!(ev.iter().filter(|e| *e == "finished 100").count(), 1, "{ev:?}");
 }
 
 #[test]

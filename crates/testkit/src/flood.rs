@@ -56,7 +56,9 @@ pub fn flood_hold() -> usize {
 
 impl Flood {
     /// Connect to `target` from `from` (port chosen by the kernel) `per_second` times a second,
-    /// for at least `min` and at most `max` (or until [`Flood::finish`] after `min`).
+    /// for at least `min` and at least `per_second × min` connections (a busy host may not
+    /// reach the rate: the flood then lasts longer), at most `max`; it ends at
+    /// [`Flood::finish`] once both minimums are met.
     pub fn start(target: SocketAddr, from: IpAddr, per_second: u32, min: Duration, max: Duration) -> Flood {
         Flood::start_in(None, target, from, per_second, min, max)
     }
@@ -117,11 +119,13 @@ fn run(
     let mut report = FloodReport::default();
     let t0 = Instant::now();
     let spacing = Duration::from_secs(1) / per_second.max(1);
+    let min_connections = (f64::from(per_second) * min.as_secs_f64()) as u64;
     let mut next = t0;
     loop {
         let now = Instant::now();
         let elapsed = now - t0;
-        if elapsed >= max || (elapsed >= min && stop.load(Ordering::Relaxed)) {
+        let enough = elapsed >= min && report.connected >= min_connections;
+        if elapsed >= max || (enough && stop.load(Ordering::Relaxed)) {
             break;
         }
         if now < next {

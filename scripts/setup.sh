@@ -19,12 +19,15 @@ if [[ "${1:-}" != "--build" ]]; then
     # Debian packages: python3-venv for the cross-check venv; iproute2 for namespace tests;
     # fonts-dejavu-core for the text of PNG figures (evlbi report); chromium for the tests that
     # render the report page and the --metrics live page headless; prometheus for the test that
-    # scrapes --metrics with a real Prometheus server (installed, never started as a service).
+    # scrapes --metrics with a real Prometheus server (installed, never started as a service;
+    # its promtool checks contrib/'s alert rules); strace for the test that holds a traced
+    # `evlbi serve` session against the systemd unit's system-call filter.
     missing=()
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     [[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
     [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+    command -v strace >/dev/null 2>&1 || missing+=(strace)
     if ((${#missing[@]})); then
         if [[ $(id -u) -eq 0 ]]; then
             say "installing ${missing[*]}"

@@ -46,6 +46,12 @@ if ! scripts/jive5ab-path >/dev/null; then
     # The interop tests pass without a peer to talk to: say so where nobody can miss it.
     echo "SKIPPED: the jive5ab interop tests had no jive5ab (scripts/setup.sh builds it from ../shared/peers when cmake and g++ exist)"
 fi
+for t in promtool prometheus systemd-analyze strace; do
+    # The service tests (contrib/: alert rules, systemd unit) pass without their tool too.
+    if ! command -v "$t" >/dev/null; then
+        echo "SKIPPED: the service tests that need $t (crates/cli/tests/service_cli.rs): $t is not installed"
+    fi
+done
 if ((${#failures[@]})); then
     echo "FAILED steps: ${failures[*]}"
 fi

@@ -9,6 +9,12 @@
    in one file, a file across the leap second 2016-12-31T23:59:60 and one whose epoch predates
    four leap seconds: headers, samples, times and `inspect` agree; `correlate` finds in evlbi's
    complex data the delay an independent complex cross-correlation (numpy) finds.
+5. Files that are not VDIF (issue 28): every Mark5B, Mark4, DADA and GUPPI file baseband ships
+   or writes, alone and as four joined copies, is "not VDIF" for inspect, stats, dump and
+   correlate, named as the format baseband's `file_info` says it is (Mark4 with its track
+   count); GSB data, which baseband cannot identify either, is not named, its time stamps are.
+6. A 4-thread file baseband writes, without thread 3's first or last frame: baseband warns
+   "Thread(s) [3] missing" for that frame set; evlbi reports thread 3 one frame short there.
 
 Run through scripts/test.sh (which builds evlbi and makes the venv), or directly:
     .venv/bin/pytest tests/crosscheck
@@ -341,3 +347,89 @@ def test_inspect_agrees_with_baseband_samples(path):
         assert all(" thread " in pr and "away from the first frame" in pr for pr in r["problems"]), r
     else:
         assert r["problems"] == []
+
+
+# 5. Other formats. What evlbi calls each format baseband's file_info names.
+NAMES = {"mark5b": "Mark5B data", "mark4": "Mark4 data", "dada": "a DADA file", "guppi": "GUPPI raw data"}
+
+
+def write_other_formats(d):
+    """Mark5B, Mark4 (32 tracks), DADA and GUPPI files written by baseband's own writers."""
+    t = Time("2026-01-01T00:00:00", scale="utc")
+    rng = np.random.default_rng(1)
+    paths = [d / "w.m5b", d / "w.m4", d / "w.dada", d / "w.raw"]
+    from baseband import dada, guppi, mark4, mark5b
+    with mark5b.open(str(paths[0]), "ws", sample_rate=32 * u.MHz, nchan=8, bps=2, time=t) as fw:
+        fw.write(rng.normal(0, 2, size=(5000 * 4, 8)).astype(np.float32))
+    with mark4.open(str(paths[1]), "ws", sample_rate=32 * u.MHz, ntrack=32, decade=2020, bps=2, fanout=4,
+                    time=t) as fw:
+        fw.write(rng.normal(0, 2, size=(80000 * 2, 4)).astype(np.float32))
+    with dada.open(str(paths[2]), "ws", sample_rate=16 * u.MHz, samples_per_frame=16000, npol=2, nchan=1, bps=8,
+                   complex_data=True, time=t) as fw:
+        fw.write((rng.normal(size=(32000, 2)) + 1j * rng.normal(size=(32000, 2))).astype(np.complex64))
+    with guppi.open(str(paths[3]), "ws", sample_rate=3.125 * u.MHz, samples_per_frame=1024, pktsize=1024, npol=2,
+                    nchan=4, time=t) as fw:
+        fw.write((rng.normal(size=(2048, 2, 4)) + 1j * rng.normal(size=(2048, 2, 4))).astype(np.complex64))
+    return paths
+
+
+SHIPPED = [getattr(baseband.data, n) for n in sorted(dir(baseband.data)) if n.startswith("SAMPLE_")
+           and n.split("_")[1] in ("MARK5B", "MARK4", "DADA", "PUPPI", "VEGAS", "BLC", "MEERKAT")]
+
+
+def test_other_formats_are_named_as_baseband_names_them(tmp_path):
+    paths = write_other_formats(tmp_path) + [Path(p) for p in SHIPPED]
+    assert len(paths) >= 4 + 10, paths
+    for path in paths:
+        info = baseband.file_info(str(path))
+        want = NAMES[info.format]
+        if info.format == "mark4":
+            want += f", {info.ntrack} tracks"
+        joined = tmp_path / ("x4_" + path.name)
+        joined.write_bytes(path.read_bytes() * 4)
+        for f in (path, joined):
+            for args in (["inspect"], ["stats"], ["dump"], ["correlate", f]):
+                p = evlbi("vdif", *args, f, check=False)
+                assert p.returncode == 1, (args, f, p.stderr)
+                assert "not VDIF (" in p.stderr and want in p.stderr, (args, f, p.stderr)
+                assert p.stdout == "", (args, f)
+
+
+def test_gsb_samples_cannot_be_named_their_time_stamps_can():
+    raw = baseband.data.SAMPLE_GSB_RAWDUMP
+    assert isinstance(baseband.file_info(raw), baseband.base.file_info.NoInfo)
+    p = evlbi("vdif", "inspect", raw, check=False)
+    assert p.returncode == 1 and "not VDIF (" in p.stderr and "GSB" not in p.stderr, p.stderr
+    for stamps in (baseband.data.SAMPLE_GSB_RAWDUMP_HEADER, baseband.data.SAMPLE_GSB_PHASED_HEADER):
+        assert baseband.file_info(stamps).format == "gsb"
+        p = evlbi("vdif", "inspect", stamps, check=False)
+        assert p.returncode == 1 and "a GSB time-stamp file" in p.stderr, p.stderr
+
+
+# 6. A thread's first or last frame missing.
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_a_missing_thread_frame_as_baseband_sees_it(tmp_path, which):
+    path = tmp_path / "four.vdif"
+    rng = np.random.default_rng(11)
+    with vdif.open(str(path), "ws", sample_rate=16 * u.MHz, samples_per_frame=4000, nchan=1, nthread=4, bps=2,
+                   edv=3, station="Ys", time=Time("2026-02-01T00:00:00", scale="utc"), squeeze=False) as fw:
+        fw.write(rng.normal(0, 2.2, size=(4000 * 50, 4, 1)).astype(np.float32))
+    size = 4000 * 2 // 8 + 32
+    data = path.read_bytes()
+    frames = [data[i:i + size] for i in range(0, len(data), size)]
+    assert len(frames) == 200 and [bb_headers(path)[k]["thread_id"] for k in range(4)] == [0, 1, 2, 3]
+    gone = 3 if which == "first" else 199  # thread 3 of frame set 0, or of the last (49)
+    cut = tmp_path / "cut.vdif"
+    cut.write_bytes(b"".join(f for k, f in enumerate(frames) if k != gone))
+    with pytest.warns(UserWarning, match=r"Thread\(s\) \[3\] missing"):
+        with vdif.open(str(cut), "rs", squeeze=False) as fr:
+            fr.read()
+    p = evlbi("vdif", "inspect", "--json", cut, check=False)
+    assert p.returncode == 1
+    r = json.loads(p.stdout)
+    t3 = r["per_thread"][3]
+    assert t3["thread"] == 3
+    assert (t3["missing_at_start"], t3["missing_at_end"]) == ((1, 0) if which == "first" else (0, 1))
+    assert r["missing_frames"] == 1
+    for t in r["per_thread"][:3]:
+        assert t["missing"] == 0

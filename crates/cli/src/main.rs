@@ -25,6 +25,7 @@ mod probe_tcp;
 mod report_cmd;
 mod scan_args;
 mod serve_cmd;
+mod serve_config;
 mod stream_cmd;
 mod stream_relay_cmd;
 mod transfer_cmd;

@@ -36,31 +36,60 @@ impl DisksArg {
     }
 }
 
-/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path.
+/// The scan `input` names (`vbs://SCAN`, `mk6://SCAN`), opened; `None` for a plain path. What
+/// was wrong finding its pieces is printed as warnings.
 pub fn open_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
+    let scan = find_scan(input, disks)?;
+    if let Some(s) = &scan {
+        for p in s.problems() {
+            status!("warning: {}://{}: {p}", s.layout(), s.name());
+        }
+    }
+    Ok(scan)
+}
+
+/// The scan `input` names, opened without a word said.
+fn find_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
     let Some((layout, name)) = input.to_str().and_then(scanfmt::parse_scan_url) else {
         return Ok(None);
     };
     let d = disks.expand(layout)?;
-    let scan = Scan::open(layout, name, &d).map_err(|e| match e {
+    // As jive5ab's scan_set opens a name: the recording and its data streams (`NAME_ds*`) as one.
+    let scan = Scan::open_with_streams(layout, name, &d).map_err(|e| match e {
         recording::ScanError::Name(_) => usage(e.to_string()),
         e => anyhow::anyhow!(e),
     })?;
-    for p in scan.problems() {
-        status!("warning: {}://{}: {p}", layout, name);
-    }
     Ok(Some(Arc::new(scan)))
 }
 
-/// A reader over a VDIF file or a recorded scan, and its length in bytes.
-pub fn open_input(input: &Path, disks: &DisksArg) -> Result<(Box<dyn Read + Send>, u64)> {
-    if let Some(scan) = open_scan(input, disks)? {
-        let len = scan.len();
-        return Ok((Box::new(ScanReader::new(scan)), len));
+/// A VDIF file or a recorded scan, opened for reading.
+pub struct OpenedInput {
+    /// Its bytes.
+    pub reader: Box<dyn Read + Send>,
+    /// How many.
+    pub len: u64,
+    /// For a scan: what is wrong with it (missing, duplicate or truncated blocks, unreadable
+    /// disks or files); the reader has to say these, as the bytes it reads have the missing
+    /// blocks' data left out.
+    pub problems: Vec<String>,
+}
+
+/// A reader over a VDIF file or a recorded scan.
+pub fn open_input(input: &Path, disks: &DisksArg) -> Result<OpenedInput> {
+    if let Some(scan) = find_scan(input, disks)? {
+        return Ok(OpenedInput {
+            len: scan.len(),
+            problems: scan.info().problems,
+            reader: Box::new(ScanReader::new(scan)),
+        });
     }
     let f = std::fs::File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    Ok((Box::new(f), len))
+    Ok(OpenedInput {
+        reader: Box::new(f),
+        len,
+        problems: Vec::new(),
+    })
 }
 
 /// How a recorder lays its data out.

@@ -15,6 +15,7 @@ use daemon::Daemon;
 use recording::write::WriterPlacement;
 
 use crate::metrics_flag::MetricsArgs;
+use crate::serve_config::ServeConfig;
 use crate::units::parse_positive_duration;
 use crate::{usage, ProblemsFound};
 
@@ -31,6 +32,8 @@ record? record=mk6:0|1 record_format= set_disks= net2file=open:NAME|close net2ne
 fill2net=connect:HOST[:PORT[:STATION]]|on|off evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
 Examples:\n  \
 evlbi serve --root /data --metrics 127.0.0.1:9200\n  \
+# a station's service: the settings in a file (contrib/evlbi-serve.toml), a flag overriding one\n  \
+evlbi serve --config /etc/evlbi/serve.toml --metrics 127.0.0.1:9201\n  \
 # the Field System's session, by hand:\n  \
 printf 'mode = VDIF_8000-512-16-2 ;\\nnet_protocol = udps : 32M ;\\nnet_port = 46227 ;\\nrecord = on : exp_ef_no0001 ;\\n' | nc -q1 127.0.0.1 2620\n  \
 printf 'evlbi? ;\\n' | nc -q1 127.0.0.1 2620\n  \
@@ -39,9 +42,18 @@ evlbi serve --vsi 0.0.0.0:2620 --vsi-allow 10.1.1.5 --root /data";
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// The VSI-S control port, ADDR:PORT (2620 is the Mark5/jive5ab port).
-    #[arg(long, default_value = "127.0.0.1:2620", value_name = "ADDR:PORT")]
-    vsi: SocketAddr,
+    /// Read the settings from this TOML file (e.g. /etc/evlbi/serve.toml; keys are the flags
+    /// below with '_' for '-': vsi, vsi_allow, root, disks, metrics, interval,
+    /// first_request_timeout, probe_server, recv_listen, key_file; contrib/evlbi-serve.toml is
+    /// an example; relative paths in it are taken relative to its directory). A flag given on
+    /// the command line overrides its key; a list flag given (--root, --disks, --vsi-allow)
+    /// replaces the file's list.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The VSI-S control port, ADDR:PORT (2620 is the Mark5/jive5ab port). Default:
+    /// 127.0.0.1:2620.
+    #[arg(long, value_name = "ADDR:PORT")]
+    vsi: Option<SocketAddr>,
     /// Also take commands from this peer address (repeat for several). Without it only
     /// loopback peers are answered.
     #[arg(long, value_name = "IP")]
@@ -60,11 +72,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATTERN")]
     disks: Vec<String>,
     /// How often a running transfer publishes its counts (evlbi?, tstat?, --metrics).
-    #[arg(long, value_parser = parse_positive_duration, default_value = "500ms")]
-    interval: Duration,
-    /// Time a control connection has to send its first request.
-    #[arg(long, value_parser = parse_positive_duration, default_value = "60s")]
-    first_request_timeout: Duration,
+    /// Default: 500ms.
+    #[arg(long, value_parser = parse_positive_duration)]
+    interval: Option<Duration>,
+    /// Time a control connection has to send its first request. Default: 60s.
+    #[arg(long, value_parser = parse_positive_duration)]
+    first_request_timeout: Option<Duration>,
     /// Also serve path measurements (`evlbi probe server`) on this control address, so the
     /// correlator can probe the path to the station between scans.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -83,13 +96,50 @@ pub struct ServeArgs {
     writer_in_thread: bool,
 }
 
+/// A list flag: `None` when not given (the file's list stays).
+fn given<T: Clone>(v: &[T]) -> Option<Vec<T>> {
+    (!v.is_empty()).then(|| v.to_vec())
+}
+
+/// The VSI-S port when neither the flag nor the file names one.
+const DEFAULT_VSI: ([u8; 4], u16) = ([127, 0, 0, 1], 2620);
+
+impl ServeArgs {
+    /// The settings the command line gives, as the config file's struct.
+    fn flags(&self) -> ServeConfig {
+        ServeConfig {
+            vsi: self.vsi,
+            vsi_allow: given(&self.vsi_allow),
+            root: given(&self.root),
+            disks: given(&self.disks),
+            metrics: self.metrics.metrics,
+            interval: self.interval,
+            first_request_timeout: self.first_request_timeout,
+            probe_server: self.probe_server,
+            recv_listen: self.recv_listen,
+            key_file: self.key_file.clone(),
+        }
+    }
+
+    /// The file's settings (with --config) under the command line's.
+    fn settings(&self) -> Result<ServeConfig> {
+        let file = match &self.config {
+            Some(path) => ServeConfig::load(path)?,
+            None => ServeConfig::default(),
+        };
+        Ok(file.overlay(self.flags()))
+    }
+}
+
 pub fn run(a: ServeArgs) -> Result<()> {
-    let roots = if a.root.is_empty() && a.disks.is_empty() {
+    let c = a.settings()?;
+    let (root, disks) = (c.root.clone().unwrap_or_default(), c.disks.clone().unwrap_or_default());
+    let roots = if root.is_empty() && disks.is_empty() {
         vec![PathBuf::from(".")]
     } else {
-        a.root.clone()
+        root
     };
-    let paths = StationPaths::new(&roots, &a.disks).map_err(|e| usage(e.to_string()))?;
+    let paths = StationPaths::new(&roots, &disks).map_err(|e| usage(e.to_string()))?;
     let writer = if a.writer_in_thread {
         WriterPlacement::Thread
     } else {
@@ -105,18 +155,23 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let env = TransferEnv {
         paths,
         writer,
-        interval: a.interval.max(Duration::from_millis(50)),
+        interval: c
+            .interval
+            .unwrap_or(Duration::from_millis(500))
+            .max(Duration::from_millis(50)),
     };
-    let metrics = a.metrics.start("serve")?;
+    let metrics = MetricsArgs { metrics: c.metrics }.start("serve")?;
     let daemon = Daemon::new(env, env!("CARGO_PKG_VERSION"), metrics.hub())?;
-    let listener = TcpListener::bind(a.vsi).with_context(|| format!("--vsi {}: cannot listen", a.vsi))?;
+    let vsi = c.vsi.unwrap_or_else(|| SocketAddr::from(DEFAULT_VSI));
+    let listener = TcpListener::bind(vsi).with_context(|| format!("--vsi {vsi}: cannot listen"))?;
     let local = listener.local_addr()?;
-    let who = if a.vsi_allow.is_empty() {
+    let vsi_allow = c.vsi_allow.clone().unwrap_or_default();
+    let who = if vsi_allow.is_empty() {
         "loopback peers only".to_string()
     } else {
         format!(
             "loopback peers and {}",
-            a.vsi_allow.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(", ")
+            vsi_allow.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(", ")
         )
     };
     status!(
@@ -127,11 +182,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if disks.is_empty() {
+        status!("evlbi serve: warning: no disk matches --disks yet: record = on is refused until set_disks names one");
+    }
     let stop = crate::stream_cmd::stop_flag()?;
-    let services = start_services(&a, &root, &metrics, &stop)?;
+    let services = start_services(&c, &root, &metrics, &stop)?;
     let limits = VsiLimits {
-        allow: a.vsi_allow.clone(),
-        first_request: a.first_request_timeout,
+        allow: vsi_allow,
+        first_request: c.first_request_timeout.unwrap_or(Duration::from_secs(60)),
         ..VsiLimits::default()
     };
     let stats = daemon::vsi::serve(&listener, &daemon, &limits, &stop).context("serving the control port")?;
@@ -154,7 +212,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
 /// The probe server and the file receiver beside the recorder, each on its own thread until
 /// `stop`, their counts published as `probe_server` and `transfer_recv`.
 fn start_services(
-    a: &ServeArgs,
+    a: &ServeConfig,
     root: &std::path::Path,
     metrics: &crate::metrics_flag::Metrics,
     stop: &Arc<AtomicBool>,

@@ -10,9 +10,9 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use vdif::gen::{GenConfig, Generator, StationOutput, StationSpec};
-use vdif::inspect::{inspect, InspectReport, Inspector};
+use vdif::inspect::{inspect, InspectReport};
 use vdif::stats::{SamplerStats, StateCounter, Verdict};
-use vdif::{FrameLayout, FrameScanner, ScanEvent};
+use vdif::{CheckedFrames, FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
@@ -22,6 +22,9 @@ use crate::{progress_bar, usage, ProblemsFound};
 
 /// Largest sky delay `--delay` takes, seconds either way.
 const MAX_SKY_DELAY_S: f64 = 3600.0;
+/// Bytes at the start of its input that `dump` checks (as `inspect` checks a whole file)
+/// before it prints a frame: reading a whole recording first would take minutes.
+const DUMP_CHECK_BYTES: u64 = 64 << 20;
 
 /// Progress-bar layout for work measured in bytes.
 pub(crate) const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
@@ -39,9 +42,11 @@ pub enum VdifCommand {
     Gen(GenArgs),
     /// Describe a VDIF file: stations, threads, frame size, bits, channels, rate, start time
     /// (leap seconds counted), duration, invalid frames, gaps (within a second even without a
-    /// frame rate) and garbage. Exit code 1 when problems are found or the file is not VDIF.
+    /// frame rate; a thread that starts late or ends early against its station's others) and
+    /// garbage. Exit code 1 when problems are found (a recorded scan's missing blocks among
+    /// them) or the file is not VDIF (Mark5B, Mark4, DADA, GUPPI data are named).
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n\nA file with under half of its bytes in frames whose headers agree is \"not VDIF (n % of bytes in valid frames)\"."
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n\nFrames are believed only in runs of three, each starting where the one before ends, whose headers agree.\nA file with under half of its bytes in such frames is \"not VDIF (n % of bytes in valid frames)\", naming Mark5B, Mark4, DADA and GUPPI data."
     )]
     Inspect(InspectArgs),
     /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel
@@ -54,16 +59,19 @@ pub enum VdifCommand {
     Stats(StatsArgs),
     /// Correlate two stations (a small FX correlator): find the fringe's delay, |amplitude| and
     /// S/N on one channel (real or complex samples), with frames flagged invalid on either side
-    /// weighted out. Exit code 1 when no peak reaches --min-snr ("no fringe").
+    /// weighted out. Exit code 1 when no peak reaches --min-snr ("no fringe"), an input is not
+    /// VDIF, or lacks the thread or station asked for.
     #[command(after_help = "Examples:\n  \
         evlbi vdif gen --stations Ef,Wb --seconds 2 --delay Wb=1.5us --snr 0.01 --out data/\n  \
         evlbi vdif correlate data/Ef.vdif data/Wb.vdif            # delay 48 samples = 1.5 us\n  \
         evlbi vdif correlate --channel 3 --fft 1024 --json data/Ef.vdif data/Wb.vdif\n  \
         evlbi vdif correlate --channel 1 cplx/Ef.vdif cplx/Wb.vdif   # complex: delay 5 complex samples = 1.25 us\n  \
-        evlbi vdif correlate --min-snr 5 data/Ef.vdif data/Wb.vdif")]
+        evlbi vdif correlate --min-snr 5 data/Ef.vdif data/Wb.vdif\n  \
+        evlbi vdif correlate --station-a Ef --station-b Wb both.vdif both.vdif   # a file of several stations")]
     Correlate(CorrelateArgs),
     /// Print headers and decoded samples of the first frames as JSON lines (one per frame):
-    /// 1/2/4/8-bit samples per channel, [I, Q] pairs for complex data.
+    /// 1/2/4/8-bit samples per channel, [I, Q] pairs for complex data. The first 64 MiB are
+    /// checked first, as inspect checks a file: bytes that are not VDIF are refused (exit 1).
     #[command(
         after_help = "Examples:\n  evlbi vdif dump --frames 2 data/Ef.vdif | head -c 600\n  evlbi vdif dump --headers-only --frames 100000 data/Ef.vdif | wc -l"
     )]
@@ -262,6 +270,12 @@ pub struct CorrelateArgs {
     /// VDIF thread.
     #[arg(long, default_value_t = 0)]
     pub(crate) thread: u16,
+    /// Station to take from A when its file holds several (Ef, or a numeric id).
+    #[arg(long, value_name = "STATION")]
+    pub(crate) station_a: Option<String>,
+    /// Station to take from B when its file holds several.
+    #[arg(long, value_name = "STATION")]
+    pub(crate) station_b: Option<String>,
     /// Channel within the thread.
     #[arg(long, default_value_t = 0)]
     pub(crate) channel: u32,
@@ -458,15 +472,26 @@ impl Drop for ProgressReader {
 }
 
 /// A VDIF file or a recorded scan (`vbs://SCAN`, `mk6://SCAN` on `disks`), read with a
-/// progress bar.
-fn open(path: &Path, disks: &DisksArg) -> Result<ProgressReader> {
-    let (f, len) = crate::scan_args::open_input(path, disks)?;
+/// progress bar, and what is wrong with the scan (missing blocks and the like: its bytes are
+/// read with them left out).
+fn open(path: &Path, disks: &DisksArg) -> Result<(ProgressReader, Vec<String>)> {
+    let input = crate::scan_args::open_input(path, disks)?;
     // Small files finish before a bar could be read; large ones take seconds to minutes.
-    let bar = progress_bar(len, len < (256 << 20), BYTES_BAR);
-    Ok(ProgressReader {
-        inner: BufReader::with_capacity(1 << 20, f),
+    let bar = progress_bar(input.len, input.len < (256 << 20), BYTES_BAR);
+    let reader = ProgressReader {
+        inner: BufReader::with_capacity(1 << 20, input.reader),
         bar,
-    })
+    };
+    Ok((reader, input.problems))
+}
+
+/// [`open`] for a command without a verdict of its own: the scan's problems are warnings.
+fn open_warning(path: &Path, disks: &DisksArg) -> Result<ProgressReader> {
+    let (reader, problems) = open(path, disks)?;
+    for p in problems {
+        status!("warning: {}: {p}", path.display());
+    }
+    Ok(reader)
 }
 
 #[derive(Serialize)]
@@ -488,7 +513,11 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for path in &a.files {
-        let inspected = open(path, &a.disks).and_then(|r| inspect(r, a.fps, |_, _| {}).map_err(anyhow::Error::from));
+        let inspected = open(path, &a.disks).and_then(|(r, scan_problems)| {
+            let mut report = inspect(r, a.fps, |_, _| {})?;
+            report.problems.splice(0..0, scan_problems);
+            Ok(report)
+        });
         match inspected {
             Ok(report) => {
                 if !report.problems.is_empty() {
@@ -529,33 +558,34 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
 
 fn stats(a: StatsArgs) -> Result<()> {
     let name = a.file.display().to_string();
-    // The inspection pass runs alongside, so garbage, truncation and a file that is not VDIF
-    // are reported here exactly as `vdif inspect` reports them.
-    let mut inspector = Inspector::new(None);
-    let mut counter: Option<StateCounter> = None;
+    // The check every VDIF reader applies runs alongside, so garbage, truncation and a file that
+    // is not VDIF are reported here exactly as `vdif inspect` reports them.
+    let (reader, scan_problems) = open(&a.file, &a.disks)?;
+    let mut frames = CheckedFrames::new(reader, None);
+    // Why the samples cannot be counted is said only once the bytes are known to be VDIF.
+    let mut counter: Option<Result<StateCounter, vdif::stats::StatsError>> = None;
     let mut n = 0u64;
-    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
+    for ev in frames.by_ref() {
         let ev = ev.with_context(|| format!("reading {name}"))?;
-        inspector.event(&ev);
         if let ScanEvent::Frame { header, bytes, .. } = &ev {
-            let c = match &mut counter {
-                Some(c) => c,
-                None => counter.insert(StateCounter::for_header(header).map_err(|e| anyhow!("{name}: {e}"))?),
-            };
-            c.add(header, &bytes[header.header_len()..]);
+            if let Ok(c) = counter.get_or_insert_with(|| StateCounter::for_header(header)) {
+                c.add(header, &bytes[header.header_len()..]);
+            }
             n += 1;
             if a.max_frames > 0 && n >= a.max_frames {
                 break;
             }
         }
     }
-    let scan = inspector.finish().map_err(|e| anyhow!("{name}: {e}"))?;
-    let Some(counter) = counter else {
-        return Err(anyhow!("{name}: no VDIF frames found"));
+    let scan = frames.finish().map_err(|e| anyhow!("{name}: {e}"))?;
+    let counter = match counter {
+        None => return Err(anyhow!("{name}: no VDIF frames found")),
+        Some(c) => c.map_err(|e| anyhow!("{name}: {e}"))?,
     };
     let mut stats: SamplerStats = counter.finish();
     stats.bytes_skipped = scan.garbage_bytes + scan.truncated.map_or(0, |(_, len, _)| len);
-    stats.problems = scan.problems;
+    stats.problems = scan_problems;
+    stats.problems.extend(scan.problems);
     if counter.uncounted_frames() > 0 {
         stats.problems.push(format!(
             "{} frame(s) of further station/thread streams not counted (memory bound)",
@@ -578,22 +608,27 @@ fn stats(a: StatsArgs) -> Result<()> {
 }
 
 fn correlate(a: CorrelateArgs) -> Result<()> {
-    // The sample rate (for the delay in seconds) comes from inspecting station A.
-    let rate = inspect(open(&a.a, &a.disks)?, None, |_, _| {})
-        .ok()
-        .and_then(|r| r.sample_rate_hz);
+    let station = |flag: &str, s: &Option<String>| {
+        s.as_deref()
+            .map(|s| vdif::parse_station(s).map_err(|e| usage(format!("--{flag}: {e}"))))
+            .transpose()
+    };
     let config = fxcorr::CorrelateConfig {
         thread: a.thread,
         channel: a.channel,
         fft_len: a.fft,
         max_frames: a.max_frames,
         min_snr: a.min_snr,
+        station_a: station("station-a", &a.station_a)?,
+        station_b: station("station-b", &a.station_b)?,
     };
-    let fringe =
-        fxcorr::correlate(open(&a.a, &a.disks)?, open(&a.b, &a.disks)?, config, rate).map_err(|e| match e {
-            fxcorr::CorrelateError::Parameter(m) => usage(m),
-            other => anyhow!(other),
-        })?;
+    // Both inputs are checked as they are read (fxcorr runs the check every VDIF reader runs);
+    // the sample rate, for the delay in seconds, is what inspecting A finds.
+    let (ra, rb) = (open_warning(&a.a, &a.disks)?, open_warning(&a.b, &a.disks)?);
+    let fringe = fxcorr::correlate(ra, rb, config, None).map_err(|e| match e {
+        fxcorr::CorrelateError::Parameter(m) => usage(m),
+        other => anyhow!("{other} (A = {}, B = {})", a.a.display(), a.b.display()),
+    })?;
     if a.output.emit(&fringe)? {
         print_fringe(&a, &fringe);
     }
@@ -651,11 +686,13 @@ fn frame_samples(h: &vdif::VdifHeader, data: &[u8]) -> Result<Samples, vdif::Cod
 }
 
 fn dump(a: DumpArgs) -> Result<()> {
+    let start = crate::scan_args::open_input(&a.file, &a.disks)?;
+    vdif::check::check_start(start.reader, DUMP_CHECK_BYTES).map_err(|e| anyhow!("{}: {e}", a.file.display()))?;
     let mut seen = 0u64;
     let mut printed = 0u64;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for ev in FrameScanner::new(open(&a.file, &a.disks)?) {
+    for ev in FrameScanner::new(open_warning(&a.file, &a.disks)?) {
         let ev = ev.with_context(|| format!("reading {}", a.file.display()))?;
         let ScanEvent::Frame { offset, header, bytes } = ev else {
             continue;

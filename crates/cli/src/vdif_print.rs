@@ -146,9 +146,11 @@ pub(crate) fn print_stats(name: &str, stats: &SamplerStats) {
 
 pub(crate) fn print_fringe(a: &CorrelateArgs, fringe: &fxcorr::Fringe) {
     println!(
-        "{} x {}: thread {} channel {}, {} frames paired, {} used ({:.2}% valid), {} {} samples",
+        "{} x {}: stations {} x {}, thread {} channel {}, {} frames paired, {} used ({:.2}% valid), {} {} samples",
         a.a.display(),
         a.b.display(),
+        fringe.station_a,
+        fringe.station_b,
         a.thread,
         a.channel,
         fringe.frames_paired,

@@ -167,6 +167,13 @@ impl Daemon {
         self.publish(&st);
     }
 
+    /// Count a control connection closed at once (its peer is not allowed).
+    pub fn note_refused(&self) {
+        let mut st = self.lock();
+        st.counts.connections_refused += 1;
+        self.publish(&st);
+    }
+
     /// Stop whatever runs (the daemon is going away); the reports' errors, if any.
     pub fn shutdown(&self) -> Option<String> {
         let mut st = self.lock();
@@ -225,7 +232,25 @@ impl Daemon {
     fn stop_running(&self, st: &mut State) -> Result<(), String> {
         match std::mem::replace(&mut st.running, Running::None) {
             Running::None => Ok(()),
-            Running::Recording(r) => r.stop().map(|_| ()),
+            Running::Recording(r) => {
+                let report = r.stop()?;
+                // A disk that left the set mid-scan is said where the FS looks (status? bit
+                // 0x2, error?), and leaves the disk set until the FS sets it again.
+                let now = unix_seconds();
+                for d in report.recording.iter().flat_map(|x| &x.disks).filter(|d| d.dropped) {
+                    let why = d.error.clone().unwrap_or_default();
+                    st.errors.push(
+                        1006,
+                        format!(
+                            "disk {} dropped from the recording and the disk set (set_disks takes it back): {why}",
+                            d.path
+                        ),
+                        now,
+                    );
+                    st.disks.retain(|p| p.display().to_string() != d.path);
+                }
+                Ok(())
+            }
             Running::Relay(r) => r.stop().map(|_| ()),
             Running::Fill(f) => f.stop(),
             Running::Disk2File(j) => {

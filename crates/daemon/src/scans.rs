@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use recording::read::check::check_range;
+use recording::read::check::{check_range, check_range_at_rate};
 use recording::{Layout, Scan};
 use scanfmt::check::ScanCheck;
 use vsis::evlbi::cpp_double;
@@ -305,7 +305,11 @@ impl Daemon {
             Ok(x) => x,
             Err(a) => return a,
         };
-        let c = match check_range(&scan, p.start, end, 1_000_000) {
+        // A short range (the FS's last megabyte) shows no second boundary: the rate comes from
+        // the whole scan.
+        let whole = check_range(&scan, 0, scan.len(), RATE_SAMPLE).ok().flatten();
+        let fps = whole.and_then(|c| c.frames_per_second);
+        let c = match check_range_at_rate(&scan, p.start, end, 1_000_000, fps) {
             Ok(Some(c)) => c,
             Ok(None) => return ok(vec!["?".into()]),
             Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),

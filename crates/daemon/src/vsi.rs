@@ -69,6 +69,7 @@ pub fn serve(
     };
     let handler = |s: TcpStream, peer: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
         if !allowed(peer.ip(), &limits.allow) {
+            daemon.note_refused();
             let _ = s.shutdown(Shutdown::Both);
             return;
         }

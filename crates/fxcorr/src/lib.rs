@@ -19,7 +19,8 @@ use rustfft::num_complex::Complex32;
 use rustfft::FftPlanner;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use vdif::{FrameScanner, ScanEvent, VdifHeader};
+use vdif::inspect::{InspectError, InspectReport};
+use vdif::{CheckedFrames, ScanEvent, VdifHeader};
 
 /// Why two streams cannot be correlated.
 #[derive(Debug, Error)]
@@ -41,9 +42,60 @@ pub enum CorrelateError {
     /// Bad parameters.
     #[error("{0}")]
     Parameter(String),
+    /// A stream is not VDIF (by the check every reader of VDIF applies; the format is named
+    /// when its first bytes show a known one).
+    #[error("station {station}: {source}")]
+    NotVdif {
+        /// Station letter.
+        station: char,
+        /// What the check found.
+        source: InspectError,
+    },
+    /// A stream holds no frames of the thread asked for.
+    #[error("station {station} has no thread {thread}{}: its threads are {}", .of.as_ref().map_or(String::new(), |s| format!(" of station {s}")), list(.present))]
+    NoThread {
+        /// Station letter.
+        station: char,
+        /// The thread asked for.
+        thread: u16,
+        /// The station id chosen, as text, if one was.
+        of: Option<String>,
+        /// The threads it has (of the chosen station, if one was).
+        present: Vec<u16>,
+    },
+    /// The station asked for is not in a stream.
+    #[error("station {station} has no frames of station {wanted}: the file holds {}", list(.present))]
+    NoStation {
+        /// Station letter.
+        station: char,
+        /// The station asked for.
+        wanted: String,
+        /// The stations it holds.
+        present: Vec<String>,
+    },
+    /// A stream holds frames of several stations and none was chosen.
+    #[error("station {station} holds frames of several stations ({first}, then {other} at offset {offset}): choose one (--station-{})", station.to_ascii_lowercase())]
+    SeveralStations {
+        /// Station letter.
+        station: char,
+        /// The first station of the thread.
+        first: String,
+        /// Another one.
+        other: String,
+        /// Offset of its first frame.
+        offset: u64,
+    },
     /// Nothing overlapped in time.
-    #[error("no frames of the two stations overlap in time")]
-    NoOverlap,
+    #[error("no frames of the two stations overlap in time ({0})")]
+    NoOverlap(String),
+}
+
+/// Items of a list, comma separated.
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// What to correlate.
@@ -59,6 +111,12 @@ pub struct CorrelateConfig {
     pub max_frames: u64,
     /// A peak below this S/N is reported as no fringe (`detected` false).
     pub min_snr: f64,
+    /// Station id to take from stream A; `None`: the only one it holds (several are an error).
+    #[serde(default)]
+    pub station_a: Option<u16>,
+    /// Station id to take from stream B, likewise.
+    #[serde(default)]
+    pub station_b: Option<u16>,
 }
 
 /// S/N a peak needs to count as a fringe: the highest of 256 lags of pure noise reaches about
@@ -70,6 +128,12 @@ pub const DEFAULT_MIN_SNR: f64 = 7.0;
 pub struct Fringe {
     /// The configuration used.
     pub config: CorrelateConfig,
+    /// The station correlated from stream A (as text: "Ef" or a number).
+    #[serde(default)]
+    pub station_a: String,
+    /// The station correlated from stream B.
+    #[serde(default)]
+    pub station_b: String,
     /// Frames of the thread paired on time.
     pub frames_paired: u64,
     /// Paired frames with valid data on both sides (weight 1).
@@ -112,33 +176,127 @@ fn channel_samples(h: &VdifHeader, data: &[u8], channel: u32) -> Result<Option<V
     }))
 }
 
+/// The frames of one thread of one station of a stream, checked as every VDIF reader checks.
 struct Stream<R: std::io::Read> {
-    frames: FrameScanner<R>,
+    frames: CheckedFrames<R>,
     name: char,
     thread: u16,
+    /// The station chosen, or the first one seen of the thread.
+    station: Option<u16>,
+    chosen: bool,
 }
 
 impl<R: std::io::Read> Stream<R> {
-    /// Next frame of the chosen thread: (time key, header, data array).
+    fn new(reader: R, name: char, thread: u16, station: Option<u16>) -> Self {
+        Stream {
+            frames: CheckedFrames::new(reader, None),
+            name,
+            thread,
+            station,
+            chosen: station.is_some(),
+        }
+    }
+
+    /// Next frame of the chosen thread and station: (time key, header, data array).
     fn next(&mut self) -> Result<Option<(u64, VdifHeader, Vec<u8>)>, CorrelateError> {
-        for ev in self.frames.by_ref() {
-            match ev.map_err(|source| CorrelateError::Io {
+        while let Some(ev) = self.frames.next() {
+            let ScanEvent::Frame {
+                header,
+                mut bytes,
+                offset,
+            } = ev.map_err(|source| CorrelateError::Io {
                 station: self.name,
                 source,
-            })? {
-                ScanEvent::Frame { header, mut bytes, .. } if header.thread_id == self.thread => {
-                    bytes.drain(..header.header_len());
-                    let key = (u64::from(header.seconds) << 24) | u64::from(header.frame_number);
-                    return Ok(Some((key, header, bytes)));
-                }
-                _ => {}
+            })?
+            else {
+                continue;
+            };
+            if header.thread_id != self.thread {
+                continue;
             }
+            match self.station {
+                None => self.station = Some(header.station_id),
+                Some(s) if s == header.station_id => {}
+                Some(_) if self.chosen => continue,
+                Some(s) => {
+                    return Err(CorrelateError::SeveralStations {
+                        station: self.name,
+                        first: vdif::station_name(s),
+                        other: header.station_name(),
+                        offset,
+                    })
+                }
+            }
+            bytes.drain(..header.header_len());
+            let key = (u64::from(header.seconds) << 24) | u64::from(header.frame_number);
+            return Ok(Some((key, header, bytes)));
         }
         Ok(None)
     }
+
+    /// The rest of the stream, checked: its report, or why it is not VDIF, lacks the station or
+    /// the thread (when `paired` found nothing).
+    fn finish(mut self, paired: bool) -> Result<InspectReport, CorrelateError> {
+        if !paired {
+            // Read to the end: what the stream holds decides which error is the true one.
+            for ev in self.frames.by_ref() {
+                ev.map_err(|source| CorrelateError::Io {
+                    station: self.name,
+                    source,
+                })?;
+            }
+        }
+        let report = self.frames.finish().map_err(|source| CorrelateError::NotVdif {
+            station: self.name,
+            source,
+        })?;
+        if paired {
+            return Ok(report);
+        }
+        if let Some(s) = self
+            .station
+            .filter(|s| !report.stations.iter().any(|x| x.station_id == *s))
+        {
+            return Err(CorrelateError::NoStation {
+                station: self.name,
+                wanted: vdif::station_name(s),
+                present: report.stations.iter().map(|x| x.station.clone()).collect(),
+            });
+        }
+        let present: Vec<u16> = match self.station {
+            Some(s) => report
+                .stations
+                .iter()
+                .filter(|x| x.station_id == s)
+                .flat_map(|x| x.threads.iter().copied())
+                .collect(),
+            None => report.threads.clone(),
+        };
+        if !present.contains(&self.thread) {
+            return Err(CorrelateError::NoThread {
+                station: self.name,
+                thread: self.thread,
+                of: self.station.filter(|_| self.chosen).map(vdif::station_name),
+                present,
+            });
+        }
+        Ok(report)
+    }
 }
 
-/// Correlate stations A and B. `sample_rate_hz` converts the delay to seconds when given.
+/// "A from X to Y, B from Z to W": the time spans of two streams that do not overlap.
+fn spans(a: &InspectReport, b: &InspectReport) -> String {
+    let span = |r: &InspectReport| match (&r.start_utc, &r.end_utc, &r.first_second_utc) {
+        (Some(s), Some(e), _) => format!("{s} .. {e}"),
+        (_, _, Some(s)) => format!("the second from {s}"),
+        _ => "?".into(),
+    };
+    format!("A spans {}, B {}", span(a), span(b))
+}
+
+/// Correlate stations A and B. `sample_rate_hz` converts the delay to seconds; without it the
+/// rate found in A (its header or frame numbers) does. Both streams are checked as every VDIF
+/// reader checks them (over the bytes read): one that is not VDIF is an error naming what it is.
 pub fn correlate<A: Read, B: Read>(
     a: A,
     b: B,
@@ -157,16 +315,8 @@ pub fn correlate<A: Read, B: Read>(
             config.min_snr
         )));
     }
-    let mut sa = Stream {
-        frames: FrameScanner::new(a),
-        name: 'A',
-        thread: config.thread,
-    };
-    let mut sb = Stream {
-        frames: FrameScanner::new(b),
-        name: 'B',
-        thread: config.thread,
-    };
+    let mut sa = Stream::new(a, 'A', config.thread, config.station_a);
+    let mut sb = Stream::new(b, 'B', config.thread, config.station_b);
     let mut planner = FftPlanner::<f32>::new();
     // Zero-padded to 2n so the lag function is linear (not circular) over ±n/2.
     let fwd2 = planner.plan_fft_forward(2 * n);
@@ -222,13 +372,19 @@ pub fn correlate<A: Read, B: Read>(
         next_a = sa.next()?;
         next_b = sb.next()?;
     }
+    let (station_a, station_b) = (sa.station, sb.station);
+    let report_a = sa.finish(paired > 0)?;
+    let report_b = sb.finish(paired > 0)?;
     if paired == 0 {
-        return Err(CorrelateError::NoOverlap);
+        return Err(CorrelateError::NoOverlap(spans(&report_a, &report_b)));
     }
     inv2.process(&mut acc);
     let power = (pa * pb).sqrt();
-    let mut f = fringe(&acc, n, power, config, paired, used, samples, sample_rate_hz);
+    let rate = sample_rate_hz.or(report_a.sample_rate_hz);
+    let mut f = fringe(&acc, n, power, config, paired, used, samples, rate);
     f.complex = complex;
+    f.station_a = station_a.map(vdif::station_name).unwrap_or_default();
+    f.station_b = station_b.map(vdif::station_name).unwrap_or_default();
     Ok(f)
 }
 
@@ -301,6 +457,8 @@ fn fringe(
     let snr = if rms > 0.0 { peak / rms } else { 0.0 };
     Fringe {
         config,
+        station_a: String::new(),
+        station_b: String::new(),
         frames_paired: paired,
         frames_used: used,
         valid_fraction: used as f64 / paired as f64,

@@ -52,6 +52,8 @@ fn cfg() -> CorrelateConfig {
         fft_len: 256,
         max_frames: 0,
         min_snr: fxcorr::DEFAULT_MIN_SNR,
+        station_a: None,
+        station_b: None,
     }
 }
 
@@ -174,10 +176,84 @@ fn mismatched_or_disjoint_streams_are_errors() {
     };
     assert!(matches!(
         correlate(&a[..], &late[..], cfg(), None),
-        Err(fxcorr::CorrelateError::NoOverlap)
+        Err(fxcorr::CorrelateError::NoOverlap(m)) if m.contains("A spans") && m.contains(", B ")
     ));
     assert!(matches!(
         correlate(&a[..], &a[..], CorrelateConfig { fft_len: 100, ..cfg() }, None),
         Err(fxcorr::CorrelateError::Parameter(_))
     ));
+}
+
+/// Frames of A and B interleaved into one stream (a correlator's or relay's capture).
+fn interleaved(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.chunks_exact(8032)
+        .zip(b.chunks_exact(8032))
+        .flat_map(|(x, y)| [x, y].concat())
+        .collect()
+}
+
+/// What cannot be correlated is named for what it is (issue 28): a thread that does not exist
+/// (with the threads there are), a stream that is not VDIF (with its format), a stream of
+/// several stations without a choice; with a choice, the station asked for is correlated.
+#[test]
+fn the_true_reason_is_named() {
+    let (a, b, sr) = stations(0.02, 23.0, 1);
+    match correlate(&a[..], &b[..], CorrelateConfig { thread: 5, ..cfg() }, Some(sr)) {
+        Err(e @ fxcorr::CorrelateError::NoThread { .. }) => {
+            assert_eq!(e.to_string(), "station A has no thread 5: its threads are 0")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Mark5B frames: sync word 0xABADDEED, then 10 000 bytes (here a counter).
+    let mut m5b = Vec::new();
+    for k in 0..20u32 {
+        m5b.extend_from_slice(&0xABAD_DEEDu32.to_le_bytes());
+        m5b.extend_from_slice(&k.to_le_bytes());
+        m5b.extend_from_slice(&[0x12; 8]);
+        m5b.extend((0..10_000u32).map(|i| (i * 7 + k) as u8));
+    }
+    match correlate(&a[..], &m5b[..], cfg(), Some(sr)) {
+        Err(e @ fxcorr::CorrelateError::NotVdif { station: 'B', .. }) => {
+            assert!(e.to_string().contains("Mark5B data"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // One file of two stations, correlated with itself: a choice is needed, and with one the
+    // delay between the two stations is found.
+    let both = interleaved(&a, &b);
+    match correlate(&both[..], &both[..], cfg(), Some(sr)) {
+        Err(e @ fxcorr::CorrelateError::SeveralStations { station: 'A', .. }) => assert_eq!(
+            e.to_string(),
+            "station A holds frames of several stations (1, then 2 at offset 8032): choose one (--station-a)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let pick = CorrelateConfig {
+        station_a: Some(1),
+        station_b: Some(2),
+        ..cfg()
+    };
+    let f = correlate(&both[..], &both[..], pick, Some(sr)).unwrap();
+    assert_eq!(
+        (f.station_a.as_str(), f.station_b.as_str(), f.delay_samples),
+        ("1", "2", 23)
+    );
+    assert!(f.detected, "{f:?}");
+    match correlate(
+        &both[..],
+        &b[..],
+        CorrelateConfig {
+            station_a: Some(7),
+            ..cfg()
+        },
+        Some(sr),
+    ) {
+        Err(e @ fxcorr::CorrelateError::NoStation { .. }) => {
+            assert_eq!(
+                e.to_string(),
+                "station A has no frames of station 7: the file holds 1, 2"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
 }

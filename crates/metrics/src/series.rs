@@ -83,6 +83,7 @@ metrics! {
     STREAM_FRAMES_WRITTEN "evlbi_stream_frames_written" Counter "Frames written to the recording, filled ones included.";
     STREAM_WRITER_STALL "evlbi_stream_writer_stall_seconds" Counter "Time the receiver waited for the file writer (its buffer full).";
     STREAM_WRITER_STALLS "evlbi_stream_writer_stalls" Counter "Times the receiver waited for the file writer.";
+    STREAM_DISKS_DROPPED "evlbi_stream_disks_dropped" Gauge "Disks that have left the multi-disk recording (vbs, Mark6) after a write error; the scan goes on over the others.";
     STREAM_NAKS "evlbi_stream_naks_sent" Counter "NAK datagrams sent asking for repeats (ARQ).";
     STREAM_ARQ_NAKS "evlbi_stream_arq_naks" Counter "NAKs a sender or relay received.";
     STREAM_ARQ_RESENT "evlbi_stream_arq_resent" Counter "Frames a sender or relay sent again on NAK.";
@@ -125,6 +126,7 @@ metrics! {
     SERVE_STATEMENTS "evlbi_serve_statements" Counter "VSI-S statements answered, by outcome (ok: return code 0 or 1).";
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
     SERVE_CONNECTIONS "evlbi_serve_connections" Counter "VSI-S connections accepted.";
+    SERVE_CONNECTIONS_REFUSED "evlbi_serve_connections_refused" Counter "VSI-S connections closed at once: the peer is neither loopback nor allowed (--vsi-allow).";
 }
 
 /// Collects the samples of one source.
@@ -192,6 +194,7 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
     o.float(&STREAM_WRITER_STALL, &[], s.writer_stall_s);
     o.int(&STREAM_WRITER_STALLS, &[], s.writer_stalls);
     o.int(&STREAM_NAKS, &[], s.naks_sent);
+    o.int(&STREAM_DISKS_DROPPED, &[], s.disks_dropped);
 }
 
 /// The per-source datagram counts of a receiving command.
@@ -340,6 +343,7 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_STATEMENTS, &[("outcome", "refused")], s.refused);
     o.int(&SERVE_OVERLONG, &[], s.overlong_lines);
     o.int(&SERVE_CONNECTIONS, &[], s.connections);
+    o.int(&SERVE_CONNECTIONS_REFUSED, &[], s.connections_refused);
 }
 
 #[cfg(test)]

@@ -100,4 +100,7 @@ pub struct ServeStatus {
     pub overlong_lines: u64,
     /// Control connections accepted.
     pub connections: u64,
+    /// Control connections closed at once because the peer is not allowed.
+    #[serde(default)]
+    pub connections_refused: u64,
 }

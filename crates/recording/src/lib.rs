@@ -59,6 +59,17 @@ pub enum ScanError {
         /// What was found instead (data streams of that name), as a sentence.
         hint: String,
     },
+    /// The scan's files are there but none of its pieces can be read (a malformed Mark6 file,
+    /// an unreadable scan directory).
+    #[error("{layout}://{scan}: no piece of it can be read: {}", .problems.join("; "))]
+    Unreadable {
+        /// Layout looked for.
+        layout: scanfmt::Layout,
+        /// Scan name.
+        scan: String,
+        /// Why, one sentence per file or directory.
+        problems: Vec<String>,
+    },
     /// A file or directory could not be read.
     #[error("{path}: {source}")]
     Io {

@@ -186,10 +186,27 @@ fn a_label_names_the_recording_as_a_flexbuff_does() {
     let r = out.recording.unwrap();
     let names: Vec<&str> = r.scans.iter().map(|s| s.scan.as_str()).collect();
     assert_eq!(names, ["r41066_ef_no0001_dsds0", "r41066_ef_no0001_dsds1"]);
+    let mut per: Vec<Vec<u8>> = Vec::new();
     for t in 0..2usize {
         let expect: Vec<u8> = sent.chunks(FRAME).skip(t).step_by(2).flatten().copied().collect();
         assert!(read_scan(Layout::Vbs, &format!("r41066_ef_no0001_dsds{t}"), &d) == expect);
+        per.push(expect);
     }
+    // The label reads as jive5ab's scan_set reads it: its data streams merged, block by block
+    // (block n of dsds0, then of dsds1).
+    let merged = recording::Scan::open_with_streams(Layout::Vbs, "r41066_ef_no0001", &d).unwrap();
+    let mut all = Vec::new();
+    recording::ScanReader::new(Arc::new(merged))
+        .read_to_end(&mut all)
+        .unwrap();
+    let block = 10 * FRAME;
+    let mut expect = Vec::new();
+    for (a, b) in per[0].chunks(block).zip(per[1].chunks(block)) {
+        expect.extend_from_slice(a);
+        expect.extend_from_slice(b);
+    }
+    assert_eq!(all.len(), sent.len());
+    assert!(all == expect, "merged in jive5ab's order");
 
     let mut only0 = DataStreams::default();
     only0.add("zero", &["Ef.0".to_string()]).unwrap();

@@ -167,6 +167,12 @@ impl Ends {
         Some(self.first.offset + left * t * self.first.header.frame_len() as u64)
     }
 
+    /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not
+    /// show it.
+    pub fn assume_rate(&mut self, frames_per_second: u32) {
+        self.fps.get_or_insert(frames_per_second);
+    }
+
     /// Take in more samples (a boundary probe, samples between the ends).
     pub fn add(&mut self, s: Sample<'_>) {
         let found = frames(s);

@@ -274,6 +274,7 @@ fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_se
         writer_stall_s: stall.as_secs_f64(),
         writer_stalls: stalls,
         naks_sent,
+        disks_dropped: line.disks_dropped.into(),
     }
 }
 

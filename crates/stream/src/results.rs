@@ -314,6 +314,10 @@ pub struct RecvStatus {
     pub writer_stalls: u64,
     /// NAK datagrams sent.
     pub naks_sent: u64,
+    /// Disks that have left a multi-disk recording (vbs, Mark6) after a write error, so far;
+    /// the scan goes on over the others.
+    #[serde(default)]
+    pub disks_dropped: u64,
 }
 
 /// A running relay's counts, handed out once per live interval.

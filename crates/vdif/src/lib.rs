@@ -1,7 +1,8 @@
 //! VDIF (VLBI Data Interchange Format, release 1.1.1) for evlbi: frame headers, the VTP/udps
 //! datagram prefix, the 1/2/4/8-bit real and complex sample codec, a garbage-tolerant frame
-//! scanner with bounded memory, file inspection, sampler statistics, VDIF time (leap seconds
-//! counted) and a multi-station signal generator (real or complex).
+//! scanner with bounded memory, the one "is this VDIF" check every reader applies (naming
+//! Mark5B, Mark4, DADA and GUPPI data when seen), file inspection, sampler statistics, VDIF
+//! time (leap seconds counted) and a multi-station signal generator (real or complex).
 //!
 //! The crate does no I/O of its own beyond `std::io::Read`/`Write` handed to it.
 //!
@@ -15,8 +16,10 @@
 //! assert_eq!(h.station_name(), "Ef");
 //! ```
 
+pub mod check;
 pub mod codec;
 pub mod error;
+pub mod formats;
 pub mod gauss;
 pub mod gen;
 pub mod header;
@@ -27,6 +30,7 @@ pub mod stats;
 pub mod time;
 pub mod vtp;
 
+pub use check::CheckedFrames;
 pub use error::{CodecError, HeaderError, LayoutError, VtpError};
 pub use header::{parse_station, station_name, VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
 pub use layout::FrameLayout;

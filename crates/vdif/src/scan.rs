@@ -1,17 +1,21 @@
 //! Frame scanner: walks a byte stream of VDIF frames, tolerating and reporting garbage.
 //!
 //! Real recordings contain junk: a truncated frame from a crashed recorder, a block of zeros,
-//! a stray header with a broken length. The scanner locks onto a *template* (the fields every
-//! frame of one recording shares: layout, epoch; not station, thread or time) only after
-//! [`CONFIRM_FRAMES`] headers agree, each one frame after the other (junk of up to
-//! [`MAX_JUNK_BETWEEN`] bytes allowed between them) with seconds within
-//! [`CONFIRM_MAX_STEP_S`] of each other; a file shorter than that is believed when its frames
-//! end exactly where the file does. Random or structured non-VDIF bytes (an executable, a FITS
-//! file) pass a single header check far too often for one header to be believed.
+//! a stray header with a broken length. Random or structured non-VDIF bytes (an executable, a
+//! FITS file, a Mark4 recording) pass a single header check far too often for one header to be
+//! believed, and joined copies of one file repeat whatever header-like bytes it holds at exactly
+//! the spacing a bogus length field claims. So a header is believed only when it starts a
+//! *run*: [`CONFIRM_FRAMES`] frames back to back, each starting exactly where the one before
+//! ends, whose headers agree: the same *template* (the fields every frame of one recording
+//! shares: layout, epoch; not station, thread or time), seconds within [`CONFIRM_MAX_STEP_S`]
+//! of each other, and never the same station, thread, second and frame number twice in a row
+//! (a copy, not a successor). A shorter run is believed only when it is the whole stream (a
+//! file of one or two frames, the last possibly cut short).
 //!
-//! Once locked it expects frames back to back. When the bytes at the expected position are not
-//! a compatible header it searches forward for the next one and reports the bytes skipped as
-//! [`ScanEvent::Garbage`], so callers can say exactly where and how much.
+//! The rule holds everywhere, not only for the first frame: once locked, the scanner takes the
+//! frame right after a believed one when its header fits the template, but after garbage it
+//! believes the next header only when it starts such a run again. The bytes passed over are
+//! reported as [`ScanEvent::Garbage`], so callers can say exactly where and how much.
 //!
 //! Memory is bounded whatever the input: the search moves through garbage with a window of at
 //! most a few frames ([`MAX_SCAN_FRAME_LEN`] caps the frame length believed), and runs of zero
@@ -58,10 +62,9 @@ pub enum ScanEvent {
 /// every byte of a claimed length is buffered before a header is believed: the cap is what
 /// bounds memory on garbage.
 pub const MAX_SCAN_FRAME_LEN: usize = 4 << 20;
-/// Headers (the first included) that must agree before the scanner believes a layout.
+/// Frames back to back (the first included) whose headers must agree before the scanner
+/// believes a header found after garbage or at the start of the stream.
 pub const CONFIRM_FRAMES: usize = 3;
-/// Junk allowed between the frames of a confirming run (a damaged frame between good ones).
-pub const MAX_JUNK_BETWEEN: usize = 64 << 10;
 /// Seconds by which consecutive headers of a confirming run may differ.
 pub const CONFIRM_MAX_STEP_S: u32 = 2;
 
@@ -96,16 +99,21 @@ impl Template {
     }
 }
 
-/// What follows a complete frame of a candidate run.
+/// What follows a frame of a candidate run.
 enum Next {
-    /// A compatible header at this position (relative to `pos`).
-    At(usize, VdifHeader),
-    /// The stream ends at the frame's end (or fewer bytes than a header remain).
+    /// The header of the next frame, starting where this one ends.
+    Follows(VdifHeader),
+    /// The stream ends where the frame ends, or inside it (a last frame cut short).
     End,
-    /// Only junk until the end of the stream.
-    JunkToEnd,
-    /// Nothing that continues the run.
+    /// Something that does not continue the run.
     Nothing,
+}
+
+/// Whether `next`, found right after `prev`, is a successor of it: seconds close, and not a
+/// copy of the same frame time of the same thread (joined copies of a file repeat every header).
+fn succeeds(prev: &VdifHeader, next: &VdifHeader) -> bool {
+    let key = |h: &VdifHeader| (h.station_id, h.thread_id, h.seconds, h.frame_number);
+    next.seconds.abs_diff(prev.seconds) <= CONFIRM_MAX_STEP_S && key(next) != key(prev)
 }
 
 /// Iterator of [`ScanEvent`]s over any reader.
@@ -120,7 +128,9 @@ pub struct FrameScanner<R: Read> {
     buf_offset: u64,
     eof: bool,
     template: Option<Template>,
-    /// Frames whose header is not consistent on its own are never reported as frames.
+    /// The header at `pos` needs no run to be believed: it follows a frame directly, or the
+    /// search through garbage has just confirmed it.
+    vouched: bool,
     done: bool,
 }
 
@@ -155,8 +165,14 @@ impl<R: Read> FrameScanner<R> {
             buf_offset: 0,
             eof: false,
             template: None,
+            vouched: false,
             done: false,
         }
+    }
+
+    /// The reader being scanned (the scanner reads ahead of the events it has returned).
+    pub fn get_ref(&self) -> &R {
+        &self.reader
     }
 
     /// Make `n` bytes available at `pos` unless the stream ends first. Returns bytes available.
@@ -250,67 +266,46 @@ impl<R: Read> FrameScanner<R> {
         limit
     }
 
-    /// What follows the frame `h` at `rel` (a link of a confirming run). The candidate itself
-    /// (`first`) must be complete: random bytes often claim a long frame; a later frame of the
-    /// run cut by the end of the stream is a truncated last frame.
+    /// What follows the frame `h` at `rel` in a candidate run of template `t`. The candidate
+    /// itself (`first`) must be complete: random bytes often claim a long frame.
     fn next_of(&mut self, rel: usize, h: &VdifHeader, t: &Template, first: bool) -> io::Result<Next> {
         let len = h.frame_len();
-        let have = self.fill(rel + len + MAX_JUNK_BETWEEN + HEADER_LEN)?;
+        let have = self.fill(rel + len + HEADER_LEN)?;
         if have < rel + len {
             return Ok(if first { Next::Nothing } else { Next::End });
         }
-        if have < rel + len + HEADER_LEN {
+        if have == rel + len {
             return Ok(Next::End);
         }
-        let near = |n: &VdifHeader| n.seconds.abs_diff(h.seconds) <= CONFIRM_MAX_STEP_S;
-        if let Some(n) = self.compatible(rel + len, Some(t)).filter(near) {
-            return Ok(Next::At(rel + len, n));
-        }
-        // Junk after the frame: the next header with the template's word 2, found fast.
-        let last = (rel + len + MAX_JUNK_BETWEEN).min(have - HEADER_LEN);
-        let needle = t.word2().to_le_bytes();
-        let mut from = rel + len + 1;
-        while from <= last {
-            let hay = &self.buf[self.pos + from + 8..self.pos + last + 12];
-            let Some(i) = memchr::memmem::find(hay, &needle) else {
-                break;
-            };
-            let p = from + i;
-            if let Some(n) = self.compatible(p, Some(t)).filter(near) {
-                // A compatible header inside the frame would make it a truncated one.
-                let inside = (rel + 1..rel + len).any(|q| self.compatible(q, Some(t)).is_some());
-                return Ok(if inside { Next::Nothing } else { Next::At(p, n) });
-            }
-            from = p + 1;
-        }
-        Ok(if self.eof && last == have - HEADER_LEN {
-            Next::JunkToEnd
-        } else {
-            Next::Nothing
+        Ok(match self.compatible(rel + len, Some(t)) {
+            Some(n) if succeeds(h, &n) => Next::Follows(n),
+            _ => Next::Nothing,
         })
     }
 
-    /// Whether a candidate first header at `rel` is confirmed by the stream after it: a run of
-    /// [`CONFIRM_FRAMES`] agreeing headers, or fewer ending where the stream ends.
+    /// Whether a candidate header at `rel` starts a run: [`CONFIRM_FRAMES`] frames back to
+    /// back whose headers agree, or fewer that are the whole stream (a file of one or two
+    /// frames). A short run after other bytes is not enough: the last of joined copies of a
+    /// file ends exactly where the stream does.
     fn confirmed(&mut self, rel: usize, h: &VdifHeader) -> io::Result<bool> {
         let t = Template::of(h);
         let (mut at, mut cur) = (rel, *h);
         for seen in 1..CONFIRM_FRAMES {
             match self.next_of(at, &cur, &t, seen == 1)? {
-                Next::At(p, n) => (at, cur) = (p, n),
-                Next::End => return Ok(true),
-                Next::JunkToEnd => return Ok(seen >= 2),
+                Next::Follows(n) => (at, cur) = (at + cur.frame_len(), n),
+                Next::End => return Ok(self.offset_of(self.pos + rel) == 0),
                 Next::Nothing => return Ok(false),
             }
         }
         Ok(true)
     }
 
-    /// Is there an acceptable frame start at `pos + rel`?
-    fn acceptable(&mut self, rel: usize) -> io::Result<Option<VdifHeader>> {
+    /// Is there a frame start to believe at `pos + rel`? Right after a believed frame a header
+    /// that fits the template is enough; anywhere else it must start a run.
+    fn acceptable(&mut self, rel: usize, vouched: bool) -> io::Result<Option<VdifHeader>> {
         let template = self.template;
         match self.compatible(rel, template.as_ref()) {
-            Some(h) if template.is_some() => Ok(Some(h)),
+            Some(h) if vouched && template.is_some() => Ok(Some(h)),
             Some(h) => Ok(self.confirmed(rel, &h)?.then_some(h)),
             None => Ok(None),
         }
@@ -325,16 +320,16 @@ impl<R: Read> FrameScanner<R> {
                 h.frame_len(),
                 MAX_SCAN_FRAME_LEN
             ),
-            Ok(h) => match &self.template {
-                Some(_) => format!(
-                    "header does not match the stream ({} B frames, {} bit x {} ch{})",
-                    h.frame_len(),
-                    h.bits_per_sample,
-                    h.channels(),
-                    if h.complex { " complex" } else { "" }
-                ),
-                None => format!("header not confirmed by {} consecutive frames", CONFIRM_FRAMES),
-            },
+            Ok(h) if self.template.is_some() && self.compatible(0, self.template.as_ref()).is_none() => format!(
+                "header does not match the stream ({} B frames, {} bit x {} ch{})",
+                h.frame_len(),
+                h.bits_per_sample,
+                h.channels(),
+                if h.complex { " complex" } else { "" }
+            ),
+            Ok(_) => {
+                format!("header not confirmed: no run of {CONFIRM_FRAMES} frames back to back whose headers agree")
+            }
         }
     }
 
@@ -349,7 +344,8 @@ impl<R: Read> FrameScanner<R> {
             self.done = true;
             return Ok(None);
         }
-        if let Some(h) = self.acceptable(0)? {
+        let vouched = std::mem::take(&mut self.vouched);
+        if let Some(h) = self.acceptable(0, vouched)? {
             return self.take_frame(h).map(Some);
         }
         // Search forward for the next acceptable header, dropping what is passed over so that
@@ -380,8 +376,9 @@ impl<R: Read> FrameScanner<R> {
                 if rel >= limit {
                     break;
                 }
-                if self.acceptable(rel)?.is_some() {
+                if self.acceptable(rel, false)?.is_some() {
                     self.pos += rel;
+                    self.vouched = true;
                     let len = self.offset_of(self.pos) - start;
                     return Ok(Some(ScanEvent::Garbage {
                         offset: start,
@@ -411,6 +408,7 @@ impl<R: Read> FrameScanner<R> {
         let bytes = self.buf[self.pos..self.pos + len].to_vec();
         self.pos += len;
         self.template = Some(Template::of(&h));
+        self.vouched = true;
         Ok(ScanEvent::Frame {
             offset,
             header: h,

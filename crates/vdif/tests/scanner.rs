@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 use vdif::gen::{GenConfig, Generator, StationSpec};
+use vdif::scan::CONFIRM_FRAMES;
 use vdif::{FrameLayout, FrameScanner, ScanEvent};
 
 /// `seconds` of a small 2-station-compatible stream: 8 Mb/s, 2 threads, 1000-byte frames.
@@ -131,22 +132,22 @@ fn random_bytes_are_all_garbage() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    /// Garbage of any content and length inserted anywhere never costs a frame that is intact,
-    /// and every byte is accounted for exactly once.
+    /// Garbage of any content and length inserted between runs of at least [`CONFIRM_FRAMES`]
+    /// frames (the last run may be shorter: it ends with the stream) never costs a frame, and
+    /// every byte is accounted for exactly once.
     #[test]
-    fn garbage_never_costs_intact_frames(cuts in proptest::collection::vec((0usize..40, proptest::collection::vec(any::<u8>(), 1..300)), 0..5)) {
+    fn garbage_never_costs_frames_of_a_run(steps in proptest::collection::vec((CONFIRM_FRAMES..12, proptest::collection::vec(any::<u8>(), 1..300)), 0..5), lead in proptest::collection::vec(any::<u8>(), 0..300)) {
         let (s, flen) = stream(1);
         let s = &s[..40 * flen];
-        let mut bad = Vec::new();
-        let mut cuts = cuts;
-        cuts.sort_by_key(|c| c.0);
-        let mut prev = 0;
-        for (frame, junk) in &cuts {
-            bad.extend_from_slice(&s[prev * flen..frame * flen]);
+        let mut bad = lead.clone();
+        let mut at = 0;
+        for (run, junk) in &steps {
+            let to = (at + run).min(40);
+            bad.extend_from_slice(&s[at * flen..to * flen]);
             bad.extend_from_slice(junk);
-            prev = *frame;
+            at = to;
         }
-        bad.extend_from_slice(&s[prev * flen..]);
+        bad.extend_from_slice(&s[at * flen..]);
         let ev = events(&bad);
         prop_assert_eq!(frames(&ev), 40);
         let total: u64 = ev.iter().map(|e| match e {
@@ -155,6 +156,41 @@ proptest! {
             ScanEvent::Truncated { len, .. } => *len,
         }).sum();
         prop_assert_eq!(total, bad.len() as u64);
+    }
+
+    /// One or two intact frames between garbage, with more garbage after them, start no run:
+    /// they are garbage too (frame N+1 must start where frame N ends, three times over).
+    #[test]
+    fn short_runs_between_garbage_are_not_believed(run in 1usize..CONFIRM_FRAMES, junk in proptest::collection::vec(1u8..=255, 40..300)) {
+        let (s, flen) = stream(1);
+        let mut bad = s[..10 * flen].to_vec();
+        bad.extend_from_slice(&junk);
+        bad.extend_from_slice(&s[10 * flen..(10 + run) * flen]);
+        bad.extend_from_slice(&junk);
+        bad.extend_from_slice(&s[(10 + run) * flen..20 * flen]);
+        let ev = events(&bad);
+        prop_assert_eq!(frames(&ev), 20 - run);
+        prop_assert_eq!(garbage(&ev), vec![((10 * flen) as u64, (2 * junk.len() + run * flen) as u64)]);
+    }
+
+    /// Joined copies of bytes that are not VDIF are never believed, even when the bytes hold a
+    /// header whose length field claims exactly the copy's length (every copy then repeats it
+    /// where the "next frame" should start), whatever the rest of the bytes.
+    #[test]
+    fn joined_copies_are_never_vdif(blob in proptest::collection::vec(any::<u8>(), 64..3000), at in 0usize..32, copies in 2usize..6, plant in any::<bool>()) {
+        let mut blob = blob;
+        let len8 = blob.len() / 8 * 8;
+        blob.truncate(len8);
+        if plant {
+            let mut h = vdif::VdifHeader::parse_valid(&stream(1).0).unwrap();
+            h.frame_len_units = (len8 / 8) as u32;
+            h.log2_channels = 0;
+            h.bits_per_sample = 8;
+            let at = at.min(len8 - 32) / 8 * 8;
+            h.emit(&mut blob[at..at + 32]).unwrap();
+        }
+        let joined = blob.repeat(copies);
+        prop_assert_eq!(frames(&events(&joined)), 0);
     }
 
     #[test]
@@ -182,11 +218,11 @@ fn short_reads_change_nothing() {
     let mut bad = vec![0xffu8; 5];
     bad.extend_from_slice(&s[..300 * flen]);
     bad.extend_from_slice(b"junk");
-    bad.extend_from_slice(&s[300 * flen..301 * flen + 100]);
+    bad.extend_from_slice(&s[300 * flen..303 * flen + 100]);
     let whole = events(&bad);
     let trickled: Vec<ScanEvent> = FrameScanner::new(Trickle(&bad)).collect::<Result<_, _>>().unwrap();
     assert_eq!(whole, trickled);
-    assert_eq!(frames(&whole), 301);
+    assert_eq!(frames(&whole), 303);
 }
 
 /// Long runs of zeros (a recorder's preallocated or wiped blocks) between frames at any offset:
@@ -211,9 +247,9 @@ fn zero_runs_between_frames() {
     assert_eq!(garbage(&ev), want);
 }
 
-/// One header is not enough: two frames followed by junk, or a run of headers whose seconds
-/// jump, are not believed; three agreeing frames are, and so is a file of one or two whole
-/// frames (nothing after them to contradict).
+/// One header is not enough: one or two frames followed by junk, or a run of headers whose
+/// seconds jump, are not believed; three agreeing frames back to back are, and so is a file of
+/// one or two whole frames (the run ends where the stream does).
 #[test]
 fn a_layout_needs_agreeing_headers() {
     let (s, flen) = stream(1);
@@ -223,11 +259,7 @@ fn a_layout_needs_agreeing_headers() {
     let mut two_then_junk = s[..2 * flen].to_vec();
     two_then_junk.extend_from_slice(&junk);
     let ev = events(&two_then_junk);
-    assert_eq!(
-        frames(&ev),
-        2,
-        "two frames, then junk to the end: believed (nothing contradicts them)"
-    );
+    assert_eq!(frames(&ev), 0, "two frames, then junk to the end: no run of three");
     let mut one_then_junk = s[..flen].to_vec();
     one_then_junk.extend_from_slice(&junk);
     assert_eq!(frames(&events(&one_then_junk)), 0);

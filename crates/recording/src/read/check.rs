@@ -15,6 +15,18 @@ pub const MAX_SAMPLE: u64 = 64 << 20;
 /// Check `[start, end)` of `scan` with samples of `sample` bytes (jive5ab reads 1 000 000 by
 /// default); `Ok(None)` when the samples hold no VDIF.
 pub fn check_range(scan: &Scan, start: u64, end: u64, sample: u64) -> io::Result<Option<ScanCheck>> {
+    check_range_at_rate(scan, start, end, sample, None)
+}
+
+/// [`check_range`], taking `frames_per_second` (per thread, from a check of the whole scan)
+/// when the range is too short to show it.
+pub fn check_range_at_rate(
+    scan: &Scan,
+    start: u64,
+    end: u64,
+    sample: u64,
+    frames_per_second: Option<u32>,
+) -> io::Result<Option<ScanCheck>> {
     let end = end.min(scan.len());
     let sample = sample.clamp(64, MAX_SAMPLE).min(end.saturating_sub(start));
     let read = |at: u64| -> io::Result<Vec<u8>> {
@@ -45,6 +57,9 @@ pub fn check_range(scan: &Scan, start: u64, end: u64, sample: u64) -> io::Result
     ) else {
         return Ok(None);
     };
+    if let Some(n) = frames_per_second {
+        ends.assume_rate(n);
+    }
     if let Some(p) = ends.boundary_probe() {
         let at = p.saturating_sub(sample / 2).clamp(start, end.saturating_sub(sample));
         let probe = read(at)?;

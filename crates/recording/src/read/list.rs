@@ -1,18 +1,19 @@
 //! Every scan on a set of disks (what `scan_dir?`/`scan_check?` on a FlexBuff and `list` on a
 //! Mark6 show): vbs scans are directories holding chunks of their own name, Mark6 scans are
-//! files starting with the sync word.
+//! files starting with the sync word (listed as malformed, with why, when nothing of them can
+//! be read).
 
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::PathBuf;
 
 use scanfmt::mk6::SYNC_WORD;
-use scanfmt::results::ScanList;
+use scanfmt::results::{ScanInfo, ScanList};
 use scanfmt::{name, Layout};
 
 use safedir::{Dir, EntryKind};
 
-use crate::Scan;
+use crate::{Scan, ScanError};
 
 /// Most scans listed (a disk set with more is described by its first ones, by name).
 pub const MAX_SCANS: usize = 100_000;
@@ -41,9 +42,20 @@ pub fn list_scans(layouts: &[Layout], disks: &[PathBuf]) -> ScanList {
     }
     let scans = names
         .into_iter()
-        // A directory without chunks of its own name is no vbs scan: NotFound, left out.
-        .filter_map(|(n, layout)| Scan::open(layout, &n, disks).ok())
-        .map(|s| s.info())
+        .filter_map(|(n, layout)| match Scan::open(layout, &n, disks) {
+            Ok(s) => Some(s.info()),
+            // A file that starts like a Mark6 file but cannot be read as one (or a scan
+            // directory that cannot be read) is listed with why, not left out.
+            Err(ScanError::Unreadable { problems, .. }) => Some(ScanInfo {
+                url: format!("{layout}://{n}"),
+                scan: n,
+                layout: Some(layout),
+                problems: problems.iter().map(|p| format!("malformed, not read: {p}")).collect(),
+                ..ScanInfo::default()
+            }),
+            // A directory without chunks of its own name is no vbs scan: NotFound, left out.
+            Err(_) => None,
+        })
         .collect();
     ScanList {
         disks: disks.iter().map(|d| d.display().to_string()).collect(),

@@ -129,6 +129,21 @@ impl Scan {
                 }
             }
         }
+        if pieces.is_empty() && !(s.problems.is_empty() && s.files.is_empty()) {
+            // Files of the scan are there (a Mark6 file's sync word was seen) but hold nothing.
+            let mut problems = s.problems;
+            if problems.is_empty() {
+                problems.push(format!(
+                    "{} Mark6 file(s) with a file header and no block",
+                    s.files.len()
+                ));
+            }
+            return Err(ScanError::Unreadable {
+                layout,
+                scan: scan.to_string(),
+                problems,
+            });
+        }
         if pieces.is_empty() {
             return Err(ScanError::NotFound {
                 layout,

@@ -5,14 +5,20 @@
 //! [`MAX_STREAMS`] station/thread streams are tracked and [`MAX_LISTED`] gaps, garbage regions
 //! and problems are listed (all are counted).
 
-use std::collections::BTreeMap;
+mod span;
+mod tracker;
+
 use std::io::{self, Read};
 
 use serde::{Deserialize, Serialize};
 
+use crate::formats::KnownFormat;
+pub use crate::formats::MARK5B_SYNC_WORD;
 use crate::header::{station_name, VdifHeader};
-use crate::scan::{FrameScanner, ScanEvent};
-use crate::time::{iso, leap_table_covers};
+use crate::scan::ScanEvent;
+use crate::time::leap_table_covers;
+use span::{time_span, TimeSpan};
+use tracker::{check_edges, Tracker};
 
 /// At most this many individual gaps / garbage regions are listed (all are counted).
 pub const MAX_LISTED: usize = 20;
@@ -20,9 +26,6 @@ pub const MAX_LISTED: usize = 20;
 pub const MAX_STREAMS: usize = 4096;
 /// A file with fewer of its bytes in valid frames than this fraction is "not VDIF".
 pub const MIN_VALID_FRACTION: f64 = 0.5;
-/// Word 4 of a Mark5B frame header, the sync word: found in words 4–7 of an EDV 0 header it
-/// means Mark5B frames were wrapped in VDIF headers without saying so (EDV 0xab would).
-pub const MARK5B_SYNC_WORD: u32 = 0xABAD_DEED;
 
 /// A run of missing frames in one thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,9 +64,17 @@ pub struct ThreadSummary {
     pub frames: u64,
     /// Frames with the invalid bit set.
     pub invalid: u64,
-    /// Frames missing between the first and the last: within a second from the frame numbers
-    /// alone, across seconds once the frame rate is known.
+    /// Frames missing between the first and the last (within a second from the frame numbers
+    /// alone, across seconds once the frame rate is known), and before its first or after its
+    /// last frame where the station's other threads have frames (`missing_at_start`,
+    /// `missing_at_end`).
     pub missing: u64,
+    /// Frames missing before its first frame: the station's other threads start earlier.
+    #[serde(default)]
+    pub missing_at_start: u64,
+    /// Frames missing after its last frame: the station's other threads end later.
+    #[serde(default)]
+    pub missing_at_end: u64,
     /// Frames that went back in time or repeated a time already seen.
     pub out_of_order: u64,
     /// First (second, frame number).
@@ -74,6 +85,12 @@ pub struct ThreadSummary {
     pub earliest: (u32, u32),
     /// Latest (second, frame number) seen.
     pub latest: (u32, u32),
+    /// Byte offset of the earliest frame.
+    #[serde(default)]
+    pub earliest_offset: u64,
+    /// Byte offset of the latest frame.
+    #[serde(default)]
+    pub latest_offset: u64,
 }
 
 /// One station of the file.
@@ -144,11 +161,12 @@ pub struct InspectReport {
     pub duration_s: Option<f64>,
     /// Frames with the invalid bit set.
     pub invalid_frames: u64,
-    /// Frames missing inside the span, all threads.
+    /// Frames missing, all threads: inside each thread's span, and at the start or end of a
+    /// thread whose station's other threads have frames there.
     pub missing_frames: u64,
-    /// Number of gaps (runs of missing frames).
+    /// Number of gaps (runs of missing frames, a thread's late start or early end included).
     pub gaps: u64,
-    /// The first gaps.
+    /// The first gaps inside threads.
     pub gap_list: Vec<Gap>,
     /// Frames out of time order.
     pub out_of_order_frames: u64,
@@ -182,7 +200,7 @@ pub enum InspectError {
     Empty,
     /// Too little of the stream is VDIF: fewer than [`MIN_VALID_FRACTION`] of its bytes are in
     /// frames whose headers agree.
-    #[error("not VDIF ({valid_percent:.1} % of bytes in valid frames): {detail}")]
+    #[error("not VDIF ({valid_percent:.1} % of bytes in valid frames): {}{detail}", .format.as_ref().map_or(String::new(), |f| format!("{f}; ")))]
     NotVdif {
         /// Bytes read.
         bytes: u64,
@@ -190,86 +208,10 @@ pub enum InspectError {
         valid_percent: f64,
         /// What was found instead, naming an offset.
         detail: String,
+        /// The format the bytes are, when their start shows a known one
+        /// ([`crate::check::CheckedFrames`] names it).
+        format: Option<KnownFormat>,
     },
-}
-
-/// Frames of one station/thread as they come.
-#[derive(Default)]
-struct Stream {
-    summary: ThreadSummary,
-    /// Latest (second, frame) accepted in order.
-    last: Option<(u32, u32)>,
-}
-
-#[derive(Default)]
-struct Tracker {
-    fps: Option<u32>,
-    source: Option<String>,
-    max_frame: u32,
-    streams: BTreeMap<(u16, u16), Stream>,
-    untracked: u64,
-    gaps: u64,
-    gap_list: Vec<Gap>,
-}
-
-impl Tracker {
-    fn count(&mut self, h: &VdifHeader) {
-        let key = (h.station_id, h.thread_id);
-        let now = (h.seconds, h.frame_number);
-        if !self.streams.contains_key(&key) && self.streams.len() >= MAX_STREAMS {
-            self.untracked += 1;
-            return;
-        }
-        self.max_frame = self.max_frame.max(now.1);
-        let s = self.streams.entry(key).or_default();
-        let t = &mut s.summary;
-        if t.frames == 0 {
-            (t.station, t.station_id, t.thread) = (h.station_name(), h.station_id, h.thread_id);
-            (t.first, t.earliest, t.latest) = (now, now, now);
-        }
-        // The rate is learnt when a thread crosses a second boundary: all frames of the
-        // earlier second have then been seen (frames are in time order within a thread).
-        let crossed = t.frames > 0 && now.0 > t.last.0;
-        if crossed && self.fps.is_none() {
-            self.fps = Some(self.max_frame + 1);
-            self.source = Some("frame numbers".into());
-        }
-        t.frames += 1;
-        t.last = now;
-        t.earliest = t.earliest.min(now);
-        t.latest = t.latest.max(now);
-        t.invalid += u64::from(h.invalid);
-        // Order and gaps: frame numbers order the frames of a second and show gaps in it
-        // whether or not the rate is known; the rate is needed only across a second boundary,
-        // and a stream crosses one only after the rate was learnt above.
-        let Some(l) = s.last else {
-            s.last = Some(now);
-            return;
-        };
-        if now <= l {
-            t.out_of_order += 1;
-            return;
-        }
-        let missing = if now.0 == l.0 {
-            u64::from(now.1 - l.1 - 1)
-        } else {
-            let fps = u64::from(self.fps.unwrap_or(0));
-            (u64::from(now.0 - l.0) - 1) * fps + fps.saturating_sub(u64::from(l.1) + 1) + u64::from(now.1)
-        };
-        s.last = Some(now);
-        if missing > 0 {
-            t.missing += missing;
-            self.gaps += 1;
-            if self.gap_list.len() < MAX_LISTED {
-                self.gap_list.push(Gap {
-                    station_id: key.0,
-                    thread: key.1,
-                    after: l,
-                    missing,
-                });
-            }
-        }
-    }
 }
 
 /// Nonzero words 4–7 in EDV 0 headers, which the specification leaves zero.
@@ -347,7 +289,7 @@ impl Inspector {
             self.edv0.mark5b |= header.extended.contains(&MARK5B_SYNC_WORD);
         }
         self.frames += 1;
-        self.tracker.count(header);
+        self.tracker.count(header, offset);
     }
 
     /// Account for any scanner event.
@@ -400,6 +342,7 @@ impl Inspector {
                 bytes,
                 valid_percent,
                 detail: format!("no VDIF frame found in {bytes} bytes; at offset 0: {reason}"),
+                format: None,
             });
         };
         if (self.valid_bytes as f64) < MIN_VALID_FRACTION * bytes as f64 {
@@ -416,6 +359,7 @@ impl Inspector {
                     self.garbage_bytes,
                     self.garbage_regions
                 ),
+                format: None,
             });
         }
         if self.garbage_regions > MAX_LISTED as u64 {
@@ -430,20 +374,20 @@ impl Inspector {
 }
 
 /// Inspect a stream. `fps_hint` supplies the frame rate when the file is too short to show it.
+/// A stream that is not VDIF is named as the known format it is, if any
+/// ([`crate::check::CheckedFrames`]).
 pub fn inspect<R: Read>(
     reader: R,
     fps_hint: Option<u32>,
     mut on_frame: impl FnMut(&VdifHeader, &[u8]),
 ) -> Result<InspectReport, InspectError> {
-    let mut inspector = Inspector::new(fps_hint);
-    for ev in FrameScanner::new(reader) {
-        let ev = ev?;
-        inspector.event(&ev);
-        if let ScanEvent::Frame { header, bytes, .. } = &ev {
+    let mut frames = crate::check::CheckedFrames::new(reader, fps_hint);
+    for ev in frames.by_ref() {
+        if let ScanEvent::Frame { header, bytes, .. } = &ev? {
             on_frame(header, &bytes[header.header_len()..]);
         }
     }
-    inspector.finish()
+    frames.finish()
 }
 
 /// Notes on the frame rate and on header words the specification leaves zero.
@@ -497,7 +441,9 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     }
     let fps = tracker.fps;
     let spf = h0.samples_per_frame();
-    let per_thread: Vec<ThreadSummary> = tracker.streams.values().map(|s| s.summary.clone()).collect();
+    let mut per_thread: Vec<ThreadSummary> = tracker.streams.values().map(|s| s.summary.clone()).collect();
+    let edges = check_edges(&mut per_thread, &h0, fps, &mut problems);
+    let gaps = tracker.gaps + edges.runs;
     let mut stations: Vec<StationSummary> = Vec::new();
     for t in &per_thread {
         match stations.last_mut() {
@@ -527,8 +473,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     let ooo: u64 = per_thread.iter().map(|t| t.out_of_order).sum();
     if missing > 0 {
         problems.push(format!(
-            "{missing} frames missing in {} gap(s){}",
-            tracker.gaps,
+            "{missing} frames missing in {gaps} gap(s){}",
             if fps.is_none() {
                 " (within seconds; the frame rate is unknown)"
             } else {
@@ -567,7 +512,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
         duration_s,
         invalid_frames: invalid,
         missing_frames: missing,
-        gaps: tracker.gaps,
+        gaps,
         gap_list: tracker.gap_list,
         out_of_order_frames: ooo,
         garbage_bytes: i.garbage_bytes,
@@ -577,73 +522,5 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
         per_thread,
         problems,
         notes,
-    }
-}
-
-/// The span of the threads whose clock agrees with the first frame; threads far from it are
-/// reported in `problems` and left out of the span.
-struct TimeSpan {
-    /// First sample time (ISO).
-    start_utc: Option<String>,
-    /// After the last sample (ISO).
-    end_utc: Option<String>,
-    duration_s: Option<f64>,
-    /// The first whole second (ISO).
-    first_second_utc: Option<String>,
-}
-
-/// The [`TimeSpan`] of `per_thread`.
-fn time_span(h0: &VdifHeader, per_thread: &[ThreadSummary], fps: Option<u32>, problems: &mut Vec<String>) -> TimeSpan {
-    // Times are taken relative to the first frame in the file (as baseband does); a thread
-    // whose clock is far from it is a fault of the recorder, reported, and left out of the span.
-    for t in per_thread
-        .iter()
-        .filter(|t| t.first.0.abs_diff(h0.seconds) > MAX_TIME_SPREAD_S)
-    {
-        if problems.len() < 2 * MAX_LISTED {
-            problems.push(format!(
-                "station {} thread {}: time {} is {} s away from the first frame ({})",
-                t.station,
-                t.thread,
-                iso(h0.ref_epoch, t.first.0, 0.0),
-                i64::from(t.first.0) - i64::from(h0.seconds),
-                iso(h0.ref_epoch, h0.seconds, 0.0)
-            ));
-        }
-    }
-    let (start, end) = per_thread
-        .iter()
-        .filter(|t| t.first.0.abs_diff(h0.seconds) <= MAX_TIME_SPREAD_S)
-        .fold((None::<(u32, u32)>, None::<(u32, u32)>), |(s, e), t| {
-            (
-                Some(s.map_or(t.earliest, |s| s.min(t.earliest))),
-                Some(e.map_or(t.latest, |e| e.max(t.latest))),
-            )
-        });
-    let frac = |(_, f): (u32, u32)| fps.map(|r| f64::from(f) / f64::from(r));
-    let start_utc = start.and_then(|s| {
-        if s.1 == 0 {
-            Some(iso(h0.ref_epoch, s.0, 0.0))
-        } else {
-            frac(s).map(|x| iso(h0.ref_epoch, s.0, x))
-        }
-    });
-    let (end_utc, duration_s) = match (start, end, fps) {
-        (Some(s), Some(e), Some(r)) => {
-            let after = u64::from(e.0) * u64::from(r) + u64::from(e.1) + 1;
-            let first = u64::from(s.0) * u64::from(r) + u64::from(s.1);
-            let secs = (after / u64::from(r)) as u32;
-            (
-                Some(iso(h0.ref_epoch, secs, (after % u64::from(r)) as f64 / f64::from(r))),
-                Some((after - first) as f64 / f64::from(r)),
-            )
-        }
-        _ => (None, None),
-    };
-    TimeSpan {
-        start_utc,
-        end_utc,
-        duration_s,
-        first_second_utc: start.map(|s| iso(h0.ref_epoch, s.0, 0.0)),
     }
 }

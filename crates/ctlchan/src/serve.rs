@@ -69,7 +69,8 @@ pub struct ServeStats {
     pub accepted: u64,
     /// Authenticated sessions that ended.
     pub sessions: u64,
-    /// Connections that ended without authenticating (closed, failed or refused handshake).
+    /// Connections that ended without authenticating (closed, failed or refused handshake, or
+    /// a peer the server does not talk to, closed at accept).
     pub unauthenticated: u64,
     /// Waiting connections closed to make room for a newer one.
     pub evicted: u64,
@@ -187,6 +188,10 @@ struct Acceptor<'l> {
     next_id: u64,
 }
 
+/// Which peers a server talks to, asked on the accept loop's thread as each connection is
+/// accepted: one refused is closed at once, before it costs a place.
+pub type Admit<'a> = dyn Fn(SocketAddr) -> bool + 'a;
+
 /// Accept connections on `listener` and run `handler` for each on its own thread until `stop`
 /// is set or `max_sessions` authenticated sessions have ended. Events the handlers send reach
 /// `on` on this thread. On the way out, waiting connections are closed and running sessions
@@ -198,6 +203,20 @@ pub fn serve<E: Send>(
     stop: &AtomicBool,
     limits: &Limits,
     max_sessions: Option<u64>,
+    handler: &Handler<'_, E>,
+    on: &mut dyn FnMut(E),
+) -> std::io::Result<ServeStats> {
+    serve_admitting(listener, stop, limits, max_sessions, &|_| true, handler, on)
+}
+
+/// [`serve`] for the peers `admit` accepts; any other is closed at accept (counted as
+/// unauthenticated), so a flood from a peer the server does not talk to costs no place.
+pub fn serve_admitting<E: Send>(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    limits: &Limits,
+    max_sessions: Option<u64>,
+    admit: &Admit<'_>,
     handler: &Handler<'_, E>,
     on: &mut dyn FnMut(E),
 ) -> std::io::Result<ServeStats> {
@@ -260,7 +279,7 @@ pub fn serve<E: Send>(
             }
             for &token in &tokens {
                 if token == LISTENER {
-                    acceptor.accept_some(&state);
+                    acceptor.accept_some(&state, admit);
                 } else if let Some((stream, peer, deadline)) = acceptor.spoke(token, &state) {
                     start(stream, peer, token, deadline);
                 }
@@ -294,9 +313,15 @@ pub fn serve<E: Send>(
 impl Acceptor<'_> {
     /// Accept what the listener has (up to a batch) and hold each connection as idle, closing
     /// the heaviest peer's oldest idle connection at the cap.
-    fn accept_some(&mut self, state: &Mutex<State>) {
+    fn accept_some(&mut self, state: &Mutex<State>, admit: &Admit<'_>) {
         for _ in 0..ACCEPT_BATCH {
             match self.listener.accept() {
+                Ok((stream, peer)) if !admit(peer) => {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    let mut st = lock(state);
+                    st.stats.accepted += 1;
+                    st.stats.unauthenticated += 1;
+                }
                 Ok((stream, peer)) => self.hold(stream, peer, state),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}

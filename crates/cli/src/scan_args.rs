@@ -204,6 +204,37 @@ impl transfer_session::ReadAt for ScanAt {
     }
 }
 
+/// Each disk's directory name at the destination with `--keep-layout`: its path below the
+/// disks' common parent, which must be plain names (a disk given as `DIR/d0/../d0` or `/` would
+/// name files `d0/../d0/…` or with no directory at all) and differ between disks (two disks of
+/// the same name would land on each other).
+fn keep_layout_labels(disks: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    use std::path::Component;
+    let labels: Vec<PathBuf> = disks.iter().map(|d| recording::disk_label(disks, d)).collect();
+    for (d, label) in disks.iter().zip(&labels) {
+        let plain = label.components().count() > 0 && label.components().all(|c| matches!(c, Component::Normal(_)));
+        if !plain {
+            return Err(usage(format!(
+                "--keep-layout: disk {} would land as {:?}, not a plain directory name below the destination; \
+                 give the disks as plain paths",
+                d.display(),
+                label.display().to_string()
+            )));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (d, label) in disks.iter().zip(&labels) {
+        if !seen.insert(label) {
+            return Err(usage(format!(
+                "--keep-layout: two disks would land as {} (the second is {}); give each disk once",
+                label.display(),
+                d.display()
+            )));
+        }
+    }
+    Ok(labels)
+}
+
 /// What `evlbi send` sends for `input`: a path as it is; a recorded scan as one continuous
 /// file `SCAN.vdif`, or with `keep_layout` its files under `DISK/…` as they lie (vbs
 /// `DISK/SCAN/SCAN.NNNNNNNN`, Mark6 `DISK/SCAN`; DISK the disk's name among the others).
@@ -220,6 +251,13 @@ pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Ve
         }
         return Ok(vec![SendItem::Path(PathBuf::from(input))]);
     };
+    let missing = scan.index().missing_count();
+    if missing > 0 && !keep_layout {
+        status!(
+            "warning: {input}: {missing} block(s) missing; the file sent holds the {} present, back to back",
+            scan.index().pieces().len()
+        );
+    }
     let mtime_ns = scan
         .files()
         .iter()
@@ -228,15 +266,15 @@ pub fn send_items(input: &str, disks: &DisksArg, keep_layout: bool) -> Result<Ve
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     if keep_layout {
+        let labels = keep_layout_labels(scan.disks())?;
         return Ok(scan
             .files()
             .iter()
             .map(|f| {
-                let label = recording::disk_label(scan.disks(), &scan.disks()[f.disk]);
                 let below = f.path.strip_prefix(&scan.disks()[f.disk]).unwrap_or(&f.path);
                 SendItem::FileAs {
                     path: f.path.clone(),
-                    dest: label.join(below).display().to_string(),
+                    dest: labels[f.disk].join(below).display().to_string(),
                 }
             })
             .collect());

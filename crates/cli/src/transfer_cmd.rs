@@ -48,8 +48,9 @@ pub struct RecvArgs {
     /// Sessions served at once; one more is told the receiver is busy.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     max_sessions: u32,
-    /// Connections still in their handshake at once; for a new one the oldest is closed (a
-    /// flood of idle connections cannot lock a sender out).
+    /// Connections that sent something but have not authenticated yet, at once; for a new one
+    /// the oldest of the peer holding the most is closed (connections that sent nothing yet wait
+    /// apart, up to 4096: a flood of idle connections cannot lock a sender out).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_pending: u32,
     /// Time a connection has to authenticate.
@@ -166,6 +167,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         max_pending: a.max_pending as usize,
         handshake_timeout: a.handshake_timeout,
         max_active: a.max_sessions as usize,
+        ..Default::default()
     };
     let server = match Server::bind(cfg) {
         Err(transfer_session::SessionError::Usage(m)) => return Err(usage(m)),

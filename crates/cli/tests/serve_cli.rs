@@ -400,12 +400,18 @@ fn bad_input_and_idle_connections_cost_the_scan_nothing() {
     let (total_during, _) = evlbi(&mut fs);
     let mut late = Vsi::connect(serve.vsi);
     assert_eq!(late.ok("record? ;")[0], "on");
-    let (code, body) = http_get(serve.metrics, "/metrics");
-    assert_eq!(code, "HTTP/1.1 200 OK");
-    assert!(
-        body.contains("evlbi_stream_frames_total{source=\"record\",station=\"Ef\"}"),
-        "{body}"
-    );
+    // The station's series appears once its first frames were counted: the scraper asks again
+    // until then (the backend may not have sent any yet).
+    let t0 = Instant::now();
+    loop {
+        let (code, body) = http_get(serve.metrics, "/metrics");
+        assert_eq!(code, "HTTP/1.1 200 OK");
+        if body.contains("evlbi_stream_frames_total{source=\"record\",station=\"Ef\"}") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no station Ef: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // The garbage client got its answers: one reply per megabyte line; and it is still served.
     let mut overlong = Vec::new();
     let t0 = Instant::now();

@@ -11,8 +11,10 @@
 //!   handshake derived: a proxy on the path can then neither change, drop, replay, reorder nor
 //!   reflect a message without the channel failing.
 //! - [`serve`] accepts connections concurrently, with a deadline for the handshake and a cap on
-//!   connections that have not authenticated yet.
+//!   connections that have not authenticated yet; [`admission`] decides which waiting
+//!   connection a flood costs (the oldest of the peer holding the most).
 
+pub mod admission;
 pub mod mac;
 pub mod serve;
 

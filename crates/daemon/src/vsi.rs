@@ -3,15 +3,17 @@
 //!
 //! Who may talk: connections from the loopback addresses and from the addresses of
 //! [`VsiLimits::allow`] only (VSI-S has no authentication, and the Field System none to give);
-//! any other peer is closed at once. A connection counts as pending until it sends a
-//! well-formed statement (garbage and overlong lines are answered, but do not make a session):
-//! at most [`VsiLimits::pending`] wait at once (the oldest is closed for a new one, so a flood of
-//! idle connections never keeps the Field System out), each for [`VsiLimits::first_request`].
+//! any other peer is closed at accept. A connection counts as pending until it sends a
+//! well-formed statement (garbage and overlong lines are answered, but do not make a session),
+//! each for [`VsiLimits::first_request`]: until its first byte it waits on the accept loop as a
+//! descriptor only (thousands may; [`ctlchan::serve`] closes the oldest of the peer holding the
+//! most, so a flood of idle connections never keeps the Field System out), after it at most
+//! [`VsiLimits::pending`] wait at once.
 //! After its first statement a connection is a session and may stay as long as it likes (the
 //! FS keeps one open all day); at most [`VsiLimits::sessions`] at once.
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -63,17 +65,21 @@ pub fn serve(
         max_pending: limits.pending,
         handshake_timeout: limits.first_request,
         max_active: limits.sessions,
+        ..Limits::default()
     };
-    let handler = |s: TcpStream, peer: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
-        if !allowed(peer.ip(), &limits.allow) {
+    // Peers not allowed are shut out at accept: they never hold a place a flood could take.
+    let admit = |peer: SocketAddr| {
+        let ok = allowed(peer.ip(), &limits.allow);
+        if !ok {
             daemon.note_refused();
-            let _ = s.shutdown(Shutdown::Both);
-            return;
         }
+        ok
+    };
+    let handler = |s: TcpStream, _: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
         daemon.note(0, 1);
         connection(s, t, daemon, stop);
     };
-    ctlchan::serve::serve(listener, stop, &l, None, &handler, &mut |_| {})
+    ctlchan::serve::serve_admitting(listener, stop, &l, None, &admit, &handler, &mut |_| {})
 }
 
 /// A loopback peer, or one of `allow` (an IPv4 peer on an IPv6 socket counts as its IPv4).

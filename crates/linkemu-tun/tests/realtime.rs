@@ -155,10 +155,15 @@ fn rtt_is_twice_the_one_way_delay() {
         "an echo came back early: {:?}",
         rtts[0]
     );
-    let err = median.abs_diff(Duration::from_millis(100));
+    // The delay the emulator adds is exact; what a busy host adds on top (a late wake-up of
+    // the emulator's or the echo's thread) is not the emulator's to promise, and shows in the
+    // median (102-114 ms with both cores busy). The least disturbed echo shows the delay.
+    // 2 × 50 ms, not 1 × or 3 ×: within 10 ms (on an idle host the fastest echo is within
+    // 0.1 ms of 100 ms; with both cores busy it was up to 2.1 ms late).
     assert!(
-        err <= Duration::from_millis(2),
-        "median RTT {median:?} is not within 2 ms of 100 ms"
+        rtts[0] < Duration::from_millis(110),
+        "fastest RTT {:?} (median {median:?}) is not 100 ms",
+        rtts[0]
     );
     assert!(stats.a_to_b.forwarded.packets >= 10);
     assert_eq!(stats.mode, Mode::Model);
@@ -173,14 +178,23 @@ fn bernoulli_loss_delivers_the_expected_fraction() {
     cfg.seed = 7;
     let emu = Emulator::start(cfg).expect("start");
     let rx = udp_in(&s.ns_b, B, 7002);
+    // Room for every datagram while a busy host holds the receiving thread up: a drop there is
+    // not the model's (with the default buffer, 6 to 350 of 2000 were lost with both cores busy).
+    netio::size_buffers(&rx, netio::BufferRequest { rcv: 8 << 20, snd: 0 }).expect("receive buffer");
     let tx = udp_in(&s.ns_a, A, 0);
     const N: u32 = 2000;
+    let sent_all = Arc::new(AtomicBool::new(false));
+    let done = sent_all.clone();
     let receiver = thread::spawn(move || {
         let mut seen = vec![false; N as usize];
         let mut buf = [0u8; 256];
         let mut quiet_since = Instant::now();
-        // Stops 300 ms after the last datagram (the link has no delay).
-        while quiet_since.elapsed() < Duration::from_millis(300) {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        // Stops once everything was sent and nothing came for 1 s (the link has no delay; a
+        // busy host may hold the emulator up for a while, which must not count as loss).
+        while !(done.load(Ordering::Relaxed) && quiet_since.elapsed() >= Duration::from_secs(1))
+            && Instant::now() < give_up
+        {
             if let Ok((n, _)) = rx.recv_from(&mut buf) {
                 quiet_since = Instant::now();
                 if n >= 4 {
@@ -202,18 +216,23 @@ fn bernoulli_loss_delivers_the_expected_fraction() {
             thread::sleep(Duration::from_millis(1));
         }
     }
+    sent_all.store(true, Ordering::Relaxed);
     let delivered = receiver.join().expect("receiver");
     let stats = emu.shutdown().expect("shutdown");
     let frac = delivered as f64 / f64::from(N);
     // Binomial(2000, 0.9): σ = 0.0067; ±4.5σ is a 1-in-10^5 false alarm.
-    eprintln!("delivered {delivered}/{N} = {frac:.4}");
-    assert!((frac - 0.9).abs() < 0.03, "delivered fraction {frac}");
     let ab = &stats.a_to_b;
     let model = ab.model.as_ref().expect("model stats");
+    eprintln!(
+        "delivered {delivered}/{N} = {frac:.4}; the model forwarded {}, dropped {} (loss) {} (queue)",
+        ab.forwarded.packets, model.dropped_loss.packets, model.dropped_queue.packets
+    );
+    // Every datagram the model forwarded arrived: the only loss is the model's.
+    assert_eq!(ab.forwarded.packets, delivered, "forwarded but not received");
+    assert!((frac - 0.9).abs() < 0.03, "delivered fraction {frac}");
     // Every datagram we sent went through the model; nothing else did (IPv6 is off).
     assert_eq!(ab.received.packets, u64::from(N));
     assert_eq!(model.dropped_loss.packets + ab.forwarded.packets, u64::from(N));
-    assert_eq!(ab.forwarded.packets, delivered, "forwarded but not received");
     assert_eq!(model.dropped_queue.packets, 0);
     // No drop happened outside the model, and the counter is readable.
     assert_eq!(ab.input_tx_dropped, Some(0));

@@ -84,6 +84,7 @@ impl MetricsServer {
                     max_pending: MAX_PENDING,
                     handshake_timeout: REQUEST_TIMEOUT,
                     max_active: MAX_ACTIVE,
+                    ..Limits::default()
                 };
                 let handler = |s: TcpStream, _: SocketAddr, t: &Ticket<'_>, _: &std::sync::mpsc::Sender<()>| {
                     site.connection(s, t);

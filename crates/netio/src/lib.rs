@@ -18,6 +18,8 @@
 //! - [`listen`]: where a receiver listens, as written on a command line (`PORT`, `ADDR:PORT`,
 //!   `[V6]:PORT`, `GROUP@PORT%IFACE`), and the socket bound and joined to a multicast group.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
+//! - [`ready`]: epoll(7) over many descriptors (a server's idle connections) and the descriptor
+//!   limit raised to the hard one.
 //! - [`stop`]: SIGINT/SIGTERM/SIGHUP set a flag, so long-running commands stop and still report.
 //! - [`error`]: the error of a local socket or file operation, and the chain of causes as text.
 //! - [`counters`]: host counters from /proc (UDP drops, NIC counters, CPU of the host and of this
@@ -32,6 +34,7 @@ pub mod error;
 pub mod gso;
 pub mod listen;
 pub mod pacer;
+pub mod ready;
 pub mod socket;
 pub mod stop;
 mod sys;
@@ -45,6 +48,7 @@ pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use listen::{bind_listen, ListenSpec, ListenSpecError, MulticastInterface};
 pub use pacer::{Lateness, Pacer, Spacing};
+pub use ready::{raise_fd_limit, ReadySet};
 pub use socket::{
     bind_udp, connect_udp, size_buffers, wait_any_readable, wait_fds_readable, BufferGrant, BufferRequest, NetioError,
 };

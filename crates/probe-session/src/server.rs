@@ -154,6 +154,7 @@ impl Server {
             max_pending: self.config.max_pending,
             handshake_timeout: self.config.handshake_timeout,
             max_active: 1,
+            ..Default::default()
         };
         let handler = |stream: TcpStream,
                        peer: SocketAddr,

@@ -109,9 +109,11 @@ fn wrong_key_is_refused_and_the_server_goes_on() {
     let ok = run_client(&client(addr, 100, Some(b"correct horse")), |_| {}, |_| {}).unwrap();
     h.join().unwrap();
     assert_eq!(ok.receiver.unwrap().unique_packets, 100);
+    // Each connection's events come from its own thread: the server promises them, not their
+    // order (a refused client's "failed" may follow the next client's "ready").
     let ev: Vec<String> = events.try_iter().collect();
-    assert!(ev[0].starts_with("failed") && ev[1].starts_with("failed"), "{ev:?}");
-    assert_eq!(ev.last().map(String::as_str), Some("finished 100"));
+    assert_eq!(ev.iter().filter(|e| e.starts_with("failed")).count(), 2, "{ev:?}");
+    assert_eq!(ev.iter().filter(|e| *e == "finished 100").count(), 1, "{ev:?}");
 }
 
 #[test]
@@ -148,8 +150,9 @@ fn idle_connections_neither_block_a_client_nor_spend_a_session() {
     let t0 = std::time::Instant::now();
     let ok = run_client(&client(addr, 200, None), |_| {}, |_| {}).unwrap();
     // One connection at a time made this client wait for the 3 s handshake deadline of each
-    // idle connection in front of it.
-    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // idle connection in front of it: 130 × 3 s. A bound far from that, and far above what a
+    // busy host adds to a 200-packet trial.
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     h.join().unwrap();
     assert_eq!(ok.receiver.unwrap().unique_packets, 200);
     assert!(events.try_iter().any(|e| e == "finished 200"));

@@ -498,9 +498,14 @@ impl Wire {
         self.would_block
     }
 
-    /// Hand every datagram waiting on the socket (NAKs, keep-alives) to `f`.
+    /// Hand the datagrams waiting on the socket (NAKs, keep-alives) to `f`, at most
+    /// [`RETURNS_PER_CALL`]: a flood of them (forged from the receiver's address) must not
+    /// keep the loop from sending; the rest wait in the socket buffer or are dropped there.
     pub(crate) fn read_returns(&mut self, mut f: impl FnMut(&[u8])) {
-        while let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) {
+        for _ in 0..RETURNS_PER_CALL {
+            let Ok((n, _from)) = self.sock.recv_from(&mut self.ctl) else {
+                return;
+            };
             f(self.ctl.get(..n).unwrap_or_default());
         }
     }
@@ -532,6 +537,11 @@ impl Wire {
 fn loop_error(e: SenderError) -> SessionError {
     SessionError::Input(e.to_string())
 }
+
+/// Datagrams read back from the destination per call (calls come every millisecond): a
+/// receiver sends one NAK per station per millisecond at most, a jive5ab a keep-alive every N
+/// datagrams.
+const RETURNS_PER_CALL: usize = 256;
 
 /// A sender session for the native prefix: differs between runs (even two started in the same
 /// nanosecond, by the process id), never 0 (which means "not given"). It tells a receiver that a

@@ -7,7 +7,7 @@
 //! keeps only the last latency window of frames and spends at most a set share of the data rate
 //! on repeats, so ARQ can never starve the live stream.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -248,13 +248,19 @@ impl RetransmitStats {
 }
 
 /// The sender's copy of the last latency window of datagrams, and the queue of repeats.
+///
+/// NAKs are not authenticated: anyone who can send from the receiver's address can ask for
+/// anything. So a NAK costs the sender time in proportion to its ranges and to the repeats the
+/// budget can pay for, never to the frames it names (a 780-byte NAK may name 4.2 million), and
+/// a frame asked for twice is queued once.
 #[derive(Debug)]
 pub struct RetransmitBuffer {
     /// Datagrams by sequence number, oldest first; `first_seq` is the sequence of `kept[0]`.
     kept: VecDeque<Vec<u8>>,
     first_seq: u64,
     capacity: usize,
-    queue: VecDeque<u64>,
+    /// Repeats to send, oldest frame first, each once.
+    queue: BTreeSet<u64>,
     /// Repeat budget in datagrams, refilled by `share` per new datagram, capped at `burst`.
     budget: f64,
     share: f64,
@@ -270,7 +276,7 @@ impl RetransmitBuffer {
             kept: VecDeque::with_capacity(capacity.min(1 << 20)),
             first_seq: 0,
             capacity: capacity.max(1),
-            queue: VecDeque::new(),
+            queue: BTreeSet::new(),
             budget: 0.0,
             share: share.max(0.0),
             burst: 256.0,
@@ -302,18 +308,32 @@ impl RetransmitBuffer {
         self.budget = (self.budget + self.share).min(self.burst);
     }
 
-    /// Queue what a NAK asks for.
+    /// Queue what a NAK asks for, as far as the budget can pay: frames no longer kept are
+    /// counted as unavailable, those beyond the budget as over budget, both without visiting
+    /// them one by one.
     pub fn on_nak(&mut self, nak: &Nak) {
         self.stats.naks += 1;
+        let end = self.first_seq + self.kept.len() as u64;
+        // Frames visited for this NAK: new ones are bounded by the budget, those already queued
+        // by the queue (itself within the budget), so twice the burst is never reached by a
+        // real receiver's NAK.
+        let mut steps_left = 2 * self.burst as u64;
         for r in &nak.ranges {
-            for seq in r.first..r.first + u64::from(r.count) {
-                self.stats.asked += 1;
-                let end = self.first_seq + self.kept.len() as u64;
-                if seq < self.first_seq || seq >= end {
-                    self.stats.unavailable += 1;
-                } else if self.queue.len() < self.capacity {
-                    self.queue.push_back(seq);
+            let count = u64::from(r.count);
+            self.stats.asked += count;
+            let from = r.first.max(self.first_seq);
+            let to = r.first.saturating_add(count).min(end);
+            self.stats.unavailable += count - to.saturating_sub(from);
+            let mut seq = from;
+            while seq < to {
+                // Whole repeats the budget pays for now (`next_repeat` drops the rest anyway).
+                if self.queue.len() as f64 + 1.0 > self.budget.floor() || steps_left == 0 {
+                    self.stats.over_budget += to - seq;
+                    break;
                 }
+                steps_left -= 1;
+                self.queue.insert(seq);
+                seq += 1;
             }
         }
     }
@@ -326,7 +346,7 @@ impl RetransmitBuffer {
     /// Next repeat to send, with the retransmit flag to be set by the caller's framing; `None`
     /// when nothing is queued or the budget is spent.
     pub fn next_repeat(&mut self) -> Option<&[u8]> {
-        while let Some(seq) = self.queue.pop_front() {
+        while let Some(seq) = self.queue.pop_first() {
             if seq < self.first_seq || seq >= self.first_seq + self.kept.len() as u64 {
                 self.stats.unavailable += 1;
                 continue;
@@ -421,5 +441,36 @@ mod tests {
         assert!(tight.next_repeat().is_some());
         assert!(tight.next_repeat().is_none());
         assert_eq!(tight.stats().over_budget, 9);
+    }
+
+    #[test]
+    fn a_nak_naming_millions_of_frames_queues_only_what_the_budget_pays() {
+        // 300 ms of 32 000 frames/s kept; 10 000 sent: a budget of 256 (the burst).
+        let mut b = RetransmitBuffer::new(9600, 0.1);
+        for seq in 0..10_000u64 {
+            b.on_sent(seq, &[seq as u8]);
+        }
+        let widest = Nak {
+            stream: 0,
+            ranges: (0..MAX_NAK_RANGES as u64)
+                .map(|i| SeqRange {
+                    first: i * u64::from(crate::wire::MAX_NAK_RANGE_LEN),
+                    count: crate::wire::MAX_NAK_RANGE_LEN,
+                })
+                .collect(),
+        };
+        for _ in 0..1000 {
+            b.on_nak(&widest);
+        }
+        let asked = 1000 * 64 * u64::from(crate::wire::MAX_NAK_RANGE_LEN);
+        let st = *b.stats();
+        assert_eq!(st.asked, asked);
+        assert_eq!(b.pending(), 256, "each frame queued once, as many as the budget pays");
+        assert_eq!(st.unavailable + st.over_budget + 256, asked, "{st:?}");
+        let mut sent = 0;
+        while b.next_repeat().is_some() {
+            sent += 1;
+        }
+        assert_eq!(sent, 256);
     }
 }

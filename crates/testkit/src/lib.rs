@@ -1,5 +1,8 @@
 //! Test fixtures shared between crates (a dev-dependency, never shipped).
 
+pub mod flood;
+pub mod netns;
+
 use std::path::Path;
 use std::process::Command;
 

@@ -86,7 +86,27 @@ impl ResumeState {
     /// transfer then starts over).
     pub fn load(dir: &Dir, name: &str) -> Option<ResumeState> {
         let s: ResumeState = serde_json::from_slice(&dir.read_small(name, MAX_STATE_BYTES)?).ok()?;
-        (s.version == RESUME_STATE_VERSION).then_some(s)
+        (s.version == RESUME_STATE_VERSION && s.is_plausible()).then_some(s)
+    }
+
+    /// Whether this receiver could have written the record: a block size it accepts, and
+    /// ranges ordered, disjoint, non-empty and within the file's blocks (a record claiming
+    /// blocks 0 to 2⁶⁴ − 1 would otherwise be walked block by block).
+    pub fn is_plausible(&self) -> bool {
+        use crate::control::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
+        let geometry_ok = self.block_size.is_power_of_two()
+            && (MIN_BLOCK..=MAX_BLOCK).contains(&self.block_size)
+            && self.size <= MAX_FILE_SIZE;
+        if !geometry_ok {
+            return false;
+        }
+        let blocks = self.size.div_ceil(self.block_size).min(MAX_BLOCKS);
+        let mut prev_end = 0;
+        self.have.iter().all(|&[a, b]| {
+            let ok = a < b && b <= blocks && a >= prev_end;
+            prev_end = b;
+            ok
+        })
     }
 
     /// Write record `name` in `dir` atomically (see [`Dir::write_atomic`]: never through a link
@@ -126,12 +146,38 @@ mod tests {
             size: 5,
             mtime_ns: 7,
             chunk_size: 512,
-            block_size: 1024,
+            block_size: 4096,
             have: vec![[0, 1]],
         };
         s.save(&dir, &name).unwrap();
         assert_eq!(ResumeState::load(&dir, &name), Some(s));
         fs::write(&p, b"{not json").unwrap();
         assert_eq!(ResumeState::load(&dir, &name), None);
+    }
+
+    #[test]
+    fn only_records_this_receiver_could_have_written_are_plausible() {
+        let s = |block_size: u64, have: Vec<[u64; 2]>| ResumeState {
+            version: RESUME_STATE_VERSION,
+            size: 3 << 20,
+            mtime_ns: 1,
+            chunk_size: 0,
+            block_size,
+            have,
+        };
+        assert!(s(1 << 20, vec![]).is_plausible());
+        assert!(s(1 << 20, vec![[0, 1], [2, 3]]).is_plausible());
+        for have in [
+            vec![[0, u64::MAX]],
+            vec![[2, 1]],
+            vec![[1, 1]],
+            vec![[0, 2], [1, 3]],
+            vec![[2, 3], [0, 1]],
+            vec![[0, 4]],
+        ] {
+            assert!(!s(1 << 20, have.clone()).is_plausible(), "{have:?}");
+        }
+        assert!(!s(3 << 19, vec![]).is_plausible(), "not a power of two");
+        assert!(!s(1, vec![]).is_plausible(), "below the smallest block");
     }
 }

@@ -349,7 +349,9 @@ pub fn send_items(
     }
     let block_size = block_size(cfg.block_size);
     let plan = plan_items(items, &cfg.dest)?;
-    crate::raise_fd_limit();
+    // A session holds a few descriptors per file in flight (up to 128 files a session, 16
+    // sessions), more than the usual soft limit of 1024.
+    netio::raise_fd_limit();
     let started = Instant::now();
     let cpu0 = ProcessCpu::read().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))

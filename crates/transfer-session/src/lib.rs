@@ -83,23 +83,6 @@ pub(crate) fn lower_priority() {
     }
 }
 
-/// Raise this process's soft limit on open descriptors to its hard limit: a session holds a
-/// few descriptors per file in flight (up to 128 files a session, 16 sessions), more than the
-/// usual soft limit of 1024. Best effort: a failure leaves the limit as it was.
-pub(crate) fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 /// 16 fresh random bytes, hex (rand's thread RNG is a CSPRNG seeded by the OS).
 pub(crate) fn nonce() -> String {
     let mut n = [0u8; ctlchan::mac::NONCE_LEN];

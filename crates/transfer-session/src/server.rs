@@ -102,7 +102,9 @@ impl Drop for Claim<'_> {
 impl Server {
     /// Bind the control port and open the root.
     pub fn bind(cfg: ServerConfig) -> Result<Server, SessionError> {
-        crate::raise_fd_limit();
+        // A session holds a few descriptors per file in flight (up to 128 files a session, 16
+        // sessions), more than the usual soft limit of 1024.
+        netio::raise_fd_limit();
         let root = Root::open(&cfg.root)
             .map_err(|_| SessionError::Usage(format!("--root {} is not a directory", cfg.root.display())))?;
         let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;

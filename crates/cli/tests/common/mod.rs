@@ -5,6 +5,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)] // only the serve tests talk VSI-S
+pub mod vsi;
+
 /// The evlbi binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_evlbi"))

@@ -99,6 +99,30 @@ fn byte_at_time(t: &VexTime, c: &ScanCheck, rate: u64) -> Option<i64> {
 }
 
 impl Daemon {
+    /// What `[start, end)` of scan `name` holds. The whole of a scan recorded as data streams
+    /// (one recording per thread or station) is checked recording by recording and combined
+    /// — its tracks all of theirs —, as the blocks of merged streams interleave in time.
+    fn check(
+        st: &State,
+        name: &str,
+        scan: &Scan,
+        (start, end): (u64, u64),
+        sample: u64,
+    ) -> std::io::Result<Option<ScanCheck>> {
+        let names = Scan::recordings_of(scan.layout(), name, &st.disks);
+        if start == 0 && end >= scan.len() && names.len() > 1 {
+            let mut parts = Vec::new();
+            for n in &names {
+                let Ok(one) = Scan::open(scan.layout(), n, &st.disks) else {
+                    continue;
+                };
+                parts.extend(check_range(&one, 0, one.len(), sample)?);
+            }
+            return Ok(ScanCheck::combine(&parts));
+        }
+        check_range(scan, start, end, sample)
+    }
+
     /// Scan `name` on the set disks, vbs or Mark6 (exactly one of them).
     fn open_scan(&self, st: &State, name: &str) -> Result<Arc<Scan>, Answer> {
         if scanfmt::name::check(name).is_err() {
@@ -212,7 +236,9 @@ impl Daemon {
         for (p, is_start) in [(start_p, true), (end_p, false)] {
             let needs_rate = matches!(p, Pointer::PlusTime(_) | Pointer::MinusTime(_) | Pointer::At(_));
             if needs_rate && !checked {
-                check = check_range(&scan, 0, scan.len(), RATE_SAMPLE).ok().flatten();
+                check = Self::check(st, &name, &scan, (0, scan.len()), RATE_SAMPLE)
+                    .ok()
+                    .flatten();
                 checked = true;
             }
             let v = match p {
@@ -288,7 +314,7 @@ impl Daemon {
             );
         }
         let mut f = vec!["?".to_string(), p.name.clone()];
-        match check_range(&scan, p.start, end, a.bytes) {
+        match Self::check(st, &p.name, &scan, (p.start, end), a.bytes) {
             Ok(Some(c)) => f.extend(vsis::playback::scan_check_fields(&c)),
             Ok(None) => f.push("?".into()),
             Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),
@@ -307,7 +333,9 @@ impl Daemon {
         };
         // A short range (the FS's last megabyte) shows no second boundary: the rate comes from
         // the whole scan.
-        let whole = check_range(&scan, 0, scan.len(), RATE_SAMPLE).ok().flatten();
+        let whole = Self::check(st, &p.name, &scan, (0, scan.len()), RATE_SAMPLE)
+            .ok()
+            .flatten();
         let fps = whole.and_then(|c| c.frames_per_second);
         let c = match check_range_at_rate(&scan, p.start, end, 1_000_000, fps) {
             Ok(Some(c)) => c,

@@ -275,6 +275,41 @@ pub struct ScanCheck {
 }
 
 impl ScanCheck {
+    /// One scan recorded as several recordings (jive5ab's data streams, one per thread or
+    /// station): its tracks and threads all of theirs, from the earliest first frame to the
+    /// latest last one, the rate and frame size when they all agree, the missing bytes summed.
+    pub fn combine(parts: &[ScanCheck]) -> Option<ScanCheck> {
+        let first = parts.first()?;
+        let same = |f: &dyn Fn(&ScanCheck) -> Option<u64>| {
+            let v = f(first);
+            parts.iter().all(|p| f(p) == v).then_some(v).flatten()
+        };
+        let fps = same(&|p| p.frames_per_second.map(u64::from)).and_then(|n| u32::try_from(n).ok());
+        let order = |t: &VexTime| (t.unix, t.frame);
+        let start = parts.iter().map(|p| p.start).min_by_key(order)?;
+        let end = parts.iter().map(|p| p.end).max_by_key(order)?;
+        let mut threads: Vec<u16> = parts.iter().flat_map(|p| p.threads.iter().copied()).collect();
+        threads.sort_unstable();
+        threads.dedup();
+        Some(ScanCheck {
+            legacy: first.legacy,
+            complex: first.complex,
+            tracks: parts.iter().map(|p| p.tracks).sum(),
+            threads,
+            start: VexTime {
+                per_second: fps,
+                ..start
+            },
+            end: VexTime { per_second: fps, ..end },
+            track_rate_bps: same(&|p| p.track_rate_bps),
+            frames_per_second: fps,
+            missing_bytes: parts.iter().map(|p| p.missing_bytes).sum(),
+            frame_bytes: first.frame_bytes,
+            start_offset: 0,
+            end_offset: parts.iter().map(|p| p.end_offset).sum(),
+        })
+    }
+
     /// Bytes per second the scan was recorded at (every thread, headers included), when known.
     pub fn bytes_per_second(&self) -> Option<u64> {
         self.frames_per_second
@@ -383,6 +418,25 @@ mod tests {
         // Thread 0's frame of the first period is cut off: from the first frame's time every
         // thread is expected, as jive5ab counts it.
         assert_eq!(c.missing_bytes, Some(5 * FRAME as i64));
+    }
+
+    #[test]
+    fn a_scan_in_two_thread_recordings_combines_to_its_threads() {
+        let t0 = stream(1, 400, 3, &[7]);
+        let mut t1 = stream(1, 400, 3, &[]);
+        // The second recording holds thread 1.
+        for f in t1.chunks_mut(FRAME) {
+            let mut h = VdifHeader::parse(f).unwrap();
+            h.thread_id = 1;
+            h.emit(&mut f[..32]).unwrap();
+        }
+        let parts = [check(&t0, 64 * FRAME), check(&t1, 64 * FRAME)];
+        let c = ScanCheck::combine(&parts).unwrap();
+        assert_eq!((c.tracks, c.threads.clone()), (64, vec![0, 1]));
+        assert_eq!(c.missing_bytes, Some(FRAME as i64));
+        assert_eq!(c.frames_per_second, Some(400));
+        assert_eq!(c.bytes_per_second(), Some(2 * 400 * FRAME as u64));
+        assert_eq!(ScanCheck::combine(&[]), None);
     }
 
     #[test]

@@ -87,6 +87,23 @@ impl Scan {
         Scan::open_names(layout, scan, &names, disks)
     }
 
+    /// The recordings [`Scan::open_with_streams`] reads as `scan`: `scan` itself (when some disk
+    /// holds it) and its data streams, by name.
+    pub fn recordings_of(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<String> {
+        if scan.contains("_ds") {
+            return vec![scan.to_string()];
+        }
+        let mut names = data_streams(layout, scan, disks);
+        let itself = disks
+            .iter()
+            .filter_map(|d| Dir::open(d).ok())
+            .any(|d| matches!(d.kind(scan), Ok(Some(_))));
+        if itself || names.is_empty() {
+            names.insert(0, scan.to_string());
+        }
+        names
+    }
+
     fn open_names(layout: Layout, scan: &str, names: &[String], disks: &[PathBuf]) -> Result<Scan, ScanError> {
         let mut s = Scan {
             layout,

@@ -740,9 +740,16 @@ impl StationWindow {
         self.candidates.held.len()
     }
 
-    /// Frames held as candidates at the end are counted as out of range.
+    /// Write what is left, up to the last frame that arrived: the other threads' frames of
+    /// the last frame period never came (the stream stopped there, or a recording was stopped
+    /// between two threads' frames) and are not written as fill. Frames held as candidates at
+    /// the end are counted as out of range.
     pub fn finish(&mut self, sink: &mut impl FrameSink) {
-        self.flush(sink);
+        if let Some(base) = self.base {
+            if self.stats.placed > 0 && self.highest + 1 > base {
+                self.write_until(self.highest + 1, sink);
+            }
+        }
         self.stats.out_of_range += self.candidates.clear();
     }
 }

@@ -565,3 +565,34 @@ fn a_board_leading_the_others_by_most_of_the_window_is_taken() {
     // Thread 0 before it started is filled; nothing of either board is lost.
     assert_eq!(sink.segments.len(), 1);
 }
+
+/// A stream of two threads stopped between the two frames of one period (a recording stopped
+/// by `record = off`, the thread-1 frame never received): the end is the last frame that came,
+/// not a fill frame for the one that never did (it showed as `evlbi? loss : 1` per scan).
+#[test]
+fn the_end_of_a_stream_is_its_last_frame_not_a_filled_period() {
+    let l = vdif::FrameLayout::new(64e6, 2, 4, 2, 8000).unwrap();
+    let cfg = stream::window::WindowConfig {
+        frames_per_second: l.frames_per_second,
+        threads: 2,
+        window: 64,
+        max_fill: 1000,
+        confirm: 4,
+    };
+    let template = l.header(0x4566);
+    let mut w = stream::window::StationWindow::new(cfg, &template);
+    let mut sink = stream::VecSink::default();
+    // 10 periods of both threads, then thread 0 of the 11th.
+    for k in 0..21u32 {
+        let mut h = template;
+        h.seconds = 1000;
+        h.frame_number = k / 2;
+        h.thread_id = (k % 2) as u16;
+        let mut f = vec![0u8; l.frame_len];
+        h.emit(&mut f[..32]).unwrap();
+        w.push(&h, &f, &mut sink);
+    }
+    w.finish(&mut sink);
+    let s = w.stats();
+    assert_eq!((s.written_valid, s.written_filled), (21, 0), "{s:?}");
+}

@@ -187,14 +187,16 @@ fn the_field_systems_flexbuff_session_gets_no_error_and_jive5abs_answers() {
     let j5_dir = shm_dir();
     let jv = run_jive5ab(&j5, j5_dir.path());
     // jive5ab refuses data_check? (not in its FlexBuff command set) and, when its guess of the
-    // rate fails on the samples it read, time-based scan_sets; its scan_check's missing bytes
+    // rate fails on the samples it read (or is wrong), time-based scan_sets; its scan_check's missing bytes
     // draw the FS's 602 warning. evlbi: none of these (asserted above).
     let complaints_j5: Vec<String> = fs_complaints(&jv);
     eprintln!("jive5ab's session, what the FS would log: {complaints_j5:#?}");
     assert!(
         complaints_j5.iter().all(|c| c.starts_with("data_check?")
             || c.starts_with("scan_check?")
-            || c.contains("could not deduce recorded data rate")),
+            || c.contains("could not deduce recorded data rate")
+            // a wrong guess (64 Mb/s per track for 32) puts the times past the scan's end
+            || c.contains("scan pointer offset(s) are out of bound")),
         "jive5ab: {complaints_j5:#?}"
     );
     // Field for field where the FS reads them (each run's own directory read as DIR).
@@ -215,10 +217,14 @@ fn the_field_systems_flexbuff_session_gets_no_error_and_jive5abs_answers() {
         let (fx, fy) = (fields(&text(x, "reply")), fields(&text(y, "reply")));
         // Scan number, name, type, tracks and frame size exactly; jive5ab's rate is a guess of
         // 2^n Mb/s per track and its missing bytes are ± a frame with two threads (its
-        // algorithm; docs/fs-flexbuff-session.md 4.1), so those only where it knew them.
+        // algorithm; docs/fs-flexbuff-session.md 4.1), so the rate only where it knew it: not
+        // "?", and its own missing bytes within two frames (a wrong guess, seen on a busy
+        // machine as 64Mbps with 385519936 bytes missing, shows there). The truth is asserted
+        // on evlbi's replies above.
         assert_eq!(fx.get(..4), fy.get(..4), "scan_check?: {x} / {y}");
         assert_eq!(fx.last(), fy.last(), "frame size: {x} / {y}");
-        if fy[6] != "?" {
+        let j5_consistent = fy[7].parse::<i64>().is_ok_and(|m| m.abs() <= 2 * 8032);
+        if fy[6] != "?" && j5_consistent {
             assert_eq!(fx[6], fy[6], "rate: {x} / {y}");
         }
     }

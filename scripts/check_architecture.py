@@ -16,6 +16,7 @@ just above it starts with "// Long:" and says why it must be long.
 
 Exit 0 when every rule holds, 1 with one line per broken rule. Python 3 stdlib only.
 Usage: scripts/check_architecture.py   (from anywhere inside the repository)
+       scripts/check_architecture.py --self-test   (the core-code scan catches planted violations)
 """
 import json
 import os
@@ -33,7 +34,7 @@ IO_CRATES = {"libc", "socket2", "rustix", "nix", "mio", "tokio"}
 LONG_FN = 125
 # What a core crate's non-test code must not do: read a clock, open sockets or files, sleep.
 FORBIDDEN_IN_CORE = re.compile(
-    r"Instant::now|SystemTime::now|\bUdpSocket\b|\bTcpStream\b|\bTcpListener\b|std::fs::|File::open|File::create"
+    r"Instant::now|SystemTime::now|\bUtc::now|\bLocal::now|\bUdpSocket\b|\bTcpStream\b|\bTcpListener\b|std::fs::|File::open|File::create"
     r"|thread::sleep|thread::spawn"
 )
 
@@ -145,5 +146,28 @@ def long_functions(path: str, root: str) -> list:
     return out
 
 
+def self_test() -> int:
+    """Plant each forbidden call in a scratch core file and check the scan reports it (and
+    nothing in test code or comments): a checker that cannot fail is no check."""
+    import tempfile
+    planted = ["Instant::now()", "std::time::SystemTime::now()", "chrono::Utc::now()", "Utc::now()",
+               "Local::now()", "chrono::Local::now()", "std::fs::read(p)", "std::thread::sleep(d)"]
+    clean = ["let t = now; // Utc::now() is read by the caller", "fn now_unix() -> i64 { 0 }",
+             "let nowhere = MyUtc::nowish();"]
+    failures = []
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "lib.rs")
+        for code in planted + clean:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f"fn f() {{\n    {code};\n}}\n#[cfg(test)]\nmod tests {{\n    fn g() {{ Utc::now(); }}\n}}\n")
+            found = scan_core_source(path, root)
+            if (code in planted) != bool(found) or any(":6:" in f for f in found):
+                failures.append(f"self-test: {code!r} gave {found}")
+    for f in failures:
+        print(f)
+    print(f"architecture self-test: {len(planted)} planted, {len(clean)} clean, {len(failures)} wrong")
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(self_test() if sys.argv[1:] == ["--self-test"] else main())

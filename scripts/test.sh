@@ -33,6 +33,7 @@ step() { # step NAME COMMAND...: run, show output, count tests from the runners'
 
 step "setup (venv, release build)" scripts/setup.sh
 step "architecture (layers, long functions)" scripts/check_architecture.py
+step "architecture checker self-test" scripts/check_architecture.py --self-test
 step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -q -- -D warnings
 step "cargo test" cargo test --workspace --release --locked --no-fail-fast

@@ -194,7 +194,11 @@ impl SignalArgs {
                 .ok_or_else(|| usage(format!("--delay {d:?}: station {name} is not in --stations")))?;
             st.delay_s = secs;
         }
-        let start_unix = vdif::time::parse_start(&self.start).map_err(|e| usage(format!("--start: {e}")))?;
+        // The clock is read here, in the binary: vdif is sans-IO.
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let start_unix = vdif::time::parse_start(&self.start, now_unix).map_err(|e| usage(format!("--start: {e}")))?;
         let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
             .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
         Ok(GenConfig {

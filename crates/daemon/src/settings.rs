@@ -146,7 +146,7 @@ impl Settings {
     pub fn frames_per_second(&self) -> Result<Option<u32>, String> {
         let Some(m) = &self.mode else { return Ok(None) };
         let threads = self.threads.unwrap_or(1);
-        m.frames_per_second(threads).map(Some).ok_or_else(|| {
+        m.frame_rate(threads).map(|r| Some(r.get())).map_err(|_| {
             format!(
                 "mode {} over {threads} thread(s) is not a whole number of frames per second",
                 m.text

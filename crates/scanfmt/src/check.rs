@@ -87,11 +87,6 @@ fn frames(s: Sample<'_>) -> Vec<Found> {
     out
 }
 
-/// A frame's time: whole seconds since 1970 and its number in the second.
-fn unix(h: &VdifHeader) -> i64 {
-    vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds)
-}
-
 /// The first and last frames of a scan and what the samples around them show.
 #[derive(Debug, Clone)]
 pub struct Ends {
@@ -113,7 +108,7 @@ fn boundary_rate(found: &[Found]) -> Option<u32> {
         let Some(b) = found[i + 1..].iter().find(|b| b.header.thread_id == a.header.thread_id) else {
             continue;
         };
-        if unix(&b.header) == unix(&a.header) + 1 && b.header.frame_number == 0 {
+        if b.header.unix_seconds() == a.header.unix_seconds() + 1 && b.header.frame_number == 0 {
             best = best.max(a.header.frame_number.checked_add(1));
         }
     }
@@ -134,7 +129,8 @@ impl Ends {
         let max_number = all.map(|x| x.header.frame_number).max().unwrap_or(0);
         let fps = f
             .header
-            .header_frames_per_second()
+            .frame_rate()
+            .map(u32::from)
             .or_else(|| boundary_rate(&head).max(boundary_rate(&tail)));
         Some(Ends {
             first: f,
@@ -154,7 +150,7 @@ impl Ends {
     /// before it was lost — a sample around it shows the frame rate — and `None` when the
     /// rate is known or the scan ends within its first second.
     pub fn boundary_probe(&self) -> Option<u64> {
-        let dt = unix(&self.last.header) - unix(&self.first.header);
+        let dt = self.last.header.unix_seconds() - self.first.header.unix_seconds();
         if self.fps.is_some() || dt < 1 {
             return None;
         }
@@ -194,7 +190,7 @@ impl Ends {
         // A rate that contradicts a frame number seen is no rate.
         let fps = self.fps.filter(|&n| n > self.max_number);
         let time = |f: &Found, n: Option<u32>| VexTime {
-            unix: unix(&f.header),
+            unix: f.header.unix_seconds(),
             frame: f.header.frame_number,
             per_second: n,
         };

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::name::{is_valid, station_text};
+use crate::name::is_valid;
 
 /// Most data streams (jive5ab has no limit; each holds a recording open).
 pub const MAX_STREAMS: usize = 64;
@@ -225,7 +225,7 @@ impl DataStreams {
             .find(|(_, s)| s.criteria.iter().any(|c| c.matches(station, thread)))?;
         Some(
             name.replace("{thread}", &thread.to_string())
-                .replace("{station}", &station_text(station)),
+                .replace("{station}", &vdif::StationId(station).jive5ab_field()),
         )
     }
 

@@ -36,8 +36,6 @@ impl FrameSpan {
             .and_then(|b| VdifHeader::parse_valid(b).ok())
             .filter(|l| l.ref_epoch == h.ref_epoch || l.seconds >= h.seconds)
             .unwrap_or(h);
-        let t0 = vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds);
-        let t1 = vdif::time::epoch_unix(l.ref_epoch) + i64::from(l.seconds);
         Some(FrameSpan {
             station: h.station_name(),
             first_thread: h.thread_id,
@@ -46,7 +44,7 @@ impl FrameSpan {
             start_frame: h.frame_number,
             stop_utc: second(l.ref_epoch, l.seconds),
             stop_frame: l.frame_number,
-            seconds: t1 - t0,
+            seconds: l.unix_seconds() - h.unix_seconds(),
         })
     }
 

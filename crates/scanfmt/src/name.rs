@@ -17,8 +17,10 @@
 //! | `ev123_{station}_no0001`| `ev123_Ef_no0001`                     | (needs `{thread}`)       |
 //! | `ev123_{station}_no0001_t{thread}` | (no `{thread}` without a split) | `ev123_Ef_no0001_t3` |
 //!
-//! `{station}` and `{thread}` are jive5ab's replacement fields: the VDIF station code (two
-//! letters or digits; any other id as four hex digits, as jive5ab prints it) and the thread id.
+//! `{station}` and `{thread}` stand for the station as evlbi shows it everywhere
+//! ([`vdif::StationId`]: the two-character code, else the number, so station 1 records as
+//! `ev123_no0001_ds1`, as its report names it) and the thread id. (The FS's data streams,
+//! [`crate::datastream`], write jive5ab's `{station}`: their names are jive5ab's.)
 
 use thiserror::Error;
 
@@ -80,17 +82,6 @@ pub fn check(s: &str) -> Result<&str, NameError> {
     }
 }
 
-/// A VDIF station id as it appears in a recording name: the two-character code when both are
-/// letters or digits, else the id as four hex digits (jive5ab's `replace_fields`).
-pub fn station_text(id: u16) -> String {
-    let [hi, lo] = id.to_be_bytes();
-    if hi.is_ascii_alphanumeric() && lo.is_ascii_alphanumeric() {
-        format!("{}{}", hi as char, lo as char)
-    } else {
-        format!("{id:04x}")
-    }
-}
-
 /// How a recorder names each station's (or thread's) recording: `--scan` with optional
 /// `{station}` and `{thread}` fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,11 +97,11 @@ impl NameTemplate {
         let has_station = template.contains("{station}");
         let has_thread = template.contains("{thread}");
         // Validate with the fields replaced by the longest text they can expand to.
-        let probe = template.replace("{station}", "ffff").replace("{thread}", "1023");
+        let probe = template.replace("{station}", "65535").replace("{thread}", "1023");
         let longest = if has_station || has_thread {
             probe.len()
         } else {
-            probe.len() + "_dsffff-1023".len()
+            probe.len() + "_ds65535-1023".len()
         };
         if !is_valid(&probe) || longest > MAX_NAME {
             return Err(NameError::BadName(template.to_string()));
@@ -135,7 +126,7 @@ impl NameTemplate {
 
     /// The recording name of `station` (and `thread`, when recording per thread).
     pub fn expand(&self, station: u16, thread: Option<u16>) -> String {
-        let st = station_text(station);
+        let st = vdif::StationId(station).to_string();
         let thread = thread.filter(|_| self.per_thread);
         if self.fields {
             let th = thread.map_or(String::new(), |t| t.to_string());
@@ -176,11 +167,16 @@ mod tests {
     }
 
     #[test]
-    fn stations_are_named_as_jive5ab_names_them() {
-        assert_eq!(station_text(EF), "Ef");
-        assert_eq!(station_text(0x0001), "0001");
-        assert_eq!(station_text(u16::from_be_bytes(*b"E/")), "452f");
-        assert_eq!(station_text(0xdead), "dead");
+    fn stations_are_named_as_reports_name_them() {
+        // Report and disk agree: station 1 is "1" in both (was `_ds0001` on disk).
+        let numbered = NameTemplate::new("ev123_no0001", false).unwrap();
+        assert_eq!(numbered.expand(0x0001, None), "ev123_no0001_ds1");
+        assert_eq!(vdif::station_name(0x0001), "1");
+        assert_eq!(
+            numbered.expand(u16::from_be_bytes(*b"E/"), None),
+            "ev123_no0001_ds17711"
+        );
+        assert_eq!(numbered.expand(EF, None), "ev123_no0001_dsEf");
     }
 
     #[test]
@@ -192,7 +188,7 @@ mod tests {
         let field = NameTemplate::new("ev123_{station}_no0001", false).unwrap();
         assert_eq!(field.expand(EF, None), "ev123_Ef_no0001");
         let both = NameTemplate::new("ev123_{station}_no0001_t{thread}", true).unwrap();
-        assert_eq!(both.expand(0x0001, Some(12)), "ev123_0001_no0001_t12");
+        assert_eq!(both.expand(0x0001, Some(12)), "ev123_1_no0001_t12");
         assert_eq!(
             NameTemplate::new("x_{thread}", false),
             Err(NameError::ThreadWithoutSplit("x_{thread}".into()))

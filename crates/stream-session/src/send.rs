@@ -208,17 +208,23 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
         )));
     }
     let data_len = frame_len - header_len;
-    let bits_per_frame = data_len as f64 * 8.0 * f64::from(threads);
-    let fps = match (rep.frames_per_second, cfg.rate_bps) {
+    // The file's rate (--fps, the header, its seconds), else the one --rate gives (vdif's rule).
+    let from_rate = |r: f64| {
+        let bits = vdif::rate::whole_bits_per_second(r).ok()?;
+        vdif::FrameRate::from_bit_rate(bits, data_len as u64, u32::from(threads)).ok()
+    };
+    let fps = match (rep.frames_per_second, cfg.rate_bps.and_then(from_rate)) {
         (Some(f), _) => f,
-        (None, Some(r)) if (r / bits_per_frame).fract() == 0.0 && r >= bits_per_frame => (r / bits_per_frame) as u32,
+        (None, Some(r)) => r.get(),
         _ => {
             return Err(SessionError::Input(format!(
                 "{name}: frame rate unknown (the file spans under one second and its header states no sample rate); pass --fps or --rate"
             )))
         }
     };
-    let rate_bps = cfg.rate_bps.unwrap_or(f64::from(fps) * bits_per_frame);
+    let rate_bps = cfg
+        .rate_bps
+        .unwrap_or(f64::from(fps) * data_len as f64 * 8.0 * f64::from(threads));
     let per_thread = rep.frames / u64::from(threads.max(1));
     let loop_seconds = if cfg.loop_files {
         if per_thread == 0 || per_thread % u64::from(fps) != 0 {
@@ -948,7 +954,7 @@ fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
         return (soon, 0);
     };
     // Frame 0 of a second: generated data start on a second.
-    let t0 = vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds);
+    let t0 = h.unix_seconds();
     let ahead = wall + Duration::from_millis(20);
     let later = (ahead.as_secs() as i64 + i64::from(ahead.subsec_nanos() > 0) - t0).clamp(0, i64::from(u32::MAX / 2));
     let due = Duration::from_secs((t0 + later) as u64);

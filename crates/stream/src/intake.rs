@@ -5,7 +5,7 @@ use crate::receiver::DatagramCounters;
 use crate::wire::{DataDatagram, WireError};
 
 /// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
-pub(crate) const MAX_FPS: u32 = 1 << 24;
+pub(crate) const MAX_FPS: u32 = vdif::rate::MAX_FRAMES_PER_SECOND;
 /// Thread ids have 10 bits (word 3).
 pub(crate) const MAX_THREADS: u16 = 1024;
 
@@ -64,7 +64,7 @@ pub(crate) fn stream_shape(
         .map(|n| n.frames_per_second)
         .filter(|f| *f > 0)
         .or(fps)
-        .or_else(|| d.header.header_frames_per_second())
+        .or_else(|| d.header.frame_rate().map(u32::from))
         .ok_or(ShapeError::NoFrameRate)?;
     let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
     if fps > MAX_FPS || threads > MAX_THREADS {

@@ -323,7 +323,6 @@ pub struct Receiver {
     admission: Admission,
     retired: Vec<StationSummary>,
     tally: Tally,
-    epoch_unix: [i64; 64],
     /// The stream (station key) of the last datagram taken as a frame.
     last_key: Option<u32>,
 }
@@ -331,17 +330,12 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver with no stations yet.
     pub fn new(cfg: ReceiverConfig) -> Self {
-        let mut epoch_unix = [0i64; 64];
-        for (e, u) in epoch_unix.iter_mut().enumerate() {
-            *u = vdif::time::epoch_unix(e as u8);
-        }
         Receiver {
             admission: Admission::new(cfg.max_stations),
             cfg,
             stations: Vec::new(),
             retired: Vec::new(),
             tally: Tally::default(),
-            epoch_unix,
             last_key: None,
         }
     }
@@ -369,10 +363,7 @@ impl Receiver {
     pub fn data_time_unix_ns(&self, datagram: &[u8]) -> Option<u64> {
         let d = parse_data(self.cfg.format, datagram).ok()?;
         let (fps, _) = crate::intake::stream_shape(&d, self.cfg.frames_per_second, None).ok()?;
-        let h = &d.header;
-        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
-        let sub = u64::from(h.frame_number) * 1_000_000_000 / u64::from(fps.max(1));
-        Some(u64::try_from(unix).ok()? * 1_000_000_000 + sub)
+        d.header.unix_nanos(fps)
     }
 
     /// Stations receiving now (each holds a slot of `max_stations`).
@@ -483,7 +474,7 @@ impl Receiver {
             && self.cfg.threads.is_none()
             && self.cfg.frames_per_second.is_none()
             && self.cfg.station_frames_per_second.is_some()
-            && d.header.header_frames_per_second().is_none()
+            && d.header.frame_rate().map(u32::from).is_none()
     }
 
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
@@ -505,11 +496,6 @@ impl Receiver {
                 None
             }
         }
-    }
-
-    /// The time step of a header (frame times since 1970 at `fps`).
-    fn time_step(&self, h: &VdifHeader, fps: u32) -> u64 {
-        time_step(&self.epoch_unix, h, fps)
     }
 
     /// Forget sources that sent nothing for `provisional_timeout` (call now and then; the
@@ -557,7 +543,7 @@ impl Receiver {
             }
             return;
         };
-        let slot = self.time_step(&d.header, fps) * u64::from(threads) + u64::from(thread);
+        let slot = d.header.frame_index(fps) * u64::from(threads) + u64::from(thread);
         self.admission.get_mut(at).extend_run(d.seq, slot);
         let held = Held {
             seq: d.seq,
@@ -566,8 +552,7 @@ impl Receiver {
             frame: d.frame.to_vec(),
             at: now,
         };
-        let epoch = &self.epoch_unix;
-        let step_of = |h: &VdifHeader| time_step(epoch, h, fps);
+        let step_of = |h: &VdifHeader| h.frame_index(fps);
         self.admission.hold(at, held, &step_of, &mut self.tally.counters);
         if self.admission.get(at).run >= self.cfg.source_run.max(1) && self.threads_counted(at) {
             self.accept(at, now, sink);
@@ -884,12 +869,6 @@ impl Receiver {
             .chain(self.stations.iter().map(summarize))
             .collect()
     }
-}
-
-/// The time step of header `h` (frame times since 1970 at `fps`; `epoch_unix` per epoch).
-fn time_step(epoch_unix: &[i64; 64], h: &VdifHeader, fps: u32) -> u64 {
-    let unix = epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
-    (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number)
 }
 
 /// One frame of a station's accepted sender, which arrived at `arrived`, into its window at

@@ -461,7 +461,6 @@ pub struct Relay {
     acks: VecDeque<(u16, SocketAddr)>,
     /// Bytes queued over all stations.
     queued: Rc<Cell<usize>>,
-    epoch_unix: [i64; 64],
 }
 
 impl Relay {
@@ -478,10 +477,6 @@ impl Relay {
             start: cfg.start,
             duration: None,
         });
-        let mut epoch_unix = [0i64; 64];
-        for (e, u) in epoch_unix.iter_mut().enumerate() {
-            *u = vdif::time::epoch_unix(e as u8);
-        }
         Relay {
             cfg,
             sender,
@@ -491,7 +486,6 @@ impl Relay {
             first_problem: None,
             acks: VecDeque::new(),
             queued: Rc::new(Cell::new(0)),
-            epoch_unix,
         }
     }
 
@@ -596,7 +590,7 @@ impl Relay {
         };
         self.make_room();
         let known = self.cfg.threads.is_some() || d.native.is_some_and(|n| n.threads > 0);
-        let pos = self.position(&d.header, fps);
+        let pos = d.header.frame_index(fps);
         self.stations.push(StationIn {
             station_id: id,
             fps,
@@ -647,15 +641,9 @@ impl Relay {
         self.problem(|| format!("station {name}: frames that never formed a run of {SOURCE_RUN}: dropped as stray"));
     }
 
-    /// Frames of one thread since 1970 (the position of `h` in its thread's sequence).
-    fn position(&self, h: &vdif::VdifHeader, fps: u32) -> u64 {
-        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
-        (unix.max(0) as u64) * u64::from(fps) + u64::from(h.frame_number)
-    }
-
     /// Count, tee and queue one frame of station `si` (held while the station is learned).
     fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, tee: &mut impl FrameSink) {
-        let pos = self.position(&d.header, self.stations[si].fps);
+        let pos = d.header.frame_index(self.stations[si].fps);
         let st = &mut self.stations[si];
         if d.header.frame_number >= st.fps {
             st.counts.wrong_format += 1;

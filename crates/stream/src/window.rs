@@ -254,7 +254,6 @@ pub struct StationWindow {
     cfg: WindowConfig,
     template: VdifHeader,
     frame_len: usize,
-    epoch_unix: [i64; 64],
     /// Next slot to write; `None` until the first confirmed frames.
     base: Option<u64>,
     /// Newest slot stored (≥ base − 1 once anchored).
@@ -287,16 +286,11 @@ impl StationWindow {
             ..cfg
         };
         let frame_len = first.frame_len();
-        let mut epoch_unix = [0i64; 64];
-        for (e, u) in epoch_unix.iter_mut().enumerate() {
-            *u = vdif::time::epoch_unix(e as u8);
-        }
         let w = cfg.window as usize;
         StationWindow {
             cfg,
             template: *first,
             frame_len,
-            epoch_unix,
             base: None,
             highest: 0,
             ring: vec![0u8; w * frame_len],
@@ -353,8 +347,7 @@ impl StationWindow {
     /// new; `None` for a thread beyond the stream's count.
     pub fn slot_of(&mut self, h: &VdifHeader) -> Option<u64> {
         let thread = self.threads.index(h.thread_id)?;
-        let unix = self.epoch_unix[usize::from(h.ref_epoch & 63)] + i64::from(h.seconds);
-        let t = (unix.max(0) as u64) * u64::from(self.cfg.frames_per_second) + u64::from(h.frame_number);
+        let t = h.frame_index(self.cfg.frames_per_second);
         Some(t * u64::from(self.cfg.threads) + u64::from(thread))
     }
 
@@ -698,7 +691,6 @@ impl StationWindow {
     /// slot; `false` (nothing made) for the slot of a thread never seen.
     fn make_fill(&mut self, slot: u64) -> bool {
         let threads = u64::from(self.cfg.threads);
-        let fps = u64::from(self.cfg.frames_per_second);
         let t = slot / threads;
         let Some(thread_id) = self.threads.id((slot % threads) as u16) else {
             return false;
@@ -706,9 +698,7 @@ impl StationWindow {
         let mut h = self.template;
         h.invalid = true;
         h.thread_id = thread_id;
-        h.frame_number = (t % fps) as u32;
-        let unix = (t / fps) as i64;
-        h.seconds = (unix - self.epoch_unix[usize::from(h.ref_epoch & 63)]).clamp(0, (1 << 30) - 1) as u32;
+        h.set_frame_index(t, self.cfg.frames_per_second);
         // The data array stays zero from allocation: only the header (same length for every frame
         // of the stream) is rewritten. The template passed validation when it arrived; only time
         // fields changed, all in range.

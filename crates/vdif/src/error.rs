@@ -46,8 +46,8 @@ pub enum HeaderError {
         /// Complex samples (two values each).
         complex: bool,
     },
-    /// A station name that is neither two ASCII characters nor a number 0..=65535.
-    #[error("station {0:?} is neither two ASCII characters (e.g. Ef) nor a number 0..=65535")]
+    /// A station name that is neither two ASCII letters or digits nor a number 0..=65535.
+    #[error("station {0:?} is neither two ASCII letters or digits (e.g. Ef) nor a number 0..=65535")]
     BadStation(String),
 }
 

@@ -24,6 +24,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::HeaderError;
+use crate::rate::FrameRate;
+use crate::station::StationId;
 
 /// Length of a standard VDIF header in bytes.
 pub const HEADER_LEN: usize = 32;
@@ -118,36 +120,55 @@ impl VdifHeader {
             .unwrap_or(0)
     }
 
-    /// Station id as text: two characters when both bytes are printable ASCII, else the number.
+    /// Station id as text (see [`StationId`]).
     pub fn station_name(&self) -> String {
         station_name(self.station_id)
     }
 
-    /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz.
-    ///
-    /// Word 4 bit 23 gives the unit (0 kHz, 1 MHz) and bits 22–0 the value (VDIF EDV registry,
-    /// EDV 1 and EDV 3 documents). The value is the complex sample rate, i.e. half the rate of
-    /// real samples (the channel bandwidth) — the reading of the VLBA EDV 3 document that
-    /// baseband and DiFX share. Other EDVs carry no rate.
+    /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz
+    /// (see [`FrameRate::from_header`] for how the bits are read). Other EDVs carry no rate.
     pub fn header_sample_rate_hz(&self) -> Option<f64> {
-        if self.legacy || !matches!(self.edv(), 1 | 3) {
-            return None;
-        }
-        let w = self.extended[0];
-        let value = f64::from(w & 0x7f_ffff);
-        if value == 0.0 {
-            return None;
-        }
-        let unit = if w & 0x80_0000 != 0 { 1e6 } else { 1e3 };
-        Some(value * unit * if self.complex { 1.0 } else { 2.0 })
+        crate::rate::header_samples_per_second(self).map(|r| r as f64)
     }
 
-    /// Frames per second per thread from [`VdifHeader::header_sample_rate_hz`], when that gives
-    /// a whole number from 1 to 2^24 − 1 (more than any VDIF stream sends; untrusted numbers
-    /// size windows and queues).
-    pub fn header_frames_per_second(&self) -> Option<u32> {
-        let fps = self.header_sample_rate_hz()? / self.samples_per_frame().max(1) as f64;
-        (fps >= 1.0 && fps.fract() == 0.0 && fps < f64::from(1u32 << 24)).then_some(fps as u32)
+    /// Frames per second per thread where the header's bits say it (EDV 1 and 3; see
+    /// [`FrameRate::from_header`]).
+    pub fn frame_rate(&self) -> Option<FrameRate> {
+        FrameRate::from_header(self)
+    }
+
+    /// Seconds since 1970 of the frame's second, POSIX-style: the epoch's start plus the
+    /// seconds field (what jive5ab and DiFX compute; see [`crate::time`] for leap seconds).
+    #[inline]
+    pub fn unix_seconds(&self) -> i64 {
+        crate::time::epoch_unix(self.ref_epoch) + i64::from(self.seconds)
+    }
+
+    /// The frame's position in its thread's sequence: frames since 1970 at `frames_per_second`
+    /// (`unix_seconds × fps + frame_number`; a time before 1970 counts as 1970).
+    #[inline]
+    pub fn frame_index(&self, frames_per_second: u32) -> u64 {
+        (self.unix_seconds().max(0) as u64) * u64::from(frames_per_second) + u64::from(self.frame_number)
+    }
+
+    /// Set the time fields to frame position `index` at `frames_per_second` (the inverse of
+    /// [`VdifHeader::frame_index`]), keeping the reference epoch; seconds before the epoch or
+    /// past the 30-bit field are clamped to it.
+    pub fn set_frame_index(&mut self, index: u64, frames_per_second: u32) {
+        let fps = u64::from(frames_per_second.max(1));
+        self.frame_number = (index % fps) as u32;
+        let unix = i64::try_from(index / fps).unwrap_or(i64::MAX);
+        self.seconds = (unix - crate::time::epoch_unix(self.ref_epoch)).clamp(0, (1 << 30) - 1) as u32;
+    }
+
+    /// When the frame's data were sampled, ns since 1970 (its second and its number's share of
+    /// it at `frames_per_second`); `None` before 1970.
+    pub fn unix_nanos(&self, frames_per_second: u32) -> Option<u64> {
+        let sub = u64::from(self.frame_number) * 1_000_000_000 / u64::from(frames_per_second.max(1));
+        u64::try_from(self.unix_seconds())
+            .ok()?
+            .checked_mul(1_000_000_000)?
+            .checked_add(sub)
     }
 
     /// Parse a header from the start of `bytes` (at least 16 bytes; 32 unless legacy).
@@ -301,24 +322,13 @@ pub fn values_per_word(bits: u8, complex: bool) -> usize {
     }
 }
 
-/// Station id as text: two printable ASCII characters (high byte first), else the decimal number.
+/// Station id as text, by the one rule of [`StationId`]'s `Display`: the two-character code
+/// when both bytes are ASCII letters or digits, else the decimal number.
 pub fn station_name(id: u16) -> String {
-    let [hi, lo] = id.to_be_bytes();
-    if hi.is_ascii_graphic() && lo.is_ascii_graphic() {
-        format!("{}{}", hi as char, lo as char)
-    } else {
-        id.to_string()
-    }
+    StationId(id).to_string()
 }
 
-/// Parse a station given as two ASCII characters ("Ef") or a number ("65532").
+/// Parse a station given as two ASCII letters or digits ("Ef") or a number ("65532").
 pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
-    if let Ok(n) = s.parse::<u16>() {
-        return Ok(n);
-    }
-    let b = s.as_bytes();
-    if b.len() == 2 && b.iter().all(u8::is_ascii_graphic) {
-        return Ok(u16::from_be_bytes([b[0], b[1]]));
-    }
-    Err(HeaderError::BadStation(s.to_string()))
+    StationId::parse(s).map(|s| s.0)
 }

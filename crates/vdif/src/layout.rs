@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::LayoutError;
 use crate::header::{VdifHeader, HEADER_LEN};
+use crate::rate::{whole_bits_per_second, FrameRate, RateError};
 use crate::scan::MAX_SCAN_FRAME_LEN;
 
 /// A validated layout of real- or complex-sampled VDIF data.
@@ -80,19 +81,19 @@ impl FrameLayout {
             });
         }
         let samples_per_frame = data_len as u64 * 8 / bits_per_time;
-        let fps = rate_bps / f64::from(threads) / (data_len as f64 * 8.0);
-        if fps.is_nan() || fps < 1.0 || (fps - fps.round()).abs() > 1e-9 * fps {
-            return Err(LayoutError::FractionalFrameRate {
-                rate_bps,
-                threads,
-                data_len,
-                fps,
-            });
-        }
-        let fps_int = fps.round() as u64;
-        if fps_int > (1 << 24) {
-            return Err(LayoutError::TooManyFrames(fps_int));
-        }
+        // One rule for a rate from bits (crate::rate): whole bits, whole frames, ≤ 2^24.
+        let fractional = || LayoutError::FractionalFrameRate {
+            rate_bps,
+            threads,
+            data_len,
+            fps: rate_bps / f64::from(threads) / (data_len as f64 * 8.0),
+        };
+        let whole_bps = whole_bits_per_second(rate_bps).map_err(|_| fractional())?;
+        let fps = FrameRate::from_bit_rate(whole_bps, data_len as u64, threads).map_err(|e| match e {
+            RateError::TooMany(n) => LayoutError::TooManyFrames(n),
+            _ => fractional(),
+        })?;
+        let fps_int = u64::from(fps.get());
         Ok(FrameLayout {
             rate_bps,
             bits,

@@ -14,7 +14,7 @@
 //! The table is hand-written (five entries since 2000) because the crates that carry one
 //! (hifitime) bring a whole time-scale library we do not otherwise need.
 
-use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Datelike, TimeZone, Utc};
 
 /// Leap seconds since 2000: the POSIX time of the midnight (UTC) that followed each inserted
 /// second 23:59:60. From the IERS list (tzdata `leap-seconds.list`, TAI−UTC 32 s → 37 s).
@@ -34,15 +34,35 @@ pub const LEAP_TABLE_EXPIRES: i64 = 1_782_604_800;
 pub const LEAP_TABLE_NOTE: &str =
     "times after 2026-06-28 counted from an older epoch assume no leap second after 2017-01-01 (evlbi's leap-second table ends there)";
 
-/// Unix time (seconds) at the start of reference epoch `epoch`.
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`, <https://howardhinnant.github.io/date_algorithms.html>), written by hand
+/// because it must be `const`: the epoch table is built at compile time.
+const fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Unix time (seconds) at the start of each of the 64 reference epochs: 1 January or 1 July of
+/// 2000 + epoch / 2, midnight UTC. Built once, at compile time, for the per-frame paths.
+pub const EPOCH_UNIX: [i64; 64] = {
+    let mut table = [0i64; 64];
+    let mut epoch = 0;
+    while epoch < 64 {
+        let month = if epoch % 2 == 0 { 1 } else { 7 };
+        table[epoch] = days_from_civil(2000 + (epoch / 2) as i64, month, 1) * 86_400;
+        epoch += 1;
+    }
+    table
+};
+
+/// Unix time (seconds) at the start of reference epoch `epoch` (its low 6 bits, the field's width).
+#[inline]
 pub fn epoch_unix(epoch: u8) -> i64 {
-    let year = 2000 + i32::from(epoch / 2);
-    let month = if epoch.is_multiple_of(2) { 1 } else { 7 };
-    // Jan 1 and Jul 1 of years 2000..2031 are always valid dates.
-    NaiveDate::from_ymd_opt(year, month, 1)
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| t.and_utc().timestamp())
-        .unwrap_or(0)
+    EPOCH_UNIX[usize::from(epoch & 63)]
 }
 
 /// UTC of a frame stamped `seconds` after epoch `epoch`, leap seconds counted: the POSIX time,
@@ -99,10 +119,11 @@ pub fn iso(epoch: u8, seconds: u32, fraction: f64) -> String {
     }
 }
 
-/// Parse an ISO-8601 / RFC 3339 UTC time ("2026-11-23T12:00:00Z") or `now`, to whole Unix seconds.
-pub fn parse_start(s: &str) -> Result<i64, String> {
+/// Parse an ISO-8601 / RFC 3339 UTC time ("2026-11-23T12:00:00Z") or `now`, to whole Unix
+/// seconds; `now_unix` is what `now` means (the caller reads the clock: this crate does no IO).
+pub fn parse_start(s: &str, now_unix: i64) -> Result<i64, String> {
     if s == "now" {
-        return Ok(Utc::now().timestamp());
+        return Ok(now_unix);
     }
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp())
@@ -113,16 +134,32 @@ pub fn parse_start(s: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::NaiveDate;
+
+    #[test]
+    fn the_epoch_table_is_chronos_calendar() {
+        for epoch in 0..64u8 {
+            let (year, month) = (2000 + i32::from(epoch / 2), if epoch % 2 == 0 { 1 } else { 7 });
+            let t = NaiveDate::from_ymd_opt(year, month, 1)
+                .unwrap()
+                .and_hms_opt(0, 0, 0)
+                .unwrap();
+            assert_eq!(epoch_unix(epoch), t.and_utc().timestamp(), "epoch {epoch}");
+        }
+        // Only the field's 6 bits count.
+        assert_eq!(epoch_unix(64 + 53), epoch_unix(53));
+        assert_eq!(parse_start("now", 1_234), Ok(1_234));
+    }
 
     #[test]
     fn epochs() {
         assert_eq!(epoch_unix(0), 946_684_800);
         assert_eq!(iso(1, 0, 0.0), "2000-07-01T00:00:00.000000000Z");
         // baseband's sample.vdif: epoch 28, 2014-06-16T05:56:07.
-        let (e, s) = to_epoch(parse_start("2014-06-16T05:56:07Z").unwrap()).unwrap();
+        let (e, s) = to_epoch(parse_start("2014-06-16T05:56:07Z", 0).unwrap()).unwrap();
         assert_eq!(e, 28);
         assert_eq!(iso(e, s, 0.0), "2014-06-16T05:56:07.000000000Z");
-        assert_eq!(to_epoch(parse_start("2026-07-01T00:00:00Z").unwrap()), Some((53, 0)));
+        assert_eq!(to_epoch(parse_start("2026-07-01T00:00:00Z", 0).unwrap()), Some((53, 0)));
     }
 
     #[test]
@@ -133,7 +170,7 @@ mod tests {
         assert_eq!(iso(33, day184, 0.5), "2016-12-31T23:59:60.500000000Z");
         assert_eq!(iso(33, day184 + 1, 0.0), "2017-01-01T00:00:00.000000000Z");
         // Epoch 0 in 2017: five leap seconds lie between, so the count is 5 s larger.
-        let t = parse_start("2017-03-01T00:00:00Z").unwrap();
+        let t = parse_start("2017-03-01T00:00:00Z", 0).unwrap();
         let (e, s) = to_epoch(t).unwrap();
         assert_eq!(e, 34);
         assert_eq!(
@@ -141,7 +178,7 @@ mod tests {
             "2017-03-01T00:00:00.000000000Z"
         );
         assert_eq!(iso(e, s, 0.0), "2017-03-01T00:00:00.000000000Z");
-        assert_eq!(to_epoch(parse_start("2017-01-01T00:00:00Z").unwrap()), Some((34, 0)));
+        assert_eq!(to_epoch(parse_start("2017-01-01T00:00:00Z", 0).unwrap()), Some((34, 0)));
         // From epoch 33, 2017-01-01 is one second further than POSIX arithmetic says.
         let (unix, leap) = frame_utc(33, day184 + 1);
         assert_eq!((unix, leap), (1_483_228_800, false));

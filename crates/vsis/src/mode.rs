@@ -11,6 +11,7 @@
 //! tracks, bit rate per track, payload), as jive5ab does.
 
 use thiserror::Error;
+use vdif::{FrameRate, RateError};
 
 /// Why a mode is not usable here.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -132,15 +133,16 @@ impl Mode {
         self.payload + if self.legacy { 16 } else { 32 }
     }
 
-    /// Frames per second per thread when the data are spread over `threads` VDIF threads, if a
-    /// whole number (VDIF frame numbers count whole frames within a second).
-    pub fn frames_per_second(&self, threads: u16) -> Option<u32> {
-        let bits_per_frame = u64::from(self.payload) * 8 * u64::from(threads.max(1));
-        let per_period = self.rate_mbps * 1_000_000;
-        if !per_period.is_multiple_of(bits_per_frame * self.period_s) {
-            return None;
-        }
-        u32::try_from(per_period / (bits_per_frame * self.period_s)).ok()
+    /// Frames per second per thread when the data are spread over `threads` VDIF threads:
+    /// `<rate>` Mb per `<period>` s over the payloads of all threads, by vdif's one rule for a
+    /// rate from bits (refused unless a whole number: VDIF frame numbers count whole frames).
+    pub fn frame_rate(&self, threads: u16) -> Result<FrameRate, RateError> {
+        FrameRate::from_bits_per_period(
+            self.rate_mbps * 1_000_000,
+            self.period_s,
+            u64::from(self.payload),
+            u32::from(threads.max(1)),
+        )
     }
 
     /// The fields of `mode?` after the code (jive5ab's `mk5bdom_mode_fn` "magic mode" reply).
@@ -174,9 +176,9 @@ mod tests {
             vec!["VDIF_8000-2048-16-2", "VDIF", "32", "64000000.000", "8000"]
         );
         assert_eq!(m.frame_len(), 8032);
-        assert_eq!(m.frames_per_second(1), Some(32_000));
-        assert_eq!(m.frames_per_second(4), Some(8_000));
-        assert_eq!(m.frames_per_second(3), None);
+        assert_eq!(m.frame_rate(1).map(FrameRate::get), Ok(32_000));
+        assert_eq!(m.frame_rate(4).map(FrameRate::get), Ok(8_000));
+        assert!(matches!(m.frame_rate(3), Err(RateError::Fractional { .. })));
         let l = Mode::parse("vdifl_1024-512/2-8-2/4").unwrap().unwrap();
         assert!(l.legacy && !l.complex);
         assert_eq!((l.frame_len(), l.rate_bps()), (1040, 256e6));

@@ -113,10 +113,26 @@ proptest! {
         if let Ok(Some(m)) = vsis::mode::Mode::parse(&text) {
             prop_assert_eq!(m.query_fields()[0].clone(), text);
             for t in 1..=8u16 {
-                if let Some(fps) = m.frames_per_second(t) {
+                if let Ok(fps) = m.frame_rate(t).map(u32::from) {
                     prop_assert_eq!(u64::from(fps) * u64::from(payload) * 8 * u64::from(t), rate * 1_000_000);
                 }
             }
+        }
+    }
+
+    /// A mode made from a frame rate gives that rate back (vdif's rule, through jive5ab's
+    /// `<Mb/s>`), and over a thread count that does not divide it, no rate at all.
+    #[test]
+    fn mode_rates_round_trip(k in 1u64..=64, units in 1u64..=1000, threads in 1u16..=16) {
+        // 15625 frames/s × 8-byte multiples × 8 bits is a whole number of Mb/s.
+        let (fps, payload) = (k * 15_625, units * 8);
+        let mbps = fps * payload * 8 * u64::from(threads) / 1_000_000;
+        let m = vsis::mode::Mode::parse(&format!("VDIF_{payload}-{mbps}-16-2")).unwrap().unwrap();
+        prop_assert_eq!(m.frame_rate(threads).map(u64::from), Ok(fps));
+        let bits = mbps * 1_000_000;
+        for t in 1..=16u16 {
+            let divides = bits % (payload * 8 * u64::from(t)) == 0 && bits / (payload * 8 * u64::from(t)) >= 1;
+            prop_assert_eq!(m.frame_rate(t).is_ok(), divides);
         }
     }
 }

@@ -274,7 +274,7 @@ impl Inspector {
         if self.first.is_none() {
             self.first = Some(*header);
             if self.tracker.fps.is_none() {
-                if let Some(fps) = header.header_frames_per_second() {
+                if let Some(fps) = header.frame_rate().map(u32::from) {
                     self.tracker.fps = Some(fps);
                     self.tracker.source = Some("header".into());
                 }

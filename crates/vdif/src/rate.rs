@@ -1,0 +1,303 @@
+//! The frame rate of a VDIF thread: the one type every crate uses for "frames per second per
+//! thread", and the one rule for each of its sources.
+//!
+//! VDIF numbers frames within a second from 0 (VDIF 1.1.1 §3, word 1 bits 23–0), so a thread's
+//! rate is a whole number from 1 to 2^24. It comes from one of three places:
+//! - the header, where its bits say it: EDV 1 (NICT) and EDV 3 (VLBA) state a sample rate
+//!   ([`FrameRate::from_header`]);
+//! - a bit rate and a framing: bits per second over the data bytes of the frames of all threads
+//!   ([`FrameRate::from_bit_rate`], [`FrameRate::from_bits_per_period`]; jive5ab's modes count
+//!   Mb over a period of whole seconds);
+//! - an operator's number (`--fps`, a native prefix), checked by [`FrameRate::new`].
+//!
+//! All arithmetic is on integers: a rate that does not divide into whole frames is refused with
+//! the numbers, never rounded.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::header::VdifHeader;
+
+/// The most frames a thread can send per second: frame numbers have 24 bits (0..2^24).
+pub const MAX_FRAMES_PER_SECOND: u32 = 1 << 24;
+
+/// Why a number is not a VDIF frame rate.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum RateError {
+    /// Zero frames per second.
+    #[error("0 frames per second: a VDIF thread sends at least one frame a second")]
+    Zero,
+    /// More frames than the 24-bit frame number counts.
+    #[error("{0} frames per second exceed the 24-bit frame-number field")]
+    TooMany(u64),
+    /// The framing carries no data bits (0 data bytes or 0 threads, or a 0-second period).
+    #[error("{data_len}-byte frames over {threads} thread(s) per {period_s} s carry no data")]
+    NoData {
+        /// Data bytes per frame.
+        data_len: u64,
+        /// Threads.
+        threads: u32,
+        /// Seconds the bits are counted over.
+        period_s: u64,
+    },
+    /// The bit rate is not a whole number of frames per second.
+    #[error(
+        "{bits} b per {period_s} s over {threads} thread(s) with {data_len}-byte frames is not a whole number of frames per second per thread"
+    )]
+    Fractional {
+        /// Data bits per period (all threads).
+        bits: u64,
+        /// Seconds of the period.
+        period_s: u64,
+        /// Threads the bits are spread over.
+        threads: u32,
+        /// Data bytes per frame.
+        data_len: u64,
+    },
+    /// A bit rate given as a real number that is not a whole number of bits per second.
+    #[error("{0} b/s is not a whole number of bits per second")]
+    NotWholeBits(f64),
+}
+
+/// Frames per second per thread: a whole number 1..=2^24.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct FrameRate(u32);
+
+impl TryFrom<u32> for FrameRate {
+    type Error = RateError;
+    fn try_from(fps: u32) -> Result<Self, RateError> {
+        FrameRate::new(fps)
+    }
+}
+
+impl From<FrameRate> for u32 {
+    fn from(r: FrameRate) -> u32 {
+        r.0
+    }
+}
+
+impl From<FrameRate> for u64 {
+    fn from(r: FrameRate) -> u64 {
+        u64::from(r.0)
+    }
+}
+
+impl std::fmt::Display for FrameRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} frames/s", self.0)
+    }
+}
+
+impl FrameRate {
+    /// A rate given as a number (an option, a native prefix): 1..=2^24.
+    pub fn new(fps: u32) -> Result<Self, RateError> {
+        match fps {
+            0 => Err(RateError::Zero),
+            f if f > MAX_FRAMES_PER_SECOND => Err(RateError::TooMany(u64::from(f))),
+            f => Ok(FrameRate(f)),
+        }
+    }
+
+    /// Frames per second per thread.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// What the header's bits say: the sample rate of EDV 1 and EDV 3 (word 4: bit 23 the unit,
+    /// 0 kHz or 1 MHz, bits 22–0 the value; the complex sample rate, half the real rate — the
+    /// reading of the VLBA EDV 3 document that baseband and DiFX share) over the samples a frame
+    /// holds, when that is a whole number of frames. Other EDVs carry no rate.
+    pub fn from_header(h: &VdifHeader) -> Option<Self> {
+        let samples_per_second = header_samples_per_second(h)?;
+        let per_frame = h.samples_per_frame();
+        if per_frame == 0 || !samples_per_second.is_multiple_of(per_frame) {
+            return None;
+        }
+        let fps = u32::try_from(samples_per_second / per_frame).ok()?;
+        FrameRate::new(fps).ok()
+    }
+
+    /// From a data rate in bits per second (sample bits, headers excluded, all threads) and the
+    /// framing: `bits_per_second / (data_len × 8 × threads)`, refused unless whole.
+    pub fn from_bit_rate(bits_per_second: u64, data_len: u64, threads: u32) -> Result<Self, RateError> {
+        Self::from_bits_per_period(bits_per_second, 1, data_len, threads)
+    }
+
+    /// From `bits` of data per `period_s` seconds (jive5ab's `<Mb/s>/<period>` modes) and the
+    /// framing: `bits / (period_s × data_len × 8 × threads)`, refused unless whole.
+    pub fn from_bits_per_period(bits: u64, period_s: u64, data_len: u64, threads: u32) -> Result<Self, RateError> {
+        let per_frame = u128::from(data_len) * 8 * u128::from(threads) * u128::from(period_s);
+        if per_frame == 0 {
+            return Err(RateError::NoData {
+                data_len,
+                threads,
+                period_s,
+            });
+        }
+        let bits_wide = u128::from(bits);
+        if !bits_wide.is_multiple_of(per_frame) {
+            return Err(RateError::Fractional {
+                bits,
+                period_s,
+                threads,
+                data_len,
+            });
+        }
+        let fps = bits_wide / per_frame;
+        if fps > u128::from(MAX_FRAMES_PER_SECOND) {
+            return Err(RateError::TooMany(u64::try_from(fps).unwrap_or(u64::MAX)));
+        }
+        FrameRate::new(fps as u32)
+    }
+
+    /// The data rate of this frame rate with the framing, bits per second (all threads): the
+    /// inverse of [`FrameRate::from_bit_rate`].
+    pub fn bit_rate(self, data_len: u64, threads: u32) -> u64 {
+        u64::from(self.0) * data_len * 8 * u64::from(threads)
+    }
+}
+
+/// A bit rate given as a real number (a parsed `512M`, a JSON field) as whole bits per second:
+/// within 1e-9 of a whole number (what parsing a decimal leaves), else refused.
+pub fn whole_bits_per_second(rate_bps: f64) -> Result<u64, RateError> {
+    let whole = rate_bps.round();
+    if !rate_bps.is_finite() || rate_bps < 0.0 || whole >= u64::MAX as f64 || (rate_bps - whole).abs() > 1e-9 * whole {
+        return Err(RateError::NotWholeBits(rate_bps));
+    }
+    Ok(whole as u64)
+}
+
+/// Samples per second per channel stated by EDV 1 or EDV 3 (real samples; complex ones count
+/// once), as a whole number.
+pub(crate) fn header_samples_per_second(h: &VdifHeader) -> Option<u64> {
+    if h.legacy || !matches!(h.edv(), 1 | 3) {
+        return None;
+    }
+    let w = h.extended[0];
+    let value = u64::from(w & 0x7f_ffff);
+    let unit = if w & 0x80_0000 != 0 { 1_000_000 } else { 1_000 };
+    let rate = value * unit * if h.complex { 1 } else { 2 };
+    (rate > 0).then_some(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn bit_rates_that_divide_give_whole_rates() {
+        // 512 Mb/s, 8000-byte frames, one thread: 8000 frames/s (the README's example).
+        assert_eq!(
+            FrameRate::from_bit_rate(512_000_000, 8000, 1).map(FrameRate::get),
+            Ok(8000)
+        );
+        // jive5ab VDIF_8000-2048-16-2 over 4 threads: 8000 frames/s each.
+        assert_eq!(
+            FrameRate::from_bits_per_period(2_048_000_000, 1, 8000, 4).map(FrameRate::get),
+            Ok(8000)
+        );
+        // 512 Mb per 2 s (vdifl_1024-512/2-8-2): 31250 frames/s of 1024 bytes.
+        assert_eq!(
+            FrameRate::from_bits_per_period(512_000_000, 2, 1024, 1).map(FrameRate::get),
+            Ok(31_250)
+        );
+    }
+
+    #[test]
+    fn rates_that_do_not_divide_are_refused_with_the_numbers() {
+        // 500 Mb/s in 8192-byte frames is 7629.39… frames/s.
+        let e = FrameRate::from_bit_rate(500_000_000, 8192, 1).unwrap_err();
+        assert_eq!(
+            e,
+            RateError::Fractional {
+                bits: 500_000_000,
+                period_s: 1,
+                threads: 1,
+                data_len: 8192
+            }
+        );
+        assert!(e.to_string().contains("not a whole number"), "{e}");
+        // 2048 Mb/s over 3 threads of 8000-byte frames.
+        assert!(FrameRate::from_bit_rate(2_048_000_000, 8000, 3).is_err());
+        assert_eq!(FrameRate::from_bit_rate(0, 8000, 1), Err(RateError::Zero));
+        assert!(FrameRate::from_bit_rate(63_999, 8000, 1).is_err());
+        assert!(matches!(
+            FrameRate::from_bit_rate(1, 0, 1),
+            Err(RateError::NoData { .. })
+        ));
+        assert_eq!(
+            FrameRate::from_bit_rate((1 << 25) * 64, 8, 1),
+            Err(RateError::TooMany(1 << 25))
+        );
+        assert_eq!(FrameRate::new(0), Err(RateError::Zero));
+        assert_eq!(FrameRate::new(MAX_FRAMES_PER_SECOND).map(FrameRate::get), Ok(1 << 24));
+        assert!(FrameRate::new(MAX_FRAMES_PER_SECOND + 1).is_err());
+    }
+
+    #[test]
+    fn whole_bits_accepts_parse_noise_only() {
+        assert_eq!(whole_bits_per_second(2.048e9), Ok(2_048_000_000));
+        assert_eq!(whole_bits_per_second(2.048 * 1e9), Ok(2_048_000_000));
+        assert!(whole_bits_per_second(1000.5).is_err());
+        assert!(whole_bits_per_second(f64::NAN).is_err());
+        assert!(whole_bits_per_second(-8.0).is_err());
+    }
+
+    #[test]
+    fn serde_refuses_what_new_refuses() {
+        let r: FrameRate = serde_json::from_str("8000").unwrap();
+        assert_eq!(
+            (r.get(), serde_json::to_string(&r).unwrap()),
+            (8000, "8000".to_string())
+        );
+        assert!(serde_json::from_str::<FrameRate>("0").is_err());
+        assert!(serde_json::from_str::<FrameRate>("16777217").is_err());
+    }
+
+    proptest! {
+        /// A rate made from frames round-trips through its bit rate.
+        #[test]
+        fn bit_rate_round_trips(fps in 1u32..=MAX_FRAMES_PER_SECOND, units in 1u64..8192, threads in 1u32..=1024) {
+            let r = FrameRate::new(fps).unwrap();
+            let data_len = units * 8;
+            let bits = r.bit_rate(data_len, threads);
+            prop_assert_eq!(FrameRate::from_bit_rate(bits, data_len, threads), Ok(r));
+            prop_assert_eq!(FrameRate::from_bits_per_period(bits * 3, 3, data_len, threads), Ok(r));
+        }
+
+        /// Bits one short of, or one more than, a whole rate are refused, never rounded.
+        #[test]
+        fn off_by_one_bit_is_refused(fps in 1u32..=MAX_FRAMES_PER_SECOND, units in 1u64..8192, threads in 1u32..=1024) {
+            let bits = FrameRate::new(fps).unwrap().bit_rate(units * 8, threads);
+            let fractional = |e| matches!(e, Err(RateError::Fractional { .. }));
+            prop_assert!(fractional(FrameRate::from_bit_rate(bits + 1, units * 8, threads)));
+            prop_assert!(fractional(FrameRate::from_bit_rate(bits - 1, units * 8, threads)));
+        }
+
+        /// Any bit rate either divides exactly (and the rate gives the bits back) or is refused.
+        #[test]
+        fn any_bit_rate_is_exact_or_refused(bits: u64, units in 0u64..100_000, threads in 0u32..2000, period in 0u64..4) {
+            match FrameRate::from_bits_per_period(bits, period, units * 8, threads) {
+                Ok(r) => prop_assert_eq!(u128::from(r.bit_rate(units * 8, threads)) * u128::from(period), u128::from(bits)),
+                Err(_) => {}
+            }
+        }
+
+        /// The header's rule agrees with the float arithmetic it replaced wherever that was exact.
+        #[test]
+        fn header_rate_is_the_stated_rate_over_the_samples(value in 1u32..(1 << 23), mhz: bool, complex: bool, units in 5u32..2000, log2_channels in 0u8..5) {
+            let h = VdifHeader {
+                invalid: false, legacy: false, seconds: 0, ref_epoch: 0, unassigned: 0, frame_number: 0,
+                version: 0, log2_channels, frame_len_units: units, complex, bits_per_sample: 2,
+                thread_id: 0, station_id: 1,
+                extended: [(3 << 24) | (u32::from(mhz) << 23) | value, 0, 0, 0],
+            };
+            let hz = f64::from(value) * if mhz { 1e6 } else { 1e3 } * if complex { 1.0 } else { 2.0 };
+            let fps = hz / h.samples_per_frame().max(1) as f64;
+            let float = (h.samples_per_frame() > 0 && fps >= 1.0 && fps.fract() == 0.0 && fps <= f64::from(MAX_FRAMES_PER_SECOND)).then_some(fps as u32);
+            prop_assert_eq!(FrameRate::from_header(&h).map(FrameRate::get), float);
+        }
+    }
+}

@@ -604,3 +604,56 @@ fn the_field_system_records_vbs_and_mark6_scans_over_the_disks() {
         assert_eq!(frames_in(&out), (frames_sent, 0), "{layout}");
     }
 }
+
+/// A scan name is checked once, by `scanfmt::name::ScanName`, wherever it enters: over VSI-S
+/// (`record = on : a.b ;`) and on the command line (`--scan a.b`) the same names are refused
+/// with the same words, before anything is recorded. (Issue 29: vsis once allowed `.` and 64
+/// bytes where scanfmt forbade `.` and allowed 128, so `record=on:a.b` parsed, then failed.)
+#[test]
+fn a_scan_name_is_refused_by_one_rule_over_vsis_and_the_command_line() {
+    let root = tempfile::tempdir().unwrap();
+    let disks = root.path().join("d0");
+    std::fs::create_dir(&disks).unwrap();
+    let serve = Serve::start(root.path());
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok(&format!("net_port = {} ;", free_udp_port()));
+    let longest = "n".repeat(scanfmt::name::MAX_LABEL);
+    let too_long = "n".repeat(scanfmt::name::MAX_LABEL + 1);
+    for bad in ["a.b", "..", "x+y.z", too_long.as_str()] {
+        let words = scanfmt::name::ScanName::parse(bad).unwrap_err().to_string();
+        let reply = fs.raw(&format!("record = on : {bad} ;\n"));
+        assert!(reply.starts_with("!record = 8 "), "{bad}: {reply}");
+        // A reply field cannot hold VSI-S's separators: ':' is sent as '.', ';' as ','.
+        let sent = words.replace(':', ".").replace(';', ",");
+        assert!(reply.contains(&sent), "{bad}: {reply} does not say {sent}");
+        assert_eq!(fs.ok("record? ;"), ["off"], "{bad}: nothing recorded");
+        let cli = assert_usage_error_of(&[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--format",
+            "vbs",
+            "--disks",
+            disks.to_str().unwrap(),
+            "--scan",
+            bad,
+        ]);
+        assert!(cli.contains(&words), "{bad}: {cli} does not say {words}");
+    }
+    // The longest label is accepted and recording starts (before, 128 bytes parsed over VSI-S
+    // and were then refused with code 6 when the recording was named).
+    fs.ok(&format!("set_disks = {} ;", disks.display()));
+    fs.ok(&format!("record = on : {longest} ;"));
+    assert_eq!(fs.ok("record? ;")[..3], ["on", "1", longest.as_str()]);
+    fs.ok("record = off ;");
+}
+
+/// Run the binary with `args`: it must exit 2 (usage); its stderr.
+fn assert_usage_error_of(args: &[&str]) -> String {
+    let o = bin().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    err
+}

@@ -19,8 +19,6 @@ use std::collections::BTreeMap;
 
 use thiserror::Error;
 
-use crate::name::is_valid;
-
 /// Most data streams (jive5ab has no limit; each holds a recording open).
 pub const MAX_STREAMS: usize = 64;
 /// Most criteria in one stream.
@@ -156,7 +154,7 @@ pub struct DataStreams {
 /// longest they expand to, letters, digits, `+`, `-` only.
 fn name_ok(name: &str) -> bool {
     let probe = name.replace("{thread}", "1023").replace("{station}", "ffff");
-    (1..=32).contains(&probe.len())
+    (1..=crate::name::MAX_STREAM_NAME).contains(&probe.len())
         && probe
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-')
@@ -249,10 +247,8 @@ pub struct LabelNames {
 impl LabelNames {
     /// Recordings of `label` (a valid scan name) under `streams`.
     pub fn new(label: &str, streams: DataStreams) -> Result<LabelNames, crate::name::NameError> {
-        // The longest stream name (32) and "_ds" must still make a valid name.
-        if !is_valid(label) || label.len() + 35 > crate::name::MAX_NAME {
-            return Err(crate::name::NameError::BadName(label.to_string()));
-        }
+        // The one rule of a new scan's label (room left for "_ds" and the longest stream name).
+        crate::name::ScanName::parse(label)?;
         Ok(LabelNames {
             label: label.to_string(),
             streams,
@@ -284,6 +280,7 @@ impl LabelNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::name::is_valid;
     use proptest::prelude::*;
 
     const EF: u16 = u16::from_be_bytes(*b"Ef");

@@ -27,12 +27,24 @@ use thiserror::Error;
 /// Longest scan name, bytes (jive5ab's scan labels are at most 50; room for suffixes).
 pub const MAX_NAME: usize = 128;
 
+/// Longest data-stream name (`datastream = add : <name> : …`), bytes.
+pub const MAX_STREAM_NAME: usize = 32;
+
+/// Longest label a new scan may be given (`record = on : <label>`, `--scan <label>`): room left
+/// in [`MAX_NAME`] for what a recorder appends — a letter when the label is taken (jive5ab's
+/// rule) and `_ds` with the longest data-stream name — so a label accepted where it enters is
+/// never refused later, when the recording is named.
+pub const MAX_LABEL: usize = MAX_NAME - 1 - "_ds".len() - MAX_STREAM_NAME;
+
 /// Why a scan name or name template is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum NameError {
     /// Empty, too long, or a character outside `A-Za-z0-9_+-`.
     #[error("scan name {0:?}: use 1 to {MAX_NAME} ASCII letters, digits, '_', '+' or '-' (no '.', no '/')")]
     BadName(String),
+    /// A new scan's label: empty, longer than [`MAX_LABEL`], or a character outside `A-Za-z0-9_+-`.
+    #[error("scan name {0:?}: use 1 to {MAX_LABEL} ASCII letters, digits, '_', '+' or '-' (no '.', no '/')")]
+    BadLabel(String),
     /// `{thread}` in a template that records all threads of a station together.
     #[error("scan name {0:?}: {{thread}} needs one recording per thread (--split thread)")]
     ThreadWithoutSplit(String),
@@ -50,15 +62,20 @@ pub fn is_valid(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'+' || b == b'-')
 }
 
-/// A scan name, checked once where it enters (a flag, a VSI-S statement, a directory listing):
-/// 1 to [`MAX_NAME`] of `A-Za-z0-9_+-`, so it can name a directory and a file on every disk.
+/// The label of a new scan, checked once where it enters (`record = on : <label>` over VSI-S,
+/// `--scan` on the command line, the FS's data streams): 1 to [`MAX_LABEL`] of `A-Za-z0-9_+-`,
+/// so it and every name a recorder makes of it can name a directory and a file on every disk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ScanName(String);
 
 impl ScanName {
-    /// `s` as a scan name.
+    /// `s` as the label of a new scan: the one rule and the one message wherever it enters.
     pub fn parse(s: &str) -> Result<ScanName, NameError> {
-        check(s).map(|s| ScanName(s.to_string()))
+        if is_valid(s) && s.len() <= MAX_LABEL {
+            Ok(ScanName(s.to_string()))
+        } else {
+            Err(NameError::BadLabel(s.to_string()))
+        }
     }
 
     /// The name.
@@ -96,6 +113,10 @@ impl NameTemplate {
     pub fn new(template: &str, per_thread: bool) -> Result<NameTemplate, NameError> {
         let has_station = template.contains("{station}");
         let has_thread = template.contains("{thread}");
+        if !has_station && !has_thread {
+            // A plain label: the one rule of a new scan's label, whatever is appended to it.
+            ScanName::parse(template)?;
+        }
         // Validate with the fields replaced by the longest text they can expand to.
         let probe = template.replace("{station}", "65535").replace("{thread}", "1023");
         let longest = if has_station || has_thread {
@@ -163,6 +184,20 @@ mod tests {
         }
         for bad in ["", "a.b", "a/b", "..", "a b", "é", &"n".repeat(MAX_NAME + 1)] {
             assert!(check(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_new_scans_label_leaves_room_for_what_recorders_append() {
+        let longest = "n".repeat(MAX_LABEL);
+        assert_eq!(ScanName::parse(&longest).map(|n| n.as_str().len()), Ok(92));
+        // The longest label, a letter for a taken name, and the longest data stream still name.
+        assert!(is_valid(&format!("{longest}x_ds{}", "s".repeat(MAX_STREAM_NAME))));
+        let too_long = "n".repeat(MAX_LABEL + 1);
+        for bad in ["a.b", "", "a/b", too_long.as_str()] {
+            assert_eq!(ScanName::parse(bad), Err(NameError::BadLabel(bad.into())));
+            // The command line's --scan refuses it with the same words.
+            assert_eq!(NameTemplate::new(bad, false), Err(NameError::BadLabel(bad.into())));
         }
     }
 

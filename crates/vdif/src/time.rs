@@ -48,7 +48,7 @@ const fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 
 /// Unix time (seconds) at the start of each of the 64 reference epochs: 1 January or 1 July of
 /// 2000 + epoch / 2, midnight UTC. Built once, at compile time, for the per-frame paths.
-pub const EPOCH_UNIX: [i64; 64] = {
+pub static EPOCH_UNIX: [i64; 64] = {
     let mut table = [0i64; 64];
     let mut epoch = 0;
     while epoch < 64 {

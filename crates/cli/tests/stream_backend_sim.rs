@@ -506,7 +506,7 @@ fn a_generated_backend_sends_each_frame_at_its_own_vdif_time() {
     assert!(status.success(), "{log} (pid {pid})");
     let file = output_of(&rx_dir, "Ef");
     let h = VdifHeader::parse(&file).unwrap();
-    let first = (vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds)) as f64;
+    let first = h.unix_seconds() as f64;
     // The data were moved to the next whole second ahead of the clock (without that their time
     // is the generation's start, before `before`) …
     assert!(

@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p vdif --bench frame_time`
 
+// criterion_group! defines an undocumented fn.
+#![allow(missing_docs)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use vdif::VdifHeader;
 

@@ -152,9 +152,13 @@ impl FrameRate {
     }
 
     /// The data rate of this frame rate with the framing, bits per second (all threads): the
-    /// inverse of [`FrameRate::from_bit_rate`].
+    /// inverse of [`FrameRate::from_bit_rate`] (saturating past 2^64 − 1, which no framing VDIF
+    /// can describe reaches in practice).
     pub fn bit_rate(self, data_len: u64, threads: u32) -> u64 {
-        u64::from(self.0) * data_len * 8 * u64::from(threads)
+        u64::from(self.0)
+            .saturating_mul(data_len)
+            .saturating_mul(8)
+            .saturating_mul(u64::from(threads))
     }
 }
 
@@ -279,9 +283,14 @@ mod tests {
         /// Any bit rate either divides exactly (and the rate gives the bits back) or is refused.
         #[test]
         fn any_bit_rate_is_exact_or_refused(bits: u64, units in 0u64..100_000, threads in 0u32..2000, period in 0u64..4) {
+            let per_frame = u128::from(units * 8 * 8) * u128::from(threads) * u128::from(period);
             match FrameRate::from_bits_per_period(bits, period, units * 8, threads) {
                 Ok(r) => prop_assert_eq!(u128::from(r.bit_rate(units * 8, threads)) * u128::from(period), u128::from(bits)),
-                Err(_) => {}
+                Err(_) => prop_assert!(
+                    per_frame == 0
+                        || u128::from(bits) % per_frame != 0
+                        || !(1..=u128::from(MAX_FRAMES_PER_SECOND)).contains(&(u128::from(bits) / per_frame))
+                ),
             }
         }
 

@@ -229,7 +229,21 @@ fn the_field_system_records_a_scan() {
     assert_eq!(&rec[..3], ["on", "1", "r41066_ef_no0001"]);
     assert_eq!(fs.ask(&format!("net_port = {} ;", port + 1)).code, ReturnCode::Conflict);
     assert_eq!(fs.ask("record = on : another ;").code, ReturnCode::Conflict);
-    let sender = backend_sim(port, "3s", &["--inject-loss", "1%", "--loss-seed", "7"]);
+    // A DBBC3-like stream: the mode's 16 channels in 4 threads (the recorder counts them).
+    let sender = backend_sim(
+        port,
+        "3s",
+        &[
+            "--threads",
+            "4",
+            "--channels",
+            "16",
+            "--inject-loss",
+            "1%",
+            "--loss-seed",
+            "7",
+        ],
+    );
     // evlbi? while the data flow.
     let t0 = Instant::now();
     let mid = loop {
@@ -275,9 +289,25 @@ fn the_field_system_records_a_scan() {
         filled > 0 && injected - filled <= 5,
         "{injected} dropped, {filled} filled"
     );
+    // checkfb: the recording as the FS sees it — its 32 tracks (4 threads × 4 channels × 2
+    // bits), 16 Mb/s each, nothing missing (lost frames filled; a recording that stops between
+    // the threads of a period misses none of it).
+    fs.ok("scan_set = r41066_ef_no0001 ;");
+    let check = fs.ok("scan_check? ;");
+    assert_eq!(
+        (
+            check[1].as_str(),
+            check[2].as_str(),
+            check[3].as_str(),
+            check[6].as_str(),
+            check[7].as_str()
+        ),
+        ("r41066_ef_no0001", "VDIF", "32", "16Mbps", "0"),
+        "{check:?}"
+    );
     eprintln!(
         "scan: {frames_sent} frames sent, {injected} dropped on purpose; evlbi? total {total_after} loss {loss_after}; \
-         recording {valid} valid + {filled} filled"
+         recording {valid} valid + {filled} filled; scan_check? {check:?}"
     );
     drop(serve.log);
 }

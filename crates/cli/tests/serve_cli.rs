@@ -313,12 +313,15 @@ fn the_field_system_records_a_scan() {
 }
 
 /// `net2net`: what the backend sends to the daemon's data port goes on to a correlator's
-/// `stream recv`, paced, every frame.
+/// `stream recv`, paced, every frame — a DBBC3-like stream of 4 threads the FS never names
+/// (`threads` unset: the relay learns them and splits the mode's rate; before, it took one
+/// thread at the mode's whole rate and counted 24000 of 16000 frames lost).
 #[test]
 fn net2net_relays_to_the_correlator() {
     let root = tempfile::tempdir().unwrap();
     let serve = Serve::start(root.path());
-    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    // The correlator knows the rate per thread: 512 Mb/s of 8000-byte frames in 4 threads.
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
     let port = free_udp_port();
     let mut fs = Vsi::connect(serve.vsi);
     fs.ok("mode = VDIF_8000-512-16-2 ;");
@@ -331,7 +334,7 @@ fn net2net_relays_to_the_correlator() {
     fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
     assert_eq!(fs.ok("net2net? ;")[0], "connected");
     fs.ok("net2net = on ;");
-    let sender = backend_sim(port, "2s", &[]);
+    let sender = backend_sim(port, "2s", &["--threads", "4", "--channels", "16"]);
     let (frames_sent, _) = sent(sender);
     let (total, loss) = settled(&mut fs);
     assert_eq!(fs.ok("net2net? ;")[0], "active");

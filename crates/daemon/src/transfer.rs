@@ -233,9 +233,15 @@ pub fn connect_relay(
     }
     let mut relay = RelayConfig::new(input, output, Instant::now());
     if input != SeqFormat::Native {
-        relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
-        // The relay paces by the mode's rate; its input's threads are one unless set.
-        relay.threads = Some(settings.threads.unwrap_or(1));
+        // Threads set: the mode's rate split over them. Not set (the FS never sets them): the
+        // relay learns each station's threads and splits the mode's rate over those.
+        match settings.threads {
+            Some(t) => {
+                relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
+                relay.threads = Some(t);
+            }
+            None => relay.station_frames_per_second = settings.frames_per_second().map_err(conflict)?,
+        }
     }
     relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
         // ipd: one datagram of every station's stream per spacing.

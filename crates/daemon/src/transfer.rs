@@ -522,13 +522,15 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
 pub fn scan_target(
     label: &str,
     layout: scanfmt::Layout,
-    disks: &[PathBuf],
+    disks: Vec<(PathBuf, safedir::Dir)>,
     settings: &Settings,
 ) -> Result<Target, StartError> {
     let names = LabelNames::new(label, settings.datastreams.clone()).map_err(|e| conflict(e.to_string()))?;
+    let (disks, opened) = disks.into_iter().map(|(p, d)| (p, std::sync::Arc::new(d))).unzip();
     Ok(Target::Scan(RecordingConfig {
         layout,
-        disks: disks.to_vec(),
+        disks,
+        opened,
         names: RecordingNames::Label(names),
         // jive5ab records a block of the chain (net_protocol's work block) per chunk; its
         // 128 KiB default is no chunk size, so smaller blocks take the recorder's default.

@@ -377,7 +377,13 @@ impl FileSink {
         write_buffer: u64,
         direct: bool,
     ) -> std::io::Result<FileSink> {
-        let lane = dir.map(|d| Lane::new(d, placement, write_buffer, direct)).transpose()?;
+        let lane = dir
+            .map(|d| {
+                std::fs::create_dir_all(d)?;
+                let dir = safedir::Dir::open(d).map_err(safedir::DirError::into_io)?;
+                Lane::new(dir, placement, write_buffer, direct)
+            })
+            .transpose()?;
         Ok(FileSink {
             named: None,
             chunk,
@@ -683,7 +689,14 @@ mod tests {
         let bytes = encoded(&ops());
         let cut = bytes.len() - 3 - 10; // inside the second slot record (before Close)
         let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, false, &bytes[..cut], &mut report).unwrap();
+        serve_writer_process(
+            safedir::Dir::open(dir.path()).unwrap(),
+            &ring,
+            false,
+            &bytes[..cut],
+            &mut report,
+        )
+        .unwrap();
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.files.len(), 1);
         assert_eq!(outcome.files[0].frames, 3);
@@ -704,7 +717,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ring = SharedRing::create(2, 4096).unwrap(); // nothing handed over
         let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, false, &encoded(&ops())[..], &mut report).unwrap();
+        serve_writer_process(
+            safedir::Dir::open(dir.path()).unwrap(),
+            &ring,
+            false,
+            &encoded(&ops())[..],
+            &mut report,
+        )
+        .unwrap();
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.not_written, 5);
         assert!(outcome.error.unwrap().contains("not handed over"));
@@ -746,7 +766,14 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let (ring, records, file) = placed(counts, frame_len, None);
             let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, true, &records[..], &mut report).unwrap();
+            serve_writer_process(
+                safedir::Dir::open(dir.path()).unwrap(),
+                &ring,
+                true,
+                &records[..],
+                &mut report,
+            )
+            .unwrap();
             let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
             assert_eq!(outcome.error, None, "{counts:?}");
             assert_eq!(outcome.not_written, 0);
@@ -763,7 +790,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ring, records, file) = placed(&[3, 2, 4], 1000, Some(1));
         let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, true, &records[..], &mut report).unwrap();
+        serve_writer_process(
+            safedir::Dir::open(dir.path()).unwrap(),
+            &ring,
+            true,
+            &records[..],
+            &mut report,
+        )
+        .unwrap();
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert!(outcome.error.unwrap().contains("placed at"));
         // The first record's 3000 bytes never filled a block: nothing reached the disk, and

@@ -459,7 +459,14 @@ mod tests {
                 let dir = tempfile::tempdir().unwrap();
                 let (ring, records, datas) = scan_records(layout, &[(0, 9, true), (4, 9, true), (9, 5, true)], 1000, 9);
                 let mut report = Vec::new();
-                serve_writer_process(dir.path(), &ring, direct, &records[..], &mut report).unwrap();
+                serve_writer_process(
+                    safedir::Dir::open(dir.path()).unwrap(),
+                    &ring,
+                    direct,
+                    &records[..],
+                    &mut report,
+                )
+                .unwrap();
                 let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
                 assert_eq!(
                     (outcome.error.as_deref(), outcome.not_written),
@@ -484,7 +491,14 @@ mod tests {
             // The input ends inside block 1's second record: its first 4 frames are written.
             let cut = records.len() - 10;
             let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, direct, &records[..cut], &mut report).unwrap();
+            serve_writer_process(
+                safedir::Dir::open(dir.path()).unwrap(),
+                &ring,
+                direct,
+                &records[..cut],
+                &mut report,
+            )
+            .unwrap();
             let (back, info) = read_scan(scanfmt::Layout::Mk6, dir.path());
             assert_eq!(back.len(), 13 * 1000, "direct {direct}");
             assert!(back[..] == datas.concat()[..13000]);
@@ -511,7 +525,14 @@ mod tests {
             std::os::unix::fs::symlink(&target, dir.path().join("s_dsEf")).unwrap();
             let (ring, records, _) = scan_records(layout, &[(0, 9, true), (4, 9, true)], 1000, 9);
             let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, false, &records[..], &mut report).unwrap();
+            serve_writer_process(
+                safedir::Dir::open(dir.path()).unwrap(),
+                &ring,
+                false,
+                &records[..],
+                &mut report,
+            )
+            .unwrap();
             let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
             let why = outcome.error.unwrap_or_default();
             assert!(

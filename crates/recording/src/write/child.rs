@@ -69,6 +69,15 @@ pub fn serve_writer_process(
     serde_json::to_writer(output, &outcome).map_err(std::io::Error::other)
 }
 
+/// Tests: [`serve_writer_process`] into the directory at `dir` with `records`; its report.
+#[cfg(test)]
+pub(super) fn serve_in(dir: &Path, ring: &SharedRing, direct: bool, records: &[u8]) -> Vec<u8> {
+    let mut report = Vec::new();
+    let dir = Dir::open(dir).expect("test directory");
+    serve_writer_process(dir, ring, direct, records, &mut report).expect("writer process body");
+    report
+}
+
 /// Descriptor number the ring has in the writer process.
 const RING_FD: i32 = 3;
 

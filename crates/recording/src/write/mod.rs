@@ -528,7 +528,7 @@ impl FrameSink for FileSink {
 
 #[cfg(test)]
 mod tests {
-    use super::child::WriterOutcome;
+    use super::child::{serve_in, WriterOutcome};
     use super::pipe::{decode_op, encode_op};
     use super::*;
     use crate::ring::SharedRing;
@@ -688,15 +688,7 @@ mod tests {
         let ring = ring_for_ops();
         let bytes = encoded(&ops());
         let cut = bytes.len() - 3 - 10; // inside the second slot record (before Close)
-        let mut report = Vec::new();
-        serve_writer_process(
-            safedir::Dir::open(dir.path()).unwrap(),
-            &ring,
-            false,
-            &bytes[..cut],
-            &mut report,
-        )
-        .unwrap();
+        let report = serve_in(dir.path(), &ring, false, &bytes[..cut]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.files.len(), 1);
         assert_eq!(outcome.files[0].frames, 3);
@@ -716,15 +708,7 @@ mod tests {
     fn a_record_naming_a_slot_not_handed_over_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let ring = SharedRing::create(2, 4096).unwrap(); // nothing handed over
-        let mut report = Vec::new();
-        serve_writer_process(
-            safedir::Dir::open(dir.path()).unwrap(),
-            &ring,
-            false,
-            &encoded(&ops())[..],
-            &mut report,
-        )
-        .unwrap();
+        let report = serve_in(dir.path(), &ring, false, &encoded(&ops())[..]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.not_written, 5);
         assert!(outcome.error.unwrap().contains("not handed over"));
@@ -765,15 +749,7 @@ mod tests {
         ] {
             let dir = tempfile::tempdir().unwrap();
             let (ring, records, file) = placed(counts, frame_len, None);
-            let mut report = Vec::new();
-            serve_writer_process(
-                safedir::Dir::open(dir.path()).unwrap(),
-                &ring,
-                true,
-                &records[..],
-                &mut report,
-            )
-            .unwrap();
+            let report = serve_in(dir.path(), &ring, true, &records[..]);
             let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
             assert_eq!(outcome.error, None, "{counts:?}");
             assert_eq!(outcome.not_written, 0);
@@ -789,15 +765,7 @@ mod tests {
     fn direct_io_refuses_a_misplaced_record_and_keeps_whole_frames() {
         let dir = tempfile::tempdir().unwrap();
         let (ring, records, file) = placed(&[3, 2, 4], 1000, Some(1));
-        let mut report = Vec::new();
-        serve_writer_process(
-            safedir::Dir::open(dir.path()).unwrap(),
-            &ring,
-            true,
-            &records[..],
-            &mut report,
-        )
-        .unwrap();
+        let report = serve_in(dir.path(), &ring, true, &records[..]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert!(outcome.error.unwrap().contains("placed at"));
         // The first record's 3000 bytes never filled a block: nothing reached the disk, and

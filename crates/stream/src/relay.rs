@@ -688,11 +688,8 @@ impl Relay {
     /// learned: only the station's rate is known (a VSI-S mode), not the threads or the rate
     /// per thread.
     fn splits_station_rate(&self, d: &DataDatagram<'_>) -> bool {
-        d.native.is_none()
-            && self.cfg.threads.is_none()
-            && self.cfg.frames_per_second.is_none()
-            && self.cfg.station_frames_per_second.is_some()
-            && d.header.header_frames_per_second().is_none()
+        let c = &self.cfg;
+        crate::intake::splits_station_rate(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
     /// Frames of one thread since 1970 (the position of `h` in its thread's sequence).

@@ -966,3 +966,33 @@ fn one_frame_datagrams_are_taken_in_batches() {
         assert!(datagrams >= 3 * calls, "{datagrams} datagrams in {calls} receive calls");
     }
 }
+
+/// A station id is written by one rule in the report and in the file name: its two-character
+/// code only when both bytes are ASCII letters or digits, else its number. Station id 0x452f
+/// ("E/") was written as the code "E/" in the report and in the file name `E/_<time>.vdif`,
+/// which no directory can hold, so the station's 4000 frames were never written; now both say
+/// 17711 and the file holds every frame sent.
+#[test]
+fn a_station_id_that_is_no_code_names_its_file_by_its_number() {
+    let t = setup();
+    let mut data = std::fs::read(&t.ef).unwrap();
+    for frame in data.chunks_mut(FRAME) {
+        let mut h = VdifHeader::parse(frame).unwrap();
+        h.station_id = u16::from_be_bytes(*b"E/");
+        h.emit(frame).unwrap();
+    }
+    let odd = t.rx_dir.with_file_name("odd.vdif");
+    std::fs::write(&odd, &data).unwrap();
+    let rx = t.receiver(&[]);
+    let (_, s) = send(rx.port, &[&odd], &[]);
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert_eq!(s["stations"][0]["station"], "17711");
+    let r = json(&t.summary);
+    assert_eq!(r["stations"][0]["station"], "17711", "{r}");
+    assert_eq!(r["stations"][0]["window"]["written_valid"], 4000);
+    assert!(
+        output_of(&t.rx_dir, "17711") == data,
+        "the file differs from what was sent"
+    );
+}

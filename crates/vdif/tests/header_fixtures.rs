@@ -211,3 +211,37 @@ proptest! {
         let _ = vdif::vtp::decode(&bytes);
     }
 }
+
+/// A frame's time and position, pinned: the fixture's second (epoch 53 = 2026-07-01 plus
+/// 0x0123_4567 s) and its frame 0xabc at 16 000 frames/s.
+#[test]
+fn fixture_time_and_position() {
+    let h = VdifHeader::parse_valid(&FIXTURE).unwrap();
+    let unix = 1_782_864_000 + 0x0123_4567;
+    assert_eq!(h.unix_seconds(), unix);
+    assert_eq!(h.frame_index(16_000), unix as u64 * 16_000 + 0xabc);
+    assert_eq!(h.unix_nanos(16_000), Some(unix as u64 * 1_000_000_000 + 0xabc * 62_500));
+    // EDV 3, 16 MHz of real samples: 32 MS/s over 4000 samples a frame (8 channels × 2 bits in
+    // 8000 bytes) is 8000 frames/s.
+    assert_eq!(h.frame_rate().map(u32::from), Some(8000));
+}
+
+proptest! {
+    /// Setting a position and reading it back gives the position, wherever the epoch can
+    /// express it (the seconds field holds 30 bits from the epoch's start).
+    #[test]
+    fn frame_index_round_trips(epoch in 0u8..64, seconds in 0u32..(1 << 30), fps in 1u32..=(1 << 24), number: u32) {
+        let mut h = VdifHeader::parse_valid(&FIXTURE).unwrap();
+        h.ref_epoch = epoch;
+        h.seconds = seconds;
+        h.frame_number = number % fps;
+        let index = h.frame_index(fps);
+        let mut g = h;
+        g.seconds = 0;
+        g.frame_number = 0;
+        g.set_frame_index(index, fps);
+        prop_assert_eq!((g.seconds, g.frame_number), (h.seconds, h.frame_number));
+        prop_assert_eq!(g.frame_index(fps), index);
+        prop_assert!(g.check_ranges().is_ok());
+    }
+}

@@ -198,7 +198,7 @@ impl Ends {
     pub fn in_first_second(&self, s: Sample<'_>) -> Option<bool> {
         let f = frames(s);
         let x = f.first()?;
-        Some(unix(&x.header) <= unix(&self.first.header))
+        Some(x.header.unix_seconds() <= self.first.header.unix_seconds())
     }
 
     /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not

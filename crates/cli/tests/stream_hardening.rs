@@ -356,7 +356,7 @@ fn a_sender_started_at_once_loses_nothing() {
     let receiver = Proc(
         bin()
             .args(["stream", "recv", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--idle-timeout", "1s", "-q", "--out"])
+            .args(["--idle-timeout", "3s", "-q", "--out"])
             .arg(&rx_dir)
             .arg("--export-json")
             .arg(&sum)

@@ -36,7 +36,7 @@ pub struct RecvConfig {
     pub receiver: ReceiverConfig,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long after the first one.
+    /// Stop when no datagram came for this long (counted from the start until the first).
     pub idle_timeout: Option<Duration>,
     /// Live line cadence.
     pub interval: Duration,
@@ -211,7 +211,9 @@ impl BoundReceiver {
             let idle = cfg
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
-            if !received && t.first.is_some() && idle {
+            // Counted from the start until something arrives (`ready_since` starts there): a
+            // receiver that never hears a sender stops too (issue 29: it waited forever).
+            if !received && idle {
                 break "idle timeout";
             }
             let now = Instant::now();

@@ -69,7 +69,7 @@ pub struct RelayRunConfig {
     pub write_buffer: u64,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long after the first.
+    /// Stop when no datagram came for this long (counted from the start until the first).
     pub idle_timeout: Option<Duration>,
     /// Live line cadence.
     pub interval: Duration,
@@ -122,6 +122,7 @@ pub struct BoundRelay {
     wire: Wire,
     tee: Recorder,
     observer: Option<Observer<RelayStatus>>,
+    notice: Option<Observer<String>>,
 }
 
 impl BoundRelay {
@@ -168,12 +169,20 @@ impl BoundRelay {
             wire,
             tee,
             observer: None,
+            notice: None,
         })
     }
 
     /// Hand `observer` the counts so far at every live interval.
     pub fn observe(mut self, observer: Observer<RelayStatus>) -> BoundRelay {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Hand `notice` each sentence the operator must read when it happens (a stream refused for
+    /// a missing `--fps`), once each.
+    pub fn on_notice(mut self, notice: Observer<String>) -> BoundRelay {
+        self.notice = Some(notice);
         self
     }
 
@@ -197,6 +206,7 @@ impl BoundRelay {
             mut wire,
             mut tee,
             mut observer,
+            mut notice,
         } = self;
         let started = Instant::now();
         // Sleeps that end on time: departures are due every few microseconds.
@@ -244,10 +254,11 @@ impl BoundRelay {
             if cfg.duration.is_some_and(|d| now - started >= d) {
                 break "duration";
             }
-            if t.first.is_some()
-                && cfg
-                    .idle_timeout
-                    .is_some_and(|d| now.saturating_duration_since(t.last_in) >= d)
+            // Counted from the start until something arrives: a relay that never hears its
+            // backend stops too (issue 29: it waited forever).
+            if cfg
+                .idle_timeout
+                .is_some_and(|d| now.saturating_duration_since(t.last_in) >= d)
             {
                 break "idle timeout";
             }
@@ -272,6 +283,11 @@ impl BoundRelay {
                     relay.handle_datagram(b.at, b.input, from, d, truncated, &mut tee);
                 }
                 let _ = back_tx.send(b);
+            }
+            while let Some(n) = relay.poll_notice() {
+                if let Some(say) = notice.as_mut() {
+                    say(n);
+                }
             }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);

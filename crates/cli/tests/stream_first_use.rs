@@ -3,6 +3,9 @@
 //! --duration` sends that long, `stream send -q`, `--idle-timeout` with nothing ever arriving,
 //! and a file of half a second.
 
+// unsafe: kill(2) (SIGTERM) of the relay the test started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::net::UdpSocket;

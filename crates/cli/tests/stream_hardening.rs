@@ -11,6 +11,9 @@
 //! Datagrams are built by hand here (the native prefix is a documented wire format) so the test
 //! speaks the wire, not the crate's encoder.
 
+// unsafe: kill(2) of the processes the tests started and stat(2) of a socket: std has neither.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::net::UdpSocket;

@@ -3,6 +3,9 @@
 //! and across network namespaces through `evlbi linkemu`; strays fed to the relay throughout; a
 //! relay killed and restarted mid-stream.
 
+// unsafe: kill(2) of the processes the tests started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::net::UdpSocket;

@@ -1,5 +1,8 @@
 //! Helpers shared by the CLI tests that run evlbi as separate processes.
 
+// unsafe: kill(2) of the processes the tests started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;

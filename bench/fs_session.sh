@@ -59,7 +59,7 @@ python3 bench/fs_session.py "127.0.0.1:$CTL" --script "$SCRIPT" "${ARGS[@]}" ${O
     --data-cmd "$EVLBI stream send --generate --stations Ef --rate ${RATE}M --channels $CHANNELS --threads $THREADS --seq-format jive5ab --to 127.0.0.1:$DATA --loop --duration 1h"
 # The daemon's CPU over the session (its threads, and its writer processes once reaped).
 CPU1=$(cpu_ticks_all "$PID")
-BYTES=$(find "$D" -path "$D/out" -prune -o -type f ! -name daemon.log -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+BYTES=$(find "$D" -path "$D/out" -prune -o -type f ! -name daemon.log -printf '%s\n' | awk '{s+=$1} END {printf "%.0f\n", s}')
 echo "# daemon cpu_s $(awk -v a="$CPU0" -v b="$CPU1" -v t="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b-a)/t}') recorded_bytes $BYTES"
 echo "# recorded under $D:"
 (cd "$D" && find . -path ./out -prune -o -type f ! -name daemon.log -printf '%p %s\n' | sort)

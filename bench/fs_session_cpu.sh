@@ -35,7 +35,13 @@ m = re.search(r"# daemon cpu_s ([0-9.]+) recorded_bytes (\d+)", log)
 cpu, nbytes = float(m.group(1)), int(m.group(2))
 complaints = [r for r in recs if (r["rc"] not in (0, 1) and not r["nocheck"]) or r["error"] or r["fs"]]
 frames = nbytes // 8032
+# The last scan's loss as the daemon itself counts it (evlbi?, asked after scan 3 by the
+# station procedures; jive5ab's and evlbi's counters alike): total and lost datagrams.
+ev = [r["reply"] for r in recs if r["request"].strip().startswith("evlbi?") and r["reply"]]
+m = re.search(r"total : (\d+) : loss : (\d+)", ev[-1]) if ev else None
+total, lost = (int(m.group(1)), int(m.group(2))) if m else (None, None)
 print(json.dumps({"daemon": d, "run": run, "cpu_s": cpu, "frames_recorded": frames,
+                  "last_scan_evlbi_total": total, "last_scan_evlbi_loss": lost,
                   "cpu_us_per_frame": round(cpu * 1e6 / frames, 3) if frames else None,
                   "fs_would_log": len(complaints),
                   "refused": sorted({r["request"].strip() for r in complaints})}))
@@ -54,8 +60,10 @@ for d in ("jive5ab", "evlbi"):
     rs = [r for r in rows if r["daemon"] == d and r["cpu_us_per_frame"]]
     if rs:
         med[d] = {k: statistics.median(r[k] for r in rs) for k in ("cpu_us_per_frame", "frames_recorded", "fs_would_log", "cpu_s")}
+        med[d]["last_scan_evlbi_loss_max"] = max((r["last_scan_evlbi_loss"] or 0) for r in rs)
         print(f"{d:8} median: {med[d]['cpu_us_per_frame']:.2f} us CPU per recorded frame, "
-              f"{med[d]['frames_recorded']:.0f} frames recorded, {med[d]['fs_would_log']:.0f} FS complaints")
+              f"{med[d]['frames_recorded']:.0f} frames recorded, {med[d]['fs_would_log']:.0f} FS complaints, "
+              f"last scan's evlbi? loss at most {med[d]['last_scan_evlbi_loss_max']}")
 if "jive5ab" in med and "evlbi" in med:
     print(f"evlbi/jive5ab CPU per frame: {med['evlbi']['cpu_us_per_frame'] / med['jive5ab']['cpu_us_per_frame']:.2f}")
 json.dump({"rate_mbps": int(rate), "scan_s": int(scan), "threads": int(threads), "channels": int(channels),

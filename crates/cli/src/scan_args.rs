@@ -175,6 +175,7 @@ impl RecordArgs {
             names: recording::write::RecordingNames::Template(scan),
             block_bytes: self.block,
             direct: !self.page_cache,
+            opened: Vec::new(),
         }))
     }
 }

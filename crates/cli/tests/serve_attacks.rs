@@ -349,3 +349,81 @@ fn megabyte_lines_from_thirty_clients_cost_the_scan_nothing_and_no_memory() {
     );
     let _ = serve.stop();
 }
+
+/// Every file below `dir`, recursively (links not followed).
+fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    for _ in 0..10_000 {
+        let Some(d) = todo.pop() else { break };
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// A disk swapped for a link to elsewhere between `set_disks` and `record = on` (someone with
+/// write access to the disks' parent directory). Before, the writers opened the disks by path at
+/// `record = on` and followed the link: the scan's chunks were written outside every allowed
+/// directory. Now the daemon opens the disks again at `record = on` below its roots, through no
+/// link, and hands those handles to the writers (a writer process inherits its disk's
+/// descriptor): the swapped disk leaves the set with an error the FS sees, the scan records whole
+/// on the other disk, and a disk renamed away while recording keeps its chunks.
+#[test]
+fn a_disk_swapped_for_a_link_after_set_disks_receives_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (d0, d1) = (root.path().join("disk0"), root.path().join("disk1"));
+    std::fs::create_dir_all(&d0).unwrap();
+    std::fs::create_dir_all(&d1).unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps : 64M : 4M ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok(&format!("set_disks = {} : {} ;", d0.display(), d1.display()));
+    // The swap.
+    std::fs::rename(&d1, root.path().join("disk1.old")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &d1).unwrap();
+    let status = fs.ok("status? ;");
+    assert_eq!(status[0], "0x00000001", "nothing queued yet");
+    fs.ok("record = on : swapped ;");
+    // The error is where the FS looks.
+    let status = fs.ok("status? ;");
+    let word = u32::from_str_radix(status[0].trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(word & 0x2, 0x2, "error bit: {status:?}");
+    let err = fs.ok("error? ;");
+    assert!(
+        err.iter().any(|f| f.contains("disk1") && f.contains("left out")),
+        "{err:?}"
+    );
+    let sender = backend_sim(port, "2s", &[]);
+    // While recording, disk0 is renamed away (and an empty directory put in its place): its
+    // writer keeps writing into the directory it opened.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::rename(&d0, root.path().join("disk0.moved")).unwrap();
+    std::fs::create_dir(&d0).unwrap();
+    let (frames_sent, _) = sent(sender);
+    let (total, loss) = settled(&mut fs);
+    fs.ok("record = off ;");
+    assert_eq!((total, loss), (frames_sent, 0));
+    assert_eq!(fs.ok("set_disks? ;"), ["1", &d0.display().to_string()]);
+    let log = serve.stop();
+    assert!(
+        files_below(outside.path()).is_empty(),
+        "written outside: {:?}",
+        files_below(outside.path())
+    );
+    assert!(files_below(&d0).is_empty(), "the new disk0 got {:?}", files_below(&d0));
+    assert!(files_below(&root.path().join("disk1.old")).is_empty());
+    let moved = files_below(&root.path().join("disk0.moved"));
+    let bytes: u64 = moved.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    assert_eq!(bytes, frames_sent * 8032, "{moved:?}\n{log:?}");
+}

@@ -232,7 +232,21 @@ fn the_field_system_records_a_scan() {
     assert_eq!(&rec[..3], ["on", "1", "r41066_ef_no0001"]);
     assert_eq!(fs.ask(&format!("net_port = {} ;", port + 1)).code, ReturnCode::Conflict);
     assert_eq!(fs.ask("record = on : another ;").code, ReturnCode::Conflict);
-    let sender = backend_sim(port, "3s", &["--inject-loss", "1%", "--loss-seed", "7"]);
+    // A DBBC3-like stream: the mode's 16 channels in 4 threads (the recorder counts them).
+    let sender = backend_sim(
+        port,
+        "3s",
+        &[
+            "--threads",
+            "4",
+            "--channels",
+            "16",
+            "--inject-loss",
+            "1%",
+            "--loss-seed",
+            "7",
+        ],
+    );
     // evlbi? while the data flow.
     let t0 = Instant::now();
     let mid = loop {
@@ -278,20 +292,39 @@ fn the_field_system_records_a_scan() {
         filled > 0 && injected - filled <= 5,
         "{injected} dropped, {filled} filled"
     );
+    // checkfb: the recording as the FS sees it — its 32 tracks (4 threads × 4 channels × 2
+    // bits), 16 Mb/s each, nothing missing (lost frames filled; a recording that stops between
+    // the threads of a period misses none of it).
+    fs.ok("scan_set = r41066_ef_no0001 ;");
+    let check = fs.ok("scan_check? ;");
+    assert_eq!(
+        (
+            check[1].as_str(),
+            check[2].as_str(),
+            check[3].as_str(),
+            check[6].as_str(),
+            check[7].as_str()
+        ),
+        ("r41066_ef_no0001", "VDIF", "32", "16Mbps", "0"),
+        "{check:?}"
+    );
     eprintln!(
         "scan: {frames_sent} frames sent, {injected} dropped on purpose; evlbi? total {total_after} loss {loss_after}; \
-         recording {valid} valid + {filled} filled"
+         recording {valid} valid + {filled} filled; scan_check? {check:?}"
     );
     drop(serve.log);
 }
 
 /// `net2net`: what the backend sends to the daemon's data port goes on to a correlator's
-/// `stream recv`, paced, every frame.
+/// `stream recv`, paced, every frame — a DBBC3-like stream of 4 threads the FS never names
+/// (`threads` unset: the relay learns them and splits the mode's rate; before, it took one
+/// thread at the mode's whole rate and counted 24000 of 16000 frames lost).
 #[test]
 fn net2net_relays_to_the_correlator() {
     let root = tempfile::tempdir().unwrap();
     let serve = Serve::start(root.path());
-    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    // The correlator knows the rate per thread: 512 Mb/s of 8000-byte frames in 4 threads.
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
     let port = free_udp_port();
     let mut fs = Vsi::connect(serve.vsi);
     fs.ok("mode = VDIF_8000-512-16-2 ;");
@@ -304,7 +337,7 @@ fn net2net_relays_to_the_correlator() {
     fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
     assert_eq!(fs.ok("net2net? ;")[0], "connected");
     fs.ok("net2net = on ;");
-    let sender = backend_sim(port, "2s", &[]);
+    let sender = backend_sim(port, "2s", &["--threads", "4", "--channels", "16"]);
     let (frames_sent, _) = sent(sender);
     let (total, loss) = settled(&mut fs);
     assert_eq!(fs.ok("net2net? ;")[0], "active");

@@ -59,6 +59,45 @@ impl Daemon {
         }
     }
 
+    /// The set disks opened again for a recording, below the allowed directories and through
+    /// no link: the writers use these handles, so no path is resolved after this check. A disk
+    /// that is no longer one (swapped for a link, removed since `set_disks`) leaves the set and
+    /// is said where the FS looks (status? bit 0x2, error?); the scan records on the others.
+    fn open_disks(&self, st: &mut State) -> Result<Vec<(std::path::PathBuf, safedir::Dir)>, Answer> {
+        let now = crate::unix_seconds();
+        let mut opened = Vec::new();
+        let mut kept = Vec::new();
+        for p in std::mem::take(&mut st.disks) {
+            match self.env.paths.disks(&[p.display().to_string()]) {
+                Ok(mut d) if d.len() == 1 => {
+                    opened.append(&mut d);
+                    kept.push(p);
+                }
+                Ok(_) => st.errors.push(
+                    1006,
+                    format!(
+                        "disk {} is no longer one directory: left out of the disk set",
+                        p.display()
+                    ),
+                    now,
+                ),
+                Err(e) => st.errors.push(
+                    1006,
+                    format!("disk {} left out of the recording and the disk set: {e}", p.display()),
+                    now,
+                ),
+            }
+        }
+        st.disks = kept;
+        if opened.is_empty() {
+            return Err(refuse(
+                ReturnCode::Failed,
+                "no usable disk (error? says why): set_disks = /path/disk0 : … ;",
+            ));
+        }
+        Ok(opened)
+    }
+
     /// `record = on : LABEL`: a FlexBuff recording over the set disks (or Mark6, or VDIF files
     /// in the first disk), renamed with a letter when the label is taken — and then said so.
     fn record_on(&self, st: &mut State, label: &str) -> Answer {
@@ -81,7 +120,11 @@ impl Daemon {
                         " - more than 52 recordings with the same scan name is not possible",
                     );
                 };
-                transfer::scan_target(&name, layout, &st.disks, &st.settings).map(|t| (name, t))
+                let opened = match self.open_disks(st) {
+                    Ok(d) => d,
+                    Err(a) => return a,
+                };
+                transfer::scan_target(&name, layout, opened, &st.settings).map(|t| (name, t))
             }
             None => self.vdif_directory(st, label),
         };

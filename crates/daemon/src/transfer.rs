@@ -233,9 +233,15 @@ pub fn connect_relay(
     }
     let mut relay = RelayConfig::new(input, output, Instant::now());
     if input != SeqFormat::Native {
-        relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
-        // The relay paces by the mode's rate; its input's threads are one unless set.
-        relay.threads = Some(settings.threads.unwrap_or(1));
+        // Threads set: the mode's rate split over them. Not set (the FS never sets them): the
+        // relay learns each station's threads and splits the mode's rate over those.
+        match settings.threads {
+            Some(t) => {
+                relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
+                relay.threads = Some(t);
+            }
+            None => relay.station_frames_per_second = settings.frames_per_second().map_err(conflict)?,
+        }
     }
     relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
         // ipd: one datagram of every station's stream per spacing.
@@ -516,13 +522,15 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
 pub fn scan_target(
     label: &str,
     layout: scanfmt::Layout,
-    disks: &[PathBuf],
+    disks: Vec<(PathBuf, safedir::Dir)>,
     settings: &Settings,
 ) -> Result<Target, StartError> {
     let names = LabelNames::new(label, settings.datastreams.clone()).map_err(|e| conflict(e.to_string()))?;
+    let (disks, opened) = disks.into_iter().map(|(p, d)| (p, std::sync::Arc::new(d))).unzip();
     Ok(Target::Scan(RecordingConfig {
         layout,
-        disks: disks.to_vec(),
+        disks,
+        opened,
         names: RecordingNames::Label(names),
         // jive5ab records a block of the chain (net_protocol's work block) per chunk; its
         // 128 KiB default is no chunk size, so smaller blocks take the recorder's default.

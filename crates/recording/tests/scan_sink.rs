@@ -70,6 +70,7 @@ fn record_named(
         names,
         block_bytes: Some(10 * FRAME as u64 + 500),
         direct: false,
+        opened: Vec::new(),
     };
     let mut sink = ScanSink::new(&cfg, &WriterPlacement::Thread, 64 << 20, split).unwrap();
     let mut sent = Vec::new();
@@ -134,6 +135,7 @@ fn a_scan_name_already_on_a_disk_gets_a_letter() {
         names: RecordingNames::Template("s".into()),
         block_bytes: Some(4 * FRAME as u64),
         direct: false,
+        opened: Vec::new(),
     };
     let mut sink = ScanSink::new(&cfg, &WriterPlacement::Thread, 32 << 20, false).unwrap();
     for i in 0..10 {
@@ -153,6 +155,7 @@ fn bad_configurations_are_refused_before_recording() {
         names: RecordingNames::Template(scan.into()),
         block_bytes: Some(block),
         direct: false,
+        opened: Vec::new(),
     };
     let d = disks(t.path(), 1);
     let p = WriterPlacement::Thread;

@@ -166,6 +166,17 @@ impl Dir {
         })
     }
 
+    /// A directory descriptor this process was handed (a writer process inherits its disk's),
+    /// with the path it was opened by, for messages. Refused: a descriptor of anything but a
+    /// directory.
+    pub fn from_fd(fd: OwnedFd, path: PathBuf) -> Result<Dir, DirError> {
+        let st = rustix::fs::fstat(&fd).map_err(io_at(path.clone()))?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+            return Err(DirError::NotADirectory(path));
+        }
+        Ok(Dir { fd, path })
+    }
+
     /// Its path, as opened (for messages and for handing to another process).
     pub fn path(&self) -> &Path {
         &self.path

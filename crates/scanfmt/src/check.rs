@@ -102,6 +102,17 @@ pub struct Ends {
     max_number: u32,
     /// Frames per second per thread when a boundary or the header said so.
     fps: Option<u32>,
+    /// Frames from the first frame to the end of its frame period (the first frame of the
+    /// next period found in the first sample), when the sample shows it: a recording that
+    /// starts or stops between the threads of one period holds only part of it.
+    first_period: Option<u64>,
+    /// Frames from the start of the last frame's period to the last frame, when shown.
+    last_period: Option<u64>,
+}
+
+/// A frame's place in time: second and number within it.
+fn period(f: &Found) -> (i64, u32) {
+    (unix(&f.header), f.header.frame_number)
 }
 
 /// Frames per second per thread from a sample's frames: the number before a second boundary
@@ -136,12 +147,24 @@ impl Ends {
             .header
             .header_frames_per_second()
             .or_else(|| boundary_rate(&head).max(boundary_rate(&tail)));
+        let frame = f.header.frame_len() as u64;
+        let first_period = head
+            .iter()
+            .find(|x| period(x) != period(&f))
+            .map(|n| (n.offset - f.offset) / frame);
+        let last_period = tail
+            .iter()
+            .rev()
+            .find(|x| period(x) != period(&l))
+            .map(|p| (l.offset - p.offset) / frame);
         Some(Ends {
             first: f,
             last: l,
             threads,
             max_number,
             fps,
+            first_period,
+            last_period,
         })
     }
 
@@ -200,12 +223,22 @@ impl Ends {
         };
         let first = time(&self.first, fps);
         let last = time(&self.last, fps);
+        let held = (self.last.offset + frame - self.first.offset) as i64;
         let missing_bytes = fps.map(|n| {
-            // Frame periods from the first frame to the last, plus the last one itself.
+            // Frame periods from the first frame to the last, plus the last one itself, every
+            // thread in each (jive5ab's scan_check_fn) — but of the first and last periods only
+            // the threads the recording could hold: one that starts or stops between the
+            // threads of a period is not missing the others (jive5ab says ± a frame there,
+            // which the FS logs as 5k 602).
             let periods = (last.unix - first.unix) * i64::from(n) + i64::from(last.frame) - i64::from(first.frame) + 1;
-            let expected = periods * i64::from(threads) * frame as i64;
-            let held = (self.last.offset + frame - self.first.offset) as i64;
-            expected - held
+            if periods < 2 {
+                return 0;
+            }
+            let t = u64::from(threads);
+            let lead = t - self.first_period.map_or(t, |c| c.min(t));
+            let trail = t - self.last_period.map_or(t, |c| c.min(t));
+            let expected = periods * i64::from(threads) - (lead + trail) as i64;
+            expected * frame as i64 - held
         });
         ScanCheck {
             legacy: h.legacy,
@@ -415,9 +448,23 @@ mod tests {
         let cut = &scan[FRAME / 2..];
         let c = check(cut, 64 * FRAME);
         assert_eq!(c.start_offset, FRAME as u64 - FRAME as u64 / 2);
-        // Thread 0's frame of the first period is cut off: from the first frame's time every
-        // thread is expected, as jive5ab counts it.
-        assert_eq!(c.missing_bytes, Some(5 * FRAME as i64));
+        // Thread 0's frame of the first period is cut off: a recording that starts between
+        // the threads of a period is not missing the ones before (jive5ab counts it, one frame).
+        assert_eq!(c.missing_bytes, Some(4 * FRAME as i64));
+    }
+
+    #[test]
+    fn a_recording_that_stops_between_the_threads_of_a_period_misses_nothing() {
+        let scan = stream(4, 400, 3, &[]);
+        // Threads 0 and 1 of the last period kept, 2 and 3 not; thread 3 of the first not.
+        let cut = &scan[3 * FRAME..scan.len() - 2 * FRAME];
+        let c = check(cut, 64 * FRAME);
+        assert_eq!((c.frames_per_second, c.threads.len()), (Some(400), 4), "{c:?}");
+        assert_eq!(c.missing_bytes, Some(0), "{c:?}");
+        // A frame lost inside is still counted.
+        let lossy = stream(4, 400, 3, &[1000]);
+        let c = check(&lossy[3 * FRAME..lossy.len() - 2 * FRAME], 64 * FRAME);
+        assert_eq!(c.missing_bytes, Some(FRAME as i64), "{c:?}");
     }
 
     #[test]

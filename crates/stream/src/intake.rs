@@ -54,6 +54,22 @@ impl ShapeError {
 /// Frames per second per thread and threads of the stream `d` starts: what a native prefix
 /// announces, else the options (`fps`, `threads`), else the header's sample rate (threads 1).
 /// Untrusted numbers size windows and queues, so they are kept within what VDIF can express.
+/// Whether a new stream's threads are counted from its frames and its rate per thread is the
+/// station's rate split over them: only the station's rate is known (a VSI-S mode), not the
+/// threads or the rate per thread, and neither a native prefix nor the header says them.
+pub(crate) fn splits_station_rate(
+    d: &DataDatagram<'_>,
+    fps: Option<u32>,
+    threads: Option<u16>,
+    station_fps: Option<u32>,
+) -> bool {
+    d.native.is_none()
+        && threads.is_none()
+        && fps.is_none()
+        && station_fps.is_some()
+        && d.header.header_frames_per_second().is_none()
+}
+
 pub(crate) fn stream_shape(
     d: &DataDatagram<'_>,
     fps: Option<u32>,

@@ -479,11 +479,8 @@ impl Receiver {
     /// Whether a new stream's threads are counted from its frames: only the station's rate is
     /// known (a VSI-S mode), not the thread count or the rate per thread.
     fn counts_threads(&self, d: &DataDatagram<'_>) -> bool {
-        d.native.is_none()
-            && self.cfg.threads.is_none()
-            && self.cfg.frames_per_second.is_none()
-            && self.cfg.station_frames_per_second.is_some()
-            && d.header.header_frames_per_second().is_none()
+        let c = &self.cfg;
+        crate::intake::splits_station_rate(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or

@@ -95,6 +95,9 @@ pub struct RelayConfig {
     pub frames_per_second: Option<u32>,
     /// VDIF threads per station; `None`: announced by a native input, else learned.
     pub threads: Option<u16>,
+    /// Frames per second of a whole station, all its threads (a VSI-S mode's rate), when
+    /// neither the threads nor the rate per thread are known: split over the threads learned.
+    pub station_frames_per_second: Option<u32>,
     /// Data rate to pace each station at (sample bits, headers excluded); `None`: from the
     /// headers (frames per second × threads × data bytes).
     pub rate_bps: Option<f64>,
@@ -128,6 +131,7 @@ impl RelayConfig {
             arq_latency: None,
             frames_per_second: None,
             threads: None,
+            station_frames_per_second: None,
             rate_bps: None,
             catch_up: 2.0,
             smoothing: Duration::from_millis(2),
@@ -444,9 +448,35 @@ struct StationIn {
     thread_count: u16,
     /// Last time position (frames since 1970 of one thread) per thread id; `u64::MAX`: none yet.
     last_pos: Vec<u64>,
+    /// The station's rate, all threads, to split over the threads learned (see
+    /// [`RelayConfig::station_frames_per_second`]).
+    station_rate: Option<u32>,
     queue: Option<Rc<RefCell<LiveQueue>>>,
     stream: Option<u16>,
     counts: RelayedStation,
+}
+
+impl StationIn {
+    /// Count the input continuity of the frames held while learning again, at the rate per
+    /// thread found when it ended (they were counted at the station's rate).
+    fn recount_input(&mut self, held: &[(Instant, Vec<u8>)]) {
+        self.last_pos.fill(u64::MAX);
+        self.counts.lost_in_input = 0;
+        for (_, frame) in held {
+            let Ok(h) = vdif::VdifHeader::parse(frame) else {
+                continue;
+            };
+            let unix = vdif::time::epoch_unix(h.ref_epoch) + i64::from(h.seconds);
+            let pos = (unix.max(0) as u64) * u64::from(self.fps) + u64::from(h.frame_number);
+            let last = &mut self.last_pos[usize::from(h.thread_id)];
+            if *last != u64::MAX && pos > *last {
+                self.counts.lost_in_input += pos - *last - 1;
+            }
+            if *last == u64::MAX || pos > *last {
+                *last = pos;
+            }
+        }
+    }
 }
 
 /// The relay state machine; see the module docs.
@@ -592,7 +622,13 @@ impl Relay {
             });
             return None;
         }
-        let (fps, threads) = match stream_shape(d, self.cfg.frames_per_second, self.cfg.threads) {
+        // While the threads are learned from a station's rate, positions count at that rate (an
+        // upper bound of one thread's); end_learning splits it.
+        let fps_given = self.cfg.frames_per_second.or(self
+            .splits_station_rate(d)
+            .then_some(self.cfg.station_frames_per_second)
+            .flatten());
+        let (fps, threads) = match stream_shape(d, fps_given, self.cfg.threads) {
             Ok(shape) => shape,
             Err(e) => {
                 e.count(&mut self.counters);
@@ -627,6 +663,7 @@ impl Relay {
             threads: ThreadMap::new(threads),
             thread_count: threads,
             last_pos: vec![u64::MAX; usize::from(crate::intake::MAX_THREADS)],
+            station_rate: fps_given.filter(|_| self.cfg.frames_per_second.is_none()),
             queue: None,
             stream: None,
             counts: RelayedStation {
@@ -659,6 +696,14 @@ impl Relay {
         self.counters.phantoms_dropped += 1;
         let name = st.counts.station;
         self.problem(|| format!("station {name}: frames that never formed a run of {SOURCE_RUN}: dropped as stray"));
+    }
+
+    /// Whether a new station's rate per thread is its station rate split over the threads
+    /// learned: only the station's rate is known (a VSI-S mode), not the threads or the rate
+    /// per thread.
+    fn splits_station_rate(&self, d: &DataDatagram<'_>) -> bool {
+        let c = &self.cfg;
+        crate::intake::splits_station_rate(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
     /// Frames of one thread since 1970 (the position of `h` in its thread's sequence).
@@ -749,6 +794,21 @@ impl Relay {
             ids.sort_unstable();
             st.thread_count = (ids.len() as u16).max(1);
             st.threads = ThreadMap::new(st.thread_count);
+            if let Some(total) = st.station_rate {
+                let n = u32::from(st.thread_count);
+                if total % n == 0 {
+                    st.fps = total / n;
+                    st.counts.frames_per_second = st.fps;
+                    st.recount_input(&l.held);
+                } else if self.first_problem.is_none() {
+                    // Relayed all the same (the output is paced by the rate), counted per thread
+                    // at the station's rate.
+                    self.first_problem = Some(format!(
+                        "station {}: {total} frames/s do not split over its {n} threads: set the threads",
+                        st.counts.station
+                    ));
+                }
+            }
         }
         open_output(sender, cfg, queued, st, now);
         let Some(q) = st.queue.clone() else {

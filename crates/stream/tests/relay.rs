@@ -260,6 +260,87 @@ fn naks_are_answered_from_the_repeat_buffer() {
     assert_eq!(r.arq_stats().unwrap().resent, 2);
 }
 
+/// Only the station's rate is known (a VSI-S mode; the Field System never sets threads): the
+/// relay learns the threads and splits the rate, so a 4-thread stream crossing second
+/// boundaries is counted whole per thread. Before, each thread was counted at the station's
+/// rate and every second boundary looked like 3 × FPS/4 frames lost per thread.
+#[test]
+fn a_station_rate_is_split_over_the_threads_learned() {
+    let t0 = Instant::now();
+    for (threads, station_fps) in [(4u16, FPS), (2, FPS), (1, FPS)] {
+        let per_thread = station_fps / u32::from(threads);
+        let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+        cfg.station_frames_per_second = Some(station_fps);
+        let mut r = Relay::new(cfg);
+        let mut tee = VecSink::default();
+        let mut out = Vec::new();
+        let step = Duration::from_nanos(1_000_000_000 / u64::from(station_fps));
+        let mut seq = 0u64;
+        // 2.5 s of the stream: two second boundaries.
+        let periods = per_thread * 5 / 2;
+        for k in 0..periods {
+            for thread in 0..threads {
+                let mut f = frame(thread, 0);
+                let mut h = vdif::VdifHeader::parse(&f).unwrap();
+                h.seconds = 1000 + k / per_thread;
+                h.frame_number = k % per_thread;
+                h.emit(&mut f[..32]).unwrap();
+                let now = t0 + step * (k * u32::from(threads) + u32::from(thread));
+                r.handle_datagram(now, 0, addr(1), &udps(seq, &f), false, &mut tee);
+                seq += 1;
+            }
+            if k % 64 == 0 {
+                run_until(&mut r, &mut tee, t0 + step * (k * u32::from(threads)), &mut out);
+            }
+        }
+        run_until(&mut r, &mut tee, t0 + Duration::from_secs(4), &mut out);
+        let st = &r.stations()[0];
+        let n = u64::from(periods) * u64::from(threads);
+        assert_eq!(st.thread_ids.len(), usize::from(threads), "{threads} threads");
+        assert_eq!(
+            (
+                st.frames_per_second,
+                st.frames_in,
+                st.frames_out,
+                st.lost_in_input,
+                st.wrong_format
+            ),
+            (per_thread, n, n, 0, 0),
+            "{threads} threads of {per_thread} frames/s"
+        );
+        assert_eq!(out.len() as u64, n);
+        let p = parse_data(SeqFormat::Native, &out[0].1).unwrap().native.unwrap();
+        assert_eq!((p.threads, p.frames_per_second), (threads, per_thread));
+        assert!(r.first_problem().is_none(), "{:?}", r.first_problem());
+    }
+    // A rate that does not split over the threads seen is said.
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+    cfg.station_frames_per_second = Some(1000);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    for k in 0..30u32 {
+        for thread in 0..3u16 {
+            let now = t0 + Duration::from_millis(u64::from(k * 3 + u32::from(thread)));
+            r.handle_datagram(
+                now,
+                0,
+                addr(1),
+                &udps(u64::from(k * 3 + u32::from(thread)), &frame(thread, k)),
+                false,
+                &mut tee,
+            );
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(1), &mut out);
+    assert!(
+        r.first_problem()
+            .is_some_and(|p| p.contains("1000 frames/s do not split over its 3 threads")),
+        "{:?}",
+        r.first_problem()
+    );
+}
+
 #[test]
 fn a_thread_after_the_learning_is_recorded_but_not_relayed() {
     let t0 = Instant::now();

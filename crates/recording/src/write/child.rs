@@ -23,10 +23,12 @@ use super::pipe::{decode_op, encode_op};
 use super::scan_files::LaneScan;
 use super::WriteOp;
 use crate::ring::SharedRing;
+use safedir::Dir;
 use stream::results::WrittenFile;
 
 /// Set in the environment of a writer process: `direct` (O_DIRECT writes) or `cached`. Its one
-/// argument is the directory it writes below.
+/// argument is the path of the directory it writes below (for messages: the directory itself is
+/// the descriptor [`DIR_FD`] it inherits, opened by the recorder).
 pub const CHILD_ENV: &str = "EVLBI_RECORDING_WRITER";
 
 /// What a writer process reports on its standard output when its input ends.
@@ -44,7 +46,7 @@ pub(super) struct WriterOutcome {
 /// naming slots of `ring` into files in `dir` (with O_DIRECT when `direct`) until end of input,
 /// then a JSON outcome on `output`.
 pub fn serve_writer_process(
-    dir: &Path,
+    dir: Dir,
     ring: &SharedRing,
     direct: bool,
     input: impl Read,
@@ -60,7 +62,7 @@ pub fn serve_writer_process(
             None
         }
     });
-    let written = writer(dir.to_path_buf(), ops, shared.clone(), Some(ring), direct);
+    let written = writer(dir, ops, shared.clone(), Some(ring), direct);
     let outcome = WriterOutcome {
         files: written.files,
         scans: written.scans,
@@ -70,8 +72,22 @@ pub fn serve_writer_process(
     serde_json::to_writer(output, &outcome).map_err(std::io::Error::other)
 }
 
+/// Tests: [`serve_writer_process`] into the directory at `dir` with `records`; its report.
+#[cfg(test)]
+pub(super) fn serve_in(dir: &Path, ring: &SharedRing, direct: bool, records: &[u8]) -> Vec<u8> {
+    let mut report = Vec::new();
+    let dir = Dir::open(dir).expect("test directory");
+    serve_writer_process(dir, ring, direct, records, &mut report).expect("writer process body");
+    report
+}
+
 /// Descriptor number the ring has in the writer process.
 const RING_FD: i32 = 3;
+
+/// Descriptor number of the directory the writer process writes below: the recorder's own
+/// handle on it, so the child resolves no path (a disk swapped for a link after the recorder
+/// opened it is never written through).
+pub const DIR_FD: i32 = 4;
 
 /// When this process was started as a writer process ([`CHILD_ENV`] set), serve the pipe and
 /// the ring and return the exit code for `main` to exit with; `None` when it was not. A binary
@@ -85,7 +101,7 @@ pub fn run_if_child() -> Option<i32> {
         eprintln!("writer process: one argument, the directory, expected");
         return Some(2);
     };
-    match run_writer_process(Path::new(&dir), RING_FD, direct) {
+    match run_writer_process(Path::new(&dir), direct) {
         Ok(()) => Some(0),
         Err(e) => {
             eprintln!("writer process: {e}");
@@ -94,10 +110,12 @@ pub fn run_if_child() -> Option<i32> {
     }
 }
 
-/// [`serve_writer_process`] on standard input and output with the ring on descriptor `ring_fd`.
-/// It first ignores SIGINT, SIGTERM and SIGHUP: those stop the receiver, which then closes the
-/// pipe, and the child must write everything it was given before it exits.
-fn run_writer_process(dir: &Path, ring_fd: i32, direct: bool) -> std::io::Result<()> {
+/// [`serve_writer_process`] on standard input and output with the ring on descriptor
+/// [`RING_FD`] and the directory on [`DIR_FD`]. It first ignores SIGINT, SIGTERM and SIGHUP:
+/// those stop the receiver, which then closes the pipe, and the child must write everything it
+/// was given before it exits.
+fn run_writer_process(dir: &Path, direct: bool) -> std::io::Result<()> {
+    let ring_fd = RING_FD;
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
@@ -111,37 +129,54 @@ fn run_writer_process(dir: &Path, ring_fd: i32, direct: bool) -> std::io::Result
     use std::os::fd::FromRawFd;
     // SAFETY: the descriptor is open (checked) and this process takes it over for good.
     let ring = SharedRing::open(unsafe { std::os::fd::OwnedFd::from_raw_fd(ring_fd) })?;
+    // SAFETY: F_GETFD only asks whether the number is an open descriptor.
+    if unsafe { libc::fcntl(DIR_FD, libc::F_GETFD) } < 0 {
+        return Err(std::io::Error::other(format!(
+            "no directory on descriptor {DIR_FD}: a writer process is started by a recorder, not by hand"
+        )));
+    }
+    // SAFETY: the descriptor is open (checked) and this process takes it over for good.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(DIR_FD) };
+    let dir = Dir::from_fd(fd, dir.to_path_buf()).map_err(safedir::DirError::into_io)?;
     serve_writer_process(dir, &ring, direct, std::io::stdin().lock(), std::io::stdout().lock())
 }
 
 pub(super) fn spawn_writer_process(
     program: &Path,
-    dir: &Path,
+    dir: &Dir,
     ring: &SharedRing,
     direct: bool,
 ) -> std::io::Result<Child> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let ring_fd = ring.fd().as_raw_fd();
+    let dir_fd = dir.fd().as_raw_fd();
     let mut cmd = Command::new(program);
     cmd.env(CHILD_ENV, if direct { "direct" } else { "cached" });
     // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) run.
     unsafe {
         cmd.pre_exec(move || {
-            let rc = if ring_fd == RING_FD {
-                // Already there: only drop close-on-exec.
-                libc::fcntl(RING_FD, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(ring_fd, RING_FD)
-            };
-            if rc < 0 {
+            // The directory first, out of the way: dup2 onto RING_FD must not close it.
+            let dir_tmp = libc::fcntl(dir_fd, libc::F_DUPFD, 16);
+            if dir_tmp < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            for (from, to) in [(ring_fd, RING_FD), (dir_tmp, DIR_FD)] {
+                let rc = if from == to {
+                    // Already there: only drop close-on-exec.
+                    libc::fcntl(to, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(from, to)
+                };
+                if rc < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
     }
     let child = cmd
-        .arg(OsString::from(dir.as_os_str()))
+        .arg(OsString::from(dir.path().as_os_str()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         // Its own process group: Ctrl-C in a terminal reaches the receiver, which finishes and

@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
 
 use super::bad;
 
@@ -142,22 +141,26 @@ pub(super) fn end_direct(f: &File) -> std::io::Result<()> {
 }
 
 /// Whether files in `dir` can be written with direct I/O: a clear error now instead of a
-/// failed recording later.
-pub(super) fn check_direct(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let probe = dir.join(format!(".evlbi-direct-check-{}", std::process::id()));
-    let opened = File::options()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&probe);
-    let _ = std::fs::remove_file(&probe);
+/// failed recording later. The probe file is made below the descriptor, never through a link.
+pub(super) fn check_direct(dir: &safedir::Dir) -> std::io::Result<()> {
+    let probe = format!(".evlbi-direct-check-{}", std::process::id());
+    let opened = dir.create_file(
+        &probe,
+        safedir::Create {
+            read: false,
+            direct: true,
+        },
+    );
+    if opened.is_ok() {
+        let _ = dir.remove(&probe);
+    }
     opened.map(drop).map_err(|e| {
+        let e = e.into_io();
         std::io::Error::new(
             e.kind(),
             format!(
                 "{} does not take direct I/O (O_DIRECT: {e}); leave out --direct to write through the page cache",
-                dir.display()
+                dir.path().display()
             ),
         )
     })

@@ -147,16 +147,17 @@ fn close(mut o: Open, shared: &Shared) -> WrittenFile {
 
 /// The writer (thread, or the body of the writer process with `ring`): owns the files.
 pub(super) fn writer(
-    dir: PathBuf,
+    root: Dir,
     ops: impl IntoIterator<Item = WriteOp>,
     shared: Arc<Shared>,
     ring: Option<&SharedRing>,
     direct: bool,
 ) -> Written {
     let mut open: HashMap<FileKey, Open> = HashMap::new();
-    // The directory (the operator's --out or disk) is opened once; every file is made below it
-    // without following links.
-    let root = Dir::open(&dir).map_err(|e| e.to_string());
+    // The directory (the operator's --out or disk) was opened by the recorder; every file is
+    // made below it without following links.
+    let dir = root.path().to_path_buf();
+    let root: Result<Dir, String> = Ok(root);
     let mut scans = ScanFiles::new(
         root.as_ref()
             .map_err(Clone::clone)

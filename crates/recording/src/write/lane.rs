@@ -5,7 +5,6 @@
 // unsafe: writes into a ring slot the lane owns (SharedRing::slot_mut).
 #![allow(unsafe_code)]
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use super::direct::check_direct;
 use super::files::{writer, Shared, Written};
 use super::{flush_bytes, slot_bytes, FileKey, WriteOp, WriterPlacement, DIRECT_ALIGN};
 use crate::ring::SharedRing;
+use safedir::Dir;
 
 /// The writer process's side of a lane: the shared ring, the slots this process holds, and how
 /// to tell that the process is gone.
@@ -61,17 +61,13 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// A writer for files in `dir` (created if missing) with about `write_buffer` bytes of
-    /// buffers, writing with direct I/O when `direct` (writer process only).
-    pub(super) fn new(
-        dir: &Path,
-        placement: &WriterPlacement,
-        write_buffer: u64,
-        direct: bool,
-    ) -> std::io::Result<Lane> {
+    /// A writer for files in `dir` (opened by the caller: every file is made below this
+    /// descriptor, and a writer process inherits it, so no path is resolved again) with about
+    /// `write_buffer` bytes of buffers, writing with direct I/O when `direct` (writer process
+    /// only).
+    pub(super) fn new(dir: Dir, placement: &WriterPlacement, write_buffer: u64, direct: bool) -> std::io::Result<Lane> {
         let shared = Arc::new(Shared::default());
         let flush = flush_bytes(write_buffer, direct);
-        std::fs::create_dir_all(dir)?;
         if direct {
             if matches!(placement, WriterPlacement::Thread) {
                 return Err(std::io::Error::new(
@@ -79,7 +75,7 @@ impl Lane {
                     "direct I/O needs the writer process (its buffers are aligned shared memory)",
                 ));
             }
-            check_direct(dir)?;
+            check_direct(&dir)?;
         }
         let buffers = usize::try_from(write_buffer / flush as u64)
             .unwrap_or(usize::MAX)
@@ -88,9 +84,8 @@ impl Lane {
         let (tx, handle) = match placement {
             WriterPlacement::Thread => {
                 let (tx, rx) = sync_channel(buffers);
-                let d = dir.to_path_buf();
                 let sh = shared.clone();
-                (tx, std::thread::spawn(move || writer(d, rx, sh, None, false)))
+                (tx, std::thread::spawn(move || writer(dir, rx, sh, None, false)))
             }
             WriterPlacement::ChildProcess { program } => {
                 let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
@@ -98,7 +93,7 @@ impl Lane {
                     Arc::new(SharedRing::create(slots, slot_bytes(flush)).map_err(|e| {
                         std::io::Error::new(e.kind(), format!("shared memory for the file writer: {e}"))
                     })?);
-                let child = spawn_writer_process(program, dir, &r, direct).map_err(|e| {
+                let child = spawn_writer_process(program, &dir, &r, direct).map_err(|e| {
                     std::io::Error::new(
                         e.kind(),
                         format!("starting the file writer process {}: {e}", program.display()),

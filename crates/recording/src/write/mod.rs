@@ -380,7 +380,13 @@ impl FileSink {
         write_buffer: u64,
         direct: bool,
     ) -> std::io::Result<FileSink> {
-        let lane = dir.map(|d| Lane::new(d, placement, write_buffer, direct)).transpose()?;
+        let lane = dir
+            .map(|d| {
+                std::fs::create_dir_all(d)?;
+                let dir = safedir::Dir::open(d).map_err(safedir::DirError::into_io)?;
+                Lane::new(dir, placement, write_buffer, direct)
+            })
+            .transpose()?;
         Ok(FileSink {
             named: None,
             chunk,
@@ -525,7 +531,7 @@ impl FrameSink for FileSink {
 
 #[cfg(test)]
 mod tests {
-    use super::child::WriterOutcome;
+    use super::child::{serve_in, WriterOutcome};
     use super::pipe::{decode_op, encode_op};
     use super::*;
     use crate::ring::SharedRing;
@@ -685,8 +691,7 @@ mod tests {
         let ring = ring_for_ops();
         let bytes = encoded(&ops());
         let cut = bytes.len() - 3 - 10; // inside the second slot record (before Close)
-        let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, false, &bytes[..cut], &mut report).unwrap();
+        let report = serve_in(dir.path(), &ring, false, &bytes[..cut]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.files.len(), 1);
         assert_eq!(outcome.files[0].frames, 3);
@@ -706,8 +711,7 @@ mod tests {
     fn a_record_naming_a_slot_not_handed_over_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let ring = SharedRing::create(2, 4096).unwrap(); // nothing handed over
-        let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, false, &encoded(&ops())[..], &mut report).unwrap();
+        let report = serve_in(dir.path(), &ring, false, &encoded(&ops())[..]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert_eq!(outcome.not_written, 5);
         assert!(outcome.error.unwrap().contains("not handed over"));
@@ -748,8 +752,7 @@ mod tests {
         ] {
             let dir = tempfile::tempdir().unwrap();
             let (ring, records, file) = placed(counts, frame_len, None);
-            let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, true, &records[..], &mut report).unwrap();
+            let report = serve_in(dir.path(), &ring, true, &records[..]);
             let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
             assert_eq!(outcome.error, None, "{counts:?}");
             assert_eq!(outcome.not_written, 0);
@@ -765,8 +768,7 @@ mod tests {
     fn direct_io_refuses_a_misplaced_record_and_keeps_whole_frames() {
         let dir = tempfile::tempdir().unwrap();
         let (ring, records, file) = placed(&[3, 2, 4], 1000, Some(1));
-        let mut report = Vec::new();
-        serve_writer_process(dir.path(), &ring, true, &records[..], &mut report).unwrap();
+        let report = serve_in(dir.path(), &ring, true, &records[..]);
         let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
         assert!(outcome.error.unwrap().contains("placed at"));
         // The first record's 3000 bytes never filled a block: nothing reached the disk, and

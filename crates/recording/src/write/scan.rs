@@ -38,6 +38,11 @@ pub struct RecordingConfig {
     pub block_bytes: Option<u64>,
     /// Write with O_DIRECT on every disk whose file system takes it (writer processes only).
     pub direct: bool,
+    /// The disks already opened by the caller, in the order of `disks` (a daemon opens them
+    /// below the directories it may use, without following links): the writers use these
+    /// handles and resolve no path. Empty: each disk is made if missing and opened by its path
+    /// (the operator's own, as `stream recv --disks` gives them).
+    pub opened: Vec<std::sync::Arc<safedir::Dir>>,
 }
 
 /// What the recordings of a multi-disk recording are called.
@@ -177,10 +182,22 @@ impl ScanSink {
         let child = matches!(placement, WriterPlacement::ChildProcess { .. });
         let mut disks = Vec::new();
         let mut assigner = Assigner::new(cfg.disks.len());
+        if !cfg.opened.is_empty() && cfg.opened.len() != cfg.disks.len() {
+            return Err(invalid(format!(
+                "{} disks opened for {} disks",
+                cfg.opened.len(),
+                cfg.disks.len()
+            )));
+        }
         for (i, d) in cfg.disks.iter().enumerate() {
-            let made = std::fs::create_dir_all(d);
-            let direct = cfg.direct && child && made.is_ok() && check_direct(d).is_ok();
-            let lane = made.and_then(|()| Lane::new(d, placement, share, direct));
+            let opened = match cfg.opened.get(i) {
+                Some(dir) => dir.try_clone().map_err(safedir::DirError::into_io),
+                None => {
+                    std::fs::create_dir_all(d).and_then(|()| safedir::Dir::open(d).map_err(safedir::DirError::into_io))
+                }
+            };
+            let direct = cfg.direct && child && opened.as_ref().is_ok_and(|dir| check_direct(dir).is_ok());
+            let lane = opened.and_then(|dir| Lane::new(dir, placement, share, direct));
             let (lane, dropped) = match lane {
                 Ok(l) => (Some(l), None),
                 Err(e) => {

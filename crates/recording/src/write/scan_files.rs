@@ -386,9 +386,10 @@ fn salvage(o: &mut ScanOpen) -> Lost {
 mod tests {
     use std::path::Path;
 
+    use super::super::child::serve_in;
     use super::super::child::WriterOutcome;
     use super::super::tests::{encoded, place};
-    use super::super::{serve_writer_process, slot_bytes, WriteOp, DIRECT_ALIGN, FLUSH_BYTES_DIRECT};
+    use super::super::{slot_bytes, WriteOp, DIRECT_ALIGN, FLUSH_BYTES_DIRECT};
     use crate::ring::SharedRing;
 
     /// Records of a vbs or Mark6 recording on one disk: blocks `(number, frames, ended)` of
@@ -458,8 +459,7 @@ mod tests {
             for direct in [false, true] {
                 let dir = tempfile::tempdir().unwrap();
                 let (ring, records, datas) = scan_records(layout, &[(0, 9, true), (4, 9, true), (9, 5, true)], 1000, 9);
-                let mut report = Vec::new();
-                serve_writer_process(dir.path(), &ring, direct, &records[..], &mut report).unwrap();
+                let report = serve_in(dir.path(), &ring, direct, &records[..]);
                 let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
                 assert_eq!(
                     (outcome.error.as_deref(), outcome.not_written),
@@ -483,8 +483,7 @@ mod tests {
             let (ring, records, datas) = scan_records(scanfmt::Layout::Mk6, &[(0, 9, true), (1, 8, false)], 1000, 9);
             // The input ends inside block 1's second record: its first 4 frames are written.
             let cut = records.len() - 10;
-            let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, direct, &records[..cut], &mut report).unwrap();
+            serve_in(dir.path(), &ring, direct, &records[..cut]);
             let (back, info) = read_scan(scanfmt::Layout::Mk6, dir.path());
             assert_eq!(back.len(), 13 * 1000, "direct {direct}");
             assert!(back[..] == datas.concat()[..13000]);
@@ -510,8 +509,7 @@ mod tests {
             };
             std::os::unix::fs::symlink(&target, dir.path().join("s_dsEf")).unwrap();
             let (ring, records, _) = scan_records(layout, &[(0, 9, true), (4, 9, true)], 1000, 9);
-            let mut report = Vec::new();
-            serve_writer_process(dir.path(), &ring, false, &records[..], &mut report).unwrap();
+            let report = serve_in(dir.path(), &ring, false, &records[..]);
             let outcome: WriterOutcome = serde_json::from_slice(&report).unwrap();
             let why = outcome.error.unwrap_or_default();
             assert!(

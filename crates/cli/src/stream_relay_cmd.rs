@@ -67,7 +67,7 @@ pub struct RelayArgs {
     #[arg(long, value_enum, default_value = "station")]
     split: Split,
     /// Frames per second per VDIF thread, when the headers carry no sample rate (bare and
-    /// jive5ab framing).
+    /// jive5ab framing). Without it such a stream is refused, said on stderr at its first frame.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// VDIF threads per station. Default: learned from the first frames (the ids seen before

@@ -199,6 +199,7 @@ pub struct RecvArgs {
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
     /// Frames per second per thread (jive5ab/none framing without a rate in the header).
+    /// Without it such a stream is refused, said on stderr at its first frame.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// VDIF threads per station (jive5ab/none framing; default 1). Their ids may be any (a
@@ -542,6 +543,8 @@ fn recv(a: RecvArgs) -> Result<()> {
         Some(o) => bound.observe(o),
         None => bound,
     };
+    // Said when it happens, quiet or not: nothing is recorded until the operator acts.
+    let bound = bound.on_notice(Box::new(|n: String| status!("error: {n}")));
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {

@@ -1,5 +1,5 @@
 //! What a new user of `evlbi stream` hit first (issue 29 item 5), each as separate processes on
-//! 127.0.0.1: a relay of bare VDIF without `--fps` says so at the first frame, `--generate
+//! 127.0.0.1: a relay or recorder of bare VDIF without `--fps` says so at the first frame, `--generate
 //! --duration` sends that long, `stream send -q`, `--idle-timeout` with nothing ever arriving,
 //! and a file of half a second.
 
@@ -62,52 +62,65 @@ fn send(to: u16, args: &[&str]) -> Output {
 }
 
 #[test]
-fn a_relay_of_bare_vdif_without_fps_says_so_at_the_first_frame_and_once() {
+fn bare_vdif_without_fps_is_said_at_the_first_frame_and_once() {
     let dir = tempfile::tempdir().unwrap();
     let ef = two_seconds(dir.path());
-    // No --duration, no --idle-timeout: only a signal ends it, so the line can only come while
-    // it runs. Before issue 29 it came in the closing summary alone.
-    let (relay, port, log) = spawn_with_port(bin().args([
-        "stream",
-        "relay",
-        "--listen",
-        "127.0.0.1:0",
-        "--to",
-        "127.0.0.1:9",
-        "-q",
-    ]));
-    let mut relay = Proc(relay);
-    let sender = send(port, &["--seq-format", "none", "-q", ef.to_str().unwrap()]);
-    assert!(sender.status.success(), "{}", String::from_utf8_lossy(&sender.stderr));
-    let t0 = Instant::now();
-    let said = loop {
-        match log.recv_timeout(Duration::from_millis(200)) {
-            Ok(l) if l.contains("--fps") => break l,
-            Ok(_) => {}
-            Err(_) => assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "no word of --fps while relaying"
-            ),
-        }
-    };
-    assert!(relay.0.try_wait().unwrap().is_none(), "said while relaying");
-    assert!(said.starts_with("error: station Ef: frame rate unknown"), "{said}");
-    // SIGTERM: it stops and reports; the line is not repeated for the 3999 frames after.
-    // SAFETY: kill(2) on the PID of a child we started and have not reaped.
-    unsafe { libc::kill(relay.0.id() as libc::pid_t, libc::SIGTERM) };
-    let status = wait_exit(&mut relay.0, Duration::from_secs(10)).expect("relay stopped on SIGTERM");
-    let rest = rest_of(&log);
-    assert_eq!(status.code(), Some(1), "every datagram refused: {rest:?}");
-    assert_eq!(
-        rest.iter().filter(|l| l.starts_with("error: station")).count(),
-        0,
-        "{rest:?}"
-    );
-    assert!(
-        rest.iter()
-            .any(|l| l.starts_with("rejected datagrams: 4000 (station Ef: frame rate unknown")),
-        "{rest:?}"
-    );
+    // No --duration, no --idle-timeout: only a signal ends them, so the line can only come while
+    // they run. Before issue 29 it came in the closing summary alone.
+    for cmd in [
+        &[
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            "127.0.0.1:9",
+            "-q",
+        ][..],
+        &[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format",
+            "none",
+            "-q",
+        ],
+    ] {
+        let (child, port, log) = spawn_with_port(bin().args(cmd));
+        let mut p = Proc(child);
+        let sender = send(port, &["--seq-format", "none", "-q", ef.to_str().unwrap()]);
+        assert!(sender.status.success(), "{}", String::from_utf8_lossy(&sender.stderr));
+        let t0 = Instant::now();
+        let said = loop {
+            match log.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) if l.contains("--fps") => break l,
+                Ok(_) => {}
+                Err(_) => assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{cmd:?}: no word of --fps while running"
+                ),
+            }
+        };
+        assert!(p.0.try_wait().unwrap().is_none(), "{cmd:?}: said while running");
+        assert!(said.starts_with("error: station Ef: frame rate unknown"), "{said}");
+        // SIGTERM: it stops and reports; the line is not repeated for the 3999 frames after.
+        // SAFETY: kill(2) on the PID of a child we started and have not reaped.
+        unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+        let status = wait_exit(&mut p.0, Duration::from_secs(10)).expect("stopped on SIGTERM");
+        let rest = rest_of(&log);
+        assert_eq!(status.code(), Some(1), "{cmd:?}: every datagram refused: {rest:?}");
+        assert_eq!(
+            rest.iter().filter(|l| l.starts_with("error: station")).count(),
+            0,
+            "{rest:?}"
+        );
+        assert!(
+            rest.iter()
+                .any(|l| l.starts_with("rejected datagrams: 4000 (station Ef: frame rate unknown")),
+            "{cmd:?}: {rest:?}"
+        );
+    }
 }
 
 #[test]

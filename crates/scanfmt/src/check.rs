@@ -190,6 +190,21 @@ impl Ends {
         Some(self.first.offset + left * t * self.first.header.frame_len() as u64)
     }
 
+    /// Whether the frame rate is known yet.
+    pub fn knows_rate(&self) -> bool {
+        self.fps.is_some()
+    }
+
+    /// For a search of the first second boundary when the probe missed it (frames lost before
+    /// it move it): `Some(true)` when the sample's first frame is still in the first frame's
+    /// second (the boundary lies after it), `Some(false)` when it is later, `None` without a
+    /// believable frame in the sample.
+    pub fn in_first_second(&self, s: Sample<'_>) -> Option<bool> {
+        let f = frames(s);
+        let x = f.first()?;
+        Some(unix(&x.header) <= unix(&self.first.header))
+    }
+
     /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not
     /// show it.
     pub fn assume_rate(&mut self, frames_per_second: u32) {

@@ -11,8 +11,11 @@ Rules (normal dependencies; dev-dependencies are free):
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
 Every workspace crate must be in exactly one layer, so a new crate has to be placed.
-Functions: no non-test function in crates/*/src longer than LONG_FN lines unless a comment
-just above it starts with "// Long:" and says why it must be long.
+Functions: no non-test function in crates/*/src longer than LONG_FN lines (split it along its
+ideas; clippy's too_many_lines, clippy.toml, counts code lines only, this counts every line).
+Lints: every crate takes the workspace's (`[lints] workspace = true`: missing_docs, unsafe_code
+denied unless a module that makes syscalls allows it, too_many_lines); a crate's own [lints.*]
+table would drop them.
 
 Exit 0 when every rule holds, 1 with one line per broken rule. Python 3 stdlib only.
 Usage: scripts/check_architecture.py   (from anywhere inside the repository)
@@ -54,6 +57,7 @@ def main() -> int:
         if sum(name in layer for layer in layers) != 1:
             problems.append(f"{name}: not placed in exactly one layer (edit scripts/check_layers.py and ARCHITECTURE.md)")
     for name, pkg in sorted(members.items()):
+        problems += workspace_lints(name, pkg["manifest_path"])
         deps = [d["name"] for d in pkg["dependencies"] if d.get("kind") is None]
         internal = [d for d in deps if d in members]
         if name in CORE:
@@ -104,11 +108,22 @@ def scan_core_source(path: str, root: str) -> list:
     return out
 
 
+def workspace_lints(name: str, manifest: str) -> list:
+    """The crate takes the workspace lints and sets none of its own."""
+    with open(manifest, encoding="utf-8") as fh:
+        text = fh.read()
+    if not re.search(r"^\[lints\]\s*\nworkspace\s*=\s*true\s*$", text, re.M):
+        return [f"{name}: Cargo.toml lacks `[lints] workspace = true` (the workspace's lints)"]
+    if re.search(r"^\[lints\.", text, re.M):
+        return [f"{name}: Cargo.toml sets lints of its own; allow one where it is needed, in the code, saying why"]
+    return []
+
+
 FN_START = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(unsafe\s+)?(extern \"C\"\s+)?fn\s+(\w+)")
 
 
 def long_functions(path: str, root: str) -> list:
-    """Functions of non-test code longer than LONG_FN lines without a "// Long:" comment."""
+    """Functions of non-test code longer than LONG_FN lines."""
     with open(path, encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     end = next((i for i, l in enumerate(lines) if l.strip().startswith("#[cfg(test)]") and i + 1 < len(lines)
@@ -134,15 +149,9 @@ def long_functions(path: str, root: str) -> list:
                 break
             j += 1
         n = j - i + 1
-        if not started or n <= LONG_FN:
-            continue
-        k, marked = i - 1, False
-        while k >= 0 and (lines[k].strip().startswith("//") or lines[k].strip().startswith("#[")):
-            marked |= lines[k].strip().startswith("// Long:")
-            k -= 1
-        if not marked:
+        if started and n > LONG_FN:
             out.append(f"{os.path.relpath(path, root)}:{i + 1}: fn {m.group(6)} is {n} lines (> {LONG_FN}); "
-                       "split it, or say why above it with // Long:")
+                       "split it along its ideas")
     return out
 
 

@@ -38,7 +38,7 @@ if [ "$(id -u)" = 0 ] && [ -e /dev/net/tun ] && command -v ip >/dev/null; then
     emu_pid=$!
     trap 'kill "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
     for _ in $(seq 400); do ip -n "$nb" addr show 2>/dev/null | grep -q 10.77.0.2 && break; sleep 0.05; done
-    ip netns exec "$nb" $evlbi stream recv --listen 10.77.0.2:46227 --out "$out/rx" --idle-timeout 1s -q \
+    ip netns exec "$nb" $evlbi stream recv --listen 10.77.0.2:46227 --out "$out/rx" --idle-timeout 3s -q \
         --export-json "$out/stream-recv.json" &
     rx_pid=$!
     trap 'kill "$rx_pid" "$emu_pid" 2>/dev/null || true; wait "$emu_pid" 2>/dev/null || true; rm -rf "$state"' EXIT
@@ -54,7 +54,7 @@ else
     path="127.0.0.1 with 2 % of the datagrams dropped at the sender (--inject-loss; run as root for an emulated WAN)"
     echo "== streaming both stations over $path (4 s at 2 x 512 Mb/s)"
     port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 1s -q --export-json "$out/stream-recv.json" &
+    $evlbi stream recv --listen "127.0.0.1:$port" --out "$out/rx" --idle-timeout 3s -q --export-json "$out/stream-recv.json" &
     rx_pid=$!
     trap 'kill "$rx_pid" 2>/dev/null || true' EXIT
     sleep 0.3

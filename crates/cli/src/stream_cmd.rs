@@ -96,7 +96,8 @@ pub struct SendArgs {
     #[command(flatten)]
     disks: crate::scan_args::DisksArg,
     /// Synthesise the stations instead of reading files (the `vdif gen` options below; default
-    /// 512 Mb/s each): --seconds of data are generated into memory and sent, looped with --loop.
+    /// 512 Mb/s each): --seconds of data are generated into memory and sent, looped with --loop
+    /// or --duration (which sends that long).
     #[arg(long, conflicts_with = "files", requires = "stations")]
     generate: bool,
     #[command(flatten)]
@@ -117,7 +118,8 @@ pub struct SendArgs {
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
-    /// Stop after this long: 10s, 10m.
+    /// Stop after this long: 10s, 10m. With --generate, send this long (the generated
+    /// --seconds looped, as with --loop).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Restart each file at its end with VDIF time advanced (files of whole seconds).
@@ -169,6 +171,9 @@ pub struct SendArgs {
     legacy_out: LegacyJsonOut,
     #[command(flatten)]
     metrics: crate::metrics_flag::MetricsArgs,
+    /// No live lines (one a second: frames sent, rate, time given up).
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -194,6 +199,7 @@ pub struct RecvArgs {
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
     /// Frames per second per thread (jive5ab/none framing without a rate in the header).
+    /// Without it such a stream is refused, said on stderr at its first frame.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// VDIF threads per station (jive5ab/none framing; default 1). Their ids may be any (a
@@ -245,7 +251,7 @@ pub struct RecvArgs {
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Stop when no datagram arrived for this long (after the first).
+    /// Stop when no datagram arrived for this long (from the start when none ever does).
     #[arg(long, value_parser = parse_positive_duration)]
     idle_timeout: Option<Duration>,
     /// Live line cadence.
@@ -363,7 +369,9 @@ fn send(a: SendArgs) -> Result<()> {
         rate_bps: a.rate,
         format: a.seq_format.into(),
         duration: a.duration,
-        loop_files: a.loop_files,
+        // Generated data are whole seconds: `--generate --duration 4s` means four seconds sent,
+        // not the one generated (issue 29: it sent 1 s unless --loop was given too).
+        loop_files: a.loop_files || (a.generate && a.duration.is_some()),
         arq_latency: a.arq_latency,
         inject_loss: a.inject_loss,
         seed: a.loss_seed,
@@ -377,7 +385,7 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let stop = stop_flag()?;
     let metrics = a.metrics.start("stream send")?;
-    let observer = metrics.observer("stream_send", metrics::Status::StreamSend);
+    let observer = send_observer(metrics.observer("stream_send", metrics::Status::StreamSend), a.quiet);
     let r = run_sender_observed(cfg, &stop, observer).map_err(|e| match e {
         stream_session::SessionError::Input(m) => usage(m),
         e => anyhow::Error::new(e),
@@ -393,6 +401,50 @@ fn send(a: SendArgs) -> Result<()> {
         return Err(ProblemsFound("interrupted".into()).into());
     }
     Ok(())
+}
+
+/// What `stream send` does with its counts each second: a live line on stderr (unless `quiet`),
+/// and the `--metrics` page's update.
+fn send_observer(
+    mut metrics: Option<stream_session::Observer<stream::results::SendStatus>>,
+    quiet: bool,
+) -> Option<stream_session::Observer<stream::results::SendStatus>> {
+    if quiet {
+        return metrics;
+    }
+    let mut last = (0.0, 0u64);
+    Some(Box::new(move |s: stream::results::SendStatus| {
+        status!("{}", send_live_line(&s, &mut last));
+        if let Some(m) = metrics.as_mut() {
+            m(s);
+        }
+    }))
+}
+
+/// One live line of `stream send`; `last` holds the elapsed time and bytes of the line before.
+fn send_live_line(s: &stream::results::SendStatus, last: &mut (f64, u64)) -> String {
+    let frames: u64 = s.stations.iter().map(|t| t.frames_sent).sum();
+    let bytes: u64 = s.stations.iter().map(|t| t.bytes_sent).sum();
+    let slipped: f64 = s.stations.iter().map(|t| t.slipped_s).sum();
+    let span = s.elapsed_s - last.0;
+    let rate = if span > 0.0 {
+        (bytes - last.1.min(bytes)) as f64 * 8.0 / span
+    } else {
+        0.0
+    };
+    *last = (s.elapsed_s, bytes);
+    let arq = s
+        .arq
+        .as_ref()
+        .map_or(String::new(), |q| format!("  resent {}", q.resent));
+    format!(
+        "{:7.1} s  {:>9}b/s  {} station(s)  frames sent {:>8}  time given up {:.1} ms{arq}",
+        s.elapsed_s,
+        si_fmt(rate),
+        s.stations.len(),
+        frames,
+        slipped * 1e3
+    )
 }
 
 /// The closing lines of `stream send`: per station, per sender, ARQ, CPU.
@@ -491,6 +543,8 @@ fn recv(a: RecvArgs) -> Result<()> {
         Some(o) => bound.observe(o),
         None => bound,
     };
+    // Said when it happens, quiet or not: nothing is recorded until the operator acts.
+    let bound = bound.on_notice(Box::new(|n: String| status!("error: {n}")));
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
@@ -697,6 +751,9 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     let writer = r.writer_cpu.map_or(String::new(), |w| {
         format!("; file writer {:.0} % + {:.0} %", w.user, w.system)
     });
+    if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {
+        status!("no datagram arrived: the idle timeout counted from the start");
+    }
     status!(
         "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core{writer}",
         r.stopped_by,

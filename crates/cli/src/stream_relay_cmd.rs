@@ -67,7 +67,7 @@ pub struct RelayArgs {
     #[arg(long, value_enum, default_value = "station")]
     split: Split,
     /// Frames per second per VDIF thread, when the headers carry no sample rate (bare and
-    /// jive5ab framing).
+    /// jive5ab framing). Without it such a stream is refused, said on stderr at its first frame.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     fps: Option<u32>,
     /// VDIF threads per station. Default: learned from the first frames (the ids seen before
@@ -112,7 +112,7 @@ pub struct RelayArgs {
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Stop when no datagram arrived for this long (after the first).
+    /// Stop when no datagram arrived for this long (from the start when none ever does).
     #[arg(long, value_parser = parse_positive_duration)]
     idle_timeout: Option<Duration>,
     /// Live line cadence.
@@ -244,6 +244,8 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         Some(o) => bound.observe(o),
         None => bound,
     };
+    // Said when it happens, quiet or not: nothing is relayed until the operator acts.
+    let bound = bound.on_notice(Box::new(|n: String| status!("error: {n}")));
     let stop = stop_flag()?;
     let quiet = a.quiet;
     let r = bound.run(&stop, |l| {
@@ -373,6 +375,9 @@ fn summary(r: &RelayReport) {
             "kernel dropped {} datagrams at the input sockets, their buffers full",
             r.socket_drops
         );
+    }
+    if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {
+        status!("no datagram arrived: the idle timeout counted from the start");
     }
     status!(
         "stopped by {}; relay CPU {:.0} % user + {:.0} % system of one core",

@@ -352,7 +352,7 @@ fn stream_pair(
                 "--listen",
                 "127.0.0.1:0",
                 "--idle-timeout",
-                "1s",
+                "3s",
                 "-q",
             ])
             .args(recv_args),

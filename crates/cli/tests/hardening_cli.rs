@@ -498,7 +498,7 @@ fn a_recorder_without_a_log_reader_keeps_recording() {
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--idle-timeout",
-            "1s",
+            "3s",
         ])
         .arg("--out")
         .arg(&rx_dir)

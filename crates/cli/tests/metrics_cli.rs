@@ -2,6 +2,9 @@
 //! `prometheus` package) scrapes a running `stream recv` and its query API returns the frame
 //! counts; headless Chromium loads the live page twice and sees the numbers move.
 
+// unsafe: geteuid(2): some checks need root; std cannot ask.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::io::Read;

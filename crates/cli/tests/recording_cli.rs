@@ -347,7 +347,7 @@ fn a_relay_tees_a_mark6_scan_and_stream_send_plays_it_back() {
         "--block",
         "1M",
         "--idle-timeout",
-        "1s",
+        "3s",
         "-q",
         "--export-json",
         summary.to_str().unwrap(),

@@ -54,7 +54,7 @@ fn stream_run(dir: &Path) -> (PathBuf, PathBuf) {
         "--listen",
         "127.0.0.1:0",
         "--idle-timeout",
-        "1s",
+        "3s",
         "-q",
         "--out",
     ])

@@ -3,6 +3,9 @@
 //! `evlbi?` while the data flow, stop, query; relay with `net2net`; and garbage, megabyte lines
 //! and hundreds of idle connections on both ports while a scan records.
 
+// unsafe: getrlimit(2): the descriptor limit the test works within; std cannot ask.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

@@ -9,6 +9,9 @@
 //! A missing tool (promtool, systemd-analyze, strace, prometheus) skips its test with a line
 //! starting "SKIPPED:"; scripts/test.sh names the missing tools in its summary.
 
+// unsafe: kill(2) of the processes the tests started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeSet;

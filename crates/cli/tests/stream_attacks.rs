@@ -219,7 +219,7 @@ fn forged_naks_towards_a_relay_cost_at_most_the_repeat_budget() {
                     "native",
                 ])
                 .args(["--to", &format!("127.0.0.1:{port}"), "--seq-format", "native"])
-                .args(["--arq-latency", "300ms", "--idle-timeout", "1s", "--json"])
+                .args(["--arq-latency", "300ms", "--idle-timeout", "3s", "--json"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

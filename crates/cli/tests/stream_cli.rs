@@ -469,7 +469,7 @@ fn unusable_output_directory_is_a_clear_error() {
             "--listen",
             "127.0.0.1:0",
             "--idle-timeout",
-            "1s",
+            "3s",
             "--duration",
             "1s",
             "--out",
@@ -617,7 +617,7 @@ fn fringe_snr_follows_the_square_root_of_valid_data_through_the_stream() {
                 "--listen",
                 "10.77.0.2:0",
                 "--idle-timeout",
-                "1s",
+                "3s",
                 "-q",
                 "--out",
             ])

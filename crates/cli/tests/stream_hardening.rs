@@ -11,6 +11,9 @@
 //! Datagrams are built by hand here (the native prefix is a documented wire format) so the test
 //! speaks the wire, not the crate's encoder.
 
+// unsafe: kill(2) of the processes the tests started and stat(2) of a socket: std has neither.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::net::UdpSocket;
@@ -356,7 +359,7 @@ fn a_sender_started_at_once_loses_nothing() {
     let receiver = Proc(
         bin()
             .args(["stream", "recv", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--idle-timeout", "1s", "-q", "--out"])
+            .args(["--idle-timeout", "3s", "-q", "--out"])
             .arg(&rx_dir)
             .arg("--export-json")
             .arg(&sum)

@@ -3,6 +3,9 @@
 //! and across network namespaces through `evlbi linkemu`; strays fed to the relay throughout; a
 //! relay killed and restarted mid-stream.
 
+// unsafe: kill(2) of the processes the tests started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::net::UdpSocket;
@@ -161,7 +164,7 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
             "--fps",
             FPS,
             "--idle-timeout",
-            "1s",
+            "3s",
             "--json",
             "-q",
         ])
@@ -382,7 +385,7 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
         "--listen",
         "10.77.0.2:0",
         "--idle-timeout",
-        "2s",
+        "3s",
         "-q",
         "--json",
     ])
@@ -399,7 +402,7 @@ fn station_chain_across_namespaces_through_a_lossy_wan_agrees_to_the_frame() {
             "--fps",
             FPS,
         ])
-        .args(["--idle-timeout", "1s", "--json", "-q", "--arq-latency", "300ms"])
+        .args(["--idle-timeout", "3s", "--json", "-q", "--arq-latency", "300ms"])
         .args(["--to", &format!("{}:{rx_port}", Wan::B_ADDR), "--tee"])
         .arg(&tee_dir);
     let (relay, relay_port, _log) = spawn_json(&mut relay, Backend::RELAY_ADDR);
@@ -551,7 +554,7 @@ fn a_relay_joins_the_backends_multicast_group_on_the_station_lan() {
         "--listen",
         "127.0.0.1:0",
         "--idle-timeout",
-        "2s",
+        "3s",
         "-q",
         "--json",
         "--out",
@@ -568,7 +571,7 @@ fn a_relay_joins_the_backends_multicast_group_on_the_station_lan() {
             "--fps",
             FPS,
             "--idle-timeout",
-            "1s",
+            "3s",
         ])
         .args(["--json", "-q", "--to", &format!("127.0.0.1:{rx_port}")]);
     let (relay, _, _log) = spawn_json(&mut relay, "239.1.2.3");
@@ -602,7 +605,7 @@ fn a_recorder_on_two_ports_repairs_each_station_through_its_own_port() {
         "127.0.0.1:0",
         "--arq",
     ])
-    .args(["--latency", "300ms", "--idle-timeout", "1s", "-q", "--json", "--out"])
+    .args(["--latency", "300ms", "--idle-timeout", "3s", "-q", "--json", "--out"])
     .arg(&rx_dir);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let (ports, _log) = {
@@ -698,7 +701,7 @@ fn split_by_thread_writes_one_continuous_file_per_thread_at_the_tee_and_the_reco
             "--fps",
             FPS,
             "--idle-timeout",
-            "1s",
+            "3s",
             "-q",
         ])
         .args(["--to", &format!("127.0.0.1:{}", rx.port), "--split", "thread", "--tee"])

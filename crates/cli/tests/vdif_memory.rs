@@ -3,6 +3,9 @@
 //! (the kernel carries the parent's high-water mark over the exec of a vfork child), so the
 //! parent here must stay small for the figure to bound the child's.
 
+// unsafe: wait4(2)'s rusage: a child's peak memory; std cannot ask.
+#![allow(unsafe_code)]
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

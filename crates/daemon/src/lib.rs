@@ -260,7 +260,8 @@ impl Daemon {
         }
     }
 
-    // Long: one arm per keyword, each a line or two; the work is in the methods they call.
+    /// Answer one request: an arm per keyword, each a line or two; the work is in the methods
+    /// they call.
     fn handle(&self, st: &mut State, r: Request) -> Answer {
         macro_rules! set {
             ($setting:expr, $query:expr, |$v:ident| $apply:expr) => {

@@ -6,6 +6,9 @@
 //! `ioctl`. Everything else (namespaces, `ppoll`, signals, `kill`) is a single
 //! libc call. Every `unsafe` block says why it is sound.
 
+// unsafe: setns(2), the TUN ioctl and ppoll(2): std has none of them.
+#![allow(unsafe_code)]
+
 use std::ffi::CString;
 use std::fs::File;
 use std::io;

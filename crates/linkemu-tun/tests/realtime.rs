@@ -5,6 +5,9 @@
 //! collide, and a Drop guard deletes whatever a test created even when an
 //! assertion fails. No external process is started: sockets are opened
 //! inside a namespace from a thread that entered it.
+
+// unsafe: geteuid(2): namespaces need root; std cannot ask.
+#![allow(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};

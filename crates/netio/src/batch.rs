@@ -8,6 +8,9 @@
 //! module is a hand-written libc FFI layer: buffers, iovecs and `mmsghdr`s are laid out here and
 //! the kernel's answers (lengths, `msg_flags`, cmsgs) are checked before use.
 
+// unsafe: recvmmsg/sendmmsg and their control messages: std has no batched socket calls.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;

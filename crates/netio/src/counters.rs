@@ -4,6 +4,9 @@
 //! file has names (/proc/net/snmp, /proc/net/dev), so kernels that add columns still parse.
 //! Malformed text is a [`CountersError`], never a panic.
 
+// unsafe: sysconf(3) (clock ticks) and fstat(2) of a socket (its inode): std has neither.
+#![allow(unsafe_code)]
+
 pub use hostcounters::{ProcessCpuShare, UdpCounters};
 use std::time::Duration;
 

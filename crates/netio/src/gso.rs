@@ -7,6 +7,9 @@
 //! other sends on the socket stay unaffected. std and socket2 do not expose this, hence the libc
 //! FFI here.
 
+// unsafe: sendmsg(2) with a UDP_SEGMENT control message: std has no sendmsg.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;

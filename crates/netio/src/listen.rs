@@ -23,6 +23,9 @@
 //! group and port; it is bound to the group's address (IPv4), so unicast datagrams to the same
 //! port are not mixed in, and with IP_MULTICAST_ALL off it gets only the group it joined.
 
+// unsafe: if_nametoindex(3) for a multicast interface named by the user: std has none.
+#![allow(unsafe_code)]
+
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::str::FromStr;

@@ -12,6 +12,9 @@
 //! `now` as an argument) and tested with synthetic instants; [`Pacer::wait_next`] adds the real
 //! sleep-then-spin.
 
+// unsafe: prctl(PR_SET_TIMERSLACK): std cannot set the timer slack.
+#![allow(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 /// Default: sleep until this close to a deadline, spin the rest. Linux timer slack is ~50 µs

@@ -2,6 +2,9 @@
 //! command (a stream sender or recorder, the link emulator) must still tear down what it made and
 //! write its summary.
 
+// unsafe: sigaction(2): std installs no signal handlers.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
 

@@ -3,6 +3,9 @@
 //! timeout with nanosecond resolution. Hand-written because no dependency in the workspace offers
 //! these options; each wrapper is one system call with its arguments checked here.
 
+// unsafe: setsockopt/getsockopt/ppoll: the socket options and waits std does not offer.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! address, with kernel timestamps; truncation flagged; timeouts return; the socket's own drop
 //! count (SO_RXQ_OVFL) matches /proc/net/udp.
 
+// unsafe: sched_getcpu(3): which core a reader ran on; std cannot ask.
+#![allow(unsafe_code)]
+
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

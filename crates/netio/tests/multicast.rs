@@ -3,6 +3,9 @@
 //! other receiving it. Needs root and iproute2's `ip netns`; skipped (passing, saying why)
 //! without them. The namespaces are deleted by a guard, whatever the test does.
 
+// unsafe: geteuid(2) and setns(2): a namespace of its own for multicast; std has neither.
+#![allow(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;

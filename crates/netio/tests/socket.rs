@@ -1,5 +1,8 @@
 //! Buffer sizing reads back what the kernel granted and warns when it was capped.
 
+// unsafe: a raw syscall the test checks against; std has none.
+#![allow(unsafe_code)]
+
 use std::net::SocketAddr;
 
 use netio::{bind_udp, connect_udp, size_buffers, BufferGrant, BufferRequest};

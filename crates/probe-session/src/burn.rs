@@ -9,6 +9,9 @@
 //! ends (PR_SET_PDEATHSIG: start it from a thread that lives as long as the test, e.g. `main`),
 //! and it stops by itself after its maximum run time or when its parent changes.
 
+// unsafe: sysconf(3), sched_setaffinity(2) and getppid(2) for the CPU burners: std has none.
+#![allow(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! the differences into the probe crate's [`HostDelta`] (the probe crate does not depend on
 //! netio). A counter file that cannot be read leaves its part `None`, never fails the trial.
 
+// unsafe: getifaddrs(3): the host's interfaces; std cannot list them.
+#![allow(unsafe_code)]
+
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 

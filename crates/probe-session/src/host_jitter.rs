@@ -1,6 +1,9 @@
 //! `evlbi probe host-jitter`: run the sender's pacer with nothing to send and record how evenly
 //! this host releases it ([`probe::host_jitter`] holds the statistics and the reasoning).
 
+// unsafe: getrusage(RUSAGE_THREAD): a thread's CPU time; std cannot ask.
+#![allow(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use netio::pacer::DEFAULT_SPIN;

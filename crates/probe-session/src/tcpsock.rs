@@ -2,6 +2,9 @@
 //! [`probe::tcp::TcpInfo::parse`]) and TCP_CONGESTION, plus the kernel's list of congestion
 //! controls.
 
+// unsafe: TCP socket options (TCP_INFO, congestion control, pacing): std offers none of them.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::AsRawFd;
 

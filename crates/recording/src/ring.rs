@@ -15,6 +15,9 @@
 //! No crate maps a memfd between two processes with per-slot ownership; memmap2 would cover only
 //! the mmap call, so this is libc directly.
 
+// unsafe: the shared-memory ring: memfd_create, mmap, and slots shared with the writer process.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};

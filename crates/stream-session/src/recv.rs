@@ -36,7 +36,7 @@ pub struct RecvConfig {
     pub receiver: ReceiverConfig,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long after the first one.
+    /// Stop when no datagram came for this long (counted from the start until the first).
     pub idle_timeout: Option<Duration>,
     /// Live line cadence.
     pub interval: Duration,
@@ -92,6 +92,7 @@ pub struct BoundReceiver {
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
     observer: Option<Observer<RecvStatus>>,
+    notice: Option<Observer<String>>,
 }
 
 impl BoundReceiver {
@@ -146,12 +147,20 @@ impl BoundReceiver {
             sink,
             drop_count,
             observer: None,
+            notice: None,
         })
     }
 
     /// Hand `observer` the counts so far at every live interval.
     pub fn observe(mut self, observer: Observer<RecvStatus>) -> BoundReceiver {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Hand `notice` each sentence the operator must read when it happens (a stream refused for
+    /// a missing `--fps`), once each.
+    pub fn on_notice(mut self, notice: Observer<String>) -> BoundReceiver {
+        self.notice = Some(notice);
         self
     }
 
@@ -175,6 +184,7 @@ impl BoundReceiver {
             mut sink,
             drop_count,
             mut observer,
+            mut notice,
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = netio::read_udp_counters().unwrap_or_default();
@@ -208,10 +218,15 @@ impl BoundReceiver {
                 break "duration";
             }
             let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
+                say(n);
+            }
             let idle = cfg
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
-            if !received && t.first.is_some() && idle {
+            // Counted from the start until something arrives (`ready_since` starts there): a
+            // receiver that never hears a sender stops too (issue 29: it waited forever).
+            if !received && idle {
                 break "idle timeout";
             }
             let now = Instant::now();

@@ -69,7 +69,7 @@ pub struct RelayRunConfig {
     pub write_buffer: u64,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long after the first.
+    /// Stop when no datagram came for this long (counted from the start until the first).
     pub idle_timeout: Option<Duration>,
     /// Live line cadence.
     pub interval: Duration,
@@ -122,6 +122,7 @@ pub struct BoundRelay {
     wire: Wire,
     tee: Recorder,
     observer: Option<Observer<RelayStatus>>,
+    notice: Option<Observer<String>>,
 }
 
 impl BoundRelay {
@@ -168,12 +169,20 @@ impl BoundRelay {
             wire,
             tee,
             observer: None,
+            notice: None,
         })
     }
 
     /// Hand `observer` the counts so far at every live interval.
     pub fn observe(mut self, observer: Observer<RelayStatus>) -> BoundRelay {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Hand `notice` each sentence the operator must read when it happens (a stream refused for
+    /// a missing `--fps`), once each.
+    pub fn on_notice(mut self, notice: Observer<String>) -> BoundRelay {
+        self.notice = Some(notice);
         self
     }
 
@@ -188,7 +197,6 @@ impl BoundRelay {
     }
 
     /// Relay until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
-    // Long: the loop reads as one page: input, deadlines, output, returns, live line.
     pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&RelayLiveLine)) -> Result<RelayReport, SessionError> {
         let BoundRelay {
             cfg,
@@ -197,8 +205,10 @@ impl BoundRelay {
             mut wire,
             mut tee,
             mut observer,
+            mut notice,
         } = self;
-        let started = Instant::now();
+        let base = Baseline::now();
+        let started = base.started;
         // Sleeps that end on time: departures are due every few microseconds.
         let _ = netio::pacer::fine_timer_slack();
         // Spin for departures only when every frame must leave at its own time.
@@ -208,8 +218,143 @@ impl BoundRelay {
         rcfg.session = new_session();
         rcfg.first_seq = first_seq(rcfg.output);
         let mut relay = Relay::new(rcfg);
-        let cpu0 = ProcessCpu::read().unwrap_or_default();
-        let udp0 = netio::read_udp_counters().unwrap_or_default();
+        let readers = Readers::start(&inputs, &grants)?;
+        let mut t = Marks {
+            first: None,
+            last_in: started,
+            next_ctl: started,
+            next_live: started + cfg.interval,
+        };
+        let mut tally = Tally::default();
+        let stopped_by = loop {
+            if stop.load(Ordering::Relaxed) {
+                break "signal";
+            }
+            let now = Instant::now();
+            if let Some(why) = t.end(&cfg, started, now) {
+                break why;
+            }
+            // Wait for input or the next departure (a whole batch, see `--burst`), whichever
+            // is first (1 ms at most).
+            let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
+            let first = match next_batch(&readers.rx, due.min(now + Duration::from_millis(1)), spin) {
+                Ok(b) => b,
+                Err(()) => break "input readers ended",
+            };
+            readers.hand_over(first, &mut relay, &mut t, &mut tally, &mut tee);
+            while let Some(n) = relay.poll_notice() {
+                if let Some(say) = notice.as_mut() {
+                    say(n);
+                }
+            }
+            let now = Instant::now();
+            relay.handle_timeout(now, &mut tee);
+            send_due(&mut relay, &mut wire, spin)?;
+            readers.send_keepalives(&mut relay);
+            if now >= t.next_ctl {
+                t.next_ctl = now + Duration::from_millis(1);
+                wire.read_returns(|d| relay.handle_return(now, d));
+            }
+            if now >= t.next_live {
+                let drops = input_drops(&readers.inputs);
+                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
+                if let Some(observe) = observer.as_mut() {
+                    observe(relay_status(&line, &relay, drops));
+                }
+                live(&line);
+                t.next_live += cfg.interval;
+            }
+        };
+        // The readers stop reading; what they handed over is not taken any more.
+        readers.halt.store(true, Ordering::Relaxed);
+        let answer_for = cfg.relay.arq_latency.filter(|_| stopped_by != "signal");
+        drain(&mut relay, &mut wire, &mut tee, spin, stop, answer_for)?;
+        let (readers, reader_error) = readers.finish(&mut relay);
+        let end = RelayEnd {
+            base,
+            marks: t,
+            readers,
+            grants,
+            reader_error,
+            stopped_by,
+        };
+        Ok(end.report(&cfg, &relay, &wire, tee.finish()))
+    }
+}
+
+/// The counts so far, for an observer.
+fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> RelayStatus {
+    RelayStatus {
+        elapsed_s: line.elapsed_s,
+        in_rate_bps: line.in_rate_bps,
+        datagrams: *relay.counters(),
+        senders: relay.senders(),
+        other_senders: relay.other_senders(),
+        stations: relay.stations(),
+        output: relay.output(),
+        arq: relay.arq_stats(),
+        kernel_drops: drops,
+        queued: line.queued,
+    }
+}
+
+/// After the loop: what is queued still goes out (paced, for a second at most), and with
+/// `answer_for` the last frames' NAKs are answered for that long (one latency window).
+fn drain(
+    relay: &mut Relay,
+    wire: &mut Wire,
+    tee: &mut Recorder,
+    spin: Duration,
+    stop: &AtomicBool,
+    answer_for: Option<Duration>,
+) -> Result<(), SessionError> {
+    let until = Instant::now() + Duration::from_secs(1);
+    while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        relay.handle_timeout(now + stream::relay::LEARN_FOR, tee);
+        send_due(relay, wire, spin)?;
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    if let Some(latency) = answer_for {
+        let until = Instant::now() + latency;
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            wire.read_returns(|d| relay.handle_return(now, d));
+            send_due(relay, wire, spin)?;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
+
+/// The clock and the host's counters when the run started.
+struct Baseline {
+    started: Instant,
+    cpu0: ProcessCpu,
+    udp0: netio::UdpCounters,
+}
+
+impl Baseline {
+    fn now() -> Baseline {
+        Baseline {
+            started: Instant::now(),
+            cpu0: ProcessCpu::read().unwrap_or_default(),
+            udp0: netio::read_udp_counters().unwrap_or_default(),
+        }
+    }
+}
+
+/// The input reader threads and the channels between them and the relay thread.
+struct Readers {
+    inputs: Vec<Input>,
+    rx: ChanRx<InBatch>,
+    back_tx: mpsc::Sender<InBatch>,
+    halt: Arc<AtomicBool>,
+}
+
+impl Readers {
+    /// A reader thread per input socket (one that may nap when its buffer holds a nap's worth).
+    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, SessionError> {
         let halt = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
         let (back_tx, back_rx) = mpsc::channel::<InBatch>();
@@ -228,120 +373,103 @@ impl BoundRelay {
                 reader: Some(reader),
             });
         }
-        drop(tx);
-        let mut t = Marks {
-            first: None,
-            last_in: started,
-            next_ctl: started,
-            next_live: started + cfg.interval,
-        };
-        let mut tally = Tally::default();
-        let stopped_by = loop {
-            if stop.load(Ordering::Relaxed) {
-                break "signal";
+        Ok(Readers {
+            inputs: readers,
+            rx,
+            back_tx,
+            halt,
+        })
+    }
+
+    /// Give the relay `first` and everything else the readers handed over (at most the
+    /// channel's capacity): a reader never waits on a full channel while the relay's own queue
+    /// has room. The buffers go back to the readers.
+    fn hand_over(
+        &self,
+        first: Option<InBatch>,
+        relay: &mut Relay,
+        t: &mut Marks,
+        tally: &mut Tally,
+        tee: &mut Recorder,
+    ) {
+        let batches = first.into_iter().chain(std::iter::from_fn(|| self.rx.try_recv().ok()));
+        for b in batches.take(QUEUE_BATCHES * self.inputs.len()) {
+            t.first.get_or_insert(b.at);
+            t.last_in = b.at;
+            let mut at = 0;
+            for &(from, len, truncated) in &b.items {
+                let d = b.buf.get(at..at + len).unwrap_or_default();
+                at += len;
+                tally.bytes += len as u64;
+                relay.handle_datagram(b.at, b.input, from, d, truncated, tee);
             }
-            let now = Instant::now();
-            if cfg.duration.is_some_and(|d| now - started >= d) {
-                break "duration";
+            let _ = self.back_tx.send(b);
+        }
+    }
+
+    /// The keep-alives due (`--ack`), each from the input its sender sent to.
+    fn send_keepalives(&self, relay: &mut Relay) {
+        while let Some((input, to)) = relay.poll_ack() {
+            if let Some(s) = self.inputs.get(usize::from(input)) {
+                // A keep-alive that cannot be sent is only a missed courtesy.
+                let _ = s.sock.send_to(KEEPALIVE, to);
             }
-            if t.first.is_some()
-                && cfg
-                    .idle_timeout
-                    .is_some_and(|d| now.saturating_duration_since(t.last_in) >= d)
-            {
-                break "idle timeout";
-            }
-            // Wait for input or the next departure (a whole batch, see `--burst`), whichever
-            // is first (1 ms at most).
-            let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
-            let first = match next_batch(&rx, due.min(now + Duration::from_millis(1)), spin) {
-                Ok(b) => b,
-                Err(()) => break "input readers ended",
-            };
-            let mut batches = first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok()));
-            // Everything the readers handed over (at most the channel's capacity): a reader
-            // never waits on a full channel while the relay's own queue has room.
-            for b in batches.by_ref().take(QUEUE_BATCHES * readers.len()) {
-                t.first.get_or_insert(b.at);
-                t.last_in = b.at;
-                let mut at = 0;
-                for &(from, len, truncated) in &b.items {
-                    let d = b.buf.get(at..at + len).unwrap_or_default();
-                    at += len;
-                    tally.bytes += len as u64;
-                    relay.handle_datagram(b.at, b.input, from, d, truncated, &mut tee);
-                }
-                let _ = back_tx.send(b);
-            }
-            let now = Instant::now();
-            relay.handle_timeout(now, &mut tee);
-            send_due(&mut relay, &mut wire, spin)?;
-            while let Some((input, to)) = relay.poll_ack() {
-                if let Some(s) = readers.get(usize::from(input)) {
-                    // A keep-alive that cannot be sent is only a missed courtesy.
-                    let _ = s.sock.send_to(KEEPALIVE, to);
-                }
-            }
-            if now >= t.next_ctl {
-                t.next_ctl = now + Duration::from_millis(1);
-                wire.read_returns(|d| relay.handle_return(now, d));
-            }
-            if now >= t.next_live {
-                let drops = input_drops(&readers);
-                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
-                if let Some(observe) = observer.as_mut() {
-                    observe(RelayStatus {
-                        elapsed_s: line.elapsed_s,
-                        in_rate_bps: line.in_rate_bps,
-                        datagrams: *relay.counters(),
-                        senders: relay.senders(),
-                        other_senders: relay.other_senders(),
-                        stations: relay.stations(),
-                        output: relay.output(),
-                        arq: relay.arq_stats(),
-                        kernel_drops: drops,
-                        queued: line.queued,
-                    });
-                }
-                live(&line);
-                t.next_live += cfg.interval;
-            }
-        };
+        }
+    }
+
+    /// Stop the readers (halted already, or now) and end the relay's input; the inputs (for
+    /// their counts) and the first reader error.
+    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<String>) {
+        let Readers {
+            mut inputs, rx, halt, ..
+        } = self;
         halt.store(true, Ordering::Relaxed);
-        // What is queued still goes out (paced), for at most a second.
-        let until = Instant::now() + Duration::from_secs(1);
-        while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            relay.handle_timeout(now + stream::relay::LEARN_FOR, &mut tee);
-            send_due(&mut relay, &mut wire, spin)?;
-            std::thread::sleep(Duration::from_micros(50));
-        }
-        // The last frames may still be asked for: answer for one latency window.
-        if let Some(latency) = cfg.relay.arq_latency.filter(|_| stopped_by != "signal") {
-            let until = Instant::now() + latency;
-            while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-                let now = Instant::now();
-                wire.read_returns(|d| relay.handle_return(now, d));
-                send_due(&mut relay, &mut wire, spin)?;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+        // A reader waiting on the full channel ends now.
         drop(rx);
         relay.finish();
         let mut reader_error = None;
-        for r in &mut readers {
+        for r in &mut inputs {
             if let Some(Err(e)) = r.reader.take().and_then(|h| h.join().ok()) {
                 reader_error.get_or_insert(e);
             }
         }
+        (inputs, reader_error)
+    }
+}
+
+/// What the run ends with, for its report.
+struct RelayEnd {
+    base: Baseline,
+    marks: Marks,
+    readers: Vec<Input>,
+    grants: Vec<netio::BufferGrant>,
+    reader_error: Option<String>,
+    stopped_by: &'static str,
+}
+
+impl RelayEnd {
+    fn report(
+        self,
+        cfg: &RelayRunConfig,
+        relay: &Relay,
+        wire: &Wire,
+        out: recording::write::SinkOutcome,
+    ) -> RelayReport {
+        let RelayEnd {
+            base,
+            marks: t,
+            readers,
+            grants,
+            reader_error,
+            stopped_by,
+        } = self;
         let socket_drops = input_drops(&readers);
-        let out = tee.finish();
-        let tee_dir = tee_dir(&cfg);
+        let tee_dir = tee_dir(cfg);
         let tees = tee_dir.is_some();
-        let wall = started.elapsed();
+        let wall = base.started.elapsed();
         let cpu1 = ProcessCpu::read().unwrap_or_default();
         let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
-        Ok(RelayReport {
+        RelayReport {
             listen: readers
                 .iter()
                 .map(|r| r.sock.local_addr().map(|a| a.to_string()).unwrap_or_default())
@@ -370,12 +498,12 @@ impl BoundRelay {
             socket_drops,
             rcvbuf: grants,
             send_would_block: wire.would_block(),
-            udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
-            cpu: cpu1.share_since(&cpu0, wall),
+            udp: netio::read_udp_counters().unwrap_or_default().delta(&base.udp0),
+            cpu: cpu1.share_since(&base.cpu0, wall),
             writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
-                .then(|| cpu1.children_share_since(&cpu0, wall)),
+                .then(|| cpu1.children_share_since(&base.cpu0, wall)),
             stopped_by: stopped_by.to_string(),
-        })
+        }
     }
 }
 
@@ -515,6 +643,19 @@ struct Marks {
     last_in: Instant,
     next_ctl: Instant,
     next_live: Instant,
+}
+
+impl Marks {
+    /// Why the run ends now, if it does: its duration is up, or nothing came for the idle
+    /// timeout — counted from the start until the first datagram (`last_in` starts there), so
+    /// a relay that never hears its backend stops too (issue 29: it waited forever).
+    fn end(&self, cfg: &RelayRunConfig, started: Instant, now: Instant) -> Option<&'static str> {
+        if cfg.duration.is_some_and(|d| now - started >= d) {
+            return Some("duration");
+        }
+        let idle = now.saturating_duration_since(self.last_in);
+        cfg.idle_timeout.is_some_and(|d| idle >= d).then_some("idle timeout")
+    }
 }
 
 /// Totals at the last live line.

@@ -217,9 +217,8 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
         (Some(f), _) => f,
         (None, Some(r)) => r.get(),
         _ => {
-            return Err(SessionError::Input(format!(
-                "{name}: frame rate unknown (the file spans under one second and its header states no sample rate); pass --fps or --rate"
-            )))
+            let bits_per_frame = data_len as f64 * 8.0 * f64::from(threads.max(1));
+            return Err(SessionError::Input(unknown_frame_rate(&name, &rep, bits_per_frame)));
         }
     };
     let rate_bps = cfg
@@ -256,6 +255,24 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
         rate_bps,
         loop_seconds,
     })
+}
+
+/// Why the frame rate of a file cannot be known, and what to pass: its frames all lie in one
+/// second (the frame numbers count up to an unknown total) and its headers state no sample
+/// rate (only EDV 1 and 3 do, VDIF 1.1.1 §3 and the VLBA EDV 3 note). A file that crosses a
+/// second shows its rate in the frame numbers and never comes here.
+fn unknown_frame_rate(name: &str, rep: &vdif::inspect::InspectReport, bits_per_frame: f64) -> String {
+    let lowest = rep.per_thread.iter().map(|t| t.earliest.1).min().unwrap_or(0);
+    let highest = rep.per_thread.iter().map(|t| t.latest.1).max().unwrap_or(0);
+    let second = rep.first_second_utc.as_deref().unwrap_or("?");
+    let edv = rep.edv.map_or("?".into(), |e| e.to_string());
+    format!(
+        "{name}: frame rate unknown: its frames are numbers {lowest}..{highest} of one second ({second}), \
+         with no second boundary to count a second's frames by, and its headers (EDV {edv}) state no sample \
+         rate, so it is only known to be at least {} frames/s per thread; pass --fps N (frames per second \
+         per thread: the data rate ÷ {bits_per_frame} bits) or --rate (the data rate, e.g. 128M)",
+        u64::from(highest) + 1
+    )
 }
 
 /// What examining a stream gives: the opener (for a reader thread), the data when it fits in

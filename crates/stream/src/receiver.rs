@@ -325,6 +325,10 @@ pub struct Receiver {
     tally: Tally,
     /// The stream (station key) of the last datagram taken as a frame.
     last_key: Option<u32>,
+    /// What the operator must act on now, said once (see [`Receiver::poll_notice`]).
+    notice: Option<String>,
+    /// The frame rate was missing once already (its notice given).
+    told_no_frame_rate: bool,
 }
 
 impl Receiver {
@@ -337,7 +341,15 @@ impl Receiver {
             retired: Vec::new(),
             tally: Tally::default(),
             last_key: None,
+            notice: None,
+            told_no_frame_rate: false,
         }
+    }
+
+    /// A sentence the operator must read now (once): a stream refused for a missing `--fps`.
+    /// The caller prints it when it comes; `first_problem` and the counts hold it too.
+    pub fn poll_notice(&mut self) -> Option<String> {
+        self.notice.take()
     }
 
     /// Datagram counters.
@@ -489,7 +501,14 @@ impl Receiver {
             Ok(shape) => Some(shape),
             Err(e) => {
                 e.count(&mut self.tally.counters);
-                problem!(self.tally, "{}", e.describe(&d.header.station_name(), from));
+                let what = e.describe(&d.header.station_name(), from);
+                // Without a frame rate every frame is refused until the options change: say it
+                // at the first (issue 29: it was said only when the receiver stopped).
+                if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
+                    self.told_no_frame_rate = true;
+                    self.notice = Some(format!("{what}; every frame of it is refused until then"));
+                }
+                problem!(self.tally, "{}", what);
                 None
             }
         }

@@ -487,6 +487,10 @@ pub struct Relay {
     senders: SenderTable,
     counters: DatagramCounters,
     first_problem: Option<String>,
+    /// What the operator must act on now, said once each (see [`Relay::poll_notice`]).
+    notices: VecDeque<String>,
+    /// The frame rate was missing once already (its notice given).
+    told_no_frame_rate: bool,
     acks: VecDeque<(u16, SocketAddr)>,
     /// Bytes queued over all stations.
     queued: Rc<Cell<usize>>,
@@ -513,6 +517,8 @@ impl Relay {
             senders: SenderTable::default(),
             counters: DatagramCounters::default(),
             first_problem: None,
+            notices: VecDeque::new(),
+            told_no_frame_rate: false,
             acks: VecDeque::new(),
             queued: Rc::new(Cell::new(0)),
         }
@@ -619,7 +625,15 @@ impl Relay {
             Ok(shape) => shape,
             Err(e) => {
                 e.count(&mut self.counters);
-                self.problem(|| e.describe(&d.header.station_name(), from));
+                let what = e.describe(&d.header.station_name(), from);
+                // Without a frame rate every frame is refused until the options change: say it
+                // at the first (issue 29: a relay of bare VDIF without --fps said it at the end).
+                if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
+                    self.told_no_frame_rate = true;
+                    self.notices
+                        .push_back(format!("{what}; every frame of it is refused until then"));
+                }
+                self.problem(|| what);
                 return None;
             }
         };
@@ -874,6 +888,12 @@ impl Relay {
     /// Datagram counters (every datagram, by reason when refused).
     pub fn counters(&self) -> &DatagramCounters {
         &self.counters
+    }
+
+    /// A sentence the operator must read now (once each): a stream refused for a missing
+    /// option. The caller prints it when it comes; the report holds it too.
+    pub fn poll_notice(&mut self) -> Option<String> {
+        self.notices.pop_front()
     }
 
     /// The first reason a datagram was refused, in words.

@@ -873,3 +873,29 @@ fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_ra
         rx.first_problem()
     );
 }
+
+#[test]
+fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
+    // Bare VDIF, EDV 0 headers (no sample rate) and no --fps: nothing can be placed. Issue 29:
+    // the operator heard of it only when the receiver stopped.
+    let t0 = Instant::now();
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::None,
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    assert_eq!(rx.poll_notice(), None);
+    rx.handle_datagram(t0, FROM, &frame(0), false, &mut sink);
+    let said = rx.poll_notice().expect("said at the first frame");
+    assert!(said.contains("station Ef: frame rate unknown"), "{said}");
+    assert!(said.contains("pass --fps"), "{said}");
+    for k in 1..100 {
+        let at = t0 + Duration::from_micros(125 * u64::from(k));
+        rx.handle_datagram(at, FROM, &frame(k), false, &mut sink);
+        assert_eq!(rx.poll_notice(), None, "once, not at frame {k}");
+    }
+    rx.finish(&mut sink);
+    assert_eq!(rx.counters().no_frame_rate, 100);
+    assert!(written(&sink).is_empty(), "nothing written");
+    assert_accounted(&rx);
+}

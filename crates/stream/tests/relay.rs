@@ -584,3 +584,29 @@ fn frames_that_fell_due_leave_together_within_the_catch_up_rate() {
         );
     }
 }
+
+#[test]
+fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
+    // Bare VDIF, EDV 0 headers (no sample rate) and no --fps: nothing can be placed. Issue 29:
+    // the operator heard of it only when the relay stopped.
+    let t0 = Instant::now();
+    let mut r = Relay::new(RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0));
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    assert_eq!(r.poll_notice(), None);
+    r.handle_datagram(t0, 0, addr(5000), &frame(0, 0), false, &mut tee);
+    let said = r.poll_notice().expect("said at the first frame");
+    assert!(said.contains("station Ef: frame rate unknown"), "{said}");
+    assert!(said.contains("pass --fps"), "{said}");
+    assert_eq!(r.poll_notice(), None);
+    for k in 1..100 {
+        let at = t0 + Duration::from_micros(125 * u64::from(k));
+        r.handle_datagram(at, 0, addr(5000), &frame(0, k), false, &mut tee);
+        assert_eq!(r.poll_notice(), None, "once, not at frame {k}");
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(2), &mut out);
+    assert_eq!(r.counters().no_frame_rate, 100);
+    assert!(out.is_empty(), "nothing relayed");
+    assert!(tee.segments.iter().all(|s| s.is_empty()), "nothing recorded");
+    assert!(r.first_problem().is_some_and(|p| p.contains("pass --fps")));
+}

@@ -74,6 +74,7 @@ pub enum SessionError {
 /// Run the calling thread at nice 19: hashing may trail the data and must not take the core
 /// the socket loops need (on one host, sender and receiver share two cores). Its results are
 /// needed only when a round ends.
+#[allow(unsafe_code)] // setpriority(2) of one thread: std has no thread priorities.
 pub(crate) fn lower_priority() {
     // SAFETY: gettid has no preconditions; setpriority with PRIO_PROCESS and our own thread id
     // changes only this thread's nice value (Linux treats the id as a thread id).

@@ -2,6 +2,9 @@
 //! blocks' hashes to the verdict, and the finisher thread that makes verified files durable
 //! and gives them their names without stalling the receiving loop.
 
+// unsafe: sync_file_range(2): start writeback without waiting; std has none.
+#![allow(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;

@@ -1,6 +1,9 @@
 //! `evlbi serve` as a child process and a VSI-S client that talks to it line by line, as the
 //! Field System does.
 
+// unsafe: kill(2) of the daemons the tests started: std signals only SIGKILL.
+#![allow(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

@@ -6,6 +6,9 @@
 //! binary that records calls [`run_if_child`] first thing in `main`, so the writer is an entry
 //! point of this crate rather than a command of the binary's.
 
+// unsafe: the writer process: signals, its inherited ring descriptor, waitid(2) on its parent.
+#![allow(unsafe_code)]
+
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;

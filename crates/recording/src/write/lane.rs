@@ -2,6 +2,9 @@
 //! writer process), the buffers being gathered, and the waits when the writer is behind. A
 //! VDIF recording has one lane; a vbs or Mark6 recording one per disk.
 
+// unsafe: writes into a ring slot the lane owns (SharedRing::slot_mut).
+#![allow(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;

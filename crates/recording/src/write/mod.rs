@@ -30,6 +30,9 @@
 //! `scan_files` for the vbs and Mark6 layouts; `writer_process` the child-process writer and its
 //! pipe protocol; `direct` the O_DIRECT appends.
 
+// unsafe: its tests write into ring slots they own (SharedRing::slot_mut).
+#![allow(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 

@@ -133,23 +133,34 @@ fn random_bytes_are_all_garbage() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// Garbage of any content and length inserted between runs of at least [`CONFIRM_FRAMES`]
-    /// frames (the last run may be shorter: it ends with the stream) never costs a frame, and
-    /// every byte is accounted for exactly once.
+    /// frames never costs a frame, and every byte is accounted for exactly once. The frames
+    /// left after the last garbage (or cut short by the stream's end before it) may be fewer:
+    /// 1 or 2 of them next to garbage are garbage too,
+    /// end of stream or not (the scanner's rule: a shorter run is believed only when it is the
+    /// whole stream; `short_runs_between_garbage_are_not_believed`). The generator produced such
+    /// tails (seed ff4f037d: 39 frames, then junk, then the 40th alone) and the test expected
+    /// them counted.
     #[test]
     fn garbage_never_costs_frames_of_a_run(steps in proptest::collection::vec((CONFIRM_FRAMES..12, proptest::collection::vec(any::<u8>(), 1..300)), 0..5), lead in proptest::collection::vec(any::<u8>(), 0..300)) {
         let (s, flen) = stream(1);
         let s = &s[..40 * flen];
         let mut bad = lead.clone();
         let mut at = 0;
+        let mut believed = 0;
         for (run, junk) in &steps {
             let to = (at + run).min(40);
             bad.extend_from_slice(&s[at * flen..to * flen]);
             bad.extend_from_slice(junk);
+            // A run cut short by the stream's end, before garbage, is garbage.
+            believed += if to - at >= CONFIRM_FRAMES { to - at } else { 0 };
             at = to;
         }
         bad.extend_from_slice(&s[at * flen..]);
         let ev = events(&bad);
-        prop_assert_eq!(frames(&ev), 40);
+        let tail = 40 - at;
+        believed += if tail >= CONFIRM_FRAMES || steps.is_empty() { tail } else { 0 };
+        prop_assert_eq!(frames(&ev), believed);
+        prop_assert!(believed >= 40 - 2 * (CONFIRM_FRAMES - 1), "at most the ends' short runs");
         let total: u64 = ev.iter().map(|e| match e {
             ScanEvent::Frame { bytes, .. } => bytes.len() as u64,
             ScanEvent::Garbage { len, .. } => *len,

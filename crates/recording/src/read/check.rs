@@ -96,7 +96,6 @@ pub fn check_range_at_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vdif::VdifHeader;
 
     const FRAME: usize = 1032;
     const FPS: u32 = 4000;
@@ -104,28 +103,15 @@ mod tests {
     /// One thread at FPS for `seconds`, the frames of second 0 numbered `lost` left out (as a
     /// recorder that drops datagrams writes them: no gap).
     fn recording(seconds: u32, lost: std::ops::Range<u32>) -> Vec<u8> {
+        // 32 Mb/s, 2 bits, 8 channels, 1 thread, 1000-byte payloads: FPS frames a second.
+        let layout = vdif::FrameLayout::new(32e6, 2, 8, 1, FRAME - 32).unwrap();
         let mut out = Vec::new();
         for s in 0..seconds {
-            for n in 0..FPS {
-                if s == 0 && lost.contains(&n) {
-                    continue;
-                }
-                let h = VdifHeader {
-                    invalid: false,
-                    legacy: false,
-                    seconds: 100 + s,
-                    ref_epoch: 52,
-                    unassigned: 0,
-                    frame_number: n,
-                    version: 0,
-                    log2_channels: 3,
-                    frame_len_units: (FRAME / 8) as u32,
-                    complex: false,
-                    bits_per_sample: 2,
-                    thread_id: 0,
-                    station_id: u16::from_be_bytes(*b"Ef"),
-                    extended: [0; 4],
-                };
+            for n in (0..FPS).filter(|n| s > 0 || !lost.contains(n)) {
+                let mut h = layout.header(u16::from_be_bytes(*b"Ef"));
+                h.ref_epoch = 52;
+                h.seconds = 100 + s;
+                h.frame_number = n;
                 out.extend(h.to_bytes().unwrap());
                 out.resize(out.len() + FRAME - 32, 0x33);
             }

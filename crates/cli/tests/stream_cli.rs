@@ -968,7 +968,7 @@ fn one_frame_datagrams_are_taken_in_batches() {
 }
 
 /// A station id is written by one rule in the report and in the file name: its two-character
-/// code only when both bytes are ASCII letters or digits, else its number. Station id 0x452f
+/// code only when it is an ASCII letter then a letter or digit, else its number. Station id 0x452f
 /// ("E/") was written as the code "E/" in the report and in the file name `E/_<time>.vdif`,
 /// which no directory can hold, so the station's 4000 frames were never written; now both say
 /// 17711 and the file holds every frame sent.

@@ -46,8 +46,8 @@ pub enum HeaderError {
         /// Complex samples (two values each).
         complex: bool,
     },
-    /// A station name that is neither two ASCII letters or digits nor a number 0..=65535.
-    #[error("station {0:?} is neither two ASCII letters or digits (e.g. Ef) nor a number 0..=65535")]
+    /// A station name that is neither a code (a letter, then a letter or digit) nor a number 0..=65535.
+    #[error("station {0:?} is neither a code (a letter, then a letter or digit: Ef, O8) nor a number 0..=65535")]
     BadStation(String),
 }
 

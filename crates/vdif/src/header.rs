@@ -323,12 +323,13 @@ pub fn values_per_word(bits: u8, complex: bool) -> usize {
 }
 
 /// Station id as text, by the one rule of [`StationId`]'s `Display`: the two-character code
-/// when both bytes are ASCII letters or digits, else the decimal number.
+/// when the first byte is an ASCII letter and the second a letter or digit, else the decimal
+/// number.
 pub fn station_name(id: u16) -> String {
     StationId(id).to_string()
 }
 
-/// Parse a station given as two ASCII letters or digits ("Ef") or a number ("65532").
+/// Parse a station given as its code (a letter, then a letter or digit: "Ef", "O8") or a number ("65532").
 pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
     StationId::parse(s).map(|s| s.0)
 }

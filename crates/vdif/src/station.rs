@@ -2,8 +2,9 @@
 //!
 //! VDIF 1.1.1 (Table 1, word 3) carries either a globally assigned two-character station code,
 //! first character in the high byte ("Ef", "Wb", "O8"), or a user-assigned number. evlbi shows
-//! an id as its code when both bytes are ASCII letters or digits — the codes a radio astronomer
-//! reads in schedules and logs — and as the decimal number otherwise. Reports and the names of
+//! an id as its code when its first byte is an ASCII letter and its second a letter or digit —
+//! the codes a radio astronomer reads in schedules and logs — and as the decimal number
+//! otherwise (a "code" of two digits, say 0x3830 "80", would read back as the number 80). Reports and the names of
 //! evlbi's own recordings use that one rule ([`std::fmt::Display`]), so a report saying station
 //! `1` matches a file `1_….vdif` or a recording `scan_ds1`. The one exception is jive5ab's
 //! `{station}` field of data-stream names (`datastream = add : {station} : *`), whose recording
@@ -20,19 +21,21 @@ use crate::error::HeaderError;
 pub struct StationId(pub u16);
 
 impl StationId {
-    /// The two-character code, when both bytes are ASCII letters or digits.
+    /// The two-character code, when the first byte is an ASCII letter and the second a letter
+    /// or digit.
     pub fn code(self) -> Option<[char; 2]> {
         let [hi, lo] = self.0.to_be_bytes();
-        (hi.is_ascii_alphanumeric() && lo.is_ascii_alphanumeric()).then_some([hi as char, lo as char])
+        (hi.is_ascii_alphabetic() && lo.is_ascii_alphanumeric()).then_some([hi as char, lo as char])
     }
 
-    /// A station given as two ASCII letters or digits ("Ef") or a number ("65532").
+    /// A station given as its code (a letter, then a letter or digit: "Ef", "O8") or a number
+    /// ("65532").
     pub fn parse(s: &str) -> Result<StationId, HeaderError> {
         if let Ok(n) = s.parse::<u16>() {
             return Ok(StationId(n));
         }
         match s.as_bytes() {
-            &[hi, lo] if hi.is_ascii_alphanumeric() && lo.is_ascii_alphanumeric() => {
+            &[hi, lo] if hi.is_ascii_alphabetic() && lo.is_ascii_alphanumeric() => {
                 Ok(StationId(u16::from_be_bytes([hi, lo])))
             }
             _ => Err(HeaderError::BadStation(s.to_string())),

@@ -68,19 +68,12 @@ impl Daemon {
         let mut opened = Vec::new();
         let mut kept = Vec::new();
         for p in std::mem::take(&mut st.disks) {
-            match self.env.paths.disks(&[p.display().to_string()]) {
-                Ok(mut d) if d.len() == 1 => {
-                    opened.append(&mut d);
+            // One directory by its path, as set_disks matched it (not read as a pattern again).
+            match self.env.paths.open_dir(&p.display().to_string()) {
+                Ok(d) => {
+                    opened.push((p.clone(), d));
                     kept.push(p);
                 }
-                Ok(_) => st.errors.push(
-                    1006,
-                    format!(
-                        "disk {} is no longer one directory: left out of the disk set",
-                        p.display()
-                    ),
-                    now,
-                ),
                 Err(e) => st.errors.push(
                     1006,
                     format!("disk {} left out of the recording and the disk set: {e}", p.display()),

@@ -457,22 +457,36 @@ struct StationIn {
 }
 
 impl StationIn {
+    /// Continuity per thread of a frame at `pos` (frames since 1970 of its thread): a jump
+    /// forward is frames missing; a step back fills one of them (reordered), unless it repeats
+    /// the last frame.
+    fn count_continuity(&mut self, thread: u16, pos: u64) {
+        let last = &mut self.last_pos[usize::from(thread)];
+        if *last == u64::MAX || pos > *last {
+            if *last != u64::MAX {
+                self.counts.lost_in_input += pos - *last - 1;
+            }
+            *last = pos;
+        } else if pos == *last {
+            self.counts.duplicates_in += 1;
+        } else {
+            self.counts.reordered_in += 1;
+            self.counts.lost_in_input = self.counts.lost_in_input.saturating_sub(1);
+        }
+    }
+
     /// Count the input continuity of the frames held while learning again, at the rate per
     /// thread found when it ended (they were counted at the station's rate).
     fn recount_input(&mut self, held: &[(Instant, Vec<u8>)]) {
         self.last_pos.fill(u64::MAX);
-        self.counts.lost_in_input = 0;
+        (
+            self.counts.lost_in_input,
+            self.counts.duplicates_in,
+            self.counts.reordered_in,
+        ) = (0, 0, 0);
         for (_, frame) in held {
-            let Ok(h) = vdif::VdifHeader::parse(frame) else {
-                continue;
-            };
-            let pos = h.frame_index(self.fps);
-            let last = &mut self.last_pos[usize::from(h.thread_id)];
-            if *last != u64::MAX && pos > *last {
-                self.counts.lost_in_input += pos - *last - 1;
-            }
-            if *last == u64::MAX || pos > *last {
-                *last = pos;
+            if let Ok(h) = vdif::VdifHeader::parse(frame) {
+                self.count_continuity(h.thread_id, h.frame_index(self.fps));
             }
         }
     }
@@ -708,21 +722,7 @@ impl Relay {
             return;
         }
         st.counts.frames_in += 1;
-        // Continuity per thread: a jump forward is frames missing; a step back fills one of
-        // them (reordered), unless it repeats the last frame.
-        let tid = usize::from(d.header.thread_id);
-        let last = st.last_pos[tid];
-        if last == u64::MAX || pos > last {
-            if last != u64::MAX {
-                st.counts.lost_in_input += pos - last - 1;
-            }
-            st.last_pos[tid] = pos;
-        } else if pos == last {
-            st.counts.duplicates_in += 1;
-        } else {
-            st.counts.reordered_in += 1;
-            st.counts.lost_in_input = st.counts.lost_in_input.saturating_sub(1);
-        }
+        st.count_continuity(d.header.thread_id, pos);
         if let Some(l) = st.learning.as_mut() {
             let _ = l.seen.index(d.header.thread_id);
             if l.held.len() < LEARN_FRAMES {

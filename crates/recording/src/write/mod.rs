@@ -212,6 +212,13 @@ pub struct SinkOutcome {
     pub recording: Option<scanfmt::results::RecordingReport>,
 }
 
+/// The operator's output directory (`--out`, a `--disks` disk), made when missing, opened: the
+/// writers make every file below this handle.
+pub(super) fn make_and_open(dir: &Path) -> std::io::Result<safedir::Dir> {
+    std::fs::create_dir_all(dir)?;
+    safedir::Dir::open(dir).map_err(safedir::DirError::into_io)
+}
+
 /// Whichever recorder a run writes through.
 pub enum Recorder {
     /// VDIF files in a directory, or the memory sink.
@@ -381,11 +388,7 @@ impl FileSink {
         direct: bool,
     ) -> std::io::Result<FileSink> {
         let lane = dir
-            .map(|d| {
-                std::fs::create_dir_all(d)?;
-                let dir = safedir::Dir::open(d).map_err(safedir::DirError::into_io)?;
-                Lane::new(dir, placement, write_buffer, direct)
-            })
+            .map(|d| Lane::new(make_and_open(d)?, placement, write_buffer, direct))
             .transpose()?;
         Ok(FileSink {
             named: None,

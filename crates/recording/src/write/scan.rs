@@ -192,9 +192,7 @@ impl ScanSink {
         for (i, d) in cfg.disks.iter().enumerate() {
             let opened = match cfg.opened.get(i) {
                 Some(dir) => dir.try_clone().map_err(safedir::DirError::into_io),
-                None => {
-                    std::fs::create_dir_all(d).and_then(|()| safedir::Dir::open(d).map_err(safedir::DirError::into_io))
-                }
+                None => super::make_and_open(d),
             };
             let direct = cfg.direct && child && opened.as_ref().is_ok_and(|dir| check_direct(dir).is_ok());
             let lane = opened.and_then(|dir| Lane::new(dir, placement, share, direct));

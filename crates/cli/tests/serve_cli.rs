@@ -14,48 +14,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{backend_sim, bin, free_udp_port, http_get, stream_send_json, Proc};
-use vsis::{ReplyRepr, ReturnCode};
-
-/// A control connection speaking VSI-S line by line, as the FS does.
-struct Vsi {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-}
-
-impl Vsi {
-    fn connect(addr: SocketAddr) -> Vsi {
-        let w = TcpStream::connect(addr).unwrap();
-        w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Vsi {
-            r: BufReader::new(w.try_clone().unwrap()),
-            w,
-        }
-    }
-
-    /// Send one request line, read the reply line.
-    fn raw(&mut self, line: &str) -> String {
-        self.w.write_all(line.as_bytes()).unwrap();
-        let mut reply = String::new();
-        self.r.read_line(&mut reply).unwrap();
-        reply
-    }
-
-    /// Send `statement` (one), return its parsed reply.
-    fn ask(&mut self, statement: &str) -> ReplyRepr {
-        let reply = self.raw(&format!("{statement}\n"));
-        let mut all = ReplyRepr::parse_all(reply.as_bytes()).unwrap_or_else(|e| panic!("{reply:?}: {e}"));
-        assert_eq!(all.len(), 1, "{statement} -> {reply:?}");
-        all.remove(0)
-    }
-
-    /// `statement` must succeed (return code 0); its fields.
-    fn ok(&mut self, statement: &str) -> Vec<String> {
-        let r = self.ask(statement);
-        assert_eq!(r.code, ReturnCode::Done, "{statement} -> {r}");
-        r.fields
-    }
-}
+use common::vsi::{evlbi, frames_of, recording, sent, settled, Vsi};
+use common::{backend_sim, bin, free_udp_port, http_get, Proc};
+use vsis::ReturnCode;
 
 /// `evlbi serve` on free ports with recordings below `root`; its VSI-S and metrics addresses.
 struct Serve {
@@ -143,68 +104,9 @@ impl Serve {
     }
 }
 
-/// The sender's JSON: (frames sent, frames dropped on purpose) of its one station.
-fn sent(send: Proc) -> (u64, u64) {
-    let r = stream_send_json(send);
-    let s = &r["stations"][0];
-    (
-        s["frames_sent"].as_u64().unwrap(),
-        s["injected_drops"].as_u64().unwrap(),
-    )
-}
-
-/// `evlbi?`'s total and loss.
-fn evlbi(v: &mut Vsi) -> (u64, u64) {
-    let f = v.ok("evlbi? ;");
-    assert_eq!(
-        (f[0].as_str(), f[2].as_str(), f[4].as_str(), f[6].as_str()),
-        ("total", "loss", "out-of-order", "extent")
-    );
-    let n = |s: &str| s.split(' ').next().unwrap().parse::<u64>().unwrap();
-    (n(&f[1]), n(&f[3]))
-}
-
-/// Wait (bounded) until `evlbi?`'s total stops moving (everything sent has been taken).
-fn settled(v: &mut Vsi) -> (u64, u64) {
-    let mut last = evlbi(v);
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(600));
-        let now = evlbi(v);
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-    panic!("evlbi? kept changing: {last:?}");
-}
-
 /// Valid and invalid (filled) frames of a VDIF file of 8032-byte frames.
 fn frames_in(file: &Path) -> (u64, u64) {
     frames_of(&std::fs::read(file).unwrap())
-}
-
-/// Valid and invalid (filled) frames of VDIF data of 8032-byte frames.
-fn frames_of(data: &[u8]) -> (u64, u64) {
-    assert_eq!(data.len() % 8032, 0, "not whole frames");
-    let invalid = data
-        .chunks(8032)
-        .filter(|f| u32::from_le_bytes(f[..4].try_into().unwrap()) & (1 << 31) != 0)
-        .count() as u64;
-    ((data.len() / 8032) as u64 - invalid, invalid)
-}
-
-/// The FlexBuff recording of a scan labelled `scan` on the one disk `root`: its chunks
-/// (`root/scan/scan.%08u`) in order, as one stream.
-fn recording(root: &Path, scan: &str) -> Vec<u8> {
-    let mut files: Vec<_> = std::fs::read_dir(root.join(scan))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    for (i, f) in files.iter().enumerate() {
-        assert_eq!(f.file_name().unwrap().to_str().unwrap(), format!("{scan}.{i:08}"));
-    }
-    files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect()
 }
 
 /// The Field System's session for one e-VLBI scan, and the checks that the recording and the

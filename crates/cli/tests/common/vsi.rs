@@ -147,6 +147,10 @@ pub fn sent(send: Proc) -> (u64, u64) {
 /// `evlbi?`'s total and loss.
 pub fn evlbi(v: &mut Vsi) -> (u64, u64) {
     let f = v.ok("evlbi? ;");
+    assert_eq!(
+        (f[0].as_str(), f[2].as_str(), f[4].as_str(), f[6].as_str()),
+        ("total", "loss", "out-of-order", "extent")
+    );
     let n = |s: &str| s.split(' ').next().unwrap().parse::<u64>().unwrap();
     (n(&f[1]), n(&f[3]))
 }

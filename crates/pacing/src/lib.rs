@@ -11,7 +11,8 @@
 //! Sans-IO: every method takes `now` as an argument and nothing here reads a clock or sleeps, so
 //! the same schedule runs over real sockets (netio's `wait_next` adds the sleep-then-spin) and in
 //! virtual time (linkemu's `sim`). [`CatchUp`] is the one rule by which a backlog leaves, shared by
-//! the pacer and the relay's live queue: never faster than `factor` × the rate.
+//! the pacer and the relay's live queue: never faster than `factor` × the rate. [`RatePacer`] paces
+//! the bulk transfer at whatever rate its congestion controller says now.
 
 use std::time::{Duration, Instant};
 
@@ -329,6 +330,52 @@ impl CatchUp {
     }
 }
 
+/// Departures at a rate that changes as a congestion controller learns the path (the bulk
+/// transfer's sender): each packet moves the next departure on by its wire bytes at the rate in
+/// force, so a rate change applies from the next packet. A sender that was idle or late keeps at
+/// most `granularity` of credit, so it never catches up with a burst longer than that (the
+/// token bucket of quinn-proto's pacer, with the bucket one granularity deep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RatePacer {
+    next: Instant,
+    granularity: Duration,
+}
+
+impl RatePacer {
+    /// The first packet may leave at `now`; at most `granularity` of credit is ever kept.
+    pub fn new(now: Instant, granularity: Duration) -> RatePacer {
+        RatePacer { next: now, granularity }
+    }
+
+    /// Start over at `now` (the end of a probing phase): no credit, no debt.
+    pub fn restart(&mut self, now: Instant) {
+        self.next = now;
+    }
+
+    /// When the next packet may leave.
+    pub fn next_departure(&self) -> Instant {
+        self.next
+    }
+
+    /// Whether a packet may leave at `now`.
+    pub fn ready(&self, now: Instant) -> bool {
+        self.next <= now
+    }
+
+    /// When a sender sleeping in `granularity` steps should wake for the next packet: halfway
+    /// through the granularity past it, so the wake-up is late by less than the credit it keeps.
+    pub fn wake_at(&self) -> Instant {
+        self.next + self.granularity / 2
+    }
+
+    /// A packet of `wire_bytes` left at `now` while the rate was `rate_bps` (bits per second, at
+    /// least 1000 taken).
+    pub fn on_sent(&mut self, now: Instant, wire_bytes: u64, rate_bps: f64) {
+        let base = self.next.max(now.checked_sub(self.granularity).unwrap_or(now));
+        self.next = base + Duration::from_secs_f64(wire_bytes as f64 * 8.0 / rate_bps.max(1e3));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +502,27 @@ mod tests {
         // On time again, the timeline rules: a burst whose last is due later waits for it.
         p.on_sent_batch(t0 + 520 * US, 48);
         assert_eq!(p.release_deadline(4), t0 + 550 * US);
+    }
+
+    #[test]
+    fn a_rate_pacer_keeps_one_granularity_of_credit() {
+        let t0 = Instant::now();
+        let mut p = RatePacer::new(t0, 100 * US);
+        assert!(p.ready(t0));
+        // 1250 bytes at 1 Gb/s: 10 µs each.
+        p.on_sent(t0, 1250, 1e9);
+        assert_eq!(p.next_departure(), t0 + 10 * US);
+        assert!(!p.ready(t0 + 9 * US));
+        // The rate halves: the next packet moves the departure on by 20 µs.
+        p.on_sent(t0 + 10 * US, 1250, 0.5e9);
+        assert_eq!(p.next_departure(), t0 + 30 * US);
+        // Idle for a millisecond: only 100 µs of credit is kept (10 packets back to back).
+        let later = t0 + Duration::from_millis(1);
+        p.on_sent(later, 1250, 1e9);
+        assert_eq!(p.next_departure(), later - 90 * US);
+        assert_eq!(p.wake_at(), later - 40 * US);
+        p.restart(later);
+        assert_eq!(p.next_departure(), later);
     }
 
     #[test]

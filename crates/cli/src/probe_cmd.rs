@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
-use probe::host::HostDelta;
+use hostcounters::HostDelta;
 use probe::results::ProbeResult;
 use probe_session::control::Interim;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};

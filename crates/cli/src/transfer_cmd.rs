@@ -363,7 +363,7 @@ fn print_summary(r: &SendReport) {
         d.loss_seen,
         d.rtt_min_us
             .map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
-        r.cpu_percent.map_or("-".into(), |c| format!("{c:.0} %")),
+        r.cpu_total_pct().map_or("-".into(), |c| format!("{c:.0} %")),
     );
 }
 

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
+use hostcounters::HostDelta;
 
 /// Version of the result JSON layout; bumped on incompatible changes.
 pub const RESULT_SCHEMA_VERSION: u32 = 1;

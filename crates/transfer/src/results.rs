@@ -114,10 +114,23 @@ pub struct SendReport {
     /// (rare: odd chunk sizes under heavy reordering). Equal to the payload bytes sent when
     /// nothing was held: each byte is read once and hashed as it is sent.
     pub source_bytes_read: u64,
-    /// Sender process CPU (user + system) over the session, % of one core.
-    pub cpu_percent: Option<f64>,
+    /// Sender process CPU over the session, % of one core.
+    #[serde(default)]
+    pub cpu: Option<hostcounters::ProcessCpuShare>,
+    /// Results before the one host schema said only the sum, as `cpu_percent`: read, never
+    /// written (see [`SendReport::cpu_total_pct`]).
+    #[serde(default, rename = "cpu_percent", skip_serializing)]
+    pub cpu_percent_of_old_results: Option<f64>,
     /// Every file verified.
     pub ok: bool,
+}
+
+impl SendReport {
+    /// Sender process CPU, user + system, % of one core: from `cpu`, or from an older result's
+    /// `cpu_percent`.
+    pub fn cpu_total_pct(&self) -> Option<f64> {
+        self.cpu.map(|c| c.total_pct()).or(self.cpu_percent_of_old_results)
+    }
 }
 
 /// One file as the receiver saw it.

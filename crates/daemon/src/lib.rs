@@ -25,10 +25,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use metrics::status::ServeStatus;
 use metrics::{Hub, Publisher, Status};
 use vsis::command::{Fill2Net, Net2Net, Request, Setting};
 use vsis::evlbi::{EvlbiStats, UnixTime};
+use vsis::status::ServeStatus;
 use vsis::{ReplyRepr, ReturnCode, StatementRepr};
 
 pub mod disk2file;

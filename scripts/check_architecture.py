@@ -75,11 +75,8 @@ def main() -> int:
             for d in deps:
                 if d in IO_CRATES:
                     problems.append(f"{name} (core) depends on {d}: IO belongs in a shell crate")
-            src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
-            for dirpath, _, files in os.walk(src):
-                for f in files:
-                    if f.endswith(".rs"):
-                        problems += scan_core_source(os.path.join(dirpath, f), root)
+            for path in source_files(pkg):
+                problems += scan_core_source(path, root)
         elif name in SHELL:
             for d in internal:
                 if d not in CORE | SHELL:
@@ -89,11 +86,8 @@ def main() -> int:
                 if name in LIVE_VIEWS and d not in CORE | LIVE_VIEWS[name]:
                     problems.append(f"{name} (a live view) depends on {d}: it renders core status types only")
             if name in LIVE_VIEWS:
-                src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
-                for dirpath, _, files in os.walk(src):
-                    for f in sorted(files):
-                        if f.endswith(".rs"):
-                            problems += own_status_types(os.path.join(dirpath, f), root)
+                for path in source_files(pkg):
+                    problems += own_status_types(path, root)
         elif name in VIEW:
             for d in internal:
                 if d not in CORE:
@@ -108,6 +102,12 @@ def main() -> int:
         print(p)
     print(f"architecture: {len(members)} crates checked, {len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def source_files(pkg: dict) -> list:
+    """The .rs files below a package's src/."""
+    src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
+    return [os.path.join(d, f) for d, _, files in sorted(os.walk(src)) for f in sorted(files) if f.endswith(".rs")]
 
 
 def scan_core_source(path: str, root: str) -> list:

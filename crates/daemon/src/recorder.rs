@@ -131,7 +131,7 @@ impl Daemon {
             target,
             &st.settings,
             &self.env,
-            self.record_pub.clone(),
+            self.record_counts.clone(),
         ) {
             Ok(rec) => {
                 st.session.recorded.push(name.clone());
@@ -208,7 +208,7 @@ impl Daemon {
                     target,
                     &st.settings,
                     &self.env,
-                    self.record_pub.clone(),
+                    self.record_counts.clone(),
                 ) {
                     Ok(rec) => {
                         st.running = Running::Recording(rec);

@@ -298,8 +298,11 @@ fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> RelayStatus 
     }
 }
 
-/// After the loop: what is queued still goes out (paced, for a second at most), and with
-/// `answer_for` the last frames' NAKs are answered for that long (one latency window).
+/// After the loop: what is queued still goes out (paced, for a second at most) — stopped or not:
+/// those frames were taken from the station and tee'd, and `net2net = off` or a Ctrl-C at a
+/// scan's end must not drop them (jive5ab's net2net loses its buffer at a stop) — and with
+/// `answer_for` the last frames' NAKs are answered for that long (one latency window), unless
+/// stopped.
 fn drain(
     relay: &mut Relay,
     wire: &mut Wire,
@@ -309,7 +312,7 @@ fn drain(
     answer_for: Option<Duration>,
 ) -> Result<(), SessionError> {
     let until = Instant::now() + Duration::from_secs(1);
-    while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
+    while relay.has_queued() && Instant::now() < until {
         let now = Instant::now();
         relay.handle_timeout(now + stream::relay::LEARN_FOR, tee);
         send_due(relay, wire, spin)?;

@@ -5,8 +5,9 @@
 //!   into a [`Message`] type, which validates itself; any error poisons the decoder, because
 //!   resynchronising on a hostile stream is not worth the risk.
 //! - [`Channel`] is the blocking socket side: send a message, wait for one with a deadline.
-//! - [`mac`] computes and checks the HMACs of a challenge–response; the messages that carry them
-//!   belong to each protocol, which decides what the MACs cover.
+//! - [`handshake`] is the one key handshake (sans-IO client and server state machines over a
+//!   protocol's own messages), [`mac`] the HMACs it computes and checks; the messages that carry
+//!   them belong to each protocol, which decides what else the MACs cover.
 //! - After a handshake, [`Channel::authenticate`] makes every line carry a MAC under a key the
 //!   handshake derived: a proxy on the path can then neither change, drop, replay, reorder nor
 //!   reflect a message without the channel failing.
@@ -15,6 +16,7 @@
 //!   connection a flood costs (the oldest of the peer holding the most).
 
 pub mod admission;
+pub mod handshake;
 pub mod mac;
 pub mod serve;
 

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use ctlchan::Role;
 use netio::{connect_udp, BufferRequest, Pacer, Spacing};
 
-use crate::auth::{ClientHandshake, ClientStep};
+use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
+
+use crate::auth::DIALECT;
 use crate::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};
 use probe::results::{HostCounters, ProbeResult};
 use probe::send_stats::{SendConfig, SendStats};
@@ -14,7 +16,7 @@ use probe::wire::{Packet, Repr, FLAG_LAST};
 
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, nonce, now_ns, Control, SessionError};
+use crate::{instant_ns, now_ns, Control, SessionError};
 use netio::io_err;
 
 /// Client settings.
@@ -261,6 +263,10 @@ pub(crate) struct Connected {
     pub local_ip: std::net::IpAddr,
 }
 
+/// How long the handshake may take, `ready` included (a busy server admits the next client
+/// within its own 10 s handshake deadline).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Connect the control channel to `server`, pick a random test id unless one is given, send the
 /// hello `make_hello(test_id)` and run the (optionally keyed) handshake to `ready`.
 pub(crate) fn connect_and_authenticate(
@@ -273,24 +279,31 @@ pub(crate) fn connect_and_authenticate(
         TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io_err("connect to the probe server"))?;
     let local_ip = stream.local_addr().map_err(io_err("local address"))?.ip();
     let mut control = Control::new(stream);
-    let test_id = test_id.unwrap_or_else(|| {
-        let n = nonce();
-        u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
-    });
+    // Not a secret: it tells this trial's datagrams from strays.
+    let test_id = test_id.unwrap_or_else(rand::random);
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let hello = make_hello(test_id);
-    let mut hs = ClientHandshake::new(hello.clone(), key, nonce());
-    control.send(&hs.hello())?;
+    let (mut hs, first) =
+        ClientHandshake::start(DIALECT, ControlMsg::Hello(hello.clone()), key, Fresh::draw(), deadline);
+    control.send(&first)?;
     let port = loop {
-        let msg = control.recv(Duration::from_secs(10), "ready")?;
+        let msg = control.recv(hs.remaining(Instant::now()), "ready")?;
         if let ControlMsg::Error(e) = &msg {
             return Err(SessionError::Refused(e.message.clone()));
         }
-        match hs.handle(msg)? {
+        match hs.handle(msg, Instant::now())? {
             ClientStep::Send(m) => control.send(&m)?,
-            ClientStep::Established { udp_port, session_key } => {
+            ClientStep::Accepted {
+                accept: ControlMsg::Ready(r),
+                session_key,
+            } => {
                 // The server switched right after `ready`; so do we, before anything else.
                 control.authenticate(session_key, Role::Client);
-                break udp_port;
+                break r.udp_port;
+            }
+            // The probe's dialect accepts only with `ready` and never switches before it.
+            ClientStep::Accepted { accept: m, .. } | ClientStep::SendThenAuthenticate { line: m, .. } => {
+                return Err(SessionError::Unexpected(m.name()))
             }
         }
     };

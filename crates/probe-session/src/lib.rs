@@ -66,7 +66,7 @@ pub enum SessionError {
     Control(#[from] ChannelError),
     /// Authentication failed or was refused.
     #[error("authentication: {0}")]
-    Auth(#[from] auth::AuthError),
+    Auth(#[from] ctlchan::handshake::HandshakeError),
     /// The peer said no.
     #[error("peer refused: {0}")]
     Refused(String),
@@ -185,12 +185,4 @@ fn recv_error(e: ChannelError, what: &'static str) -> SessionError {
         ChannelError::Io(source) => netio::io_err("read control")(source).into(),
         e => SessionError::Control(e),
     }
-}
-
-/// A random nonce from the OS generator.
-pub(crate) fn nonce() -> [u8; ctlchan::mac::NONCE_LEN] {
-    use rand::RngCore;
-    let mut n = [0u8; ctlchan::mac::NONCE_LEN];
-    rand::rngs::OsRng.fill_bytes(&mut n);
-    n
 }

@@ -17,10 +17,12 @@ use probe::recv_stats::{ReceiverReport, RecvStats};
 use probe::results::ReceiverSocket;
 use probe::tcp_results::TcpReceiverReport;
 
-use crate::auth::{ServerHandshake, ServerStep};
-use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
+use ctlchan::handshake::{Fresh, ServerHandshake, ServerStep};
+
+use crate::auth::{ready_parts, DIALECT};
+use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Ready, Results};
 use crate::host::{interface_of, socket_drops, HostSnapshot};
-use crate::{nonce, now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
+use crate::{now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
 use netio::io_err;
 
 /// Server settings.
@@ -209,13 +211,18 @@ impl Server {
         &self,
         control: &mut Control,
         ticket: &ctlchan::serve::Ticket<'_>,
-    ) -> Result<(ServerHandshake, Hello), SessionError> {
-        let mut hs = ServerHandshake::new(self.config.key.clone(), nonce());
+    ) -> Result<(Authenticated, Hello), SessionError> {
+        let mut hs = ServerHandshake::new(DIALECT, self.config.key.clone(), Fresh::draw(), ticket.deadline());
         loop {
-            let msg = control.recv(ticket.remaining(), "hello/auth")?;
-            match hs.handle(msg) {
+            let msg = control.recv(hs.remaining(Instant::now()), "hello/auth")?;
+            match hs.handle(msg, Instant::now()) {
                 Ok(ServerStep::Send(m)) => control.send(&m)?,
-                Ok(ServerStep::Accepted(h)) => return Ok((hs, h)),
+                Ok(ServerStep::Accepted {
+                    hello: ControlMsg::Hello(h),
+                    session_key,
+                }) => return Ok((Authenticated { hs, session_key }, h)),
+                // The handshake accepts only on a hello.
+                Ok(ServerStep::Accepted { hello, .. }) => return Err(SessionError::Unexpected(hello.name())),
                 Err(e) => {
                     // Tell the client why before hanging up; ignore a failure to do so.
                     let _ = control.send(&ControlMsg::Error(ErrorMsg { message: e.to_string() }));
@@ -279,7 +286,7 @@ impl Server {
     fn udp_trial(
         &self,
         control: Control,
-        hs: &ServerHandshake,
+        hs: &Authenticated,
         hello: Hello,
         peer: SocketAddr,
         stop: &AtomicBool,
@@ -486,11 +493,20 @@ impl Receiving<'_> {
 
 /// Send `ready` and, with a key, switch the channel to per-line MACs under the session key: the
 /// client does the same on reading `ready`, so every later line both ways is authenticated.
-pub(crate) fn send_ready(control: &mut Control, hs: &ServerHandshake, port: u16) -> Result<(), SessionError> {
-    let session_key = hs.session_key()?;
-    control.send(&hs.ready(port)?)?;
-    control.authenticate(session_key, Role::Server);
+pub(crate) fn send_ready(control: &mut Control, client: &Authenticated, port: u16) -> Result<(), SessionError> {
+    let server_proof = client.hs.accept_proof(&ready_parts(port))?;
+    control.send(&ControlMsg::Ready(Ready {
+        udp_port: port,
+        server_proof,
+    }))?;
+    control.authenticate(client.session_key, Role::Server);
     Ok(())
+}
+
+/// A client that passed the handshake: what `ready` needs to prove the key back.
+pub(crate) struct Authenticated {
+    hs: ServerHandshake<ControlMsg>,
+    session_key: Option<[u8; 32]>,
 }
 
 /// For a control line that failed (a MAC that does not check, a malformed or unexpected

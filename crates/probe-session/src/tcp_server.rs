@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use probe::tcp::{Preamble, PREAMBLE_LEN};
 use probe::tcp_results::{TcpReceiverReport, TcpStreamRx};
 
-use crate::auth::ServerHandshake;
 use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpDone, TcpHello, TcpResults};
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::{notice, send_ready, ServerEvent};
@@ -142,7 +141,7 @@ fn read_stream(mut s: &TcpStream, c: &Counted, stop: &AtomicBool, give_up: &Atom
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn session(
     mut control: Control,
-    hs: &ServerHandshake,
+    hs: &crate::server::Authenticated,
     hello: &Hello,
     tcp: &TcpHello,
     peer: SocketAddr,

@@ -9,16 +9,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use ctlchan::mac::{hex_encode, prove};
+use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
 use ctlchan::{Channel, ChannelError, Role};
 use netio::{connect_udp, io_err, BufferRequest, ProcessCpu};
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
-use crate::control::{data_key, session_key, Msg, CLIENT_LABEL, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
+use crate::control::{data_key, Msg, DIALECT, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
+use crate::error::{unexpected, AuthError, ProtocolViolation, TransferSessionError, UsageError};
 use crate::fileio::{FileSource, ReadAt};
 use crate::send_items::Items;
-use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
+use crate::CONTROL_TIMEOUT;
 
 /// Congestion control for the data.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -162,7 +163,7 @@ fn join(dest: &str, name: &str) -> String {
     }
 }
 
-fn file_item(source: &Path, dest: String) -> Result<Item, SessionError> {
+fn file_item(source: &Path, dest: String) -> Result<Item, TransferSessionError> {
     let m = fs::metadata(source).map_err(io_err(format!("reading {}", source.display())))?;
     let mtime_ns = m
         .modified()
@@ -177,7 +178,7 @@ fn file_item(source: &Path, dest: String) -> Result<Item, SessionError> {
     })
 }
 
-fn walk(dir: &Path, dest: &str, out: &mut Vec<Item>) -> Result<(), SessionError> {
+fn walk(dir: &Path, dest: &str, out: &mut Vec<Item>) -> Result<(), TransferSessionError> {
     out.push(Item::Dir(dest.to_string()));
     let mut entries: Vec<_> = fs::read_dir(dir)
         .map_err(io_err(format!("listing {}", dir.display())))?
@@ -210,7 +211,7 @@ fn parents(dest: &str, rel: &str, out: &mut Vec<Item>) {
     }
 }
 
-fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, SessionError> {
+fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, TransferSessionError> {
     let mut out = Vec::new();
     for it in items {
         match it {
@@ -239,13 +240,13 @@ fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, SessionError>
     Ok(out)
 }
 
-fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
+fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, TransferSessionError> {
     let mut out = Vec::new();
     for p in items {
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| SessionError::Usage(format!("{}: no file name to send it under", p.display())))?;
+            .ok_or_else(|| UsageError::NoFileName(p.clone()))?;
         let m = fs::metadata(p).map_err(io_err(format!("reading {}", p.display())))?;
         if m.is_dir() {
             walk(p, &join(dest, &name), &mut out)?;
@@ -256,65 +257,41 @@ fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
     Ok(out)
 }
 
-/// Prove the key (when we have one) or hand over a fresh session key (without), and from then
-/// on authenticate every line; returns the session key. The receiver's first authenticated line
-/// (`welcome`) is its proof: only a holder of the pre-shared key derives the same session key.
-fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], SessionError> {
-    let cn = crate::nonce();
-    ch.send(&Msg::Hello {
+/// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]): prove the key (when
+/// we have one) or hand over a fresh session key (without), and from then on authenticate every
+/// line; returns the session key. The receiver's first authenticated line (`welcome`) is its
+/// proof: only a holder of the pre-shared key derives the same session key.
+fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], TransferSessionError> {
+    let hello = Msg::Hello {
         version: PROTOCOL_VERSION,
-        client_nonce: cn.clone(),
-    })?;
-    let (sn, key_required) = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Challenge {
-            server_nonce,
-            key_required,
-        } => (server_nonce, key_required),
-        m => return Err(unexpected(&m, "challenge")),
+        client_nonce: String::new(),
     };
-    let sk = match (key, key_required) {
-        (None, true) => {
-            return Err(SessionError::Auth(
-                "the receiver requires a pre-shared key (--key-file)".into(),
-            ))
+    let deadline = Instant::now() + CONTROL_TIMEOUT;
+    let (mut hs, hello) = ClientHandshake::start(DIALECT, hello, key.map(<[u8]>::to_vec), Fresh::draw(), deadline);
+    ch.send(&hello)?;
+    // Each round either ends the handshake or fails it for good, and waits until the deadline.
+    loop {
+        let msg = ch.recv(hs.remaining(Instant::now()))?;
+        match hs.handle(msg, Instant::now())? {
+            ClientStep::Send(m) => ch.send(&m)?,
+            ClientStep::SendThenAuthenticate { line, session_key } => {
+                ch.send(&line)?;
+                ch.authenticate(session_key, Role::Client);
+                return Ok(session_key);
+            }
+            // This dialect has no accepting line: the welcome comes authenticated.
+            ClientStep::Accepted { accept, .. } => return Err(unexpected(&accept, "challenge")),
         }
-        (Some(_), false) => {
-            return Err(SessionError::Auth(
-                "the receiver has no key but this sender does".into(),
-            ))
-        }
-        (Some(k), true) => {
-            let auth = |e: ctlchan::mac::MacError| SessionError::Auth(e.to_string());
-            let proof = prove(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()]).map_err(auth)?;
-            ch.send(&Msg::Auth {
-                proof: Some(proof),
-                session_key: None,
-            })?;
-            session_key(k, &cn, &sn).map_err(auth)?
-        }
-        (None, false) => {
-            let mut sk = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
-            ch.send(&Msg::Auth {
-                proof: None,
-                session_key: Some(hex_encode(&sk)),
-            })?;
-            sk
-        }
-    };
-    ch.authenticate(sk, Role::Client);
-    Ok(sk)
+    }
 }
 
 /// Wait for the receiver's `welcome`: the data port and the session id.
-fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), SessionError> {
+fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), TransferSessionError> {
     match ch.recv(CONTROL_TIMEOUT) {
         Ok(Msg::Welcome { udp_port, session_id }) => Ok((udp_port, session_id)),
         Ok(m) => Err(unexpected(&m, "welcome")),
         // The receiver refused our proof and said so in the clear, or holds another key.
-        Err(ChannelError::BadMac) => Err(SessionError::Auth(
-            "the receiver refused the key proof (or holds another key)".into(),
-        )),
+        Err(ChannelError::BadMac) => Err(AuthError::ReceiverRefused.into()),
         Err(e) => Err(e.into()),
     }
 }
@@ -327,7 +304,7 @@ pub fn send(
     items: &[PathBuf],
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<SendReport, SessionError> {
+) -> Result<SendReport, TransferSessionError> {
     let items: Vec<SendItem> = items.iter().cloned().map(SendItem::Path).collect();
     send_items(cfg, &items, progress, stop)
 }
@@ -339,13 +316,9 @@ pub fn send_items(
     items: &[SendItem],
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<SendReport, SessionError> {
+) -> Result<SendReport, TransferSessionError> {
     if !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
-        return Err(SessionError::Usage(format!(
-            "chunk size {} outside {:?}",
-            cfg.chunk_size,
-            crate::control::CHUNK_RANGE
-        )));
+        return Err(UsageError::ChunkSize(cfg.chunk_size).into());
     }
     let block_size = block_size(cfg.block_size);
     let plan = plan_items(items, &cfg.dest)?;
@@ -369,9 +342,7 @@ pub fn send_items(
         welcome(&mut ch)
     })()
     .map_err(|e| match e {
-        SessionError::Control(c) => SessionError::Auth(format!(
-            "the receiver ended the connection after our key proof (a wrong key?): {c}"
-        )),
+        TransferSessionError::Control(c) => AuthError::EndedAfterProof(c).into(),
         e => e,
     })?;
     let handshake_s = started.elapsed().as_secs_f64();
@@ -431,7 +402,7 @@ fn run_stream(
     items: &mut Items,
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<(DataReport, u64), SessionError> {
+) -> Result<(DataReport, u64), TransferSessionError> {
     let to = SocketAddr::new(cfg.server.ip(), udp_port);
     let local: SocketAddr = match to.ip() {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -452,8 +423,7 @@ fn run_stream(
     // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
     scfg.pacing_granularity = PACING_GRANULARITY;
     let source = FileSource::new(cfg.chunk_size);
-    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now())
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now()).map_err(UsageError::from)?;
     let mut tx = crate::udp::Transmit::new(netio::gso_supported(&sock));
     let mut rb = netio::RecvBatch::new(64, 2048);
     let mut prog = SendProgress {
@@ -483,7 +453,7 @@ fn run_stream(
             return Err(io_err("reading a source file")(e).into());
         }
         if let transfer::SenderState::Failed(f) = sender.state() {
-            return Err(SessionError::Peer(format!("the data stream failed: {f:?}")));
+            return Err(ProtocolViolation::DataStream(format!("{f:?}")).into());
         }
         if first_data.is_none() && sender.datagrams_sent() > 0 {
             first_data = Some(now);
@@ -501,7 +471,7 @@ fn run_stream(
             prog.file = items.current().to_string();
             progress(&prog);
             if stop.load(Ordering::Relaxed) {
-                return Err(SessionError::Interrupted);
+                return Err(TransferSessionError::Interrupted);
             }
             next_tick = now + TICK;
         }
@@ -522,7 +492,7 @@ fn run_stream(
 }
 
 /// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.
-fn wait_two(sock: &std::net::UdpSocket, ch: &Channel<Msg>, wait: Duration) -> Result<u64, SessionError> {
+fn wait_two(sock: &std::net::UdpSocket, ch: &Channel<Msg>, wait: Duration) -> Result<u64, TransferSessionError> {
     use std::os::fd::AsFd;
     netio::wait_fds_readable(&[sock.as_fd(), ch.stream().as_fd()], wait)
         .map_err(|e| io_err("waiting for the network")(e).into())

@@ -26,10 +26,11 @@
 //! under the session key it already holds; the receiver's first authenticated line, `welcome`,
 //! proves the key back (only a holder of the pre-shared key can derive the session key). The
 //! data waits for `welcome`. Both key proofs are HMAC-SHA256 over a role label and both nonces
-//! ([`ctlchan::mac`]).
+//! ([`ctlchan::mac`]); the handshake is ctlchan's one ([`ctlchan::handshake`]) in this
+//! protocol's [`DIALECT`].
 //!
 //! What is authenticated: with a pre-shared key, both ends derive a session key from it and both
-//! nonces ([`session_key`]); every control line after `auth` carries an HMAC under it (a proxy
+//! nonces; every control line after `auth` carries an HMAC under it (a proxy
 //! that rewrites an offered path, a verdict or a hash breaks the channel), the verdict names the
 //! path it is for, and every UDP datagram carries a BLAKE3 tag under a key derived from it and
 //! the session id ([`data_key`]), so a forged or altered datagram is dropped before it moves any
@@ -38,6 +39,7 @@
 //! REPORTs), but someone on the path can read the key — only a pre-shared key authenticates the
 //! peer. Nothing is encrypted.
 
+use ctlchan::handshake::{Binding, Dialect, HandshakeMessage, Line, NonceInput, ServerProof, WithoutKey};
 use ctlchan::mac::NONCE_LEN;
 use serde::{Deserialize, Serialize};
 
@@ -317,15 +319,86 @@ pub fn clip(text: &str) -> String {
     text[..end].to_string()
 }
 
-/// Role labels bound into the key proofs.
-pub(crate) const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v1 sender";
-const SESSION_LABEL: &[u8] = b"evlbi-transfer-v2 session key";
+/// The transfer's labels and choices: nonces enter the MACs as the hex text sent; without a
+/// pre-shared key the sender draws the session key and sends it in `auth`; the receiver proves
+/// the key with its first authenticated line (`welcome`), so it has no proof of its own and its
+/// label is never used.
+pub const DIALECT: Dialect = Dialect {
+    client_label: b"evlbi-transfer-v1 sender",
+    server_label: b"evlbi-transfer-v2 receiver",
+    session_label: b"evlbi-transfer-v2 session key",
+    nonces: NonceInput::Hex,
+    without_key: WithoutKey::ClearSessionKey,
+    server_proof: ServerProof::FirstAuthenticatedLine,
+};
+
 const DATA_LABEL: &[u8] = b"evlbi-transfer-v2 datagram key";
 
-/// The session key both ends derive from a pre-shared key and the two nonces of the handshake:
-/// fresh per connection, never on the wire.
-pub fn session_key(psk: &[u8], client_nonce: &str, server_nonce: &str) -> Result<[u8; 32], ctlchan::mac::MacError> {
-    ctlchan::mac::derive(psk, &[SESSION_LABEL, client_nonce.as_bytes(), server_nonce.as_bytes()])
+impl Msg {
+    /// The message's `type` tag, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::Challenge { .. } => "challenge",
+            Msg::Auth { .. } => "auth",
+            Msg::Session { .. } => "session",
+            Msg::Welcome { .. } => "welcome",
+            Msg::Mkdir { .. } => "mkdir",
+            Msg::Done { .. } => "done",
+            Msg::Offer(_) => "offer",
+            Msg::Accept { .. } => "accept",
+            Msg::Refused { .. } => "refused",
+            Msg::Hashes { .. } => "hashes",
+            Msg::FileHash { .. } => "file_hash",
+            Msg::Verified { .. } => "verified",
+            Msg::Resend { .. } => "resend",
+            Msg::Bye => "bye",
+            Msg::Error { .. } => "error",
+        }
+    }
+}
+
+impl HandshakeMessage for Msg {
+    fn line(&self) -> Line<'_> {
+        match self {
+            // The key proofs cover the nonces only: the parameters follow in authenticated lines.
+            Msg::Hello { client_nonce, .. } => Line::Hello {
+                client_nonce: Some(client_nonce),
+                binding: Binding::default(),
+            },
+            Msg::Challenge {
+                server_nonce,
+                key_required,
+            } => Line::Challenge {
+                server_nonce,
+                key_required: Some(*key_required),
+            },
+            Msg::Auth { proof, session_key } => Line::Auth {
+                proof: proof.as_deref(),
+                session_key: session_key.as_deref(),
+            },
+            Msg::Error { message } => Line::Refusal(message),
+            other => Line::Other(other.name()),
+        }
+    }
+
+    fn with_client_nonce(self, client_nonce: Option<String>) -> Self {
+        match (self, client_nonce) {
+            (Msg::Hello { version, .. }, Some(client_nonce)) => Msg::Hello { version, client_nonce },
+            (other, _) => other,
+        }
+    }
+
+    fn challenge(server_nonce: String, key_required: bool) -> Self {
+        Msg::Challenge {
+            server_nonce,
+            key_required,
+        }
+    }
+
+    fn auth(proof: Option<String>, session_key: Option<String>) -> Self {
+        Msg::Auth { proof, session_key }
+    }
 }
 
 /// The datagram key of one round: from the session key and the round's session id, so each

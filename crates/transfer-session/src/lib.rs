@@ -23,6 +23,7 @@ pub mod segments;
 pub mod udp;
 
 mod client;
+mod error;
 mod recv_files;
 mod recv_session;
 mod send_items;
@@ -30,46 +31,14 @@ mod server;
 
 use std::time::Duration;
 
-use thiserror::Error;
-
 pub use client::{send, send_items, CcChoice, SendConfig, SendItem, SendProgress};
 pub use ctlchan::serve::{Limits, ServeStats};
+pub use error::{AuthError, ProtocolViolation, TransferSessionError, UsageError};
 pub use fileio::ReadAt;
 pub use server::{Server, ServerConfig, ServerEvent};
 
 /// Wait this long for a control message before giving up on the peer.
 pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Session failures.
-#[derive(Debug, Error)]
-pub enum SessionError {
-    /// The control channel failed (closed, malformed, oversized, timed out).
-    #[error(transparent)]
-    Control(#[from] ctlchan::ChannelError),
-    /// The key proof failed.
-    #[error("authentication failed: {0}")]
-    Auth(String),
-    /// The peer reported a fatal error.
-    #[error("peer: {0}")]
-    Peer(String),
-    /// The peer sent a message out of turn.
-    #[error("unexpected `{got}` while waiting for {want}")]
-    Unexpected {
-        /// What came.
-        got: String,
-        /// What was expected.
-        want: &'static str,
-    },
-    /// A local file or socket operation failed.
-    #[error(transparent)]
-    Io(#[from] netio::IoError),
-    /// A local argument is unusable.
-    #[error("{0}")]
-    Usage(String),
-    /// The transfer was interrupted.
-    #[error("interrupted")]
-    Interrupted,
-}
 
 /// Run the calling thread at nice 19: hashing may trail the data and must not take the core
 /// the socket loops need (on one host, sender and receiver share two cores). Its results are
@@ -81,25 +50,5 @@ pub(crate) fn lower_priority() {
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-    }
-}
-
-/// 16 fresh random bytes, hex (rand's thread RNG is a CSPRNG seeded by the OS).
-pub(crate) fn nonce() -> String {
-    let mut n = [0u8; ctlchan::mac::NONCE_LEN];
-    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut n);
-    ctlchan::mac::hex_encode(&n)
-}
-
-pub(crate) fn unexpected(got: &control::Msg, want: &'static str) -> SessionError {
-    match got {
-        control::Msg::Error { message } => SessionError::Peer(message.clone()),
-        other => SessionError::Unexpected {
-            got: serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(String::from))
-                .unwrap_or_default(),
-            want,
-        },
     }
 }

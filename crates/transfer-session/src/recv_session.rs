@@ -17,11 +17,12 @@ use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
 use crate::blocks::to_ranges;
 use crate::control::{clip, data_key, Msg, Offer};
+use crate::error::{unexpected, ProtocolViolation, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
 use crate::recv_files::{Check, Finisher, Job, RxFile};
 use crate::server::{fatal, Claim, Server, ServerEvent};
 use crate::udp::Intake;
-use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
+use crate::CONTROL_TIMEOUT;
 
 /// How often resume records of files receiving data are rewritten.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -60,7 +61,7 @@ struct Session<'s> {
 }
 
 /// Serve one authenticated session until the sender's `bye` (or a failure).
-pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), SessionError> {
+pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
     let chunk_size = match ch.recv(CONTROL_TIMEOUT)? {
         Msg::Session { chunk_size } => chunk_size,
         m => return Err(fatal(ch, unexpected(&m, "session"))),
@@ -89,8 +90,7 @@ pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<
     rcfg.open = true;
     rcfg.data_key = Some(data_key(net.key, session_id));
     rcfg.idle_timeout = srv.cfg.data_idle_timeout;
-    let mut receiver = Receiver::new(rcfg, PartSink::new(chunk_size), Instant::now())
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    let mut receiver = Receiver::new(rcfg, PartSink::new(chunk_size), Instant::now()).map_err(UsageError::from)?;
     let mut intake = Intake::new(&sock, net.peer.ip()).map_err(io_err("UDP_GRO"))?;
     let mut s = Session {
         srv,
@@ -113,7 +113,7 @@ pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<
         },
     ));
     r.map_err(|e| match e {
-        SessionError::Control(_) => e,
+        TransferSessionError::Control(_) => e,
         // Tell the sender why (disk full, a silent stream, …) before hanging up.
         e => fatal(ch, e),
     })
@@ -128,13 +128,13 @@ impl<'s> Session<'s> {
         receiver: &mut Receiver<PartSink>,
         intake: &mut Intake,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let mut out = Vec::with_capacity(2048);
         let mut ready = 3u64;
         let mut next_save = Instant::now() + SAVE_EVERY;
         loop {
             if net.stop.load(Ordering::Relaxed) {
-                return Err(SessionError::Interrupted);
+                return Err(TransferSessionError::Interrupted);
             }
             if ready & 2 != 0 {
                 while let Some(m) = ch.try_recv()? {
@@ -156,10 +156,7 @@ impl<'s> Session<'s> {
                 receiver.handle_timeout(now);
             }
             if receiver.state() == ReceiverState::TimedOut {
-                return Err(SessionError::Peer(format!(
-                    "no valid datagram from the sender for {:?}",
-                    self.srv.cfg.data_idle_timeout
-                )));
+                return Err(ProtocolViolation::NoData(self.srv.cfg.data_idle_timeout).into());
             }
             if let Some(to) = intake.locked() {
                 while receiver.poll_transmit_into(now, &mut out) {
@@ -173,7 +170,7 @@ impl<'s> Session<'s> {
                 next_save = now + SAVE_EVERY;
             }
             if now.saturating_duration_since(self.last_control) > IDLE && receiver.poll_timeout().is_none() {
-                return Err(SessionError::Peer(format!("nothing from the sender for {IDLE:?}")));
+                return Err(ProtocolViolation::Silent(IDLE).into());
             }
             // A verdict waiting on the finisher should not wait for the tick.
             let tick = if self.finisher.pending > 0 {
@@ -195,7 +192,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         match m {
             Msg::Mkdir { id, path } => match self.srv.root.make_dirs(&path) {
                 Ok(_) => {
@@ -217,13 +214,13 @@ impl<'s> Session<'s> {
                     return Ok(()); // a file refused or failed meanwhile
                 };
                 if first_block.saturating_add(hashes.len() as u64) > e.rx.g.blocks() {
-                    return Err(SessionError::Peer(format!("hashes beyond the last block of file {id}")));
+                    return Err(ProtocolViolation::HashesBeyondEnd(id).into());
                 }
                 for (i, h) in hashes.iter().enumerate() {
                     let h = hex32(h);
                     let slot = &mut e.rx.expected[first_block as usize + i];
                     if slot.is_some() && *slot != h {
-                        return Err(SessionError::Peer(format!("two hashes for one block of file {id}")));
+                        return Err(ProtocolViolation::TwoHashes(id).into());
                     }
                     *slot = h;
                 }
@@ -246,10 +243,10 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let id = o.id;
         if self.files.contains_key(&id) {
-            return Err(SessionError::Peer(format!("file {id} offered twice")));
+            return Err(ProtocolViolation::OfferedTwice(id).into());
         }
         let blocks_in_flight: u64 = self.files.values().map(|e| e.rx.g.blocks()).sum();
         let opened = match self.srv.claim(&o.path) {
@@ -320,7 +317,7 @@ impl<'s> Session<'s> {
     }
 
     /// Blocks the stream completed (written and hashed), and write errors.
-    fn completions(&mut self, receiver: &mut Receiver<PartSink>) -> Result<(), SessionError> {
+    fn completions(&mut self, receiver: &mut Receiver<PartSink>) -> Result<(), TransferSessionError> {
         let sink = receiver.sink_mut();
         if let Some(e) = sink.last_error.take() {
             // Disk full or a failing disk: stop, keep what is on disk resumable.
@@ -349,7 +346,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let ready: Vec<u64> = self
             .files
             .iter()
@@ -407,7 +404,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         receiver.sink_mut().remove_file(id);
         if let Some(mut e) = self.files.remove(&id) {
             let _ = e.rx.save();
@@ -428,7 +425,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         for (id, res) in self.finisher.finished() {
             let read_back = receiver.sink().read_back(id);
             receiver.sink_mut().remove_file(id);

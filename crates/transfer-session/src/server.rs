@@ -7,16 +7,16 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ctlchan::mac::verify;
+use ctlchan::handshake::{Fresh, HandshakeError, ServerHandshake, ServerStep};
 use ctlchan::serve::{Limits, ServeStats, Ticket};
 use ctlchan::{Channel, Role};
 use transfer::results::{FileRecvReport, StreamRecvReport};
 
-use crate::control::{clip, session_key, Msg, CLIENT_LABEL, MAX_LINE};
+use crate::control::{clip, Msg, DIALECT, MAX_LINE};
+use crate::error::{TransferSessionError, UsageError};
 use crate::paths::Root;
-use crate::{nonce, unexpected, SessionError};
 use netio::{error_chain, io_err};
 
 /// Receiver settings.
@@ -101,12 +101,11 @@ impl Drop for Claim<'_> {
 
 impl Server {
     /// Bind the control port and open the root.
-    pub fn bind(cfg: ServerConfig) -> Result<Server, SessionError> {
+    pub fn bind(cfg: ServerConfig) -> Result<Server, TransferSessionError> {
         // A session holds a few descriptors per file in flight (up to 128 files a session, 16
         // sessions), more than the usual soft limit of 1024.
         netio::raise_fd_limit();
-        let root = Root::open(&cfg.root)
-            .map_err(|_| SessionError::Usage(format!("--root {} is not a directory", cfg.root.display())))?;
+        let root = Root::open(&cfg.root).map_err(|_| UsageError::RootNotADirectory(cfg.root.clone()))?;
         let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;
         Ok(Server {
             listener,
@@ -117,7 +116,7 @@ impl Server {
     }
 
     /// The bound control address.
-    pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
+    pub fn local_addr(&self) -> Result<SocketAddr, TransferSessionError> {
         Ok(self.listener.local_addr().map_err(io_err("local address"))?)
     }
 
@@ -129,7 +128,7 @@ impl Server {
         stop: &AtomicBool,
         once: bool,
         on: &mut dyn FnMut(ServerEvent),
-    ) -> Result<ServeStats, SessionError> {
+    ) -> Result<ServeStats, TransferSessionError> {
         let handler =
             |stream: TcpStream, peer: SocketAddr, ticket: &Ticket<'_>, tx: &std::sync::mpsc::Sender<ServerEvent>| {
                 let emit = |e: ServerEvent| {
@@ -159,7 +158,7 @@ impl Server {
             Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
         if let Err(e) = ticket.authenticated() {
-            let e = SessionError::Peer(e.to_string());
+            let e = TransferSessionError::NotAdmitted(e);
             return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e))));
         }
         on(ServerEvent::Connected(peer));
@@ -173,46 +172,36 @@ impl Server {
         let r = crate::recv_session::run(self, &mut ch, &net).map_err(|e| match e {
             // A line that failed to parse or authenticate: say why before hanging up (the
             // other errors were told to the sender where they happened).
-            SessionError::Control(_) => fatal(&mut ch, e),
+            TransferSessionError::Control(_) => fatal(&mut ch, e),
             e => e,
         });
         on(ServerEvent::Ended(peer, r.err().map(|e| error_chain(&e))));
     }
 
-    /// Challenge, check the sender's proof (or take its session key when there is no
-    /// pre-shared key), and from then on authenticate every line. All within the connection's
-    /// handshake deadline. The first authenticated line, `welcome`, is our proof.
-    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], SessionError> {
-        let cn = match ch.recv(ticket.remaining())? {
-            Msg::Hello { client_nonce, .. } => client_nonce,
-            m => return Err(unexpected(&m, "hello")),
-        };
-        let sn = nonce();
-        let key = self.cfg.key.as_deref();
-        ch.send(&Msg::Challenge {
-            server_nonce: sn.clone(),
-            key_required: key.is_some(),
-        })?;
-        let (proof, sent) = match ch.recv(ticket.remaining())? {
-            Msg::Auth { proof, session_key } => (proof, session_key),
-            m => return Err(unexpected(&m, "auth")),
-        };
-        let sk = match key {
-            // No pre-shared key: the sender's random session key (see control.rs for what that
-            // does and does not protect).
-            None => sent
-                .as_deref()
-                .and_then(ctlchan::mac::hex32)
-                .ok_or_else(|| SessionError::Auth("the sender sent no session key".into()))?,
-            Some(k) => {
-                let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
-                verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
-                    .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
-                session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?
+    /// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]) within the
+    /// connection's handshake deadline: challenge, check the sender's proof (or take its session
+    /// key when there is no pre-shared key), and from then on authenticate every line. The first
+    /// authenticated line, `welcome`, is our proof.
+    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], TransferSessionError> {
+        let mut hs = ServerHandshake::new(DIALECT, self.cfg.key.clone(), Fresh::draw(), ticket.deadline());
+        // Each round either moves the handshake on or fails it for good, and waits until the
+        // deadline.
+        loop {
+            let msg = ch.recv(hs.remaining(Instant::now()))?;
+            match hs.handle(msg, Instant::now())? {
+                ServerStep::Send(m) => ch.send(&m)?,
+                ServerStep::Accepted {
+                    session_key: Some(sk), ..
+                } => {
+                    ch.authenticate(sk, Role::Server);
+                    return Ok(sk);
+                }
+                // This dialect always ends with a session key (derived, or the sender's).
+                ServerStep::Accepted { session_key: None, .. } => {
+                    return Err(HandshakeError::PeerNotAuthenticated.into())
+                }
             }
-        };
-        ch.authenticate(sk, Role::Server);
-        Ok(sk)
+        }
     }
 
     /// Mark `path` as being received; `None` if another session is receiving it.
@@ -227,7 +216,7 @@ impl Server {
 
 /// Tell the sender why the session ends (best effort: the connection may be gone) and hand the
 /// error back for the caller to return.
-pub(crate) fn fatal(ch: &mut Channel<Msg>, e: SessionError) -> SessionError {
+pub(crate) fn fatal(ch: &mut Channel<Msg>, e: TransferSessionError) -> TransferSessionError {
     let _ = ch.send(&Msg::Error {
         message: clip(&error_chain(&e)),
     });

@@ -11,7 +11,7 @@ use common::*;
 use ctlchan::Channel;
 use testkit::SmallDisk;
 use transfer_session::control::{Msg, MAX_LINE, PROTOCOL_VERSION};
-use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, SessionError};
+use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, TransferSessionError};
 
 #[test]
 fn files_and_directories_arrive_byte_exact_and_verified() {
@@ -75,7 +75,10 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
         let mut cfg = config(srv.addr, "");
         cfg.key = sender_key.map(<[u8]>::to_vec);
         let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
-        assert!(matches!(err, SessionError::Peer(_) | SessionError::Auth(_)), "{err}");
+        assert!(
+            matches!(err, TransferSessionError::Peer(_) | TransferSessionError::Auth(_)),
+            "{err}"
+        );
         // The server records the refused connection, and it does not spend --once.
         let rejected = srv.events.iter().find_map(|e| match e {
             ServerEvent::Rejected(_, why) => Some(why),
@@ -116,7 +119,7 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
     let st = stop.clone();
     let t = std::thread::spawn(move || server.serve(&st, true, &mut |_| {}));
     let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
-    assert!(matches!(err, SessionError::Auth(_)), "{err}");
+    assert!(matches!(err, TransferSessionError::Auth(_)), "{err}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let stats = t.join().unwrap().unwrap();
     assert_eq!(stats.sessions, 0, "{stats:?}");

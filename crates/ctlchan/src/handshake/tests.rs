@@ -140,12 +140,11 @@ fn ends(d: Dialect, ckey: Option<&[u8]>, skey: Option<&[u8]>) -> (ClientHandshak
     (c, h, s, now)
 }
 
+/// The session keys the client and the server derived.
+type Keys = (Option<[u8; 32]>, Option<[u8; 32]>);
+
 /// Both ends to completion: the session keys each derived, or the first error of either.
-fn run(
-    d: Dialect,
-    ckey: Option<&[u8]>,
-    skey: Option<&[u8]>,
-) -> Result<(Option<[u8; 32]>, Option<[u8; 32]>), HandshakeError> {
+fn run(d: Dialect, ckey: Option<&[u8]>, skey: Option<&[u8]>) -> Result<Keys, HandshakeError> {
     let (mut c, mut to_server, mut s, now) = ends(d, ckey, skey);
     for _ in 0..4 {
         match s.handle(to_server, now)? {

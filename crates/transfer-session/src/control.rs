@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Each `accept` (and `resend`) appends the blocks it names as segments of the session's one
-//! open transfer stream ([`crate::segments`]), on both ends in the order of these messages: the
+//! open transfer stream ([`transfer::segments`]), on both ends in the order of these messages: the
 //! data of many files flows back to back with one congestion controller, and the block hashes
 //! the sender computes as it sends reach the receiver about with the data, so a file's verdict
 //! follows its last byte by about one round trip.
@@ -41,24 +41,20 @@
 
 use ctlchan::handshake::{Binding, Dialect, HandshakeMessage, Line, NonceInput, ServerProof, WithoutKey};
 use ctlchan::mac::NONCE_LEN;
-use serde::{Deserialize, Serialize};
 
+use serde::{Deserialize, Serialize};
+pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
+
+/// Wait this long for a control message before giving up on the peer.
+pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Version of this protocol.
 pub const PROTOCOL_VERSION: u8 = 3;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
 pub const MAX_PATH: usize = 4096;
-/// Largest file, bytes (1 PiB).
-pub const MAX_FILE_SIZE: u64 = 1 << 50;
 /// Smallest and largest chunk (one DATA datagram's payload).
 pub const CHUNK_RANGE: std::ops::RangeInclusive<u32> = 512..=transfer::wire::MAX_PAYLOAD as u32;
-/// Smallest verification block (a power of two, like every block size).
-pub const MIN_BLOCK: u64 = 1 << 12;
-/// Largest verification block.
-pub const MAX_BLOCK: u64 = 1 << 30;
-/// Most blocks per file (bounds the receiver's memory for hashes: 32 MiB).
-pub const MAX_BLOCKS: u64 = 1 << 20;
 /// Most block hashes per `hashes` message (about 1.1 MB of JSON).
 pub const HASHES_PER_MESSAGE: usize = 16_384;
 /// Most block ranges in `accept` or `resend`.
@@ -80,7 +76,7 @@ pub struct Offer {
     /// `.part` of the same file from one of an older version.
     pub mtime_ns: u64,
     /// Bytes per verification/resume block: a power of two ([`MIN_BLOCK`]..=[`MAX_BLOCK`]), so
-    /// that each block is one subtree of the file's BLAKE3 tree ([`crate::hashing`]).
+    /// that each block is one subtree of the file's BLAKE3 tree ([`transfer::blocktree`]).
     pub block_size: u64,
     /// Make the file durable (fsync) before saying `verified` (the sender may delete its copy
     /// then); without it the verdict only means the verified bytes are in the receiver's page
@@ -171,7 +167,7 @@ pub enum Msg {
         id: u64,
         /// Index of the first block.
         first_block: u64,
-        /// Hex hash per block ([`crate::hashing`]).
+        /// Hex hash per block ([`transfer::blocktree`]).
         hashes: Vec<String>,
     },
     /// Sender → receiver: BLAKE3 of the whole file; all its block hashes have been sent.

@@ -14,12 +14,14 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use transfer::blocks::{from_ranges, Geometry, ResumeState, RESUME_STATE_VERSION};
+use transfer::blocktree::{root_of_blocks, Cv};
 use transfer::results::FileRecvReport;
 
-use crate::blocks::{from_ranges, Geometry, ResumeState, RESUME_STATE_VERSION};
 use crate::control::Offer;
-use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
+use crate::hashing::{join_block_hashing, spawn_block_hashing, HeldHashes};
 use crate::paths::Dir;
+use crate::resume::ResumeFile;
 
 /// One offered file being received. See the module docs.
 pub(crate) struct RxFile {
@@ -183,7 +185,7 @@ impl RxFile {
 
     /// Write the resume record: the blocks held now.
     pub(crate) fn save(&mut self) -> io::Result<()> {
-        self.state.have = crate::blocks::to_ranges(self.have.iter().copied());
+        self.state.have = transfer::blocks::to_ranges(self.have.iter().copied());
         self.dirty = false;
         match &self.dir {
             Some(d) => self.state.save(d, &self.state_name),

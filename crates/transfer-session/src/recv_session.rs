@@ -12,17 +12,16 @@ use std::time::{Duration, Instant};
 use ctlchan::mac::{hex32, hex_encode};
 use ctlchan::Channel;
 use netio::{bind_udp, io_err, BufferRequest};
+use transfer::blocks::to_ranges;
 use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
-use crate::blocks::to_ranges;
-use crate::control::{clip, data_key, Msg, Offer};
+use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT};
 use crate::error::{unexpected, ProtocolViolation, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
+use crate::receiving::{Claim, Receiving, ServerEvent};
 use crate::recv_files::{Check, Finisher, Job, RxFile};
-use crate::server::{fatal, Claim, Server, ServerEvent};
 use crate::udp::Intake;
-use crate::CONTROL_TIMEOUT;
 
 /// How often resume records of files receiving data are rewritten.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -54,14 +53,14 @@ struct Entry<'s> {
 
 /// The session's state besides the sockets. See the module docs.
 struct Session<'s> {
-    srv: &'s Server,
+    srv: &'s Receiving,
     files: HashMap<u64, Entry<'s>>,
     finisher: Finisher,
     last_control: Instant,
 }
 
 /// Serve one authenticated session until the sender's `bye` (or a failure).
-pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
+pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
     let chunk_size = match ch.recv(CONTROL_TIMEOUT)? {
         Msg::Session { chunk_size } => chunk_size,
         m => return Err(fatal(ch, unexpected(&m, "session"))),
@@ -483,4 +482,13 @@ impl<'s> Session<'s> {
             }
         }
     }
+}
+
+/// Tell the sender why the session ends (best effort: the connection may be gone) and hand the
+/// error back for the caller to return.
+pub(crate) fn fatal(ch: &mut Channel<Msg>, e: TransferSessionError) -> TransferSessionError {
+    let _ = ch.send(&Msg::Error {
+        message: clip(&netio::error_chain(&e)),
+    });
+    e
 }

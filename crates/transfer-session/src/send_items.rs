@@ -7,15 +7,16 @@ use std::time::Instant;
 
 use ctlchan::mac::hex_encode;
 use ctlchan::Channel;
+use transfer::blocks::{from_ranges, Geometry};
+use transfer::blocktree::{root_of_blocks, Cv};
 use transfer::results::{FileRound, FileSendReport};
 use transfer::Sender;
 
-use crate::blocks::{from_ranges, Geometry};
-use crate::client::{Item, Source};
 use crate::control::{Msg, Offer, HASHES_PER_MESSAGE};
 use crate::error::{unexpected, ProtocolViolation, TransferSessionError};
 use crate::fileio::{FileSource, ReadAt};
-use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
+use crate::hashing::{join_block_hashing, spawn_block_hashing, HeldHashes};
+use crate::plan::{Item, Source};
 
 /// Most items offered and not yet answered for good (bounds open files on both ends).
 const MAX_OPEN_ITEMS: usize = 128;
@@ -146,7 +147,7 @@ impl Items {
         let (file, size) = match source.open() {
             Ok((f, size)) => (f, size.unwrap_or(planned_size)),
             Err(e) => {
-                report.error = Some(e);
+                report.error = Some(netio::error_chain(&e));
                 self.reports[idx] = Some(report);
                 return Ok(());
             }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::{config, files, pattern, run_send, serve_once};
 use ctlchan::{Channel, Role};
+use transfer::blocks::{ResumeState, RESUME_STATE_VERSION};
 use transfer::results::SendReport;
-use transfer_session::blocks::{ResumeState, RESUME_STATE_VERSION};
 use transfer_session::control::{Msg, MAX_LINE};
 use transfer_session::TransferSessionError;
 

@@ -144,10 +144,13 @@
 //! length plus [`SenderConfig::wire_overhead`] (IP/UDP/Ethernet framing, `models::wire::ETHERNET_UDP_OVERHEAD` by default).
 
 mod auth;
+pub mod blocks;
+pub mod blocktree;
 pub mod cc;
 pub mod layout;
 pub mod receiver;
 pub mod results;
+pub mod segments;
 pub mod sender;
 pub mod wire;
 

@@ -16,7 +16,7 @@ use probe::wire::{Packet, Repr, FLAG_LAST};
 
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, now_ns, Control, SessionError};
+use crate::{instant_ns, now_ns, Control, ProbeSessionError};
 use netio::io_err;
 
 /// Client settings.
@@ -54,7 +54,7 @@ pub fn run_client(
     config: &ClientConfig,
     on_established: impl FnOnce(SocketAddr),
     progress: impl FnMut(u64),
-) -> Result<ProbeResult, SessionError> {
+) -> Result<ProbeResult, ProbeSessionError> {
     run_client_live(config, on_established, progress, |_| {})
 }
 
@@ -65,7 +65,7 @@ pub fn run_client_live(
     on_established: impl FnOnce(SocketAddr),
     mut progress: impl FnMut(u64),
     mut on_interim: impl FnMut(&Interim) + Send,
-) -> Result<ProbeResult, SessionError> {
+) -> Result<ProbeResult, ProbeSessionError> {
     let Connected {
         control,
         hello,
@@ -107,13 +107,13 @@ pub fn run_client_live(
     let send_time = Duration::from_nanos(config.count.saturating_mul(config.spacing_ns));
     let wait = send_time.min(Duration::from_secs(7 * 24 * 3600)) + Duration::from_secs(60);
     let (sent, results) = std::thread::scope(|s| {
-        let reader = s.spawn(move || -> Result<Box<Results>, SessionError> {
+        let reader = s.spawn(move || -> Result<Box<Results>, ProbeSessionError> {
             loop {
                 match reader.recv(wait, "results")? {
                     ControlMsg::Interim(i) => on_interim(&i),
                     ControlMsg::Results(r) => return Ok(r),
-                    ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
-                    _ => return Err(SessionError::Unexpected("a message other than interim or results")),
+                    ControlMsg::Error(e) => return Err(ProbeSessionError::Refused(e.message)),
+                    _ => return Err(ProbeSessionError::Unexpected("a message other than interim or results")),
                 }
             }
         });
@@ -125,7 +125,7 @@ pub fn run_client_live(
         let wrote = writer.send(&done);
         let results = reader
             .join()
-            .unwrap_or(Err(SessionError::Unexpected("control reader panicked")));
+            .unwrap_or(Err(ProbeSessionError::Unexpected("control reader panicked")));
         (wrote.map(|()| sent), results)
     });
     // A server that refused or failed explains more than our failed write of `done` would.
@@ -274,7 +274,7 @@ pub(crate) fn connect_and_authenticate(
     key: Option<Vec<u8>>,
     test_id: Option<u64>,
     make_hello: impl FnOnce(u64) -> Hello,
-) -> Result<Connected, SessionError> {
+) -> Result<Connected, ProbeSessionError> {
     let stream =
         TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io_err("connect to the probe server"))?;
     let local_ip = stream.local_addr().map_err(io_err("local address"))?.ip();
@@ -289,7 +289,7 @@ pub(crate) fn connect_and_authenticate(
     let port = loop {
         let msg = control.recv(hs.remaining(Instant::now()), "ready")?;
         if let ControlMsg::Error(e) = &msg {
-            return Err(SessionError::Refused(e.message.clone()));
+            return Err(ProbeSessionError::Refused(e.message.clone()));
         }
         match hs.handle(msg, Instant::now())? {
             ClientStep::Send(m) => control.send(&m)?,
@@ -303,7 +303,7 @@ pub(crate) fn connect_and_authenticate(
             }
             // The probe's dialect accepts only with `ready` and never switches before it.
             ClientStep::Accepted { accept: m, .. } | ClientStep::SendThenAuthenticate { line: m, .. } => {
-                return Err(SessionError::Unexpected(m.name()))
+                return Err(ProbeSessionError::Unexpected(m.name()))
             }
         }
     };

@@ -51,9 +51,9 @@ use thiserror::Error;
 
 use crate::control::ControlMsg;
 
-/// Session failures.
+/// Why a probe session (client or server end) failed.
 #[derive(Debug, Error)]
-pub enum SessionError {
+pub enum ProbeSessionError {
     /// A socket operation failed.
     #[error(transparent)]
     Io(#[from] netio::IoError),
@@ -114,7 +114,7 @@ pub fn realtime_ns() -> u64 {
 
 /// A line-framed, size-bounded control connection ([`ctlchan::Channel`] of [`ControlMsg`]),
 /// with the session's error mapping: a peer that closes or goes quiet is
-/// [`SessionError::Closed`] naming what we waited for.
+/// [`ProbeSessionError::Closed`] naming what we waited for.
 pub(crate) struct Control(Channel<ControlMsg>);
 
 impl Control {
@@ -122,12 +122,12 @@ impl Control {
         Control(Channel::new(stream, MAX_LINE))
     }
 
-    pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), SessionError> {
+    pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), ProbeSessionError> {
         self.0.send(msg).map_err(send_error)
     }
 
     /// Next message, waiting at most `timeout`.
-    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, SessionError> {
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, ProbeSessionError> {
         self.0.recv(timeout).map_err(|e| recv_error(e, what))
     }
 
@@ -143,7 +143,7 @@ impl Control {
     }
 
     /// A reading and a writing half, for a thread each.
-    pub(crate) fn split(self) -> Result<(ControlReader, ControlWriter), SessionError> {
+    pub(crate) fn split(self) -> Result<(ControlReader, ControlWriter), ProbeSessionError> {
         let (r, w) = self.0.split().map_err(netio::io_err("clone the control connection"))?;
         Ok((ControlReader(r), ControlWriter(w)))
     }
@@ -154,7 +154,7 @@ pub(crate) struct ControlReader(ChannelReader<ControlMsg>);
 
 impl ControlReader {
     /// Next message, waiting at most `timeout`.
-    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, SessionError> {
+    pub(crate) fn recv(&mut self, timeout: Duration, what: &'static str) -> Result<ControlMsg, ProbeSessionError> {
         self.0.recv(timeout).map_err(|e| recv_error(e, what))
     }
 }
@@ -163,7 +163,7 @@ impl ControlReader {
 pub(crate) struct ControlWriter(ChannelWriter<ControlMsg>);
 
 impl ControlWriter {
-    pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), SessionError> {
+    pub(crate) fn send(&mut self, msg: &ControlMsg) -> Result<(), ProbeSessionError> {
         self.0.send(msg).map_err(send_error)
     }
 
@@ -172,17 +172,17 @@ impl ControlWriter {
     }
 }
 
-fn send_error(e: ChannelError) -> SessionError {
+fn send_error(e: ChannelError) -> ProbeSessionError {
     match e {
         ChannelError::Io(source) => netio::io_err("write control")(source).into(),
-        e => SessionError::Control(e),
+        e => ProbeSessionError::Control(e),
     }
 }
 
-fn recv_error(e: ChannelError, what: &'static str) -> SessionError {
+fn recv_error(e: ChannelError, what: &'static str) -> ProbeSessionError {
     match e {
-        ChannelError::Closed | ChannelError::Timeout(_) | ChannelError::Truncated(_) => SessionError::Closed(what),
+        ChannelError::Closed | ChannelError::Timeout(_) | ChannelError::Truncated(_) => ProbeSessionError::Closed(what),
         ChannelError::Io(source) => netio::io_err("read control")(source).into(),
-        e => SessionError::Control(e),
+        e => ProbeSessionError::Control(e),
     }
 }

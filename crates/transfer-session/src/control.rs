@@ -41,6 +41,7 @@
 
 use ctlchan::handshake::{Binding, Dialect, HandshakeMessage, Line, NonceInput, ServerProof, WithoutKey};
 use ctlchan::mac::NONCE_LEN;
+use ctlchan::InvalidField;
 
 use serde::{Deserialize, Serialize};
 pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
@@ -206,28 +207,31 @@ pub enum Msg {
     },
 }
 
-fn hex_len(field: &str, s: &str, bytes: usize) -> Result<(), String> {
+fn hex_len(field: &'static str, s: &str, bytes: usize) -> Result<(), InvalidField> {
     match ctlchan::mac::hex_decode(s) {
         Some(v) if v.len() == bytes => Ok(()),
-        _ => Err(format!("{field} must be {} hex digits", 2 * bytes)),
+        _ => Err(InvalidField::new(field, format!("must be {} hex digits", 2 * bytes))),
     }
 }
 
-fn text(field: &str, s: &str, max: usize) -> Result<(), String> {
+fn text(field: &'static str, s: &str, max: usize) -> Result<(), InvalidField> {
     if s.len() > max {
-        return Err(format!("{field} longer than {max} bytes"));
+        return Err(InvalidField::new(field, format!("longer than {max} bytes")));
     }
     Ok(())
 }
 
-fn ranges(field: &str, r: &[[u64; 2]], limit: u64) -> Result<(), String> {
+fn ranges(field: &'static str, r: &[[u64; 2]], limit: u64) -> Result<(), InvalidField> {
     if r.len() > MAX_RANGES {
-        return Err(format!("{field}: more than {MAX_RANGES} ranges"));
+        return Err(InvalidField::new(field, format!("more than {MAX_RANGES} ranges")));
     }
     let mut prev_end = 0;
     for (i, &[a, b]) in r.iter().enumerate() {
         if a >= b || b > limit || (i > 0 && a < prev_end) {
-            return Err(format!("{field}: range [{a}, {b}) empty, unordered or beyond {limit}"));
+            return Err(InvalidField::new(
+                field,
+                format!("range [{a}, {b}) empty, unordered or beyond {limit}"),
+            ));
         }
         prev_end = b;
     }
@@ -235,12 +239,13 @@ fn ranges(field: &str, r: &[[u64; 2]], limit: u64) -> Result<(), String> {
 }
 
 impl ctlchan::Message for Msg {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), InvalidField> {
         match self {
             Msg::Hello { version, client_nonce } => {
                 if *version != PROTOCOL_VERSION {
-                    return Err(format!(
-                        "protocol version {version}, this side speaks {PROTOCOL_VERSION}"
+                    return Err(InvalidField::new(
+                        "version",
+                        format!("protocol version {version}, this side speaks {PROTOCOL_VERSION}"),
                     ));
                 }
                 hex_len("client_nonce", client_nonce, NONCE_LEN)
@@ -257,7 +262,10 @@ impl ctlchan::Message for Msg {
             }
             Msg::Session { chunk_size } => {
                 if !CHUNK_RANGE.contains(chunk_size) {
-                    return Err(format!("chunk_size {chunk_size} outside {CHUNK_RANGE:?}"));
+                    return Err(InvalidField::new(
+                        "chunk_size",
+                        format!("{chunk_size} outside {CHUNK_RANGE:?}"),
+                    ));
                 }
                 Ok(())
             }
@@ -270,8 +278,9 @@ impl ctlchan::Message for Msg {
                 first_block, hashes, ..
             } => {
                 if hashes.len() > HASHES_PER_MESSAGE || first_block.saturating_add(hashes.len() as u64) > MAX_BLOCKS {
-                    return Err(format!(
-                        "hashes: at most {HASHES_PER_MESSAGE} per message, below block {MAX_BLOCKS}"
+                    return Err(InvalidField::new(
+                        "hashes",
+                        format!("at most {HASHES_PER_MESSAGE} per message, below block {MAX_BLOCKS}"),
                     ));
                 }
                 hashes.iter().try_for_each(|h| hex_len("hash", h, 32))
@@ -286,21 +295,21 @@ impl ctlchan::Message for Msg {
     }
 }
 
-fn validate_offer(o: &Offer) -> Result<(), String> {
+fn validate_offer(o: &Offer) -> Result<(), InvalidField> {
     text("path", &o.path, MAX_PATH)?;
     if o.size > MAX_FILE_SIZE {
-        return Err(format!("size {} above {MAX_FILE_SIZE}", o.size));
+        return Err(InvalidField::new("size", format!("{} above {MAX_FILE_SIZE}", o.size)));
     }
     if !o.block_size.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&o.block_size) {
-        return Err(format!(
-            "block_size {} must be a power of two in {MIN_BLOCK}..={MAX_BLOCK}",
-            o.block_size
+        return Err(InvalidField::new(
+            "block_size",
+            format!("{} must be a power of two in {MIN_BLOCK}..={MAX_BLOCK}", o.block_size),
         ));
     }
     if o.blocks() > MAX_BLOCKS {
-        return Err(format!(
-            "{} blocks, at most {MAX_BLOCKS}: use a larger block size",
-            o.blocks()
+        return Err(InvalidField::new(
+            "block_size",
+            format!("{} blocks, at most {MAX_BLOCKS}: use a larger block size", o.blocks()),
         ));
     }
     Ok(())

@@ -128,3 +128,79 @@ pub(crate) fn unexpected(got: &Msg, want: &'static str) -> TransferSessionError 
         },
     }
 }
+
+/// Why a receiver does not take a file: the text of its `refused` line and of the file's report.
+/// The text is the whole story (no separate source), as it goes to the sender.
+#[derive(Debug, Error)]
+pub enum Refusal {
+    /// The session holds as many files or blocks as it may.
+    #[error("{path}: too many files or blocks in flight in this session; offer fewer at once")]
+    TooMuchInFlight {
+        /// The offered path.
+        path: String,
+    },
+    /// Another session is receiving the same path.
+    #[error("{path} is being received by another session")]
+    Busy {
+        /// The offered path.
+        path: String,
+    },
+    /// The path is not one the receiver writes (absolute, `..`, too deep, reserved, …).
+    #[error("{0}")]
+    Path(crate::paths::PathError),
+    /// Something is at the path and replacing it was not allowed.
+    #[error("{path} exists below the receiver's root (start the receiver with --overwrite to replace files)")]
+    Exists {
+        /// The offered path.
+        path: String,
+    },
+    /// Something other than a regular file is at the path.
+    #[error("{path} exists and is not a regular file")]
+    NotAFile {
+        /// The offered path.
+        path: String,
+    },
+    /// Looking at the path's directory failed.
+    #[error("{0}")]
+    Dir(safedir::DirError),
+    /// The `.part` file or its resume record could not be opened or set up.
+    #[error("{part}: {why}")]
+    Part {
+        /// The `.part` file.
+        part: std::path::PathBuf,
+        /// Why.
+        why: PartError,
+    },
+}
+
+/// Why a `.part` file could not be opened, sized or recorded.
+#[derive(Debug, Error)]
+pub enum PartError {
+    /// Opening it below the root (a link, a file with other hard links, …).
+    #[error("{0}")]
+    Dir(safedir::DirError),
+    /// Reading its size, sizing it, writing its record, or reading back the blocks it holds.
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
+/// Why a verified file could not be made durable or given its name.
+#[derive(Debug, Error)]
+pub enum CommitError {
+    /// The fsync failed.
+    #[error("syncing {path}: {why}")]
+    Sync {
+        /// The `.part` file.
+        path: std::path::PathBuf,
+        /// Why.
+        why: std::io::Error,
+    },
+    /// The rename into place failed (or, without --overwrite, a file appeared there meanwhile).
+    #[error("renaming to {path}: {why}")]
+    Rename {
+        /// The final name.
+        path: std::path::PathBuf,
+        /// Why.
+        why: std::io::Error,
+    },
+}

@@ -17,7 +17,7 @@ use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
 use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT};
-use crate::error::{unexpected, ProtocolViolation, TransferSessionError, UsageError};
+use crate::error::{unexpected, ProtocolViolation, Refusal, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
 use crate::receiving::{Claim, Receiving, ServerEvent};
 use crate::recv_files::{Check, Finisher, Job, RxFile};
@@ -250,12 +250,9 @@ impl<'s> Session<'s> {
         let blocks_in_flight: u64 = self.files.values().map(|e| e.rx.g.blocks()).sum();
         let opened = match self.srv.claim(&o.path) {
             _ if self.files.len() >= MAX_FILES_IN_FLIGHT || blocks_in_flight + o.blocks() > MAX_BLOCKS_IN_FLIGHT => {
-                Err(format!(
-                    "{}: too many files or blocks in flight in this session; offer fewer at once",
-                    o.path
-                ))
+                Err(Refusal::TooMuchInFlight { path: o.path.clone() })
             }
-            None => Err(format!("{} is being received by another session", o.path)),
+            None => Err(Refusal::Busy { path: o.path.clone() }),
             Some(claim) => self
                 .place(&o)
                 .and_then(|(dir, name)| RxFile::open(dir, name, &o))
@@ -263,8 +260,8 @@ impl<'s> Session<'s> {
         };
         let (claim, rx) = match opened {
             Ok(x) => x,
-            Err(msg) => {
-                let message = clip(&msg);
+            Err(why) => {
+                let message = clip(&why.to_string());
                 ch.send(&Msg::Refused {
                     id,
                     message: message.clone(),
@@ -299,18 +296,13 @@ impl<'s> Session<'s> {
 
     /// Where file `o.path` goes: its directory (created as needed) and name, checked against
     /// what is there; `Err` with the reason to refuse it.
-    fn place(&self, o: &Offer) -> Result<(crate::paths::Dir, String), String> {
-        let (dir, name) = self.srv.root.parent_of(&o.path).map_err(|e| e.to_string())?;
-        match dir.kind(name).map_err(|e| e.to_string())? {
+    fn place(&self, o: &Offer) -> Result<(crate::paths::Dir, String), Refusal> {
+        let (dir, name) = self.srv.root.parent_of(&o.path).map_err(Refusal::Path)?;
+        match dir.kind(name).map_err(Refusal::Dir)? {
             None => {}
-            Some(_) if !self.srv.cfg.overwrite => {
-                return Err(format!(
-                    "{} exists below the receiver's root (start the receiver with --overwrite to replace files)",
-                    o.path
-                ))
-            }
+            Some(_) if !self.srv.cfg.overwrite => return Err(Refusal::Exists { path: o.path.clone() }),
             Some(safedir::EntryKind::File) => {}
-            Some(_) => return Err(format!("{} exists and is not a regular file", o.path)),
+            Some(_) => return Err(Refusal::NotAFile { path: o.path.clone() }),
         }
         Ok((dir, name.to_string()))
     }
@@ -447,6 +439,7 @@ impl<'s> Session<'s> {
                     })?;
                 }
                 Err(why) => {
+                    let why = why.to_string();
                     rep.error = Some(why.clone());
                     ch.send(&Msg::Refused {
                         id,

@@ -2,7 +2,7 @@
 //! and arbitrary lines fed to both ends.
 
 use super::*;
-use crate::{decode_line, LineDecoder, Message, Role};
+use crate::{decode_line, InvalidField, LineDecoder, Message, Role};
 use serde::{Deserialize, Serialize};
 
 /// A protocol's messages, shaped like the probe's and the transfer's.
@@ -34,7 +34,7 @@ enum T {
 }
 
 impl Message for T {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), InvalidField> {
         Ok(())
     }
 }

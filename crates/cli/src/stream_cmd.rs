@@ -608,7 +608,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     }
     Ok(RecvConfig {
         listen,
-        out_dir: a.out.clone(),
+        out_dir: a.out.clone().map(recording::write::OutputDir::Path),
         out_file: None,
         recording,
         chunk: a.chunk,

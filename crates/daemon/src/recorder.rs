@@ -157,7 +157,7 @@ impl Daemon {
         for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
             let name = format!("{label}{suffix}");
             match disk.create_subdir(&name) {
-                Ok(d) => return Ok((name, Target::Files(d.path().to_path_buf()))),
+                Ok(d) => return Ok((name, Target::Files(d))),
                 Err(DirError::Exists(_)) => continue,
                 Err(e) => return Err((ReturnCode::Failed, e.to_string())),
             }
@@ -201,7 +201,7 @@ impl Daemon {
                     OpenMode::Write => FileMode::Truncate,
                     OpenMode::Append | OpenMode::Resume => FileMode::Append,
                 };
-                let target = Target::OneFile(dir.path().to_path_buf(), name.clone(), mode);
+                let target = Target::OneFile(dir, name.clone(), mode);
                 match transfer::start_recording(
                     Kind::Net2File,
                     &name,

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use metrics::{Publisher, Status};
-use recording::write::{FileMode, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
+use recording::write::{FileMode, OutputDir, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use scanfmt::datastream::LabelNames;
 use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
@@ -104,14 +104,16 @@ fn failed(msg: impl Into<String>) -> StartError {
 }
 
 /// Where a recording goes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Target {
     /// A vbs or Mark6 scan over the set disks (`record = on`).
     Scan(RecordingConfig),
-    /// VDIF files per station in a new directory (`record = on` with `record_format = vdif`).
-    Files(PathBuf),
-    /// One file (`net2file = open : PATH,mode`): its directory, name and mode.
-    OneFile(PathBuf, String, FileMode),
+    /// VDIF files per station in a new directory (`record = on` with `record_format = vdif`),
+    /// made and opened below the set disks through no link: the writers resolve no path.
+    Files(safedir::Dir),
+    /// One file (`net2file = open : PATH,mode`): its directory (opened below the roots through no
+    /// link), name and mode.
+    OneFile(safedir::Dir, String, FileMode),
 }
 
 /// Start receiving into `target`; `name` is what `record?` and the metrics call it.
@@ -129,8 +131,8 @@ pub fn start_recording(
     let native = format == SeqFormat::Native;
     let (out_dir, out_file, recording) = match target {
         Target::Scan(r) => (None, None, Some(r)),
-        Target::Files(d) => (Some(d), None, None),
-        Target::OneFile(d, n, m) => (Some(d), Some((n, m)), None),
+        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None),
+        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None),
     };
     let cfg = RecvConfig {
         listen,

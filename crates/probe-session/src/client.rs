@@ -4,7 +4,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use ctlchan::Role;
-use netio::{connect_udp, BufferRequest, Pacer, Spacing};
+use netio::{connect_udp, BufferRequest};
+use pacing::{Pacer, Spacing};
 
 use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
 

@@ -2,7 +2,6 @@
 //! scan over many disks), NAKs back, live lines out.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use stream::{Receiver, ReceiverConfig};
 use crate::report::RecvReport;
 use crate::{Observer, SessionError};
 use netio::io_err;
-use recording::write::{Recorder, RecordingConfig, WriterPlacement};
+use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RecvStatus;
 
 /// How to run a receiver.
@@ -22,7 +21,7 @@ pub struct RecvConfig {
     /// Addresses (or multicast groups) to listen on; several are read by one thread in turn.
     pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
-    pub out_dir: Option<PathBuf>,
+    pub out_dir: Option<OutputDir>,
     /// Every frame into this one file of `out_dir`, opened so (`net2file`), not a file per
     /// station.
     pub out_file: Option<(String, recording::write::FileMode)>,
@@ -127,7 +126,7 @@ impl BoundReceiver {
             grants.push(grant);
         }
         let sink = Recorder::new(
-            cfg.out_dir.as_deref(),
+            cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
             cfg.chunk,
             &cfg.writer,
@@ -605,7 +604,7 @@ impl RunEnd {
 fn output_name(cfg: &RecvConfig) -> Option<String> {
     match (&cfg.recording, &cfg.out_dir) {
         (Some(r), _) => Some(r.disks_joined(",")),
-        (None, Some(d)) => Some(d.display().to_string()),
+        (None, Some(d)) => Some(d.path().display().to_string()),
         (None, None) => None,
     }
 }

@@ -22,7 +22,7 @@ use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
 use crate::{Observer, SessionError};
-use recording::write::{Recorder, RecordingConfig, WriterPlacement};
+use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.
@@ -153,7 +153,7 @@ impl BoundRelay {
         }
         let wire = Wire::open(cfg.to, cfg.sndbuf)?;
         let tee = Recorder::new(
-            cfg.tee.as_deref(),
+            cfg.tee.clone().map(OutputDir::Path).as_ref(),
             cfg.tee_recording.as_ref(),
             cfg.chunk,
             &cfg.writer,

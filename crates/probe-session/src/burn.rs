@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use netio::counters::{clock_ticks_per_second, ProcessStat};
 use probe::tcp_results::CpuLoadReport;
 
-use crate::ProbeSessionError;
+use crate::error::ProbeSessionError;
 
 /// Lowest (most favoured) nice level.
 pub const NICE_MIN: i32 = -20;

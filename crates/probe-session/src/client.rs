@@ -15,9 +15,11 @@ use probe::results::{HostCounters, ProbeResult};
 use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
 
+use crate::channel::Control;
+use crate::clock::{instant_ns, now_ns};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, now_ns, Control, ProbeSessionError};
 use netio::io_err;
 
 /// Client settings.

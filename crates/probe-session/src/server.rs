@@ -10,19 +10,20 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ctlchan::Role;
 use netio::batch::{enable_rx_timestamps, RecvBatch};
 use netio::{bind_udp, BufferGrant, BufferRequest};
-use probe::recv_stats::{ReceiverReport, RecvStats};
+use probe::recv_stats::RecvStats;
 use probe::results::ReceiverSocket;
-use probe::tcp_results::TcpReceiverReport;
 
 use ctlchan::handshake::{Fresh, ServerHandshake, ServerStep};
 
-use crate::auth::{ready_parts, DIALECT};
-use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Ready, Results};
+use crate::accepted::{notice, send_ready, Authenticated, ServerEvent};
+use crate::auth::DIALECT;
+use crate::channel::{Control, ControlReader, ControlWriter};
+use crate::clock::{now_ns, realtime_ns};
+use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, socket_drops, HostSnapshot};
-use crate::{now_ns, realtime_ns, Control, ControlReader, ControlWriter, ProbeSessionError};
 use netio::io_err;
 
 /// Server settings.
@@ -109,44 +110,6 @@ pub enum BeyondLimit {
         asked: Duration,
         /// The server's limit.
         limit: Duration,
-    },
-}
-
-/// What happened, for logging and tests.
-#[derive(Debug)]
-pub enum ServerEvent {
-    /// A client passed the handshake; data goes to `udp_port`.
-    Ready {
-        /// Client control address.
-        peer: SocketAddr,
-        /// Parameters it asked for.
-        hello: Box<Hello>,
-        /// Data port.
-        udp_port: u16,
-        /// The receive buffer asked for and granted, with a warning when the kernel capped it
-        /// (`None` for a TCP test, whose buffers the kernel auto-tunes).
-        grant: Option<BufferGrant>,
-    },
-    /// A session completed; its receiver statistics.
-    Finished {
-        /// Client control address.
-        peer: SocketAddr,
-        /// The report sent back.
-        report: Box<ReceiverReport>,
-    },
-    /// A TCP test ended (completely, or partially: see [`TcpReceiverReport::partial`]).
-    TcpFinished {
-        /// Client control address.
-        peer: SocketAddr,
-        /// What the receiver saw (also sent to the client when it is still there).
-        report: Box<TcpReceiverReport>,
-    },
-    /// A session failed.
-    Failed {
-        /// Client control address, if known.
-        peer: Option<SocketAddr>,
-        /// Why.
-        error: String,
     },
 }
 
@@ -513,35 +476,6 @@ impl Receiving<'_> {
         }
         self.done.store(true, Ordering::Relaxed);
     }
-}
-
-/// Send `ready` and, with a key, switch the channel to per-line MACs under the session key: the
-/// client does the same on reading `ready`, so every later line both ways is authenticated.
-pub(crate) fn send_ready(control: &mut Control, client: &Authenticated, port: u16) -> Result<(), ProbeSessionError> {
-    let server_proof = client.hs.accept_proof(&ready_parts(port))?;
-    control.send(&ControlMsg::Ready(Ready {
-        udp_port: port,
-        server_proof,
-    }))?;
-    control.authenticate(client.session_key, Role::Server);
-    Ok(())
-}
-
-/// A client that passed the handshake: what `ready` needs to prove the key back.
-pub(crate) struct Authenticated {
-    hs: ServerHandshake<ControlMsg>,
-    session_key: Option<[u8; 32]>,
-}
-
-/// For a control line that failed (a MAC that does not check, a malformed or unexpected
-/// message): the `error` that tells the client why before we hang up, so it reports that rather
-/// than a closed connection.
-pub(crate) fn notice(e: &ProbeSessionError) -> Option<ControlMsg> {
-    matches!(e, ProbeSessionError::Control(_) | ProbeSessionError::Unexpected(_)).then(|| {
-        ControlMsg::Error(ErrorMsg {
-            message: crate::control::clip(&netio::error_chain(e)),
-        })
-    })
 }
 
 /// Send the receiver's counters so far as an `interim` line.

@@ -20,13 +20,14 @@ use probe::tcp_results::{TcpStreamSummary, TcpTestParams, TcpTestResult};
 use probe::wire::HEADER_LEN;
 
 use crate::burn::{Burner, CpuLoadSpec};
+use crate::channel::{Control, ControlReader, ControlWriter};
 use crate::client::{connect_and_authenticate, Connected};
 use crate::control::{
     ControlMsg, Hello, TcpDone, TcpHello, TcpResults, MAX_DURATION_MS, MAX_STREAMS, PROTOCOL_VERSION,
 };
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
 use crate::tcpsock::{check_congestion, congestion, set_congestion, tcp_info};
-use crate::{Control, ControlReader, ControlWriter, ProbeSessionError};
 use netio::io_err;
 
 /// Most TCP_INFO samples kept per test (all streams together); beyond, they are thinned evenly.

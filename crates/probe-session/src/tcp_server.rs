@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use probe::tcp::{Preamble, PREAMBLE_LEN};
 use probe::tcp_results::{TcpReceiverReport, TcpStreamRx};
 
+use crate::accepted::{notice, send_ready, Authenticated, ServerEvent};
+use crate::channel::Control;
+use crate::clock::now_ns;
 use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpDone, TcpHello, TcpResults};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
-use crate::server::{notice, send_ready, ServerEvent};
-use crate::{now_ns, Control, ProbeSessionError};
 use netio::io_err;
 
 /// Most refused connections to the data port before the session gives up.
@@ -141,7 +143,7 @@ fn read_stream(mut s: &TcpStream, c: &Counted, stop: &AtomicBool, give_up: &Atom
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn session(
     mut control: Control,
-    hs: &crate::server::Authenticated,
+    hs: &Authenticated,
     hello: &Hello,
     tcp: &TcpHello,
     peer: SocketAddr,

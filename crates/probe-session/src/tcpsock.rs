@@ -84,8 +84,8 @@ pub fn available_congestion() -> Option<Vec<String>> {
 
 /// Whether this host can run a sender with congestion control `name`: it is set on a fresh
 /// socket (root may thereby load a module, e.g. tcp_bbr). The error lists what the kernel offers.
-pub fn check_congestion(name: &str) -> Result<(), crate::ProbeSessionError> {
-    let unknown = |why: String| crate::ProbeSessionError::UnknownCongestionControl {
+pub fn check_congestion(name: &str) -> Result<(), crate::error::ProbeSessionError> {
+    let unknown = |why: String| crate::error::ProbeSessionError::UnknownCongestionControl {
         name: name.to_string(),
         why,
         available: available_congestion().map_or_else(|| format!("(cannot read {AVAILABLE_CC})"), |v| v.join(" ")),
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(congestion(&c).unwrap(), "reno");
         assert!(check_congestion("reno").is_ok());
         match check_congestion("no-such-cc") {
-            Err(e @ crate::ProbeSessionError::UnknownCongestionControl { .. }) => {
+            Err(e @ crate::error::ProbeSessionError::UnknownCongestionControl { .. }) => {
                 let msg = e.to_string();
                 assert!(msg.contains("no-such-cc") && msg.contains("reno"), "{msg}");
             }
@@ -183,7 +183,7 @@ mod tests {
         }
         assert!(matches!(
             check_congestion("Bad Name"),
-            Err(crate::ProbeSessionError::UnknownCongestionControl { .. })
+            Err(crate::error::ProbeSessionError::UnknownCongestionControl { .. })
         ));
     }
 }

@@ -170,7 +170,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         ..Default::default()
     };
     let server = match Server::bind(cfg) {
-        Err(transfer_session::SessionError::Usage(m)) => return Err(usage(m)),
+        Err(transfer_session::TransferSessionError::Usage(m)) => return Err(usage(m.to_string())),
         r => r?,
     };
     status!(

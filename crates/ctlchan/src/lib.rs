@@ -5,8 +5,9 @@
 //!   into a [`Message`] type, which validates itself; any error poisons the decoder, because
 //!   resynchronising on a hostile stream is not worth the risk.
 //! - [`Channel`] is the blocking socket side: send a message, wait for one with a deadline.
-//! - [`mac`] computes and checks the HMACs of a challenge–response; the messages that carry them
-//!   belong to each protocol, which decides what the MACs cover.
+//! - [`handshake`] is the one key handshake (sans-IO client and server state machines over a
+//!   protocol's own messages), [`mac`] the HMACs it computes and checks; the messages that carry
+//!   them belong to each protocol, which decides what else the MACs cover.
 //! - After a handshake, [`Channel::authenticate`] makes every line carry a MAC under a key the
 //!   handshake derived: a proxy on the path can then neither change, drop, replay, reorder nor
 //!   reflect a message without the channel failing.
@@ -15,6 +16,7 @@
 //!   connection a flood costs (the oldest of the peer holding the most).
 
 pub mod admission;
+pub mod handshake;
 pub mod mac;
 pub mod serve;
 
@@ -30,7 +32,27 @@ use thiserror::Error;
 /// A control message: JSON on the wire, checked after parsing.
 pub trait Message: Serialize + DeserializeOwned {
     /// Range and consistency checks the JSON schema cannot express. `Err` names the field.
-    fn validate(&self) -> Result<(), String>;
+    fn validate(&self) -> Result<(), InvalidField>;
+}
+
+/// A message field out of range: which one and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("field `{field}`: {reason}")]
+pub struct InvalidField {
+    /// The field's name (dotted for a nested one: `tcp.streams`).
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl InvalidField {
+    /// Field `field` is wrong because of `reason`.
+    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        InvalidField {
+            field,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// What can go wrong on a control channel.
@@ -47,7 +69,7 @@ pub enum ChannelError {
     Json(#[from] serde_json::Error),
     /// The message parsed but a field is out of range.
     #[error("invalid control message: {0}")]
-    Invalid(String),
+    Invalid(InvalidField),
     /// An earlier error closed the decoder for good.
     #[error("control channel already failed")]
     Poisoned,
@@ -423,9 +445,9 @@ mod tests {
     }
 
     impl Message for Ping {
-        fn validate(&self) -> Result<(), String> {
+        fn validate(&self) -> Result<(), InvalidField> {
             if self.n > 100 {
-                return Err(format!("n = {} above 100", self.n));
+                return Err(InvalidField::new("n", format!("{} above 100", self.n)));
             }
             Ok(())
         }
@@ -457,7 +479,7 @@ mod tests {
     fn invalid_and_unknown_fields_refused() {
         let mut d = LineDecoder::<Ping>::new(64);
         d.push(b"{\"n\":101}\n").unwrap();
-        assert!(matches!(d.poll(), Err(ChannelError::Invalid(m)) if m.contains("101")));
+        assert!(matches!(d.poll(), Err(ChannelError::Invalid(m)) if m.field == "n" && m.reason.contains("101")));
         let mut d = LineDecoder::<Ping>::new(64);
         d.push(b"{\"n\":1,\"x\":2}\n").unwrap();
         assert!(matches!(d.poll(), Err(ChannelError::Json(_))));

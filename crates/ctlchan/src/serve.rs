@@ -128,6 +128,11 @@ pub struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
+    /// When the handshake must have finished (what a [`crate::handshake`] machine is given).
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
     /// Time left for the handshake (zero once it passed).
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())

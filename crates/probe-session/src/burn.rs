@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use netio::counters::{clock_ticks_per_second, ProcessStat};
 use probe::tcp_results::CpuLoadReport;
 
-use crate::SessionError;
+use crate::error::ProbeSessionError;
 
 /// Lowest (most favoured) nice level.
 pub const NICE_MIN: i32 = -20;
@@ -60,9 +60,9 @@ pub struct Burner {
 
 impl Burner {
     /// Start the task at `spec.nice`.
-    pub fn start(spec: &CpuLoadSpec) -> Result<Burner, SessionError> {
+    pub fn start(spec: &CpuLoadSpec) -> Result<Burner, ProbeSessionError> {
         if !(NICE_MIN..=NICE_MAX).contains(&spec.nice) {
-            return Err(SessionError::CpuLoad(format!(
+            return Err(ProbeSessionError::CpuLoad(format!(
                 "nice level {} outside {NICE_MIN}..={NICE_MAX}",
                 spec.nice
             )));
@@ -98,7 +98,7 @@ impl Burner {
             } else {
                 ""
             };
-            SessionError::CpuLoad(format!(
+            ProbeSessionError::CpuLoad(format!(
                 "cannot start the CPU load at nice {nice} ({}): {e}{hint}",
                 spec.program.display()
             ))

@@ -7,15 +7,19 @@ use ctlchan::Role;
 use netio::{connect_udp, BufferRequest};
 use pacing::{Pacer, Spacing};
 
-use crate::auth::{ClientHandshake, ClientStep};
+use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
+
+use crate::auth::DIALECT;
 use crate::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};
 use probe::results::{HostCounters, ProbeResult};
 use probe::send_stats::{SendConfig, SendStats};
 use probe::wire::{Packet, Repr, FLAG_LAST};
 
+use crate::channel::Control;
+use crate::clock::{instant_ns, now_ns};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
 use crate::server::grant_note;
-use crate::{instant_ns, nonce, now_ns, Control, SessionError};
 use netio::io_err;
 
 /// Client settings.
@@ -53,7 +57,7 @@ pub fn run_client(
     config: &ClientConfig,
     on_established: impl FnOnce(SocketAddr),
     progress: impl FnMut(u64),
-) -> Result<ProbeResult, SessionError> {
+) -> Result<ProbeResult, ProbeSessionError> {
     run_client_live(config, on_established, progress, |_| {})
 }
 
@@ -64,7 +68,7 @@ pub fn run_client_live(
     on_established: impl FnOnce(SocketAddr),
     mut progress: impl FnMut(u64),
     mut on_interim: impl FnMut(&Interim) + Send,
-) -> Result<ProbeResult, SessionError> {
+) -> Result<ProbeResult, ProbeSessionError> {
     let Connected {
         control,
         hello,
@@ -106,13 +110,13 @@ pub fn run_client_live(
     let send_time = Duration::from_nanos(config.count.saturating_mul(config.spacing_ns));
     let wait = send_time.min(Duration::from_secs(7 * 24 * 3600)) + Duration::from_secs(60);
     let (sent, results) = std::thread::scope(|s| {
-        let reader = s.spawn(move || -> Result<Box<Results>, SessionError> {
+        let reader = s.spawn(move || -> Result<Box<Results>, ProbeSessionError> {
             loop {
                 match reader.recv(wait, "results")? {
                     ControlMsg::Interim(i) => on_interim(&i),
                     ControlMsg::Results(r) => return Ok(r),
-                    ControlMsg::Error(e) => return Err(SessionError::Refused(e.message)),
-                    _ => return Err(SessionError::Unexpected("a message other than interim or results")),
+                    ControlMsg::Error(e) => return Err(ProbeSessionError::Refused(e.message)),
+                    _ => return Err(ProbeSessionError::Unexpected("a message other than interim or results")),
                 }
             }
         });
@@ -124,7 +128,7 @@ pub fn run_client_live(
         let wrote = writer.send(&done);
         let results = reader
             .join()
-            .unwrap_or(Err(SessionError::Unexpected("control reader panicked")));
+            .unwrap_or(Err(ProbeSessionError::Unexpected("control reader panicked")));
         (wrote.map(|()| sent), results)
     });
     // A server that refused or failed explains more than our failed write of `done` would.
@@ -262,6 +266,10 @@ pub(crate) struct Connected {
     pub local_ip: std::net::IpAddr,
 }
 
+/// How long the handshake may take, `ready` included (a busy server admits the next client
+/// within its own 10 s handshake deadline).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Connect the control channel to `server`, pick a random test id unless one is given, send the
 /// hello `make_hello(test_id)` and run the (optionally keyed) handshake to `ready`.
 pub(crate) fn connect_and_authenticate(
@@ -269,29 +277,36 @@ pub(crate) fn connect_and_authenticate(
     key: Option<Vec<u8>>,
     test_id: Option<u64>,
     make_hello: impl FnOnce(u64) -> Hello,
-) -> Result<Connected, SessionError> {
+) -> Result<Connected, ProbeSessionError> {
     let stream =
         TcpStream::connect_timeout(&server, Duration::from_secs(5)).map_err(io_err("connect to the probe server"))?;
     let local_ip = stream.local_addr().map_err(io_err("local address"))?.ip();
     let mut control = Control::new(stream);
-    let test_id = test_id.unwrap_or_else(|| {
-        let n = nonce();
-        u64::from_le_bytes([n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]])
-    });
+    // Not a secret: it tells this trial's datagrams from strays.
+    let test_id = test_id.unwrap_or_else(rand::random);
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let hello = make_hello(test_id);
-    let mut hs = ClientHandshake::new(hello.clone(), key, nonce());
-    control.send(&hs.hello())?;
+    let (mut hs, first) =
+        ClientHandshake::start(DIALECT, ControlMsg::Hello(hello.clone()), key, Fresh::draw(), deadline);
+    control.send(&first)?;
     let port = loop {
-        let msg = control.recv(Duration::from_secs(10), "ready")?;
+        let msg = control.recv(hs.remaining(Instant::now()), "ready")?;
         if let ControlMsg::Error(e) = &msg {
-            return Err(SessionError::Refused(e.message.clone()));
+            return Err(ProbeSessionError::Refused(e.message.clone()));
         }
-        match hs.handle(msg)? {
+        match hs.handle(msg, Instant::now())? {
             ClientStep::Send(m) => control.send(&m)?,
-            ClientStep::Established { udp_port, session_key } => {
+            ClientStep::Accepted {
+                accept: ControlMsg::Ready(r),
+                session_key,
+            } => {
                 // The server switched right after `ready`; so do we, before anything else.
                 control.authenticate(session_key, Role::Client);
-                break udp_port;
+                break r.udp_port;
+            }
+            // The probe's dialect accepts only with `ready` and never switches before it.
+            ClientStep::Accepted { accept: m, .. } | ClientStep::SendThenAuthenticate { line: m, .. } => {
+                return Err(ProbeSessionError::Unexpected(m.name()))
             }
         }
     };

@@ -145,15 +145,20 @@ impl TcpHello {
             ));
         }
         if let Some(cc) = &self.cc {
-            check_cc_name(cc).map_err(|reason| invalid("tcp.cc", reason))?;
+            check_cc_name(cc).map_err(|e| invalid("tcp.cc", e.to_string()))?;
         }
         Ok(())
     }
 }
 
+/// A name that cannot be a kernel congestion control's (it is shown cut to 40 characters).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0:?}: a congestion-control name is 1 to {MAX_CC_NAME} lower-case letters, digits, '_' or '-'")]
+pub struct BadCcName(pub String);
+
 /// A congestion-control name as the kernel spells them: 1 to [`MAX_CC_NAME`] bytes of lower-case
 /// letters, digits, `_` or `-`.
-pub fn check_cc_name(cc: &str) -> Result<(), String> {
+pub fn check_cc_name(cc: &str) -> Result<(), BadCcName> {
     let ok = (1..=MAX_CC_NAME).contains(&cc.len())
         && cc
             .bytes()
@@ -161,10 +166,7 @@ pub fn check_cc_name(cc: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "{:?}: a congestion-control name is 1 to {MAX_CC_NAME} lower-case letters, digits, '_' or '-'",
-            cc.chars().take(40).collect::<String>()
-        ))
+        Err(BadCcName(cc.chars().take(40).collect()))
     }
 }
 
@@ -309,21 +311,11 @@ pub enum ControlMsg {
     Error(ErrorMsg),
 }
 
-/// A message field out of range: which one and why.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("invalid control message field `{field}`: {reason}")]
-pub struct Invalid {
-    /// Field name.
-    pub field: &'static str,
-    /// What is wrong with it.
-    pub reason: String,
-}
+/// A message field out of range: which one and why (ctlchan's, which every protocol uses).
+pub use ctlchan::InvalidField as Invalid;
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
-    Invalid {
-        field,
-        reason: reason.into(),
-    }
+    Invalid::new(field, reason)
 }
 
 fn check_hex(field: &'static str, s: &str, bytes: usize) -> Result<(), Invalid> {
@@ -454,8 +446,8 @@ pub fn clip(text: &str) -> String {
 }
 
 impl ctlchan::Message for ControlMsg {
-    fn validate(&self) -> Result<(), String> {
-        self.check().map_err(|e| e.to_string())
+    fn validate(&self) -> Result<(), Invalid> {
+        self.check()
     }
 }
 
@@ -492,7 +484,7 @@ mod tests {
     /// The field a validation error names.
     fn field(e: &ChannelError) -> Option<&str> {
         let ChannelError::Invalid(m) = e else { return None };
-        m.split('`').nth(1)
+        Some(m.field)
     }
 
     fn hello() -> Hello {

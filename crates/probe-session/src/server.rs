@@ -10,17 +10,20 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ctlchan::Role;
 use netio::batch::{enable_rx_timestamps, RecvBatch};
 use netio::{bind_udp, BufferGrant, BufferRequest};
-use probe::recv_stats::{ReceiverReport, RecvStats};
+use probe::recv_stats::RecvStats;
 use probe::results::ReceiverSocket;
-use probe::tcp_results::TcpReceiverReport;
 
-use crate::auth::{ServerHandshake, ServerStep};
+use ctlchan::handshake::{Fresh, ServerHandshake, ServerStep};
+
+use crate::accepted::{notice, send_ready, Authenticated, ServerEvent};
+use crate::auth::DIALECT;
+use crate::channel::{Control, ControlReader, ControlWriter};
+use crate::clock::{now_ns, realtime_ns};
 use crate::control::{ControlMsg, ErrorMsg, Hello, Interim, Results};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, socket_drops, HostSnapshot};
-use crate::{nonce, now_ns, realtime_ns, Control, ControlReader, ControlWriter, SessionError};
 use netio::io_err;
 
 /// Server settings.
@@ -62,13 +65,13 @@ impl ServerConfig {
     }
 
     /// `Err` naming what a hello asks for beyond this server's limits.
-    fn check_limits(&self, h: &Hello) -> Result<(), String> {
+    fn check_limits(&self, h: &Hello) -> Result<(), BeyondLimit> {
         if let Some(b) = h.rcvbuf {
             if b > self.max_rcvbuf {
-                return Err(format!(
-                    "a receive buffer of {b} B is above this server's limit of {} B (--max-rcvbuf)",
-                    self.max_rcvbuf
-                ));
+                return Err(BeyondLimit::Rcvbuf {
+                    asked: b,
+                    limit: self.max_rcvbuf,
+                });
             }
         }
         let asked = match &h.tcp {
@@ -76,51 +79,37 @@ impl ServerConfig {
             None => Duration::from_nanos(h.count.saturating_mul(h.spacing_ns.max(1000))),
         };
         if asked > self.max_duration {
-            return Err(format!(
-                "a test of {:.0} s is longer than this server's limit of {:.0} s (--max-duration)",
-                asked.as_secs_f64(),
-                self.max_duration.as_secs_f64()
-            ));
+            return Err(BeyondLimit::Duration {
+                asked,
+                limit: self.max_duration,
+            });
         }
         Ok(())
     }
 }
 
-/// What happened, for logging and tests.
-#[derive(Debug)]
-pub enum ServerEvent {
-    /// A client passed the handshake; data goes to `udp_port`.
-    Ready {
-        /// Client control address.
-        peer: SocketAddr,
-        /// Parameters it asked for.
-        hello: Box<Hello>,
-        /// Data port.
-        udp_port: u16,
-        /// The receive buffer asked for and granted, with a warning when the kernel capped it
-        /// (`None` for a TCP test, whose buffers the kernel auto-tunes).
-        grant: Option<BufferGrant>,
+/// What a hello asks for beyond the server's limits (the server tells the client so).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BeyondLimit {
+    /// A receive buffer above `--max-rcvbuf`.
+    #[error("a receive buffer of {asked} B is above this server's limit of {limit} B (--max-rcvbuf)")]
+    Rcvbuf {
+        /// Bytes asked for.
+        asked: u64,
+        /// The server's limit.
+        limit: u64,
     },
-    /// A session completed; its receiver statistics.
-    Finished {
-        /// Client control address.
-        peer: SocketAddr,
-        /// The report sent back.
-        report: Box<ReceiverReport>,
-    },
-    /// A TCP test ended (completely, or partially: see [`TcpReceiverReport::partial`]).
-    TcpFinished {
-        /// Client control address.
-        peer: SocketAddr,
-        /// What the receiver saw (also sent to the client when it is still there).
-        report: Box<TcpReceiverReport>,
-    },
-    /// A session failed.
-    Failed {
-        /// Client control address, if known.
-        peer: Option<SocketAddr>,
-        /// Why.
-        error: String,
+    /// A test longer than `--max-duration`.
+    #[error(
+        "a test of {:.0} s is longer than this server's limit of {:.0} s (--max-duration)",
+        asked.as_secs_f64(),
+        limit.as_secs_f64()
+    )]
+    Duration {
+        /// How long the test would take.
+        asked: Duration,
+        /// The server's limit.
+        limit: Duration,
     },
 }
 
@@ -132,14 +121,14 @@ pub struct Server {
 
 impl Server {
     /// Bind the control port.
-    pub fn bind(config: ServerConfig) -> Result<Self, SessionError> {
+    pub fn bind(config: ServerConfig) -> Result<Self, ProbeSessionError> {
         let listener = TcpListener::bind(config.listen).map_err(io_err("bind control port"))?;
         listener.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
         Ok(Server { listener, config })
     }
 
     /// The control address actually bound (port 0 picks one).
-    pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
+    pub fn local_addr(&self) -> Result<SocketAddr, ProbeSessionError> {
         Ok(self.listener.local_addr().map_err(io_err("local address"))?)
     }
 
@@ -149,7 +138,7 @@ impl Server {
         stop: &AtomicBool,
         max_sessions: Option<u64>,
         mut on_event: impl FnMut(ServerEvent),
-    ) -> Result<ctlchan::serve::ServeStats, SessionError> {
+    ) -> Result<ctlchan::serve::ServeStats, ProbeSessionError> {
         let limits = ctlchan::serve::Limits {
             max_pending: self.config.max_pending,
             handshake_timeout: self.config.handshake_timeout,
@@ -182,7 +171,7 @@ impl Server {
         ticket: &ctlchan::serve::Ticket<'_>,
         stop: &AtomicBool,
         on_event: &mut impl FnMut(ServerEvent),
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), ProbeSessionError> {
         stream.set_nonblocking(false).map_err(io_err("set blocking"))?;
         let mut control = Control::new(stream);
         let (hs, hello) = self.handshake(&mut control, ticket)?;
@@ -209,13 +198,18 @@ impl Server {
         &self,
         control: &mut Control,
         ticket: &ctlchan::serve::Ticket<'_>,
-    ) -> Result<(ServerHandshake, Hello), SessionError> {
-        let mut hs = ServerHandshake::new(self.config.key.clone(), nonce());
+    ) -> Result<(Authenticated, Hello), ProbeSessionError> {
+        let mut hs = ServerHandshake::new(DIALECT, self.config.key.clone(), Fresh::draw(), ticket.deadline());
         loop {
-            let msg = control.recv(ticket.remaining(), "hello/auth")?;
-            match hs.handle(msg) {
+            let msg = control.recv(hs.remaining(Instant::now()), "hello/auth")?;
+            match hs.handle(msg, Instant::now()) {
                 Ok(ServerStep::Send(m)) => control.send(&m)?,
-                Ok(ServerStep::Accepted(h)) => return Ok((hs, h)),
+                Ok(ServerStep::Accepted {
+                    hello: ControlMsg::Hello(h),
+                    session_key,
+                }) => return Ok((Authenticated { hs, session_key }, h)),
+                // The handshake accepts only on a hello.
+                Ok(ServerStep::Accepted { hello, .. }) => return Err(ProbeSessionError::Unexpected(hello.name())),
                 Err(e) => {
                     // Tell the client why before hanging up; ignore a failure to do so.
                     let _ = control.send(&ControlMsg::Error(ErrorMsg { message: e.to_string() }));
@@ -232,22 +226,22 @@ impl Server {
         control: &mut Control,
         hello: &Hello,
         ticket: &ctlchan::serve::Ticket<'_>,
-    ) -> Result<(), SessionError> {
-        let admitted = self
-            .config
-            .check_limits(hello)
-            .and_then(|()| ticket.authenticated().map_err(|e| e.to_string()));
-        if let Err(message) = admitted {
+    ) -> Result<(), ProbeSessionError> {
+        let refusal = match self.config.check_limits(hello) {
+            Err(beyond) => Some(beyond.to_string()),
+            Ok(()) => ticket.authenticated().err().map(|busy| busy.to_string()),
+        };
+        if let Some(message) = refusal {
             let _ = control.send(&ControlMsg::Error(ErrorMsg {
                 message: message.clone(),
             }));
-            return Err(SessionError::Refused(message));
+            return Err(ProbeSessionError::Refused(message));
         }
         Ok(())
     }
 
     /// The receiving socket of a UDP trial, set up before `ready`.
-    fn open_udp(&self, local_ip: IpAddr, hello: &Hello) -> Result<UdpReceiver, SessionError> {
+    fn open_udp(&self, local_ip: IpAddr, hello: &Hello) -> Result<UdpReceiver, ProbeSessionError> {
         let rcvbuf = hello
             .rcvbuf
             .map_or(self.config.rcvbuf, |b| usize::try_from(b).unwrap_or(usize::MAX));
@@ -279,12 +273,12 @@ impl Server {
     fn udp_trial(
         &self,
         control: Control,
-        hs: &ServerHandshake,
+        hs: &Authenticated,
         hello: Hello,
         peer: SocketAddr,
         stop: &AtomicBool,
         on_event: &mut impl FnMut(ServerEvent),
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), ProbeSessionError> {
         let mut control = control;
         let local_ip = control.stream().local_addr().map_err(io_err("local address"))?.ip();
         let UdpReceiver {
@@ -350,7 +344,7 @@ impl Server {
         reader: &mut ControlReader,
         writer: &mut ControlWriter,
         stop: &AtomicBool,
-    ) -> Result<(Result<u64, SessionError>, RecvStats, u64), SessionError> {
+    ) -> Result<(Result<u64, ProbeSessionError>, RecvStats, u64), ProbeSessionError> {
         // Interim reports go out from the receiving thread through the writing half of the
         // control connection; this thread writes nothing until that one has ended. A client
         // that asks for reports and never reads them would fill the TCP buffer and block that
@@ -383,8 +377,8 @@ impl Server {
                 .recv(send_time + Duration::from_secs(60), "done")
                 .and_then(|m| match m {
                     ControlMsg::Done(d) => Ok(d.sent),
-                    ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
-                    other => Err(SessionError::Unexpected(other.name())),
+                    ControlMsg::Error(e) => Err(ProbeSessionError::Refused(e.message)),
+                    other => Err(ProbeSessionError::Unexpected(other.name())),
                 });
             rx.drain(self.config.drain);
             let out = counting
@@ -484,28 +478,8 @@ impl Receiving<'_> {
     }
 }
 
-/// Send `ready` and, with a key, switch the channel to per-line MACs under the session key: the
-/// client does the same on reading `ready`, so every later line both ways is authenticated.
-pub(crate) fn send_ready(control: &mut Control, hs: &ServerHandshake, port: u16) -> Result<(), SessionError> {
-    let session_key = hs.session_key()?;
-    control.send(&hs.ready(port)?)?;
-    control.authenticate(session_key, Role::Server);
-    Ok(())
-}
-
-/// For a control line that failed (a MAC that does not check, a malformed or unexpected
-/// message): the `error` that tells the client why before we hang up, so it reports that rather
-/// than a closed connection.
-pub(crate) fn notice(e: &SessionError) -> Option<ControlMsg> {
-    matches!(e, SessionError::Control(_) | SessionError::Unexpected(_)).then(|| {
-        ControlMsg::Error(ErrorMsg {
-            message: crate::control::clip(&netio::error_chain(e)),
-        })
-    })
-}
-
 /// Send the receiver's counters so far as an `interim` line.
-fn send_interim(w: &mut ControlWriter, stats: &RecvStats, since: Instant) -> Result<(), SessionError> {
+fn send_interim(w: &mut ControlWriter, stats: &RecvStats, since: Instant) -> Result<(), ProbeSessionError> {
     let l = stats.live();
     w.send(&ControlMsg::Interim(Interim {
         elapsed_ms: u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -20,13 +20,14 @@ use probe::tcp_results::{TcpStreamSummary, TcpTestParams, TcpTestResult};
 use probe::wire::HEADER_LEN;
 
 use crate::burn::{Burner, CpuLoadSpec};
+use crate::channel::{Control, ControlReader, ControlWriter};
 use crate::client::{connect_and_authenticate, Connected};
 use crate::control::{
     ControlMsg, Hello, TcpDone, TcpHello, TcpResults, MAX_DURATION_MS, MAX_STREAMS, PROTOCOL_VERSION,
 };
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
 use crate::tcpsock::{check_congestion, congestion, set_congestion, tcp_info};
-use crate::{Control, ControlReader, ControlWriter, SessionError};
 use netio::io_err;
 
 /// Most TCP_INFO samples kept per test (all streams together); beyond, they are thinned evenly.
@@ -112,7 +113,9 @@ fn write_loop(
 }
 
 /// Handshake and data connections; returns them with the hello sent.
-fn establish(config: &TcpClientConfig) -> Result<(Control, Hello, Vec<TcpStream>, std::net::IpAddr), SessionError> {
+fn establish(
+    config: &TcpClientConfig,
+) -> Result<(Control, Hello, Vec<TcpStream>, std::net::IpAddr), ProbeSessionError> {
     let streams = config.streams.clamp(1, MAX_STREAMS);
     let Connected {
         control,
@@ -159,7 +162,7 @@ fn establish(config: &TcpClientConfig) -> Result<(Control, Hello, Vec<TcpStream>
 pub fn run_tcp_client(
     config: &TcpClientConfig,
     mut on_interval: impl FnMut(&TcpInterval),
-) -> Result<TcpTestResult, SessionError> {
+) -> Result<TcpTestResult, ProbeSessionError> {
     if let Some(cc) = &config.cc {
         check_congestion(cc)?;
     }
@@ -257,11 +260,11 @@ pub fn run_tcp_client(
 }
 
 /// Wait for the server's `tcp_results` (or its refusal).
-fn await_results(mut reader: ControlReader, wait: Duration) -> Result<Box<TcpResults>, SessionError> {
+fn await_results(mut reader: ControlReader, wait: Duration) -> Result<Box<TcpResults>, ProbeSessionError> {
     match reader.recv(wait, "tcp_results")? {
         ControlMsg::TcpResults(r) => Ok(r),
-        ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
-        other => Err(SessionError::Unexpected(other.name())),
+        ControlMsg::Error(e) => Err(ProbeSessionError::Refused(e.message)),
+        other => Err(ProbeSessionError::Unexpected(other.name())),
     }
 }
 
@@ -369,7 +372,7 @@ impl Sampling {
 /// How the test ended: the server's answer, when the writes ended, whether `tcp_done` went out.
 #[derive(Default)]
 struct Ending {
-    outcome: Option<Result<Box<TcpResults>, SessionError>>,
+    outcome: Option<Result<Box<TcpResults>, ProbeSessionError>>,
     writes_end: Option<Instant>,
     done_error: Option<String>,
 }
@@ -377,7 +380,7 @@ struct Ending {
 /// What the sampling loop watches.
 struct LoopCtx<'a, 'b> {
     streams: &'a Streams<'b>,
-    results: &'a mpsc::Receiver<Result<Box<TcpResults>, SessionError>>,
+    results: &'a mpsc::Receiver<Result<Box<TcpResults>, ProbeSessionError>>,
     hard_deadline: Instant,
 }
 
@@ -401,7 +404,7 @@ impl LoopCtx<'_, '_> {
                     Ok(o) => ending.outcome = Some(o),
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        ending.outcome = Some(Err(SessionError::Closed("tcp_results")))
+                        ending.outcome = Some(Err(ProbeSessionError::Closed("tcp_results")))
                     }
                 }
             } else {
@@ -472,7 +475,7 @@ struct Finish {
     agg: IntervalAggregator,
     kept: Thinned<Vec<TcpSample>>,
     every: Duration,
-    outcome: Option<Result<Box<TcpResults>, SessionError>>,
+    outcome: Option<Result<Box<TcpResults>, ProbeSessionError>>,
     done_error: Option<String>,
     duration: Duration,
 }

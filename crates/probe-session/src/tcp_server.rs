@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use probe::tcp::{Preamble, PREAMBLE_LEN};
 use probe::tcp_results::{TcpReceiverReport, TcpStreamRx};
 
-use crate::auth::ServerHandshake;
+use crate::accepted::{notice, send_ready, Authenticated, ServerEvent};
+use crate::channel::Control;
+use crate::clock::now_ns;
 use crate::control::{clip, ControlMsg, ErrorMsg, Hello, TcpDone, TcpHello, TcpResults};
+use crate::error::ProbeSessionError;
 use crate::host::{interface_of, HostSnapshot};
-use crate::server::{notice, send_ready, ServerEvent};
-use crate::{now_ns, Control, SessionError};
 use netio::io_err;
 
 /// Most refused connections to the data port before the session gives up.
@@ -43,20 +44,20 @@ fn accept_streams(
     streams: u16,
     limits: Limits,
     stop: &AtomicBool,
-) -> Result<(Vec<TcpStream>, u64), SessionError> {
+) -> Result<(Vec<TcpStream>, u64), ProbeSessionError> {
     let mut conns: Vec<Option<TcpStream>> = (0..streams).map(|_| None).collect();
     let mut strays = 0u64;
     let deadline = Instant::now() + limits.handshake_timeout;
     while conns.iter().any(Option::is_none) {
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
             let got = conns.iter().filter(|c| c.is_some()).count();
-            return Err(SessionError::Refused(format!(
+            return Err(ProbeSessionError::Refused(format!(
                 "{got} of {streams} data connections arrived within {:.1} s",
                 limits.handshake_timeout.as_secs_f64()
             )));
         }
         if strays >= MAX_STRAY_CONNECTIONS {
-            return Err(SessionError::Refused(format!(
+            return Err(ProbeSessionError::Refused(format!(
                 "{strays} stray connections to the data port"
             )));
         }
@@ -142,14 +143,14 @@ fn read_stream(mut s: &TcpStream, c: &Counted, stop: &AtomicBool, give_up: &Atom
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn session(
     mut control: Control,
-    hs: &ServerHandshake,
+    hs: &Authenticated,
     hello: &Hello,
     tcp: &TcpHello,
     peer: SocketAddr,
     limits: Limits,
     stop: &AtomicBool,
     on_event: &mut impl FnMut(ServerEvent),
-) -> Result<(), SessionError> {
+) -> Result<(), ProbeSessionError> {
     let local_ip = control.stream().local_addr().map_err(io_err("local address"))?.ip();
     let listener = TcpListener::bind(SocketAddr::new(local_ip, 0)).map_err(io_err("bind the TCP data port"))?;
     listener.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
@@ -190,7 +191,7 @@ pub(crate) fn session(
         .collect();
     let control_alive = match &outcome {
         Ok(_) => true,
-        Err(SessionError::Refused(m)) => {
+        Err(ProbeSessionError::Refused(m)) => {
             problems.insert(0, format!("the client gave up: {m}"));
             true
         }
@@ -230,7 +231,7 @@ fn count_until_done(
     conns: &[TcpStream],
     counted: &[Counted],
     duration: Duration,
-) -> (Result<TcpDone, SessionError>, Vec<Option<String>>) {
+) -> (Result<TcpDone, ProbeSessionError>, Vec<Option<String>>) {
     let stop_readers = AtomicBool::new(false);
     let give_up = AtomicU64::new(u64::MAX);
     std::thread::scope(|s| {
@@ -246,8 +247,8 @@ fn count_until_done(
             .recv(duration + Duration::from_secs(60), "tcp_done")
             .and_then(|m| match m {
                 ControlMsg::TcpDone(d) => Ok(d),
-                ControlMsg::Error(e) => Err(SessionError::Refused(e.message)),
-                other => Err(SessionError::Unexpected(other.name())),
+                ControlMsg::Error(e) => Err(ProbeSessionError::Refused(e.message)),
+                other => Err(ProbeSessionError::Unexpected(other.name())),
             });
         match &outcome {
             Ok(_) => {

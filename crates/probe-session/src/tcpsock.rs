@@ -84,13 +84,13 @@ pub fn available_congestion() -> Option<Vec<String>> {
 
 /// Whether this host can run a sender with congestion control `name`: it is set on a fresh
 /// socket (root may thereby load a module, e.g. tcp_bbr). The error lists what the kernel offers.
-pub fn check_congestion(name: &str) -> Result<(), crate::SessionError> {
-    let unknown = |why: String| crate::SessionError::UnknownCongestionControl {
+pub fn check_congestion(name: &str) -> Result<(), crate::error::ProbeSessionError> {
+    let unknown = |why: String| crate::error::ProbeSessionError::UnknownCongestionControl {
         name: name.to_string(),
         why,
         available: available_congestion().map_or_else(|| format!("(cannot read {AVAILABLE_CC})"), |v| v.join(" ")),
     };
-    crate::control::check_cc_name(name).map_err(unknown)?;
+    crate::control::check_cc_name(name).map_err(|e| unknown(e.to_string()))?;
     // SAFETY: socket(2) with constant arguments; the descriptor is owned below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(congestion(&c).unwrap(), "reno");
         assert!(check_congestion("reno").is_ok());
         match check_congestion("no-such-cc") {
-            Err(e @ crate::SessionError::UnknownCongestionControl { .. }) => {
+            Err(e @ crate::error::ProbeSessionError::UnknownCongestionControl { .. }) => {
                 let msg = e.to_string();
                 assert!(msg.contains("no-such-cc") && msg.contains("reno"), "{msg}");
             }
@@ -183,7 +183,7 @@ mod tests {
         }
         assert!(matches!(
             check_congestion("Bad Name"),
-            Err(crate::SessionError::UnknownCongestionControl { .. })
+            Err(crate::error::ProbeSessionError::UnknownCongestionControl { .. })
         ));
     }
 }

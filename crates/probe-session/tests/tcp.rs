@@ -271,7 +271,7 @@ fn a_keyed_server_runs_tcp_tests_for_the_key_holder_only() {
     bad.key = Some(b"guess".to_vec());
     assert!(matches!(
         run_tcp_client(&bad, |_| {}),
-        Err(probe_session::SessionError::Refused(_) | probe_session::SessionError::Auth(_))
+        Err(probe_session::ProbeSessionError::Refused(_) | probe_session::ProbeSessionError::Auth(_))
     ));
     let mut good = tcp_config(addr);
     good.key = Some(b"s3cret".to_vec());

@@ -2,23 +2,22 @@
 //! stream every accepted block through one open transfer, send each block's hash as it is sent,
 //! and collect the receiver's verdicts.
 
-use std::fs::{self, File};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use ctlchan::mac::{hex_encode, prove};
+use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
 use ctlchan::{Channel, ChannelError, Role};
 use netio::{clock_ticks_per_second, connect_udp, io_err, read_process_cpu, BufferRequest};
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
-use crate::control::{data_key, session_key, Msg, CLIENT_LABEL, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
-use crate::fileio::{FileSource, ReadAt};
+use crate::control::{data_key, Msg, CONTROL_TIMEOUT, DIALECT, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
+use crate::error::{unexpected, AuthError, ProtocolViolation, TransferSessionError, UsageError};
+use crate::fileio::FileSource;
+use crate::plan::{plan_items, SendItem};
 use crate::send_items::Items;
-use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
 
 /// Congestion control for the data.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,236 +84,41 @@ pub struct SendProgress {
     pub srtt: Option<Duration>,
 }
 
-/// What `send_items` sends.
-#[derive(Clone)]
-pub enum SendItem {
-    /// A file or directory, under its own name in the destination.
-    Path(PathBuf),
-    /// A file under `dest`, a path relative to the destination (`a/b/name`; its directories
-    /// are made).
-    FileAs {
-        /// The file.
-        path: PathBuf,
-        /// Where it lands.
-        dest: String,
-    },
-    /// `size` bytes read from `source` (a recorded scan), landing as the file `dest`.
-    Stream {
-        /// Where it lands, relative to the destination.
-        dest: String,
-        /// Bytes.
-        size: u64,
-        /// Modification time to offer (ns since 1970).
-        mtime_ns: u64,
-        /// Shown as the source in the report.
-        name: String,
-        /// What is read.
-        source: Arc<dyn ReadAt>,
-    },
-}
-
-/// Where a file's bytes come from.
-#[derive(Clone)]
-pub(crate) enum Source {
-    Path(PathBuf),
-    Stream(String, Arc<dyn ReadAt>),
-}
-
-impl Source {
-    /// Open it for reading, and its size now (`None` for a stream: the size it was planned
-    /// with holds).
-    pub(crate) fn open(&self) -> Result<(Arc<dyn ReadAt>, Option<u64>), String> {
-        match self {
-            Source::Path(p) => {
-                let f = File::open(p).map_err(|e| format!("opening {}: {e}", p.display()))?;
-                let size = f.metadata().map_err(|e| format!("reading {}: {e}", p.display()))?.len();
-                Ok((Arc::new(f), Some(size)))
-            }
-            Source::Stream(_, r) => Ok((r.clone(), None)),
-        }
-    }
-
-    pub(crate) fn name(&self) -> String {
-        match self {
-            Source::Path(p) => p.display().to_string(),
-            Source::Stream(n, _) => n.clone(),
-        }
-    }
-}
-
-/// One thing to send: a file or a directory to create.
-#[derive(Clone)]
-pub(crate) enum Item {
-    Dir(String),
-    File {
-        source: Source,
-        dest: String,
-        size: u64,
-        mtime_ns: u64,
-    },
-}
-
-fn join(dest: &str, name: &str) -> String {
-    if dest.is_empty() {
-        name.to_string()
-    } else {
-        format!("{}/{name}", dest.trim_end_matches('/'))
-    }
-}
-
-fn file_item(source: &Path, dest: String) -> Result<Item, SessionError> {
-    let m = fs::metadata(source).map_err(io_err(format!("reading {}", source.display())))?;
-    let mtime_ns = m
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
-    Ok(Item::File {
-        source: Source::Path(source.to_path_buf()),
-        dest,
-        size: m.len(),
-        mtime_ns,
-    })
-}
-
-fn walk(dir: &Path, dest: &str, out: &mut Vec<Item>) -> Result<(), SessionError> {
-    out.push(Item::Dir(dest.to_string()));
-    let mut entries: Vec<_> = fs::read_dir(dir)
-        .map_err(io_err(format!("listing {}", dir.display())))?
-        .filter_map(Result::ok)
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ft = e
-            .file_type()
-            .map_err(io_err(format!("reading {}", e.path().display())))?;
-        // Symlinked directories are not followed (loops); symlinked files are sent as files.
-        if ft.is_dir() {
-            walk(&e.path(), &join(dest, &name), out)?;
-        } else if fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
-            out.push(file_item(&e.path(), join(dest, &name))?);
-        }
-    }
-    Ok(())
-}
-
-/// The directories above `rel` (`a/b/c` → `a`, `a/b`) not yet in `out`, then nothing else.
-fn parents(dest: &str, rel: &str, out: &mut Vec<Item>) {
-    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
-    for i in 1..parts.len() {
-        let d = join(dest, &parts[..i].join("/"));
-        if !out.iter().any(|it| matches!(it, Item::Dir(x) if *x == d)) {
-            out.push(Item::Dir(d));
-        }
-    }
-}
-
-fn plan_items(items: &[SendItem], dest: &str) -> Result<Vec<Item>, SessionError> {
-    let mut out = Vec::new();
-    for it in items {
-        match it {
-            SendItem::Path(p) => out.extend(plan(std::slice::from_ref(p), dest)?),
-            SendItem::FileAs { path, dest: rel } => {
-                parents(dest, rel, &mut out);
-                out.push(file_item(path, join(dest, rel))?);
-            }
-            SendItem::Stream {
-                dest: rel,
-                size,
-                mtime_ns,
-                name,
-                source,
-            } => {
-                parents(dest, rel, &mut out);
-                out.push(Item::File {
-                    source: Source::Stream(name.clone(), source.clone()),
-                    dest: join(dest, rel),
-                    size: *size,
-                    mtime_ns: *mtime_ns,
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn plan(items: &[PathBuf], dest: &str) -> Result<Vec<Item>, SessionError> {
-    let mut out = Vec::new();
-    for p in items {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| SessionError::Usage(format!("{}: no file name to send it under", p.display())))?;
-        let m = fs::metadata(p).map_err(io_err(format!("reading {}", p.display())))?;
-        if m.is_dir() {
-            walk(p, &join(dest, &name), &mut out)?;
-        } else {
-            out.push(file_item(p, join(dest, &name))?);
-        }
-    }
-    Ok(out)
-}
-
-/// Prove the key (when we have one) or hand over a fresh session key (without), and from then
-/// on authenticate every line; returns the session key. The receiver's first authenticated line
-/// (`welcome`) is its proof: only a holder of the pre-shared key derives the same session key.
-fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], SessionError> {
-    let cn = crate::nonce();
-    ch.send(&Msg::Hello {
+/// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]): prove the key (when
+/// we have one) or hand over a fresh session key (without), and from then on authenticate every
+/// line; returns the session key. The receiver's first authenticated line (`welcome`) is its
+/// proof: only a holder of the pre-shared key derives the same session key.
+fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], TransferSessionError> {
+    let hello = Msg::Hello {
         version: PROTOCOL_VERSION,
-        client_nonce: cn.clone(),
-    })?;
-    let (sn, key_required) = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Challenge {
-            server_nonce,
-            key_required,
-        } => (server_nonce, key_required),
-        m => return Err(unexpected(&m, "challenge")),
+        client_nonce: String::new(),
     };
-    let sk = match (key, key_required) {
-        (None, true) => {
-            return Err(SessionError::Auth(
-                "the receiver requires a pre-shared key (--key-file)".into(),
-            ))
+    let deadline = Instant::now() + CONTROL_TIMEOUT;
+    let (mut hs, hello) = ClientHandshake::start(DIALECT, hello, key.map(<[u8]>::to_vec), Fresh::draw(), deadline);
+    ch.send(&hello)?;
+    // Each round either ends the handshake or fails it for good, and waits until the deadline.
+    loop {
+        let msg = ch.recv(hs.remaining(Instant::now()))?;
+        match hs.handle(msg, Instant::now())? {
+            ClientStep::Send(m) => ch.send(&m)?,
+            ClientStep::SendThenAuthenticate { line, session_key } => {
+                ch.send(&line)?;
+                ch.authenticate(session_key, Role::Client);
+                return Ok(session_key);
+            }
+            // This dialect has no accepting line: the welcome comes authenticated.
+            ClientStep::Accepted { accept, .. } => return Err(unexpected(&accept, "challenge")),
         }
-        (Some(_), false) => {
-            return Err(SessionError::Auth(
-                "the receiver has no key but this sender does".into(),
-            ))
-        }
-        (Some(k), true) => {
-            let auth = |e: ctlchan::mac::MacError| SessionError::Auth(e.to_string());
-            let proof = prove(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()]).map_err(auth)?;
-            ch.send(&Msg::Auth {
-                proof: Some(proof),
-                session_key: None,
-            })?;
-            session_key(k, &cn, &sn).map_err(auth)?
-        }
-        (None, false) => {
-            let mut sk = [0u8; 32];
-            rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut sk);
-            ch.send(&Msg::Auth {
-                proof: None,
-                session_key: Some(hex_encode(&sk)),
-            })?;
-            sk
-        }
-    };
-    ch.authenticate(sk, Role::Client);
-    Ok(sk)
+    }
 }
 
 /// Wait for the receiver's `welcome`: the data port and the session id.
-fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), SessionError> {
+fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), TransferSessionError> {
     match ch.recv(CONTROL_TIMEOUT) {
         Ok(Msg::Welcome { udp_port, session_id }) => Ok((udp_port, session_id)),
         Ok(m) => Err(unexpected(&m, "welcome")),
         // The receiver refused our proof and said so in the clear, or holds another key.
-        Err(ChannelError::BadMac) => Err(SessionError::Auth(
-            "the receiver refused the key proof (or holds another key)".into(),
-        )),
+        Err(ChannelError::BadMac) => Err(AuthError::ReceiverRefused.into()),
         Err(e) => Err(e.into()),
     }
 }
@@ -327,7 +131,7 @@ pub fn send(
     items: &[PathBuf],
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<SendReport, SessionError> {
+) -> Result<SendReport, TransferSessionError> {
     let items: Vec<SendItem> = items.iter().cloned().map(SendItem::Path).collect();
     send_items(cfg, &items, progress, stop)
 }
@@ -339,13 +143,9 @@ pub fn send_items(
     items: &[SendItem],
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<SendReport, SessionError> {
+) -> Result<SendReport, TransferSessionError> {
     if !crate::control::CHUNK_RANGE.contains(&cfg.chunk_size) {
-        return Err(SessionError::Usage(format!(
-            "chunk size {} outside {:?}",
-            cfg.chunk_size,
-            crate::control::CHUNK_RANGE
-        )));
+        return Err(UsageError::ChunkSize(cfg.chunk_size).into());
     }
     let block_size = block_size(cfg.block_size);
     let plan = plan_items(items, &cfg.dest)?;
@@ -369,9 +169,7 @@ pub fn send_items(
         welcome(&mut ch)
     })()
     .map_err(|e| match e {
-        SessionError::Control(c) => SessionError::Auth(format!(
-            "the receiver ended the connection after our key proof (a wrong key?): {c}"
-        )),
+        TransferSessionError::Control(c) => AuthError::EndedAfterProof(c).into(),
         e => e,
     })?;
     let handshake_s = started.elapsed().as_secs_f64();
@@ -435,7 +233,7 @@ fn run_stream(
     items: &mut Items,
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
-) -> Result<(DataReport, u64), SessionError> {
+) -> Result<(DataReport, u64), TransferSessionError> {
     let to = SocketAddr::new(cfg.server.ip(), udp_port);
     let local: SocketAddr = match to.ip() {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -456,8 +254,7 @@ fn run_stream(
     // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
     scfg.pacing_granularity = PACING_GRANULARITY;
     let source = FileSource::new(cfg.chunk_size);
-    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now())
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now()).map_err(UsageError::from)?;
     let mut tx = crate::udp::Transmit::new(netio::gso_supported(&sock));
     let mut rb = netio::RecvBatch::new(64, 2048);
     let mut prog = SendProgress {
@@ -487,7 +284,7 @@ fn run_stream(
             return Err(io_err("reading a source file")(e).into());
         }
         if let transfer::SenderState::Failed(f) = sender.state() {
-            return Err(SessionError::Peer(format!("the data stream failed: {f:?}")));
+            return Err(ProtocolViolation::DataStream(format!("{f:?}")).into());
         }
         if first_data.is_none() && sender.datagrams_sent() > 0 {
             first_data = Some(now);
@@ -505,7 +302,7 @@ fn run_stream(
             prog.file = items.current().to_string();
             progress(&prog);
             if stop.load(Ordering::Relaxed) {
-                return Err(SessionError::Interrupted);
+                return Err(TransferSessionError::Interrupted);
             }
             next_tick = now + TICK;
         }
@@ -526,7 +323,7 @@ fn run_stream(
 }
 
 /// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.
-fn wait_two(sock: &std::net::UdpSocket, ch: &Channel<Msg>, wait: Duration) -> Result<u64, SessionError> {
+fn wait_two(sock: &std::net::UdpSocket, ch: &Channel<Msg>, wait: Duration) -> Result<u64, TransferSessionError> {
     use std::os::fd::AsFd;
     netio::wait_fds_readable(&[sock.as_fd(), ch.stream().as_fd()], wait)
         .map_err(|e| io_err("waiting for the network")(e).into())

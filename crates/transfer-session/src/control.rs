@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Each `accept` (and `resend`) appends the blocks it names as segments of the session's one
-//! open transfer stream ([`crate::segments`]), on both ends in the order of these messages: the
+//! open transfer stream ([`transfer::segments`]), on both ends in the order of these messages: the
 //! data of many files flows back to back with one congestion controller, and the block hashes
 //! the sender computes as it sends reach the receiver about with the data, so a file's verdict
 //! follows its last byte by about one round trip.
@@ -26,10 +26,11 @@
 //! under the session key it already holds; the receiver's first authenticated line, `welcome`,
 //! proves the key back (only a holder of the pre-shared key can derive the session key). The
 //! data waits for `welcome`. Both key proofs are HMAC-SHA256 over a role label and both nonces
-//! ([`ctlchan::mac`]).
+//! ([`ctlchan::mac`]); the handshake is ctlchan's one ([`ctlchan::handshake`]) in this
+//! protocol's [`DIALECT`].
 //!
 //! What is authenticated: with a pre-shared key, both ends derive a session key from it and both
-//! nonces ([`session_key`]); every control line after `auth` carries an HMAC under it (a proxy
+//! nonces; every control line after `auth` carries an HMAC under it (a proxy
 //! that rewrites an offered path, a verdict or a hash breaks the channel), the verdict names the
 //! path it is for, and every UDP datagram carries a BLAKE3 tag under a key derived from it and
 //! the session id ([`data_key`]), so a forged or altered datagram is dropped before it moves any
@@ -38,25 +39,23 @@
 //! REPORTs), but someone on the path can read the key — only a pre-shared key authenticates the
 //! peer. Nothing is encrypted.
 
+use ctlchan::handshake::{Binding, Dialect, HandshakeMessage, Line, NonceInput, ServerProof, WithoutKey};
 use ctlchan::mac::NONCE_LEN;
-use serde::{Deserialize, Serialize};
+use ctlchan::InvalidField;
 
+use serde::{Deserialize, Serialize};
+pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
+
+/// Wait this long for a control message before giving up on the peer.
+pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Version of this protocol.
 pub const PROTOCOL_VERSION: u8 = 3;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
 pub const MAX_PATH: usize = 4096;
-/// Largest file, bytes (1 PiB).
-pub const MAX_FILE_SIZE: u64 = 1 << 50;
 /// Smallest and largest chunk (one DATA datagram's payload).
 pub const CHUNK_RANGE: std::ops::RangeInclusive<u32> = 512..=transfer::wire::MAX_PAYLOAD as u32;
-/// Smallest verification block (a power of two, like every block size).
-pub const MIN_BLOCK: u64 = 1 << 12;
-/// Largest verification block.
-pub const MAX_BLOCK: u64 = 1 << 30;
-/// Most blocks per file (bounds the receiver's memory for hashes: 32 MiB).
-pub const MAX_BLOCKS: u64 = 1 << 20;
 /// Most block hashes per `hashes` message (about 1.1 MB of JSON).
 pub const HASHES_PER_MESSAGE: usize = 16_384;
 /// Most block ranges in `accept` or `resend`.
@@ -78,7 +77,7 @@ pub struct Offer {
     /// `.part` of the same file from one of an older version.
     pub mtime_ns: u64,
     /// Bytes per verification/resume block: a power of two ([`MIN_BLOCK`]..=[`MAX_BLOCK`]), so
-    /// that each block is one subtree of the file's BLAKE3 tree ([`crate::hashing`]).
+    /// that each block is one subtree of the file's BLAKE3 tree ([`transfer::blocktree`]).
     pub block_size: u64,
     /// Make the file durable (fsync) before saying `verified` (the sender may delete its copy
     /// then); without it the verdict only means the verified bytes are in the receiver's page
@@ -169,7 +168,7 @@ pub enum Msg {
         id: u64,
         /// Index of the first block.
         first_block: u64,
-        /// Hex hash per block ([`crate::hashing`]).
+        /// Hex hash per block ([`transfer::blocktree`]).
         hashes: Vec<String>,
     },
     /// Sender → receiver: BLAKE3 of the whole file; all its block hashes have been sent.
@@ -208,28 +207,31 @@ pub enum Msg {
     },
 }
 
-fn hex_len(field: &str, s: &str, bytes: usize) -> Result<(), String> {
+fn hex_len(field: &'static str, s: &str, bytes: usize) -> Result<(), InvalidField> {
     match ctlchan::mac::hex_decode(s) {
         Some(v) if v.len() == bytes => Ok(()),
-        _ => Err(format!("{field} must be {} hex digits", 2 * bytes)),
+        _ => Err(InvalidField::new(field, format!("must be {} hex digits", 2 * bytes))),
     }
 }
 
-fn text(field: &str, s: &str, max: usize) -> Result<(), String> {
+fn text(field: &'static str, s: &str, max: usize) -> Result<(), InvalidField> {
     if s.len() > max {
-        return Err(format!("{field} longer than {max} bytes"));
+        return Err(InvalidField::new(field, format!("longer than {max} bytes")));
     }
     Ok(())
 }
 
-fn ranges(field: &str, r: &[[u64; 2]], limit: u64) -> Result<(), String> {
+fn ranges(field: &'static str, r: &[[u64; 2]], limit: u64) -> Result<(), InvalidField> {
     if r.len() > MAX_RANGES {
-        return Err(format!("{field}: more than {MAX_RANGES} ranges"));
+        return Err(InvalidField::new(field, format!("more than {MAX_RANGES} ranges")));
     }
     let mut prev_end = 0;
     for (i, &[a, b]) in r.iter().enumerate() {
         if a >= b || b > limit || (i > 0 && a < prev_end) {
-            return Err(format!("{field}: range [{a}, {b}) empty, unordered or beyond {limit}"));
+            return Err(InvalidField::new(
+                field,
+                format!("range [{a}, {b}) empty, unordered or beyond {limit}"),
+            ));
         }
         prev_end = b;
     }
@@ -237,12 +239,13 @@ fn ranges(field: &str, r: &[[u64; 2]], limit: u64) -> Result<(), String> {
 }
 
 impl ctlchan::Message for Msg {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), InvalidField> {
         match self {
             Msg::Hello { version, client_nonce } => {
                 if *version != PROTOCOL_VERSION {
-                    return Err(format!(
-                        "protocol version {version}, this side speaks {PROTOCOL_VERSION}"
+                    return Err(InvalidField::new(
+                        "version",
+                        format!("protocol version {version}, this side speaks {PROTOCOL_VERSION}"),
                     ));
                 }
                 hex_len("client_nonce", client_nonce, NONCE_LEN)
@@ -259,7 +262,10 @@ impl ctlchan::Message for Msg {
             }
             Msg::Session { chunk_size } => {
                 if !CHUNK_RANGE.contains(chunk_size) {
-                    return Err(format!("chunk_size {chunk_size} outside {CHUNK_RANGE:?}"));
+                    return Err(InvalidField::new(
+                        "chunk_size",
+                        format!("{chunk_size} outside {CHUNK_RANGE:?}"),
+                    ));
                 }
                 Ok(())
             }
@@ -272,8 +278,9 @@ impl ctlchan::Message for Msg {
                 first_block, hashes, ..
             } => {
                 if hashes.len() > HASHES_PER_MESSAGE || first_block.saturating_add(hashes.len() as u64) > MAX_BLOCKS {
-                    return Err(format!(
-                        "hashes: at most {HASHES_PER_MESSAGE} per message, below block {MAX_BLOCKS}"
+                    return Err(InvalidField::new(
+                        "hashes",
+                        format!("at most {HASHES_PER_MESSAGE} per message, below block {MAX_BLOCKS}"),
                     ));
                 }
                 hashes.iter().try_for_each(|h| hex_len("hash", h, 32))
@@ -288,21 +295,21 @@ impl ctlchan::Message for Msg {
     }
 }
 
-fn validate_offer(o: &Offer) -> Result<(), String> {
+fn validate_offer(o: &Offer) -> Result<(), InvalidField> {
     text("path", &o.path, MAX_PATH)?;
     if o.size > MAX_FILE_SIZE {
-        return Err(format!("size {} above {MAX_FILE_SIZE}", o.size));
+        return Err(InvalidField::new("size", format!("{} above {MAX_FILE_SIZE}", o.size)));
     }
     if !o.block_size.is_power_of_two() || !(MIN_BLOCK..=MAX_BLOCK).contains(&o.block_size) {
-        return Err(format!(
-            "block_size {} must be a power of two in {MIN_BLOCK}..={MAX_BLOCK}",
-            o.block_size
+        return Err(InvalidField::new(
+            "block_size",
+            format!("{} must be a power of two in {MIN_BLOCK}..={MAX_BLOCK}", o.block_size),
         ));
     }
     if o.blocks() > MAX_BLOCKS {
-        return Err(format!(
-            "{} blocks, at most {MAX_BLOCKS}: use a larger block size",
-            o.blocks()
+        return Err(InvalidField::new(
+            "block_size",
+            format!("{} blocks, at most {MAX_BLOCKS}: use a larger block size", o.blocks()),
         ));
     }
     Ok(())
@@ -317,15 +324,86 @@ pub fn clip(text: &str) -> String {
     text[..end].to_string()
 }
 
-/// Role labels bound into the key proofs.
-pub(crate) const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v1 sender";
-const SESSION_LABEL: &[u8] = b"evlbi-transfer-v2 session key";
+/// The transfer's labels and choices: nonces enter the MACs as the hex text sent; without a
+/// pre-shared key the sender draws the session key and sends it in `auth`; the receiver proves
+/// the key with its first authenticated line (`welcome`), so it has no proof of its own and its
+/// label is never used.
+pub const DIALECT: Dialect = Dialect {
+    client_label: b"evlbi-transfer-v1 sender",
+    server_label: b"evlbi-transfer-v2 receiver",
+    session_label: b"evlbi-transfer-v2 session key",
+    nonces: NonceInput::Hex,
+    without_key: WithoutKey::ClearSessionKey,
+    server_proof: ServerProof::FirstAuthenticatedLine,
+};
+
 const DATA_LABEL: &[u8] = b"evlbi-transfer-v2 datagram key";
 
-/// The session key both ends derive from a pre-shared key and the two nonces of the handshake:
-/// fresh per connection, never on the wire.
-pub fn session_key(psk: &[u8], client_nonce: &str, server_nonce: &str) -> Result<[u8; 32], ctlchan::mac::MacError> {
-    ctlchan::mac::derive(psk, &[SESSION_LABEL, client_nonce.as_bytes(), server_nonce.as_bytes()])
+impl Msg {
+    /// The message's `type` tag, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::Challenge { .. } => "challenge",
+            Msg::Auth { .. } => "auth",
+            Msg::Session { .. } => "session",
+            Msg::Welcome { .. } => "welcome",
+            Msg::Mkdir { .. } => "mkdir",
+            Msg::Done { .. } => "done",
+            Msg::Offer(_) => "offer",
+            Msg::Accept { .. } => "accept",
+            Msg::Refused { .. } => "refused",
+            Msg::Hashes { .. } => "hashes",
+            Msg::FileHash { .. } => "file_hash",
+            Msg::Verified { .. } => "verified",
+            Msg::Resend { .. } => "resend",
+            Msg::Bye => "bye",
+            Msg::Error { .. } => "error",
+        }
+    }
+}
+
+impl HandshakeMessage for Msg {
+    fn line(&self) -> Line<'_> {
+        match self {
+            // The key proofs cover the nonces only: the parameters follow in authenticated lines.
+            Msg::Hello { client_nonce, .. } => Line::Hello {
+                client_nonce: Some(client_nonce),
+                binding: Binding::default(),
+            },
+            Msg::Challenge {
+                server_nonce,
+                key_required,
+            } => Line::Challenge {
+                server_nonce,
+                key_required: Some(*key_required),
+            },
+            Msg::Auth { proof, session_key } => Line::Auth {
+                proof: proof.as_deref(),
+                session_key: session_key.as_deref(),
+            },
+            Msg::Error { message } => Line::Refusal(message),
+            other => Line::Other(other.name()),
+        }
+    }
+
+    fn with_client_nonce(self, client_nonce: Option<String>) -> Self {
+        match (self, client_nonce) {
+            (Msg::Hello { version, .. }, Some(client_nonce)) => Msg::Hello { version, client_nonce },
+            (other, _) => other,
+        }
+    }
+
+    fn challenge(server_nonce: String, key_required: bool) -> Self {
+        Msg::Challenge {
+            server_nonce,
+            key_required,
+        }
+    }
+
+    fn auth(proof: Option<String>, session_key: Option<String>) -> Self {
+        Msg::Auth { proof, session_key }
+    }
 }
 
 /// The datagram key of one round: from the session key and the round's session id, so each

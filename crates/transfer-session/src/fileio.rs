@@ -38,11 +38,10 @@ impl ReadAt for File {
     }
 }
 
+use transfer::blocks::Geometry;
+use transfer::blocktree::{BlockTree, Cv};
+use transfer::segments::SegmentTable;
 use transfer::{PayloadDigest, Sink, Source};
-
-use crate::blocks::Geometry;
-use crate::hashing::{BlockTree, Cv};
-use crate::segments::SegmentTable;
 
 /// A block whose hash is now known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +50,7 @@ pub struct BlockHashed {
     pub file: u64,
     /// Block index.
     pub block: u64,
-    /// Its hash ([`crate::hashing`]).
+    /// Its hash ([`transfer::blocktree`]).
     pub hash: Cv,
 }
 

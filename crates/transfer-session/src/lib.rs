@@ -4,102 +4,37 @@
 //! A session is one TCP control connection (JSON lines, [`control`]) authenticated with a
 //! pre-shared key when the receiver has one, carrying any number of files and directories, and
 //! one UDP data stream: an open transfer ([`transfer::layout`]) into which every file's blocks
-//! that the receiver lacks are appended as the receiver accepts the file ([`segments`]). Offers
+//! that the receiver lacks are appended as the receiver accepts the file ([`transfer::segments`]). Offers
 //! run a window ahead of the data, so files follow each other without a round trip, a slow
 //! start or a tail each. Each block is hashed as it is sent and as it is written, in whatever
-//! order it arrives ([`hashing`]: BLAKE3 of every block and of the whole file, no second pass
+//! order it arrives ([`transfer::blocktree`], [`hashing`]: BLAKE3 of every block and of the whole file, no second pass
 //! over either copy); the sender's hashes travel on the control connection beside the data, and
 //! the receiver renames `NAME.part` to `NAME` (after an fsync, when asked) the moment the last
 //! block and the hashes match — or fetches failed blocks again through the same stream. The
 //! receiver writes only below its root ([`paths`]) and keeps `NAME.part.evlbi` beside the data
 //! so that the same command after a kill -9 of either side continues where it stopped.
 
-pub mod blocks;
 pub mod control;
 pub mod fileio;
 pub mod hashing;
 pub mod paths;
-pub mod segments;
+pub mod resume;
 pub mod udp;
 
 mod client;
+mod error;
+mod plan;
+mod receiving;
 mod recv_files;
 mod recv_session;
 mod send_items;
 mod server;
 
-use std::time::Duration;
-
-use thiserror::Error;
-
-pub use client::{send, send_items, CcChoice, SendConfig, SendItem, SendProgress};
+pub use client::{send, send_items, CcChoice, SendConfig, SendProgress};
+pub use control::CONTROL_TIMEOUT;
 pub use ctlchan::serve::{Limits, ServeStats};
+pub use error::{AuthError, ProtocolViolation, TransferSessionError, UsageError};
 pub use fileio::ReadAt;
-pub use server::{Server, ServerConfig, ServerEvent};
-
-/// Wait this long for a control message before giving up on the peer.
-pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Session failures.
-#[derive(Debug, Error)]
-pub enum SessionError {
-    /// The control channel failed (closed, malformed, oversized, timed out).
-    #[error(transparent)]
-    Control(#[from] ctlchan::ChannelError),
-    /// The key proof failed.
-    #[error("authentication failed: {0}")]
-    Auth(String),
-    /// The peer reported a fatal error.
-    #[error("peer: {0}")]
-    Peer(String),
-    /// The peer sent a message out of turn.
-    #[error("unexpected `{got}` while waiting for {want}")]
-    Unexpected {
-        /// What came.
-        got: String,
-        /// What was expected.
-        want: &'static str,
-    },
-    /// A local file or socket operation failed.
-    #[error(transparent)]
-    Io(#[from] netio::IoError),
-    /// A local argument is unusable.
-    #[error("{0}")]
-    Usage(String),
-    /// The transfer was interrupted.
-    #[error("interrupted")]
-    Interrupted,
-}
-
-/// Run the calling thread at nice 19: hashing may trail the data and must not take the core
-/// the socket loops need (on one host, sender and receiver share two cores). Its results are
-/// needed only when a round ends.
-#[allow(unsafe_code)] // setpriority(2) of one thread: std has no thread priorities.
-pub(crate) fn lower_priority() {
-    // SAFETY: gettid has no preconditions; setpriority with PRIO_PROCESS and our own thread id
-    // changes only this thread's nice value (Linux treats the id as a thread id).
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-    }
-}
-
-/// 16 fresh random bytes, hex (rand's thread RNG is a CSPRNG seeded by the OS).
-pub(crate) fn nonce() -> String {
-    let mut n = [0u8; ctlchan::mac::NONCE_LEN];
-    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut n);
-    ctlchan::mac::hex_encode(&n)
-}
-
-pub(crate) fn unexpected(got: &control::Msg, want: &'static str) -> SessionError {
-    match got {
-        control::Msg::Error { message } => SessionError::Peer(message.clone()),
-        other => SessionError::Unexpected {
-            got: serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(String::from))
-                .unwrap_or_default(),
-            want,
-        },
-    }
-}
+pub use plan::SendItem;
+pub use receiving::{ServerConfig, ServerEvent};
+pub use server::Server;

@@ -14,12 +14,15 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use transfer::blocks::{from_ranges, Geometry, ResumeState, RESUME_STATE_VERSION};
+use transfer::blocktree::{root_of_blocks, Cv};
 use transfer::results::FileRecvReport;
 
-use crate::blocks::{from_ranges, Geometry, ResumeState, RESUME_STATE_VERSION};
 use crate::control::Offer;
-use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
+use crate::error::{CommitError, PartError, Refusal};
+use crate::hashing::{join_block_hashing, spawn_block_hashing, HeldHashes};
 use crate::paths::Dir;
+use crate::resume::ResumeFile;
 
 /// One offered file being received. See the module docs.
 pub(crate) struct RxFile {
@@ -64,12 +67,14 @@ pub(crate) enum Check {
 
 impl RxFile {
     /// Open (or resume) the copy of `o` as `name` in `dir`; `Err` is the refusal to send.
-    pub(crate) fn open(dir: Dir, name: String, o: &Offer) -> Result<RxFile, String> {
+    pub(crate) fn open(dir: Dir, name: String, o: &Offer) -> Result<RxFile, Refusal> {
         let part_name = format!("{name}.part");
         let state_name = format!("{name}.part.evlbi");
         let part_path = dir.display(&part_name);
-        let (part, state) =
-            open_part(&dir, &part_name, &state_name, o).map_err(|e| format!("{}: {e}", part_path.display()))?;
+        let (part, state) = open_part(&dir, &part_name, &state_name, o).map_err(|why| Refusal::Part {
+            part: part_path.clone(),
+            why,
+        })?;
         let g = Geometry {
             size: o.size,
             block_size: o.block_size,
@@ -103,8 +108,10 @@ impl RxFile {
             report,
             started: Instant::now(),
         };
-        f.start_held_hashing()
-            .map_err(|e| format!("reading {}: {e}", f.part_path.display()))?;
+        f.start_held_hashing().map_err(|e| Refusal::Part {
+            part: f.part_path.clone(),
+            why: PartError::Io(e),
+        })?;
         Ok(f)
     }
 
@@ -183,7 +190,7 @@ impl RxFile {
 
     /// Write the resume record: the blocks held now.
     pub(crate) fn save(&mut self) -> io::Result<()> {
-        self.state.have = crate::blocks::to_ranges(self.have.iter().copied());
+        self.state.have = transfer::blocks::to_ranges(self.have.iter().copied());
         self.dirty = false;
         match &self.dir {
             Some(d) => self.state.save(d, &self.state_name),
@@ -212,17 +219,17 @@ impl RxFile {
 /// Open (or create) the `.part` file and its resume record in `dir` (never through a link, never
 /// a file with other links). An existing record is used only when it describes the same source
 /// file (size, mtime, block size) and the `.part` has that size.
-fn open_part(dir: &Dir, part_name: &str, state_name: &str, o: &Offer) -> Result<(File, ResumeState), String> {
-    let part = dir.open_rw(part_name).map_err(|e| e.to_string())?;
-    let len = part.metadata().map_err(|e| e.to_string())?.len();
+fn open_part(dir: &Dir, part_name: &str, state_name: &str, o: &Offer) -> Result<(File, ResumeState), PartError> {
+    let part = dir.open_rw(part_name).map_err(PartError::Dir)?;
+    let len = part.metadata().map_err(PartError::Io)?.len();
     let resumable = ResumeState::load(dir, state_name)
         .filter(|s| s.size == o.size && s.mtime_ns == o.mtime_ns && s.block_size == o.block_size && len == o.size);
     let state = match resumable {
         Some(s) => s,
         None => {
             // Start over: drop stale content, keep a sparse file of the final size.
-            part.set_len(0).map_err(|e| e.to_string())?;
-            part.set_len(o.size).map_err(|e| e.to_string())?;
+            part.set_len(0).map_err(PartError::Io)?;
+            part.set_len(o.size).map_err(PartError::Io)?;
             ResumeState {
                 version: RESUME_STATE_VERSION,
                 size: o.size,
@@ -233,7 +240,7 @@ fn open_part(dir: &Dir, part_name: &str, state_name: &str, o: &Offer) -> Result<
             }
         }
     };
-    state.save(dir, state_name).map_err(|e| e.to_string())?;
+    state.save(dir, state_name).map_err(PartError::Io)?;
     Ok((part, state))
 }
 
@@ -260,7 +267,7 @@ pub(crate) enum Job {
 }
 
 /// A commit's outcome: the file id and how long the fsync took, or why it failed.
-pub(crate) type Committed = (u64, Result<Option<Duration>, String>);
+pub(crate) type Committed = (u64, Result<Option<Duration>, CommitError>);
 
 /// The finisher thread of one session.
 pub(crate) struct Finisher {
@@ -351,13 +358,14 @@ fn start_writeback(f: &File, off: u64, len: u64) {
     }
 }
 
-fn commit(c: Commit) -> Result<Option<Duration>, String> {
+fn commit(c: Commit) -> Result<Option<Duration>, CommitError> {
     let synced = if c.sync {
         // Durable before the sender hears "verified" (it may delete its copy then).
         let t = Instant::now();
-        c.part
-            .sync_all()
-            .map_err(|e| format!("syncing {}: {e}", c.dir.display(&c.part_name).display()))?;
+        c.part.sync_all().map_err(|why| CommitError::Sync {
+            path: c.dir.display(&c.part_name),
+            why,
+        })?;
         Some(t.elapsed())
     } else {
         None
@@ -366,7 +374,10 @@ fn commit(c: Commit) -> Result<Option<Duration>, String> {
     // --overwrite a file that appeared meanwhile is not replaced either.
     c.dir
         .rename(&c.part_name, &c.name, c.overwrite)
-        .map_err(|e| format!("renaming to {}: {e}", c.dir.display(&c.name).display()))?;
+        .map_err(|why| CommitError::Rename {
+            path: c.dir.display(&c.name),
+            why,
+        })?;
     let _ = c.dir.remove(&c.state_name);
     // Give the received file the source's modification time (as `cp -p`); best effort.
     let _ = c.part.set_modified(UNIX_EPOCH + Duration::from_nanos(c.mtime_ns));

@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 use ctlchan::mac::{hex32, hex_encode};
 use ctlchan::Channel;
 use netio::{bind_udp, io_err, BufferRequest};
+use transfer::blocks::to_ranges;
 use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
-use crate::blocks::to_ranges;
-use crate::control::{clip, data_key, Msg, Offer};
+use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT};
+use crate::error::{unexpected, ProtocolViolation, Refusal, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
+use crate::receiving::{Claim, Receiving, ServerEvent};
 use crate::recv_files::{Check, Finisher, Job, RxFile};
-use crate::server::{fatal, Claim, Server, ServerEvent};
 use crate::udp::Intake;
-use crate::{unexpected, SessionError, CONTROL_TIMEOUT};
 
 /// How often resume records of files receiving data are rewritten.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -53,14 +53,14 @@ struct Entry<'s> {
 
 /// The session's state besides the sockets. See the module docs.
 struct Session<'s> {
-    srv: &'s Server,
+    srv: &'s Receiving,
     files: HashMap<u64, Entry<'s>>,
     finisher: Finisher,
     last_control: Instant,
 }
 
 /// Serve one authenticated session until the sender's `bye` (or a failure).
-pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), SessionError> {
+pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
     let chunk_size = match ch.recv(CONTROL_TIMEOUT)? {
         Msg::Session { chunk_size } => chunk_size,
         m => return Err(fatal(ch, unexpected(&m, "session"))),
@@ -89,8 +89,7 @@ pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<
     rcfg.open = true;
     rcfg.data_key = Some(data_key(net.key, session_id));
     rcfg.idle_timeout = srv.cfg.data_idle_timeout;
-    let mut receiver = Receiver::new(rcfg, PartSink::new(chunk_size), Instant::now())
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    let mut receiver = Receiver::new(rcfg, PartSink::new(chunk_size), Instant::now()).map_err(UsageError::from)?;
     let mut intake = Intake::new(&sock, net.peer.ip()).map_err(io_err("UDP_GRO"))?;
     let mut s = Session {
         srv,
@@ -113,7 +112,7 @@ pub(crate) fn run(srv: &Server, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<
         },
     ));
     r.map_err(|e| match e {
-        SessionError::Control(_) => e,
+        TransferSessionError::Control(_) => e,
         // Tell the sender why (disk full, a silent stream, …) before hanging up.
         e => fatal(ch, e),
     })
@@ -128,13 +127,13 @@ impl<'s> Session<'s> {
         receiver: &mut Receiver<PartSink>,
         intake: &mut Intake,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let mut out = Vec::with_capacity(2048);
         let mut ready = 3u64;
         let mut next_save = Instant::now() + SAVE_EVERY;
         loop {
             if net.stop.load(Ordering::Relaxed) {
-                return Err(SessionError::Interrupted);
+                return Err(TransferSessionError::Interrupted);
             }
             if ready & 2 != 0 {
                 while let Some(m) = ch.try_recv()? {
@@ -156,10 +155,7 @@ impl<'s> Session<'s> {
                 receiver.handle_timeout(now);
             }
             if receiver.state() == ReceiverState::TimedOut {
-                return Err(SessionError::Peer(format!(
-                    "no valid datagram from the sender for {:?}",
-                    self.srv.cfg.data_idle_timeout
-                )));
+                return Err(ProtocolViolation::NoData(self.srv.cfg.data_idle_timeout).into());
             }
             if let Some(to) = intake.locked() {
                 while receiver.poll_transmit_into(now, &mut out) {
@@ -173,7 +169,7 @@ impl<'s> Session<'s> {
                 next_save = now + SAVE_EVERY;
             }
             if now.saturating_duration_since(self.last_control) > IDLE && receiver.poll_timeout().is_none() {
-                return Err(SessionError::Peer(format!("nothing from the sender for {IDLE:?}")));
+                return Err(ProtocolViolation::Silent(IDLE).into());
             }
             // A verdict waiting on the finisher should not wait for the tick.
             let tick = if self.finisher.pending > 0 {
@@ -195,7 +191,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         match m {
             Msg::Mkdir { id, path } => match self.srv.root.make_dirs(&path) {
                 Ok(_) => {
@@ -217,13 +213,13 @@ impl<'s> Session<'s> {
                     return Ok(()); // a file refused or failed meanwhile
                 };
                 if first_block.saturating_add(hashes.len() as u64) > e.rx.g.blocks() {
-                    return Err(SessionError::Peer(format!("hashes beyond the last block of file {id}")));
+                    return Err(ProtocolViolation::HashesBeyondEnd(id).into());
                 }
                 for (i, h) in hashes.iter().enumerate() {
                     let h = hex32(h);
                     let slot = &mut e.rx.expected[first_block as usize + i];
                     if slot.is_some() && *slot != h {
-                        return Err(SessionError::Peer(format!("two hashes for one block of file {id}")));
+                        return Err(ProtocolViolation::TwoHashes(id).into());
                     }
                     *slot = h;
                 }
@@ -246,20 +242,17 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let id = o.id;
         if self.files.contains_key(&id) {
-            return Err(SessionError::Peer(format!("file {id} offered twice")));
+            return Err(ProtocolViolation::OfferedTwice(id).into());
         }
         let blocks_in_flight: u64 = self.files.values().map(|e| e.rx.g.blocks()).sum();
         let opened = match self.srv.claim(&o.path) {
             _ if self.files.len() >= MAX_FILES_IN_FLIGHT || blocks_in_flight + o.blocks() > MAX_BLOCKS_IN_FLIGHT => {
-                Err(format!(
-                    "{}: too many files or blocks in flight in this session; offer fewer at once",
-                    o.path
-                ))
+                Err(Refusal::TooMuchInFlight { path: o.path.clone() })
             }
-            None => Err(format!("{} is being received by another session", o.path)),
+            None => Err(Refusal::Busy { path: o.path.clone() }),
             Some(claim) => self
                 .place(&o)
                 .and_then(|(dir, name)| RxFile::open(dir, name, &o))
@@ -267,8 +260,8 @@ impl<'s> Session<'s> {
         };
         let (claim, rx) = match opened {
             Ok(x) => x,
-            Err(msg) => {
-                let message = clip(&msg);
+            Err(why) => {
+                let message = clip(&why.to_string());
                 ch.send(&Msg::Refused {
                     id,
                     message: message.clone(),
@@ -303,24 +296,19 @@ impl<'s> Session<'s> {
 
     /// Where file `o.path` goes: its directory (created as needed) and name, checked against
     /// what is there; `Err` with the reason to refuse it.
-    fn place(&self, o: &Offer) -> Result<(crate::paths::Dir, String), String> {
-        let (dir, name) = self.srv.root.parent_of(&o.path).map_err(|e| e.to_string())?;
-        match dir.kind(name).map_err(|e| e.to_string())? {
+    fn place(&self, o: &Offer) -> Result<(crate::paths::Dir, String), Refusal> {
+        let (dir, name) = self.srv.root.parent_of(&o.path).map_err(Refusal::Path)?;
+        match dir.kind(name).map_err(Refusal::Dir)? {
             None => {}
-            Some(_) if !self.srv.cfg.overwrite => {
-                return Err(format!(
-                    "{} exists below the receiver's root (start the receiver with --overwrite to replace files)",
-                    o.path
-                ))
-            }
+            Some(_) if !self.srv.cfg.overwrite => return Err(Refusal::Exists { path: o.path.clone() }),
             Some(safedir::EntryKind::File) => {}
-            Some(_) => return Err(format!("{} exists and is not a regular file", o.path)),
+            Some(_) => return Err(Refusal::NotAFile { path: o.path.clone() }),
         }
         Ok((dir, name.to_string()))
     }
 
     /// Blocks the stream completed (written and hashed), and write errors.
-    fn completions(&mut self, receiver: &mut Receiver<PartSink>) -> Result<(), SessionError> {
+    fn completions(&mut self, receiver: &mut Receiver<PartSink>) -> Result<(), TransferSessionError> {
         let sink = receiver.sink_mut();
         if let Some(e) = sink.last_error.take() {
             // Disk full or a failing disk: stop, keep what is on disk resumable.
@@ -349,7 +337,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let ready: Vec<u64> = self
             .files
             .iter()
@@ -407,7 +395,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         receiver.sink_mut().remove_file(id);
         if let Some(mut e) = self.files.remove(&id) {
             let _ = e.rx.save();
@@ -428,7 +416,7 @@ impl<'s> Session<'s> {
         ch: &mut Channel<Msg>,
         receiver: &mut Receiver<PartSink>,
         net: &Net<'_>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         for (id, res) in self.finisher.finished() {
             let read_back = receiver.sink().read_back(id);
             receiver.sink_mut().remove_file(id);
@@ -451,6 +439,7 @@ impl<'s> Session<'s> {
                     })?;
                 }
                 Err(why) => {
+                    let why = why.to_string();
                     rep.error = Some(why.clone());
                     ch.send(&Msg::Refused {
                         id,
@@ -486,4 +475,13 @@ impl<'s> Session<'s> {
             }
         }
     }
+}
+
+/// Tell the sender why the session ends (best effort: the connection may be gone) and hand the
+/// error back for the caller to return.
+pub(crate) fn fatal(ch: &mut Channel<Msg>, e: TransferSessionError) -> TransferSessionError {
+    let _ = ch.send(&Msg::Error {
+        message: clip(&netio::error_chain(&e)),
+    });
+    e
 }

@@ -7,15 +7,16 @@ use std::time::Instant;
 
 use ctlchan::mac::hex_encode;
 use ctlchan::Channel;
+use transfer::blocks::{from_ranges, Geometry};
+use transfer::blocktree::{root_of_blocks, Cv};
 use transfer::results::{FileRound, FileSendReport};
 use transfer::Sender;
 
-use crate::blocks::{from_ranges, Geometry};
-use crate::client::{Item, Source};
 use crate::control::{Msg, Offer, HASHES_PER_MESSAGE};
+use crate::error::{unexpected, ProtocolViolation, TransferSessionError};
 use crate::fileio::{FileSource, ReadAt};
-use crate::hashing::{join_block_hashing, root_of_blocks, spawn_block_hashing, Cv, HeldHashes};
-use crate::{unexpected, SessionError};
+use crate::hashing::{join_block_hashing, spawn_block_hashing, HeldHashes};
+use crate::plan::{Item, Source};
 
 /// Most items offered and not yet answered for good (bounds open files on both ends).
 const MAX_OPEN_ITEMS: usize = 128;
@@ -102,7 +103,7 @@ impl Items {
     }
 
     /// Offer (or mkdir) the next items while the window has room.
-    pub(crate) fn offer_more(&mut self, ch: &mut Channel<Msg>) -> Result<(), SessionError> {
+    pub(crate) fn offer_more(&mut self, ch: &mut Channel<Msg>) -> Result<(), TransferSessionError> {
         while self.next < self.plan.len()
             && self.open.len() < MAX_OPEN_ITEMS
             && (self.open.is_empty() || self.ahead_bytes < MAX_AHEAD_BYTES)
@@ -136,7 +137,7 @@ impl Items {
         dest: String,
         planned_size: u64,
         mtime_ns: u64,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let mut report = FileSendReport {
             source: source.name(),
             path: dest.clone(),
@@ -146,7 +147,7 @@ impl Items {
         let (file, size) = match source.open() {
             Ok((f, size)) => (f, size.unwrap_or(planned_size)),
             Err(e) => {
-                report.error = Some(e);
+                report.error = Some(netio::error_chain(&e));
                 self.reports[idx] = Some(report);
                 return Ok(());
             }
@@ -189,7 +190,7 @@ impl Items {
     }
 
     /// A control message from the receiver.
-    pub(crate) fn handle(&mut self, m: Msg, sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+    pub(crate) fn handle(&mut self, m: Msg, sender: &mut Sender<FileSource>) -> Result<(), TransferSessionError> {
         match m {
             Msg::Done { id } => {
                 if let Some(Item::Dir(d)) = self.open.remove(&id).and_then(|_| self.plan.get(id as usize)) {
@@ -234,7 +235,12 @@ impl Items {
         }
     }
 
-    fn accept(&mut self, id: u64, have: &[[u64; 2]], sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+    fn accept(
+        &mut self,
+        id: u64,
+        have: &[[u64; 2]],
+        sender: &mut Sender<FileSource>,
+    ) -> Result<(), TransferSessionError> {
         let f = match self.files.get_mut(&id) {
             Some(f) if !f.accepted => f,
             _ => {
@@ -250,10 +256,7 @@ impl Items {
         f.accepted = true;
         let blocks = f.g.blocks();
         f.held = from_ranges(have).filter(|&b| b < blocks).collect();
-        let file = f
-            .file
-            .take()
-            .ok_or_else(|| SessionError::Usage("a file accepted twice".into()))?;
+        let file = f.file.take().ok_or(ProtocolViolation::AcceptedTwice(id))?;
         let reader = file.clone();
         sender.source_mut().add_file(id, file, f.g);
         let mut bytes = 0;
@@ -275,7 +278,12 @@ impl Items {
         Ok(())
     }
 
-    fn resend(&mut self, id: u64, blocks: &[[u64; 2]], sender: &mut Sender<FileSource>) -> Result<(), SessionError> {
+    fn resend(
+        &mut self,
+        id: u64,
+        blocks: &[[u64; 2]],
+        sender: &mut Sender<FileSource>,
+    ) -> Result<(), TransferSessionError> {
         let Some(f) = self.files.get_mut(&id).filter(|f| f.accepted) else {
             return Err(unexpected(
                 &Msg::Resend {
@@ -305,11 +313,14 @@ impl Items {
         synced: bool,
         sync_us: u64,
         sender: &mut Sender<FileSource>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let Some(mut f) = self.files.remove(&id).filter(|f| f.accepted) else {
-            return Err(SessionError::Peer(format!(
-                "a verdict for file {id}, which was not accepted"
-            )));
+            return Err(ProtocolViolation::UnknownFile {
+                what: "a verdict",
+                id,
+                state: "accepted",
+            }
+            .into());
         };
         self.open.remove(&id);
         let st = sender.source_mut().finish_file(id);
@@ -341,7 +352,7 @@ impl Items {
         &mut self,
         ch: &mut Channel<Msg>,
         sender: &mut Sender<FileSource>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), TransferSessionError> {
         let mut fresh: BTreeMap<(u64, u64), Cv> = sender
             .source_mut()
             .take_hashed()

@@ -2,122 +2,43 @@
 //! placed safely below the root, one data stream for all of them, verdicts as files complete
 //! ([`crate::recv_session`]).
 
-use std::collections::HashSet;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::time::Instant;
 
-use ctlchan::mac::verify;
-use ctlchan::serve::{Limits, ServeStats, Ticket};
+use ctlchan::handshake::{Fresh, HandshakeError, ServerHandshake, ServerStep};
+use ctlchan::serve::{ServeStats, Ticket};
 use ctlchan::{Channel, Role};
-use transfer::results::{FileRecvReport, StreamRecvReport};
-
-use crate::control::{clip, session_key, Msg, CLIENT_LABEL, MAX_LINE};
-use crate::paths::Root;
-use crate::{nonce, unexpected, SessionError};
 use netio::{error_chain, io_err};
 
-/// Receiver settings.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// TCP control address.
-    pub listen: SocketAddr,
-    /// Files land only below this directory.
-    pub root: PathBuf,
-    /// Pre-shared key; senders must prove it.
-    pub key: Option<Vec<u8>>,
-    /// Rounds per file before giving up on blocks that keep failing verification.
-    pub max_rounds: u32,
-    /// Socket receive buffer to ask for, bytes.
-    pub rcvbuf: usize,
-    /// Replace files that already exist below the root (otherwise such an offer is refused).
-    pub overwrite: bool,
-    /// Connections at once, the handshake deadline, sessions at once.
-    pub limits: Limits,
-    /// The data stream fails after this long without a valid datagram while blocks are missing.
-    pub data_idle_timeout: Duration,
-}
-
-impl ServerConfig {
-    /// Defaults: no key, 3 rounds, 32 MiB receive buffer, no overwriting, [`Limits::default`]
-    /// (10 s to authenticate, 64 connections in their handshake, 16 sessions), 60 s of silence
-    /// ends a stream.
-    pub fn new(listen: SocketAddr, root: PathBuf) -> Self {
-        ServerConfig {
-            listen,
-            root,
-            key: None,
-            max_rounds: 3,
-            rcvbuf: 32 << 20,
-            overwrite: false,
-            limits: Limits::default(),
-            data_idle_timeout: Duration::from_secs(60),
-        }
-    }
-}
-
-/// What the server reports as it works.
-#[derive(Debug, Clone)]
-pub enum ServerEvent {
-    /// A sender connected and authenticated.
-    Connected(SocketAddr),
-    /// A connection ended before it authenticated (bad or no key, silence past the handshake
-    /// deadline, a protocol error, or the server was busy).
-    Rejected(SocketAddr, String),
-    /// The session's data stream listens on this UDP port.
-    DataPort(SocketAddr, u16),
-    /// A file finished (verified or not).
-    File(FileRecvReport),
-    /// A directory was created.
-    Directory(String),
-    /// The session's data stream, at its end.
-    Stream(SocketAddr, StreamRecvReport),
-    /// The session ended; `Some` why if it failed.
-    Ended(SocketAddr, Option<String>),
-}
+use crate::control::{Msg, DIALECT, MAX_LINE};
+use crate::error::{TransferSessionError, UsageError};
+use crate::paths::Root;
+use crate::receiving::{Receiving, ServerConfig, ServerEvent};
+use crate::recv_session::fatal;
 
 /// A bound receiver.
 pub struct Server {
     listener: TcpListener,
-    pub(crate) cfg: ServerConfig,
-    pub(crate) root: Root,
-    /// Paths being received right now: a second session offering one is refused.
-    busy: Mutex<HashSet<String>>,
-}
-
-/// Holds a path in [`Server::busy`] while its file is received.
-pub(crate) struct Claim<'a> {
-    busy: &'a Mutex<HashSet<String>>,
-    path: String,
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.path);
-    }
+    shared: Receiving,
 }
 
 impl Server {
     /// Bind the control port and open the root.
-    pub fn bind(cfg: ServerConfig) -> Result<Server, SessionError> {
+    pub fn bind(cfg: ServerConfig) -> Result<Server, TransferSessionError> {
         // A session holds a few descriptors per file in flight (up to 128 files a session, 16
         // sessions), more than the usual soft limit of 1024.
         netio::raise_fd_limit();
-        let root = Root::open(&cfg.root)
-            .map_err(|_| SessionError::Usage(format!("--root {} is not a directory", cfg.root.display())))?;
+        let root = Root::open(&cfg.root).map_err(|_| UsageError::RootNotADirectory(cfg.root.clone()))?;
         let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;
         Ok(Server {
             listener,
-            cfg,
-            root,
-            busy: Mutex::new(HashSet::new()),
+            shared: Receiving::new(cfg, root),
         })
     }
 
     /// The bound control address.
-    pub fn local_addr(&self) -> Result<SocketAddr, SessionError> {
+    pub fn local_addr(&self) -> Result<SocketAddr, TransferSessionError> {
         Ok(self.listener.local_addr().map_err(io_err("local address"))?)
     }
 
@@ -129,7 +50,7 @@ impl Server {
         stop: &AtomicBool,
         once: bool,
         on: &mut dyn FnMut(ServerEvent),
-    ) -> Result<ServeStats, SessionError> {
+    ) -> Result<ServeStats, TransferSessionError> {
         let handler =
             |stream: TcpStream, peer: SocketAddr, ticket: &Ticket<'_>, tx: &std::sync::mpsc::Sender<ServerEvent>| {
                 let emit = |e: ServerEvent| {
@@ -137,8 +58,15 @@ impl Server {
                 };
                 self.connection(stream, peer, ticket, stop, &emit);
             };
-        ctlchan::serve::serve(&self.listener, stop, &self.cfg.limits, once.then_some(1), &handler, on)
-            .map_err(|e| io_err("accepting connections")(e).into())
+        ctlchan::serve::serve(
+            &self.listener,
+            stop,
+            &self.shared.cfg.limits,
+            once.then_some(1),
+            &handler,
+            on,
+        )
+        .map_err(|e| io_err("accepting connections")(e).into())
     }
 
     fn connection(
@@ -159,7 +87,7 @@ impl Server {
             Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
         if let Err(e) = ticket.authenticated() {
-            let e = SessionError::Peer(e.to_string());
+            let e = TransferSessionError::NotAdmitted(e);
             return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e))));
         }
         on(ServerEvent::Connected(peer));
@@ -170,66 +98,38 @@ impl Server {
             stop,
             on,
         };
-        let r = crate::recv_session::run(self, &mut ch, &net).map_err(|e| match e {
+        let r = crate::recv_session::run(&self.shared, &mut ch, &net).map_err(|e| match e {
             // A line that failed to parse or authenticate: say why before hanging up (the
             // other errors were told to the sender where they happened).
-            SessionError::Control(_) => fatal(&mut ch, e),
+            TransferSessionError::Control(_) => fatal(&mut ch, e),
             e => e,
         });
         on(ServerEvent::Ended(peer, r.err().map(|e| error_chain(&e))));
     }
 
-    /// Challenge, check the sender's proof (or take its session key when there is no
-    /// pre-shared key), and from then on authenticate every line. All within the connection's
-    /// handshake deadline. The first authenticated line, `welcome`, is our proof.
-    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], SessionError> {
-        let cn = match ch.recv(ticket.remaining())? {
-            Msg::Hello { client_nonce, .. } => client_nonce,
-            m => return Err(unexpected(&m, "hello")),
-        };
-        let sn = nonce();
-        let key = self.cfg.key.as_deref();
-        ch.send(&Msg::Challenge {
-            server_nonce: sn.clone(),
-            key_required: key.is_some(),
-        })?;
-        let (proof, sent) = match ch.recv(ticket.remaining())? {
-            Msg::Auth { proof, session_key } => (proof, session_key),
-            m => return Err(unexpected(&m, "auth")),
-        };
-        let sk = match key {
-            // No pre-shared key: the sender's random session key (see control.rs for what that
-            // does and does not protect).
-            None => sent
-                .as_deref()
-                .and_then(ctlchan::mac::hex32)
-                .ok_or_else(|| SessionError::Auth("the sender sent no session key".into()))?,
-            Some(k) => {
-                let p = proof.ok_or_else(|| SessionError::Auth("the sender has no key".into()))?;
-                verify(k, &[CLIENT_LABEL, sn.as_bytes(), cn.as_bytes()], &p)
-                    .map_err(|_| SessionError::Auth("the sender's key proof does not match".into()))?;
-                session_key(k, &cn, &sn).map_err(|e| SessionError::Auth(e.to_string()))?
+    /// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]) within the
+    /// connection's handshake deadline: challenge, check the sender's proof (or take its session
+    /// key when there is no pre-shared key), and from then on authenticate every line. The first
+    /// authenticated line, `welcome`, is our proof.
+    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], TransferSessionError> {
+        let mut hs = ServerHandshake::new(DIALECT, self.shared.cfg.key.clone(), Fresh::draw(), ticket.deadline());
+        // Each round either moves the handshake on or fails it for good, and waits until the
+        // deadline.
+        loop {
+            let msg = ch.recv(hs.remaining(Instant::now()))?;
+            match hs.handle(msg, Instant::now())? {
+                ServerStep::Send(m) => ch.send(&m)?,
+                ServerStep::Accepted {
+                    session_key: Some(sk), ..
+                } => {
+                    ch.authenticate(sk, Role::Server);
+                    return Ok(sk);
+                }
+                // This dialect always ends with a session key (derived, or the sender's).
+                ServerStep::Accepted { session_key: None, .. } => {
+                    return Err(HandshakeError::PeerNotAuthenticated.into())
+                }
             }
-        };
-        ch.authenticate(sk, Role::Server);
-        Ok(sk)
+        }
     }
-
-    /// Mark `path` as being received; `None` if another session is receiving it.
-    pub(crate) fn claim(&self, path: &str) -> Option<Claim<'_>> {
-        let mut b = self.busy.lock().unwrap_or_else(|p| p.into_inner());
-        b.insert(path.to_string()).then(|| Claim {
-            busy: &self.busy,
-            path: path.to_string(),
-        })
-    }
-}
-
-/// Tell the sender why the session ends (best effort: the connection may be gone) and hand the
-/// error back for the caller to return.
-pub(crate) fn fatal(ch: &mut Channel<Msg>, e: SessionError) -> SessionError {
-    let _ = ch.send(&Msg::Error {
-        message: clip(&error_chain(&e)),
-    });
-    e
 }

@@ -208,7 +208,7 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
     let src = tempfile::NamedTempFile::new().unwrap();
     fs::write(src.path(), &data).unwrap();
     let file = fs::File::open(src.path()).unwrap();
-    let g = transfer_session::blocks::Geometry {
+    let g = transfer::blocks::Geometry {
         size: data.len() as u64,
         block_size: 1 << 20,
     };

@@ -11,7 +11,8 @@ use common::*;
 use ctlchan::Channel;
 use testkit::SmallDisk;
 use transfer_session::control::{Msg, MAX_LINE, PROTOCOL_VERSION};
-use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, SessionError};
+use transfer_session::resume::ResumeFile;
+use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, TransferSessionError};
 
 #[test]
 fn files_and_directories_arrive_byte_exact_and_verified() {
@@ -75,7 +76,10 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
         let mut cfg = config(srv.addr, "");
         cfg.key = sender_key.map(<[u8]>::to_vec);
         let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
-        assert!(matches!(err, SessionError::Peer(_) | SessionError::Auth(_)), "{err}");
+        assert!(
+            matches!(err, TransferSessionError::Peer(_) | TransferSessionError::Auth(_)),
+            "{err}"
+        );
         // The server records the refused connection, and it does not spend --once.
         let rejected = srv.events.iter().find_map(|e| match e {
             ServerEvent::Rejected(_, why) => Some(why),
@@ -116,7 +120,7 @@ fn wrong_or_missing_key_is_refused_and_nothing_is_written() {
     let st = stop.clone();
     let t = std::thread::spawn(move || server.serve(&st, true, &mut |_| {}));
     let err = run_send(&cfg, &[src.path().join("f")]).unwrap_err();
-    assert!(matches!(err, SessionError::Auth(_)), "{err}");
+    assert!(matches!(err, TransferSessionError::Auth(_)), "{err}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let stats = t.join().unwrap().unwrap();
     assert_eq!(stats.sessions, 0, "{stats:?}");
@@ -140,8 +144,8 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
     part[4 << 20..].fill(0);
     part[(1 << 20) + 77] ^= 0x40;
     fs::write(root.path().join("f.bin.part"), &part).unwrap();
-    let state = transfer_session::blocks::ResumeState {
-        version: transfer_session::blocks::RESUME_STATE_VERSION,
+    let state = transfer::blocks::ResumeState {
+        version: transfer::blocks::RESUME_STATE_VERSION,
         size: data.len() as u64,
         mtime_ns,
         chunk_size: 8192,
@@ -209,11 +213,11 @@ fn disk_full_is_a_clear_error_and_leaves_a_resumable_part() {
     // What was written is recorded for a resume once there is space.
     let root = transfer_session::paths::Root::open(disk.path()).unwrap();
     let (dir, _) = root.parent_of("big.bin").unwrap();
-    let rec = transfer_session::blocks::ResumeState::load(&dir, "big.bin.part.evlbi");
+    let rec = transfer::blocks::ResumeState::load(&dir, "big.bin.part.evlbi");
     let rec = rec.expect("resume record kept");
     assert_eq!(rec.size, data.len() as u64);
     let part = fs::read(disk.path().join("big.bin.part")).unwrap();
-    for b in transfer_session::blocks::from_ranges(&rec.have) {
+    for b in transfer::blocks::from_ranges(&rec.have) {
         let r = (b as usize) << 20..((b as usize + 1) << 20).min(data.len());
         assert!(part[r.clone()] == data[r], "block {b} recorded as held but differs");
     }

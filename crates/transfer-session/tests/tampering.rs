@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use common::{config, files, pattern, run_send, serve_once};
 use ctlchan::{Channel, Role};
+use transfer::blocks::{ResumeState, RESUME_STATE_VERSION};
 use transfer::results::SendReport;
-use transfer_session::blocks::{ResumeState, RESUME_STATE_VERSION};
 use transfer_session::control::{Msg, MAX_LINE};
-use transfer_session::SessionError;
+use transfer_session::TransferSessionError;
 
 fn mtime_ns(p: &Path) -> u64 {
     fs::metadata(p)
@@ -28,7 +28,7 @@ fn mtime_ns(p: &Path) -> u64 {
 
 /// Send `src` to `addr` on a thread; its result within 60 s, or a panic saying the session
 /// never ended (a wedged peer).
-fn send_bounded(addr: SocketAddr, src: &Path) -> Result<SendReport, SessionError> {
+fn send_bounded(addr: SocketAddr, src: &Path) -> Result<SendReport, TransferSessionError> {
     let (tx, rx) = std::sync::mpsc::channel();
     let src = src.to_path_buf();
     std::thread::spawn(move || {

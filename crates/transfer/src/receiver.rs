@@ -8,8 +8,8 @@ use serde::Serialize;
 mod train;
 
 use crate::layout::Layout;
+use crate::session::{micros, parse_own, ConfigError, Reject, RejectCounters, SessionParams};
 use crate::wire::{self, Data, Datagram, Fin, Kind, PayloadDigest, Report, SeqRange, MAX_NAK_RANGES};
-use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
 use train::TrainMeter;
 
 /// Where received bytes go (a file, a correlator's buffer, a checker in tests).
@@ -56,7 +56,7 @@ pub struct ReceiverConfig {
     pub idle_timeout: Duration,
     /// Authenticate every datagram both ways with this key (see [`crate::DataKey`]).
     #[serde(skip)]
-    pub data_key: Option<crate::DataKey>,
+    pub data_key: Option<wire::DataKey>,
 }
 
 impl ReceiverConfig {
@@ -273,11 +273,11 @@ impl<K: Sink> Receiver<K> {
     fn authenticate<'a>(&self, datagram: &'a [u8]) -> Result<(Datagram<'a>, Option<PayloadDigest>), Reject> {
         let id = self.cfg.session.session_id;
         let Some(key) = &self.cfg.data_key else {
-            return crate::parse_own(datagram, id, None).map(|d| (d, None));
+            return parse_own(datagram, id, None).map(|d| (d, None));
         };
         let is_data = wire::peek_header(datagram).is_ok_and(|h| h.kind == Kind::Data);
         if !is_data {
-            return crate::parse_own(datagram, id, Some(key)).map(|d| (d, None));
+            return parse_own(datagram, id, Some(key)).map(|d| (d, None));
         }
         let body_len = datagram.len().checked_sub(wire::TAG_LEN).ok_or(Reject::BadTag)?;
         let (body, tag) = datagram.split_at(body_len);

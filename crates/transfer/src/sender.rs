@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::cc::{CongestionController, ReportSample};
 use crate::layout::Layout;
+use crate::session::{micros, parse_own, ConfigError, Reject, RejectCounters, SessionParams};
 use crate::wire::{self, DataHeader, Datagram, Fin, Kind, PayloadDigest, Report, DATA_HEADER_LEN};
-use crate::{micros, ConfigError, Reject, RejectCounters, SessionParams};
 use parts::{InflightLog, RateSampler, RttEstimator};
 pub use types::{Failure, RateSample, SenderState, SenderStats};
 
@@ -72,7 +72,7 @@ pub struct SenderConfig {
     /// Authenticate every datagram both ways with this key (see [`crate::DataKey`]); both ends
     /// must agree. `None`: unauthenticated (simulations, trusted paths).
     #[serde(skip)]
-    pub data_key: Option<crate::DataKey>,
+    pub data_key: Option<wire::DataKey>,
 }
 
 impl SenderConfig {
@@ -403,7 +403,7 @@ impl<S: Source> Sender<S> {
 
     /// A datagram from the receiver arrived at `now`. Invalid ones are counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let d = match crate::parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()) {
+        let d = match parse_own(datagram, self.cfg.session.session_id, self.cfg.data_key.as_ref()) {
             Ok(d) => d,
             Err(r) => return self.reject(r),
         };

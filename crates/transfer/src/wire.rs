@@ -216,7 +216,9 @@ pub struct Data<'a> {
     pub payload: &'a [u8],
 }
 
-pub use crate::auth::{is_subtree, payload_digest, DataKey, PayloadDigest, BLAKE3_CHUNK_LEN};
+mod auth;
+
+pub use auth::{is_subtree, payload_digest, DataKey, PayloadDigest, BLAKE3_CHUNK_LEN};
 pub use seqrange::SeqRange;
 
 /// A REPORT: the receiver's state and measurements.

@@ -15,7 +15,7 @@ use ctlchan::serve::ServeStats;
 use ctlchan::{Channel, Role};
 use transfer::results::{FileRecvReport, SendReport};
 use transfer_session::control::{Msg, Offer, MAX_LINE, PROTOCOL_VERSION};
-use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, SessionError};
+use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, TransferSessionError};
 
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -32,7 +32,7 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
 pub struct Running {
     pub addr: SocketAddr,
     pub events: mpsc::Receiver<ServerEvent>,
-    pub thread: JoinHandle<Result<ServeStats, SessionError>>,
+    pub thread: JoinHandle<Result<ServeStats, TransferSessionError>>,
 }
 
 /// A receiver serving one session in a thread; its events arrive on a channel.
@@ -82,7 +82,7 @@ pub fn config(addr: SocketAddr, dest: &str) -> SendConfig {
     }
 }
 
-pub fn run_send(cfg: &SendConfig, items: &[PathBuf]) -> Result<SendReport, SessionError> {
+pub fn run_send(cfg: &SendConfig, items: &[PathBuf]) -> Result<SendReport, TransferSessionError> {
     send(cfg, items, &mut |_| {}, &AtomicBool::new(false))
 }
 

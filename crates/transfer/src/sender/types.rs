@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::RejectCounters;
+use crate::session::RejectCounters;
 
 /// Why a sender stopped without finishing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,7 +1,8 @@
-//! Which file and block each chunk of a session's stream belongs to.
+//! Which file and block each chunk of a session's stream belongs to (no IO: a table the
+//! session keeps beside the protocol's layout).
 //!
 //! A session moves every accepted block as one segment of one open transfer stream
-//! ([`transfer::layout`]); both ends append the same segments in the same order (the order of
+//! ([`crate::layout`]); both ends append the same segments in the same order (the order of
 //! the receiver's `accept` and `resend` messages). This table mirrors the protocol's layout with
 //! what the session needs: the file slot, the block, and its offset in the file. A segment's
 //! digest base is its offset in the file, so payload digests are the file tree's chaining values.
@@ -99,7 +100,7 @@ mod tests {
     #[test]
     fn the_table_agrees_with_the_protocol_layout() {
         let mut t = SegmentTable::new(8192);
-        let mut l = transfer::Layout::new(8192);
+        let mut l = crate::Layout::new(8192);
         for (i, len) in [100_000u64, 65_536, 0, 1, 8192, 8193].iter().enumerate() {
             let off = (i as u64) << 20;
             assert_eq!(Some(t.push(i as u64, 0, off, *len)), l.push(*len, off));

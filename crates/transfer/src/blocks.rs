@@ -1,15 +1,21 @@
-//! Blocks: the unit of verification and resume.
+//! Blocks: the unit of verification and resume of a file sent through an open transfer.
 //!
 //! A file is cut into blocks of `block_size` bytes, a power of two (the last block may be
 //! shorter): each block is one subtree of the file's BLAKE3 tree, and its hash is that
-//! subtree's chaining value ([`crate::hashing`]). The session moves every block the receiver
-//! lacks as one segment of its data stream ([`crate::segments`]).
-
-use std::io;
-
-use crate::paths::Dir;
+//! subtree's chaining value ([`crate::blocktree`]). A session moves every block the receiver
+//! lacks as one segment of its data stream ([`crate::segments`]). No IO here: the session
+//! reads and writes the resume record ([`ResumeState`]) where it keeps its files.
 
 use serde::{Deserialize, Serialize};
+
+/// Smallest verification block (a power of two, like every block size).
+pub const MIN_BLOCK: u64 = 1 << 12;
+/// Largest verification block.
+pub const MAX_BLOCK: u64 = 1 << 30;
+/// Most blocks per file (bounds the receiver's memory for hashes: 32 MiB).
+pub const MAX_BLOCKS: u64 = 1 << 20;
+/// Largest file, bytes (1 PiB).
+pub const MAX_FILE_SIZE: u64 = 1 << 50;
 
 /// Block geometry of one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,22 +84,17 @@ pub struct ResumeState {
 /// [`ResumeState::version`] written by this build.
 pub const RESUME_STATE_VERSION: u32 = 1;
 
-/// Largest resume record read (a hostile or corrupt one must not exhaust memory).
-const MAX_STATE_BYTES: u64 = 16 << 20;
-
 impl ResumeState {
-    /// Read record `name` in `dir`; `None` if absent, unreadable, a link or not ours (the
-    /// transfer then starts over).
-    pub fn load(dir: &Dir, name: &str) -> Option<ResumeState> {
-        let s: ResumeState = serde_json::from_slice(&dir.read_small(name, MAX_STATE_BYTES)?).ok()?;
-        (s.version == RESUME_STATE_VERSION && s.is_plausible()).then_some(s)
+    /// Whether a record read back is one to resume from: this build's version and
+    /// [`ResumeState::is_plausible`].
+    pub fn is_current(&self) -> bool {
+        self.version == RESUME_STATE_VERSION && self.is_plausible()
     }
 
     /// Whether this receiver could have written the record: a block size it accepts, and
     /// ranges ordered, disjoint, non-empty and within the file's blocks (a record claiming
     /// blocks 0 to 2⁶⁴ − 1 would otherwise be walked block by block).
     pub fn is_plausible(&self) -> bool {
-        use crate::control::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
         let geometry_ok = self.block_size.is_power_of_two()
             && (MIN_BLOCK..=MAX_BLOCK).contains(&self.block_size)
             && self.size <= MAX_FILE_SIZE;
@@ -108,24 +109,11 @@ impl ResumeState {
             ok
         })
     }
-
-    /// Write record `name` in `dir` atomically (see [`Dir::write_atomic`]: never through a link
-    /// planted there), so a crash leaves the old or the new record, never half of one. Nothing
-    /// is fsync'd: this runs on the receiving thread every second,
-    /// and a sync of gigabytes of dirty `.part` data there stalls the socket loop for hundreds
-    /// of milliseconds (the sender then probes and repeats data). After a power loss the record
-    /// may list a block that never reached the disk; that costs a re-fetch, not a bad file,
-    /// because every block is verified against the sender's hash before the file is accepted.
-    pub fn save(&self, dir: &Dir, name: &str) -> io::Result<()> {
-        let bytes = serde_json::to_vec(self).map_err(io::Error::other)?;
-        dir.write_atomic(name, &bytes)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
 
     #[test]
     fn ranges_roundtrip() {
@@ -135,24 +123,15 @@ mod tests {
     }
 
     #[test]
-    fn state_survives_a_roundtrip_and_rejects_garbage() {
-        let d = tempfile::tempdir().unwrap();
-        let root = crate::paths::Root::open(d.path()).unwrap();
-        let (dir, name) = root.parent_of("x").unwrap();
-        let name = format!("{name}.part.evlbi");
-        let p = d.path().join(&name);
-        let s = ResumeState {
-            version: RESUME_STATE_VERSION,
-            size: 5,
-            mtime_ns: 7,
-            chunk_size: 512,
-            block_size: 4096,
-            have: vec![[0, 1]],
+    fn geometry_counts_the_short_last_block() {
+        let g = Geometry {
+            size: (3 << 12) + 5,
+            block_size: 1 << 12,
         };
-        s.save(&dir, &name).unwrap();
-        assert_eq!(ResumeState::load(&dir, &name), Some(s));
-        fs::write(&p, b"{not json").unwrap();
-        assert_eq!(ResumeState::load(&dir, &name), None);
+        assert_eq!(g.blocks(), 4);
+        assert_eq!(g.block_len(3), 5);
+        assert_eq!(g.block_len(4), 0);
+        assert_eq!(g.len_of(0..4), g.size);
     }
 
     #[test]
@@ -179,5 +158,11 @@ mod tests {
         }
         assert!(!s(3 << 19, vec![]).is_plausible(), "not a power of two");
         assert!(!s(1, vec![]).is_plausible(), "below the smallest block");
+        assert!(s(1 << 20, vec![]).is_current());
+        let old = ResumeState {
+            version: RESUME_STATE_VERSION + 1,
+            ..s(1 << 20, vec![])
+        };
+        assert!(!old.is_current(), "another build's record");
     }
 }

@@ -1,7 +1,7 @@
 //! Authentication of a keyed session's datagrams: the [`DataKey`] tags and the
 //! [`PayloadDigest`] a DATA tag covers. See [`crate::wire`] for where the tag sits.
 
-use crate::wire::{DATA_HEADER_LEN, TAG_LEN};
+use super::{DATA_HEADER_LEN, TAG_LEN};
 
 /// A session's datagram key: 32 bytes both ends derived on their authenticated control channel.
 ///

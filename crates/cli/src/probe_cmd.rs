@@ -343,9 +343,8 @@ fn probe_event(e: ServerEvent, lines: &mut crate::flags::JsonLines) {
 /// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does
 /// not resolve a runtime failure.
 fn resolve(s: &str) -> Result<SocketAddr> {
-    let (host, port) =
-        crate::addr::split_host_port(s, Some(DEFAULT_PORT), false).map_err(|e| usage(format!("server {e}")))?;
-    crate::addr::resolve(&host, port).map_err(|e| anyhow!("cannot resolve {host}: {e}"))
+    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage(format!("server: {e}")))?;
+    Ok(hp.resolve()?)
 }
 
 fn host_jitter(a: HostJitterArgs) -> Result<()> {

@@ -451,7 +451,7 @@ fn malformed_addresses_get_precise_usage_errors() {
         (&["recv", "--root", root, "--listen", "1.2.3.4:5:6"], "too many colons"),
         (
             &["recv", "--root", root, "--listen", "localhost:5310"],
-            "not an IP address",
+            "\"localhost\" is not an IPv4 or IPv6 address",
         ),
     ] {
         assert_usage(args, needle);

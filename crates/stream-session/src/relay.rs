@@ -21,7 +21,7 @@ use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
-use crate::{Observer, SessionError};
+use crate::{ConfigError, Observer, StreamSessionError};
 use recording::write::{Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
@@ -128,14 +128,12 @@ pub struct BoundRelay {
 impl BoundRelay {
     /// Bind every input (buffers sized first, so nothing that comes is refused) and the
     /// output, then set the tee up.
-    pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, SessionError> {
+    pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, StreamSessionError> {
         if cfg.listen.is_empty() {
-            return Err(SessionError::Input("no --listen address".into()));
+            return Err(ConfigError::NoListen.into());
         }
         if cfg.relay.arq_latency.is_some() && cfg.relay.output != SeqFormat::Native {
-            return Err(SessionError::Input(
-                "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
-            ));
+            return Err(ConfigError::ArqNeedsNative.into());
         }
         let mut inputs = Vec::new();
         let mut grants = Vec::new();
@@ -197,7 +195,11 @@ impl BoundRelay {
     }
 
     /// Relay until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
-    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&RelayLiveLine)) -> Result<RelayReport, SessionError> {
+    pub fn run(
+        self,
+        stop: &AtomicBool,
+        mut live: impl FnMut(&RelayLiveLine),
+    ) -> Result<RelayReport, StreamSessionError> {
         let BoundRelay {
             cfg,
             inputs,
@@ -307,7 +309,7 @@ fn drain(
     spin: Duration,
     stop: &AtomicBool,
     answer_for: Option<Duration>,
-) -> Result<(), SessionError> {
+) -> Result<(), StreamSessionError> {
     let until = Instant::now() + Duration::from_secs(1);
     while relay.has_queued() && Instant::now() < until && !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -354,7 +356,7 @@ struct Readers {
 
 impl Readers {
     /// A reader thread per input socket (one that may nap when its buffer holds a nap's worth).
-    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, SessionError> {
+    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, StreamSessionError> {
         let halt = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
         let (back_tx, back_rx) = mpsc::channel::<InBatch>();
@@ -544,17 +546,14 @@ fn next_batch(rx: &ChanRx<InBatch>, until: Instant, spin: Duration) -> Result<Op
 /// Send everything due now (the clock read again after each send, so a backlog drains in one
 /// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
 /// frames due within `spin` are waited for here, spinning.
-fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), SessionError> {
+fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), StreamSessionError> {
     let began = Instant::now();
     for _ in 0..4096 {
         let now = Instant::now();
         if now - began > SEND_SLICE {
             break;
         }
-        let Some(tx) = relay
-            .poll_transmit(now)
-            .map_err(|e| SessionError::Input(e.to_string()))?
-        else {
+        let Some(tx) = relay.poll_transmit(now).map_err(StreamSessionError::Schedule)? else {
             break;
         };
         wire.send(&tx)?;

@@ -111,7 +111,7 @@ struct InBatch {
 /// An input socket and its reader thread.
 struct Input {
     sock: UdpSocket,
-    reader: Option<JoinHandle<Result<(), String>>>,
+    reader: Option<JoinHandle<Result<(), ReaderError>>>,
 }
 
 /// Bound sockets, before relaying: lets a caller print the ports (`--listen 127.0.0.1:0`).
@@ -421,7 +421,7 @@ impl Readers {
 
     /// Stop the readers (halted already, or now) and end the relay's input; the inputs (for
     /// their counts) and the first reader error.
-    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<String>) {
+    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<ReaderError>) {
         let Readers {
             mut inputs, rx, halt, ..
         } = self;
@@ -445,7 +445,7 @@ struct RelayEnd {
     marks: Marks,
     readers: Vec<Input>,
     grants: Vec<netio::BufferGrant>,
-    reader_error: Option<String>,
+    reader_error: Option<ReaderError>,
     stopped_by: &'static str,
 }
 
@@ -481,7 +481,7 @@ impl RelayEnd {
             output_format: cfg.relay.output,
             duration_s,
             datagrams: *relay.counters(),
-            first_problem: relay.first_problem().map(str::to_string).or(reader_error),
+            first_problem: relay.first_problem().map(str::to_string).or(reader_error.map(|e| e.to_string())),
             untracked_datagrams: relay.untracked_datagrams(),
             senders: relay.senders(),
             other_senders: relay.other_senders(),
@@ -578,6 +578,16 @@ fn input_drops(inputs: &[Input]) -> u64 {
     inputs.iter().map(|i| socket_drops(&i.sock).unwrap_or(0)).sum()
 }
 
+/// Why an input's reader thread stopped: its socket failed.
+#[derive(Debug, thiserror::Error)]
+#[error("input {input}: receive: {source}")]
+pub struct ReaderError {
+    /// The input's index (the order of `--listen`).
+    pub input: u16,
+    /// The socket's error.
+    pub source: std::io::Error,
+}
+
 /// The reader thread of input `input`: recvmmsg batches copied into a buffer for the relay
 /// thread (buffers come back for reuse). Ends when halted or when the relay thread is gone.
 fn read_input(
@@ -587,7 +597,7 @@ fn read_input(
     back: &std::sync::Mutex<ChanRx<InBatch>>,
     halt: &AtomicBool,
     may_nap: bool,
-) -> Result<(), String> {
+) -> Result<(), ReaderError> {
     let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
     let mut nap = false;
     while !halt.load(Ordering::Relaxed) {
@@ -611,7 +621,7 @@ fn read_input(
             {
                 continue
             }
-            Err(e) => return Err(format!("input {input}: receive: {e}")),
+            Err(source) => return Err(ReaderError { input, source }),
         }
         let at = Instant::now();
         let reused = back.lock().ok().and_then(|b| b.try_recv().ok());

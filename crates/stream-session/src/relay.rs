@@ -481,7 +481,10 @@ impl RelayEnd {
             output_format: cfg.relay.output,
             duration_s,
             datagrams: *relay.counters(),
-            first_problem: relay.first_problem().map(str::to_string).or(reader_error.map(|e| e.to_string())),
+            first_problem: relay
+                .first_problem()
+                .map(str::to_string)
+                .or(reader_error.map(|e| e.to_string())),
             untracked_datagrams: relay.untracked_datagrams(),
             senders: relay.senders(),
             other_senders: relay.other_senders(),

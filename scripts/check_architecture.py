@@ -16,6 +16,9 @@ ideas; clippy's too_many_lines, clippy.toml, counts code lines only, this counts
 Errors: library crates (all but the binary) return typed errors: no `Result<_, String>`, no
 `type Err = String` in non-test code (thiserror enums that name what went wrong; the binary uses
 anyhow). A line may opt out with a `// string-error: WHY` comment.
+Binary: the modules of crates/cli/src import each other without a cycle (what two commands
+share lives in a module both use, e.g. stream_common.rs, vdif_args.rs, probe_print.rs); the
+crate root (main.rs: usage, read_key, stop_flag) is the one hub every module may name.
 Lints: every crate takes the workspace's (`[lints] workspace = true`: missing_docs, unsafe_code
 denied unless a module that makes syscalls allows it, too_many_lines); a crate's own [lints.*]
 table would drop them.
@@ -97,6 +100,7 @@ def main() -> int:
             for f in files:
                 if f.endswith(".rs"):
                     problems += string_errors(os.path.join(dirpath, f), root)
+    problems += module_cycles(os.path.join(root, "crates", "cli", "src"), root)
     for dirpath, _, files in os.walk(os.path.join(root, "crates")):
         if "/tests" in dirpath or "/target" in dirpath:
             continue
@@ -164,6 +168,33 @@ def string_errors(path: str, root: str) -> list:
             out.append(f"{os.path.relpath(path, root)}:{no}: {what} in a library: return a thiserror enum "
                        "that names what went wrong")
     return out
+
+
+def module_cycles(src: str, root: str) -> list:
+    """Import cycles between the top-level modules of a crate's src (the root, main.rs or lib.rs,
+    aside): each module's `crate::NAME` references are its edges."""
+    mods = {f[:-3] for f in os.listdir(src) if f.endswith(".rs") and f not in ("main.rs", "lib.rs")}
+    edges = {}
+    for m in mods:
+        with open(os.path.join(src, m + ".rs"), encoding="utf-8") as fh:
+            text = "\n".join(l.split("//", 1)[0] for l in fh.read().split("\n"))
+        edges[m] = sorted({n for n in re.findall(r"\bcrate::(\w+)", text) if n in mods and n != m})
+    cycles, state = [], {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in edges[m]:
+            if state.get(n) == "open":
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+
+    for m in sorted(mods):
+        if m not in state:
+            visit(m, [m])
+    return [f"{os.path.relpath(src, root)}: modules import each other in a cycle: {' -> '.join(c)}; "
+            "move what they share to a module both use" for c in cycles]
 
 
 def workspace_lints(name: str, manifest: str) -> list:
@@ -248,10 +279,21 @@ def self_test() -> int:
             found = string_errors(path, root)
             if (code in string_planted) != bool(found) or any(":4:" in f for f in found):
                 failures.append(f"self-test: {code!r} gave {found}")
+    # Module cycles: a planted two- and three-module cycle is found, a chain is not.
+    for files, want in [({"a": "use crate::b::x;", "b": "use crate::a::y;"}, 1),
+                        ({"a": "crate::b::f()", "b": "crate::c::g()", "c": "crate::a::h()"}, 1),
+                        ({"a": "crate::b::f()", "b": "crate::c::g() // crate::a::h()", "c": "crate::usage"}, 0)]:
+        with tempfile.TemporaryDirectory() as root:
+            for name, code in list(files.items()) + [("main", "crate::a::run()")]:
+                with open(os.path.join(root, name + ".rs"), "w", encoding="utf-8") as fh:
+                    fh.write(f"fn f() {{ {code}; }}\n")
+            found = module_cycles(root, root)
+            if len(found) != want:
+                failures.append(f"self-test: modules {files} gave {found}")
     for f in failures:
         print(f)
-    print(f"architecture self-test: {len(planted) + len(string_planted)} planted, "
-          f"{len(clean) + len(string_clean)} clean, {len(failures)} wrong")
+    print(f"architecture self-test: {len(planted) + len(string_planted) + 2} planted, "
+          f"{len(clean) + len(string_clean) + 1} clean, {len(failures)} wrong")
     return 1 if failures else 0
 
 

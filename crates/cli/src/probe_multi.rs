@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use probe::results::{ProbeResult, Spread, SweepResult, TrialsResult};
 use probe_session::{run_client_live, ClientConfig};
 
-use crate::probe_cmd::live_printer;
+use crate::probe_print::live_printer;
 
 use crate::flags::ResultOutput;
 use crate::units::{parse_duration, parse_size, parse_values, rate_fmt, si_fmt, us_fmt, with_default_unit};

@@ -14,7 +14,7 @@ use probe_session::control::{MAX_RCVBUF, MIN_RCVBUF};
 use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConfig};
 
 use crate::flags::ResultOutput;
-use crate::probe_cmd::{host_line, live_printer};
+use crate::probe_print::{host_line, live_printer};
 use crate::units::{bytes_fmt, parse_size, parse_values, rate_fmt, si_fmt, with_default_unit};
 use crate::usage;
 

@@ -67,7 +67,7 @@ pub struct SendArgs {
     #[arg(long, conflicts_with = "files", requires = "stations")]
     generate: bool,
     #[command(flatten)]
-    signal: crate::vdif_cmd::SignalArgs,
+    signal: crate::vdif_args::SignalArgs,
     /// With --generate: seconds of data to generate (and loop over).
     #[arg(long, default_value_t = 1)]
     seconds: u32,

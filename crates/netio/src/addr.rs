@@ -22,6 +22,9 @@ pub enum AddrSyntax {
     /// No `:PORT` and the command has no default port.
     #[error("missing port")]
     MissingPort,
+    /// A bare IPv6 address, whose last group could be read as a port.
+    #[error("missing port: an IPv6 address alone (IPv6 with a port goes in brackets: [ADDR]:PORT)")]
+    MissingPortAfterIpv6,
     /// `:PORT` with nothing before it.
     #[error("missing host before ':'")]
     MissingHost,
@@ -108,7 +111,7 @@ impl HostPort {
             syntax,
         };
         let (host, port) = split_host_port(s, 1).map_err(syntax)?;
-        let port = port.or(default_port).ok_or_else(|| syntax(AddrSyntax::MissingPort))?;
+        let port = port.or(default_port).ok_or_else(|| syntax(missing_port(s)))?;
         Ok(HostPort {
             host: host.to_string(),
             port,
@@ -198,6 +201,15 @@ pub fn split_host_port(s: &str, min_port: u16) -> Result<(&str, Option<u16>), Ad
     }
 }
 
+/// Why `s` has no port: a bare IPv6 address is told how to write one.
+pub fn missing_port(s: &str) -> AddrSyntax {
+    if !s.starts_with('[') && s.contains(':') {
+        AddrSyntax::MissingPortAfterIpv6
+    } else {
+        AddrSyntax::MissingPort
+    }
+}
+
 /// A port: digits only (u16's parser would take a leading `+`, which no one means), at least
 /// `min`.
 pub fn parse_port(p: &str, min: u16) -> Result<u16, AddrSyntax> {
@@ -257,6 +269,11 @@ mod tests {
             ("[::1", None, "without ']'"),
             ("[nope]:1", None, "not an IPv6"),
             ("[::1]x", None, "after ']'"),
+            (
+                "::1:5000",
+                None,
+                "missing port: an IPv6 address alone (IPv6 with a port goes in brackets",
+            ),
             ("", None, "empty"),
         ] {
             let e = err(s, default_port);

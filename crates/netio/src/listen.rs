@@ -235,7 +235,7 @@ impl FromStr for ListenSpec {
         }
         // ADDR:PORT or [V6]:PORT, in the grammar every address of evlbi is written in.
         let (addr, port) = crate::addr::split_host_port(s, 0).map_err(|e| syntax_error(input, e))?;
-        let port = port.ok_or_else(|| syntax_error(input, AddrSyntax::MissingPort))?;
+        let port = port.ok_or_else(|| syntax_error(input, crate::addr::missing_port(s)))?;
         if addr.contains('%') {
             return Err(ListenSpecError::InterfaceOnUnicast { input: input.into() });
         }

@@ -552,7 +552,7 @@ mod tests {
             let want = Duration::from_nanos(n * ns);
             let got = parse_duration(&format!("{n}{suffix}")).expect("parses");
             // Through f64 seconds: within a nanosecond per 2^52 of the value.
-            let slack = Duration::from_nanos(1 + (n * ns) >> 50);
+            let slack = Duration::from_nanos(1 + ((n * ns) >> 50));
             proptest::prop_assert!(got.abs_diff(want) <= slack, "{:?} vs {:?}", got, want);
         }
 

@@ -3,7 +3,7 @@
 crates' code) and that no function grows past a screen without saying why.
 
 Rules (normal dependencies; dev-dependencies are free):
-  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis scanfmt
+  core   vdif probe stream transfer linkemu models histogram seqrange hostcounters fxcorr vsis scanfmt pacing
          depend on core crates only, never on a crate that does IO for them (libc, socket2,
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
   shell  netio ctlchan linkemu-tun metrics daemon recording safedir *-session
@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis",
-        "scanfmt"}
+        "scanfmt", "pacing"}
 SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon", "recording", "safedir"}
 VIEW = {"report"}
 BIN = {"evlbi"}

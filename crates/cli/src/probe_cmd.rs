@@ -348,8 +348,8 @@ fn resolve(s: &str) -> Result<SocketAddr> {
 
 fn host_jitter(a: HostJitterArgs) -> Result<()> {
     let spacing = match (a.spacing, a.rate) {
-        (Some(s), None) if s <= Duration::from_secs(1) => netio::Spacing::from_nanos(s.as_nanos() as u64),
-        (None, Some(r)) if r >= 1.0 && a.size > 0 => netio::Spacing::from_rate(u64::from(a.size), r.round() as u64),
+        (Some(s), None) if s <= Duration::from_secs(1) => pacing::Spacing::from_nanos(s.as_nanos() as u64),
+        (None, Some(r)) if r >= 1.0 && a.size > 0 => pacing::Spacing::from_rate(u64::from(a.size), r.round() as u64),
         (None, None) => return Err(usage("give --spacing (e.g. 16us) or --rate (e.g. 4.096G, with --size)")),
         _ => {
             return Err(usage(

@@ -7,9 +7,8 @@
 //! whether a loss was the network's, a full socket buffer's or a busy CPU's. This crate supplies
 //! the pieces:
 //!
-//! - [`pacer`]: packet `n` leaves at `start + n·spacing` on an absolute monotonic timeline with
-//!   exact rational spacing (no drift), sleeping then spinning, re-anchoring instead of bursting
-//!   when the sender fell far behind; pure `poll`/`on_sent`/`batch_due` for deterministic tests.
+//! - [`pacer`]: the waiting half of the core crate `pacing`'s absolute-timeline schedule: sleep
+//!   until a deadline, spin the last stretch, and the timer slack that makes the sleep exact.
 //! - [`socket`]: UDP sockets whose send/receive buffers are sized (forced past the sysctl cap when
 //!   privileged), read back and reported, with the sysctl to raise when the kernel capped them.
 //! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS), the
@@ -51,7 +50,6 @@ pub use counters::{
 pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};
 pub use listen::{bind_listen, ListenSpec, ListenSpecError, MulticastInterface};
-pub use pacer::{Lateness, Pacer, Spacing};
 pub use ready::{raise_fd_limit, ReadySet};
 pub use socket::{
     bind_udp, connect_udp, size_buffers, wait_any_readable, wait_fds_readable, BufferGrant, BufferRequest, NetioError,

@@ -4,8 +4,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use netio::pacer::wait_until;
-use netio::{bind_udp, connect_udp, BufferRequest, Pacer, Spacing};
+use netio::pacer::{wait_next, wait_until, DEFAULT_SPIN};
+use netio::{bind_udp, connect_udp, BufferRequest};
+use pacing::{Pacer, Spacing};
 
 const US: Duration = Duration::from_micros(1);
 
@@ -107,7 +108,7 @@ fn real_time_smoke() {
     let mut sent = 0u64;
     let mut worst = Duration::ZERO;
     for n in 0..2000u64 {
-        let late = p.wait_next();
+        let late = wait_next(&mut p, DEFAULT_SPIN);
         worst = worst.max(late.late);
         if tx.send(&n.to_le_bytes()).is_ok() {
             sent += 1;

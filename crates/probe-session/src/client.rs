@@ -4,7 +4,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use ctlchan::Role;
-use netio::{connect_udp, BufferRequest, Pacer, Spacing};
+use netio::{connect_udp, BufferRequest};
+use pacing::{Pacer, Spacing};
 
 use crate::auth::{ClientHandshake, ClientStep};
 use crate::control::{ControlMsg, Done, Hello, Interim, Results, MAX_INTERVAL_MS, MIN_INTERVAL_MS, PROTOCOL_VERSION};

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use netio::pacer::DEFAULT_SPIN;
-use netio::{Pacer, Spacing};
+use pacing::{Pacer, Spacing};
 use probe::host_jitter::{HostJitter, HostJitterReport};
 
 /// Longest measurement accepted (the spin takes a whole core).

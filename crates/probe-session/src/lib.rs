@@ -11,7 +11,7 @@
 //! magic, test id or size, are counted as strays and never as data or loss.
 //!
 //! Sockets, pacing and counters come from `netio`: the client paces on an exact absolute timeline
-//! ([`netio::Pacer`]) and stamps each datagram with its monotonic clock; the server receives in
+//! ([`pacing::Pacer`]) and stamps each datagram with its monotonic clock; the server receives in
 //! batches (recvmmsg) and times arrivals with the kernel's receive stamp (SO_TIMESTAMPNS,
 //! CLOCK_REALTIME), so inter-arrival jitter excludes the wait in the socket buffer. One-way delay
 //! is reported relative to its minimum, so the offset between the two clocks cancels (a clock

@@ -2,7 +2,7 @@
 //!
 //! - [`send`]: reads VDIF files (one station each) into memory or on reader threads and drives
 //!   [`stream::Sender`] (framing, repeats, counters) over a socket, one frame per datagram on an
-//!   exact absolute timeline ([`netio::Pacer`]), feeding it the NAKs that come back.
+//!   exact absolute timeline ([`pacing::Pacer`]), feeding it the NAKs that come back.
 //! - [`recv`]: receives datagrams, feeds [`stream::Receiver`], writes each station's continuous
 //!   VDIF (or a vbs/Mark6 scan over many disks) through [`recording::write::Recorder`], sends NAKs, reports
 //!   live and at the end.

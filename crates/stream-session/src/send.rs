@@ -1,7 +1,7 @@
 //! The sender over a real socket: VDIF files (one station each) read into memory or on reader
 //! threads, handed to the sans-IO [`stream::Sender`] (framing, sequence numbers, loop time,
 //! repeats, counters) whose frames leave on an exact absolute timeline per station
-//! ([`netio::Pacer`]); NAKs read from the socket between frames are fed back to it.
+//! ([`pacing::Pacer`]); NAKs read from the socket between frames are fed back to it.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use linkemu::LossModel;
 use netio::counters::ProcessCpu;
 use netio::pacer::wait_until_spin;
-use netio::{bind_udp, BufferRequest, Pacer, Spacing};
+use netio::{bind_udp, BufferRequest};
+use pacing::{Pacer, Spacing};
 use stream::results::{SendStatus, SentBoard};
 use stream::sender::{
-    combined_results, Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec,
-    Transmit,
+    combined_results, Frame, FrameSource, MemorySource, Sender, SenderConfig, SenderError, StationSpec, Transmit,
 };
-use stream::SeqFormat;
+use stream::{PacedSchedule, SeqFormat};
 use vdif::{FrameScanner, ScanEvent};
 
 use crate::report::SendReport;
@@ -399,86 +399,6 @@ impl FrameSource for ReaderSource {
     }
 }
 
-/// A station's departures on the absolute timeline of [`netio::Pacer`]. With `per_step` 1 every
-/// frame has its own slot; with `per_step` m the pacer counts time steps (one frame of each of
-/// the m threads a board carries) and the m frames of a step are all due at its start, so they
-/// leave back to back as a backend's do.
-struct Paced {
-    pacer: Pacer,
-    per_step: u64,
-    /// Frames of the current step already sent.
-    in_step: u64,
-}
-
-impl Paced {
-    fn frames(pacer: Pacer) -> Paced {
-        Paced {
-            pacer,
-            per_step: 1,
-            in_step: 0,
-        }
-    }
-
-    fn steps(pacer: Pacer, per_step: u64) -> Paced {
-        Paced {
-            pacer,
-            per_step: per_step.max(1),
-            in_step: 0,
-        }
-    }
-}
-
-impl Schedule for Paced {
-    fn next_deadline(&self) -> Instant {
-        self.pacer.next_deadline()
-    }
-
-    fn release_deadline(&self, n: u64) -> Instant {
-        if self.per_step == 1 {
-            return self.pacer.release_deadline(n);
-        }
-        // The step holding the last of the n frames; the rest of a step already begun is due at
-        // once (the catch-up bound applies between steps, not within one).
-        let steps_ahead = (self.in_step + n.max(1) - 1) / self.per_step;
-        if self.in_step > 0 && steps_ahead == 0 {
-            self.pacer.next_deadline()
-        } else {
-            self.pacer.release_deadline(steps_ahead + 1)
-        }
-    }
-
-    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
-        if self.per_step == 1 {
-            return self.pacer.on_sent_batch(now, count).late;
-        }
-        let late = now.saturating_duration_since(self.pacer.next_deadline());
-        let mut left = count as u64;
-        while left > 0 {
-            let take = (self.per_step - self.in_step).min(left);
-            self.in_step += take;
-            left -= take;
-            if self.in_step == self.per_step {
-                // The step is complete: the pacer moves on to the next one.
-                self.pacer.on_sent(now);
-                self.in_step = 0;
-            }
-        }
-        late
-    }
-
-    fn slips(&self) -> u64 {
-        self.pacer.slips()
-    }
-
-    fn slipped_total(&self) -> Duration {
-        self.pacer.slipped_total()
-    }
-
-    fn frames_per_release(&self) -> u64 {
-        self.per_step
-    }
-}
-
 /// Retry a send while the socket buffer is full; a refused datagram (ICMP from a receiver not
 /// (yet) listening) is gone, like any other loss on the path.
 fn send_retrying(
@@ -550,7 +470,7 @@ impl Wire {
 
     /// Read every datagram waiting on the socket into the sender (NAKs), then send the repeats
     /// they ask for.
-    fn serve_naks(&mut self, sender: &mut Sender<Paced>, now: Instant) -> Result<(), StreamSessionError> {
+    fn serve_naks(&mut self, sender: &mut Sender<PacedSchedule>, now: Instant) -> Result<(), StreamSessionError> {
         self.read_returns(|d| sender.handle_nak(now, d));
         while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
             self.send(&t)?;
@@ -722,7 +642,7 @@ fn sender_config(cfg: &SendConfig, start: Instant, seed: u64) -> SenderConfig {
 /// One sending socket and the state machine of what leaves it: the one sender, or one board of
 /// a simulated backend carrying its share of every station's threads.
 struct Board {
-    sender: Sender<Paced>,
+    sender: Sender<PacedSchedule>,
     wire: Wire,
     local: SocketAddr,
     /// Thread ids it carries (of the station with the most threads).
@@ -730,7 +650,7 @@ struct Board {
 }
 
 impl Board {
-    fn new(to: SocketAddr, sender: Sender<Paced>, sock: std::net::UdpSocket, threads: Vec<u16>) -> Board {
+    fn new(to: SocketAddr, sender: Sender<PacedSchedule>, sock: std::net::UdpSocket, threads: Vec<u16>) -> Board {
         let local = sock
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -805,7 +725,7 @@ fn build_boards(
                 fps: src.fps,
                 rate_bps: src.rate_bps * m as f64 / f64::from(src.threads.max(1)),
             };
-            sender.add_station(spec, Box::new(source), Paced::steps(pacer, m));
+            sender.add_station(spec, Box::new(source), PacedSchedule::steps(pacer, m));
         }
         let to = cfg.board_to.get(b).copied().unwrap_or(cfg.to);
         let (sock, mtu) = open_socket(to, cfg.sndbuf)?;
@@ -826,7 +746,7 @@ fn build_sender(
     cfg: &SendConfig,
     sources: Vec<Source>,
     (start, later): (Instant, u32),
-) -> (Sender<Paced>, Vec<Option<JoinHandle<ReaderStats>>>) {
+) -> (Sender<PacedSchedule>, Vec<Option<JoinHandle<ReaderStats>>>) {
     let mut sender = Sender::new(sender_config(cfg, start, cfg.seed));
     let mut readers = Vec::new();
     for src in sources {
@@ -868,7 +788,7 @@ fn build_sender(
             fps: src.fps,
             rate_bps: src.rate_bps,
         };
-        sender.add_station(spec, source, Paced::frames(pacer));
+        sender.add_station(spec, source, PacedSchedule::frames(pacer));
         readers.push(reader);
     }
     (sender, readers)
@@ -1075,30 +995,5 @@ mod tests {
                 assert!(lo.zip(hi).is_some_and(|(l, h)| h - l <= 1 && *l >= 1), "{sizes:?}");
             }
         }
-    }
-
-    #[test]
-    fn the_frames_of_a_time_step_are_due_together() {
-        // 2 frames per step, one step per millisecond.
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let mut p = Paced::steps(Pacer::new(t0, Spacing::from_nanos(1_000_000)), 2);
-        assert_eq!(p.release_deadline(1), t0);
-        assert_eq!(
-            p.on_sent_batch(t0 + Duration::from_micros(10), 1),
-            Duration::from_micros(10)
-        );
-        // The step's second frame is due at once, the next step a millisecond on.
-        assert_eq!(p.release_deadline(1), t0);
-        p.on_sent_batch(t0 + Duration::from_micros(20), 1);
-        assert_eq!(p.next_deadline(), t0 + ms(1));
-        // Three frames from a step's start reach into the following step.
-        assert_eq!(p.release_deadline(3), t0 + ms(2));
-        p.on_sent_batch(t0 + ms(2), 3);
-        assert_eq!((p.in_step, p.next_deadline()), (1, t0 + ms(2)));
-        // One frame per step is the plain per-frame pacer.
-        let mut f = Paced::frames(Pacer::new(t0, Spacing::from_nanos(1_000_000)));
-        f.on_sent_batch(t0, 1);
-        assert_eq!(f.release_deadline(1), t0 + ms(1));
     }
 }

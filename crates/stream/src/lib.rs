@@ -21,11 +21,13 @@ mod intake;
 pub mod receiver;
 pub mod relay;
 pub mod results;
+pub mod schedule;
 pub mod sender;
 pub mod window;
 pub mod wire;
 
 pub use receiver::{DatagramCounters, Receiver, ReceiverConfig, SenderChange, SourceFilter, StationSummary};
+pub use schedule::PacedSchedule;
 pub use sender::{
     Frame, FrameSource, MemorySource, Schedule, Sender, SenderConfig, SenderError, StationSpec, Transmit,
 };

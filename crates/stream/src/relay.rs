@@ -24,7 +24,7 @@
 //!   real stream, and a candidate without a run is forgotten after [`PHANTOM_AFTER`] (its
 //!   frames counted `unconfirmed`). Its **threads** are `--threads`, or what a native prefix
 //!   announces, or learned from those first frames (the ids seen until the time has advanced by
-//!   two frames, or [`LEARN_FOR`]);
+//!   [`LEARN_SKEW`], or [`LEARN_FOR`], or a full hold);
 //!   the output announces that count. A thread appearing later is counted and not forwarded
 //!   (the receiver could not place it), though the tee keeps it.
 //! - **Pacing** (`LiveQueue`): frames sit on a smooth timeline that follows their arrivals: a
@@ -46,6 +46,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
+use pacing::CatchUp;
 use serde::{Deserialize, Serialize};
 
 use crate::intake::{count_wire_error, stream_shape};
@@ -65,8 +66,14 @@ pub const LEARN_FOR: Duration = Duration::from_millis(20);
 /// until frames waited the whole `smoothing` allowance. 5 % headroom keeps the wait near the
 /// input's own jitter, and a burst still leaves at nearly the data rate.
 pub const PACE_HEADROOM: f64 = 1.05;
-/// Frames held per station while its threads are learned.
+/// Frames held per station while its threads are learned; a full hold ends the learning.
 const LEARN_FRAMES: usize = 1024;
+/// The boards of one backend start (and their frames arrive) within this of each other: a
+/// station's threads are learned over at least this much of its time, so a board a little behind
+/// the others (its start, its switch) is not taken for a thread that does not exist. Learning over
+/// two frames lost a board whose first frame came 0.5 ms after the other's at 4000 frames/s
+/// (tests/pipeline_sim.rs, 1.5 ms of LAN jitter: 2 of 4 threads learned, half the station lost).
+pub const LEARN_SKEW: Duration = Duration::from_millis(2);
 /// Frames a new station must deliver before it is relayed: a stray or a forged datagram with a
 /// station's id never takes the station (or its format) from the real stream.
 pub const SOURCE_RUN: usize = 4;
@@ -212,7 +219,8 @@ struct LiveQueue {
     queued: Rc<Cell<usize>>,
     limit: usize,
     spacing: Duration,
-    catch_up: f64,
+    /// How a backlog leaves (the sender's rule: never at line rate).
+    catch_up: CatchUp,
     smoothing: Duration,
     /// When the previous frame left.
     last_release: Option<Instant>,
@@ -240,7 +248,7 @@ impl LiveQueue {
             queued,
             limit,
             spacing,
-            catch_up: catch_up.clamp(1.0, 16.0),
+            catch_up: CatchUp::new(spacing, catch_up.clamp(1.0, 16.0)),
             smoothing,
             last_release: None,
             last_timeline: None,
@@ -294,10 +302,7 @@ impl LiveQueue {
         }
         let last = place.unwrap_or(head);
         let batch = match self.last_release {
-            Some(prev) => {
-                let k = u32::try_from(k).unwrap_or(u32::MAX);
-                last.max(prev + self.spacing.div_f64(self.catch_up).saturating_mul(k))
-            }
+            Some(prev) => last.max(self.catch_up.earliest(prev, k as u64)),
             None => last,
         };
         let extra = u32::try_from(k - 1).unwrap_or(u32::MAX);
@@ -323,7 +328,7 @@ impl LiveQueue {
             return a;
         };
         let normal = prev + self.spacing.div_f64(PACE_HEADROOM);
-        let fast = prev + self.spacing.div_f64(self.catch_up);
+        let fast = prev + self.catch_up.spacing();
         a.max(normal.min(fast.max(a + self.smoothing)))
     }
 
@@ -335,15 +340,7 @@ impl LiveQueue {
     fn release_of(&self, a: Instant) -> Instant {
         let t = self.timeline_of(a);
         match self.last_release {
-            Some(prev) => {
-                let in_batch = u32::try_from(self.pending_arrivals.len()).unwrap_or(u32::MAX);
-                t.max(
-                    prev + self
-                        .spacing
-                        .div_f64(self.catch_up)
-                        .saturating_mul(in_batch.saturating_add(1)),
-                )
-            }
+            Some(prev) => t.max(self.catch_up.earliest(prev, self.pending_arrivals.len() as u64 + 1)),
             None => t,
         }
     }
@@ -404,8 +401,7 @@ impl Schedule for LiveSchedule {
         // hold a backlog below the catch-up rate): n frames leave n catch-up spacings after the
         // previous ones. A late batch takes at most one batch of credit, so a held-up loop
         // never releases its backlog at line rate.
-        let n = u32::try_from(count.max(1)).unwrap_or(u32::MAX);
-        let batch = q.spacing.div_f64(q.catch_up).saturating_mul(n);
+        let batch = q.catch_up.span(count as u64);
         let floor = now.checked_sub(batch).unwrap_or(now);
         q.last_release = Some(q.last_release.map_or(now, |p| (p + batch).clamp(floor, now)));
         q.frames_out += count as u64;
@@ -429,6 +425,9 @@ impl Schedule for LiveSchedule {
 struct Learning {
     since: Instant,
     first_pos: u64,
+    /// The time advance (frames of a thread) that ends it: two frames when the threads are
+    /// known (only a run is awaited), [`LEARN_SKEW`] of them when they are learned.
+    steps: u64,
     seen: ThreadMap,
     held: Vec<(Instant, Vec<u8>)>,
 }
@@ -664,6 +663,11 @@ impl Relay {
             learning: Some(Learning {
                 since: now,
                 first_pos: pos,
+                steps: if known {
+                    2
+                } else {
+                    (u64::from(fps) * LEARN_SKEW.as_nanos() as u64 / 1_000_000_000).max(2)
+                },
                 seen: ThreadMap::new(crate::intake::MAX_THREADS),
                 held: Vec::new(),
             }),
@@ -731,7 +735,10 @@ impl Relay {
                 st.counts.overflow_dropped += 1;
             }
             let run = l.held.len() >= SOURCE_RUN;
-            if run && (pos >= l.first_pos + 2 || now.saturating_duration_since(l.since) >= LEARN_FOR) {
+            let learnt = pos >= l.first_pos + l.steps
+                || now.saturating_duration_since(l.since) >= LEARN_FOR
+                || l.held.len() >= LEARN_FRAMES;
+            if run && learnt {
                 self.end_learning(si, now, tee);
             }
             return;

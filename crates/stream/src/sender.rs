@@ -12,8 +12,8 @@
 //! - [`Sender::station_results`], [`Sender::arq_stats`]: the counters for the report.
 //!
 //! Frames come from a [`FrameSource`] per station ([`MemorySource`] here; the socket layer adds
-//! one fed by a reader thread); departures follow a [`Schedule`] per station (the socket layer's
-//! absolute-timeline pacer). When a looped file starts over, the source says how many seconds to
+//! one fed by a reader thread); departures follow a [`Schedule`] per station ([`crate::schedule`]:
+//! the absolute-timeline pacer of a file or backend, or the relay's live queue). When a looped file starts over, the source says how many seconds to
 //! add and the sender rewrites the frame's VDIF time on its way out. Injected loss (a lossy link
 //! in the host, for tests and demos) drops datagrams here, before they reach the caller.
 
@@ -26,43 +26,12 @@ use thiserror::Error;
 
 use crate::arq::{RetransmitBuffer, RetransmitStats};
 use crate::results::SentStation;
+pub use crate::schedule::Schedule;
 use crate::wire::{encode_data, Nak, NativePrefix};
 use crate::SeqFormat;
 
 /// Most of the repeat budget: at most this share of the data rate is spent on repeats.
 pub const REPEAT_SHARE: f64 = 0.1;
-
-/// A station's departure schedule: when its next frames may leave, and what happened when they
-/// did. The socket layer's absolute-timeline pacer (`netio::Pacer`) is one.
-pub trait Schedule {
-    /// Due time of the next frame.
-    fn next_deadline(&self) -> Instant;
-    /// When the next `n` frames may leave together.
-    fn release_deadline(&self, n: u64) -> Instant;
-    /// `count` frames left together at `now`; returns how late the first was.
-    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration;
-    /// Times the schedule gave up time (re-anchored) because the sender fell too far behind.
-    fn slips(&self) -> u64 {
-        0
-    }
-    /// Time given up at those slips.
-    fn slipped_total(&self) -> Duration {
-        Duration::ZERO
-    }
-    /// Frames that are due together (one per thread of a time step when a backend's board
-    /// sends a step's frames at once; 1 when every frame has its own slot). The achieved rate
-    /// counts the data from the first departure to the last: the last release's frames are
-    /// not inside that span.
-    fn frames_per_release(&self) -> u64 {
-        1
-    }
-    /// Whether a batch holds only frames already due at the time it is framed (a live queue:
-    /// frames that fell due while the caller slept leave together in one GSO call, the next
-    /// keep their own times); otherwise `burst` frames leave together at the first one's time.
-    fn batches_only_due(&self) -> bool {
-        false
-    }
-}
 
 /// One frame from a [`FrameSource`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -347,12 +347,13 @@ fn a_thread_after_the_learning_is_recorded_but_not_relayed() {
     let mut r = relay(SeqFormat::None, SeqFormat::Native, t0);
     let mut tee = VecSink::default();
     let mut out = Vec::new();
-    for k in 0..20u32 {
+    // Thread 7 first comes 3.75 ms in, past the 2 ms over which a station's threads are learned.
+    for k in 0..40u32 {
         let now = t0 + Duration::from_micros(125) * k;
         for thread in [4u16, 9] {
             r.handle_datagram(now, 0, addr(1), &frame(thread, k), false, &mut tee);
         }
-        if k >= 10 {
+        if k >= 30 {
             r.handle_datagram(now, 0, addr(1), &frame(7, k), false, &mut tee);
         }
         run_until(&mut r, &mut tee, now, &mut out);
@@ -360,12 +361,50 @@ fn a_thread_after_the_learning_is_recorded_but_not_relayed() {
     run_until(&mut r, &mut tee, t0 + Duration::from_millis(10), &mut out);
     let st = &r.stations()[0];
     assert_eq!(st.thread_ids, vec![4, 9]);
-    assert_eq!((st.unexpected_thread, st.frames_in, st.frames_out), (10, 50, 40));
-    assert_eq!(tee.segments.concat().len(), 50 * 8032);
+    assert_eq!((st.unexpected_thread, st.frames_in, st.frames_out), (10, 90, 80));
+    assert_eq!(tee.segments.concat().len(), 90 * 8032);
     assert!(out
         .iter()
         .all(|(_, d)| parse_data(SeqFormat::Native, d).unwrap().header.thread_id != 7));
     assert!(r.first_problem().unwrap().contains("thread 7"));
+}
+
+#[test]
+fn a_board_starting_behind_the_other_within_the_skew_is_learned() {
+    // Board A (threads 0, 1) starts 1.5 ms (12 frames at 8000/s) after board B (threads 2, 3):
+    // learning over two frames took B's threads for the station's and dropped A's.
+    let t0 = Instant::now();
+    let mut r = relay(SeqFormat::None, SeqFormat::Native, t0);
+    assert!(stream::relay::LEARN_SKEW >= Duration::from_micros(1500));
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    for k in 0..40u32 {
+        let now = t0 + Duration::from_micros(125) * k;
+        for thread in [2u16, 3] {
+            r.handle_datagram(now, 0, addr(2), &frame(thread, k), false, &mut tee);
+        }
+        if k >= 12 {
+            for thread in [0u16, 1] {
+                r.handle_datagram(now, 0, addr(1), &frame(thread, k), false, &mut tee);
+            }
+        }
+        run_until(&mut r, &mut tee, now, &mut out);
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_millis(10), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!(st.thread_ids, vec![0, 1, 2, 3]);
+    assert_eq!((st.unexpected_thread, st.frames_in, st.frames_out), (0, 136, 136));
+    // Every frame out once, announcing 4 threads, each thread in time order from its first.
+    let mut next = [0u32, 0, 0, 0];
+    for (_, d) in &out {
+        let p = parse_data(SeqFormat::Native, d).unwrap();
+        assert_eq!(p.native.unwrap().threads, 4);
+        let t = usize::from(p.header.thread_id);
+        let k = p.header.frame_number;
+        assert!(k >= next[t], "thread {t} went back to {k}");
+        next[t] = k + 1;
+    }
+    assert_eq!(next, [40; 4]);
 }
 
 #[test]

@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use linkemu::sim::{Endpoint, Sim};
 use linkemu::{Duplex, LinkConfig, LossModel};
-use stream::sender::{MemorySource, Schedule, Sender, SenderConfig, StationSpec};
+use pacing::{Pacer, Spacing};
+use stream::sender::{MemorySource, Sender, SenderConfig, StationSpec};
 use stream::wire::SeqFormat;
+use stream::PacedSchedule;
 use stream::{Receiver, ReceiverConfig, VecSink};
 use vdif::{FrameLayout, VdifHeader};
 
@@ -44,36 +46,9 @@ fn frames(seconds: u32) -> Vec<u8> {
     out
 }
 
-/// Frames evenly spaced from `start` (the socket layer paces with netio's Pacer).
-struct Even {
-    start: Instant,
-    spacing: Duration,
-    next: u64,
-}
-
-impl Even {
-    fn deadline(&self, n: u64) -> Instant {
-        self.start + self.spacing * n as u32
-    }
-}
-
-impl Schedule for Even {
-    fn next_deadline(&self) -> Instant {
-        self.deadline(self.next)
-    }
-    fn release_deadline(&self, n: u64) -> Instant {
-        self.deadline(self.next + n.max(1) - 1)
-    }
-    fn on_sent_batch(&mut self, now: Instant, count: usize) -> Duration {
-        let late = now.saturating_duration_since(self.next_deadline());
-        self.next += count as u64;
-        late
-    }
-}
-
 /// The sender as a simulation endpoint: a transmit's datagrams go out one by one.
 struct Tx {
-    sender: Sender<Even>,
+    sender: Sender<PacedSchedule>,
     queue: VecDeque<Vec<u8>>,
     transmits: u64,
 }
@@ -178,11 +153,7 @@ fn run(r: Run) -> Outcome {
             l.frame_len,
             if looping { r.seconds } else { 0 },
         )),
-        Even {
-            start: t0,
-            spacing: Duration::from_nanos(1_000_000_000 / u64::from(FPS)),
-            next: 0,
-        },
+        PacedSchedule::frames(Pacer::new(t0, Spacing::from_nanos(1_000_000_000 / u64::from(FPS)))),
     );
     let receiver = Receiver::new(ReceiverConfig {
         format: SeqFormat::Native,

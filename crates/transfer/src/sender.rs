@@ -6,6 +6,7 @@ mod types;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use pacing::RatePacer;
 use serde::Serialize;
 
 use crate::cc::{CongestionController, ReportSample};
@@ -136,7 +137,8 @@ pub struct Sender<S> {
     inflight: InflightLog,
     last_echo_us: Option<u64>,
     last_report_seq: Option<u64>,
-    pace_time: Instant,
+    /// Departures at the congestion controller's pacing rate.
+    pacer: RatePacer,
     last_heard: Instant,
     probe_next: Instant,
     probe_interval: Duration,
@@ -176,6 +178,7 @@ impl<S: Source> Sender<S> {
         if cfg.max_window_chunks == 0 {
             return Err(ConfigError::NotPositive("max_window_chunks"));
         }
+        let granularity = cfg.pacing_granularity;
         let layout = Layout::first(cfg.session.file_size, cfg.session.chunk_size, cfg.open);
         let stats = SenderStats {
             cc: cc.name(),
@@ -226,7 +229,7 @@ impl<S: Source> Sender<S> {
             inflight: InflightLog::default(),
             last_echo_us: None,
             last_report_seq: None,
-            pace_time: now,
+            pacer: RatePacer::new(now, granularity),
             last_heard: now,
             probe_next: now,
             fin_next: now,
@@ -439,7 +442,7 @@ impl<S: Source> Sender<S> {
         self.stats.reports_received += 1;
         if self.state == SenderState::Probing {
             self.state = SenderState::Sending;
-            self.pace_time = now;
+            self.pacer.restart(now);
             self.probe_interval = self.srtt();
         }
         let rtt = self.take_rtt_sample(now, &r);
@@ -575,7 +578,7 @@ impl<S: Source> Sender<S> {
                     .then(|| idle.min(self.last_heard + self.report_timeout()));
                 let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
                 if self.can_send() {
-                    at(self.pace_time + self.cfg.pacing_granularity / 2);
+                    at(self.pacer.wake_at());
                 }
                 if let Some(tail) = self.tail_timer {
                     at(tail);
@@ -716,7 +719,7 @@ impl<S: Source> Sender<S> {
             SenderState::Sending => {
                 // The opening train leaves back to back (see `wire::TRAIN_LEN`).
                 let train = self.next_seq < wire::TRAIN_LEN && self.retx.is_empty();
-                if (self.pace_time > now && !train) || !self.can_send() {
+                if (!self.pacer.ready(now) && !train) || !self.can_send() {
                     return false;
                 }
                 let mut chunk = None;
@@ -735,12 +738,8 @@ impl<S: Source> Sender<S> {
                 if !self.send_chunk(now, c, retransmit, out, start) {
                     return false;
                 }
-                let wire = (out.len() - start) as f64 + f64::from(self.cfg.wire_overhead);
-                let rate = self.cc.pacing_rate_bps().max(1e3);
-                let base = self
-                    .pace_time
-                    .max(now.checked_sub(self.cfg.pacing_granularity).unwrap_or(now));
-                self.pace_time = base + Duration::from_secs_f64(wire * 8.0 / rate);
+                let wire = (out.len() - start) as u64 + u64::from(self.cfg.wire_overhead);
+                self.pacer.on_sent(now, wire, self.cc.pacing_rate_bps());
                 true
             }
         }

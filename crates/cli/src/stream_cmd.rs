@@ -288,7 +288,8 @@ fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
     })
 }
 
-fn send(a: SendArgs) -> Result<()> {
+/// The sender's configuration from its flags (usage errors for combinations that cannot work).
+fn send_config(a: &SendArgs) -> Result<SendConfig> {
     let mut dests = Vec::with_capacity(a.to.len());
     for t in &a.to {
         dests.push(crate::addr::peer("--to", t, None)?.1);
@@ -305,9 +306,9 @@ fn send(a: SendArgs) -> Result<()> {
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
-    check_senders(&a)?;
-    let (inputs, fps) = send_inputs(&a)?;
-    let cfg = SendConfig {
+    check_senders(a)?;
+    let (inputs, fps) = send_inputs(a)?;
+    Ok(SendConfig {
         to,
         board_to,
         inputs,
@@ -328,7 +329,11 @@ fn send(a: SendArgs) -> Result<()> {
         catch_up: a.catch_up,
         senders: usize::from(a.senders),
         realtime: a.generate && a.signal.start_is_now(),
-    };
+    })
+}
+
+fn send(a: SendArgs) -> Result<()> {
+    let cfg = send_config(&a)?;
     let stop = stop_flag()?;
     let metrics = a.metrics.start("stream send")?;
     let observer = send_observer(metrics.observer("stream_send", metrics::Status::StreamSend), a.quiet);

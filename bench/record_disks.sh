@@ -42,6 +42,10 @@ OUT = os.environ.get("OUT", "bench/results/record_disks.json")
 FRAME, DATA = 8032, 8000
 TCK = os.sysconf("SC_CLK_TCK")
 
+def cpu_pct(c):  # a process CPU share: user_pct + system_pct (user + system before the one host schema)
+    return c.get("user_pct", c.get("user", 0.0)) + c.get("system_pct", c.get("system", 0.0))
+
+
 def mbps(r):
     m = {"K": 1e3, "M": 1e6, "G": 1e9}
     return float(r[:-1]) * m[r[-1]] if r[-1] in m else float(r)
@@ -111,8 +115,8 @@ def run_evlbi(n, rate):
         rx.wait(timeout=120)
     s = json.load(open(f"{work}/send.json")); r = json.load(open(js))
     st = s["stations"][0]; w = r["stations"][0]["window"]; rec = r["recording"]
-    share_rx = r["cpu"]["user"] + r["cpu"]["system"]
-    share_w = (r["writer_cpu"]["user"] + r["writer_cpu"]["system"]) if r.get("writer_cpu") else 0.0
+    share_rx = cpu_pct(r["cpu"])
+    share_w = cpu_pct(r["writer_cpu"]) if r.get("writer_cpu") else 0.0
     recv_cpu = json.load(open(cpuf))
     writer_cpu = recv_cpu * share_w / (share_rx + share_w) if share_rx + share_w > 0 else 0.0
     nbytes = sum(d["bytes"] for d in rec["disks"])

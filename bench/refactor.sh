@@ -220,8 +220,9 @@ try:
                # departure_gap (µs) before the refactor, departure_gap_ns (a HistSummary) after it.
                gap_p50_us=get(s, "stations", 0, "departure_gap", "p50_us") or ns_us(get(s, "stations", 0, "departure_gap_ns", "p50")),
                gap_p99_us=get(s, "stations", 0, "departure_gap", "p99_us") or ns_us(get(s, "stations", 0, "departure_gap_ns", "p99")),
-               cpu_tx_reported=None if get(s, "cpu", "user") is None else s["cpu"]["user"] + s["cpu"]["system"],
-               cpu_rx_reported=None if get(r, "cpu", "user") is None else r["cpu"]["user"] + r["cpu"]["system"])
+               # cpu.user before the one host schema, cpu.user_pct after it.
+               cpu_tx_reported=None if get(s, "cpu") is None else s["cpu"].get("user_pct", s["cpu"].get("user", 0.0)) + s["cpu"].get("system_pct", s["cpu"].get("system", 0.0)),
+               cpu_rx_reported=None if get(r, "cpu") is None else r["cpu"].get("user_pct", r["cpu"].get("user", 0.0)) + r["cpu"].get("system_pct", r["cpu"].get("system", 0.0)))
     row["ok"] = rc == 0 and sent is not None and got is not None
 except Exception as e:
     row.update(ok=False, error=f"{type(e).__name__}: {e}")

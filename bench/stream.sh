@@ -119,6 +119,8 @@ for rb in $(for r in $RATES; do echo "$r:1"; done) $(for r in $BURST_RATES; do e
     wait "$RX" || true
     python3 - "$r" "$WORK/mem-send.json" "$WORK/mem-recv.json" "$b" >>"$WORK/sweep" <<'PY'
 import json, sys
+def cpu_pct(c):  # a process CPU share: user_pct + system_pct (user + system before the one host schema)
+    return c.get("user_pct", c.get("user", 0.0)) + c.get("system_pct", c.get("system", 0.0))
 def gap_us(st, k):
     """A departure-gap statistic in µs: departure_gap_ns (a HistSummary) since the refactor,
     departure_gap in µs before it (so old binaries still run here)."""
@@ -132,8 +134,8 @@ rs = r["stations"][0] if r["stations"] else {"window": {"written_valid": 0}}
 got = rs["window"]["written_valid"]
 print(json.dumps({"asked": sys.argv[1], "burst": int(sys.argv[4]), "sent_rate_bps": st["achieved_rate_bps"], "frames_sent": sent,
                   "frames_received": got, "loss": (sent - got) / sent if sent else 1.0,
-                  "kernel_drops": r.get("socket_drops", r["udp"]["rcvbuf_errors"]), "sender_cpu": s["cpu"]["user"] + s["cpu"]["system"],
-                  "receiver_cpu": r["cpu"]["user"] + r["cpu"]["system"], "slips": st["slips"],
+                  "kernel_drops": r.get("socket_drops", r["udp"]["rcvbuf_errors"]), "sender_cpu": cpu_pct(s["cpu"]),
+                  "receiver_cpu": cpu_pct(r["cpu"]), "slips": st["slips"],
                   "gap_p99_us": gap_us(st, "p99")}))
 PY
 done
@@ -204,6 +206,8 @@ fi
 
 python3 - "$WORK" "$SECS" "$MAXSECS" "$ARQ_OK" "$OUT" "$DISK_OK" "${DD_MBPS:-0}" "$RXDIR" "$DISK_RATE" "${DD_DIRECT_MBPS:-0}" <<'PY'
 import json, os, sys
+def cpu_pct(c):  # a process CPU share: user_pct + system_pct (user + system before the one host schema)
+    return c.get("user_pct", c.get("user", 0.0)) + c.get("system_pct", c.get("system", 0.0))
 def gap_us(st, k):
     """A departure-gap statistic in µs: departure_gap_ns (a HistSummary) since the refactor,
     departure_gap in µs before it (so old binaries still run here)."""
@@ -228,9 +232,9 @@ if disk_ok:
             # What the asked rate writes: frames (header included) per second × frame length.
             "file_rate_mbps": st["rate_bps"] / 8 * rs["frame_len"] / (rs["frame_len"] - 32) / 1e6,
             "spacing_us": st["spacing_us"], "slipped_s": st.get("slipped_s"),
-            "gap": {k: gap_us(st, k) for k in ("p50", "p99", "stdev")}, "slips": st["slips"], "sender_cpu_pct": ds["cpu"]["user"] + ds["cpu"]["system"],
-            "receiver_cpu_pct": dr["cpu"]["user"] + dr["cpu"]["system"], "kernel_drops": dr.get("socket_drops", dr["udp"]["rcvbuf_errors"]),
-            "writer_cpu_pct": (dr["writer_cpu"]["user"] + dr["writer_cpu"]["system"]) if dr.get("writer_cpu") else None,
+            "gap": {k: gap_us(st, k) for k in ("p50", "p99", "stdev")}, "slips": st["slips"], "sender_cpu_pct": cpu_pct(ds["cpu"]),
+            "receiver_cpu_pct": cpu_pct(dr["cpu"]), "kernel_drops": dr.get("socket_drops", dr["udp"]["rcvbuf_errors"]),
+            "writer_cpu_pct": cpu_pct(dr["writer_cpu"]) if dr.get("writer_cpu") else None,
             "writer_stall_s": dr.get("writer_stall_s"), "writer_stalls": dr.get("writer_stalls"),
             "stopped_by": dr["stopped_by"]}
     res["disk"] = disk

@@ -8,6 +8,9 @@ Rules (normal dependencies; dev-dependencies are free):
          rustix, nix), and their non-test code reads no clock and opens no socket or file.
   shell  netio ctlchan linkemu-tun metrics daemon recording safedir *-session
          depend on core and shell crates; a *-session crate never on another *-session.
+         metrics is a live view the daemon publishes to: core crates and ctlchan (the accept
+         loop its HTTP server runs on) only, and no status type of its own (`struct …Status`):
+         the core crates own the live counts, metrics only renders them.
   view   report: core crates only.
   bin    evlbi: anything.   dev: testkit (tests only).
 Every workspace crate must be in exactly one layer, so a new crate has to be placed.
@@ -37,6 +40,11 @@ CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram",
         "scanfmt", "pacing"}
 SHELL = {"netio", "ctlchan", "linkemu-tun", "probe-session", "stream-session", "transfer-session", "metrics", "daemon", "recording", "safedir"}
 VIEW = {"report"}
+# Shell crates that are live views: what they may link besides core crates (metrics serves HTTP on
+# ctlchan's accept loop).
+LIVE_VIEWS = {"metrics": {"ctlchan"}}
+# A type a live view would hold of its own instead of rendering a core crate's.
+STATUS_TYPE = re.compile(r"^\s*pub(\([^)]*\))?\s+(struct|enum)\s+(\w+Status)\b")
 BIN = {"evlbi"}
 DEV = {"testkit"}
 IO_CRATES = {"libc", "socket2", "rustix", "nix", "mio", "tokio"}
@@ -77,17 +85,19 @@ def main() -> int:
             for d in deps:
                 if d in IO_CRATES:
                     problems.append(f"{name} (core) depends on {d}: IO belongs in a shell crate")
-            src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
-            for dirpath, _, files in os.walk(src):
-                for f in files:
-                    if f.endswith(".rs"):
-                        problems += scan_core_source(os.path.join(dirpath, f), root)
+            for path in source_files(pkg):
+                problems += scan_core_source(path, root)
         elif name in SHELL:
             for d in internal:
                 if d not in CORE | SHELL:
                     problems.append(f"{name} (shell) depends on {d}, which is neither core nor shell")
                 if name.endswith("-session") and d.endswith("-session"):
                     problems.append(f"{name} depends on another session crate, {d}")
+                if name in LIVE_VIEWS and d not in CORE | LIVE_VIEWS[name]:
+                    problems.append(f"{name} (a live view) depends on {d}: it renders core status types only")
+            if name in LIVE_VIEWS:
+                for path in source_files(pkg):
+                    problems += own_status_types(path, root)
         elif name in VIEW:
             for d in internal:
                 if d not in CORE:
@@ -111,6 +121,12 @@ def main() -> int:
         print(p)
     print(f"architecture: {len(members)} crates checked, {len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def source_files(pkg: dict) -> list:
+    """The .rs files below a package's src/."""
+    src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
+    return [os.path.join(d, f) for d, _, files in sorted(os.walk(src)) for f in sorted(files) if f.endswith(".rs")]
 
 
 def scan_core_source(path: str, root: str) -> list:
@@ -197,6 +213,20 @@ def module_cycles(src: str, root: str) -> list:
             "move what they share to a module both use" for c in cycles]
 
 
+def own_status_types(path: str, root: str) -> list:
+    """Status types a live view defines itself (they belong to the core crate that counts)."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            if line.strip().startswith("mod tests"):
+                break
+            m = STATUS_TYPE.match(line)
+            if m:
+                out.append(f"{os.path.relpath(path, root)}:{no}: the view defines {m.group(3)}; "
+                           "live counts belong to the core crate that counts them")
+    return out
+
+
 def workspace_lints(name: str, manifest: str) -> list:
     """The crate takes the workspace lints and sets none of its own."""
     with open(manifest, encoding="utf-8") as fh:
@@ -261,6 +291,13 @@ def self_test() -> int:
             found = scan_core_source(path, root)
             if (code in planted) != bool(found) or any(":6:" in f for f in found):
                 failures.append(f"self-test: {code!r} gave {found}")
+        # A live view's own status type is found; the core crate's, imported, is not.
+        for code, want in [("pub struct ServeStatus {", True), ("pub(crate) enum LinkStatus {", True),
+                           ("use vsis::status::ServeStatus;", False), ("pub struct Status {", False)]:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f"{code}\n")
+            if bool(own_status_types(path, root)) != want:
+                failures.append(f"self-test: status type {code!r} found={not want}")
     # String errors: each planted form is found, the clean ones (other error types, a String in
     # Ok, test code, comments, an opted-out line) are not.
     string_planted = ["fn f() -> Result<(), String> {", "fn f() -> Result<Option<Vec<u8>>, String> {",

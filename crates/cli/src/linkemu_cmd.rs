@@ -304,7 +304,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
             next_status += Duration::from_secs(1);
             let live = emu.live();
             if let Some(p) = &publisher {
-                p.publish(metrics::Status::Linkemu(metrics::status::LinkemuStatus {
+                p.publish(metrics::Status::Linkemu(linkemu::LinkemuStatus {
                     elapsed_s: started.elapsed().as_secs_f64(),
                     a_to_b: live.0,
                     b_to_a: live.1,

@@ -70,7 +70,7 @@ impl Metrics {
 }
 
 /// `probe server`'s counts after `e`.
-pub fn probe_tally(s: &mut metrics::status::ProbeServerStatus, e: &probe_session::ServerEvent) {
+pub fn probe_tally(s: &mut probe::results::ProbeServerStatus, e: &probe_session::ServerEvent) {
     use probe_session::ServerEvent as E;
     match e {
         E::Ready { .. } => s.trials += 1,
@@ -92,7 +92,7 @@ pub fn probe_tally(s: &mut metrics::status::ProbeServerStatus, e: &probe_session
 }
 
 /// `evlbi recv`'s counts after `e`.
-pub fn transfer_tally(s: &mut metrics::status::TransferRecvStatus, e: &transfer_session::ServerEvent) {
+pub fn transfer_tally(s: &mut transfer::results::TransferRecvStatus, e: &transfer_session::ServerEvent) {
     use transfer_session::ServerEvent as E;
     match e {
         E::Connected(_) => s.sessions += 1,

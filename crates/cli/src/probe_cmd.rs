@@ -261,7 +261,7 @@ fn server(a: ServerArgs) -> Result<()> {
     let mut lines = a.output.lines()?;
     let metrics = a.metrics.start("probe server")?;
     let publisher = metrics.publisher("probe_server");
-    let mut counts = metrics::status::ProbeServerStatus::default();
+    let mut counts = probe::results::ProbeServerStatus::default();
     let stop = AtomicBool::new(false);
     server.serve(&stop, if a.once { Some(1) } else { a.sessions }, |e| {
         if let Some(p) = &publisher {

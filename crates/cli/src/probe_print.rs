@@ -1,7 +1,7 @@
 //! What `probe client` and its `--trials`, `--sweep` and TCP modes print while and after they
 //! run: the live line from the server's interim counters, and a host's counters in one line.
 
-use probe::host::HostDelta;
+use hostcounters::HostDelta;
 use probe_session::control::Interim;
 
 use crate::units::si_fmt;

@@ -226,7 +226,7 @@ fn start_services(
         status!("evlbi serve: probe server on {} (TCP)", server.local_addr()?);
         let (publisher, stop) = (metrics.hub().source("probe_server")?, stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut counts = metrics::status::ProbeServerStatus::default();
+            let mut counts = probe::results::ProbeServerStatus::default();
             let r = server.serve(&stop, None, |e| {
                 crate::metrics_flag::probe_tally(&mut counts, &e);
                 publisher.publish(metrics::Status::ProbeServer(counts.clone()));
@@ -247,7 +247,7 @@ fn start_services(
         );
         let (publisher, stop) = (metrics.hub().source("transfer_recv")?, stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut counts = metrics::status::TransferRecvStatus::default();
+            let mut counts = transfer::results::TransferRecvStatus::default();
             let r = server.serve(&stop, false, &mut |e| {
                 crate::metrics_flag::transfer_tally(&mut counts, &e);
                 publisher.publish(metrics::Status::TransferRecv(counts.clone()));

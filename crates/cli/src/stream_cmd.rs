@@ -457,8 +457,8 @@ fn send_summary(r: &stream_session::report::SendReport) {
     }
     status!(
         "sender CPU {:.0} % user + {:.0} % system of one core",
-        r.cpu.user,
-        r.cpu.system
+        r.cpu.user_pct,
+        r.cpu.system_pct
     );
 }
 
@@ -550,7 +550,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     }
     Ok(RecvConfig {
         listen,
-        out_dir: a.out.clone(),
+        out_dir: a.out.clone().map(recording::write::OutputDir::Path),
         out_file: None,
         recording,
         chunk: a.chunk,
@@ -691,7 +691,7 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
         );
     }
     let writer = r.writer_cpu.map_or(String::new(), |w| {
-        format!("; file writer {:.0} % + {:.0} %", w.user, w.system)
+        format!("; file writer {:.0} % + {:.0} %", w.user_pct, w.system_pct)
     });
     if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {
         status!("no datagram arrived: the idle timeout counted from the start");
@@ -699,8 +699,8 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     status!(
         "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core{writer}",
         r.stopped_by,
-        r.cpu.user,
-        r.cpu.system
+        r.cpu.user_pct,
+        r.cpu.system_pct
     );
 }
 

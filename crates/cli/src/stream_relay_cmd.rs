@@ -373,7 +373,7 @@ fn summary(r: &RelayReport) {
     status!(
         "stopped by {}; relay CPU {:.0} % user + {:.0} % system of one core",
         r.stopped_by,
-        r.cpu.user,
-        r.cpu.system
+        r.cpu.user_pct,
+        r.cpu.system_pct
     );
 }

@@ -179,7 +179,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
     let mut lines = a.output.lines()?;
     let metrics = a.metrics.start("recv")?;
     let publisher = metrics.publisher("transfer_recv");
-    let mut counts = metrics::status::TransferRecvStatus::default();
+    let mut counts = transfer::results::TransferRecvStatus::default();
     let stop = AtomicBool::new(false);
     let mut failed = 0u32;
     server.serve(&stop, a.once, &mut |e| {
@@ -305,7 +305,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
                 .filter(|_| last_publish.is_none_or(|t| t.elapsed().as_secs() >= 1))
             {
                 last_publish = Some(std::time::Instant::now());
-                pb.publish(metrics::Status::TransferSend(metrics::status::TransferSendStatus {
+                pb.publish(metrics::Status::TransferSend(transfer::results::TransferSendStatus {
                     file: p.file.clone(),
                     done_bytes: p.done_bytes,
                     total_bytes: p.total_bytes,
@@ -360,7 +360,7 @@ fn print_summary(r: &SendReport) {
         d.loss_seen,
         d.rtt_min_us
             .map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
-        r.cpu_percent.map_or("-".into(), |c| format!("{c:.0} %")),
+        r.cpu_total_pct().map_or("-".into(), |c| format!("{c:.0} %")),
     );
 }
 

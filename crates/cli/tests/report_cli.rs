@@ -200,6 +200,53 @@ fn report_of_real_probe_and_stream_runs_has_its_figures() {
     );
 }
 
+/// The "CPU (user + system)" figure of a report section.
+fn cpu_metric(r: &Value, section: usize) -> f64 {
+    r["sections"][section]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "CPU (user + system)")
+        .unwrap_or_else(|| panic!("no CPU metric in {}", r["sections"][section]))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+/// Results are written with the one host schema (`cpu.user_pct`, `cpu.system_pct`), and files
+/// written before it (`cpu.user`, `cpu.system`) are still read and show the same CPU figure.
+#[test]
+fn stream_results_with_the_old_cpu_field_names_are_still_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (send, recv) = stream_run(dir.path());
+    let mut olds = Vec::new();
+    for (path, name) in [(&send, "old_send.json"), (&recv, "old_recv.json")] {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let cpu = v["cpu"].as_object().unwrap().clone();
+        let mut keys: Vec<&str> = cpu.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["system_pct", "user_pct"], "{name}: {cpu:?}");
+        let (user, system) = (cpu["user_pct"].clone(), cpu["system_pct"].clone());
+        v["cpu"] = serde_json::json!({"user": user, "system": system});
+        let old = dir.path().join(name);
+        std::fs::write(&old, serde_json::to_vec(&v).unwrap()).unwrap();
+        olds.push((old, user.as_f64().unwrap() + system.as_f64().unwrap()));
+    }
+    let (_, new_report) = report(dir.path(), &[&send, &recv]);
+    let (_, old_report) = report(dir.path(), &[&olds[0].0, &olds[1].0]);
+    for (section, (_, total)) in olds.iter().enumerate() {
+        assert_eq!(
+            old_report["sections"][section]["kind"],
+            new_report["sections"][section]["kind"]
+        );
+        assert_eq!(cpu_metric(&new_report, section), *total);
+        assert_eq!(
+            cpu_metric(&old_report, section),
+            *total,
+            "section {section} of the old files"
+        );
+    }
+}
+
 fn run_report(args: &[&str], dir: &Path) -> Output {
     bin()
         .arg("report")
@@ -359,6 +406,20 @@ fn report_of_a_real_transfer_shows_its_rate_over_time() {
     assert_eq!(row[8], "verified");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Transfer rate over time") || page.contains("1-transfer-rate"));
+
+    // The sender's CPU is written as the one host schema's share; a result of an older version
+    // said only the sum, as `cpu_percent`, and still reports the same figure.
+    let mut sent: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cpu = sent["cpu"].clone();
+    let total = cpu["user_pct"].as_f64().unwrap() + cpu["system_pct"].as_f64().unwrap();
+    assert!(sent.get("cpu_percent").is_none(), "{sent}");
+    assert_eq!(cpu_metric(&r, 0), total);
+    sent.as_object_mut().unwrap().remove("cpu");
+    sent["cpu_percent"] = total.into();
+    let old = dir.path().join("old_send.json");
+    std::fs::write(&old, serde_json::to_vec(&sent).unwrap()).unwrap();
+    let (_, old_report) = report(dir.path(), &[&old]);
+    assert_eq!(cpu_metric(&old_report, 0), total);
 
     // The other views of the same report: every headline number and table cell of the JSON is
     // a CSV row, and the text view shows them.

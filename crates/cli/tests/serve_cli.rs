@@ -595,3 +595,36 @@ fn assert_usage_error_of(args: &[&str]) -> String {
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     err
 }
+
+/// `record_format = vdif` and `net2file` write VDIF files into directories the daemon made and
+/// opened below its roots through no link, handed down to the writer as descriptors (the writer
+/// resolves no path): every frame sent arrives, in `<disk>/<label>/` and in the one named file.
+#[test]
+fn record_format_vdif_and_net2file_write_every_frame_into_the_opened_directory() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("d0")).unwrap();
+    let serve = Serve::start(root.path());
+    let mut fs = Vsi::connect(serve.vsi);
+    let port = free_udp_port();
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("set_disks = d0 ;");
+    fs.ok("record_format = vdif ;");
+    fs.ok("record = on : ef_vdif ;");
+    let (frames_sent, _) = sent(backend_sim(port, "1s", &[]));
+    assert_eq!(settled(&mut fs), (frames_sent, 0));
+    fs.ok("record = off ;");
+    let dir = root.path().join("d0").join("ef_vdif");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].extension().is_some_and(|e| e == "vdif"), "{files:?}");
+    assert_eq!(frames_of(&std::fs::read(&files[0]).unwrap()), (frames_sent, 0));
+
+    fs.ok("net2file = open : n2f.vdif,w ;");
+    let (frames_sent, _) = sent(backend_sim(port, "1s", &[]));
+    assert_eq!(settled(&mut fs), (frames_sent, 0));
+    fs.ok("net2file = close ;");
+    let one = std::fs::read(root.path().join("d0").join("n2f.vdif")).unwrap();
+    assert_eq!(frames_of(&one), (frames_sent, 0));
+}

@@ -25,12 +25,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use metrics::status::ServeStatus;
+use counts::CountsOutlet;
 use metrics::{Hub, Publisher, Status};
 use vsis::command::{Fill2Net, Net2Net, Request, Setting};
 use vsis::evlbi::{EvlbiStats, UnixTime};
+use vsis::status::ServeStatus;
 use vsis::{ReplyRepr, ReturnCode, StatementRepr};
 
+mod counts;
 pub mod disk2file;
 pub mod errors;
 pub mod paths;
@@ -116,10 +118,11 @@ fn refuse_start(e: &StartError) -> Answer {
 pub struct Daemon {
     env: TransferEnv,
     version: String,
-    hub: Arc<Hub>,
-    record_pub: Publisher,
-    relay_pub: Publisher,
-    fill_pub: Publisher,
+    /// Each transfer kind's latest counts (`record` and `net2file` share one), which
+    /// `evlbi?`, `tstat?` and the transfers' queries answer from.
+    record_counts: CountsOutlet,
+    relay_counts: CountsOutlet,
+    fill_counts: CountsOutlet,
     serve_pub: Publisher,
     state: Mutex<State>,
 }
@@ -130,11 +133,10 @@ impl Daemon {
     pub fn new(env: TransferEnv, version: &str, hub: Arc<Hub>) -> Result<Daemon, metrics::HubError> {
         let disks = env.paths.default_disks();
         let d = Daemon {
-            record_pub: hub.source("record")?,
-            relay_pub: hub.source("net2net")?,
-            fill_pub: hub.source("fill2net")?,
+            record_counts: CountsOutlet::new(hub.source("record")?),
+            relay_counts: CountsOutlet::new(hub.source("net2net")?),
+            fill_counts: CountsOutlet::new(hub.source("fill2net")?),
             serve_pub: hub.source("serve")?,
-            hub,
             env,
             version: version.to_string(),
             state: Mutex::new(State {
@@ -378,7 +380,7 @@ impl Daemon {
                 }
             }
             Net2Net::On => match std::mem::replace(&mut st.running, Running::None) {
-                Running::Relay(r) => match r.start(self.relay_pub.clone()) {
+                Running::Relay(r) => match r.start(self.relay_counts.clone()) {
                     Ok(r) => {
                         st.running = Running::Relay(r);
                         st.last = Some(Kind::Net2Net);
@@ -420,7 +422,7 @@ impl Daemon {
                 }
             }
             Fill2Net::On => match std::mem::replace(&mut st.running, Running::None) {
-                Running::Fill(f) => match f.start(&st.settings, self.fill_pub.clone()) {
+                Running::Fill(f) => match f.start(&st.settings, self.fill_counts.clone()) {
                     Ok(f) => {
                         st.running = Running::Fill(f);
                         st.tstat = None;
@@ -437,37 +439,16 @@ impl Daemon {
         }
     }
 
-    /// The latest counts of a transfer kind: `evlbi?` statistics, bytes in, bytes out.
+    /// The latest counts of a transfer kind: `evlbi?` statistics, seconds, bytes in, bytes out.
     fn counts(&self, kind: Kind) -> Option<(EvlbiStats, f64, u64, u64)> {
-        let name = match kind {
-            Kind::Net2Net => "net2net",
-            Kind::Fill2Net => "fill2net",
-            Kind::Record | Kind::Net2File => "record",
+        let outlet = match kind {
+            Kind::Net2Net => &self.relay_counts,
+            Kind::Fill2Net => &self.fill_counts,
+            Kind::Record | Kind::Net2File => &self.record_counts,
             Kind::Disk2File => return None,
         };
-        let snap = self.hub.snapshot();
-        let (_, status) = snap.iter().find(|(n, _)| n == name)?;
-        match &**status {
-            Status::StreamRecv(s) => Some((
-                transfer::evlbi_of_recv(s),
-                s.elapsed_s,
-                s.datagrams.bytes,
-                transfer::written_bytes(s),
-            )),
-            Status::StreamRelay(s) => Some((
-                transfer::evlbi_of_relay(s),
-                s.elapsed_s,
-                s.datagrams.bytes,
-                transfer::relayed_bytes(s),
-            )),
-            Status::StreamSend(s) => Some((
-                EvlbiStats::default(),
-                s.elapsed_s,
-                0,
-                s.stations.iter().map(|x| x.bytes_sent).sum(),
-            )),
-            _ => None,
-        }
+        let c = outlet.latest()?;
+        Some((c.evlbi(), c.elapsed_s(), c.bytes_in(), c.bytes_out()))
     }
 
     fn bytes(&self, kind: Kind) -> (u64, u64) {

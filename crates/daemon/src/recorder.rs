@@ -131,7 +131,7 @@ impl Daemon {
             target,
             &st.settings,
             &self.env,
-            self.record_pub.clone(),
+            self.record_counts.clone(),
         ) {
             Ok(rec) => {
                 st.session.recorded.push(name.clone());
@@ -153,7 +153,7 @@ impl Daemon {
         for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
             let name = format!("{label}{suffix}");
             match disk.create_subdir(&name) {
-                Ok(d) => return Ok((name, Target::Files(d.path().to_path_buf()))),
+                Ok(d) => return Ok((name, Target::Files(d))),
                 Err(DirError::Exists(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -197,14 +197,14 @@ impl Daemon {
                     OpenMode::Write => FileMode::Truncate,
                     OpenMode::Append | OpenMode::Resume => FileMode::Append,
                 };
-                let target = Target::OneFile(dir.path().to_path_buf(), name.clone(), mode);
+                let target = Target::OneFile(dir, name.clone(), mode);
                 match transfer::start_recording(
                     Kind::Net2File,
                     &name,
                     target,
                     &st.settings,
                     &self.env,
-                    self.record_pub.clone(),
+                    self.record_counts.clone(),
                 ) {
                     Ok(rec) => {
                         st.running = Running::Recording(rec);

@@ -1,7 +1,7 @@
 //! The transfers the daemon runs, one at a time as jive5ab's runtime does: a recording
 //! (`record = on`, `net2file = open`: `stream recv` writing below the root) or a relay
-//! (`net2net`: `stream relay` to another host), each on its own thread, publishing its counts
-//! to the hub once per interval.
+//! (`net2net`: `stream relay` to another host), each on its own thread, handing its counts to
+//! the daemon (and through it to the metrics view) once per interval ([`CountsOutlet`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use metrics::{Publisher, Status};
-use recording::write::{FileMode, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
+use recording::write::{FileMode, OutputDir, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
 use scanfmt::datastream::LabelNames;
 use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
@@ -21,8 +20,8 @@ use stream_session::relay::{BoundRelay, RelayRunConfig};
 use stream_session::StreamSessionError;
 use thiserror::Error;
 use vsis::command::Protocol;
-use vsis::evlbi::EvlbiStats;
 
+use crate::counts::{CountsOutlet, TransferCounts};
 use crate::settings::{seq_format, Settings, SettingsError};
 
 /// What the daemon was started with that every transfer uses.
@@ -218,14 +217,16 @@ fn thread_error(what: &'static str) -> impl FnOnce(std::io::Error) -> StartError
 }
 
 /// Where a recording goes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Target {
     /// A vbs or Mark6 scan over the set disks (`record = on`).
     Scan(RecordingConfig),
-    /// VDIF files per station in a new directory (`record = on` with `record_format = vdif`).
-    Files(PathBuf),
-    /// One file (`net2file = open : PATH,mode`): its directory, name and mode.
-    OneFile(PathBuf, String, FileMode),
+    /// VDIF files per station in a new directory (`record = on` with `record_format = vdif`),
+    /// made and opened below the set disks through no link: the writers resolve no path.
+    Files(safedir::Dir),
+    /// One file (`net2file = open : PATH,mode`): its directory (opened below the roots through no
+    /// link), name and mode.
+    OneFile(safedir::Dir, String, FileMode),
 }
 
 /// Start receiving into `target`; `name` is what `record?` and the metrics call it.
@@ -235,7 +236,7 @@ pub fn start_recording(
     target: Target,
     settings: &Settings,
     env: &TransferEnv,
-    publisher: Publisher,
+    outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
     let format = seq_format(settings.protocol);
     settings.check_receivable(format)?;
@@ -243,8 +244,8 @@ pub fn start_recording(
     let native = format == SeqFormat::Native;
     let (out_dir, out_file, recording) = match target {
         Target::Scan(r) => (None, None, Some(r)),
-        Target::Files(d) => (Some(d), None, None),
-        Target::OneFile(d, n, m) => (Some(d), Some((n, m)), None),
+        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None),
+        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None),
     };
     let cfg = RecvConfig {
         listen,
@@ -275,10 +276,10 @@ pub fn start_recording(
         split_threads: false,
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
-    publisher.clear();
-    let p = publisher.clone();
+    outlet.clear();
+    let o = outlet.clone();
     let bound = bound.observe(Box::new(move |s: RecvStatus| {
-        p.publish(Status::StreamRecv(s));
+        o.offer(TransferCounts::Recv(s));
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -287,7 +288,7 @@ pub fn start_recording(
         .spawn(move || {
             let r = bound.run(&flag, |_| {}).map_err(TransferError::from);
             if let Ok(report) = &r {
-                publisher.publish_final(Status::StreamRecv(recv_status(report)));
+                outlet.finish(TransferCounts::Recv(recv_status(report)));
             }
             r
         })
@@ -389,14 +390,14 @@ impl Relay {
     }
 
     /// Start sending (a running relay stays as it is).
-    pub fn start(self, publisher: Publisher) -> Result<Relay, StartError> {
+    pub fn start(self, outlet: CountsOutlet) -> Result<Relay, StartError> {
         let Relay::Connected { to, bound } = self else {
             return Ok(self);
         };
-        publisher.clear();
-        let p = publisher.clone();
+        outlet.clear();
+        let o = outlet.clone();
         let bound = bound.observe(Box::new(move |s: RelayStatus| {
-            p.publish(Status::StreamRelay(s));
+            o.offer(TransferCounts::Relay(s));
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -405,7 +406,7 @@ impl Relay {
             .spawn(move || {
                 let r = bound.run(&flag, |_| {}).map_err(TransferError::from);
                 if let Ok(report) = &r {
-                    publisher.publish_final(Status::StreamRelay(relay_status(report)));
+                    outlet.finish(TransferCounts::Relay(relay_status(report)));
                 }
                 r
             })
@@ -504,7 +505,7 @@ impl Fill {
 
     /// Start sending: one second of the mode's data is generated on the sender's thread, then
     /// sent in a loop, each frame at its VDIF time (a backend simulator), until `off`.
-    pub fn start(self, settings: &Settings, publisher: Publisher) -> Result<Fill, StartError> {
+    pub fn start(self, settings: &Settings, outlet: CountsOutlet) -> Result<Fill, StartError> {
         let Fill::Connected { to, station } = self else {
             return Ok(self);
         };
@@ -516,7 +517,7 @@ impl Fill {
         }
         let (threads, format) = (settings.threads.unwrap_or(1), seq_format(settings.protocol));
         let fps = settings.frames_per_second()?;
-        publisher.clear();
+        outlet.clear();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -546,14 +547,14 @@ impl Fill {
                     senders: 1,
                     realtime: true,
                 };
-                let p = publisher.clone();
+                let o = outlet.clone();
                 let observer: stream_session::Observer<stream::results::SendStatus> = Box::new(move |s| {
-                    p.publish(Status::StreamSend(s));
+                    o.offer(TransferCounts::Send(s));
                 });
                 let r =
                     stream_session::send::run_sender_observed(cfg, &flag, Some(observer)).map_err(TransferError::from);
                 if let Ok(report) = &r {
-                    publisher.publish_final(Status::StreamSend(stream::results::SendStatus {
+                    outlet.finish(TransferCounts::Send(stream::results::SendStatus {
                         elapsed_s: report.duration_s,
                         stations: report.stations.clone(),
                         senders: report.senders.clone(),
@@ -671,53 +672,4 @@ pub fn relay_status(r: &RelayReport) -> RelayStatus {
         kernel_drops: r.socket_drops,
         queued: 0,
     }
-}
-
-/// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
-/// lost after the last) are lost, reordered are out of order, late and duplicate copies are
-/// discarded, jumps are discontinuities.
-pub fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
-    for st in &s.stations {
-        let w = &st.window;
-        e.add(&EvlbiStats {
-            pkt_in: w.placed,
-            pkt_lost: st.frames_lost(),
-            pkt_ooo: w.reordered,
-            pkt_disc: w.late + w.duplicates + w.duplicate_mismatch + w.out_of_range + w.wrong_format,
-            ooosum: w.reorder_extent_sum,
-            gap_sum: 0,
-            discont: w.discontinuities,
-            discont_sz: w.unfilled_gap_frames,
-        });
-    }
-    e
-}
-
-/// `evlbi?`'s counters from a relay's input, per station by VDIF time.
-pub fn evlbi_of_relay(s: &RelayStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
-    for st in &s.stations {
-        e.add(&EvlbiStats {
-            pkt_in: st.frames_in,
-            pkt_lost: st.lost_in_input,
-            pkt_ooo: st.reordered_in,
-            pkt_disc: st.duplicates_in + st.wrong_format + st.overflow_dropped,
-            ..EvlbiStats::default()
-        });
-    }
-    e
-}
-
-/// Frame bytes a receiver has written (filled frames included).
-pub fn written_bytes(s: &RecvStatus) -> u64 {
-    s.stations
-        .iter()
-        .map(|st| (st.window.written_valid + st.window.written_filled) * st.frame_len as u64)
-        .sum()
-}
-
-/// Frame bytes a relay has sent on.
-pub fn relayed_bytes(s: &RelayStatus) -> u64 {
-    s.output.iter().map(|o| o.bytes_sent).sum()
 }

@@ -67,6 +67,6 @@ mod stats;
 
 pub use config::{ConfigError, GilbertElliott, LinkConfig, LossModel, MAX_DELAY};
 pub use link::{Admission, Duplex, Link};
-pub use live::{IntervalSample, LiveCounters};
+pub use live::{IntervalSample, LinkemuStatus, LiveCounters};
 pub use loss::LossProcess;
 pub use stats::{Counter, LinkStats, QUEUE_DELAY_BUCKETS};

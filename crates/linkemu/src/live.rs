@@ -55,3 +55,14 @@ pub struct IntervalSample {
     /// B → A over the interval.
     pub b_to_a: LiveCounters,
 }
+
+/// `linkemu`: both directions' counters, totals since the start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkemuStatus {
+    /// Seconds since the start.
+    pub elapsed_s: f64,
+    /// Namespace A to B.
+    pub a_to_b: LiveCounters,
+    /// B to A.
+    pub b_to_a: LiveCounters,
+}

@@ -1,6 +1,13 @@
 //! What a running evlbi command shows to the people watching it: Prometheus metrics, a JSON
 //! status and a live page, served over HTTP (`--metrics ADDR:PORT`).
 //!
+//! A view, as `report` is of results: the live counts are the core crates' own types
+//! (`stream::results::{RecvStatus, RelayStatus, SendStatus}`,
+//! `transfer::results::{TransferRecvStatus, TransferSendStatus}`,
+//! `probe::results::ProbeServerStatus`, `linkemu::LinkemuStatus`, `vsis::status::ServeStatus`);
+//! this crate only holds the latest of each and renders them. A command that needs its own
+//! counts (the daemon's `evlbi?`) keeps them itself rather than reading them back from here.
+//!
 //! The data paths never wait for this crate. Each loop already gathers its counts once per
 //! live interval (`stream_session::Observer`); it hands them to a [`Publisher`], which swaps them
 //! into a slot with `try_lock` — when an HTTP reader happens to hold the slot (for the few
@@ -10,7 +17,6 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`status`] | the counts of the commands that are not streams (transfers, probe server, linkemu, the daemon) |
 //! | [`series`] | every [`Status`] as named, labelled samples: the metric names Grafana sees |
 //! | [`history`] | rate and loss per station, one point a second, the last ten minutes |
 //! | [`http`] | the server: `/metrics` (OpenMetrics text via `prometheus-client`), `/status.json`, `/` |
@@ -26,7 +32,6 @@ mod collector;
 pub mod history;
 pub mod http;
 pub mod series;
-pub mod status;
 
 pub use http::MetricsServer;
 
@@ -44,15 +49,15 @@ pub enum Status {
     /// `stream send`.
     StreamSend(SendStatus),
     /// `evlbi recv`.
-    TransferRecv(status::TransferRecvStatus),
+    TransferRecv(transfer::results::TransferRecvStatus),
     /// `evlbi send`.
-    TransferSend(status::TransferSendStatus),
+    TransferSend(transfer::results::TransferSendStatus),
     /// `probe server`.
-    ProbeServer(status::ProbeServerStatus),
+    ProbeServer(probe::results::ProbeServerStatus),
     /// `linkemu`.
-    Linkemu(status::LinkemuStatus),
+    Linkemu(linkemu::LinkemuStatus),
     /// `evlbi serve` itself.
-    Serve(status::ServeStatus),
+    Serve(vsis::status::ServeStatus),
 }
 
 /// One named source of counts (a command, or one kind of transfer of the daemon).

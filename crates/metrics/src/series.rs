@@ -9,8 +9,11 @@
 use serde::Serialize;
 use stream::results::{RecvStatus, RelayStatus, SendStatus};
 
-use crate::status::{LinkemuStatus, ProbeServerStatus, ServeStatus, TransferRecvStatus, TransferSendStatus};
 use crate::Status;
+use linkemu::LinkemuStatus;
+use probe::results::ProbeServerStatus;
+use transfer::results::{TransferRecvStatus, TransferSendStatus};
+use vsis::status::ServeStatus;
 
 /// Counter or gauge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

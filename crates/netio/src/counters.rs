@@ -7,11 +7,19 @@
 // unsafe: sysconf(3) (clock ticks) and fstat(2) of a socket (its inode): std has neither.
 #![allow(unsafe_code)]
 
-pub use hostcounters::{ProcessCpuShare, UdpCounters};
-use std::time::Duration;
+pub use hostcounters::{CpuTimes, HostCpu, InterfaceCounters, ProcessCpu, ProcessCpuShare, UdpCounters};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+/// The live UDP counters (/proc/net/snmp).
+pub const UDP_COUNTERS_PATH: &str = "/proc/net/snmp";
+/// The live host CPU counters.
+pub const CPU_TIMES_PATH: &str = "/proc/stat";
+/// This process's CPU counters.
+pub const PROCESS_CPU_PATH: &str = "/proc/self/stat";
+/// The live interface counters.
+pub const NET_DEV_PATH: &str = "/proc/net/dev";
 
 /// A /proc file that could not be read or understood.
 #[derive(Debug, Error)]
@@ -58,7 +66,7 @@ fn number(path: &'static str, what: &str, s: &str) -> Result<u64, CountersError>
 /// Parse /proc/net/snmp text into its "Udp:" counters: the first "Udp:" line names the columns,
 /// the second holds the values. Fields are matched by name; missing ones read as 0.
 pub fn parse_udp_counters(text: &str) -> Result<UdpCounters, CountersError> {
-    let path = UdpCounters::PATH;
+    let path = UDP_COUNTERS_PATH;
     let mut lines = text.lines().filter(|l| l.starts_with("Udp:"));
     let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
         return Err(malformed(path, "no Udp: header and value lines"));
@@ -82,156 +90,46 @@ pub fn parse_udp_counters(text: &str) -> Result<UdpCounters, CountersError> {
 
 /// Read the live UDP counters.
 pub fn read_udp_counters() -> Result<UdpCounters, CountersError> {
-    parse_udp_counters(&read(UdpCounters::PATH)?)
+    parse_udp_counters(&read(UDP_COUNTERS_PATH)?)
 }
 
-/// Host CPU time from the aggregate "cpu" line of /proc/stat, in clock ticks (proc(5)). Guest
-/// time is already included in user/nice and is not read separately.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuTimes {
-    /// Normal user time.
-    pub user: u64,
-    /// Niced user time.
-    pub nice: u64,
-    /// Kernel time.
-    pub system: u64,
-    /// Idle.
-    pub idle: u64,
-    /// Waiting for I/O.
-    pub iowait: u64,
-    /// Hard interrupts.
-    pub irq: u64,
-    /// Soft interrupts (network receive processing lands here).
-    pub softirq: u64,
-    /// Stolen by the hypervisor.
-    pub steal: u64,
+/// Parse /proc/stat text into host CPU ticks (the line starting "cpu " sums all CPUs). Kernels
+/// before 2.6.11 lack steal etc.; missing trailing fields read as 0, at least
+/// user/nice/system/idle are required.
+pub fn parse_cpu_times(text: &str) -> Result<CpuTimes, CountersError> {
+    let path = CPU_TIMES_PATH;
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("cpu"))
+        .ok_or_else(|| malformed(path, "no aggregate cpu line"))?;
+    let mut v = [0u64; 8];
+    let mut fields = 0;
+    for (slot, s) in v.iter_mut().zip(line.split_whitespace().skip(1)) {
+        *slot = number(path, "cpu field", s)?;
+        fields += 1;
+    }
+    if fields < 4 {
+        return Err(malformed(
+            path,
+            format!("cpu line has {fields} fields, expected at least 4"),
+        ));
+    }
+    let [user, nice, system, idle, iowait, irq, softirq, steal] = v;
+    Ok(CpuTimes {
+        user,
+        nice,
+        system,
+        idle,
+        iowait,
+        irq,
+        softirq,
+        steal,
+    })
 }
 
-/// Shares of host CPU time over an interval, percent of all CPUs (they sum to 100 when any time
-/// passed).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuShare {
-    /// User.
-    pub user: f64,
-    /// Niced user.
-    pub nice: f64,
-    /// Kernel.
-    pub system: f64,
-    /// Idle.
-    pub idle: f64,
-    /// I/O wait.
-    pub iowait: f64,
-    /// Hard interrupts.
-    pub irq: f64,
-    /// Soft interrupts.
-    pub softirq: f64,
-    /// Stolen by the hypervisor.
-    pub steal: f64,
-}
-
-impl CpuShare {
-    /// Everything but idle and iowait.
-    pub fn busy(&self) -> f64 {
-        self.user + self.nice + self.system + self.irq + self.softirq + self.steal
-    }
-}
-
-impl CpuTimes {
-    /// The live file.
-    pub const PATH: &'static str = "/proc/stat";
-
-    /// Parse /proc/stat text (the line starting "cpu " sums all CPUs). Kernels before 2.6.11
-    /// lack steal etc.; missing trailing fields read as 0, at least user/nice/system/idle are
-    /// required.
-    pub fn parse(text: &str) -> Result<CpuTimes, CountersError> {
-        let line = text
-            .lines()
-            .find(|l| l.split_whitespace().next() == Some("cpu"))
-            .ok_or_else(|| malformed(Self::PATH, "no aggregate cpu line"))?;
-        let mut v = [0u64; 8];
-        let mut fields = 0;
-        for (slot, s) in v.iter_mut().zip(line.split_whitespace().skip(1)) {
-            *slot = number(Self::PATH, "cpu field", s)?;
-            fields += 1;
-        }
-        if fields < 4 {
-            return Err(malformed(
-                Self::PATH,
-                format!("cpu line has {fields} fields, expected at least 4"),
-            ));
-        }
-        let [user, nice, system, idle, iowait, irq, softirq, steal] = v;
-        Ok(CpuTimes {
-            user,
-            nice,
-            system,
-            idle,
-            iowait,
-            irq,
-            softirq,
-            steal,
-        })
-    }
-
-    /// Read the live counters.
-    pub fn read() -> Result<CpuTimes, CountersError> {
-        Self::parse(&read(Self::PATH)?)
-    }
-
-    /// Ticks since `earlier`.
-    pub fn delta(&self, earlier: &CpuTimes) -> CpuTimes {
-        CpuTimes {
-            user: self.user.saturating_sub(earlier.user),
-            nice: self.nice.saturating_sub(earlier.nice),
-            system: self.system.saturating_sub(earlier.system),
-            idle: self.idle.saturating_sub(earlier.idle),
-            iowait: self.iowait.saturating_sub(earlier.iowait),
-            irq: self.irq.saturating_sub(earlier.irq),
-            softirq: self.softirq.saturating_sub(earlier.softirq),
-            steal: self.steal.saturating_sub(earlier.steal),
-        }
-    }
-
-    /// Total ticks.
-    pub fn total(&self) -> u64 {
-        [
-            self.user,
-            self.nice,
-            self.system,
-            self.idle,
-            self.iowait,
-            self.irq,
-            self.softirq,
-            self.steal,
-        ]
-        .iter()
-        .fold(0u64, |a, &b| a.saturating_add(b))
-    }
-
-    /// Read `self` as an interval (a [`CpuTimes::delta`]) and give each field's percent share;
-    /// all zero if no ticks passed.
-    pub fn percentages(&self) -> CpuShare {
-        let total = self.total();
-        if total == 0 {
-            return CpuShare::default();
-        }
-        let p = |x: u64| 100.0 * x as f64 / total as f64;
-        CpuShare {
-            user: p(self.user),
-            nice: p(self.nice),
-            system: p(self.system),
-            idle: p(self.idle),
-            iowait: p(self.iowait),
-            irq: p(self.irq),
-            softirq: p(self.softirq),
-            steal: p(self.steal),
-        }
-    }
-
-    /// Shares between `earlier` and `self`: `self.delta(earlier).percentages()`.
-    pub fn share_since(&self, earlier: &CpuTimes) -> CpuShare {
-        self.delta(earlier).percentages()
-    }
+/// Read the live host CPU ticks.
+pub fn read_cpu_times() -> Result<CpuTimes, CountersError> {
+    parse_cpu_times(&read(CPU_TIMES_PATH)?)
 }
 
 /// Clock ticks per second of the /proc CPU counters (sysconf(3) _SC_CLK_TCK, usually 100).
@@ -241,211 +139,108 @@ pub fn clock_ticks_per_second() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
-/// CPU time of this process: user and system ticks, fields 14 and 15 of /proc/self/stat
-/// (proc(5)), and those of its children that have been waited for (fields 16 and 17).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessCpu {
-    /// User ticks.
-    pub utime: u64,
-    /// System ticks.
-    pub stime: u64,
-    /// User ticks of waited-for children.
-    #[serde(default)]
-    pub cutime: u64,
-    /// System ticks of waited-for children.
-    #[serde(default)]
-    pub cstime: u64,
+/// Parse `/proc/<pid>/stat` text into the process's CPU ticks (fields 14 to 17). The command
+/// name (field 2) may hold spaces and parentheses, so fields are counted after the last ')'.
+pub fn parse_process_cpu(text: &str) -> Result<ProcessCpu, CountersError> {
+    let path = PROCESS_CPU_PATH;
+    let close = text
+        .rfind(')')
+        .ok_or_else(|| malformed(path, "no ')' closing the command name"))?;
+    // `)` is one byte, so `close + 1` is a char boundary.
+    let rest = text.get(close + 1..).unwrap_or("");
+    // After ')' come field 3 (state) onwards: utime is field 14 → index 11 here.
+    let mut f = rest.split_whitespace().skip(11);
+    let mut num = |field: u32| -> Result<u64, CountersError> {
+        let s = f
+            .next()
+            .ok_or_else(|| malformed(path, format!("field {field} missing")))?;
+        number(path, &format!("field {field}"), s)
+    };
+    Ok(ProcessCpu {
+        utime: num(14)?,
+        stime: num(15)?,
+        cutime: num(16)?,
+        cstime: num(17)?,
+    })
 }
 
-impl ProcessCpu {
-    /// The live file.
-    pub const PATH: &'static str = "/proc/self/stat";
+/// Read this process's CPU ticks.
+pub fn read_process_cpu() -> Result<ProcessCpu, CountersError> {
+    parse_process_cpu(&read(PROCESS_CPU_PATH)?)
+}
 
-    /// Parse `/proc/<pid>/stat` text. The command name (field 2) may hold spaces and parentheses,
-    /// so fields are counted after the last ')'.
-    pub fn parse(text: &str) -> Result<ProcessCpu, CountersError> {
-        let close = text
-            .rfind(')')
-            .ok_or_else(|| malformed(Self::PATH, "no ')' closing the command name"))?;
-        // `)` is one byte, so `close + 1` is a char boundary.
-        let rest = text.get(close + 1..).unwrap_or("");
-        // After ')' come field 3 (state) onwards: utime is field 14 → index 11 here.
-        let mut f = rest.split_whitespace().skip(11);
-        let mut num = |field: u32| -> Result<u64, CountersError> {
-            let s = f
-                .next()
-                .ok_or_else(|| malformed(Self::PATH, format!("field {field} missing")))?;
-            number(Self::PATH, &format!("field {field}"), s)
+/// Parse every interface of /proc/net/dev text. The second header line names the columns of
+/// the Receive and Transmit groups (separated by '|'); values are matched by those names.
+pub fn parse_net_dev_all(text: &str) -> Result<Vec<InterfaceCounters>, CountersError> {
+    let header = text
+        .lines()
+        .find(|l| l.contains('|') && l.contains("bytes"))
+        .ok_or_else(|| malformed(NET_DEV_PATH, "no column header line"))?;
+    let groups: Vec<&str> = header.split('|').collect();
+    let (Some(rx), Some(tx)) = (groups.get(1), groups.get(2)) else {
+        return Err(malformed(NET_DEV_PATH, "header lacks Receive|Transmit column groups"));
+    };
+    let rx: Vec<&str> = rx.split_whitespace().collect();
+    let tx: Vec<&str> = tx.split_whitespace().collect();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.contains('|') {
+            continue;
+        }
+        let Some((name, values)) = line.split_once(':') else {
+            continue;
         };
-        Ok(ProcessCpu {
-            utime: num(14)?,
-            stime: num(15)?,
-            cutime: num(16)?,
-            cstime: num(17)?,
+        let name = name.trim();
+        if name.is_empty() {
+            continue;
+        }
+        let values: Vec<&str> = values.split_whitespace().collect();
+        if values.len() < rx.len() + tx.len() {
+            return Err(malformed(
+                NET_DEV_PATH,
+                format!("{name}: {} values, header names {}", values.len(), rx.len() + tx.len()),
+            ));
+        }
+        let mut c = InterfaceCounters {
+            name: name.to_string(),
+            ..InterfaceCounters::default()
+        };
+        let (rv, tv) = values.split_at(rx.len());
+        for (group, names, vals) in [("rx", &rx, rv), ("tx", &tx, tv)] {
+            for (col, v) in names.iter().zip(vals) {
+                let slot = match (group, *col) {
+                    ("rx", "bytes") => &mut c.rx_bytes,
+                    ("rx", "packets") => &mut c.rx_packets,
+                    ("rx", "errs") => &mut c.rx_errs,
+                    ("rx", "drop") => &mut c.rx_drop,
+                    ("tx", "bytes") => &mut c.tx_bytes,
+                    ("tx", "packets") => &mut c.tx_packets,
+                    ("tx", "errs") => &mut c.tx_errs,
+                    ("tx", "drop") => &mut c.tx_drop,
+                    _ => continue,
+                };
+                *slot = number(NET_DEV_PATH, &format!("{name} {group}_{col}"), v)?;
+            }
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// Parse the counters of `interface` from /proc/net/dev text.
+pub fn parse_net_dev(text: &str, interface: &str) -> Result<InterfaceCounters, CountersError> {
+    parse_net_dev_all(text)?
+        .into_iter()
+        .find(|c| c.name == interface)
+        .ok_or_else(|| CountersError::NoInterface {
+            path: NET_DEV_PATH,
+            name: interface.to_string(),
         })
-    }
-
-    /// Read this process's counters.
-    pub fn read() -> Result<ProcessCpu, CountersError> {
-        Self::parse(&read(Self::PATH)?)
-    }
-
-    /// Ticks since `earlier`.
-    pub fn delta(&self, earlier: &ProcessCpu) -> ProcessCpu {
-        ProcessCpu {
-            utime: self.utime.saturating_sub(earlier.utime),
-            stime: self.stime.saturating_sub(earlier.stime),
-            cutime: self.cutime.saturating_sub(earlier.cutime),
-            cstime: self.cstime.saturating_sub(earlier.cstime),
-        }
-    }
-
-    /// CPU of the children that ended and were waited for between `earlier` and `self`, over
-    /// `wall`, in percent of one core (e.g. a helper process that did part of the work).
-    pub fn children_share_since(&self, earlier: &ProcessCpu, wall: Duration) -> ProcessCpuShare {
-        let d = self.delta(earlier);
-        ProcessCpu {
-            utime: d.cutime,
-            stime: d.cstime,
-            ..ProcessCpu::default()
-        }
-        .share_since(&ProcessCpu::default(), wall)
-    }
-
-    /// CPU between `earlier` and `self` over `wall` of wall-clock time, in percent of one core.
-    pub fn share_since(&self, earlier: &ProcessCpu, wall: Duration) -> ProcessCpuShare {
-        let d = self.delta(earlier);
-        let hz = clock_ticks_per_second() as f64;
-        let secs = wall.as_secs_f64().max(1e-9);
-        let pct = |ticks: u64| 100.0 * ticks as f64 / hz / secs;
-        ProcessCpuShare {
-            user: pct(d.utime),
-            system: pct(d.stime),
-        }
-    }
-
-    /// User + system CPU between `earlier` and `self` over `wall`, percent of one core.
-    pub fn cpu_percent(&self, earlier: &ProcessCpu, wall: Duration) -> f64 {
-        self.share_since(earlier, wall).total()
-    }
 }
 
-/// One interface's counters from /proc/net/dev (as the driver reports them; `rx_drop` includes
-/// packets the kernel dropped for lack of backlog or buffers).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetDevCounters {
-    /// Interface name.
-    pub interface: String,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Packets received.
-    pub rx_packets: u64,
-    /// Receive errors.
-    pub rx_errs: u64,
-    /// Received packets dropped.
-    pub rx_drop: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Packets sent.
-    pub tx_packets: u64,
-    /// Send errors.
-    pub tx_errs: u64,
-    /// Packets dropped on send.
-    pub tx_drop: u64,
-}
-
-impl NetDevCounters {
-    /// The live file.
-    pub const PATH: &'static str = "/proc/net/dev";
-
-    /// Parse every interface of /proc/net/dev text. The second header line names the columns of
-    /// the Receive and Transmit groups (separated by '|'); values are matched by those names.
-    pub fn parse_all(text: &str) -> Result<Vec<NetDevCounters>, CountersError> {
-        let header = text
-            .lines()
-            .find(|l| l.contains('|') && l.contains("bytes"))
-            .ok_or_else(|| malformed(Self::PATH, "no column header line"))?;
-        let groups: Vec<&str> = header.split('|').collect();
-        let (Some(rx), Some(tx)) = (groups.get(1), groups.get(2)) else {
-            return Err(malformed(Self::PATH, "header lacks Receive|Transmit column groups"));
-        };
-        let rx: Vec<&str> = rx.split_whitespace().collect();
-        let tx: Vec<&str> = tx.split_whitespace().collect();
-        let mut out = Vec::new();
-        for line in text.lines() {
-            if line.contains('|') {
-                continue;
-            }
-            let Some((name, values)) = line.split_once(':') else {
-                continue;
-            };
-            let name = name.trim();
-            if name.is_empty() {
-                continue;
-            }
-            let values: Vec<&str> = values.split_whitespace().collect();
-            if values.len() < rx.len() + tx.len() {
-                return Err(malformed(
-                    Self::PATH,
-                    format!("{name}: {} values, header names {}", values.len(), rx.len() + tx.len()),
-                ));
-            }
-            let mut c = NetDevCounters {
-                interface: name.to_string(),
-                ..NetDevCounters::default()
-            };
-            let (rv, tv) = values.split_at(rx.len());
-            for (group, names, vals) in [("rx", &rx, rv), ("tx", &tx, tv)] {
-                for (col, v) in names.iter().zip(vals) {
-                    let slot = match (group, *col) {
-                        ("rx", "bytes") => &mut c.rx_bytes,
-                        ("rx", "packets") => &mut c.rx_packets,
-                        ("rx", "errs") => &mut c.rx_errs,
-                        ("rx", "drop") => &mut c.rx_drop,
-                        ("tx", "bytes") => &mut c.tx_bytes,
-                        ("tx", "packets") => &mut c.tx_packets,
-                        ("tx", "errs") => &mut c.tx_errs,
-                        ("tx", "drop") => &mut c.tx_drop,
-                        _ => continue,
-                    };
-                    *slot = number(Self::PATH, &format!("{name} {group}_{col}"), v)?;
-                }
-            }
-            out.push(c);
-        }
-        Ok(out)
-    }
-
-    /// Parse the counters of `interface` from /proc/net/dev text.
-    pub fn parse(text: &str, interface: &str) -> Result<NetDevCounters, CountersError> {
-        Self::parse_all(text)?
-            .into_iter()
-            .find(|c| c.interface == interface)
-            .ok_or_else(|| CountersError::NoInterface {
-                path: Self::PATH,
-                name: interface.to_string(),
-            })
-    }
-
-    /// Read the live counters of `interface`.
-    pub fn read(interface: &str) -> Result<NetDevCounters, CountersError> {
-        Self::parse(&read(Self::PATH)?, interface)
-    }
-
-    /// Counts since `earlier` (same interface assumed; the name is kept from `self`).
-    pub fn delta(&self, earlier: &NetDevCounters) -> NetDevCounters {
-        NetDevCounters {
-            interface: self.interface.clone(),
-            rx_bytes: self.rx_bytes.saturating_sub(earlier.rx_bytes),
-            rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
-            rx_errs: self.rx_errs.saturating_sub(earlier.rx_errs),
-            rx_drop: self.rx_drop.saturating_sub(earlier.rx_drop),
-            tx_bytes: self.tx_bytes.saturating_sub(earlier.tx_bytes),
-            tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
-            tx_errs: self.tx_errs.saturating_sub(earlier.tx_errs),
-            tx_drop: self.tx_drop.saturating_sub(earlier.tx_drop),
-        }
-    }
+/// Read the live counters of `interface`.
+pub fn read_net_dev(interface: &str) -> Result<InterfaceCounters, CountersError> {
+    parse_net_dev(&read(NET_DEV_PATH)?, interface)
 }
 
 /// One socket's line of /proc/net/udp or /proc/net/udp6 (proc(5)): the receive queue and the
@@ -560,10 +355,10 @@ pub struct ProcessStat {
 
 impl ProcessStat {
     /// Parse `/proc/<pid>/stat` text (fields counted after the last ')', as in
-    /// [`ProcessCpu::parse`]).
+    /// [`parse_process_cpu`]).
     pub fn parse(text: &str) -> Result<ProcessStat, CountersError> {
         const PATH: &str = "/proc/<pid>/stat";
-        let cpu = ProcessCpu::parse(text)?;
+        let cpu = parse_process_cpu(text)?;
         let close = text.rfind(')').unwrap_or(0);
         // Field 19 (nice) is the 17th after the command name.
         let nice = text

@@ -44,8 +44,8 @@ mod sys;
 pub use addr::{AddrSyntax, HostPort, HostPortError, HOST_PORT_FORMS};
 pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
 pub use counters::{
-    parse_udp_counters, read_udp_counters, CountersError, CpuShare, CpuTimes, NetDevCounters, ProcessCpu,
-    ProcessCpuShare, UdpCounters,
+    clock_ticks_per_second, parse_udp_counters, read_process_cpu, read_udp_counters, CountersError, CpuTimes, HostCpu,
+    InterfaceCounters, ProcessCpu, ProcessCpuShare, UdpCounters,
 };
 pub use error::{error_chain, io_err, IoError};
 pub use gso::{gso_supported, send_gso, GsoSent};

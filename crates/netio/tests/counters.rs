@@ -7,7 +7,8 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use netio::counters::{
-    clock_ticks_per_second, CountersError, CpuTimes, NetDevCounters, ProcessCpu, ProcessStat, UdpCounters,
+    clock_ticks_per_second, parse_cpu_times, parse_net_dev, parse_net_dev_all, parse_process_cpu, read_cpu_times,
+    read_net_dev, read_process_cpu, CountersError, CpuTimes, InterfaceCounters, ProcessCpu, ProcessStat, UdpCounters,
     UdpSocketEntry,
 };
 use proptest::prelude::*;
@@ -81,7 +82,7 @@ fn parses_snmp_by_name() {
 
 #[test]
 fn parses_stat_and_shares() {
-    let c = CpuTimes::parse(STAT).unwrap();
+    let c = parse_cpu_times(STAT).unwrap();
     assert_eq!(
         c,
         CpuTimes {
@@ -103,22 +104,22 @@ fn parses_stat_and_shares() {
     };
     let d = later.delta(&c);
     assert_eq!(d.total(), 100);
-    let s = d.percentages();
-    assert!((s.user - 50.0).abs() < 1e-9 && (s.system - 25.0).abs() < 1e-9 && (s.idle - 25.0).abs() < 1e-9);
-    assert!((s.busy() - 75.0).abs() < 1e-9);
+    let s = d.shares();
+    assert!((s.user_pct - 50.0).abs() < 1e-9 && (s.system_pct - 25.0).abs() < 1e-9 && (s.idle_pct - 25.0).abs() < 1e-9);
+    assert!((s.busy_pct() - 75.0).abs() < 1e-9);
     assert_eq!(later.share_since(&c), s);
-    assert_eq!(c.delta(&c).percentages().idle, 0.0);
-    assert!(CpuTimes::parse("cpu 1 2 3\n").is_err());
-    assert!(CpuTimes::parse("cpu 1 2 x 4\n").is_err());
-    assert!(CpuTimes::parse("cpu0 1 2 3 4\n").is_err());
+    assert_eq!(c.delta(&c).shares().idle_pct, 0.0);
+    assert!(parse_cpu_times("cpu 1 2 3\n").is_err());
+    assert!(parse_cpu_times("cpu 1 2 x 4\n").is_err());
+    assert!(parse_cpu_times("cpu0 1 2 3 4\n").is_err());
 }
 
 #[test]
 fn parses_pid_stat_after_the_last_paren() {
-    let p = ProcessCpu::parse(PID_STAT).unwrap();
+    let p = parse_process_cpu(PID_STAT).unwrap();
     assert_eq!((p.utime, p.stime), (77, 33));
-    assert!(ProcessCpu::parse("1 (x) R 1 2 3").is_err());
-    assert!(ProcessCpu::parse("no parens at all").is_err());
+    assert!(parse_process_cpu("1 (x) R 1 2 3").is_err());
+    assert!(parse_process_cpu("no parens at all").is_err());
     let later = ProcessCpu {
         utime: 77 + clock_ticks_per_second(),
         stime: 33,
@@ -126,21 +127,22 @@ fn parses_pid_stat_after_the_last_paren() {
         cstime: p.cstime + clock_ticks_per_second() / 2,
     };
     // One second of user CPU over two seconds of wall time: 50 % of one core.
-    let share = later.share_since(&p, Duration::from_secs(2));
-    assert!((share.user - 50.0).abs() < 1e-9 && share.system == 0.0);
-    assert!((later.cpu_percent(&p, Duration::from_secs(2)) - 50.0).abs() < 1e-9);
+    let hz = clock_ticks_per_second();
+    let share = later.share_since(&p, Duration::from_secs(2), hz);
+    assert!((share.user_pct - 50.0).abs() < 1e-9 && share.system_pct == 0.0);
+    assert!((share.total_pct() - 50.0).abs() < 1e-9);
     // Half a second of a waited-for child's system CPU over two seconds: 25 %, apart from ours.
-    let kids = later.children_share_since(&p, Duration::from_secs(2));
-    assert!(kids.user == 0.0 && (kids.system - 25.0).abs() < 1e-9);
+    let kids = later.children_share_since(&p, Duration::from_secs(2), hz);
+    assert!(kids.user_pct == 0.0 && (kids.system_pct - 25.0).abs() < 1e-9);
 }
 
 #[test]
 fn parses_net_dev() {
-    let eth = NetDevCounters::parse(NET_DEV, "eth0").unwrap();
+    let eth = parse_net_dev(NET_DEV, "eth0").unwrap();
     assert_eq!(
         eth,
-        NetDevCounters {
-            interface: "eth0".into(),
+        InterfaceCounters {
+            name: "eth0".into(),
             rx_bytes: 521_302_599,
             rx_packets: 19_624,
             rx_errs: 1,
@@ -151,14 +153,14 @@ fn parses_net_dev() {
             tx_drop: 4,
         }
     );
-    assert_eq!(NetDevCounters::parse(NET_DEV, "lo").unwrap().rx_bytes, 18_039_464_106);
-    assert_eq!(NetDevCounters::parse_all(NET_DEV).unwrap().len(), 3);
+    assert_eq!(parse_net_dev(NET_DEV, "lo").unwrap().rx_bytes, 18_039_464_106);
+    assert_eq!(parse_net_dev_all(NET_DEV).unwrap().len(), 3);
     assert!(matches!(
-        NetDevCounters::parse(NET_DEV, "eth9"),
+        parse_net_dev(NET_DEV, "eth9"),
         Err(CountersError::NoInterface { .. })
     ));
-    assert!(NetDevCounters::parse("lo: 1 2 3\n", "lo").is_err());
-    let later = NetDevCounters {
+    assert!(parse_net_dev("lo: 1 2 3\n", "lo").is_err());
+    let later = InterfaceCounters {
         rx_packets: eth.rx_packets + 7,
         ..eth.clone()
     };
@@ -255,9 +257,9 @@ fn a_full_receive_buffer_shows_in_the_sockets_drops() {
 fn live_counters_move_with_real_traffic() {
     const N: u64 = 500;
     let before = netio::read_udp_counters().unwrap();
-    let lo_before = NetDevCounters::read("lo").unwrap();
-    let cpu_before = CpuTimes::read().unwrap();
-    let me_before = ProcessCpu::read().unwrap();
+    let lo_before = read_net_dev("lo").unwrap();
+    let cpu_before = read_cpu_times().unwrap();
+    let me_before = read_process_cpu().unwrap();
     let t0 = Instant::now();
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -266,11 +268,14 @@ fn live_counters_move_with_real_traffic() {
     }
     let after = netio::read_udp_counters().unwrap();
     assert!(after.delta(&before).out_datagrams >= N, "{:?}", after.delta(&before));
-    let lo = NetDevCounters::read("lo").unwrap().delta(&lo_before);
+    let lo = read_net_dev("lo").unwrap().delta(&lo_before);
     assert!(lo.tx_packets >= N, "{lo:?}");
-    let share = CpuTimes::read().unwrap().share_since(&cpu_before);
-    assert!(share.busy() >= 0.0 && share.busy() <= 100.0 + 1e-9);
-    let me = ProcessCpu::read().unwrap().cpu_percent(&me_before, t0.elapsed());
+    let share = read_cpu_times().unwrap().share_since(&cpu_before);
+    assert!(share.busy_pct() >= 0.0 && share.busy_pct() <= 100.0 + 1e-9);
+    let me = read_process_cpu()
+        .unwrap()
+        .share_since(&me_before, t0.elapsed(), clock_ticks_per_second())
+        .total_pct();
     assert!(me.is_finite() && me >= 0.0);
 }
 
@@ -278,9 +283,9 @@ proptest! {
     #[test]
     fn parsers_never_panic(s in "\\PC{0,400}") {
         let _ = netio::parse_udp_counters(&s);
-        let _ = CpuTimes::parse(&s);
-        let _ = ProcessCpu::parse(&s);
-        let _ = NetDevCounters::parse_all(&s);
+        let _ = parse_cpu_times(&s);
+        let _ = parse_process_cpu(&s);
+        let _ = parse_net_dev_all(&s);
         let _ = UdpSocketEntry::parse(&s);
         let _ = ProcessStat::parse(&s);
     }
@@ -290,9 +295,9 @@ proptest! {
         s in "((Udp: |cpu |cpu0 |lo: |eth0:| face \\||\\(|\\)|[0-9]{1,25}|[a-zA-Z]{1,8}|-1| |\\|)){0,60}(\n((Udp: |cpu |lo: |[0-9]{1,22}| |\\|)){0,40}){0,4}"
     ) {
         let _ = netio::parse_udp_counters(&s);
-        let _ = CpuTimes::parse(&s);
-        let _ = ProcessCpu::parse(&s);
-        let _ = NetDevCounters::parse_all(&s);
-        let _ = NetDevCounters::parse(&s, "lo");
+        let _ = parse_cpu_times(&s);
+        let _ = parse_process_cpu(&s);
+        let _ = parse_net_dev_all(&s);
+        let _ = parse_net_dev(&s, "lo");
     }
 }

@@ -173,7 +173,7 @@ pub fn run_client_live(
 
 /// What the paced send loop leaves behind: the sender's host counters, the pacer (for its slips)
 /// and the datagrams the kernel refused.
-type SendOutcome = (probe::host::HostDelta, Pacer, u64);
+type SendOutcome = (hostcounters::HostDelta, Pacer, u64);
 
 /// Send `count` datagrams on the pacer's timeline, recording each departure.
 fn send_all(

@@ -30,7 +30,7 @@
 //! ```
 
 use ctlchan::mac::NONCE_LEN;
-use probe::host::HostDelta;
+use hostcounters::HostDelta;
 use probe::recv_stats::{ReceiverReport, RecvConfig};
 use probe::results::{ReceiverSocket, TestParams};
 use probe::send_stats::SenderReport;

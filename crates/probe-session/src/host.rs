@@ -1,15 +1,18 @@
-//! Host counters around a trial: read /proc through `netio::counters` before and after, and map
-//! the differences into the probe crate's [`HostDelta`] (the probe crate does not depend on
+//! Host counters around a trial: read /proc through `netio::counters` before and after, and
+//! keep the differences as `hostcounters`' [`HostDelta`] (the probe crate does not depend on
 //! netio). A counter file that cannot be read leaves its part `None`, never fails the trial.
 
 // unsafe: getifaddrs(3): the host's interfaces; std cannot list them.
 #![allow(unsafe_code)]
 
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use netio::counters::{CpuTimes, NetDevCounters, ProcessCpu, UdpCounters};
-use probe::host::{HostCpu, HostDelta, InterfaceDelta, ProcessCpuUse, UdpDelta};
+use hostcounters::HostDelta;
+use netio::counters::{
+    clock_ticks_per_second, read_cpu_times, read_net_dev, read_process_cpu, CpuTimes, InterfaceCounters, ProcessCpu,
+    UdpCounters,
+};
 
 /// Counters read at the start of a trial.
 #[derive(Debug, Clone)]
@@ -18,7 +21,7 @@ pub struct HostSnapshot {
     cpu: Option<CpuTimes>,
     process: Option<ProcessCpu>,
     udp: Option<UdpCounters>,
-    dev: Option<NetDevCounters>,
+    dev: Option<InterfaceCounters>,
 }
 
 impl HostSnapshot {
@@ -26,76 +29,25 @@ impl HostSnapshot {
     pub fn take(interface: Option<&str>) -> HostSnapshot {
         HostSnapshot {
             at: Instant::now(),
-            cpu: CpuTimes::read().ok(),
-            process: ProcessCpu::read().ok(),
+            cpu: read_cpu_times().ok(),
+            process: read_process_cpu().ok(),
             udp: netio::read_udp_counters().ok(),
-            dev: interface.and_then(|i| NetDevCounters::read(i).ok()),
+            dev: interface.and_then(|i| read_net_dev(i).ok()),
         }
     }
 
     /// Read again and return the differences since this snapshot.
     pub fn delta(&self) -> HostDelta {
-        let now = HostSnapshot::take(self.dev.as_ref().map(|d| d.interface.as_str()));
+        let now = HostSnapshot::take(self.dev.as_ref().map(|d| d.name.as_str()));
         let wall = now.at.saturating_duration_since(self.at);
+        let hz = clock_ticks_per_second();
         HostDelta {
             wall_s: wall.as_secs_f64(),
-            cpu: self.cpu.zip(now.cpu).map(|(a, b)| host_cpu(&b.delta(&a))),
-            process: self.process.zip(now.process).map(|(a, b)| process_cpu(&b, &a, wall)),
-            udp: self.udp.zip(now.udp).map(|(a, b)| udp_delta(&b.delta(&a))),
-            interface: self
-                .dev
-                .as_ref()
-                .zip(now.dev.as_ref())
-                .map(|(a, b)| dev_delta(&b.delta(a))),
+            cpu: self.cpu.zip(now.cpu).map(|(a, b)| b.share_since(&a)),
+            process: self.process.zip(now.process).map(|(a, b)| b.share_since(&a, wall, hz)),
+            udp: self.udp.zip(now.udp).map(|(a, b)| b.delta(&a)),
+            interface: self.dev.as_ref().zip(now.dev.as_ref()).map(|(a, b)| b.delta(a)),
         }
-    }
-}
-
-fn host_cpu(d: &CpuTimes) -> HostCpu {
-    let p = d.percentages();
-    HostCpu {
-        ticks: d.total(),
-        user_pct: p.user,
-        nice_pct: p.nice,
-        system_pct: p.system,
-        idle_pct: p.idle,
-        iowait_pct: p.iowait,
-        irq_pct: p.irq,
-        softirq_pct: p.softirq,
-        steal_pct: p.steal,
-    }
-}
-
-fn process_cpu(now: &ProcessCpu, then: &ProcessCpu, wall: Duration) -> ProcessCpuUse {
-    let s = now.share_since(then, wall);
-    ProcessCpuUse {
-        user_pct: s.user,
-        system_pct: s.system,
-    }
-}
-
-fn udp_delta(d: &UdpCounters) -> UdpDelta {
-    UdpDelta {
-        in_datagrams: d.in_datagrams,
-        in_errors: d.in_errors,
-        rcvbuf_errors: d.rcvbuf_errors,
-        sndbuf_errors: d.sndbuf_errors,
-        out_datagrams: d.out_datagrams,
-        no_ports: d.no_ports,
-    }
-}
-
-fn dev_delta(d: &NetDevCounters) -> InterfaceDelta {
-    InterfaceDelta {
-        name: d.interface.clone(),
-        rx_packets: d.rx_packets,
-        rx_bytes: d.rx_bytes,
-        rx_errs: d.rx_errs,
-        rx_drop: d.rx_drop,
-        tx_packets: d.tx_packets,
-        tx_bytes: d.tx_bytes,
-        tx_errs: d.tx_errs,
-        tx_drop: d.tx_drop,
     }
 }
 

@@ -15,7 +15,6 @@
 //! //! | [`send_stats`] | departure gaps, lateness against schedule, achieved send rate |
 //! | [`recv_stats`] | stray classification and all receiver statistics, bounded memory |
 //! | [`lossfit`] | exponential fit of loss intervals, Kolmogorov–Smirnov test, verdict |
-//! | [`host`] | host CPU, UDP and interface counters over a trial, one end ([`host::HostDelta`]) |
 //! | [`host_jitter`] | the host's timing floor: a pacer that sends nothing, and what interrupted it |
 //! | [`results`] | [`results::ProbeResult`] and [`results::SweepResult`] |
 //! | [`tcp`] | TCP tests: data-connection preamble, TCP_INFO parsing, samples, intervals, Mathis check |
@@ -51,7 +50,6 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod host;
 pub mod host_jitter;
 pub mod lossfit;
 pub mod recv_stats;

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostDelta;
 use crate::recv_stats::ReceiverReport;
 use crate::send_stats::SenderReport;
+use hostcounters::HostDelta;
 
 /// Version of the result JSON layout; bumped on incompatible changes.
 pub const RESULT_SCHEMA_VERSION: u32 = 1;
@@ -320,6 +320,27 @@ impl SweepResult {
         }
         out
     }
+}
+
+// The live counts of a running `probe server` (`--metrics`); the view only renders them.
+
+/// `probe server`: trials so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeServerStatus {
+    /// Trials started (UDP and TCP).
+    pub trials: u64,
+    /// Trials that failed.
+    pub failed: u64,
+    /// Probe packets received (unique) over the UDP trials.
+    pub packets: u64,
+    /// Probe packets lost over the UDP trials.
+    pub lost: u64,
+    /// Bytes received over the TCP tests.
+    pub tcp_bytes: u64,
+    /// The last UDP trial's loss fraction.
+    pub last_loss_fraction: Option<f64>,
+    /// The last trial's user rate, b/s.
+    pub last_rate_bps: Option<f64>,
 }
 
 #[cfg(test)]

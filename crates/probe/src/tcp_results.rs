@@ -366,8 +366,8 @@ impl RcvbufSweepResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::{HostCpu, HostDelta, UdpDelta};
     use crate::results::{ReceiverSocket, TestParams};
+    use hostcounters::{HostCpu, HostDelta, UdpCounters};
 
     fn params() -> TcpTestParams {
         TcpTestParams {
@@ -430,9 +430,9 @@ mod tests {
             drops: Some(40),
         });
         r.host.receiver = Some(HostDelta {
-            udp: Some(UdpDelta {
+            udp: Some(UdpCounters {
                 rcvbuf_errors: 41,
-                ..UdpDelta::default()
+                ..UdpCounters::default()
             }),
             ..HostDelta::default()
         });

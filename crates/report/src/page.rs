@@ -387,7 +387,7 @@ fn recv_parts(r: &RecvReport) -> (Vec<Metric>, Vec<Table>) {
         Metric::num("kernel drops (this socket)", Some(r.socket_drops as f64), ""),
         Metric::num("host-wide RcvbufErrors", Some(r.udp.rcvbuf_errors as f64), ""),
         Metric::num("receive buffer granted", Some(r.rcvbuf.granted_rcv as f64 / 1e6), "MB"),
-        Metric::num("CPU (user + system)", Some(r.cpu.total()), "% of a core"),
+        Metric::num("CPU (user + system)", Some(r.cpu.total_pct()), "% of a core"),
         Metric::num("NAKs sent", Some(r.naks_sent as f64), ""),
         Metric::num("waited for the file writer", Some(r.writer_stall_s), "s"),
         Metric::text("stopped by", r.stopped_by.clone()),
@@ -524,7 +524,7 @@ fn transfer_parts(r: &transfer::results::SendReport) -> (Vec<Metric>, Vec<Table>
         ),
         Metric::num("wall time, to the last verdict", Some(r.elapsed_s), "s"),
         Metric::num("retransmitted", Some(r.retransmitted_bytes as f64), "B"),
-        Metric::num("CPU (user + system)", r.cpu_percent, "% of a core"),
+        Metric::num("CPU (user + system)", r.cpu_total_pct(), "% of a core"),
         Metric::text("all files verified", if r.ok { "yes" } else { "NO" }),
     ];
     let files = Table {
@@ -570,7 +570,7 @@ fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
     let mut m = vec![
         Metric::text("destination", s.to.clone()),
         Metric::num("duration", Some(s.duration_s), "s"),
-        Metric::num("CPU (user + system)", Some(s.cpu.total()), "% of a core"),
+        Metric::num("CPU (user + system)", Some(s.cpu.total_pct()), "% of a core"),
         Metric::num("socket buffer full (retried)", Some(s.send_would_block as f64), "sends"),
         Metric::num("path MTU", s.path_mtu.map(|v| v as f64), "B"),
     ];

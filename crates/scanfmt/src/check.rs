@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use vdif::VdifHeader;
+use vdif::{RateSource, SourcedRate, VdifHeader};
 
 /// A piece of the scan: its offset in the scan and its bytes.
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +96,7 @@ pub struct Ends {
     /// Highest frame number seen of any thread (a lower bound of the frames per second).
     max_number: u32,
     /// Frames per second per thread when a boundary or the header said so.
-    fps: Option<u32>,
+    fps: Option<SourcedRate>,
     /// Frames from the first frame to the end of its frame period (the first frame of the
     /// next period found in the first sample), when the sample shows it: a recording that
     /// starts or stops between the threads of one period holds only part of it.
@@ -138,11 +138,10 @@ impl Ends {
         let all = head.iter().chain(&tail);
         let threads = all.clone().map(|x| x.header.thread_id).collect();
         let max_number = all.map(|x| x.header.frame_number).max().unwrap_or(0);
-        let fps = f
-            .header
-            .frame_rate()
-            .map(u32::from)
-            .or_else(|| boundary_rate(&head).max(boundary_rate(&tail)));
+        let fps = SourcedRate::most_believable([
+            (RateSource::Header, f.header.frame_rate().map(u32::from)),
+            (RateSource::FrameNumbers, boundary_rate(&head).max(boundary_rate(&tail))),
+        ]);
         let frame = f.header.frame_len() as u64;
         let first_period = head
             .iter()
@@ -204,7 +203,7 @@ impl Ends {
     /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not
     /// show it.
     pub fn assume_rate(&mut self, frames_per_second: u32) {
-        self.fps.get_or_insert(frames_per_second);
+        SourcedRate::offer(&mut self.fps, RateSource::FrameNumbers, Some(frames_per_second));
     }
 
     /// Take in more samples (a boundary probe, samples between the ends).
@@ -214,9 +213,7 @@ impl Ends {
             self.max_number = self.max_number.max(m);
         }
         self.threads.extend(found.iter().map(|x| x.header.thread_id));
-        if self.fps.is_none() {
-            self.fps = boundary_rate(&found);
-        }
+        SourcedRate::offer(&mut self.fps, RateSource::FrameNumbers, boundary_rate(&found));
     }
 
     /// What the samples say.
@@ -226,7 +223,7 @@ impl Ends {
         let tracks_per_thread = h.channels() * u32::from(h.bits_per_sample) * if h.complex { 2 } else { 1 };
         let threads = self.threads.len().max(1) as u32;
         // A rate that contradicts a frame number seen is no rate.
-        let fps = self.fps.filter(|&n| n > self.max_number);
+        let fps = self.fps.map(|r| r.fps).filter(|&n| n > self.max_number);
         let time = |f: &Found, n: Option<u32>| VexTime {
             unix: f.header.unix_seconds(),
             frame: f.header.frame_number,

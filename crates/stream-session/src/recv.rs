@@ -2,18 +2,17 @@
 //! scan over many disks), NAKs back, live lines out.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use netio::counters::{socket_drops, ProcessCpu, UdpCounters};
+use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, ProcessCpu, UdpCounters};
 use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
 use crate::{ConfigError, Observer, StreamSessionError};
 use netio::io_err;
-use recording::write::{Recorder, RecordingConfig, WriterPlacement};
+use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RecvStatus;
 
 /// How to run a receiver.
@@ -22,7 +21,7 @@ pub struct RecvConfig {
     /// Addresses (or multicast groups) to listen on; several are read by one thread in turn.
     pub listen: Vec<netio::ListenSpec>,
     /// Output directory; `None` discards frames after accounting (memory sink).
-    pub out_dir: Option<PathBuf>,
+    pub out_dir: Option<OutputDir>,
     /// Every frame into this one file of `out_dir`, opened so (`net2file`), not a file per
     /// station.
     pub out_file: Option<(String, recording::write::FileMode)>,
@@ -127,7 +126,7 @@ impl BoundReceiver {
             grants.push(grant);
         }
         let sink = Recorder::new(
-            cfg.out_dir.as_deref(),
+            cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
             cfg.chunk,
             &cfg.writer,
@@ -188,7 +187,7 @@ impl BoundReceiver {
         } = self;
         let mut rx = Receiver::new(cfg.receiver.clone());
         let udp0 = netio::read_udp_counters().unwrap_or_default();
-        let cpu0 = ProcessCpu::read().unwrap_or_default();
+        let cpu0 = read_process_cpu().unwrap_or_default();
         let started = Instant::now();
         let mut batch = netio::batch::RecvBatch::new(BATCH, 65_536);
         // UDP GRO: a sender using GSO (--burst) is received as one buffer per burst, split here.
@@ -550,7 +549,7 @@ impl RunEnd {
         let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
-        let cpu1 = ProcessCpu::read().unwrap_or_default();
+        let cpu1 = read_process_cpu().unwrap_or_default();
         let duration_s = self.first.map_or(0.0, |f| (self.last_rx - f).as_secs_f64());
         let c = *rx.counters();
         let cpu0 = self.cpu0;
@@ -584,9 +583,9 @@ impl RunEnd {
             dropped_after_last: self.dropped_after_last,
             gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
             receive_calls: self.receive_calls,
-            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall)),
+            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall), clock_ticks_per_second()),
             writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && records)
-                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall))),
+                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall), clock_ticks_per_second())),
             naks_sent: self.naks_sent,
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
@@ -605,7 +604,7 @@ impl RunEnd {
 fn output_name(cfg: &RecvConfig) -> Option<String> {
     match (&cfg.recording, &cfg.out_dir) {
         (Some(r), _) => Some(r.disks_joined(",")),
-        (None, Some(d)) => Some(d.display().to_string()),
+        (None, Some(d)) => Some(d.path().display().to_string()),
         (None, None) => None,
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netio::counters::{socket_drops, ProcessCpu};
+use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, ProcessCpu};
 use netio::{io_err, BufferRequest};
 use stream::relay::{Relay, RelayConfig, KEEPALIVE};
 use stream::results::{RelayReport, TeeReport};
@@ -22,7 +22,7 @@ use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
 use crate::{ConfigError, Observer, StreamSessionError};
-use recording::write::{Recorder, RecordingConfig, WriterPlacement};
+use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
 /// Batches in flight per input between its reader and the relay thread.
@@ -151,7 +151,7 @@ impl BoundRelay {
         }
         let wire = Wire::open(cfg.to, cfg.sndbuf)?;
         let tee = Recorder::new(
-            cfg.tee.as_deref(),
+            cfg.tee.clone().map(OutputDir::Path).as_ref(),
             cfg.tee_recording.as_ref(),
             cfg.chunk,
             &cfg.writer,
@@ -340,7 +340,7 @@ impl Baseline {
     fn now() -> Baseline {
         Baseline {
             started: Instant::now(),
-            cpu0: ProcessCpu::read().unwrap_or_default(),
+            cpu0: read_process_cpu().unwrap_or_default(),
             udp0: netio::read_udp_counters().unwrap_or_default(),
         }
     }
@@ -469,7 +469,7 @@ impl RelayEnd {
         let tee_dir = tee_dir(cfg);
         let tees = tee_dir.is_some();
         let wall = base.started.elapsed();
-        let cpu1 = ProcessCpu::read().unwrap_or_default();
+        let cpu1 = read_process_cpu().unwrap_or_default();
         let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
         RelayReport {
             listen: readers
@@ -504,9 +504,9 @@ impl RelayEnd {
             rcvbuf: grants,
             send_would_block: wire.would_block(),
             udp: netio::read_udp_counters().unwrap_or_default().delta(&base.udp0),
-            cpu: cpu1.share_since(&base.cpu0, wall),
+            cpu: cpu1.share_since(&base.cpu0, wall, clock_ticks_per_second()),
             writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
-                .then(|| cpu1.children_share_since(&base.cpu0, wall)),
+                .then(|| cpu1.children_share_since(&base.cpu0, wall, clock_ticks_per_second())),
             stopped_by: stopped_by.to_string(),
         }
     }

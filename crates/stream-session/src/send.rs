@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linkemu::LossModel;
-use netio::counters::ProcessCpu;
+use netio::counters::{clock_ticks_per_second, read_process_cpu};
 use netio::pacer::wait_until_spin;
 use netio::{bind_udp, BufferRequest};
 use pacing::{Pacer, Spacing};
@@ -913,7 +913,7 @@ pub fn run_sender_observed(
     let (mut boards, readers, path_mtu) = build(&cfg, sources)?;
     let warnings = setup_warnings(&cfg, largest_frame, path_mtu);
     let udp0 = netio::read_udp_counters().unwrap_or_default();
-    let cpu0 = ProcessCpu::read().unwrap_or_default();
+    let cpu0 = read_process_cpu().unwrap_or_default();
     let wall0 = Instant::now();
     let interrupted = drive(&cfg, &mut boards, stop, observer)?;
     // The last frames may still be asked for: keep answering for one latency window.
@@ -968,9 +968,11 @@ pub fn run_sender_observed(
         rejected_control,
         returned_datagrams,
         send_would_block,
-        cpu: ProcessCpu::read()
-            .unwrap_or_default()
-            .share_since(&cpu0, Duration::from_secs_f64(wall)),
+        cpu: read_process_cpu().unwrap_or_default().share_since(
+            &cpu0,
+            Duration::from_secs_f64(wall),
+            clock_ticks_per_second(),
+        ),
         udp: netio::read_udp_counters().unwrap_or_default().delta(&udp0),
         interrupted,
     })

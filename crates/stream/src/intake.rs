@@ -3,6 +3,7 @@
 
 use crate::receiver::DatagramCounters;
 use crate::wire::{DataDatagram, WireError};
+use vdif::{RateSource, SourcedRate};
 
 /// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
 pub(crate) const MAX_FPS: u32 = vdif::rate::MAX_FRAMES_PER_SECOND;
@@ -64,20 +65,21 @@ pub(crate) fn splits_station_rate(
 }
 
 /// Frames per second per thread and threads of the stream `d` starts: what a native prefix
-/// announces, else the options (`fps`, `threads`), else the header's sample rate (threads 1).
+/// announces, else the options (`fps`, `threads`), else the header's sample rate (threads 1): the
+/// order of [`RateSource`].
 /// Untrusted numbers size windows and queues, so they are kept within what VDIF can express.
 pub(crate) fn stream_shape(
     d: &DataDatagram<'_>,
     fps: Option<u32>,
     threads: Option<u16>,
 ) -> Result<(u32, u16), ShapeError> {
-    let fps = d
-        .native
-        .map(|n| n.frames_per_second)
-        .filter(|f| *f > 0)
-        .or(fps)
-        .or_else(|| d.header.frame_rate().map(u32::from))
-        .ok_or(ShapeError::NoFrameRate)?;
+    let fps = SourcedRate::most_believable([
+        (RateSource::Announced, d.native.map(|n| n.frames_per_second)),
+        (RateSource::Given, fps),
+        (RateSource::Header, d.header.frame_rate().map(u32::from)),
+    ])
+    .map(|r| r.fps)
+    .ok_or(ShapeError::NoFrameRate)?;
     let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
     if fps > MAX_FPS || threads > MAX_THREADS {
         return Err(ShapeError::Implausible { fps, threads });

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use ctlchan::mac::{hex_encode, prove};
 use ctlchan::{Channel, ChannelError, Role};
-use netio::{connect_udp, io_err, BufferRequest, ProcessCpu};
+use netio::{clock_ticks_per_second, connect_udp, io_err, read_process_cpu, BufferRequest};
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
@@ -353,7 +353,7 @@ pub fn send_items(
     // sessions), more than the usual soft limit of 1024.
     netio::raise_fd_limit();
     let started = Instant::now();
-    let cpu0 = ProcessCpu::read().ok();
+    let cpu0 = read_process_cpu().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to {}", cfg.server)))?;
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
@@ -398,7 +398,11 @@ pub fn send_items(
     report.goodput_bps = data.goodput_bps;
     report.data = Some(data);
     report.elapsed_s = started.elapsed().as_secs_f64();
-    report.cpu_percent = cpu0.and_then(|c0| ProcessCpu::read().ok().map(|c1| c1.cpu_percent(&c0, started.elapsed())));
+    report.cpu = cpu0.and_then(|c0| {
+        read_process_cpu()
+            .ok()
+            .map(|c1| c1.share_since(&c0, started.elapsed(), clock_ticks_per_second()))
+    });
     report.ok = report.files.iter().all(|f| f.error.is_none());
     Ok(report)
 }

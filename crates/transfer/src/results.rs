@@ -114,10 +114,23 @@ pub struct SendReport {
     /// (rare: odd chunk sizes under heavy reordering). Equal to the payload bytes sent when
     /// nothing was held: each byte is read once and hashed as it is sent.
     pub source_bytes_read: u64,
-    /// Sender process CPU (user + system) over the session, % of one core.
-    pub cpu_percent: Option<f64>,
+    /// Sender process CPU over the session, % of one core.
+    #[serde(default)]
+    pub cpu: Option<hostcounters::ProcessCpuShare>,
+    /// Results before the one host schema said only the sum, as `cpu_percent`: read, never
+    /// written (see [`SendReport::cpu_total_pct`]).
+    #[serde(default, rename = "cpu_percent", skip_serializing)]
+    pub cpu_percent_of_old_results: Option<f64>,
     /// Every file verified.
     pub ok: bool,
+}
+
+impl SendReport {
+    /// Sender process CPU, user + system, % of one core: from `cpu`, or from an older result's
+    /// `cpu_percent`.
+    pub fn cpu_total_pct(&self) -> Option<f64> {
+        self.cpu.map(|c| c.total_pct()).or(self.cpu_percent_of_old_results)
+    }
 }
 
 /// One file as the receiver saw it.
@@ -177,4 +190,56 @@ pub struct ForeignCounters {
     pub other_port: u64,
     /// Larger than any datagram of the protocol (truncated by the kernel).
     pub oversized: u64,
+}
+
+// The live counts of a running `evlbi recv` / `evlbi send`, handed out once per interval
+// (`--metrics`); the view (`metrics`) only renders them.
+
+/// `evlbi recv`: sessions and files so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransferRecvStatus {
+    /// Sessions that passed the handshake.
+    pub sessions: u64,
+    /// Sessions that ended with an error.
+    pub sessions_failed: u64,
+    /// Connections refused before a session (wrong key, port scans).
+    pub refused: u64,
+    /// Files received and verified.
+    pub files_verified: u64,
+    /// Files that failed.
+    pub files_failed: u64,
+    /// Bytes of the verified files (resumed bytes included).
+    pub bytes: u64,
+    /// Bytes received in this process's sessions (resumed bytes excluded).
+    pub bytes_received: u64,
+    /// DATA datagrams received.
+    pub datagrams: u64,
+    /// Of those, repeats of a chunk already held (the sender's retransmissions that were not
+    /// needed).
+    pub duplicate_datagrams: u64,
+    /// Datagrams refused (bad MAC, wrong session, foreign, oversized).
+    pub rejected_datagrams: u64,
+    /// Rounds over all files (a round after the first repairs what the first missed).
+    pub rounds: u64,
+    /// The last file finished.
+    pub last_file: Option<String>,
+    /// Its goodput, b/s.
+    pub last_rate_bps: Option<f64>,
+}
+
+/// `evlbi send`: the transfer so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransferSendStatus {
+    /// The file being sent.
+    pub file: String,
+    /// Bytes of all files delivered or held by the receiver.
+    pub done_bytes: u64,
+    /// Bytes of all files.
+    pub total_bytes: u64,
+    /// Payload bytes sent again.
+    pub retransmitted_bytes: u64,
+    /// Pacing rate now, b/s.
+    pub rate_bps: f64,
+    /// Smoothed round-trip time, seconds.
+    pub srtt_s: Option<f64>,
 }

@@ -36,6 +36,6 @@ pub use check::CheckedFrames;
 pub use error::{CodecError, HeaderError, LayoutError, VtpError};
 pub use header::{parse_station, station_name, VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
 pub use layout::FrameLayout;
-pub use rate::{FrameRate, RateError};
+pub use rate::{FrameRate, RateError, RateSource, SourcedRate};
 pub use scan::{FrameScanner, ScanEvent};
 pub use station::StationId;

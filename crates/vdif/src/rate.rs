@@ -12,11 +12,78 @@
 //!
 //! All arithmetic is on integers: a rate that does not divide into whole frames is refused with
 //! the numbers, never rounded.
+//!
+//! Where several sources say a rate, one order decides ([`RateSource`], used through
+//! [`SourcedRate`] by the stream receiver and relay, `vdif inspect` and `scan_check?`): what the
+//! sender announces, then the operator's number, then the header's bits, then what the frame
+//! numbers showed.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::header::VdifHeader;
+
+/// Where a frame rate came from, the most believable first (the order of the variants is the
+/// order of belief): a sender's own announcement (a native prefix) knows its stream; an
+/// operator's number (`--fps`, a VSI-S mode) is the setup; the header's bits (EDV 1 and 3) are
+/// the backend's word; the frame numbers seen at a second boundary are a lower bound, believed
+/// only when nothing else says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RateSource {
+    /// A native prefix's frames per second.
+    #[serde(rename = "announced")]
+    Announced,
+    /// The operator's (`--fps`, a mode's rate).
+    #[serde(rename = "given")]
+    Given,
+    /// The header's sample rate ([`FrameRate::from_header`]).
+    #[serde(rename = "header")]
+    Header,
+    /// The highest frame number before a second boundary, plus one.
+    #[serde(rename = "frame numbers")]
+    FrameNumbers,
+}
+
+impl std::fmt::Display for RateSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RateSource::Announced => "announced",
+            RateSource::Given => "given",
+            RateSource::Header => "header",
+            RateSource::FrameNumbers => "frame numbers",
+        })
+    }
+}
+
+/// A frame rate (frames per second per thread, > 0) and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcedRate {
+    /// Frames per second per thread.
+    pub fps: u32,
+    /// Who said so.
+    pub source: RateSource,
+}
+
+impl SourcedRate {
+    /// The most believable of the rates the sources give (0 and `None` say nothing), whatever
+    /// the order they are listed in.
+    pub fn most_believable(candidates: impl IntoIterator<Item = (RateSource, Option<u32>)>) -> Option<SourcedRate> {
+        candidates
+            .into_iter()
+            .filter_map(|(source, fps)| fps.filter(|f| *f > 0).map(|fps| SourcedRate { fps, source }))
+            .min_by_key(|r| r.source)
+    }
+
+    /// Learn a rate as it comes: `source`'s `fps` replaces `current` only when more believable
+    /// (a rate already in use is never replaced by an equal or lesser source).
+    pub fn offer(current: &mut Option<SourcedRate>, source: RateSource, fps: Option<u32>) {
+        let better =
+            SourcedRate::most_believable([(source, fps)]).filter(|c| current.is_none_or(|now| c.source < now.source));
+        if let Some(c) = better {
+            *current = Some(c);
+        }
+    }
+}
 
 /// The most frames a thread can send per second: frame numbers have 24 bits (0..2^24).
 pub const MAX_FRAMES_PER_SECOND: u32 = 1 << 24;
@@ -258,6 +325,51 @@ mod tests {
         );
         assert!(serde_json::from_str::<FrameRate>("0").is_err());
         assert!(serde_json::from_str::<FrameRate>("16777217").is_err());
+    }
+
+    #[test]
+    fn the_most_believable_source_wins_whatever_the_order() {
+        let header = (RateSource::Header, Some(25_600));
+        let given = (RateSource::Given, Some(32_000));
+        let frames = (RateSource::FrameNumbers, Some(12_800));
+        for list in [
+            [header, given, frames],
+            [frames, header, given],
+            [given, frames, header],
+        ] {
+            assert_eq!(
+                SourcedRate::most_believable(list),
+                Some(SourcedRate {
+                    fps: 32_000,
+                    source: RateSource::Given
+                })
+            );
+        }
+        // 0 and None say nothing.
+        let silent = [(RateSource::Announced, Some(0)), (RateSource::Given, None), frames];
+        assert_eq!(
+            SourcedRate::most_believable(silent).map(|r| r.source),
+            Some(RateSource::FrameNumbers)
+        );
+        // A rate in use is replaced only by a more believable source.
+        let mut now = None;
+        SourcedRate::offer(&mut now, RateSource::Header, Some(25_600));
+        SourcedRate::offer(&mut now, RateSource::FrameNumbers, Some(12_800));
+        SourcedRate::offer(&mut now, RateSource::Header, Some(1));
+        assert_eq!(now.map(|r| r.fps), Some(25_600));
+        SourcedRate::offer(&mut now, RateSource::Announced, Some(16_000));
+        assert_eq!(
+            now,
+            Some(SourcedRate {
+                fps: 16_000,
+                source: RateSource::Announced
+            })
+        );
+        assert_eq!(RateSource::FrameNumbers.to_string(), "frame numbers");
+        assert_eq!(
+            serde_json::to_string(&RateSource::FrameNumbers).unwrap(),
+            "\"frame numbers\""
+        );
     }
 
     proptest! {

@@ -37,6 +37,7 @@
 //! | [`command`] | typed commands and queries ([`command::Request`]) from a statement |
 //! | [`mode`] | the `mode = VDIF_8000-2048-16-2` data mode: frame size, rate, frame rate |
 //! | [`evlbi`] | jive5ab's `evlbi?` statistics and its `%t %l %L …` format |
+//! | [`status`] | what the recorder counts about itself ([`status::ServeStatus`]: transfer, statements, connections) |
 //! | [`playback`] | recorded scans: `scan_set`, `scan_check?` (and its reply), `disk2file`, VEX times |
 //!
 //! # Example
@@ -65,6 +66,7 @@ pub mod mode;
 pub mod playback;
 pub mod reply;
 pub mod statement;
+pub mod status;
 
 pub use command::{CommandError, Request};
 pub use reply::{ReplyRepr, ReturnCode};

@@ -219,6 +219,35 @@ pub(super) fn make_and_open(dir: &Path) -> std::io::Result<safedir::Dir> {
     safedir::Dir::open(dir).map_err(safedir::DirError::into_io)
 }
 
+/// Where VDIF files go: a directory the operator named (`--out`: made when missing, then
+/// opened), or one a caller already opened below its roots through no link (`evlbi serve`'s
+/// `record_format = vdif` and `net2file`), which nothing here resolves by path again.
+#[derive(Debug, Clone)]
+pub enum OutputDir {
+    /// A path to make (when missing) and open.
+    Path(std::path::PathBuf),
+    /// A directory held open.
+    Opened(std::sync::Arc<safedir::Dir>),
+}
+
+impl OutputDir {
+    /// The directory, opened (a duplicate of the descriptor when it was opened already).
+    pub fn open(&self) -> std::io::Result<safedir::Dir> {
+        match self {
+            OutputDir::Path(p) => make_and_open(p),
+            OutputDir::Opened(d) => d.try_clone().map_err(safedir::DirError::into_io),
+        }
+    }
+
+    /// Its path, for reports.
+    pub fn path(&self) -> &Path {
+        match self {
+            OutputDir::Path(p) => p,
+            OutputDir::Opened(d) => d.path(),
+        }
+    }
+}
+
 /// Whichever recorder a run writes through.
 pub enum Recorder {
     /// VDIF files in a directory, or the memory sink.
@@ -231,7 +260,7 @@ impl Recorder {
     /// VDIF files in `dir` (or the memory sink, `None`), or the `recording` over many disks
     /// when given; the other arguments as [`FileSink::new`] and [`ScanSink::new`] take them.
     pub fn new(
-        dir: Option<&Path>,
+        dir: Option<&OutputDir>,
         recording: Option<&RecordingConfig>,
         chunk: Option<u64>,
         placement: &WriterPlacement,
@@ -377,18 +406,18 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Files in `dir` (created if missing), or a memory sink when `None`; the writes run where
+    /// Files in `dir` (a path: created if missing), or a memory sink when `None`; the writes run where
     /// `placement` says, with about `write_buffer` bytes of buffers between this process and
     /// the writes (at least one), with direct I/O when `direct` (writer process only).
     pub fn new(
-        dir: Option<&Path>,
+        dir: Option<&OutputDir>,
         chunk: Option<u64>,
         placement: &WriterPlacement,
         write_buffer: u64,
         direct: bool,
     ) -> std::io::Result<FileSink> {
         let lane = dir
-            .map(|d| Lane::new(make_and_open(d)?, placement, write_buffer, direct))
+            .map(|d| Lane::new(d.open()?, placement, write_buffer, direct))
             .transpose()?;
         Ok(FileSink {
             named: None,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::formats::KnownFormat;
 pub use crate::formats::MARK5B_SYNC_WORD;
 use crate::header::{station_name, VdifHeader};
+use crate::rate::{RateSource, SourcedRate};
 use crate::scan::ScanEvent;
 use crate::time::leap_table_covers;
 use span::{time_span, TimeSpan};
@@ -242,10 +243,7 @@ impl Inspector {
     /// A fresh pass. `fps_hint` supplies the frame rate when the file is too short to show it.
     pub fn new(fps_hint: Option<u32>) -> Self {
         let mut tracker = Tracker::default();
-        if let Some(f) = fps_hint {
-            tracker.fps = Some(f);
-            tracker.source = Some("given".into());
-        }
+        SourcedRate::offer(&mut tracker.rate, RateSource::Given, fps_hint);
         Inspector {
             tracker,
             first: None,
@@ -273,12 +271,11 @@ impl Inspector {
         self.valid_bytes += len as u64;
         if self.first.is_none() {
             self.first = Some(*header);
-            if self.tracker.fps.is_none() {
-                if let Some(fps) = header.frame_rate().map(u32::from) {
-                    self.tracker.fps = Some(fps);
-                    self.tracker.source = Some("header".into());
-                }
-            }
+            SourcedRate::offer(
+                &mut self.tracker.rate,
+                RateSource::Header,
+                header.frame_rate().map(u32::from),
+            );
         }
         if !header.legacy
             && header.edv() == 0
@@ -393,7 +390,7 @@ pub fn inspect<R: Read>(
 /// Notes on the frame rate and on header words the specification leaves zero.
 fn notes_of(i: &Inspector, h0: &VdifHeader) -> Vec<String> {
     let mut notes = Vec::new();
-    if i.tracker.fps.is_none() {
+    if i.tracker.fps().is_none() {
         notes.push(
             "frame rate unknown: no thread crosses a second boundary and the header states no sample rate (pass --fps); gaps and order within the second are still checked from the frame numbers"
                 .into(),
@@ -425,7 +422,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     let notes = notes_of(&i, &h0);
     let tracker = std::mem::take(&mut i.tracker);
     let mut problems = std::mem::take(&mut i.problems);
-    if let Some(fps) = tracker.fps {
+    if let Some(fps) = tracker.fps() {
         if tracker.max_frame >= fps {
             problems.push(format!(
                 "frame number {} exceeds the frame rate {fps}/s",
@@ -439,7 +436,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
             tracker.untracked
         ));
     }
-    let fps = tracker.fps;
+    let fps = tracker.fps();
     let spf = h0.samples_per_frame();
     let mut per_thread: Vec<ThreadSummary> = tracker.streams.values().map(|s| s.summary.clone()).collect();
     let edges = check_edges(&mut per_thread, &h0, fps, &mut problems);
@@ -502,7 +499,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
         legacy: Some(h0.legacy),
         samples_per_frame: Some(spf),
         frames_per_second: fps,
-        frame_rate_source: tracker.source.clone().filter(|_| fps.is_some()),
+        frame_rate_source: tracker.rate.map(|r| r.source.to_string()),
         sample_rate_hz: fps.map(|r| f64::from(r) * spf as f64),
         data_rate_bps: fps.map(|r| f64::from(r) * h0.data_len() as f64 * 8.0 * streams),
         ref_epoch: Some(h0.ref_epoch),

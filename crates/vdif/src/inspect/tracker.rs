@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Gap, ThreadSummary, MAX_LISTED, MAX_STREAMS, MAX_TIME_SPREAD_S};
 use crate::header::VdifHeader;
+use crate::rate::{RateSource, SourcedRate};
 use crate::time::iso;
 
 /// Frames of one station/thread as they come.
@@ -17,8 +18,7 @@ pub(super) struct Stream {
 
 #[derive(Default)]
 pub(super) struct Tracker {
-    pub(super) fps: Option<u32>,
-    pub(super) source: Option<String>,
+    pub(super) rate: Option<SourcedRate>,
     pub(super) max_frame: u32,
     pub(super) streams: BTreeMap<(u16, u16), Stream>,
     pub(super) untracked: u64,
@@ -27,6 +27,11 @@ pub(super) struct Tracker {
 }
 
 impl Tracker {
+    /// The frame rate in use, when known.
+    pub(super) fn fps(&self) -> Option<u32> {
+        self.rate.map(|r| r.fps)
+    }
+
     /// Count the frame `h` found at byte `offset`.
     pub(super) fn count(&mut self, h: &VdifHeader, offset: u64) {
         let key = (h.station_id, h.thread_id);
@@ -46,9 +51,8 @@ impl Tracker {
         // The rate is learnt when a thread crosses a second boundary: all frames of the
         // earlier second have then been seen (frames are in time order within a thread).
         let crossed = t.frames > 0 && now.0 > t.last.0;
-        if crossed && self.fps.is_none() {
-            self.fps = Some(self.max_frame + 1);
-            self.source = Some("frame numbers".into());
+        if crossed {
+            SourcedRate::offer(&mut self.rate, RateSource::FrameNumbers, Some(self.max_frame + 1));
         }
         t.frames += 1;
         t.last = now;
@@ -73,7 +77,7 @@ impl Tracker {
         let missing = if now.0 == l.0 {
             u64::from(now.1 - l.1 - 1)
         } else {
-            let fps = u64::from(self.fps.unwrap_or(0));
+            let fps = u64::from(self.rate.map_or(0, |r| r.fps));
             (u64::from(now.0 - l.0) - 1) * fps + fps.saturating_sub(u64::from(l.1) + 1) + u64::from(now.1)
         };
         s.last = Some(now);

@@ -19,6 +19,9 @@ ideas; clippy's too_many_lines, clippy.toml, counts code lines only, this counts
 Modules: no `use crate::` cycle between a crate's modules (a module and everything it names through
 `crate::` must not name it back, the crate root counting as a module through what it defines and
 re-exports), except in the crates of MODULE_CYCLES_LEFT, which still have some.
+Errors: library crates (all but the binary) return typed errors: no `Result<_, String>`, no
+`type Err = String` in non-test code (thiserror enums that name what went wrong; the binary uses
+anyhow). A line may opt out with a `// string-error: WHY` comment.
 Lints: every crate takes the workspace's (`[lints] workspace = true`: missing_docs, unsafe_code
 denied unless a module that makes syscalls allows it, too_many_lines); a crate's own [lints.*]
 table would drop them.
@@ -48,7 +51,7 @@ IO_CRATES = {"libc", "socket2", "rustix", "nix", "mio", "tokio"}
 LONG_FN = 125
 # Crates whose modules still import each other in a circle (issue 29); remove a name when its
 # cycles are gone, so they stay gone.
-MODULE_CYCLES_LEFT = {"evlbi", "linkemu-tun", "metrics", "probe", "recording", "report", "stream",
+MODULE_CYCLES_LEFT = {"linkemu-tun", "metrics", "probe", "recording", "report", "stream",
                       "vdif", "vsis"}
 # What a core crate's non-test code must not do: read a clock, open sockets or files, sleep.
 FORBIDDEN_IN_CORE = re.compile(
@@ -105,6 +108,13 @@ def main() -> int:
             for cycle in module_cycles(module_graph(src)):
                 problems.append(f"{name}: modules {' -> '.join(cycle + cycle[:1])} import each other in a circle "
                                 "(move what both need into a module of its own)")
+        if name in BIN:
+            continue
+        src = os.path.join(os.path.dirname(pkg["manifest_path"]), "src")
+        for dirpath, _, files in os.walk(src):
+            for f in files:
+                if f.endswith(".rs"):
+                    problems += string_errors(os.path.join(dirpath, f), root)
     for dirpath, _, files in os.walk(os.path.join(root, "crates")):
         if "/tests" in dirpath or "/target" in dirpath:
             continue
@@ -134,6 +144,49 @@ def scan_core_source(path: str, root: str) -> list:
             m = FORBIDDEN_IN_CORE.search(code)
             if m:
                 out.append(f"{os.path.relpath(path, root)}:{no}: core code uses {m.group(0)}")
+    return out
+
+
+def string_error_types(code: str) -> list:
+    """The `Result<…, String>` (at any nesting of generics) and `type Err(or) = String` in a
+    line of code."""
+    found = []
+    for m in re.finditer(r"\bResult\s*<", code):
+        depth, args, cur = 1, [], ""
+        for ch in code[m.end():]:
+            if ch == "<":
+                depth += 1
+            elif ch == ">" and not cur.endswith("-"):
+                depth -= 1
+                if depth == 0:
+                    args.append(cur)
+                    break
+            elif ch == "," and depth == 1:
+                args.append(cur)
+                cur = ""
+                continue
+            cur += ch
+        if len(args) == 2 and args[1].strip() in ("String", "std::string::String"):
+            found.append("Result<_, String>")
+    if re.search(r"\btype\s+Err(or)?\s*=\s*(std::string::)?String\s*;", code):
+        found.append("type Err = String")
+    return found
+
+
+def string_errors(path: str, root: str) -> list:
+    """Lines of a library crate's non-test code whose error type is a String."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    for no, line in enumerate(lines, 1):
+        if line.strip().startswith("#[cfg(test)]") and no < len(lines) and lines[no].strip().startswith("mod "):
+            break
+        if "// string-error:" in line:
+            continue
+        code = re.sub(r'"(\\.|[^"\\])*"', '""', line.split("//", 1)[0])
+        for what in string_error_types(code):
+            out.append(f"{os.path.relpath(path, root)}:{no}: {what} in a library: return a thiserror enum "
+                       "that names what went wrong")
     return out
 
 
@@ -307,9 +360,28 @@ def self_test() -> int:
             found = module_cycles(module_graph(src))
             if bool(found) != (label != "clean"):
                 failures.append(f"self-test: module graph {label!r} gave cycles {found}")
+    # String errors: each planted form is found, the clean ones (other error types, a String in
+    # Ok, test code, comments, an opted-out line) are not.
+    string_planted = ["fn f() -> Result<(), String> {", "fn f() -> Result<Option<Vec<u8>>, String> {",
+                      "h: JoinHandle<Result<u64, String>>,", "static F: OnceLock<Result<PathBuf, String>>;",
+                      "    type Err = String;", "fn f() -> std::result::Result<u8, std::string::String> {",
+                      "fn f(r: Result<(), String>) {"]
+    string_clean = ["fn f() -> Result<String, MyError> {", "fn f() -> Result<Vec<String>, E> {",
+                    "fn f() -> io::Result<String> {", "// fn f() -> Result<(), String>",
+                    "let s = \"Result<(), String>\";", "fn f() -> Result<(), String> { // string-error: a trait's",
+                    "fn f() -> Result<HashMap<String, u8>, Error> {", "fn f() -> Result<u8, StringError> {"]
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "lib.rs")
+        for code in string_planted + string_clean:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f"{code}\n#[cfg(test)]\nmod tests {{\n    fn g() -> Result<(), String> {{ Ok(()) }}\n}}\n")
+            found = string_errors(path, root)
+            if (code in string_planted) != bool(found) or any(":4:" in f for f in found):
+                failures.append(f"self-test: {code!r} gave {found}")
     for f in failures:
         print(f)
-    print(f"architecture self-test: {len(planted)} planted, {len(clean)} clean, {len(failures)} wrong")
+    print(f"architecture self-test: {len(planted) + len(string_planted) + len(planted_graphs)} planted, "
+          f"{len(clean) + len(string_clean) + 1} clean, {len(failures)} wrong")
     return 1 if failures else 0
 
 

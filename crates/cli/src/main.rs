@@ -21,20 +21,28 @@ mod metrics_flag;
 mod model_cmd;
 mod probe_cmd;
 mod probe_multi;
+mod probe_print;
 mod probe_tcp;
 mod report_cmd;
 mod scan_args;
 mod serve_cmd;
 mod serve_config;
 mod stream_cmd;
+mod stream_common;
 mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
+mod vdif_args;
 mod vdif_cmd;
 mod vdif_print;
 mod vdif_scan_cmd;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
 
 use clap::{Parser, Subcommand};
 
@@ -66,6 +74,21 @@ pub fn progress_bar(total: u64, hidden: bool, template: &str) -> indicatif::Prog
 /// A usage error as an `anyhow::Error` (exit code 2).
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::anyhow!(UsageError(msg.into()))
+}
+
+/// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
+pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    netio::install_stop_signals().context("installing signal handlers")?;
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    std::thread::spawn(move || loop {
+        if netio::stop_signal().is_some() {
+            f.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+    Ok(flag)
 }
 
 /// Fewest bytes a pre-shared key may have (128 bits if random): a short key falls to guessing

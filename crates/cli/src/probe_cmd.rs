@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
-use hostcounters::HostDelta;
 use probe::results::ProbeResult;
-use probe_session::control::Interim;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::probe_multi;
+use crate::probe_print::{host_line, live_printer};
 use crate::units::{
     parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
 };
@@ -343,9 +342,8 @@ fn probe_event(e: ServerEvent, lines: &mut crate::flags::JsonLines) {
 /// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does
 /// not resolve a runtime failure.
 fn resolve(s: &str) -> Result<SocketAddr> {
-    let (host, port) =
-        crate::addr::split_host_port(s, Some(DEFAULT_PORT), false).map_err(|e| usage(format!("server {e}")))?;
-    crate::addr::resolve(&host, port).map_err(|e| anyhow!("cannot resolve {host}: {e}"))
+    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage(format!("server: {e}")))?;
+    Ok(hp.resolve()?)
 }
 
 fn host_jitter(a: HostJitterArgs) -> Result<()> {
@@ -540,35 +538,6 @@ fn tcp_client(a: ClientArgs) -> Result<()> {
     )
 }
 
-/// Turns the server's cumulative interim counters into one stderr line per interval (above the
-/// progress bar, if any).
-pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send {
-    let mut prev: Option<Interim> = None;
-    move |i: &Interim| {
-        let (bytes0, ms0) = prev.map_or((0, 0), |p| (p.unique_bytes, p.elapsed_ms));
-        let dt = i.elapsed_ms.saturating_sub(ms0) as f64 / 1e3;
-        let rate = if dt > 0.0 {
-            i.unique_bytes.saturating_sub(bytes0) as f64 * 8.0 / dt
-        } else {
-            0.0
-        };
-        let seen = i.highest_seq.map_or(0, |h| h + 1);
-        let frac = if seen > 0 { i.missing as f64 / seen as f64 } else { 0.0 };
-        bar.suspend(|| {
-            status!(
-                "[{:>7.2} s] {}b/s, received {}, missing {} ({frac:.2e}), reordered {}, duplicates {}",
-                i.elapsed_ms as f64 / 1e3,
-                si_fmt(rate),
-                i.unique,
-                i.missing,
-                i.reordered,
-                i.duplicates
-            )
-        });
-        prev = Some(*i);
-    }
-}
-
 fn print_result(r: &ProbeResult) {
     let p = &r.params;
     println!(
@@ -629,31 +598,4 @@ fn print_result(r: &ProbeResult) {
     for n in &r.notes {
         println!("note       {n}");
     }
-}
-
-/// "host CPU busy 63% (user 20 sys 43 idle 37), process 98% of a core, UDP in 100000 InErrors 0 …".
-pub(crate) fn host_line(label: &str, h: &HostDelta) -> String {
-    let mut s = format!("{label:<10} host");
-    if let Some(c) = &h.cpu {
-        s += &format!(
-            " CPU user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
-            c.user_pct + c.nice_pct,
-            c.system_pct,
-            c.softirq_pct,
-            c.idle_pct
-        );
-    }
-    if let Some(p) = &h.process {
-        s += &format!(", process {:.0}% of a core", p.total_pct());
-    }
-    if let Some(u) = &h.udp {
-        s += &format!(
-            "; UDP in {} out {} InErrors {} RcvbufErrors {} SndbufErrors {}",
-            u.in_datagrams, u.out_datagrams, u.in_errors, u.rcvbuf_errors, u.sndbuf_errors
-        );
-    }
-    if let Some(i) = &h.interface {
-        s += &format!("; {} rx_drop {} tx_drop {}", i.name, i.rx_drop, i.tx_drop);
-    }
-    s
 }

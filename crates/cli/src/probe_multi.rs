@@ -7,14 +7,11 @@ use anyhow::{Context, Result};
 use probe::results::{ProbeResult, Spread, SweepResult, TrialsResult};
 use probe_session::{run_client_live, ClientConfig};
 
-use crate::probe_cmd::live_printer;
+use crate::probe_print::live_printer;
 
 use crate::flags::ResultOutput;
-use crate::units::{parse_duration, rate_fmt, si_fmt, unit_of, us_fmt, with_default_unit};
+use crate::units::{parse_duration, parse_size, parse_values, rate_fmt, si_fmt, us_fmt, with_default_unit};
 use crate::usage;
-
-/// Points of a swept parameter when a range has no step: both ends and three between.
-const DEFAULT_RANGE_POINTS: u64 = 5;
 
 /// The grid of a `--sweep`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +38,7 @@ pub fn parse_sweep(terms: &[String], size: u32, spacing_ns: u64) -> Result<Sweep
             .ok_or_else(|| format!("{term:?}: expected sizes=… or spacings=…"))?;
         match key {
             "sizes" | "size" => {
-                spec.sizes = values(value, &|s, _| parse_bytes(s))?
+                spec.sizes = parse_values(value, &|s, unit| parse_size(&with_default_unit(s, unit)))?
                     .into_iter()
                     .map(|v| u32::try_from(v).map_err(|_| format!("size {v} too large")))
                     .collect::<Result<_, _>>()?;
@@ -49,70 +46,17 @@ pub fn parse_sweep(terms: &[String], size: u32, spacing_ns: u64) -> Result<Sweep
                     return Err(format!("size {bad}: a probe datagram is 32..=65507 bytes"));
                 }
             }
-            "spacings" | "spacing" => spec.spacings_ns = values(value, &parse_ns)?,
+            "spacings" | "spacing" => spec.spacings_ns = parse_values(value, &parse_ns)?,
             _ => return Err(format!("{key:?}: unknown sweep parameter (use sizes= or spacings=)")),
         }
     }
     Ok(spec)
 }
 
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a whole number of bytes"))
-}
-
 /// A spacing in ns; `unit` is the unit to assume when `s` has none (from the range's end).
 fn parse_ns(s: &str, unit: Option<&str>) -> Result<u64, String> {
     // At most 1e18 ns (the parser's bound): fits a u64.
     Ok(parse_duration(&with_default_unit(s, Some(unit.unwrap_or("ns"))))?.as_nanos() as u64)
-}
-
-/// Parses one value; the second argument is the unit to assume when the value has none.
-type ParseOne = dyn Fn(&str, Option<&str>) -> Result<u64, String>;
-
-/// A list or a range of values.
-pub(crate) fn values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
-    let out = if let Some((a, rest)) = v.split_once("..") {
-        let (b, step) = match rest.split_once(':') {
-            Some((b, st)) => (b, Some(st)),
-            None => (rest, None),
-        };
-        let unit = unit_of(b);
-        let (lo, hi) = (parse(a, unit)?, parse(b, unit)?);
-        if hi < lo {
-            return Err(format!("{v:?}: range end below its start"));
-        }
-        match step.map(|s| parse(s, unit)).transpose()? {
-            Some(0) => return Err(format!("{v:?}: step 0")),
-            Some(st) => {
-                let n = (hi - lo) / st + 1;
-                if n > 10_000 {
-                    return Err(format!("{v:?}: {n} points, more than 10000"));
-                }
-                let mut pts: Vec<u64> = (0..n).map(|k| lo + k * st).collect();
-                if pts.last() != Some(&hi) {
-                    pts.push(hi);
-                }
-                pts
-            }
-            None if lo == hi => vec![lo],
-            None => {
-                let k = DEFAULT_RANGE_POINTS - 1;
-                let mut pts: Vec<u64> = (0..=k)
-                    .map(|i| lo + ((hi - lo) as f64 * i as f64 / k as f64).round() as u64)
-                    .collect();
-                pts.dedup();
-                pts
-            }
-        }
-    } else {
-        v.split(',').map(|x| parse(x, None)).collect::<Result<Vec<_>, _>>()?
-    };
-    if out.is_empty() {
-        return Err(format!("{v:?}: no values"));
-    }
-    Ok(out)
 }
 
 /// Run `trials` sessions of `config` back to back and report their spread.
@@ -250,6 +194,16 @@ mod tests {
         let s = parse(&["spacings=10..20us"]).unwrap();
         assert_eq!(s.sizes, vec![1472]);
         assert_eq!(s.spacings_ns, vec![10_000, 12_500, 15_000, 17_500, 20_000]);
+        // Sizes take the one size parser's forms.
+        let s = parse(&["sizes=1.5K,9KiB"]).unwrap();
+        assert_eq!(s.sizes, vec![1500, 9216]);
+        // A unitless start and step take the end's unit.
+        let s = parse(&["sizes=1..2kB:0.5"]).unwrap();
+        assert_eq!(s.sizes, vec![1000, 1500, 2000]);
+        let e = parse(&["sizes=2parsecs"]).unwrap_err();
+        assert!(e.contains("expected a size in bytes"), "{e}");
+        let s = parse(&["sizes=1000B..2kB:500B"]).unwrap();
+        assert_eq!(s.sizes, vec![1000, 1500, 2000]);
         let s = parse(&["spacings=1us..2ms:500us"]).unwrap();
         assert_eq!(s.spacings_ns, vec![1_000, 501_000, 1_001_000, 1_501_000, 2_000_000]);
     }

@@ -14,9 +14,8 @@ use probe_session::control::{MAX_RCVBUF, MIN_RCVBUF};
 use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConfig};
 
 use crate::flags::ResultOutput;
-use crate::probe_cmd::{host_line, live_printer};
-use crate::probe_multi::values;
-use crate::units::{bytes_fmt, parse_size, rate_fmt, si_fmt, with_default_unit};
+use crate::probe_print::{host_line, live_printer};
+use crate::units::{bytes_fmt, parse_size, parse_values, rate_fmt, si_fmt, with_default_unit};
 use crate::usage;
 
 /// The competing task of `--cpu-load nice=N[,threads=K]`.
@@ -130,7 +129,7 @@ pub fn parse_nice_levels(s: &str) -> Result<Vec<i32>, String> {
 /// step: 5 evenly spaced sizes); units as `--size`'s (K/M decimal, KiB/MiB binary).
 pub fn parse_rcvbufs(s: &str) -> Result<Vec<u64>, String> {
     // A unitless start takes the end's unit, as in --sweep ("64..512K").
-    let v = values(s, &|x: &str, unit: Option<&str>| {
+    let v = parse_values(s, &|x: &str, unit: Option<&str>| {
         parse_size(&with_default_unit(x, unit))
     })?;
     if v.len() > 1000 {

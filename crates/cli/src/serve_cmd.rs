@@ -185,7 +185,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if disks.is_empty() {
         status!("evlbi serve: warning: no disk matches --disks yet: record = on is refused until set_disks names one");
     }
-    let stop = crate::stream_cmd::stop_flag()?;
+    let stop = crate::stop_flag()?;
     let services = start_services(&c, &root, &metrics, &stop)?;
     let limits = VsiLimits {
         allow: vsi_allow,

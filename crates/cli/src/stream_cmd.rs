@@ -1,24 +1,21 @@
 //! `evlbi stream send|recv|relay`: real-time VDIF over UDP.
 
-use std::net::ToSocketAddrs;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use recording::write::WriterPlacement;
-use stream::{ReceiverConfig, SeqFormat, SourceFilter};
+use stream::{ReceiverConfig, SourceFilter};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::send::{run_sender_observed, Input, SendConfig};
 
 use crate::flags::{JsonOutput, JsonOutputOldFile, LegacyJsonOut};
+use crate::stream_common::{parse_catch_up, recording_lines, rejected_lines, session_error, Format, Split};
 use crate::units::{
-    bytes_fmt, parse_duration, parse_fraction, parse_multiple, parse_positive_duration, parse_rate, parse_size, si_fmt,
-    us_fmt,
+    bytes_fmt, parse_duration, parse_fraction, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
 };
-use crate::{usage, ProblemsFound};
+use crate::{stop_flag, usage, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum StreamCommand {
@@ -57,37 +54,6 @@ pub enum StreamCommand {
     Relay(Box<crate::stream_relay_cmd::RelayArgs>),
 }
 
-/// How recordings are split into files.
-#[derive(Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Split {
-    /// One continuous file per station, its threads interleaved in time order.
-    #[default]
-    Station,
-    /// One continuous file per VDIF thread of each station (STATION_tTHREAD_UTC.vdif), as
-    /// correlators that read threads apart want.
-    Thread,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub(crate) enum Format {
-    /// evlbi's 24-byte prefix: sequence number, stream, frame rate, threads.
-    Native,
-    /// jive5ab udps: 8-byte little-endian sequence number.
-    Jive5ab,
-    /// Bare VDIF frames.
-    None,
-}
-
-impl From<Format> for SeqFormat {
-    fn from(f: Format) -> SeqFormat {
-        match f {
-            Format::Native => SeqFormat::Native,
-            Format::Jive5ab => SeqFormat::Jive5ab,
-            Format::None => SeqFormat::None,
-        }
-    }
-}
-
 #[derive(Args)]
 pub struct SendArgs {
     /// VDIF files, one station each, or recorded scans: vbs://SCAN, mk6://SCAN (see --disks).
@@ -101,7 +67,7 @@ pub struct SendArgs {
     #[arg(long, conflicts_with = "files", requires = "stations")]
     generate: bool,
     #[command(flatten)]
-    signal: crate::vdif_cmd::SignalArgs,
+    signal: crate::vdif_args::SignalArgs,
     /// With --generate: seconds of data to generate (and loop over).
     #[arg(long, default_value_t = 1)]
     seconds: u32,
@@ -274,21 +240,6 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
     }
 }
 
-/// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
-pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
-    netio::install_stop_signals().context("installing signal handlers")?;
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    std::thread::spawn(move || loop {
-        if netio::stop_signal().is_some() {
-            f.store(true, Ordering::Relaxed);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    });
-    Ok(flag)
-}
-
 /// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`),
 /// and their frame rate per thread (a file of one second could not tell it otherwise).
 fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
@@ -337,15 +288,11 @@ fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
     })
 }
 
-fn send(a: SendArgs) -> Result<()> {
+/// The sender's configuration from its flags (usage errors for combinations that cannot work).
+fn send_config(a: &SendArgs) -> Result<SendConfig> {
     let mut dests = Vec::with_capacity(a.to.len());
     for t in &a.to {
-        dests.push(
-            t.to_socket_addrs()
-                .map_err(|e| usage(format!("--to {t}: {e} (expected HOST:PORT)")))?
-                .next()
-                .ok_or_else(|| usage(format!("--to {t}: no address")))?,
-        );
+        dests.push(crate::addr::peer("--to", t, None)?.1);
     }
     if dests.len() > 1 && dests.len() != usize::from(a.senders) {
         return Err(usage(format!(
@@ -359,9 +306,9 @@ fn send(a: SendArgs) -> Result<()> {
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage("--arq-latency needs --seq-format native"));
     }
-    check_senders(&a)?;
-    let (inputs, fps) = send_inputs(&a)?;
-    let cfg = SendConfig {
+    check_senders(a)?;
+    let (inputs, fps) = send_inputs(a)?;
+    Ok(SendConfig {
         to,
         board_to,
         inputs,
@@ -382,14 +329,15 @@ fn send(a: SendArgs) -> Result<()> {
         catch_up: a.catch_up,
         senders: usize::from(a.senders),
         realtime: a.generate && a.signal.start_is_now(),
-    };
+    })
+}
+
+fn send(a: SendArgs) -> Result<()> {
+    let cfg = send_config(&a)?;
     let stop = stop_flag()?;
     let metrics = a.metrics.start("stream send")?;
     let observer = send_observer(metrics.observer("stream_send", metrics::Status::StreamSend), a.quiet);
-    let r = run_sender_observed(cfg, &stop, observer).map_err(|e| match e {
-        stream_session::SessionError::Input(m) => usage(m),
-        e => anyhow::Error::new(e),
-    })?;
+    let r = run_sender_observed(cfg, &stop, observer).map_err(session_error)?;
     let text = a.legacy_out.apply(&a.output).emit(&r)?;
     for w in &r.warnings {
         status!("warning: {w}");
@@ -518,10 +466,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
     let cfg_recording = cfg.recording.clone();
-    let bound = BoundReceiver::bind(cfg).map_err(|e| match e {
-        stream_session::SessionError::Input(m) => usage(m),
-        e => anyhow::Error::new(e),
-    })?;
+    let bound = BoundReceiver::bind(cfg).map_err(session_error)?;
     let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
     let target = match (&a.out, &cfg_recording) {
         (_, Some(r)) => format!(
@@ -584,10 +529,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     let listen = a
         .listen
         .iter()
-        .map(|l| {
-            l.parse::<netio::ListenSpec>()
-                .map_err(|e| usage(format!("--listen {l}: {e}")))
-        })
+        .map(|l| crate::addr::listen("--listen", l))
         .collect::<Result<Vec<_>>>()?;
     if listen.len() > 64 {
         return Err(usage("at most 64 --listen addresses"));
@@ -762,39 +704,6 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     );
 }
 
-/// What a vbs/Mark6 recording wrote: per scan, per disk, and each disk that left the set.
-pub(crate) fn recording_lines(rec: &scanfmt::results::RecordingReport) {
-    let layout = rec.layout.map_or("?", |l| l.as_str());
-    for s in &rec.scans {
-        status!(
-            "  {layout}://{}: {} frames ({} filled) in {} blocks, {} bytes",
-            s.scan,
-            s.frames,
-            s.filled,
-            s.blocks,
-            s.bytes
-        );
-    }
-    for d in &rec.disks {
-        status!(
-            "  disk {}: {} blocks, {} bytes{}",
-            d.path,
-            d.blocks,
-            d.bytes,
-            d.error
-                .as_ref()
-                .map_or(String::new(), |e| format!(" — DROPPED from the set: {e}"))
-        );
-    }
-    if rec.disks_dropped > 0 || rec.frames_not_written > 0 {
-        status!(
-            "{} disk(s) dropped, {} frames not written; the scans are readable on the other disks",
-            rec.disks_dropped,
-            rec.frames_not_written
-        );
-    }
-}
-
 /// `--senders K`: K > 1 simulates a backend's boards, which number datagrams per board (jive5ab)
 /// or not at all; a generated station must have a thread for every board.
 fn check_senders(a: &SendArgs) -> Result<()> {
@@ -818,23 +727,4 @@ fn check_senders(a: &SendArgs) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The lines on refused datagrams of a receiving command (`recv`, `relay`).
-pub(crate) fn rejected_lines(d: &stream::DatagramCounters, first_problem: Option<&str>) {
-    if d.rejected() > 0 {
-        status!("rejected datagrams: {} ({})", d.rejected(), first_problem.unwrap_or(""));
-    }
-    if d.phantoms_dropped > 0 {
-        status!(
-            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
-            d.phantoms_dropped,
-            d.unconfirmed
-        );
-    }
-}
-
-/// `--catch-up`: a multiple of the rate, 1 to 16.
-pub(crate) fn parse_catch_up(s: &str) -> Result<f64, String> {
-    parse_multiple(s, 1.0, 16.0)
 }

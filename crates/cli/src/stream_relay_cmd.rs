@@ -1,7 +1,6 @@
 //! `evlbi stream relay`: the station's live link — backend datagrams in, the correlator's
 //! stream out, a local copy beside.
 
-use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -14,9 +13,9 @@ use stream_session::relay::{BoundRelay, RelayLiveLine, RelayRunConfig};
 use stream_session::report::RelayReport;
 
 use crate::flags::JsonOutput;
-use crate::stream_cmd::{parse_catch_up, stop_flag, Format, Split};
+use crate::stream_common::{parse_catch_up, recording_lines, rejected_lines, session_error, Format, Split};
 use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size, si_fmt};
-use crate::{usage, ProblemsFound};
+use crate::{stop_flag, usage, ProblemsFound};
 
 pub const EXAMPLES: &str = "Examples:\n  \
     # a DBBC3 sending bare VDIF to ports 46227 and 46228; native framing with ARQ to the correlator, a copy on disk\n  \
@@ -127,23 +126,18 @@ pub struct RelayArgs {
     quiet: bool,
 }
 
-/// PORT (all interfaces), ADDRESS:PORT, or a multicast GROUP@PORT[%IFACE].
-fn parse_listen(s: &str) -> Result<netio::ListenSpec> {
-    s.parse().map_err(|e| usage(format!("--listen {s}: {e}")))
-}
-
 fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
-    let to =
-        a.to.to_socket_addrs()
-            .map_err(|e| usage(format!("--to {}: {e} (expected HOST:PORT)", a.to)))?
-            .next()
-            .ok_or_else(|| usage(format!("--to {}: no address", a.to)))?;
+    let (_, to) = crate::addr::peer("--to", &a.to, None)?;
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage(
             "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
         ));
     }
-    let listen = a.listen.iter().map(|l| parse_listen(l)).collect::<Result<Vec<_>>>()?;
+    let listen = a
+        .listen
+        .iter()
+        .map(|l| crate::addr::listen("--listen", l))
+        .collect::<Result<Vec<_>>>()?;
     let (tee, tee_recording) = tee_config(a)?;
     if listen.len() > 64 {
         return Err(usage("at most 64 --listen addresses"));
@@ -223,10 +217,7 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         ),
         (None, None) => String::new(),
     };
-    let bound = BoundRelay::bind(cfg).map_err(|e| match e {
-        stream_session::SessionError::Input(m) => usage(m),
-        e => anyhow::Error::new(e),
-    })?;
+    let bound = BoundRelay::bind(cfg).map_err(session_error)?;
     let addrs: Vec<String> = bound.local_addrs().iter().map(|a| a.to_string()).collect();
     status!(
         "stream relay: listening on {} (UDP, {}), sending to {} ({}){}",
@@ -366,10 +357,10 @@ fn summary(r: &RelayReport) {
             status!("  tee {}: {} frames, {} bytes", f.path, f.frames, f.bytes);
         }
         if let Some(rec) = &t.recording {
-            crate::stream_cmd::recording_lines(rec);
+            recording_lines(rec);
         }
     }
-    crate::stream_cmd::rejected_lines(&r.datagrams, r.first_problem.as_deref());
+    rejected_lines(&r.datagrams, r.first_problem.as_deref());
     if r.socket_drops > 0 {
         status!(
             "kernel dropped {} datagrams at the input sockets, their buffers full",

@@ -146,20 +146,17 @@ fn parse_dest(s: &str) -> Result<(SocketAddr, String)> {
     if host.is_empty() {
         return Err(usage(format!("destination {s:?}: expected HOST[:PORT][/PATH]")));
     }
-    let (name, port) = crate::addr::split_host_port(host, Some(DEFAULT_PORT), false).map_err(|e| {
-        usage(if host == s {
-            format!("destination {e}")
-        } else {
-            format!("destination {s:?}: {e}")
-        })
-    })?;
-    let addr = crate::addr::resolve(&name, port)
-        .map_err(|e| usage(format!("destination {s:?}: cannot resolve {name}: {e}")))?;
+    let what = if host == s {
+        "destination".to_string()
+    } else {
+        format!("destination {s:?}")
+    };
+    let (_, addr) = crate::addr::peer(&what, host, Some(DEFAULT_PORT))?;
     Ok((addr, path.to_string()))
 }
 
 pub fn run_recv(a: RecvArgs) -> Result<()> {
-    let listen = crate::addr::parse_listen(&a.listen).map_err(|e| usage(format!("--listen {e}")))?;
+    let listen = crate::addr::listen_unicast("--listen", &a.listen)?;
     let mut cfg = ServerConfig::new(listen, a.root.clone());
     cfg.key = read_key(&a.key_file)?;
     cfg.overwrite = a.overwrite;

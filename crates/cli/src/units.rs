@@ -9,8 +9,23 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-/// Split "1.5us" into (1.5, "us").
-fn split_number(s: &str) -> Result<(f64, &str), String> {
+/// The forms of a rate, said by every rate error.
+pub const RATE_FORMS: &str = "a bit rate: 512M, 4.096G, 4096Mbps, 512Mb/s, 1e9 (k, M, G, T are decimal)";
+/// The forms of a duration, said by every duration error.
+pub const DURATION_FORMS: &str = "a duration: 250ns, 16us, 1.5ms, 2s, 10min, 1h (a bare number is seconds)";
+/// The forms of a size, said by every size error.
+pub const SIZE_FORMS: &str =
+    "a size in bytes: 9000, 2kB, 1.5MB, 3GB, 64KiB, 1GiB (k, M, G, T decimal; Ki, Mi, Gi binary; B optional)";
+/// The forms of a frequency, said by every frequency error.
+pub const FREQUENCY_FORMS: &str = "a frequency: 800kHz, 1.2MHz, 1GHz, 100 (a bare number is Hz)";
+
+/// `s`'s error `why`, followed by the accepted `forms`.
+fn bad(s: &str, why: impl std::fmt::Display, forms: &str) -> String {
+    format!("{s:?}: {why}; expected {forms}")
+}
+
+/// Split "1.5us" into (1.5, "us"); the error says `forms`.
+fn split_number<'a>(s: &'a str, forms: &str) -> Result<(f64, &'a str), String> {
     let s = s.trim();
     let end = s
         .char_indices()
@@ -23,9 +38,9 @@ fn split_number(s: &str) -> Result<(f64, &str), String> {
         .map(|(i, _)| i)
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(end);
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a number first"))?;
+    let v: f64 = num.parse().map_err(|_| bad(s, "expected a number first", forms))?;
     if !v.is_finite() {
-        return Err(format!("{s:?} is not a finite number"));
+        return Err(bad(s, "not a finite number", forms));
     }
     Ok((v, unit.trim()))
 }
@@ -48,20 +63,22 @@ pub const MAX_RATE_BPS: f64 = 1e15;
 
 /// A bit rate in bits per second: "512M", "4.096G", "4096Mbps", "1e9", "512Mb/s".
 pub fn parse_rate(s: &str) -> Result<f64, String> {
-    let (v, unit) = split_number(s)?;
+    let (v, unit) = split_number(s, RATE_FORMS)?;
     let prefix = unit
         .trim_end_matches("bps")
         .trim_end_matches("b/s")
         .trim_end_matches("bit/s");
-    let m = si(prefix).ok_or_else(|| format!("{s:?}: unknown rate unit {unit:?} (use e.g. 512M, 4.096G, 1e9)"))?;
+    let m = si(prefix).ok_or_else(|| bad(s, format_args!("unknown rate unit {unit:?}"), RATE_FORMS))?;
     let r = v * m;
     if r <= 0.0 {
-        return Err(format!("{s:?}: rate must be positive"));
+        return Err(bad(s, "rate must be positive", RATE_FORMS));
     }
     // A pacer divides by the rate and multiplies by it: keep both results finite.
     if !(MIN_RATE_BPS..=MAX_RATE_BPS).contains(&r) {
-        return Err(format!(
-            "{s:?}: out of range ({MIN_RATE_BPS} b/s to {MAX_RATE_BPS:e} b/s)"
+        return Err(bad(
+            s,
+            format_args!("out of range ({MIN_RATE_BPS} b/s to {MAX_RATE_BPS:e} b/s)"),
+            RATE_FORMS,
         ));
     }
     Ok(r)
@@ -75,7 +92,7 @@ pub const MAX_DURATION_S: f64 = 1e9;
 /// a bare number is seconds. Finite and at most [`MAX_DURATION_S`] either way. For offsets that
 /// may be negative (a sky delay); options that are durations take [`parse_duration`].
 pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    let (v, unit) = split_number(s)?;
+    let (v, unit) = split_number(s, DURATION_FORMS)?;
     let m = match unit {
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,
@@ -83,12 +100,16 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
         "" | "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(format!("{s:?}: unknown time unit {unit:?} (use ns, us, ms, s, min, h)")),
+        _ => return Err(bad(s, format_args!("unknown time unit {unit:?}"), DURATION_FORMS)),
     };
     let secs = v * m;
     // An infinity from the multiplication fails the range check too.
     if !secs.is_finite() || secs.abs() > MAX_DURATION_S {
-        return Err(format!("{s:?}: out of range (at most {MAX_DURATION_S:e} s)"));
+        return Err(bad(
+            s,
+            format_args!("out of range (at most {MAX_DURATION_S:e} s)"),
+            DURATION_FORMS,
+        ));
     }
     Ok(secs)
 }
@@ -108,11 +129,11 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
 fn duration(s: &str, positive: bool) -> Result<Duration, String> {
     let secs = parse_seconds(s)?;
     if secs < 0.0 {
-        return Err(format!("{s:?}: must not be negative"));
+        return Err(bad(s, "must not be negative", DURATION_FORMS));
     }
-    let d = Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))?;
+    let d = Duration::try_from_secs_f64(secs).map_err(|e| bad(s, e, DURATION_FORMS))?;
     if positive && d.is_zero() {
-        return Err(format!("{s:?}: must be greater than 0"));
+        return Err(bad(s, "must be greater than 0", DURATION_FORMS));
     }
     Ok(d)
 }
@@ -153,12 +174,12 @@ pub fn with_default_unit<'a>(s: &'a str, unit: Option<&str>) -> Cow<'a, str> {
 
 /// A frequency in Hz: "1.2MHz", "800kHz", "1.2e6".
 pub fn parse_frequency(s: &str) -> Result<f64, String> {
-    let (v, unit) = split_number(s)?;
+    let (v, unit) = split_number(s, FREQUENCY_FORMS)?;
     let prefix = unit.trim_end_matches("Hz").trim_end_matches("hz");
-    let m = si(prefix).ok_or_else(|| format!("{s:?}: unknown frequency unit {unit:?} (use Hz, kHz, MHz, GHz)"))?;
+    let m = si(prefix).ok_or_else(|| bad(s, format_args!("unknown frequency unit {unit:?}"), FREQUENCY_FORMS))?;
     let f = v * m;
     if !f.is_finite() {
-        return Err(format!("{s:?}: out of range"));
+        return Err(bad(s, "out of range", FREQUENCY_FORMS));
     }
     Ok(f)
 }
@@ -169,7 +190,7 @@ pub const MAX_SIZE_BYTES: f64 = 1e15;
 /// A size in bytes: "2MB", "1.5M", "64KiB", "9000", "1e9". k/M/G/T are decimal, Ki/Mi/Gi binary;
 /// at least 1 byte, at most [`MAX_SIZE_BYTES`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let (v, unit) = split_number(s).map_err(|_| format!("{s:?}: expected a number of bytes, e.g. 2MB"))?;
+    let (v, unit) = split_number(s, SIZE_FORMS)?;
     let unit = unit.strip_suffix('B').unwrap_or(unit);
     let m = match unit {
         "" => 1.0,
@@ -180,11 +201,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "Ki" => 1024.0,
         "Mi" => 1048576.0,
         "Gi" => 1073741824.0,
-        _ => return Err(format!("{s:?}: unknown size unit (use B, kB, MB, GB, KiB, MiB, GiB)")),
+        _ => return Err(bad(s, format_args!("unknown size unit {unit:?}"), SIZE_FORMS)),
     };
     let bytes = (v * m).round();
     if !(1.0..=MAX_SIZE_BYTES).contains(&bytes) {
-        return Err(format!("{s:?}: size out of range (1 B to {MAX_SIZE_BYTES:e} B)"));
+        return Err(bad(
+            s,
+            format_args!("size out of range (1 B to {MAX_SIZE_BYTES:e} B)"),
+            SIZE_FORMS,
+        ));
     }
     Ok(bytes as u64)
 }
@@ -204,6 +229,58 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
         ));
     }
     Ok(p)
+}
+
+/// Points of a swept parameter when a range has no step: both ends and three between.
+pub const DEFAULT_RANGE_POINTS: u64 = 5;
+
+/// Parses one value; the second argument is the unit to assume when the value has none.
+type ParseOne = dyn Fn(&str, Option<&str>) -> Result<u64, String>;
+
+/// A list (`1472,8192`) or a range `A..B[:STEP]` (`64..8972:1024`, `0..40us:10us`) of values,
+/// ends included; a range without a step gives [`DEFAULT_RANGE_POINTS`] evenly spaced points.
+/// `parse` reads one value, given the unit of the range's end for a value without one.
+pub fn parse_values(v: &str, parse: &ParseOne) -> Result<Vec<u64>, String> {
+    let out = if let Some((a, rest)) = v.split_once("..") {
+        let (b, step) = match rest.split_once(':') {
+            Some((b, st)) => (b, Some(st)),
+            None => (rest, None),
+        };
+        let unit = unit_of(b);
+        let (lo, hi) = (parse(a, unit)?, parse(b, unit)?);
+        if hi < lo {
+            return Err(format!("{v:?}: range end below its start"));
+        }
+        match step.map(|s| parse(s, unit)).transpose()? {
+            Some(0) => return Err(format!("{v:?}: step 0")),
+            Some(st) => {
+                let n = (hi - lo) / st + 1;
+                if n > 10_000 {
+                    return Err(format!("{v:?}: {n} points, more than 10000"));
+                }
+                let mut pts: Vec<u64> = (0..n).map(|k| lo + k * st).collect();
+                if pts.last() != Some(&hi) {
+                    pts.push(hi);
+                }
+                pts
+            }
+            None if lo == hi => vec![lo],
+            None => {
+                let k = DEFAULT_RANGE_POINTS - 1;
+                let mut pts: Vec<u64> = (0..=k)
+                    .map(|i| lo + ((hi - lo) as f64 * i as f64 / k as f64).round() as u64)
+                    .collect();
+                pts.dedup();
+                pts
+            }
+        }
+    } else {
+        v.split(',').map(|x| parse(x, None)).collect::<Result<Vec<_>, _>>()?
+    };
+    if out.is_empty() {
+        return Err(format!("{v:?}: no values"));
+    }
+    Ok(out)
 }
 
 /// Human-readable SI value, three decimals unless whole: 1.29e9 → "1.290 G", 512e6 → "512 M"; append
@@ -409,6 +486,84 @@ mod tests {
         assert_eq!(parse_multiple("1.5x", 1.0, 16.0), Ok(1.5));
         for bad in ["0.5", "17", "-2", "x", "", "nan", "inf"] {
             assert!(parse_multiple(bad, 1.0, 16.0).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_error_says_the_accepted_forms() {
+        let refused = |r: Result<(), String>| r.expect_err("refused");
+        for (e, forms) in [
+            (refused(parse_rate("fast").map(drop)), RATE_FORMS),
+            (refused(parse_rate("5 furlongs").map(drop)), RATE_FORMS),
+            (refused(parse_rate("0").map(drop)), RATE_FORMS),
+            (refused(parse_rate("1e20").map(drop)), RATE_FORMS),
+            (refused(parse_duration("soon").map(drop)), DURATION_FORMS),
+            (refused(parse_duration("3 fortnights").map(drop)), DURATION_FORMS),
+            (refused(parse_duration("-1s").map(drop)), DURATION_FORMS),
+            (refused(parse_positive_duration("0").map(drop)), DURATION_FORMS),
+            (refused(parse_size("lots").map(drop)), SIZE_FORMS),
+            (refused(parse_size("2 parsecs").map(drop)), SIZE_FORMS),
+            (refused(parse_size("0").map(drop)), SIZE_FORMS),
+            (refused(parse_frequency("loud").map(drop)), FREQUENCY_FORMS),
+            (refused(parse_frequency("1 parsec").map(drop)), FREQUENCY_FORMS),
+        ] {
+            assert!(e.ends_with(&format!("expected {forms}")), "{e}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_string_makes_a_parser_panic(s in ".{0,24}") {
+            let _ = (parse_rate(&s), parse_duration(&s), parse_seconds(&s), parse_size(&s));
+            let _ = (parse_frequency(&s), parse_fraction(&s), parse_multiple(&s, 1.0, 16.0));
+        }
+
+        #[test]
+        fn strings_of_number_characters_parse_in_range_or_err(s in "[0-9.eE+-]{0,6}[ kKMGTiBbpsnumh/%]{0,5}") {
+            if let Ok(r) = parse_rate(&s) {
+                proptest::prop_assert!((MIN_RATE_BPS..=MAX_RATE_BPS).contains(&r));
+            }
+            if let Ok(d) = parse_duration(&s) {
+                proptest::prop_assert!(d.as_secs_f64() <= MAX_DURATION_S);
+            }
+            if let Ok(b) = parse_size(&s) {
+                proptest::prop_assert!(b >= 1 && b as f64 <= MAX_SIZE_BYTES);
+            }
+        }
+
+        #[test]
+        fn sizes_round_trip_in_every_unit(n in 1u64..500_000, unit in 0usize..8) {
+            let (suffix, scale) = [("", 1), ("B", 1), ("kB", 1000), ("K", 1000), ("MB", 1_000_000),
+                ("KiB", 1024), ("MiB", 1 << 20), ("GiB", 1 << 30)][unit];
+            proptest::prop_assert_eq!(parse_size(&format!("{n}{suffix}")), Ok(n * scale));
+        }
+
+        #[test]
+        fn rates_round_trip_through_their_format(mantissa in 1u64..1000, exp in 0i32..13) {
+            let bps = mantissa as f64 * 10f64.powi(exp);
+            let back = parse_rate(&rate_fmt(bps)).expect("a formatted rate parses");
+            proptest::prop_assert!((back - bps).abs() <= bps * 1e-3, "{} -> {}", bps, back);
+        }
+
+        #[test]
+        fn durations_round_trip_in_every_unit(n in 0u64..100_000, unit in 0usize..6) {
+            let (suffix, ns) = [("ns", 1u64), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000),
+                ("min", 60_000_000_000), ("h", 3_600_000_000_000)][unit];
+            let want = Duration::from_nanos(n * ns);
+            let got = parse_duration(&format!("{n}{suffix}")).expect("parses");
+            // Through f64 seconds: within a nanosecond per 2^52 of the value.
+            let slack = Duration::from_nanos(1 + ((n * ns) >> 50));
+            proptest::prop_assert!(got.abs_diff(want) <= slack, "{:?} vs {:?}", got, want);
+        }
+
+        #[test]
+        fn ranges_hold_their_ends_in_order(lo in 0u64..10_000, len in 0u64..10_000, step in 1u64..5_000) {
+            let hi = lo + len;
+            let v = parse_values(&format!("{lo}..{hi}:{step}"), &|s, _| s.parse::<u64>().map_err(|e| e.to_string()))
+                .expect("a range parses");
+            proptest::prop_assert_eq!(v.first(), Some(&lo));
+            proptest::prop_assert_eq!(v.last(), Some(&hi));
+            proptest::prop_assert!(v.windows(2).all(|w| w[0] < w[1]));
         }
     }
 

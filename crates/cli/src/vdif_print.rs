@@ -4,7 +4,7 @@
 use vdif::stats::{Part, SamplerStats};
 
 use crate::units::si_fmt;
-use crate::vdif_cmd::{CorrelateArgs, FileReport};
+use crate::vdif_args::{CorrelateArgs, FileReport};
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or("?".to_string(), |x| x.to_string())

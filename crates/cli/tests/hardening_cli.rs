@@ -451,7 +451,7 @@ fn malformed_addresses_get_precise_usage_errors() {
         (&["recv", "--root", root, "--listen", "1.2.3.4:5:6"], "too many colons"),
         (
             &["recv", "--root", root, "--listen", "localhost:5310"],
-            "not an IP address",
+            "\"localhost\" is not an IPv4 or IPv6 address",
         ),
     ] {
         assert_usage(args, needle);
@@ -536,4 +536,140 @@ fn a_recorder_without_a_log_reader_keeps_recording() {
     let written: Vec<_> = std::fs::read_dir(&rx_dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(written.len(), 1);
     assert!(std::fs::read(&written[0]).unwrap() == std::fs::read(&ef).unwrap());
+}
+
+/// Every command reads HOST:PORT in netio's one grammar and says it the same way: the form,
+/// an example, the address as given, and what is wrong with it (exit 2).
+#[test]
+fn every_command_reads_host_port_in_one_grammar() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    std::fs::write(&data, b"x").unwrap();
+    let data = data.to_str().unwrap();
+    let forms = "expected HOST:PORT, e.g. 127.0.0.1:5000 or [::1]:5000";
+    for (args, what) in [
+        (
+            &["stream", "send", "--to", "127.0.0.1:70000", data][..],
+            "--to: {forms}: \"127.0.0.1:70000\": port 70000 out of range (1..=65535)",
+        ),
+        (
+            &["stream", "send", "--to", "::1:5000", data],
+            "--to: {forms}: \"::1:5000\": missing port: an IPv6 address alone (IPv6 with a port goes in brackets",
+        ),
+        (
+            &["stream", "relay", "--listen", "127.0.0.1:0", "--to", "corr"],
+            "--to: {forms}: \"corr\": missing port",
+        ),
+        (
+            &["stream", "relay", "--listen", "127.0.0.1:0", "--to", "[::1]x"],
+            "--to: {forms}: \"[::1]x\": expected ':PORT' after ']', found \"x\"",
+        ),
+        (
+            &["send", data, "127.0.0.1:70000:5310"],
+            "destination: {forms}: \"127.0.0.1:70000:5310\": too many colons",
+        ),
+        (
+            &["send", data, "host:http/dir"],
+            "destination \"host:http/dir\": {forms}: \"host:http\": port \"http\" is not a number",
+        ),
+        (
+            &["probe", "client", "[::1", "--spacing", "1us"],
+            "server: {forms}: \"[::1\": '[' without ']'",
+        ),
+    ] {
+        assert_usage(args, &what.replace("{forms}", forms));
+    }
+    // Names are resolved after the syntax is checked; one that does not resolve says which
+    // (.invalid never resolves, RFC 6761).
+    assert_usage(
+        &["stream", "send", "--to", "nowhere.invalid:5000", data],
+        "--to: cannot resolve nowhere.invalid",
+    );
+    // Listening takes the same ADDR:PORT (port 0 allowed) inside the listen forms.
+    for args in [
+        &["stream", "recv", "--listen", "1.2.3.4:5:6"][..],
+        &["stream", "relay", "--listen", "1.2.3.4:5:6", "--to", "127.0.0.1:9"],
+        &["recv", "--root", d.path().to_str().unwrap(), "--listen", "1.2.3.4:5:6"],
+    ] {
+        let err = assert_usage(args, "\"1.2.3.4:5:6\": too many colons");
+        assert!(
+            err.contains("expected PORT, ADDR:PORT, [IPV6]:PORT, GROUP@PORT"),
+            "{err}"
+        );
+    }
+    // A transfer receiver takes no multicast group.
+    assert_usage(
+        &[
+            "recv",
+            "--root",
+            d.path().to_str().unwrap(),
+            "--listen",
+            "239.1.2.3@5000",
+        ],
+        "a multicast group; this listens on a unicast address",
+    );
+}
+
+/// A flag that takes bytes, a rate or a duration refuses what it cannot read and says the
+/// forms it takes (exit 2).
+#[test]
+fn unit_flags_say_the_forms_they_take() {
+    let sizes = "expected a size in bytes: 9000, 2kB, 1.5MB, 3GB, 64KiB, 1GiB";
+    assert_usage(
+        &["stream", "recv", "--listen", "127.0.0.1:0", "--rcvbuf", "2parsecs"],
+        &format!("\"2parsecs\": unknown size unit \"parsecs\"; {sizes}"),
+    );
+    assert_usage(
+        &[
+            "probe",
+            "client",
+            "127.0.0.1",
+            "--spacing",
+            "1us",
+            "--sweep",
+            "sizes=1472,lots",
+        ],
+        &format!("\"lots\": expected a number first; {sizes}"),
+    );
+    assert_usage(
+        &["stream", "send", "--to", "127.0.0.1:9", "x", "--rate", "fast"],
+        "\"fast\": expected a number first; expected a bit rate: 512M, 4.096G",
+    );
+    assert_usage(
+        &[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--duration",
+            "3 fortnights",
+        ],
+        "unknown time unit \"fortnights\"; expected a duration: 250ns, 16us, 1.5ms, 2s",
+    );
+}
+
+/// What a stream session cannot do as asked is a usage error by its type
+/// (`StreamSessionError::Input`), not by the wording of a message: a looped file of 1.5 s.
+#[test]
+fn a_stream_input_that_cannot_be_sent_as_asked_exits_2() {
+    let d = tempfile::tempdir().unwrap();
+    let (ef, _) = common::gen_two_stations(d.path(), &[]);
+    let bytes = std::fs::read(&ef).unwrap();
+    // VDIF 1.1.1 §3 word 2: frame length in units of 8 bytes.
+    let frame = (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) & 0xff_ffff) as usize * 8;
+    let frames = bytes.len() / frame;
+    let part = d.path().join("one-and-a-half.vdif");
+    std::fs::write(&part, &bytes[..frames * 3 / 4 * frame]).unwrap();
+    let err = assert_usage(
+        &[
+            "stream",
+            "send",
+            "--to",
+            "127.0.0.1:9",
+            "--loop",
+            part.to_str().unwrap(),
+        ],
+        "--loop needs a file of whole seconds",
+    );
+    assert!(err.contains("one-and-a-half.vdif: "), "{err}");
 }

@@ -8,6 +8,38 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use recording::Scan;
+use thiserror::Error;
+
+/// Why a `disk2file` copy failed.
+#[derive(Debug, Error)]
+pub enum Disk2FileError {
+    /// Reading the scan failed.
+    #[error("reading {scan} at byte {at}: {source}")]
+    Read {
+        /// The scan's name.
+        scan: String,
+        /// The byte of the scan.
+        at: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The scan is shorter than the range asked for.
+    #[error("{scan} ended at byte {at}, before {end}")]
+    EndedEarly {
+        /// The scan's name.
+        scan: String,
+        /// Where it ended.
+        at: u64,
+        /// The end of the range.
+        end: u64,
+    },
+    /// Writing the file failed.
+    #[error("writing: {0}")]
+    Write(std::io::Error),
+    /// The copy's thread panicked.
+    #[error("the disk2file thread panicked")]
+    Panicked,
+}
 
 /// Bytes read and written at a time.
 const BLOCK: usize = 4 << 20;
@@ -24,7 +56,7 @@ pub struct Disk2FileJob {
     pub mode: &'static str,
     done: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<u64, String>>,
+    handle: JoinHandle<Result<u64, Disk2FileError>>,
 }
 
 impl Disk2FileJob {
@@ -64,29 +96,42 @@ impl Disk2FileJob {
     }
 
     /// Stop (if still copying) and wait: the bytes copied, or why it failed.
-    pub fn finish(self) -> Result<u64, String> {
+    pub fn finish(self) -> Result<u64, Disk2FileError> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .map_err(|_| "the disk2file thread panicked".to_string())?
+        self.handle.join().map_err(|_| Disk2FileError::Panicked)?
     }
 }
 
-fn copy(scan: &Scan, mut out: File, start: u64, end: u64, done: &AtomicU64, stop: &AtomicBool) -> Result<u64, String> {
+fn copy(
+    scan: &Scan,
+    mut out: File,
+    start: u64,
+    end: u64,
+    done: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<u64, Disk2FileError> {
     let mut buf = vec![0u8; BLOCK];
     let mut at = start;
     while at < end && !stop.load(Ordering::Relaxed) {
         let want = usize::try_from(end - at).unwrap_or(BLOCK).min(BLOCK);
         let n = scan
             .read_at(&mut buf[..want], at)
-            .map_err(|e| format!("reading {} at byte {at}: {e}", scan.name()))?;
+            .map_err(|source| Disk2FileError::Read {
+                scan: scan.name().to_string(),
+                at,
+                source,
+            })?;
         if n == 0 {
-            return Err(format!("{} ended at byte {at}, before {end}", scan.name()));
+            return Err(Disk2FileError::EndedEarly {
+                scan: scan.name().to_string(),
+                at,
+                end,
+            });
         }
-        out.write_all(&buf[..n]).map_err(|e| format!("writing: {e}"))?;
+        out.write_all(&buf[..n]).map_err(Disk2FileError::Write)?;
         at += n as u64;
         done.store(at - start, Ordering::Relaxed);
     }
-    out.sync_data().map_err(|e| format!("writing: {e}"))?;
+    out.sync_data().map_err(Disk2FileError::Write)?;
     Ok(at - start)
 }

@@ -43,11 +43,22 @@ mod station;
 pub mod transfer;
 pub mod vsi;
 
-use disk2file::Disk2FileJob;
+use disk2file::{Disk2FileError, Disk2FileJob};
 use errors::ErrorQueue;
 use scans::ScanSession;
 use settings::Settings;
-use transfer::{Fill, Kind, Recording, Relay, TransferEnv};
+use transfer::{Fill, Kind, Recording, Relay, StartError, TransferEnv, TransferError};
+
+/// Why the running transfer failed when it was stopped (or stopped by itself).
+#[derive(Debug, thiserror::Error)]
+pub enum StopError {
+    /// A recording, relay or `fill2net`.
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    /// A `disk2file` copy.
+    #[error(transparent)]
+    Disk2File(#[from] Disk2FileError),
+}
 
 /// The one transfer running, if any.
 enum Running {
@@ -96,6 +107,11 @@ fn ok(fields: Vec<String>) -> Answer {
 
 fn refuse(code: ReturnCode, why: impl Into<String>) -> Answer {
     (code, vec![why.into()])
+}
+
+/// The refusal of a transfer that could not start: its code and why.
+fn refuse_start(e: &StartError) -> Answer {
+    refuse(e.return_code(), e.to_string())
 }
 
 /// The recorder.
@@ -177,7 +193,7 @@ impl Daemon {
     }
 
     /// Stop whatever runs (the daemon is going away); the reports' errors, if any.
-    pub fn shutdown(&self) -> Option<String> {
+    pub fn shutdown(&self) -> Option<StopError> {
         let mut st = self.lock();
         let r = self.stop_running(&mut st).err();
         self.publish(&st);
@@ -231,7 +247,7 @@ impl Daemon {
         }
     }
 
-    fn stop_running(&self, st: &mut State) -> Result<(), String> {
+    fn stop_running(&self, st: &mut State) -> Result<(), StopError> {
         match std::mem::replace(&mut st.running, Running::None) {
             Running::None => Ok(()),
             Running::Recording(r) => {
@@ -253,11 +269,11 @@ impl Daemon {
                 }
                 Ok(())
             }
-            Running::Relay(r) => r.stop().map(|_| ()),
-            Running::Fill(f) => f.stop(),
+            Running::Relay(r) => Ok(r.stop().map(|_| ())?),
+            Running::Fill(f) => Ok(f.stop()?),
             Running::Disk2File(j) => {
                 st.session.last_dest = Some(j.dest.clone());
-                j.finish().map(|_| ())
+                Ok(j.finish().map(|_| ())?)
             }
         }
     }
@@ -336,7 +352,7 @@ impl Daemon {
         }
         match self.stop_running(st) {
             Ok(()) => ok(vec![]),
-            Err(e) => refuse(ReturnCode::Failed, e),
+            Err(e) => refuse(ReturnCode::Failed, e.to_string()),
         }
     }
 
@@ -360,7 +376,7 @@ impl Daemon {
                         st.running = Running::Relay(r);
                         ok(vec![])
                     }
-                    Err((code, why)) => refuse(code, why),
+                    Err(e) => refuse_start(&e),
                 }
             }
             Net2Net::On => match std::mem::replace(&mut st.running, Running::None) {
@@ -371,7 +387,7 @@ impl Daemon {
                         st.tstat = None;
                         ok(vec![])
                     }
-                    Err((code, why)) => refuse(code, why),
+                    Err(e) => refuse_start(&e),
                 },
                 other => {
                     st.running = other;
@@ -402,7 +418,7 @@ impl Daemon {
                         st.running = Running::Fill(f);
                         ok(vec![])
                     }
-                    Err((code, why)) => refuse(code, why),
+                    Err(e) => refuse_start(&e),
                 }
             }
             Fill2Net::On => match std::mem::replace(&mut st.running, Running::None) {
@@ -412,7 +428,7 @@ impl Daemon {
                         st.tstat = None;
                         ok(vec![])
                     }
-                    Err((code, why)) => refuse(code, why),
+                    Err(e) => refuse_start(&e),
                 },
                 other => {
                     st.running = other;

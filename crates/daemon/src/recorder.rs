@@ -123,7 +123,7 @@ impl Daemon {
         };
         let (name, target) = match target {
             Ok(t) => t,
-            Err((code, why)) => return refuse(code, why),
+            Err(e) => return crate::refuse_start(&e),
         };
         match transfer::start_recording(
             Kind::Record,
@@ -141,7 +141,7 @@ impl Daemon {
                 // The reply names the recording only when it is not the label (jive5ab).
                 ok(if name == label { vec![] } else { vec![name] })
             }
-            Err((code, why)) => refuse(code, why),
+            Err(e) => crate::refuse_start(&e),
         }
     }
 
@@ -149,23 +149,19 @@ impl Daemon {
     /// when taken, never through a link.
     fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), transfer::StartError> {
         let first = &st.disks[0];
-        let disk = self
-            .env
-            .paths
-            .open_dir(&first.display().to_string())
-            .map_err(|e| (ReturnCode::Failed, e.to_string()))?;
+        let disk = self.env.paths.open_dir(&first.display().to_string())?;
         for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
             let name = format!("{label}{suffix}");
             match disk.create_subdir(&name) {
                 Ok(d) => return Ok((name, Target::Files(d))),
                 Err(DirError::Exists(_)) => continue,
-                Err(e) => return Err((ReturnCode::Failed, e.to_string())),
+                Err(e) => return Err(e.into()),
             }
         }
-        Err((
-            ReturnCode::Failed,
-            format!("{label} and {label}a to {label}z exist in {}", first.display()),
-        ))
+        Err(transfer::StartError::NamesTaken {
+            label: label.to_string(),
+            disk: first.display().to_string(),
+        })
     }
 
     pub(crate) fn net2file(&self, st: &mut State, n: Net2File) -> Answer {
@@ -216,7 +212,7 @@ impl Daemon {
                         st.tstat = None;
                         ok(vec![size.to_string()])
                     }
-                    Err((code, why)) => refuse(code, why),
+                    Err(e) => crate::refuse_start(&e),
                 }
             }
             Net2File::Close => self.stop(st, Kind::Net2File),

@@ -444,7 +444,7 @@ impl Daemon {
         }
         match self.stop_running(st) {
             Ok(()) => ok(vec![]),
-            Err(e) => refuse(ReturnCode::Failed, e),
+            Err(e) => refuse(ReturnCode::Failed, e.to_string()),
         }
     }
 

@@ -5,8 +5,44 @@ use std::net::{IpAddr, SocketAddr};
 
 use scanfmt::datastream::DataStreams;
 use stream::SeqFormat;
+use thiserror::Error;
 use vsis::command::{NetProtocolSet, PortSpec, Protocol, RecordFormat};
 use vsis::mode::Mode;
+
+/// Why the settings cannot receive or relay (return code 6, conflicting settings).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SettingsError {
+    /// A `net_port` host that is neither a local address nor a group.
+    #[error("net_port host '{host}' is not an IP address")]
+    PortHostNotIp {
+        /// The host as set.
+        host: String,
+    },
+    /// A `net_port` that is no listen spec.
+    #[error("net_port {spec}: {source}")]
+    Listen {
+        /// The spec built from the setting.
+        spec: String,
+        /// Why it does not parse.
+        source: netio::ListenSpecError,
+    },
+    /// The mode's data rate gives no whole number of frames per second over the threads.
+    #[error("mode {mode} over {threads} thread(s) is not a whole number of frames per second")]
+    NoWholeFrameRate {
+        /// The mode as set.
+        mode: String,
+        /// Threads per station.
+        threads: u16,
+    },
+    /// Datagrams of this framing carry no frame rate and no mode gives it.
+    #[error(
+        "mode not set: {protocol} datagrams carry no frame rate (mode = VDIF_<payload>-<Mb/s>-<channels>-<bits> ;)"
+    )]
+    ModeNotSet {
+        /// The framing's name.
+        protocol: &'static str,
+    },
+}
 
 /// jive5ab's default data port.
 pub const DEFAULT_PORT: u16 = 2630;
@@ -123,7 +159,7 @@ impl Settings {
 
     /// The data ports as listen specs (jive5ab's `host@port` is a local address, or a group to
     /// join when it is a multicast address).
-    pub fn listen(&self) -> Result<Vec<netio::ListenSpec>, String> {
+    pub fn listen(&self) -> Result<Vec<netio::ListenSpec>, SettingsError> {
         self.ports
             .iter()
             .map(|p| {
@@ -132,26 +168,26 @@ impl Settings {
                     Some(h) => match h.parse::<IpAddr>() {
                         Ok(ip) if ip.is_multicast() => format!("{ip}@{}", p.port),
                         Ok(ip) => SocketAddr::new(ip, p.port).to_string(),
-                        Err(_) => return Err(format!("net_port host '{h}' is not an IP address")),
+                        Err(_) => return Err(SettingsError::PortHostNotIp { host: h.clone() }),
                     },
                 };
                 text.parse::<netio::ListenSpec>()
-                    .map_err(|e| format!("net_port {text}: {e}"))
+                    .map_err(|source| SettingsError::Listen { spec: text, source })
             })
             .collect()
     }
 
     /// Frames per second per thread the mode gives, if a mode is set (over one thread when
     /// the threads are not set); an error when it gives no whole number for the threads set.
-    pub fn frames_per_second(&self) -> Result<Option<u32>, String> {
+    pub fn frames_per_second(&self) -> Result<Option<u32>, SettingsError> {
         let Some(m) = &self.mode else { return Ok(None) };
         let threads = self.threads.unwrap_or(1);
-        m.frame_rate(threads).map(|r| Some(r.get())).map_err(|_| {
-            format!(
-                "mode {} over {threads} thread(s) is not a whole number of frames per second",
-                m.text
-            )
-        })
+        m.frame_rate(threads)
+            .map(|r| Some(r.get()))
+            .map_err(|_| SettingsError::NoWholeFrameRate {
+                mode: m.text.clone(),
+                threads,
+            })
     }
 
     /// `threads?`'s field: the number set, or `auto` (counted from the data).
@@ -161,12 +197,11 @@ impl Settings {
 
     /// Whether data in `format` can be received with these settings: jive5ab and bare framing
     /// carry no frame rate, the mode must give it.
-    pub fn check_receivable(&self, format: SeqFormat) -> Result<(), String> {
+    pub fn check_receivable(&self, format: SeqFormat) -> Result<(), SettingsError> {
         if format != SeqFormat::Native && self.mode.is_none() {
-            return Err(format!(
-                "mode not set: {} datagrams carry no frame rate (mode = VDIF_<payload>-<Mb/s>-<channels>-<bits> ;)",
-                self.protocol.name()
-            ));
+            return Err(SettingsError::ModeNotSet {
+                protocol: self.protocol.name(),
+            });
         }
         self.frames_per_second().map(|_| ())
     }
@@ -203,19 +238,30 @@ mod tests {
             host: Some("somehost".into()),
             port: 1,
         }];
-        assert!(s.listen().is_err());
+        assert_eq!(
+            s.listen(),
+            Err(SettingsError::PortHostNotIp {
+                host: "somehost".into()
+            })
+        );
         assert_eq!(s.port_fields(), vec!["somehost@1"]);
     }
 
     #[test]
     fn the_mode_gives_the_frame_rate() {
         let mut s = Settings::default();
-        assert!(s.check_receivable(SeqFormat::Jive5ab).is_err());
+        assert_eq!(
+            s.check_receivable(SeqFormat::Jive5ab),
+            Err(SettingsError::ModeNotSet { protocol: "udps" })
+        );
         assert!(s.check_receivable(SeqFormat::Native).is_ok());
         s.mode = Mode::parse("VDIF_8000-512-16-2").unwrap();
         assert_eq!(s.frames_per_second(), Ok(Some(8000)));
         s.threads = Some(3);
-        assert!(s.check_receivable(SeqFormat::Jive5ab).is_err());
+        assert!(matches!(
+            s.check_receivable(SeqFormat::Jive5ab),
+            Err(SettingsError::NoWholeFrameRate { threads: 3, .. })
+        ));
         s.ipd_ns = 1500;
         assert_eq!(s.ipd_field(), "1.500000");
         s.ipd_ns = 10_000;

@@ -3,7 +3,7 @@
 //! (`net2net`: `stream relay` to another host), each on its own thread, handing its counts to
 //! the daemon (and through it to the metrics view) once per interval ([`CountsOutlet`]).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,10 +17,12 @@ use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::relay::{BoundRelay, RelayRunConfig};
+use stream_session::StreamSessionError;
+use thiserror::Error;
 use vsis::command::Protocol;
 
 use crate::counts::{CountsOutlet, TransferCounts};
-use crate::settings::{seq_format, Settings};
+use crate::settings::{seq_format, Settings, SettingsError};
 
 /// What the daemon was started with that every transfer uses.
 #[derive(Debug, Clone)]
@@ -68,7 +70,7 @@ pub struct Recording {
     /// The scan label (or file name) it was given a directory for.
     pub name: String,
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<RecvReport, String>>,
+    handle: JoinHandle<Result<RecvReport, TransferError>>,
 }
 
 /// A relay: bound (`connect`) or sending (`on`).
@@ -87,19 +89,131 @@ pub enum Relay {
         /// Set to stop it.
         stop: Arc<AtomicBool>,
         /// Its thread.
-        handle: JoinHandle<Result<RelayReport, String>>,
+        handle: JoinHandle<Result<RelayReport, TransferError>>,
     },
 }
 
-/// Why a transfer could not start: the reply's code (6 conflicting settings, 4 failed) and why.
-pub type StartError = (vsis::ReturnCode, String);
-
-fn conflict(msg: impl Into<String>) -> StartError {
-    (vsis::ReturnCode::Conflict, msg.into())
+/// Why a transfer could not start; [`StartError::return_code`] is the reply's code (6
+/// conflicting settings, 4 failed).
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// The settings cannot receive or relay.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// `fill2net` and `net2net` need a mode.
+    #[error("mode not set{needed_for}")]
+    ModeNotSet {
+        /// What needs it (": fill2net sends data of the mode"), or empty.
+        needed_for: &'static str,
+    },
+    /// One datagram of the mode does not fit the MTU.
+    #[error("{datagram}-byte datagrams (IP header included) exceed mtu {mtu}: set mtu = {datagram} or more")]
+    DatagramOverMtu {
+        /// Datagram bytes, IP and UDP headers included.
+        datagram: usize,
+        /// The `mtu` setting.
+        mtu: u32,
+    },
+    /// `fill2net` generates real 1- or 2-bit VDIF only.
+    #[error("fill2net generates real 1- or 2-bit VDIF, not mode {mode}")]
+    FillMode {
+        /// The mode as set.
+        mode: String,
+    },
+    /// `fill2net` holds one second of data in memory: the mode's rate is capped.
+    #[error("fill2net generates at most {max_gbps} Gb/s")]
+    FillTooFast {
+        /// The cap, Gb/s.
+        max_gbps: f64,
+    },
+    /// The station code is not one VDIF can carry.
+    #[error(transparent)]
+    Station(#[from] vdif::HeaderError),
+    /// The label gives no scan names.
+    #[error(transparent)]
+    Label(#[from] scanfmt::name::NameError),
+    /// The destination does not resolve.
+    #[error(transparent)]
+    Resolve(#[from] netio::HostPortError),
+    /// The receiver could not bind its sockets or open its output.
+    #[error("cannot receive: {0}")]
+    Receive(StreamSessionError),
+    /// The relay could not bind its sockets.
+    #[error("cannot relay: {0}")]
+    Relay(StreamSessionError),
+    /// The transfer's thread could not start.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The directory of a `record_format = vdif` recording.
+    #[error(transparent)]
+    Directory(#[from] crate::paths::PathsError),
+    /// A directory could not be made below a disk.
+    #[error(transparent)]
+    Dir(#[from] safedir::DirError),
+    /// Every name a recording may take exists.
+    #[error("{label} and {label}a to {label}z exist in {disk}")]
+    NamesTaken {
+        /// The label.
+        label: String,
+        /// The disk.
+        disk: String,
+    },
 }
 
-fn failed(msg: impl Into<String>) -> StartError {
-    (vsis::ReturnCode::Failed, msg.into())
+impl StartError {
+    /// The VSI-S return code the refusal carries.
+    pub fn return_code(&self) -> vsis::ReturnCode {
+        match self {
+            StartError::Resolve(_)
+            | StartError::Receive(_)
+            | StartError::Relay(_)
+            | StartError::Thread { .. }
+            | StartError::Directory(_)
+            | StartError::Dir(_)
+            | StartError::NamesTaken { .. } => vsis::ReturnCode::Failed,
+            _ => vsis::ReturnCode::Conflict,
+        }
+    }
+}
+
+/// Why a running transfer ended in failure.
+#[derive(Debug, Error)]
+pub enum TransferError {
+    /// The stream session failed.
+    #[error(transparent)]
+    Session(#[from] StreamSessionError),
+    /// `fill2net` could not generate its second of data.
+    #[error("fill2net cannot generate the mode's data: {0}")]
+    Generate(#[from] GenerateError),
+    /// The transfer's thread panicked.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+}
+
+/// Why `fill2net` could not generate its data.
+#[derive(Debug, Error)]
+pub enum GenerateError {
+    /// The mode gives no VDIF frame layout.
+    #[error(transparent)]
+    Layout(#[from] vdif::LayoutError),
+    /// The clock is before 1970 or outside the VDIF epochs.
+    #[error("the clock is outside the VDIF epochs")]
+    Clock,
+    /// The station code.
+    #[error(transparent)]
+    Station(#[from] vdif::HeaderError),
+    /// Writing into memory.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn thread_error(what: &'static str) -> impl FnOnce(std::io::Error) -> StartError {
+    move |source| StartError::Thread { what, source }
 }
 
 /// Where a recording goes.
@@ -125,8 +239,8 @@ pub fn start_recording(
     outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
     let format = seq_format(settings.protocol);
-    settings.check_receivable(format).map_err(conflict)?;
-    let listen = settings.listen().map_err(conflict)?;
+    settings.check_receivable(format)?;
+    let listen = settings.listen()?;
     let native = format == SeqFormat::Native;
     let (out_dir, out_file, recording) = match target {
         Target::Scan(r) => (None, None, Some(r)),
@@ -145,15 +259,11 @@ pub fn start_recording(
             // Threads set: the mode's rate split over them. Not set (the FS never sets them):
             // counted from each stream's first frames, the mode's rate split over those.
             frames_per_second: match (native, settings.threads) {
-                (false, Some(_)) => settings.frames_per_second().map_err(conflict)?,
+                (false, Some(_)) => settings.frames_per_second()?,
                 _ => None,
             },
             threads: settings.threads.filter(|_| !native),
-            station_frames_per_second: if native {
-                None
-            } else {
-                settings.frames_per_second().map_err(conflict)?
-            },
+            station_frames_per_second: if native { None } else { settings.frames_per_second()? },
             confirm: 4,
             ..ReceiverConfig::default()
         },
@@ -165,7 +275,7 @@ pub fn start_recording(
         direct_io: false,
         split_threads: false,
     };
-    let bound = BoundReceiver::bind(cfg).map_err(|e| failed(format!("cannot receive: {e}")))?;
+    let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();
     let o = outlet.clone();
     let bound = bound.observe(Box::new(move |s: RecvStatus| {
@@ -176,13 +286,13 @@ pub fn start_recording(
     let handle = std::thread::Builder::new()
         .name(format!("{}-{name}", kind.name()))
         .spawn(move || {
-            let r = bound.run(&flag, |_| {}).map_err(|e| e.to_string());
+            let r = bound.run(&flag, |_| {}).map_err(TransferError::from);
             if let Ok(report) = &r {
                 outlet.finish(TransferCounts::Recv(recv_status(report)));
             }
             r
         })
-        .map_err(|e| failed(format!("cannot start the receiver thread: {e}")))?;
+        .map_err(thread_error("receiver"))?;
     Ok(Recording {
         kind,
         name: name.to_string(),
@@ -193,11 +303,9 @@ pub fn start_recording(
 
 impl Recording {
     /// Stop and wait for the files to be complete.
-    pub fn stop(self) -> Result<RecvReport, String> {
+    pub fn stop(self) -> Result<RecvReport, TransferError> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .join()
-            .map_err(|_| "the receiver thread panicked".to_string())?
+        self.handle.join().map_err(|_| TransferError::Panicked("receiver"))?
     }
 
     /// It ended by itself (an error).
@@ -221,15 +329,15 @@ pub fn connect_relay(
     let input = seq_format(input.unwrap_or(settings.protocol));
     let output = seq_format(settings.protocol);
     if input != SeqFormat::Native {
-        settings.check_receivable(input).map_err(conflict)?;
+        settings.check_receivable(input)?;
     }
     if let Some(m) = &settings.mode {
         let datagram = m.frame_len() as usize + output.prefix_len() + 28;
         if datagram > settings.mtu as usize {
-            return Err(conflict(format!(
-                "{datagram}-byte datagrams (IP header included) exceed mtu {}: set mtu = {datagram} or more",
-                settings.mtu
-            )));
+            return Err(StartError::DatagramOverMtu {
+                datagram,
+                mtu: settings.mtu,
+            });
         }
     }
     let mut relay = RelayConfig::new(input, output, Instant::now());
@@ -238,10 +346,10 @@ pub fn connect_relay(
         // relay learns each station's threads and splits the mode's rate over those.
         match settings.threads {
             Some(t) => {
-                relay.frames_per_second = settings.frames_per_second().map_err(conflict)?;
+                relay.frames_per_second = settings.frames_per_second()?;
                 relay.threads = Some(t);
             }
-            None => relay.station_frames_per_second = settings.frames_per_second().map_err(conflict)?,
+            None => relay.station_frames_per_second = settings.frames_per_second()?,
         }
     }
     relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
@@ -251,7 +359,7 @@ pub fn connect_relay(
         (None, _) => None,
     };
     let cfg = RelayRunConfig {
-        listen: settings.listen().map_err(conflict)?,
+        listen: settings.listen()?,
         to,
         relay,
         rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
@@ -266,7 +374,7 @@ pub fn connect_relay(
         idle_timeout: None,
         interval: env.interval,
     };
-    let bound = BoundRelay::bind(cfg).map_err(|e| failed(format!("cannot relay: {e}")))?;
+    let bound = BoundRelay::bind(cfg).map_err(StartError::Relay)?;
     Ok(Relay::Connected {
         to,
         bound: Box::new(bound),
@@ -296,13 +404,13 @@ impl Relay {
         let handle = std::thread::Builder::new()
             .name("net2net".into())
             .spawn(move || {
-                let r = bound.run(&flag, |_| {}).map_err(|e| e.to_string());
+                let r = bound.run(&flag, |_| {}).map_err(TransferError::from);
                 if let Ok(report) = &r {
                     outlet.finish(TransferCounts::Relay(relay_status(report)));
                 }
                 r
             })
-            .map_err(|e| failed(format!("cannot start the relay thread: {e}")))?;
+            .map_err(thread_error("relay"))?;
         Ok(Relay::Running { to, stop, handle })
     }
 
@@ -312,15 +420,12 @@ impl Relay {
     }
 
     /// Stop (if running) and close.
-    pub fn stop(self) -> Result<Option<RelayReport>, String> {
+    pub fn stop(self) -> Result<Option<RelayReport>, TransferError> {
         match self {
             Relay::Connected { .. } => Ok(None),
             Relay::Running { stop, handle, .. } => {
                 stop.store(true, Ordering::Relaxed);
-                handle
-                    .join()
-                    .map_err(|_| "the relay thread panicked".to_string())?
-                    .map(Some)
+                handle.join().map_err(|_| TransferError::Panicked("relay"))?.map(Some)
             }
         }
     }
@@ -342,17 +447,17 @@ pub enum Fill {
         /// Set to stop it.
         stop: Arc<AtomicBool>,
         /// Its thread.
-        handle: JoinHandle<Result<stream_session::report::SendReport, String>>,
+        handle: JoinHandle<Result<stream_session::report::SendReport, TransferError>>,
     },
 }
 
 /// Resolve `host:port` to an IPv4 address.
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
-        .find(SocketAddr::is_ipv4)
-        .ok_or_else(|| failed(format!("{host} has no IPv4 address")))
+    let hp = netio::HostPort {
+        host: host.to_string(),
+        port,
+    };
+    Ok(hp.resolve_ipv4()?)
 }
 
 /// Choose where `fill2net` sends; the mode must say what to generate.
@@ -362,22 +467,20 @@ pub fn connect_fill(
     station: Option<String>,
     settings: &Settings,
 ) -> Result<Fill, StartError> {
-    let mode = settings
-        .mode
-        .as_ref()
-        .ok_or_else(|| conflict("mode not set: fill2net sends data of the mode"))?;
-    settings.frames_per_second().map_err(conflict)?;
+    let mode = settings.mode.as_ref().ok_or(StartError::ModeNotSet {
+        needed_for: ": fill2net sends data of the mode",
+    })?;
+    settings.frames_per_second()?;
     if mode.bits > 2 || mode.complex || mode.legacy {
-        return Err(conflict(format!(
-            "fill2net generates real 1- or 2-bit VDIF, not mode {}",
-            mode.text
-        )));
+        return Err(StartError::FillMode {
+            mode: mode.text.clone(),
+        });
     }
     let port = port
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
     let station = station.unwrap_or_else(|| "FL".into());
-    vdif::parse_station(&station).map_err(|e| conflict(e.to_string()))?;
+    vdif::parse_station(&station)?;
     Ok(Fill::Connected {
         to: resolve(host, port)?,
         station,
@@ -406,15 +509,14 @@ impl Fill {
         let Fill::Connected { to, station } = self else {
             return Ok(self);
         };
-        let mode = settings.mode.clone().ok_or_else(|| conflict("mode not set"))?;
+        let mode = settings.mode.clone().ok_or(StartError::ModeNotSet { needed_for: "" })?;
         if mode.rate_bps() > FILL_MAX_BPS {
-            return Err(conflict(format!(
-                "fill2net generates at most {} Gb/s",
-                FILL_MAX_BPS / 1e9
-            )));
+            return Err(StartError::FillTooFast {
+                max_gbps: FILL_MAX_BPS / 1e9,
+            });
         }
         let (threads, format) = (settings.threads.unwrap_or(1), seq_format(settings.protocol));
-        let fps = settings.frames_per_second().map_err(conflict)?;
+        let fps = settings.frames_per_second()?;
         outlet.clear();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -450,7 +552,7 @@ impl Fill {
                     o.offer(TransferCounts::Send(s));
                 });
                 let r =
-                    stream_session::send::run_sender_observed(cfg, &flag, Some(observer)).map_err(|e| e.to_string());
+                    stream_session::send::run_sender_observed(cfg, &flag, Some(observer)).map_err(TransferError::from);
                 if let Ok(report) = &r {
                     outlet.finish(TransferCounts::Send(stream::results::SendStatus {
                         elapsed_s: report.duration_s,
@@ -461,19 +563,19 @@ impl Fill {
                 }
                 r
             })
-            .map_err(|e| failed(format!("cannot start the fill2net thread: {e}")))?;
+            .map_err(thread_error("fill2net"))?;
         Ok(Fill::Running { to, stop, handle })
     }
 
     /// Stop (if sending) and close.
-    pub fn stop(self) -> Result<(), String> {
+    pub fn stop(self) -> Result<(), TransferError> {
         match self {
             Fill::Connected { .. } => Ok(()),
             Fill::Running { stop, handle, .. } => {
                 stop.store(true, Ordering::Relaxed);
                 handle
                     .join()
-                    .map_err(|_| "the fill2net thread panicked".to_string())?
+                    .map_err(|_| TransferError::Panicked("fill2net"))?
                     .map(|_| ())
             }
         }
@@ -481,21 +583,19 @@ impl Fill {
 }
 
 /// One second of `mode` for `station` over `threads` threads, starting this second.
-fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<u8>, String> {
+fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<u8>, GenerateError> {
     let layout = vdif::layout::FrameLayout::new(
         mode.rate_bps(),
         mode.bits as u8,
         mode.channels,
         u32::from(threads),
         mode.payload as usize,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?;
-    let (ref_epoch, start_seconds) =
-        vdif::time::to_epoch(now.as_secs() as i64).ok_or("the clock is outside the VDIF epochs")?;
-    let id = vdif::parse_station(station).map_err(|e| e.to_string())?;
+        .map_err(|_| GenerateError::Clock)?;
+    let (ref_epoch, start_seconds) = vdif::time::to_epoch(now.as_secs() as i64).ok_or(GenerateError::Clock)?;
+    let id = vdif::parse_station(station)?;
     let config = vdif::gen::GenConfig {
         layout,
         stations: vec![vdif::gen::StationSpec {
@@ -512,9 +612,7 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
         seed: 1,
     };
     let mut data = Vec::new();
-    vdif::gen::Generator::new(config)
-        .write_station(0, &mut data, |_| {})
-        .map_err(|e| e.to_string())?;
+    vdif::gen::Generator::new(config).write_station(0, &mut data, |_| {})?;
     Ok(data)
 }
 
@@ -526,7 +624,7 @@ pub fn scan_target(
     disks: Vec<(PathBuf, safedir::Dir)>,
     settings: &Settings,
 ) -> Result<Target, StartError> {
-    let names = LabelNames::new(label, settings.datastreams.clone()).map_err(|e| conflict(e.to_string()))?;
+    let names = LabelNames::new(label, settings.datastreams.clone())?;
     let (disks, opened) = disks.into_iter().map(|(p, d)| (p, std::sync::Arc::new(d))).unzip();
     Ok(Target::Scan(RecordingConfig {
         layout,

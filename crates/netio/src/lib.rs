@@ -14,6 +14,8 @@
 //! - [`batch`]: recvmmsg(2)/sendmmsg(2) batches, kernel receive timestamps (SO_TIMESTAMPNS), the
 //!   socket's own drop counter (SO_RXQ_OVFL), truncation flags, and opt-in UDP GRO receive with
 //!   coalesced buffers split into datagrams.
+//! - [`addr`]: the one `HOST:PORT` grammar (peers, and the `ADDR:PORT` of a listen spec), and
+//!   resolving a host.
 //! - [`listen`]: where a receiver listens, as written on a command line (`PORT`, `ADDR:PORT`,
 //!   `[V6]:PORT`, `GROUP@PORT%IFACE`), and the socket bound and joined to a multicast group.
 //! - [`gso`]: UDP GSO send (UDP_SEGMENT) for unpaced bulk, with detection and a fallback.
@@ -27,6 +29,7 @@
 //! Linux only: the socket options and /proc files are Linux's. The system calls std and socket2
 //! do not cover are called through `libc` in [`batch`], [`gso`] and a private `sys` module.
 
+pub mod addr;
 pub mod batch;
 pub mod counters;
 pub mod error;
@@ -38,6 +41,7 @@ pub mod socket;
 pub mod stop;
 mod sys;
 
+pub use addr::{AddrSyntax, HostPort, HostPortError, HOST_PORT_FORMS};
 pub use batch::{enable_rx_drop_counter, enable_rx_timestamps, Received, RecvBatch, SendBatch};
 pub use counters::{
     clock_ticks_per_second, parse_udp_counters, read_process_cpu, read_udp_counters, CountersError, CpuTimes, HostCpu,

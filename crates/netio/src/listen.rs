@@ -33,6 +33,7 @@ use std::str::FromStr;
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, Socket, Type};
 use thiserror::Error;
 
+use crate::addr::AddrSyntax;
 use crate::socket::{bind_udp, size_buffers, BufferGrant, BufferRequest, NetioError};
 
 /// The interface a multicast group is joined on (after `%`).
@@ -70,13 +71,13 @@ pub enum ListenSpecError {
     /// Nothing given.
     #[error("empty listen address; {FORMS}")]
     Empty,
-    /// The port is not a number 0..=65535.
-    #[error("{input:?}: port {port:?} is not a number from 0 to 65535; {FORMS}")]
-    Port {
+    /// The port or the `ADDR:PORT` form is malformed (the grammar of [`crate::addr`]).
+    #[error("{input:?}: {syntax}; {FORMS}")]
+    Syntax {
         /// The whole spec.
         input: String,
-        /// The port part.
-        port: String,
+        /// What is wrong with it.
+        syntax: AddrSyntax,
     },
     /// The address does not parse.
     #[error("{input:?}: {addr:?} is not an IPv4 or IPv6 address; {FORMS}")]
@@ -134,18 +135,16 @@ pub enum ListenSpecError {
 const FORMS: &str = "expected PORT, ADDR:PORT, [IPV6]:PORT, GROUP@PORT or GROUP@PORT%IFACE \
      (e.g. 46227, 10.0.0.2:46227, [::1]:46227, 239.1.2.3@46227, 239.1.2.3@46227%eth1)";
 
+/// A port to listen on: 0 (any free port) to 65535.
 fn parse_port(input: &str, port: &str) -> Result<u16, ListenSpecError> {
-    // Digits only: u16's parser takes a leading `+`, which no one means here.
-    if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ListenSpecError::Port {
-            input: input.into(),
-            port: port.into(),
-        });
-    }
-    port.parse().map_err(|_| ListenSpecError::Port {
+    crate::addr::parse_port(port, 0).map_err(|syntax| syntax_error(input, syntax))
+}
+
+fn syntax_error(input: &str, syntax: AddrSyntax) -> ListenSpecError {
+    ListenSpecError::Syntax {
         input: input.into(),
-        port: port.into(),
-    })
+        syntax,
+    }
 }
 
 /// The interface after `%`, for a group of the given family.
@@ -234,25 +233,13 @@ impl FromStr for ListenSpec {
             let port = parse_port(input, s)?;
             return Ok(ListenSpec::Unicast(SocketAddr::from(([0, 0, 0, 0], port))));
         }
-        // ADDR:PORT or [V6]:PORT: the port after the last ':'.
-        let Some((addr, port)) = s.rsplit_once(':') else {
-            return Err(ListenSpecError::Address {
-                input: input.into(),
-                addr: s.into(),
-            });
-        };
-        if !addr.starts_with('[') && addr.contains(':') {
-            // A bare IPv6 address: its own colons make the port ambiguous.
-            return Err(ListenSpecError::Address {
-                input: input.into(),
-                addr: format!("{addr} (IPv6 goes in brackets: [{addr}]:{port})"),
-            });
-        }
+        // ADDR:PORT or [V6]:PORT, in the grammar every address of evlbi is written in.
+        let (addr, port) = crate::addr::split_host_port(s, 0).map_err(|e| syntax_error(input, e))?;
+        let port = port.ok_or_else(|| syntax_error(input, crate::addr::missing_port(s)))?;
         if addr.contains('%') {
             return Err(ListenSpecError::InterfaceOnUnicast { input: input.into() });
         }
         let ip = parse_ip(input, addr)?;
-        let port = parse_port(input, port)?;
         if ip.is_multicast() {
             let group_form = match ip {
                 IpAddr::V4(a) => format!("{a}@{port}"),
@@ -310,6 +297,15 @@ impl ListenSpec {
     /// Whether a group is joined.
     pub fn is_multicast(&self) -> bool {
         matches!(self, ListenSpec::Multicast { .. })
+    }
+
+    /// The address of a unicast spec (`None` for a group), for listeners that take no group
+    /// (TCP control ports).
+    pub fn unicast(&self) -> Option<SocketAddr> {
+        match self {
+            ListenSpec::Unicast(a) => Some(*a),
+            ListenSpec::Multicast { .. } => None,
+        }
     }
 }
 
@@ -467,7 +463,10 @@ mod tests {
         assert!(e.contains("[ff15::1]@46227"), "{e}");
         let e = err("239.1.2.3@");
         assert!(e.contains("port") && e.contains("GROUP@PORT"), "{e}");
-        assert!(err("239.1.2.3@70000").contains("0 to 65535"));
+        assert!(err("239.1.2.3@70000").contains("port 70000 out of range (0..=65535)"));
+        assert!(err("70000").contains("port 70000 out of range (0..=65535)"));
+        assert!(err("1.2.3.4:5:6").contains("too many colons"));
+        assert!(err("10.0.0.2").contains("missing port"));
         assert!(err("239.1.2.3@+5").contains("port"));
         assert!(err("").contains("empty"));
         assert!(err("host:46227").contains("not an IPv4 or IPv6 address"));

@@ -38,7 +38,7 @@ pub enum PlotError {
     },
     /// The font file is not a usable TrueType font.
     #[error("font {0} cannot be used: {1}")]
-    Font(PathBuf, String),
+    Font(PathBuf, FontError),
     /// plotters failed to draw.
     #[error("drawing failed: {0}")]
     Draw(String),
@@ -50,17 +50,28 @@ pub enum PlotError {
     Export(String),
 }
 
-static FONT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+/// Why a font file cannot be used (kept for the process: plotters registers a font once).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FontError {
+    /// The file cannot be read.
+    #[error(transparent)]
+    Read(std::sync::Arc<std::io::Error>),
+    /// plotters does not take it.
+    #[error("not a TrueType/OpenType font")]
+    NotAFont,
+}
+
+static FONT: OnceLock<Result<PathBuf, FontError>> = OnceLock::new();
 
 /// Load the TrueType font at `path` for PNG text, once per process (plotters keeps fonts in a
 /// global registry). Later calls return the first call's outcome.
 pub fn load_font(path: &Path) -> Result<(), PlotError> {
     let outcome = FONT.get_or_init(|| {
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(path).map_err(|e| FontError::Read(std::sync::Arc::new(e)))?;
         // plotters needs 'static font data; one font per process is a bounded, intended leak.
         let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
         plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes)
-            .map_err(|_| "not a TrueType/OpenType font".to_string())?;
+            .map_err(|_| FontError::NotAFont)?;
         Ok(path.to_path_buf())
     });
     match outcome {

@@ -17,22 +17,10 @@ pub mod relay;
 pub mod report;
 pub mod send;
 
-use thiserror::Error;
+pub mod error;
+
+pub use error::{ConfigError, InputProblem, StreamSessionError};
 
 /// Takes a running loop's counts once per live interval (`--metrics`, `evlbi serve`). It runs
 /// on the data path's thread: it must only hand the value over (a channel, a swap), never wait.
 pub type Observer<T> = Box<dyn FnMut(T) + Send>;
-
-/// Why a stream session could not run.
-#[derive(Debug, Error)]
-pub enum SessionError {
-    /// Socket setup or I/O.
-    #[error(transparent)]
-    Net(#[from] netio::NetioError),
-    /// A file or socket operation failed.
-    #[error(transparent)]
-    Io(#[from] netio::IoError),
-    /// The input cannot be streamed as asked.
-    #[error("{0}")]
-    Input(String),
-}

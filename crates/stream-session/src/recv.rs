@@ -10,7 +10,7 @@ use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
 use crate::report::RecvReport;
-use crate::{Observer, SessionError};
+use crate::{ConfigError, Observer, StreamSessionError};
 use netio::io_err;
 use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RecvStatus;
@@ -101,9 +101,9 @@ impl BoundReceiver {
     /// Bound first, the kernel queues them in the receive buffer (sized before the bind) and
     /// counts any overflow as this socket's drops. Return only when ready to receive, so the
     /// caller's "listening" line means ready.
-    pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, SessionError> {
+    pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, StreamSessionError> {
         if cfg.listen.is_empty() || cfg.listen.len() > 64 {
-            return Err(SessionError::Input("1 to 64 listen addresses".into()));
+            return Err(ConfigError::ListenCount.into());
         }
         let (mut socks, mut grants) = (Vec::new(), Vec::new());
         let mut drop_count = true;
@@ -164,7 +164,7 @@ impl BoundReceiver {
     }
 
     /// The addresses actually bound, in `--listen` order.
-    pub fn local_addrs(&self) -> Result<Vec<SocketAddr>, SessionError> {
+    pub fn local_addrs(&self) -> Result<Vec<SocketAddr>, StreamSessionError> {
         let addrs: Result<Vec<_>, _> = self.socks.iter().map(|s| s.local_addr()).collect();
         Ok(addrs.map_err(io_err("read local address"))?)
     }
@@ -175,7 +175,7 @@ impl BoundReceiver {
     }
 
     /// Receive until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
-    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, SessionError> {
+    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&LiveLine)) -> Result<RecvReport, StreamSessionError> {
         let BoundReceiver {
             cfg,
             socks,
@@ -340,7 +340,7 @@ fn receive_batch(
     sink: &mut Recorder,
     t: &mut Timers,
     tally: &mut LiveTally,
-) -> Result<bool, SessionError> {
+) -> Result<bool, StreamSessionError> {
     let mut got = Ok(0);
     if t.nap {
         std::thread::sleep(NAP);
@@ -396,7 +396,7 @@ fn receive_any(
     sink: &mut Recorder,
     t: &mut Timers,
     tally: &mut LiveTally,
-) -> Result<bool, SessionError> {
+) -> Result<bool, StreamSessionError> {
     if let [one] = socks {
         return receive_batch(one, Duration::from_millis(1), batch, rx, sink, t, tally);
     }

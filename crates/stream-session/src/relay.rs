@@ -21,7 +21,7 @@ use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
-use crate::{Observer, SessionError};
+use crate::{ConfigError, Observer, StreamSessionError};
 use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
@@ -111,7 +111,7 @@ struct InBatch {
 /// An input socket and its reader thread.
 struct Input {
     sock: UdpSocket,
-    reader: Option<JoinHandle<Result<(), String>>>,
+    reader: Option<JoinHandle<Result<(), ReaderError>>>,
 }
 
 /// Bound sockets, before relaying: lets a caller print the ports (`--listen 127.0.0.1:0`).
@@ -128,14 +128,12 @@ pub struct BoundRelay {
 impl BoundRelay {
     /// Bind every input (buffers sized first, so nothing that comes is refused) and the
     /// output, then set the tee up.
-    pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, SessionError> {
+    pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, StreamSessionError> {
         if cfg.listen.is_empty() {
-            return Err(SessionError::Input("no --listen address".into()));
+            return Err(ConfigError::NoListen.into());
         }
         if cfg.relay.arq_latency.is_some() && cfg.relay.output != SeqFormat::Native {
-            return Err(SessionError::Input(
-                "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
-            ));
+            return Err(ConfigError::ArqNeedsNative.into());
         }
         let mut inputs = Vec::new();
         let mut grants = Vec::new();
@@ -197,7 +195,11 @@ impl BoundRelay {
     }
 
     /// Relay until stopped (`stop`, duration, idle timeout); `live` gets one line per interval.
-    pub fn run(self, stop: &AtomicBool, mut live: impl FnMut(&RelayLiveLine)) -> Result<RelayReport, SessionError> {
+    pub fn run(
+        self,
+        stop: &AtomicBool,
+        mut live: impl FnMut(&RelayLiveLine),
+    ) -> Result<RelayReport, StreamSessionError> {
         let BoundRelay {
             cfg,
             inputs,
@@ -310,7 +312,7 @@ fn drain(
     spin: Duration,
     stop: &AtomicBool,
     answer_for: Option<Duration>,
-) -> Result<(), SessionError> {
+) -> Result<(), StreamSessionError> {
     let until = Instant::now() + Duration::from_secs(1);
     while relay.has_queued() && Instant::now() < until {
         let now = Instant::now();
@@ -357,7 +359,7 @@ struct Readers {
 
 impl Readers {
     /// A reader thread per input socket (one that may nap when its buffer holds a nap's worth).
-    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, SessionError> {
+    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, StreamSessionError> {
         let halt = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
         let (back_tx, back_rx) = mpsc::channel::<InBatch>();
@@ -422,7 +424,7 @@ impl Readers {
 
     /// Stop the readers (halted already, or now) and end the relay's input; the inputs (for
     /// their counts) and the first reader error.
-    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<String>) {
+    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<ReaderError>) {
         let Readers {
             mut inputs, rx, halt, ..
         } = self;
@@ -446,7 +448,7 @@ struct RelayEnd {
     marks: Marks,
     readers: Vec<Input>,
     grants: Vec<netio::BufferGrant>,
-    reader_error: Option<String>,
+    reader_error: Option<ReaderError>,
     stopped_by: &'static str,
 }
 
@@ -482,7 +484,10 @@ impl RelayEnd {
             output_format: cfg.relay.output,
             duration_s,
             datagrams: *relay.counters(),
-            first_problem: relay.first_problem().map(str::to_string).or(reader_error),
+            first_problem: relay
+                .first_problem()
+                .map(str::to_string)
+                .or(reader_error.map(|e| e.to_string())),
             untracked_datagrams: relay.untracked_datagrams(),
             senders: relay.senders(),
             other_senders: relay.other_senders(),
@@ -547,17 +552,14 @@ fn next_batch(rx: &ChanRx<InBatch>, until: Instant, spin: Duration) -> Result<Op
 /// Send everything due now (the clock read again after each send, so a backlog drains in one
 /// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
 /// frames due within `spin` are waited for here, spinning.
-fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), SessionError> {
+fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), StreamSessionError> {
     let began = Instant::now();
     for _ in 0..4096 {
         let now = Instant::now();
         if now - began > SEND_SLICE {
             break;
         }
-        let Some(tx) = relay
-            .poll_transmit(now)
-            .map_err(|e| SessionError::Input(e.to_string()))?
-        else {
+        let Some(tx) = relay.poll_transmit(now).map_err(StreamSessionError::Schedule)? else {
             break;
         };
         wire.send(&tx)?;
@@ -582,6 +584,16 @@ fn input_drops(inputs: &[Input]) -> u64 {
     inputs.iter().map(|i| socket_drops(&i.sock).unwrap_or(0)).sum()
 }
 
+/// Why an input's reader thread stopped: its socket failed.
+#[derive(Debug, thiserror::Error)]
+#[error("input {input}: receive: {source}")]
+pub struct ReaderError {
+    /// The input's index (the order of `--listen`).
+    pub input: u16,
+    /// The socket's error.
+    pub source: std::io::Error,
+}
+
 /// The reader thread of input `input`: recvmmsg batches copied into a buffer for the relay
 /// thread (buffers come back for reuse). Ends when halted or when the relay thread is gone.
 fn read_input(
@@ -591,7 +603,7 @@ fn read_input(
     back: &std::sync::Mutex<ChanRx<InBatch>>,
     halt: &AtomicBool,
     may_nap: bool,
-) -> Result<(), String> {
+) -> Result<(), ReaderError> {
     let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
     let mut nap = false;
     while !halt.load(Ordering::Relaxed) {
@@ -615,7 +627,7 @@ fn read_input(
             {
                 continue
             }
-            Err(e) => return Err(format!("input {input}: receive: {e}")),
+            Err(source) => return Err(ReaderError { input, source }),
         }
         let at = Instant::now();
         let reused = back.lock().ok().and_then(|b| b.try_recv().ok());

@@ -26,7 +26,7 @@ use stream::{PacedSchedule, SeqFormat};
 use vdif::{FrameScanner, ScanEvent};
 
 use crate::report::SendReport;
-use crate::{Observer, SessionError};
+use crate::{ConfigError, InputProblem, Observer, StreamSessionError};
 use netio::io_err;
 
 /// Frames per batch handed from a reader thread to the sender.
@@ -180,7 +180,7 @@ struct Source {
 /// Inspect one input (one pass over its bytes). A file that fits in memory is read once and
 /// inspected there, so it is sent from memory: no reader thread competing for one of two cores,
 /// no per-frame allocation, no second read.
-fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
+fn examine(cfg: &SendConfig, input: Input) -> Result<Source, StreamSessionError> {
     let name = input.name();
     let (path, data, rep) = match input {
         Input::File(path) => {
@@ -195,17 +195,18 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
             (None, Some(data), rep)
         }
     };
-    let rep = rep.map_err(|e| SessionError::Input(format!("{name}: {e}")))?;
+    let rep = rep.map_err(|e| StreamSessionError::input(&name, e.into()))?;
     let (Some(station_id), Some(frame_len), Some(header_len)) = (rep.station_id, rep.frame_bytes, rep.header_bytes)
     else {
-        return Err(SessionError::Input(format!("{name}: no VDIF frames found")));
+        return Err(StreamSessionError::input(name, InputProblem::NoFrames));
     };
     let threads = rep.threads.len() as u16;
     if rep.threads.iter().enumerate().any(|(i, t)| usize::from(*t) != i) {
-        return Err(SessionError::Input(format!(
-            "{name}: thread ids {:?} are not 0..{threads}; the receiver places frames by thread id",
-            rep.threads
-        )));
+        let ids = rep.threads.clone();
+        return Err(StreamSessionError::input(
+            name,
+            InputProblem::ThreadIds { ids, threads },
+        ));
     }
     let data_len = frame_len - header_len;
     // The file's rate (--fps, the header, its seconds), else the one --rate gives (vdif's rule).
@@ -218,7 +219,10 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
         (None, Some(r)) => r.get(),
         _ => {
             let bits_per_frame = data_len as f64 * 8.0 * f64::from(threads.max(1));
-            return Err(SessionError::Input(unknown_frame_rate(&name, &rep, bits_per_frame)));
+            return Err(StreamSessionError::input(
+                name,
+                unknown_frame_rate(&rep, bits_per_frame),
+            ));
         }
     };
     let rate_bps = cfg
@@ -227,9 +231,10 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     let per_thread = rep.frames / u64::from(threads.max(1));
     let loop_seconds = if cfg.loop_files {
         if per_thread == 0 || per_thread % u64::from(fps) != 0 {
-            return Err(SessionError::Input(format!(
-                "{name}: --loop needs a file of whole seconds ({per_thread} frames per thread at {fps} frames/s)"
-            )));
+            return Err(StreamSessionError::input(
+                name,
+                InputProblem::LoopNeedsWholeSeconds { per_thread, fps },
+            ));
         }
         (per_thread / u64::from(fps)) as u32
     } else {
@@ -239,9 +244,7 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
     // counted anything else as garbage); otherwise the reader thread skips what is not.
     let memory = data.filter(|d| rep.frames.checked_mul(frame_len as u64) == Some(d.len() as u64));
     if memory.is_none() && path.is_none() {
-        return Err(SessionError::Input(format!(
-            "{name}: frames in memory are not contiguous VDIF"
-        )));
+        return Err(StreamSessionError::input(name, InputProblem::NotContiguous));
     }
     Ok(Source {
         name,
@@ -261,18 +264,17 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, SessionError> {
 /// second (the frame numbers count up to an unknown total) and its headers state no sample
 /// rate (only EDV 1 and 3 do, VDIF 1.1.1 §3 and the VLBA EDV 3 note). A file that crosses a
 /// second shows its rate in the frame numbers and never comes here.
-fn unknown_frame_rate(name: &str, rep: &vdif::inspect::InspectReport, bits_per_frame: f64) -> String {
+fn unknown_frame_rate(rep: &vdif::inspect::InspectReport, bits_per_frame: f64) -> InputProblem {
     let lowest = rep.per_thread.iter().map(|t| t.earliest.1).min().unwrap_or(0);
     let highest = rep.per_thread.iter().map(|t| t.latest.1).max().unwrap_or(0);
-    let second = rep.first_second_utc.as_deref().unwrap_or("?");
-    let edv = rep.edv.map_or("?".into(), |e| e.to_string());
-    format!(
-        "{name}: frame rate unknown: its frames are numbers {lowest}..{highest} of one second ({second}), \
-         with no second boundary to count a second's frames by, and its headers (EDV {edv}) state no sample \
-         rate, so it is only known to be at least {} frames/s per thread; pass --fps N (frames per second \
-         per thread: the data rate ÷ {bits_per_frame} bits) or --rate (the data rate, e.g. 128M)",
-        u64::from(highest) + 1
-    )
+    InputProblem::FrameRateUnknown {
+        lowest,
+        highest,
+        second: rep.first_second_utc.clone().unwrap_or_else(|| "?".into()),
+        edv: rep.edv.map_or("?".into(), |e| e.to_string()),
+        at_least: u64::from(highest) + 1,
+        bits_per_frame,
+    }
 }
 
 /// What examining a stream gives: the opener (for a reader thread), the data when it fits in
@@ -285,8 +287,8 @@ type Examined = (
 
 /// Inspect a stream of `len` bytes: read into memory when it fits, else inspected as it is
 /// read (then a reader thread sends it).
-fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Result<Examined, SessionError> {
-    let read_err = |e: std::io::Error| SessionError::Input(format!("{name}: {e}"));
+fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Result<Examined, StreamSessionError> {
+    let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
     let mut r = open.open().map_err(read_err)?;
     if len <= MEMORY_SOURCE_MAX {
         let mut data = Vec::with_capacity(len as usize);
@@ -302,7 +304,8 @@ fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Resul
 struct ReaderStats {
     loops: u64,
     garbage_bytes: u64,
-    error: Option<String>,
+    /// What failed ("open" or "read") and why.
+    error: Option<(&'static str, std::io::Error)>,
 }
 
 /// A batch of whole frames from a reader thread, with the pass over the file it came from (a
@@ -314,14 +317,14 @@ struct Batch {
 
 /// Read whole frames in batches; at the end restart when looping (the sender advances the time
 /// of later passes).
-fn reader(path: Opener, name: String, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
+fn reader(path: Opener, frame_len: usize, looping: bool, tx: SyncSender<Batch>) -> ReaderStats {
     let mut st = ReaderStats::default();
     let mut pass = 0u32;
     loop {
         let f = match path.open() {
             Ok(f) => f,
             Err(e) => {
-                st.error = Some(format!("open {name}: {e}"));
+                st.error = Some(("open", e));
                 return st;
             }
         };
@@ -344,7 +347,7 @@ fn reader(path: Opener, name: String, frame_len: usize, looping: bool, tx: SyncS
                 }
                 Ok(ScanEvent::Garbage { len, .. }) | Ok(ScanEvent::Truncated { len, .. }) => st.garbage_bytes += len,
                 Err(e) => {
-                    st.error = Some(format!("read {name}: {e}"));
+                    st.error = Some(("read", e));
                     return st;
                 }
             }
@@ -402,7 +405,7 @@ fn send_retrying(
     to: SocketAddr,
     would_block: &mut u64,
     mut send: impl FnMut() -> std::io::Result<()>,
-) -> Result<(), SessionError> {
+) -> Result<(), StreamSessionError> {
     loop {
         match send() {
             Ok(()) => return Ok(()),
@@ -426,7 +429,7 @@ pub(crate) struct Wire {
 
 impl Wire {
     /// A non-blocking socket connected to `to` with a `sndbuf` send buffer.
-    pub(crate) fn open(to: SocketAddr, sndbuf: usize) -> Result<Wire, SessionError> {
+    pub(crate) fn open(to: SocketAddr, sndbuf: usize) -> Result<Wire, StreamSessionError> {
         let (sock, _mtu) = open_socket(to, sndbuf)?;
         Ok(Wire {
             sock,
@@ -455,7 +458,7 @@ impl Wire {
 
     /// Hand a transmit to the kernel: one datagram with send(2), or equal-sized datagrams with
     /// one UDP GSO call where the kernel has it (UDP_SEGMENT, Linux ≥ 4.18), else one sendmmsg.
-    pub(crate) fn send(&mut self, t: &Transmit<'_>) -> Result<(), SessionError> {
+    pub(crate) fn send(&mut self, t: &Transmit<'_>) -> Result<(), StreamSessionError> {
         let (sock, to) = (&self.sock, self.to);
         match t.segment_size {
             None => send_retrying(to, &mut self.would_block, || sock.send_to(t.contents, to).map(drop)),
@@ -467,7 +470,7 @@ impl Wire {
 
     /// Read every datagram waiting on the socket into the sender (NAKs), then send the repeats
     /// they ask for.
-    fn serve_naks(&mut self, sender: &mut Sender<PacedSchedule>, now: Instant) -> Result<(), SessionError> {
+    fn serve_naks(&mut self, sender: &mut Sender<PacedSchedule>, now: Instant) -> Result<(), StreamSessionError> {
         self.read_returns(|d| sender.handle_nak(now, d));
         while let Some(t) = sender.poll_transmit(now).map_err(loop_error)? {
             self.send(&t)?;
@@ -477,8 +480,8 @@ impl Wire {
     }
 }
 
-fn loop_error(e: SenderError) -> SessionError {
-    SessionError::Input(e.to_string())
+fn loop_error(e: SenderError) -> StreamSessionError {
+    StreamSessionError::Schedule(e)
 }
 
 /// Datagrams read back from the destination per call (calls come every millisecond): a
@@ -517,51 +520,45 @@ pub(crate) fn first_seq(format: SeqFormat) -> u64 {
 }
 
 /// Check the request and inspect every input.
-fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, SessionError> {
+fn validate(cfg: &mut SendConfig) -> Result<Vec<Source>, StreamSessionError> {
     if cfg.inputs.is_empty() {
-        return Err(SessionError::Input("no input files".into()));
+        return Err(ConfigError::NoInputs.into());
     }
     if cfg.inputs.len() > usize::from(u16::MAX) {
-        return Err(SessionError::Input("too many stations".into()));
+        return Err(ConfigError::TooManyStations {
+            count: cfg.inputs.len(),
+        }
+        .into());
     }
     if cfg.arq_latency.is_some() && cfg.format != SeqFormat::Native {
-        return Err(SessionError::Input(
-            "--arq-latency needs --seq-format native (NAKs name native sequence numbers)".into(),
-        ));
+        return Err(ConfigError::ArqNeedsNative.into());
     }
     if cfg.senders == 0 {
-        return Err(SessionError::Input("--senders must be at least 1".into()));
+        return Err(ConfigError::NoSenders.into());
     }
     if !cfg.board_to.is_empty() && cfg.board_to.len() != cfg.senders {
-        return Err(SessionError::Input(format!(
-            "{} destinations for --senders {}: give one --to for all boards or one per board",
-            cfg.board_to.len(),
-            cfg.senders
-        )));
+        return Err(ConfigError::BoardDestinations {
+            destinations: cfg.board_to.len(),
+            senders: cfg.senders,
+        }
+        .into());
     }
     if cfg.senders > 1 && cfg.format == SeqFormat::Native {
-        return Err(SessionError::Input(
-            "--senders K > 1 simulates a backend's boards: use --seq-format jive5ab (each board numbers its own \
-             datagrams) or none (bare VDIF); native framing numbers one stream per station from one socket"
-                .into(),
-        ));
+        return Err(ConfigError::BoardsNeedBoardFraming.into());
     }
     let inputs = std::mem::take(&mut cfg.inputs);
     let sources: Vec<Source> = inputs.into_iter().map(|p| examine(cfg, p)).collect::<Result<_, _>>()?;
     if cfg.senders > 1 {
         for s in &sources {
             if usize::from(s.threads) < cfg.senders {
-                return Err(SessionError::Input(format!(
-                    "{}: {} VDIF thread(s) cannot be split over --senders {}: each board sends at least one thread \
-                     (use at most {} senders, or more threads)",
-                    s.name, s.threads, cfg.senders, s.threads
-                )));
+                let (threads, senders) = (s.threads, cfg.senders);
+                return Err(StreamSessionError::input(
+                    &s.name,
+                    InputProblem::ThreadsForSenders { threads, senders },
+                ));
             }
             if s.memory.is_none() {
-                return Err(SessionError::Input(format!(
-                    "{}: --senders K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)",
-                    s.name
-                )));
+                return Err(StreamSessionError::input(&s.name, InputProblem::BoardsNeedMemory));
             }
         }
     }
@@ -577,10 +574,12 @@ pub fn board_threads(threads: u16, senders: usize, board: usize) -> Vec<u16> {
 }
 
 /// The sending socket (non-blocking, connected to the destination) and its path MTU.
-fn open_socket(to: SocketAddr, sndbuf: usize) -> Result<(std::net::UdpSocket, Option<usize>), SessionError> {
-    let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
-        .parse()
-        .map_err(|_| SessionError::Input("bind address".into()))?;
+fn open_socket(to: SocketAddr, sndbuf: usize) -> Result<(std::net::UdpSocket, Option<usize>), StreamSessionError> {
+    let bind = if to.is_ipv4() {
+        SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+    };
     let (sock, _grant) = bind_udp(
         bind,
         BufferRequest {
@@ -689,7 +688,7 @@ fn build_boards(
     cfg: &SendConfig,
     sources: Vec<Source>,
     (start, later): (Instant, u32),
-) -> Result<(Vec<Board>, Option<usize>), SessionError> {
+) -> Result<(Vec<Board>, Option<usize>), StreamSessionError> {
     let shared: Vec<(Source, Arc<Vec<u8>>)> = sources
         .into_iter()
         .map(|mut s| {
@@ -763,8 +762,8 @@ fn build_sender(
             (None, path) => {
                 let (tx, rx) = sync_channel(QUEUE_BATCHES);
                 let reader = path.map(|path| {
-                    let (fl, looping, name) = (src.frame_len, src.loop_seconds > 0, src.name.clone());
-                    std::thread::spawn(move || reader(path, name, fl, looping, tx))
+                    let (fl, looping) = (src.frame_len, src.loop_seconds > 0);
+                    std::thread::spawn(move || reader(path, fl, looping, tx))
                 });
                 let source = ReaderSource {
                     rx,
@@ -802,7 +801,7 @@ fn drive(
     boards: &mut [Board],
     stop: &AtomicBool,
     mut observer: Option<Observer<SendStatus>>,
-) -> Result<bool, SessionError> {
+) -> Result<bool, StreamSessionError> {
     let start = boards.first().map_or_else(Instant::now, |b| b.sender.config().start);
     let mut next_ctl = start;
     let mut next_status = start + Duration::from_secs(1);
@@ -859,7 +858,7 @@ fn send_status(boards: &[Board], elapsed: Duration) -> SendStatus {
 /// streamed files), or `cfg.senders` boards; with the path MTU the kernel knows.
 type Built = (Vec<Board>, Vec<Option<JoinHandle<ReaderStats>>>, Option<usize>);
 
-fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, SessionError> {
+fn build(cfg: &SendConfig, sources: Vec<Source>) -> Result<Built, StreamSessionError> {
     if cfg.senders > 1 {
         let (start, later) = timeline_start(cfg, &sources);
         let (boards, path_mtu) = build_boards(cfg, sources, (start, later))?;
@@ -899,7 +898,7 @@ fn timeline_start(cfg: &SendConfig, sources: &[Source]) -> (Instant, u32) {
 }
 
 /// Send until the files end (no `--loop`), the duration passes or `stop` is set.
-pub fn run_sender(cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, SessionError> {
+pub fn run_sender(cfg: SendConfig, stop: &AtomicBool) -> Result<SendReport, StreamSessionError> {
     run_sender_observed(cfg, stop, None)
 }
 
@@ -908,7 +907,7 @@ pub fn run_sender_observed(
     mut cfg: SendConfig,
     stop: &AtomicBool,
     observer: Option<Observer<SendStatus>>,
-) -> Result<SendReport, SessionError> {
+) -> Result<SendReport, StreamSessionError> {
     let sources = validate(&mut cfg)?;
     let largest_frame = sources.iter().map(|s| s.frame_len).max();
     let (mut boards, readers, path_mtu) = build(&cfg, sources)?;
@@ -948,8 +947,11 @@ pub fn run_sender_observed(
     drop(boards);
     for (st, reader) in stations.iter_mut().zip(readers) {
         let rs = reader.and_then(|h| h.join().ok()).unwrap_or_default();
-        if let Some(e) = rs.error {
-            return Err(SessionError::Input(e));
+        if let Some((op, source)) = rs.error {
+            return Err(StreamSessionError::input(
+                &st.file,
+                InputProblem::ReadWhileSending { op, source },
+            ));
         }
         st.loops += rs.loops;
         st.garbage_bytes += rs.garbage_bytes;

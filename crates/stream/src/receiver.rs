@@ -71,11 +71,19 @@ impl SourceFilter {
     }
 }
 
+/// A `--from` that is no IP address (with or without a port).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?}: expected an IP address, with or without :PORT")]
+pub struct SourceFilterError {
+    /// The text given.
+    pub input: String,
+}
+
 impl FromStr for SourceFilter {
-    type Err = String;
+    type Err = SourceFilterError;
 
     /// `ADDRESS:PORT`, `[V6]:PORT`, or an address alone (`10.0.0.1`, `::1`, `[::1]`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, SourceFilterError> {
         let s = s.trim();
         if let Ok(a) = s.parse::<SocketAddr>() {
             return Ok(SourceFilter::Addr(a));
@@ -83,7 +91,7 @@ impl FromStr for SourceFilter {
         let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
         bare.parse::<IpAddr>()
             .map(SourceFilter::Host)
-            .map_err(|_| format!("{s:?}: expected an IP address, with or without :PORT"))
+            .map_err(|_| SourceFilterError { input: s.to_string() })
     }
 }
 

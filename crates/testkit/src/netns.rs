@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::FixtureError;
+
 /// A named network namespace (`ip netns add`), deleted on drop.
 pub struct Netns {
     name: String,
@@ -25,7 +27,7 @@ impl Netns {
     }
 
     /// Namespace `evlbi-TAG-PID` with `lo` up and holding `addrs` (/24) besides 127.0.0.1.
-    pub fn create(tag: &str, addrs: &[IpAddr]) -> Result<Netns, String> {
+    pub fn create(tag: &str, addrs: &[IpAddr]) -> Result<Netns, FixtureError> {
         let ns = Netns {
             name: format!("evlbi-{tag}-{}", std::process::id()),
         };
@@ -37,16 +39,19 @@ impl Netns {
         Ok(ns)
     }
 
-    fn ip(&self, args: &[&str], inside: bool) -> Result<(), String> {
+    fn ip(&self, args: &[&str], inside: bool) -> Result<(), FixtureError> {
         let mut c = Command::new("ip");
         if inside {
             c.args(["-n", &self.name]);
         }
-        let out = c.args(args).output().map_err(|e| e.to_string())?;
+        let out = c.args(args).output().map_err(FixtureError::io("run ip"))?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("ip {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+            Err(FixtureError::Command {
+                command: format!("ip {args:?}"),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
         }
     }
 
@@ -63,7 +68,7 @@ impl Netns {
     }
 
     /// Move the calling thread into it: sockets it opens from now on are the namespace's.
-    pub fn enter(&self) -> Result<(), String> {
+    pub fn enter(&self) -> Result<(), FixtureError> {
         enter(&self.path())
     }
 
@@ -74,11 +79,11 @@ impl Netns {
 }
 
 /// Move the calling thread into the network namespace named by the file `path`.
-pub fn enter(path: &std::path::Path) -> Result<(), String> {
+pub fn enter(path: &std::path::Path) -> Result<(), FixtureError> {
     use std::os::fd::AsFd;
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f = std::fs::File::open(path).map_err(FixtureError::io(path.display().to_string()))?;
     rustix::thread::move_into_link_name_space(f.as_fd(), Some(rustix::thread::LinkNameSpaceType::Network))
-        .map_err(|e| format!("setns {}: {e}", path.display()))
+        .map_err(|e| FixtureError::io(format!("setns {}", path.display()))(e.into()))
 }
 
 impl Drop for Netns {

@@ -121,14 +121,27 @@ pub fn iso(epoch: u8, seconds: u32, fraction: f64) -> String {
 
 /// Parse an ISO-8601 / RFC 3339 UTC time ("2026-11-23T12:00:00Z") or `now`, to whole Unix
 /// seconds; `now_unix` is what `now` means (the caller reads the clock: this crate does no IO).
-pub fn parse_start(s: &str, now_unix: i64) -> Result<i64, String> {
+pub fn parse_start(s: &str, now_unix: i64) -> Result<i64, StartTimeError> {
     if s == "now" {
         return Ok(now_unix);
     }
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.timestamp())
         .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").map(|t| t.and_utc().timestamp()))
-        .map_err(|e| format!("{s:?} is not a UTC time like 2026-11-23T12:00:00Z ({e})"))
+        .map_err(|source| StartTimeError {
+            input: s.to_string(),
+            source,
+        })
+}
+
+/// A start time that is neither `now` nor a UTC time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a UTC time like 2026-11-23T12:00:00Z ({source})")]
+pub struct StartTimeError {
+    /// The text given.
+    pub input: String,
+    /// chrono's reason.
+    pub source: chrono::ParseError,
 }
 
 #[cfg(test)]

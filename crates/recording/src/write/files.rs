@@ -157,13 +157,7 @@ pub(super) fn writer(
     // The directory (the operator's --out or disk) was opened by the recorder; every file is
     // made below it without following links.
     let dir = root.path().to_path_buf();
-    let root: Result<Dir, String> = Ok(root);
-    let mut scans = ScanFiles::new(
-        root.as_ref()
-            .map_err(Clone::clone)
-            .and_then(|d| d.try_clone().map_err(|e| e.to_string())),
-        direct,
-    );
+    let mut scans = ScanFiles::new(root.try_clone(), direct);
     let mut done = Vec::new();
     for op in ops {
         match op {
@@ -278,16 +272,17 @@ fn data(
 /// A new VDIF file for `station` (a file that cannot be made is an error kept, and its frames
 /// are counted as not written).
 fn open_file(
-    root: &Result<Dir, String>,
+    root: &Dir,
     dir: &std::path::Path,
     station: FileKey,
     file: &OpenFile,
     direct: bool,
     shared: &Shared,
 ) -> Open {
-    let made = match (root, file) {
-        (Ok(d), OpenFile::Stamped(stamp)) => create(d, station, stamp, direct),
-        (Ok(d), OpenFile::Named { name, mode }) => {
+    let d = root;
+    let made = match file {
+        OpenFile::Stamped(stamp) => create(d, station, stamp, direct),
+        OpenFile::Named { name, mode } => {
             // No direct I/O: an appended file does not start at a block boundary.
             let f = match mode {
                 FileMode::New => d.create_file(name, Create::default()),
@@ -296,7 +291,6 @@ fn open_file(
             };
             f.map(|f| (f, d.display(name))).map_err(DirError::into_io)
         }
-        (Err(e), _) => Err(std::io::Error::other(e.clone())),
     };
     let direct = direct && matches!(file, OpenFile::Stamped(_));
     let (file, path) = match made {

@@ -60,7 +60,7 @@ struct ScanOpen {
 /// The recordings on one disk.
 pub(super) struct ScanFiles {
     /// The disk's directory (or why it could not be opened).
-    disk: Result<Dir, String>,
+    disk: Result<Dir, DirError>,
     direct: bool,
     open: HashMap<FileKey, ScanOpen>,
     stats: HashMap<FileKey, LaneScan>,
@@ -108,7 +108,7 @@ impl ScanOpen {
 }
 
 impl ScanFiles {
-    pub(super) fn new(disk: Result<Dir, String>, direct: bool) -> ScanFiles {
+    pub(super) fn new(disk: Result<Dir, DirError>, direct: bool) -> ScanFiles {
         ScanFiles {
             disk,
             direct,
@@ -120,7 +120,7 @@ impl ScanFiles {
     }
 
     fn disk(&self) -> std::io::Result<&Dir> {
-        self.disk.as_ref().map_err(|e| std::io::Error::other(e.clone()))
+        self.disk.as_ref().map_err(|e| std::io::Error::other(e.to_string()))
     }
 
     fn disk_path(&self) -> PathBuf {

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import sys
 
 CORE = {"vdif", "probe", "stream", "transfer", "linkemu", "models", "histogram", "seqrange", "hostcounters", "fxcorr", "vsis",
@@ -318,23 +319,33 @@ def long_functions(path: str, root: str) -> list:
     return out
 
 
-def self_test() -> int:
-    """Plant each forbidden call in a scratch core file and check the scan reports it (and
-    nothing in test code or comments): a checker that cannot fail is no check."""
-    import tempfile
-    planted = ["Instant::now()", "std::time::SystemTime::now()", "chrono::Utc::now()", "Utc::now()",
-               "Local::now()", "chrono::Local::now()", "std::fs::read(p)", "std::thread::sleep(d)"]
-    clean = ["let t = now; // Utc::now() is read by the caller", "fn now_unix() -> i64 { 0 }",
-             "let nowhere = MyUtc::nowish();"]
+def planted_and_clean(planted: list, clean: list, check, test_line: str, source) -> list:
+    """Each planted line, written into a file by `source`, is found by `check`; each clean one is
+    not; nothing is found on the test code's line `test_line`. The failures."""
     failures = []
     with tempfile.TemporaryDirectory() as root:
         path = os.path.join(root, "lib.rs")
         for code in planted + clean:
             with open(path, "w", encoding="utf-8") as fh:
-                fh.write(f"fn f() {{\n    {code};\n}}\n#[cfg(test)]\nmod tests {{\n    fn g() {{ Utc::now(); }}\n}}\n")
-            found = scan_core_source(path, root)
-            if (code in planted) != bool(found) or any(":6:" in f for f in found):
+                fh.write(source(code))
+            found = check(path, root)
+            if (code in planted) != bool(found) or any(test_line in f for f in found):
                 failures.append(f"self-test: {code!r} gave {found}")
+    return failures
+
+
+def self_test() -> int:
+    """Plant each forbidden call in a scratch core file and check the scan reports it (and
+    nothing in test code or comments): a checker that cannot fail is no check."""
+    planted = ["Instant::now()", "std::time::SystemTime::now()", "chrono::Utc::now()", "Utc::now()",
+               "Local::now()", "chrono::Local::now()", "std::fs::read(p)", "std::thread::sleep(d)"]
+    clean = ["let t = now; // Utc::now() is read by the caller", "fn now_unix() -> i64 { 0 }",
+             "let nowhere = MyUtc::nowish();"]
+    failures = planted_and_clean(
+        planted, clean, scan_core_source, ":6:",
+        lambda code: f"fn f() {{\n    {code};\n}}\n#[cfg(test)]\nmod tests {{\n    fn g() {{ Utc::now(); }}\n}}\n")
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "lib.rs")
         # A live view's own status type is found; the core crate's, imported, is not.
         for code, want in [("pub struct ServeStatus {", True), ("pub(crate) enum LinkStatus {", True),
                            ("use vsis::status::ServeStatus;", False), ("pub struct Status {", False)]:
@@ -370,14 +381,9 @@ def self_test() -> int:
                     "fn f() -> io::Result<String> {", "// fn f() -> Result<(), String>",
                     "let s = \"Result<(), String>\";", "fn f() -> Result<(), String> { // string-error: a trait's",
                     "fn f() -> Result<HashMap<String, u8>, Error> {", "fn f() -> Result<u8, StringError> {"]
-    with tempfile.TemporaryDirectory() as root:
-        path = os.path.join(root, "lib.rs")
-        for code in string_planted + string_clean:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(f"{code}\n#[cfg(test)]\nmod tests {{\n    fn g() -> Result<(), String> {{ Ok(()) }}\n}}\n")
-            found = string_errors(path, root)
-            if (code in string_planted) != bool(found) or any(":4:" in f for f in found):
-                failures.append(f"self-test: {code!r} gave {found}")
+    failures += planted_and_clean(
+        string_planted, string_clean, string_errors, ":4:",
+        lambda code: f"{code}\n#[cfg(test)]\nmod tests {{\n    fn g() -> Result<(), String> {{ Ok(()) }}\n}}\n")
     for f in failures:
         print(f)
     print(f"architecture self-test: {len(planted) + len(string_planted) + len(planted_graphs)} planted, "

@@ -39,13 +39,7 @@ pub fn live_printer(bar: indicatif::ProgressBar) -> impl FnMut(&Interim) + Send 
 pub fn host_line(label: &str, h: &HostDelta) -> String {
     let mut s = format!("{label:<10} host");
     if let Some(c) = &h.cpu {
-        s += &format!(
-            " CPU user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
-            c.user_pct + c.nice_pct,
-            c.system_pct,
-            c.softirq_pct,
-            c.idle_pct
-        );
+        s += &format!(" CPU {}", c.summary());
     }
     if let Some(p) = &h.process {
         s += &format!(", process {:.0}% of a core", p.total_pct());

@@ -161,6 +161,18 @@ pub struct HostCpu {
 }
 
 impl HostCpu {
+    /// The one-line summary reports and live lines print: `user 41% sys 12% softirq 3% idle 44%`
+    /// (nice counted as user).
+    pub fn summary(&self) -> String {
+        format!(
+            "user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
+            self.user_pct + self.nice_pct,
+            self.system_pct,
+            self.softirq_pct,
+            self.idle_pct
+        )
+    }
+
     /// Sum of all shares (≈ 100, or 0 when no tick passed).
     pub fn total_pct(&self) -> f64 {
         self.user_pct

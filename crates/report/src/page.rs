@@ -223,16 +223,7 @@ fn tcp_parts(r: &TcpTestResult) -> (Vec<Metric>, Vec<Table>) {
     }
     for (label, h) in [("sender", &r.host.sender), ("receiver", &r.host.receiver)] {
         if let Some(c) = h.as_ref().and_then(|h| h.cpu) {
-            m.push(Metric::text(
-                &format!("{label} host CPU"),
-                format!(
-                    "user {:.0}% sys {:.0}% softirq {:.0}% idle {:.0}%",
-                    c.user_pct + c.nice_pct,
-                    c.system_pct,
-                    c.softirq_pct,
-                    c.idle_pct
-                ),
-            ));
+            m.push(Metric::text(&format!("{label} host CPU"), c.summary()));
         }
     }
     if let Some(e) = &r.error {

@@ -16,6 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::SimReceiver;
 use linkemu::sim::{Endpoint, Sim};
 use linkemu::{Duplex, Link, LinkConfig, LossModel};
 use pacing::{Pacer, Spacing};
@@ -178,36 +181,8 @@ impl Endpoint for Station {
     }
 }
 
-/// The correlator's receiver, ticking every millisecond like its socket loop.
-struct Correlator {
-    receiver: Receiver,
-    sink: CheckingSink,
-    next_tick: Instant,
-    naks: VecDeque<Vec<u8>>,
-}
-
-impl Endpoint for Correlator {
-    fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let from = SocketAddr::from(([198, 51, 100, 1], 46_227));
-        self.receiver
-            .handle_datagram(now, from, datagram, false, &mut self.sink);
-    }
-    fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
-        self.naks.pop_front()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_tick)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.receiver.expire(now);
-        for (_, nak) in self.receiver.poll_naks(now) {
-            let mut b = Vec::new();
-            nak.encode(&mut b);
-            self.naks.push_back(b);
-        }
-        self.next_tick = now + Duration::from_millis(1);
-    }
-}
+/// The correlator's receiver.
+type Correlator = SimReceiver<CheckingSink>;
 
 /// A DBBC3-like backend: two boards of two threads each, each board sending a time step's
 /// frames back to back on the absolute timeline of a step, looping one second of data.
@@ -294,12 +269,7 @@ fn run(seed: u64) -> Outcome {
         reached_relay: BTreeSet::new(),
         out: VecDeque::new(),
     };
-    let correlator = Correlator {
-        receiver,
-        sink: CheckingSink::default(),
-        next_tick: t0,
-        naks: VecDeque::new(),
-    };
+    let correlator = SimReceiver::new(receiver, CheckingSink::default(), t0);
     let link = Duplex::symmetric(wan, seed + 1).expect("WAN");
     let mut sim = Sim::new(station, correlator, link, t0);
     sim.run_for(Duration::from_secs(u64::from(SECONDS)) + Duration::from_secs(2))

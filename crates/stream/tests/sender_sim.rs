@@ -6,9 +6,11 @@
 //! bursts arrive as single frames.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::SimReceiver;
 use linkemu::sim::{Endpoint, Sim};
 use linkemu::{Duplex, LinkConfig, LossModel};
 use pacing::{Pacer, Spacing};
@@ -72,38 +74,7 @@ impl Endpoint for Tx {
     fn handle_timeout(&mut self, _now: Instant) {}
 }
 
-/// The receiver as a simulation endpoint, ticking every millisecond like the socket loop.
-struct Rx {
-    receiver: Receiver,
-    sink: VecSink,
-    next_tick: Instant,
-    naks: VecDeque<Vec<u8>>,
-}
-
-const FROM: &str = "192.0.2.1:5000";
-
-impl Endpoint for Rx {
-    fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        let from: SocketAddr = FROM.parse().expect("address");
-        self.receiver
-            .handle_datagram(now, from, datagram, false, &mut self.sink);
-    }
-    fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
-        self.naks.pop_front()
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_tick)
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.receiver.expire(now);
-        for (_, nak) in self.receiver.poll_naks(now) {
-            let mut b = Vec::new();
-            nak.encode(&mut b);
-            self.naks.push_back(b);
-        }
-        self.next_tick = now + Duration::from_millis(1);
-    }
-}
+type Rx = SimReceiver<VecSink>;
 
 struct Run {
     arq: bool,
@@ -173,12 +144,7 @@ fn run(r: Run) -> Outcome {
             queue: VecDeque::new(),
             transmits: 0,
         },
-        Rx {
-            receiver,
-            sink: VecSink::default(),
-            next_tick: t0,
-            naks: VecDeque::new(),
-        },
+        SimReceiver::new(receiver, VecSink::default(), t0),
         link,
         t0,
     );

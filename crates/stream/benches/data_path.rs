@@ -31,7 +31,9 @@ struct NullSink {
 
 impl FrameSink for NullSink {
     fn frame(&mut self, _station: u16, frame: &[u8], _filled: bool) {
-        self.frames += u64::from(frame[0] | 1);
+        // The frame itself is kept from being optimised away, not copied.
+        black_box(frame);
+        self.frames += 1;
     }
     fn discontinuity(&mut self, _station: u16) {}
 }

@@ -306,7 +306,8 @@ def run(args):
     data_proc = None
     if args.data_cmd:
         cmd = fill(args.data_cmd, values, {})
-        data_proc = subprocess.Popen(shlex.split(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        data_out = open(args.data_out, "wb") if args.data_out else subprocess.DEVNULL
+        data_proc = subprocess.Popen(shlex.split(cmd), stdout=data_out, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         time.sleep(args.data_lead)
 
@@ -494,6 +495,8 @@ def main():
                    help="mk5ad.ctl time-out in centiseconds (minimum 200; FS sample: 500)")
     p.add_argument("--data-cmd", help="command started before the session and stopped after it "
                    "(placeholders filled), e.g. a VDIF sender to {data_port}")
+    p.add_argument("--data-out", help="the data command's stdout goes here (e.g. a sender's --json report: what "
+                   "it sent and skipped, to judge the daemon's loss counts by)")
     p.add_argument("--data-lead", type=float, default=2.0, help="seconds between --data-cmd and the first request")
     p.add_argument("--out", help="also write the transcript here")
     p.add_argument("--json", help="write the records as JSON here")

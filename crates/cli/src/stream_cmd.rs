@@ -109,7 +109,9 @@ pub struct SendArgs {
     spin: Duration,
     /// Catch up on the timeline after falling up to this far behind (a descheduled sender);
     /// later than that the time is given up, counted as a slip and said on stderr. A station's
-    /// data come at a fixed rate: time given up is data never sent.
+    /// data come at a fixed rate: time given up is data never sent. A backend simulator
+    /// (--generate --start now) keeps every frame at its VDIF time instead, as a backend does:
+    /// frames more than this late are skipped (counted, said on stderr), never sent late.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     max_lag: Duration,
     /// While catching up, send at up to this multiple of the rate (1.0 to 16): 2 clears a
@@ -342,6 +344,7 @@ fn send(a: SendArgs) -> Result<()> {
     for w in &r.warnings {
         status!("warning: {w}");
     }
+    held_up_notes(&r);
     if text {
         send_summary(&r);
     }
@@ -395,6 +398,28 @@ fn send_live_line(s: &stream::results::SendStatus, last: &mut (f64, u64)) -> Str
     )
 }
 
+/// What a held-up sender gave up, per station, on stderr whatever the output format: time (a
+/// slip of the timeline) or frames (skipped by a backend simulator fixed to the clock).
+fn held_up_notes(r: &stream_session::report::SendReport) {
+    for s in &r.stations {
+        if s.slips > 0 {
+            status!(
+                "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
+                s.station,
+                s.slips,
+                s.slipped_s * 1e3
+            );
+        }
+        if s.skipped_late > 0 {
+            status!(
+                "{}: skipped {} frames whose VDIF time had passed by more than --max-lag (the sender was held up, not the network)",
+                s.station,
+                s.skipped_late
+            );
+        }
+    }
+}
+
 /// The closing lines of `stream send`: per station, per sender, ARQ, CPU.
 fn send_summary(r: &stream_session::report::SendReport) {
     for s in &r.stations {
@@ -417,14 +442,6 @@ fn send_summary(r: &stream_session::report::SendReport) {
                 String::new()
             }
         );
-        if s.slips > 0 {
-            status!(
-                "{}: fell more than --max-lag behind {} times and gave up {:.1} ms of its timeline (the sender was held up, not the network)",
-                s.station,
-                s.slips,
-                s.slipped_s * 1e3
-            );
-        }
     }
     if r.senders.len() > 1 {
         for (i, b) in r.senders.iter().enumerate() {

@@ -462,37 +462,75 @@ fn unit_allows(analyze: &Path, unit: &str) -> BTreeSet<String> {
     allow.difference(&deny).cloned().collect()
 }
 
-/// The `evlbi serve` strace runs, sent SIGTERM on drop if still traced (strace itself, killed,
-/// would leave it running).
-struct Traced(libc::pid_t, u32);
+/// The `evlbi serve` strace runs: its PID and its `--config` path, unique to the test, by which
+/// it is recognised in /proc whoever its parent is by then (strace killed or gone leaves it
+/// running, reparented). Stopped on drop, by SIGKILL if SIGTERM does not end it: a failing test
+/// must not leave a daemon behind.
+struct Traced {
+    pid: libc::pid_t,
+    marker: String,
+}
 
 impl Traced {
-    /// strace's child (bounded wait for the fork).
-    fn find(strace: &Proc) -> Traced {
+    /// strace's child (bounded wait for the fork and the exec of `evlbi serve … marker`).
+    fn find(strace: &Proc, marker: &Path) -> Traced {
         let children = format!("/proc/{0}/task/{0}/children", strace.0.id());
+        let marker = marker.display().to_string();
         let t0 = Instant::now();
         loop {
             let text = std::fs::read_to_string(&children).unwrap_or_default();
-            if let Some(pid) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
-                return Traced(pid, strace.0.id());
+            for pid in text.split_whitespace().filter_map(|p| p.parse().ok()) {
+                let t = Traced {
+                    pid,
+                    marker: marker.clone(),
+                };
+                if t.is_ours() {
+                    return t;
+                }
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "strace started no child");
+            assert!(t0.elapsed() < Duration::from_secs(10), "strace started no evlbi serve");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// SIGTERM, while it is still strace's child (its PID not reused by another); whether sent.
+    /// Whether the PID is still our daemon (its command line names our config: not a reused PID).
+    fn is_ours(&self) -> bool {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.pid)).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).contains(&self.marker)
+    }
+
+    /// What /proc says of it, for a failure message.
+    fn state(&self) -> String {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        status
+            .lines()
+            .filter(|l| ["State", "PPid", "TracerPid"].iter().any(|k| l.starts_with(k)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Send `sig` if it is still our daemon; whether sent.
+    fn signal(&self, sig: libc::c_int) -> bool {
+        // SAFETY: kill(2) on a PID whose command line, just read, names this test's config.
+        self.is_ours() && unsafe { libc::kill(self.pid, sig) } == 0
+    }
+
+    /// SIGTERM, as systemd stops it; whether sent.
     fn terminate(&self) -> bool {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).unwrap_or_default();
-        let ppid = format!("PPid:\t{}\n", self.1);
-        // SAFETY: kill(2) on a PID that is, as just read, the child of the strace we started.
-        status.contains(&ppid) && unsafe { libc::kill(self.0, libc::SIGTERM) } == 0
+        self.signal(libc::SIGTERM)
     }
 }
 
 impl Drop for Traced {
     fn drop(&mut self) {
-        self.terminate();
+        if !self.terminate() {
+            return;
+        }
+        let t0 = Instant::now();
+        while self.is_ours() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.signal(libc::SIGKILL);
     }
 }
 
@@ -543,7 +581,7 @@ fn the_units_system_call_filter_allows_a_whole_session() {
             .spawn()
             .unwrap(),
     );
-    let evlbi = Traced::find(&traced);
+    let evlbi = Traced::find(&traced, &cfg);
     let fs = VsiDaemon { port: p.vsi };
     let data = free_udp_port();
     let r = fs.vsi(&[
@@ -589,7 +627,11 @@ fn the_units_system_call_filter_allows_a_whole_session() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // SIGTERM to evlbi (strace's child), as systemd stops it; strace then writes its summary.
-    assert!(evlbi.terminate());
+    assert!(
+        evlbi.terminate(),
+        "evlbi serve is gone before SIGTERM: {}",
+        evlbi.state()
+    );
     let t0 = Instant::now();
     while traced.0.try_wait().unwrap().is_none() {
         assert!(

@@ -602,3 +602,92 @@ fn each_board_sends_to_its_own_destination_port() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("one destination for all boards or one per board"), "{e}");
 }
+
+/// A backend's frames carry the time they were sampled: a simulator held up (SIGSTOP for
+/// 1.5 s, as a descheduled host) skips the frames whose time passed by more than --max-lag and
+/// never sends a frame late, where it once re-anchored its timeline and sent every later frame
+/// 1.5 s behind its VDIF time (a recorder asked for "the next 4 s" then waited for them).
+#[test]
+fn a_held_up_backend_skips_the_frames_whose_time_passed_and_sends_none_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx_dir = dir.path().join("rx");
+    let summary = dir.path().join("recv.json");
+    let rx = common::StreamRecv::start(&[
+        "--out",
+        rx_dir.to_str().unwrap(),
+        "--export-json",
+        summary.to_str().unwrap(),
+    ]);
+    // 4 s of 64 Mb/s: 8000-byte frames, 1000 a second.
+    let sender = bin()
+        .args([
+            "stream",
+            "send",
+            "--generate",
+            "--stations",
+            "Ef",
+            "--rate",
+            "64M",
+            "--seconds",
+            "4",
+        ])
+        .args([
+            "--max-lag",
+            "100ms",
+            "--json",
+            "--to",
+            &format!("127.0.0.1:{}", rx.port),
+        ])
+        // Files, not pipes: the JSON report is larger than a pipe holds before the test reads it.
+        .stdout(std::fs::File::create(dir.path().join("send.json")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("send.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let sender = common::Proc(sender);
+    // Hold it up once its frames arrive (the timeline has started).
+    let t0 = Instant::now();
+    let arrived = || {
+        std::fs::read_dir(&rx_dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .any(|m| m.len() > 0)
+    };
+    while !arrived() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "nothing arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let held = common::Stopped::new(sender.0.id());
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(held);
+    let mut sender = sender;
+    let t1 = Instant::now();
+    while sender.0.try_wait().unwrap().is_none() {
+        assert!(t1.elapsed() < Duration::from_secs(30), "the sender did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stdout = std::fs::read_to_string(dir.path().join("send.json")).unwrap();
+    let stderr = std::fs::read_to_string(dir.path().join("send.log")).unwrap();
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    let st = &report["stations"][0];
+    let (sent, skipped) = (
+        st["frames_sent"].as_u64().unwrap(),
+        st["skipped_late"].as_u64().unwrap(),
+    );
+    // Every frame of the 4 s is sent or skipped, none twice; the hold of 1.5 s less the
+    // 100 ms that may be caught up is skipped (the hold may end up to a scheduler's delay late).
+    assert_eq!(sent + skipped, 4000, "{st}");
+    assert!((1300..=2500).contains(&skipped), "skipped {skipped}: {st}");
+    assert_eq!(st["slips"].as_u64(), Some(0), "{st}");
+    assert!(
+        stderr.contains(&format!("skipped {skipped} frames whose VDIF time had passed")),
+        "{stderr}"
+    );
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let age = &r["data_age_ns"];
+    // No frame is 1.5 s older than its time at the receiver (each left within 100 ms of it; the
+    // rest of the bound is the loaded host's delay between departure and the receiver's clock).
+    assert!(age["max"].as_u64().unwrap() < 1_000_000_000, "{age}");
+}

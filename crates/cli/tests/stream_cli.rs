@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{assert_usage_error, bin, spawn_with_port_on, Wan};
+use common::{assert_usage_error, bin, spawn_with_port_on, Stopped, Wan};
 
 use serde_json::Value;
 use testkit::SmallDisk;
@@ -846,30 +846,6 @@ fn writer_child(pid: u32) -> u32 {
             "no single writer child: {kids:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A process held with SIGSTOP; continued on drop, so a failing test leaves nothing stopped.
-struct Stopped(u32);
-
-impl Stopped {
-    fn signal(pid: u32, sig: &str) {
-        let st = std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "kill {sig} {pid}");
-    }
-
-    fn new(pid: u32) -> Stopped {
-        Stopped::signal(pid, "-STOP");
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        Stopped::signal(self.0, "-CONT");
     }
 }
 

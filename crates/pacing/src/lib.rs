@@ -131,6 +131,11 @@ pub struct Pacer {
     catch_up: Option<CatchUp>,
     /// When the last packet (or batch) left.
     last_release: Option<Instant>,
+    /// Packets are fixed to the clock (a backend's frames carry their time): beyond the bound
+    /// they are skipped, never sent late, and the timeline is never re-anchored.
+    fixed_to_clock: bool,
+    /// Packets skipped because their time had passed by more than the bound.
+    skipped: u64,
 }
 
 impl Pacer {
@@ -147,7 +152,19 @@ impl Pacer {
             slipped_total: Duration::ZERO,
             catch_up: None,
             last_release: None,
+            fixed_to_clock: false,
+            skipped: 0,
         }
+    }
+
+    /// Packets are fixed to the clock, as a backend's: VDIF frames carry the time they were
+    /// sampled, so a sender that falls more than the bound behind must not send them late (the
+    /// stream's time would lag the clock by every hold, and a recorder asked for "the next 4 s"
+    /// would wait for data that come late). [`Pacer::overdue`] says how many to skip
+    /// ([`Pacer::skip`]); the timeline is never re-anchored.
+    pub fn fixed_to_clock(mut self) -> Pacer {
+        self.fixed_to_clock = true;
+        self
     }
 
     /// The default catch-up bound: 1 ms or 64 spacings, whichever is larger.
@@ -229,7 +246,7 @@ impl Pacer {
         }
         self.last_release = Some(now);
         let late = now.saturating_duration_since(self.next_deadline());
-        let slipped = late > self.max_lag;
+        let slipped = late > self.max_lag && !self.fixed_to_clock;
         if slipped {
             self.slips += 1;
             self.slipped_total += late;
@@ -278,7 +295,43 @@ impl Pacer {
         usize::try_from(count).unwrap_or(usize::MAX).min(max)
     }
 
-    /// Packets released so far.
+    /// Packets of a timeline [`Pacer::fixed_to_clock`] whose time passed by more than the bound
+    /// at `now`: the caller skips them ([`Pacer::skip`]) instead of sending them late. Always 0
+    /// for a timeline that re-anchors instead.
+    pub fn overdue(&self, now: Instant) -> u64 {
+        if !self.fixed_to_clock || self.spacing.is_zero() {
+            return 0;
+        }
+        let Some(cutoff) = now.checked_sub(self.max_lag) else {
+            return 0;
+        };
+        if cutoff <= self.next_deadline() {
+            return 0;
+        }
+        // Packets due strictly before the cutoff: the last due at or before `cutoff − 1 ns`.
+        let elapsed = cutoff
+            .saturating_duration_since(self.anchor)
+            .as_nanos()
+            .saturating_sub(1);
+        let Some(last) = self.spacing.last_due(elapsed) else {
+            return 0;
+        };
+        let next_rel = u128::from(self.next - self.anchor_n);
+        u64::try_from((last + 1).saturating_sub(next_rel)).unwrap_or(u64::MAX)
+    }
+
+    /// `n` packets were skipped (their time had passed): the timeline moves past them.
+    pub fn skip(&mut self, n: u64) {
+        self.next = self.next.saturating_add(n);
+        self.skipped = self.skipped.saturating_add(n);
+    }
+
+    /// Packets skipped on a timeline fixed to the clock.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Packets released so far (skipped ones included).
     pub fn sent(&self) -> u64 {
         self.next
     }
@@ -440,6 +493,36 @@ mod tests {
             let by_loop = (0..1000u64).take_while(|&k| p.deadline(k) <= now).count();
             assert_eq!(p.batch_due(now, 1000), by_loop, "at {ns} ns");
         }
+    }
+
+    #[test]
+    fn a_timeline_fixed_to_the_clock_skips_what_is_overdue_and_never_reanchors() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // One packet per ms, 2 ms bound.
+        let mut p = Pacer::new(t0, Spacing::from_nanos(1_000_000))
+            .with_max_lag(ms(2))
+            .fixed_to_clock();
+        assert_eq!(p.overdue(t0 + ms(2)), 0);
+        p.on_sent(t0);
+        // Held up until 10.5 ms: packets 1..=8 (due before 8.5 ms) are beyond the bound.
+        let now = t0 + ms(10) + 500 * US;
+        assert_eq!(p.overdue(now), 8);
+        p.skip(8);
+        assert_eq!((p.skipped(), p.sent(), p.overdue(now)), (8, 9, 0));
+        // Packet 9 leaves 1.5 ms late: within the bound, on the same timeline.
+        assert_eq!(p.next_deadline(), t0 + ms(9));
+        let l = p.on_sent(now);
+        assert_eq!((l.late, l.slipped), (ms(1) + 500 * US, false));
+        // Exactly at the bound a packet is still sent; later it is skipped.
+        assert_eq!(p.overdue(t0 + ms(12)), 0);
+        assert_eq!(p.overdue(t0 + ms(12) + US), 1);
+        // Later than any bound on_sent still keeps the timeline (the caller should have skipped).
+        assert!(!p.on_sent(t0 + ms(50)).slipped);
+        assert_eq!((p.slips(), p.next_deadline()), (0, t0 + ms(11)));
+        // A re-anchoring timeline never reports anything overdue.
+        let r = Pacer::new(t0, Spacing::from_nanos(1_000_000)).with_max_lag(ms(2));
+        assert_eq!(r.overdue(t0 + ms(100)), 0);
     }
 
     #[test]

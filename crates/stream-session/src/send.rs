@@ -85,7 +85,8 @@ pub struct SendConfig {
     /// senders as each station has threads.
     pub senders: usize,
     /// Frames leave at their own VDIF time, moved by whole seconds to just ahead of the clock
-    /// (a backend simulator: `--generate` with `--start now`); else the timeline starts now.
+    /// (a backend simulator: `--generate` with `--start now`), and frames more than `max_lag`
+    /// late are skipped, not sent late; else the timeline starts now.
     pub realtime: bool,
 }
 
@@ -710,9 +711,7 @@ fn build_boards(
                 (src.data_len as u64) * u64::from(src.threads),
                 src.rate_bps.round() as u64,
             );
-            let pacer = Pacer::new(start, step)
-                .with_max_lag(cfg.max_lag)
-                .with_catch_up(cfg.catch_up);
+            let pacer = paced(cfg, Pacer::new(start, step));
             let source = MemorySource::shared(data.clone(), src.frame_len, src.loop_seconds)
                 .only_threads(&share)
                 .later_by(later);
@@ -740,6 +739,17 @@ fn build_boards(
     Ok((boards, path_mtu))
 }
 
+/// `pacer` with the run's catch-up bound and speed; fixed to the clock for a backend simulator
+/// (its frames carry their time: what falls beyond the bound is skipped, not sent late).
+fn paced(cfg: &SendConfig, pacer: Pacer) -> Pacer {
+    let pacer = pacer.with_max_lag(cfg.max_lag).with_catch_up(cfg.catch_up);
+    if cfg.realtime {
+        pacer.fixed_to_clock()
+    } else {
+        pacer
+    }
+}
+
 /// The sender state machine with one station per source, its timeline starting at `start`;
 /// streamed sources get a reader thread each (their handles, in station order).
 fn build_sender(
@@ -751,9 +761,7 @@ fn build_sender(
     let mut readers = Vec::new();
     for src in sources {
         let spacing = Spacing::from_rate(src.data_len as u64, src.rate_bps.round() as u64);
-        let pacer = Pacer::new(start, spacing)
-            .with_max_lag(cfg.max_lag)
-            .with_catch_up(cfg.catch_up);
+        let pacer = paced(cfg, Pacer::new(start, spacing));
         let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path.clone()) {
             (Some(data), _) => (
                 Box::new(MemorySource::new(data, src.frame_len, src.loop_seconds).later_by(later)),

@@ -55,6 +55,11 @@ pub struct SentStation {
     /// Time given up at those slips: the station's data rate fell short by this much time.
     #[serde(default)]
     pub slipped_s: f64,
+    /// Frames never sent because their time had passed by more than the catch-up bound: a
+    /// backend simulator (`--generate --start now`) keeps its frames at their VDIF time, as a
+    /// backend does, so a held-up sender loses frames instead of sending them late.
+    #[serde(default)]
+    pub skipped_late: u64,
 }
 
 /// One sending socket of `evlbi stream send --senders K` (one board of a simulated backend):

@@ -26,6 +26,13 @@ pub trait Schedule {
     fn slipped_total(&self) -> Duration {
         Duration::ZERO
     }
+    /// Frames whose time passed at `now` by more than the catch-up bound, on a schedule fixed
+    /// to the clock (a backend's): the sender skips them instead of sending them late.
+    fn overdue(&self, _now: Instant) -> u64 {
+        0
+    }
+    /// `n` frames were skipped ([`Schedule::overdue`]): the schedule moves past them.
+    fn on_skipped(&mut self, _n: u64) {}
     /// Frames that are due together (one per thread of a time step when a backend's board
     /// sends a step's frames at once; 1 when every frame has its own slot). The achieved rate
     /// counts the data from the first departure to the last: the last release's frames are
@@ -110,6 +117,20 @@ impl Schedule for PacedSchedule {
         late
     }
 
+    fn overdue(&self, now: Instant) -> u64 {
+        // Whole steps are overdue (the pacer counts steps); the rest of a begun step goes too.
+        match self.pacer.overdue(now) {
+            0 => 0,
+            steps => steps.saturating_mul(self.per_step).saturating_sub(self.in_step),
+        }
+    }
+
+    fn on_skipped(&mut self, n: u64) {
+        let frames = self.in_step + n;
+        self.pacer.skip(frames / self.per_step);
+        self.in_step = frames % self.per_step;
+    }
+
     fn slips(&self) -> u64 {
         self.pacer.slips()
     }
@@ -147,6 +168,23 @@ mod tests {
         assert_eq!(p.release_deadline(3), t0 + ms(2));
         p.on_sent_batch(t0 + ms(2), 3);
         assert_eq!((p.in_step, p.next_deadline()), (1, t0 + ms(2)));
+        // Fixed to the clock (1 ms bound), held up until step 5 is 1.5 ms old: steps 3 (its
+        // second frame: one was sent), 4 and 5... are overdue by whole steps, frames counted.
+        let mut c = PacedSchedule::steps(
+            Pacer::new(t0, Spacing::from_nanos(1_000_000))
+                .with_max_lag(ms(1))
+                .fixed_to_clock(),
+            2,
+        );
+        c.on_sent_batch(t0, 2);
+        c.on_sent_batch(t0 + ms(1), 2);
+        c.on_sent_batch(t0 + ms(2), 2);
+        c.on_sent_batch(t0 + ms(3), 1);
+        let now = t0 + ms(6) + Duration::from_micros(500);
+        // Steps 3, 4 and 5 are due before 5.5 ms: 3 steps less the frame of step 3 sent.
+        assert_eq!(c.overdue(now), 5);
+        c.on_skipped(5);
+        assert_eq!((c.in_step, c.next_deadline(), c.overdue(now)), (0, t0 + ms(6), 0));
         // One frame per step is the plain per-frame pacer.
         let mut f = PacedSchedule::frames(Pacer::new(t0, Spacing::from_nanos(1_000_000)));
         f.on_sent_batch(t0, 1);

@@ -252,6 +252,8 @@ struct StationTx<P> {
     frames: u64,
     bytes: u64,
     injected: u64,
+    /// Frames skipped because their time had passed (a schedule fixed to the clock).
+    skipped_late: u64,
     repeats: Option<RetransmitBuffer>,
     done: bool,
 }
@@ -329,6 +331,7 @@ impl<P: Schedule> Sender<P> {
             frames: 0,
             bytes: 0,
             injected: 0,
+            skipped_late: 0,
             repeats,
             done: false,
         });
@@ -412,6 +415,12 @@ impl<P: Schedule> Sender<P> {
             let Some(i) = self.next_station() else {
                 return Ok(None);
             };
+            let overdue = self.stations[i].schedule.overdue(now);
+            if overdue > 0 {
+                self.skip_overdue(i, overdue);
+                // Its next frame, or another station's, is the next to look at.
+                continue;
+            }
             if now < self.stations[i].schedule.release_deadline(self.burst()) {
                 return Ok(None);
             }
@@ -459,6 +468,31 @@ impl<P: Schedule> Sender<P> {
             return Some(i as u16);
         }
         None
+    }
+
+    /// Skip `n` frames of station `i` whose time has passed: they are never sent, as a backend
+    /// that lost them, and take their sequence numbers along (a receiver counts them lost).
+    fn skip_overdue(&mut self, i: usize, n: u64) {
+        let st = &mut self.stations[i];
+        let mut skipped = 0;
+        while skipped < n {
+            if st.source.paused() || st.source.next_frame().is_none() {
+                st.done = !st.source.paused();
+                break;
+            }
+            skipped += 1;
+        }
+        if self.cfg.format == SeqFormat::Jive5ab {
+            self.port_seq = self.port_seq.wrapping_add(skipped);
+        } else {
+            st.seq = st.seq.wrapping_add(skipped);
+        }
+        st.skipped_late += skipped;
+        st.schedule.on_skipped(skipped);
+        if skipped < n && !st.done {
+            // A live source has nothing more now: its schedule moves past what was asked.
+            st.schedule.on_skipped(n - skipped);
+        }
     }
 
     /// Frame up to `burst` frames of station `i` into `out` (less those the injected loss takes);
@@ -615,6 +649,7 @@ impl<P: Schedule> Sender<P> {
                     lateness_ns: st.lateness.summary(DEFAULT_MAX_BUCKETS),
                     slips: st.schedule.slips(),
                     slipped_s: st.schedule.slipped_total().as_secs_f64(),
+                    skipped_late: st.skipped_late,
                 }
             })
             .collect()
@@ -645,6 +680,7 @@ pub fn combined_results<P: Schedule>(boards: &[&Sender<P>]) -> Option<Vec<SentSt
                 r.source_underruns += o.source_underruns;
                 r.slips += o.slips;
                 r.slipped_s += o.slipped_s;
+                r.skipped_late += o.skipped_late;
                 r.rate_bps += o.rate_bps;
             }
         }

@@ -110,13 +110,15 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
 
 /// The backend simulator: one station (Ef), 512 Mb/s of 8000-byte frames in udps (jive5ab)
 /// framing, each frame sent at its VDIF time, for `seconds`, to 127.0.0.1:`port`, plus `extra`
-/// options; its JSON summary goes to a pipe (read it with [`stream_send_json`]).
+/// options; its JSON summary goes to a pipe (read it with [`stream_send_json`]). It sends every
+/// frame (`--max-lag 1h`: a loaded test host that holds it up delays frames, never skips them),
+/// so a recorder's counts can be held to what was sent.
 #[allow(dead_code)] // not every test binary needs a backend
 pub fn backend_sim(port: u16, seconds: &str, extra: &[&str]) -> Proc {
     let child = bin()
         .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "512M"])
         .args(["--frame", "8000", "--seq-format", "jive5ab", "--loop", "--json"])
-        .args(["--duration", seconds, "--to"])
+        .args(["--max-lag", "1h", "--duration", seconds, "--to"])
         .arg(format!("127.0.0.1:{port}"))
         .args(extra)
         .stdout(Stdio::piped())
@@ -148,6 +150,32 @@ pub fn stream_send_json(mut send: Proc) -> serde_json::Value {
     };
     assert!(status.success(), "stream send failed: {status}");
     serde_json::from_str(&reader.join().unwrap()).unwrap()
+}
+
+/// A process held with SIGSTOP (a descheduled host, a stalled disk); continued on drop, so a
+/// failing test leaves nothing stopped.
+#[allow(dead_code)]
+pub struct Stopped(u32);
+
+#[allow(dead_code)]
+impl Stopped {
+    fn signal(pid: u32, sig: libc::c_int) {
+        // SAFETY: kill(2) on a process the test started (or its writer child), still running.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill {sig} {pid}: {}", std::io::Error::last_os_error());
+    }
+
+    /// Stop `pid` (a process the test started) until the guard drops.
+    pub fn new(pid: u32) -> Stopped {
+        Stopped::signal(pid, libc::SIGSTOP);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        Stopped::signal(self.0, libc::SIGCONT);
+    }
 }
 
 /// A process killed on drop if still running (tests must not leave servers behind).
@@ -373,17 +401,21 @@ pub struct VsiDaemon {
 impl VsiDaemon {
     /// Send VSI-S commands on one connection, one reply line each (waits ≤ 10 s for the port).
     pub fn vsi(&self, cmds: &[&str]) -> Vec<String> {
+        self.try_vsi(cmds).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`VsiDaemon::vsi`], or which command the daemon closed the connection at (a daemon
+    /// that dies mid-session must say so, not fail as a broken pipe on the next write).
+    pub fn try_vsi(&self, cmds: &[&str]) -> Result<Vec<String>, String> {
         use std::io::{BufRead, BufReader, Write};
         let t0 = std::time::Instant::now();
         let s = loop {
             match std::net::TcpStream::connect(("127.0.0.1", self.port)) {
                 Ok(s) => break s,
                 Err(e) => {
-                    assert!(
-                        t0.elapsed() < std::time::Duration::from_secs(10),
-                        "port {}: {e}",
-                        self.port
-                    );
+                    if t0.elapsed() > std::time::Duration::from_secs(10) {
+                        return Err(format!("port {}: {e}", self.port));
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             }
@@ -391,39 +423,49 @@ impl VsiDaemon {
         s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
         let mut w = s.try_clone().unwrap();
         let mut r = BufReader::new(s);
-        cmds.iter()
-            .map(|c| {
-                writeln!(w, "{c}").unwrap();
-                let mut line = String::new();
-                r.read_line(&mut line).unwrap();
-                line.trim().to_string()
-            })
-            .collect()
+        let mut replies = Vec::new();
+        for c in cmds {
+            let at = |e: String| format!("port {}: {c:?} after replies {replies:?}: {e}", self.port);
+            writeln!(w, "{c}").map_err(|e| at(format!("write: {e}")))?;
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) => return Err(at("the daemon closed the connection".into())),
+                Ok(_) => replies.push(line.trim().to_string()),
+                Err(e) => return Err(at(format!("read: {e}"))),
+            }
+        }
+        Ok(replies)
     }
 
     /// Wait (bounded) until `query` no longer answers "active" (or "on", for record?).
     pub fn until_inactive(&self, query: &str) {
-        let t0 = std::time::Instant::now();
-        while self
-            .vsi(&[query])
-            .first()
-            .is_some_and(|r| r.contains(": active") || r.contains(": on "))
-        {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(60),
-                "{query} still active"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
+        until_inactive(query, |q| self.vsi(q))
+    }
+}
+
+/// Ask `query` (bounded, 60 s) until it no longer answers "active" (or "on", for record?).
+fn until_inactive(query: &str, ask: impl Fn(&[&str]) -> Vec<String>) {
+    let t0 = std::time::Instant::now();
+    while ask(&[query])
+        .first()
+        .is_some_and(|r| r.contains(": active") || r.contains(": on "))
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "{query} still active"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
 /// jive5ab on a free control port (as root it keeps its rights, `-*`), stopped on drop.
 #[allow(dead_code)]
 pub struct Jive5ab {
-    _proc: Proc,
+    proc: std::sync::Mutex<Proc>,
     /// Its control connection.
     pub ctl: VsiDaemon,
+    /// Its stdout and stderr, shown when it fails a command.
+    log: tempfile::NamedTempFile,
 }
 
 #[allow(dead_code)]
@@ -431,17 +473,32 @@ impl Jive5ab {
     /// Start `bin` in `cwd` (where a disk2file without a path lands).
     pub fn start_in(bin: &std::path::Path, cwd: &std::path::Path) -> Jive5ab {
         let port = free_tcp_port();
+        let log = tempfile::NamedTempFile::new().unwrap();
         let child = Command::new(bin)
             .args(["-m", "0", "-*", "-p", &port.to_string()])
             .current_dir(cwd)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
         Jive5ab {
-            _proc: Proc(child),
+            proc: std::sync::Mutex::new(Proc(child)),
             ctl: VsiDaemon { port },
+            log,
         }
+    }
+
+    /// Whether it still runs, and the end of what it printed: the context of a failed command.
+    pub fn state(&self) -> String {
+        let status = match self.proc.lock().map(|mut p| p.0.try_wait()) {
+            Ok(Ok(Some(st))) => format!("jive5ab exited: {st}"),
+            Ok(Ok(None)) => "jive5ab still runs".to_string(),
+            other => format!("jive5ab's state unknown: {other:?}"),
+        };
+        let log = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("{status}; its last output:\n{}", tail.join("\n"))
     }
 
     /// Start `bin`.
@@ -449,13 +506,15 @@ impl Jive5ab {
         Jive5ab::start_in(bin, std::path::Path::new("/"))
     }
 
-    /// See [`VsiDaemon::vsi`].
+    /// See [`VsiDaemon::vsi`]; a failure says whether jive5ab died and what it printed.
     pub fn vsi(&self, cmds: &[&str]) -> Vec<String> {
-        self.ctl.vsi(cmds)
+        self.ctl
+            .try_vsi(cmds)
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.state()))
     }
 
     /// See [`VsiDaemon::until_inactive`].
     pub fn until_inactive(&self, query: &str) {
-        self.ctl.until_inactive(query)
+        until_inactive(query, |q| self.vsi(q))
     }
 }

@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             relay.handle_datagram(now, u16::from(who >> 7), from, &rest[3..3 + n], who & 4 != 0, &mut tee);
             relay.handle_timeout(now, &mut tee);
             while let Ok(Some(t)) = relay.poll_transmit(now) {
-                let _ = t.datagrams().count();
+                let _ = t.datagram_count();
                 relay.on_transmitted(now);
             }
             if who & 8 != 0 {

@@ -341,6 +341,29 @@ impl RecvBatch {
     pub fn iter(&self) -> impl Iterator<Item = Received<'_>> + '_ {
         (0..self.len()).filter_map(|i| self.get(i))
     }
+
+    /// Where datagram `i` of the last call lies in the receive buffer: `(offset, length)`, to
+    /// index the buffer [`RecvBatch::swap_buffer`] hands out.
+    pub fn span(&self, i: usize) -> Option<(usize, usize)> {
+        let d = self.dgrams.get(i)?;
+        Some((d.msg * self.slot + d.offset, d.len.min(self.max_datagram)))
+    }
+
+    /// Bytes of the receive buffer ([`RecvBatch::swap_buffer`] sizes a fresh one to it).
+    pub fn buffer_len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Hand the buffer the last call filled to the caller and receive into `fresh` from now on
+    /// (resized to [`RecvBatch::buffer_len`]): the datagrams stay where the kernel wrote them,
+    /// at their [`RecvBatch::span`]s, with no copy (a relay queues them there). Read the spans,
+    /// addresses and flags first: the batch is empty afterwards.
+    pub fn swap_buffer(&mut self, mut fresh: Vec<u8>) -> Vec<u8> {
+        fresh.resize(self.bufs.len(), 0);
+        self.msgs.clear();
+        self.dgrams.clear();
+        std::mem::replace(&mut self.bufs, fresh)
+    }
 }
 
 /// Control messages we understand.

@@ -10,7 +10,7 @@
 // unsafe: sendmsg(2) with a UDP_SEGMENT control message: std has no sendmsg.
 #![allow(unsafe_code)]
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
@@ -65,7 +65,7 @@ pub fn send_gso(sock: &UdpSocket, buf: &[u8], segment_size: usize) -> io::Result
         let segs = chunk.len().div_ceil(segment_size);
         let res = if out.gso {
             out.syscalls += 1;
-            match send_one_gso(sock, chunk, seg16) {
+            match send_one_gso(sock, &[IoSlice::new(chunk)], seg16) {
                 Ok(()) => Ok(segs),
                 // EIO: device cannot checksum-offload; EINVAL/ENOPROTOOPT/EOPNOTSUPP: kernel or
                 // path refuses GSO. Fall back for this and the remaining chunks.
@@ -99,6 +99,65 @@ pub fn send_gso(sock: &UdpSocket, buf: &[u8], segment_size: usize) -> io::Result
     Ok(out)
 }
 
+/// Send datagrams of `segment_size` bytes gathered from `parts` (a framing prefix and a frame,
+/// then the next datagram's) on a connected socket, with UDP GSO in one sendmsg(2) per
+/// [`GSO_MAX_SEGMENTS`] datagrams — the kernel reads the frames where they are, no copy into
+/// one buffer. `parts` must add up to whole datagrams of `segment_size` bytes (the last may be
+/// shorter) and each datagram's parts must not straddle two calls: pass `per_datagram` parts per
+/// datagram. Where the kernel refuses GSO the datagrams are joined and sent by sendmmsg(2)
+/// (one copy, as [`send_gso`] would have needed). Partial sends as for [`send_gso`].
+pub fn send_gso_parts(
+    sock: &UdpSocket,
+    parts: &[IoSlice<'_>],
+    per_datagram: usize,
+    segment_size: usize,
+) -> io::Result<GsoSent> {
+    if segment_size == 0 || segment_size > GSO_MAX_PAYLOAD || per_datagram == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("GSO segment size {segment_size} outside 1..={GSO_MAX_PAYLOAD}"),
+        ));
+    }
+    let per_call = (GSO_MAX_PAYLOAD / segment_size).clamp(1, GSO_MAX_SEGMENTS) * per_datagram;
+    let seg16 = u16::try_from(segment_size).unwrap_or(u16::MAX);
+    let mut out = GsoSent {
+        gso: true,
+        ..GsoSent::default()
+    };
+    for chunk in parts.chunks(per_call) {
+        let segs = chunk.len().div_ceil(per_datagram);
+        out.syscalls += 1;
+        let res = match send_one_gso(sock, chunk, seg16) {
+            Ok(()) => Ok(segs),
+            Err(e)
+                if [libc::EIO, libc::EINVAL, libc::ENOPROTOOPT, libc::EOPNOTSUPP]
+                    .iter()
+                    .any(|&c| sys::is_errno(&e, c)) =>
+            {
+                out.gso = false;
+                let joined: Vec<u8> = chunk.iter().flat_map(|p| p.iter().copied()).collect();
+                let mut fallback = SendBatch::new();
+                send_plain(&mut fallback, sock, &joined, segment_size, &mut out.syscalls)
+            }
+            Err(e) => Err(e),
+        };
+        match res {
+            Ok(n) => {
+                out.datagrams += n;
+                if n < segs {
+                    break;
+                }
+            }
+            Err(e) if out.datagrams > 0 => {
+                let _ = e; // reported on the caller's next call
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 fn send_plain(
     batch: &mut SendBatch,
     sock: &UdpSocket,
@@ -113,21 +172,19 @@ fn send_plain(
     r
 }
 
-/// One sendmsg(2) of `chunk` with a UDP_SEGMENT cmsg of `seg` bytes.
-fn send_one_gso(sock: &UdpSocket, chunk: &[u8], seg: u16) -> io::Result<()> {
+/// One sendmsg(2) of `chunk` (gathered from its parts) with a UDP_SEGMENT cmsg of `seg` bytes.
+fn send_one_gso(sock: &UdpSocket, chunk: &[IoSlice<'_>], seg: u16) -> io::Result<()> {
     // Control buffer for one cmsg carrying a u16, 8-byte aligned as cmsghdr requires.
     let mut ctrl = [0u64; 4];
     // SAFETY: CMSG_SPACE is a pure size computation.
     let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as libc::c_uint) } as usize;
     debug_assert!(space <= std::mem::size_of_val(&ctrl));
-    let mut iov = libc::iovec {
-        iov_base: chunk.as_ptr() as *mut libc::c_void,
-        iov_len: chunk.len(),
-    };
     // SAFETY: msghdr is plain data; all-zero is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    // IoSlice is ABI-compatible with iovec on Unix (std's documented guarantee); the kernel only
+    // reads through it.
+    msg.msg_iov = chunk.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = chunk.len() as _;
     msg.msg_control = ctrl.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
     // SAFETY: the control buffer holds CMSG_SPACE(2) bytes, so the first header and its 2-byte
@@ -143,7 +200,7 @@ fn send_one_gso(sock: &UdpSocket, chunk: &[u8], seg: u16) -> io::Result<()> {
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
     }
     loop {
-        // SAFETY: `msg` points at the live iovec (the caller's buffer, only read by the kernel)
+        // SAFETY: `msg` points at the live iovecs (the caller's buffers, only read by the kernel)
         // and the control buffer filled above.
         let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
         if r >= 0 {

@@ -48,7 +48,7 @@ pub use counters::{
     InterfaceCounters, ProcessCpu, ProcessCpuShare, UdpCounters,
 };
 pub use error::{error_chain, io_err, IoError};
-pub use gso::{gso_supported, send_gso, GsoSent};
+pub use gso::{gso_supported, send_gso, send_gso_parts, GsoSent};
 pub use listen::{bind_listen, ListenSpec, ListenSpecError, MulticastInterface};
 pub use ready::{raise_fd_limit, ReadySet};
 pub use socket::{

@@ -1,9 +1,12 @@
 //! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
 //! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](recording::write::Recorder).
 //!
-//! Reader threads hand whole batches (one buffer, one copy per datagram) to the relay thread
-//! over a bounded channel and get the buffers back for reuse: when the relay thread falls
-//! behind, the channel fills, the reader waits, the socket buffer fills and the kernel's drops
+//! Reader threads receive (recvmmsg) straight into buffers of a pool per input and hand each
+//! filled buffer, shared, to the relay thread over a bounded channel: the relay queues its frames
+//! as slices of that buffer and sends them from there (one GSO sendmsg gathering prefix and
+//! frame per datagram), so a frame is never copied in user space; the buffer goes back to its
+//! reader's pool when its last frame has left. When the relay thread falls behind, the channel
+//! fills (or the pool runs dry), the reader waits, the socket buffer fills and the kernel's drops
 //! are counted at that socket — loss is reported where it happened, never hidden in a queue.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -14,6 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, ProcessCpu};
 use netio::{io_err, BufferRequest};
 use stream::relay::{Relay, RelayConfig, KEEPALIVE};
@@ -100,12 +104,33 @@ pub struct RelayLiveLine {
     pub senders: u64,
 }
 
-/// One batch of datagrams from an input: `buf` holds them back to back.
+/// One batch of datagrams from an input: `buf` is the buffer recvmmsg wrote them into (shared:
+/// the relay keeps slices of it), `items` where each lies (sender, offset, length, truncated).
 struct InBatch {
     input: u16,
     at: Instant,
+    buf: Bytes,
+    items: Vec<(SocketAddr, usize, usize, bool)>,
+}
+
+/// A receive buffer lent to the relay: back to its reader's pool when the last frame in it has
+/// left (or was dropped), so the steady state allocates nothing.
+struct Pooled {
     buf: Vec<u8>,
-    items: Vec<(SocketAddr, usize, bool)>,
+    home: mpsc::Sender<Vec<u8>>,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        // The reader may have ended: the buffer is then simply freed.
+        let _ = self.home.send(std::mem::take(&mut self.buf));
+    }
 }
 
 /// An input socket and its reader thread.
@@ -220,7 +245,7 @@ impl BoundRelay {
         rcfg.session = new_session();
         rcfg.first_seq = first_seq(rcfg.output);
         let mut relay = Relay::new(rcfg);
-        let readers = Readers::start(&inputs, &grants)?;
+        let readers = Readers::start(&inputs, &grants, cfg.relay.buffer_bytes)?;
         let mut t = Marks {
             first: None,
             last_in: started,
@@ -349,29 +374,31 @@ impl Baseline {
     }
 }
 
-/// The input reader threads and the channels between them and the relay thread.
+/// The input reader threads and the channel between them and the relay thread.
 struct Readers {
     inputs: Vec<Input>,
     rx: ChanRx<InBatch>,
-    back_tx: mpsc::Sender<InBatch>,
     halt: Arc<AtomicBool>,
 }
 
 impl Readers {
     /// A reader thread per input socket (one that may nap when its buffer holds a nap's worth).
-    fn start(inputs: &[UdpSocket], grants: &[netio::BufferGrant]) -> Result<Readers, StreamSessionError> {
+    fn start(
+        inputs: &[UdpSocket],
+        grants: &[netio::BufferGrant],
+        buffer_bytes: usize,
+    ) -> Result<Readers, StreamSessionError> {
         let halt = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
-        let (back_tx, back_rx) = mpsc::channel::<InBatch>();
-        let back_rx = Arc::new(std::sync::Mutex::new(back_rx));
         let mut readers = Vec::new();
         for (i, sock) in inputs.iter().enumerate() {
             let s = sock.try_clone().map_err(io_err("clone an input socket"))?;
-            let (tx, halt, back) = (tx.clone(), Arc::clone(&halt), Arc::clone(&back_rx));
+            let (tx, halt) = (tx.clone(), Arc::clone(&halt));
             let may_nap = grants.get(i).is_some_and(|g| g.granted_rcv >= NAP_MIN_RCVBUF);
+            let pool = pool_buffers(buffer_bytes);
             let reader = std::thread::Builder::new()
                 .name(format!("relay-in-{i}"))
-                .spawn(move || read_input(i as u16, &s, &tx, &back, &halt, may_nap))
+                .spawn(move || read_input(i as u16, &s, &tx, &halt, may_nap, pool))
                 .map_err(io_err("start an input reader thread"))?;
             readers.push(Input {
                 sock: sock.try_clone().map_err(io_err("clone an input socket"))?,
@@ -381,14 +408,13 @@ impl Readers {
         Ok(Readers {
             inputs: readers,
             rx,
-            back_tx,
             halt,
         })
     }
 
     /// Give the relay `first` and everything else the readers handed over (at most the
     /// channel's capacity): a reader never waits on a full channel while the relay's own queue
-    /// has room. The buffers go back to the readers.
+    /// has room. Each datagram is handed over as a slice of its batch's buffer.
     fn hand_over(
         &self,
         first: Option<InBatch>,
@@ -401,14 +427,17 @@ impl Readers {
         for b in batches.take(QUEUE_BATCHES * self.inputs.len()) {
             t.first.get_or_insert(b.at);
             t.last_in = b.at;
-            let mut at = 0;
-            for &(from, len, truncated) in &b.items {
-                let d = b.buf.get(at..at + len).unwrap_or_default();
-                at += len;
+            for &(from, at, len, truncated) in &b.items {
+                // The spans come from the receive call on this very buffer; a span past its
+                // end (never) hands over nothing rather than panicking in `slice`.
+                let d = if at + len <= b.buf.len() {
+                    b.buf.slice(at..at + len)
+                } else {
+                    Bytes::new()
+                };
                 tally.bytes += len as u64;
-                relay.handle_datagram(b.at, b.input, from, d, truncated, tee);
+                relay.handle_shared_datagram(b.at, b.input, from, &d, truncated, tee);
             }
-            let _ = self.back_tx.send(b);
         }
     }
 
@@ -594,17 +623,34 @@ pub struct ReaderError {
     pub source: std::io::Error,
 }
 
-/// The reader thread of input `input`: recvmmsg batches copied into a buffer for the relay
-/// thread (buffers come back for reuse). Ends when halted or when the relay thread is gone.
+/// Receive buffers a reader may have lent out at once: enough for the relay's whole queue
+/// (`buffer_bytes` of frames; a frame pins a whole buffer of [`BATCH`] slots until it leaves,
+/// and frames are at least [`MIN_FRAME_FOR_POOL`] bytes in the streams this sizes for) and the
+/// channel. Past that the reader waits and the kernel's drops at the socket show it.
+fn pool_buffers(buffer_bytes: usize) -> usize {
+    (buffer_bytes / (BATCH * MIN_FRAME_FOR_POOL)).clamp(2 * QUEUE_BATCHES, 4096)
+}
+
+/// Frame length the pool is sized for (see [`pool_buffers`]): smaller frames fill the relay's
+/// queue with fewer buffers than it allows bytes.
+const MIN_FRAME_FOR_POOL: usize = 4096;
+
+/// The reader thread of input `input`: recvmmsg batches straight into buffers of its pool (at
+/// most `pool` of them lent at once), each handed to the relay thread whole and shared; buffers
+/// come back when the relay has sent (or dropped) their frames. Ends when halted or when the
+/// relay thread is gone.
 fn read_input(
     input: u16,
     sock: &UdpSocket,
     tx: &SyncSender<InBatch>,
-    back: &std::sync::Mutex<ChanRx<InBatch>>,
     halt: &AtomicBool,
     may_nap: bool,
+    pool: usize,
 ) -> Result<(), ReaderError> {
     let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
+    let (home, returned) = mpsc::channel::<Vec<u8>>();
+    // The batch's own buffer is the first of the pool.
+    let mut lent = 1usize;
     let mut nap = false;
     while !halt.load(Ordering::Relaxed) {
         let mut got = Ok(0);
@@ -630,26 +676,56 @@ fn read_input(
             Err(source) => return Err(ReaderError { input, source }),
         }
         let at = Instant::now();
-        let reused = back.lock().ok().and_then(|b| b.try_recv().ok());
-        let mut out = reused.unwrap_or_else(|| InBatch {
+        let items = (0..batch.len())
+            .filter_map(|i| {
+                let d = batch.get(i)?;
+                let (offset, len) = batch.span(i)?;
+                Some((d.from, offset, len, d.truncated))
+            })
+            .collect();
+        let Some(fresh) = next_buffer(&returned, &mut lent, pool, batch.buffer_len(), halt) else {
+            break;
+        };
+        let filled = batch.swap_buffer(fresh);
+        let out = InBatch {
             input,
             at,
-            buf: Vec::with_capacity(BATCH * 9000),
-            items: Vec::with_capacity(BATCH),
-        });
-        out.input = input;
-        out.at = at;
-        out.buf.clear();
-        out.items.clear();
-        for d in batch.iter() {
-            out.buf.extend_from_slice(d.data);
-            out.items.push((d.from, d.data.len(), d.truncated));
-        }
+            buf: Bytes::from_owner(Pooled {
+                buf: filled,
+                home: home.clone(),
+            }),
+            items,
+        };
         if tx.send(out).is_err() {
             break;
         }
     }
     Ok(())
+}
+
+/// A buffer to receive into next: one the relay gave back, a new one while fewer than `pool`
+/// are lent, else the first to come back (waiting, in 5 ms steps, until halted: `None`).
+fn next_buffer(
+    returned: &ChanRx<Vec<u8>>,
+    lent: &mut usize,
+    pool: usize,
+    len: usize,
+    halt: &AtomicBool,
+) -> Option<Vec<u8>> {
+    if let Ok(b) = returned.try_recv() {
+        return Some(b);
+    }
+    if *lent < pool {
+        *lent += 1;
+        // Zeroed by the allocator (pages mapped on first touch), not written here.
+        return Some(vec![0; len]);
+    }
+    while !halt.load(Ordering::Relaxed) {
+        if let Ok(b) = returned.recv_timeout(Duration::from_millis(5)) {
+            return Some(b);
+        }
+    }
+    None
 }
 
 /// The relay loop's clock marks.

@@ -183,7 +183,7 @@ fn relay(c: &mut Criterion) {
                     now += spacing();
                     r.handle_datagram(now, 0, from, f, false, &mut tee);
                     while let Ok(Some(t)) = r.poll_transmit(now) {
-                        sent += t.datagrams().count() as u64;
+                        sent += t.datagram_count() as u64;
                         r.on_transmitted(now);
                     }
                 }

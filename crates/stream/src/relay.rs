@@ -45,6 +45,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use pacing::CatchUp;
 use serde::{Deserialize, Serialize};
@@ -202,10 +203,11 @@ pub struct RelayTotals {
     pub queued: u64,
 }
 
-/// A frame waiting to go out.
+/// A frame waiting to go out: where it lies (a slice of the buffer it was received into, shared,
+/// never copied) and when it came.
 struct Queued {
     arrival: Instant,
-    bytes: Vec<u8>,
+    bytes: Bytes,
 }
 
 /// One station's frames between input and output, and its departure rule (see the module docs).
@@ -213,8 +215,6 @@ struct Queued {
 struct LiveQueue {
     created: Instant,
     frames: VecDeque<Queued>,
-    /// Buffers of frames sent, for reuse (no allocation per frame in the steady state).
-    free: Vec<Vec<u8>>,
     /// Bytes queued over all stations (shared), and its bound.
     queued: Rc<Cell<usize>>,
     limit: usize,
@@ -244,7 +244,6 @@ impl LiveQueue {
         LiveQueue {
             created,
             frames: VecDeque::new(),
-            free: Vec::new(),
             queued,
             limit,
             spacing,
@@ -259,23 +258,30 @@ impl LiveQueue {
         }
     }
 
-    /// Queue a copy of `frame`; when the budget is spent this station's oldest frame goes (the
-    /// most stale data), or the new one if it has none.
-    fn push(&mut self, arrival: Instant, frame: &[u8]) {
+    /// Queue `frame` (a handle, not a copy); when the budget is spent this station's oldest
+    /// frame goes (the most stale data), or the new one if it has none.
+    fn push(&mut self, arrival: Instant, frame: Bytes) {
         while self.queued.get() + frame.len() > self.limit {
             let Some(old) = self.frames.pop_front() else {
                 self.overflow_dropped += 1;
                 return;
             };
             self.queued.set(self.queued.get() - old.bytes.len());
-            self.free.push(old.bytes);
             self.overflow_dropped += 1;
         }
-        let mut bytes = self.free.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.extend_from_slice(frame);
-        self.queued.set(self.queued.get() + bytes.len());
-        self.frames.push_back(Queued { arrival, bytes });
+        self.queued.set(self.queued.get() + frame.len());
+        self.frames.push_back(Queued { arrival, bytes: frame });
+    }
+
+    /// Take the head frame for the batch being framed: its place on the timeline is settled
+    /// and its arrival waits to be stamped as sent.
+    fn pop(&mut self) -> Option<Bytes> {
+        let a = self.frames.front()?.arrival;
+        self.last_timeline = Some(self.timeline_of(a));
+        let next = self.frames.pop_front()?;
+        self.queued.set(self.queued.get() - next.bytes.len());
+        self.pending_arrivals.push(next.arrival);
+        Some(next.bytes)
     }
 
     /// When the head frame may leave.
@@ -346,25 +352,18 @@ impl LiveQueue {
     }
 }
 
-/// The [`FrameSource`] half of a station's queue; `current` is the frame handed to the sender
-/// (it lives here, outside the shared cell, so the sender can borrow it).
+/// The [`FrameSource`] half of a station's queue: it shares its frames (the sender sends them
+/// from the buffers they were received into); `current` is the frame lent by
+/// [`FrameSource::next_frame`] (it lives here, outside the shared cell, so the sender can borrow
+/// it).
 struct LiveSource {
     queue: Rc<RefCell<LiveQueue>>,
-    current: Vec<u8>,
+    current: Bytes,
 }
 
 impl FrameSource for LiveSource {
     fn next_frame(&mut self) -> Option<Frame<'_>> {
-        {
-            let mut q = self.queue.borrow_mut();
-            let a = q.frames.front()?.arrival;
-            q.last_timeline = Some(q.timeline_of(a));
-            let next = q.frames.pop_front()?;
-            q.queued.set(q.queued.get() - next.bytes.len());
-            let done = std::mem::replace(&mut self.current, next.bytes);
-            q.free.push(done);
-            q.pending_arrivals.push(next.arrival);
-        }
+        self.current = self.queue.borrow_mut().pop()?;
         Some(Frame {
             bytes: &self.current,
             add_seconds: 0,
@@ -373,6 +372,14 @@ impl FrameSource for LiveSource {
 
     fn paused(&self) -> bool {
         self.queue.borrow().frames.is_empty()
+    }
+
+    fn shares_frames(&self) -> bool {
+        true
+    }
+
+    fn next_shared_frame(&mut self) -> Option<Bytes> {
+        self.queue.borrow_mut().pop()
     }
 }
 
@@ -429,7 +436,7 @@ struct Learning {
     /// known (only a run is awaited), [`LEARN_SKEW`] of them when they are learned.
     steps: u64,
     seen: ThreadMap,
-    held: Vec<(Instant, Vec<u8>)>,
+    held: Vec<(Instant, Bytes)>,
 }
 
 /// A station's input side.
@@ -476,7 +483,7 @@ impl StationIn {
 
     /// Count the input continuity of the frames held while learning again, at the rate per
     /// thread found when it ended (they were counted at the station's rate).
-    fn recount_input(&mut self, held: &[(Instant, Vec<u8>)]) {
+    fn recount_input(&mut self, held: &[(Instant, Bytes)]) {
         self.last_pos.fill(u64::MAX);
         (
             self.counts.lost_in_input,
@@ -544,7 +551,8 @@ impl Relay {
     }
 
     /// A datagram arrived at input `input` from `from` at `now` (`truncated`: larger than the
-    /// read buffer). Each valid frame goes to `tee` as it came, and is queued for the output.
+    /// read buffer). Each valid frame goes to `tee` as it came, and a copy is queued for the
+    /// output ([`Relay::handle_shared_datagram`] queues a handle instead).
     pub fn handle_datagram(
         &mut self,
         now: Instant,
@@ -554,6 +562,23 @@ impl Relay {
         truncated: bool,
         tee: &mut impl FrameSink,
     ) {
+        let d = Bytes::copy_from_slice(datagram);
+        self.handle_shared_datagram(now, input, from, &d, truncated, tee);
+    }
+
+    /// [`Relay::handle_datagram`] of a datagram in a shared buffer (a slice of the buffer
+    /// recvmmsg wrote it into): its frame is queued as a slice of that buffer, no copy, and sent
+    /// from there; the buffer is free again when the last of its frames has left.
+    pub fn handle_shared_datagram(
+        &mut self,
+        now: Instant,
+        input: u16,
+        from: SocketAddr,
+        whole: &Bytes,
+        truncated: bool,
+        tee: &mut impl FrameSink,
+    ) {
+        let datagram: &[u8] = whole;
         self.counters.datagrams += 1;
         self.counters.bytes += datagram.len() as u64;
         if self.cfg.from.is_some_and(|f| !f.admits(from)) {
@@ -594,7 +619,8 @@ impl Relay {
         if let Some(s) = sender {
             self.senders.on_frame(s, d.header.station_id, d.header.thread_id);
         }
-        self.take_frame(now, si, &d, tee);
+        let frame = whole.slice_ref(d.frame);
+        self.take_frame(now, si, &d, frame, tee);
     }
 
     /// The station of `d`: a confirmed one of its id and format, or a candidate, made on its
@@ -718,7 +744,7 @@ impl Relay {
     }
 
     /// Count, tee and queue one frame of station `si` (held while the station is learned).
-    fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, tee: &mut impl FrameSink) {
+    fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, frame: Bytes, tee: &mut impl FrameSink) {
         let pos = d.header.frame_index(self.stations[si].fps);
         let st = &mut self.stations[si];
         if d.header.frame_number >= st.fps {
@@ -730,7 +756,7 @@ impl Relay {
         if let Some(l) = st.learning.as_mut() {
             let _ = l.seen.index(d.header.thread_id);
             if l.held.len() < LEARN_FRAMES {
-                l.held.push((now, d.frame.to_vec()));
+                l.held.push((now, frame));
             } else {
                 st.counts.overflow_dropped += 1;
             }
@@ -751,7 +777,7 @@ impl Relay {
             return;
         }
         if let Some(q) = st.queue.as_ref() {
-            q.borrow_mut().push(now, d.frame);
+            q.borrow_mut().push(now, frame);
         }
     }
 
@@ -813,7 +839,7 @@ impl Relay {
             tee.frame(st.station_id, &frame, false);
             let thread = vdif::VdifHeader::parse(&frame).map(|h| h.thread_id).unwrap_or(u16::MAX);
             if st.threads.index(thread).is_some() {
-                q.push(at, &frame);
+                q.push(at, frame);
             } else {
                 st.counts.unexpected_thread += 1;
             }
@@ -1027,7 +1053,7 @@ fn open_output(
     };
     let source = LiveSource {
         queue: Rc::clone(&queue),
-        current: Vec::new(),
+        current: Bytes::new(),
     };
     let stream = sender.add_station(spec, Box::new(source), LiveSchedule(Rc::clone(&queue)));
     st.stream = Some(stream);

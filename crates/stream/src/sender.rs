@@ -17,8 +17,11 @@
 //! add and the sender rewrites the frame's VDIF time on its way out. Injected loss (a lossy link
 //! in the host, for tests and demos) drops datagrams here, before they reach the caller.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use linkemu::{LossModel, LossProcess};
@@ -58,6 +61,18 @@ pub trait FrameSource {
     /// skipped until frames come, not ended.
     fn paused(&self) -> bool {
         false
+    }
+    /// Whether the source hands its frames out as shared buffers
+    /// ([`FrameSource::next_shared_frame`]), which the sender sends from where they lie instead
+    /// of copying them into its datagrams. Such a source's frames of one station are all of one
+    /// length (a GSO batch cuts equal segments) and need no time rewrite.
+    fn shares_frames(&self) -> bool {
+        false
+    }
+    /// The next frame as a shared buffer (see [`FrameSource::shares_frames`]); `None` at the end
+    /// of the source, or when it does not share.
+    fn next_shared_frame(&mut self) -> Option<Bytes> {
+        None
     }
 }
 
@@ -218,24 +233,62 @@ pub enum SenderError {
     LoopTimeOverflow,
 }
 
-/// Datagrams to hand to the socket, from [`Sender::poll_transmit`].
+/// Datagrams to hand to the socket, from [`Sender::poll_transmit`]. Two forms: whole datagrams
+/// back to back in `contents` (`frames` empty), or gathered (`frames` not empty): datagram `i`
+/// is the `i`-th framing prefix of `contents` followed by `frames[i]`, sent from where the frame
+/// lies (a relay's frames stay in its receive buffers: no copy, [`Transmit::parts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit<'a> {
     /// Stream index of the station the datagrams belong to.
     pub stream: u16,
-    /// The datagrams back to back: one, or `contents.len() / segment_size` of equal size.
+    /// The datagrams back to back: one, or `contents.len() / segment_size` of equal size; in
+    /// the gathered form, the datagrams' framing prefixes back to back (all one length).
     pub contents: &'a [u8],
-    /// `Some(size)`: send `contents` as datagrams of `size` bytes (UDP GSO; the last may be
-    /// shorter); `None`: `contents` is one datagram.
+    /// `Some(size)`: datagrams of `size` bytes each (UDP GSO; the last may be shorter); `None`:
+    /// one datagram.
     pub segment_size: Option<usize>,
+    /// The gathered form's frames, one per datagram; empty in the whole-datagram form.
+    pub frames: &'a [Bytes],
 }
 
 /// The datagrams of a [`Transmit`], one by one.
 impl<'a> Transmit<'a> {
-    /// Each datagram of the transmit.
-    pub fn datagrams(&self) -> impl Iterator<Item = &'a [u8]> {
-        let size = self.segment_size.unwrap_or(self.contents.len()).max(1);
-        self.contents.chunks(size)
+    /// How many datagrams the transmit holds.
+    pub fn datagram_count(&self) -> usize {
+        if self.frames.is_empty() {
+            let size = self.segment_size.unwrap_or(self.contents.len()).max(1);
+            self.contents.len().div_ceil(size)
+        } else {
+            self.frames.len()
+        }
+    }
+
+    /// Each datagram as (prefix, rest): in the gathered form its framing prefix and its frame;
+    /// else the whole datagram and nothing. A socket layer gathers the two (sendmsg iovecs).
+    pub fn parts(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let (contents, frames) = (self.contents, self.frames);
+        let size = if frames.is_empty() {
+            self.segment_size.unwrap_or(contents.len()).max(1)
+        } else {
+            contents.len() / frames.len()
+        };
+        (0..self.datagram_count()).map(move |i| {
+            let at = (i * size).min(contents.len());
+            let head = contents.get(at..(at + size).min(contents.len())).unwrap_or_default();
+            (head, frames.get(i).map_or(&[][..], |f| &f[..]))
+        })
+    }
+
+    /// Each datagram of the transmit, joined where it is gathered (tests and simulations; a
+    /// socket layer sends [`Transmit::parts`]).
+    pub fn datagrams(&self) -> impl Iterator<Item = Cow<'a, [u8]>> + 'a {
+        self.parts().map(|(p, f)| {
+            if f.is_empty() {
+                Cow::Borrowed(p)
+            } else {
+                Cow::Owned([p, f].concat())
+            }
+        })
     }
 }
 
@@ -263,8 +316,10 @@ pub struct Sender<P> {
     cfg: SenderConfig,
     stations: Vec<StationTx<P>>,
     loss: LossProcess,
-    /// Datagrams of the last transmit.
+    /// Datagrams of the last transmit (their prefixes when `shared` holds their frames).
     out: Vec<u8>,
+    /// Frames of the last transmit in the gathered form (see [`Transmit`]).
+    shared: Vec<Bytes>,
     /// One datagram being framed.
     scratch: Vec<u8>,
     /// Station whose repeats are being sent.
@@ -303,6 +358,7 @@ impl<P: Schedule> Sender<P> {
             cfg,
             stations: Vec::new(),
             out: Vec::with_capacity(65_536 * 2),
+            shared: Vec::new(),
             scratch: Vec::with_capacity(65_536),
             repeat_from: 0,
             unstamped: None,
@@ -409,6 +465,7 @@ impl<P: Schedule> Sender<P> {
                 stream,
                 contents: &self.out,
                 segment_size: None,
+                frames: &[],
             }));
         }
         loop {
@@ -429,18 +486,24 @@ impl<P: Schedule> Sender<P> {
                 // The source ended: the next station's turn.
                 continue;
             }
-            if self.out.is_empty() {
+            if self.out.is_empty() && self.shared.is_empty() {
                 // Every frame of the batch was dropped by the injected loss: nothing to send,
                 // it "left" now.
                 self.record_departure(i, now, taken);
                 return Ok(None);
             }
             self.unstamped = Some((i, taken));
+            let several = if self.shared.is_empty() {
+                self.out.len() > segment
+            } else {
+                self.shared.len() > 1
+            };
             return Ok(Some(Transmit {
                 stream: i as u16,
                 contents: &self.out,
                 // One datagram needs no segmentation offload.
-                segment_size: (self.burst() > 1 && self.out.len() > segment).then_some(segment),
+                segment_size: (self.burst() > 1 && several).then_some(segment),
+                frames: &self.shared,
             }));
         }
     }
@@ -458,6 +521,7 @@ impl<P: Schedule> Sender<P> {
                 continue;
             };
             self.out.clear();
+            self.shared.clear();
             self.out.extend_from_slice(rep);
             if let Some(flags) = self.out.get_mut(5) {
                 *flags |= 1;
@@ -496,7 +560,9 @@ impl<P: Schedule> Sender<P> {
     }
 
     /// Frame up to `burst` frames of station `i` into `out` (less those the injected loss takes);
-    /// returns how many frames were taken from the source and the datagram size.
+    /// returns how many frames were taken from the source and the datagram size. A source that
+    /// shares its frames gets only their prefixes framed into `out`, the frames kept in
+    /// `shared` (sent from where they lie); the repeat buffer, if any, keeps a copy.
     fn frame_batch(&mut self, i: usize, now: Instant) -> Result<(u64, usize), SenderError> {
         let burst = self.burst();
         let format = self.cfg.format;
@@ -504,6 +570,8 @@ impl<P: Schedule> Sender<P> {
         let pre = format.prefix_len();
         let st = &mut self.stations[i];
         self.out.clear();
+        self.shared.clear();
+        let gather = st.source.shares_frames();
         let mut segment = 0;
         let mut taken = 0u64;
         while taken < burst {
@@ -514,11 +582,6 @@ impl<P: Schedule> Sender<P> {
             if taken > 0 && st.schedule.batches_only_due() && st.schedule.next_deadline() > now {
                 break;
             }
-            let Some(frame) = st.source.next_frame() else {
-                st.done = true;
-                break;
-            };
-            taken += 1;
             // jive5ab's udps numbers the datagrams arriving at one port: with several stations
             // to one destination they share one sequence (each its own would look like 2^64
             // losses to jive5ab). Native numbers each stream apart (it carries the stream index).
@@ -535,14 +598,34 @@ impl<P: Schedule> Sender<P> {
                 threads: st.spec.threads,
                 session,
             };
-            let add = frame.add_seconds;
-            encode_data(format, &p, frame.bytes, &mut self.scratch);
-            if let Some(f) = self.scratch.get_mut(pre..) {
-                advance_time(f, add)?;
-            }
+            let shared = if gather {
+                let Some(frame) = st.source.next_shared_frame() else {
+                    st.done = true;
+                    break;
+                };
+                encode_data(format, &p, &[], &mut self.scratch);
+                if st.repeats.is_some() {
+                    // The repeat buffer keeps whole datagrams: the one copy ARQ costs.
+                    self.scratch.extend_from_slice(&frame);
+                }
+                Some(frame)
+            } else {
+                let Some(frame) = st.source.next_frame() else {
+                    st.done = true;
+                    break;
+                };
+                let add = frame.add_seconds;
+                encode_data(format, &p, frame.bytes, &mut self.scratch);
+                if let Some(f) = self.scratch.get_mut(pre..) {
+                    advance_time(f, add)?;
+                }
+                None
+            };
+            taken += 1;
             let d = &self.scratch;
+            let len = pre + shared.as_ref().map_or(d.len() - pre.min(d.len()), Bytes::len);
             st.frames += 1;
-            st.bytes += d.len() as u64;
+            st.bytes += len as u64;
             if let Some(r) = st.repeats.as_mut() {
                 r.on_sent(seq, d);
             }
@@ -553,12 +636,16 @@ impl<P: Schedule> Sender<P> {
             }
             if self.loss.lose() {
                 st.injected += 1;
-            } else if burst == 1 {
-                std::mem::swap(&mut self.out, &mut self.scratch);
-                segment = self.out.len();
-            } else {
-                self.out.extend_from_slice(d);
-                segment = d.len();
+                continue;
+            }
+            segment = len;
+            match shared {
+                Some(frame) => {
+                    self.out.extend_from_slice(d.get(..pre).unwrap_or_default());
+                    self.shared.push(frame);
+                }
+                None if burst == 1 => std::mem::swap(&mut self.out, &mut self.scratch),
+                None => self.out.extend_from_slice(d),
             }
         }
         Ok((taken, segment))
@@ -569,6 +656,8 @@ impl<P: Schedule> Sender<P> {
     /// and is recorded in the gap and lateness histograms. Without this call the next
     /// `poll_transmit` stamps it with its own `now` (what a simulation wants).
     pub fn on_transmitted(&mut self, now: Instant) {
+        // The frames sent go back to their buffers' owner now, not at the next batch.
+        self.shared.clear();
         if let Some((i, taken)) = self.unstamped.take() {
             self.record_departure(i, now, taken);
         }
@@ -812,7 +901,7 @@ mod tests {
     fn drain(s: &mut Sender<Ms>, now: Instant) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         while let Some(t) = s.poll_transmit(now).expect("no overflow") {
-            out.extend(t.datagrams().map(<[u8]>::to_vec));
+            out.extend(t.datagrams().map(std::borrow::Cow::into_owned));
         }
         out
     }

@@ -161,7 +161,7 @@ impl Endpoint for Station {
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         if self.out.is_empty() {
             if let Some(t) = self.relay.poll_transmit(now).expect("relay transmits") {
-                self.out.extend(t.datagrams().map(<[u8]>::to_vec));
+                self.out.extend(t.datagrams().map(std::borrow::Cow::into_owned));
                 self.relay.on_transmitted(now);
             }
         }

@@ -649,3 +649,58 @@ fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
     assert!(tee.segments.iter().all(|s| s.is_empty()), "nothing recorded");
     assert!(r.first_problem().is_some_and(|p| p.contains("pass --fps")));
 }
+
+/// Issue 30: the relay queues a frame as a slice of the buffer it was received into and hands
+/// it to the socket from there (the gathered form: prefix in `contents`, frame in `frames`),
+/// never copied; the buffer is the caller's alone again once the frame has left.
+#[test]
+fn frames_leave_from_the_buffer_they_came_in_and_free_it_when_sent() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Jive5ab, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.threads = Some(1);
+    cfg.burst = 4;
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    // Eight datagrams received into one buffer back to back, as recvmmsg fills a batch.
+    let dgrams: Vec<Vec<u8>> = (0..8u32).map(|k| udps(u64::from(k), &frame(0, k))).collect();
+    let len = dgrams[0].len();
+    let buffer = bytes::Bytes::from(dgrams.concat());
+    let spacing = Duration::from_secs(1) / FPS;
+    for k in 0..8 {
+        let d = buffer.slice(k * len..(k + 1) * len);
+        r.handle_shared_datagram(t0 + spacing * k as u32, 0, addr(7), &d, false, &mut tee);
+    }
+    let mut sent = 0;
+    let mut now = t0;
+    for _ in 0..1000 {
+        now += spacing;
+        r.handle_timeout(now, &mut tee);
+        while let Some(t) = r.poll_transmit(now).unwrap() {
+            assert!(!t.frames.is_empty(), "the relay's frames go out gathered, not copied");
+            assert_eq!(t.contents.len(), 8 * t.frames.len(), "one 8-byte udps prefix per frame");
+            for (i, f) in t.frames.iter().enumerate() {
+                // The frame is the very memory of datagram k of the buffer, past its prefix.
+                let k = (sent + i) as usize;
+                assert_eq!(f.as_ptr(), buffer[k * len + 8..].as_ptr(), "frame {k} copied");
+                assert_eq!(&f[..], &frame(0, k as u32)[..]);
+            }
+            let joined: Vec<Vec<u8>> = t.datagrams().map(std::borrow::Cow::into_owned).collect();
+            for (i, d) in joined.iter().enumerate() {
+                let p = parse_data(SeqFormat::Jive5ab, d).unwrap();
+                assert_eq!(p.frame, &frame(0, (sent + i) as u32)[..]);
+            }
+            sent += t.frames.len();
+            r.on_transmitted(now);
+        }
+        if sent == 8 {
+            break;
+        }
+    }
+    assert_eq!(sent, 8);
+    let teed: usize = tee.segments.iter().map(Vec::len).sum();
+    assert_eq!(teed, 8 * (len - 8), "the tee read every frame");
+    // Every slice the relay held is gone: this handle is the buffer's last, so a socket
+    // layer's pool gets it back.
+    assert!(buffer.is_unique(), "the relay still holds the buffer after sending");
+}

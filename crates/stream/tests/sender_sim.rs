@@ -63,7 +63,7 @@ impl Endpoint for Tx {
         if self.queue.is_empty() {
             if let Some(t) = self.sender.poll_transmit(now).expect("no loop overflow") {
                 self.transmits += 1;
-                self.queue.extend(t.datagrams().map(<[u8]>::to_vec));
+                self.queue.extend(t.datagrams().map(std::borrow::Cow::into_owned));
             }
         }
         self.queue.pop_front()

@@ -86,11 +86,12 @@ pub struct RelayArgs {
     /// catches up.
     #[arg(long, value_parser = parse_duration, default_value = "2ms")]
     smoothing: Duration,
-    /// Most frames per system call. The relay sleeps between departures; the frames that fell
-    /// due meanwhile leave together in one UDP GSO call (none before its time), so a few frames
-    /// share a wake-up instead of a core spinning for each. 1: every frame alone, at its own
-    /// time, the relay's thread spinning between them (a core).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64), default_value_t = 8)]
+    /// Most frames per departure. The relay sleeps between departures; the frames that fell
+    /// due meanwhile leave together in UDP GSO calls (none before its time; 8 KB frames go 8 to
+    /// a call), so frames share a wake-up instead of a core spinning for each: a wake-up costs
+    /// more than a frame (16: 3.4 µs of CPU per 8 KB frame at 4 Gb/s, 8: 5.0). 1: every frame
+    /// alone, at its own time, the relay's thread spinning between them (a core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64), default_value_t = 16)]
     burst: u16,
     /// Most frame data held between input and output (the oldest go first when it is full).
     #[arg(long, value_parser = parse_size, default_value = "256M")]

@@ -1,26 +1,18 @@
-//! `evlbi stream relay` over real sockets: a reader thread per input socket (recvmmsg batches),
-//! the sans-IO [`stream::relay::Relay`] on the calling thread, the tee through [`Recorder`](recording::write::Recorder).
-//!
-//! Reader threads receive (recvmmsg) straight into buffers of a pool per input and hand each
-//! filled buffer, shared, to the relay thread over a bounded channel: the relay queues its frames
-//! as slices of that buffer and sends them from there (one GSO sendmsg gathering prefix and
-//! frame per datagram), so a frame is never copied in user space; the buffer goes back to its
-//! reader's pool when its last frame has left. When the relay thread falls behind, the channel
-//! fills (or the pool runs dry), the reader waits, the socket buffer fills and the kernel's drops
-//! are counted at that socket — loss is reported where it happened, never hidden in a queue.
+//! `evlbi stream relay` over real sockets: the sans-IO [`stream::relay::Relay`] and its input
+//! sockets on one thread ([`inputs`]: recvmmsg straight into pooled buffers, frames queued and
+//! sent from there, never copied; one GSO sendmsg gathers prefix and frame per datagram), the
+//! tee through [`Recorder`](recording::write::Recorder).
+
+mod inputs;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver as ChanRx, RecvTimeoutError, SyncSender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, ProcessCpu};
+use netio::counters::{clock_ticks_per_second, read_process_cpu, ProcessCpu};
 use netio::{io_err, BufferRequest};
-use stream::relay::{Relay, RelayConfig, KEEPALIVE};
+use stream::relay::{Relay, RelayConfig};
 use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
@@ -29,27 +21,14 @@ use crate::{ConfigError, Observer, StreamSessionError};
 use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
 
-/// Batches in flight per input between its reader and the relay thread.
-const QUEUE_BATCHES: usize = 32;
-/// Datagrams per recvmmsg call.
-const BATCH: usize = 64;
-/// Largest datagram read whole (larger ones are counted as oversized).
-const MAX_DATAGRAM: usize = 65_536;
-/// After a batch less than half full, a reader sleeps this long so the next recvmmsg finds a
-/// batch queued (as `stream recv` does): one frame per datagram at 64000/s otherwise costs a
-/// wake-up, a poll and a channel message per datagram. The socket buffer holds the nap many
-/// times over (16 frames of 8 KB at 4 Gb/s).
-const NAP: Duration = Duration::from_micros(250);
-/// Receive buffer (as the kernel reports it) below which a reader does not nap.
-const NAP_MIN_RCVBUF: usize = 2 << 20;
 /// Longest the relay thread spends sending before it takes the input again, so a backlog
-/// leaving at the catch-up rate never keeps the readers' batches waiting.
+/// leaving at the catch-up rate never leaves the input sockets unread for long.
 const SEND_SLICE: Duration = Duration::from_micros(500);
 
 /// How to run a relay.
 #[derive(Debug, Clone)]
 pub struct RelayRunConfig {
-    /// Addresses (or multicast groups) to listen on, one reader thread each.
+    /// Addresses (or multicast groups) to listen on.
     pub listen: Vec<netio::ListenSpec>,
     /// Where the frames go.
     pub to: SocketAddr,
@@ -102,41 +81,6 @@ pub struct RelayLiveLine {
     pub queued: u64,
     /// Senders seen.
     pub senders: u64,
-}
-
-/// One batch of datagrams from an input: `buf` is the buffer recvmmsg wrote them into (shared:
-/// the relay keeps slices of it), `items` where each lies (sender, offset, length, truncated).
-struct InBatch {
-    input: u16,
-    at: Instant,
-    buf: Bytes,
-    items: Vec<(SocketAddr, usize, usize, bool)>,
-}
-
-/// A receive buffer lent to the relay: back to its reader's pool when the last frame in it has
-/// left (or was dropped), so the steady state allocates nothing.
-struct Pooled {
-    buf: Vec<u8>,
-    home: mpsc::Sender<Vec<u8>>,
-}
-
-impl AsRef<[u8]> for Pooled {
-    fn as_ref(&self) -> &[u8] {
-        &self.buf
-    }
-}
-
-impl Drop for Pooled {
-    fn drop(&mut self) {
-        // The reader may have ended: the buffer is then simply freed.
-        let _ = self.home.send(std::mem::take(&mut self.buf));
-    }
-}
-
-/// An input socket and its reader thread.
-struct Input {
-    sock: UdpSocket,
-    reader: Option<JoinHandle<Result<(), ReaderError>>>,
 }
 
 /// Bound sockets, before relaying: lets a caller print the ports (`--listen 127.0.0.1:0`).
@@ -245,7 +189,7 @@ impl BoundRelay {
         rcfg.session = new_session();
         rcfg.first_seq = first_seq(rcfg.output);
         let mut relay = Relay::new(rcfg);
-        let readers = Readers::start(&inputs, &grants, cfg.relay.buffer_bytes)?;
+        let mut readers = inputs::Inputs::new(inputs, cfg.relay.buffer_bytes);
         let mut t = Marks {
             first: None,
             last_in: started,
@@ -261,14 +205,11 @@ impl BoundRelay {
             if let Some(why) = t.end(&cfg, started, now) {
                 break why;
             }
-            // Wait for input or the next departure (a whole batch, see `--burst`), whichever
-            // is first (1 ms at most).
-            let due = relay.poll_timeout().unwrap_or(now + Duration::from_millis(1));
-            let first = match next_batch(&readers.rx, due.min(now + Duration::from_millis(1)), spin) {
-                Ok(b) => b,
-                Err(()) => break "input readers ended",
-            };
-            readers.hand_over(first, &mut relay, &mut t, &mut tally, &mut tee);
+            if !readers.any_open() {
+                break "input readers ended";
+            }
+            wait(&relay, &readers, now, spin);
+            readers.read(&mut relay, &mut t, &mut tally, &mut tee);
             while let Some(n) = relay.poll_notice() {
                 if let Some(say) = notice.as_mut() {
                     say(n);
@@ -276,14 +217,14 @@ impl BoundRelay {
             }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);
-            send_due(&mut relay, &mut wire, spin)?;
+            send_due(&mut relay, &mut wire, spin, cfg.relay.burst)?;
             readers.send_keepalives(&mut relay);
             if now >= t.next_ctl {
                 t.next_ctl = now + Duration::from_millis(1);
                 wire.read_returns(|d| relay.handle_return(now, d));
             }
             if now >= t.next_live {
-                let drops = input_drops(&readers.inputs);
+                let drops = readers.drops();
                 let line = tally.line(now, t.first, cfg.interval, &relay, drops);
                 if let Some(observe) = observer.as_mut() {
                     observe(relay_status(&line, &relay, drops));
@@ -292,15 +233,17 @@ impl BoundRelay {
                 t.next_live += cfg.interval;
             }
         };
-        // The readers stop reading; what they handed over is not taken any more.
-        readers.halt.store(true, Ordering::Relaxed);
+        // The inputs are not read any more; what was taken still leaves.
         let answer_for = cfg.relay.arq_latency.filter(|_| stopped_by != "signal");
-        drain(&mut relay, &mut wire, &mut tee, spin, stop, answer_for)?;
-        let (readers, reader_error) = readers.finish(&mut relay);
+        drain(&mut relay, &mut wire, &mut tee, (spin, cfg.relay.burst), stop, answer_for)?;
+        relay.finish();
+        let socket_drops = readers.drops();
+        let (readers, reader_error) = readers.finish();
         let end = RelayEnd {
             base,
             marks: t,
             readers,
+            socket_drops,
             grants,
             reader_error,
             stopped_by,
@@ -334,7 +277,7 @@ fn drain(
     relay: &mut Relay,
     wire: &mut Wire,
     tee: &mut Recorder,
-    spin: Duration,
+    (spin, burst): (Duration, usize),
     stop: &AtomicBool,
     answer_for: Option<Duration>,
 ) -> Result<(), StreamSessionError> {
@@ -342,7 +285,7 @@ fn drain(
     while relay.has_queued() && Instant::now() < until {
         let now = Instant::now();
         relay.handle_timeout(now + stream::relay::LEARN_FOR, tee);
-        send_due(relay, wire, spin)?;
+        send_due(relay, wire, spin, burst)?;
         std::thread::sleep(Duration::from_micros(50));
     }
     if let Some(latency) = answer_for {
@@ -350,7 +293,7 @@ fn drain(
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             wire.read_returns(|d| relay.handle_return(now, d));
-            send_due(relay, wire, spin)?;
+            send_due(relay, wire, spin, burst)?;
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -374,108 +317,12 @@ impl Baseline {
     }
 }
 
-/// The input reader threads and the channel between them and the relay thread.
-struct Readers {
-    inputs: Vec<Input>,
-    rx: ChanRx<InBatch>,
-    halt: Arc<AtomicBool>,
-}
-
-impl Readers {
-    /// A reader thread per input socket (one that may nap when its buffer holds a nap's worth).
-    fn start(
-        inputs: &[UdpSocket],
-        grants: &[netio::BufferGrant],
-        buffer_bytes: usize,
-    ) -> Result<Readers, StreamSessionError> {
-        let halt = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::sync_channel::<InBatch>(QUEUE_BATCHES * inputs.len());
-        let mut readers = Vec::new();
-        for (i, sock) in inputs.iter().enumerate() {
-            let s = sock.try_clone().map_err(io_err("clone an input socket"))?;
-            let (tx, halt) = (tx.clone(), Arc::clone(&halt));
-            let may_nap = grants.get(i).is_some_and(|g| g.granted_rcv >= NAP_MIN_RCVBUF);
-            let pool = pool_buffers(buffer_bytes);
-            let reader = std::thread::Builder::new()
-                .name(format!("relay-in-{i}"))
-                .spawn(move || read_input(i as u16, &s, &tx, &halt, may_nap, pool))
-                .map_err(io_err("start an input reader thread"))?;
-            readers.push(Input {
-                sock: sock.try_clone().map_err(io_err("clone an input socket"))?,
-                reader: Some(reader),
-            });
-        }
-        Ok(Readers {
-            inputs: readers,
-            rx,
-            halt,
-        })
-    }
-
-    /// Give the relay `first` and everything else the readers handed over (at most the
-    /// channel's capacity): a reader never waits on a full channel while the relay's own queue
-    /// has room. Each datagram is handed over as a slice of its batch's buffer.
-    fn hand_over(
-        &self,
-        first: Option<InBatch>,
-        relay: &mut Relay,
-        t: &mut Marks,
-        tally: &mut Tally,
-        tee: &mut Recorder,
-    ) {
-        let batches = first.into_iter().chain(std::iter::from_fn(|| self.rx.try_recv().ok()));
-        for b in batches.take(QUEUE_BATCHES * self.inputs.len()) {
-            t.first.get_or_insert(b.at);
-            t.last_in = b.at;
-            for &(from, at, len, truncated) in &b.items {
-                // The spans come from the receive call on this very buffer; a span past its
-                // end (never) hands over nothing rather than panicking in `slice`.
-                let d = if at + len <= b.buf.len() {
-                    b.buf.slice(at..at + len)
-                } else {
-                    Bytes::new()
-                };
-                tally.bytes += len as u64;
-                relay.handle_shared_datagram(b.at, b.input, from, &d, truncated, tee);
-            }
-        }
-    }
-
-    /// The keep-alives due (`--ack`), each from the input its sender sent to.
-    fn send_keepalives(&self, relay: &mut Relay) {
-        while let Some((input, to)) = relay.poll_ack() {
-            if let Some(s) = self.inputs.get(usize::from(input)) {
-                // A keep-alive that cannot be sent is only a missed courtesy.
-                let _ = s.sock.send_to(KEEPALIVE, to);
-            }
-        }
-    }
-
-    /// Stop the readers (halted already, or now) and end the relay's input; the inputs (for
-    /// their counts) and the first reader error.
-    fn finish(self, relay: &mut Relay) -> (Vec<Input>, Option<ReaderError>) {
-        let Readers {
-            mut inputs, rx, halt, ..
-        } = self;
-        halt.store(true, Ordering::Relaxed);
-        // A reader waiting on the full channel ends now.
-        drop(rx);
-        relay.finish();
-        let mut reader_error = None;
-        for r in &mut inputs {
-            if let Some(Err(e)) = r.reader.take().and_then(|h| h.join().ok()) {
-                reader_error.get_or_insert(e);
-            }
-        }
-        (inputs, reader_error)
-    }
-}
-
 /// What the run ends with, for its report.
 struct RelayEnd {
     base: Baseline,
     marks: Marks,
-    readers: Vec<Input>,
+    readers: Vec<UdpSocket>,
+    socket_drops: u64,
     grants: Vec<netio::BufferGrant>,
     reader_error: Option<ReaderError>,
     stopped_by: &'static str,
@@ -493,11 +340,11 @@ impl RelayEnd {
             base,
             marks: t,
             readers,
+            socket_drops,
             grants,
             reader_error,
             stopped_by,
         } = self;
-        let socket_drops = input_drops(&readers);
         let tee_dir = tee_dir(cfg);
         let tees = tee_dir.is_some();
         let wall = base.started.elapsed();
@@ -506,7 +353,7 @@ impl RelayEnd {
         RelayReport {
             listen: readers
                 .iter()
-                .map(|r| r.sock.local_addr().map(|a| a.to_string()).unwrap_or_default())
+                .map(|r| r.local_addr().map(|a| a.to_string()).unwrap_or_default())
                 .collect(),
             to: cfg.to.to_string(),
             input_format: cfg.relay.input,
@@ -557,32 +404,25 @@ fn tee_dir(cfg: &RelayRunConfig) -> Option<String> {
 /// of microseconds late, and a late departure at every frame would add up to a backlog).
 const SPIN: Duration = Duration::from_micros(100);
 
-/// The next input batch, waiting until `until` at most (sleeping, then spinning for the last
-/// `spin`); `Err` when every reader has ended.
-fn next_batch(rx: &ChanRx<InBatch>, until: Instant, spin: Duration) -> Result<Option<InBatch>, ()> {
-    let now = Instant::now();
-    if until > now + spin {
-        match rx.recv_timeout(until - now - spin) {
-            Ok(b) => return Ok(Some(b)),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Err(()),
-        }
-    }
-    loop {
-        match rx.try_recv() {
-            Ok(b) => return Ok(Some(b)),
-            Err(mpsc::TryRecvError::Disconnected) => return Err(()),
-            Err(mpsc::TryRecvError::Empty) if Instant::now() >= until => return Ok(None),
-            Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
-        }
-    }
-}
+/// In a backlog (more than [`BACKLOG_BATCHES`] batches queued), the next catch-up batch is
+/// waited for by spinning when it is due within this: a sleep on a loaded host ends later than
+/// a batch's catch-up span, the catch-up rule gives a late batch at most one batch of credit,
+/// and a backlog woken up for each batch would never drain (issue 30: under `perf`, a relay
+/// that slept between catch-up batches fell 0.6 s behind at 4 Gb/s and dropped frames).
+const BACKLOG_SPIN: Duration = Duration::from_micros(200);
+/// Batches queued that make a backlog: far more than the smoothing holds in the steady state
+/// (2–3 batches of 16 at 4 Gb/s), so the relay spins only when it is behind (spinning at two
+/// batches cost 0.25 of a core at 4 Gb/s).
+const BACKLOG_BATCHES: u64 = 16;
 
 /// Send everything due now (the clock read again after each send, so a backlog drains in one
 /// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
-/// frames due within `spin` are waited for here, spinning.
-fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), StreamSessionError> {
+/// frames due within `spin` (within [`BACKLOG_SPIN`] in a backlog) are waited for here,
+/// spinning.
+fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration, burst: usize) -> Result<(), StreamSessionError> {
     let began = Instant::now();
+    let backlog = relay.totals().queued > BACKLOG_BATCHES * burst as u64;
+    let spin = if backlog { spin.max(BACKLOG_SPIN) } else { spin };
     for _ in 0..4096 {
         let now = Instant::now();
         if now - began > SEND_SLICE {
@@ -608,12 +448,26 @@ fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration) -> Result<(), St
     Ok(())
 }
 
-/// Kernel drops at every input socket since it was made.
-fn input_drops(inputs: &[Input]) -> u64 {
-    inputs.iter().map(|i| socket_drops(&i.sock).unwrap_or(0)).sum()
+/// Wait for what comes first: input, or the next departure (a whole batch, see `--burst`),
+/// 1 ms at most. While frames wait to leave, the relay sleeps to their departure without
+/// waking for input (it waits in the socket buffer and is read then): a wake-up per input batch
+/// and another per departure cost more than the frames (issue 30). Departures within `spin`
+/// are waited for by the sender, spinning.
+fn wait(relay: &Relay, inputs: &inputs::Inputs, now: Instant, spin: Duration) {
+    let cap = now + Duration::from_millis(1);
+    match relay.poll_timeout() {
+        Some(due) if due <= now + spin => {}
+        Some(due) if relay.has_queued() => {
+            let until = due.min(cap);
+            if until > now {
+                std::thread::sleep(until - now);
+            }
+        }
+        due => inputs.wait(due.unwrap_or(cap).min(cap)),
+    }
 }
 
-/// Why an input's reader thread stopped: its socket failed.
+/// Why an input stopped being read: its socket failed.
 #[derive(Debug, thiserror::Error)]
 #[error("input {input}: receive: {source}")]
 pub struct ReaderError {
@@ -621,111 +475,6 @@ pub struct ReaderError {
     pub input: u16,
     /// The socket's error.
     pub source: std::io::Error,
-}
-
-/// Receive buffers a reader may have lent out at once: enough for the relay's whole queue
-/// (`buffer_bytes` of frames; a frame pins a whole buffer of [`BATCH`] slots until it leaves,
-/// and frames are at least [`MIN_FRAME_FOR_POOL`] bytes in the streams this sizes for) and the
-/// channel. Past that the reader waits and the kernel's drops at the socket show it.
-fn pool_buffers(buffer_bytes: usize) -> usize {
-    (buffer_bytes / (BATCH * MIN_FRAME_FOR_POOL)).clamp(2 * QUEUE_BATCHES, 4096)
-}
-
-/// Frame length the pool is sized for (see [`pool_buffers`]): smaller frames fill the relay's
-/// queue with fewer buffers than it allows bytes.
-const MIN_FRAME_FOR_POOL: usize = 4096;
-
-/// The reader thread of input `input`: recvmmsg batches straight into buffers of its pool (at
-/// most `pool` of them lent at once), each handed to the relay thread whole and shared; buffers
-/// come back when the relay has sent (or dropped) their frames. Ends when halted or when the
-/// relay thread is gone.
-fn read_input(
-    input: u16,
-    sock: &UdpSocket,
-    tx: &SyncSender<InBatch>,
-    halt: &AtomicBool,
-    may_nap: bool,
-    pool: usize,
-) -> Result<(), ReaderError> {
-    let mut batch = netio::batch::RecvBatch::new(BATCH, MAX_DATAGRAM);
-    let (home, returned) = mpsc::channel::<Vec<u8>>();
-    // The batch's own buffer is the first of the pool.
-    let mut lent = 1usize;
-    let mut nap = false;
-    while !halt.load(Ordering::Relaxed) {
-        let mut got = Ok(0);
-        if nap {
-            std::thread::sleep(NAP);
-            got = batch.recv_batch(sock, Some(Duration::ZERO));
-        }
-        if matches!(got, Ok(0)) {
-            got = batch.recv_batch(sock, Some(Duration::from_millis(5)));
-        }
-        nap = false;
-        match got {
-            Ok(0) => continue,
-            Ok(n) => nap = may_nap && n < BATCH / 2,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(source) => return Err(ReaderError { input, source }),
-        }
-        let at = Instant::now();
-        let items = (0..batch.len())
-            .filter_map(|i| {
-                let d = batch.get(i)?;
-                let (offset, len) = batch.span(i)?;
-                Some((d.from, offset, len, d.truncated))
-            })
-            .collect();
-        let Some(fresh) = next_buffer(&returned, &mut lent, pool, batch.buffer_len(), halt) else {
-            break;
-        };
-        let filled = batch.swap_buffer(fresh);
-        let out = InBatch {
-            input,
-            at,
-            buf: Bytes::from_owner(Pooled {
-                buf: filled,
-                home: home.clone(),
-            }),
-            items,
-        };
-        if tx.send(out).is_err() {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// A buffer to receive into next: one the relay gave back, a new one while fewer than `pool`
-/// are lent, else the first to come back (waiting, in 5 ms steps, until halted: `None`).
-fn next_buffer(
-    returned: &ChanRx<Vec<u8>>,
-    lent: &mut usize,
-    pool: usize,
-    len: usize,
-    halt: &AtomicBool,
-) -> Option<Vec<u8>> {
-    if let Ok(b) = returned.try_recv() {
-        return Some(b);
-    }
-    if *lent < pool {
-        *lent += 1;
-        // Zeroed by the allocator (pages mapped on first touch), not written here.
-        return Some(vec![0; len]);
-    }
-    while !halt.load(Ordering::Relaxed) {
-        if let Ok(b) = returned.recv_timeout(Duration::from_millis(5)) {
-            return Some(b);
-        }
-    }
-    None
 }
 
 /// The relay loop's clock marks.

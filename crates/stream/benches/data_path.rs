@@ -192,6 +192,40 @@ fn relay(c: &mut Criterion) {
             BatchSize::LargeInput,
         );
     });
+    // What the socket loop runs (issue 30): datagrams as slices of one receive buffer, queued
+    // and sent as handles, the frames never copied.
+    g.bench_function("bare in, native out, shared buffers", |b| {
+        let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
+        cfg.frames_per_second = Some(FPS);
+        cfg.threads = Some(THREADS);
+        cfg.burst = 16;
+        let mut r = Relay::new(cfg);
+        let mut tee = NullSink::default();
+        let mut step = 0u32;
+        let mut now = t0;
+        let mut sent = 0u64;
+        b.iter_batched(
+            || {
+                let fs = frames(step);
+                step += (BATCH / usize::from(THREADS)) as u32;
+                let len = fs.first().map_or(0, Vec::len);
+                (bytes::Bytes::from(fs.concat()), len)
+            },
+            |(buf, len)| {
+                for k in 0..buf.len() / len.max(1) {
+                    now += spacing();
+                    let d = buf.slice(k * len..(k + 1) * len);
+                    r.handle_shared_datagram(now, 0, from, &d, false, &mut tee);
+                    while let Ok(Some(t)) = r.poll_transmit(now) {
+                        sent += t.datagram_count() as u64;
+                        r.on_transmitted(now);
+                    }
+                }
+                black_box(sent)
+            },
+            BatchSize::LargeInput,
+        );
+    });
     g.finish();
 }
 

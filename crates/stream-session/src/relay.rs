@@ -235,7 +235,14 @@ impl BoundRelay {
         };
         // The inputs are not read any more; what was taken still leaves.
         let answer_for = cfg.relay.arq_latency.filter(|_| stopped_by != "signal");
-        drain(&mut relay, &mut wire, &mut tee, (spin, cfg.relay.burst), stop, answer_for)?;
+        drain(
+            &mut relay,
+            &mut wire,
+            &mut tee,
+            (spin, cfg.relay.burst),
+            stop,
+            answer_for,
+        )?;
         relay.finish();
         let socket_drops = readers.drops();
         let (readers, reader_error) = readers.finish();

@@ -148,7 +148,14 @@ impl Inputs {
                 }
                 let n = match input.batch.recv_batch(&input.sock, Some(Duration::ZERO)) {
                     Ok(n) => n,
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => 0,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                        ) =>
+                    {
+                        0
+                    }
                     Err(source) => {
                         input.failed = true;
                         self.error.get_or_insert(ReaderError {

@@ -217,7 +217,7 @@ impl BoundRelay {
             }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);
-            send_due(&mut relay, &mut wire, spin, cfg.relay.burst)?;
+            send_due(&mut relay, &mut wire, spin, cfg.relay.smoothing)?;
             readers.send_keepalives(&mut relay);
             if now >= t.next_ctl {
                 t.next_ctl = now + Duration::from_millis(1);
@@ -239,7 +239,7 @@ impl BoundRelay {
             &mut relay,
             &mut wire,
             &mut tee,
-            (spin, cfg.relay.burst),
+            (spin, cfg.relay.smoothing),
             stop,
             answer_for,
         )?;
@@ -284,7 +284,7 @@ fn drain(
     relay: &mut Relay,
     wire: &mut Wire,
     tee: &mut Recorder,
-    (spin, burst): (Duration, usize),
+    (spin, smoothing): (Duration, Duration),
     stop: &AtomicBool,
     answer_for: Option<Duration>,
 ) -> Result<(), StreamSessionError> {
@@ -292,7 +292,7 @@ fn drain(
     while relay.has_queued() && Instant::now() < until {
         let now = Instant::now();
         relay.handle_timeout(now + stream::relay::LEARN_FOR, tee);
-        send_due(relay, wire, spin, burst)?;
+        send_due(relay, wire, spin, smoothing)?;
         std::thread::sleep(Duration::from_micros(50));
     }
     if let Some(latency) = answer_for {
@@ -300,7 +300,7 @@ fn drain(
         while Instant::now() < until && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             wire.read_returns(|d| relay.handle_return(now, d));
-            send_due(relay, wire, spin, burst)?;
+            send_due(relay, wire, spin, smoothing)?;
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -411,24 +411,22 @@ fn tee_dir(cfg: &RelayRunConfig) -> Option<String> {
 /// of microseconds late, and a late departure at every frame would add up to a backlog).
 const SPIN: Duration = Duration::from_micros(100);
 
-/// In a backlog (more than [`BACKLOG_BATCHES`] batches queued), the next catch-up batch is
-/// waited for by spinning when it is due within this: a sleep on a loaded host ends later than
-/// a batch's catch-up span, the catch-up rule gives a late batch at most one batch of credit,
-/// and a backlog woken up for each batch would never drain (issue 30: under `perf`, a relay
-/// that slept between catch-up batches fell 0.6 s behind at 4 Gb/s and dropped frames).
+/// In a backlog (a frame waited longer than `--smoothing`: its station is catching up), the
+/// next catch-up batch is waited for by spinning when it is due within this: a sleep on a
+/// loaded host ends later than a batch's catch-up span, the catch-up rule gives a late batch at
+/// most one batch of credit, and a backlog woken up for each batch may never drain (issue 30:
+/// at 8.192 Gb/s on one port a relay that slept between catch-up batches fell 0.2 s behind and
+/// dropped 1256 frames; one that spun whenever 2 batches waited was lossless but spent twice
+/// the CPU at 4 Gb/s, where 2–3 batches wait in the steady state).
 const BACKLOG_SPIN: Duration = Duration::from_micros(200);
-/// Batches queued that make a backlog: far more than the smoothing holds in the steady state
-/// (2–3 batches of 16 at 4 Gb/s), so the relay spins only when it is behind (spinning at two
-/// batches cost 0.25 of a core at 4 Gb/s).
-const BACKLOG_BATCHES: u64 = 16;
 
 /// Send everything due now (the clock read again after each send, so a backlog drains in one
 /// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
 /// frames due within `spin` (within [`BACKLOG_SPIN`] in a backlog) are waited for here,
 /// spinning.
-fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration, burst: usize) -> Result<(), StreamSessionError> {
+fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration, smoothing: Duration) -> Result<(), StreamSessionError> {
     let began = Instant::now();
-    let backlog = relay.totals().queued > BACKLOG_BATCHES * burst as u64;
+    let backlog = relay.longest_wait(began) > smoothing;
     let spin = if backlog { spin.max(BACKLOG_SPIN) } else { spin };
     for _ in 0..4096 {
         let now = Instant::now();

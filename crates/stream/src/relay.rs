@@ -997,6 +997,20 @@ impl Relay {
         t
     }
 
+    /// How long the oldest frame waiting to go out has waited at `now`, over all stations:
+    /// past `smoothing` its station is catching up (a socket loop then keeps its departures
+    /// close instead of sleeping between them).
+    pub fn longest_wait(&self, now: Instant) -> Duration {
+        self.stations
+            .iter()
+            .filter_map(|s| {
+                let q = s.queue.as_ref()?.borrow();
+                Some(now.saturating_duration_since(q.frames.front()?.arrival))
+            })
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
     /// Whether frames wait to go out (or to be learned).
     pub fn has_queued(&self) -> bool {
         self.totals().queued > 0

@@ -545,7 +545,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     if d.datagrams == 0 {
         // A recorder that heard nothing has not recorded: say it in the exit code, so a script
         // (or the operator's cron check of a link) sees it.
-        return Err(ProblemsFound(nothing_arrived(&addrs)).into());
+        return Err(ProblemsFound::nothing_arrived(&addrs).into());
     }
     let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
     if unusable > 0 && written == 0 {
@@ -559,14 +559,6 @@ fn recv(a: RecvArgs) -> Result<()> {
         .into());
     }
     Ok(())
-}
-
-/// Why a receiver or relay that got no datagram at all failed, and where to look.
-pub(crate) fn nothing_arrived(addrs: &[String]) -> String {
-    format!(
-        "no datagram arrived on {} (UDP): is the sender pointed at this address and port, and does a firewall let UDP through?",
-        addrs.join(", ")
-    )
 }
 
 /// The receiver's configuration from its flags (usage errors for combinations that cannot work).

@@ -252,7 +252,7 @@ pub fn relay(a: RelayArgs) -> Result<()> {
     }
     let d = &r.datagrams;
     if d.datagrams == 0 {
-        return Err(ProblemsFound(crate::stream_cmd::nothing_arrived(&addrs)).into());
+        return Err(ProblemsFound::nothing_arrived(&addrs).into());
     }
     let relayed: u64 = r.stations.iter().map(|s| s.frames_out).sum();
     let unusable = d.rejected() - d.foreign_source - d.too_many_stations;

@@ -681,7 +681,7 @@ fn frames_leave_from_the_buffer_they_came_in_and_free_it_when_sent() {
             assert_eq!(t.contents.len(), 8 * t.frames.len(), "one 8-byte udps prefix per frame");
             for (i, f) in t.frames.iter().enumerate() {
                 // The frame is the very memory of datagram k of the buffer, past its prefix.
-                let k = (sent + i) as usize;
+                let k = sent + i;
                 assert_eq!(f.as_ptr(), buffer[k * len + 8..].as_ptr(), "frame {k} copied");
                 assert_eq!(&f[..], &frame(0, k as u32)[..]);
             }

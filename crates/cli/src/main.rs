@@ -138,6 +138,16 @@ impl std::fmt::Display for ProblemsFound {
 
 impl std::error::Error for ProblemsFound {}
 
+impl ProblemsFound {
+    /// A receiver or relay that got no datagram at all on `addrs`, and where to look.
+    pub fn nothing_arrived(addrs: &[String]) -> ProblemsFound {
+        ProblemsFound(format!(
+            "no datagram arrived on {} (UDP): is the sender pointed at this address and port, and does a firewall let UDP through?",
+            addrs.join(", ")
+        ))
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "evlbi",

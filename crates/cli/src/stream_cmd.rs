@@ -109,11 +109,16 @@ pub struct SendArgs {
     spin: Duration,
     /// Catch up on the timeline after falling up to this far behind (a descheduled sender);
     /// later than that the time is given up, counted as a slip and said on stderr. A station's
-    /// data come at a fixed rate: time given up is data never sent. A backend simulator
-    /// (--generate --start now) keeps every frame at its VDIF time instead, as a backend does:
-    /// frames more than this late are skipped (counted, said on stderr), never sent late.
+    /// data come at a fixed rate: time given up is data never sent. See --late-frames.
     #[arg(long, value_parser = parse_duration, default_value = "100ms")]
     max_lag: Duration,
+    /// What a sender more than --max-lag behind does with the frames whose time has passed:
+    /// `send` (every frame is sent, later than its time: the timeline is re-anchored) or `skip`
+    /// (frames stay at their time, as a backend's do: the late ones are never sent, counted
+    /// and said on stderr). With --generate --start now, `skip` keeps the VDIF time on the
+    /// clock on a loaded host, as a Field System session that names scan times needs.
+    #[arg(long, value_enum, default_value_t = LateFrames::Send)]
+    late_frames: LateFrames,
     /// While catching up, send at up to this multiple of the rate (1.0 to 16): 2 clears a
     /// backlog in as long as it took to build, without line-rate bursts. Keep it below the
     /// path's capacity ÷ the stream rate (`evlbi probe` measures the capacity): through a path
@@ -331,7 +336,17 @@ fn send_config(a: &SendArgs) -> Result<SendConfig> {
         catch_up: a.catch_up,
         senders: usize::from(a.senders),
         realtime: a.generate && a.signal.start_is_now(),
+        skip_late: a.late_frames == LateFrames::Skip,
     })
+}
+
+/// `--late-frames`: what a held-up sender does with frames whose time has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LateFrames {
+    /// Send every frame, later than its time (the timeline is re-anchored).
+    Send,
+    /// Skip the frames more than --max-lag late (they stay at their time, as a backend's).
+    Skip,
 }
 
 fn send(a: SendArgs) -> Result<()> {
@@ -527,6 +542,11 @@ fn recv(a: RecvArgs) -> Result<()> {
     // Datagrams refused by policy (--from, --max-stations) are other people's traffic; the rest
     // were meant for this recorder.
     let d = &r.datagrams;
+    if d.datagrams == 0 {
+        // A recorder that heard nothing has not recorded: say it in the exit code, so a script
+        // (or the operator's cron check of a link) sees it.
+        return Err(ProblemsFound::nothing_arrived(&addrs).into());
+    }
     let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
     if unusable > 0 && written == 0 {
         // Data came and none of it was usable: a recorder that wrote nothing has failed (exit 1,

@@ -251,6 +251,9 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         return Err(ProblemsFound(format!("tee: {e}")).into());
     }
     let d = &r.datagrams;
+    if d.datagrams == 0 {
+        return Err(ProblemsFound::nothing_arrived(&addrs).into());
+    }
     let relayed: u64 = r.stations.iter().map(|s| s.frames_out).sum();
     let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
     if unusable > 0 && relayed == 0 {

@@ -40,8 +40,10 @@ fn replay(port: u16, data_port: u16, dir: &Path) -> Run {
     let out = dir.join("out");
     let json = dir.join("records.json");
     let sent = dir.join("sender.json");
+    // `--late-frames skip`: the FS names scan_set times by its clock, so the data must stay on
+    // it even when the loaded host holds the backend up (it then skips, and says how many).
     let sender = format!(
-        "{} stream send --generate --stations Ef --rate 512M --channels 8 --threads 2 --seq-format jive5ab --to 127.0.0.1:{data_port} --loop --duration 1h --json",
+        "{} stream send --generate --stations Ef --rate 512M --channels 8 --threads 2 --seq-format jive5ab --to 127.0.0.1:{data_port} --loop --duration 1h --late-frames skip --json",
         env!("CARGO_BIN_EXE_evlbi")
     );
     let set = |k: &str, v: String| ["--set".to_string(), format!("{k}={v}")];
@@ -162,7 +164,12 @@ fn the_field_systems_flexbuff_session_gets_no_error_and_jive5abs_answers() {
     }
     let ev_dir = shm_dir();
     let ev = run_evlbi(ev_dir.path());
-    let complaints = fs_complaints(&ev);
+    // The FS's 602 ("missing bytes") is the truth when the backend itself skipped frames (a
+    // loaded host held the simulator up): the missing bytes are held to what it skipped below.
+    let complaints: Vec<String> = fs_complaints(&ev)
+        .into_iter()
+        .filter(|c| !(ev.skipped_by_backend > 0 && c.starts_with("scan_check?") && c.contains("5k 602")))
+        .collect();
     assert!(complaints.is_empty(), "the FS would log: {complaints:#?}");
     assert!(ev.records.len() > 60, "{} requests", ev.records.len());
     // FlexBuff recordings named by the label, one per data stream (ds{thread}), spread over
@@ -185,7 +192,9 @@ fn the_field_systems_flexbuff_session_gets_no_error_and_jive5abs_answers() {
         assert_eq!(
             (f[2].as_str(), f[3].as_str(), f[6].as_str()),
             ("VDIF", "16", "32Mbps"),
-            "{f:?}"
+            "{f:?} (the backend simulator skipped {} frames: a recording whose gaps cover the \
+             second boundaries shows no rate)",
+            ev.skipped_by_backend
         );
         // Nothing missing but what the backend itself skipped (nothing, unless held up).
         let missing: u64 = f[7].parse().unwrap_or_else(|_| panic!("{f:?}"));

@@ -427,3 +427,44 @@ fn a_disk_swapped_for_a_link_after_set_disks_receives_nothing() {
     let bytes: u64 = moved.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
     assert_eq!(bytes, frames_sent * 8032, "{moved:?}\n{log:?}");
 }
+
+/// The same swap, for reading: a recording outside every allowed directory reached through a
+/// disk swapped for a link after `set_disks`. Before, `scan_set`, `scan_check?` and
+/// `disk2file` opened the disks by path and followed the link: the daemon served (and copied
+/// below its root) a file of someone else's. Now it reads through the disks it opens below its
+/// roots through no link, as the recorder writes: the swapped disk holds nothing it will read.
+#[test]
+fn a_disk_swapped_for_a_link_after_set_disks_serves_nothing_from_outside() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    // A vbs recording outside the roots: one chunk of real VDIF.
+    let (ef, _) = common::gen_two_stations(outside.path(), &[]);
+    let secret = outside.path().join("store").join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::copy(&ef, secret.join("secret.00000000")).unwrap();
+    let d1 = root.path().join("disk1");
+    std::fs::create_dir_all(&d1).unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok(&format!("set_disks = {} ;", d1.display()));
+    // The swap.
+    std::fs::rename(&d1, root.path().join("disk1.old")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("store"), &d1).unwrap();
+    let r = fs.ask("scan_set = secret ;");
+    assert_ne!(
+        r.code,
+        vsis::ReturnCode::Done,
+        "the recording behind the link was opened: {r}"
+    );
+    assert!(r.to_string().contains("does not exist"), "{r}");
+    let r = fs.ask("scan_check? ;");
+    assert!(!r.to_string().contains("secret : VDIF"), "{r}");
+    drop(fs);
+    let _ = serve.stop();
+    // Nothing of it was copied below the root.
+    let copied: Vec<_> = files_below(root.path())
+        .into_iter()
+        .filter(|f| std::fs::read(f).is_ok_and(|b| b.len() > 1000))
+        .collect();
+    assert!(copied.is_empty(), "{copied:?}");
+}

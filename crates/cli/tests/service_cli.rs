@@ -219,7 +219,15 @@ fn serve_honours_its_config_file_and_flags_override_it() {
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let _ = s.write_all(b"status? ;\n");
             let mut got = Vec::new();
-            let _ = s.read_to_end(&mut got);
+            // Closed (EOF or reset) is the refusal; a read that timed out is a daemon that never
+            // looked at the connection, not one that shut it out.
+            let read = s.read_to_end(&mut got);
+            assert!(
+                !read
+                    .as_ref()
+                    .is_err_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+                "{ip}: no answer and no close in 10 s: {read:?}"
+            );
             assert!(got.is_empty(), "{ip} is not allowed, yet got {got:?}");
             let refused = "evlbi_serve_connections_refused_total{source=\"serve\"}";
             assert_eq!(metric_becomes(p.metrics(), refused, 1.0), Some(1.0));

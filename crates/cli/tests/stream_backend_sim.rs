@@ -604,9 +604,10 @@ fn each_board_sends_to_its_own_destination_port() {
 }
 
 /// A backend's frames carry the time they were sampled: a simulator held up (SIGSTOP for
-/// 1.5 s, as a descheduled host) skips the frames whose time passed by more than --max-lag and
-/// never sends a frame late, where it once re-anchored its timeline and sent every later frame
-/// 1.5 s behind its VDIF time (a recorder asked for "the next 4 s" then waited for them).
+/// 1.5 s, as a descheduled host) with `--late-frames skip` skips the frames whose time passed
+/// by more than --max-lag and never sends a frame late; `send` (the default, every frame sent)
+/// re-anchors its timeline and sends every later frame 1.5 s behind its VDIF time, which a
+/// recorder asked for "the next 4 s" then waits for.
 #[test]
 fn a_held_up_backend_skips_the_frames_whose_time_passed_and_sends_none_late() {
     let dir = tempfile::tempdir().unwrap();
@@ -634,6 +635,8 @@ fn a_held_up_backend_skips_the_frames_whose_time_passed_and_sends_none_late() {
         .args([
             "--max-lag",
             "100ms",
+            "--late-frames",
+            "skip",
             "--json",
             "--to",
             &format!("127.0.0.1:{}", rx.port),

@@ -198,11 +198,18 @@ fn idle_timeout_fires_when_nothing_ever_arrives() {
         let mut p = Proc(child);
         // Before issue 29 it never stopped: waited for here at most 10 s, then killed on drop.
         let status = wait_exit(&mut p.0, Duration::from_secs(10)).unwrap_or_else(|| panic!("{cmd:?} never stopped"));
-        assert!(status.success(), "{cmd:?}");
         let rest = rest_of(&log);
+        // Nothing recorded or relayed is a failure a script must see (exit 1, said why).
+        assert_eq!(status.code(), Some(1), "{cmd:?}: {rest:?}");
         assert!(
             rest.iter()
                 .any(|l| l == "no datagram arrived: the idle timeout counted from the start"),
+            "{rest:?}"
+        );
+        assert!(
+            rest.iter()
+                .any(|l| l.starts_with("evlbi: no datagram arrived on 127.0.0.1:")
+                    && l.contains("is the sender pointed at this address and port")),
             "{rest:?}"
         );
         let r: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();

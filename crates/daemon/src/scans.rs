@@ -103,17 +103,19 @@ impl Daemon {
     /// (one recording per thread or station) is checked recording by recording and combined
     /// — its tracks all of theirs —, as the blocks of merged streams interleave in time.
     fn check(
+        &self,
         st: &State,
         name: &str,
         scan: &Scan,
         (start, end): (u64, u64),
         sample: u64,
     ) -> std::io::Result<Option<ScanCheck>> {
-        let names = Scan::recordings_of(scan.layout(), name, &st.disks);
+        let disks = self.read_disks(st);
+        let names = Scan::recordings_of_in(scan.layout(), name, &disks);
         if start == 0 && end >= scan.len() && names.len() > 1 {
             let mut parts = Vec::new();
             for n in &names {
-                let Ok(one) = Scan::open(scan.layout(), n, &st.disks) else {
+                let Ok(one) = Scan::open_in(scan.layout(), n, &disks) else {
                     continue;
                 };
                 parts.extend(check_range(&one, 0, one.len(), sample)?);
@@ -123,13 +125,24 @@ impl Daemon {
         check_range(scan, start, end, sample)
     }
 
+    /// The set disks opened for reading, below the allowed directories and through no link, as
+    /// the recorder opens them for writing: a disk swapped for a link since `set_disks` is not
+    /// read (a recording outside the roots is never served by scan_check? or disk2file).
+    fn read_disks(&self, st: &State) -> Vec<safedir::Dir> {
+        st.disks
+            .iter()
+            .filter_map(|p| self.env.paths.open_dir(&p.display().to_string()).ok())
+            .collect()
+    }
+
     /// Scan `name` on the set disks, vbs or Mark6 (exactly one of them).
     fn open_scan(&self, st: &State, name: &str) -> Result<Arc<Scan>, Answer> {
         if scanfmt::name::check(name).is_err() {
             return Err(refuse(ReturnCode::BadParameter, format!("'{name}' is not a scan name")));
         }
-        let vbs = Scan::open_with_streams(Layout::Vbs, name, &st.disks);
-        let mk6 = Scan::open_with_streams(Layout::Mk6, name, &st.disks);
+        let disks = self.read_disks(st);
+        let vbs = Scan::open_with_streams_in(Layout::Vbs, name, &disks);
+        let mk6 = Scan::open_with_streams_in(Layout::Mk6, name, &disks);
         match (vbs, mk6) {
             (Ok(s), Err(_)) | (Err(_), Ok(s)) => Ok(Arc::new(s)),
             (Ok(_), Ok(_)) => Err(refuse(
@@ -236,7 +249,8 @@ impl Daemon {
         for (p, is_start) in [(start_p, true), (end_p, false)] {
             let needs_rate = matches!(p, Pointer::PlusTime(_) | Pointer::MinusTime(_) | Pointer::At(_));
             if needs_rate && !checked {
-                check = Self::check(st, &name, &scan, (0, scan.len()), RATE_SAMPLE)
+                check = self
+                    .check(st, &name, &scan, (0, scan.len()), RATE_SAMPLE)
                     .ok()
                     .flatten();
                 checked = true;
@@ -314,7 +328,7 @@ impl Daemon {
             );
         }
         let mut f = vec!["?".to_string(), p.name.clone()];
-        match Self::check(st, &p.name, &scan, (p.start, end), a.bytes) {
+        match self.check(st, &p.name, &scan, (p.start, end), a.bytes) {
             Ok(Some(c)) => f.extend(vsis::playback::scan_check_fields(&c)),
             Ok(None) => f.push("?".into()),
             Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),
@@ -333,7 +347,8 @@ impl Daemon {
         };
         // A short range (the FS's last megabyte) shows no second boundary: the rate comes from
         // the whole scan.
-        let whole = Self::check(st, &p.name, &scan, (0, scan.len()), RATE_SAMPLE)
+        let whole = self
+            .check(st, &p.name, &scan, (0, scan.len()), RATE_SAMPLE)
             .ok()
             .flatten();
         let fps = whole.and_then(|c| c.frames_per_second);

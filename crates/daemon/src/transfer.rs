@@ -546,6 +546,7 @@ impl Fill {
                     catch_up: stream_session::send::DEFAULT_CATCH_UP,
                     senders: 1,
                     realtime: true,
+                    skip_late: false,
                 };
                 let o = outlet.clone();
                 let observer: stream_session::Observer<stream::results::SendStatus> = Box::new(move |s| {

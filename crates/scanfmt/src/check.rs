@@ -195,9 +195,26 @@ impl Ends {
     /// second (the boundary lies after it), `Some(false)` when it is later, `None` without a
     /// believable frame in the sample.
     pub fn in_first_second(&self, s: Sample<'_>) -> Option<bool> {
+        self.in_second(s, 0)
+    }
+
+    /// [`Ends::in_first_second`] for the boundary `k` seconds later (frames lost across the
+    /// first boundary hide it: the next may be whole).
+    pub fn in_second(&self, s: Sample<'_>, k: u64) -> Option<bool> {
         let f = frames(s);
         let x = f.first()?;
-        Some(x.header.unix_seconds() <= self.first.header.unix_seconds())
+        let k = i64::try_from(k).unwrap_or(i64::MAX);
+        Some(x.header.unix_seconds() <= self.first.header.unix_seconds().saturating_add(k))
+    }
+
+    /// Whole seconds from the first frame's to the last frame's: the boundaries in between.
+    pub fn seconds_spanned(&self) -> u64 {
+        let dt = self
+            .last
+            .header
+            .unix_seconds()
+            .saturating_sub(self.first.header.unix_seconds());
+        u64::try_from(dt).unwrap_or(0)
     }
 
     /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not

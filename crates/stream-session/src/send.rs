@@ -85,9 +85,11 @@ pub struct SendConfig {
     /// senders as each station has threads.
     pub senders: usize,
     /// Frames leave at their own VDIF time, moved by whole seconds to just ahead of the clock
-    /// (a backend simulator: `--generate` with `--start now`), and frames more than `max_lag`
-    /// late are skipped, not sent late; else the timeline starts now.
+    /// (a backend simulator: `--generate` with `--start now`); else the timeline starts now.
     pub realtime: bool,
+    /// Frames more than `max_lag` late are skipped (counted), never sent late: the timeline is
+    /// fixed to the clock, as a backend's; else the timeline is re-anchored and every frame sent.
+    pub skip_late: bool,
 }
 
 /// Default catch-up bound of the stream sender. A station's data arrive at a fixed rate: time a
@@ -739,11 +741,11 @@ fn build_boards(
     Ok((boards, path_mtu))
 }
 
-/// `pacer` with the run's catch-up bound and speed; fixed to the clock for a backend simulator
-/// (its frames carry their time: what falls beyond the bound is skipped, not sent late).
+/// `pacer` with the run's catch-up bound and speed; fixed to the clock when late frames are
+/// skipped (a backend's frames carry their time: what falls beyond the bound is not sent late).
 fn paced(cfg: &SendConfig, pacer: Pacer) -> Pacer {
     let pacer = pacer.with_max_lag(cfg.max_lag).with_catch_up(cfg.catch_up);
-    if cfg.realtime {
+    if cfg.skip_late {
         pacer.fixed_to_clock()
     } else {
         pacer

@@ -9,6 +9,14 @@ use vdif::{RateSource, SourcedRate};
 pub(crate) const MAX_FPS: u32 = vdif::rate::MAX_FRAMES_PER_SECOND;
 /// Thread ids have 10 bits (word 3).
 pub(crate) const MAX_THREADS: u16 = 1024;
+/// The boards of one backend start (and their frames arrive) within this of each other: a
+/// station's threads are learned over at least this much of its time (the relay) or of its
+/// arrivals (the receiver), so a board a little behind the others (its start, its switch) is not
+/// taken for a thread that does not exist. Learning over two frames lost a board whose first
+/// frame came 0.5 ms after the other's at 4000 frames/s (tests/pipeline_sim.rs, 1.5 ms of LAN
+/// jitter: 2 of 4 threads learned, half the station lost); the receiver's count until the first
+/// repeat lost a board 1.5 ms behind (tests/receiver.rs).
+pub const LEARN_SKEW: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Count a datagram the framing refused under its reason.
 pub(crate) fn count_wire_error(c: &mut DatagramCounters, e: &WireError) {

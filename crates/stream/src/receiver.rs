@@ -578,21 +578,23 @@ impl Receiver {
         };
         let step_of = |h: &VdifHeader| h.frame_index(fps);
         self.admission.hold(at, held, &step_of, &mut self.tally.counters);
-        if self.admission.get(at).run >= self.cfg.source_run.max(1) && self.threads_counted(at) {
+        if self.admission.get(at).run >= self.cfg.source_run.max(1) && self.threads_counted(at, now) {
             self.accept(at, now, sink);
         }
     }
 
     /// Whether the stream at `at` knows its threads: given, or counted once a thread came
-    /// round again (or as many frames are held as can be) — its rate then split over them.
-    /// `false` while counting, or (the stream dropped, counted) when the station's rate does
-    /// not split evenly.
-    fn threads_counted(&mut self, at: At) -> bool {
+    /// round again and [`crate::intake::LEARN_SKEW`] has passed since its first frame (a board
+    /// behind the others shows up within it), or as many frames are held as can be — its rate
+    /// then split over them. `false` while counting, or (the stream dropped, counted) when the
+    /// station's rate does not split evenly.
+    fn threads_counted(&mut self, at: At, now: Instant) -> bool {
         let p = self.admission.get_mut(at);
         let Some(l) = p.learning.as_ref() else {
             return true;
         };
-        if !l.cycled && p.held.len() < HOLD_FRAMES {
+        let skew_passed = now.saturating_duration_since(p.first_seen) >= crate::intake::LEARN_SKEW;
+        if !(l.cycled && skew_passed) && p.held.len() < HOLD_FRAMES {
             return false;
         }
         let ids = l.ids.ids();

@@ -68,12 +68,7 @@ pub const LEARN_FOR: Duration = Duration::from_millis(20);
 pub const PACE_HEADROOM: f64 = 1.05;
 /// Frames held per station while its threads are learned; a full hold ends the learning.
 const LEARN_FRAMES: usize = 1024;
-/// The boards of one backend start (and their frames arrive) within this of each other: a
-/// station's threads are learned over at least this much of its time, so a board a little behind
-/// the others (its start, its switch) is not taken for a thread that does not exist. Learning over
-/// two frames lost a board whose first frame came 0.5 ms after the other's at 4000 frames/s
-/// (tests/pipeline_sim.rs, 1.5 ms of LAN jitter: 2 of 4 threads learned, half the station lost).
-pub const LEARN_SKEW: Duration = Duration::from_millis(2);
+pub use crate::intake::LEARN_SKEW;
 /// Frames a new station must deliver before it is relayed: a stray or a forged datagram with a
 /// station's id never takes the station (or its format) from the real stream.
 pub const SOURCE_RUN: usize = 4;

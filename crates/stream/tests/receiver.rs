@@ -874,6 +874,47 @@ fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_ra
     );
 }
 
+/// Two boards of one station through one relay (one source, one udps sequence): board 1's
+/// threads 2 and 3 come 1.5 ms after board 0's threads 0 and 1 of the same time. Counting the
+/// threads until the first repeat learned 2 (board 0's came round before board 1's first frame)
+/// and refused half the station as "beyond the 2 threads expected"; they are counted over
+/// `LEARN_SKEW` of arrivals now.
+#[test]
+fn the_threads_of_a_board_behind_the_other_are_counted() {
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    // 2000 steps a second (500 µs), 4 threads, 2 s.
+    let mut arrivals: Vec<(Duration, Vec<u8>)> = Vec::new();
+    for k in 0..4000u32 {
+        for t in 0..4u16 {
+            let mut f = frame_of(0x4566, 0);
+            let mut h = vdif::VdifHeader::parse(&f).unwrap();
+            h.seconds = 1000 + k / 2000;
+            h.frame_number = k % 2000;
+            h.thread_id = t;
+            h.emit(&mut f[..32]).unwrap();
+            let behind = if t >= 2 { 1500 } else { 0 };
+            arrivals.push((Duration::from_micros(500 * u64::from(k) + behind + u64::from(t)), f));
+        }
+    }
+    arrivals.sort_by_key(|(at, _)| *at);
+    for (seq, (at, f)) in arrivals.iter().enumerate() {
+        rx.handle_datagram(t0 + *at, FROM, &jive5ab(seq as u64, f), false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let s = &rx.summaries()[0];
+    assert_eq!(s.threads, 4, "threads counted: {:?}", rx.first_problem());
+    assert_eq!(s.frames_per_second, 2000);
+    assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0));
+    assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.counters());
+    assert_accounted(&rx);
+}
+
 #[test]
 fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
     // Bare VDIF, EDV 0 headers (no sample rate) and no --fps: nothing can be placed. Issue 29:

@@ -8,6 +8,9 @@ use scanfmt::check::{Ends, Sample, ScanCheck};
 
 use crate::Scan;
 
+/// Second boundaries searched for the frame rate when frames lost across the first hide it.
+const MAX_BOUNDARIES: u64 = 8;
+
 /// Most bytes one sample reads (jive5ab: "maximum value for bytes to read is 2 GB"; a recorder
 /// answering the Field System must not read that much in one request).
 pub const MAX_SAMPLE: u64 = 64 << 20;
@@ -69,24 +72,30 @@ pub fn check_range_at_rate(
         });
         // Frames lost before the boundary (a recorder that drops datagrams writes no gap) move
         // it from where the probe looked: search for it, halving the range, a sample a step
-        // (about 25 steps over 20 GB).
-        let (mut lo, mut hi) = (start, end);
-        for _ in 0..64 {
-            if ends.knows_rate() || hi.saturating_sub(lo) <= sample / 2 {
-                break;
+        // (about 25 steps over 20 GB). Frames lost across it (a backend held up for 100 ms)
+        // hide it: then the next boundaries, up to MAX_BOUNDARIES of them.
+        for k in 0..ends.seconds_spanned().min(MAX_BOUNDARIES) {
+            let (mut lo, mut hi) = (start, end);
+            for _ in 0..64 {
+                if ends.knows_rate() || hi.saturating_sub(lo) <= sample / 2 {
+                    break;
+                }
+                let mid = lo + (hi - lo) / 2;
+                let at = mid.saturating_sub(sample / 2).clamp(start, end.saturating_sub(sample));
+                let bytes = read(at)?;
+                let s = Sample {
+                    offset: at,
+                    bytes: &bytes,
+                };
+                ends.add(s);
+                match ends.in_second(s, k) {
+                    Some(true) => lo = mid,
+                    Some(false) => hi = mid,
+                    None => break,
+                }
             }
-            let mid = lo + (hi - lo) / 2;
-            let at = mid.saturating_sub(sample / 2).clamp(start, end.saturating_sub(sample));
-            let bytes = read(at)?;
-            let s = Sample {
-                offset: at,
-                bytes: &bytes,
-            };
-            ends.add(s);
-            match ends.in_first_second(s) {
-                Some(true) => lo = mid,
-                Some(false) => hi = mid,
-                None => break,
+            if ends.knows_rate() {
+                break;
             }
         }
     }
@@ -103,11 +112,17 @@ mod tests {
     /// One thread at FPS for `seconds`, the frames of second 0 numbered `lost` left out (as a
     /// recorder that drops datagrams writes them: no gap).
     fn recording(seconds: u32, lost: std::ops::Range<u32>) -> Vec<u8> {
+        recording_losing(seconds, lost)
+    }
+
+    /// One thread at FPS for `seconds`, the frames whose index from the start is in `lost`
+    /// left out.
+    fn recording_losing(seconds: u32, lost: std::ops::Range<u32>) -> Vec<u8> {
         // 32 Mb/s, 2 bits, 8 channels, 1 thread, 1000-byte payloads: FPS frames a second.
         let layout = vdif::FrameLayout::new(32e6, 2, 8, 1, FRAME - 32).unwrap();
         let mut out = Vec::new();
         for s in 0..seconds {
-            for n in (0..FPS).filter(|n| s > 0 || !lost.contains(n)) {
+            for n in (0..FPS).filter(|n| !lost.contains(&(s * FPS + n))) {
                 let mut h = layout.header(u16::from_be_bytes(*b"Ef"));
                 h.ref_epoch = 52;
                 h.seconds = 100 + s;
@@ -138,5 +153,18 @@ mod tests {
         assert_eq!(c.missing_bytes, Some(1333 * FRAME as i64), "{c:?}");
         let whole = check(&recording(3, 0..0));
         assert_eq!((whole.frames_per_second, whole.missing_bytes), (Some(FPS), Some(0)));
+    }
+
+    /// 100 ms lost across the first second boundary (a backend simulator held up on a loaded
+    /// host skips that much): the first boundary shows no rate, the next does. Before, the rate
+    /// was unknown (`?`) and the Field System logged it.
+    #[test]
+    fn the_rate_is_found_at_a_later_boundary_when_frames_lost_across_the_first_hide_it() {
+        let c = check(&recording_losing(4, FPS - 200..FPS + 200));
+        assert_eq!(c.frames_per_second, Some(FPS), "{c:?}");
+        assert_eq!(c.missing_bytes, Some(400 * FRAME as i64), "{c:?}");
+        // Across the first two boundaries: the third.
+        let c = check(&recording_losing(4, FPS - 200..2 * FPS + 200));
+        assert_eq!(c.frames_per_second, Some(FPS), "{c:?}");
     }
 }

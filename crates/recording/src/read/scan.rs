@@ -64,12 +64,51 @@ impl std::fmt::Debug for Scan {
     }
 }
 
+/// The disks a scan is read from: paths, opened here (a link in them is followed: the
+/// operator's mount points), or directories the caller opened (a daemon opens its disks below
+/// its roots through no link: no path is resolved again between that check and the read).
+#[derive(Clone, Copy)]
+enum Disks<'a> {
+    Paths(&'a [PathBuf]),
+    Opened(&'a [Dir]),
+}
+
+impl Disks<'_> {
+    fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            Disks::Paths(p) => p.to_vec(),
+            Disks::Opened(d) => d.iter().map(|d| d.path().to_path_buf()).collect(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Disks::Paths(p) => p.len(),
+            Disks::Opened(d) => d.len(),
+        }
+    }
+
+    /// Each disk's path and its directory (or why it cannot be opened).
+    fn open_each(&self) -> Vec<(PathBuf, Result<Dir, DirError>)> {
+        match self {
+            Disks::Paths(p) => p.iter().map(|p| (p.clone(), Dir::open(p))).collect(),
+            Disks::Opened(d) => d.iter().map(|d| (d.path().to_path_buf(), d.try_clone())).collect(),
+        }
+    }
+}
+
 impl Scan {
     /// Find scan `scan` in `layout` on `disks` and order its pieces. Unreadable disks and
     /// files are noted as problems (the rest is read); no piece at all is an error.
     pub fn open(layout: Layout, scan: &str, disks: &[PathBuf]) -> Result<Scan, ScanError> {
         name::check(scan)?;
-        Scan::open_names(layout, scan, &[scan.to_string()], disks)
+        Scan::open_names(layout, scan, &[scan.to_string()], Disks::Paths(disks))
+    }
+
+    /// [`Scan::open`] on disks the caller opened (below its roots, through no link).
+    pub fn open_in(layout: Layout, scan: &str, disks: &[Dir]) -> Result<Scan, ScanError> {
+        name::check(scan)?;
+        Scan::open_names(layout, scan, &[scan.to_string()], Disks::Opened(disks))
     }
 
     /// A recording as jive5ab's `scan_set` opens a name: the recording of that name and every
@@ -78,25 +117,46 @@ impl Scan {
     /// then by the order it first saw each stream). A name that holds `_ds` is that recording
     /// alone.
     pub fn open_with_streams(layout: Layout, scan: &str, disks: &[PathBuf]) -> Result<Scan, ScanError> {
+        Scan::open_streams(layout, scan, Disks::Paths(disks))
+    }
+
+    /// [`Scan::open_with_streams`] on disks the caller opened (below its roots, through no link).
+    pub fn open_with_streams_in(layout: Layout, scan: &str, disks: &[Dir]) -> Result<Scan, ScanError> {
+        Scan::open_streams(layout, scan, Disks::Opened(disks))
+    }
+
+    fn open_streams(layout: Layout, scan: &str, disks: Disks<'_>) -> Result<Scan, ScanError> {
         name::check(scan)?;
-        if scan.contains("_ds") {
-            return Scan::open(layout, scan, disks);
-        }
-        let mut names = data_streams(layout, scan, disks);
-        names.insert(0, scan.to_string());
+        let names = if scan.contains("_ds") {
+            vec![scan.to_string()]
+        } else {
+            let mut names = data_streams(layout, scan, disks);
+            names.insert(0, scan.to_string());
+            names
+        };
         Scan::open_names(layout, scan, &names, disks)
     }
 
     /// The recordings [`Scan::open_with_streams`] reads as `scan`: `scan` itself (when some disk
     /// holds it) and its data streams, by name.
     pub fn recordings_of(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<String> {
+        Scan::recordings(layout, scan, Disks::Paths(disks))
+    }
+
+    /// [`Scan::recordings_of`] on disks the caller opened (below its roots, through no link).
+    pub fn recordings_of_in(layout: Layout, scan: &str, disks: &[Dir]) -> Vec<String> {
+        Scan::recordings(layout, scan, Disks::Opened(disks))
+    }
+
+    fn recordings(layout: Layout, scan: &str, disks: Disks<'_>) -> Vec<String> {
         if scan.contains("_ds") {
             return vec![scan.to_string()];
         }
         let mut names = data_streams(layout, scan, disks);
         let itself = disks
-            .iter()
-            .filter_map(|d| Dir::open(d).ok())
+            .open_each()
+            .into_iter()
+            .filter_map(|(_, d)| d.ok())
             .any(|d| matches!(d.kind(scan), Ok(Some(_))));
         if itself || names.is_empty() {
             names.insert(0, scan.to_string());
@@ -104,11 +164,11 @@ impl Scan {
         names
     }
 
-    fn open_names(layout: Layout, scan: &str, names: &[String], disks: &[PathBuf]) -> Result<Scan, ScanError> {
+    fn open_names(layout: Layout, scan: &str, names: &[String], disks: Disks<'_>) -> Result<Scan, ScanError> {
         let mut s = Scan {
             layout,
             name: scan.to_string(),
-            disks: disks.to_vec(),
+            disks: disks.paths(),
             files: Vec::new(),
             index: ScanIndex::default(),
             mk6_files: Vec::new(),
@@ -120,8 +180,8 @@ impl Scan {
             problems: Vec::new(),
         };
         let mut pieces = Vec::new();
-        for (d, disk) in disks.iter().enumerate() {
-            let root = match Dir::open(disk) {
+        for (d, (disk, root)) in disks.open_each().into_iter().enumerate() {
+            let root = match root {
                 Ok(r) => r,
                 Err(e) => {
                     s.problems.push(format!("disk {}: {e}", disk.display()));
@@ -495,10 +555,11 @@ fn walk_mk6(f: &File, file: usize, pieces: &mut Vec<Piece>) -> io::Result<Walked
 }
 
 /// The recordings on `disks` named like jive5ab's data streams of `scan`, sorted.
-fn data_streams(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<String> {
+fn data_streams(layout: Layout, scan: &str, disks: Disks<'_>) -> Vec<String> {
     let mut found: Vec<String> = disks
-        .iter()
-        .filter_map(|d| Dir::open(d).ok())
+        .open_each()
+        .into_iter()
+        .filter_map(|(_, d)| d.ok())
         .filter_map(|d| d.entries().ok())
         .flatten()
         .filter(|(n, k)| {
@@ -517,7 +578,7 @@ fn data_streams(layout: Layout, scan: &str, disks: &[PathBuf]) -> Vec<String> {
 
 /// "; data streams of that name: X_dsEf, X_dsWb" when the disks hold recordings named like
 /// jive5ab's data streams of `scan`.
-fn data_stream_hint(layout: Layout, scan: &str, disks: &[PathBuf]) -> String {
+fn data_stream_hint(layout: Layout, scan: &str, disks: Disks<'_>) -> String {
     let found = data_streams(layout, scan, disks);
     if found.is_empty() {
         String::new()

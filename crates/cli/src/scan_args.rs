@@ -127,7 +127,7 @@ pub struct RecordArgs {
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub block: Option<u64>,
     /// With vbs/mk6: write through the page cache even on disks that take O_DIRECT (by default
-    /// each disk whose file system takes it is written with direct I/O).
+    /// each disk whose file system takes it, tmpfs excepted, is written with direct I/O).
     #[arg(long)]
     pub page_cache: bool,
 }

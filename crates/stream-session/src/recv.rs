@@ -321,14 +321,16 @@ struct Timers {
 }
 
 /// Datagrams asked for per recvmmsg.
-const BATCH: usize = 64;
+const BATCH: usize = 128;
 /// Pause after a batch that came back less than half full, so the next call finds a batch's
 /// worth queued: a stream of one frame per datagram otherwise wakes the loop for each datagram
 /// (two system calls and a context switch per frame, most of the receiver's CPU at 4 Gb/s).
-/// 64000 frames/s queue 32 in this time; the socket buffer holds it many times over.
-const NAP: Duration = Duration::from_micros(500);
-/// Nap only with at least this much receive buffer granted (a nap at 8 Gb/s queues 0.5 MB).
-const NAP_MIN_RCVBUF: usize = 2 << 20;
+/// 64000 frames/s queue 64 in this time; the socket buffer holds it many times over. 1 ms
+/// rather than 0.5: each nap is a sleep and a wake (on this 2-vCPU VM, 19 % of the receiver's
+/// CPU went to switching at 2000 naps/s, bench/RESULTS.md issue 30).
+const NAP: Duration = Duration::from_millis(1);
+/// Nap only with at least this much receive buffer granted (a nap at 8 Gb/s queues 1 MB).
+const NAP_MIN_RCVBUF: usize = 4 << 20;
 
 /// recvmmsg: up to [`BATCH`] datagrams per system call, each handed to the receiver. Whether any
 /// came within 1 ms.

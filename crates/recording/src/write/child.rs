@@ -1,6 +1,6 @@
 //! The writer process: the child's side ([`run_if_child`], [`serve_writer_process`]) and the
-//! receiver's side that spawns it and forwards records to it ([`spawn_writer_process`],
-//! [`forward_to_child`]). The records themselves are in [`super::pipe`].
+//! receiver's side that spawns it and writes records to it ([`spawn_writer_process`],
+//! [`ChildPipe`]). The records themselves are in [`super::pipe`].
 //!
 //! The child is the same executable as the receiver, started again with [`CHILD_ENV`] set: a
 //! binary that records calls [`run_if_child`] first thing in `main`, so the writer is an entry
@@ -13,13 +13,13 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::files::{writer, Shared, Written};
-use super::pipe::{decode_op, encode_op};
+use super::pipe::decode_op;
 use super::scan_files::LaneScan;
 use super::WriteOp;
 use crate::ring::SharedRing;
@@ -186,59 +186,132 @@ pub(super) fn spawn_writer_process(
     Ok(child)
 }
 
-/// The writer thread's body when the writes run in a child process: forward the records (the
-/// frames themselves are in the shared ring). Sets `gone` when the child can take no more.
-pub(super) fn forward_to_child(
-    mut child: Child,
-    ops: std::sync::mpsc::Receiver<WriteOp>,
-    shared: Arc<Shared>,
-    gone: Arc<AtomicBool>,
-) -> Written {
-    let mut stdin = child.stdin.take();
-    for op in ops {
-        if let Some(pipe) = stdin.as_mut() {
-            match encode_op(&op, pipe) {
-                Ok(()) => continue,
-                Err(e) => {
-                    shared.fail(format!("the file writer process stopped: {e}"));
-                    gone.store(true, Ordering::Release);
-                    stdin = None;
+/// The receiver's end of a writer process: the process and the pipe its records go down.
+///
+/// The receive thread writes each record itself, one `write` of at most a few hundred bytes
+/// (below PIPE_BUF, so all or nothing: the child never sees half a record from a live
+/// receiver). A forwarding thread did this before; its wake-up per record cost the receiver
+/// ~20 % of its CPU at 4.096 Gb/s (a futex wake, and the woken thread preempting the receive
+/// loop on its core; bench/RESULTS.md, issue 30). The pipe is non-blocking: when it is full
+/// the caller waits for room, counted as a stall, while the child lives.
+pub(super) struct ChildPipe {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    record: Vec<u8>,
+}
+
+/// Bytes asked for the record pipe: a record per ring slot (at most [`crate::ring::MAX_SLOTS`]
+/// of 37 bytes) and the opens and closes between them fit with room to spare, so the receiver
+/// meets a full pipe only when the child stopped reading.
+const PIPE_BYTES: libc::c_int = 1 << 20;
+
+impl ChildPipe {
+    /// The pipe to `child` (its standard input), made non-blocking and as large as allowed.
+    pub(super) fn new(mut child: Child) -> std::io::Result<ChildPipe> {
+        use std::os::fd::AsRawFd;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("the file writer process has no input pipe"))?;
+        let fd = stdin.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this process owns; results are checked.
+        unsafe {
+            // A smaller pipe (an unprivileged user past fs.pipe-max-size) only means waiting
+            // sooner, so a refusal is not an error.
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_BYTES);
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(ChildPipe {
+            child,
+            stdin: Some(stdin),
+            record: Vec::with_capacity(512),
+        })
+    }
+
+    /// The child's process id.
+    pub(super) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Write `op`'s record: how long it waited for room (`ZERO`: none), or why the child can
+    /// take no more.
+    pub(super) fn send(&mut self, op: &WriteOp) -> std::io::Result<std::time::Duration> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        };
+        self.record.clear();
+        op.emit(&mut self.record).map_err(std::io::Error::other)?;
+        let started = std::time::Instant::now();
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            match stdin.write(&self.record) {
+                Ok(n) if n == self.record.len() => return Ok(waited),
+                // A pipe writes a record below PIPE_BUF whole or not at all (pipe(7)).
+                Ok(_) => return Err(self.broken(std::io::Error::other("a record was cut on the pipe"))),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if exited(self.child.id()) {
+                        return Err(self.broken(std::io::Error::other("the file writer process ended")));
+                    }
+                    wait_writable(stdin, 10);
+                    waited = started.elapsed();
+                }
+                Err(e) => return Err(self.broken(e)),
+            }
+        }
+    }
+
+    fn broken(&mut self, e: std::io::Error) -> std::io::Error {
+        self.stdin = None;
+        e
+    }
+
+    /// Close the pipe, wait for the child and take its report: the files it wrote.
+    pub(super) fn finish(mut self, shared: &Shared) -> Written {
+        drop(self.stdin.take());
+        let out = match self.child.wait_with_output() {
+            Ok(o) => o,
+            Err(e) => {
+                shared.fail(format!("waiting for the file writer process: {e}"));
+                return Written::default();
+            }
+        };
+        match serde_json::from_slice::<WriterOutcome>(&out.stdout) {
+            Ok(o) => {
+                shared.not_written.fetch_add(o.not_written, Ordering::Relaxed);
+                if let Some(e) = o.error {
+                    shared.fail(e);
+                }
+                Written {
+                    files: o.files,
+                    scans: o.scans,
                 }
             }
-        }
-        if let WriteOp::Slot { frames, .. } | WriteOp::Data { frames, .. } = op {
-            shared.not_written.fetch_add(frames, Ordering::Relaxed);
+            Err(_) => {
+                shared.fail(format!(
+                    "the file writer process ended ({}) without a report: the files written are not known",
+                    out.status
+                ));
+                Written::default()
+            }
         }
     }
-    drop(stdin);
-    let out = child.wait_with_output();
-    gone.store(true, Ordering::Release);
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => {
-            shared.fail(format!("waiting for the file writer process: {e}"));
-            return Written::default();
-        }
+}
+
+/// Wait up to `ms` milliseconds for room in the pipe.
+fn wait_writable(pipe: &std::process::ChildStdin, ms: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd {
+        fd: pipe.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
     };
-    match serde_json::from_slice::<WriterOutcome>(&out.stdout) {
-        Ok(o) => {
-            shared.not_written.fetch_add(o.not_written, Ordering::Relaxed);
-            if let Some(e) = o.error {
-                shared.fail(e);
-            }
-            Written {
-                files: o.files,
-                scans: o.scans,
-            }
-        }
-        Err(_) => {
-            shared.fail(format!(
-                "the file writer process ended ({}) without a report: the files written are not known",
-                out.status
-            ));
-            Written::default()
-        }
-    }
+    // SAFETY: poll reads and writes one pollfd we own; the result (ready, timeout, EINTR) only
+    // leads to another try.
+    unsafe { libc::poll(&mut fds, 1, ms) };
 }
 
 /// Whether process `pid` has exited, without reaping it (its owner waits for it later).

@@ -5,12 +5,12 @@
 // unsafe: writes into a ring slot the lane owns (SharedRing::slot_mut).
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::child::{exited, forward_to_child, spawn_writer_process};
+use super::child::{exited, spawn_writer_process, ChildPipe};
 use super::direct::check_direct;
 use super::files::{writer, Shared, Written};
 use super::{flush_bytes, slot_bytes, FileKey, WriteOp, WriterPlacement, DIRECT_ALIGN};
@@ -22,8 +22,11 @@ use safedir::Dir;
 pub(super) struct RingSide {
     pub(super) ring: Arc<SharedRing>,
     pub(super) held: Vec<bool>,
+    /// The process and the pipe its records go down (taken at the finish).
+    pipe: Option<ChildPipe>,
     child: u32,
-    gone: Arc<AtomicBool>,
+    /// The process can take no more records.
+    gone: bool,
 }
 
 /// A buffer of whole frames being gathered for one file.
@@ -47,7 +50,7 @@ pub(super) struct Pending {
     pub(super) rotate: bool,
 }
 
-/// One writer: a thread of this process or a writer process with its ring.
+/// One writer: a thread of this process (its queue) or a writer process with its ring.
 pub(super) struct Lane {
     ops: Option<SyncSender<WriteOp>>,
     ring: Option<RingSide>,
@@ -85,7 +88,10 @@ impl Lane {
             WriterPlacement::Thread => {
                 let (tx, rx) = sync_channel(buffers);
                 let sh = shared.clone();
-                (tx, std::thread::spawn(move || writer(dir, rx, sh, None, false)))
+                (
+                    Some(tx),
+                    Some(std::thread::spawn(move || writer(dir, rx, sh, None, false))),
+                )
             }
             WriterPlacement::ChildProcess { program } => {
                 let slots = u32::try_from(buffers).unwrap_or(u32::MAX).min(crate::ring::MAX_SLOTS);
@@ -99,24 +105,21 @@ impl Lane {
                         format!("starting the file writer process {}: {e}", program.display()),
                     )
                 })?;
-                let gone = Arc::new(AtomicBool::new(false));
+                let pipe = ChildPipe::new(child)?;
                 ring = Some(RingSide {
                     held: vec![false; r.slots() as usize],
                     ring: r,
-                    child: child.id(),
-                    gone: gone.clone(),
+                    child: pipe.id(),
+                    pipe: Some(pipe),
+                    gone: false,
                 });
-                // Records are small and the ring bounds what is in flight; the queue only has
-                // to hold one record per slot plus opens and closes.
-                let (tx, rx) = sync_channel(2 * slots as usize + 64);
-                let sh = shared.clone();
-                (tx, std::thread::spawn(move || forward_to_child(child, rx, sh, gone)))
+                (None, None)
             }
         };
         Ok(Lane {
-            ops: Some(tx),
+            ops: tx,
             ring,
-            thread: Some(handle),
+            thread: handle,
             shared,
             flush,
             stalled: std::time::Duration::ZERO,
@@ -149,11 +152,10 @@ impl Lane {
     /// error), once it has.
     pub(super) fn failed(&self) -> Option<String> {
         match &self.ring {
-            Some(side) => side.ring.failed().or_else(|| {
-                side.gone
-                    .load(Ordering::Acquire)
-                    .then(|| "the file writer process ended".to_string())
-            }),
+            Some(side) => side
+                .ring
+                .failed()
+                .or_else(|| side.gone.then(|| "the file writer process ended".to_string())),
             None => self.shared.lane_failed(),
         }
     }
@@ -167,6 +169,31 @@ impl Lane {
     }
 
     pub(super) fn send(&mut self, op: WriteOp) {
+        if let Some(side) = self.ring.as_mut() {
+            let sent = match side.pipe.as_mut() {
+                Some(pipe) if !side.gone => pipe.send(&op),
+                _ => Err(std::io::ErrorKind::BrokenPipe.into()),
+            };
+            match sent {
+                Ok(waited) if waited.is_zero() => {}
+                Ok(waited) => {
+                    // The pipe was full: the child is behind on records, a stall like a full
+                    // ring.
+                    self.stalled += waited;
+                    self.stalls += 1;
+                }
+                Err(e) => {
+                    if !side.gone {
+                        self.shared.fail(format!("the file writer process stopped: {e}"));
+                        side.gone = true;
+                    }
+                    if let WriteOp::Slot { frames, .. } = op {
+                        self.shared.not_written.fetch_add(frames, Ordering::Relaxed);
+                    }
+                }
+            }
+            return;
+        }
         let Some(tx) = &self.ops else { return };
         let unsent = match tx.try_send(op) {
             Ok(()) => return,
@@ -208,7 +235,7 @@ impl Lane {
             }
             if checked.elapsed() >= std::time::Duration::from_millis(10) {
                 checked = std::time::Instant::now();
-                if side.gone.load(Ordering::Acquire) || exited(side.child) {
+                if side.gone || exited(side.child) {
                     self.shared.fail("the file writer process ended early".into());
                     break None;
                 }
@@ -306,9 +333,14 @@ impl Lane {
         kept
     }
 
-    /// Close the queue and wait for the writer: what it wrote.
+    /// Close the queue (or the pipe) and wait for the writer: what it wrote.
     pub(super) fn finish(&mut self) -> Written {
         self.ops = None;
+        if let Some(side) = self.ring.as_mut() {
+            let written = side.pipe.take().map(|p| p.finish(&self.shared)).unwrap_or_default();
+            side.gone = true;
+            return written;
+        }
         self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
 }

@@ -336,6 +336,7 @@ impl WriteOp {
 }
 
 /// Write one record to the pipe in one `write` (atomic: see the module docs).
+#[cfg(test)]
 pub(super) fn encode_op(op: &WriteOp, out: &mut impl io::Write) -> io::Result<()> {
     let mut rec = Vec::with_capacity(64);
     op.emit(&mut rec).map_err(io::Error::other)?;

@@ -19,7 +19,7 @@ use scanfmt::results::{DiskReport, RecordedScan, RecordingReport};
 use scanfmt::{vbs, Layout};
 use stream::FrameSink;
 
-use super::direct::check_direct;
+use super::direct::{check_direct, on_tmpfs};
 use super::lane::{Lane, Pending};
 use super::{file_key, frame_thread, FileKey, KeyList, SinkOutcome, WriteOp, WriterPlacement};
 
@@ -194,7 +194,13 @@ impl ScanSink {
                 Some(dir) => dir.try_clone().map_err(safedir::DirError::into_io),
                 None => super::make_and_open(d),
             };
-            let direct = cfg.direct && child && opened.as_ref().is_ok_and(|dir| check_direct(dir).is_ok());
+            // Direct I/O where the disk takes it, but not on tmpfs, where it costs more
+            // ([`on_tmpfs`]).
+            let direct = cfg.direct
+                && child
+                && opened
+                    .as_ref()
+                    .is_ok_and(|dir| !on_tmpfs(dir.fd()) && check_direct(dir).is_ok());
             let lane = opened.and_then(|dir| Lane::new(dir, placement, share, direct));
             let (lane, dropped) = match lane {
                 Ok(l) => (Some(l), None),

@@ -82,18 +82,8 @@ pub fn send_gso(sock: &UdpSocket, buf: &[u8], segment_size: usize) -> io::Result
         } else {
             send_plain(&mut fallback, sock, chunk, segment_size, &mut out.syscalls)
         };
-        match res {
-            Ok(n) => {
-                out.datagrams += n;
-                if n < segs {
-                    break;
-                }
-            }
-            Err(e) if out.datagrams > 0 => {
-                let _ = e; // reported on the caller's next call
-                break;
-            }
-            Err(e) => return Err(e),
+        if tally(&mut out, res, segs)? {
+            break;
         }
     }
     Ok(out)
@@ -141,21 +131,25 @@ pub fn send_gso_parts(
             }
             Err(e) => Err(e),
         };
-        match res {
-            Ok(n) => {
-                out.datagrams += n;
-                if n < segs {
-                    break;
-                }
-            }
-            Err(e) if out.datagrams > 0 => {
-                let _ = e; // reported on the caller's next call
-                break;
-            }
-            Err(e) => return Err(e),
+        if tally(&mut out, res, segs)? {
+            break;
         }
     }
     Ok(out)
+}
+
+/// Count one send call's datagrams in `out`; `Ok(true)` when the batch ends here: the call
+/// sent fewer than its `segs`, or failed after earlier datagrams left (the error is reported
+/// on the caller's next call).
+fn tally(out: &mut GsoSent, res: io::Result<usize>, segs: usize) -> io::Result<bool> {
+    match res {
+        Ok(n) => {
+            out.datagrams += n;
+            Ok(n < segs)
+        }
+        Err(_) if out.datagrams > 0 => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 fn send_plain(

@@ -803,13 +803,19 @@ fn loss_at_the_end_is_not_guessed_between_stations() {
 fn interleaved(threads: u16, i: u32) -> Vec<u8> {
     let per = 8000 / u32::from(threads);
     let (k, t) = (i / u32::from(threads), (i % u32::from(threads)) as u16 * 3 + 1);
+    let mut f = station_frame(k, per, t);
+    f[32] = i as u8;
+    f
+}
+
+/// Station 0x4566's frame of time step `k` of thread `thread`, `per` steps a second.
+fn station_frame(k: u32, per: u32, thread: u16) -> Vec<u8> {
     let mut f = frame_of(0x4566, 0);
     let mut h = vdif::VdifHeader::parse(&f).unwrap();
     h.seconds = 1000 + k / per;
     h.frame_number = k % per;
-    h.thread_id = t;
+    h.thread_id = thread;
     h.emit(&mut f[..32]).unwrap();
-    f[32] = i as u8;
     f
 }
 
@@ -892,12 +898,7 @@ fn the_threads_of_a_board_behind_the_other_are_counted() {
     let mut arrivals: Vec<(Duration, Vec<u8>)> = Vec::new();
     for k in 0..4000u32 {
         for t in 0..4u16 {
-            let mut f = frame_of(0x4566, 0);
-            let mut h = vdif::VdifHeader::parse(&f).unwrap();
-            h.seconds = 1000 + k / 2000;
-            h.frame_number = k % 2000;
-            h.thread_id = t;
-            h.emit(&mut f[..32]).unwrap();
+            let f = station_frame(k, 2000, t);
             let behind = if t >= 2 { 1500 } else { 0 };
             arrivals.push((Duration::from_micros(500 * u64::from(k) + behind + u64::from(t)), f));
         }

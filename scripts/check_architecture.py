@@ -134,9 +134,27 @@ def source_files(pkg: dict) -> list:
     return [os.path.join(d, f) for d, _, files in sorted(os.walk(src)) for f in sorted(files) if f.endswith(".rs")]
 
 
+def is_test_module_file(path: str) -> bool:
+    """A module file compiled only for tests: `x/tests.rs` that its parent module (`x.rs` or
+    `x/mod.rs`) declares as `#[cfg(test)] mod tests;` (a long module's tests in a file of their
+    own). A `tests.rs` declared any other way is checked like any code."""
+    d, f = os.path.split(path)
+    if f != "tests.rs":
+        return False
+    for parent in (d + ".rs", os.path.join(d, "mod.rs")):
+        if os.path.exists(parent):
+            with open(parent, encoding="utf-8") as fh:
+                lines = [l.strip() for l in fh.read().split("\n")]
+            return any(l == "#[cfg(test)]" and i + 1 < len(lines) and lines[i + 1] == "mod tests;"
+                       for i, l in enumerate(lines))
+    return False
+
+
 def scan_core_source(path: str, root: str) -> list:
     """Lines of non-test code (before the first #[cfg(test)]) that do IO or read a clock."""
     out = []
+    if is_test_module_file(path):
+        return out
     with open(path, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
             if line.strip().startswith("mod tests"):
@@ -177,6 +195,8 @@ def string_error_types(code: str) -> list:
 def string_errors(path: str, root: str) -> list:
     """Lines of a library crate's non-test code whose error type is a String."""
     out = []
+    if is_test_module_file(path):
+        return out
     with open(path, encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     for no, line in enumerate(lines, 1):
@@ -288,6 +308,8 @@ FN_START = re.compile(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(unsafe\s+)?(extern \
 
 def long_functions(path: str, root: str) -> list:
     """Functions of non-test code longer than LONG_FN lines."""
+    if is_test_module_file(path):
+        return []
     with open(path, encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     end = next((i for i, l in enumerate(lines) if l.strip().startswith("#[cfg(test)]") and i + 1 < len(lines)
@@ -384,10 +406,21 @@ def self_test() -> int:
     failures += planted_and_clean(
         string_planted, string_clean, string_errors, ":4:",
         lambda code: f"{code}\n#[cfg(test)]\nmod tests {{\n    fn g() -> Result<(), String> {{ Ok(()) }}\n}}\n")
+    # A module's tests in a file of their own are test code only when declared under cfg(test).
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, "x"))
+        tests = os.path.join(root, "x", "tests.rs")
+        with open(tests, "w", encoding="utf-8") as fh:
+            fh.write("fn g() { let t = Instant::now(); }\n")
+        for parent, want in [("#[cfg(test)]\nmod tests;\n", False), ("mod tests;\n", True)]:
+            with open(os.path.join(root, "x.rs"), "w", encoding="utf-8") as fh:
+                fh.write(parent)
+            if bool(scan_core_source(tests, root)) != want:
+                failures.append(f"self-test: x/tests.rs under {parent!r} found={not want}")
     for f in failures:
         print(f)
-    print(f"architecture self-test: {len(planted) + len(string_planted) + len(planted_graphs)} planted, "
-          f"{len(clean) + len(string_clean) + 1} clean, {len(failures)} wrong")
+    print(f"architecture self-test: {len(planted) + len(string_planted) + len(planted_graphs) + 1} planted, "
+          f"{len(clean) + len(string_clean) + 2} clean, {len(failures)} wrong")
     return 1 if failures else 0
 
 

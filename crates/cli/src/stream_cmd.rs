@@ -674,6 +674,21 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
             },
             s.arq.map_or(String::new(), |q| format!(", ARQ recovered {} of {} missing", q.recovered, q.missing_seen))
         );
+        if s.boards.len() > 1 {
+            for b in &s.boards {
+                let seq = match (b.seq_first, b.seq_last) {
+                    (Some(f), Some(l)) => format!(", sequence numbers {f}-{l}"),
+                    _ => String::new(),
+                };
+                status!(
+                    "{}: board {} threads {:?}: {} frames{seq}",
+                    s.station,
+                    b.source,
+                    b.threads,
+                    b.frames
+                );
+            }
+        }
         for c in &s.sender_change_log {
             status!(
                 "{}: sender {} from {} to {}",

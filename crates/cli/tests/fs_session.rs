@@ -6,7 +6,8 @@
 //! scans with `checkfb` after each, drudg's disk2file, a hand disk2file of scan 1, a repeated
 //! label, net2file to a path) replayed by bench/fs_session.py the way the FS's mk5cn sends and
 //! judges it (one send per request, its time-outs, "rc 0 or 1 or the batch is dropped", the FS's
-//! field decoders), with a two-thread VDIF stream flowing as from a DBBC3. Against jive5ab 3.1.0
+//! field decoders), with a two-thread VDIF stream flowing as from a DBBC3's two boards, each from
+//! its own port with its own `udps` sequence numbers (one board per thread). Against jive5ab 3.1.0
 //! (built by scripts/setup.sh) and evlbi serve in the same run; then each reads the other's
 //! recordings with `scan_set` + `scan_check?` + `disk2file`, byte for byte. Without jive5ab the
 //! evlbi half runs and the test says SKIPPED for the rest.
@@ -43,7 +44,7 @@ fn replay(port: u16, data_port: u16, dir: &Path) -> Run {
     // `--late-frames skip`: the FS names scan_set times by its clock, so the data must stay on
     // it even when the loaded host holds the backend up (it then skips, and says how many).
     let sender = format!(
-        "{} stream send --generate --stations Ef --rate 512M --channels 8 --threads 2 --seq-format jive5ab --to 127.0.0.1:{data_port} --loop --duration 1h --late-frames skip --json",
+        "{} stream send --generate --stations Ef --rate 512M --channels 8 --threads 2 --senders 2 --seq-format jive5ab --to 127.0.0.1:{data_port} --loop --duration 1h --late-frames skip --json",
         env!("CARGO_BIN_EXE_evlbi")
     );
     let set = |k: &str, v: String| ["--set".to_string(), format!("{k}={v}")];
@@ -184,7 +185,7 @@ fn the_field_systems_flexbuff_session_gets_no_error_and_jive5abs_answers() {
         }
     }
     assert!(used.len() >= 2, "the recordings use {} disk(s)", used.len());
-    // Both threads arrived and were kept: each scan's scan_check sees the mode's 16 tracks (8
+    // Both boards (threads) arrived and were kept: each scan's scan_check sees the mode's 16 tracks (8
     // channels × 2 bits, 4 channels in each of the two threads), 32 Mb/s per track (4000
     // frames/s of 8000 bytes over 8 tracks a thread) and nothing missing.
     for r in replies(&ev, "scan_check?") {

@@ -231,6 +231,43 @@ fn backend_to_relay_to_recorder_on_loopback_keeps_every_frame_and_counts_every_s
     assert!(rec == expected, "recording differs from the backend's frames");
 }
 
+/// A recorder the boards send to directly (no relay): each board from its own socket, threads
+/// 0-1 and 2-3. Before, `stream recv` took the first board and refused the other "beside" it
+/// (half the station). Now the recording is the backend's bytes, both boards listed.
+#[test]
+fn boards_sending_straight_to_the_recorder_from_their_own_sockets_are_all_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = backend_frames(dir.path(), 2);
+    let rx_dir = dir.path().join("rx");
+    let rx = StreamRecv::spawn(
+        false,
+        &[
+            "--seq-format",
+            "none",
+            "--fps",
+            FPS,
+            "--threads",
+            "4",
+            "--out",
+            rx_dir.to_str().unwrap(),
+        ],
+    );
+    let out = bin()
+        .args(backend_args(&format!("127.0.0.1:{}", rx.port), 2))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("Ef: 2000 frames written (0 filled invalid"), "{log}");
+    let boards: Vec<&str> = log.lines().filter(|l| l.contains("Ef: board ")).collect();
+    assert_eq!(boards.len(), 2, "{log}");
+    assert!(boards[0].contains("threads [0, 1]: 1000 frames"), "{log}");
+    assert!(boards[1].contains("threads [2, 3]: 1000 frames"), "{log}");
+    let rec = std::fs::read(only_file(&rx_dir)).unwrap();
+    assert!(rec == expected, "recording differs from the backend's frames");
+}
+
 #[test]
 fn a_relay_killed_and_restarted_resumes_within_a_second_and_the_recording_shows_one_flagged_gap() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,7 @@
 //! `--max-stations 2` for 10 s and the real stations got nothing.)
 
 mod admission;
+mod boards;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -40,6 +41,8 @@ use crate::intake::{count_wire_error, stream_shape};
 use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat};
 use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
+pub use boards::BoardSummary;
+use boards::{joining, Joining, Member, ThreadSet};
 
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
@@ -276,6 +279,10 @@ pub struct StationSummary {
     pub loss_fraction: f64,
     /// S/N factor √(1 − f) for this station's data.
     pub snr_factor: f64,
+    /// The sources feeding it (the boards of a multi-board backend, each its own threads and
+    /// sequence numbers; one for a single sender), in the order they joined.
+    #[serde(default)]
+    pub boards: Vec<BoardSummary>,
     /// Times another source took the station over (a sender restarted or was replaced).
     #[serde(default)]
     pub sender_changes: u64,
@@ -297,17 +304,17 @@ impl StationSummary {
 
 struct Station {
     key: u32,
-    source: SocketAddr,
-    session: u16,
+    /// The sources feeding it (see the `boards` module): never empty; the first is the one whose
+    /// run made the station, and the one NAKs go to (native framing has one sender per stream).
+    members: Vec<Member>,
     /// When its first frame arrived (its source's, held while it was being admitted).
     first_seen: Instant,
+    /// Its latest frame from any of its sources.
     last_seen: Instant,
     stream: Option<u16>,
     station_id: u16,
     window: StationWindow,
     arq: Option<NakScheduler>,
-    seq_first: Option<u64>,
-    seq_last: Option<u64>,
     retransmits: u64,
     changes: u64,
     change_log: Vec<SenderChange>,
@@ -441,12 +448,18 @@ impl Receiver {
         let session = d.native.map_or(0, |n| n.session);
         let stream = d.native.map(|n| n.stream);
         self.last_key = Some(key);
-        let owner = self
-            .stations
-            .iter()
-            .position(|s| s.key == key && s.source == from && s.session == session && s.stream == stream);
+        let owner = self.stations.iter().enumerate().find_map(|(i, s)| {
+            if s.key != key || s.stream != stream {
+                return None;
+            }
+            let m = s
+                .members
+                .iter()
+                .position(|m| m.source == from && m.session == session)?;
+            Some((i, m))
+        });
         match owner {
-            Some(idx) => self.feed_owner(idx, now, &d, sink),
+            Some((idx, member)) => self.feed_owner(idx, member, now, &d, sink),
             None => self.provisional(now, from, key, session, &d, sink),
         }
     }
@@ -479,12 +492,15 @@ impl Receiver {
         }
     }
 
-    /// A datagram from the sender that owns station `idx`: into its window.
-    fn feed_owner(&mut self, idx: usize, now: Instant, d: &DataDatagram<'_>, sink: &mut impl FrameSink) {
+    /// A datagram from `member`, a source feeding station `idx`: into its window.
+    fn feed_owner(&mut self, idx: usize, member: usize, now: Instant, d: &DataDatagram<'_>, sink: &mut impl FrameSink) {
         let st = &mut self.stations[idx];
         st.last_seen = now;
+        let m = &mut st.members[member];
+        m.last_seen = now;
+        m.threads.insert(d.header.thread_id);
         let retransmit = d.native.is_some_and(|n| n.retransmit);
-        feed(st, now, now, d.seq, retransmit, &d.header, d.frame, sink);
+        feed(st, member, now, now, d.seq, retransmit, &d.header, d.frame, sink);
     }
 
     /// Whether a new stream's threads are counted from its frames: only the station's rate is
@@ -568,7 +584,9 @@ impl Receiver {
             return;
         };
         let slot = d.header.frame_index(fps) * u64::from(threads) + u64::from(thread);
-        self.admission.get_mut(at).extend_run(d.seq, slot);
+        let p = self.admission.get_mut(at);
+        p.own.insert(d.header.thread_id);
+        p.extend_run(d.seq, slot);
         let held = Held {
             seq: d.seq,
             retransmit: d.native.is_some_and(|n| n.retransmit),
@@ -597,24 +615,36 @@ impl Receiver {
         if !(l.cycled && skew_passed) && p.held.len() < HOLD_FRAMES {
             return false;
         }
-        let ids = l.ids.ids();
+        let station_fps = l.station_fps;
+        // The other boards of the station, sending from their own addresses, count too: the
+        // mode's rate is the station's over all of them. Only those that formed a run of their
+        // own and came round their threads: a stray or a phantom of one frame cannot add a
+        // thread (and so change the rate every real frame is placed by).
+        let (key, run) = (p.key, self.cfg.source_run.max(1));
+        let boards = self.admission.learning_boards(key, at, run);
+        let ids = boards
+            .iter()
+            .fold(self.admission.get(at).own, |u, &b| u.union(&self.admission.get(b).own));
         let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
-        if l.station_fps % u32::from(n) != 0 {
-            let (name, total) = (p.template.station_name(), l.station_fps);
+        if station_fps % u32::from(n) != 0 {
+            let name = self.admission.get(at).template.station_name();
             problem!(
                 self.tally,
-                "station {name}: {total} frames/s (the mode's) is no whole number over its {n} threads"
+                "station {name}: {station_fps} frames/s (the mode's) is no whole number over its {n} threads"
             );
             self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
             return false;
         }
-        p.fps = l.station_fps / u32::from(n);
-        p.threads = n;
-        p.threads_seen = ThreadMap::new(n);
-        for id in ids {
-            p.threads_seen.index(id);
+        for b in boards.into_iter().chain([at]) {
+            let p = self.admission.get_mut(b);
+            p.fps = station_fps / u32::from(n);
+            p.threads = n;
+            p.threads_seen = ThreadMap::new(n);
+            for id in ids.ids() {
+                p.threads_seen.index(id);
+            }
+            p.learning = None;
         }
-        p.learning = None;
         true
     }
 
@@ -652,26 +682,12 @@ impl Receiver {
         )
     }
 
-    /// The stream at `at` has delivered its run: make it a station, or the successor of its
-    /// station's sender once that one is quiet.
+    /// The stream at `at` has delivered its run: make it a station, another board of its
+    /// station, or the successor of a sender of it gone quiet (see the `boards` module).
     fn accept(&mut self, at: At, now: Instant, sink: &mut impl FrameSink) {
         let key = self.admission.get(at).key;
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
-            let quiet = now.saturating_duration_since(self.stations[si].last_seen);
-            if quiet < self.cfg.source_quiet {
-                let (source, session) = self.admission.source_of(at);
-                let st = &self.stations[si];
-                problem!(
-                    self.tally,
-                    "{} sends stream {} while its sender {} is live: refused",
-                    describe(source, session),
-                    st.stream
-                        .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
-                    describe(st.source, st.session)
-                );
-                return;
-            }
-            self.take_over(si, at, now, sink);
+            self.join(si, at, now, sink);
             return;
         }
         if self.stations.len() >= self.cfg.max_stations && !self.free_slot(at, now, sink) {
@@ -685,7 +701,7 @@ impl Receiver {
             st.window.begins_at(&first);
         }
         for h in p.held {
-            feed(&mut st, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            feed(&mut st, 0, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
         self.stations.push(st);
     }
@@ -720,7 +736,7 @@ impl Receiver {
                     self.tally,
                     "station {} from {} sent for {} ms only and went quiet: its slot went to station {name}",
                     vdif::station_name(s.station_id),
-                    describe(s.source, s.session),
+                    describe(s.members[0].source, s.members[0].session),
                     s.last_seen.saturating_duration_since(s.first_seen).as_millis()
                 );
                 self.retire(i, sink);
@@ -743,32 +759,87 @@ impl Receiver {
         false
     }
 
-    /// The stream at `at` succeeds the quiet sender of station `si` (a restarted sender): the
-    /// station follows it, its held frames go into the window.
-    fn take_over(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) {
+    /// The stream at `at` has delivered its run for station `si`, which has sources already:
+    /// it joins as another board, takes the place of a board gone quiet (or of all of them), or
+    /// is refused beside a live one.
+    fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) {
         let (source, session) = self.admission.source_of(at);
+        let p = self.admission.get(at);
+        let st = &self.stations[si];
+        // Several boards feed one stream only where nothing names the sender (jive5ab's and
+        // bare framing); a native stream is one sender's, its NAKs going back to it.
+        let boards_allowed = st.stream.is_none() && p.stream.is_none();
+        let room = || {
+            let mapped: ThreadSet = st.window.thread_ids().into_iter().collect();
+            mapped.union(&p.own).len() <= usize::from(st.window.config().threads)
+        };
+        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, room) {
+            Joining::Beside(i) => {
+                let m = &st.members[i];
+                problem!(
+                    self.tally,
+                    "{} sends stream {} while its sender {} is live: refused",
+                    describe(source, session),
+                    st.stream
+                        .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
+                    describe(m.source, m.session)
+                );
+                return;
+            }
+            Joining::NoRoom => {
+                problem!(
+                    self.tally,
+                    "station {}: {} sends thread(s) {:?} beyond the {} its window was set up for (threads {:?}): \
+                     every board must be sending when the recording starts, or give the threads (--threads)",
+                    vdif::station_name(st.station_id),
+                    describe(source, session),
+                    p.own.ids(),
+                    st.window.config().threads,
+                    st.window.thread_ids()
+                );
+                return;
+            }
+            Joining::Joins => (None, false),
+            Joining::Replaces(i) => (Some(i), false),
+            Joining::Succeeds => (Some(0), true),
+        };
         let p = self.admission.take(at);
         let st = &mut self.stations[si];
-        let change = SenderChange {
-            from: describe(st.source, st.session),
-            to: describe(source, session),
-            restarted: st.source.ip().to_canonical() == source.ip().to_canonical(),
+        let m = match member {
+            None => {
+                st.members.push(Member::new(source, session, p.own, now));
+                st.members.len() - 1
+            }
+            Some(i) => {
+                let old = &st.members[i];
+                let change = SenderChange {
+                    from: describe(old.source, old.session),
+                    to: describe(source, session),
+                    restarted: old.source.ip().to_canonical() == source.ip().to_canonical(),
+                };
+                st.changes += 1;
+                if st.change_log.len() < CHANGE_LOG {
+                    st.change_log.push(change);
+                }
+                if succeeds {
+                    // Every source of it went quiet: the station is this one's now.
+                    st.members.truncate(1);
+                }
+                let m = &mut st.members[i];
+                (m.source, m.session, m.last_seen) = (source, session, now);
+                m.threads = m.threads.union(&p.own);
+                // The new sender's name for the stream (its NAKs must carry it).
+                st.stream = p.stream;
+                // A restart numbers its frames anew: the old numbering cannot be asked for.
+                if let Some(arq) = st.arq.as_mut() {
+                    arq.restart();
+                }
+                i
+            }
         };
-        st.changes += 1;
-        if st.change_log.len() < CHANGE_LOG {
-            st.change_log.push(change);
-        }
-        st.source = source;
-        st.session = session;
-        // The new sender's name for the stream (its NAKs must carry it).
-        st.stream = p.stream;
         st.last_seen = now;
-        // A restart numbers its frames anew: the old numbering cannot be asked for.
-        if let Some(arq) = st.arq.as_mut() {
-            arq.restart();
-        }
         for h in p.held {
-            feed(st, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            feed(st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
     }
 
@@ -797,16 +868,13 @@ impl Receiver {
         });
         Station {
             key: p.key,
-            source,
-            session,
+            members: vec![Member::new(source, session, p.own, now)],
             first_seen: p.first_seen,
             last_seen: now,
             stream: p.stream,
             station_id: p.template.station_id,
             window: StationWindow::new(wcfg, &p.template),
             arq,
-            seq_first: None,
-            seq_last: None,
             retransmits: 0,
             changes: 0,
             change_log: Vec::new(),
@@ -853,7 +921,7 @@ impl Receiver {
             let slots_per_s = f64::from(c.frames_per_second) * f64::from(c.threads);
             let front = st.window.highest().map_or(base, |h| (h + 1).saturating_sub(c.window));
             if let Some(nak) = arq.poll(now, base, front, slots_per_s) {
-                out.push((st.source, nak));
+                out.push((st.members[0].source, nak));
             }
         }
         out
@@ -897,11 +965,12 @@ impl Receiver {
     }
 }
 
-/// One frame of a station's accepted sender, which arrived at `arrived`, into its window at
-/// `now`.
+/// One frame of `member`, an accepted source of station `st`, which arrived at `arrived`, into
+/// its window at `now`.
 #[allow(clippy::too_many_arguments)] // one frame's fields, passed through
 fn feed(
     st: &mut Station,
+    member: usize,
     arrived: Instant,
     now: Instant,
     seq: Option<u64>,
@@ -910,14 +979,16 @@ fn feed(
     frame: &[u8],
     sink: &mut impl FrameSink,
 ) {
+    st.members[member].frames += 1;
     let placement = st.window.push_at(arrived, header, frame, seq, sink);
     // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it.
+    // (Candidates of a jump may be another board's: their numbers are counted as this one's.)
     for (n, slot) in st.window.take_confirmed() {
-        numbered(st, now, n, slot);
+        numbered(st, member, now, n, slot);
     }
     if let Placement::Placed { slot, .. } = placement {
         if let Some(seq) = seq {
-            numbered(st, now, seq, slot);
+            numbered(st, member, now, seq, slot);
         }
         if retransmit {
             st.retransmits += 1;
@@ -925,11 +996,10 @@ fn feed(
     }
 }
 
-/// Frame `seq` of station `st` was placed at `slot`: its number counts for the station's range
-/// and for ARQ.
-fn numbered(st: &mut Station, now: Instant, seq: u64, slot: u64) {
-    st.seq_first = Some(st.seq_first.map_or(seq, |f| f.min(seq)));
-    st.seq_last = Some(st.seq_last.map_or(seq, |l| l.max(seq)));
+/// Frame `seq` of `member` of station `st` was placed at `slot`: its number counts for that
+/// source's range and for ARQ.
+fn numbered(st: &mut Station, member: usize, now: Instant, seq: u64, slot: u64) {
+    st.members[member].numbered(seq);
     if let Some(arq) = st.arq.as_mut() {
         arq.on_frame(now, seq, slot);
     }
@@ -949,23 +1019,25 @@ fn summarize(st: &Station) -> StationSummary {
     let total = w.written_valid + lost;
     let f = if total == 0 { 0.0 } else { lost as f64 / total as f64 };
     let c = st.window.config();
+    let first = &st.members[0];
     StationSummary {
         station: vdif::station_name(st.station_id),
         station_id: st.station_id,
         stream: st.stream,
-        source: st.source.to_string(),
-        session: st.stream.map(|_| st.session),
+        source: first.source.to_string(),
+        session: st.stream.map(|_| first.session),
         frames_per_second: c.frames_per_second,
         threads: c.threads,
         frame_len: st.window.frame_len(),
         window: w,
-        seq_first: st.seq_first,
-        seq_last: st.seq_last,
+        seq_first: first.seq_first,
+        seq_last: first.seq_last,
         retransmits_received: st.retransmits,
         arq: st.arq.as_ref().map(|a| a.stats()),
         lost_at_end: st.lost_at_end,
         loss_fraction: f,
         snr_factor: (1.0 - f).sqrt(),
+        boards: st.members.iter().map(|m| m.summary(st.stream.is_some())).collect(),
         sender_changes: st.changes,
         sender_change_log: st.change_log.clone(),
         retired: false,

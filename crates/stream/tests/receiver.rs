@@ -941,3 +941,217 @@ fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
     assert!(written(&sink).is_empty(), "nothing written");
     assert_accounted(&rx);
 }
+
+/// The arrivals of a two-board station: board 0 sends threads 0 and 1 from `a`, board 1 threads
+/// 2 and 3 from `b`, each with its own jive5ab sequence numbers (from `seq0`), `steps` time steps
+/// of 500 µs (2000 a second per thread, 8000 over the station), board 1 `behind_us` behind.
+fn two_boards(a: SocketAddr, b: SocketAddr, steps: u32, behind_us: u64) -> Vec<(Duration, SocketAddr, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut seq = [100u64, 900_000];
+    for k in 0..steps {
+        for t in 0..4u16 {
+            let board = usize::from(t / 2);
+            let at = Duration::from_micros(500 * u64::from(k) + u64::from(t) + if board == 1 { behind_us } else { 0 });
+            let f = station_frame(k, 2000, t);
+            out.push((at, [a, b][board], jive5ab(seq[board], &f)));
+            seq[board] += 1;
+        }
+    }
+    out.sort_by_key(|(at, _, _)| *at);
+    out
+}
+
+/// Drop-in blocker (session 4): a DBBC3's boards send one station from their own addresses to
+/// one recorder port, each board its threads and its own sequence numbers. The receiver took one
+/// source per station and refused the second board "beside" the first: 8000 of 16 000 frames
+/// recorded, and a third of the station reported lost. Each board now joins the station: every
+/// frame of both is placed, in one window, none filled; each board's own numbers are listed.
+#[test]
+fn the_boards_of_a_station_sending_from_their_own_addresses_all_feed_its_window() {
+    let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"));
+    for (learned, behind_us) in [(true, 0), (true, 300), (false, 0), (false, 40_000)] {
+        let cfg = if learned {
+            // What `evlbi serve` knows: the mode's rate for the whole station, no threads.
+            ReceiverConfig {
+                format: SeqFormat::Jive5ab,
+                station_frames_per_second: Some(8000),
+                ..ReceiverConfig::default()
+            }
+        } else {
+            ReceiverConfig {
+                format: SeqFormat::Jive5ab,
+                frames_per_second: Some(2000),
+                threads: Some(4),
+                ..ReceiverConfig::default()
+            }
+        };
+        let mut rx = Receiver::new(cfg);
+        let mut sink = VecSink::default();
+        let t0 = Instant::now();
+        for (at, from, d) in two_boards(a, b, 4000, behind_us) {
+            rx.handle_datagram(t0 + at, from, &d, false, &mut sink);
+        }
+        rx.finish(&mut sink);
+        let case = format!("learned {learned}, board 1 {behind_us} µs behind");
+        assert_eq!(
+            rx.counters().rejected(),
+            0,
+            "{case}: {:?} {:?}",
+            rx.counters(),
+            rx.first_problem()
+        );
+        let all = rx.summaries();
+        assert_eq!(all.len(), 1, "{case}: one station");
+        let s = &all[0];
+        assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{case}");
+        assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0), "{case}");
+        assert_eq!(s.loss_fraction, 0.0, "{case}");
+        assert_eq!(s.sender_changes, 0, "{case}");
+        let boards: Vec<_> = s
+            .boards
+            .iter()
+            .map(|b| (b.source.clone(), b.threads.clone(), b.frames))
+            .collect();
+        assert_eq!(
+            boards,
+            vec![(a.to_string(), vec![0, 1], 8000), (b.to_string(), vec![2, 3], 8000)],
+            "{case}"
+        );
+        assert_eq!(
+            (s.boards[0].seq_first, s.boards[0].seq_last),
+            (Some(100), Some(100 + 7999)),
+            "{case}"
+        );
+        assert_eq!(
+            (s.boards[1].seq_first, s.boards[1].seq_last),
+            (Some(900_000), Some(900_000 + 7999)),
+            "{case}"
+        );
+        // One time order over both boards: step by step, thread by thread.
+        let order: Vec<(u32, u16)> = sink
+            .segments
+            .concat()
+            .chunks(8032)
+            .map(|f| {
+                let h = vdif::VdifHeader::parse(f).unwrap();
+                ((h.seconds - 1000) * 2000 + h.frame_number, h.thread_id)
+            })
+            .collect();
+        let want: Vec<(u32, u16)> = (0..4000u32).flat_map(|k| (0..4u16).map(move |t| (k, t))).collect();
+        assert!(order == want, "{case}: frames out of time order");
+        assert_accounted(&rx);
+    }
+}
+
+/// A second source sending the threads a live board sends is beside it, whatever other boards
+/// the station has: refused, the real frames kept. One sending threads beyond the window's is
+/// refused with the reason; a board gone quiet is followed by its restart.
+#[test]
+fn a_source_beside_a_live_board_or_beyond_the_window_is_refused_and_a_restarted_board_followed() {
+    let (a, b, evil) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"), addr("10.9.9.9:6666"));
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        frames_per_second: Some(2000),
+        threads: Some(4),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let arrivals = two_boards(a, b, 2000, 0);
+    let mut forged_thread_1 = 0u64;
+    let mut beyond = 0u64;
+    for (i, (at, from, d)) in arrivals.iter().enumerate() {
+        rx.handle_datagram(t0 + *at, *from, d, false, &mut sink);
+        let k = (i / 4) as u32;
+        if k >= 10 && i % 4 == 0 {
+            // A consistent run of another station-0x4566 thread 1, one step ahead, from elsewhere.
+            let mut f = station_frame(k + 1, 2000, 1);
+            f[40] ^= 0xff;
+            rx.handle_datagram(t0 + *at, evil, &jive5ab(u64::from(k), &f), false, &mut sink);
+            forged_thread_1 += 1;
+            // And a run of a fifth thread from a third address (the window has 4).
+            let f = station_frame(k, 2000, 7);
+            rx.handle_datagram(
+                t0 + *at,
+                addr("10.9.9.8:7"),
+                &jive5ab(u64::from(k), &f),
+                false,
+                &mut sink,
+            );
+            beyond += 1;
+        }
+    }
+    let s = &rx.summaries()[0];
+    assert_eq!(s.boards.len(), 2, "{:?}", s.boards);
+    assert_eq!(s.window.duplicate_mismatch, 0, "no forged frame reached the window");
+    let c = rx.counters();
+    // Both are sources beside the station's: refused (the newest few still held, in flight).
+    assert_eq!(c.foreign_source + rx.in_flight(), forged_thread_1 + beyond, "{c:?}");
+    assert_eq!(c.unconfirmed, 0);
+    // Board 1 restarts from another port after 200 ms of silence: it takes its own place.
+    let b2 = addr("10.0.0.2:5003");
+    let mut seq = 0u64;
+    let mut last = Duration::ZERO;
+    for (at, from, d) in two_boards(a, b, 4000, 0).into_iter().skip(2000 * 4) {
+        let quiet = Duration::from_millis(200);
+        if from == b {
+            if at < Duration::from_millis(1000) + quiet {
+                continue;
+            }
+            let f = &d[8..];
+            rx.handle_datagram(t0 + at, b2, &jive5ab(seq, f), false, &mut sink);
+            seq += 1;
+        } else {
+            rx.handle_datagram(t0 + at, from, &d, false, &mut sink);
+        }
+        last = at;
+    }
+    assert!(last > Duration::from_millis(1900));
+    rx.finish(&mut sink);
+    let s = &rx.summaries()[0];
+    assert_eq!(s.sender_changes, 1, "{:?}", s.sender_change_log);
+    assert_eq!(s.sender_change_log[0].from, b.to_string());
+    assert_eq!(s.sender_change_log[0].to, b2.to_string());
+    assert!(s.sender_change_log[0].restarted);
+    let boards: Vec<_> = s.boards.iter().map(|x| (x.source.clone(), x.threads.clone())).collect();
+    assert_eq!(boards, vec![(a.to_string(), vec![0, 1]), (b2.to_string(), vec![2, 3])]);
+    // Board 1's 200 ms of silence (400 steps of its 2 threads) are filled; nothing else.
+    assert_eq!(s.window.written_filled, 800, "{:?}", s.window);
+    assert_eq!(s.window.written_valid, 16_000 - 800);
+    assert!(
+        rx.first_problem()
+            .is_some_and(|p| p.contains("while its sender 10.0.0.1:5001 is live")),
+        "{:?}",
+        rx.first_problem()
+    );
+    assert_accounted(&rx);
+}
+
+/// A phantom of a few frames with the station's id and another thread, sent as a backend starts,
+/// cannot add a thread to the count: the mode's rate would be split over one thread too many and
+/// every real frame misplaced.
+#[test]
+fn a_phantom_board_at_the_start_does_not_change_the_threads_counted() {
+    let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"));
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let phantom = addr("10.6.6.6:6");
+    for (i, (at, from, d)) in two_boards(a, b, 1000, 0).into_iter().enumerate() {
+        if i < 3 {
+            let f = station_frame(i as u32, 2000, 9);
+            rx.handle_datagram(t0 + at, phantom, &jive5ab(i as u64, &f), false, &mut sink);
+        }
+        rx.handle_datagram(t0 + at, from, &d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let s = &rx.summaries()[0];
+    assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{:?}", rx.first_problem());
+    assert_eq!((s.window.written_valid, s.window.written_filled), (4000, 0));
+    assert_eq!(rx.counters().unconfirmed, 3);
+    assert_accounted(&rx);
+}

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use vdif::VdifHeader;
 
+use super::boards::ThreadSet;
 use super::{describe, DatagramCounters, RUN_GAP};
 use crate::window::ThreadMap;
 
@@ -89,6 +90,9 @@ pub(super) struct Provisional {
     last_slot: u64,
     /// The thread ids of the run so far (their index makes the slot).
     pub(super) threads_seen: ThreadMap,
+    /// The thread ids it sent itself (`threads_seen` also holds, once learnt, those of the other
+    /// boards of its station).
+    pub(super) own: ThreadSet,
     /// The thread count is still to be learnt from the stream's frames.
     pub(super) learning: Option<ThreadCount>,
     pub(super) held: VecDeque<Held>,
@@ -146,6 +150,7 @@ impl Provisional {
             last_pos: 0,
             last_slot: 0,
             threads_seen: ThreadMap::new(threads),
+            own: ThreadSet::default(),
             learning: None,
             held: VecDeque::new(),
             dropped_first: None,
@@ -300,6 +305,25 @@ impl Admission {
         s.last_seen = s.last_seen.max(now);
         let p = &mut s.streams[pi];
         p.last_seen = p.last_seen.max(now);
+    }
+
+    /// The streams of station `key` from sources other than the one of `at` that are counting
+    /// their threads and have done so (came round, `run` frames in sequence), and have no station
+    /// yet: the other boards of a backend whose threads `at`'s station has too.
+    pub(super) fn learning_boards(&self, key: u32, at: At, run: u32) -> Vec<At> {
+        let mut out = Vec::new();
+        for (si, s) in self.sources.iter().enumerate() {
+            if si == at.0 {
+                continue;
+            }
+            for (pi, p) in s.streams.iter().enumerate() {
+                let counted = p.learning.as_ref().is_some_and(|l| l.cycled);
+                if p.key == key && !p.beside && counted && p.run >= run {
+                    out.push((si, pi));
+                }
+            }
+        }
+        out
     }
 
     /// Frames held for all sources.

@@ -238,6 +238,19 @@ fn the_boards_of_a_backend_sending_from_their_own_ports_are_all_recorded() {
     let (frames_sent, injected) = sent(sender);
     assert_eq!(injected, 0);
     let (total, loss) = settled(&mut fs);
+    // Each board has its own series on the metrics page, with its half of the frames.
+    let (_, page) = http_get(serve.metrics, "/metrics");
+    let boards: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("evlbi_stream_board_frames_total{"))
+        .collect();
+    assert_eq!(boards.len(), 2, "{page}");
+    for b in &boards {
+        assert!(
+            b.contains("station=\"Ef\"") && b.ends_with(&format!(" {}", frames_sent / 2)),
+            "{b}"
+        );
+    }
     fs.ok("record = off ;");
     assert_eq!(
         (total, loss),

@@ -78,6 +78,7 @@ metrics! {
     STREAM_BYTES "evlbi_stream_bytes" Counter "Frame bytes received per station.";
     STREAM_LOSS "evlbi_stream_loss_fraction" Gauge "Data loss f per station: lost over lost plus received frames, since the start.";
     STREAM_SENDER_CHANGES "evlbi_stream_sender_changes" Counter "Times another source took a station over (a sender restarted).";
+    STREAM_BOARD_FRAMES "evlbi_stream_board_frames" Counter "Datagrams per station and board (each source feeding it, its own threads) taken into its window.";
     STREAM_DATAGRAMS "evlbi_stream_datagrams" Counter "Datagrams received.";
     STREAM_DATAGRAM_BYTES "evlbi_stream_datagram_bytes" Counter "Datagram bytes received.";
     STREAM_REJECTED "evlbi_stream_datagrams_rejected" Counter "Datagrams refused, by reason.";
@@ -188,6 +189,10 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
         o.int(&STREAM_BYTES, &l, w.placed * st.frame_len as u64);
         o.float(&STREAM_LOSS, &l, st.loss_fraction);
         o.int(&STREAM_SENDER_CHANGES, &l, st.sender_changes);
+        for b in &st.boards {
+            let l = [("station", st.station.as_str()), ("board", b.source.as_str())];
+            o.int(&STREAM_BOARD_FRAMES, &l, b.frames);
+        }
         if let Some(q) = &st.arq {
             o.int(&STREAM_ARQ_REPAIRED, &l, q.recovered);
         }

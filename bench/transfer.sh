@@ -32,6 +32,7 @@
 #        WAN_TOOLS="evlbi bbr-file bbr" LOOP_TOOLS="evlbi udt tcp" LOOP_CASES="mem disk"
 #        LOOP_EVLBI_CONFIGS="--cc adaptive" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
+#        KEEP_JSON=dir: keep every evlbi send --json report there (part-case-run.json)
 #        EVLBI_BEFORE=path/to/an/older/evlbi: tool "evlbi-before" runs the same evlbi cases with
 #        it (bench/transfer_auth.sh uses this)
 # Only namespaces evtr-<pid>-{a,b} (10.77.0.1/2) are created and removed on exit; only processes
@@ -131,6 +132,9 @@ run_evlbi() {
         fi
     fi
     wait "$rx" || true
+    if [[ -n ${KEEP_JSON:-} ]]; then
+        mkdir -p "$KEEP_JSON" && cp "$WORK/tx.json" "$KEEP_JSON/$part-$case-$run.json"
+    fi
     local wall
     wall=$(tail -n1 "$WORK/tx.time" | awk '{print $1}')
     row "$part" "$case" "${EVLBI_NAME:-evlbi} $*" "$run" "$(bytes_of "$src")" "$wall" \

@@ -17,11 +17,21 @@
 # P2), and jive5ab net2mem+mem2net on 1 port (net2mem takes one).
 #
 #   bench/relay_vs_jive5ab.sh   env: SECS=60 RUNS=3 RATE=4096M SWEEP="4096M 6144M 8192M 10240M 12288M"
-#                                    SWEEP_SECS=10 BURST=8 (backend frames per GSO call: a 2-core host
+#                                    SWEEP_SECS=10 SWEEP_RUNS=1 SWEEP_PORTS="1 2" (evlbi's input ports;
+#                                    jive5ab always 1) SWEEP_J5=1 (0: no jive5ab in the sweep)
+#                                    BURST=8 (backend frames per GSO call: a 2-core host
 #                                    cannot also spin a core per datagram for the backend)
+#                                    FIRST_WAIT=60s DRAIN=2 (see "Run ends" below)
 #                                    OUT=bench/results/relay_vs_jive5ab.json
 #                                    JIVE5AB=(default: what scripts/jive5ab-path finds)
 # Without a jive5ab binary the evlbi cases still run and the peer is reported as skipped.
+#
+# Run ends: the relay and the recorder get --idle-timeout FIRST_WAIT, which (since issue 29)
+# counts from their launch until the first datagram: long, because the backend generates its
+# second of frames before it sends (> 3 s at 8 Gb/s on a busy host: with 3 s a relay or a
+# recorder once stopped before anything came). The run ends on the bench's word instead: DRAIN
+# seconds after the tool upstream has finished, SIGINT (the tools stop and still report).
+# A run in which a tool took in nothing is reported as such and left out of medians and ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -31,7 +41,12 @@ RUNS=${RUNS:-3}
 RATE=${RATE:-4096M}
 SWEEP=${SWEEP:-4096M 6144M 8192M 10240M 12288M}
 SWEEP_SECS=${SWEEP_SECS:-10}
+SWEEP_RUNS=${SWEEP_RUNS:-1}
+SWEEP_PORTS=${SWEEP_PORTS:-1 2}
+SWEEP_J5=${SWEEP_J5:-1}
 BURST=${BURST:-8}
+FIRST_WAIT=${FIRST_WAIT:-60s}
+DRAIN=${DRAIN:-2}
 OUT=${OUT:-bench/results/relay_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 J5=$(scripts/jive5ab-path || true)
@@ -54,6 +69,8 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # Sample a process's CPU ticks into file $2 until it exits (its last figure before it goes).
 watch_cpu() { ( while kill -0 "$1" 2>/dev/null; do t=$(ticks "$1"); [[ $t != 0 ]] && echo "$t" >"$2"; sleep 0.1; done ) & PIDS+=("$!"); }
 wait_listening() { for _ in $(seq 300); do grep -q "listening on" "$1" 2>/dev/null && return; sleep 0.1; done; }
+# End our child $1 DRAIN seconds after what fed it finished: SIGINT, then wait for its report.
+drain_stop() { sleep "$DRAIN"; kill -INT "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 
 # backend RATE SECS THREADS SENDERS PORT... : the real-time backend simulator.
@@ -68,7 +85,7 @@ backend() {
 }
 
 recorder() { # PORT FPS THREADS
-    "$EVLBI" stream recv --listen "127.0.0.1:$1" --seq-format jive5ab --fps "$2" --threads "$3" --idle-timeout 3s -q \
+    "$EVLBI" stream recv --listen "127.0.0.1:$1" --seq-format jive5ab --fps "$2" --threads "$3" --idle-timeout "$FIRST_WAIT" -q \
         --export-json "$WORK/recv.json" 2>"$WORK/recv.log" &
     RX=$!
     PIDS+=("$RX")
@@ -93,14 +110,14 @@ one() {
         local listen=()
         for p in "${inports[@]}"; do listen+=(--listen "127.0.0.1:$p"); done
         "$EVLBI" stream relay "${listen[@]}" --seq-format-in jive5ab --fps "$fps" --threads "$threads" \
-            --to "127.0.0.1:$PRX" --seq-format jive5ab --idle-timeout 3s -q --export-json "$WORK/relay.json" \
+            --to "127.0.0.1:$PRX" --seq-format jive5ab --idle-timeout "$FIRST_WAIT" -q --export-json "$WORK/relay.json" \
             2>"$WORK/relay.log" &
         RL=$!
         PIDS+=("$RL")
         wait_listening "$WORK/relay.log"
         watch_cpu "$RL" "$WORK/cpu"
         backend "$rate" "$secs" "$threads" "$inputs" "${inports[@]}"
-        wait "$RL" || true
+        drain_stop "$RL"
         ;;
     jive5ab)
         local mbps T0 T1
@@ -119,7 +136,7 @@ one() {
             "net_port=$PRX;" "mem2net=connect:127.0.0.1;" "mem2net=on;" >"$WORK/j5.vsi"
         T0=$(ticks "$RL")
         backend "$rate" "$secs" "$threads" 1 "${inports[0]}"
-        wait "$RX" || true
+        sleep "$DRAIN"
         T1=$(ticks "$RL")
         echo $((T1 - T0)) >"$WORK/cpu"
         vsi "$CP" "evlbi?;" "runtime=tx;" "mem2net?;" "mem2net=disconnect;" "runtime=0;" "net2mem=close;" >>"$WORK/j5.vsi"
@@ -127,7 +144,7 @@ one() {
         wait "$RL" 2>/dev/null || true
         ;;
     esac
-    wait "$RX" || true
+    drain_stop "$RX"
     python3 - "$case" "$label" "$rate" "$secs" "$inputs" "$WORK" "$TCK" "$run" >>"$WORK/rows" <<'PY'
 import json, os, re, sys
 case, label, rate, secs, inputs, work, tck, run = sys.argv[1:9]
@@ -154,6 +171,11 @@ if case == "jive5ab":
     ev = re.search(r"!evlbi\? 0 : total : (\d+) : loss : (\d+)", open(f"{work}/j5.vsi").read())
     row["relay_in"] = int(ev.group(1)) if ev else 0
     row["jive5ab_loss"] = int(ev.group(2)) if ev else None
+# A run where a tool took in nothing measured nothing: said so, never made a ratio or "lossless".
+nothing = [who for who, n in (("the backend sent", sent), ("the relay took in", row.get("relay_in")),
+                              ("the recorder recorded", got)) if n == 0]
+if nothing:
+    row["measured_nothing"] = ", ".join(f"{who} nothing" for who in nothing)
 print(json.dumps(row))
 PY
     tail -1 "$WORK/rows"
@@ -170,16 +192,18 @@ for r in $(seq "$RUNS"); do
         one "$c" "$RATE" "$SECS" 1 1 main "$r"
     done
 done
-echo "== sweep: ${SWEEP_SECS}s at each of $SWEEP, 2 VDIF threads"
+[[ -n $SWEEP ]] && echo "== sweep: ${SWEEP_SECS}s at each of $SWEEP, 2 VDIF threads, $SWEEP_RUNS run(s) each"
 for rate in $SWEEP; do
-    echo "== $rate: evlbi relay, 1 input port"
-    one evlbi "$rate" "$SWEEP_SECS" 2 1 sweep
-    echo "== $rate: evlbi relay, 2 input ports"
-    one evlbi "$rate" "$SWEEP_SECS" 2 2 sweep
-    if [[ -n $J5 ]]; then
-        echo "== $rate: jive5ab net2mem+mem2net, 1 input port"
-        one jive5ab "$rate" "$SWEEP_SECS" 2 1 sweep
-    fi
+    for r in $(seq "$SWEEP_RUNS"); do
+        for ports in $SWEEP_PORTS; do
+            echo "== $rate run $r: evlbi relay, $ports input port(s)"
+            one evlbi "$rate" "$SWEEP_SECS" 2 "$ports" sweep "$r"
+        done
+        if [[ -n $J5 && $SWEEP_J5 != 0 ]]; then
+            echo "== $rate run $r: jive5ab net2mem+mem2net, 1 input port"
+            one jive5ab "$rate" "$SWEEP_SECS" 2 1 sweep "$r"
+        fi
+    done
 done
 
 python3 - "$WORK/rows" "$OUT" "${J5:-}" "$BURST" "$(cat /proc/loadavg)" <<'PY'
@@ -188,6 +212,8 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 out, j5, burst, load = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 main = [r for r in rows if r["label"] == "main"]
 res = {"jive5ab": j5 or None, "backend_burst": int(burst), "loadavg_at_end": load, "runs": rows, "medians": {}}
+measured = lambda r: "measured_nothing" not in r
+per_frame = lambda r: 1e6 * r["relay_cpu_s"] / max(r["frames_sent"], 1)
 if main:
     print(f"\n{main[0]['rate']} for {main[0]['secs']:.0f} s, one 8032-byte frame per datagram\n")
     print("| case | run | frames sent | relay took in | recorded | lost | relay CPU % of a core | µs CPU / frame | data age p50 µs | p99 µs |")
@@ -195,19 +221,24 @@ if main:
     for r in main:
         cpu = r.get("relay_cpu_s")
         pct = f"{100 * cpu / r['secs']:.0f}" if cpu is not None else "-"
-        per = f"{1e6 * cpu / max(r['frames_sent'], 1):.2f}" if cpu is not None else "-"
-        print(f"| {r['case']} | {r['run']} | {r['frames_sent']} | {r.get('relay_in', '-')} | {r['recorded']} | {r['lost']} | {pct} | {per} | {r['age_p50_us']:.0f} | {r['age_p99_us']:.0f} |")
+        per = f"{per_frame(r):.2f}" if cpu is not None and measured(r) else "-"
+        lost = r["lost"] if measured(r) else f"measured nothing ({r['measured_nothing']})"
+        print(f"| {r['case']} | {r['run']} | {r['frames_sent']} | {r.get('relay_in', '-')} | {r['recorded']} | {lost} | {pct} | {per} | {r['age_p50_us']:.0f} | {r['age_p99_us']:.0f} |")
     for case in ("direct", "evlbi", "jive5ab"):
-        rr = [r for r in main if r["case"] == case]
+        every = [r for r in main if r["case"] == case]
+        rr = [r for r in every if measured(r)]
+        for r in every:
+            if not measured(r):
+                print(f"{case} run {r['run']} measured nothing ({r['measured_nothing']}): left out of medians and ratios")
         if not rr:
             continue
-        m = {"runs": len(rr), "runs_without_loss": sum(r["lost"] == 0 for r in rr),
+        m = {"runs": len(every), "runs_measured": len(rr), "runs_without_loss": sum(r["lost"] == 0 for r in rr),
              "lost": statistics.median(r["lost"] for r in rr),
              "age_p50_us": statistics.median(r["age_p50_us"] for r in rr),
              "age_p99_us": statistics.median(r["age_p99_us"] for r in rr)}
         if case != "direct":
             m["cpu_pct"] = statistics.median(100 * r["relay_cpu_s"] / r["secs"] for r in rr)
-            m["cpu_us_per_frame"] = statistics.median(1e6 * r["relay_cpu_s"] / max(r["frames_sent"], 1) for r in rr)
+            m["cpu_us_per_frame"] = statistics.median(per_frame(r) for r in rr)
         res["medians"][case] = m
     d = res["medians"].get("direct")
     print()
@@ -218,30 +249,54 @@ if main:
         if d:
             m["added_p50_us"] = m["age_p50_us"] - d["age_p50_us"]
             m["added_p99_us"] = m["age_p99_us"] - d["age_p99_us"]
-        print(f"{case}: median lost {m['lost']:.0f} (runs without loss {m['runs_without_loss']} of {m['runs']}), relay CPU "
-              f"{m['cpu_pct']:.0f} % of a core ({m['cpu_us_per_frame']:.2f} µs/frame), added latency p50 "
-              f"{m.get('added_p50_us', float('nan')):.0f} µs, p99 {m.get('added_p99_us', float('nan')):.0f} µs")
+        print(f"{case}: median lost {m['lost']:.0f} (runs without loss {m['runs_without_loss']} of {m['runs']}, "
+              f"{m['runs_measured']} measured), relay CPU {m['cpu_pct']:.0f} % of a core ({m['cpu_us_per_frame']:.2f} µs/frame), "
+              f"added latency p50 {m.get('added_p50_us', float('nan')):.0f} µs, p99 {m.get('added_p99_us', float('nan')):.0f} µs")
+    # The same run's pair: evlbi and jive5ab ran back to back on the same host state.
+    pairs = []
+    for run in sorted({r["run"] for r in main}):
+        e = [r for r in main if r["case"] == "evlbi" and r["run"] == run and measured(r)]
+        j = [r for r in main if r["case"] == "jive5ab" and r["run"] == run and measured(r)]
+        if e and j:
+            pairs.append({"run": run, "evlbi_us": per_frame(e[0]), "jive5ab_us": per_frame(j[0]),
+                          "ratio": per_frame(e[0]) / per_frame(j[0])})
+            print(f"run {run}: CPU per frame evlbi/jive5ab {pairs[-1]['ratio']:.2f} "
+                  f"({pairs[-1]['evlbi_us']:.2f} / {pairs[-1]['jive5ab_us']:.2f} µs)")
+        elif any(r["run"] == run and r["case"] in ("evlbi", "jive5ab") for r in main):
+            print(f"run {run}: no ratio (a relay measured nothing or did not run)")
+    res["per_run_ratio"] = pairs
     if "evlbi" in res["medians"] and "jive5ab" in res["medians"]:
         e, j = res["medians"]["evlbi"], res["medians"]["jive5ab"]
         res["cpu_ratio_evlbi_over_jive5ab"] = e["cpu_us_per_frame"] / j["cpu_us_per_frame"]
-        print(f"CPU per frame evlbi/jive5ab: {res['cpu_ratio_evlbi_over_jive5ab']:.2f}")
+        print(f"CPU per frame evlbi/jive5ab (medians): {res['cpu_ratio_evlbi_over_jive5ab']:.2f}")
 sweep = [r for r in rows if r["label"] == "sweep"]
 if sweep:
-    print("\n| relay | input ports | rate | frames sent | relay took in | recorded | lost | relay kernel drops | recorder kernel drops | backend slips | relay CPU % |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| relay | input ports | rate | run | frames sent | relay took in | recorded | lost | relay kernel drops | recorder kernel drops | backend slips | relay CPU % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in sweep:
         cpu = r.get("relay_cpu_s")
         pct = f"{100 * cpu / r['secs']:.0f}" if cpu is not None else "-"
-        print(f"| {r['case']} | {r['inputs']} | {r['rate']} | {r['frames_sent']} | {r.get('relay_in', '-')} | {r['recorded']} | {r['lost']} | "
+        lost = r["lost"] if measured(r) else f"measured nothing ({r['measured_nothing']})"
+        print(f"| {r['case']} | {r['inputs']} | {r['rate']} | {r['run']} | {r['frames_sent']} | {r.get('relay_in', '-')} | {r['recorded']} | {lost} | "
               f"{r.get('relay_kernel_drops', '-')} | {r['recorder_kernel_drops']} | {r['backend_slips']} | {pct} |")
-    best = {}
-    for key in (("evlbi", 1), ("evlbi", 2), ("jive5ab", 1)):
-        ok = [r for r in sweep if (r["case"], r["inputs"]) == key and r["lost"] == 0]
-        rate = max((float(r["rate"][:-1]) for r in ok), default=None)
-        best[f"{key[0]}_{key[1]}_ports_mbps"] = rate
-        if any((r["case"], r["inputs"]) == key for r in sweep):
-            print(f"highest lossless rate, {key[0]} with {key[1]} input port(s): {rate if rate is not None else 'none'} Mb/s")
+    best, tally = {}, {}
+    for key in sorted({(r["case"], r["inputs"]) for r in sweep}):
+        of_key = [r for r in sweep if (r["case"], r["inputs"]) == key]
+        for rate in sorted({r["rate"] for r in of_key}, key=lambda x: float(x[:-1])):
+            rr = [r for r in of_key if r["rate"] == rate]
+            ok = sum(measured(r) and r["lost"] == 0 for r in rr)
+            tally[f"{key[0]}_{key[1]}_ports_{rate}"] = {"runs": len(rr), "lossless": ok,
+                                                        "measured": sum(map(measured, rr))}
+            print(f"{key[0]} with {key[1]} input port(s) at {rate}: lossless in {ok} of {len(rr)} runs "
+                  f"({sum(map(measured, rr))} measured something)")
+        # Lossless at a rate = every run at that rate measured something and lost nothing.
+        ok_rates = [float(rate[:-1]) for rate in {r["rate"] for r in of_key}
+                    if all(measured(r) and r["lost"] == 0 for r in of_key if r["rate"] == rate)]
+        best[f"{key[0]}_{key[1]}_ports_mbps"] = max(ok_rates, default=None)
+        print(f"highest lossless rate (every run), {key[0]} with {key[1]} input port(s): "
+              f"{max(ok_rates) if ok_rates else 'none'} Mb/s")
     res["highest_lossless"] = best
+    res["sweep_lossless_runs"] = tally
 json.dump(res, open(out, "w"), indent=1)
 PY
 echo "results: $OUT"

@@ -22,6 +22,7 @@
 #                                    BURST=8 (backend frames per GSO call: a 2-core host
 #                                    cannot also spin a core per datagram for the backend)
 #                                    FIRST_WAIT=60s DRAIN=2 (see "Run ends" below)
+#                                    RELAY_ARGS= (more options for evlbi stream relay, e.g. --burst 32)
 #                                    OUT=bench/results/relay_vs_jive5ab.json
 #                                    JIVE5AB=(default: what scripts/jive5ab-path finds)
 # Without a jive5ab binary the evlbi cases still run and the peer is reported as skipped.
@@ -47,6 +48,7 @@ SWEEP_J5=${SWEEP_J5:-1}
 BURST=${BURST:-8}
 FIRST_WAIT=${FIRST_WAIT:-60s}
 DRAIN=${DRAIN:-2}
+read -r -a RELAY_ARGS <<<"${RELAY_ARGS:-}"
 OUT=${OUT:-bench/results/relay_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 J5=$(scripts/jive5ab-path || true)
@@ -110,7 +112,8 @@ one() {
         local listen=()
         for p in "${inports[@]}"; do listen+=(--listen "127.0.0.1:$p"); done
         "$EVLBI" stream relay "${listen[@]}" --seq-format-in jive5ab --fps "$fps" --threads "$threads" \
-            --to "127.0.0.1:$PRX" --seq-format jive5ab --idle-timeout "$FIRST_WAIT" -q --export-json "$WORK/relay.json" \
+            --to "127.0.0.1:$PRX" --seq-format jive5ab --idle-timeout "$FIRST_WAIT" -q ${RELAY_ARGS[@]+"${RELAY_ARGS[@]}"} \
+            --export-json "$WORK/relay.json" \
             2>"$WORK/relay.log" &
         RL=$!
         PIDS+=("$RL")
@@ -206,12 +209,13 @@ for rate in $SWEEP; do
     done
 done
 
-python3 - "$WORK/rows" "$OUT" "${J5:-}" "$BURST" "$(cat /proc/loadavg)" <<'PY'
+python3 - "$WORK/rows" "$OUT" "${J5:-}" "$BURST" "$(cat /proc/loadavg)" "${RELAY_ARGS[*]+"${RELAY_ARGS[*]}"}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-out, j5, burst, load = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+out, j5, burst, load, relay_args = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 main = [r for r in rows if r["label"] == "main"]
-res = {"jive5ab": j5 or None, "backend_burst": int(burst), "loadavg_at_end": load, "runs": rows, "medians": {}}
+res = {"jive5ab": j5 or None, "backend_burst": int(burst), "relay_args": relay_args, "loadavg_at_end": load,
+       "runs": rows, "medians": {}}
 measured = lambda r: "measured_nothing" not in r
 per_frame = lambda r: 1e6 * r["relay_cpu_s"] / max(r["frames_sent"], 1)
 if main:

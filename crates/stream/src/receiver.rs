@@ -579,7 +579,9 @@ impl Receiver {
                 }
                 let m = &mut st.members[i];
                 (m.source, m.session, m.last_seen) = (source, session, now);
-                m.threads = m.threads.union(&p.own);
+                // What it sends now (its frames add to it): the old board's threads, kept, would
+                // make a restarted backend's other boards "beside" it.
+                m.threads = p.own;
                 // The new sender's name for the stream (its NAKs must carry it).
                 st.stream = p.stream;
                 // A restart numbers its frames anew: the old numbering cannot be asked for.

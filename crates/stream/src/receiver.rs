@@ -439,8 +439,9 @@ impl Receiver {
     fn accept(&mut self, at: At, now: Instant, sink: &mut impl FrameSink) {
         let key = self.admission.get(at).key;
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
-            self.join(si, at, now, sink);
-            return;
+            if !self.join(si, at, now, sink) {
+                return;
+            }
         }
         if self.stations.len() >= self.cfg.max_stations && !self.free_slot(at, now, sink) {
             return;
@@ -513,8 +514,10 @@ impl Receiver {
 
     /// The stream at `at` has delivered its run for station `si`, which has sources already:
     /// it joins as another board, takes the place of a board gone quiet (or of all of them), or
-    /// is refused beside a live one.
-    fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) {
+    /// is refused beside a live one. `true` when the station was retired for it to start anew:
+    /// every source of it went quiet and this one's threads do not fit its window (a backend set
+    /// up with other threads; following it into the old window refused all its frames).
+    fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) -> bool {
         let (source, session) = self.admission.source_of(at);
         let p = self.admission.get(at);
         let st = &self.stations[si];
@@ -525,7 +528,7 @@ impl Receiver {
             let mapped: ThreadSet = st.window.thread_ids().into_iter().collect();
             mapped.union(&p.own).len() <= usize::from(st.window.config().threads)
         };
-        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, room) {
+        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, &room) {
             Joining::Beside(i) => {
                 let m = &st.members[i];
                 problem!(
@@ -536,7 +539,7 @@ impl Receiver {
                         .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
                     describe(m.source, m.session)
                 );
-                return;
+                return false;
             }
             Joining::NoRoom => {
                 problem!(
@@ -549,10 +552,14 @@ impl Receiver {
                     st.window.config().threads,
                     st.window.thread_ids()
                 );
-                return;
+                return false;
             }
             Joining::Joins => (None, false),
             Joining::Replaces(i) => (Some(i), false),
+            Joining::Succeeds if !room() => {
+                self.retire(si, sink);
+                return true;
+            }
             Joining::Succeeds => (Some(0), true),
         };
         let p = self.admission.take(at);
@@ -595,6 +602,7 @@ impl Receiver {
         for h in p.held {
             feed(st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
+        false
     }
 
     /// A station for accepted stream `p` of `source` (`session`): its window sized for the

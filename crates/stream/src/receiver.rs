@@ -528,7 +528,7 @@ impl Receiver {
             let mapped: ThreadSet = st.window.thread_ids().into_iter().collect();
             mapped.union(&p.own).len() <= usize::from(st.window.config().threads)
         };
-        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, &room) {
+        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, room) {
             Joining::Beside(i) => {
                 let m = &st.members[i];
                 problem!(

@@ -6,6 +6,11 @@
 //! their bounds, never more stations than `max_stations`; at the end nothing held, and every
 //! frame written is a whole frame of a station that was reported.
 //!
+//! With configuration bit 0x20 the framing is jive5ab's and each address is a board sending
+//! thread `address % 4` of the stations (bit 0x40: the threads counted from the frames, only the
+//! station's rate given): boards join stations, replace and succeed one another; at the end every
+//! station's boards send disjoint threads, no more boards than threads.
+//!
 //! Input: 2 bytes of configuration, then 6-byte records — source (8 addresses, 4 sessions each),
 //! station (8), time step in µs (2 bytes), frame step (signed), flags (retransmit, other data,
 //! expire, NAKs, a jump of 10 s).
@@ -47,14 +52,24 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let max_stations = 1 + usize::from(cfg_bytes[0] % 4);
-    let cfg = ReceiverConfig {
+    let boards = cfg_bytes[0] & 0x20 != 0;
+    let learned = cfg_bytes[0] & 0x40 != 0;
+    let fps = 1000u32;
+    let mut cfg = ReceiverConfig {
         max_stations,
         source_run: 1 + u32::from(cfg_bytes[0] >> 2) % 6,
         arq: cfg_bytes[1] & 1 != 0,
         latency: Duration::from_millis(10 + u64::from(cfg_bytes[1] >> 1)),
         ..ReceiverConfig::default()
     };
-    let fps = 1000u32;
+    if boards {
+        cfg.format = SeqFormat::Jive5ab;
+        if learned {
+            cfg.station_frames_per_second = Some(4 * fps);
+        } else {
+            (cfg.frames_per_second, cfg.threads) = (Some(fps), Some(4));
+        }
+    }
     let layout = FrameLayout::new(f64::from(fps) * 512.0, 2, 1, 1, 64).unwrap();
     let mut rx = Receiver::new(cfg);
     let mut sink = Count {
@@ -78,6 +93,9 @@ fuzz_target!(|data: &[u8]| {
         pos[station] = (pos[station] + i64::from(r[4] as i8) + jump).clamp(0, 1 << 30);
         let k = pos[station] as u64;
         let mut h = layout.header(0x4000 + station as u16);
+        if boards {
+            h.thread_id = u16::from(source % 4);
+        }
         h.seconds = 1000 + (k / u64::from(fps)) as u32;
         h.frame_number = (k % u64::from(fps)) as u32;
         h.emit(&mut frame[..32]).unwrap();
@@ -94,7 +112,8 @@ fuzz_target!(|data: &[u8]| {
             session,
         };
         d.clear();
-        encode_data(SeqFormat::Native, &prefix, &frame, &mut d);
+        let format = if boards { SeqFormat::Jive5ab } else { SeqFormat::Native };
+        encode_data(format, &prefix, &frame, &mut d);
         let from = SocketAddr::from(([127, 0, 0, 1 + source], 9000 + u16::from(source)));
         rx.handle_datagram(now, from, &d, false, &mut sink);
         if flags & 4 != 0 {
@@ -127,4 +146,13 @@ fuzz_target!(|data: &[u8]| {
     }
     let filled: u64 = summaries.iter().map(|s| s.window.written_filled).sum();
     assert_eq!(sink.filled, filled);
+    for s in &summaries {
+        assert!(!s.boards.is_empty(), "a station has a source");
+        assert!(s.boards.len() <= usize::from(s.threads), "{:?}", s.boards);
+        let mut threads: Vec<u16> = s.boards.iter().flat_map(|b| b.threads.clone()).collect();
+        let n = threads.len();
+        threads.sort_unstable();
+        threads.dedup();
+        assert_eq!(threads.len(), n, "boards of one station send disjoint threads: {:?}", s.boards);
+    }
 });

@@ -27,22 +27,23 @@
 
 mod admission;
 mod boards;
+mod config;
+mod summary;
 
-use std::fmt;
-use std::net::{IpAddr, SocketAddr};
-use std::str::FromStr;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use vdif::VdifHeader;
 
-use crate::arq::{NakConfig, NakScheduler, NakStats};
+use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
 use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
-use crate::wire::{parse_data, DataDatagram, Nak, SeqFormat};
+use crate::wire::{parse_data, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
 pub use boards::BoardSummary;
 use boards::{joining, Joining, Member, ThreadSet};
+pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
+pub use summary::{DatagramCounters, SenderChange, StationSummary};
 
 /// Largest reorder window per station (memory), bytes.
 const MAX_WINDOW_BYTES: u64 = 1 << 30;
@@ -52,255 +53,6 @@ const RUN_GAP: i64 = 8;
 const CHANGE_LOG: usize = 16;
 /// Retired stations whose summaries are kept (a flood of confirmed runs cannot grow memory).
 const RETIRED_KEPT: usize = 1024;
-
-/// Which sources `--from` admits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceFilter {
-    /// Exactly this address and port.
-    Addr(SocketAddr),
-    /// Any port of this host (a sender that restarts gets a new port).
-    Host(IpAddr),
-}
-
-impl SourceFilter {
-    /// Whether a datagram from `from` may be taken. IPv4-mapped IPv6 addresses (a dual-stack
-    /// socket's view of an IPv4 sender) compare equal to the IPv4 address.
-    pub fn admits(&self, from: SocketAddr) -> bool {
-        let ip = from.ip().to_canonical();
-        match self {
-            SourceFilter::Addr(a) => a.ip().to_canonical() == ip && a.port() == from.port(),
-            SourceFilter::Host(h) => h.to_canonical() == ip,
-        }
-    }
-}
-
-/// A `--from` that is no IP address (with or without a port).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{input:?}: expected an IP address, with or without :PORT")]
-pub struct SourceFilterError {
-    /// The text given.
-    pub input: String,
-}
-
-impl FromStr for SourceFilter {
-    type Err = SourceFilterError;
-
-    /// `ADDRESS:PORT`, `[V6]:PORT`, or an address alone (`10.0.0.1`, `::1`, `[::1]`).
-    fn from_str(s: &str) -> Result<Self, SourceFilterError> {
-        let s = s.trim();
-        if let Ok(a) = s.parse::<SocketAddr>() {
-            return Ok(SourceFilter::Addr(a));
-        }
-        let bare = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-        bare.parse::<IpAddr>()
-            .map(SourceFilter::Host)
-            .map_err(|_| SourceFilterError { input: s.to_string() })
-    }
-}
-
-impl fmt::Display for SourceFilter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceFilter::Addr(a) => write!(f, "{a}"),
-            SourceFilter::Host(h) => write!(f, "{h} (any port)"),
-        }
-    }
-}
-
-/// How to receive.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReceiverConfig {
-    /// Framing the sender uses.
-    pub format: SeqFormat,
-    /// Frames per second per thread, when the framing and headers do not say (jive5ab, none).
-    pub frames_per_second: Option<u32>,
-    /// VDIF threads per station, when the framing does not say; default 1 (or counted, see
-    /// `station_frames_per_second`).
-    pub threads: Option<u16>,
-    /// Frames per second of a station over all its threads (a VSI-S mode's rate), when neither
-    /// `frames_per_second` nor `threads` is given: a stream's threads are counted from its
-    /// first frames (until a thread comes round again) and the rate split over them.
-    pub station_frames_per_second: Option<u32>,
-    /// Reorder latency: a frame is written this long (in stream time) after it is due.
-    pub latency: Duration,
-    /// Longest gap filled with invalid frames; longer gaps start a new segment.
-    pub max_fill: Duration,
-    /// Most stations accepted; datagrams of further ones are counted and dropped.
-    pub max_stations: usize,
-    /// Accept data only from this address or host (others are counted as foreign).
-    pub from: Option<SourceFilter>,
-    /// Ask for missing frames (native framing only).
-    pub arq: bool,
-    /// Consistent frames needed to accept a jump of a stream's time.
-    pub confirm: u32,
-    /// In-sequence frames of one format a source must deliver before it becomes a station or
-    /// takes one over: a stray, replayed or phantom datagram never does.
-    pub source_run: u32,
-    /// A station's sender is replaced by another source only after it has been quiet this long:
-    /// a restarted sender is followed, a second one beside a live sender is not. About the
-    /// sender's own catch-up bound, so a sender held up briefly keeps its stream.
-    pub source_quiet: Duration,
-    /// A source that has not formed a run is forgotten after this long without datagrams.
-    pub provisional_timeout: Duration,
-    /// A station silent this long gives its slot up when a new station needs one.
-    pub station_timeout: Duration,
-}
-
-impl Default for ReceiverConfig {
-    fn default() -> Self {
-        ReceiverConfig {
-            format: SeqFormat::Native,
-            frames_per_second: None,
-            threads: None,
-            station_frames_per_second: None,
-            latency: Duration::from_millis(50),
-            max_fill: Duration::from_secs(2),
-            max_stations: 16,
-            from: None,
-            arq: false,
-            confirm: 4,
-            source_run: 4,
-            source_quiet: Duration::from_millis(100),
-            provisional_timeout: Duration::from_secs(1),
-            station_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Datagrams that never reached a station's window, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DatagramCounters {
-    /// Datagrams seen.
-    pub datagrams: u64,
-    /// Bytes seen.
-    pub bytes: u64,
-    /// Too short for a frame.
-    pub too_short: u64,
-    /// Larger than the receive buffer (truncated by the kernel).
-    pub oversized: u64,
-    /// Wrong magic (native framing).
-    pub bad_magic: u64,
-    /// Unsupported native version.
-    pub bad_version: u64,
-    /// VDIF header rejected.
-    pub bad_header: u64,
-    /// Header length differs from the bytes carried.
-    pub length_mismatch: u64,
-    /// Not from `--from`, or for a station whose sender is another, live source (a second
-    /// sender, a replay) and not accepted as its successor.
-    pub foreign_source: u64,
-    /// A station beyond `max_stations`.
-    pub too_many_stations: u64,
-    /// Frame rate unknown (jive5ab/bare framing without `--fps` and no rate in the header).
-    pub no_frame_rate: u64,
-    /// Kept for reading older results: stations are keyed by their VDIF station id since
-    /// issue 17, so a stream carrying another station's frames is that station's candidate
-    /// (a second sender), and this stays 0.
-    pub wrong_station: u64,
-    /// A first datagram announcing a frame rate or thread count VDIF cannot have (frame numbers
-    /// have 24 bits, thread ids 10): it would size the window.
-    pub implausible_stream: u64,
-    /// From a source that never delivered a run of in-sequence frames (a stray, a replay, a
-    /// phantom station): held, then dropped when the source was forgotten.
-    #[serde(default)]
-    pub unconfirmed: u64,
-    /// Sources forgotten without becoming a station (phantom stations, strays). Not datagrams:
-    /// their datagrams are in `unconfirmed` or `foreign_source`.
-    #[serde(default)]
-    pub phantoms_dropped: u64,
-}
-
-impl DatagramCounters {
-    /// Datagrams dropped for any reason.
-    pub fn rejected(&self) -> u64 {
-        self.too_short
-            + self.oversized
-            + self.bad_magic
-            + self.bad_version
-            + self.bad_header
-            + self.length_mismatch
-            + self.foreign_source
-            + self.too_many_stations
-            + self.no_frame_rate
-            + self.wrong_station
-            + self.implausible_stream
-            + self.unconfirmed
-    }
-}
-
-/// Another source took a station over.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SenderChange {
-    /// The previous sender (address, and session when native).
-    pub from: String,
-    /// The new one.
-    pub to: String,
-    /// Same host: the sender restarted (new port or session) rather than another host sending.
-    pub restarted: bool,
-}
-
-/// Per-station results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StationSummary {
-    /// Two-letter station code or number.
-    pub station: String,
-    /// VDIF station id.
-    pub station_id: u16,
-    /// Native stream index, if native framing.
-    pub stream: Option<u16>,
-    /// Where its datagrams came from (the current sender).
-    pub source: String,
-    /// The current sender's session (native framing; 0 = the sender gives none).
-    #[serde(default)]
-    pub session: Option<u16>,
-    /// Frames per second per thread used for placement.
-    pub frames_per_second: u32,
-    /// VDIF threads.
-    pub threads: u16,
-    /// Frame length, header included.
-    pub frame_len: usize,
-    /// Window counters.
-    pub window: WindowStats,
-    /// First and last sequence number seen (native, jive5ab).
-    pub seq_first: Option<u64>,
-    /// Last (highest) sequence number seen.
-    pub seq_last: Option<u64>,
-    /// Retransmitted datagrams received.
-    pub retransmits_received: u64,
-    /// ARQ counters, if on.
-    pub arq: Option<NakStats>,
-    /// Frames lost after the last one received, which no later frame revealed: the host's count
-    /// of datagrams it dropped at the socket after the last one it delivered
-    /// ([`Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
-    #[serde(default)]
-    pub lost_at_end: u64,
-    /// Data loss f: filled (invalid) frames written, plus those lost at the end, over all frames
-    /// written plus those lost at the end.
-    pub loss_fraction: f64,
-    /// S/N factor √(1 − f) for this station's data.
-    pub snr_factor: f64,
-    /// The sources feeding it (the boards of a multi-board backend, each its own threads and
-    /// sequence numbers; one for a single sender), in the order they joined.
-    #[serde(default)]
-    pub boards: Vec<BoardSummary>,
-    /// Times another source took the station over (a sender restarted or was replaced).
-    #[serde(default)]
-    pub sender_changes: u64,
-    /// The first of those changes, oldest first.
-    #[serde(default)]
-    pub sender_change_log: Vec<SenderChange>,
-    /// The station gave its slot up after `station_timeout` of silence; a later return of its
-    /// stream is listed again.
-    #[serde(default)]
-    pub retired: bool,
-}
-
-impl StationSummary {
-    /// Frames lost: written invalid in their place, and lost after the last one received.
-    pub fn frames_lost(&self) -> u64 {
-        self.window.written_filled + self.lost_at_end
-    }
-}
 
 struct Station {
     key: u32,
@@ -687,8 +439,9 @@ impl Receiver {
     fn accept(&mut self, at: At, now: Instant, sink: &mut impl FrameSink) {
         let key = self.admission.get(at).key;
         if let Some(si) = self.stations.iter().position(|s| s.key == key) {
-            self.join(si, at, now, sink);
-            return;
+            if !self.join(si, at, now, sink) {
+                return;
+            }
         }
         if self.stations.len() >= self.cfg.max_stations && !self.free_slot(at, now, sink) {
             return;
@@ -761,8 +514,10 @@ impl Receiver {
 
     /// The stream at `at` has delivered its run for station `si`, which has sources already:
     /// it joins as another board, takes the place of a board gone quiet (or of all of them), or
-    /// is refused beside a live one.
-    fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) {
+    /// is refused beside a live one. `true` when the station was retired for it to start anew:
+    /// every source of it went quiet and this one's threads do not fit its window (a backend set
+    /// up with other threads; following it into the old window refused all its frames).
+    fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) -> bool {
         let (source, session) = self.admission.source_of(at);
         let p = self.admission.get(at);
         let st = &self.stations[si];
@@ -784,7 +539,7 @@ impl Receiver {
                         .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
                     describe(m.source, m.session)
                 );
-                return;
+                return false;
             }
             Joining::NoRoom => {
                 problem!(
@@ -797,10 +552,14 @@ impl Receiver {
                     st.window.config().threads,
                     st.window.thread_ids()
                 );
-                return;
+                return false;
             }
             Joining::Joins => (None, false),
             Joining::Replaces(i) => (Some(i), false),
+            Joining::Succeeds if !room() => {
+                self.retire(si, sink);
+                return true;
+            }
             Joining::Succeeds => (Some(0), true),
         };
         let p = self.admission.take(at);
@@ -827,7 +586,9 @@ impl Receiver {
                 }
                 let m = &mut st.members[i];
                 (m.source, m.session, m.last_seen) = (source, session, now);
-                m.threads = m.threads.union(&p.own);
+                // What it sends now (its frames add to it): the old board's threads, kept, would
+                // make a restarted backend's other boards "beside" it.
+                m.threads = p.own;
                 // The new sender's name for the stream (its NAKs must carry it).
                 st.stream = p.stream;
                 // A restart numbers its frames anew: the old numbering cannot be asked for.
@@ -841,6 +602,7 @@ impl Receiver {
         for h in p.held {
             feed(st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
+        false
     }
 
     /// A station for accepted stream `p` of `source` (`session`): its window sized for the

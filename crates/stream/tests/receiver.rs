@@ -1155,3 +1155,99 @@ fn a_phantom_board_at_the_start_does_not_change_the_threads_counted() {
     assert_eq!(rx.counters().unconfirmed, 3);
     assert_accounted(&rx);
 }
+
+/// A whole backend restarts (every board quiet for 200 ms, then back from new ports), board 1
+/// first: it succeeds the station's first board, and board 0 then joins beside it. (Had board 1
+/// kept the threads of the board it succeeded, board 0 would have been refused "beside" it.)
+#[test]
+fn a_restarted_backend_whose_boards_return_in_any_order_is_followed() {
+    let (a, b, a2, b2) = (
+        addr("10.0.0.1:5001"),
+        addr("10.0.0.2:5002"),
+        addr("10.0.0.1:6001"),
+        addr("10.0.0.2:6002"),
+    );
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let mut arrivals: Vec<(Duration, SocketAddr, Vec<u8>)> = Vec::new();
+    for (at, from, d) in two_boards(a, b, 4000, 0) {
+        let quiet = Duration::from_millis(1000)..Duration::from_millis(1200);
+        if quiet.contains(&at) {
+            continue;
+        }
+        if at < quiet.start {
+            arrivals.push((at, from, d));
+        } else if from == a {
+            // After the restart board 0 comes 2 ms after board 1.
+            arrivals.push((at + Duration::from_millis(2), a2, d));
+        } else {
+            arrivals.push((at, b2, d));
+        }
+    }
+    arrivals.sort_by_key(|(at, _, _)| *at);
+    for (at, from, d) in arrivals {
+        rx.handle_datagram(t0 + at, from, &d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let s = &rx.summaries()[0];
+    let boards: Vec<_> = s.boards.iter().map(|x| (x.source.clone(), x.threads.clone())).collect();
+    assert_eq!(
+        boards,
+        vec![(b2.to_string(), vec![2, 3]), (a2.to_string(), vec![0, 1])],
+        "{:?}",
+        rx.first_problem()
+    );
+    assert_eq!(s.sender_changes, 1);
+    assert_eq!(rx.counters().foreign_source, 0, "{:?}", rx.first_problem());
+    // The 200 ms of silence (400 steps of 4 threads) filled; every frame sent written.
+    assert_eq!((s.window.written_valid, s.window.written_filled), (16_000 - 1600, 1600));
+    assert_accounted(&rx);
+}
+
+/// A backend set up anew with other threads (every board quiet, then a source whose threads do
+/// not fit the station's window): the station starts over with the new threads. (Followed into
+/// the old window, every frame of it was refused there.)
+#[test]
+fn a_backend_back_with_other_threads_starts_its_station_anew() {
+    let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.1:5002"));
+    let mut rx = Receiver::new(ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(8000),
+        ..ReceiverConfig::default()
+    });
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    // One thread at 8000 frames/s for 0.5 s; quiet 0.2 s; then threads 5 and 6 at 4000 each.
+    for k in 0..4000u32 {
+        let at = Duration::from_micros(125 * u64::from(k));
+        rx.handle_datagram(
+            t0 + at,
+            a,
+            &jive5ab(u64::from(k), &station_frame(k, 8000, 0)),
+            false,
+            &mut sink,
+        );
+    }
+    let mut seq = 0u64;
+    for k in 2800..4800u32 {
+        for t in [5u16, 6] {
+            let at = Duration::from_micros(250 * u64::from(k) + u64::from(t));
+            rx.handle_datagram(t0 + at, b, &jive5ab(seq, &station_frame(k, 4000, t)), false, &mut sink);
+            seq += 1;
+        }
+    }
+    rx.finish(&mut sink);
+    let all = rx.summaries();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all[0].retired);
+    assert_eq!((all[0].threads, all[0].window.written_valid), (1, 4000));
+    assert_eq!((all[1].threads, all[1].frames_per_second), (2, 4000));
+    assert_eq!((all[1].window.written_valid, all[1].window.written_filled), (4000, 0));
+    assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.first_problem());
+    assert_accounted(&rx);
+}

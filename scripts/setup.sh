@@ -64,7 +64,9 @@ fi
 if [[ "${1:-}" != "--build" ]]; then
     j5_cache=${EVLBI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/evlbi}
     j5_tar=$(ls "${EVLBI_PEERS:-../shared/peers}"/jive5ab-*.tar.gz 2>/dev/null | head -n 1 || true)
-    if [[ -z $j5_tar ]]; then
+    if [[ -z $j5_tar ]] && j5_built=$(scripts/jive5ab-path 2>/dev/null) && [[ -n $j5_built ]]; then
+        say "jive5ab: no tarball in ${EVLBI_PEERS:-../shared/peers}; using the build already made: $j5_built"
+    elif [[ -z $j5_tar ]]; then
         say "jive5ab: no tarball in ${EVLBI_PEERS:-../shared/peers}: interop tests will be skipped"
     elif ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
         say "jive5ab: cmake or g++ missing: interop tests will be skipped"

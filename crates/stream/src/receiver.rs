@@ -316,7 +316,8 @@ impl Receiver {
         let thread = match p.learning.as_mut() {
             // Counting threads: every frame is the one thread at the station's rate for now.
             Some(l) => {
-                l.saw(d.header.thread_id);
+                l.cycled |= p.own.contains(d.header.thread_id);
+                p.own.insert(d.header.thread_id);
                 Some(0)
             }
             None => p.threads_seen.index(d.header.thread_id),
@@ -387,14 +388,15 @@ impl Receiver {
             self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
             return false;
         }
+        let mut seen = ThreadMap::new(n);
+        for id in ids.ids() {
+            seen.index(id);
+        }
         for b in boards.into_iter().chain([at]) {
             let p = self.admission.get_mut(b);
             p.fps = station_fps / u32::from(n);
             p.threads = n;
-            p.threads_seen = ThreadMap::new(n);
-            for id in ids.ids() {
-                p.threads_seen.index(id);
-            }
+            p.threads_seen = seen.clone();
             p.learning = None;
         }
         true

@@ -798,6 +798,16 @@ fn loss_at_the_end_is_not_guessed_between_stations() {
     }
 }
 
+/// What `evlbi serve` knows of a stream: jive5ab framing and the mode's rate over the whole
+/// station (`fps` frames a second), not its threads.
+fn station_rate_known(fps: u32) -> ReceiverConfig {
+    ReceiverConfig {
+        format: SeqFormat::Jive5ab,
+        station_frames_per_second: Some(fps),
+        ..ReceiverConfig::default()
+    }
+}
+
 /// Frame `k` of thread `t` of a station sending `threads` threads at 8000 frames/s over all
 /// of them (a VSI-S mode's rate), the threads interleaved frame period by frame period.
 fn interleaved(threads: u16, i: u32) -> Vec<u8> {
@@ -827,11 +837,7 @@ fn station_frame(k: u32, per: u32, thread: u16) -> Vec<u8> {
 #[test]
 fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_rate_is_known() {
     for threads in [1u16, 2, 4, 16] {
-        let mut rx = Receiver::new(ReceiverConfig {
-            format: SeqFormat::Jive5ab,
-            station_frames_per_second: Some(8000),
-            ..ReceiverConfig::default()
-        });
+        let mut rx = Receiver::new(station_rate_known(8000));
         let mut sink = VecSink::default();
         let t0 = Instant::now();
         let n = 8000u32;
@@ -854,11 +860,7 @@ fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_ra
         assert_accounted(&rx);
     }
     // A rate that does not split over the threads seen is refused with the reason.
-    let mut rx = Receiver::new(ReceiverConfig {
-        format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(8001),
-        ..ReceiverConfig::default()
-    });
+    let mut rx = Receiver::new(station_rate_known(8001));
     let mut sink = VecSink::default();
     let t0 = Instant::now();
     for i in 0..100u32 {
@@ -887,11 +889,7 @@ fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_ra
 /// `LEARN_SKEW` of arrivals now.
 #[test]
 fn the_threads_of_a_board_behind_the_other_are_counted() {
-    let mut rx = Receiver::new(ReceiverConfig {
-        format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(8000),
-        ..ReceiverConfig::default()
-    });
+    let mut rx = Receiver::new(station_rate_known(8000));
     let mut sink = VecSink::default();
     let t0 = Instant::now();
     // 2000 steps a second (500 µs), 4 threads, 2 s.
@@ -972,11 +970,7 @@ fn the_boards_of_a_station_sending_from_their_own_addresses_all_feed_its_window(
     for (learned, behind_us) in [(true, 0), (true, 300), (false, 0), (false, 40_000)] {
         let cfg = if learned {
             // What `evlbi serve` knows: the mode's rate for the whole station, no threads.
-            ReceiverConfig {
-                format: SeqFormat::Jive5ab,
-                station_frames_per_second: Some(8000),
-                ..ReceiverConfig::default()
-            }
+            station_rate_known(8000)
         } else {
             ReceiverConfig {
                 format: SeqFormat::Jive5ab,
@@ -1133,11 +1127,7 @@ fn a_source_beside_a_live_board_or_beyond_the_window_is_refused_and_a_restarted_
 #[test]
 fn a_phantom_board_at_the_start_does_not_change_the_threads_counted() {
     let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"));
-    let mut rx = Receiver::new(ReceiverConfig {
-        format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(8000),
-        ..ReceiverConfig::default()
-    });
+    let mut rx = Receiver::new(station_rate_known(8000));
     let mut sink = VecSink::default();
     let t0 = Instant::now();
     let phantom = addr("10.6.6.6:6");
@@ -1167,11 +1157,7 @@ fn a_restarted_backend_whose_boards_return_in_any_order_is_followed() {
         addr("10.0.0.1:6001"),
         addr("10.0.0.2:6002"),
     );
-    let mut rx = Receiver::new(ReceiverConfig {
-        format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(8000),
-        ..ReceiverConfig::default()
-    });
+    let mut rx = Receiver::new(station_rate_known(8000));
     let mut sink = VecSink::default();
     let t0 = Instant::now();
     let mut arrivals: Vec<(Duration, SocketAddr, Vec<u8>)> = Vec::new();
@@ -1215,11 +1201,7 @@ fn a_restarted_backend_whose_boards_return_in_any_order_is_followed() {
 #[test]
 fn a_backend_back_with_other_threads_starts_its_station_anew() {
     let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.1:5002"));
-    let mut rx = Receiver::new(ReceiverConfig {
-        format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(8000),
-        ..ReceiverConfig::default()
-    });
+    let mut rx = Receiver::new(station_rate_known(8000));
     let mut sink = VecSink::default();
     let t0 = Instant::now();
     // One thread at 8000 frames/s for 0.5 s; quiet 0.2 s; then threads 5 and 6 at 4000 each.

@@ -102,23 +102,12 @@ pub(super) struct Provisional {
 }
 
 /// Counting a stream's threads from its frames (a VSI-S mode gives the station's rate, not the
-/// threads it is split over; a DBBC3 sends one per board).
+/// threads it is split over; a DBBC3 sends one per board). The ids seen are the stream's `own`.
 pub(super) struct ThreadCount {
     /// Frames per second over all threads.
     pub(super) station_fps: u32,
-    /// The ids seen.
-    pub(super) ids: ThreadMap,
     /// A thread came round again: every thread of the interleaved stream has been seen.
     pub(super) cycled: bool,
-}
-
-impl ThreadCount {
-    /// A frame of thread `id` arrived.
-    pub(super) fn saw(&mut self, id: u16) {
-        let before = self.ids.seen();
-        self.ids.index(id);
-        self.cycled |= self.ids.seen() == before;
-    }
 }
 
 impl Provisional {
@@ -162,7 +151,6 @@ impl Provisional {
     pub(super) fn learning(mut self, station_fps: u32) -> Self {
         self.learning = Some(ThreadCount {
             station_fps,
-            ids: ThreadMap::new(crate::intake::MAX_THREADS),
             cycled: false,
         });
         self

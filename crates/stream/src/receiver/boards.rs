@@ -31,6 +31,12 @@ impl ThreadSet {
         }
     }
 
+    /// Whether thread `id` is in the set.
+    pub(crate) fn contains(&self, id: u16) -> bool {
+        let id = usize::from(id);
+        self.0.get(id / 64).is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
     /// Whether the two sets share a thread.
     pub(crate) fn overlaps(&self, other: &ThreadSet) -> bool {
         self.0.iter().zip(other.0).any(|(a, b)| a & b != 0)
@@ -52,9 +58,7 @@ impl ThreadSet {
 
     /// The ids, ascending.
     pub(crate) fn ids(&self) -> Vec<u16> {
-        (0..1024u16)
-            .filter(|&id| self.0[usize::from(id) / 64] & (1 << (id % 64)) != 0)
-            .collect()
+        (0..1024u16).filter(|&id| self.contains(id)).collect()
     }
 }
 

@@ -847,12 +847,23 @@ fn drive(
             return Ok(false);
         };
         wait_until_spin(due, cfg.spin);
-        for b in boards.iter_mut() {
-            while let Some(t) = b.sender.poll_transmit(Instant::now()).map_err(loop_error)? {
-                b.wire.send(&t)?;
-                // Departure gaps and lateness are those of the send call's return, as they were
-                // before the sender became a state machine (a 64-frame GSO burst takes a while).
-                b.sender.on_transmitted(Instant::now());
+        // The boards take turns, each sending what is due at the turn's start, until a round
+        // sends nothing: a backend's boards send at once. (Each board sent all it had, the clock
+        // read again after each send, before the next one's turn: held up at the start, board 1
+        // sent nothing until board 0 had caught up, and a recorder counting threads from the
+        // mode's rate learned board 0's alone.)
+        let mut sent = true;
+        while sent {
+            sent = false;
+            let round = Instant::now();
+            for b in boards.iter_mut() {
+                while let Some(t) = b.sender.poll_transmit(round).map_err(loop_error)? {
+                    b.wire.send(&t)?;
+                    // Departure gaps and lateness are those of the send call's return, as they
+                    // were before the sender became a state machine (a GSO burst takes a while).
+                    b.sender.on_transmitted(Instant::now());
+                    sent = true;
+                }
             }
         }
         let now = Instant::now();

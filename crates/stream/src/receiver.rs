@@ -372,8 +372,15 @@ impl Receiver {
         // The other boards of the station, sending from their own addresses, count too: the
         // mode's rate is the station's over all of them. Only those that formed a run of their
         // own and came round their threads: a stray or a phantom of one frame cannot add a
-        // thread (and so change the rate every real frame is placed by).
+        // thread (and so change the rate every real frame is placed by). A board seen but not
+        // counted yet is waited for, as long as this stream can hold its frames: a receive loop
+        // that reads a batch late stamps it late, and a board's first frames then come in the
+        // same batch as the next of the other's (serve_cli's two boards: 1 run in 10 learned 2
+        // threads of 4, refused the second board and misplaced the first).
         let (key, run) = (p.key, self.cfg.source_run.max(1));
+        if p.held.len() < HOLD_FRAMES && self.admission.board_counting(key, at, run) {
+            return false;
+        }
         let boards = self.admission.learning_boards(key, at, run);
         let ids = boards
             .iter()
@@ -455,8 +462,23 @@ impl Receiver {
             // Frames of it were let go while it waited: its time line starts where it did.
             st.window.begins_at(&first);
         }
-        for h in p.held {
-            feed(&mut st, 0, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+        // The other boards counted with it join now, and every board's held frames go in by
+        // arrival: fed one board after the other, the first's newest would write out the
+        // window's oldest before the second's frames of that time came in (late, dropped).
+        let mut held: Vec<(usize, Held)> = p.held.into_iter().map(|h| (0, h)).collect();
+        let run = self.cfg.source_run.max(1);
+        while let Some(b) = self
+            .admission
+            .counted_board(p.key, (p.fps, p.threads), &st.members, run)
+        {
+            let (source, session) = self.admission.source_of(b);
+            let q = self.admission.take(b);
+            st.members.push(Member::new(source, session, q.own, now));
+            held.extend(q.held.into_iter().map(|h| (st.members.len() - 1, h)));
+        }
+        held.sort_by_key(|(_, h)| h.at);
+        for (m, h) in held {
+            feed(&mut st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
         }
         self.stations.push(st);
     }
@@ -745,10 +767,12 @@ fn feed(
 ) {
     st.members[member].frames += 1;
     let placement = st.window.push_at(arrived, header, frame, seq, sink);
-    // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it.
-    // (Candidates of a jump may be another board's: their numbers are counted as this one's.)
+    // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it;
+    // each is numbered for the board sending its thread (their numbers are that board's).
     for (n, slot) in st.window.take_confirmed() {
-        numbered(st, member, now, n, slot);
+        let thread = st.window.thread_of(slot);
+        let owner = thread.and_then(|id| st.members.iter().position(|m| m.threads.contains(id)));
+        numbered(st, owner.unwrap_or(member), now, n, slot);
     }
     if let Placement::Placed { slot, .. } = placement {
         if let Some(seq) = seq {

@@ -351,6 +351,12 @@ impl StationWindow {
         Some(t * u64::from(self.cfg.threads) + u64::from(thread))
     }
 
+    /// The thread id of `slot`, if a thread has taken its index.
+    pub fn thread_of(&self, slot: u64) -> Option<u16> {
+        let index = slot % u64::from(self.cfg.threads.max(1));
+        self.threads.id(u16::try_from(index).ok()?)
+    }
+
     /// The thread ids the stream has shown, in slot order.
     pub fn thread_ids(&self) -> Vec<u16> {
         self.threads.ids()

@@ -1233,3 +1233,33 @@ fn a_backend_back_with_other_threads_starts_its_station_anew() {
     assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.first_problem());
     assert_accounted(&rx);
 }
+
+/// A receive loop that reads late stamps a whole batch with one time: the first frames of board
+/// 0 alone, then 3 ms later a batch that opens with board 1's first frames and goes on with both.
+/// Board 0 came round its threads and had waited 2 ms before board 1 had; counted alone, it set
+/// the station up for 2 threads at twice their rate (board 1 refused, board 0's frames filled
+/// at each second). A board seen but not yet counted is waited for.
+#[test]
+fn a_board_first_seen_in_a_late_batch_is_counted_with_the_other() {
+    let (a, b) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"));
+    let mut rx = Receiver::new(station_rate_known(8000));
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    let late = Duration::from_millis(3);
+    for (i, (at, from, d)) in two_boards(a, b, 4000, 0).into_iter().enumerate() {
+        // Board 0's two frames of step 0 first; the next 40 arrivals read in one late batch.
+        let stamp = match i {
+            0 | 1 => at,
+            2..42 => late,
+            _ => at.max(late),
+        };
+        rx.handle_datagram(t0 + stamp, from, &d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    let s = &rx.summaries()[0];
+    assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{:?}", rx.first_problem());
+    assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0));
+    assert_eq!(s.boards.len(), 2);
+    assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.counters());
+    assert_accounted(&rx);
+}

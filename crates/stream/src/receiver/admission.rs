@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use vdif::VdifHeader;
 
-use super::boards::ThreadSet;
+use super::boards::{Member, ThreadSet};
 use super::{describe, DatagramCounters, RUN_GAP};
 use crate::window::ThreadMap;
 
@@ -312,6 +312,43 @@ impl Admission {
             }
         }
         out
+    }
+
+    /// Whether a stream of station `key` from a source other than the one of `at`, with no
+    /// station yet, is still counting its threads: a board seen whose count is to come.
+    pub(super) fn board_counting(&self, key: u32, at: At, run: u32) -> bool {
+        self.sources
+            .iter()
+            .enumerate()
+            .filter(|(si, _)| *si != at.0)
+            .any(|(_, s)| {
+                s.streams.iter().any(|p| {
+                    let counted = p.learning.as_ref().is_some_and(|l| l.cycled) && p.run >= run;
+                    p.key == key && !p.beside && p.learning.is_some() && !counted
+                })
+            })
+    }
+
+    /// A stream of station `key` that delivered its `run` with its threads counted to the same
+    /// shape `(fps, threads)` (together with the station's first board), from a source that is
+    /// none of `members`, sending threads none of them sends, with room beside theirs.
+    pub(super) fn counted_board(&self, key: u32, shape: (u32, u16), members: &[Member], run: u32) -> Option<At> {
+        let taken = members.iter().fold(ThreadSet::default(), |u, m| u.union(&m.threads));
+        self.sources.iter().enumerate().find_map(|(si, s)| {
+            if members.iter().any(|m| m.source == s.addr && m.session == s.session) {
+                return None;
+            }
+            let pi = s.streams.iter().position(|p| {
+                p.key == key
+                    && !p.beside
+                    && p.learning.is_none()
+                    && p.run >= run
+                    && (p.fps, p.threads) == shape
+                    && !p.own.overlaps(&taken)
+                    && taken.union(&p.own).len() <= usize::from(shape.1)
+            })?;
+            Some((si, pi))
+        })
     }
 
     /// Frames held for all sources.

@@ -64,6 +64,13 @@ fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
     let tmp = tempfile::tempdir().unwrap();
     let file = generate(tmp.path());
     let sent = std::fs::read(&file).unwrap();
+    // One daemon for both layouts, the vbs scan first. jive5ab 3.1.0 scans a Mark6 recording with
+    // a thread per disk, and each thread adds the recording's data-stream label (`_dsEf`) to one
+    // static map unguarded (libvbs.cc, getDataStreamId); two threads adding the same label at once
+    // end the daemon ("terminate called after throwing … std::string", seen once in CI on
+    // `scan_set=ev_dsEf;` over three disks). Its vbs scan is serial and enters the label first, so
+    // the Mark6 threads only look it up.
+    let j = Jive5ab::start(&j5);
     for layout in ["vbs", "mk6"] {
         // evlbi records; jive5ab reads.
         let shm = tempfile::Builder::new().tempdir_in("/dev/shm").unwrap();
@@ -78,7 +85,6 @@ fn jive5ab_reads_what_evlbi_records_and_evlbi_what_jive5ab_records() {
         assert!(out.status.success());
         let (st, log) = rx.wait();
         assert!(st.success(), "{log}");
-        let j = Jive5ab::start(&j5);
         let back = tmp.path().join(format!("j5-{layout}.vdif"));
         let replies = j.vsi(&[
             &format!("set_disks={};", colon(&d)),

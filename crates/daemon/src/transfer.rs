@@ -352,6 +352,13 @@ pub fn connect_relay(
             None => relay.station_frames_per_second = settings.frames_per_second()?,
         }
     }
+    // `ipd` set: the FS asked for a spacing between packets, so every frame leaves alone at its
+    // time; else frames share departures (see DEFAULT_BURST).
+    relay.burst = if settings.ipd_ns > 0 {
+        1
+    } else {
+        stream::relay::DEFAULT_BURST
+    };
     relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
         // ipd: one datagram of every station's stream per spacing.
         (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),

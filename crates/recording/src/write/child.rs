@@ -195,7 +195,8 @@ pub(super) fn spawn_writer_process(
 /// loop on its core; bench/RESULTS.md, issue 30). The pipe is non-blocking: when it is full
 /// the caller waits for room, counted as a stall, while the child lives.
 pub(super) struct ChildPipe {
-    child: Child,
+    /// `None` once [`ChildPipe::finish`] took it to wait for it.
+    child: Option<Child>,
     stdin: Option<std::process::ChildStdin>,
     record: Vec<u8>,
 }
@@ -225,7 +226,7 @@ impl ChildPipe {
             }
         }
         Ok(ChildPipe {
-            child,
+            child: Some(child),
             stdin: Some(stdin),
             record: Vec::with_capacity(512),
         })
@@ -233,12 +234,13 @@ impl ChildPipe {
 
     /// The child's process id.
     pub(super) fn id(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().map_or(0, Child::id)
     }
 
     /// Write `op`'s record: how long it waited for room (`ZERO`: none), or why the child can
     /// take no more.
     pub(super) fn send(&mut self, op: &WriteOp) -> std::io::Result<std::time::Duration> {
+        let pid = self.id();
         let Some(stdin) = self.stdin.as_mut() else {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         };
@@ -253,7 +255,7 @@ impl ChildPipe {
                 Ok(_) => return Err(self.broken(std::io::Error::other("a record was cut on the pipe"))),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if exited(self.child.id()) {
+                    if exited(pid) {
                         return Err(self.broken(std::io::Error::other("the file writer process ended")));
                     }
                     wait_writable(stdin, 10);
@@ -272,7 +274,10 @@ impl ChildPipe {
     /// Close the pipe, wait for the child and take its report: the files it wrote.
     pub(super) fn finish(mut self, shared: &Shared) -> Written {
         drop(self.stdin.take());
-        let out = match self.child.wait_with_output() {
+        let Some(child) = self.child.take() else {
+            return Written::default();
+        };
+        let out = match child.wait_with_output() {
             Ok(o) => o,
             Err(e) => {
                 shared.fail(format!("waiting for the file writer process: {e}"));
@@ -297,6 +302,21 @@ impl ChildPipe {
                 ));
                 Written::default()
             }
+        }
+    }
+}
+
+impl Drop for ChildPipe {
+    /// A writer dropped without [`ChildPipe::finish`] (the receive loop ended in an error): the
+    /// pipe closes, the child writes what it was given and exits, and a thread reaps it — else
+    /// it stays a zombie for the life of the receiver, one per failed recording of a
+    /// long-running `evlbi serve`.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if let Some(mut child) = self.child.take() {
+            let reaper = std::thread::Builder::new().name("writer-reaper".into());
+            // Without a thread (none can be made) the child is reaped when the receiver exits.
+            let _ = reaper.spawn(move || child.wait());
         }
     }
 }
@@ -329,4 +349,39 @@ pub(super) fn exited(pid: u32) -> bool {
     };
     // SAFETY: si_pid is valid to read after a successful waitid (0 when nothing has exited).
     rc != 0 || unsafe { info.si_pid() } != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChildPipe;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// The state letter of process `pid` (`Z`: a zombie); `None` once it is gone.
+    fn state(pid: u32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command name in parentheses (which may hold spaces): " S ...".
+        stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+    }
+
+    /// A writer dropped without `finish` (a receive loop that ended in an error) used to stay a
+    /// zombie for the life of the receiver. `cat` stands in for the writer: it exits when its
+    /// input pipe closes, as the writer process does.
+    #[test]
+    fn a_writer_dropped_without_finish_is_reaped() {
+        let child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("cat");
+        let pipe = ChildPipe::new(child).expect("pipe");
+        let pid = pipe.id();
+        assert!(state(pid).is_some_and(|s| s != 'Z'), "running before the drop");
+        drop(pipe);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state(pid).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(state(pid), None, "the writer {pid} is not reaped (Z: a zombie)");
+    }
 }

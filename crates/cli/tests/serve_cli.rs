@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::vsi::{evlbi, frames_of, recording, sent, settled, Vsi};
-use common::{backend_sim, bin, free_udp_port, http_get, Proc};
+use common::{backend_sim, backend_sim_to, bin, free_udp_port, http_get, Proc};
 use vsis::ReturnCode;
 
 /// `evlbi serve` on free ports with recordings below `root`; its VSI-S and metrics addresses.
@@ -272,6 +272,94 @@ fn the_boards_of_a_backend_sending_from_their_own_ports_are_all_recorded() {
         "{check:?}"
     );
     eprintln!("two boards: {frames_sent} frames sent; evlbi? {total} loss {loss}; recording {valid} + {filled}");
+    drop(serve.log);
+}
+
+/// A backend's board down when the recording starts: the mode (`VDIF_8000-512-16-2`: 16
+/// channels) and the frames' own channel count (4 per thread) say the station has 4 threads
+/// though only board 0's 2 arrive, so each thread's frame rate is the mode's over 4. Before, the
+/// threads were counted from the boards present (2) and each given twice its rate: the recording
+/// of the board that did send was wrong (issue 30 note, "late board"). Board 1 stands in for a
+/// board whose output goes nowhere: its datagrams go to a socket nobody reads.
+#[test]
+fn a_board_down_when_the_recording_starts_leaves_the_other_recorded_right() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let port = free_udp_port();
+    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok("record = on : r41066_ef_no0003 ;");
+    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let sender = backend_sim(
+        port,
+        "2s",
+        &[
+            "--threads",
+            "4",
+            "--channels",
+            "16",
+            "--senders",
+            "2",
+            "--to",
+            &elsewhere,
+        ],
+    );
+    let (frames_sent, injected) = sent(sender);
+    assert_eq!(injected, 0);
+    let board0 = frames_sent / 2;
+    let (total, _) = settled(&mut fs);
+    fs.ok("record = off ;");
+    assert_eq!(total, board0, "evlbi? total: board 0's {board0} of {frames_sent} sent");
+    let (valid, filled) = frames_of(&recording(root.path(), "r41066_ef_no0003"));
+    eprintln!(
+        "board 1 down: {frames_sent} frames sent, {board0} by board 0; evlbi? {total}; recording {valid} + {filled}"
+    );
+    assert_eq!(valid, board0, "the recording holds board 0's frames");
+    // Board 1's threads never came: no frame of them is made up (a thread never seen has no id
+    // to put in an invalid frame).
+    assert_eq!(filled, 0, "filled frames");
+    drop(serve.log);
+}
+
+/// A board that comes up a second into the recording is recorded from then on beside the
+/// other: the mode's channels gave the window room for its threads. Before, the threads were
+/// counted from the board present at the start and the late one was refused ("every board must
+/// be sending when the recording starts"): its frames were lost for the rest of the scan, where
+/// jive5ab records whatever reaches its port.
+#[test]
+fn a_board_that_comes_up_late_is_recorded_from_then_on() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let port = free_udp_port();
+    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let here = format!("127.0.0.1:{port}");
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok("record = on : r41066_ef_no0004 ;");
+    let board = ["--threads", "4", "--channels", "16", "--senders", "2"];
+    // Board 0 here for 3 s; board 1 (another backend process on the same clock: `--start now`)
+    // here from 1 s for 1.5 s.
+    let early = backend_sim(port, "3s", &[&board[..], &["--to", &elsewhere]].concat());
+    std::thread::sleep(Duration::from_secs(1));
+    let late = common::stream_send_json(backend_sim_to(&[&elsewhere, &here], "1500ms", &board));
+    let early = common::stream_send_json(early);
+    let board_frames = |r: &serde_json::Value, k: usize| r["senders"][k]["frames_sent"].as_u64().unwrap();
+    let (b0, b1) = (board_frames(&early, 0), board_frames(&late, 1));
+    assert!(b1 > 0, "{late}");
+    let (total, _) = settled(&mut fs);
+    fs.ok("record = off ;");
+    let (valid, filled) = frames_of(&recording(root.path(), "r41066_ef_no0004"));
+    eprintln!("late board: board 0 sent {b0}, board 1 {b1}; evlbi? {total}; recording {valid} + {filled}");
+    assert_eq!(total, b0 + b1, "evlbi? total");
+    assert_eq!(valid, b0 + b1, "the recording holds both boards' frames");
     drop(serve.log);
 }
 

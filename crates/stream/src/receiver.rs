@@ -28,6 +28,8 @@
 mod admission;
 mod boards;
 mod config;
+mod rate_check;
+mod station;
 mod summary;
 
 use std::net::SocketAddr;
@@ -37,41 +39,22 @@ use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
-use crate::window::{same_format, FrameSink, Placement, StationWindow, ThreadMap, WindowConfig, WindowStats};
+use crate::window::{same_format, FrameSink, StationWindow, ThreadMap, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
 pub use boards::BoardSummary;
 use boards::{joining, Joining, Member, ThreadSet};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
+use rate_check::RateCheck;
+use station::{feed, finish_station, summarize, window_config, Station};
 pub use summary::{DatagramCounters, SenderChange, StationSummary};
 
-/// Largest reorder window per station (memory), bytes.
-const MAX_WINDOW_BYTES: u64 = 1 << 30;
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
 const RUN_GAP: i64 = 8;
 /// Sender changes listed per station (all are counted).
 const CHANGE_LOG: usize = 16;
 /// Retired stations whose summaries are kept (a flood of confirmed runs cannot grow memory).
 const RETIRED_KEPT: usize = 1024;
-
-struct Station {
-    key: u32,
-    /// The sources feeding it (see the `boards` module): never empty; the first is the one whose
-    /// run made the station, and the one NAKs go to (native framing has one sender per stream).
-    members: Vec<Member>,
-    /// When its first frame arrived (its source's, held while it was being admitted).
-    first_seen: Instant,
-    /// Its latest frame from any of its sources.
-    last_seen: Instant,
-    stream: Option<u16>,
-    station_id: u16,
-    window: StationWindow,
-    arq: Option<NakScheduler>,
-    retransmits: u64,
-    changes: u64,
-    change_log: Vec<SenderChange>,
-    lost_at_end: u64,
-}
 
 /// A sender in words: address, and session when it gives one.
 fn describe(source: SocketAddr, session: u16) -> String {
@@ -252,7 +235,11 @@ impl Receiver {
         m.last_seen = now;
         m.threads.insert(d.header.thread_id);
         let retransmit = d.native.is_some_and(|n| n.retransmit);
-        feed(st, member, now, now, d.seq, retransmit, &d.header, d.frame, sink);
+        if let Some(said) = feed(
+            st, &self.cfg, member, now, now, d.seq, retransmit, &d.header, d.frame, sink,
+        ) {
+            problem!(self.tally, "{said}");
+        }
     }
 
     /// Whether a new stream's threads are counted from its frames: only the station's rate is
@@ -405,6 +392,7 @@ impl Receiver {
             p.threads = n;
             p.threads_seen = seen.clone();
             p.learning = None;
+            p.split_from = Some(station_fps);
         }
         true
     }
@@ -478,7 +466,20 @@ impl Receiver {
         }
         held.sort_by_key(|(_, h)| h.at);
         for (m, h) in held {
-            feed(&mut st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            if let Some(said) = feed(
+                &mut st,
+                &self.cfg,
+                m,
+                h.at,
+                now,
+                h.seq,
+                h.retransmit,
+                &h.header,
+                &h.frame,
+                sink,
+            ) {
+                problem!(self.tally, "{said}");
+            }
         }
         self.stations.push(st);
     }
@@ -548,9 +549,13 @@ impl Receiver {
         // Several boards feed one stream only where nothing names the sender (jive5ab's and
         // bare framing); a native stream is one sender's, its NAKs going back to it.
         let boards_allowed = st.stream.is_none() && p.stream.is_none();
+        // The threads the window has placed and those its boards claim (a board whose frames
+        // were all refused has placed none): a board that joined on the window's count alone
+        // made three boards of a two-thread station (fuzz stream_admission).
         let room = || {
             let mapped: ThreadSet = st.window.thread_ids().into_iter().collect();
-            mapped.union(&p.own).len() <= usize::from(st.window.config().threads)
+            let claimed = st.members.iter().fold(mapped, |u, m| u.union(&m.threads));
+            claimed.union(&p.own).len() <= usize::from(st.window.config().threads)
         };
         let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, room) {
             Joining::Beside(i) => {
@@ -623,8 +628,23 @@ impl Receiver {
             }
         };
         st.last_seen = now;
+        let mut said = Vec::new();
         for h in p.held {
-            feed(st, m, h.at, now, h.seq, h.retransmit, &h.header, &h.frame, sink);
+            said.extend(feed(
+                st,
+                &self.cfg,
+                m,
+                h.at,
+                now,
+                h.seq,
+                h.retransmit,
+                &h.header,
+                &h.frame,
+                sink,
+            ));
+        }
+        for said in said {
+            problem!(self.tally, "{said}");
         }
         false
     }
@@ -632,18 +652,8 @@ impl Receiver {
     /// A station for accepted stream `p` of `source` (`session`): its window sized for the
     /// latency (within the memory bound), NAKs when ARQ is on and the framing numbers the stream.
     fn new_station(&self, p: &Provisional, source: SocketAddr, session: u16, now: Instant) -> Station {
-        let slots_per_s = f64::from(p.fps) * f64::from(p.threads);
-        let frame_len = p.frame_len as f64;
-        let window = (self.cfg.latency.as_secs_f64() * slots_per_s)
-            .ceil()
-            .clamp(4.0, (MAX_WINDOW_BYTES as f64 / frame_len).max(4.0)) as u64;
-        let wcfg = WindowConfig {
-            frames_per_second: p.fps,
-            threads: p.threads,
-            window,
-            max_fill: (self.cfg.max_fill.as_secs_f64() * slots_per_s).ceil() as u64,
-            confirm: self.cfg.confirm,
-        };
+        let wcfg = window_config(&self.cfg, p.fps, p.threads, p.frame_len);
+        let window = wcfg.window;
         let arq = (self.cfg.arq && p.stream.is_some()).then(|| {
             NakScheduler::new(NakConfig {
                 stream: p.stream.unwrap_or(0),
@@ -665,6 +675,9 @@ impl Receiver {
             changes: 0,
             change_log: Vec::new(),
             lost_at_end: 0,
+            rate_check: p
+                .split_from
+                .map(|total| RateCheck::new(total, p.fps, crate::intake::MAX_THREADS, now)),
         }
     }
 
@@ -748,86 +761,5 @@ impl Receiver {
             .cloned()
             .chain(self.stations.iter().map(summarize))
             .collect()
-    }
-}
-
-/// One frame of `member`, an accepted source of station `st`, which arrived at `arrived`, into
-/// its window at `now`.
-#[allow(clippy::too_many_arguments)] // one frame's fields, passed through
-fn feed(
-    st: &mut Station,
-    member: usize,
-    arrived: Instant,
-    now: Instant,
-    seq: Option<u64>,
-    retransmit: bool,
-    header: &VdifHeader,
-    frame: &[u8],
-    sink: &mut impl FrameSink,
-) {
-    st.members[member].frames += 1;
-    let placement = st.window.push_at(arrived, header, frame, seq, sink);
-    // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it;
-    // each is numbered for the board sending its thread (their numbers are that board's).
-    for (n, slot) in st.window.take_confirmed() {
-        let thread = st.window.thread_of(slot);
-        let owner = thread.and_then(|id| st.members.iter().position(|m| m.threads.contains(id)));
-        numbered(st, owner.unwrap_or(member), now, n, slot);
-    }
-    if let Placement::Placed { slot, .. } = placement {
-        if let Some(seq) = seq {
-            numbered(st, member, now, seq, slot);
-        }
-        if retransmit {
-            st.retransmits += 1;
-        }
-    }
-}
-
-/// Frame `seq` of `member` of station `st` was placed at `slot`: its number counts for that
-/// source's range and for ARQ.
-fn numbered(st: &mut Station, member: usize, now: Instant, seq: u64, slot: u64) {
-    st.members[member].numbered(seq);
-    if let Some(arq) = st.arq.as_mut() {
-        arq.on_frame(now, seq, slot);
-    }
-}
-
-fn finish_station(st: &mut Station, sink: &mut impl FrameSink) {
-    st.window.finish(sink);
-    if let (Some(arq), Some(base)) = (st.arq.as_mut(), st.window.base()) {
-        // Everything still missing is now written invalid.
-        arq.expire_before(base);
-    }
-}
-
-fn summarize(st: &Station) -> StationSummary {
-    let w = *st.window.stats();
-    let lost = w.written_filled + st.lost_at_end;
-    let total = w.written_valid + lost;
-    let f = if total == 0 { 0.0 } else { lost as f64 / total as f64 };
-    let c = st.window.config();
-    let first = &st.members[0];
-    StationSummary {
-        station: vdif::station_name(st.station_id),
-        station_id: st.station_id,
-        stream: st.stream,
-        source: first.source.to_string(),
-        session: st.stream.map(|_| first.session),
-        frames_per_second: c.frames_per_second,
-        threads: c.threads,
-        frame_len: st.window.frame_len(),
-        window: w,
-        seq_first: first.seq_first,
-        seq_last: first.seq_last,
-        retransmits_received: st.retransmits,
-        arq: st.arq.as_ref().map(|a| a.stats()),
-        lost_at_end: st.lost_at_end,
-        loss_fraction: f,
-        snr_factor: (1.0 - f).sqrt(),
-        boards: st.members.iter().map(|m| m.summary(st.stream.is_some())).collect(),
-        sender_changes: st.changes,
-        sender_change_log: st.change_log.clone(),
-        retired: false,
     }
 }

@@ -736,6 +736,18 @@ impl StationWindow {
         self.candidates.held.len()
     }
 
+    /// This window takes over from `earlier` (the same stream, reshaped: another rate per
+    /// thread): `earlier`'s counts go on here, its threads keep their ids (and, where they fit,
+    /// their indices: a board's threads stay its own), and since `earlier` wrote its frames, a
+    /// frame behind where this window anchors is late, never placed before it.
+    pub fn take_over_from(&mut self, earlier: &StationWindow) {
+        self.stats.add(&earlier.stats);
+        self.written_any |= earlier.written_any || earlier.stats.placed > 0;
+        for id in earlier.thread_ids() {
+            self.threads.index(id);
+        }
+    }
+
     /// Write what is left, up to the last frame that arrived: the other threads' frames of
     /// the last frame period never came (the stream stopped there, or a recording was stopped
     /// between two threads' frames) and are not written as fill. Frames held as candidates at

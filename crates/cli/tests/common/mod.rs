@@ -115,11 +115,17 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
 /// so a recorder's counts can be held to what was sent.
 #[allow(dead_code)] // not every test binary needs a backend
 pub fn backend_sim(port: u16, seconds: &str, extra: &[&str]) -> Proc {
+    backend_sim_to(&[&format!("127.0.0.1:{port}")], seconds, extra)
+}
+
+/// [`backend_sim`] sending to each of `to` (with `--senders K`, board k to the k-th).
+#[allow(dead_code)] // not every test binary sends
+pub fn backend_sim_to(to: &[&str], seconds: &str, extra: &[&str]) -> Proc {
     let child = bin()
         .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "512M"])
         .args(["--frame", "8000", "--seq-format", "jive5ab", "--loop", "--json"])
-        .args(["--max-lag", "1h", "--duration", seconds, "--to"])
-        .arg(format!("127.0.0.1:{port}"))
+        .args(["--max-lag", "1h", "--duration", seconds])
+        .args(to.iter().flat_map(|t| ["--to", t]))
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -95,6 +95,9 @@ pub(super) struct Provisional {
     pub(super) own: ThreadSet,
     /// The thread count is still to be learnt from the stream's frames.
     pub(super) learning: Option<ThreadCount>,
+    /// The station's rate (all threads) its rate per thread was split from, once learnt: the
+    /// frames' own count checks the split ([`super::rate_check`]).
+    pub(super) split_from: Option<u32>,
     pub(super) held: VecDeque<Held>,
     /// The earliest frame dropped from what is held (its time step, header) since the run
     /// began: the station's window is filled from there once it is accepted.
@@ -141,6 +144,7 @@ impl Provisional {
             threads_seen: ThreadMap::new(threads),
             own: ThreadSet::default(),
             learning: None,
+            split_from: None,
             held: VecDeque::new(),
             dropped_first: None,
         }

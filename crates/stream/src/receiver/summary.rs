@@ -111,7 +111,7 @@ pub struct StationSummary {
     pub arq: Option<NakStats>,
     /// Frames lost after the last one received, which no later frame revealed: the host's count
     /// of datagrams it dropped at the socket after the last one it delivered
-    /// ([`Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
+    /// ([`super::Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
     #[serde(default)]
     pub lost_at_end: u64,
     /// Data loss f: filled (invalid) frames written, plus those lost at the end, over all frames

@@ -1,0 +1,208 @@
+//! The frame rate a station's threads were given, checked against the frames' own count.
+//!
+//! Where only a VSI-S mode's rate is known (`evlbi serve`), a station's rate per thread is that
+//! rate split over the threads its boards sent in the first milliseconds. A board that was not
+//! sending then (down, or not started yet) makes the split wrong: with one of a DBBC3's two
+//! boards the other's two threads were each given the rate of four, so every second's frame
+//! numbers stopped halfway through what the window expected and the recording got 4000 made-up
+//! invalid frames in 2 s among its 8000 (frame numbers beyond the frame rate: no valid VDIF
+//! stream has them), and the board that came later found no room for its threads.
+//!
+//! A VDIF frame number counts a thread's frames within its second (VDIF 1.1.1 §3, word 1), so
+//! the highest one before the seconds move on is the rate less one. At a station's first
+//! second boundaries that count is compared with the rate in use; a lower count that splits the
+//! station's rate evenly is taken when the frames also came at about that rate (frame numbers
+//! per second of arrival): an outage that ended the second early, which leaves a low count too,
+//! shows the old rate there. Judged only while the station is young: a few boundaries, then the
+//! rate stands.
+
+use std::time::{Duration, Instant};
+
+use vdif::VdifHeader;
+
+/// Second boundaries judged before the rate stands.
+const MAX_BOUNDARIES: u8 = 4;
+/// Least arrival time over which the frames' rate is measured.
+const MIN_SPAN: Duration = Duration::from_millis(20);
+/// How far the measured rate may be from the frames' count and still confirm it.
+const RATE_TOLERANCE: f64 = 0.2;
+
+/// What a frame told about the station's rate per thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Nothing yet.
+    Wait,
+    /// The rate in use is right (or could not be judged in time): stop checking.
+    Keep,
+    /// The frames count `fps` a second per thread: the station has `threads`.
+    Rate { fps: u32, threads: u16 },
+}
+
+/// The check of one station (see the module docs).
+#[derive(Debug, Clone)]
+pub(super) struct RateCheck {
+    station_fps: u32,
+    assumed: u32,
+    max_threads: u16,
+    second: Option<u32>,
+    /// The lowest frame number seen in `second` and when; the highest and when.
+    first: (u32, Instant),
+    top: (u32, Instant),
+    boundaries: u8,
+}
+
+impl RateCheck {
+    /// A station sending `station_fps` frames a second over all threads, given `assumed` per
+    /// thread; at most `max_threads` threads.
+    pub(super) fn new(station_fps: u32, assumed: u32, max_threads: u16, now: Instant) -> Self {
+        RateCheck {
+            station_fps,
+            assumed,
+            max_threads,
+            second: None,
+            first: (0, now),
+            top: (0, now),
+            boundaries: 0,
+        }
+    }
+
+    /// A frame of the station arrived at `at`.
+    pub(super) fn observe(&mut self, h: &VdifHeader, at: Instant) -> Verdict {
+        let (s, n) = (h.seconds, h.frame_number);
+        match self.second {
+            Some(cur) if s == cur => {
+                if n > self.top.0 {
+                    self.top = (n, at);
+                }
+                Verdict::Wait
+            }
+            // A frame of a second already judged (reordered over the boundary): no news.
+            Some(cur) if s < cur && cur - s < 2 => Verdict::Wait,
+            Some(cur) if s == cur.wrapping_add(1) => {
+                let verdict = self.judge();
+                self.boundaries += 1;
+                if verdict == Verdict::Wait && self.boundaries >= MAX_BOUNDARIES {
+                    return Verdict::Keep;
+                }
+                self.start(s, n, at);
+                verdict
+            }
+            // The first frame, or a jump: count from here.
+            _ => {
+                self.start(s, n, at);
+                Verdict::Wait
+            }
+        }
+    }
+
+    fn start(&mut self, s: u32, n: u32, at: Instant) {
+        self.second = Some(s);
+        self.first = (n, at);
+        self.top = (n, at);
+    }
+
+    /// The second just ended: what its frame numbers and their arrival say.
+    fn judge(&self) -> Verdict {
+        let count = self.top.0.saturating_add(1);
+        if count == self.assumed {
+            return Verdict::Keep;
+        }
+        if count > self.assumed || !self.station_fps.is_multiple_of(count) {
+            return Verdict::Wait;
+        }
+        let Ok(threads) = u16::try_from(self.station_fps / count) else {
+            return Verdict::Wait;
+        };
+        if threads > self.max_threads {
+            return Verdict::Wait;
+        }
+        let span = self.top.1.saturating_duration_since(self.first.1);
+        if span < MIN_SPAN {
+            return Verdict::Wait;
+        }
+        let measured = f64::from(self.top.0 - self.first.0) / span.as_secs_f64();
+        let off = |rate: u32| (measured / f64::from(rate) - 1.0).abs();
+        if off(count) <= RATE_TOLERANCE && off(count) < off(self.assumed) {
+            Verdict::Rate { fps: count, threads }
+        } else {
+            Verdict::Wait
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(seconds: u32, frame_number: u32) -> VdifHeader {
+        let l = vdif::FrameLayout::new(512e6, 2, 16, 4, 8000).unwrap();
+        let mut h = l.header(0x4566);
+        h.seconds = seconds;
+        h.frame_number = frame_number;
+        h
+    }
+
+    /// Frames of one thread at `fps` (counted) from frame `from` of second 100 on, `frames` of
+    /// them less those `skip` drops, each arriving at its time, until the first verdict that is
+    /// not `Wait` (the receiver stops checking there).
+    fn run(
+        check: &mut RateCheck,
+        fps: u32,
+        from: u32,
+        frames: u32,
+        skip: impl Fn(u32, u32) -> bool,
+    ) -> Option<Verdict> {
+        let t0 = Instant::now();
+        let step = Duration::from_secs(1) / fps;
+        for k in 0..frames {
+            let i = from + k;
+            let (s, n) = (100 + i / fps, i % fps);
+            if skip(s, n) {
+                continue;
+            }
+            let v = check.observe(&header(s, n), t0 + step * k);
+            if v != Verdict::Wait {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_rate_split_over_too_few_threads_is_corrected_at_the_first_second_boundary() {
+        // 8000 frames/s over 4 threads, 2 seen: given 4000 each, the frames count 2000.
+        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
+        let v = run(&mut c, 2000, 700, 1400, |_, _| false);
+        assert_eq!(v, Some(Verdict::Rate { fps: 2000, threads: 4 }));
+    }
+
+    #[test]
+    fn the_right_rate_is_kept() {
+        let mut c = RateCheck::new(8000, 2000, 1024, Instant::now());
+        assert_eq!(run(&mut c, 2000, 700, 1400, |_, _| false), Some(Verdict::Keep));
+    }
+
+    #[test]
+    fn an_outage_to_the_end_of_a_second_is_not_a_lower_rate() {
+        // The right rate (4000), frames 2000-3999 of second 100 lost: the count says 2000 (which
+        // splits 8000), the arrival rate says 4000. Judged again at the next boundary.
+        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
+        let v = run(&mut c, 4000, 1000, 8000, |s, n| s == 100 && n >= 2000);
+        assert_eq!(v, Some(Verdict::Keep));
+    }
+
+    #[test]
+    fn a_second_too_short_to_measure_is_judged_at_the_next() {
+        // The first frame 10 ms before the boundary: nothing judged there; the next second is.
+        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
+        let v = run(&mut c, 2000, 1980, 2100, |_, _| false);
+        assert_eq!(v, Some(Verdict::Rate { fps: 2000, threads: 4 }));
+    }
+
+    #[test]
+    fn a_count_that_does_not_split_the_station_rate_is_left_and_the_check_ends() {
+        // 8000 over 3 threads would be no whole number: never taken; after 4 boundaries, kept.
+        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
+        assert_eq!(run(&mut c, 2667, 100, 2667 * 5, |_, _| false), Some(Verdict::Keep));
+    }
+}

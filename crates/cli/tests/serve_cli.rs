@@ -402,6 +402,56 @@ fn net2net_relays_to_the_correlator() {
     let _ = serve;
 }
 
+/// `net2net` of a backend whose board 1 is down when the relay starts: the relay splits the
+/// mode's rate over the 2 threads it sees (twice each thread's), but it paces each station at
+/// the mode's rate and places frames by their arrival, so board 0's frames reach the
+/// correlator (which knows the true rate per thread) every one, none made up. A guard on the
+/// relay beside the recorder's fix (`a_board_down_when_the_recording_starts_…`).
+#[test]
+fn net2net_of_a_backend_with_a_board_down_relays_the_other_right() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
+    let port = free_udp_port();
+    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
+    fs.ok("net2net = on ;");
+    let sender = backend_sim(
+        port,
+        "3s",
+        &[
+            "--threads",
+            "4",
+            "--channels",
+            "16",
+            "--senders",
+            "2",
+            "--to",
+            &elsewhere,
+        ],
+    );
+    let (frames_sent, _) = sent(sender);
+    let board0 = frames_sent / 2;
+    let (total, _) = settled(&mut fs);
+    fs.ok("net2net = off ;");
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    eprintln!("net2net, board 1 down: {frames_sent} sent, {board0} by board 0; evlbi? {total}\n{log}");
+    assert_eq!(total, board0, "evlbi? total");
+    let want = format!("Ef: {board0} frames written (0 filled invalid");
+    assert!(
+        log.contains(&want),
+        "the correlator did not get board 0's frames right ({want}):\n{log}"
+    );
+    let _ = serve;
+}
+
 /// Raise this process's descriptor limit to the hard limit (children inherit it): the test
 /// holds a thousand connections.
 fn more_descriptors() {

@@ -574,7 +574,8 @@ impl Receiver {
                 problem!(
                     self.tally,
                     "station {}: {} sends thread(s) {:?} beyond the {} its window was set up for (threads {:?}): \
-                     every board must be sending when the recording starts, or give the threads (--threads)",
+                     refused (a station's threads are counted from the boards sending at its start and checked \
+                     at its first second boundaries; give the threads with --threads)",
                     vdif::station_name(st.station_id),
                     describe(source, session),
                     p.own.ids(),

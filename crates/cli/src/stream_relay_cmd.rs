@@ -89,7 +89,7 @@ pub struct RelayArgs {
     /// Most frames per departure. The relay sleeps between departures; the frames that fell
     /// due meanwhile leave together in UDP GSO calls (none before its time; 8 KB frames go 8 to
     /// a call), so frames share a wake-up instead of a core spinning for each: a wake-up costs
-    /// more than a frame (at 4 Gb/s, 8 KB frames: 32 → 2.9 µs of CPU per frame, 16 → 3.5). A
+    /// more than a frame (at 4 Gb/s, 8 KB frames: 32 → 2.6–2.9 µs of CPU per frame, 16 → 3.4–3.5). A
     /// departure also carries at most 0.5 ms of the stream: 32 frames from 4 Gb/s up, about 8
     /// at 1 Gb/s. Smaller bursts for a path that cannot take 256 KB at line rate; 1: every frame
     /// alone, at its own time, the relay's thread spinning between them (a core).

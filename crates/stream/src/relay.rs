@@ -85,7 +85,7 @@ pub const BATCH_WAIT_MAX: Duration = Duration::from_micros(500);
 /// wake-up from a sleep costs 17–27 µs of CPU (a bare `nanosleep` loop, 4000 a second, measured
 /// by /proc/PID/schedstat) — more than the frames it sends — so the relay's CPU per frame falls
 /// with the frames per departure (issue 30, 4.096 Gb/s, 8 KB frames: 16 → 3.43–3.51 µs, 32 →
-/// 2.74–2.94; jive5ab 4.8–5.3). With [`BATCH_WAIT_MAX`] a departure in the steady state carries
+/// 2.55–2.94; jive5ab 4.7–5.3). With [`BATCH_WAIT_MAX`] a departure in the steady state carries
 /// at most 0.5 ms of the stream, so the burst on the wire is 32 frames (256 KB) only from 4 Gb/s
 /// up, and fewer frames below (about 8 at 1 Gb/s).
 pub const DEFAULT_BURST: usize = 32;

@@ -18,6 +18,7 @@
 
 pub mod arq;
 mod intake;
+mod rate_check;
 pub mod receiver;
 pub mod relay;
 pub mod results;

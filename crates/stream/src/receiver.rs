@@ -28,7 +28,6 @@
 mod admission;
 mod boards;
 mod config;
-mod rate_check;
 mod station;
 mod summary;
 
@@ -39,13 +38,13 @@ use vdif::VdifHeader;
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
+use crate::rate_check::RateCheck;
 use crate::window::{same_format, FrameSink, StationWindow, ThreadMap, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
 pub use boards::BoardSummary;
 use boards::{joining, Joining, Member, ThreadSet};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
-use rate_check::RateCheck;
 use station::{feed, finish_station, summarize, window_config, Station};
 pub use summary::{DatagramCounters, SenderChange, StationSummary};
 

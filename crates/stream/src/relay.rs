@@ -51,6 +51,7 @@ use histogram::DEFAULT_MAX_BUCKETS;
 use serde::{Deserialize, Serialize};
 
 use crate::intake::{count_wire_error, stream_shape};
+use crate::rate_check::{RateCheck, Verdict};
 use crate::receiver::{DatagramCounters, SourceFilter};
 use crate::results::SentStation;
 use crate::sender::{Sender, SenderConfig, StationSpec, Transmit};
@@ -239,12 +240,46 @@ struct StationIn {
     /// The station's rate, all threads, to split over the threads learned (see
     /// [`RelayConfig::station_frames_per_second`]).
     station_rate: Option<u32>,
+    /// The rate per thread split from `station_rate`, checked against the frames' own count
+    /// at the first second boundaries ([`crate::rate_check`]).
+    rate_check: Option<RateCheck>,
     queue: Option<Rc<RefCell<LiveQueue>>>,
     stream: Option<u16>,
     counts: RelayedStation,
 }
 
 impl StationIn {
+    /// A frame with header `h` came at `now`: check the rate per thread split from the station's
+    /// ([`crate::rate_check`]); when the frames count fewer, the station has more threads than
+    /// it sent at the start and each its share: count and place by that from this frame on
+    /// (the pacing is the station's rate either way). What to tell the operator.
+    fn check_rate(&mut self, h: &vdif::VdifHeader, now: Instant) -> Option<String> {
+        match self.rate_check.as_mut()?.observe(h, now) {
+            Verdict::Wait => None,
+            Verdict::Keep => {
+                self.rate_check = None;
+                None
+            }
+            Verdict::Rate { fps, threads } => {
+                self.rate_check = None;
+                let said = format!(
+                    "station {}: its frames count {fps} a second per thread, not the {} its station rate over the \
+                     {} thread(s) sent at the start gave: {threads} threads from second {} on",
+                    self.counts.station, self.fps, self.thread_count, h.seconds
+                );
+                let mut map = ThreadMap::new(threads);
+                for id in self.threads.ids() {
+                    map.index(id);
+                }
+                (self.fps, self.thread_count, self.threads) = (fps, threads, map);
+                self.counts.frames_per_second = fps;
+                // Positions counted at the old rate do not compare with the new.
+                self.last_pos.fill(u64::MAX);
+                Some(said)
+            }
+        }
+    }
+
     /// Continuity per thread of a frame at `pos` (frames since 1970 of its thread): a jump
     /// forward is frames missing; a step back fills one of them (reordered), unless it repeats
     /// the last frame.
@@ -483,6 +518,7 @@ impl Relay {
             thread_count: threads,
             last_pos: vec![u64::MAX; usize::from(crate::intake::MAX_THREADS)],
             station_rate: fps_given.filter(|_| self.cfg.frames_per_second.is_none()),
+            rate_check: None,
             queue: None,
             stream: None,
             counts: RelayedStation {
@@ -527,6 +563,9 @@ impl Relay {
 
     /// Count, tee and queue one frame of station `si` (held while the station is learned).
     fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, frame: Bytes, tee: &mut impl FrameSink) {
+        if let Some(said) = self.stations[si].check_rate(&d.header, now) {
+            self.problem(|| said);
+        }
         let pos = d.header.frame_index(self.stations[si].fps);
         let st = &mut self.stations[si];
         if d.header.frame_number >= st.fps {
@@ -602,6 +641,7 @@ impl Relay {
                     st.fps = total / n;
                     st.counts.frames_per_second = st.fps;
                     st.recount_input(&l.held);
+                    st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));
                 } else if self.first_problem.is_none() {
                     // Relayed all the same (the output is paced by the rate), counted per thread
                     // at the station's rate.

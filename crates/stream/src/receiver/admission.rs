@@ -96,7 +96,7 @@ pub(super) struct Provisional {
     /// The thread count is still to be learnt from the stream's frames.
     pub(super) learning: Option<ThreadCount>,
     /// The station's rate (all threads) its rate per thread was split from, once learnt: the
-    /// frames' own count checks the split ([`super::rate_check`]).
+    /// frames' own count checks the split ([`crate::rate_check`]).
     pub(super) split_from: Option<u32>,
     pub(super) held: VecDeque<Held>,
     /// The earliest frame dropped from what is held (its time step, header) since the run

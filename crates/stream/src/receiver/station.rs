@@ -1,14 +1,14 @@
 //! A station of the receiver: its boards, its reorder window and its counts, and how a frame
-//! goes into it (checked against the rate its threads were given, see [`super::rate_check`]).
+//! goes into it (checked against the rate its threads were given, see [`crate::rate_check`]).
 
 use std::time::Instant;
 
 use vdif::VdifHeader;
 
 use super::boards::Member;
-use super::rate_check::{RateCheck, Verdict};
 use super::{ReceiverConfig, SenderChange, StationSummary};
 use crate::arq::NakScheduler;
+use crate::rate_check::{RateCheck, Verdict};
 use crate::window::{FrameSink, Placement, StationWindow, WindowConfig};
 
 /// Largest reorder window per station (memory), bytes.
@@ -53,7 +53,7 @@ pub(super) fn window_config(cfg: &ReceiverConfig, fps: u32, threads: u16, frame_
     }
 }
 
-/// Give station `st` another rate per thread and thread count (see [`super::rate_check`]): what its
+/// Give station `st` another rate per thread and thread count (see [`crate::rate_check`]): what its
 /// window holds is written as it was placed, and a window of the new shape goes on from the
 /// frame `header` (the first of a second), in the same output (time continues). What to tell
 /// the operator.
@@ -82,7 +82,7 @@ fn reshape(
 
 /// One frame of `member`, an accepted source of station `st`, which arrived at `arrived`, into
 /// its window at `now`; what to tell the operator, if the frame showed the station's rate per
-/// thread wrong (see [`super::rate_check`]).
+/// thread wrong (see [`crate::rate_check`]).
 #[allow(clippy::too_many_arguments)] // one frame's fields, passed through
 pub(super) fn feed(
     st: &mut Station,

@@ -1,12 +1,14 @@
 //! The frame rate a station's threads were given, checked against the frames' own count.
 //!
-//! Where only a VSI-S mode's rate is known (`evlbi serve`), a station's rate per thread is that
-//! rate split over the threads its boards sent in the first milliseconds. A board that was not
+//! Where only a VSI-S mode's rate is known (`evlbi serve`'s recordings and net2net), a station's
+//! rate per thread is that rate split over the threads its boards sent in the first milliseconds
+//! (the receiver's and the relay's learning). A board that was not
 //! sending then (down, or not started yet) makes the split wrong: with one of a DBBC3's two
 //! boards the other's two threads were each given the rate of four, so every second's frame
 //! numbers stopped halfway through what the window expected and the recording got 4000 made-up
 //! invalid frames in 2 s among its 8000 (frame numbers beyond the frame rate: no valid VDIF
-//! stream has them), and the board that came later found no room for its threads.
+//! stream has them), and the board that came later found no room for its threads; a relay
+//! counted 8000 of the 12 000 frames it relayed in 3 s as lost in its input.
 //!
 //! A VDIF frame number counts a thread's frames within its second (VDIF 1.1.1 §3, word 1), so
 //! the highest one before the seconds move on is the rate less one. At a station's first
@@ -29,7 +31,7 @@ const RATE_TOLERANCE: f64 = 0.2;
 
 /// What a frame told about the station's rate per thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing yet.
     Wait,
     /// The rate in use is right (or could not be judged in time): stop checking.
@@ -40,7 +42,7 @@ pub(super) enum Verdict {
 
 /// The check of one station (see the module docs).
 #[derive(Debug, Clone)]
-pub(super) struct RateCheck {
+pub(crate) struct RateCheck {
     station_fps: u32,
     assumed: u32,
     max_threads: u16,
@@ -54,7 +56,7 @@ pub(super) struct RateCheck {
 impl RateCheck {
     /// A station sending `station_fps` frames a second over all threads, given `assumed` per
     /// thread; at most `max_threads` threads.
-    pub(super) fn new(station_fps: u32, assumed: u32, max_threads: u16, now: Instant) -> Self {
+    pub(crate) fn new(station_fps: u32, assumed: u32, max_threads: u16, now: Instant) -> Self {
         RateCheck {
             station_fps,
             assumed,
@@ -67,7 +69,7 @@ impl RateCheck {
     }
 
     /// A frame of the station arrived at `at`.
-    pub(super) fn observe(&mut self, h: &VdifHeader, at: Instant) -> Verdict {
+    pub(crate) fn observe(&mut self, h: &VdifHeader, at: Instant) -> Verdict {
         let (s, n) = (h.seconds, h.frame_number);
         match self.second {
             Some(cur) if s == cur => {

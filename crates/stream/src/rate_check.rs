@@ -144,17 +144,13 @@ mod tests {
         h
     }
 
-    /// Frames of one thread at `fps` (counted) from frame `from` of second 100 on, `frames` of
-    /// them less those `skip` drops, each arriving at its time, until the first verdict that is
-    /// not `Wait` (the receiver stops checking there).
-    fn run(
-        check: &mut RateCheck,
-        fps: u32,
-        from: u32,
-        frames: u32,
-        skip: impl Fn(u32, u32) -> bool,
-    ) -> Option<Verdict> {
+    /// A station of 8000 frames a second given `assumed` per thread, fed frames of one thread at
+    /// `fps` (counted) from frame `from` of second 100 on, `frames` of them less those `skip`
+    /// drops, each arriving at its time, until the first verdict that is not `Wait` (the
+    /// receiver stops checking there).
+    fn run(assumed: u32, fps: u32, from: u32, frames: u32, skip: impl Fn(u32, u32) -> bool) -> Option<Verdict> {
         let t0 = Instant::now();
+        let mut check = RateCheck::new(8000, assumed, 1024, t0);
         let step = Duration::from_secs(1) / fps;
         for k in 0..frames {
             let i = from + k;
@@ -170,41 +166,44 @@ mod tests {
         None
     }
 
+    const ALL: fn(u32, u32) -> bool = |_, _| false;
+
     #[test]
     fn a_rate_split_over_too_few_threads_is_corrected_at_the_first_second_boundary() {
         // 8000 frames/s over 4 threads, 2 seen: given 4000 each, the frames count 2000.
-        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
-        let v = run(&mut c, 2000, 700, 1400, |_, _| false);
-        assert_eq!(v, Some(Verdict::Rate { fps: 2000, threads: 4 }));
+        assert_eq!(
+            run(4000, 2000, 700, 1400, ALL),
+            Some(Verdict::Rate { fps: 2000, threads: 4 })
+        );
     }
 
     #[test]
     fn the_right_rate_is_kept() {
-        let mut c = RateCheck::new(8000, 2000, 1024, Instant::now());
-        assert_eq!(run(&mut c, 2000, 700, 1400, |_, _| false), Some(Verdict::Keep));
+        assert_eq!(run(2000, 2000, 700, 1400, ALL), Some(Verdict::Keep));
     }
 
     #[test]
     fn an_outage_to_the_end_of_a_second_is_not_a_lower_rate() {
         // The right rate (4000), frames 2000-3999 of second 100 lost: the count says 2000 (which
         // splits 8000), the arrival rate says 4000. Judged again at the next boundary.
-        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
-        let v = run(&mut c, 4000, 1000, 8000, |s, n| s == 100 && n >= 2000);
-        assert_eq!(v, Some(Verdict::Keep));
+        assert_eq!(
+            run(4000, 4000, 1000, 8000, |s, n| s == 100 && n >= 2000),
+            Some(Verdict::Keep)
+        );
     }
 
     #[test]
     fn a_second_too_short_to_measure_is_judged_at_the_next() {
         // The first frame 10 ms before the boundary: nothing judged there; the next second is.
-        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
-        let v = run(&mut c, 2000, 1980, 2100, |_, _| false);
-        assert_eq!(v, Some(Verdict::Rate { fps: 2000, threads: 4 }));
+        assert_eq!(
+            run(4000, 2000, 1980, 2100, ALL),
+            Some(Verdict::Rate { fps: 2000, threads: 4 })
+        );
     }
 
     #[test]
     fn a_count_that_does_not_split_the_station_rate_is_left_and_the_check_ends() {
         // 8000 over 3 threads would be no whole number: never taken; after 4 boundaries, kept.
-        let mut c = RateCheck::new(8000, 4000, 1024, Instant::now());
-        assert_eq!(run(&mut c, 2667, 100, 2667 * 5, |_, _| false), Some(Verdict::Keep));
+        assert_eq!(run(4000, 2667, 100, 2667 * 5, ALL), Some(Verdict::Keep));
     }
 }

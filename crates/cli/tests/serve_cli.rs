@@ -217,6 +217,28 @@ fn the_field_system_records_a_scan() {
     drop(serve.log);
 }
 
+/// `evlbi serve` below `root` recording scan `scan` from a DBBC3-like backend: mode
+/// `VDIF_8000-512-16-2`, udps framing (8032-byte frames and an 8-byte sequence number: mtu
+/// 9000), a 256 MB socket buffer. The daemon, the FS's session, and the data port.
+fn recording_udps(root: &Path, scan: &str) -> (Serve, Vsi, u16) {
+    let serve = Serve::start(root);
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok(&format!("record = on : {scan} ;"));
+    (serve, fs, port)
+}
+
+/// A socket nobody reads and its address: where a board whose output goes nowhere sends.
+fn nowhere() -> (std::net::UdpSocket, String) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = format!("127.0.0.1:{}", sock.local_addr().unwrap().port());
+    (sock, addr)
+}
+
 /// A DBBC3 sends one station from each of its boards' own address and port into the
 /// recorder's one port, each board its own threads and its own `udps` sequence numbers (jive5ab
 /// records every datagram on the port). Before, the recorder took the first board and refused the
@@ -225,14 +247,7 @@ fn the_field_system_records_a_scan() {
 #[test]
 fn the_boards_of_a_backend_sending_from_their_own_ports_are_all_recorded() {
     let root = tempfile::tempdir().unwrap();
-    let serve = Serve::start(root.path());
-    let port = free_udp_port();
-    let mut fs = Vsi::connect(serve.vsi);
-    fs.ok("mode = VDIF_8000-512-16-2 ;");
-    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
-    fs.ok(&format!("net_port = {port} ;"));
-    fs.ok("mtu = 9000 ;");
-    fs.ok("record = on : r41066_ef_no0002 ;");
+    let (serve, mut fs, port) = recording_udps(root.path(), "r41066_ef_no0002");
     // Two boards, threads 0-1 and 2-3, each from its own socket.
     let sender = backend_sim(port, "2s", &["--threads", "4", "--channels", "16", "--senders", "2"]);
     let (frames_sent, injected) = sent(sender);
@@ -275,25 +290,17 @@ fn the_boards_of_a_backend_sending_from_their_own_ports_are_all_recorded() {
     drop(serve.log);
 }
 
-/// A backend's board down when the recording starts: the mode (`VDIF_8000-512-16-2`: 16
-/// channels) and the frames' own channel count (4 per thread) say the station has 4 threads
-/// though only board 0's 2 arrive, so each thread's frame rate is the mode's over 4. Before, the
-/// threads were counted from the boards present (2) and each given twice its rate: the recording
-/// of the board that did send was wrong (issue 30 note, "late board"). Board 1 stands in for a
-/// board whose output goes nowhere: its datagrams go to a socket nobody reads.
+/// A backend's board down when the recording starts: the threads are counted from the boards
+/// present (2 of 4) and the mode's rate split over them, twice each thread's; at the first
+/// second boundary the frames' own count (2000 a second per thread) corrects it to 4 threads.
+/// Before, the split stood: board 0's 2 s recording got 4000 made-up invalid frames among its
+/// 8000. Board 1 stands in for a board whose output goes nowhere: its datagrams go to a socket
+/// nobody reads.
 #[test]
 fn a_board_down_when_the_recording_starts_leaves_the_other_recorded_right() {
     let root = tempfile::tempdir().unwrap();
-    let serve = Serve::start(root.path());
-    let port = free_udp_port();
-    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut fs = Vsi::connect(serve.vsi);
-    fs.ok("mode = VDIF_8000-512-16-2 ;");
-    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
-    fs.ok(&format!("net_port = {port} ;"));
-    fs.ok("mtu = 9000 ;");
-    fs.ok("record = on : r41066_ef_no0003 ;");
-    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let (serve, mut fs, port) = recording_udps(root.path(), "r41066_ef_no0003");
+    let (_nowhere, elsewhere) = nowhere();
     let sender = backend_sim(
         port,
         "2s",
@@ -326,24 +333,16 @@ fn a_board_down_when_the_recording_starts_leaves_the_other_recorded_right() {
 }
 
 /// A board that comes up a second into the recording is recorded from then on beside the
-/// other: the mode's channels gave the window room for its threads. Before, the threads were
-/// counted from the board present at the start and the late one was refused ("every board must
-/// be sending when the recording starts"): its frames were lost for the rest of the scan, where
-/// jive5ab records whatever reaches its port.
+/// other: the rate check at the first second boundary gave the window room for its threads.
+/// Before, the threads were counted from the board present at the start and the late one was
+/// refused ("every board must be sending when the recording starts"): its 6000 frames were
+/// lost, where jive5ab records whatever reaches its port.
 #[test]
 fn a_board_that_comes_up_late_is_recorded_from_then_on() {
     let root = tempfile::tempdir().unwrap();
-    let serve = Serve::start(root.path());
-    let port = free_udp_port();
-    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let (serve, mut fs, port) = recording_udps(root.path(), "r41066_ef_no0004");
+    let (_nowhere, elsewhere) = nowhere();
     let here = format!("127.0.0.1:{port}");
-    let mut fs = Vsi::connect(serve.vsi);
-    fs.ok("mode = VDIF_8000-512-16-2 ;");
-    fs.ok("net_protocol = udps : 32M : 256M : 4 ;");
-    fs.ok(&format!("net_port = {port} ;"));
-    fs.ok("mtu = 9000 ;");
-    fs.ok("record = on : r41066_ef_no0004 ;");
     let board = ["--threads", "4", "--channels", "16", "--senders", "2"];
     // Board 0 here for 3 s; board 1 (another backend process on the same clock: `--start now`)
     // here from 1 s for 1.5 s.
@@ -415,8 +414,7 @@ fn net2net_of_a_backend_with_a_board_down_relays_the_other_right() {
     let serve = Serve::start(root.path());
     let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
     let port = free_udp_port();
-    let nowhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let elsewhere = format!("127.0.0.1:{}", nowhere.local_addr().unwrap().port());
+    let (_nowhere, elsewhere) = nowhere();
     let mut fs = Vsi::connect(serve.vsi);
     fs.ok("mode = VDIF_8000-512-16-2 ;");
     fs.ok("net_protocol = udps ;");

@@ -132,6 +132,17 @@ impl RateCheck {
     }
 }
 
+/// What to tell the operator when station `station`'s rate per thread and threads go from
+/// `was` to `now` (fps, threads) from second `second` on.
+pub(crate) fn corrected(station: &str, was: (u32, u16), now: (u32, u16), second: u32) -> String {
+    format!(
+        "station {station}: its frames count {} a second per thread, not the {} its station rate over the {} \
+         thread(s) sent at the start gave: {} threads from second {second} on (a board not sending then is taken \
+         when it comes)",
+        now.0, was.0, was.1, now.1
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
 pub use boards::BoardSummary;
 use boards::{joining, Joining, Member, ThreadSet};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
-use station::{feed, finish_station, summarize, window_config, Station};
+use station::{feed, feed_held, finish_station, summarize, window_config, Station};
 pub use summary::{DatagramCounters, SenderChange, StationSummary};
 
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
@@ -465,18 +465,7 @@ impl Receiver {
         }
         held.sort_by_key(|(_, h)| h.at);
         for (m, h) in held {
-            if let Some(said) = feed(
-                &mut st,
-                &self.cfg,
-                m,
-                h.at,
-                now,
-                h.seq,
-                h.retransmit,
-                &h.header,
-                &h.frame,
-                sink,
-            ) {
+            if let Some(said) = feed_held(&mut st, &self.cfg, m, &h, now, sink) {
                 problem!(self.tally, "{said}");
             }
         }
@@ -628,21 +617,11 @@ impl Receiver {
             }
         };
         st.last_seen = now;
-        let mut said = Vec::new();
-        for h in p.held {
-            said.extend(feed(
-                st,
-                &self.cfg,
-                m,
-                h.at,
-                now,
-                h.seq,
-                h.retransmit,
-                &h.header,
-                &h.frame,
-                sink,
-            ));
-        }
+        let said: Vec<String> = p
+            .held
+            .iter()
+            .filter_map(|h| feed_held(st, &self.cfg, m, h, now, sink))
+            .collect();
         for said in said {
             problem!(self.tally, "{said}");
         }

@@ -262,16 +262,14 @@ impl StationIn {
             }
             Verdict::Rate { fps, threads } => {
                 self.rate_check = None;
-                let said = format!(
-                    "station {}: its frames count {fps} a second per thread, not the {} its station rate over the \
-                     {} thread(s) sent at the start gave: {threads} threads from second {} on",
-                    self.counts.station, self.fps, self.thread_count, h.seconds
+                let said = crate::rate_check::corrected(
+                    &self.counts.station,
+                    (self.fps, self.thread_count),
+                    (fps, threads),
+                    h.seconds,
                 );
-                let mut map = ThreadMap::new(threads);
-                for id in self.threads.ids() {
-                    map.index(id);
-                }
-                (self.fps, self.thread_count, self.threads) = (fps, threads, map);
+                (self.fps, self.thread_count) = (fps, threads);
+                self.threads = self.threads.resized(threads);
                 self.counts.frames_per_second = fps;
                 // Positions counted at the old rate do not compare with the new.
                 self.last_pos.fill(u64::MAX);

@@ -160,6 +160,16 @@ impl ThreadMap {
         self.by_index.iter().flatten().copied().collect()
     }
 
+    /// A map with room for `capacity` threads holding this one's ids, in index order (each at
+    /// the index it has here where that fits): a stream reshaped keeps its threads.
+    pub fn resized(&self, capacity: u16) -> ThreadMap {
+        let mut map = ThreadMap::new(capacity);
+        for id in self.ids() {
+            map.index(id);
+        }
+        map
+    }
+
     /// How many thread ids have been seen.
     pub fn seen(&self) -> usize {
         self.by_index.iter().flatten().count()
@@ -743,9 +753,7 @@ impl StationWindow {
     pub fn take_over_from(&mut self, earlier: &StationWindow) {
         self.stats.add(&earlier.stats);
         self.written_any |= earlier.written_any || earlier.stats.placed > 0;
-        for id in earlier.thread_ids() {
-            self.threads.index(id);
-        }
+        self.threads = earlier.threads.resized(self.cfg.threads);
     }
 
     /// Write what is left, up to the last frame that arrived: the other threads' frames of

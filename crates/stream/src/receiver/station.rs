@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use vdif::VdifHeader;
 
+use super::admission::Held;
 use super::boards::Member;
 use super::{ReceiverConfig, SenderChange, StationSummary};
 use crate::arq::NakScheduler;
@@ -70,13 +71,11 @@ fn reshape(
     st.window.finish(sink);
     window.take_over_from(&st.window);
     st.window = window;
-    format!(
-        "station {}: its frames count {fps} a second per thread, not the {} its station rate over the {} thread(s) \
-         sent at the start gave: {threads} threads from second {} on (a board not sending then is taken when it comes)",
-        vdif::station_name(st.station_id),
-        old.frames_per_second,
-        old.threads,
-        header.seconds
+    crate::rate_check::corrected(
+        &vdif::station_name(st.station_id),
+        (old.frames_per_second, old.threads),
+        (fps, threads),
+        header.seconds,
     )
 }
 
@@ -125,6 +124,29 @@ pub(super) fn feed(
         }
     }
     said
+}
+
+/// [`feed`] of frame `h`, held while its source was admitted.
+pub(super) fn feed_held(
+    st: &mut Station,
+    cfg: &ReceiverConfig,
+    member: usize,
+    h: &Held,
+    now: Instant,
+    sink: &mut impl FrameSink,
+) -> Option<String> {
+    feed(
+        st,
+        cfg,
+        member,
+        h.at,
+        now,
+        h.seq,
+        h.retransmit,
+        &h.header,
+        &h.frame,
+        sink,
+    )
 }
 
 /// Frame `seq` of `member` of station `st` was placed at `slot`: its number counts for that

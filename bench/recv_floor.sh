@@ -12,6 +12,8 @@
 #   bench/recv_floor.sh     env: MODES="m a1 a3 c" RUNS=3 SECS=10 DIR=/dev/shm OUT=bench/results/recv_floor.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 MODES=${MODES:-m a1 a3 c}
 RUNS=${RUNS:-3}
 SECS=${SECS:-10}
@@ -34,12 +36,11 @@ gcc -O2 -o "$WORK/rx" bench/floor/rx.c -lpthread
 gcc -O2 -o "$WORK/verify" bench/floor/verify.c
 "$EVLBI" vdif gen --stations Ef --rate 4096M --channels 16 --frame 8000 --seconds 2 --out "$WORK/in" -q \
     --start 2026-11-23T12:00:00Z >/dev/null
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 : >"$WORK/rows"
 for mode in $MODES; do
     for ((r = 1; r <= RUNS; r++)); do
         echo "== $mode, run $r of $RUNS"
-        port=$(free_port)
+        port=$(port SOCK_DGRAM)
         file="$DIR/evlbi-floor-$mode.vdif"
         rm -f "$file"
         NAP_US=${NAP_US:-1000} "$WORK/rx" "$mode" "$port" "$file" >"$WORK/rx.out" 2>"$WORK/rx.err" &

@@ -71,7 +71,7 @@ metrics! {
     STREAM_FRAMES "evlbi_stream_frames" Counter "Frames received per station (first copies taken into the reorder window).";
     STREAM_FILLED "evlbi_stream_frames_filled" Counter "Frames written invalid in place of frames that never arrived in time.";
     STREAM_LOST "evlbi_stream_frames_lost" Counter "Frames lost per station: filled, plus those lost after the last frame received (evlbi? loss).";
-    STREAM_REORDERED "evlbi_stream_frames_reordered" Counter "Frames that arrived after a later frame (placed all the same).";
+    STREAM_REORDERED "evlbi_stream_frames_reordered" Counter "Frames that arrived after a later frame of their thread (placed all the same).";
     STREAM_LATE "evlbi_stream_frames_late" Counter "Frames that arrived after their time was written (dropped).";
     STREAM_DUPLICATE "evlbi_stream_frames_duplicate" Counter "Second copies of a frame (dropped).";
     STREAM_ARQ_REPAIRED "evlbi_stream_arq_repaired" Counter "Frames recovered by retransmission (ARQ) before their deadline.";

@@ -64,7 +64,8 @@ pub struct LiveLine {
     pub rejected: u64,
     /// Datagrams the kernel dropped at our socket (its buffer full) in the interval.
     pub kernel_drops: u64,
-    /// Frames that arrived after a later frame, in the interval (placed all the same).
+    /// Frames that arrived after a later frame of their thread, in the interval (placed all the
+    /// same).
     pub reordered: u64,
     /// Frames that came after their time was written, in the interval (dropped).
     pub late: u64,

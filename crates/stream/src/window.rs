@@ -185,7 +185,8 @@ pub struct WindowStats {
     pub written_valid: u64,
     /// Invalid frames written in place of frames that never arrived in time.
     pub written_filled: u64,
-    /// Stored frames that arrived after a frame later in time.
+    /// Stored frames that arrived after a later frame of their own thread (the order its sender
+    /// sent in; one board behind another is not reordering).
     pub reordered: u64,
     /// Second copies of a stored frame, byte-identical to it.
     pub duplicates: u64,
@@ -205,9 +206,9 @@ pub struct WindowStats {
     pub discontinuities: u64,
     /// Frames in gaps too long to fill (not written).
     pub unfilled_gap_frames: u64,
-    /// Reordering extent summed over the reordered frames: how many frame slots the latest
-    /// frame was ahead of each when it came (jive5ab's `ooosum`, in frames; `evlbi?`'s extent
-    /// is this over `reordered`).
+    /// Reordering extent summed over the reordered frames: how many frames of its thread the
+    /// thread's latest was ahead of each when it came (jive5ab's `ooosum`, in frames; `evlbi?`'s
+    /// extent is this over `reordered`).
     #[serde(default)]
     pub reorder_extent_sum: u64,
 }
@@ -268,6 +269,10 @@ pub struct StationWindow {
     base: Option<u64>,
     /// Newest slot stored (≥ base − 1 once anchored).
     highest: u64,
+    /// Newest slot stored of each thread (by index): a thread's own order is the order its
+    /// sender sent in, so reordering is counted against it, and a recording's tail is known
+    /// lost only up to it.
+    thread_highest: Vec<Option<u64>>,
     ring: Vec<u8>,
     present: Vec<bool>,
     /// Out-of-range frames that may show a jump.
@@ -303,6 +308,7 @@ impl StationWindow {
             frame_len,
             base: None,
             highest: 0,
+            thread_highest: vec![None; usize::from(cfg.threads)],
             ring: vec![0u8; w * frame_len],
             present: vec![false; w],
             candidates: Candidates::default(),
@@ -569,11 +575,20 @@ impl StationWindow {
         self.present[idx] = true;
         self.ring[idx * self.frame_len..(idx + 1) * self.frame_len].copy_from_slice(frame);
         self.stats.placed += 1;
+        // Reordered as the network reorders: behind a later frame of its own thread (one board's
+        // threads leading another's by a few frames is not reordering); the extent in the
+        // thread's frames, as jive5ab's is in a sender's sequence numbers.
+        let threads = u64::from(self.cfg.threads);
+        let newest_of_thread = &mut self.thread_highest[(slot % threads) as usize];
+        match *newest_of_thread {
+            Some(newest) if slot < newest => {
+                self.stats.reordered += 1;
+                self.stats.reorder_extent_sum += (newest - slot) / threads;
+            }
+            _ => *newest_of_thread = Some(slot),
+        }
         let reordered = slot < self.highest;
-        if reordered {
-            self.stats.reordered += 1;
-            self.stats.reorder_extent_sum += self.highest - slot;
-        } else {
+        if !reordered {
             self.highest = slot;
         }
         Placement::Placed { slot, reordered }
@@ -666,6 +681,8 @@ impl StationWindow {
         };
         self.stats.jumps += 1;
         self.flush(sink);
+        // The threads' order starts again where the stream now is (it may have gone back).
+        self.thread_highest.fill(None);
         let next = self.base.unwrap_or(anchor);
         if anchor >= next && anchor - next <= self.cfg.max_fill {
             self.write_until(anchor, sink);
@@ -682,8 +699,15 @@ impl StationWindow {
 
     /// Write every slot below `until` (received frames as they are, the rest filled invalid).
     fn write_until(&mut self, until: u64, sink: &mut impl FrameSink) {
+        self.write_slots(until, false, sink);
+    }
+
+    /// [`Self::write_until`]; at the `tail` of a stream, a slot after the last frame of its own
+    /// thread is neither written nor counted lost (nothing shows it was sent).
+    fn write_slots(&mut self, until: u64, tail: bool, sink: &mut impl FrameSink) {
         let Some(mut s) = self.base else { return };
         self.written_any |= s < until;
+        let threads = u64::from(self.cfg.threads);
         while s < until {
             let idx = (s % self.cfg.window) as usize;
             if self.present[idx] {
@@ -694,6 +718,8 @@ impl StationWindow {
                     false,
                 );
                 self.stats.written_valid += 1;
+            } else if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
+                // after its thread's last frame: the stream (or the recording) ended first
             } else if self.make_fill(s) {
                 sink.frame(self.template.station_id, &self.fill, true);
                 self.stats.written_filled += 1;
@@ -756,14 +782,14 @@ impl StationWindow {
         self.threads = earlier.threads.resized(self.cfg.threads);
     }
 
-    /// Write what is left, up to the last frame that arrived: the other threads' frames of
-    /// the last frame period never came (the stream stopped there, or a recording was stopped
-    /// between two threads' frames) and are not written as fill. Frames held as candidates at
-    /// the end are counted as out of range.
+    /// Write what is left, each thread up to its last frame that arrived: a thread's frames after
+    /// that never came (the stream stopped there, or a recording was stopped while one board
+    /// was a few frames behind another) and are not written as fill, nor counted lost. Frames
+    /// held as candidates at the end are counted as out of range.
     pub fn finish(&mut self, sink: &mut impl FrameSink) {
         if let Some(base) = self.base {
             if self.stats.placed > 0 && self.highest + 1 > base {
-                self.write_until(self.highest + 1, sink);
+                self.write_slots(self.highest + 1, true, sink);
             }
         }
         self.stats.out_of_range += self.candidates.clear();

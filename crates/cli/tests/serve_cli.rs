@@ -452,6 +452,58 @@ fn net2net_of_a_backend_with_a_board_down_relays_the_other_right() {
     let _ = serve;
 }
 
+/// The same backend, relayed in evlbi's native framing: the relay's split of the mode's rate was
+/// guessed from the one board sending, and its datagrams announced that guess (8000 frames/s over
+/// 2 threads) to the receiver, which placed each second's 4000 frames per thread at that rate: a
+/// second of made-up invalid frames at every second boundary. The relay now announces the
+/// station's rate without threads until its frames have confirmed the split, and the receiver
+/// counts and checks them as a recorder given a mode does.
+#[test]
+fn net2net_in_native_framing_of_a_backend_with_a_board_down_reaches_the_receiver_right() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&[]);
+    let port = free_udp_port();
+    let (_nowhere, elsewhere) = nowhere();
+    let mut fs = Vsi::connect(serve.vsi);
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok("net_protocol = native ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok(&format!("net2net = connect : 127.0.0.1 : {} : udps ;", corr.port));
+    fs.ok("net2net = on ;");
+    let sender = backend_sim(
+        port,
+        "3s",
+        &[
+            "--threads",
+            "4",
+            "--channels",
+            "16",
+            "--senders",
+            "2",
+            "--to",
+            &elsewhere,
+        ],
+    );
+    let (frames_sent, _) = sent(sender);
+    let board0 = frames_sent / 2;
+    let (total, loss) = settled(&mut fs);
+    fs.ok("net2net = off ;");
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    eprintln!(
+        "native net2net, board 1 down: {frames_sent} sent, {board0} by board 0; evlbi? {total} loss {loss}\n{log}"
+    );
+    assert_eq!((total, loss), (board0, 0), "evlbi? total and loss");
+    let want = format!("Ef: {board0} frames written (0 filled invalid");
+    assert!(
+        log.contains(&want),
+        "the receiver did not get board 0's frames right ({want}):\n{log}"
+    );
+    let _ = serve;
+}
+
 /// Raise this process's descriptor limit to the hard limit (children inherit it): the test
 /// holds a thousand connections.
 fn more_descriptors() {

@@ -60,16 +60,27 @@ impl ShapeError {
     }
 }
 
-/// Whether a new stream's threads are counted from its frames and its rate per thread is the
-/// station's rate split over them: only the station's rate is known (a VSI-S mode), not the
-/// threads or the rate per thread, and neither a native prefix nor the header says them.
-pub(crate) fn splits_station_rate(
+/// The station's rate (frames a second over all threads) a new stream's rate per thread is split
+/// from, its threads counted from its frames, or `None` when its shape is known otherwise. Split
+/// where neither the options (`fps`, `threads`) nor the header say the rate per thread and
+/// either a native prefix announces the station's rate without threads (a relay that split a
+/// VSI-S mode's rate itself and has not confirmed the split yet) or, for bare frames, only the
+/// station's rate is known (`station_fps`, a mode's).
+pub(crate) fn station_rate_to_split(
     d: &DataDatagram<'_>,
     fps: Option<u32>,
     threads: Option<u16>,
     station_fps: Option<u32>,
-) -> bool {
-    d.native.is_none() && threads.is_none() && fps.is_none() && station_fps.is_some() && d.header.frame_rate().is_none()
+) -> Option<u32> {
+    if threads.is_some() || fps.is_some() {
+        return None;
+    }
+    match d.native {
+        Some(n) if n.threads == 0 && n.frames_per_second > 0 => Some(n.frames_per_second),
+        Some(_) => None,
+        None if d.header.frame_rate().is_none() => station_fps,
+        None => None,
+    }
 }
 
 /// Frames per second per thread and threads of the stream `d` starts: what a native prefix

@@ -81,7 +81,7 @@ impl RateCheck {
             // A frame of a second already judged (reordered over the boundary): no news.
             Some(cur) if s < cur && cur - s < 2 => Verdict::Wait,
             Some(cur) if s == cur.wrapping_add(1) => {
-                let verdict = self.judge();
+                let verdict = self.judge(at);
                 self.boundaries += 1;
                 if verdict == Verdict::Wait && self.boundaries >= MAX_BOUNDARIES {
                     return Verdict::Keep;
@@ -103,8 +103,9 @@ impl RateCheck {
         self.top = (n, at);
     }
 
-    /// The second just ended: what its frame numbers and their arrival say.
-    fn judge(&self) -> Verdict {
+    /// The second just ended (the next one's first frame came at `next`): what its frame numbers
+    /// and their arrival say.
+    fn judge(&self, next: Instant) -> Verdict {
         let count = self.top.0.saturating_add(1);
         if count == self.assumed {
             return Verdict::Keep;
@@ -119,12 +120,21 @@ impl RateCheck {
             return Verdict::Wait;
         }
         let span = self.top.1.saturating_duration_since(self.first.1);
-        if span < MIN_SPAN {
-            return Verdict::Wait;
-        }
-        let measured = f64::from(self.top.0 - self.first.0) / span.as_secs_f64();
-        let off = |rate: u32| (measured / f64::from(rate) - 1.0).abs();
-        if off(count) <= RATE_TOLERANCE && off(count) < off(self.assumed) {
+        let confirmed = if span >= MIN_SPAN {
+            let measured = f64::from(self.top.0 - self.first.0) / span.as_secs_f64();
+            let off = |rate: u32| (measured / f64::from(rate) - 1.0).abs();
+            off(count) <= RATE_TOLERANCE && off(count) < off(self.assumed)
+        } else {
+            // Too little of the second to measure a rate (the station began just before its
+            // end; waiting for the next boundary left a second placed at the wrong rate: 4000
+            // made-up invalid frames per thread). The boundary tells: at the count's rate the
+            // next second follows the last frame at once; at the rate assumed, frames after it
+            // were due for the rest of the second, and an outage to its end leaves that time
+            // without frames.
+            let due = f64::from(self.assumed - count) / f64::from(self.assumed);
+            next.saturating_duration_since(self.top.1).as_secs_f64() < due / 2.0
+        };
+        if confirmed {
             Verdict::Rate { fps: count, threads }
         } else {
             Verdict::Wait
@@ -204,11 +214,20 @@ mod tests {
     }
 
     #[test]
-    fn a_second_too_short_to_measure_is_judged_at_the_next() {
-        // The first frame 10 ms before the boundary: nothing judged there; the next second is.
+    fn a_second_too_short_to_measure_is_judged_by_its_boundary() {
+        // The first frame 10 ms before the boundary (20 frames): too few to measure a rate, but
+        // the next second's first frame followed the last at once: judged there (frame 21).
         assert_eq!(
-            run(4000, 2000, 1980, 2100, ALL),
+            run(4000, 2000, 1980, 21, ALL),
             Some(Verdict::Rate { fps: 2000, threads: 4 })
+        );
+        // The right rate (4000) whose frames 2000-3999 were lost, 10 ms of frames before them:
+        // the next second came half a second after the last frame. Not judged there (the
+        // outage); the next second is, and keeps the rate.
+        assert_eq!(run(4000, 4000, 1960, 2041, |s, n| s == 100 && n >= 2000), None);
+        assert_eq!(
+            run(4000, 4000, 1960, 6100, |s, n| s == 100 && n >= 2000),
+            Some(Verdict::Keep)
         );
     }
 

@@ -241,19 +241,20 @@ impl Receiver {
         }
     }
 
-    /// Whether a new stream's threads are counted from its frames: only the station's rate is
-    /// known (a VSI-S mode), not the thread count or the rate per thread.
-    fn counts_threads(&self, d: &DataDatagram<'_>) -> bool {
+    /// The station's rate a new stream's rate per thread is split from, its threads counted
+    /// from its frames ([`crate::intake::station_rate_to_split`]): only the station's rate is
+    /// known (a VSI-S mode, or a relay's announcement of one), not the thread count or the rate
+    /// per thread.
+    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<u32> {
         let c = &self.cfg;
-        crate::intake::splits_station_rate(d, c.frames_per_second, c.threads, c.station_frames_per_second)
+        crate::intake::station_rate_to_split(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
     /// beyond what VDIF can express (they size a window). While its threads are counted, the
     /// station's rate over one thread.
     fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
-        if self.counts_threads(d) {
-            let total = self.cfg.station_frames_per_second.unwrap_or(1);
+        if let Some(total) = self.station_rate_to_split(d) {
             return stream_shape(d, Some(total), Some(1)).ok();
         }
         // Untrusted numbers size the window: kept within what VDIF can express. (Thread ids are
@@ -420,7 +421,7 @@ impl Receiver {
         let shape = self.shape(from, d)?;
         let beside = self.stations.iter().any(|s| s.key == key);
         let mut p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
-        if self.counts_threads(d) {
+        if self.station_rate_to_split(d).is_some() {
             p = p.learning(shape.0);
         }
         let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);

@@ -471,10 +471,7 @@ impl Relay {
         }
         // While the threads are learned from a station's rate, positions count at that rate (an
         // upper bound of one thread's); end_learning splits it.
-        let fps_given = self.cfg.frames_per_second.or(self
-            .splits_station_rate(d)
-            .then_some(self.cfg.station_frames_per_second)
-            .flatten());
+        let fps_given = self.cfg.frames_per_second.or(self.station_rate_to_split(d));
         let (fps, threads) = match stream_shape(d, fps_given, self.cfg.threads) {
             Ok(shape) => shape,
             Err(e) => {
@@ -551,18 +548,25 @@ impl Relay {
         self.problem(|| format!("station {name}: frames that never formed a run of {SOURCE_RUN}: dropped as stray"));
     }
 
-    /// Whether a new station's rate per thread is its station rate split over the threads
-    /// learned: only the station's rate is known (a VSI-S mode), not the threads or the rate
-    /// per thread.
-    fn splits_station_rate(&self, d: &DataDatagram<'_>) -> bool {
+    /// The station's rate a new station's rate per thread is split from, over the threads
+    /// learned ([`crate::intake::station_rate_to_split`]): only the station's rate is known (a
+    /// VSI-S mode, or an earlier relay's announcement of one), not the threads or the rate per
+    /// thread.
+    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<u32> {
         let c = &self.cfg;
-        crate::intake::splits_station_rate(d, c.frames_per_second, c.threads, c.station_frames_per_second)
+        crate::intake::station_rate_to_split(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
     /// Count, tee and queue one frame of station `si` (held while the station is learned).
     fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, frame: Bytes, tee: &mut impl FrameSink) {
+        let checking = self.stations[si].rate_check.is_some();
         if let Some(said) = self.stations[si].check_rate(&d.header, now) {
             self.problem(|| said);
+        }
+        let st = &self.stations[si];
+        if let (true, None, Some(stream)) = (checking, &st.rate_check, st.stream) {
+            // The split is confirmed (or corrected): said as it is from here on.
+            self.sender.set_split(stream, st.fps, st.thread_count);
         }
         let pos = d.header.frame_index(self.stations[si].fps);
         let st = &mut self.stations[si];
@@ -651,6 +655,10 @@ impl Relay {
             }
         }
         open_output(sender, cfg, queued, st, now);
+        if let (Some(_), Some(total), Some(stream)) = (&st.rate_check, st.station_rate, st.stream) {
+            // The split is a guess until the frames confirm it: the station's rate is announced.
+            sender.announce_station_rate(stream, total);
+        }
         let Some(q) = st.queue.clone() else {
             return;
         };

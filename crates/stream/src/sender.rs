@@ -212,6 +212,9 @@ struct StationTx<P> {
     skipped_late: u64,
     repeats: Option<RetransmitBuffer>,
     done: bool,
+    /// (frames per second, threads) its native prefixes announce: the spec's, or the station's
+    /// rate with threads 0 while the split is a guess ([`Sender::announce_station_rate`]).
+    announced: (u32, u16),
 }
 
 /// The sender of several stations over one destination; see the module docs.
@@ -279,6 +282,7 @@ impl<P: Schedule> Sender<P> {
             )
         });
         self.stations.push(StationTx {
+            announced: (spec.fps, spec.threads),
             spec,
             source,
             schedule,
@@ -295,6 +299,26 @@ impl<P: Schedule> Sender<P> {
             done: false,
         });
         (self.stations.len() - 1) as u16
+    }
+
+    /// Stream `stream`'s rate per thread is the station's rate `station_fps` split over threads
+    /// counted at its start, not confirmed yet: its datagrams announce that rate without threads
+    /// (0), so a receiver counts the threads and checks the split itself (see
+    /// [`crate::rate_check`]) rather than placing every frame by a guess.
+    pub fn announce_station_rate(&mut self, stream: u16, station_fps: u32) {
+        if let Some(st) = self.stations.get_mut(usize::from(stream)) {
+            st.announced = (station_fps, 0);
+        }
+    }
+
+    /// Stream `stream` has `threads` threads of `fps` frames a second each (the split confirmed,
+    /// or corrected): reported and announced from its next datagram on. Its pacing is unchanged
+    /// (the station's rate is).
+    pub fn set_split(&mut self, stream: u16, fps: u32, threads: u16) {
+        if let Some(st) = self.stations.get_mut(usize::from(stream)) {
+            (st.spec.fps, st.spec.threads) = (fps, threads);
+            st.announced = (fps, threads);
+        }
     }
 
     /// The configuration.
@@ -497,8 +521,8 @@ impl<P: Schedule> Sender<P> {
                 retransmit: false,
                 stream: i as u16,
                 seq,
-                frames_per_second: st.spec.fps,
-                threads: st.spec.threads,
+                frames_per_second: st.announced.0,
+                threads: st.announced.1,
                 session,
             };
             let shared = if gather {

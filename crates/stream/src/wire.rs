@@ -17,12 +17,15 @@
 //! | 5      | 1    | flags: bit 0 = retransmission                                  |
 //! | 6      | 2    | stream index at the sender (one per station)                   |
 //! | 8      | 8    | sequence number, per stream, +1 per frame                      |
-//! | 16     | 4    | frames per second per thread (0 = unknown)                     |
+//! | 16     | 4    | frames/s per thread (threads 0: of the station; 0 = unknown)   |
 //! | 20     | 2    | number of VDIF threads in the stream (0 = unknown)             |
 //! | 22     | 2    | sender session: random per sender run, never 0 (0 = not given) |
 //!
 //! The frame rate and thread count let a receiver place frames in time without being told them
-//! on its command line, which jive5ab-framed and bare streams need (`--fps`, `--threads`).
+//! on its command line, which jive5ab-framed and bare streams need (`--fps`, `--threads`). A rate
+//! with threads 0 is the station's over all its threads, the split not known (a relay given only
+//! a VSI-S mode's rate, until the frames confirm its split): the receiver counts the threads and
+//! checks the split as it does for a mode's rate ([`crate::rate_check`]).
 //!
 //! The session was a reserved 0 in the first senders, and receivers never looked at it, so both
 //! directions stay compatible. It tells a restarted sender (new session, often a new source
@@ -90,7 +93,8 @@ pub struct NativePrefix {
     pub stream: u16,
     /// Sequence number within the stream.
     pub seq: u64,
-    /// Frames per second per thread, 0 if the sender does not know.
+    /// Frames per second per thread, 0 if the sender does not know; with `threads` 0, the
+    /// station's over all threads.
     pub frames_per_second: u32,
     /// VDIF threads in the stream, 0 if the sender does not know.
     pub threads: u16,

@@ -654,10 +654,18 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
     for s in &r.stations {
         let w = &s.window;
         status!(
-            "{}: {} frames written ({} filled invalid, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}{}",
+            "{}: {} frames written ({} filled invalid{}, f = {:.3e}, S/N factor {:.5}), {} reordered, {} late, {} duplicate, {} out of range{}{}",
             s.station,
             w.written_valid + w.written_filled,
             w.written_filled,
+            if w.filled_at_end > 0 {
+                format!(
+                    ", {} of them after their thread's last frame at the end: not counted lost",
+                    w.filled_at_end
+                )
+            } else {
+                String::new()
+            },
             s.loss_fraction,
             s.snr_factor,
             w.reordered,

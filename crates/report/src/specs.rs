@@ -337,8 +337,8 @@ pub fn stream_frames(r: &RecvReport) -> Option<ChartSpec> {
             .collect()
     };
     spec.push("valid", SeriesData::Bars(bars(&|s| s.window.written_valid)));
-    spec.push("filled (lost)", SeriesData::Bars(bars(&|s| s.window.written_filled)));
-    spec.y_log = r.stations.iter().any(|s| s.window.written_filled > 0);
+    spec.push("filled (lost)", SeriesData::Bars(bars(&|s| s.window.filled_lost())));
+    spec.y_log = r.stations.iter().any(|s| s.window.filled_lost() > 0);
     let rejected = r.datagrams.rejected();
     spec.note = Some(format!(
         "{} datagrams received, {rejected} rejected{}",

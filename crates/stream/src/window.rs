@@ -185,6 +185,13 @@ pub struct WindowStats {
     pub written_valid: u64,
     /// Invalid frames written in place of frames that never arrived in time.
     pub written_filled: u64,
+    /// Of `written_filled`, those written at the end of the stream after the last frame of
+    /// their thread that arrived (the stream, or a recording, stopped while one board was a few
+    /// frames behind another): they keep the file's periods whole for readers that want them so
+    /// (a `scan_check` of the file finds nothing missing), but nothing shows they were sent, so
+    /// they are not counted lost.
+    #[serde(default)]
+    pub filled_at_end: u64,
     /// Stored frames that arrived after a later frame of their own thread (the order its sender
     /// sent in; one board behind another is not reordering).
     pub reordered: u64,
@@ -214,13 +221,20 @@ pub struct WindowStats {
 }
 
 impl WindowStats {
-    /// Fraction of written frames that are filled (invalid): the data loss `f` a correlator sees.
+    /// Frames known lost: filled in their place, less those filled at the end.
+    pub fn filled_lost(&self) -> u64 {
+        self.written_filled.saturating_sub(self.filled_at_end)
+    }
+
+    /// Fraction of the frames that are known lost (filled invalid in their place) over those and
+    /// the valid ones: the data loss `f` a correlator sees.
     pub fn loss_fraction(&self) -> f64 {
-        let total = self.written_valid + self.written_filled;
+        let lost = self.filled_lost();
+        let total = self.written_valid + lost;
         if total == 0 {
             0.0
         } else {
-            self.written_filled as f64 / total as f64
+            lost as f64 / total as f64
         }
     }
 
@@ -229,6 +243,7 @@ impl WindowStats {
         self.placed += other.placed;
         self.written_valid += other.written_valid;
         self.written_filled += other.written_filled;
+        self.filled_at_end += other.filled_at_end;
         self.reordered += other.reordered;
         self.duplicates += other.duplicates;
         self.duplicate_mismatch += other.duplicate_mismatch;
@@ -270,8 +285,8 @@ pub struct StationWindow {
     /// Newest slot stored (≥ base − 1 once anchored).
     highest: u64,
     /// Newest slot stored of each thread (by index): a thread's own order is the order its
-    /// sender sent in, so reordering is counted against it, and a recording's tail is known
-    /// lost only up to it.
+    /// sender sent in, so reordering is counted against it, and at the end of a stream its frames
+    /// are known lost only up to it.
     thread_highest: Vec<Option<u64>>,
     ring: Vec<u8>,
     present: Vec<bool>,
@@ -703,7 +718,7 @@ impl StationWindow {
     }
 
     /// [`Self::write_until`]; at the `tail` of a stream, a slot after the last frame of its own
-    /// thread is neither written nor counted lost (nothing shows it was sent).
+    /// thread is filled but not counted lost (nothing shows it was sent).
     fn write_slots(&mut self, until: u64, tail: bool, sink: &mut impl FrameSink) {
         let Some(mut s) = self.base else { return };
         self.written_any |= s < until;
@@ -718,11 +733,13 @@ impl StationWindow {
                     false,
                 );
                 self.stats.written_valid += 1;
-            } else if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
-                // after its thread's last frame: the stream (or the recording) ended first
             } else if self.make_fill(s) {
                 sink.frame(self.template.station_id, &self.fill, true);
                 self.stats.written_filled += 1;
+                if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
+                    // After its thread's last frame: the stream (or the recording) ended first.
+                    self.stats.filled_at_end += 1;
+                }
             }
             s += 1;
         }
@@ -782,10 +799,12 @@ impl StationWindow {
         self.threads = earlier.threads.resized(self.cfg.threads);
     }
 
-    /// Write what is left, each thread up to its last frame that arrived: a thread's frames after
-    /// that never came (the stream stopped there, or a recording was stopped while one board
-    /// was a few frames behind another) and are not written as fill, nor counted lost. Frames
-    /// held as candidates at the end are counted as out of range.
+    /// Write what is left, up to the last frame that arrived: the other threads' frames of the
+    /// last frame period never came (the stream stopped there, or a recording was stopped
+    /// between two threads' frames) and are not written as fill. A thread's frames of the
+    /// earlier periods after its last that arrived (one board a few frames behind another when
+    /// the recording stopped) are filled, as [`WindowStats::filled_at_end`]: not counted lost.
+    /// Frames held as candidates at the end are counted as out of range.
     pub fn finish(&mut self, sink: &mut impl FrameSink) {
         if let Some(base) = self.base {
             if self.stats.placed > 0 && self.highest + 1 > base {

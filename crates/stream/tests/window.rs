@@ -600,9 +600,10 @@ fn the_end_of_a_stream_is_its_last_frame_not_a_filled_period() {
 
 /// Two boards, one a few frames behind the other the whole time (each its own sender, both in
 /// order): the recording is stopped while thread 1 leads thread 0 by 3 frames. Thread 0's
-/// frame lost in the middle is filled (a later one of its own came); its 3 frames after its
-/// last are not (nothing shows they were sent: `evlbi? loss : 1` in a Field System session on
-/// a busy host). And the boards' skew is not reordering: each thread came in its own order.
+/// frame lost in the middle is lost (a later one of its own came); its 2 frames after its last
+/// but before thread 1's last are filled to keep the file's periods whole, and not counted
+/// lost (nothing shows they were sent: `evlbi? loss : 1` in a Field System session on a busy
+/// host). And the boards' skew is not reordering: each thread came in its own order.
 #[test]
 fn a_recording_stopped_while_one_board_lags_counts_only_what_its_own_frames_show_lost() {
     let l = layout(2);
@@ -616,24 +617,30 @@ fn a_recording_stopped_while_one_board_lags_counts_only_what_its_own_frames_show
     order.sort_by_key(|&k| if k % 2 == 1 { k / 2 } else { k / 2 + lag });
     let (sink, w) = run(&l, 64, &order);
     let s = w.stats();
-    assert_eq!(s.written_filled, 1, "only thread 0's period 100: {s:?}");
+    assert_eq!((s.written_filled, s.filled_at_end, s.filled_lost()), (3, 2, 1), "{s:?}");
     assert_eq!(s.written_valid, order.len() as u64, "{s:?}");
+    assert!(
+        (s.loss_fraction() - 1.0 / (order.len() as f64 + 1.0)).abs() < 1e-12,
+        "{s:?}"
+    );
     assert_eq!((s.reordered, s.reorder_extent_sum), (0, 0), "{s:?}");
-    // Written in time order, thread 0's last frame before thread 1's last three.
+    // Written in time order, every period whole: thread 0's last two filled invalid.
     let frames = frames_of(&sink.segments[0], l.frame_len);
-    assert_eq!(frames.len() as u64, order.len() as u64 + 1);
-    let tail: Vec<(u32, u16)> = frames[frames.len() - 4..]
+    assert_eq!(frames.len() as u64, 2 * periods);
+    let tail: Vec<(u32, u16, bool)> = frames[frames.len() - 6..]
         .iter()
-        .map(|(h, _)| (h.frame_number, h.thread_id))
+        .map(|(h, _)| (h.frame_number, h.thread_id, h.invalid))
         .collect();
     let p = |t: u64| t as u32;
     assert_eq!(
         tail,
         vec![
-            (p(periods - 3), 0),
-            (p(periods - 3), 1),
-            (p(periods - 2), 1),
-            (p(periods - 1), 1)
+            (p(periods - 3), 0, false),
+            (p(periods - 3), 1, false),
+            (p(periods - 2), 0, true),
+            (p(periods - 2), 1, false),
+            (p(periods - 1), 0, true),
+            (p(periods - 1), 1, false)
         ]
     );
 }

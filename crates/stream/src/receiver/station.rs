@@ -168,7 +168,7 @@ pub(super) fn finish_station(st: &mut Station, sink: &mut impl FrameSink) {
 
 pub(super) fn summarize(st: &Station) -> StationSummary {
     let w = *st.window.stats();
-    let lost = w.written_filled + st.lost_at_end;
+    let lost = w.filled_lost() + st.lost_at_end;
     let total = w.written_valid + lost;
     let f = if total == 0 { 0.0 } else { lost as f64 / total as f64 };
     let c = st.window.config();

@@ -114,8 +114,8 @@ pub struct StationSummary {
     /// ([`super::Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
     #[serde(default)]
     pub lost_at_end: u64,
-    /// Data loss f: filled (invalid) frames written, plus those lost at the end, over all frames
-    /// written plus those lost at the end.
+    /// Data loss f: frames known lost (filled invalid in their place, plus those lost at the
+    /// end) over those and the valid frames written.
     pub loss_fraction: f64,
     /// S/N factor √(1 − f) for this station's data.
     pub snr_factor: f64,
@@ -136,8 +136,9 @@ pub struct StationSummary {
 }
 
 impl StationSummary {
-    /// Frames lost: written invalid in their place, and lost after the last one received.
+    /// Frames lost: written invalid in their place (not those filled after their thread's
+    /// last frame at the end), and lost after the last one received.
     pub fn frames_lost(&self) -> u64 {
-        self.window.written_filled + self.lost_at_end
+        self.window.filled_lost() + self.lost_at_end
     }
 }

@@ -615,6 +615,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         write_buffer: a.write_buffer,
         direct_io: a.direct,
         split_threads: a.split == Split::Thread,
+        output_before_bind: false,
     })
 }
 

@@ -274,6 +274,9 @@ pub fn start_recording(
         write_buffer: DEFAULT_WRITE_BUFFER,
         direct_io: false,
         split_threads: false,
+        // The backend streams before `record = on` and after: the recording begins once its
+        // writers are up, not with a socket buffer's worth and then a gap while they start.
+        output_before_bind: true,
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();

@@ -20,7 +20,9 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 const HEADER: usize = 4096;
 const MAGIC: [u8; 8] = *b"evlbiRNG";
@@ -43,7 +45,13 @@ pub struct SharedRing {
     slots: u32,
     slot_bytes: u32,
     fd: OwnedFd,
+    /// The thread allocating the ring's memory ahead of the receiver (see
+    /// [`SharedRing::create`]), and its stop flag.
+    populator: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
 }
+
+/// What the populating thread allocates at a time (its stop flag is read between).
+const POPULATE_CHUNK: usize = 8 << 20;
 
 // SAFETY: the mapping is plain shared memory; all cross-thread/process coordination goes through
 // the atomic state bytes, and slot data is only touched by the side that owns the slot.
@@ -51,15 +59,15 @@ unsafe impl Send for SharedRing {}
 // SAFETY: as above; `&SharedRing` methods only read the header or use atomics.
 unsafe impl Sync for SharedRing {}
 
-/// Map `len` bytes of `fd`; `populate` allocates and maps every page now (MAP_POPULATE).
-fn map(fd: &OwnedFd, len: usize, populate: bool) -> io::Result<*mut u8> {
+/// Map `len` bytes of `fd` (its pages allocated when first touched).
+fn map(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
     // SAFETY: a fresh shared mapping of a descriptor we own; the result is checked.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 },
+            libc::MAP_SHARED,
             fd.as_raw_fd(),
             0,
         )
@@ -72,10 +80,13 @@ fn map(fd: &OwnedFd, len: usize, populate: bool) -> io::Result<*mut u8> {
 
 impl SharedRing {
     /// A new ring of `slots` buffers of `slot_bytes` (rounded up to whole pages), all free, its
-    /// memory allocated now (MAP_POPULATE): the receiver first touches a slot deep in the ring
-    /// exactly when the disk is behind, and page faults then land in the receive path (capture
-    /// tools pre-fault their buffers for the same reason). Costs start-up time: ~6 s for 4 GB on
-    /// this VM, which is why the sink is set up before the socket is bound.
+    /// memory allocated from the start on by a thread of its own: the receiver first touches a
+    /// slot deep in the ring exactly when the disk is behind, and page faults then land in the
+    /// receive path (capture tools pre-fault their buffers for the same reason). Not before
+    /// returning (MAP_POPULATE, until session 7): 256 MiB took 0.35–0.5 s here and 0.9–1.2 s with
+    /// both cores busy, while a backend already sending filled the socket's buffer (the FS's
+    /// 32 MB is 0.5 s at 512 Mb/s, its 64 MB 0.125 s at 4 Gb/s): every `record = on` lost the
+    /// frames of that overflow (675 of 51 000 in a 3-scan FS session with both cores busy).
     pub fn create(slots: u32, slot_bytes: u32) -> io::Result<SharedRing> {
         let slots = slots.clamp(1, MAX_SLOTS);
         let slot_bytes = slot_bytes.max(1).next_multiple_of(4096);
@@ -92,13 +103,25 @@ impl SharedRing {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        let base = map(&fd, map_len, true)?;
+        let base = map(&fd, map_len)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let populator = {
+            let (flag, fd) = (Arc::clone(&stop), fd.as_raw_fd());
+            let base = base as usize;
+            std::thread::Builder::new()
+                .name("ring-populate".into())
+                .spawn(move || populate(base, map_len, fd, &flag))
+                .ok()
+                .map(|h| (h, stop))
+        };
+        // Without a thread (none could start) the receiver faults the pages in as it writes.
         let ring = SharedRing {
             base,
             map_len,
             slots,
             slot_bytes,
             fd,
+            populator,
         };
         // SAFETY: the header page is inside the mapping and nobody else has it yet.
         unsafe {
@@ -118,7 +141,7 @@ impl SharedRing {
         if size < HEADER {
             return Err(bad("smaller than its header"));
         }
-        let base = map(&fd, size, false)?;
+        let base = map(&fd, size)?;
         let mut head = [0u8; 16];
         // SAFETY: the first 16 bytes are inside the mapping (size ≥ HEADER).
         unsafe { std::ptr::copy_nonoverlapping(base, head.as_mut_ptr(), 16) };
@@ -128,6 +151,7 @@ impl SharedRing {
             slots: u32::from_le_bytes([head[8], head[9], head[10], head[11]]),
             slot_bytes: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
             fd,
+            populator: None,
         };
         if head[..8] != MAGIC {
             return Err(bad("bad magic"));
@@ -263,8 +287,43 @@ impl SharedRing {
     }
 }
 
+/// Allocate and map the `len` bytes at `base` (the ring's mapping of memfd `fd`) from the start,
+/// a chunk at a time, until done or `stop`: MADV_POPULATE_WRITE (Linux 5.14) faults the pages in
+/// as a write would, without writing, so it may run while the receiver fills the first slots;
+/// where the kernel has no such advice, fallocate allocates the memfd's pages (the receiver's
+/// first touch of each is then a minor fault). Errors end it: the receiver faults the rest in.
+fn populate(base: usize, len: usize, fd: i32, stop: &AtomicBool) {
+    let mut advice = true;
+    let mut off = 0;
+    while off < len && !stop.load(Ordering::Relaxed) {
+        let n = POPULATE_CHUNK.min(len - off);
+        let ok = if advice {
+            // SAFETY: [base+off, base+off+n) is inside the ring's mapping, which is not unmapped
+            // before this thread is joined (Drop); the advice changes no byte of it.
+            let r = unsafe { libc::madvise((base + off) as *mut libc::c_void, n, libc::MADV_POPULATE_WRITE) };
+            if r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                advice = false;
+                continue;
+            }
+            r == 0
+        } else {
+            // SAFETY: fallocate on the ring's descriptor, open until this thread is joined;
+            // allocating pages already allocated changes nothing.
+            unsafe { libc::fallocate(fd, 0, off as libc::off_t, n as libc::off_t) == 0 }
+        };
+        if !ok {
+            return;
+        }
+        off += n;
+    }
+}
+
 impl Drop for SharedRing {
     fn drop(&mut self) {
+        if let Some((thread, stop)) = self.populator.take() {
+            stop.store(true, Ordering::Relaxed);
+            let _ = thread.join();
+        }
         // SAFETY: unmapping exactly the mapping made in create/open.
         unsafe { libc::munmap(self.base.cast(), self.map_len) };
     }

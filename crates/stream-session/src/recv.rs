@@ -47,6 +47,13 @@ pub struct RecvConfig {
     pub direct_io: bool,
     /// One file per VDIF thread of each station, not one per station.
     pub split_threads: bool,
+    /// Set up the output (its writer processes) before the socket is bound, not after: for a
+    /// recording started into a stream already flowing (`evlbi serve`'s `record = on`), which
+    /// then begins when it can be written. Bound first (`stream recv`), the frames of a sender
+    /// started at once queue in the socket meanwhile — or, into a flowing stream, overflow it:
+    /// four disks' writer processes took long enough on a host with both cores busy to drop
+    /// 54–980 frames at the start of a scan, which the recording then showed as lost.
+    pub output_before_bind: bool,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -96,16 +103,20 @@ pub struct BoundReceiver {
 }
 
 impl BoundReceiver {
-    /// Bind the socket, then set up the output (directory, writer process, its buffers
-    /// allocated) — in that order: the write buffer takes ~0.2 s per 256 MiB to allocate, and a
-    /// sender started at once would meanwhile hit a closed port (every datagram lost, silently).
-    /// Bound first, the kernel queues them in the receive buffer (sized before the bind) and
-    /// counts any overflow as this socket's drops. Return only when ready to receive, so the
-    /// caller's "listening" line means ready.
+    /// Bind the socket, then set up the output (directory, writer processes) — in that order
+    /// unless [`RecvConfig::output_before_bind`]: a sender started at once would meanwhile hit a
+    /// closed port (every datagram lost, silently). Bound first, the kernel queues them in the
+    /// receive buffer (sized before the bind) and counts any overflow as this socket's drops.
+    /// Return only when ready to receive, so the caller's "listening" line means ready.
     pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, StreamSessionError> {
         if cfg.listen.is_empty() || cfg.listen.len() > 64 {
             return Err(ConfigError::ListenCount.into());
         }
+        let early = if cfg.output_before_bind {
+            Some(Self::output(&cfg)?)
+        } else {
+            None
+        };
         let (mut socks, mut grants) = (Vec::new(), Vec::new());
         let mut drop_count = true;
         for spec in &cfg.listen {
@@ -126,6 +137,23 @@ impl BoundReceiver {
             socks.push(sock);
             grants.push(grant);
         }
+        let sink = match early {
+            Some(sink) => sink,
+            None => Self::output(&cfg)?,
+        };
+        Ok(BoundReceiver {
+            cfg,
+            socks,
+            grants,
+            sink,
+            drop_count,
+            observer: None,
+            notice: None,
+        })
+    }
+
+    /// The output `cfg` asks for, its writers started.
+    fn output(cfg: &RecvConfig) -> Result<Recorder, StreamSessionError> {
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
@@ -136,18 +164,9 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
-        let sink = match (sink, &cfg.out_file) {
+        Ok(match (sink, &cfg.out_file) {
             (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
             (s, _) => s,
-        };
-        Ok(BoundReceiver {
-            cfg,
-            socks,
-            grants,
-            sink,
-            drop_count,
-            observer: None,
-            notice: None,
         })
     }
 

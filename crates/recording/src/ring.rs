@@ -47,7 +47,7 @@ pub struct SharedRing {
     fd: OwnedFd,
     /// The thread allocating the ring's memory ahead of the receiver (see
     /// [`SharedRing::create`]), and its stop flag.
-    populator: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
+    populator: std::sync::Mutex<Option<(JoinHandle<()>, Arc<AtomicBool>)>>,
 }
 
 /// What the populating thread allocates at a time (its stop flag is read between).
@@ -121,7 +121,7 @@ impl SharedRing {
             slots,
             slot_bytes,
             fd,
-            populator,
+            populator: std::sync::Mutex::new(populator),
         };
         // SAFETY: the header page is inside the mapping and nobody else has it yet.
         unsafe {
@@ -151,7 +151,7 @@ impl SharedRing {
             slots: u32::from_le_bytes([head[8], head[9], head[10], head[11]]),
             slot_bytes: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
             fd,
-            populator: None,
+            populator: std::sync::Mutex::new(None),
         };
         if head[..8] != MAGIC {
             return Err(bad("bad magic"));
@@ -318,9 +318,23 @@ fn populate(base: usize, len: usize, fd: i32, stop: &AtomicBool) {
     }
 }
 
+impl SharedRing {
+    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
+    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
+    /// in — allocating beside a receiver already reading held it off long enough to drop frames
+    /// at 2 Gb/s (bench/record_start.sh).
+    pub fn wait_populated(&self) {
+        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
+        if let Some((thread, _)) = populator {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Drop for SharedRing {
     fn drop(&mut self) {
-        if let Some((thread, stop)) = self.populator.take() {
+        let populator = self.populator.get_mut().map(Option::take).unwrap_or(None);
+        if let Some((thread, stop)) = populator {
             stop.store(true, Ordering::Relaxed);
             let _ = thread.join();
         }

@@ -113,7 +113,10 @@ impl BoundReceiver {
             return Err(ConfigError::ListenCount.into());
         }
         let early = if cfg.output_before_bind {
-            Some(Self::output(&cfg)?)
+            let sink = Self::output(&cfg)?;
+            // Nothing queues yet: the receive path will never fault its buffers in.
+            sink.wait_populated();
+            Some(sink)
         } else {
             None
         };

@@ -64,6 +64,13 @@ pub(super) struct Lane {
 }
 
 impl Lane {
+    /// Wait until its ring's memory is allocated (a writer thread has none).
+    pub(super) fn wait_populated(&self) {
+        if let Some(r) = &self.ring {
+            r.ring.wait_populated();
+        }
+    }
+
     /// A writer for files in `dir` (opened by the caller: every file is made below this
     /// descriptor, and a writer process inherits it, so no path is resolved again) with about
     /// `write_buffer` bytes of buffers, writing with direct I/O when `direct` (writer process

@@ -284,6 +284,14 @@ impl Recorder {
         }
     }
 
+    /// Wait until the writers' shared memory is allocated ([`crate::ring::SharedRing::wait_populated`]).
+    pub fn wait_populated(&self) {
+        match self {
+            Recorder::Files(s) => s.lane.iter().for_each(Lane::wait_populated),
+            Recorder::Scan(s) => s.wait_populated(),
+        }
+    }
+
     /// Filled frames passed in.
     pub fn filled(&self) -> u64 {
         match self {

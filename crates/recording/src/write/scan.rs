@@ -154,6 +154,14 @@ pub struct ScanSink {
 }
 
 impl ScanSink {
+    /// Wait until every disk's writer memory is allocated.
+    pub(super) fn wait_populated(&self) {
+        self.disks
+            .iter()
+            .filter_map(|d| d.lane.as_ref())
+            .for_each(Lane::wait_populated);
+    }
+
     /// Start one writer per disk of `cfg` (a disk that cannot be set up leaves the set at once;
     /// none at all is an error), `write_buffer` bytes shared among them.
     pub fn new(

@@ -410,46 +410,7 @@ fn net2net_relays_to_the_correlator() {
 /// it too.
 #[test]
 fn net2net_of_a_backend_with_a_board_down_relays_the_other_right() {
-    let root = tempfile::tempdir().unwrap();
-    let serve = Serve::start(root.path());
-    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
-    let port = free_udp_port();
-    let (_nowhere, elsewhere) = nowhere();
-    let mut fs = Vsi::connect(serve.vsi);
-    fs.ok("mode = VDIF_8000-512-16-2 ;");
-    fs.ok("net_protocol = udps ;");
-    fs.ok(&format!("net_port = {port} ;"));
-    fs.ok("mtu = 9000 ;");
-    fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
-    fs.ok("net2net = on ;");
-    let sender = backend_sim(
-        port,
-        "3s",
-        &[
-            "--threads",
-            "4",
-            "--channels",
-            "16",
-            "--senders",
-            "2",
-            "--to",
-            &elsewhere,
-        ],
-    );
-    let (frames_sent, _) = sent(sender);
-    let board0 = frames_sent / 2;
-    let (total, loss) = settled(&mut fs);
-    fs.ok("net2net = off ;");
-    let (status, log) = corr.wait();
-    assert!(status.success(), "{log}");
-    eprintln!("net2net, board 1 down: {frames_sent} sent, {board0} by board 0; evlbi? {total} loss {loss}\n{log}");
-    assert_eq!((total, loss), (board0, 0), "evlbi? total and loss");
-    let want = format!("Ef: {board0} frames written (0 filled invalid");
-    assert!(
-        log.contains(&want),
-        "the correlator did not get board 0's frames right ({want}):\n{log}"
-    );
-    let _ = serve;
+    net2net_with_board_1_down("udps", &["--seq-format", "jive5ab", "--fps", "2000", "--threads", "4"]);
 }
 
 /// The same backend, relayed in evlbi's native framing: the relay's split of the mode's rate was
@@ -460,14 +421,22 @@ fn net2net_of_a_backend_with_a_board_down_relays_the_other_right() {
 /// counts and checks them as a recorder given a mode does.
 #[test]
 fn net2net_in_native_framing_of_a_backend_with_a_board_down_reaches_the_receiver_right() {
+    net2net_with_board_1_down("native", &[]);
+}
+
+/// A DBBC3-like backend of 4 threads on 2 boards, board 1 down (its datagrams go nowhere),
+/// relayed by `net2net` in `protocol` (the backend's own framing is udps) to a `stream recv`
+/// started with `recv_args`: `evlbi?` counts board 0's frames, none lost, and the receiver
+/// writes exactly those, none filled.
+fn net2net_with_board_1_down(protocol: &str, recv_args: &[&str]) {
     let root = tempfile::tempdir().unwrap();
     let serve = Serve::start(root.path());
-    let corr = common::StreamRecv::start(&[]);
+    let corr = common::StreamRecv::start(recv_args);
     let port = free_udp_port();
     let (_nowhere, elsewhere) = nowhere();
     let mut fs = Vsi::connect(serve.vsi);
     fs.ok("mode = VDIF_8000-512-16-2 ;");
-    fs.ok("net_protocol = native ;");
+    fs.ok(&format!("net_protocol = {protocol} ;"));
     fs.ok(&format!("net_port = {port} ;"));
     fs.ok("mtu = 9000 ;");
     fs.ok(&format!("net2net = connect : 127.0.0.1 : {} : udps ;", corr.port));
@@ -493,7 +462,7 @@ fn net2net_in_native_framing_of_a_backend_with_a_board_down_reaches_the_receiver
     let (status, log) = corr.wait();
     assert!(status.success(), "{log}");
     eprintln!(
-        "native net2net, board 1 down: {frames_sent} sent, {board0} by board 0; evlbi? {total} loss {loss}\n{log}"
+        "{protocol} net2net, board 1 down: {frames_sent} sent, {board0} by board 0; evlbi? {total} loss {loss}\n{log}"
     );
     assert_eq!((total, loss), (board0, 0), "evlbi? total and loss");
     let want = format!("Ef: {board0} frames written (0 filled invalid");

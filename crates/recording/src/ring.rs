@@ -132,6 +132,17 @@ impl SharedRing {
         Ok(ring)
     }
 
+    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
+    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
+    /// in — allocating beside a receiver already reading held it off long enough to drop frames
+    /// at 2 Gb/s (bench/record_start.sh).
+    pub fn wait_populated(&self) {
+        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
+        if let Some((thread, _)) = populator {
+            let _ = thread.join();
+        }
+    }
+
     /// Map a ring another process created and passed as `fd`, checking its header against its
     /// size.
     pub fn open(fd: OwnedFd) -> io::Result<SharedRing> {
@@ -315,19 +326,6 @@ fn populate(base: usize, len: usize, fd: i32, stop: &AtomicBool) {
             return;
         }
         off += n;
-    }
-}
-
-impl SharedRing {
-    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
-    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
-    /// in — allocating beside a receiver already reading held it off long enough to drop frames
-    /// at 2 Gb/s (bench/record_start.sh).
-    pub fn wait_populated(&self) {
-        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
-        if let Some((thread, _)) = populator {
-            let _ = thread.join();
-        }
     }
 }
 

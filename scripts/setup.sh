@@ -91,5 +91,9 @@ if [[ "${1:-}" != "--build" ]]; then
     fi
 fi
 
+# DiFX's mpifxcorr for the DiFX tests (crates/cli/tests/difx_cli.rs): built once into the cache
+# by its own script, which says "skipped" when it cannot be built.
+[[ "${1:-}" != "--build" ]] && scripts/build-difx.sh
+
 say "building target/release/evlbi"
 cargo build --release --locked -q -p evlbi

@@ -17,6 +17,16 @@ pub fn peer(what: &str, s: &str, default_port: Option<u16>) -> Result<(HostPort,
     Ok((hp, addr))
 }
 
+/// A destination's transport: `tcp:HOST:PORT` is a TCP connection to a correlator that is the
+/// server (DiFX's NETWORK datastreams), anything else a UDP `HOST:PORT`. Returns whether it is
+/// TCP, and the address text.
+pub fn transport(s: &str) -> (bool, &str) {
+    match s.strip_prefix("tcp:") {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    }
+}
+
 /// A listen spec (`PORT`, `ADDR:PORT`, `GROUP@PORT%IFACE`) of flag `what`.
 pub fn listen(what: &str, s: &str) -> Result<ListenSpec> {
     s.parse().map_err(|e| usage(format!("{what} {e}")))

@@ -73,8 +73,15 @@ pub struct SendArgs {
     seconds: u32,
     /// Receiver HOST:PORT. With --senders K, give it once (every board sends there) or K times
     /// (board k to the k-th, as a DBBC3's boards each have their own destination port).
+    /// tcp:HOST:PORT, once per file, sends each file over TCP to a correlator that is the server
+    /// (a DiFX mpifxcorr NETWORK datastream): every frame once, as fast as it reads, after
+    /// waiting --connect-wait for the job's port to open.
     #[arg(long, required = true)]
     to: Vec<String>,
+    /// With tcp: destinations, how long to wait for the correlator's port to open (its job
+    /// starts after the data flow) before giving up.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    connect_wait: Duration,
     /// Data rate per station (sample bits, headers excluded): 4096M. Default: from the files.
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
@@ -350,6 +357,9 @@ enum LateFrames {
 }
 
 fn send(a: SendArgs) -> Result<()> {
+    if a.to.iter().any(|t| crate::addr::transport(t).0) {
+        return send_tcp(&a);
+    }
     let cfg = send_config(&a)?;
     let stop = stop_flag()?;
     let metrics = a.metrics.start("stream send")?;
@@ -364,6 +374,63 @@ fn send(a: SendArgs) -> Result<()> {
         send_summary(&r);
     }
     if r.interrupted {
+        return Err(ProblemsFound("interrupted".into()).into());
+    }
+    Ok(())
+}
+
+/// `stream send --to tcp:HOST:PORT`: each file to its own correlator datastream, at once.
+fn send_tcp(a: &SendArgs) -> Result<()> {
+    if a.generate || a.to.len() != a.files.len() || !a.to.iter().all(|t| crate::addr::transport(t).0) {
+        return Err(usage(format!(
+            "tcp: destinations take one file each: {} file(s), {} --to; all of them tcp:HOST:PORT (no --generate)",
+            a.files.len(),
+            a.to.len()
+        )));
+    }
+    let mut jobs = Vec::new();
+    for (file, to) in a.files.iter().zip(&a.to) {
+        let (_, addr) = crate::addr::peer("--to", crate::addr::transport(to).1, None)?;
+        let mut cfg = stream_session::tcp_out::TcpOutConfig::new(addr, stream_session::tcp_out::TcpOutMode::Wait);
+        cfg.give_up_after = a.connect_wait;
+        jobs.push((file.clone(), cfg));
+    }
+    let stop = stop_flag()?;
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(file, cfg)| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || stream_session::tcp_out::send_file(&file, cfg, &stop))
+        })
+        .collect();
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(r)) => reports.push(r),
+            Ok(Err(e)) => failures.push(e.to_string()),
+            Err(_) => failures.push("a sending thread panicked".into()),
+        }
+    }
+    if a.legacy_out.apply(&a.output).emit(&reports)? {
+        for r in &reports {
+            status!(
+                "{}: {} frames read{}",
+                r.file,
+                r.frames_read,
+                if r.garbage_bytes > 0 {
+                    format!(", {} bytes between frames skipped", r.garbage_bytes)
+                } else {
+                    String::new()
+                }
+            );
+            crate::stream_common::tcp_out_lines(&r.out);
+        }
+    }
+    if !failures.is_empty() {
+        return Err(ProblemsFound(failures.join("; ")).into());
+    }
+    if reports.iter().any(|r| r.interrupted) {
         return Err(ProblemsFound("interrupted".into()).into());
     }
     Ok(())

@@ -101,3 +101,27 @@ pub fn session_error(e: StreamSessionError) -> anyhow::Error {
         anyhow::Error::new(e)
     }
 }
+
+/// What a TCP output to a correlator did: connections, frames written, what could not be.
+pub fn tcp_out_lines(t: &stream::results::TcpOutReport) {
+    let f = &t.feed;
+    status!(
+        "tcp:{}: {} connection(s){}, {} frames written ({} invalid ones with the fill pattern), {} skipped before a start, {} dropped with no correlator connected, {} dropped at a full queue (the correlator read slower than the station)",
+        t.to,
+        t.connections,
+        t.first_connected_s
+            .map_or(String::new(), |s| format!(" (the first {s:.1} s after the start)")),
+        t.frames_sent,
+        f.invalid_filled,
+        f.skipped_before_start,
+        t.dropped_unconnected,
+        t.dropped_queue_full
+    );
+    if let Some(e) = t
+        .last_error
+        .as_ref()
+        .filter(|_| t.connections == 0 || t.disconnects > 0)
+    {
+        status!("tcp:{}: {} connection(s) ended; last error: {e}", t.to, t.disconnects);
+    }
+}

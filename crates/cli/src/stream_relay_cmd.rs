@@ -42,7 +42,10 @@ pub struct RelayArgs {
     /// packet serial number first: VTP, R2DBE, jive5ab udps), native (another evlbi).
     #[arg(long, value_enum, default_value = "none")]
     seq_format_in: Format,
-    /// Where the stream goes: HOST:PORT of `evlbi stream recv` (or a jive5ab).
+    /// Where the stream goes: HOST:PORT of `evlbi stream recv` (or a jive5ab, or a DiFX UDP
+    /// datastream with --seq-format jive5ab or none); tcp:HOST:PORT connects to a correlator
+    /// that is the TCP server (a DiFX mpifxcorr NETWORK datastream) and writes the frames back
+    /// to back, retrying until the job's port opens.
     #[arg(long)]
     to: String,
     /// Framing out: native (evlbi's prefix; needed for --arq-latency), jive5ab udps, none.
@@ -130,7 +133,13 @@ pub struct RelayArgs {
 }
 
 fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
-    let (_, to) = crate::addr::peer("--to", &a.to, None)?;
+    let (tcp, to_text) = crate::addr::transport(&a.to);
+    let (_, to) = crate::addr::peer("--to", to_text, None)?;
+    if tcp && a.arq_latency.is_some() {
+        return Err(usage(
+            "--arq-latency repeats datagrams; a tcp: destination has TCP's own repeats",
+        ));
+    }
     if a.arq_latency.is_some() && !matches!(a.seq_format, Format::Native) {
         return Err(usage(
             "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
@@ -145,7 +154,13 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
     if listen.len() > 64 {
         return Err(usage("at most 64 --listen addresses"));
     }
-    let mut relay = RelayConfig::new(a.seq_format_in.into(), a.seq_format.into(), Instant::now());
+    // Over TCP the frames go back to back, no datagram framing.
+    let output = if tcp {
+        stream::SeqFormat::None
+    } else {
+        a.seq_format.into()
+    };
+    let mut relay = RelayConfig::new(a.seq_format_in.into(), output, Instant::now());
     relay.arq_latency = a.arq_latency.map(|l| l.min(Duration::from_secs(10)));
     relay.frames_per_second = a.fps;
     relay.threads = a.threads;
@@ -160,6 +175,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
     Ok(RelayRunConfig {
         listen,
         to,
+        tcp,
         relay,
         rcvbuf: usize::try_from(a.rcvbuf).unwrap_or(usize::MAX),
         sndbuf: 8 << 20,
@@ -220,6 +236,11 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         ),
         (None, None) => String::new(),
     };
+    let out_format = if cfg.tcp {
+        "TCP, bare VDIF back to back"
+    } else {
+        format_name(a.seq_format)
+    };
     let bound = BoundRelay::bind(cfg).map_err(session_error)?;
     let addrs: Vec<String> = bound.local_addrs().iter().map(|a| a.to_string()).collect();
     status!(
@@ -227,7 +248,7 @@ pub fn relay(a: RelayArgs) -> Result<()> {
         addrs.join(", "),
         format_name(a.seq_format_in),
         a.to,
-        format_name(a.seq_format),
+        out_format,
         recording_to
     );
     for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
@@ -256,6 +277,15 @@ pub fn relay(a: RelayArgs) -> Result<()> {
     let d = &r.datagrams;
     if d.datagrams == 0 {
         return Err(ProblemsFound::nothing_arrived(&addrs).into());
+    }
+    if let Some(t) = r.tcp_out.as_ref().filter(|t| t.connections == 0) {
+        return Err(ProblemsFound(format!(
+            "no correlator accepted a TCP connection on {}: {} frames not delivered (last error: {})",
+            t.to,
+            t.dropped_unconnected,
+            t.last_error.as_deref().unwrap_or("none")
+        ))
+        .into());
     }
     let relayed: u64 = r.stations.iter().map(|s| s.frames_out).sum();
     let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
@@ -357,6 +387,9 @@ fn summary(r: &RelayReport) {
             a.resent,
             a.unavailable
         );
+    }
+    if let Some(t) = &r.tcp_out {
+        crate::stream_common::tcp_out_lines(t);
     }
     if let Some(t) = &r.tee {
         for f in &t.files {

@@ -371,6 +371,7 @@ pub fn connect_relay(
     let cfg = RelayRunConfig {
         listen: settings.listen()?,
         to,
+        tcp: false,
         relay,
         rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
         sndbuf: 8 << 20,

@@ -26,6 +26,9 @@ pub enum StreamSessionError {
     /// The sender's schedule cannot go on (a looped file ran past the VDIF time field).
     #[error(transparent)]
     Schedule(#[from] stream::SenderError),
+    /// A file could not be sent to a correlator's TCP datastream.
+    #[error(transparent)]
+    TcpOut(#[from] TcpOutError),
 }
 
 impl StreamSessionError {
@@ -56,6 +59,9 @@ pub enum ConfigError {
     /// NAKs name native sequence numbers.
     #[error("--arq-latency needs --seq-format native (NAKs name native sequence numbers)")]
     ArqNeedsNative,
+    /// A TCP output carries frames back to back: no datagram framing.
+    #[error("a tcp: destination carries bare frames back to back: use --seq-format none")]
+    TcpNeedsBare,
     /// Nothing to send.
     #[error("no input files")]
     NoInputs,
@@ -158,4 +164,29 @@ pub enum InputProblem {
     /// Several boards send from memory.
     #[error("--senders K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)")]
     BoardsNeedMemory,
+}
+
+/// Why a file could not be sent.
+#[derive(Debug, Error)]
+pub enum TcpOutError {
+    /// Nobody accepted a connection in time.
+    #[error("no correlator accepted a TCP connection on {to} within {waited_s:.1} s (last attempt: {last})")]
+    NoListener {
+        /// The address.
+        to: std::net::SocketAddr,
+        /// Seconds waited.
+        waited_s: f64,
+        /// The last connection attempt's error.
+        last: String,
+    },
+    /// The connection failed while sending.
+    #[error("the connection to {to} failed after {frames} frame(s): {last}")]
+    Lost {
+        /// The address.
+        to: std::net::SocketAddr,
+        /// Frames written before.
+        frames: u64,
+        /// The error.
+        last: String,
+    },
 }

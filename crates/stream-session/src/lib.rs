@@ -8,6 +8,8 @@
 //!   live and at the end.
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
 //!   and the output socket, the tee through [`recording::write::Recorder`].
+//! - [`tcp_out`]: a TCP client carrying a station's frames to a correlator that is the server
+//!   (DiFX's NETWORK datastreams), never holding the data path up.
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
@@ -16,6 +18,7 @@ pub mod recv;
 pub mod relay;
 pub mod report;
 pub mod send;
+pub mod tcp_out;
 
 pub mod error;
 

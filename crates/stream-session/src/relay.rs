@@ -17,6 +17,7 @@ use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
 use crate::send::{first_seq, new_session, Wire};
+use crate::tcp_out::{TcpOut, TcpOutConfig, TcpOutMode};
 use crate::{ConfigError, Observer, StreamSessionError};
 use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
@@ -32,6 +33,9 @@ pub struct RelayRunConfig {
     pub listen: Vec<netio::ListenSpec>,
     /// Where the frames go.
     pub to: SocketAddr,
+    /// Connect to `to` over TCP and write the frames back to back (a correlator's NETWORK
+    /// datastream, [`crate::tcp_out`]), not datagrams; needs the bare output framing.
+    pub tcp: bool,
     /// The relay's settings (`start` is set when the run starts).
     pub relay: RelayConfig,
     /// Receive socket buffer per input.
@@ -88,10 +92,45 @@ pub struct BoundRelay {
     cfg: RelayRunConfig,
     inputs: Vec<UdpSocket>,
     grants: Vec<netio::BufferGrant>,
-    wire: Wire,
+    wire: Output,
     tee: Recorder,
     observer: Option<Observer<RelayStatus>>,
     notice: Option<Observer<String>>,
+}
+
+/// Where the relay's frames go: datagrams, or a TCP connection to a correlator.
+enum Output {
+    Udp(Wire),
+    Tcp(TcpOut),
+}
+
+impl Output {
+    /// Send a transmit: its datagrams, or (TCP) each datagram's frame, framing left out.
+    fn send(&mut self, t: &stream::Transmit<'_>) -> Result<(), StreamSessionError> {
+        match self {
+            Output::Udp(w) => w.send(t),
+            Output::Tcp(o) => {
+                for (head, frame) in t.parts() {
+                    o.push(if frame.is_empty() { head } else { frame });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Datagrams coming back (UDP only).
+    fn read_returns(&mut self, f: impl FnMut(&[u8])) {
+        if let Output::Udp(w) = self {
+            w.read_returns(f);
+        }
+    }
+
+    fn would_block(&self) -> u64 {
+        match self {
+            Output::Udp(w) => w.would_block(),
+            Output::Tcp(_) => 0,
+        }
+    }
 }
 
 impl BoundRelay {
@@ -118,7 +157,14 @@ impl BoundRelay {
             inputs.push(sock);
             grants.push(grant);
         }
-        let wire = Wire::open(cfg.to, cfg.sndbuf)?;
+        let wire = if cfg.tcp {
+            if cfg.relay.output != SeqFormat::None {
+                return Err(ConfigError::TcpNeedsBare.into());
+            }
+            Output::Tcp(TcpOut::start(TcpOutConfig::new(cfg.to, TcpOutMode::Live)))
+        } else {
+            Output::Udp(Wire::open(cfg.to, cfg.sndbuf)?)
+        };
         let tee = Recorder::new(
             cfg.tee.clone().map(OutputDir::Path).as_ref(),
             cfg.tee_recording.as_ref(),
@@ -215,6 +261,11 @@ impl BoundRelay {
                     say(n);
                 }
             }
+            if let (Output::Tcp(o), Some(say)) = (&mut wire, notice.as_mut()) {
+                if let Some(n) = o.poll_overdue() {
+                    say(n);
+                }
+            }
             let now = Instant::now();
             relay.handle_timeout(now, &mut tee);
             send_due(&mut relay, &mut wire, spin, cfg.relay.smoothing)?;
@@ -244,6 +295,12 @@ impl BoundRelay {
             answer_for,
         )?;
         relay.finish();
+        let send_would_block = wire.would_block();
+        let tcp_out = match wire {
+            // What is queued for the correlator still goes (a second at most).
+            Output::Tcp(o) => Some(o.finish(Duration::from_secs(1))),
+            Output::Udp(_) => None,
+        };
         let socket_drops = readers.drops();
         let (readers, reader_error) = readers.finish();
         let end = RelayEnd {
@@ -255,7 +312,9 @@ impl BoundRelay {
             reader_error,
             stopped_by,
         };
-        Ok(end.report(&cfg, &relay, &wire, tee.finish()))
+        let mut report = end.report(&cfg, &relay, send_would_block, tee.finish());
+        report.tcp_out = tcp_out;
+        Ok(report)
     }
 }
 
@@ -282,7 +341,7 @@ fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> RelayStatus 
 /// stopped.
 fn drain(
     relay: &mut Relay,
-    wire: &mut Wire,
+    wire: &mut Output,
     tee: &mut Recorder,
     (spin, smoothing): (Duration, Duration),
     stop: &AtomicBool,
@@ -340,7 +399,7 @@ impl RelayEnd {
         self,
         cfg: &RelayRunConfig,
         relay: &Relay,
-        wire: &Wire,
+        send_would_block: u64,
         out: recording::write::SinkOutcome,
     ) -> RelayReport {
         let RelayEnd {
@@ -388,12 +447,13 @@ impl RelayEnd {
             }),
             socket_drops,
             rcvbuf: grants,
-            send_would_block: wire.would_block(),
+            send_would_block,
             udp: netio::read_udp_counters().unwrap_or_default().delta(&base.udp0),
             cpu: cpu1.share_since(&base.cpu0, wall, clock_ticks_per_second()),
             writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
                 .then(|| cpu1.children_share_since(&base.cpu0, wall, clock_ticks_per_second())),
             stopped_by: stopped_by.to_string(),
+            tcp_out: None,
         }
     }
 }
@@ -424,7 +484,12 @@ const BACKLOG_SPIN: Duration = Duration::from_micros(200);
 /// pass at the catch-up spacing rather than one frame per loop), for [`SEND_SLICE`] at most;
 /// frames due within `spin` (within [`BACKLOG_SPIN`] in a backlog) are waited for here,
 /// spinning.
-fn send_due(relay: &mut Relay, wire: &mut Wire, spin: Duration, smoothing: Duration) -> Result<(), StreamSessionError> {
+fn send_due(
+    relay: &mut Relay,
+    wire: &mut Output,
+    spin: Duration,
+    smoothing: Duration,
+) -> Result<(), StreamSessionError> {
     let began = Instant::now();
     let backlog = relay.longest_wait(began) > smoothing;
     let spin = if backlog { spin.max(BACKLOG_SPIN) } else { spin };

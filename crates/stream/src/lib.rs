@@ -4,6 +4,7 @@
 //! - [`window`]: per-station reorder window writing continuous VDIF, lost frames filled invalid.
 //! - [`receiver`]: demultiplexes datagrams to stations, counts every rejected datagram by reason.
 //! - [`arq`]: deadline-bounded retransmission (receiver's NAK scheduling, sender's repeat buffer).
+//! - [`feed`]: what a correlator's live datastream is sent (the start, invalid frames as fill).
 //! - [`sender`]: the sender state machine (framing, sequence numbers, loop time rewriting, repeats,
 //!   departure statistics) behind `poll_transmit`/`handle_nak`/`poll_timeout`.
 //! - [`relay`]: backend datagrams in (several inputs and senders), the same frames out, paced,
@@ -17,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod arq;
+pub mod feed;
 mod intake;
 mod rate_check;
 pub mod receiver;

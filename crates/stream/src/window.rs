@@ -1,7 +1,8 @@
 //! Per-station reorder window: frames are placed by VDIF time, written in time order, and every
 //! frame that did not arrive in time is replaced by one with the invalid bit set (VDIF 1.1.1 §3,
-//! word 0 bit 31) and the right second, frame number and thread, so a correlator sees continuous
-//! time and weights the gap out instead of losing sync.
+//! word 0 bit 31), the right second, frame number and thread, and the fill pattern as its data
+//! (which readers that ignore the invalid bit skip too), so a correlator sees continuous time and
+//! weights the gap out instead of losing sync.
 //!
 //! Frames are numbered by *slot*: `((unix_second · fps) + frame_number) · threads + thread index`,
 //! a thread's index being the order in which its id first appeared ([`ThreadMap`]).
@@ -47,6 +48,15 @@ pub trait FrameSink {
     fn frame(&mut self, station: u16, frame: &[u8], filled: bool);
     /// Time does not continue from the last frame written: start a new segment (file).
     fn discontinuity(&mut self, station: u16);
+}
+
+/// The buffer a fill frame is made in: [`crate::feed::FILL_PATTERN`] throughout (the header is
+/// written over it per frame). DiFX's multi-thread VDIF readers ignore the invalid bit but skip
+/// a frame ending in the fill pattern; zeros were correlated as data ([`crate::feed`]).
+fn fill_frame(frame_len: usize) -> Vec<u8> {
+    let mut fill = vec![0u8; frame_len];
+    crate::feed::fill_data(&mut fill, 0);
+    fill
 }
 
 /// A sink that keeps everything in memory (tests, small tools).
@@ -329,7 +339,7 @@ impl StationWindow {
             candidates: Candidates::default(),
             confirmed: Vec::new(),
             written_any: false,
-            fill: vec![0u8; frame_len],
+            fill: fill_frame(frame_len),
             threads: ThreadMap::new(cfg.threads),
             stats: WindowStats::default(),
             clock: None,
@@ -758,8 +768,8 @@ impl StationWindow {
         h.invalid = true;
         h.thread_id = thread_id;
         h.set_frame_index(t, self.cfg.frames_per_second);
-        // The data array stays zero from allocation: only the header (same length for every frame
-        // of the stream) is rewritten. The template passed validation when it arrived; only time
+        // The data array keeps the fill pattern from allocation: only the header (same length for
+        // every frame of the stream) is rewritten. The template passed validation when it arrived; only time
         // fields changed, all in range.
         let _ = h.emit(&mut self.fill[..h.header_len()]);
         true

@@ -616,6 +616,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         direct_io: a.direct,
         split_threads: a.split == Split::Thread,
         output_before_bind: false,
+        live: None,
     })
 }
 

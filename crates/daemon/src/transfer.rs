@@ -277,6 +277,7 @@ pub fn start_recording(
         // The backend streams before `record = on` and after: the recording begins once its
         // writers are up, not with a socket buffer's worth and then a gap while they start.
         output_before_bind: true,
+        live: None,
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();
@@ -666,6 +667,7 @@ pub fn recv_status(r: &RecvReport) -> RecvStatus {
         writer_stalls: r.writer_stalls,
         naks_sent: r.naks_sent,
         disks_dropped: r.recording.as_ref().map_or(0, |x| x.disks_dropped),
+        live: r.live.clone(),
     }
 }
 

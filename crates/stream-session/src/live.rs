@@ -430,7 +430,13 @@ fn serve_reader(
     zeros: &[u8],
 ) -> ReaderEnd {
     let mut at_start = true;
+    let mut looked = Instant::now();
     loop {
+        // Other readers are turned away while this one reads, data flowing or not.
+        if looked.elapsed() >= POLL {
+            connector.while_connected(&shared.counts);
+            looked = Instant::now();
+        }
         let chunk = {
             let mut q = shared.lock();
             loop {
@@ -454,7 +460,6 @@ fn serve_reader(
             if shared.stop.load(Ordering::Relaxed) {
                 return ReaderEnd::Stopped;
             }
-            connector.while_connected(&shared.counts);
             continue;
         };
         let r = write_chunk(shared, conn, &chunk, &mut at_start, rule, zeros);

@@ -163,9 +163,7 @@ impl BoundReceiver {
     /// The output `cfg` asks for, its writers started.
     fn output(cfg: &RecvConfig) -> Result<Sink, StreamSessionError> {
         if let Some(live) = &cfg.live {
-            return Ok(Sink::Live(live.start().map_err(|e| {
-                io_err("start the live output")(std::io::Error::other(e.to_string()))
-            })?));
+            return Ok(Sink::Live(live.start()?));
         }
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),

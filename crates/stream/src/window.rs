@@ -219,15 +219,20 @@ pub struct WindowStats {
     #[serde(default)]
     pub reorder_extent_sum: u64,
     /// Of `written_filled`, those written because time went on while nothing arrived (a live
-    /// output's stream continues at the station's rate: [`StationWindow::advance_to`]).
+    /// output's stream continues at the station's rate: [`StationWindow::advance_to`]); not
+    /// counted lost.
     #[serde(default)]
     pub filled_silent: u64,
 }
 
 impl WindowStats {
-    /// Frames known lost: filled in their place, less those filled at the end.
+    /// Frames known lost: filled in their place, less those filled at the end and those filled
+    /// while nothing arrived at all (a live output's silence: nothing shows they were sent; an
+    /// outage that long shows there, in `filled_silent`).
     pub fn filled_lost(&self) -> u64 {
-        self.written_filled.saturating_sub(self.filled_at_end)
+        self.written_filled
+            .saturating_sub(self.filled_at_end)
+            .saturating_sub(self.filled_silent)
     }
 
     /// Fraction of the frames that are known lost (filled invalid in their place) over those and

@@ -46,6 +46,26 @@ pub enum SfxcAddr {
 }
 
 impl SfxcAddr {
+    /// A unix socket at `path`, an operator's (its directory is opened once, following a link
+    /// the operator's path may hold; the socket is made in it by descriptor).
+    pub fn unix_path(path: &std::path::Path) -> Result<SfxcAddr, SfxcError> {
+        let shown = path.display().to_string();
+        let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(d), Some(n)) if !d.as_os_str().is_empty() => (d, n),
+            (_, Some(n)) => (std::path::Path::new("."), n),
+            _ => return Err(SfxcError::NotASocket(shown)),
+        };
+        let dir = safedir::Dir::open(dir).map_err(|e| SfxcError::Io {
+            what: "open the directory of",
+            endpoint: shown,
+            source: e.into_io(),
+        })?;
+        Ok(SfxcAddr::Unix {
+            dir: Arc::new(dir),
+            name: name.to_string(),
+        })
+    }
+
     /// `unix:/path` or `tcp:ADDRESS:PORT`.
     pub fn endpoint(&self) -> String {
         match self {

@@ -569,3 +569,37 @@ fn jive5ab_and_evlbi_serve_net2sfxc_side_by_side_to_sfxcs_reader() {
     assert_eq!(delivered[1], file.len() as u64);
     assert!(delivered[0] > 0 && delivered[0] <= delivered[1], "{delivered:?}");
 }
+
+/// The mode says 512 Mb/s, the station sends 128 Mb/s: the station's rate is checked against
+/// its frames at its first second boundary and corrected, so the reader gets every frame in its
+/// place and no made-up ones between them.
+#[test]
+fn net2sfxc_of_a_station_whose_mode_disagrees_with_its_frames_loses_nothing() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 3, 1);
+    let file = frames(&data);
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    for cmd in [
+        "mode = VDIF_8000-512-8-2 ;".to_string(),
+        "net_protocol = udps ;".into(),
+        format!("net_port = {port} ;"),
+        format!("net2sfxc = open : {} ;", sock.display()),
+    ] {
+        v.ok(&cmd);
+    }
+    let reader = Reader::start(&h, &sock, 1, &t.path().join("raw"), file.len() as u64 + 500, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    send(&t.path().join("Ef.vdif"), port, &[]);
+    let (r, raw) = reader.result();
+    assert_eq!(r["stopped_by"], "frames", "{r}");
+    in_place(&r);
+    let got = frames(&raw);
+    let (valid, filled, first) = against_file(&got, &file);
+    assert_eq!((valid, filled, first), (file.len() as u64, 0, 0), "{r}");
+    assert_eq!(common::vsi::settled(&mut v), (file.len() as u64, 0));
+    s.stop();
+}

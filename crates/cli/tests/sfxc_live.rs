@@ -259,6 +259,22 @@ fn sfxc_reads_net2sfxc_of_evlbi_serve_frame_exact_lost_frames_invalid_in_place()
     let (total, loss) = common::vsi::evlbi(&mut v);
     assert_eq!(total, file.len() as u64 - dropped);
     assert!(loss >= filled, "evlbi? loss {loss} < {filled} filled");
+    // The live output's counts in the metrics (published once per 200 ms interval).
+    let sent_line = format!(
+        "evlbi_live_frames_sent_total{{source=\"record\",endpoint=\"unix:{}\"}}",
+        sock.display()
+    );
+    let t0 = Instant::now();
+    let body = loop {
+        let (_, body) = common::http_get(s.metrics, "/metrics");
+        if body.lines().any(|l| l.starts_with(&sent_line) && !l.ends_with(" 0")) {
+            break body;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{sent_line} not in:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(body.contains("evlbi_live_reader_connected"), "{body}");
+    assert!(body.contains("reason=\"slow_reader\""), "{body}");
     v.ok("net2sfxc = close ;");
     assert!(!sock.exists(), "the socket is removed at close");
     assert_eq!(v.ok("net2sfxc? ;")[0], "inactive");

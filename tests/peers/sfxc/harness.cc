@@ -6,7 +6,10 @@
 // `nr_missing`/`nr_past`). Every byte read is copied to --raw for byte-exact checks.
 //
 //   sfxc-mk5-harness mk5:///path/sock/VSN:0 --threads 0,1 --payload 8000 --sample-rate 16000000
-//       --bits 2 --channels 1 [--raw FILE] [--frames N] [--seconds S] [--read-delay-us U]
+//       --bits 2 --channels 1 [--raw FILE] [--frames N] [--seconds S] [--read-delay-us U] [--age]
+//
+// --age: each valid frame's age when read (the clock less its VDIF time, µs), p50/p99/max in
+// the report: from a backend sending in real time, the whole path's latency up to SFXC's reader.
 //
 // Prints one JSON object on stdout at the end. Exit 0 when it read at least one frame.
 #include <signal.h>
@@ -16,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <string>
@@ -94,9 +98,14 @@ int main(int argc, char **argv) {
   int payload = 0, channels = 1, mjd = today_mjd();
   long long max_frames = -1, read_delay_us = 0;
   unsigned seconds = 0;
+  bool age = false;
   const char *raw = NULL;
   for (int i = 2; i < argc; i++) {
     std::string a = argv[i];
+    if (a == "--age") {
+      age = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(("missing value for " + a).c_str());
     const char *v = argv[++i];
     if (a == "--threads") threads = parse_list(v);
@@ -160,6 +169,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < threads.size(); i++) lines[i].thread = threads[i];
 
   uint64_t frames = 0, invalid = 0;
+  std::vector<int32_t> ages;  // µs, valid frames (at most 16M kept)
   Time first, last;
   bool open = connected && vdif.open_input_stream(frame);
   const char *stopped_by = "eof";
@@ -182,6 +192,13 @@ int main(int argc, char **argv) {
     l.last = t;
     l.frames++;
     l.invalid += bad;
+    if (age && !bad && ages.size() < (16u << 20)) {
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      Time wall;
+      wall.set_time((int)(now.tv_sec / 86400) + 40587, (double)(now.tv_sec % 86400) + now.tv_nsec * 1e-9);
+      ages.push_back((int32_t)((wall - t).get_clock_ticks() / (MAX_SAMPLE_RATE / 1000000)));
+    }
     if (frames == 0) first = t;
     last = t;
     frames++;
@@ -212,6 +229,13 @@ int main(int argc, char **argv) {
            (unsigned long long)l.gaps, (unsigned long long)l.gap_frames,
            (unsigned long long)l.backwards);
   }
-  printf("]}\n");
+  printf("]");
+  if (!ages.empty()) {
+    std::sort(ages.begin(), ages.end());
+    size_t n = ages.size();
+    printf(",\"age_us\":{\"count\":%zu,\"p50\":%d,\"p99\":%d,\"max\":%d}", n, ages[n / 2],
+           ages[std::min(n - 1, n * 99 / 100)], ages[n - 1]);
+  }
+  printf("}\n");
   return frames > 0 ? 0 : 1;
 }

@@ -91,9 +91,11 @@ if [[ "${1:-}" != "--build" ]]; then
     fi
 fi
 
+# SFXC's mk5:// reader as a harness for the net2sfxc tests (scripts/build-sfxc.sh; cached like jive5ab).
+[[ "${1:-}" == "--build" ]] || scripts/build-sfxc.sh
 # DiFX's mpifxcorr for the DiFX tests (crates/cli/tests/difx_cli.rs): built once into the cache
 # by its own script, which says "skipped" when it cannot be built.
-[[ "${1:-}" != "--build" ]] && scripts/build-difx.sh
+[[ "${1:-}" == "--build" ]] || scripts/build-difx.sh
 
 say "building target/release/evlbi"
 cargo build --release --locked -q -p evlbi

@@ -324,6 +324,10 @@ impl Daemon {
             Request::Record(r) => self.record(st, r),
             Request::Net2File(n) => self.net2file(st, n),
             Request::Net2Net(n) => self.net2net(st, n),
+            Request::Net2Sfxc(n) => self.net2sfxc(st, n),
+            // jive5ab's channel dropping: only 0 (none) parses.
+            Request::Trackmask(Setting::Query) => ok(vec!["0x0000000000000000".into()]),
+            Request::Trackmask(Setting::Set(_)) => ok(vec![]),
             Request::Fill2Net(f) => self.fill2net(st, f),
             Request::Evlbi(fmt) => {
                 let stats = self.evlbi_stats(st);
@@ -444,7 +448,7 @@ impl Daemon {
         let outlet = match kind {
             Kind::Net2Net => &self.relay_counts,
             Kind::Fill2Net => &self.fill_counts,
-            Kind::Record | Kind::Net2File => &self.record_counts,
+            Kind::Record | Kind::Net2File | Kind::Net2Sfxc => &self.record_counts,
             Kind::Disk2File => return None,
         };
         let c = outlet.latest()?;
@@ -473,6 +477,7 @@ impl Daemon {
         let out_name = match kind {
             Kind::Net2Net | Kind::Fill2Net => "NetWriter",
             Kind::Record | Kind::Net2File | Kind::Disk2File => "FileWriter",
+            Kind::Net2Sfxc => "SFXCWrite",
         };
         if !query {
             let now = unix_now();
@@ -524,7 +529,7 @@ impl Daemon {
             w |= 0x3 << 3;
             w |= match k {
                 Kind::Record | Kind::Net2File => 1 << 6,
-                Kind::Net2Net | Kind::Fill2Net => 1 << 16,
+                Kind::Net2Net | Kind::Fill2Net | Kind::Net2Sfxc => 1 << 16,
                 Kind::Disk2File => (1 << 8) | (1 << 12),
             };
         }

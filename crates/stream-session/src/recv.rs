@@ -9,11 +9,13 @@ use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, Pr
 use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
+use crate::live::{LiveConfig, LiveSink};
 use crate::report::RecvReport;
 use crate::{ConfigError, Observer, StreamSessionError};
 use netio::io_err;
-use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
-use stream::results::RecvStatus;
+use recording::write::{OutputDir, Recorder, RecordingConfig, SinkOutcome, WriterPlacement};
+use stream::results::{LiveOutputStatus, RecvStatus};
+use stream::FrameSink;
 
 /// How to run a receiver.
 #[derive(Debug, Clone)]
@@ -54,6 +56,9 @@ pub struct RecvConfig {
     /// four disks' writer processes took long enough on a host with both cores busy to drop
     /// 54–980 frames at the start of a scan, which the recording then showed as lost.
     pub output_before_bind: bool,
+    /// Live outputs to a correlator's reader instead of a recording (`out_dir`, `recording` and
+    /// `out_file` are then unset).
+    pub live: Option<LiveConfig>,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -95,7 +100,7 @@ pub struct BoundReceiver {
     cfg: RecvConfig,
     socks: Vec<std::net::UdpSocket>,
     grants: Vec<netio::BufferGrant>,
-    sink: Recorder,
+    sink: Sink,
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
     observer: Option<Observer<RecvStatus>>,
@@ -156,7 +161,10 @@ impl BoundReceiver {
     }
 
     /// The output `cfg` asks for, its writers started.
-    fn output(cfg: &RecvConfig) -> Result<Recorder, StreamSessionError> {
+    fn output(cfg: &RecvConfig) -> Result<Sink, StreamSessionError> {
+        if let Some(live) = &cfg.live {
+            return Ok(Sink::Live(live.start()?));
+        }
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
@@ -167,10 +175,10 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
-        Ok(match (sink, &cfg.out_file) {
+        Ok(Sink::Rec(match (sink, &cfg.out_file) {
             (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
             (s, _) => s,
-        })
+        }))
     }
 
     /// Hand `observer` the counts so far at every live interval.
@@ -240,6 +248,12 @@ impl BoundReceiver {
                 break "duration";
             }
             let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            if let Sink::Live(live) = &mut sink {
+                // A station gone quiet goes on as filled frames at its rate; what the batch
+                // gave goes to the readers now.
+                rx.fill_silence(Instant::now(), live);
+                live.flush();
+            }
             if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
                 say(n);
             }
@@ -298,7 +312,7 @@ impl BoundReceiver {
 }
 
 /// The counts so far, for an observer.
-fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
+fn status(line: &LiveLine, rx: &Receiver, sink: &Sink, dropped: u64, naks_sent: u64) -> RecvStatus {
     let (stall, stalls) = sink.stalled();
     RecvStatus {
         elapsed_s: line.elapsed_s,
@@ -312,6 +326,7 @@ fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_se
         writer_stalls: stalls,
         naks_sent,
         disks_dropped: line.disks_dropped.into(),
+        live: sink.live_status(),
     }
 }
 
@@ -362,7 +377,7 @@ fn receive_batch(
     wait: Duration,
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {
@@ -418,7 +433,7 @@ fn receive_any(
     socks: &[std::net::UdpSocket],
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {
@@ -503,7 +518,7 @@ impl LiveTally {
         first: Option<Instant>,
         interval: Duration,
         rx: &Receiver,
-        sink: &mut Recorder,
+        sink: &mut Sink,
         dropped: u64,
     ) -> LiveLine {
         let changes = rx.sender_changes();
@@ -567,10 +582,10 @@ impl RunEnd {
             &netio::batch::RecvBatch,
         ),
         rx: &Receiver,
-        mut sink: Recorder,
+        mut sink: Sink,
     ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
-        let out = sink.finish();
+        let (out, live) = sink.finish(cfg.live.as_ref().map_or(Duration::ZERO, |l| l.drain));
         let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
@@ -621,6 +636,86 @@ impl RunEnd {
             },
             stopped_by: self.stopped_by,
             data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
+            live,
+        }
+    }
+}
+
+/// Where the receiver's frames go: a recording (VDIF files, a vbs/Mark6 scan, or the memory
+/// sink) or live outputs to correlators' readers.
+#[allow(clippy::large_enum_variant)] // one per receiver, never moved on the data path
+pub(crate) enum Sink {
+    /// A recording.
+    Rec(Recorder),
+    /// Live outputs.
+    Live(LiveSink),
+}
+
+impl FrameSink for Sink {
+    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+        match self {
+            Sink::Rec(r) => r.frame(station, frame, filled),
+            Sink::Live(l) => l.frame(station, frame, filled),
+        }
+    }
+
+    fn discontinuity(&mut self, station: u16) {
+        match self {
+            Sink::Rec(r) => r.discontinuity(station),
+            Sink::Live(l) => l.discontinuity(station),
+        }
+    }
+}
+
+impl Sink {
+    fn frames(&self) -> u64 {
+        match self {
+            Sink::Rec(r) => r.frames(),
+            Sink::Live(l) => l.counts().0,
+        }
+    }
+
+    fn filled(&self) -> u64 {
+        match self {
+            Sink::Rec(r) => r.filled(),
+            Sink::Live(l) => l.counts().1,
+        }
+    }
+
+    /// Time waited for the writers (a live output never waits).
+    fn stalled(&self) -> (Duration, u64) {
+        match self {
+            Sink::Rec(r) => r.stalled(),
+            Sink::Live(_) => (Duration::ZERO, 0),
+        }
+    }
+
+    fn disks_dropped(&mut self) -> u32 {
+        match self {
+            Sink::Rec(r) => r.disks_dropped(),
+            Sink::Live(_) => 0,
+        }
+    }
+
+    fn wait_populated(&self) {
+        if let Sink::Rec(r) = self {
+            r.wait_populated();
+        }
+    }
+
+    fn live_status(&self) -> Vec<LiveOutputStatus> {
+        match self {
+            Sink::Rec(_) => Vec::new(),
+            Sink::Live(l) => l.status(),
+        }
+    }
+
+    /// Close the recording (waiting for its writers) or stop the live outputs (a reader still
+    /// reading gets what is queued within `drain`).
+    fn finish(&mut self, drain: Duration) -> (SinkOutcome, Vec<LiveOutputStatus>) {
+        match self {
+            Sink::Rec(r) => (r.finish(), Vec::new()),
+            Sink::Live(l) => (SinkOutcome::default(), l.finish(drain)),
         }
     }
 }

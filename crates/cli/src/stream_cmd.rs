@@ -169,7 +169,10 @@ pub struct RecvArgs {
     /// no recording, the station's frames live to SFXC's `mk5://` reader (as jive5ab's
     /// `net2sfxc`): in time order, lost frames and silences (after 1 s) filled invalid at the
     /// station's rate, one station, one reader at a time; --latency defaults to 2ms then.
-    #[arg(long, value_name = "DIR|sfxc:SOCKET")]
+    /// `difx:HOST:PORT`: the same live stream to a DiFX mpifxcorr NETWORK datastream (TCP;
+    /// this side connects, retrying until the job opens the port; each connection starts on a
+    /// received frame at a time step, invalid frames carry the fill pattern).
+    #[arg(long, value_name = "DIR|sfxc:SOCKET|difx:HOST:PORT")]
     out: Option<PathBuf>,
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
@@ -224,7 +227,7 @@ pub struct RecvArgs {
     /// network's.
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     write_buffer: u64,
-    /// With --out sfxc:: memory queued for the reader. A reader slower than the station costs
+    /// With --out sfxc: or difx:: memory queued for the reader. A reader slower than the station costs
     /// the frames that do not fit, counted (`dropped_slow_reader`); the receiver never waits.
     #[arg(long, value_parser = parse_size, default_value = "128M", value_name = "SIZE")]
     live_buffer: u64,
@@ -389,7 +392,7 @@ fn send(a: SendArgs) -> Result<()> {
     Ok(())
 }
 
-/// `stream send --to tcp:HOST:PORT`: each file to its own correlator datastream, at once.
+/// `stream send --to tcp:HOST:PORT`: each file to its own DiFX datastream, at once.
 fn send_tcp(a: &SendArgs) -> Result<()> {
     if a.generate || a.to.len() != a.files.len() || !a.to.iter().all(|t| crate::addr::transport(t).0) {
         return Err(usage(format!(
@@ -400,17 +403,18 @@ fn send_tcp(a: &SendArgs) -> Result<()> {
     }
     let mut jobs = Vec::new();
     for (file, to) in a.files.iter().zip(&a.to) {
-        let (_, addr) = crate::addr::peer("--to", crate::addr::transport(to).1, None)?;
-        let mut cfg = stream_session::tcp_out::TcpOutConfig::new(addr, stream_session::tcp_out::TcpOutMode::Wait);
-        cfg.give_up_after = a.connect_wait;
-        jobs.push((file.clone(), cfg));
+        jobs.push((
+            file.clone(),
+            crate::addr::peer("--to", crate::addr::transport(to).1, None)?.1,
+        ));
     }
     let stop = stop_flag()?;
+    let wait = a.connect_wait;
     let handles: Vec<_> = jobs
         .into_iter()
-        .map(|(file, cfg)| {
+        .map(|(file, to)| {
             let stop = std::sync::Arc::clone(&stop);
-            std::thread::spawn(move || stream_session::tcp_out::send_file(&file, cfg, &stop))
+            std::thread::spawn(move || stream_session::live::difx::send_file(&file, to, wait, &stop))
         })
         .collect();
     let mut reports = Vec::new();
@@ -425,16 +429,20 @@ fn send_tcp(a: &SendArgs) -> Result<()> {
     if a.legacy_out.apply(&a.output).emit(&reports)? {
         for r in &reports {
             status!(
-                "{}: {} frames read{}",
+                "{} to tcp:{}: {} frames read, {} written ({} invalid, sent with the fill pattern; {} before the first valid frame of a time step not sent), the job's port open {:.1} s after the start{}",
                 r.file,
+                r.to,
                 r.frames_read,
+                r.frames_sent,
+                r.feed.invalid_filled,
+                r.feed.skipped_before_start,
+                r.connected_after_s,
                 if r.garbage_bytes > 0 {
                     format!(", {} bytes between frames skipped", r.garbage_bytes)
                 } else {
                     String::new()
                 }
             );
-            crate::stream_common::tcp_out_lines(&r.out);
         }
     }
     if !failures.is_empty() {
@@ -580,7 +588,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
     let target = match (&a.out, &cfg_recording) {
         (_, _) if cfg_live.is_some() => format!(
-            "live to SFXC's mk5:// reader at {}",
+            "live to {}",
             cfg_live
                 .iter()
                 .flat_map(|l| &l.targets)
@@ -672,13 +680,13 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     if recording.is_none() && a.out.is_none() && a.split == Split::Thread {
         return Err(usage("--split thread needs an output: --out DIR or --format vbs|mk6"));
     }
-    let live = sfxc_out(a.out.as_deref())?.map(|l| LiveConfig {
+    let live = live_out(a.out.as_deref())?.map(|l| LiveConfig {
         buffer: a.live_buffer,
         ..l
     });
     if live.is_some() && (recording.is_some() || a.chunk.is_some() || a.direct || a.split == Split::Thread) {
         return Err(usage(
-            "--out sfxc: is a live output: leave out --format vbs|mk6, --chunk, --direct and --split thread",
+            "--out sfxc:/difx: is a live output: leave out --format vbs|mk6, --chunk, --direct and --split thread",
         ));
     }
     let default_latency = if live.is_some() {
@@ -730,10 +738,20 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
 /// A live reader's reorder window (frames are out this long after they are due).
 const LIVE_LATENCY: Duration = Duration::from_millis(2);
 
-/// `--out sfxc:SOCKET` or `sfxc:tcp:[ADDRESS:]PORT`: the live output, if asked for. The socket's
-/// directory is the operator's (opened once; the socket is made in it by descriptor).
-fn sfxc_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
-    let Some(spec) = out.and_then(|o| o.to_str()).and_then(|o| o.strip_prefix("sfxc:")) else {
+/// `--out sfxc:SOCKET` or `sfxc:tcp:[ADDRESS:]PORT` (the socket's directory is the
+/// operator's, opened once; the socket is made in it by descriptor), or `difx:HOST:PORT`: the
+/// live output, if asked for.
+fn live_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
+    let text = out.and_then(|o| o.to_str());
+    if let Some(peer) = text.and_then(|o| o.strip_prefix("difx:")) {
+        let (_, to) = crate::addr::peer("--out difx:", peer, None)?;
+        return Ok(Some(LiveConfig::new(vec![LiveTarget::Difx {
+            to,
+            station: None,
+            connect_wait: stream_session::live::difx::DEFAULT_CONNECT_WAIT,
+        }])));
+    }
+    let Some(spec) = text.and_then(|o| o.strip_prefix("sfxc:")) else {
         return Ok(None);
     };
     let addr = if let Some(tcp) = spec.strip_prefix("tcp:") {
@@ -753,7 +771,8 @@ fn sfxc_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
 /// Where a live output's readers connect, for the listening line.
 fn live_endpoint(t: &LiveTarget) -> String {
     match t {
-        LiveTarget::Sfxc { addr, .. } => addr.endpoint(),
+        LiveTarget::Sfxc { addr, .. } => format!("SFXC's mk5:// reader at {}", addr.endpoint()),
+        LiveTarget::Difx { to, .. } => format!("DiFX's datastream at tcp:{to}"),
     }
 }
 

@@ -102,26 +102,20 @@ pub fn session_error(e: StreamSessionError) -> anyhow::Error {
     }
 }
 
-/// What a TCP output to a correlator did: connections, frames written, what could not be.
-pub fn tcp_out_lines(t: &stream::results::TcpOutReport) {
-    let f = &t.feed;
+/// What an output to a DiFX datastream did: connections, frames written, what could not be.
+pub fn difx_out_lines(t: &stream::results::LiveOutputStatus, connect_error: Option<&str>) {
     status!(
-        "tcp:{}: {} connection(s){}, {} frames written ({} invalid ones with the fill pattern), {} skipped before a start, {} dropped with no correlator connected, {} dropped at a full queue (the correlator read slower than the station)",
-        t.to,
-        t.connections,
-        t.first_connected_s
-            .map_or(String::new(), |s| format!(" (the first {s:.1} s after the start)")),
+        "{}: {} connection(s), {} frames written ({} invalid, sent with the fill pattern), {} not sent before a start, {} while no job had the port open, {} because the job read slower than the station sent, {} behind in time",
+        t.endpoint,
+        t.clients,
         t.frames_sent,
-        f.invalid_filled,
-        f.skipped_before_start,
-        t.dropped_unconnected,
-        t.dropped_queue_full
+        t.filled_sent,
+        t.skipped_at_start,
+        t.dropped_no_reader,
+        t.dropped_slow_reader,
+        t.behind
     );
-    if let Some(e) = t
-        .last_error
-        .as_ref()
-        .filter(|_| t.connections == 0 || t.disconnects > 0)
-    {
-        status!("tcp:{}: {} connection(s) ended; last error: {e}", t.to, t.disconnects);
+    if let Some(e) = connect_error.filter(|_| t.clients == 0) {
+        status!("{}: no job accepted a connection; last attempt: {e}", t.endpoint);
     }
 }

@@ -48,6 +48,14 @@ pub struct RelayArgs {
     /// to back, retrying until the job's port opens.
     #[arg(long)]
     to: String,
+    /// With --to tcp:: how long to wait for the DiFX job's port before saying so on stderr (the
+    /// relay goes on trying every 0.5 s; the tee keeps every frame meanwhile).
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    connect_wait: Duration,
+    /// With --to tcp:: memory queued for the DiFX job. A job reading slower than the station
+    /// costs the frames that do not fit, counted (`dropped_slow_reader`); the relay never waits.
+    #[arg(long, value_parser = parse_size, default_value = "128M", value_name = "SIZE")]
+    live_buffer: u64,
     /// Framing out: native (evlbi's prefix; needed for --arq-latency), jive5ab udps, none.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
@@ -176,6 +184,8 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         listen,
         to,
         tcp,
+        connect_wait: a.connect_wait,
+        live_buffer: a.live_buffer,
         relay,
         rcvbuf: usize::try_from(a.rcvbuf).unwrap_or(usize::MAX),
         sndbuf: 8 << 20,
@@ -278,12 +288,12 @@ pub fn relay(a: RelayArgs) -> Result<()> {
     if d.datagrams == 0 {
         return Err(ProblemsFound::nothing_arrived(&addrs).into());
     }
-    if let Some(t) = r.tcp_out.as_ref().filter(|t| t.connections == 0) {
+    if let Some(t) = r.live_out.as_ref().filter(|t| t.clients == 0) {
         return Err(ProblemsFound(format!(
-            "no correlator accepted a TCP connection on {}: {} frames not delivered (last error: {})",
-            t.to,
-            t.dropped_unconnected,
-            t.last_error.as_deref().unwrap_or("none")
+            "no DiFX job accepted a TCP connection on {}: {} frames not delivered, all kept by the tee if one was asked for (last attempt: {})",
+            t.endpoint,
+            t.dropped_no_reader,
+            r.live_out_error.as_deref().unwrap_or("none")
         ))
         .into());
     }
@@ -388,8 +398,8 @@ fn summary(r: &RelayReport) {
             a.unavailable
         );
     }
-    if let Some(t) = &r.tcp_out {
-        crate::stream_common::tcp_out_lines(t);
+    if let Some(t) = &r.live_out {
+        crate::stream_common::difx_out_lines(t, r.live_out_error.as_deref());
     }
     if let Some(t) = &r.tee {
         for f in &t.files {

@@ -394,6 +394,8 @@ pub fn connect_relay(
         listen: settings.listen()?,
         to,
         tcp: false,
+        connect_wait: Duration::ZERO,
+        live_buffer: 0,
         relay,
         rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
         sndbuf: 8 << 20,

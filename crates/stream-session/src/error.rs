@@ -29,9 +29,6 @@ pub enum StreamSessionError {
     /// The sender's schedule cannot go on (a looped file ran past the VDIF time field).
     #[error(transparent)]
     Schedule(#[from] stream::SenderError),
-    /// A file could not be sent to a correlator's TCP datastream.
-    #[error(transparent)]
-    TcpOut(#[from] TcpOutError),
 }
 
 impl StreamSessionError {
@@ -167,29 +164,4 @@ pub enum InputProblem {
     /// Several boards send from memory.
     #[error("--senders K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)")]
     BoardsNeedMemory,
-}
-
-/// Why a file could not be sent.
-#[derive(Debug, Error)]
-pub enum TcpOutError {
-    /// Nobody accepted a connection in time.
-    #[error("no correlator accepted a TCP connection on {to} within {waited_s:.1} s (last attempt: {last})")]
-    NoListener {
-        /// The address.
-        to: std::net::SocketAddr,
-        /// Seconds waited.
-        waited_s: f64,
-        /// The last connection attempt's error.
-        last: String,
-    },
-    /// The connection failed while sending.
-    #[error("the connection to {to} failed after {frames} frame(s): {last}")]
-    Lost {
-        /// The address.
-        to: std::net::SocketAddr,
-        /// Frames written before.
-        frames: u64,
-        /// The error.
-        last: String,
-    },
 }

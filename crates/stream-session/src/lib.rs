@@ -9,9 +9,8 @@
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
 //!   and the output socket, the tee through [`recording::write::Recorder`].
 //! - [`live`]: a station's frames, in time order, to a correlator reading a stream socket
-//!   (SFXC's `mk5://` reader, as jive5ab's `net2sfxc` serves it), never holding the receiver up.
-//! - [`tcp_out`]: a TCP client carrying a station's frames to a correlator that is the server
-//!   (DiFX's NETWORK datastreams), never holding the data path up.
+//!   (SFXC's `mk5://` reader, as jive5ab's `net2sfxc` serves it; DiFX's NETWORK datastreams,
+//!   which this side connects to), never holding the receiver up.
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
@@ -21,7 +20,6 @@ pub mod recv;
 pub mod relay;
 pub mod report;
 pub mod send;
-pub mod tcp_out;
 
 pub mod error;
 

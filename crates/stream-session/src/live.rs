@@ -8,8 +8,8 @@
 //! batch) hands the chunk to the output's writer thread through a queue bounded in bytes; when the
 //! queue is full the chunk's frames are dropped and counted (`dropped_slow_reader`), and the
 //! reader's stream resumes at the next time step (the first frame of a VDIF time, thread order
-//! whole). A filled (invalid) frame is queued as its header alone and written with zeros after
-//! it (the window fills with zero data), so seconds of silence cost a reader's bandwidth but no
+//! whole). A filled (invalid) frame is queued as its header alone and written with the fill
+//! pattern after it (as the window fills it, [`stream::feed`]), so seconds of silence cost a reader's bandwidth but no
 //! memory. The writer thread writes the chunks with `writev`, each call bounded by a write
 //! timeout so a reader that stops reading never holds the thread past a stop.
 //!
@@ -18,6 +18,7 @@
 //! one already sent ([`LiveOutputStatus::behind`]), and when it goes away the frames queued for
 //! it are let go; the next reader starts afresh.
 
+pub mod difx;
 pub mod sfxc;
 
 use std::collections::VecDeque;
@@ -123,7 +124,7 @@ struct Mark {
     start: u32,
     /// Bytes stored (the header alone for a filled frame).
     stored: u32,
-    /// Its length on the wire (zeros after the stored bytes).
+    /// Its length on the wire (the fill pattern after the stored bytes).
     len: u32,
     filled: bool,
     /// First frame of its VDIF time.
@@ -265,7 +266,7 @@ impl LiveOutput {
             self.dropped_no_reader += 1;
             return;
         }
-        // A filled frame is the stream's header with zero data: its header alone is queued.
+        // A filled frame is the stream's header with the fill pattern: its header alone is queued.
         let stored = if filled {
             header_len(frame).min(frame.len())
         } else {
@@ -396,7 +397,10 @@ enum ReaderEnd {
 
 /// The writer thread: a reader at a time, until stopped.
 fn writer(shared: &Shared, connector: &mut dyn Connector, rule: StartRule) {
-    let zeros = vec![0u8; 65_536];
+    // What follows a filled frame's header: the fill pattern, as the window fills (DiFX's
+    // INTERLACEDVDIF readers skip it; zeros they correlated as samples).
+    let mut fill = vec![0u8; 65_536];
+    stream::feed::fill_data(&mut fill, 0);
     while !shared.stop.load(Ordering::Relaxed) {
         let Some(mut conn) = connector.next_reader(&shared.stop, &shared.counts) else {
             break;
@@ -406,7 +410,7 @@ fn writer(shared: &Shared, connector: &mut dyn Connector, rule: StartRule) {
         }
         add(&shared.counts.clients, 1);
         shared.connected.store(true, Ordering::Relaxed);
-        let why = serve_reader(shared, &mut conn, connector, rule, &zeros);
+        let why = serve_reader(shared, &mut conn, connector, rule, &fill);
         shared.connected.store(false, Ordering::Relaxed);
         let mut q = shared.lock();
         let left: u64 = q.chunks.iter().map(|c| c.marks.len() as u64).sum();
@@ -546,6 +550,16 @@ pub enum LiveTarget {
         /// The station it carries.
         station: Option<u16>,
     },
+    /// DiFX's mpifxcorr NETWORK datastream ([`difx`]): this side connects to its port,
+    /// retrying, and says so after `connect_wait`.
+    Difx {
+        /// The datastream's port.
+        to: std::net::SocketAddr,
+        /// The station it carries.
+        station: Option<u16>,
+        /// How long to wait for the job's port before saying so.
+        connect_wait: Duration,
+    },
 }
 
 /// Why a live output could not start.
@@ -566,6 +580,16 @@ impl LiveTarget {
             LiveTarget::Sfxc { addr, station } => {
                 let l = sfxc::SfxcListener::bind(addr.clone())?;
                 LiveOutput::start(Box::new(l), *station, buffer, StartRule::default()).map_err(LiveError::Thread)
+            }
+            LiveTarget::Difx {
+                to,
+                station,
+                connect_wait,
+            } => {
+                let (c, _watch) = difx::DifxConnector::new(*to, *connect_wait);
+                // DiFX must not start on an invalid frame.
+                LiveOutput::start(Box::new(c), *station, buffer, StartRule { valid_only: true })
+                    .map_err(LiveError::Thread)
             }
         }
     }

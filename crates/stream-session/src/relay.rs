@@ -16,8 +16,9 @@ use stream::relay::{Relay, RelayConfig};
 use stream::results::{RelayReport, TeeReport};
 use stream::SeqFormat;
 
+use crate::live::difx::{DifxConnector, DifxWatch};
+use crate::live::{LiveOutput, StartRule};
 use crate::send::{first_seq, new_session, Wire};
-use crate::tcp_out::{TcpOut, TcpOutConfig, TcpOutMode};
 use crate::{ConfigError, Observer, StreamSessionError};
 use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
 use stream::results::RelayStatus;
@@ -33,9 +34,13 @@ pub struct RelayRunConfig {
     pub listen: Vec<netio::ListenSpec>,
     /// Where the frames go.
     pub to: SocketAddr,
-    /// Connect to `to` over TCP and write the frames back to back (a correlator's NETWORK
-    /// datastream, [`crate::tcp_out`]), not datagrams; needs the bare output framing.
+    /// Connect to `to` over TCP and write the frames back to back (DiFX's NETWORK datastream,
+    /// [`crate::live::difx`]), not datagrams; needs the bare output framing.
     pub tcp: bool,
+    /// With `tcp`: how long to wait for the job's port before saying so (it goes on trying).
+    pub connect_wait: Duration,
+    /// With `tcp`: bytes queued for the job at most ([`crate::live::DEFAULT_LIVE_BUFFER`]).
+    pub live_buffer: u64,
     /// The relay's settings (`start` is set when the run starts).
     pub relay: RelayConfig,
     /// Receive socket buffer per input.
@@ -98,10 +103,10 @@ pub struct BoundRelay {
     notice: Option<Observer<String>>,
 }
 
-/// Where the relay's frames go: datagrams, or a TCP connection to a correlator.
+/// Where the relay's frames go: datagrams, or a TCP connection to a DiFX datastream.
 enum Output {
     Udp(Wire),
-    Tcp(TcpOut),
+    Tcp(LiveOutput, DifxWatch),
 }
 
 impl Output {
@@ -109,10 +114,14 @@ impl Output {
     fn send(&mut self, t: &stream::Transmit<'_>) -> Result<(), StreamSessionError> {
         match self {
             Output::Udp(w) => w.send(t),
-            Output::Tcp(o) => {
+            Output::Tcp(o, _) => {
                 for (head, frame) in t.parts() {
-                    o.push(if frame.is_empty() { head } else { frame });
+                    let frame = if frame.is_empty() { head } else { frame };
+                    // An invalid frame goes as its header with the fill pattern as data.
+                    let invalid = frame.get(3).is_some_and(|b| b & 0x80 != 0);
+                    o.frame(frame, invalid);
                 }
+                o.flush();
                 Ok(())
             }
         }
@@ -128,7 +137,7 @@ impl Output {
     fn would_block(&self) -> u64 {
         match self {
             Output::Udp(w) => w.would_block(),
-            Output::Tcp(_) => 0,
+            Output::Tcp(..) => 0,
         }
     }
 }
@@ -161,7 +170,12 @@ impl BoundRelay {
             if cfg.relay.output != SeqFormat::None {
                 return Err(ConfigError::TcpNeedsBare.into());
             }
-            Output::Tcp(TcpOut::start(TcpOutConfig::new(cfg.to, TcpOutMode::Live)))
+            let (connector, watch) = DifxConnector::new(cfg.to, cfg.connect_wait);
+            // A received frame first, at a time step (DiFX must not start on an invalid one).
+            let rule = StartRule { valid_only: true };
+            let out = LiveOutput::start(Box::new(connector), None, cfg.live_buffer, rule)
+                .map_err(|e| io_err("start the TCP output's writer thread")(e))?;
+            Output::Tcp(out, watch)
         } else {
             Output::Udp(Wire::open(cfg.to, cfg.sndbuf)?)
         };
@@ -261,8 +275,8 @@ impl BoundRelay {
                     say(n);
                 }
             }
-            if let (Output::Tcp(o), Some(say)) = (&mut wire, notice.as_mut()) {
-                if let Some(n) = o.poll_overdue() {
+            if let (Output::Tcp(_, watch), Some(say)) = (&wire, notice.as_mut()) {
+                if let Some(n) = watch.poll_overdue() {
                     say(n);
                 }
             }
@@ -296,10 +310,10 @@ impl BoundRelay {
         )?;
         relay.finish();
         let send_would_block = wire.would_block();
-        let tcp_out = match wire {
+        let (live_out, live_out_error) = match wire {
             // What is queued for the correlator still goes (a second at most).
-            Output::Tcp(o) => Some(o.finish(Duration::from_secs(1))),
-            Output::Udp(_) => None,
+            Output::Tcp(o, watch) => (Some(o.finish(Duration::from_secs(1))), watch.last_error()),
+            Output::Udp(_) => (None, None),
         };
         let socket_drops = readers.drops();
         let (readers, reader_error) = readers.finish();
@@ -313,7 +327,7 @@ impl BoundRelay {
             stopped_by,
         };
         let mut report = end.report(&cfg, &relay, send_would_block, tee.finish());
-        report.tcp_out = tcp_out;
+        (report.live_out, report.live_out_error) = (live_out, live_out_error);
         Ok(report)
     }
 }
@@ -453,7 +467,8 @@ impl RelayEnd {
             writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
                 .then(|| cpu1.children_share_since(&base.cpu0, wall, clock_ticks_per_second())),
             stopped_by: stopped_by.to_string(),
-            tcp_out: None,
+            live_out: None,
+            live_out_error: None,
         }
     }
 }

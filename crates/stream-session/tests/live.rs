@@ -68,9 +68,9 @@ fn a_reader_gets_frames_from_a_time_step_in_order_and_a_second_is_refused() {
         for th in 0..2 {
             let mut f = frame(10, n, th, n as u8);
             if n == 3 && th == 1 {
-                // A filled frame: header with the invalid bit, zero data.
+                // A filled frame: header with the invalid bit, the fill pattern as data.
                 f[3] |= 0x80;
-                f[32..].fill(0);
+                stream::feed::fill_data(&mut f, 32);
                 out.frame(&f, true);
             } else {
                 out.frame(&f, false);

@@ -346,55 +346,35 @@ pub struct RelayReport {
     pub writer_cpu: Option<ProcessCpuShare>,
     /// What ended the run.
     pub stopped_by: String,
-    /// The output over TCP to a correlator's datastream (`--to tcp:HOST:PORT`), if so.
+    /// The output to a DiFX datastream over TCP (`--to tcp:HOST:PORT`), if so.
     #[serde(default)]
-    pub tcp_out: Option<TcpOutReport>,
+    pub live_out: Option<LiveOutputStatus>,
+    /// Its last connection attempt's error while no job had the port open.
+    #[serde(default)]
+    pub live_out_error: Option<String>,
 }
 
-/// An output over TCP to a correlator that is the server (DiFX's NETWORK datastream): the
-/// connections made, the frames written and those that could not be.
+/// `evlbi stream send --to tcp:HOST:PORT` of one file to a DiFX datastream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TcpOutReport {
-    /// The correlator's address.
+pub struct DifxFileReport {
+    /// The file.
+    pub file: String,
+    /// The datastream's port.
     pub to: String,
-    /// Connections accepted (a new job on the port is a new connection).
-    pub connections: u64,
-    /// Connected now.
-    pub connected: bool,
-    /// Seconds from the start to the first connection.
-    pub first_connected_s: Option<f64>,
-    /// Connections that ended with a write error (the correlator closed it: its job ended).
-    pub disconnects: u64,
+    /// Seconds from the start until the job accepted the connection.
+    pub connected_after_s: f64,
+    /// Frames read from the file.
+    pub frames_read: u64,
     /// Frames written.
     pub frames_sent: u64,
     /// Bytes written.
     pub bytes_sent: u64,
-    /// Frames dropped because the queue to the writer was full: the correlator read slower
-    /// than the station sent.
-    pub dropped_queue_full: u64,
-    /// Frames dropped while no correlator was connected (live data only).
-    pub dropped_unconnected: u64,
-    /// A file's output stopped waiting for a listener.
-    pub gave_up: bool,
-    /// The last connection or write error.
-    pub last_error: Option<String>,
-    /// The start rule and the fill rewriting ([`crate::feed::FeedCounts`]).
-    pub feed: crate::feed::FeedCounts,
-}
-
-/// `evlbi stream send --to tcp:HOST:PORT` of one file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TcpSendReport {
-    /// The file.
-    pub file: String,
-    /// Frames read from it.
-    pub frames_read: u64,
     /// Bytes between frames that were not VDIF (skipped).
     pub garbage_bytes: u64,
+    /// The start rule and the fill rewriting ([`crate::feed::FeedCounts`]).
+    pub feed: crate::feed::FeedCounts,
     /// Stopped before the file's end (a signal).
     pub interrupted: bool,
-    /// What the output did.
-    pub out: TcpOutReport,
 }
 
 /// A running receiver's counts, handed out once per live interval (`--metrics`, `evlbi serve`):

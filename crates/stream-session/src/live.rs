@@ -51,7 +51,24 @@ pub enum LiveConn {
     Tcp(TcpStream),
 }
 
+/// Socket send buffer asked for a reader's connection: 8 MiB (16 ms at 4 Gb/s) lets a reader
+/// take big reads and the writer sleep between chunks, where the default (~200 KiB) wakes both
+/// every 0.4 ms at 4 Gb/s.
+const READER_SNDBUF: usize = 8 << 20;
+
 impl LiveConn {
+    /// Ask for a larger send buffer (what the kernel grants is enough either way).
+    fn size_buffer(&self) {
+        let req = netio::BufferRequest {
+            rcv: 0,
+            snd: READER_SNDBUF,
+        };
+        let _ = match self {
+            LiveConn::Unix(s) => netio::size_buffers(s, req),
+            LiveConn::Tcp(s) => netio::size_buffers(s, req),
+        };
+    }
+
     fn set_write_timeout(&self, d: Duration) -> std::io::Result<()> {
         match self {
             LiveConn::Unix(s) => s.set_write_timeout(Some(d)),
@@ -408,6 +425,7 @@ fn writer(shared: &Shared, connector: &mut dyn Connector, rule: StartRule) {
         if conn.set_write_timeout(WRITE_TIMEOUT).is_err() {
             continue;
         }
+        conn.size_buffer();
         add(&shared.counts.clients, 1);
         shared.connected.store(true, Ordering::Relaxed);
         let why = serve_reader(shared, &mut conn, connector, rule, &fill);

@@ -659,6 +659,7 @@ impl Receiver {
                 .split_from
                 .map(|total| RateCheck::new(total, p.fps, crate::intake::MAX_THREADS, now)),
             silence: None,
+            flushed: None,
         }
     }
 
@@ -690,8 +691,9 @@ impl Receiver {
         }
     }
 
-    /// For a live reader ([`ReceiverConfig::fill_silence_after`]): every station that sent
-    /// nothing for that long has its stream go on at its rate, from its newest frame, as filled
+    /// For a live reader ([`ReceiverConfig::fill_silence_after`]): a station quiet for twice the
+    /// reorder latency has what its window holds written out; one that sent nothing for
+    /// `fill_silence_after` has its stream go on at its rate, from its newest frame, as filled
     /// invalid frames (the window's [`StationWindow::advance_to`]) lagging the time since by
     /// the same `fill_silence_after`, so frames of a station that comes back on time land after
     /// them. Call often (every turn of the receive loop).
@@ -704,6 +706,12 @@ impl Receiver {
             let Some(highest) = st.window.highest() else {
                 continue;
             };
+            // A quiet moment of twice the reorder latency: what the window holds goes out now
+            // (its holes filled, as they would be by the next frame), not after `after`.
+            if idle >= 2 * self.cfg.latency && st.flushed != Some(st.last_seen) {
+                st.window.flush(sink);
+                st.flushed = Some(st.last_seen);
+            }
             if idle < after {
                 continue;
             }

@@ -8,8 +8,9 @@
 //   sfxc-mk5-harness mk5:///path/sock/VSN:0 --threads 0,1 --payload 8000 --sample-rate 16000000
 //       --bits 2 --channels 1 [--raw FILE] [--frames N] [--seconds S] [--read-delay-us U] [--age]
 //
-// --age: each valid frame's age when read (the clock less its VDIF time, µs), p50/p99/max in
-// the report: from a backend sending in real time, the whole path's latency up to SFXC's reader.
+// --age: each valid frame's age when read (the clock less its VDIF time, µs), min/p50/p99/max
+// in the report: from a backend sending in real time, the whole path's latency up to SFXC's
+// reader (the minimum is the path's floor plus the sender's own offset from its clock).
 //
 // Prints one JSON object on stdout at the end. Exit 0 when it read at least one frame.
 #include <signal.h>
@@ -233,8 +234,8 @@ int main(int argc, char **argv) {
   if (!ages.empty()) {
     std::sort(ages.begin(), ages.end());
     size_t n = ages.size();
-    printf(",\"age_us\":{\"count\":%zu,\"p50\":%d,\"p99\":%d,\"max\":%d}", n, ages[n / 2],
-           ages[std::min(n - 1, n * 99 / 100)], ages[n - 1]);
+    printf(",\"age_us\":{\"count\":%zu,\"min\":%d,\"p50\":%d,\"p99\":%d,\"max\":%d}", n, ages[0],
+           ages[n / 2], ages[std::min(n - 1, n * 99 / 100)], ages[n - 1]);
   }
   printf("}\n");
   return frames > 0 ? 0 : 1;

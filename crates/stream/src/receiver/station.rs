@@ -39,6 +39,8 @@ pub(super) struct Station {
     /// Since it went quiet ([`super::Receiver::fill_silence`]): its latest frame's arrival then,
     /// and its newest slot then.
     pub(super) silence: Option<(Instant, u64)>,
+    /// Its window was written out while quiet, since its latest frame's arrival then.
+    pub(super) flushed: Option<Instant>,
 }
 
 /// Window shape of a stream of `fps` frames a second per thread in `threads` threads of

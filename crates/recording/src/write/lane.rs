@@ -87,6 +87,9 @@ impl Lane {
             }
             check_direct(&dir)?;
         }
+        // The disk's free space now, before its writer first looks: the first blocks are
+        // placed knowing it too.
+        let free = dir.space().ok().map(|s| s.free);
         let buffers = usize::try_from(write_buffer / flush as u64)
             .unwrap_or(usize::MAX)
             .max(1);
@@ -123,6 +126,12 @@ impl Lane {
                 (None, None)
             }
         };
+        if let Some(free) = free {
+            match &ring {
+                Some(side) => side.ring.publish_space(free, 0),
+                None => shared.publish_space(free, 0),
+            }
+        }
         Ok(Lane {
             ops: tx,
             ring,
@@ -164,6 +173,15 @@ impl Lane {
                 .failed()
                 .or_else(|| side.gone.then(|| "the file writer process ended".to_string())),
             None => self.shared.lane_failed(),
+        }
+    }
+
+    /// The writer's last look at its disk, `(free bytes, data bytes written in all then)`;
+    /// `None` before its first.
+    pub(super) fn space(&self) -> Option<(u64, u64)> {
+        match &self.ring {
+            Some(side) => side.ring.space(),
+            None => self.shared.space(),
         }
     }
 

@@ -104,6 +104,11 @@ struct Disk {
     lane: Option<Lane>,
     dropped: Option<String>,
     direct: bool,
+    /// Data bytes of the blocks begun on it, each counted whole from its start (a block ended
+    /// short gives back the rest): what it has written or will write.
+    promised: u64,
+    /// Times it was passed over for a block because it had no room for one.
+    passed_over_full: u64,
 }
 
 /// The block being gathered for a stream.
@@ -222,6 +227,8 @@ impl ScanSink {
                 lane,
                 dropped,
                 direct,
+                promised: 0,
+                passed_over_full: 0,
             });
         }
         if assigner.alive_count() == 0 {
@@ -323,6 +330,10 @@ impl ScanSink {
     fn end_block(&mut self, key: FileKey) {
         let Some(s) = self.streams.get_mut(&key) else { return };
         let Some(mut c) = s.current.take() else { return };
+        // A block ended short: its disk was promised less.
+        let unused = s.plan.block_data().saturating_sub(c.written);
+        let d = &mut self.disks[c.lane];
+        d.promised = d.promised.saturating_sub(unused);
         if self.layout == Layout::Mk6 {
             s.mk6_pos[c.lane] = c.pending.bytes_in_file;
         }
@@ -333,8 +344,26 @@ impl ScanSink {
         }
     }
 
-    /// Begin `key`'s next block on the disk with the least backlog; `false` when there is no
-    /// disk left or the scan has used every block number.
+    /// Which disks have room for a block of `block` data bytes, by their writers' last look
+    /// at their free space (read from memory: choosing never waits for a disk); a disk whose
+    /// writer has not looked yet counts as having room. Each disk without room is counted.
+    fn room(&mut self, block: u64) -> Vec<bool> {
+        self.disks
+            .iter_mut()
+            .map(|d| {
+                let fits = d
+                    .lane
+                    .as_ref()
+                    .and_then(Lane::space)
+                    .is_none_or(|(free, written)| scanfmt::plan::has_room(free, written, d.promised, block));
+                d.passed_over_full += u64::from(!fits && d.dropped.is_none());
+                fits
+            })
+            .collect()
+    }
+
+    /// Begin `key`'s next block on the disk with the least backlog among those with room for
+    /// it; `false` when there is no such disk or the scan has used every block number.
     fn start_block(&mut self, key: FileKey) -> bool {
         self.poll_disks();
         let backlog: Vec<u64> = self
@@ -342,9 +371,12 @@ impl ScanSink {
             .iter()
             .map(|d| d.lane.as_ref().map_or(u64::MAX, Lane::backlog))
             .collect();
-        let Some(l) = self.assigner.pick(&backlog) else {
+        let block = self.streams.get(&key).map_or(0, |s| s.plan.block_data());
+        let room = self.room(block);
+        let Some(l) = self.assigner.pick_with_room(&backlog, &room) else {
             return false;
         };
+        self.disks[l].promised += block;
         let layout = self.layout;
         let Some(s) = self.streams.get_mut(&key) else {
             return false;
@@ -406,6 +438,8 @@ impl ScanSink {
         for d in &mut self.disks {
             let mut disk = DiskReport {
                 path: d.path.display().to_string(),
+                passed_over_full: d.passed_over_full,
+                free_bytes: d.lane.as_ref().and_then(Lane::space).map(|(free, _)| free),
                 ..DiskReport::default()
             };
             if let Some(lane) = d.lane.as_mut() {

@@ -308,6 +308,17 @@ impl Recorder {
         }
     }
 
+    /// Most bytes one writer process had at once, handed over and not yet written: how deep
+    /// into the write buffer a stall of the output reached (equal to a lane's share of it:
+    /// the receiver waited). `None` for a writer thread (its queue does not say) or no output.
+    pub fn backlog_peak(&self) -> Option<u64> {
+        let lanes: Vec<&Lane> = match self {
+            Recorder::Files(s) => s.lane.iter().collect(),
+            Recorder::Scan(s) => s.lanes().collect(),
+        };
+        lanes.iter().filter(|l| l.has_ring()).map(|l| l.backlog_peak).max()
+    }
+
     /// Disks that left a multi-disk recording so far (0 for files).
     pub fn disks_dropped(&mut self) -> u32 {
         match self {

@@ -260,6 +260,11 @@ impl ScanSink {
         self.frames
     }
 
+    /// The disks' writers.
+    pub(super) fn lanes(&self) -> impl Iterator<Item = &Lane> {
+        self.disks.iter().filter_map(|d| d.lane.as_ref())
+    }
+
     /// Filled frames passed in.
     pub fn filled(&self) -> u64 {
         self.filled

@@ -136,15 +136,27 @@ impl SharedRing {
         Ok(ring)
     }
 
-    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
-    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
-    /// in — allocating beside a receiver already reading held it off long enough to drop frames
-    /// at 2 Gb/s (bench/record_start.sh).
-    pub fn wait_populated(&self) {
-        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
-        if let Some((thread, _)) = populator {
+    /// Wait until the ring's memory is allocated, or until `deadline`: for a receiver that sets
+    /// its output up before it binds its socket (nothing queues meanwhile), so the receive path
+    /// never faults a page in — allocating beside a receiver already reading held it off long
+    /// enough to drop frames at 2 Gb/s (bench/record_start.sh). Past the deadline the thread
+    /// goes on allocating and the receiver faults in what it reaches first: a receiver never
+    /// waits for its own set-up without end (on a cold VM 8 MiB took 20–30 ms, 256 MiB up to
+    /// a second). Whether the memory is all allocated.
+    pub fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        let Ok(mut populator) = self.populator.lock() else {
+            return false;
+        };
+        while populator.as_ref().is_some_and(|(t, _)| !t.is_finished()) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if let Some((thread, _)) = populator.take() {
             let _ = thread.join();
         }
+        true
     }
 
     /// Map a ring another process created and passed as `fd`, checking its header against its

@@ -114,8 +114,11 @@ impl BoundReceiver {
         }
         let early = if cfg.output_before_bind {
             let sink = Self::output(&cfg)?;
-            // Nothing queues yet: the receive path will never fault its buffers in.
-            sink.wait_populated();
+            // Nothing queues yet: the receive path will never fault its buffers in — unless
+            // allocating takes longer than the idle timeout (2 s without one), which the
+            // receiver never waits for its own set-up.
+            let limit = cfg.idle_timeout.unwrap_or(Duration::from_secs(2));
+            sink.wait_populated(Instant::now() + limit);
             Some(sink)
         } else {
             None

@@ -305,6 +305,8 @@ pub(super) fn writer(
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
     let (lane_scans, not_written, failed) = scans.finish();
+    // What the disk has left once everything is written, for the report.
+    space.look();
     shared.not_written.fetch_add(not_written, Ordering::Relaxed);
     if let Some(why) = failed {
         if let Some(r) = ring {

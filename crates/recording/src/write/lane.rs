@@ -71,11 +71,9 @@ impl Lane {
         self.ring.is_some()
     }
 
-    /// Wait until its ring's memory is allocated (a writer thread has none).
-    pub(super) fn wait_populated(&self) {
-        if let Some(r) = &self.ring {
-            r.ring.wait_populated();
-        }
+    /// Wait until its ring's memory is allocated (a writer thread has none), or `deadline`.
+    pub(super) fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        self.ring.as_ref().is_none_or(|r| r.ring.wait_populated(deadline))
     }
 
     /// A writer for files in `dir` (opened by the caller: every file is made below this

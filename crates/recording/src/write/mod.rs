@@ -284,11 +284,12 @@ impl Recorder {
         }
     }
 
-    /// Wait until the writers' shared memory is allocated ([`crate::ring::SharedRing::wait_populated`]).
-    pub fn wait_populated(&self) {
+    /// Wait until the writers' shared memory is allocated
+    /// ([`crate::ring::SharedRing::wait_populated`]), or `deadline`; whether it is.
+    pub fn wait_populated(&self, deadline: std::time::Instant) -> bool {
         match self {
-            Recorder::Files(s) => s.lane.iter().for_each(Lane::wait_populated),
-            Recorder::Scan(s) => s.wait_populated(),
+            Recorder::Files(s) => s.lane.iter().all(|l| l.wait_populated(deadline)),
+            Recorder::Scan(s) => s.wait_populated(deadline),
         }
     }
 

@@ -159,12 +159,9 @@ pub struct ScanSink {
 }
 
 impl ScanSink {
-    /// Wait until every disk's writer memory is allocated.
-    pub(super) fn wait_populated(&self) {
-        self.disks
-            .iter()
-            .filter_map(|d| d.lane.as_ref())
-            .for_each(Lane::wait_populated);
+    /// Wait until every disk's writer memory is allocated, or `deadline`; whether it is.
+    pub(super) fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        self.lanes().all(|l| l.wait_populated(deadline))
     }
 
     /// Start one writer per disk of `cfg` (a disk that cannot be set up leaves the set at once;
@@ -444,7 +441,6 @@ impl ScanSink {
             let mut disk = DiskReport {
                 path: d.path.display().to_string(),
                 passed_over_full: d.passed_over_full,
-                free_bytes: d.lane.as_ref().and_then(Lane::space).map(|(free, _)| free),
                 ..DiskReport::default()
             };
             if let Some(lane) = d.lane.as_mut() {
@@ -452,6 +448,8 @@ impl ScanSink {
                     lane.send(WriteOp::Close { station: k });
                 }
                 let written = lane.finish();
+                // The writer's last look, once it had written everything.
+                disk.free_bytes = lane.space().map(|(free, _)| free);
                 not_written += lane.shared.not_written.load(Ordering::Relaxed);
                 let lane_error = lane.shared.error.lock().ok().and_then(|e| e.clone());
                 if d.dropped.is_none() {

@@ -807,6 +807,24 @@ fn live_line(l: &stream_session::recv::LiveLine) -> String {
         )
 }
 
+/// Which buffer took the output's stalls: the write buffer, then the socket's.
+fn buffers_line(r: &stream_session::report::RecvReport) {
+    if let (Some(size), Some(peak)) = (r.write_buffer, r.write_buffer_peak) {
+        let socket = match r.socket_queue_peak {
+            Some(q) if r.rcvbuf.granted_rcv > 0 => format!(
+                ", the socket buffer {:.0} % of {} bytes at most",
+                q as f64 * 100.0 / r.rcvbuf.granted_rcv as f64,
+                r.rcvbuf.granted_rcv
+            ),
+            _ => String::new(),
+        };
+        status!(
+            "buffers: the write buffer held {:.0} % of its {size} bytes at most{socket}",
+            peak as f64 * 100.0 / size.max(1) as f64
+        );
+    }
+}
+
 /// The closing lines of `stream recv`: per station, per file, and what went wrong where.
 fn recv_summary(r: &stream_session::report::RecvReport) {
     for s in &r.stations {
@@ -908,6 +926,7 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
             r.writer_stall_s
         );
     }
+    buffers_line(r);
     let writer = r.writer_cpu.map_or(String::new(), |w| {
         format!("; file writer {:.0} % + {:.0} %", w.user_pct, w.system_pct)
     });

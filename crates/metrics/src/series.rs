@@ -138,6 +138,9 @@ metrics! {
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
     SERVE_CONNECTIONS "evlbi_serve_connections" Counter "VSI-S connections accepted.";
     SERVE_CONNECTIONS_REFUSED "evlbi_serve_connections_refused" Counter "VSI-S connections closed at once: the peer is neither loopback nor allowed (--vsi-allow).";
+    SERVE_DISK_FREE "evlbi_serve_disk_free_bytes" Gauge "Free space of each set disk's file system.";
+    SERVE_DISK_SIZE "evlbi_serve_disk_size_bytes" Gauge "Size of each set disk's file system.";
+    SERVE_TIME_LEFT "evlbi_serve_time_left_seconds" Gauge "Time until the set disks are full at the mode's rate (each file system counted once).";
 }
 
 /// Collects the samples of one source.
@@ -386,6 +389,13 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_OVERLONG, &[], s.overlong_lines);
     o.int(&SERVE_CONNECTIONS, &[], s.connections);
     o.int(&SERVE_CONNECTIONS_REFUSED, &[], s.connections_refused);
+    for d in &s.disks {
+        o.int(&SERVE_DISK_FREE, &[("disk", d.path.as_str())], d.free_bytes);
+        o.int(&SERVE_DISK_SIZE, &[("disk", d.path.as_str())], d.total_bytes);
+    }
+    if let Some(t) = s.time_left_s {
+        o.float(&SERVE_TIME_LEFT, &[], t);
+    }
 }
 
 #[cfg(test)]

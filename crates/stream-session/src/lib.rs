@@ -21,6 +21,8 @@ pub mod relay;
 pub mod report;
 pub mod send;
 
+mod mapped;
+
 pub mod error;
 
 pub use error::{ConfigError, InputProblem, StreamSessionError};

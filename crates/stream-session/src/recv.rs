@@ -119,8 +119,11 @@ impl BoundReceiver {
         }
         let early = if cfg.output_before_bind {
             let sink = Self::output(&cfg)?;
-            // Nothing queues yet: the receive path will never fault its buffers in.
-            sink.wait_populated();
+            // Nothing queues yet: the receive path will never fault its buffers in — unless
+            // allocating takes longer than the idle timeout (2 s without one), which the
+            // receiver never waits for its own set-up.
+            let limit = cfg.idle_timeout.unwrap_or(Duration::from_secs(2));
+            sink.wait_populated(Instant::now() + limit);
             Some(sink)
         } else {
             None
@@ -261,8 +264,10 @@ impl BoundReceiver {
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
             // Counted from the start until something arrives (`ready_since` starts there): a
-            // receiver that never hears a sender stops too (issue 29: it waited forever).
-            if !received && idle {
+            // receiver that never hears a sender stops too (issue 29: it waited forever). Never
+            // while datagrams are queued for it (a loop held off its core sees them late, not
+            // never).
+            if !received && idle && !queued(&socks) {
                 break "idle timeout";
             }
             let now = Instant::now();
@@ -306,6 +311,7 @@ impl BoundReceiver {
             receive_calls: t.calls,
             stopped_by: stopped_by.to_string(),
             data_age: std::mem::take(&mut tally.data_age),
+            queue_peak: tally.queue_peak,
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
     }
@@ -328,6 +334,13 @@ fn status(line: &LiveLine, rx: &Receiver, sink: &Sink, dropped: u64, naks_sent: 
         disks_dropped: line.disks_dropped.into(),
         live: sink.live_status(),
     }
+}
+
+/// Whether any of the sockets has datagrams queued.
+fn queued(socks: &[std::net::UdpSocket]) -> bool {
+    socks
+        .iter()
+        .any(|s| netio::counters::socket_queued_bytes(s).is_some_and(|b| b > 0))
 }
 
 /// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
@@ -406,9 +419,17 @@ fn receive_batch(
                 // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
                 tally.data_age.record(wall.saturating_sub(t).max(1));
             }
+            let stalls = sink.stalled().1;
             for d in batch.iter() {
                 tally.bytes += d.data.len() as u64;
                 rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
+            }
+            // A full batch (the loop is behind) or a wait for the writer: how much the socket
+            // holds now is how deep the stall reached into its buffer.
+            if n == BATCH || sink.stalled().1 != stalls {
+                if let Some(q) = netio::counters::socket_queued_bytes(sock) {
+                    tally.queue_peak = Some(tally.queue_peak.unwrap_or(0).max(q));
+                }
             }
             t.ready_since = Instant::now();
             Ok(true)
@@ -495,6 +516,8 @@ struct LiveTally {
     data_age: histogram::Hist,
     /// Which socket each sender's datagrams came to (several `--listen`), for its NAKs.
     routes: Vec<(SocketAddr, usize)>,
+    /// The most bytes seen queued in a receive socket (the whole run).
+    queue_peak: Option<u64>,
 }
 
 impl LiveTally {
@@ -552,6 +575,7 @@ impl LiveTally {
             stall,
             data_age: std::mem::take(&mut self.data_age),
             routes: std::mem::take(&mut self.routes),
+            queue_peak: self.queue_peak,
         };
         line
     }
@@ -569,6 +593,7 @@ struct RunEnd {
     data_age: histogram::Hist,
     dropped_after_last: u64,
     receive_calls: u64,
+    queue_peak: Option<u64>,
 }
 
 impl RunEnd {
@@ -585,6 +610,7 @@ impl RunEnd {
         mut sink: Sink,
     ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
+        let write_buffer_peak = sink.backlog_peak();
         let (out, live) = sink.finish(cfg.live.as_ref().map_or(Duration::ZERO, |l| l.drain));
         let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
@@ -630,6 +656,8 @@ impl RunEnd {
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
             write_buffer: records.then_some(cfg.write_buffer),
+            write_buffer_peak: write_buffer_peak.filter(|_| records),
+            socket_queue_peak: self.queue_peak,
             direct_io: match &cfg.recording {
                 Some(_) => out_direct,
                 None => cfg.out_dir.is_some() && cfg.direct_io,
@@ -687,6 +715,14 @@ impl Sink {
         match self {
             Sink::Rec(r) => r.stalled(),
             Sink::Live(_) => (Duration::ZERO, 0),
+        }
+    }
+
+    /// How deep into the write buffer a stall reached (`None` for live outputs: they never wait).
+    fn backlog_peak(&self) -> Option<u64> {
+        match self {
+            Sink::Rec(r) => r.backlog_peak(),
+            Sink::Live(_) => None,
         }
     }
 

@@ -218,6 +218,19 @@ pub struct RecvReport {
     /// Memory between the receiver and the file writer, bytes (null for the memory sink).
     #[serde(default)]
     pub write_buffer: Option<u64>,
+    /// What absorbed the output's stalls, the first of the two buffers a frame passes: the most
+    /// bytes the file writer process had at once, handed over and not yet written (the most
+    /// of any one disk's writer in a vbs/Mark6 recording, whose share of `write_buffer` is its
+    /// own). Below its share, every stall fit in the write buffer; at it, the receiver waited
+    /// (`writer_stall_s`) and the socket buffer took the rest. Null for a writer thread.
+    #[serde(default)]
+    pub write_buffer_peak: Option<u64>,
+    /// The second buffer: the most bytes queued in the receive socket, looked at after each
+    /// receive batch that came back full and each wait for the writer (SO_MEMINFO: each
+    /// datagram with the kernel's overhead, as `rcvbuf.granted_rcv` counts them). Near the
+    /// granted size, the socket overflowed: `socket_drops`. Null where the kernel does not say.
+    #[serde(default)]
+    pub socket_queue_peak: Option<u64>,
     /// The files were written with direct I/O (O_DIRECT, `--direct`).
     #[serde(default)]
     pub direct_io: bool,

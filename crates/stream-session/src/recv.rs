@@ -733,9 +733,12 @@ impl Sink {
         }
     }
 
-    fn wait_populated(&self) {
-        if let Sink::Rec(r) = self {
-            r.wait_populated();
+    /// Wait for the recording's writer memory until `deadline`; whether it is there (a live
+    /// output has nothing to wait for).
+    fn wait_populated(&self, deadline: Instant) -> bool {
+        match self {
+            Sink::Rec(r) => r.wait_populated(deadline),
+            Sink::Live(_) => true,
         }
     }
 

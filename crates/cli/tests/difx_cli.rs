@@ -215,26 +215,39 @@ impl Mpifxcorr {
     }
 }
 
-/// Run a job whose stations are all files; its log.
+/// Records of a 2 s job: 4 integrations × 2 sub-bands × (2 autocorrelations + 1 cross); every
+/// job here has data in each integration (5 % lost frames at most), so each has them all.
+const JOB_RECORDS: u64 = 24;
+
+/// Run a job whose stations are all files; its output is the job's .difx.
 ///
 /// mpifxcorr's INTERLACEDVDIF FILE reader (vdiffile.cpp) now and then loses a station's first
 /// integration (1 run in about 10 here, on a loaded host, the same files giving weight 1.0 in
-/// the others): the job is run until two runs agree bit for bit (3 at most), so a DiFX race is
-/// not taken for a difference in what evlbi delivered.
+/// the others; seen twice in a row, 20 of 24 records both times): the job is run until two
+/// runs with all [`JOB_RECORDS`] agree bit for bit (4 runs at most), so a DiFX race is not
+/// taken for a difference in what evlbi delivered.
 fn run_files(prefix: &Path, input: &Path) {
     let out = input.with_extension("difx");
     let keep = |n: usize| input.with_extension(format!("difx.run{n}"));
-    for n in 0..3 {
+    let mut whole = Vec::new();
+    for n in 0..4 {
         Mpifxcorr::start(prefix, input).finish();
         std::fs::rename(&out, keep(n)).unwrap();
-        for m in 0..n {
-            if vis_of(&keep(n), Some(&keep(m)))["compare"]["bit_identical"] == vis_of(&keep(n), None)["records"] {
+        if vis_of(&keep(n), None)["records"].as_u64() != Some(JOB_RECORDS) {
+            continue;
+        }
+        for &m in &whole {
+            if vis_of(&keep(n), Some(&keep(m)))["compare"]["bit_identical"].as_u64() == Some(JOB_RECORDS) {
                 std::fs::rename(keep(n), &out).unwrap();
                 return;
             }
         }
+        whole.push(n);
     }
-    panic!("mpifxcorr gave three different results for {}", input.display());
+    panic!(
+        "mpifxcorr gave no two whole, equal results in 4 runs of {}",
+        input.display()
+    );
 }
 
 /// difxjob.py vis of a job's output (optionally compared with another's): its JSON.
@@ -498,6 +511,116 @@ fn relay_feeds_a_tcp_datastream_whose_job_starts_after_the_data_flow() {
     let v = assert_same_visibilities(&input, &reference);
     let (delay, snr) = fringe(&v);
     eprintln!("relay → TCP: frames delivered {delivered:?}, fringe {delay} µs S/N {snr:.1}, identical to FILE");
+}
+
+/// `n` frames of 1032 bytes (another format than the station's 8032) with the header of the
+/// station's frame `at`: what a second board of the same station, set up in another mode, sends.
+fn foreign_frames(station: &Path, at: u64, n: usize) -> Vec<Vec<u8>> {
+    let all = std::fs::read(station).unwrap();
+    let from = (at * FRAME) as usize;
+    let mut frame = all[from..from + 32].to_vec();
+    // VDIF word 2, bits 0-23: the frame length in units of 8 bytes (VDIF spec §5).
+    let units: u32 = 1032 / 8;
+    let word2 = u32::from_le_bytes(frame[8..12].try_into().unwrap()) & 0xFF00_0000 | units;
+    frame[8..12].copy_from_slice(&word2.to_le_bytes());
+    frame.resize(1032, 0x55);
+    vec![frame; n]
+}
+
+/// The relay is told 4000 frames/s (a 256 Mb/s mode) for a 64 Mb/s station, and 100 frames of
+/// another size with the station's id come in among its own: every frame of the station's
+/// format goes to the datastream in time order whatever the rate said (the output starts and
+/// runs on the frames' own time steps), the foreign frames are counted and never reach it (one
+/// would put DiFX's reader out of step), and the job equals the FILE job.
+#[test]
+fn a_station_whose_mode_disagrees_with_its_frames_feeds_the_job_only_its_own_frames() {
+    let Some((prefix, _turn)) = difx("a_station_whose_mode_disagrees_with_its_frames") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, wb) = stations(dir.path(), 1, 10);
+    let reference = file_reference(&prefix, dir.path(), 6, 1, &ef, &wb);
+    let (pe, pw) = (free_tcp_port(), free_tcp_port());
+    let input = job(
+        &dir.path().join("mode"),
+        "mode",
+        6,
+        1,
+        &[format!("Ef=TCP:{pe}"), format!("Wb=TCP:{pw}")],
+    );
+    let mut relays = Vec::new();
+    let mut ins = Vec::new();
+    for (port, name) in [(pe, "Ef"), (pw, "Wb")] {
+        let inp = free_udp_port();
+        ins.push(inp);
+        relays.push(Proc(
+            bin()
+                .args(["stream", "relay", "--listen", &format!("127.0.0.1:{inp}")])
+                .args(["--seq-format-in", "none", "--fps", "4000"])
+                .args(["--to", &format!("tcp:127.0.0.1:{port}"), "--idle-timeout", "20s"])
+                .args(["--json", "-q", "--tee"])
+                .arg(dir.path().join(format!("tee-{name}")))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+    }
+    let senders: Vec<Proc> = [(&ef, ins[0]), (&wb, ins[1])]
+        .into_iter()
+        .map(|(f, p)| {
+            Proc(
+                bin()
+                    .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
+                    .args(["--to", &format!("127.0.0.1:{p}")])
+                    .arg(f)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    // The job starts a second into the stream; the foreign frames come while it runs (the
+    // station is known by then: the relay learns it from its first frames).
+    std::thread::sleep(Duration::from_secs(1));
+    let corr = Mpifxcorr::start(&prefix, &input);
+    let foreign = foreign_frames(&ef, 3 * STATION_FPS, 100);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    for f in &foreign {
+        sock.send_to(f, ("127.0.0.1", ins[0])).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    corr.finish();
+    drop(senders);
+    for (i, r) in relays.into_iter().enumerate() {
+        let out = output_of(r);
+        let rep: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let st = &rep["stations"][0];
+        // A per-thread --fps is taken as given (only a mode's station rate is checked against
+        // the frame numbers): the input's loss count is off by it, not what is relayed.
+        assert_eq!(st["frames_per_second"].as_u64(), Some(4 * STATION_FPS), "{st}");
+        assert_eq!(st["frame_len"].as_u64(), Some(FRAME), "{st}");
+        assert_eq!(st["frames_out"], st["frames_in"], "{st}");
+        let foreign_in = if i == 0 { foreign.len() as u64 } else { 0 };
+        assert_eq!(st["wrong_format"].as_u64(), Some(foreign_in), "{st}");
+        let t = &rep["live_out"];
+        assert!(t["clients"].as_u64().unwrap() >= 1, "{t}");
+        assert_eq!(t["dropped_slow_reader"].as_u64(), Some(0), "{t}");
+        // Every frame of the station's own was kept by the tee.
+        let tee_frames: u64 = rep["tee"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["frames"].as_u64().unwrap())
+            .sum();
+        assert_eq!(st["frames_in"].as_u64(), Some(tee_frames), "{rep}");
+    }
+    let v = assert_same_visibilities(&input, &reference);
+    let (delay, snr) = fringe(&v);
+    eprintln!("relay told 4000 frames/s, 100 foreign frames: fringe {delay} µs S/N {snr:.1}, identical to FILE");
 }
 
 #[test]
@@ -807,6 +930,18 @@ fn a_difx_port_that_never_opens_is_said_after_the_wait_and_nothing_the_tee_could
     assert_eq!(tee, 2 * STATION_FPS, "{rep}");
 }
 
+/// A TCP listener on 127.0.0.1 whose connections have a fixed 64 KiB receive buffer: without
+/// it Linux grows a slow reader's window up to `tcp_rmem`'s maximum (32 MiB on this host), which
+/// would take in most of a 3 s, 24 MB stream whatever the reader reads.
+fn small_window_listener() -> std::net::TcpListener {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // Set before listen(): accepted sockets inherit it, and a set SO_RCVBUF is not autotuned.
+    s.set_recv_buffer_size(64 << 10).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into()).unwrap();
+    s.listen(4).unwrap();
+    s.into()
+}
+
 /// A stand-in for a DiFX datastream's port: accepts connections one after another and reads
 /// from each, `bytes_per_s` at most, for `each` and to the end of the frame begun (then closes
 /// it) — what every connection got.
@@ -826,7 +961,11 @@ fn slow_datastream(listener: std::net::TcpListener, bytes_per_s: u64, each: &[Du
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
-            let n = (allowed - data.len()).min(buf.len());
+            let mut n = (allowed - data.len()).min(buf.len());
+            if t0.elapsed() >= *d {
+                // Past its time: only the rest of the frame begun, so the read ends on its end.
+                n = n.min(FRAME as usize - data.len() % FRAME as usize);
+            }
             match s.read(&mut buf[..n]) {
                 Ok(0) => break,
                 Ok(n) => data.extend_from_slice(&buf[..n]),
@@ -858,11 +997,13 @@ fn whole_frames_in_time_order(data: &[u8]) -> usize {
 #[test]
 fn a_datastream_reading_slower_than_the_station_costs_counted_frames_never_the_relay() {
     let dir = tempfile::tempdir().unwrap();
-    let (ef, _) = stations(dir.path(), 1, 3);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (ef, _) = stations(dir.path(), 1, 5);
+    let listener = small_window_listener();
     let port = listener.local_addr().unwrap().port();
-    // 1 MB/s read by a "job" for 4 s while the station sends 8 MB/s for 3 s.
-    let reader = std::thread::spawn(move || slow_datastream(listener, 1 << 20, &[Duration::from_secs(4)]));
+    // 1 MB/s read by a "job" for 6 s while the station sends 8 MB/s for 5 s: 40 MB, of which
+    // the connection's buffers hold at most 16 MiB (the output's 8 MiB send buffer, doubled by
+    // Linux; the reader's receive buffer is 64 KiB), the live buffer 1 MiB and the reader 6 MiB.
+    let reader = std::thread::spawn(move || slow_datastream(listener, 1 << 20, &[Duration::from_secs(6)]));
     let inp = free_udp_port();
     let relay = Proc(
         bin()
@@ -902,7 +1043,7 @@ fn a_datastream_reading_slower_than_the_station_costs_counted_frames_never_the_r
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let t = &rep["live_out"];
     // The relay took every frame in and recorded it: the slow reader held nothing up.
-    assert_eq!(rep["stations"][0]["frames_in"].as_u64(), Some(3 * STATION_FPS), "{rep}");
+    assert_eq!(rep["stations"][0]["frames_in"].as_u64(), Some(5 * STATION_FPS), "{rep}");
     assert_eq!(rep["socket_drops"].as_u64(), Some(0), "{rep}");
     let tee: u64 = rep["tee"]["files"]
         .as_array()
@@ -910,20 +1051,26 @@ fn a_datastream_reading_slower_than_the_station_costs_counted_frames_never_the_r
         .iter()
         .map(|f| f["frames"].as_u64().unwrap())
         .sum();
-    assert_eq!(tee, 3 * STATION_FPS, "{rep}");
+    assert_eq!(tee, 5 * STATION_FPS, "{rep}");
     // What the reader could not take was dropped, counted; what it got is whole frames in order.
     let slow = t["dropped_slow_reader"].as_u64().unwrap();
     assert!(slow > STATION_FPS, "{t}");
+    let n = |k: &str| t[k].as_u64().unwrap();
+    assert_eq!(
+        n("frames_sent") + slow + n("dropped_no_reader") + n("skipped_at_start"),
+        n("frames_in"),
+        "every frame sent or counted: {t}"
+    );
     let read = whole_frames_in_time_order(&got[0]) as u64;
     assert!(read > 0 && read <= t["frames_sent"].as_u64().unwrap(), "{read}: {t}");
-    eprintln!("slow datastream: read {read} frames, {slow} dropped at the relay's output and counted, 3000 taken in and tee'd");
+    eprintln!("slow datastream: read {read} frames, {slow} dropped at the relay's output and counted, 5000 taken in and tee'd");
 }
 
 #[test]
 fn a_datastream_that_disconnects_mid_scan_and_comes_back_gets_whole_frames_from_a_new_step() {
     let dir = tempfile::tempdir().unwrap();
     let (ef, _) = stations(dir.path(), 1, 4);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = small_window_listener();
     let port = listener.local_addr().unwrap().port();
     // A job reads 1 s and ends; the next accepts and reads on.
     let reader = std::thread::spawn(move || {

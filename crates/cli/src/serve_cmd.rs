@@ -86,9 +86,8 @@ pub struct ServeArgs {
     /// control address; they land below --root.
     #[arg(long, value_name = "ADDR:PORT")]
     recv_listen: Option<SocketAddr>,
-    /// Pre-shared key the --probe-server and --recv-listen peers must prove.
-    #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     #[command(flatten)]
     metrics: MetricsArgs,
     /// For measurements only: file writes in a thread of this process, not a writer process.
@@ -117,7 +116,7 @@ impl ServeArgs {
             first_request_timeout: self.first_request_timeout,
             probe_server: self.probe_server,
             recv_listen: self.recv_listen,
-            key_file: self.key_file.clone(),
+            key_file: self.key.key_file.clone(),
         }
     }
 

@@ -9,6 +9,13 @@
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
 //!   and the output socket, the tee through [`recording::write::Recorder`].
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
+//! - [`socket`]: the sending socket of the sender and the relay, the input sockets of the
+//!   receiver and the relay, and the ids a stream's datagrams carry.
+//!
+//! Each session's configuration ([`send::SendConfig`], [`recv::RecvConfig`],
+//! [`relay::RelayRunConfig`]) has a constructor with the defaults and one `validate()` that
+//! applies every rule and clamp; its errors ([`ConfigError`]) name the [`Setting`], which each
+//! front door says in its own words (the binary's flags, the daemon's VSI-S keywords).
 
 #![warn(missing_docs)]
 
@@ -16,10 +23,15 @@ pub mod recv;
 pub mod relay;
 pub mod report;
 pub mod send;
+pub mod setting;
+pub mod socket;
+#[cfg(test)]
+mod testing;
 
 pub mod error;
 
 pub use error::{ConfigError, InputProblem, StreamSessionError};
+pub use setting::Setting;
 
 /// Takes a running loop's counts once per live interval (`--metrics`, `evlbi serve`). It runs
 /// on the data path's thread: it must only hand the value over (a channel, a swap), never wait.

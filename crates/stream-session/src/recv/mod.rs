@@ -5,90 +5,22 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, ProcessCpu, UdpCounters};
-use netio::BufferRequest;
-use stream::{Receiver, ReceiverConfig};
+mod config;
+mod tally;
+
+pub use config::RecvConfig;
+pub use tally::LiveLine;
+use tally::{status, LiveTally, RunEnd};
+
+use netio::counters::{read_process_cpu, socket_drops};
+use stream::Receiver;
 
 use crate::report::RecvReport;
-use crate::{ConfigError, Observer, StreamSessionError};
+use crate::socket::bind_inputs;
+use crate::{Observer, StreamSessionError};
 use netio::io_err;
-use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
+use recording::write::Recorder;
 use stream::results::RecvStatus;
-
-/// How to run a receiver.
-#[derive(Debug, Clone)]
-pub struct RecvConfig {
-    /// Addresses (or multicast groups) to listen on; several are read by one thread in turn.
-    pub listen: Vec<netio::ListenSpec>,
-    /// Output directory; `None` discards frames after accounting (memory sink).
-    pub out_dir: Option<OutputDir>,
-    /// Every frame into this one file of `out_dir`, opened so (`net2file`), not a file per
-    /// station.
-    pub out_file: Option<(String, recording::write::FileMode)>,
-    /// A vbs or Mark6 recording over many disks instead of files in `out_dir`.
-    pub recording: Option<RecordingConfig>,
-    /// Start a new file after this many bytes.
-    pub chunk: Option<u64>,
-    /// Receive socket buffer to ask for.
-    pub rcvbuf: usize,
-    /// The sans-IO receiver's settings.
-    pub receiver: ReceiverConfig,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long (counted from the start until the first).
-    pub idle_timeout: Option<Duration>,
-    /// Live line cadence.
-    pub interval: Duration,
-    /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
-    pub writer: WriterPlacement,
-    /// Memory between the receiver and the file writer, bytes ([`recording::write::DEFAULT_WRITE_BUFFER`]).
-    pub write_buffer: u64,
-    /// Write the files with direct I/O (O_DIRECT, past the page cache; writer process only).
-    pub direct_io: bool,
-    /// One file per VDIF thread of each station, not one per station.
-    pub split_threads: bool,
-    /// Set up the output (its writer processes) before the socket is bound, not after: for a
-    /// recording started into a stream already flowing (`evlbi serve`'s `record = on`), which
-    /// then begins when it can be written. Bound first (`stream recv`), the frames of a sender
-    /// started at once queue in the socket meanwhile — or, into a flowing stream, overflow it:
-    /// four disks' writer processes took long enough on a host with both cores busy to drop
-    /// 54–980 frames at the start of a scan, which the recording then showed as lost.
-    pub output_before_bind: bool,
-}
-
-/// One live line: counts over the last interval and totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LiveLine {
-    /// Seconds since the first datagram.
-    pub elapsed_s: f64,
-    /// Datagram bytes per second over the interval, bits.
-    pub rate_bps: f64,
-    /// Frames written in the interval.
-    pub frames: u64,
-    /// Filled (invalid) frames written in the interval.
-    pub filled: u64,
-    /// Datagrams rejected in the interval.
-    pub rejected: u64,
-    /// Datagrams the kernel dropped at our socket (its buffer full) in the interval.
-    pub kernel_drops: u64,
-    /// Frames that arrived after a later frame of their thread, in the interval (placed all the
-    /// same).
-    pub reordered: u64,
-    /// Frames that came after their time was written, in the interval (dropped).
-    pub late: u64,
-    /// Second copies, in the interval (dropped).
-    pub duplicates: u64,
-    /// Second copies whose bytes differed from the kept first copy, in the interval (dropped).
-    pub duplicate_mismatch: u64,
-    /// Times another source took a station over (a sender restarted), in the interval.
-    pub sender_changes: u64,
-    /// Stations seen.
-    pub stations: usize,
-    /// Time the receiver waited for the file writer in the interval (its buffer was full).
-    pub writer_stall: Duration,
-    /// Disks that have left a multi-disk recording (a write error), in all.
-    pub disks_dropped: u32,
-}
 
 /// Bound socket, before receiving: lets a caller print the port (e.g. `--listen 127.0.0.1:0`).
 pub struct BoundReceiver {
@@ -109,9 +41,7 @@ impl BoundReceiver {
     /// receive buffer (sized before the bind) and counts any overflow as this socket's drops.
     /// Return only when ready to receive, so the caller's "listening" line means ready.
     pub fn bind(cfg: RecvConfig) -> Result<BoundReceiver, StreamSessionError> {
-        if cfg.listen.is_empty() || cfg.listen.len() > 64 {
-            return Err(ConfigError::ListenCount.into());
-        }
+        let cfg = cfg.validate()?;
         let early = if cfg.output_before_bind {
             let sink = Self::output(&cfg)?;
             // Nothing queues yet: the receive path will never fault its buffers in.
@@ -120,25 +50,12 @@ impl BoundReceiver {
         } else {
             None
         };
-        let (mut socks, mut grants) = (Vec::new(), Vec::new());
-        let mut drop_count = true;
-        for spec in &cfg.listen {
-            let (sock, grant) = netio::bind_listen(
-                spec,
-                BufferRequest {
-                    rcv: cfg.rcvbuf,
-                    snd: 0,
-                },
-            )?;
-            // Before any datagram is queued: the count rides on datagrams queued after a drop.
-            // Without it (old kernels) /proc/net/udp still gives the count.
-            drop_count &= netio::enable_rx_drop_counter(&sock).is_ok();
-            // Several sockets are read in turn: none may block the others.
-            if cfg.listen.len() > 1 {
+        let (socks, grants, drop_count) = bind_inputs(&cfg.listen, cfg.rcvbuf)?;
+        // Several sockets are read in turn: none may block the others.
+        if socks.len() > 1 {
+            for sock in &socks {
                 sock.set_nonblocking(true).map_err(io_err("set non-blocking"))?;
             }
-            socks.push(sock);
-            grants.push(grant);
         }
         let sink = match early {
             Some(sink) => sink,
@@ -297,24 +214,6 @@ impl BoundReceiver {
     }
 }
 
-/// The counts so far, for an observer.
-fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
-    let (stall, stalls) = sink.stalled();
-    RecvStatus {
-        elapsed_s: line.elapsed_s,
-        rate_bps: line.rate_bps,
-        datagrams: *rx.counters(),
-        stations: rx.summaries(),
-        frames_written: sink.frames(),
-        frames_filled: sink.filled(),
-        kernel_drops: dropped,
-        writer_stall_s: stall.as_secs_f64(),
-        writer_stalls: stalls,
-        naks_sent,
-        disks_dropped: line.disks_dropped.into(),
-    }
-}
-
 /// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
 /// exact at any moment, the SO_RXQ_OVFL cmsg covers hosts without it.
 fn drops(socks: &[std::net::UdpSocket], batch: &netio::batch::RecvBatch) -> u64 {
@@ -459,177 +358,5 @@ impl NakOut {
                 self.sent += 1;
             }
         }
-    }
-}
-
-/// Totals at the last live line, so the next shows the interval's differences.
-#[derive(Default)]
-struct LiveTally {
-    /// Datagram bytes since the last line.
-    bytes: u64,
-    frames: u64,
-    filled: u64,
-    rejected: u64,
-    /// Counted from the socket's creation: drops while the output was set up are this stream's
-    /// too.
-    drops: u64,
-    changes: u64,
-    win: stream::WindowStats,
-    stall: Duration,
-    /// Arrival time less VDIF time of the first datagram of each batch, ns (the whole run).
-    data_age: histogram::Hist,
-    /// Which socket each sender's datagrams came to (several `--listen`), for its NAKs.
-    routes: Vec<(SocketAddr, usize)>,
-}
-
-impl LiveTally {
-    /// Note that `from` sends to socket `i` (bounded: the oldest of 1024 senders is forgotten).
-    fn route(&mut self, from: SocketAddr, i: usize) {
-        match self.routes.iter_mut().find(|(a, _)| *a == from) {
-            Some(r) => r.1 = i,
-            None => {
-                if self.routes.len() >= 1024 {
-                    self.routes.remove(0);
-                }
-                self.routes.push((from, i));
-            }
-        }
-    }
-
-    /// The line for the interval ending `now`; the totals become the next line's base.
-    fn line(
-        &mut self,
-        now: Instant,
-        first: Option<Instant>,
-        interval: Duration,
-        rx: &Receiver,
-        sink: &mut Recorder,
-        dropped: u64,
-    ) -> LiveLine {
-        let changes = rx.sender_changes();
-        let rejected = rx.counters().rejected();
-        let win = rx.window_totals();
-        let (stall, _) = sink.stalled();
-        let line = LiveLine {
-            elapsed_s: first.map_or(0.0, |f| (now - f).as_secs_f64()),
-            rate_bps: self.bytes as f64 * 8.0 / interval.as_secs_f64(),
-            frames: sink.frames() - self.frames,
-            filled: sink.filled() - self.filled,
-            rejected: rejected - self.rejected,
-            kernel_drops: dropped.saturating_sub(self.drops),
-            stations: rx.station_count(),
-            reordered: win.reordered - self.win.reordered,
-            late: win.late - self.win.late,
-            duplicates: win.duplicates - self.win.duplicates,
-            duplicate_mismatch: win.duplicate_mismatch - self.win.duplicate_mismatch,
-            sender_changes: changes - self.changes,
-            writer_stall: stall.saturating_sub(self.stall),
-            disks_dropped: sink.disks_dropped(),
-        };
-        *self = LiveTally {
-            bytes: 0,
-            frames: sink.frames(),
-            filled: sink.filled(),
-            rejected,
-            drops: dropped,
-            changes,
-            win,
-            stall,
-            data_age: std::mem::take(&mut self.data_age),
-            routes: std::mem::take(&mut self.routes),
-        };
-        line
-    }
-}
-
-/// What the loop leaves for the report.
-struct RunEnd {
-    started: Instant,
-    first: Option<Instant>,
-    last_rx: Instant,
-    udp0: UdpCounters,
-    cpu0: ProcessCpu,
-    naks_sent: u64,
-    stopped_by: String,
-    data_age: histogram::Hist,
-    dropped_after_last: u64,
-    receive_calls: u64,
-}
-
-impl RunEnd {
-    /// Close the output (waiting for the writer) and build the report.
-    fn report(
-        self,
-        cfg: &RecvConfig,
-        (socks, grants, batch): (
-            &[std::net::UdpSocket],
-            Vec<netio::BufferGrant>,
-            &netio::batch::RecvBatch,
-        ),
-        rx: &Receiver,
-        mut sink: Recorder,
-    ) -> RecvReport {
-        let (writer_stall, writer_stalls) = sink.stalled();
-        let out = sink.finish();
-        let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
-        let wall = self.started.elapsed().as_secs_f64();
-        // After finish(): the writer process has been waited for, so its CPU is in ours.
-        let cpu1 = read_process_cpu().unwrap_or_default();
-        let duration_s = self.first.map_or(0.0, |f| (self.last_rx - f).as_secs_f64());
-        let c = *rx.counters();
-        let cpu0 = self.cpu0;
-        let socket_drops = drops(socks, batch);
-        let out_dir = output_name(cfg);
-        let records = out_dir.is_some();
-        RecvReport {
-            listen: socks
-                .iter()
-                .map(|s| s.local_addr().map(|a| a.to_string()).unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join(", "),
-            format: cfg.receiver.format,
-            out_dir,
-            duration_s,
-            datagrams: c,
-            first_problem: rx.first_problem().map(str::to_string),
-            stations: rx.summaries(),
-            files: out.files,
-            recording: out.recording,
-            frames_not_written: out.not_written,
-            write_error: out.error,
-            received_rate_bps: if duration_s > 0.0 {
-                c.bytes as f64 * 8.0 / duration_s
-            } else {
-                0.0
-            },
-            rcvbuf: grants.into_iter().next().unwrap_or_default(),
-            udp: netio::read_udp_counters().unwrap_or_default().delta(&self.udp0),
-            socket_drops,
-            dropped_after_last: self.dropped_after_last,
-            gro_most_coalesced: u32::try_from(batch.most_coalesced()).unwrap_or(u32::MAX),
-            receive_calls: self.receive_calls,
-            cpu: cpu1.share_since(&cpu0, Duration::from_secs_f64(wall), clock_ticks_per_second()),
-            writer_cpu: (matches!(cfg.writer, WriterPlacement::ChildProcess { .. }) && records)
-                .then(|| cpu1.children_share_since(&cpu0, Duration::from_secs_f64(wall), clock_ticks_per_second())),
-            naks_sent: self.naks_sent,
-            writer_stall_s: writer_stall.as_secs_f64(),
-            writer_stalls,
-            write_buffer: records.then_some(cfg.write_buffer),
-            direct_io: match &cfg.recording {
-                Some(_) => out_direct,
-                None => cfg.out_dir.is_some() && cfg.direct_io,
-            },
-            stopped_by: self.stopped_by,
-            data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
-        }
-    }
-}
-
-/// Where the receiver records: its directory, or its disks; `None` for the memory sink.
-fn output_name(cfg: &RecvConfig) -> Option<String> {
-    match (&cfg.recording, &cfg.out_dir) {
-        (Some(r), _) => Some(r.disks_joined(",")),
-        (None, Some(d)) => Some(d.path().display().to_string()),
-        (None, None) => None,
     }
 }

@@ -367,7 +367,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn destinations_parse() {
+    fn destinations_are_host_port_and_a_directory() {
         let (a, p) = parse_dest("127.0.0.1:6000/exp42/scans").unwrap();
         assert_eq!(a, "127.0.0.1:6000".parse().unwrap());
         assert_eq!(p, "exp42/scans");

@@ -322,7 +322,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses() {
+    fn rates_seconds_and_durations_parse_with_their_units() {
         assert_eq!(parse_rate("512M").unwrap(), 512e6);
         assert_eq!(parse_rate("4.096G").unwrap(), 4.096e9);
         assert_eq!(parse_rate("4096Mbps").unwrap(), 4.096e9);
@@ -582,7 +582,7 @@ mod tests {
     }
 
     #[test]
-    fn formatting() {
+    fn values_print_with_si_prefixes_and_units() {
         assert_eq!(si_fmt(0.0), "0 ");
         assert_eq!(si_fmt(999.0), "999 ");
         assert_eq!(si_fmt(1500.0), "1.500 k");

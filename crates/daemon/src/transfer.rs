@@ -154,7 +154,7 @@ pub enum StartError {
     #[error(transparent)]
     Dir(#[from] safedir::DirError),
     /// Every name a recording may take exists.
-    #[error("{label} and {label}a to {label}z exist in {disk}")]
+    #[error("{label} and {label}a to {label}Z exist in {disk}")]
     NamesTaken {
         /// The label.
         label: String,

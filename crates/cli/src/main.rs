@@ -226,7 +226,7 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// The station recorder daemon the Field System drives over VSI-S (jive5ab's control
     /// protocol): record scans, relay to the correlator, evlbi?/tstat?/status? while data flow.
-    #[command(long_about = serve_cmd::ABOUT, after_help = serve_cmd::EXAMPLES)]
+    #[command(long_about = serve_cmd::ABOUT, after_help = serve_cmd::after_help())]
     Serve(Box<serve_cmd::ServeArgs>),
 }
 

@@ -316,6 +316,12 @@ impl Daemon {
                 s.ipd_ns = v;
                 ok(vec![])
             }
+            // As jive5ab, at any time; here it applies to the next net2net.
+            Request::Ack(Setting::Query) => ok(vec![s.ack.to_string()]),
+            Request::Ack(Setting::Set(v)) => {
+                s.ack = v;
+                ok(vec![])
+            }
             Request::RecordFormat(f) => {
                 set!(f, vec![s.record_format.name().into()], |v| st.settings.record_format =
                     v)

@@ -73,6 +73,10 @@ pub struct Settings {
     pub mtu: u32,
     /// `ipd`, ns: `net2net`'s packet spacing (0 or -1: at the data rate).
     pub ipd_ns: i64,
+    /// `ack`: `net2net` sends a keep-alive back to each sender every this many of its datagrams
+    /// (jive5ab's, so switches on the way learn the recorder's address); 0 none (evlbi's
+    /// default: jive5ab's is 10), below 0 every datagram (as jive5ab).
+    pub ack: i32,
     /// `record_format` (FlexBuff vbs unless the Field System or the operator says otherwise).
     pub record_format: RecordFormat,
     /// `datastream`: how a recording's frames split into recordings.
@@ -97,6 +101,7 @@ impl Default for Settings {
             }],
             mtu: 1500,
             ipd_ns: 0,
+            ack: 0,
             record_format: RecordFormat::Vbs,
             datastreams: DataStreams::default(),
             nthread: (1, 1),
@@ -269,6 +274,11 @@ impl Settings {
         } else {
             stream::relay::DEFAULT_BURST
         };
+        // `ack`: jive5ab's keep-alive period (0 none here; below 0 every datagram, as jive5ab).
+        relay.ack_every = match self.ack {
+            0 => None,
+            n => Some(u32::try_from(n).unwrap_or(1)),
+        };
         relay.rate_bps = match (&self.mode, self.ipd_ns) {
             // ipd: one datagram of every station's stream per spacing.
             (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
@@ -291,6 +301,7 @@ pub fn vsi_word(s: S) -> &'static str {
         S::Fps | S::Rate => "mode",
         S::Threads => "threads",
         S::Burst => "ipd",
+        S::Ack => "ack",
         S::Recording => "record_format",
         S::Out => "net2file",
         other => other.name(),
@@ -335,6 +346,21 @@ mod tests {
             })
         );
         assert_eq!(s.port_fields(), vec!["somehost@1"]);
+    }
+
+    #[test]
+    fn ack_sets_the_relays_keep_alives() {
+        let to = "127.0.0.1:9".parse().unwrap();
+        let every = |ack| {
+            let s = Settings {
+                ack,
+                ..Settings::default()
+            };
+            s.relay_config(to, Some(Protocol::Native)).map(|c| c.relay.ack_every)
+        };
+        assert_eq!(every(0), Ok(None));
+        assert_eq!(every(50), Ok(Some(50)));
+        assert_eq!(every(-1), Ok(Some(1)), "below 0: every datagram, as jive5ab");
     }
 
     #[test]

@@ -19,8 +19,6 @@
 //! the scan the same way; `record_format = vdif` writes continuous VDIF files per station in
 //! `<first disk>/<label>/`.
 
-#![warn(missing_docs)]
-
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -17,8 +17,6 @@
 //! applies every rule and clamp; its errors ([`ConfigError`]) name the [`Setting`], which each
 //! front door says in its own words (the binary's flags, the daemon's VSI-S keywords).
 
-#![warn(missing_docs)]
-
 pub mod recv;
 pub mod relay;
 pub mod report;

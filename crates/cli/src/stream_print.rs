@@ -191,6 +191,7 @@ pub fn recv_summary(r: &RecvReport) {
             r.writer_stall_s
         );
     }
+    buffers_line(r);
     let writer = r.writer_cpu.map_or(String::new(), |w| {
         format!("; file writer {:.0} % + {:.0} %", w.user_pct, w.system_pct)
     });
@@ -203,6 +204,24 @@ pub fn recv_summary(r: &RecvReport) {
         r.cpu.user_pct,
         r.cpu.system_pct
     );
+}
+
+/// Which buffer took the output's stalls: the write buffer, then the socket's.
+fn buffers_line(r: &RecvReport) {
+    if let (Some(size), Some(peak)) = (r.write_buffer, r.write_buffer_peak) {
+        let socket = match r.socket_queue_peak {
+            Some(q) if r.rcvbuf.granted_rcv > 0 => format!(
+                ", the socket buffer {:.0} % of {} bytes at most",
+                q as f64 * 100.0 / r.rcvbuf.granted_rcv as f64,
+                r.rcvbuf.granted_rcv
+            ),
+            _ => String::new(),
+        };
+        status!(
+            "buffers: the write buffer held {:.0} % of its {size} bytes at most{socket}",
+            peak as f64 * 100.0 / size.max(1) as f64
+        );
+    }
 }
 
 /// The closing lines of one station of `stream recv`: its window's counts, its boards, its
@@ -387,8 +406,14 @@ pub fn recording_lines(rec: &scanfmt::results::RecordingReport) {
         );
     }
     for d in &rec.disks {
+        let free = d.free_bytes.map_or(String::new(), |f| format!(", {f} bytes free"));
+        let full = if d.passed_over_full > 0 {
+            format!(" (full: passed over for {} blocks)", d.passed_over_full)
+        } else {
+            String::new()
+        };
         status!(
-            "  disk {}: {} blocks, {} bytes{}",
+            "  disk {}: {} blocks, {} bytes{free}{full}{}",
             d.path,
             d.blocks,
             d.bytes,

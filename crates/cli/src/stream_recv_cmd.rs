@@ -8,6 +8,8 @@ use anyhow::Result;
 use clap::Args;
 use recording::write::WriterPlacement;
 use stream::ReceiverConfig;
+use stream_session::live::sfxc::SfxcAddr;
+use stream_session::live::{LiveConfig, LiveTarget};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 
 use crate::flags::JsonOutputOldFile;
@@ -15,15 +17,18 @@ use crate::session_flags::session_error;
 use crate::shared_args::{FpsArg, ListenArgs, LiveArgs};
 use crate::stream_common::{arrival, run_bound, Format, Split};
 use crate::units::{parse_duration, parse_size};
-use crate::ProblemsFound;
+use crate::{usage, ProblemsFound};
 
 #[derive(Args)]
 pub struct RecvArgs {
     #[command(flatten)]
     input: ListenArgs,
     /// Output directory of the recordings (files STATION_UTC.vdif). Without it, frames are
-    /// counted and dropped.
-    #[arg(long, value_name = "DIR")]
+    /// counted and dropped. `sfxc:SOCKET` (a unix socket path) or `sfxc:tcp:[ADDRESS:]PORT`:
+    /// no recording, the station's frames live to SFXC's `mk5://` reader (as jive5ab's
+    /// `net2sfxc`): in time order, lost frames and silences (after 1 s) filled invalid at the
+    /// station's rate, one station, one reader at a time; --latency defaults to 2ms then.
+    #[arg(long, value_name = "DIR|sfxc:SOCKET")]
     out: Option<PathBuf>,
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
@@ -48,8 +53,9 @@ pub struct RecvArgs {
     /// frame may move the window past frames not yet arrived only as far as the time since the
     /// stream last advanced explains (at twice its rate; a quarter window at once, never over
     /// half): frames forged ahead of a live stream never flush real ones.
-    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
-    latency: Duration,
+    /// [default: 50ms; 2ms with --out sfxc:]
+    #[arg(long, value_parser = parse_duration)]
+    latency: Option<Duration>,
     /// Ask the sender to repeat lost frames while they can still arrive within --latency.
     #[arg(long)]
     arq: bool,
@@ -62,6 +68,10 @@ pub struct RecvArgs {
     /// network's.
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     write_buffer: u64,
+    /// With --out sfxc:: memory queued for the reader. A reader slower than the station costs
+    /// the frames that do not fit, counted (`dropped_slow_reader`); the receiver never waits.
+    #[arg(long, value_parser = parse_size, default_value = "128M", value_name = "SIZE")]
+    live_buffer: u64,
     /// With --out: write with direct I/O (O_DIRECT), from the receiver's shared memory straight
     /// to the disk, past the page cache. Far less CPU at high rates (this VM, 8 GB: 2 s of
     /// system time instead of 17) and no dirty pages piling up when the disk is slower than
@@ -83,6 +93,15 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
     let target = match (&cfg.out_dir, &cfg.recording) {
+        _ if cfg.live.is_some() => format!(
+            "live to SFXC's mk5:// reader at {}",
+            cfg.live
+                .iter()
+                .flat_map(|l| &l.targets)
+                .map(live_endpoint)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         (_, Some(r)) => format!(
             "{} scan {} over {} disk(s): {}",
             r.layout,
@@ -112,8 +131,20 @@ pub fn recv(a: RecvArgs) -> Result<()> {
 /// `validate()` (its errors said in flags).
 fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     let listen = a.input.specs()?;
+    let live = sfxc_out(a.out.as_deref())?.map(|l| LiveConfig {
+        buffer: a.live_buffer,
+        ..l
+    });
+    let base = match live {
+        Some(l) => RecvConfig::new(listen).with_live(l),
+        None => RecvConfig::new(listen),
+    };
     let cfg = RecvConfig {
-        out_dir: a.out.clone().map(recording::write::OutputDir::Path),
+        out_dir: a
+            .out
+            .clone()
+            .filter(|_| base.live.is_none())
+            .map(recording::write::OutputDir::Path),
         recording: a.record.config()?,
         chunk: a.chunk,
         rcvbuf: a.input.rcvbuf(),
@@ -121,7 +152,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
             format: a.seq_format.into(),
             frames_per_second: a.fps.get(),
             threads: a.threads,
-            latency: a.latency,
+            latency: a.latency.unwrap_or(base.receiver.latency),
             max_fill: a.max_fill,
             max_stations: a.input.max_stations,
             from: a.input.from,
@@ -139,7 +170,34 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         write_buffer: a.write_buffer,
         direct_io: a.direct,
         split_threads: a.split == Split::Thread,
-        ..RecvConfig::new(listen)
+        ..base
     };
     cfg.validate().map_err(|e| session_error(e.into()))
+}
+
+/// `--out sfxc:SOCKET` or `sfxc:tcp:[ADDRESS:]PORT`: the live output, if asked for. The socket's
+/// directory is the operator's (opened once; the socket is made in it by descriptor).
+fn sfxc_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
+    let Some(spec) = out.and_then(|o| o.to_str()).and_then(|o| o.strip_prefix("sfxc:")) else {
+        return Ok(None);
+    };
+    let addr = if let Some(tcp) = spec.strip_prefix("tcp:") {
+        let a = match tcp.parse::<u16>() {
+            Ok(port) => std::net::SocketAddr::from(([0, 0, 0, 0], port)),
+            Err(_) => tcp
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| usage(format!("--out sfxc:tcp:{tcp}: a PORT or ADDRESS:PORT")))?,
+        };
+        SfxcAddr::Tcp(a)
+    } else {
+        SfxcAddr::unix_path(std::path::Path::new(spec)).map_err(|e| usage(format!("--out sfxc:{spec}: {e}")))?
+    };
+    Ok(Some(LiveConfig::new(vec![LiveTarget::Sfxc { addr, station: None }])))
+}
+
+/// Where a live output's readers connect, for the listening line.
+fn live_endpoint(t: &LiveTarget) -> String {
+    match t {
+        LiveTarget::Sfxc { addr, .. } => addr.endpoint(),
+    }
 }

@@ -148,6 +148,28 @@ fn a_recording_over_disks_takes_no_files_of_its_own() {
     );
 }
 
+/// A live output to SFXC's reader is no recording: the one recording flag given beside it is
+/// named (the CLI listed all five whichever was given).
+#[test]
+fn a_live_output_takes_no_recording_flag_and_names_the_one_given() {
+    let d = tempfile::tempdir().unwrap();
+    let disk = d.path().to_str().unwrap();
+    let live = with(&RECV, &["--out", "sfxc:tcp:127.0.0.1:0"]);
+    refused(
+        &with(&live, &["--chunk", "1G"]),
+        "--out sfxc: is a live output: leave out --chunk",
+    );
+    refused(&with(&live, &["--direct"]), "--out sfxc: is a live output: leave out --direct");
+    refused(
+        &with(&live, &["--split", "thread"]),
+        "--out sfxc: is a live output: leave out --split thread",
+    );
+    refused(
+        &with(&live, &["--format", "vbs", "--disks", disk, "--scan", "x"]),
+        "--out sfxc: is a live output: leave out --format vbs|mk6",
+    );
+}
+
 /// At most 64 data ports: the binary says `--listen`; VSI-S cannot even say a 65th (a statement
 /// holds at most 64 fields, so `net_port` names 64 ports at most) and the daemon relays from all
 /// 64 — the two doors agree on the session's one bound. (How the daemon would say a refusal,

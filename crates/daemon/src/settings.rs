@@ -304,6 +304,7 @@ pub fn vsi_word(s: S) -> &'static str {
         S::Ack => "ack",
         S::Recording => "record_format",
         S::Out => "net2file",
+        S::Live => "net2sfxc",
         other => other.name(),
     }
 }

@@ -42,6 +42,8 @@ pub enum Kind {
     Net2File,
     /// `net2net`.
     Net2Net,
+    /// `net2sfxc`: a receiver whose output is SFXC's `mk5://` socket.
+    Net2Sfxc,
     /// `fill2net`.
     Fill2Net,
     /// `disk2file`.
@@ -55,6 +57,7 @@ impl Kind {
             Kind::Record => "record",
             Kind::Net2File => "net2file",
             Kind::Net2Net => "net2net",
+            Kind::Net2Sfxc => "net2sfxc",
             Kind::Fill2Net => "fill2net",
             Kind::Disk2File => "disk2file",
         }
@@ -236,6 +239,8 @@ pub enum Target {
     /// One file (`net2file = open : PATH,mode`): its directory (opened below the roots through no
     /// link), name and mode.
     OneFile(safedir::Dir, String, FileMode),
+    /// SFXC's reader on a socket (`net2sfxc = open : SOCK`), not a recording.
+    Live(stream_session::live::LiveTarget),
 }
 
 /// Start receiving into `target`; `name` is what `record?` and the metrics call it.
@@ -247,10 +252,18 @@ pub fn start_recording(
     env: &TransferEnv,
     outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
-    let (out_dir, out_file, recording) = match target {
-        Target::Scan(r) => (None, None, Some(r)),
-        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None),
-        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None),
+    let (out_dir, out_file, recording, live) = match target {
+        Target::Scan(r) => (None, None, Some(r), None),
+        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None, None),
+        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None, None),
+        Target::Live(t) => (None, None, None, Some(stream_session::live::LiveConfig::new(vec![t]))),
+    };
+    let base = settings.recv_config()?;
+    // A live output: one station, its reorder window short (the rules and clamps are the
+    // session's `validate()`).
+    let base = match live {
+        Some(l) => base.with_live(l),
+        None => base,
     };
     let cfg = RecvConfig {
         out_dir,
@@ -261,7 +274,7 @@ pub fn start_recording(
         // The backend streams before `record = on` and after: the recording begins once its
         // writers are up, not with a socket buffer's worth and then a gap while they start.
         output_before_bind: true,
-        ..settings.recv_config()?
+        ..base
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();
@@ -598,6 +611,7 @@ pub fn recv_status(r: &RecvReport) -> RecvStatus {
         writer_stalls: r.writer_stalls,
         naks_sent: r.naks_sent,
         disks_dropped: r.recording.as_ref().map_or(0, |x| x.disks_dropped),
+        live: r.live.clone(),
     }
 }
 

@@ -25,6 +25,9 @@ pub enum StreamSessionError {
         /// What is wrong with it.
         problem: InputProblem,
     },
+    /// A live output could not start (its socket, its thread).
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
     /// The sender's schedule cannot go on (a looped file ran past the VDIF time field).
     #[error(transparent)]
     Schedule(#[from] stream::SenderError),
@@ -102,6 +105,12 @@ pub enum ConfigError {
         /// The directory setting that was not given.
         output: Setting,
     },
+    /// A live output is no recording: it takes no directory, file, disks, chunks, direct-I/O
+    /// switch or per-thread files (`files`: the one given).
+    LiveAndRecording {
+        /// The recording's setting given beside the live output.
+        files: Setting,
+    },
 }
 
 impl ConfigError {
@@ -145,6 +154,9 @@ impl ConfigError {
                 name(*output),
                 name(S::Recording)
             ),
+            ConfigError::LiveAndRecording { files } => {
+                format!("{} is a live output: leave out {}", name(S::Live), name(*files))
+            }
         }
     }
 
@@ -160,6 +172,7 @@ impl ConfigError {
             ConfigError::BoardsNeedBoardFraming { .. } => vec![S::Senders, S::Format],
             ConfigError::RecordingAndFiles { files } => vec![*files, S::Recording],
             ConfigError::SplitNeedsOutput { output } => vec![S::SplitThreads, *output, S::Recording],
+            ConfigError::LiveAndRecording { files } => vec![*files, S::Live],
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   live and at the end.
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
 //!   and the output socket, the tee through [`recording::write::Recorder`].
+//! - [`live`]: a station's frames, in time order, to a correlator reading a stream socket
+//!   (SFXC's `mk5://` reader, as jive5ab's `net2sfxc` serves it), never holding the receiver up.
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 //! - [`socket`]: the sending socket of the sender and the relay, the input sockets of the
 //!   receiver and the relay, and the ids a stream's datagrams carry.
@@ -17,6 +19,7 @@
 //! applies every rule and clamp; its errors ([`ConfigError`]) name the [`Setting`], which each
 //! front door says in its own words (the binary's flags, the daemon's VSI-S keywords).
 
+pub mod live;
 pub mod recv;
 pub mod relay;
 pub mod report;
@@ -25,6 +28,8 @@ pub mod setting;
 pub mod socket;
 #[cfg(test)]
 mod testing;
+
+mod mapped;
 
 pub mod error;
 

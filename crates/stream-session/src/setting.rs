@@ -63,11 +63,13 @@ pub enum Setting {
     Ack,
     /// The live counts' cadence (`interval`).
     Interval,
+    /// Live outputs to correlators' readers instead of a recording (`live`).
+    Live,
 }
 
 impl Setting {
     /// Every setting, in declaration order (a front door's table is tested against it).
-    pub const ALL: [Setting; 27] = [
+    pub const ALL: [Setting; 28] = [
         Setting::Listen,
         Setting::To,
         Setting::Inputs,
@@ -95,6 +97,7 @@ impl Setting {
         Setting::InjectLoss,
         Setting::Ack,
         Setting::Interval,
+        Setting::Live,
     ];
 
     /// The field of the session configuration that holds it: what the library's own messages
@@ -128,6 +131,7 @@ impl Setting {
             Setting::InjectLoss => "inject_loss",
             Setting::Ack => "ack_every",
             Setting::Interval => "interval",
+            Setting::Live => "live",
         }
     }
 }
@@ -170,6 +174,6 @@ mod tests {
         for (i, s) in Setting::ALL.iter().enumerate() {
             assert_eq!(*s as usize, i, "{s}");
         }
-        assert_eq!(Setting::ALL.len(), Setting::Interval as usize + 1);
+        assert_eq!(Setting::ALL.len(), Setting::Live as usize + 1);
     }
 }

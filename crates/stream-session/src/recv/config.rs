@@ -5,6 +5,7 @@ use std::time::Duration;
 use recording::write::{OutputDir, RecordingConfig, WriterPlacement};
 use stream::{ReceiverConfig, SeqFormat};
 
+use crate::live::{LiveConfig, LIVE_LATENCY};
 use crate::socket::{check_listen, DEFAULT_RCVBUF};
 use crate::{ConfigError, Setting};
 
@@ -48,6 +49,9 @@ pub struct RecvConfig {
     /// four disks' writer processes took long enough on a host with both cores busy to drop
     /// 54–980 frames at the start of a scan, which the recording then showed as lost.
     pub output_before_bind: bool,
+    /// Live outputs to a correlator's reader instead of a recording (`out_dir`, `recording` and
+    /// `out_file` are then unset).
+    pub live: Option<LiveConfig>,
 }
 
 impl RecvConfig {
@@ -70,7 +74,16 @@ impl RecvConfig {
             direct_io: false,
             split_threads: false,
             output_before_bind: false,
+            live: None,
         }
+    }
+
+    /// Live outputs instead of a recording, with their reorder window ([`LIVE_LATENCY`]: a
+    /// caller's own latency is set after this).
+    pub fn with_live(mut self, live: LiveConfig) -> RecvConfig {
+        self.live = Some(live);
+        self.receiver.latency = LIVE_LATENCY;
+        self
     }
 
     /// Apply every rule and clamp of a receiver's settings.
@@ -79,7 +92,23 @@ impl RecvConfig {
         if self.receiver.arq && self.receiver.format != SeqFormat::Native {
             return Err(ConfigError::ArqNeedsNative { setting: Setting::Arq });
         }
-        if self.recording.is_some() {
+        if let Some(live) = &self.live {
+            let given = [
+                (self.recording.is_some(), Setting::Recording),
+                (self.out_dir.is_some() || self.out_file.is_some(), Setting::Out),
+                (self.chunk.is_some(), Setting::Chunk),
+                (self.direct_io, Setting::DirectIo),
+                (self.split_threads, Setting::SplitThreads),
+            ];
+            if let Some((_, files)) = given.into_iter().find(|(g, _)| *g) {
+                return Err(ConfigError::LiveAndRecording { files });
+            }
+            // One station per output, as jive5ab's net2sfxc carries one stream (further ones
+            // are counted and dropped); a station gone quiet goes on as filled frames, so its
+            // reader is never left waiting.
+            self.receiver.max_stations = live.targets.len().max(1);
+            self.receiver.fill_silence_after = Some(live.fill_silence_after);
+        } else if self.recording.is_some() {
             let given = [
                 (self.out_dir.is_some(), Setting::Out),
                 (self.chunk.is_some(), Setting::Chunk),
@@ -139,6 +168,36 @@ mod tests {
             bad(&|c| c.split_threads = true),
             ConfigError::SplitNeedsOutput { output: Setting::Out }
         );
+        let sfxc = || {
+            let addr = crate::live::sfxc::SfxcAddr::Tcp("127.0.0.1:0".parse().unwrap());
+            LiveConfig::new(vec![crate::live::LiveTarget::Sfxc { addr, station: None }])
+        };
+        for (f, files) in [
+            (
+                &(|c: &mut RecvConfig| c.recording = Some(crate::testing::scan())) as &dyn Fn(&mut RecvConfig),
+                Setting::Recording,
+            ),
+            (
+                &|c: &mut RecvConfig| c.out_dir = Some(OutputDir::Path("o".into())),
+                Setting::Out,
+            ),
+            (&|c: &mut RecvConfig| c.chunk = Some(1 << 30), Setting::Chunk),
+            (&|c: &mut RecvConfig| c.direct_io = true, Setting::DirectIo),
+            (&|c: &mut RecvConfig| c.split_threads = true, Setting::SplitThreads),
+        ] {
+            let e = bad(&|c| {
+                c.live = Some(sfxc());
+                f(c);
+            });
+            assert_eq!(e, ConfigError::LiveAndRecording { files });
+        }
+        // A live output: one station, a quiet one filled, the live reorder window by default.
+        let mut c = cfg().with_live(sfxc());
+        c.receiver.max_stations = 16;
+        let c = c.validate().unwrap();
+        assert_eq!(c.receiver.max_stations, 1);
+        assert_eq!(c.receiver.fill_silence_after, Some(Duration::from_secs(1)));
+        assert_eq!(c.receiver.latency, LIVE_LATENCY);
         let mut c = cfg();
         c.interval = Duration::from_millis(1);
         assert_eq!(c.validate().unwrap().interval, Duration::from_millis(50));

@@ -6,9 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod config;
+mod sink;
 mod tally;
 
 pub use config::RecvConfig;
+use sink::Sink;
 pub use tally::LiveLine;
 use tally::{status, LiveTally, RunEnd};
 
@@ -27,7 +29,7 @@ pub struct BoundReceiver {
     cfg: RecvConfig,
     socks: Vec<std::net::UdpSocket>,
     grants: Vec<netio::BufferGrant>,
-    sink: Recorder,
+    sink: Sink,
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
     observer: Option<Observer<RecvStatus>>,
@@ -44,8 +46,11 @@ impl BoundReceiver {
         let cfg = cfg.validate()?;
         let early = if cfg.output_before_bind {
             let sink = Self::output(&cfg)?;
-            // Nothing queues yet: the receive path will never fault its buffers in.
-            sink.wait_populated();
+            // Nothing queues yet: the receive path will never fault its buffers in — unless
+            // allocating takes longer than the idle timeout (2 s without one), which the
+            // receiver never waits for its own set-up.
+            let limit = cfg.idle_timeout.unwrap_or(Duration::from_secs(2));
+            sink.wait_populated(Instant::now() + limit);
             Some(sink)
         } else {
             None
@@ -73,7 +78,10 @@ impl BoundReceiver {
     }
 
     /// The output `cfg` asks for, its writers started.
-    fn output(cfg: &RecvConfig) -> Result<Recorder, StreamSessionError> {
+    fn output(cfg: &RecvConfig) -> Result<Sink, StreamSessionError> {
+        if let Some(live) = &cfg.live {
+            return Ok(Sink::Live(live.start()?));
+        }
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
@@ -84,10 +92,10 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
-        Ok(match (sink, &cfg.out_file) {
+        Ok(Sink::Rec(match (sink, &cfg.out_file) {
             (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
             (s, _) => s,
-        })
+        }))
     }
 
     /// Hand `observer` the counts so far at every live interval.
@@ -157,6 +165,12 @@ impl BoundReceiver {
                 break "duration";
             }
             let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            if let Sink::Live(live) = &mut sink {
+                // A station gone quiet goes on as filled frames at its rate; what the batch
+                // gave goes to the readers now.
+                rx.fill_silence(Instant::now(), live);
+                live.flush();
+            }
             if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
                 say(n);
             }
@@ -164,8 +178,10 @@ impl BoundReceiver {
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
             // Counted from the start until something arrives (`ready_since` starts there): a
-            // receiver that never hears a sender stops too (issue 29: it waited forever).
-            if !received && idle {
+            // receiver that never hears a sender stops too (issue 29: it waited forever). Never
+            // while datagrams are queued for it (a loop held off its core sees them late, not
+            // never).
+            if !received && idle && !queued(&socks) {
                 break "idle timeout";
             }
             let now = Instant::now();
@@ -209,9 +225,17 @@ impl BoundReceiver {
             receive_calls: t.calls,
             stopped_by: stopped_by.to_string(),
             data_age: std::mem::take(&mut tally.data_age),
+            queue_peak: tally.queue_peak,
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
     }
+}
+
+/// Whether any of the sockets has datagrams queued.
+fn queued(socks: &[std::net::UdpSocket]) -> bool {
+    socks
+        .iter()
+        .any(|s| netio::counters::socket_queued_bytes(s).is_some_and(|b| b > 0))
 }
 
 /// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
@@ -261,7 +285,7 @@ fn receive_batch(
     wait: Duration,
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {
@@ -290,9 +314,17 @@ fn receive_batch(
                 // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
                 tally.data_age.record(wall.saturating_sub(t).max(1));
             }
+            let stalls = sink.stalled().1;
             for d in batch.iter() {
                 tally.bytes += d.data.len() as u64;
                 rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
+            }
+            // A full batch (the loop is behind) or a wait for the writer: how much the socket
+            // holds now is how deep the stall reached into its buffer.
+            if n == BATCH || sink.stalled().1 != stalls {
+                if let Some(q) = netio::counters::socket_queued_bytes(sock) {
+                    tally.queue_peak = Some(tally.queue_peak.unwrap_or(0).max(q));
+                }
             }
             t.ready_since = Instant::now();
             Ok(true)
@@ -317,7 +349,7 @@ fn receive_any(
     socks: &[std::net::UdpSocket],
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {

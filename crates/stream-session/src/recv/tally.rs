@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use netio::counters::{clock_ticks_per_second, read_process_cpu, ProcessCpu, UdpCounters};
-use recording::write::{Recorder, WriterPlacement};
+use recording::write::WriterPlacement;
 use stream::results::RecvStatus;
 use stream::Receiver;
 
+use super::sink::Sink;
 use super::{drops, RecvConfig};
 use crate::report::RecvReport;
 
@@ -47,7 +48,7 @@ pub struct LiveLine {
 }
 
 /// The counts so far, for an observer.
-pub(super) fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
+pub(super) fn status(line: &LiveLine, rx: &Receiver, sink: &Sink, dropped: u64, naks_sent: u64) -> RecvStatus {
     let (stall, stalls) = sink.stalled();
     RecvStatus {
         elapsed_s: line.elapsed_s,
@@ -61,6 +62,7 @@ pub(super) fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u
         writer_stalls: stalls,
         naks_sent,
         disks_dropped: line.disks_dropped.into(),
+        live: sink.live_status(),
     }
 }
 
@@ -82,6 +84,8 @@ pub(super) struct LiveTally {
     pub(super) data_age: histogram::Hist,
     /// Which socket each sender's datagrams came to (several `--listen`), for its NAKs.
     pub(super) routes: Vec<(SocketAddr, usize)>,
+    /// The most bytes seen queued in a receive socket (the whole run).
+    pub(super) queue_peak: Option<u64>,
 }
 
 impl LiveTally {
@@ -105,7 +109,7 @@ impl LiveTally {
         first: Option<Instant>,
         interval: Duration,
         rx: &Receiver,
-        sink: &mut Recorder,
+        sink: &mut Sink,
         dropped: u64,
     ) -> LiveLine {
         let changes = rx.sender_changes();
@@ -139,6 +143,7 @@ impl LiveTally {
             stall,
             data_age: std::mem::take(&mut self.data_age),
             routes: std::mem::take(&mut self.routes),
+            queue_peak: self.queue_peak,
         };
         line
     }
@@ -156,6 +161,7 @@ pub(super) struct RunEnd {
     pub(super) data_age: histogram::Hist,
     pub(super) dropped_after_last: u64,
     pub(super) receive_calls: u64,
+    pub(super) queue_peak: Option<u64>,
 }
 
 impl RunEnd {
@@ -169,10 +175,11 @@ impl RunEnd {
             &netio::batch::RecvBatch,
         ),
         rx: &Receiver,
-        mut sink: Recorder,
+        mut sink: Sink,
     ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
-        let out = sink.finish();
+        let write_buffer_peak = sink.backlog_peak();
+        let (out, live) = sink.finish(cfg.live.as_ref().map_or(Duration::ZERO, |l| l.drain));
         let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
@@ -217,12 +224,15 @@ impl RunEnd {
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
             write_buffer: records.then_some(cfg.write_buffer),
+            write_buffer_peak: write_buffer_peak.filter(|_| records),
+            socket_queue_peak: self.queue_peak,
             direct_io: match &cfg.recording {
                 Some(_) => out_direct,
                 None => cfg.out_dir.is_some() && cfg.direct_io,
             },
             stopped_by: self.stopped_by,
             data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
+            live,
         }
     }
 }

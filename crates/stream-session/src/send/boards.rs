@@ -3,10 +3,10 @@
 //! each its own socket carrying its block of every station's threads from memory; each
 //! station's frames on a [`Pacer`]'s timeline, from now or from the frames' own VDIF time.
 
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use linkemu::LossModel;
 use netio::io_err;
 use pacing::{Pacer, Spacing};
@@ -86,10 +86,10 @@ fn build_boards(
     sources: Vec<Source>,
     (start, later): (Instant, u32),
 ) -> Result<Vec<Board>, StreamSessionError> {
-    let shared: Vec<(Source, Arc<Vec<u8>>)> = sources
+    let shared: Vec<(Source, Bytes)> = sources
         .into_iter()
         .map(|mut s| {
-            let data = Arc::new(s.memory.take().unwrap_or_default());
+            let data = s.memory.take().unwrap_or_default();
             (s, data)
         })
         .collect();
@@ -105,7 +105,7 @@ fn build_boards(
             // One time step of the whole station (a frame of every thread) at its rate.
             let step = Spacing::from_rate((s.data_len as u64) * u64::from(s.threads), s.rate_bps.round() as u64);
             let pacer = paced(cfg, Pacer::new(start, step));
-            let source = MemorySource::shared(data.clone(), s.frame_len, loop_seconds)
+            let source = MemorySource::from_bytes(data.clone(), s.frame_len, loop_seconds)
                 .only_threads(&share)
                 .later_by(later);
             let station = StationSpec {
@@ -150,7 +150,7 @@ fn build_sender(
         let pacer = paced(cfg, Pacer::new(start, spacing));
         let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path) {
             (Some(data), _) => (
-                Box::new(MemorySource::new(data, s.frame_len, loop_seconds).later_by(later)),
+                Box::new(MemorySource::from_bytes(data, s.frame_len, loop_seconds).later_by(later)),
                 None,
             ),
             (None, path) => {

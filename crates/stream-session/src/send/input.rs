@@ -7,7 +7,7 @@ use std::io::{BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use netio::io_err;
+use bytes::Bytes;
 
 use super::shape::{shape, whole_frames, Found, Shape};
 use crate::{InputProblem, StreamSessionError};
@@ -79,8 +79,8 @@ impl Input {
 pub(crate) struct Source {
     /// The input, when it is streamed by a reader thread.
     pub path: Option<Opener>,
-    /// The whole input as contiguous frames, when it is sent from memory.
-    pub memory: Option<Vec<u8>>,
+    /// The whole input as contiguous frames, when it is sent from memory (a file: mapped).
+    pub memory: Option<Bytes>,
     /// How it is sent (its name too).
     pub shape: Shape,
 }
@@ -89,7 +89,7 @@ pub(crate) struct Source {
 /// memory, and the inspection.
 type Examined = (
     Option<Opener>,
-    Option<Vec<u8>>,
+    Option<Bytes>,
     Result<vdif::inspect::InspectReport, vdif::inspect::InspectError>,
 );
 
@@ -105,16 +105,11 @@ pub(crate) fn examine(
 ) -> Result<Source, StreamSessionError> {
     let name = input.name();
     let (path, data, rep) = match input {
-        Input::File(path) => {
-            let len = std::fs::metadata(&path)
-                .map_err(io_err(format!("read {}", path.display())))?
-                .len();
-            examine_stream(fps, &name, Opener::file(path), len)?
-        }
+        Input::File(path) => examine_file(fps, &name, path)?,
         Input::Reader { len, open, .. } => examine_stream(fps, &name, open, len)?,
         Input::Memory { data, .. } => {
             let rep = vdif::inspect::inspect(&data[..], fps, |_, _| {});
-            (None, Some(data), rep)
+            (None, Some(Bytes::from(data)), rep)
         }
     };
     let found = Found::of(&rep.map_err(|e| StreamSessionError::input(&name, e.into()))?);
@@ -135,8 +130,24 @@ fn examine_stream(fps: Option<u32>, name: &str, open: Opener, len: u64) -> Resul
         let mut data = Vec::with_capacity(len as usize);
         r.read_to_end(&mut data).map_err(read_err)?;
         let rep = vdif::inspect::inspect(&data[..], fps, |_, _| {});
-        return Ok((Some(open), Some(data), rep));
+        return Ok((Some(open), Some(Bytes::from(data)), rep));
     }
     let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, r), fps, |_, _| {});
     Ok((Some(open), None, rep))
+}
+
+/// Inspect a file: mapped into memory when it fits ([`crate::mapped`]), so it is sent from its
+/// pages in the page cache and nothing is copied before the first datagram; read as a stream
+/// when it does not fit or cannot be mapped.
+fn examine_file(fps: Option<u32>, name: &str, path: PathBuf) -> Result<Examined, StreamSessionError> {
+    let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
+    let file = File::open(&path).map_err(read_err)?;
+    let len = file.metadata().map_err(read_err)?.len();
+    if len <= MEMORY_SOURCE_MAX {
+        if let Some(data) = crate::mapped::map(&file) {
+            let rep = vdif::inspect::inspect(&data[..], fps, |_, _| {});
+            return Ok((Some(Opener::file(path)), Some(data), rep));
+        }
+    }
+    examine_stream(fps, name, Opener::file(path), len)
 }

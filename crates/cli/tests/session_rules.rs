@@ -159,7 +159,10 @@ fn a_live_output_takes_no_recording_flag_and_names_the_one_given() {
         &with(&live, &["--chunk", "1G"]),
         "--out sfxc: is a live output: leave out --chunk",
     );
-    refused(&with(&live, &["--direct"]), "--out sfxc: is a live output: leave out --direct");
+    refused(
+        &with(&live, &["--direct"]),
+        "--out sfxc: is a live output: leave out --direct",
+    );
     refused(
         &with(&live, &["--split", "thread"]),
         "--out sfxc: is a live output: leave out --split thread",

@@ -41,8 +41,12 @@ pub fn flag(s: Setting) -> &'static str {
 }
 
 /// A stream session's error: what was asked cannot work (its settings, an input that cannot be
-/// streamed) is a usage error (exit 2) said in flags; anything that failed while running, exit 1.
+/// streamed as asked) is a usage error (exit 2) said in flags; anything that failed while running
+/// (an input that cannot be read among it), exit 1.
 pub fn session_error(e: StreamSessionError) -> anyhow::Error {
+    if !e.is_usage() {
+        return anyhow::Error::new(e);
+    }
     let text = match &e {
         StreamSessionError::Config(c) => c.describe(&flag),
         StreamSessionError::Input { input, problem } => format!("{input}: {}", problem.describe(&flag)),

@@ -1,5 +1,6 @@
-//! Why a stream session could not run: the binary maps [`StreamSessionError::Config`] and
-//! [`StreamSessionError::Input`] to a usage error (exit 2), everything else to a failure (exit 1).
+//! Why a stream session could not run: the binary maps what [`StreamSessionError::is_usage`]
+//! (a configuration, an input that cannot be streamed as asked) to a usage error (exit 2),
+//! everything else (an input that cannot be read among it) to a failure (exit 1).
 
 use thiserror::Error;
 
@@ -49,9 +50,15 @@ impl StreamSessionError {
     }
 
     /// Whether what was asked cannot work (a usage error), rather than something failing while
-    /// it ran.
+    /// it ran (an input that cannot be opened or read is the latter).
     pub fn is_usage(&self) -> bool {
-        matches!(self, StreamSessionError::Config(_) | StreamSessionError::Input { .. })
+        match self {
+            StreamSessionError::Config(_) => true,
+            StreamSessionError::Input { problem, .. } => {
+                !matches!(problem, InputProblem::Read(_) | InputProblem::ReadWhileSending { .. })
+            }
+            _ => false,
+        }
     }
 }
 

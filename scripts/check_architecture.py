@@ -74,7 +74,7 @@ def main() -> int:
     layers = [CORE, SHELL, VIEW, BIN, DEV]
     for name in members:
         if sum(name in layer for layer in layers) != 1:
-            problems.append(f"{name}: not placed in exactly one layer (edit scripts/check_layers.py and ARCHITECTURE.md)")
+            problems.append(f"{name}: not placed in exactly one layer (edit scripts/check_architecture.py and ARCHITECTURE.md)")
     for name, pkg in sorted(members.items()):
         problems += workspace_lints(name, pkg["manifest_path"])
         deps = [d["name"] for d in pkg["dependencies"] if d.get("kind") is None]

@@ -27,8 +27,12 @@ mod report_cmd;
 mod scan_args;
 mod serve_cmd;
 mod serve_config;
+mod session_flags;
+mod shared_args;
 mod stream_cmd;
 mod stream_common;
+mod stream_print;
+mod stream_recv_cmd;
 mod stream_relay_cmd;
 mod transfer_cmd;
 mod units;
@@ -46,17 +50,31 @@ use anyhow::Context;
 
 use clap::{Parser, Subcommand};
 
-/// A usage error found after parsing (inconsistent flag values): exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A usage error found after parsing (inconsistent flag values): exit code 2. Its message says
+/// what is wrong in flags; where a library refused the value, its typed error is kept as the
+/// source ([`UsageError::session`] for a stream session's).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct UsageError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
-impl std::error::Error for UsageError {}
+impl UsageError {
+    /// A stream session's refusal (its settings, or an input), said in flags.
+    pub fn of_session(text: String, e: stream_session::StreamSessionError) -> UsageError {
+        UsageError {
+            message: text,
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// The stream session's error it says in flags, if a session refused.
+    pub fn session(&self) -> Option<&stream_session::StreamSessionError> {
+        self.source.as_deref()?.downcast_ref()
+    }
+}
 
 /// A progress bar on stderr in the given indicatif `template`; drawn only when stderr is a
 /// terminal, and not at all when `hidden` (JSON output, --quiet, short work).
@@ -71,9 +89,29 @@ pub fn progress_bar(total: u64, hidden: bool, template: &str) -> indicatif::Prog
     bar
 }
 
-/// A usage error as an `anyhow::Error` (exit code 2).
+/// A usage error as an `anyhow::Error` (exit code 2), found by the binary itself.
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::anyhow!(UsageError(msg.into()))
+    anyhow::Error::new(UsageError {
+        message: msg.into(),
+        source: None,
+    })
+}
+
+/// A library's refusal of what a flag gave as a usage error: its message, the error kept as the
+/// source.
+pub fn usage_of(e: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
+    anyhow::Error::new(UsageError {
+        message: e.to_string(),
+        source: Some(Box::new(e)),
+    })
+}
+
+/// [`usage_of`], the message led by `what` (the flag): `--disks: …`.
+pub fn usage_in(what: impl std::fmt::Display, e: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
+    anyhow::Error::new(UsageError {
+        message: format!("{what}: {e}"),
+        source: Some(Box::new(e)),
+    })
 }
 
 /// A flag set when SIGINT/SIGTERM/SIGHUP arrives, so the loops stop and still report.
@@ -188,7 +226,7 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// The station recorder daemon the Field System drives over VSI-S (jive5ab's control
     /// protocol): record scans, relay to the correlator, evlbi?/tstat?/status? while data flow.
-    #[command(long_about = serve_cmd::ABOUT, after_help = serve_cmd::EXAMPLES)]
+    #[command(long_about = serve_cmd::ABOUT, after_help = serve_cmd::after_help())]
     Serve(Box<serve_cmd::ServeArgs>),
 }
 

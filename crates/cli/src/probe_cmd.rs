@@ -16,7 +16,7 @@ use crate::probe_print::{host_line, live_printer};
 use crate::units::{
     parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
 };
-use crate::{read_key, usage};
+use crate::usage;
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -88,9 +88,8 @@ pub struct ServerArgs {
     /// TCP control port.
     #[arg(long, default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// File holding a pre-shared key; clients must prove it (HMAC-SHA256 challenge).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     /// Serve one session, then exit.
     #[arg(long, conflicts_with = "sessions")]
     once: bool,
@@ -151,9 +150,8 @@ pub struct ClientArgs {
     /// N on the wire (the departure gaps show them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     burst: u32,
-    /// File holding the pre-shared key.
-    #[arg(long)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     #[command(flatten)]
     output: ResultOutput,
     /// Run N trials back to back (one session each) and report every trial and the spread
@@ -249,14 +247,14 @@ fn server(a: ServerArgs) -> Result<()> {
         .map_err(|_| usage(format!("--bind {}: not an IP address (the port is --port)", a.bind)))?;
     let listen = SocketAddr::new(ip, a.port);
     let mut cfg = ServerConfig::new(listen);
-    cfg.key = read_key(&a.key_file)?;
+    cfg.key = a.key.read()?;
     cfg.max_rcvbuf = a.max_rcvbuf;
     cfg.max_duration = a.max_duration;
     let server = Server::bind(cfg)?;
     status!(
         "probe server: control on {} (TCP){}",
         server.local_addr()?,
-        if a.key_file.is_some() { ", key required" } else { "" }
+        if a.key.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
     let metrics = a.metrics.start("probe server")?;
@@ -469,7 +467,7 @@ fn client(a: ClientArgs) -> Result<()> {
         size: a.size,
         count: a.count,
         spacing_ns,
-        key: read_key(&a.key_file)?,
+        key: a.key.read()?,
         test_id: None,
         sndbuf: 16 << 20,
         interval: a.interval.map(|s| s.max(Duration::from_millis(100))),
@@ -525,7 +523,7 @@ fn tcp_client(a: ClientArgs) -> Result<()> {
     crate::probe_tcp::run(
         crate::probe_tcp::TcpArgs {
             server: resolve(&a.server)?,
-            key: read_key(&a.key_file)?,
+            key: a.key.read()?,
             streams,
             duration,
             interval: a.interval.unwrap_or(Duration::from_secs(1)),

@@ -509,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn rcvbuf_sweeps() {
+    fn rcvbuf_sweeps_take_ranges_steps_and_lists() {
         assert_eq!(
             parse_rcvbufs("64K..512K").unwrap(),
             vec![64_000, 176_000, 288_000, 400_000, 512_000]

@@ -27,10 +27,14 @@ Access: VSI-S has no authentication. The control port answers only peers on the 
 addresses and those given with --vsi-allow; every other connection is closed at once. The \
 default --vsi binds 127.0.0.1, so out of the box only this host can command it.";
 
-pub const EXAMPLES: &str = "Keywords: version? mode= threads= net_protocol= net_port= mtu= ipd= record=on:SCAN|off \
-record? record=mk6:0|1 record_format= set_disks= net2file=open:NAME|close net2net=connect:HOST[:PORT[:IN]]|on|off \
-fill2net=connect:HOST[:PORT[:STATION]]|on|off evlbi? evlbi=FORMAT tstat? tstat= status?\n\n\
-Examples:\n  \
+/// What `evlbi serve --help` says after the flags: every keyword the daemon answers, from the
+/// table that parses them (vsis's `KEYWORDS`, so the list cannot drift), then examples.
+pub fn after_help() -> String {
+    let forms: Vec<&str> = vsis::command::KEYWORDS.iter().map(|k| k.forms).collect();
+    format!("Keywords: {}\n\n{EXAMPLES}", forms.join(" "))
+}
+
+const EXAMPLES: &str = "Examples:\n  \
 evlbi serve --root /data --metrics 127.0.0.1:9200\n  \
 # a station's service: the settings in a file (contrib/evlbi-serve.toml), a flag overriding one\n  \
 evlbi serve --config /etc/evlbi/serve.toml --metrics 127.0.0.1:9201\n  \
@@ -86,9 +90,8 @@ pub struct ServeArgs {
     /// control address; they land below --root.
     #[arg(long, value_name = "ADDR:PORT")]
     recv_listen: Option<SocketAddr>,
-    /// Pre-shared key the --probe-server and --recv-listen peers must prove.
-    #[arg(long, value_name = "FILE")]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     #[command(flatten)]
     metrics: MetricsArgs,
     /// For measurements only: file writes in a thread of this process, not a writer process.
@@ -117,7 +120,7 @@ impl ServeArgs {
             first_request_timeout: self.first_request_timeout,
             probe_server: self.probe_server,
             recv_listen: self.recv_listen,
-            key_file: self.key_file.clone(),
+            key_file: self.key.key_file.clone(),
         }
     }
 
@@ -275,4 +278,38 @@ fn start_services(
         }));
     }
     Ok(threads)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// `evlbi serve --help` lists every keyword the daemon answers (the fresh clone's list lacked
+    /// ten of them), each as its parser's table writes it.
+    #[test]
+    fn serve_help_lists_every_keyword_the_daemon_answers() {
+        let mut cli = crate::Cli::command();
+        let serve = cli.find_subcommand_mut("serve").expect("serve");
+        // As printed, wrapped to the terminal: compared word by word.
+        let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let help = words(&serve.render_long_help().to_string());
+        for k in vsis::command::KEYWORDS {
+            assert!(help.contains(&words(k.forms)), "{} missing from serve --help", k.name);
+        }
+        for asked in [
+            "dts_id?",
+            "os_rev?",
+            "datastream=",
+            "scan_set=",
+            "scan_check?",
+            "data_check?",
+            "disk2file=",
+            "reset=abort",
+            "rtime?",
+            "error?",
+            "ack=N",
+        ] {
+            assert!(help.contains(asked), "{asked}");
+        }
+    }
 }

@@ -1,13 +1,21 @@
-//! What `stream send`, `stream recv` and `stream relay` share: the framing and split flags,
-//! the summary lines of a recording and of refused datagrams, and how a stream session's error
-//! becomes an exit code.
+//! What `stream send`, `stream recv` and `stream relay` share: the framing and split flags, and
+//! the one tail a receiving command runs once its sockets are bound (metrics → run → emit →
+//! the exit that says what arrived).
 
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Result;
 use clap::ValueEnum;
 use stream::SeqFormat;
-use stream_session::StreamSessionError;
+use stream_session::recv::{BoundReceiver, LiveLine};
+use stream_session::relay::{BoundRelay, RelayLiveLine};
+use stream_session::report::{RecvReport, RelayReport};
+use stream_session::{Observer, StreamSessionError};
 
-use crate::units::parse_multiple;
-use crate::usage;
+use crate::flags::JsonOutput;
+use crate::shared_args::LiveArgs;
+use crate::stream_print::{recv_live_line, recv_summary, relay_live_line, relay_summary};
+use crate::{stop_flag, ProblemsFound};
 
 /// How recordings are split into files.
 #[derive(Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -30,6 +38,17 @@ pub enum Format {
     None,
 }
 
+impl Format {
+    /// How the framing is said in a command's first line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Native => "native framing",
+            Format::Jive5ab => "jive5ab udps",
+            Format::None => "bare VDIF",
+        }
+    }
+}
+
 impl From<Format> for SeqFormat {
     fn from(f: Format) -> SeqFormat {
         match f {
@@ -40,88 +59,144 @@ impl From<Format> for SeqFormat {
     }
 }
 
-/// What a vbs/Mark6 recording wrote: per scan, per disk, and each disk that left the set.
-pub fn recording_lines(rec: &scanfmt::results::RecordingReport) {
-    let layout = rec.layout.map_or("?", |l| l.as_str());
-    for s in &rec.scans {
-        status!(
-            "  {layout}://{}: {} frames ({} filled) in {} blocks, {} bytes",
-            s.scan,
-            s.frames,
-            s.filled,
-            s.blocks,
-            s.bytes
-        );
+/// A receiving session with its sockets bound (`stream recv`, `stream relay`): what
+/// [`run_bound`] needs of it, and how its command shows it.
+pub trait Bound: Sized {
+    /// One live line.
+    type Live;
+    /// The counts an observer takes.
+    type Status: Send + 'static;
+    /// The result.
+    type Report: serde::Serialize;
+    /// The program name of the metrics page (`stream recv`) and its metrics source.
+    const NAMES: (&'static str, &'static str);
+    /// Whether the closing lines are said with `--json` too (on stderr).
+    const SUMMARY_WITH_JSON: bool;
+    /// What the kernel granted each receive buffer (with warnings when capped).
+    fn grants(&self) -> &[netio::BufferGrant];
+    /// Hand `o` the counts every interval.
+    fn observe(self, o: Observer<Self::Status>) -> Self;
+    /// Hand `n` the sentences the operator must read when they happen.
+    fn on_notice(self, n: Observer<String>) -> Self;
+    /// Run until stopped.
+    fn run(self, stop: &AtomicBool, live: &mut dyn FnMut(&Self::Live)) -> Result<Self::Report, StreamSessionError>;
+    /// Its counts as the metrics page takes them.
+    fn status(s: Self::Status) -> metrics::Status;
+    /// A live line's text.
+    fn live_line(l: &Self::Live) -> String;
+    /// The closing lines.
+    fn summary(r: &Self::Report);
+}
+
+impl Bound for BoundReceiver {
+    type Live = LiveLine;
+    type Status = stream::results::RecvStatus;
+    type Report = RecvReport;
+    const NAMES: (&'static str, &'static str) = ("stream recv", "stream_recv");
+    const SUMMARY_WITH_JSON: bool = true;
+    fn grants(&self) -> &[netio::BufferGrant] {
+        BoundReceiver::grants(self)
     }
-    for d in &rec.disks {
-        let free = d.free_bytes.map_or(String::new(), |f| format!(", {f} bytes free"));
-        let full = if d.passed_over_full > 0 {
-            format!(" (full: passed over for {} blocks)", d.passed_over_full)
-        } else {
-            String::new()
-        };
-        status!(
-            "  disk {}: {} blocks, {} bytes{free}{full}{}",
-            d.path,
-            d.blocks,
-            d.bytes,
-            d.error
-                .as_ref()
-                .map_or(String::new(), |e| format!(" — DROPPED from the set: {e}"))
-        );
+    fn observe(self, o: Observer<Self::Status>) -> Self {
+        BoundReceiver::observe(self, o)
     }
-    if rec.disks_dropped > 0 || rec.frames_not_written > 0 {
-        status!(
-            "{} disk(s) dropped, {} frames not written; the scans are readable on the other disks",
-            rec.disks_dropped,
-            rec.frames_not_written
-        );
+    fn on_notice(self, n: Observer<String>) -> Self {
+        BoundReceiver::on_notice(self, n)
+    }
+    fn run(self, stop: &AtomicBool, live: &mut dyn FnMut(&LiveLine)) -> Result<RecvReport, StreamSessionError> {
+        BoundReceiver::run(self, stop, live)
+    }
+    fn status(s: Self::Status) -> metrics::Status {
+        metrics::Status::StreamRecv(s)
+    }
+    fn live_line(l: &LiveLine) -> String {
+        recv_live_line(l)
+    }
+    fn summary(r: &RecvReport) {
+        recv_summary(r)
     }
 }
 
-/// The lines on refused datagrams of a receiving command (`recv`, `relay`).
-pub fn rejected_lines(d: &stream::DatagramCounters, first_problem: Option<&str>) {
-    if d.rejected() > 0 {
-        status!("rejected datagrams: {} ({})", d.rejected(), first_problem.unwrap_or(""));
+impl Bound for BoundRelay {
+    type Live = RelayLiveLine;
+    type Status = stream::results::RelayStatus;
+    type Report = RelayReport;
+    const NAMES: (&'static str, &'static str) = ("stream relay", "stream_relay");
+    const SUMMARY_WITH_JSON: bool = false;
+    fn grants(&self) -> &[netio::BufferGrant] {
+        BoundRelay::grants(self)
     }
-    if d.phantoms_dropped > 0 {
-        status!(
-            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
-            d.phantoms_dropped,
-            d.unconfirmed
-        );
+    fn observe(self, o: Observer<Self::Status>) -> Self {
+        BoundRelay::observe(self, o)
+    }
+    fn on_notice(self, n: Observer<String>) -> Self {
+        BoundRelay::on_notice(self, n)
+    }
+    fn run(self, stop: &AtomicBool, live: &mut dyn FnMut(&RelayLiveLine)) -> Result<RelayReport, StreamSessionError> {
+        BoundRelay::run(self, stop, live)
+    }
+    fn status(s: Self::Status) -> metrics::Status {
+        metrics::Status::StreamRelay(s)
+    }
+    fn live_line(l: &RelayLiveLine) -> String {
+        relay_live_line(l)
+    }
+    fn summary(r: &RelayReport) {
+        relay_summary(r)
     }
 }
 
-/// `--catch-up`: a multiple of the rate, 1 to 16.
-pub fn parse_catch_up(s: &str) -> Result<f64, String> {
-    parse_multiple(s, 1.0, 16.0)
+/// The one tail of a receiving command, its sockets bound: the kernel's buffer warnings,
+/// metrics, the run (live lines unless `--quiet`; notices always), the JSON where `output`
+/// asks, the closing lines.
+pub fn run_bound<B: Bound>(bound: B, live: &LiveArgs, output: &JsonOutput) -> Result<B::Report> {
+    for w in bound.grants().iter().flat_map(|g| g.warnings.iter()) {
+        status!("warning: {w}");
+    }
+    let (program, source) = B::NAMES;
+    let metrics = live.metrics.start(program)?;
+    let bound = match metrics.observer(source, B::status) {
+        Some(o) => bound.observe(o),
+        None => bound,
+    };
+    // Said when it happens, quiet or not: nothing is recorded or relayed until the operator acts.
+    let bound = bound.on_notice(Box::new(|n: String| status!("error: {n}")));
+    let stop = stop_flag()?;
+    let quiet = live.quiet.quiet;
+    let r = bound.run(&stop, &mut |l| {
+        if !quiet {
+            status!("{}", B::live_line(l));
+        }
+    })?;
+    if output.emit(&r)? || B::SUMMARY_WITH_JSON {
+        B::summary(&r);
+    }
+    Ok(r)
 }
 
-/// A stream session's error: what was asked cannot work (bad configuration, an input that
-/// cannot be streamed) is a usage error (exit 2), anything that failed while running exit 1.
-pub fn session_error(e: StreamSessionError) -> anyhow::Error {
-    if e.is_usage() {
-        usage(e.to_string())
-    } else {
-        anyhow::Error::new(e)
+/// What a receiving command's exit says of what arrived on `addrs`: nothing at all (a recorder
+/// that heard nothing has not recorded: a script, or the operator's cron check of a link, sees
+/// it), or only datagrams it could not use while `used` frames were taken (`did`: "written",
+/// "relayed"). Datagrams refused by policy (`--from`, `--max-stations`) are other people's
+/// traffic; the rest were meant for it.
+pub fn arrival(
+    d: &stream::DatagramCounters,
+    used: u64,
+    did: &str,
+    addrs: &[String],
+    first_problem: Option<&str>,
+) -> Result<()> {
+    if d.datagrams == 0 {
+        return Err(ProblemsFound::nothing_arrived(addrs).into());
     }
-}
-
-/// What an output to a DiFX datastream did: connections, frames written, what could not be.
-pub fn difx_out_lines(t: &stream::results::LiveOutputStatus, connect_error: Option<&str>) {
-    status!(
-        "{}: {} connection(s), {} frames written ({} invalid, sent with the fill pattern), {} not sent before a start, {} while no job had the port open, {} because the job read slower than the station sent, {} behind in time",
-        t.endpoint,
-        t.clients,
-        t.frames_sent,
-        t.filled_sent,
-        t.skipped_at_start,
-        t.dropped_no_reader,
-        t.dropped_slow_reader,
-        t.behind
-    );
-    if let Some(e) = connect_error.filter(|_| t.clients == 0) {
-        status!("{}: no job accepted a connection; last attempt: {e}", t.endpoint);
+    let unusable = d.rejected() - d.foreign_source - d.too_many_stations;
+    if unusable > 0 && used == 0 {
+        return Err(ProblemsFound(format!(
+            "all {} datagrams were rejected and no frame was {did}: {}",
+            d.datagrams,
+            first_problem.unwrap_or("see the counts above")
+        ))
+        .into());
     }
+    Ok(())
 }

@@ -12,7 +12,7 @@ use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, S
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt, si_fmt};
-use crate::{read_key, usage, ProblemsFound};
+use crate::{usage, ProblemsFound};
 
 /// Default control port of `evlbi recv`.
 pub const DEFAULT_PORT: u16 = 5310;
@@ -34,9 +34,8 @@ pub struct RecvArgs {
     /// Directory the files land in (nothing is ever written outside it).
     #[arg(long)]
     root: PathBuf,
-    /// File holding a pre-shared key; senders must prove it (HMAC-SHA256 challenge).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     /// Serve one authenticated session, then exit (exit code 1 if a file failed). Connections
     /// that never authenticate do not count.
     #[arg(long)]
@@ -120,9 +119,8 @@ pub struct SendArgs {
     /// Block size for verification and resume (rounded up to a power of two, 4K to 1G).
     #[arg(long, value_parser = parse_size, default_value = "64M")]
     block: u64,
-    /// File holding the pre-shared key.
-    #[arg(long)]
-    key_file: Option<PathBuf>,
+    #[command(flatten)]
+    key: crate::shared_args::KeyFileArg,
     /// Whether the receiver fsyncs each file before its verdict: `true` (default) means
     /// "verified" also means "on the receiver's disk" — safe to delete the source; `false`
     /// only means the verified bytes are in the receiver's page cache (faster; the JSON says
@@ -158,7 +156,7 @@ fn parse_dest(s: &str) -> Result<(SocketAddr, String)> {
 pub fn run_recv(a: RecvArgs) -> Result<()> {
     let listen = crate::addr::listen_unicast("--listen", &a.listen)?;
     let mut cfg = ServerConfig::new(listen, a.root.clone());
-    cfg.key = read_key(&a.key_file)?;
+    cfg.key = a.key.read()?;
     cfg.overwrite = a.overwrite;
     cfg.limits = transfer_session::Limits {
         max_pending: a.max_pending as usize,
@@ -174,7 +172,7 @@ pub fn run_recv(a: RecvArgs) -> Result<()> {
         "evlbi recv: control on {} (TCP), files below {}{}",
         server.local_addr()?,
         a.root.display(),
-        if a.key_file.is_some() { ", key required" } else { "" }
+        if a.key.key_file.is_some() { ", key required" } else { "" }
     );
     let mut lines = a.output.lines()?;
     let metrics = a.metrics.start("recv")?;
@@ -275,7 +273,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
     let cfg = SendConfig {
         server,
         dest: path,
-        key: read_key(&a.key_file)?,
+        key: a.key.read()?,
         cc: match a.cc {
             Cc::Fixed => CcChoice::Fixed(a.rate),
             Cc::Adaptive => CcChoice::Adaptive(a.rate),
@@ -369,7 +367,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn destinations_parse() {
+    fn destinations_are_host_port_and_a_directory() {
         let (a, p) = parse_dest("127.0.0.1:6000/exp42/scans").unwrap();
         assert_eq!(a, "127.0.0.1:6000".parse().unwrap());
         assert_eq!(p, "exp42/scans");

@@ -67,11 +67,6 @@ pub struct SignalArgs {
 }
 
 impl SignalArgs {
-    /// VDIF threads per station (`--threads`).
-    pub fn threads(&self) -> u32 {
-        self.threads
-    }
-
     /// Check the options and build the generator's configuration for `rate` b/s per station and
     /// `seconds` of data.
     /// `--start now` (the default): a backend simulator then sends each frame at its time.

@@ -16,6 +16,7 @@ use vdif::{CheckedFrames, FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
+use crate::shared_args::QuietArg;
 use crate::units::{parse_rate, si_fmt};
 use crate::vdif_args::{CorrelateArgs, FileReport, SignalArgs, BYTES_BAR};
 use crate::vdif_print::{print_fringe, print_inspect, print_stats};
@@ -97,9 +98,8 @@ pub struct GenArgs {
     out: PathBuf,
     #[command(flatten)]
     output: JsonOutput,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: QuietArg,
 }
 
 #[derive(Args)]
@@ -204,7 +204,7 @@ fn gen(a: GenArgs) -> Result<()> {
     let started = Instant::now();
     let generator = Generator::new(config);
     let done = AtomicU64::new(0);
-    let bar = progress_bar(total, a.quiet || a.output.json, BYTES_BAR);
+    let bar = progress_bar(total, a.quiet.quiet || a.output.json, BYTES_BAR);
     // One writer thread per station: stations are independent streams of the same pools.
     let outputs: Vec<Result<StationOutput>> = std::thread::scope(|scope| {
         let handles: Vec<_> = paths

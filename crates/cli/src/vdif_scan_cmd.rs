@@ -13,6 +13,7 @@ use scanfmt::Layout;
 
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
+use crate::shared_args::QuietArg;
 use crate::units::si_fmt;
 use crate::{progress_bar, usage, ProblemsFound};
 
@@ -59,9 +60,8 @@ pub struct GatherArgs {
     force: bool,
     #[command(flatten)]
     output: JsonOutput,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: QuietArg,
 }
 
 #[derive(Args)]
@@ -102,7 +102,7 @@ pub fn gather(a: GatherArgs) -> Result<()> {
         .open(&a.out)
         .with_context(|| format!("cannot write {}", a.out.display()))?;
     let mut w = BufWriter::with_capacity(4 << 20, file);
-    let bar = progress_bar(scan.len(), a.quiet || a.output.json, crate::vdif_args::BYTES_BAR);
+    let bar = progress_bar(scan.len(), a.quiet.quiet || a.output.json, crate::vdif_args::BYTES_BAR);
     let mut r = ScanReader::new(scan);
     let mut buf = vec![0u8; 4 << 20];
     let mut written = 0u64;

@@ -304,11 +304,24 @@ fn host_jitter_sees_a_competing_task_on_its_core() {
     let r = host_jitter(&["taskset", "-c", "0"], &["--spacing", "16us", "--duration", "1s"]);
     let _ = burner.kill();
     let _ = burner.wait();
+    // The scheduler took the core from it for the burner (a second of two CPU-bound tasks on
+    // one core), and the spin loop saw it: what the measurement promises is that it counts
+    // each gap above its threshold and that its share is exactly those gaps over the spin time
+    // — not how long the kernel's slices are or how fairly it shares (a loaded CI host's
+    // business).
     assert!(r["involuntary_context_switches"].as_u64().unwrap() >= 1, "{r}");
-    // Two CPU-bound tasks on one core at the same nice level get about half each.
-    assert!(r["interrupted_share"].as_f64().unwrap() > 0.2, "{r}");
+    let gaps = &r["interruptions"];
+    let count = gaps["count"].as_u64().unwrap();
+    assert!(count >= 1, "no interruption seen: {r}");
     assert!(
-        r["interruptions"]["max"].as_u64().unwrap() >= 500_000,
-        "whole time slices: {r}"
+        gaps["min"].as_u64().unwrap() > r["interruption_threshold_ns"].as_u64().unwrap(),
+        "{r}"
+    );
+    let lost = count as f64 * gaps["mean"].as_f64().unwrap();
+    let spin = r["spin_ns"].as_f64().unwrap();
+    let share = r["interrupted_share"].as_f64().unwrap();
+    assert!(
+        (share - lost / spin).abs() < 1e-6,
+        "share {share} vs {lost} / {spin}: {r}"
     );
 }

@@ -401,6 +401,46 @@ fn net2net_relays_to_the_correlator() {
     let _ = serve;
 }
 
+/// jive5ab's `ack = N ;` (a keep-alive back to each sender every N datagrams, so switches on the
+/// way learn the recorder's address; `stream relay --ack N`): the backend reads one keep-alive
+/// on its 1st, 51st, … datagram relayed by `net2net`. Before, evlbi answered `ack` with 7 (no
+/// such keyword), which the FS logs as an error and which drops the rest of a batch.
+#[test]
+fn ack_sets_net2nets_keep_alives_as_jive5ab_does() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path());
+    let corr = common::StreamRecv::start(&["--seq-format", "jive5ab", "--fps", "8000"]);
+    let port = free_udp_port();
+    let mut fs = Vsi::connect(serve.vsi);
+    assert_eq!(
+        fs.ok("ack? ;"),
+        ["0"],
+        "none until set (jive5ab's ack = 0: its default)"
+    );
+    fs.ok("ack = 50 ;");
+    assert_eq!(fs.ok("ack? ;"), ["50"]);
+    let r = fs.ask("ack = fifty ;");
+    assert_eq!(r.code, ReturnCode::BadParameter, "{r}");
+    fs.ok("mode = VDIF_8000-512-16-2 ;");
+    fs.ok(&format!("net_port = {port} ;"));
+    fs.ok("mtu = 9000 ;");
+    fs.ok(&format!("net2net = connect : 127.0.0.1 : {} ;", corr.port));
+    fs.ok("net2net = on ;");
+    let backend = common::stream_send_json(backend_sim(port, "2s", &[]));
+    let frames = backend["stations"][0]["frames_sent"].as_u64().unwrap();
+    let (total, loss) = settled(&mut fs);
+    fs.ok("net2net = off ;");
+    let (status, log) = corr.wait();
+    assert!(status.success(), "{log}");
+    assert_eq!((total, loss), (frames, 0), "evlbi? total and loss");
+    assert_eq!(
+        backend["returned_datagrams"].as_u64(),
+        Some(frames.div_ceil(50)),
+        "one keep-alive per 50 datagrams relayed: {backend}"
+    );
+    let _ = serve;
+}
+
 /// `net2net` of a backend whose board 1 is down when the relay starts: board 0's frames reach
 /// the correlator (which knows the true rate per thread) every one, none made up, and `evlbi?`
 /// counts no loss. The relay split the mode's rate over the 2 threads it saw, twice each

@@ -676,7 +676,7 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        o.status.success() && out.contains("SUCCESS: 10 rules found"),
+        o.status.success() && out.contains("SUCCESS: 12 rules found"),
         "{out}{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -448,7 +448,10 @@ fn senders_that_cannot_work_are_usage_errors_that_say_why() {
     );
     let o = assert_usage_error(&[&base[..], &["--threads", "4", "--senders", "5", "--seq-format", "none"]].concat());
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("--threads 4"), "{e}");
+    assert!(
+        e.contains("4 VDIF thread(s) cannot be split over --senders 5: each board sends at least one thread"),
+        "{e}"
+    );
     assert_usage_error(&[&base[..], &["--senders", "0", "--seq-format", "none"]].concat());
 }
 

@@ -331,13 +331,11 @@ fn kernel_drops_are_this_socket_s_own() {
         sent - got,
         "every datagram not received was dropped at our socket"
     );
+    // The other socket overflowed meanwhile, so a count taken from anything wider than our
+    // socket would exceed what we lost; ours is exactly what did not arrive. (The host-wide
+    // RcvbufErrors, printed above, is not asserted: other processes and the kernel's own
+    // accounting move it — a fresh clone saw 88 while these two sockets dropped 381 + 299.)
     assert!(theirs > 200, "the other socket overflowed too: {theirs}");
-    // The host-wide counter (what was reported before) holds both; ours only our own.
-    assert!(
-        r["udp"]["rcvbuf_errors"].as_u64().unwrap() >= ours + theirs,
-        "{}",
-        r["udp"]
-    );
     assert!(
         log.contains(&format!("kernel dropped {ours} datagrams at this socket")),
         "{log}"

@@ -19,8 +19,6 @@
 //! the scan the same way; `record_format = vdif` writes continuous VDIF files per station in
 //! `<first disk>/<label>/`.
 
-#![warn(missing_docs)]
-
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -325,6 +323,12 @@ impl Daemon {
             Request::Ipd(Setting::Query) => ok(vec![s.ipd_field()]),
             Request::Ipd(Setting::Set(v)) => {
                 s.ipd_ns = v;
+                ok(vec![])
+            }
+            // As jive5ab, at any time; here it applies to the next net2net.
+            Request::Ack(Setting::Query) => ok(vec![s.ack.to_string()]),
+            Request::Ack(Setting::Set(v)) => {
+                s.ack = v;
                 ok(vec![])
             }
             Request::RecordFormat(f) => {

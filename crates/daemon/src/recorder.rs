@@ -148,12 +148,12 @@ impl Daemon {
     }
 
     /// A new directory for `record_format = vdif`: `<first disk>/<label>`, a letter appended
-    /// when taken, never through a link.
+    /// when taken (jive5ab's letters, [`scanfmt::name::label_candidates`]), made without a race
+    /// and never through a link.
     fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), transfer::StartError> {
         let first = &st.disks[0];
         let disk = self.env.paths.open_dir(&first.display().to_string())?;
-        for suffix in std::iter::once(String::new()).chain(('a'..='z').map(String::from)) {
-            let name = format!("{label}{suffix}");
+        for name in scanfmt::name::label_candidates(label) {
             match disk.create_subdir(&name) {
                 Ok(d) => return Ok((name, Target::Files(d))),
                 Err(DirError::Exists(_)) => continue,

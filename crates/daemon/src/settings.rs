@@ -4,7 +4,10 @@
 use std::net::{IpAddr, SocketAddr};
 
 use scanfmt::datastream::DataStreams;
-use stream::SeqFormat;
+use stream::{ReceiverConfig, SeqFormat};
+use stream_session::recv::RecvConfig;
+use stream_session::relay::RelayRunConfig;
+use stream_session::Setting as S;
 use thiserror::Error;
 use vsis::command::{NetProtocolSet, PortSpec, Protocol, RecordFormat};
 use vsis::mode::Mode;
@@ -70,6 +73,10 @@ pub struct Settings {
     pub mtu: u32,
     /// `ipd`, ns: `net2net`'s packet spacing (0 or -1: at the data rate).
     pub ipd_ns: i64,
+    /// `ack`: `net2net` sends a keep-alive back to each sender every this many of its datagrams
+    /// (jive5ab's, so switches on the way learn the recorder's address); 0 none (evlbi's
+    /// default: jive5ab's is 10), below 0 every datagram (as jive5ab).
+    pub ack: i32,
     /// `record_format` (FlexBuff vbs unless the Field System or the operator says otherwise).
     pub record_format: RecordFormat,
     /// `datastream`: how a recording's frames split into recordings.
@@ -94,6 +101,7 @@ impl Default for Settings {
             }],
             mtu: 1500,
             ipd_ns: 0,
+            ack: 0,
             record_format: RecordFormat::Vbs,
             datastreams: DataStreams::default(),
             nthread: (1, 1),
@@ -207,6 +215,100 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// The receiver these settings give (`record = on`, `net2file`): the data ports, the socket
+    /// buffer, the framing of `net_protocol` and the mode's frame rate; where it writes is the
+    /// caller's.
+    pub fn recv_config(&self) -> Result<RecvConfig, SettingsError> {
+        let format = seq_format(self.protocol);
+        self.check_receivable(format)?;
+        let native = format == SeqFormat::Native;
+        Ok(RecvConfig {
+            rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
+            receiver: ReceiverConfig {
+                format,
+                // Threads set: the mode's rate split over them. Not set (the FS never sets
+                // them): counted from each stream's first frames, the mode's rate split over
+                // those.
+                frames_per_second: match (native, self.threads) {
+                    (false, Some(_)) => self.frames_per_second()?,
+                    _ => None,
+                },
+                threads: self.threads.filter(|_| !native),
+                station_frames_per_second: if native { None } else { self.frames_per_second()? },
+                ..ReceiverConfig::default()
+            },
+            ..RecvConfig::new(self.listen()?)
+        })
+    }
+
+    /// The relay these settings give (`net2net = connect`) to `to`, taking `input` framing
+    /// (default: `net_protocol`'s) and sending `net_protocol`'s: the data ports, the socket
+    /// buffer, the mode's frame rate and data rate, `ipd`'s spacing.
+    pub fn relay_config(&self, to: SocketAddr, input: Option<Protocol>) -> Result<RelayRunConfig, SettingsError> {
+        let input = seq_format(input.unwrap_or(self.protocol));
+        let output = seq_format(self.protocol);
+        if input != SeqFormat::Native {
+            self.check_receivable(input)?;
+        }
+        let mut cfg = RelayRunConfig {
+            rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
+            ..RelayRunConfig::new(self.listen()?, to, input, output)
+        };
+        let relay = &mut cfg.relay;
+        if input != SeqFormat::Native {
+            // Threads set: the mode's rate split over them. Not set (the FS never sets them):
+            // the relay learns each station's threads and splits the mode's rate over those.
+            match self.threads {
+                Some(t) => {
+                    relay.frames_per_second = self.frames_per_second()?;
+                    relay.threads = Some(t);
+                }
+                None => relay.station_frames_per_second = self.frames_per_second()?,
+            }
+        }
+        // `ipd` set: the FS asked for a spacing between packets, so every frame leaves alone at
+        // its time; else frames share departures (see DEFAULT_BURST).
+        relay.burst = if self.ipd_ns > 0 {
+            1
+        } else {
+            stream::relay::DEFAULT_BURST
+        };
+        // `ack`: jive5ab's keep-alive period (0 none here; below 0 every datagram, as jive5ab).
+        relay.ack_every = match self.ack {
+            0 => None,
+            n => Some(u32::try_from(n).unwrap_or(1)),
+        };
+        relay.rate_bps = match (&self.mode, self.ipd_ns) {
+            // ipd: one datagram of every station's stream per spacing.
+            (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
+            (Some(m), _) => Some(m.rate_bps()),
+            (None, _) => None,
+        };
+        Ok(cfg)
+    }
+}
+
+/// The one table from a stream session's settings to the VSI-S keywords that set them, so a
+/// session's refusal reads in the Field System's words (`net_port: 1 to 64 addresses`); the
+/// settings no keyword sets are named as the session names them (the daemon set them itself).
+pub fn vsi_word(s: S) -> &'static str {
+    match s {
+        S::Listen => "net_port",
+        S::Format => "net_protocol",
+        S::InputFormat => "net2net = connect's input protocol",
+        S::To => "net2net = connect's host",
+        S::Fps | S::Rate => "mode",
+        S::Threads => "threads",
+        S::Burst => "ipd",
+        S::Ack => "ack",
+        S::Recording => "record_format",
+        S::Out => "net2file",
+        S::Live => "net2sfxc",
+        other => other.name(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,6 +347,21 @@ mod tests {
             })
         );
         assert_eq!(s.port_fields(), vec!["somehost@1"]);
+    }
+
+    #[test]
+    fn ack_sets_the_relays_keep_alives() {
+        let to = "127.0.0.1:9".parse().unwrap();
+        let every = |ack| {
+            let s = Settings {
+                ack,
+                ..Settings::default()
+            };
+            s.relay_config(to, Some(Protocol::Native)).map(|c| c.relay.ack_every)
+        };
+        assert_eq!(every(0), Ok(None));
+        assert_eq!(every(50), Ok(Some(50)));
+        assert_eq!(every(-1), Ok(Some(1)), "below 0: every datagram, as jive5ab");
     }
 
     #[test]

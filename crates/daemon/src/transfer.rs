@@ -8,13 +8,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use recording::write::{FileMode, OutputDir, RecordingConfig, RecordingNames, WriterPlacement, DEFAULT_WRITE_BUFFER};
+use recording::write::{FileMode, OutputDir, RecordingConfig, RecordingNames, WriterPlacement};
 use scanfmt::datastream::LabelNames;
-use stream::relay::RelayConfig;
 use stream::results::{RecvReport, RecvStatus, RelayReport, RelayStatus};
-use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::{BoundReceiver, RecvConfig};
 use stream_session::relay::{BoundRelay, RelayRunConfig};
 use stream_session::StreamSessionError;
@@ -22,7 +20,7 @@ use thiserror::Error;
 use vsis::command::Protocol;
 
 use crate::counts::{CountsOutlet, TransferCounts};
-use crate::settings::{seq_format, Settings, SettingsError};
+use crate::settings::{seq_format, vsi_word, Settings, SettingsError};
 
 /// What the daemon was started with that every transfer uses.
 #[derive(Debug, Clone)]
@@ -138,11 +136,11 @@ pub enum StartError {
     /// The destination does not resolve.
     #[error(transparent)]
     Resolve(#[from] netio::HostPortError),
-    /// The receiver could not bind its sockets or open its output.
-    #[error("cannot receive: {0}")]
+    /// The receiver refused its settings, or could not bind its sockets or open its output.
+    #[error("cannot receive: {}", in_vsi_words(.0))]
     Receive(StreamSessionError),
-    /// The relay could not bind its sockets.
-    #[error("cannot relay: {0}")]
+    /// The relay refused its settings, or could not bind its sockets.
+    #[error("cannot relay: {}", in_vsi_words(.0))]
     Relay(StreamSessionError),
     /// The transfer's thread could not start.
     #[error("cannot start the {what} thread: {source}")]
@@ -159,7 +157,7 @@ pub enum StartError {
     #[error(transparent)]
     Dir(#[from] safedir::DirError),
     /// Every name a recording may take exists.
-    #[error("{label} and {label}a to {label}z exist in {disk}")]
+    #[error("{label} and {label}a to {label}Z exist in {disk}")]
     NamesTaken {
         /// The label.
         label: String,
@@ -168,10 +166,21 @@ pub enum StartError {
     },
 }
 
+/// A stream session's error, its settings named by the VSI-S keywords that set them
+/// ([`vsi_word`]).
+fn in_vsi_words(e: &StreamSessionError) -> String {
+    match e {
+        StreamSessionError::Config(c) => c.describe(&vsi_word),
+        other => other.to_string(),
+    }
+}
+
 impl StartError {
-    /// The VSI-S return code the refusal carries.
+    /// The VSI-S return code the refusal carries: the one table from why a transfer could not
+    /// start to the reply's code (6: the settings conflict, 4: it failed).
     pub fn return_code(&self) -> vsis::ReturnCode {
         match self {
+            StartError::Receive(e) | StartError::Relay(e) if e.is_usage() => vsis::ReturnCode::Conflict,
             StartError::Resolve(_)
             | StartError::Receive(_)
             | StartError::Relay(_)
@@ -234,10 +243,6 @@ pub enum Target {
     Live(stream_session::live::LiveTarget),
 }
 
-/// A live reader's reorder window: frames are out this long after they are due (the added
-/// latency a correlator sees; jive5ab's net2sfxc reorders nothing beyond its read-ahead).
-pub const LIVE_LATENCY: Duration = Duration::from_millis(2);
-
 /// Start receiving into `target`; `name` is what `record?` and the metrics call it.
 pub fn start_recording(
     kind: Kind,
@@ -247,58 +252,29 @@ pub fn start_recording(
     env: &TransferEnv,
     outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
-    let format = seq_format(settings.protocol);
-    settings.check_receivable(format)?;
-    let listen = settings.listen()?;
-    let native = format == SeqFormat::Native;
     let (out_dir, out_file, recording, live) = match target {
         Target::Scan(r) => (None, None, Some(r), None),
         Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None, None),
         Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None, None),
         Target::Live(t) => (None, None, None, Some(stream_session::live::LiveConfig::new(vec![t]))),
     };
-    let (latency, max_stations) = match &live {
-        // One station per socket, as jive5ab's net2sfxc carries one stream.
-        Some(_) => (LIVE_LATENCY, 1),
-        None => (
-            ReceiverConfig::default().latency,
-            ReceiverConfig::default().max_stations,
-        ),
+    let base = settings.recv_config()?;
+    // A live output: one station, its reorder window short (the rules and clamps are the
+    // session's `validate()`).
+    let base = match live {
+        Some(l) => base.with_live(l),
+        None => base,
     };
     let cfg = RecvConfig {
-        listen,
         out_dir,
         out_file,
         recording,
-        chunk: None,
-        rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
-        receiver: ReceiverConfig {
-            format,
-            // Threads set: the mode's rate split over them. Not set (the FS never sets them):
-            // counted from each stream's first frames, the mode's rate split over those.
-            frames_per_second: match (native, settings.threads) {
-                (false, Some(_)) => settings.frames_per_second()?,
-                _ => None,
-            },
-            threads: settings.threads.filter(|_| !native),
-            station_frames_per_second: if native { None } else { settings.frames_per_second()? },
-            confirm: 4,
-            latency,
-            max_stations,
-            fill_silence_after: live.as_ref().map(|l| l.fill_silence_after),
-            ..ReceiverConfig::default()
-        },
-        duration: None,
-        idle_timeout: None,
         interval: env.interval,
         writer: env.writer.clone(),
-        write_buffer: DEFAULT_WRITE_BUFFER,
-        direct_io: false,
-        split_threads: false,
         // The backend streams before `record = on` and after: the recording begins once its
         // writers are up, not with a socket buffer's worth and then a gap while they start.
         output_before_bind: true,
-        live,
+        ..base
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();
@@ -351,13 +327,13 @@ pub fn connect_relay(
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
     let to = resolve(host, port)?;
-    let input = seq_format(input.unwrap_or(settings.protocol));
-    let output = seq_format(settings.protocol);
-    if input != SeqFormat::Native {
-        settings.check_receivable(input)?;
-    }
+    let cfg = RelayRunConfig {
+        writer: env.writer.clone(),
+        interval: env.interval,
+        ..settings.relay_config(to, input)?
+    };
     if let Some(m) = &settings.mode {
-        let datagram = m.frame_len() as usize + output.prefix_len() + 28;
+        let datagram = m.frame_len() as usize + cfg.relay.output.prefix_len() + 28;
         if datagram > settings.mtu as usize {
             return Err(StartError::DatagramOverMtu {
                 datagram,
@@ -365,50 +341,6 @@ pub fn connect_relay(
             });
         }
     }
-    let mut relay = RelayConfig::new(input, output, Instant::now());
-    if input != SeqFormat::Native {
-        // Threads set: the mode's rate split over them. Not set (the FS never sets them): the
-        // relay learns each station's threads and splits the mode's rate over those.
-        match settings.threads {
-            Some(t) => {
-                relay.frames_per_second = settings.frames_per_second()?;
-                relay.threads = Some(t);
-            }
-            None => relay.station_frames_per_second = settings.frames_per_second()?,
-        }
-    }
-    // `ipd` set: the FS asked for a spacing between packets, so every frame leaves alone at its
-    // time; else frames share departures (see DEFAULT_BURST).
-    relay.burst = if settings.ipd_ns > 0 {
-        1
-    } else {
-        stream::relay::DEFAULT_BURST
-    };
-    relay.rate_bps = match (&settings.mode, settings.ipd_ns) {
-        // ipd: one datagram of every station's stream per spacing.
-        (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
-        (Some(m), _) => Some(m.rate_bps()),
-        (None, _) => None,
-    };
-    let cfg = RelayRunConfig {
-        listen: settings.listen()?,
-        to,
-        tcp: false,
-        connect_wait: Duration::ZERO,
-        live_buffer: 0,
-        relay,
-        rcvbuf: usize::try_from(settings.socbuf).unwrap_or(usize::MAX),
-        sndbuf: 8 << 20,
-        tee: None,
-        tee_recording: None,
-        chunk: None,
-        split_threads: false,
-        writer: env.writer.clone(),
-        write_buffer: DEFAULT_WRITE_BUFFER,
-        duration: None,
-        idle_timeout: None,
-        interval: env.interval,
-    };
     let bound = BoundRelay::bind(cfg).map_err(StartError::Relay)?;
     Ok(Relay::Connected {
         to,
@@ -559,29 +491,17 @@ impl Fill {
             .name("fill2net".into())
             .spawn(move || {
                 let data = generate(&mode, threads, &station)?;
+                let input = stream_session::send::Input::Memory {
+                    name: format!("fill2net:{station}"),
+                    data,
+                };
                 let cfg = stream_session::send::SendConfig {
-                    to,
-                    board_to: Vec::new(),
-                    inputs: vec![stream_session::send::Input::Memory {
-                        name: format!("fill2net:{station}"),
-                        data,
-                    }],
                     fps,
                     rate_bps: Some(mode.rate_bps()),
                     format,
-                    duration: None,
                     loop_files: true,
-                    arq_latency: None,
-                    inject_loss: 0.0,
-                    seed: 1,
-                    sndbuf: 8 << 20,
-                    burst: 1,
-                    spin: netio::pacer::DEFAULT_SPIN,
-                    max_lag: stream_session::send::DEFAULT_MAX_LAG,
-                    catch_up: stream_session::send::DEFAULT_CATCH_UP,
-                    senders: 1,
                     realtime: true,
-                    skip_late: false,
+                    ..stream_session::send::SendConfig::new(to, vec![input])
                 };
                 let o = outlet.clone();
                 let observer: stream_session::Observer<stream::results::SendStatus> = Box::new(move |s| {
@@ -708,5 +628,32 @@ pub fn relay_status(r: &RelayReport) -> RelayStatus {
         arq: r.arq,
         kernel_drops: r.socket_drops,
         queued: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stream_session::{ConfigError, Setting};
+
+    /// A session's refusal of its settings is the Field System's conflict (6), said in the
+    /// keywords that set them; a failure (a socket) stays 4.
+    #[test]
+    fn a_sessions_refusal_is_a_conflict_in_vsi_s_words() {
+        let listen = StartError::Relay(ConfigError::ListenCount { count: 65 }.into());
+        assert_eq!(listen.return_code(), vsis::ReturnCode::Conflict);
+        assert_eq!(
+            listen.to_string(),
+            "cannot relay: net_port: 1 to 64 addresses (65 given)"
+        );
+        let framing = StartError::Receive(ConfigError::ArqNeedsNative { setting: Setting::Arq }.into());
+        assert_eq!(framing.return_code(), vsis::ReturnCode::Conflict);
+        assert_eq!(
+            framing.to_string(),
+            "cannot receive: arq needs net_protocol native (NAKs name native sequence numbers)"
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "in use");
+        let bind = StartError::Relay(netio::io_err("bind 0.0.0.0:2630")(io).into());
+        assert_eq!(bind.return_code(), vsis::ReturnCode::Failed);
     }
 }

@@ -464,7 +464,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn config_validation() {
+    fn a_realtime_config_is_checked_before_anything_is_built() {
         let ok = RealtimeConfig::new("tel", "corr");
         ok.validate().unwrap();
         assert_eq!(

@@ -288,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn netns_names() {
+    fn netns_names_are_plain_names_never_paths() {
         for ok in ["tel", "corr", "a-b_c.1", "X9"] {
             assert!(check_netns_name(ok).is_ok(), "{ok}");
         }

@@ -21,8 +21,6 @@
 //! | [`history`] | rate and loss per station, one point a second, the last ten minutes |
 //! | [`http`] | the server: `/metrics` (OpenMetrics text via `prometheus-client`), `/status.json`, `/` |
 
-#![warn(missing_docs)]
-
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use serde::Serialize;

@@ -394,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    fn unicast_forms() {
+    fn unicast_listen_specs_parse_in_each_form() {
         assert_eq!(ok("46227"), ListenSpec::Unicast("0.0.0.0:46227".parse().expect("addr")));
         assert_eq!(
             ok("10.0.0.2:46227"),
@@ -406,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn multicast_forms() {
+    fn multicast_listen_specs_parse_with_their_interface() {
         let g = |s: &str| s.parse::<IpAddr>().expect("group");
         assert_eq!(
             ok("239.1.2.3@46227"),

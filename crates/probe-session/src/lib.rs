@@ -23,8 +23,6 @@
 //! samples every stream's TCP_INFO ([`tcpsock`]); the server counts bytes per stream. A competing
 //! CPU-bound task at a given nice level can run on the sending host meanwhile ([`burn`]).
 
-#![warn(missing_docs)]
-
 mod accepted;
 pub mod auth;
 pub mod burn;

@@ -47,7 +47,6 @@
 //! assert_eq!(report.one_way_delay.min_raw_ns, Some(50_000));
 //! ```
 
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod host_jitter;

@@ -211,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn bursts_fail() {
+    fn bursty_loss_intervals_fail_the_poisson_fit() {
         let mut h = Hist::new();
         // Bursts of 10 losses (intervals of 1) every ~1000 packets.
         for _ in 0..100 {

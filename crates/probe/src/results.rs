@@ -371,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn offered_rates() {
+    fn offered_rates_are_size_over_spacing_unless_unpaced() {
         let p = TestParams {
             test_id: 1,
             size: 8192,

@@ -166,7 +166,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn perfect_pacer() {
+    fn a_perfect_pacer_has_exact_gaps_and_its_wire_rate() {
         let mut s = SendStats::new(SendConfig::new(16_000));
         for i in 0..1001u64 {
             s.on_sent(i * 16_000, i * 16_000, 8192);

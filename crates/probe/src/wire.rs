@@ -328,7 +328,7 @@ mod tests {
     }
 
     #[test]
-    fn parse_fixture() {
+    fn the_documented_bytes_parse_to_their_repr() {
         let p = Packet::new_checked(&FIXTURE[..]).expect("valid fixture");
         assert_eq!(p.version(), 1);
         assert_eq!(p.reserved(), 0);
@@ -337,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn emit_fixture() {
+    fn the_repr_emits_the_documented_bytes() {
         assert_eq!(fixture_repr().to_vec().as_deref(), Ok(&FIXTURE[..]));
     }
 

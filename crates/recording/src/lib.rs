@@ -16,8 +16,6 @@
 //! descriptor without following symbolic links ([`safedir`]), so a link planted on a disk can
 //! neither receive a recording nor feed a read.
 
-#![warn(missing_docs)]
-
 pub mod disks;
 mod error;
 pub mod read;

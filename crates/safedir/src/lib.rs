@@ -16,8 +16,6 @@
 //!
 //! std has no `openat`; rustix gives it safely (no `unsafe` here).
 
-#![warn(missing_docs)]
-
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};

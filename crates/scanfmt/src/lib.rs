@@ -18,8 +18,6 @@
 //! and last frames say ([`info`]), and the result types ([`results`]). The IO lives in the
 //! shells: `recording` writes and reads them.
 
-#![warn(missing_docs)]
-
 pub mod check;
 pub mod datastream;
 pub mod index;

@@ -161,6 +161,58 @@ impl NameTemplate {
     }
 }
 
+/// The names a recording labelled `label` may take, in jive5ab's order (`mk_scan_name`,
+/// net2vbs.cc): the label itself, then the label with one letter appended, `a`…`z` then
+/// `A`…`Z` — 53 in all.
+pub fn label_candidates(label: &str) -> impl Iterator<Item = String> + '_ {
+    std::iter::once(label.to_string()).chain(LETTERS.iter().map(move |c| format!("{label}{c}")))
+}
+
+/// The letters a taken label is given, in jive5ab's order.
+const LETTERS: [char; 52] = {
+    let mut l = ['a'; 52];
+    let mut i = 0;
+    while i < 26 {
+        l[i] = (b'a' + i as u8) as char;
+        l[26 + i] = (b'A' + i as u8) as char;
+        i += 1;
+    }
+    l
+};
+
+/// The name jive5ab gives a new recording labelled `label` when `entries` are the names found
+/// on its disks (`mk_scan_name`, net2vbs.cc): `label` when none is `label`, `label<x>` (one
+/// letter) or either with a data-stream suffix (`_ds<stream>`); else `label` with the first
+/// letter none of them uses. `None` when all 52 are taken (jive5ab refuses then too), or the
+/// name would not be a valid one.
+pub fn free_label<'a>(label: &str, entries: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut taken_base = false;
+    let mut letters = std::collections::BTreeSet::new();
+    for name in entries {
+        let Some(rest) = name.strip_prefix(label) else { continue };
+        let (letter, rest) = match rest.chars().next() {
+            Some(c) if c.is_ascii_alphabetic() => (Some(c), &rest[1..]),
+            _ => (None, rest),
+        };
+        let stream_ok = rest.is_empty()
+            || rest
+                .strip_prefix("_ds")
+                .is_some_and(|s| !s.is_empty() && !s.contains(['_', '.']));
+        if stream_ok {
+            taken_base = true;
+            letters.extend(letter);
+        }
+    }
+    if !taken_base {
+        return Some(label.to_string());
+    }
+    LETTERS
+        .iter()
+        .find(|c| !letters.contains(c))
+        .map(|c| format!("{label}{c}"))
+        .filter(|n| is_valid(n))
+}
+
 /// Whether `candidate` is one of the data-stream recordings of `base`: `base_ds<label>` with a
 /// label free of `_` and `.` (jive5ab's `(_ds[^_\.]+)`).
 pub fn is_data_stream_of(base: &str, candidate: &str) -> bool {
@@ -176,6 +228,22 @@ mod tests {
     use proptest::prelude::*;
 
     const EF: u16 = u16::from_be_bytes(*b"Ef");
+
+    #[test]
+    fn a_taken_label_gets_the_first_letter_no_recording_of_it_uses() {
+        let none: [&str; 0] = [];
+        assert_eq!(free_label("ev_ef_no1", none).as_deref(), Some("ev_ef_no1"));
+        // A data stream's recording of the label takes the label; `b` is free after `a`.
+        let taken = ["ev_ef_no1_dsds0", "ev_ef_no1a", "other"];
+        assert_eq!(free_label("ev_ef_no1", taken).as_deref(), Some("ev_ef_no1b"));
+        // Names that only start like it are other scans (`ev_ef_no1` for `ev_ef_no`).
+        assert_eq!(free_label("ev_ef_no", taken).as_deref(), Some("ev_ef_no"));
+        let all: Vec<String> = label_candidates("x").collect();
+        assert_eq!(all.len(), 53);
+        assert_eq!((all[0].as_str(), all[1].as_str(), all[27].as_str()), ("x", "xa", "xA"));
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        assert_eq!(free_label("x", refs), None, "all 52 letters taken");
+    }
 
     #[test]
     fn names_are_checked() {

@@ -1,7 +1,10 @@
-//! Why a stream session could not run: the binary maps [`StreamSessionError::Config`] and
-//! [`StreamSessionError::Input`] to a usage error (exit 2), everything else to a failure (exit 1).
+//! Why a stream session could not run: the binary maps what [`StreamSessionError::is_usage`]
+//! (a configuration, an input that cannot be streamed as asked) to a usage error (exit 2),
+//! everything else (an input that cannot be read among it) to a failure (exit 1).
 
 use thiserror::Error;
+
+use crate::setting::{Namer, Setting};
 
 /// Why a stream session (send, receive, relay) could not run.
 #[derive(Debug, Error)]
@@ -47,41 +50,51 @@ impl StreamSessionError {
     }
 
     /// Whether what was asked cannot work (a usage error), rather than something failing while
-    /// it ran.
+    /// it ran (an input that cannot be opened or read is the latter).
     pub fn is_usage(&self) -> bool {
-        matches!(self, StreamSessionError::Config(_) | StreamSessionError::Input { .. })
+        match self {
+            StreamSessionError::Config(_) => true,
+            StreamSessionError::Input { problem, .. } => {
+                !matches!(problem, InputProblem::Read(_) | InputProblem::ReadWhileSending { .. })
+            }
+            _ => false,
+        }
     }
 }
 
-/// A configuration that cannot run.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+/// A configuration that cannot run: each names the settings it is about ([`Setting`]), so a
+/// front door can say it in its own words ([`ConfigError::describe`]); its `Display` uses the
+/// settings' field names.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// A receiver takes 1 to 64 listen addresses.
-    #[error("1 to 64 listen addresses")]
-    ListenCount,
-    /// A relay needs an address to listen on.
-    #[error("no --listen address")]
-    NoListen,
-    /// NAKs name native sequence numbers.
-    #[error("--arq-latency needs --seq-format native (NAKs name native sequence numbers)")]
-    ArqNeedsNative,
-    /// A TCP output carries frames back to back: no datagram framing.
-    #[error("a tcp: destination carries bare frames back to back: use --seq-format none")]
-    TcpNeedsBare,
+    /// A receiver or relay listens on 1 to 64 addresses.
+    ListenCount {
+        /// Addresses given.
+        count: usize,
+    },
+    /// NAKs name native sequence numbers: asking for or answering them (`setting`:
+    /// [`Setting::Arq`] or [`Setting::ArqLatency`]) needs native framing.
+    ArqNeedsNative {
+        /// The ARQ setting given.
+        setting: Setting,
+    },
     /// Nothing to send.
-    #[error("no input files")]
     NoInputs,
     /// More inputs than station indexes.
-    #[error("too many stations ({count}; at most 65535)")]
     TooManyStations {
         /// Inputs given.
         count: usize,
     },
-    /// No sender.
-    #[error("--senders must be at least 1")]
-    NoSenders,
+    /// A value outside what the setting takes.
+    OutOfRange {
+        /// The setting.
+        setting: Setting,
+        /// The value given, as text.
+        value: String,
+        /// What it takes.
+        range: &'static str,
+    },
     /// Per-board destinations that do not match the boards.
-    #[error("{destinations} destinations for --senders {senders}: give one --to for all boards or one per board")]
     BoardDestinations {
         /// Destinations given.
         destinations: usize,
@@ -89,21 +102,121 @@ pub enum ConfigError {
         senders: usize,
     },
     /// Several boards number their own datagrams: native framing has one stream per station.
-    #[error(
-        "--senders K > 1 simulates a backend's boards: use --seq-format jive5ab (each board numbers its own \
-         datagrams) or none (bare VDIF); native framing numbers one stream per station from one socket"
-    )]
-    BoardsNeedBoardFraming,
+    BoardsNeedBoardFraming {
+        /// Boards.
+        senders: usize,
+    },
+    /// A recording over many disks is written in blocks: it takes no directory, file chunks or
+    /// direct-I/O switch of its own (`files`: the one given).
+    RecordingAndFiles {
+        /// The files' setting given beside the recording.
+        files: Setting,
+    },
+    /// One file per thread needs somewhere to write them (`output`: [`Setting::Out`] or
+    /// [`Setting::Tee`], or a recording).
+    SplitNeedsOutput {
+        /// The directory setting that was not given.
+        output: Setting,
+    },
+    /// A live output is no recording: it takes no directory, file, disks, chunks, direct-I/O
+    /// switch or per-thread files (`files`: the one given).
+    LiveAndRecording {
+        /// The recording's setting given beside the live output.
+        files: Setting,
+    },
+    /// A TCP destination (a DiFX datastream) carries bare frames back to back and TCP repeats
+    /// what is lost: it takes no datagram framing and no ARQ (`setting`: the one given).
+    TcpCarriesBareFrames {
+        /// The datagram setting given beside the TCP destination.
+        setting: Setting,
+    },
 }
 
-/// What is wrong with one input.
-#[derive(Debug, Error)]
+impl ConfigError {
+    /// The message, each setting named by `name` (a front door's flag or keyword for it).
+    pub fn describe(&self, name: Namer<'_>) -> String {
+        use Setting as S;
+        match self {
+            ConfigError::ListenCount { count } => format!("{}: 1 to 64 addresses ({count} given)", name(S::Listen)),
+            ConfigError::ArqNeedsNative { setting } => format!(
+                "{} needs {} native (NAKs name native sequence numbers)",
+                name(*setting),
+                name(S::Format)
+            ),
+            ConfigError::NoInputs => format!("no {} to send", name(S::Inputs)),
+            ConfigError::TooManyStations { count } => {
+                format!("too many {} ({count}; at most 65535 stations)", name(S::Inputs))
+            }
+            ConfigError::OutOfRange { setting, value, range } => {
+                format!("{} {value}: out of range ({range})", name(*setting))
+            }
+            ConfigError::BoardDestinations { destinations, senders } => format!(
+                "{destinations} destinations ({}) for {} {senders}: give one destination for all boards or one per board",
+                name(S::To),
+                name(S::Senders)
+            ),
+            ConfigError::BoardsNeedBoardFraming { senders } => format!(
+                "{} {senders} simulates a backend's boards: set {} jive5ab (each board numbers its own datagrams, \
+                 like jive5ab's udps) or none (bare VDIF frames); native framing numbers one stream per station from \
+                 one socket",
+                name(S::Senders),
+                name(S::Format)
+            ),
+            ConfigError::RecordingAndFiles { files } => format!(
+                "{} records a scan over disks in blocks of its own: leave out {}",
+                name(S::Recording),
+                name(*files)
+            ),
+            ConfigError::SplitNeedsOutput { output } => format!(
+                "{} needs an output: {} or {}",
+                name(S::SplitThreads),
+                name(*output),
+                name(S::Recording)
+            ),
+            ConfigError::LiveAndRecording { files } => {
+                format!("{} is a live output: leave out {}", name(S::Live), name(*files))
+            }
+            ConfigError::TcpCarriesBareFrames { setting } => format!(
+                "a tcp: {} carries bare frames back to back and TCP repeats what is lost: leave out {}",
+                name(S::To),
+                name(*setting)
+            ),
+        }
+    }
+
+    /// The settings it is about, the one to change first.
+    pub fn settings(&self) -> Vec<Setting> {
+        use Setting as S;
+        match self {
+            ConfigError::ListenCount { .. } => vec![S::Listen],
+            ConfigError::ArqNeedsNative { setting } => vec![*setting, S::Format],
+            ConfigError::NoInputs | ConfigError::TooManyStations { .. } => vec![S::Inputs],
+            ConfigError::OutOfRange { setting, .. } => vec![*setting],
+            ConfigError::BoardDestinations { .. } => vec![S::To, S::Senders],
+            ConfigError::BoardsNeedBoardFraming { .. } => vec![S::Senders, S::Format],
+            ConfigError::RecordingAndFiles { files } => vec![*files, S::Recording],
+            ConfigError::SplitNeedsOutput { output } => vec![S::SplitThreads, *output, S::Recording],
+            ConfigError::LiveAndRecording { files } => vec![*files, S::Live],
+            ConfigError::TcpCarriesBareFrames { setting } => vec![*setting, S::To],
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe(&Setting::name))
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// What is wrong with one input: its `Display` names settings by their fields, a front door
+/// says them in its words with [`InputProblem::describe`].
+#[derive(Debug)]
 pub enum InputProblem {
     /// The file cannot be opened or read.
-    #[error("{0}")]
     Read(std::io::Error),
     /// A reader thread could not open or read the file while sending.
-    #[error("{op} {source}")]
     ReadWhileSending {
         /// "open" or "read".
         op: &'static str,
@@ -111,13 +224,10 @@ pub enum InputProblem {
         source: std::io::Error,
     },
     /// The inspection of its frames failed.
-    #[error(transparent)]
-    Inspect(#[from] vdif::inspect::InspectError),
+    Inspect(vdif::inspect::InspectError),
     /// Not one VDIF frame.
-    #[error("no VDIF frames found")]
     NoFrames,
     /// Threads must be numbered 0..n.
-    #[error("thread ids {ids:?} are not 0..{threads}; the receiver places frames by thread id")]
     ThreadIds {
         /// The thread ids found.
         ids: Vec<u16>,
@@ -125,12 +235,6 @@ pub enum InputProblem {
         threads: u16,
     },
     /// Its frame rate cannot be known from the file: see the message.
-    #[error(
-        "frame rate unknown: its frames are numbers {lowest}..{highest} of one second ({second}), \
-         with no second boundary to count a second's frames by, and its headers (EDV {edv}) state no sample \
-         rate, so it is only known to be at least {at_least} frames/s per thread; pass --fps N (frames per second \
-         per thread: the data rate ÷ {bits_per_frame} bits) or --rate (the data rate, e.g. 128M)"
-    )]
     FrameRateUnknown {
         /// Lowest frame number.
         lowest: u32,
@@ -143,10 +247,9 @@ pub enum InputProblem {
         /// highest + 1.
         at_least: u64,
         /// Bits of data per frame over the threads.
-        bits_per_frame: f64,
+        bits_per_frame: u64,
     },
     /// Looping needs whole seconds.
-    #[error("--loop needs a file of whole seconds ({per_thread} frames per thread at {fps} frames/s)")]
     LoopNeedsWholeSeconds {
         /// Frames per thread in the file.
         per_thread: u64,
@@ -154,13 +257,8 @@ pub enum InputProblem {
         fps: u32,
     },
     /// Data in memory must be frames back to back.
-    #[error("frames in memory are not contiguous VDIF")]
     NotContiguous,
     /// Each board sends at least one thread.
-    #[error(
-        "{threads} VDIF thread(s) cannot be split over --senders {senders}: each board sends at least one thread \
-         (use at most {threads} senders, or more threads)"
-    )]
     ThreadsForSenders {
         /// Threads in the input.
         threads: u16,
@@ -168,6 +266,89 @@ pub enum InputProblem {
         senders: usize,
     },
     /// Several boards send from memory.
-    #[error("--senders K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)")]
     BoardsNeedMemory,
+}
+
+impl From<vdif::inspect::InspectError> for InputProblem {
+    fn from(e: vdif::inspect::InspectError) -> InputProblem {
+        InputProblem::Inspect(e)
+    }
+}
+
+impl InputProblem {
+    /// The message, each setting named by `name` (a front door's flag or keyword for it).
+    pub fn describe(&self, name: Namer<'_>) -> String {
+        use Setting as S;
+        match self {
+            InputProblem::Read(e) => e.to_string(),
+            InputProblem::ReadWhileSending { op, source } => format!("{op} {source}"),
+            InputProblem::Inspect(e) => e.to_string(),
+            InputProblem::NoFrames => "no VDIF frames found".into(),
+            InputProblem::ThreadIds { ids, threads } => {
+                format!("thread ids {ids:?} are not 0..{threads}; the receiver places frames by thread id")
+            }
+            InputProblem::FrameRateUnknown {
+                lowest,
+                highest,
+                second,
+                edv,
+                at_least,
+                bits_per_frame,
+            } => format!(
+                "frame rate unknown: its frames are numbers {lowest}..{highest} of one second ({second}), with no \
+                 second boundary to count a second's frames by, and its headers (EDV {edv}) state no sample rate, so \
+                 it is only known to be at least {at_least} frames/s per thread; pass {} N (frames per second per \
+                 thread: the data rate ÷ {bits_per_frame} bits) or {} (the data rate, e.g. 128M)",
+                name(S::Fps),
+                name(S::Rate)
+            ),
+            InputProblem::LoopNeedsWholeSeconds { per_thread, fps } => format!(
+                "{} needs a file of whole seconds ({per_thread} frames per thread at {fps} frames/s)",
+                name(S::Loop)
+            ),
+            InputProblem::NotContiguous => "frames in memory are not contiguous VDIF".into(),
+            InputProblem::ThreadsForSenders { threads, senders } => format!(
+                "{threads} VDIF thread(s) cannot be split over {} {senders}: each board sends at least one thread \
+                 (use at most {threads} senders, or more threads)",
+                name(S::Senders)
+            ),
+            InputProblem::BoardsNeedMemory => format!(
+                "{} K > 1 sends from memory and the file is too large to hold (or not contiguous VDIF)",
+                name(S::Senders)
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for InputProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe(&Setting::name))
+    }
+}
+
+impl std::error::Error for InputProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InputProblem::ReadWhileSending { source, .. } => Some(source),
+            InputProblem::Inspect(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// `value` of `setting` within `range` (`says`, in words), else [`ConfigError::OutOfRange`].
+pub(crate) fn in_range<T: PartialOrd + std::fmt::Display>(
+    setting: Setting,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    says: &'static str,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError::OutOfRange {
+        setting,
+        value: value.to_string(),
+        range: says,
+    })
 }

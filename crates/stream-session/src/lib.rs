@@ -12,20 +12,30 @@
 //!   (SFXC's `mk5://` reader, as jive5ab's `net2sfxc` serves it; DiFX's NETWORK datastreams,
 //!   which this side connects to), never holding the receiver up.
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
-
-#![warn(missing_docs)]
+//! - [`socket`]: the sending socket of the sender and the relay, the input sockets of the
+//!   receiver and the relay, and the ids a stream's datagrams carry.
+//!
+//! Each session's configuration ([`send::SendConfig`], [`recv::RecvConfig`],
+//! [`relay::RelayRunConfig`]) has a constructor with the defaults and one `validate()` that
+//! applies every rule and clamp; its errors ([`ConfigError`]) name the [`Setting`], which each
+//! front door says in its own words (the binary's flags, the daemon's VSI-S keywords).
 
 pub mod live;
 pub mod recv;
 pub mod relay;
 pub mod report;
 pub mod send;
+pub mod setting;
+pub mod socket;
+#[cfg(test)]
+mod testing;
 
 mod mapped;
 
 pub mod error;
 
 pub use error::{ConfigError, InputProblem, StreamSessionError};
+pub use setting::Setting;
 
 /// Takes a running loop's counts once per live interval (`--metrics`, `evlbi serve`). It runs
 /// on the data path's thread: it must only hand the value over (a channel, a swap), never wait.

@@ -35,6 +35,9 @@ use stream::FrameSink;
 
 /// Memory queued for a reader by default (per output): 0.25 s at 4 Gb/s, 2 s at 512 Mb/s.
 pub const DEFAULT_LIVE_BUFFER: u64 = 128 << 20;
+/// A live reader's reorder window by default: frames are out this long after they are due (the
+/// added latency a correlator sees; jive5ab's net2sfxc reorders nothing beyond its read-ahead).
+pub const LIVE_LATENCY: Duration = Duration::from_millis(2);
 /// A chunk is handed over once it holds this much, batch or not.
 const CHUNK_BYTES: usize = 512 << 10;
 /// Longest single write to a reader before the writer looks at its stop flag again.

@@ -15,8 +15,6 @@
 //! frames (through a [`window::FrameSink`]) and NAKs out, so the same code runs over real sockets
 //! and in deterministic tests.
 
-#![warn(missing_docs)]
-
 pub mod arq;
 pub mod feed;
 mod intake;

@@ -350,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn jive5ab_fixture() {
+    fn jive5ab_udps_bytes_parse_and_emit_as_documented() {
         // udps: sequence 0x1122334455667788 little-endian, then the frame byte-for-byte.
         let f = frame();
         let mut d = vec![0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11];

@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_roundtrip() {
+    fn block_numbers_round_trip_through_ranges() {
         let r = to_ranges([0, 1, 2, 5, 7, 8]);
         assert_eq!(r, vec![[0, 3], [5, 6], [7, 9]]);
         assert_eq!(from_ranges(&r).collect::<Vec<_>>(), vec![0, 1, 2, 5, 7, 8]);

@@ -744,7 +744,7 @@ mod tests {
     }
 
     #[test]
-    fn windowed_filters() {
+    fn windowed_filters_keep_their_windows_max_or_min() {
         let mut w: Windowed<u64, f64> = Windowed::new(true);
         w.push(0, 5.0);
         w.push(1, 3.0);

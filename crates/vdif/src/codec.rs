@@ -211,7 +211,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn roundtrip(bits in 1u8..=2, nbytes in 0usize..64, seed in any::<u64>()) {
+        fn codes_and_samples_pack_and_unpack_to_themselves(bits in 1u8..=2, nbytes in 0usize..64, seed in any::<u64>()) {
             let per = 8 / bits as usize;
             let mut s = seed;
             let codes: Vec<u8> = (0..nbytes * per).map(|_| { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); ((s >> 33) as u8) & ((1 << bits) - 1) }).collect();
@@ -226,7 +226,7 @@ mod tests {
         }
 
         #[test]
-        fn interleave_roundtrip(ch in 1usize..9, n in 0usize..50) {
+        fn channels_interleave_and_deinterleave_to_themselves(ch in 1usize..9, n in 0usize..50) {
             let v: Vec<u32> = (0..(ch * n) as u32).collect();
             prop_assert_eq!(interleave(&deinterleave(&v, ch)), v);
         }

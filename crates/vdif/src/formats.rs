@@ -277,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn dada_header() {
+    fn a_dada_header_is_named_dada() {
         let mut d = b"HEADER       DADA\nHDR_VERSION  1.0\nHDR_SIZE     4096\n".to_vec();
         d.resize(4096, 0);
         d.extend([0x80; 100]);

@@ -140,7 +140,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_example() {
+    fn a_512_mbps_8_channel_2_bit_layout_gives_8000_frames_a_second() {
         // 512 Mb/s, 2 bit, 8 channels, 1 thread, 8000-byte frames: 8000 frames/s, 32 MS/s.
         let l = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
         assert_eq!(l.frames_per_second, 8000);
@@ -162,7 +162,7 @@ mod tests {
     }
 
     #[test]
-    fn rejects() {
+    fn layouts_that_cannot_be_framed_are_refused() {
         assert_eq!(
             FrameLayout::new(512e6, 2, 8, 1, 8001),
             Err(LayoutError::NotMultipleOf8(8001))

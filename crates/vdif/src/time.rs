@@ -165,7 +165,7 @@ mod tests {
     }
 
     #[test]
-    fn epochs() {
+    fn vdif_epochs_are_utc_half_years_from_2000() {
         assert_eq!(epoch_unix(0), 946_684_800);
         assert_eq!(iso(1, 0, 0.0), "2000-07-01T00:00:00.000000000Z");
         // baseband's sample.vdif: epoch 28, 2014-06-16T05:56:07.

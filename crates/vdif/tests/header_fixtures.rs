@@ -79,7 +79,7 @@ fn legacy_header_is_16_bytes() {
 }
 
 #[test]
-fn typed_errors() {
+fn bad_headers_give_typed_errors() {
     assert_eq!(
         VdifHeader::parse(&FIXTURE[..15]),
         Err(HeaderError::TooShort { have: 15, need: 16 })

@@ -50,7 +50,7 @@ fn frames(ev: &[ScanEvent]) -> usize {
 }
 
 #[test]
-fn clean_stream() {
+fn a_clean_stream_is_frames_only() {
     let (s, flen) = stream(1);
     let ev = events(&s);
     assert_eq!(frames(&ev), s.len() / flen);
@@ -89,7 +89,7 @@ fn leading_garbage_and_corrupted_header() {
 }
 
 #[test]
-fn truncated_tail() {
+fn a_truncated_tail_is_reported_with_its_length() {
     let (s, flen) = stream(1);
     let cut = &s[..3 * flen + 500];
     let ev = events(cut);

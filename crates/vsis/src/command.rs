@@ -307,6 +307,9 @@ pub enum Request {
     Mtu(Setting<u32>),
     /// `ipd`, nanoseconds (-1: automatic, as jive5ab's; 0: at the data rate).
     Ipd(Setting<i64>),
+    /// `ack`: a keep-alive back to each sender every N of its datagrams (jive5ab's `ack`, any
+    /// int: 0 the default, below 0 every datagram).
+    Ack(Setting<i32>),
     /// `record`.
     Record(Record),
     /// `record_format`.
@@ -352,58 +355,199 @@ pub enum Request {
 }
 
 impl Request {
-    /// The request a statement makes, or the reply's code and message when it makes none.
+    /// The request a statement makes, or the reply's code and message when it makes none: its
+    /// keyword's entry of [`KEYWORDS`] parses it.
     pub fn parse(s: &StatementRepr) -> Result<Request, CommandError> {
-        let f = &s.fields;
-        let arg = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
-        let query_only = |r: Request| {
-            if s.query {
-                Ok(r)
-            } else {
-                Err(CommandError::new(ReturnCode::NotApplicable, "query only"))
-            }
-        };
-        match s.keyword.as_str() {
-            "version" => query_only(Request::Version),
-            "status" => query_only(Request::Status),
-            "mode" => setting(s, |_| {
-                Mode::parse(needed(arg(0))?).map_err(|e| CommandError::param(e.to_string()))
-            })
-            .map(Request::Mode),
-            "threads" => setting(s, |_| number(needed(arg(0))?, 1, 1024, "threads")).map(Request::Threads),
-            "net_protocol" => setting(s, net_protocol).map(Request::NetProtocol),
-            "net_port" => setting(s, net_ports).map(Request::NetPort),
-            "mtu" => setting(s, |_| number(needed(arg(0))?, 64, 9000, "MTU")).map(Request::Mtu),
-            "ipd" => setting(s, |_| ipd(needed(arg(0))?)).map(Request::Ipd),
-            "record" => record(s).map(Request::Record),
-            "record_format" => setting(s, |_| record_format(needed(arg(0))?)).map(Request::RecordFormat),
-            "set_disks" => setting(s, disks).map(Request::SetDisks),
-            "net2file" => net2file(s).map(Request::Net2File),
-            "net2net" => net2net(s).map(Request::Net2Net),
-            "net2sfxc" => net2sfxc(s).map(Request::Net2Sfxc),
-            "trackmask" => setting(s, |_| trackmask(needed(arg(0))?)).map(Request::Trackmask),
-            "fill2net" => fill2net(s).map(Request::Fill2Net),
-            "evlbi" => Ok(Request::Evlbi((!s.query).then(|| f.join(" : ")))),
-            "tstat" => Ok(Request::Tstat(s.query)),
-            "dts_id" => query_only(Request::DtsId),
-            "os_rev" => query_only(Request::OsRev),
-            "error" => query_only(Request::Error),
-            "rtime" => query_only(Request::Rtime),
-            "datastream" => datastream(s).map(Request::DataStream),
-            "scan_set" => crate::playback::scan_set(s.query, f).map(Request::ScanSet),
-            "scan_check" => crate::playback::scan_check(s.query, f).map(Request::ScanCheck),
-            "data_check" => query_only(Request::DataCheck),
-            "disk2file" => crate::playback::disk2file(s.query, f).map(Request::Disk2File),
-            "reset" if !s.query => match arg(0) {
-                "abort" => Ok(Request::Reset("abort".into())),
-                other => Err(CommandError::param(format!(
-                    "reset = {other}: evlbi resets only with abort"
-                ))),
-            },
-            _ => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
+        match KEYWORDS.iter().find(|k| k.name == s.keyword) {
+            Some(k) => (k.parse)(s),
+            None => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
         }
     }
 }
+
+/// A keyword the recorder answers: its name, how it is written, and what parses it. One table
+/// ([`KEYWORDS`]) is both what the daemon answers and what `evlbi serve --help` lists.
+pub struct Keyword {
+    /// The keyword.
+    pub name: &'static str,
+    /// How it is written: its queries and commands, as `--help` shows them.
+    pub forms: &'static str,
+    parse: fn(&StatementRepr) -> Result<Request, CommandError>,
+}
+
+/// Field `i` of a statement, empty when not given.
+fn arg(s: &StatementRepr, i: usize) -> &str {
+    s.fields.get(i).map(String::as_str).unwrap_or("")
+}
+
+/// `r` for a query; a command of a query-only keyword is refused (2).
+fn query_only(s: &StatementRepr, r: Request) -> Result<Request, CommandError> {
+    if s.query {
+        Ok(r)
+    } else {
+        Err(CommandError::new(ReturnCode::NotApplicable, "query only"))
+    }
+}
+
+/// Every keyword the recorder answers, in the order `--help` lists them.
+pub const KEYWORDS: &[Keyword] = &[
+    Keyword {
+        name: "version",
+        forms: "version?",
+        parse: |s| query_only(s, Request::Version),
+    },
+    Keyword {
+        name: "status",
+        forms: "status?",
+        parse: |s| query_only(s, Request::Status),
+    },
+    Keyword {
+        name: "dts_id",
+        forms: "dts_id?",
+        parse: |s| query_only(s, Request::DtsId),
+    },
+    Keyword {
+        name: "os_rev",
+        forms: "os_rev?",
+        parse: |s| query_only(s, Request::OsRev),
+    },
+    Keyword {
+        name: "mode",
+        forms: "mode=VDIF_<payload>-<Mb/s>-<channels>-<bits>|none mode?",
+        parse: |s| {
+            setting(s, |_| {
+                Mode::parse(needed(arg(s, 0))?).map_err(|e| CommandError::param(e.to_string()))
+            })
+            .map(Request::Mode)
+        },
+    },
+    Keyword {
+        name: "threads",
+        forms: "threads=N threads?",
+        parse: |s| setting(s, |_| number(needed(arg(s, 0))?, 1, 1024, "threads")).map(Request::Threads),
+    },
+    Keyword {
+        name: "net_protocol",
+        forms: "net_protocol=PROTOCOL[:SOCBUF[:WORKBUF[:NBLOCK]]] net_protocol?",
+        parse: |s| setting(s, net_protocol).map(Request::NetProtocol),
+    },
+    Keyword {
+        name: "net_port",
+        forms: "net_port=[HOST@]PORT[:…] net_port?",
+        parse: |s| setting(s, net_ports).map(Request::NetPort),
+    },
+    Keyword {
+        name: "mtu",
+        forms: "mtu=N mtu?",
+        parse: |s| setting(s, |_| number(needed(arg(s, 0))?, 64, 9000, "MTU")).map(Request::Mtu),
+    },
+    Keyword {
+        name: "ipd",
+        forms: "ipd=US|NSn ipd?",
+        parse: |s| setting(s, |_| ipd(needed(arg(s, 0))?)).map(Request::Ipd),
+    },
+    Keyword {
+        name: "ack",
+        forms: "ack=N ack?",
+        parse: |s| setting(s, |_| ack(needed(arg(s, 0))?)).map(Request::Ack),
+    },
+    Keyword {
+        name: "datastream",
+        forms: "datastream=add:NAME:MATCH|remove:NAME|clear|reset datastream?",
+        parse: |s| datastream(s).map(Request::DataStream),
+    },
+    Keyword {
+        name: "record_format",
+        forms: "record_format=vbs|mk6|vdif record_format?",
+        parse: |s| setting(s, |_| record_format(needed(arg(s, 0))?)).map(Request::RecordFormat),
+    },
+    Keyword {
+        name: "set_disks",
+        forms: "set_disks=DISK[:…] set_disks?",
+        parse: |s| setting(s, disks).map(Request::SetDisks),
+    },
+    Keyword {
+        name: "record",
+        forms: "record=on:SCAN|off record=mk6:0|1 record=nthread::N record? record?mk6 record?nthread",
+        parse: |s| record(s).map(Request::Record),
+    },
+    Keyword {
+        name: "net2file",
+        forms: "net2file=open:NAME[,MODE]|close net2file?",
+        parse: |s| net2file(s).map(Request::Net2File),
+    },
+    Keyword {
+        name: "net2net",
+        forms: "net2net=connect:HOST[:PORT[:IN]]|on|off net2net?",
+        parse: |s| net2net(s).map(Request::Net2Net),
+    },
+    Keyword {
+        name: "net2sfxc",
+        forms: "net2sfxc=open:SOCKET[:1]|close net2sfxc?",
+        parse: |s| net2sfxc(s).map(Request::Net2Sfxc),
+    },
+    Keyword {
+        name: "trackmask",
+        forms: "trackmask=0 trackmask?",
+        parse: |s| setting(s, |_| trackmask(needed(arg(s, 0))?)).map(Request::Trackmask),
+    },
+    Keyword {
+        name: "fill2net",
+        forms: "fill2net=connect:HOST[:PORT[:STATION]]|on|off fill2net?",
+        parse: |s| fill2net(s).map(Request::Fill2Net),
+    },
+    Keyword {
+        name: "scan_set",
+        forms: "scan_set=[SCAN][:START[:END]] scan_set?",
+        parse: |s| crate::playback::scan_set(s.query, &s.fields).map(Request::ScanSet),
+    },
+    Keyword {
+        name: "scan_check",
+        forms: "scan_check?",
+        parse: |s| crate::playback::scan_check(s.query, &s.fields).map(Request::ScanCheck),
+    },
+    Keyword {
+        name: "data_check",
+        forms: "data_check?",
+        parse: |s| query_only(s, Request::DataCheck),
+    },
+    Keyword {
+        name: "disk2file",
+        forms: "disk2file=DEST[:START[:END[:MODE]]] disk2file?",
+        parse: |s| crate::playback::disk2file(s.query, &s.fields).map(Request::Disk2File),
+    },
+    Keyword {
+        name: "reset",
+        forms: "reset=abort",
+        parse: |s| match (s.query, arg(s, 0)) {
+            (false, "abort") => Ok(Request::Reset("abort".into())),
+            (false, other) => Err(CommandError::param(format!(
+                "reset = {other}: evlbi resets only with abort"
+            ))),
+            (true, _) => Err(CommandError::new(ReturnCode::NoSuchKeyword, "ENOSYS - not implemented")),
+        },
+    },
+    Keyword {
+        name: "evlbi",
+        forms: "evlbi? evlbi=FORMAT",
+        parse: |s| Ok(Request::Evlbi((!s.query).then(|| s.fields.join(" : ")))),
+    },
+    Keyword {
+        name: "tstat",
+        forms: "tstat? tstat=",
+        parse: |s| Ok(Request::Tstat(s.query)),
+    },
+    Keyword {
+        name: "rtime",
+        forms: "rtime?",
+        parse: |s| query_only(s, Request::Rtime),
+    },
+    Keyword {
+        name: "error",
+        forms: "error?",
+        parse: |s| query_only(s, Request::Error),
+    },
+];
 
 /// A query, or a command parsed by `set`.
 fn setting<T>(
@@ -509,6 +653,27 @@ fn ipd(s: &str) -> Result<i64, CommandError> {
         return Err(bad());
     }
     Ok(if v < 0.0 { -1 } else { ns.round() as i64 })
+}
+
+/// jive5ab's `ack` (ackperiod.cc): an int, decimal or `0x` hex, as its `strtol(…, 0)` reads it.
+fn ack(s: &str) -> Result<i32, CommandError> {
+    let bad = || {
+        CommandError::param(format!(
+            "ack '{s}' not a number/out of range (range: {}-{})",
+            i32::MIN,
+            i32::MAX
+        ))
+    };
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(hex, 16),
+        None => digits.parse::<i64>(),
+    }
+    .map_err(|_| bad())?;
+    i32::try_from(if negative { -v } else { v }).map_err(|_| bad())
 }
 
 fn record_format(s: &str) -> Result<RecordFormat, CommandError> {
@@ -767,6 +932,41 @@ mod tests {
 
     fn code(line: &str) -> ReturnCode {
         parse(line).expect_err(line).code
+    }
+
+    /// jive5ab's `ack` takes any int, as its `strtol(…, 0)` reads one (ackperiod.cc).
+    #[test]
+    fn ack_takes_an_int_as_jive5ab_reads_it() {
+        assert_eq!(parse("ack = 10 ;"), Ok(Request::Ack(Setting::Set(10))));
+        assert_eq!(parse("ack = 0x20 ;"), Ok(Request::Ack(Setting::Set(32))));
+        assert_eq!(parse("ack = -1 ;"), Ok(Request::Ack(Setting::Set(-1))));
+        assert_eq!(parse("ack? ;"), Ok(Request::Ack(Setting::Query)));
+        for bad in ["ack = 2147483648 ;", "ack = ten ;", "ack = ;"] {
+            assert_eq!(parse(bad).unwrap_err().code, ReturnCode::BadParameter, "{bad}");
+        }
+    }
+
+    /// The table is what is answered: each keyword once, each parsed by its own entry (a query
+    /// or a command of it is never "no such keyword"), and nothing else is answered.
+    #[test]
+    fn every_keyword_of_the_table_is_answered_and_only_those() {
+        let mut names: Vec<&str> = KEYWORDS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KEYWORDS.len(), "a keyword listed twice");
+        for k in KEYWORDS {
+            assert!(k.forms.starts_with(k.name), "{}: {}", k.name, k.forms);
+            let answered = |line: String| match parse(&line) {
+                Ok(_) => true,
+                Err(e) => e.code != ReturnCode::NoSuchKeyword,
+            };
+            assert!(
+                answered(format!("{}? ;", k.name)) || answered(format!("{} = x ;", k.name)),
+                "{} is listed but not answered",
+                k.name
+            );
+        }
+        assert_eq!(code("no_such_keyword? ;"), ReturnCode::NoSuchKeyword);
     }
 
     #[test]

@@ -27,8 +27,8 @@
 //! Parts: `lane` is one writer and the receiver's side of it (queue, ring, buffers, waits); this
 //! module gathers frames per file for VDIF files (`FileSink`); `scan` plans blocks and spreads
 //! them over one lane per disk (`ScanSink`); `files` is the writer that owns the files, with
-//! `scan_files` for the vbs and Mark6 layouts; `writer_process` the child-process writer and its
-//! pipe protocol; `direct` the O_DIRECT appends.
+//! `scan_files` for the vbs and Mark6 layouts; `child` the child-process writer (both its sides),
+//! `pipe` the records on its pipe (`Packet`/`Repr`); `direct` the O_DIRECT appends.
 
 // unsafe: its tests write into ring slots they own (SharedRing::slot_mut).
 #![allow(unsafe_code)]

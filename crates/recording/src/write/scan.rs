@@ -581,42 +581,17 @@ fn free_name(base: &str, disks: &[Disk]) -> String {
         .unwrap_or_else(|| base.to_string())
 }
 
-/// The name jive5ab gives a recording labelled `label` (`mk_scan_name`, `net2vbs.cc`): `label`
-/// itself when no disk holds an entry `label`, `label<x>` (one letter) or either with a data
-/// stream suffix `_ds<stream>`; else `label` with the first of `a`…`z`, `A`…`Z` none of them
-/// uses. Entries are looked at without following links (a link counts as taken). `None` when
-/// all 52 letters are taken.
+/// The name jive5ab gives a recording labelled `label` on `disks` ([`scanfmt::name::free_label`]
+/// of what they hold). Entries are looked at without following links (a link counts as taken).
+/// `None` when all 52 letters are taken.
 pub fn unique_label(label: &str, disks: &[PathBuf]) -> Option<String> {
-    let mut taken_base = false;
-    let mut letters = std::collections::BTreeSet::new();
-    for d in disks {
-        let Ok(entries) = safedir::Dir::open(d).and_then(|d| d.entries()) else {
-            continue;
-        };
-        for (name, _) in entries {
-            let Some(rest) = name.strip_prefix(label) else { continue };
-            let (letter, rest) = match rest.chars().next() {
-                Some(c) if c.is_ascii_alphabetic() => (Some(c), &rest[1..]),
-                _ => (None, rest),
-            };
-            let stream_ok = rest.is_empty()
-                || rest
-                    .strip_prefix("_ds")
-                    .is_some_and(|s| !s.is_empty() && !s.contains(['_', '.']));
-            if stream_ok {
-                taken_base = true;
-                letters.extend(letter);
-            }
-        }
-    }
-    if !taken_base {
-        return Some(label.to_string());
-    }
-    ('a'..='z')
-        .chain('A'..='Z')
-        .find(|c| !letters.contains(c))
-        .map(|c| format!("{label}{c}"))
-        .filter(|n| scanfmt::name::is_valid(n))
+    let names: Vec<String> = disks
+        .iter()
+        .filter_map(|d| safedir::Dir::open(d).and_then(|d| d.entries()).ok())
+        .flatten()
+        .map(|(name, _)| name)
+        .collect();
+    scanfmt::name::free_label(label, names.iter().map(String::as_str))
 }
 
 #[cfg(test)]

@@ -3,94 +3,32 @@
 //! sent from there, never copied; one GSO sendmsg gathers prefix and frame per datagram), the
 //! tee through [`Recorder`](recording::write::Recorder).
 
+mod config;
 mod inputs;
+mod tally;
+
+pub use config::{RelayRunConfig, MAX_ARQ_LATENCY};
+pub use tally::RelayLiveLine;
+use tally::{relay_status, Baseline, RelayEnd, Tally};
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use netio::counters::{clock_ticks_per_second, read_process_cpu, ProcessCpu};
-use netio::{io_err, BufferRequest};
-use stream::relay::{Relay, RelayConfig};
-use stream::results::{RelayReport, TeeReport};
-use stream::SeqFormat;
+use netio::io_err;
+use stream::relay::Relay;
+use stream::results::RelayReport;
 
 use crate::live::difx::{DifxConnector, DifxWatch};
 use crate::live::{LiveOutput, StartRule};
-use crate::send::{first_seq, new_session, Wire};
-use crate::{ConfigError, Observer, StreamSessionError};
-use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
+use crate::socket::{bind_inputs, first_seq, new_session, Wire};
+use crate::{Observer, StreamSessionError};
+use recording::write::{OutputDir, Recorder};
 use stream::results::RelayStatus;
 
 /// Longest the relay thread spends sending before it takes the input again, so a backlog
 /// leaving at the catch-up rate never leaves the input sockets unread for long.
 const SEND_SLICE: Duration = Duration::from_micros(500);
-
-/// How to run a relay.
-#[derive(Debug, Clone)]
-pub struct RelayRunConfig {
-    /// Addresses (or multicast groups) to listen on.
-    pub listen: Vec<netio::ListenSpec>,
-    /// Where the frames go.
-    pub to: SocketAddr,
-    /// Connect to `to` over TCP and write the frames back to back (DiFX's NETWORK datastream,
-    /// [`crate::live::difx`]), not datagrams; needs the bare output framing.
-    pub tcp: bool,
-    /// With `tcp`: how long to wait for the job's port before saying so (it goes on trying).
-    pub connect_wait: Duration,
-    /// With `tcp`: bytes queued for the job at most ([`crate::live::DEFAULT_LIVE_BUFFER`]).
-    pub live_buffer: u64,
-    /// The relay's settings (`start` is set when the run starts).
-    pub relay: RelayConfig,
-    /// Receive socket buffer per input.
-    pub rcvbuf: usize,
-    /// Send socket buffer.
-    pub sndbuf: usize,
-    /// Record what came in here (files per station, as `stream recv --out` writes them).
-    pub tee: Option<PathBuf>,
-    /// Or record it as a vbs/Mark6 scan over many disks.
-    pub tee_recording: Option<RecordingConfig>,
-    /// Start a new tee file after this many bytes.
-    pub chunk: Option<u64>,
-    /// One tee file per VDIF thread of each station, not one per station.
-    pub split_threads: bool,
-    /// Where the tee's file writes run.
-    pub writer: WriterPlacement,
-    /// Memory between the relay and the tee's writer, bytes.
-    pub write_buffer: u64,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long (counted from the start until the first).
-    pub idle_timeout: Option<Duration>,
-    /// Live line cadence.
-    pub interval: Duration,
-}
-
-/// One live line: the interval's figures and totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RelayLiveLine {
-    /// Seconds since the first datagram.
-    pub elapsed_s: f64,
-    /// Input datagram bytes per second over the interval, bits.
-    pub in_rate_bps: f64,
-    /// Frames taken in the interval.
-    pub frames_in: u64,
-    /// Frames sent in the interval (first transmissions).
-    pub frames_out: u64,
-    /// Frames missing from the input in the interval.
-    pub lost_in_input: u64,
-    /// Frames dropped at a full buffer in the interval.
-    pub overflow_dropped: u64,
-    /// Datagrams refused in the interval.
-    pub rejected: u64,
-    /// Datagrams the kernel dropped at the input sockets in the interval.
-    pub kernel_drops: u64,
-    /// Frames waiting now.
-    pub queued: u64,
-    /// Senders seen.
-    pub senders: u64,
-}
 
 /// Bound sockets, before relaying: lets a caller print the ports (`--listen 127.0.0.1:0`).
 pub struct BoundRelay {
@@ -146,30 +84,9 @@ impl BoundRelay {
     /// Bind every input (buffers sized first, so nothing that comes is refused) and the
     /// output, then set the tee up.
     pub fn bind(cfg: RelayRunConfig) -> Result<BoundRelay, StreamSessionError> {
-        if cfg.listen.is_empty() {
-            return Err(ConfigError::NoListen.into());
-        }
-        if cfg.relay.arq_latency.is_some() && cfg.relay.output != SeqFormat::Native {
-            return Err(ConfigError::ArqNeedsNative.into());
-        }
-        let mut inputs = Vec::new();
-        let mut grants = Vec::new();
-        for spec in &cfg.listen {
-            let (sock, grant) = netio::bind_listen(
-                spec,
-                BufferRequest {
-                    rcv: cfg.rcvbuf,
-                    snd: 0,
-                },
-            )?;
-            let _ = netio::enable_rx_drop_counter(&sock);
-            inputs.push(sock);
-            grants.push(grant);
-        }
+        let cfg = cfg.validate()?;
+        let (inputs, grants, _) = bind_inputs(&cfg.listen, cfg.rcvbuf)?;
         let wire = if cfg.tcp {
-            if cfg.relay.output != SeqFormat::None {
-                return Err(ConfigError::TcpNeedsBare.into());
-            }
             let (connector, watch) = DifxConnector::new(cfg.to, cfg.connect_wait);
             // A received frame first, at a time step (DiFX must not start on an invalid one).
             let rule = StartRule { valid_only: true };
@@ -332,22 +249,6 @@ impl BoundRelay {
     }
 }
 
-/// The counts so far, for an observer.
-fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> RelayStatus {
-    RelayStatus {
-        elapsed_s: line.elapsed_s,
-        in_rate_bps: line.in_rate_bps,
-        datagrams: *relay.counters(),
-        senders: relay.senders(),
-        other_senders: relay.other_senders(),
-        stations: relay.stations(),
-        output: relay.output(),
-        arq: relay.arq_stats(),
-        kernel_drops: drops,
-        queued: line.queued,
-    }
-}
-
 /// After the loop: what is queued still goes out (paced, for a second at most) — stopped or not:
 /// those frames were taken from the station and tee'd, and `net2net = off` or a Ctrl-C at a
 /// scan's end must not drop them (jive5ab's net2net loses its buffer at a stop) — and with
@@ -378,108 +279,6 @@ fn drain(
         }
     }
     Ok(())
-}
-
-/// The clock and the host's counters when the run started.
-struct Baseline {
-    started: Instant,
-    cpu0: ProcessCpu,
-    udp0: netio::UdpCounters,
-}
-
-impl Baseline {
-    fn now() -> Baseline {
-        Baseline {
-            started: Instant::now(),
-            cpu0: read_process_cpu().unwrap_or_default(),
-            udp0: netio::read_udp_counters().unwrap_or_default(),
-        }
-    }
-}
-
-/// What the run ends with, for its report.
-struct RelayEnd {
-    base: Baseline,
-    marks: Marks,
-    readers: Vec<UdpSocket>,
-    socket_drops: u64,
-    grants: Vec<netio::BufferGrant>,
-    reader_error: Option<ReaderError>,
-    stopped_by: &'static str,
-}
-
-impl RelayEnd {
-    fn report(
-        self,
-        cfg: &RelayRunConfig,
-        relay: &Relay,
-        send_would_block: u64,
-        out: recording::write::SinkOutcome,
-    ) -> RelayReport {
-        let RelayEnd {
-            base,
-            marks: t,
-            readers,
-            socket_drops,
-            grants,
-            reader_error,
-            stopped_by,
-        } = self;
-        let tee_dir = tee_dir(cfg);
-        let tees = tee_dir.is_some();
-        let wall = base.started.elapsed();
-        let cpu1 = read_process_cpu().unwrap_or_default();
-        let duration_s = t.first.map_or(0.0, |f| (t.last_in - f).as_secs_f64());
-        RelayReport {
-            listen: readers
-                .iter()
-                .map(|r| r.local_addr().map(|a| a.to_string()).unwrap_or_default())
-                .collect(),
-            to: cfg.to.to_string(),
-            input_format: cfg.relay.input,
-            output_format: cfg.relay.output,
-            duration_s,
-            datagrams: *relay.counters(),
-            first_problem: relay
-                .first_problem()
-                .map(str::to_string)
-                .or(reader_error.map(|e| e.to_string())),
-            untracked_datagrams: relay.untracked_datagrams(),
-            senders: relay.senders(),
-            other_senders: relay.other_senders(),
-            stations: relay.stations(),
-            output: relay.output(),
-            arq: relay.arq_stats(),
-            returned_datagrams: relay.returned_datagrams(),
-            rejected_control: relay.rejected_control(),
-            tee: tee_dir.map(|dir| TeeReport {
-                dir,
-                files: out.files,
-                recording: out.recording,
-                frames_not_written: out.not_written,
-                write_error: out.error,
-            }),
-            socket_drops,
-            rcvbuf: grants,
-            send_would_block,
-            udp: netio::read_udp_counters().unwrap_or_default().delta(&base.udp0),
-            cpu: cpu1.share_since(&base.cpu0, wall, clock_ticks_per_second()),
-            writer_cpu: (tees && matches!(cfg.writer, WriterPlacement::ChildProcess { .. }))
-                .then(|| cpu1.children_share_since(&base.cpu0, wall, clock_ticks_per_second())),
-            stopped_by: stopped_by.to_string(),
-            live_out: None,
-            live_out_error: None,
-        }
-    }
-}
-
-/// Where the tee records: its directory, or its disks.
-fn tee_dir(cfg: &RelayRunConfig) -> Option<String> {
-    match (&cfg.tee, &cfg.tee_recording) {
-        (Some(d), _) => Some(d.display().to_string()),
-        (None, Some(r)) => Some(r.disks_joined(",")),
-        (None, None) => None,
-    }
 }
 
 /// How close to a departure the loop stops sleeping and spins (a sleep on a busy host ends tens
@@ -580,47 +379,5 @@ impl Marks {
         }
         let idle = now.saturating_duration_since(self.last_in);
         cfg.idle_timeout.is_some_and(|d| idle >= d).then_some("idle timeout")
-    }
-}
-
-/// Totals at the last live line.
-#[derive(Default)]
-struct Tally {
-    bytes: u64,
-    totals: stream::relay::RelayTotals,
-    rejected: u64,
-    drops: u64,
-}
-
-impl Tally {
-    fn line(
-        &mut self,
-        now: Instant,
-        first: Option<Instant>,
-        interval: Duration,
-        relay: &Relay,
-        drops: u64,
-    ) -> RelayLiveLine {
-        let t = relay.totals();
-        let rejected = relay.counters().rejected();
-        let line = RelayLiveLine {
-            elapsed_s: first.map_or(0.0, |f| now.saturating_duration_since(f).as_secs_f64()),
-            in_rate_bps: self.bytes as f64 * 8.0 / interval.as_secs_f64(),
-            frames_in: t.frames_in - self.totals.frames_in,
-            frames_out: t.frames_out - self.totals.frames_out,
-            lost_in_input: t.lost_in_input.saturating_sub(self.totals.lost_in_input),
-            overflow_dropped: t.overflow_dropped - self.totals.overflow_dropped,
-            rejected: rejected - self.rejected,
-            kernel_drops: drops.saturating_sub(self.drops),
-            queued: t.queued,
-            senders: relay.sender_count(),
-        };
-        *self = Tally {
-            bytes: 0,
-            totals: t,
-            rejected,
-            drops,
-        };
-        line
     }
 }

@@ -1,0 +1,204 @@
+//! A stream session's rules, each written once (stream-session's `validate()`), through both
+//! front doors: the binary's flags (exit 2, the refusal said in flags) and `evlbi serve`'s VSI-S
+//! (return code 6, said in the keywords that set the value). The rules no VSI-S keyword can
+//! reach (the daemon sets ARQ, boards, tees and ranges itself) go through the binary alone; their
+//! library cases are unit tests of each `validate()`.
+
+mod common;
+
+use common::assert_usage_error;
+use common::vsi::{Serve, Vsi};
+use vsis::ReturnCode;
+
+/// `evlbi ARGS` exits 2 saying exactly `said` after "error: ".
+#[track_caller]
+fn refused(args: &[&str], said: &str) {
+    let o = assert_usage_error(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert_eq!(first, format!("error: {said}"), "{args:?}: {err}");
+}
+
+fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
+const SEND: [&str; 5] = ["stream", "send", "--to", "127.0.0.1:9", "--generate"];
+const RECV: [&str; 4] = ["stream", "recv", "--listen", "127.0.0.1:0"];
+const RELAY: [&str; 6] = ["stream", "relay", "--listen", "127.0.0.1:0", "--to", "127.0.0.1:9"];
+
+#[test]
+fn arq_needs_native_framing_said_in_each_commands_flags() {
+    let send = with(
+        &SEND,
+        &["--stations", "Ef", "--seq-format", "jive5ab", "--arq-latency", "300ms"],
+    );
+    refused(
+        &send,
+        "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
+    );
+    refused(
+        &with(&RECV, &["--arq", "--seq-format", "jive5ab"]),
+        "--arq needs --seq-format native (NAKs name native sequence numbers)",
+    );
+    refused(
+        &with(&RELAY, &["--arq-latency", "300ms", "--seq-format", "none"]),
+        "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
+    );
+}
+
+#[test]
+fn ranges_are_the_sessions_and_name_the_flag() {
+    let gen = with(&SEND, &["--stations", "Ef", "--threads", "4", "--seq-format", "none"]);
+    refused(&with(&gen, &["--senders", "0"]), "--senders 0: out of range (1 to 64)");
+    refused(
+        &with(&gen, &["--senders", "65"]),
+        "--senders 65: out of range (1 to 64)",
+    );
+    refused(&with(&gen, &["--burst", "0"]), "--burst 0: out of range (1 to 64)");
+    refused(
+        &with(&gen, &["--catch-up", "20"]),
+        "--catch-up 20: out of range (1 to 16)",
+    );
+    refused(&with(&RELAY, &["--burst", "65"]), "--burst 65: out of range (1 to 64)");
+    refused(
+        &with(&RELAY, &["--catch-up", "0.5"]),
+        "--catch-up 0.5: out of range (1 to 16)",
+    );
+    refused(
+        &with(&RELAY, &["--ack", "0"]),
+        "--ack 0: out of range (1 or more; none sends no keep-alive)",
+    );
+}
+
+#[test]
+fn a_simulated_backends_boards_take_their_framing_and_destinations() {
+    let gen = with(&SEND, &["--stations", "Ef", "--threads", "4"]);
+    refused(
+        &with(&gen, &["--senders", "2"]),
+        "--senders 2 simulates a backend's boards: set --seq-format jive5ab (each board numbers its own \
+         datagrams, like jive5ab's udps) or none (bare VDIF frames); native framing numbers one stream per \
+         station from one socket",
+    );
+    refused(
+        &with(
+            &gen,
+            &[
+                "--senders",
+                "2",
+                "--seq-format",
+                "none",
+                "--to",
+                "127.0.0.1:10",
+                "--to",
+                "127.0.0.1:11",
+            ],
+        ),
+        "3 destinations (--to) for --senders 2: give one destination for all boards or one per board",
+    );
+    // The input's rule (a thread per board) names the flags too, after the data were made.
+    let e = assert_usage_error(&with(
+        &SEND,
+        &[
+            "--stations",
+            "Ef",
+            "--threads",
+            "2",
+            "--senders",
+            "3",
+            "--seq-format",
+            "none",
+        ],
+    ));
+    let e = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        e.contains("2 VDIF thread(s) cannot be split over --senders 3: each board sends at least one thread (use at most 2 senders, or more threads)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_recording_over_disks_takes_no_files_of_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let disk = d.path().to_str().unwrap();
+    let scan = ["--format", "vbs", "--disks", disk, "--scan", "x"];
+    refused(
+        &with(&with(&RECV, &scan), &["--out", disk]),
+        "--format vbs|mk6 records a scan over disks in blocks of its own: leave out --out",
+    );
+    refused(
+        &with(&with(&RECV, &scan), &["--chunk", "1G"]),
+        "--format vbs|mk6 records a scan over disks in blocks of its own: leave out --chunk",
+    );
+    refused(
+        &with(&with(&RELAY, &scan), &["--tee", disk]),
+        "--format vbs|mk6 records a scan over disks in blocks of its own: leave out --tee",
+    );
+    refused(
+        &with(&with(&RELAY, &scan), &["--chunk", "1G"]),
+        "--format vbs|mk6 records a scan over disks in blocks of its own: leave out --chunk",
+    );
+    refused(
+        &with(&RECV, &["--split", "thread"]),
+        "--split thread needs an output: --out or --format vbs|mk6",
+    );
+    refused(
+        &with(&RELAY, &["--split", "thread"]),
+        "--split thread needs an output: --tee or --format vbs|mk6",
+    );
+}
+
+/// A live output to SFXC's reader is no recording: the one recording flag given beside it is
+/// named (the CLI listed all five whichever was given).
+#[test]
+fn a_live_output_takes_no_recording_flag_and_names_the_one_given() {
+    let d = tempfile::tempdir().unwrap();
+    let disk = d.path().to_str().unwrap();
+    let live = with(&RECV, &["--out", "sfxc:tcp:127.0.0.1:0"]);
+    refused(
+        &with(&live, &["--chunk", "1G"]),
+        "--out sfxc: is a live output: leave out --chunk",
+    );
+    refused(
+        &with(&live, &["--direct"]),
+        "--out sfxc: is a live output: leave out --direct",
+    );
+    refused(
+        &with(&live, &["--split", "thread"]),
+        "--out sfxc: is a live output: leave out --split thread",
+    );
+    refused(
+        &with(&live, &["--format", "vbs", "--disks", disk, "--scan", "x"]),
+        "--out sfxc: is a live output: leave out --format vbs|mk6",
+    );
+}
+
+/// At most 64 data ports: the binary says `--listen`; VSI-S cannot even say a 65th (a statement
+/// holds at most 64 fields, so `net_port` names 64 ports at most) and the daemon relays from all
+/// 64 — the two doors agree on the session's one bound. (How the daemon would say a refusal,
+/// code 6 in VSI-S words, is the daemon's unit test of its table.)
+#[test]
+fn listen_addresses_are_counted_through_both_doors() {
+    let mut args: Vec<&str> = vec!["stream", "recv"];
+    for _ in 0..65 {
+        args.extend(["--listen", "127.0.0.1:0"]);
+    }
+    refused(&args, "--listen: 1 to 64 addresses (65 given)");
+    args[1] = "relay";
+    args.extend(["--to", "127.0.0.1:9"]);
+    refused(&args, "--listen: 1 to 64 addresses (65 given)");
+
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(serve.vsi);
+    v.ok("mode = VDIF_8000-512-16-2 ;");
+    v.ok("mtu = 9000 ;");
+    let ports = vec!["127.0.0.1@0"; 65];
+    let r = v.ask(&format!("net_port = {} ;", ports.join(" : ")));
+    assert_eq!(r.code, ReturnCode::NoSuchKeyword, "{r}");
+    v.ok(&format!("net_port = {} ;", ports[..64].join(" : ")));
+    v.ok("net2net = connect : 127.0.0.1 : 9 ;");
+    assert_eq!(v.ok("net2net? ;")[0], "connected");
+    v.ok("net2net = off ;");
+    serve.stop();
+}

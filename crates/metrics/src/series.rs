@@ -85,6 +85,7 @@ metrics! {
     STREAM_RATE "evlbi_stream_rate_bits_per_second" Gauge "Datagram bits per second received over the last interval.";
     STREAM_KERNEL_DROPS "evlbi_stream_kernel_drops" Counter "Datagrams the kernel dropped at the receive sockets (buffer full).";
     STREAM_FRAMES_WRITTEN "evlbi_stream_frames_written" Counter "Frames written to the recording, filled ones included.";
+    STREAM_FRAMES_NOT_WRITTEN "evlbi_stream_frames_not_written" Counter "Frames that reached the receiver but no file or disk (a disk dropped mid-scan, a write error): lost, though the network delivered them.";
     STREAM_WRITER_STALL "evlbi_stream_writer_stall_seconds" Counter "Time the receiver waited for the file writer (its buffer full).";
     STREAM_WRITER_STALLS "evlbi_stream_writer_stalls" Counter "Times the receiver waited for the file writer.";
     STREAM_DISKS_DROPPED "evlbi_stream_disks_dropped" Gauge "Disks that have left the multi-disk recording (vbs, Mark6) after a write error; the scan goes on over the others.";
@@ -131,6 +132,7 @@ metrics! {
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
     SERVE_CONNECTIONS "evlbi_serve_connections" Counter "VSI-S connections accepted.";
     SERVE_CONNECTIONS_REFUSED "evlbi_serve_connections_refused" Counter "VSI-S connections closed at once: the peer is neither loopback nor allowed (--vsi-allow).";
+    SERVE_INTERNAL_ERRORS "evlbi_serve_internal_errors" Counter "VSI-S statements whose handling failed inside the daemon (a bug), answered with return code 4; the daemon went on.";
 }
 
 /// Collects the samples of one source.
@@ -203,6 +205,7 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
     o.int(&STREAM_WRITER_STALLS, &[], s.writer_stalls);
     o.int(&STREAM_NAKS, &[], s.naks_sent);
     o.int(&STREAM_DISKS_DROPPED, &[], s.disks_dropped);
+    o.int(&STREAM_FRAMES_NOT_WRITTEN, &[], s.frames_not_written);
 }
 
 /// The per-source datagram counts of a receiving command.
@@ -352,6 +355,7 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_OVERLONG, &[], s.overlong_lines);
     o.int(&SERVE_CONNECTIONS, &[], s.connections);
     o.int(&SERVE_CONNECTIONS_REFUSED, &[], s.connections_refused);
+    o.int(&SERVE_INTERNAL_ERRORS, &[], s.internal_errors);
 }
 
 #[cfg(test)]

@@ -32,6 +32,10 @@ const MAGIC: [u8; 8] = *b"evlbiRNG";
 const FAILED_AT: usize = 16;
 const FAILED_LEN_AT: usize = 18;
 const FAILED_MSG_AT: usize = 24;
+/// Frames the writer could not write so far (u64, little-endian host order, atomic): a disk
+/// that failed mid-scan is loss the receiver reports while the scan goes on, not only when it
+/// ends.
+const NOT_WRITTEN_AT: usize = STATE_AT - 8;
 const STATE_AT: usize = 1024;
 /// Slots the header page can describe.
 pub const MAX_SLOTS: u32 = (HEADER - STATE_AT) as u32;
@@ -262,7 +266,7 @@ impl SharedRing {
         if self.failed_flag().load(Ordering::Acquire) != 0 {
             return;
         }
-        let mut n = why.len().min(STATE_AT - FAILED_MSG_AT);
+        let mut n = why.len().min(NOT_WRITTEN_AT - FAILED_MSG_AT);
         while !why.is_char_boundary(n) {
             n -= 1;
         }
@@ -284,10 +288,26 @@ impl SharedRing {
         // SAFETY: header bytes, written before the flag was set (Acquire above pairs with the
         // writer's Release); the length is bounded to the message area.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(FAILED_LEN_AT), len.as_mut_ptr(), 2) };
-        let n = usize::from(u16::from_le_bytes(len)).min(STATE_AT - FAILED_MSG_AT);
+        let n = usize::from(u16::from_le_bytes(len)).min(NOT_WRITTEN_AT - FAILED_MSG_AT);
         // SAFETY: as above.
         let msg = unsafe { std::slice::from_raw_parts(self.base.add(FAILED_MSG_AT), n) };
         Some(String::from_utf8_lossy(msg).into_owned())
+    }
+
+    fn not_written_count(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: NOT_WRITTEN_AT is 8-aligned (the mapping is page-aligned) and its 8 bytes lie
+        // in the header page before the state bytes; accessed only atomically.
+        unsafe { &*self.base.add(NOT_WRITTEN_AT).cast::<std::sync::atomic::AtomicU64>() }
+    }
+
+    /// Writer: the frames it could not write so far (its running total).
+    pub fn set_not_written(&self, frames: u64) {
+        self.not_written_count().store(frames, Ordering::Release);
+    }
+
+    /// Receiver: the frames the writer could not write so far.
+    pub fn not_written(&self) -> u64 {
+        self.not_written_count().load(Ordering::Acquire)
     }
 
     /// Slots with the writer (handed over, not yet written): its backlog.
@@ -385,8 +405,16 @@ mod tests {
         tx.set_failed(&long);
         tx.set_failed("a later reason is not kept");
         let got = rx.failed().unwrap();
-        assert!(got.len() <= STATE_AT - FAILED_MSG_AT && got.starts_with("éé"), "{got}");
+        assert!(
+            got.len() <= NOT_WRITTEN_AT - FAILED_MSG_AT && got.starts_with("éé"),
+            "{got}"
+        );
         assert!(!got.contains('\u{fffd}'), "cut on a character boundary");
+        // The running count of frames not written, beside the long reason, intact.
+        assert_eq!(rx.not_written(), 0);
+        tx.set_not_written(12_345);
+        assert_eq!(rx.not_written(), 12_345);
+        assert_eq!(rx.failed().unwrap(), got);
         let mut held = vec![false; 2];
         let s = rx.try_take(&mut held).unwrap();
         assert_eq!(rx.handed_count(), 0);

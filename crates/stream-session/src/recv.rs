@@ -312,6 +312,7 @@ fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_se
         writer_stalls: stalls,
         naks_sent,
         disks_dropped: line.disks_dropped.into(),
+        frames_not_written: sink.not_written(),
     }
 }
 

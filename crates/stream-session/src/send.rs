@@ -3,7 +3,6 @@
 //! repeats, counters) whose frames leave on an exact absolute timeline per station
 //! ([`pacing::Pacer`]); NAKs read from the socket between frames are fed back to it.
 
-use std::fs::File;
 use std::io::{BufReader, IoSlice, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -119,7 +118,11 @@ impl Opener {
     }
 
     fn file(path: PathBuf) -> Opener {
-        Opener::new(move || File::open(&path).map(|f| Box::new(f) as Box<dyn Read + Send>))
+        Opener::new(move || {
+            safedir::open_regular(&path)
+                .map(|f| Box::new(f) as Box<dyn Read + Send>)
+                .map_err(safedir::DirError::into_io)
+        })
     }
 }
 
@@ -187,8 +190,16 @@ fn examine(cfg: &SendConfig, input: Input) -> Result<Source, StreamSessionError>
     let name = input.name();
     let (path, data, rep) = match input {
         Input::File(path) => {
-            let len = std::fs::metadata(&path)
-                .map_err(io_err(format!("read {}", path.display())))?
+            // A regular file only (a device such as /dev/zero, a FIFO, a directory is refused
+            // here, not read without end), its length known before a byte is read.
+            let len = safedir::open_regular(&path)
+                .and_then(|f| {
+                    f.metadata().map_err(|source| safedir::DirError::Io {
+                        path: path.clone(),
+                        source,
+                    })
+                })
+                .map_err(|e| StreamSessionError::input(&name, InputProblem::Read(e.into_io())))?
                 .len();
             examine_stream(cfg, &name, Opener::file(path), len)?
         }
@@ -292,10 +303,11 @@ type Examined = (
 /// read (then a reader thread sends it).
 fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Result<Examined, StreamSessionError> {
     let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
-    let mut r = open.open().map_err(read_err)?;
+    let r = open.open().map_err(read_err)?;
     if len <= MEMORY_SOURCE_MAX {
         let mut data = Vec::with_capacity(len as usize);
-        r.read_to_end(&mut data).map_err(read_err)?;
+        // Its length as examined, not more: a file that grows meanwhile is not read on.
+        r.take(len).read_to_end(&mut data).map_err(read_err)?;
         let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
         return Ok((Some(open), Some(data), rep));
     }

@@ -327,6 +327,10 @@ pub struct RecvStatus {
     /// the scan goes on over the others.
     #[serde(default)]
     pub disks_dropped: u64,
+    /// Frames that reached the receiver but no file or disk (a disk that failed mid-scan, a
+    /// write error), so far: lost, though the network delivered them.
+    #[serde(default)]
+    pub frames_not_written: u64,
 }
 
 /// A running relay's counts, handed out once per live interval.

@@ -31,6 +31,10 @@ struct Open {
 pub(super) struct Shared {
     pub(super) error: Mutex<Option<String>>,
     pub(super) not_written: AtomicU64,
+    /// A writer thread's frames of vbs/Mark6 blocks not written so far, kept apart until the
+    /// end (then added to `not_written`): the live count of a disk that failed mid-scan (the
+    /// writer process keeps its whole count in the ring instead).
+    pub(super) scans_not_written: AtomicU64,
     /// A multi-disk recording's writer thread stopped on this error (the writer process says
     /// so in the ring).
     lane_failed: Mutex<Option<String>>,
@@ -231,11 +235,20 @@ pub(super) fn writer(
                 None => shared.set_lane_failed(why),
             }
         }
+        // What did not reach the disk is loss the receiver reports while the scan goes on.
+        match ring {
+            Some(r) => r.set_not_written(shared.not_written.load(Ordering::Relaxed) + scans.not_written),
+            None => shared.scans_not_written.store(scans.not_written, Ordering::Relaxed),
+        }
     }
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
     let (lane_scans, not_written, failed) = scans.finish();
     shared.not_written.fetch_add(not_written, Ordering::Relaxed);
+    shared.scans_not_written.store(0, Ordering::Relaxed);
+    if let Some(r) = ring {
+        r.set_not_written(shared.not_written.load(Ordering::Relaxed));
+    }
     if let Some(why) = failed {
         if let Some(r) = ring {
             r.set_failed(&why);

@@ -167,6 +167,18 @@ impl Lane {
         }
     }
 
+    /// Frames given to this lane that its writer could not write, so far (exact once it has
+    /// finished; while it runs, as of its last record).
+    pub(super) fn not_written(&self) -> u64 {
+        let here = self.shared.not_written.load(Ordering::Relaxed);
+        match &self.ring {
+            // Once finished, the process's count is in `here` (its report).
+            Some(side) if side.pipe.is_some() => here + side.ring.not_written(),
+            Some(_) => here,
+            None => here + self.shared.scans_not_written.load(Ordering::Relaxed),
+        }
+    }
+
     /// Bytes handed to the writer and not yet written (0 for a writer thread, which does not
     /// tell).
     pub(super) fn backlog(&self) -> u64 {

@@ -104,7 +104,7 @@ pub const MAX_KEY_FILE_BYTES: u64 = 4096;
 pub fn read_named(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
     safedir::read_regular(path, max).map_err(|e| match e {
         safedir::DirError::Io { source, .. } => source.to_string(),
-        safedir::DirError::NotAFile(_) => "not a regular file".into(),
+        safedir::DirError::NotRegular(_) => "not a regular file".into(),
         safedir::DirError::TooLarge { max, .. } => format!("larger than {max} bytes"),
         e => e.to_string(),
     })

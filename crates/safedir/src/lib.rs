@@ -50,6 +50,9 @@ pub enum DirError {
     /// Not a single path component (empty, `.`, `..`, or with a `/` or NUL).
     #[error("{0:?} is not a single name below the directory")]
     BadName(String),
+    /// A path named as a file is something else: a device, a FIFO, a directory, a socket.
+    #[error("{0} is not a regular file (a device, a FIFO, a directory or a socket)")]
+    NotRegular(PathBuf),
     /// A file read whole is longer than the bound its reader sets.
     #[error("{path}: larger than {max} bytes, not read (this file is expected to be small)")]
     TooLarge {
@@ -471,7 +474,10 @@ impl Dir {
 pub fn open_regular(path: &Path) -> Result<File, DirError> {
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
     let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(io_at(path.to_path_buf()))?;
-    let f = regular(fd, path, false)?;
+    let f = regular(fd, path, false).map_err(|e| match e {
+        DirError::NotAFile(p) => DirError::NotRegular(p),
+        e => e,
+    })?;
     rustix::fs::fcntl_setfl(&f, OFlags::empty()).map_err(io_at(path.to_path_buf()))?;
     Ok(f)
 }
@@ -558,16 +564,16 @@ mod tests {
         assert_eq!(read_regular(&d.path().join("via"), 64).unwrap().len(), 16);
         for dev in ["/dev/zero", "/dev/urandom", "/dev/null"] {
             let e = read_regular(Path::new(dev), 1 << 20).unwrap_err();
-            assert!(matches!(e, DirError::NotAFile(_)), "{dev}: {e}");
+            assert!(matches!(e, DirError::NotRegular(_)), "{dev}: {e}");
         }
-        assert!(matches!(read_regular(d.path(), 1 << 20), Err(DirError::NotAFile(_))));
+        assert!(matches!(read_regular(d.path(), 1 << 20), Err(DirError::NotRegular(_))));
         let fifo = d.path().join("fifo");
         assert!(std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap()
             .success());
-        assert!(matches!(read_regular(&fifo, 1 << 20), Err(DirError::NotAFile(_))));
+        assert!(matches!(read_regular(&fifo, 1 << 20), Err(DirError::NotRegular(_))));
         assert!(matches!(
             read_regular(&d.path().join("none"), 10),
             Err(DirError::Io { .. })

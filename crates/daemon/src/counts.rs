@@ -60,6 +60,8 @@ impl TransferCounts {
     /// Bytes given out: written to files, relayed, or sent.
     pub fn bytes_out(&self) -> u64 {
         match self {
+            // A live output (net2sfxc): what its readers took.
+            TransferCounts::Recv(s) if !s.live.is_empty() => s.live.iter().map(|l| l.bytes_sent).sum(),
             TransferCounts::Recv(s) => written_bytes(s),
             TransferCounts::Relay(s) => s.output.iter().map(|o| o.bytes_sent).sum(),
             TransferCounts::Send(s) => s.stations.iter().map(|x| x.bytes_sent).sum(),
@@ -122,11 +124,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
 /// lost after the last) are lost, reordered are out of order, late and duplicate copies are
-/// discarded, jumps are discontinuities. Frames taken that reached no disk (one dropped
-/// mid-scan) are lost, not received: the recording does not hold them, whatever the network
-/// did, and the loss percentage (lost of received + lost) says how much of the scan is gone.
+/// discarded, jumps are discontinuities. A live output's frames dropped for a reader slower
+/// than the station (`net2sfxc`) are discarded too. Frames taken that reached no disk (one
+/// dropped mid-scan) are lost, not received: the recording does not hold them, whatever the
+/// network did, and the loss percentage (lost of received + lost) says how much of the scan is
+/// gone.
 fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
+    let mut e = EvlbiStats {
+        pkt_disc: s.live.iter().map(|l| l.dropped_slow_reader).sum(),
+        ..EvlbiStats::default()
+    };
     for st in &s.stations {
         let w = &st.window;
         e.add(&EvlbiStats {

@@ -20,7 +20,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -32,10 +32,13 @@ const MAGIC: [u8; 8] = *b"evlbiRNG";
 const FAILED_AT: usize = 16;
 const FAILED_LEN_AT: usize = 18;
 const FAILED_MSG_AT: usize = 24;
-/// Frames the writer could not write so far (u64, little-endian host order, atomic): a disk
-/// that failed mid-scan is loss the receiver reports while the scan goes on, not only when it
-/// ends.
-const NOT_WRITTEN_AT: usize = STATE_AT - 8;
+/// Frames the writer could not write so far (a u64, atomic): a disk that failed mid-scan is
+/// loss the receiver reports while the scan goes on, not only when it ends.
+const NOT_WRITTEN_AT: usize = 1000;
+/// The writer's look at its disk ([`SharedRing::publish_space`]): the free bytes of the file
+/// system and the bytes it had written in all when it looked, each a u64 (8-aligned).
+const SPACE_FREE_AT: usize = 1008;
+const SPACE_WRITTEN_AT: usize = 1016;
 const STATE_AT: usize = 1024;
 /// Slots the header page can describe.
 pub const MAX_SLOTS: u32 = (HEADER - STATE_AT) as u32;
@@ -136,15 +139,27 @@ impl SharedRing {
         Ok(ring)
     }
 
-    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
-    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
-    /// in — allocating beside a receiver already reading held it off long enough to drop frames
-    /// at 2 Gb/s (bench/record_start.sh).
-    pub fn wait_populated(&self) {
-        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
-        if let Some((thread, _)) = populator {
+    /// Wait until the ring's memory is allocated, or until `deadline`: for a receiver that sets
+    /// its output up before it binds its socket (nothing queues meanwhile), so the receive path
+    /// never faults a page in — allocating beside a receiver already reading held it off long
+    /// enough to drop frames at 2 Gb/s (bench/record_start.sh). Past the deadline the thread
+    /// goes on allocating and the receiver faults in what it reaches first: a receiver never
+    /// waits for its own set-up without end (on a cold VM 8 MiB took 20–30 ms, 256 MiB up to
+    /// a second). Whether the memory is all allocated.
+    pub fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        let Ok(mut populator) = self.populator.lock() else {
+            return false;
+        };
+        while populator.as_ref().is_some_and(|(t, _)| !t.is_finished()) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if let Some((thread, _)) = populator.take() {
             let _ = thread.join();
         }
+        true
     }
 
     /// Map a ring another process created and passed as `fd`, checking its header against its
@@ -294,20 +309,38 @@ impl SharedRing {
         Some(String::from_utf8_lossy(msg).into_owned())
     }
 
-    fn not_written_count(&self) -> &std::sync::atomic::AtomicU64 {
-        // SAFETY: NOT_WRITTEN_AT is 8-aligned (the mapping is page-aligned) and its 8 bytes lie
-        // in the header page before the state bytes; accessed only atomically.
-        unsafe { &*self.base.add(NOT_WRITTEN_AT).cast::<std::sync::atomic::AtomicU64>() }
-    }
-
     /// Writer: the frames it could not write so far (its running total).
     pub fn set_not_written(&self, frames: u64) {
-        self.not_written_count().store(frames, Ordering::Release);
+        self.word(NOT_WRITTEN_AT).store(frames, Ordering::Release);
     }
 
     /// Receiver: the frames the writer could not write so far.
     pub fn not_written(&self) -> u64 {
-        self.not_written_count().load(Ordering::Acquire)
+        self.word(NOT_WRITTEN_AT).load(Ordering::Acquire)
+    }
+
+    fn word(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at.is_multiple_of(8) && at + 8 <= STATE_AT);
+        // SAFETY: 8 aligned bytes of the header page (the mapping is page-aligned), below the
+        // slot states; only ever accessed atomically.
+        unsafe { &*self.base.add(at).cast::<AtomicU64>() }
+    }
+
+    /// Writer: its disk had `free` bytes free when it had written `written` bytes in all. The
+    /// free space first, then the count: a receiver reading the count first and the space after
+    /// ([`SharedRing::space`]) never pairs a space with an older count than its own, so it never
+    /// thinks the disk has more room than it had.
+    pub fn publish_space(&self, free: u64, written: u64) {
+        self.word(SPACE_FREE_AT).store(free, Ordering::Release);
+        self.word(SPACE_WRITTEN_AT).store(written, Ordering::Release);
+    }
+
+    /// Receiver: the writer's last look at its disk, `(free, written)` (see
+    /// [`SharedRing::publish_space`]); `None` before the first.
+    pub fn space(&self) -> Option<(u64, u64)> {
+        let written = self.word(SPACE_WRITTEN_AT).load(Ordering::Acquire);
+        let free = self.word(SPACE_FREE_AT).load(Ordering::Acquire);
+        (free != 0 || written != 0).then_some((free, written))
     }
 
     /// Slots with the writer (handed over, not yet written): its backlog.
@@ -409,11 +442,15 @@ mod tests {
             got.len() <= NOT_WRITTEN_AT - FAILED_MSG_AT && got.starts_with("éé"),
             "{got}"
         );
+        assert_eq!(rx.space(), None, "a long reason leaves the disk's space alone");
+        tx.publish_space(5 << 20, 3 << 20);
+        assert_eq!(rx.space(), Some((5 << 20, 3 << 20)));
         assert!(!got.contains('\u{fffd}'), "cut on a character boundary");
         // The running count of frames not written, beside the long reason, intact.
         assert_eq!(rx.not_written(), 0);
         tx.set_not_written(12_345);
         assert_eq!(rx.not_written(), 12_345);
+        assert_eq!(rx.space(), Some((5 << 20, 3 << 20)), "the count leaves the space alone");
         assert_eq!(rx.failed().unwrap(), got);
         let mut held = vec![false; 2];
         let s = rx.try_take(&mut held).unwrap();

@@ -36,6 +36,11 @@ pub(super) struct Station {
     /// Its rate per thread was split from the station's (a VSI-S mode's): checked against the
     /// frames' own count at its first second boundaries.
     pub(super) rate_check: Option<RateCheck>,
+    /// Since it went quiet ([`super::Receiver::fill_silence`]): its latest frame's arrival then,
+    /// and its newest slot then.
+    pub(super) silence: Option<(Instant, u64)>,
+    /// Its window was written out while quiet, since its latest frame's arrival then.
+    pub(super) flushed: Option<Instant>,
 }
 
 /// Window shape of a stream of `fps` frames a second per thread in `threads` threads of

@@ -298,18 +298,7 @@ pub(super) fn writer(
             }
             WriteOp::EndBlock { station } => scans.end_block(station),
         }
-        if let Some(why) = scans.failed() {
-            // The receiver learns it at once and sends later blocks to other disks.
-            match ring {
-                Some(r) => r.set_failed(why),
-                None => shared.set_lane_failed(why),
-            }
-        }
-        // What did not reach the disk is loss the receiver reports while the scan goes on.
-        match ring {
-            Some(r) => r.set_not_written(shared.not_written.load(Ordering::Relaxed) + scans.not_written),
-            None => shared.scans_not_written.store(scans.not_written, Ordering::Relaxed),
-        }
+        publish_trouble(&scans, &shared, ring);
     }
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
@@ -331,6 +320,22 @@ pub(super) fn writer(
     Written {
         files: done,
         scans: lane_scans,
+    }
+}
+
+/// What went wrong on the disk so far, told the receiver at once: a scan file that failed (it
+/// sends later blocks to other disks) and the frames that did not reach the disk (loss it
+/// reports while the scan goes on).
+fn publish_trouble(scans: &ScanFiles, shared: &Shared, ring: Option<&SharedRing>) {
+    if let Some(why) = scans.failed() {
+        match ring {
+            Some(r) => r.set_failed(why),
+            None => shared.set_lane_failed(why),
+        }
+    }
+    match ring {
+        Some(r) => r.set_not_written(shared.not_written.load(Ordering::Relaxed) + scans.not_written),
+        None => shared.scans_not_written.store(scans.not_written, Ordering::Relaxed),
     }
 }
 

@@ -449,7 +449,7 @@ fn run_up(config: &RealtimeConfig) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(status) = child.try_wait()? {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let text = read_log(&log);
             bail!("background emulator exited ({status}):\n{}", text.trim());
         }
         if let Ok(s) = realtime::read_state(&state) {
@@ -497,12 +497,21 @@ fn run_down(args: &LinkemuArgs) -> anyhow::Result<()> {
     for ns in &report.deleted_netns {
         eprintln!("linkemu: deleted leftover namespace {ns}");
     }
-    if let Ok(log) = std::fs::read_to_string(path.with_extension("log")) {
-        // The detached run's final summary is the tail of its log.
-        print!("{log}");
-    }
+    let log = read_log(&path.with_extension("log"));
+    // The detached run's final summary is the tail of its log.
+    print!("{log}");
     let _ = std::fs::remove_file(path.with_extension("log"));
     Ok(())
+}
+
+/// Most bytes shown of a background emulator's log (its summary is a few kilobytes).
+const MAX_LOG_BYTES: u64 = 16 << 20;
+
+/// A background emulator's log, read through the one bounded reader; empty when it cannot be.
+fn read_log(path: &Path) -> String {
+    crate::read_named(path, MAX_LOG_BYTES)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
 fn only_state(dir: &Path) -> anyhow::Result<PathBuf> {

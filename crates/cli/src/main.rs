@@ -133,13 +133,30 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
 /// through the challenge-response, offline too, since a recorded proof can be checked per guess.
 pub const MIN_KEY_BYTES: usize = 16;
 
+/// Most bytes of a key file: a key is tens of bytes; anything longer is not one.
+pub const MAX_KEY_FILE_BYTES: u64 = 4096;
+
+/// A small file the operator named (a key, a config, a result file, a font), read whole through
+/// the one bounded reader ([`safedir::read_regular`]: a regular file, at most `max` bytes); the
+/// reason it cannot be, for a message that names the file itself.
+pub fn read_named(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
+    safedir::read_regular(path, max).map_err(|e| match e {
+        safedir::DirError::Io { source, .. } => source.to_string(),
+        safedir::DirError::NotRegular(_) => "not a regular file".into(),
+        safedir::DirError::TooLarge { max, .. } => format!("larger than {max} bytes"),
+        e => e.to_string(),
+    })
+}
+
 /// Read a pre-shared key file (surrounding whitespace ignored, so an editor's trailing newline
-/// does not count): fewer than [`MIN_KEY_BYTES`] is a usage error; a file others may read is
-/// used, with a warning on stderr.
+/// does not count): a file that is not a regular one, or holds more than
+/// [`MAX_KEY_FILE_BYTES`] or fewer than [`MIN_KEY_BYTES`], is a usage error; a file others may
+/// read is used, with a warning on stderr.
 pub fn read_key(path: &Option<std::path::PathBuf>) -> anyhow::Result<Option<Vec<u8>>> {
     use std::os::unix::fs::PermissionsExt;
     let Some(p) = path else { return Ok(None) };
-    let k = anyhow::Context::with_context(std::fs::read(p), || format!("cannot read key file {}", p.display()))?;
+    let k = read_named(p, MAX_KEY_FILE_BYTES)
+        .map_err(|why| usage(format!("cannot read key file {}: {why}", p.display())))?;
     let k = k.trim_ascii().to_vec();
     if k.len() < MIN_KEY_BYTES {
         return Err(usage(format!(

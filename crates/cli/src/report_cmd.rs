@@ -44,8 +44,19 @@ pub struct ReportArgs {
     font: PathBuf,
 }
 
+/// Most bytes of a result file `evlbi report` reads (the largest results, per-packet series of
+/// long trials, are tens of megabytes).
+const MAX_INPUT_BYTES: u64 = 256 << 20;
+/// Most bytes of a font file.
+const MAX_FONT_BYTES: u64 = 64 << 20;
+
+/// `path` read whole through the one bounded reader, as an io error for the report crate.
+fn bounded(max: u64) -> impl Fn(&Path) -> std::io::Result<Vec<u8>> {
+    move |p| crate::read_named(p, max).map_err(std::io::Error::other)
+}
+
 fn load(path: &Path) -> anyhow::Result<Input> {
-    match report::inputs::load(path) {
+    match report::inputs::load(path, bounded(MAX_INPUT_BYTES)) {
         Ok(i) => Ok(i),
         // The wrong file on the command line is a usage error; a damaged result file is not.
         Err(e @ (InputError::UnknownKind { .. } | InputError::Read { .. })) => Err(usage(e.to_string())),
@@ -63,7 +74,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    if let Err(e) = report::load_font(&a.font) {
+    if let Err(e) = report::load_font(&a.font, bounded(MAX_FONT_BYTES)) {
         eprintln!("warning: {e}; writing SVG figures only (scripts/setup.sh installs fonts-dejavu-core)");
     }
     let base = a

@@ -59,7 +59,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR:PORT")]
     vsi: Option<SocketAddr>,
     /// Also take commands from this peer address (repeat for several). Without it only
-    /// loopback peers are answered.
+    /// loopback peers are answered. A peer's own address: 0.0.0.0, ::, multicast and broadcast
+    /// addresses are refused (VSI-S has no authentication: there is no "allow everyone").
     #[arg(long, value_name = "IP")]
     vsi_allow: Vec<IpAddr>,
     /// A directory the recorder may write and read below (repeat for several): `set_disks`,
@@ -72,7 +73,8 @@ pub struct ServeArgs {
     /// jive5ab-style disk patterns (repeat for several), e.g. '/mnt/disk*': the directories
     /// matching them may be disks (none of them a link), and they are the disks a recording
     /// goes to until the Field System's `set_disks`. Without it the first --root is the one
-    /// disk.
+    /// disk. A pattern names its first directory (no wildcard right below /: '/*/*' is refused)
+    /// and matches at most 256 directories.
     #[arg(long, value_name = "PATTERN")]
     disks: Vec<String>,
     /// How often a running transfer publishes its counts (evlbi?, tstat?, --metrics).
@@ -136,6 +138,10 @@ impl ServeArgs {
 
 pub fn run(a: ServeArgs) -> Result<()> {
     let c = a.settings()?;
+    // Read (and refused) before anything is bound: a key file that is a device or huge is a
+    // usage error at once, never a read without end while the daemon runs.
+    let key = crate::read_key(&c.key_file)?;
+    check_vsi_allow(c.vsi_allow.as_deref().unwrap_or_default())?;
     let (root, disks) = (c.root.clone().unwrap_or_default(), c.disks.clone().unwrap_or_default());
     let roots = if root.is_empty() && disks.is_empty() {
         vec![PathBuf::from(".")]
@@ -189,7 +195,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         status!("evlbi serve: warning: no disk matches --disks yet: record = on is refused until set_disks names one");
     }
     let stop = crate::stop_flag()?;
-    let services = start_services(&c, &root, &metrics, &stop)?;
+    let services = start_services(&c, key, &root, &metrics, &stop)?;
     let limits = VsiLimits {
         allow: vsi_allow,
         first_request: c.first_request_timeout.unwrap_or(Duration::from_secs(60)),
@@ -229,15 +235,32 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
 }
 
+/// `--vsi-allow` names peers: an address no peer has (0.0.0.0, ::, a multicast or the
+/// broadcast address) is refused rather than accepted to allow nobody — an operator who wrote
+/// 0.0.0.0 meant "everyone", which VSI-S, having no authentication, must not be opened to.
+fn check_vsi_allow(allow: &[IpAddr]) -> Result<()> {
+    for ip in allow {
+        let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+        if ip.is_unspecified() || ip.is_multicast() || broadcast {
+            return Err(usage(format!(
+                "--vsi-allow {ip}: not the address of a peer (it would allow nobody; VSI-S has no \
+                 authentication, so there is no 'allow everyone'): give the Field System host's address, \
+                 e.g. --vsi-allow 10.1.1.5"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The probe server and the file receiver beside the recorder, each on its own thread until
 /// `stop`, their counts published as `probe_server` and `transfer_recv`.
 fn start_services(
     a: &ServeConfig,
+    key: Option<Vec<u8>>,
     root: &std::path::Path,
     metrics: &crate::metrics_flag::Metrics,
     stop: &Arc<AtomicBool>,
 ) -> Result<Vec<std::thread::JoinHandle<()>>> {
-    let key = crate::read_key(&a.key_file)?;
     let mut threads = Vec::new();
     if let Some(listen) = a.probe_server {
         let mut cfg = probe_session::ServerConfig::new(listen);

@@ -17,6 +17,9 @@ use serde::{Deserialize, Deserializer};
 use crate::units::parse_positive_duration;
 use crate::usage;
 
+/// Most bytes of a `--config` file (the example is 2 KB): a regular file no larger is read.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// The settings of `evlbi serve`, from its `--config` file or its flags: `None` (or absent) is
 /// "not set here". Unknown keys are refused, so a misspelt key is an error, not a setting
 /// silently ignored.
@@ -70,8 +73,9 @@ impl ServeConfig {
     /// problem. Relative paths in it are taken relative to the file's directory, so the file
     /// means the same whatever directory the daemon starts in.
     pub fn load(path: &Path) -> Result<ServeConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| usage(format!("--config {}: cannot read it: {e}", path.display())))?;
+        let text = crate::read_named(path, MAX_CONFIG_BYTES)
+            .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_string()))
+            .map_err(|why| usage(format!("--config {}: cannot read it: {why}", path.display())))?;
         let mut cfg: ServeConfig = toml::from_str(&text)
             .map_err(|e| usage(format!("--config {}: {}", path.display(), e.to_string().trim_end())))?;
         let dir = path.parent().unwrap_or(Path::new("."));

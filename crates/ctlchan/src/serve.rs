@@ -78,6 +78,9 @@ pub struct ServeStats {
     pub timed_out: u64,
     /// Authenticated connections refused because `max_active` sessions were running.
     pub busy: u64,
+    /// Connections whose handler panicked (a bug; each is also counted in one of the above).
+    #[serde(default)]
+    pub panicked: u64,
 }
 
 /// Why [`Ticket::authenticated`] did not admit a connection.
@@ -250,7 +253,15 @@ pub fn serve_admitting<E: Send>(
             let spawned = std::thread::Builder::new()
                 .name("ctlchan-conn".into())
                 .spawn_scoped(scope, move || {
-                    handler(stream, peer, &ticket, &tx);
+                    // A handler that panics (a bug) costs its connection only: its place is
+                    // given back and counted, so `stop` still ends the loop (uncaught, the
+                    // place stayed taken and the loop waited for it forever, deaf to SIGTERM)
+                    // and the scope does not re-raise the panic in the server's thread.
+                    let run = std::panic::AssertUnwindSafe(|| handler(stream, peer, &ticket, &tx));
+                    let panicked = std::panic::catch_unwind(run).is_err();
+                    if panicked {
+                        lock(ticket.state).stats.panicked += 1;
+                    }
                     finish(&ticket);
                 });
             if spawned.is_err() {
@@ -631,6 +642,47 @@ mod tests {
         assert_eq!(second.join().unwrap(), "ok\n");
         let (stats, _) = h.join().unwrap();
         assert_eq!((stats.sessions, stats.busy), (2, 0), "{stats:?}");
+    }
+
+    /// A handler that panics (say, on a request that hits a bug) closes its connection only:
+    /// the loop stops when told to, counts the panic, and serves a real session after it.
+    /// Before, the panicked handler's place stayed taken and the loop waited for it forever on
+    /// its way out: `evlbi serve` ignored SIGTERM after one statement panicked.
+    #[test]
+    fn a_panicking_handler_costs_its_connection_only_and_the_loop_still_stops() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = mpsc::channel();
+        let stop2 = stop.clone();
+        std::thread::spawn(move || {
+            let handler = |s: TcpStream, p: SocketAddr, t: &Ticket<'_>, tx: &mpsc::Sender<String>| {
+                let mut first = [0u8; 4];
+                let _ = s.peek(&mut first);
+                if &first == b"boom" {
+                    panic!("a handler bug, on purpose");
+                }
+                echo_handler(s, p, t, tx);
+            };
+            let r = serve(&l, &stop2, &Limits::default(), None, &handler, &mut |_| {});
+            let _ = done_tx.send(r.map_err(|e| e.to_string()));
+        });
+        let mut boom = TcpStream::connect(addr).unwrap();
+        boom.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        boom.write_all(b"boom\n").unwrap();
+        let mut b = [0u8; 1];
+        assert!(
+            matches!(boom.read(&mut b), Ok(0) | Err(_)),
+            "the panicked connection is closed"
+        );
+        assert_eq!(session(addr), "ok\n");
+        stop.store(true, Ordering::Relaxed);
+        let stats = done
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the loop did not stop after a handler panicked")
+            .unwrap();
+        assert_eq!((stats.panicked, stats.sessions), (1, 1), "{stats:?}");
+        assert_eq!(stats.accepted, stats.sessions + stats.unauthenticated, "{stats:?}");
     }
 
     /// What a hostile or clumsy peer does with its connection.

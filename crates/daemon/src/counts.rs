@@ -125,7 +125,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
 /// lost after the last) are lost, reordered are out of order, late and duplicate copies are
 /// discarded, jumps are discontinuities. A live output's frames dropped for a reader slower
-/// than the station (`net2sfxc`) are discarded too.
+/// than the station (`net2sfxc`) are discarded too. Frames taken that reached no disk (one
+/// dropped mid-scan) are lost, not received: the recording does not hold them, whatever the
+/// network did, and the loss percentage (lost of received + lost) says how much of the scan is
+/// gone.
 fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
     let mut e = EvlbiStats {
         pkt_disc: s.live.iter().map(|l| l.dropped_slow_reader).sum(),
@@ -144,6 +147,8 @@ fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
             discont_sz: w.unfilled_gap_frames,
         });
     }
+    e.pkt_in = e.pkt_in.saturating_sub(s.frames_not_written);
+    e.pkt_lost += s.frames_not_written;
     e
 }
 

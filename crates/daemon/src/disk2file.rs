@@ -1,14 +1,109 @@
 //! `disk2file`: a byte range of a recorded scan copied to a file on its own thread, its
 //! progress readable at any time (`disk2file?`), stopped by `reset = abort`.
+//!
+//! The destination is opened as jive5ab's `open_file` opens it — `n` a new file (an existing
+//! one is refused), `w` made or emptied, `a` made or appended to — but never onto a recording
+//! ([`open_destination`]): jive5ab (and evlbi before) truncated `disk2file = <disk>/SCAN/
+//! SCAN.00000000 : : : w` to 0 bytes before reading it, and naming another scan's chunk
+//! overwrote that scan.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use recording::Scan;
+use safedir::{Create, Dir, DirError};
 use thiserror::Error;
+use vsis::playback::OpenMode;
+
+/// Why a `disk2file` destination is refused.
+#[derive(Debug, Error)]
+pub enum DestinationError {
+    /// The name is a FlexBuff chunk (`SCAN/SCAN.NNNNNNNN`): a piece of a recording.
+    #[error("{0} is a chunk of a FlexBuff recording (a copy never writes into a recording)")]
+    Chunk(String),
+    /// The file is one of the scan being copied (by device and inode, whatever name reached it).
+    #[error("{0} is a file of the scan being copied (a copy never writes into what it reads)")]
+    OfTheScan(String),
+    /// The file is a Mark6 scan (it starts with the Mark6 sync word).
+    #[error("{0} is a Mark6 recording, its file header says so (a copy never writes into a recording)")]
+    Mark6(String),
+    /// Mode `n` and the file exists.
+    #[error("{0} exists already (mode n makes a new file, w replaces an existing one, a appends to it)")]
+    Exists(String),
+    /// It could not be opened (a link, not a regular file, several hard links, no rights).
+    #[error(transparent)]
+    Open(#[from] DirError),
+    /// Looking at or emptying it failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The destination.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// A destination opened for a copy: the file, positioned where the copy writes, and the bytes
+/// it held before (0 for a new file), for the reply.
+#[derive(Debug)]
+pub struct Destination {
+    /// The file.
+    pub file: File,
+    /// Its length when opened (what `w` replaced, what `a` appends to).
+    pub had: u64,
+}
+
+/// Open `name` in `dir` for a copy of `scan` in `mode`, never onto a recording: refused are a
+/// FlexBuff chunk name (`SCAN/SCAN.NNNNNNNN`, the directory named as the scan), any file of
+/// `scan` itself (same device and inode, so no other name, hard link or bind mount gets
+/// around it), and a Mark6 scan file (its first word the Mark6 sync word). Checked before
+/// anything is emptied: a refused file keeps every byte. Links are not followed and a file with
+/// other hard links is refused ([`safedir`]).
+pub fn open_destination(dir: &Dir, name: &str, mode: OpenMode, scan: &Scan) -> Result<Destination, DestinationError> {
+    let path = dir.display(name).display().to_string();
+    let scan_dir = dir.path().file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if scanfmt::vbs::parse_chunk_name(scan_dir, name).is_some() {
+        return Err(DestinationError::Chunk(path));
+    }
+    let io = |source| DestinationError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut file = match mode {
+        OpenMode::New => dir.create_file(name, Create::default()).map_err(|e| match e {
+            DirError::Exists(_) => DestinationError::Exists(path.clone()),
+            e => DestinationError::Open(e),
+        })?,
+        // Opened without emptying it: what it is decides first.
+        OpenMode::Write | OpenMode::Append | OpenMode::Resume => dir.open_rw(name)?,
+    };
+    let meta = file.metadata().map_err(io)?;
+    if scan.holds_file((meta.dev(), meta.ino())) {
+        return Err(DestinationError::OfTheScan(path.clone()));
+    }
+    let had = meta.len();
+    if had >= 4 {
+        let mut word = [0u8; 4];
+        file.read_exact(&mut word).map_err(io)?;
+        if u32::from_le_bytes(word) == scanfmt::mk6::SYNC_WORD {
+            return Err(DestinationError::Mark6(path.clone()));
+        }
+    }
+    match mode {
+        OpenMode::Write => {
+            file.set_len(0).map_err(io)?;
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+        }
+        _ => {
+            file.seek(SeekFrom::End(0)).map_err(io)?;
+        }
+    }
+    Ok(Destination { file, had })
+}
 
 /// Why a `disk2file` copy failed.
 #[derive(Debug, Error)]

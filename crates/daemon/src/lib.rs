@@ -160,8 +160,32 @@ impl Daemon {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Answer one statement.
+    /// Answer one statement. A statement whose handling panics (a bug) is answered with 4 and
+    /// why, counted (`internal_errors`) and queued for `error?`: the connection, the running
+    /// transfer and the daemon's shutdown go on (a panic on `data_check?` used to drop the
+    /// client unanswered and leave `evlbi serve` deaf to SIGTERM).
     pub fn execute(&self, s: &StatementRepr) -> ReplyRepr {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(s))) {
+            Ok(reply) => reply,
+            Err(payload) => {
+                let why = payload
+                    .downcast_ref::<&str>()
+                    .map(|m| m.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                let what = format!("internal error answering {}: {why}", s.keyword);
+                let mut st = self.lock();
+                st.counts.statements += 1;
+                st.counts.refused += 1;
+                st.counts.internal_errors += 1;
+                st.errors.push(-1, what.clone(), unix_seconds());
+                self.publish(&st);
+                ReplyRepr::new(s, ReturnCode::Failed, vec![what])
+            }
+        }
+    }
+
+    fn answer(&self, s: &StatementRepr) -> ReplyRepr {
         let mut st = self.lock();
         self.reap(&mut st);
         let (code, fields) = match Request::parse(s) {
@@ -260,7 +284,15 @@ impl Daemon {
         match std::mem::replace(&mut st.running, Running::None) {
             Running::None => Ok(()),
             Running::Recording(r) => {
+                let name = r.name.clone();
                 let report = r.stop()?;
+                // Frames the daemon took but no disk holds are loss `scan_check?` reports too:
+                // lost at the scan's end (its last disk gone) they leave no gap to see.
+                if report.frames_not_written > 0 {
+                    let frame = report.stations.first().map_or(0, |s| s.frame_len as u64);
+                    st.session.not_written.retain(|(n, _)| *n != name);
+                    st.session.not_written.push((name, report.frames_not_written * frame));
+                }
                 // A disk that left the set mid-scan is said where the FS looks (status? bit
                 // 0x2, error?), and leaves the disk set until the FS sets it again.
                 let now = unix_seconds();

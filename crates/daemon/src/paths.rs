@@ -88,6 +88,41 @@ fn plain(p: &str) -> Result<Vec<&str>, PathsError> {
     Ok(parts)
 }
 
+/// Most directories a `--disks` pattern may match: a FlexBuff has 36 data disks, a Mark6 32.
+pub const MAX_PATTERN_DISKS: usize = 256;
+
+/// A `--disks` pattern, checked: absolute and plain, its first directory named rather than
+/// matched, and matching at most [`MAX_PATTERN_DISKS`] directories now. `/*/*/*/*` made some
+/// 900 system directories (/etc/ssl, /usr/lib/…) disks the Field System could record into.
+fn disk_pattern(pattern: &str) -> Result<glob::Pattern, PathsError> {
+    plain(pattern)?;
+    let bad = |message: String| PathsError::BadPattern {
+        pattern: pattern.to_string(),
+        message,
+    };
+    let first = pattern.trim_start_matches('/').split('/').next().unwrap_or_default();
+    if first.contains(['*', '?', '[']) {
+        return Err(bad(format!(
+            "a wildcard in the first directory ({first}) matches the system's own directories; name the \
+             directory the disks are mounted in, e.g. /mnt/disk*"
+        )));
+    }
+    let compiled = glob::Pattern::new(pattern).map_err(|e| bad(e.to_string()))?;
+    let matched = glob::glob(pattern)
+        .map_err(|e| bad(e.to_string()))?
+        .filter_map(Result::ok)
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .take(MAX_PATTERN_DISKS + 1)
+        .count();
+    if matched > MAX_PATTERN_DISKS {
+        return Err(bad(format!(
+            "matches more than {MAX_PATTERN_DISKS} directories: a disk pattern names data disks (a FlexBuff \
+             has 36, a Mark6 32), not a tree"
+        )));
+    }
+    Ok(compiled)
+}
+
 /// The directory `below` (components) under `dir`, each one opened without following links.
 fn walk(dir: Dir, below: &[&str]) -> Result<Dir, PathsError> {
     let mut cur = dir;
@@ -115,11 +150,7 @@ impl StationPaths {
         }
         let mut p = Vec::new();
         for pattern in patterns {
-            plain(pattern)?;
-            p.push(glob::Pattern::new(pattern).map_err(|e| PathsError::BadPattern {
-                pattern: pattern.clone(),
-                message: e.to_string(),
-            })?);
+            p.push(disk_pattern(pattern)?);
         }
         Ok(StationPaths { roots: r, patterns: p })
     }
@@ -332,6 +363,20 @@ mod tests {
         assert!(sp.file(&format!("{}/f", s(&data.join("link"))), &data).is_err());
         assert!(sp.file("a/b", &data).is_err());
         assert!(StationPaths::new(&[], &[]).is_err());
+        // A pattern that matches from the top, or a tree of directories, is no disk pattern.
+        for wild in ["/*/*/*/*", "/*", "/[a-z]*/disk*", "/?nt/disk*"] {
+            let e = StationPaths::new(&[], &[wild.to_string()]).unwrap_err().to_string();
+            assert!(e.contains("first directory"), "{wild}: {e}");
+        }
+        let tree = t.path().join("tree");
+        for i in 0..=MAX_PATTERN_DISKS {
+            std::fs::create_dir_all(tree.join(format!("d{i}"))).unwrap();
+        }
+        let e = StationPaths::new(&[], &[format!("{}/d*", s(&tree))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 256 directories"), "{e}");
+        assert!(StationPaths::new(&[], &[format!("{}/d1*", s(&tree))]).is_ok());
         assert!(StationPaths::new(&[t.path().join("none")], &[]).is_err());
     }
 }

@@ -15,7 +15,7 @@ use vsis::evlbi::cpp_double;
 use vsis::playback::{Disk2File, Disk2FileEnd, OpenMode, Pointer, ScanCheckArgs, ScanSelect, ScanSet, VexTime};
 use vsis::ReturnCode;
 
-use crate::disk2file::Disk2FileJob;
+use crate::disk2file::{open_destination, Disk2FileJob};
 use crate::{ok, refuse, Answer, Daemon, Running, State};
 
 /// Sample size of the check that gives the data rate for time-based pointers (jive5ab: about
@@ -55,6 +55,9 @@ pub struct ScanSession {
     pub search: Option<(String, usize)>,
     /// Where the last `disk2file` wrote.
     pub last_dest: Option<String>,
+    /// This session's recordings that lost frames on their way to disk (a disk dropped
+    /// mid-scan): name and bytes the daemon took but no disk holds.
+    pub not_written: Vec<(String, u64)>,
 }
 
 /// A time-based pointer needs the recorded data rate.
@@ -96,6 +99,45 @@ fn byte_at_time(t: &VexTime, c: &ScanCheck, rate: u64) -> Option<i64> {
         return None;
     }
     Some(c.start_offset as i64 + ((wanted - start) * rate as f64).round() as i64)
+}
+
+/// Bytes `[from, to)` of `scan` may be copied: VDIF (the check `scan_check?` makes finds frames
+/// in them) or Mark5B (its sync word twice, a frame apart), as jive5ab's `disk2file` copies
+/// recordings. Anything else is refused with what it is: a 1 TiB sparse file named as a chunk
+/// was copied whole before, filling the disk with zeros.
+fn copyable(scan: &Scan, from: u64, to: u64) -> Result<(), Answer> {
+    let name = scan.name();
+    let unreadable = |e: std::io::Error| refuse(ReturnCode::Failed, format!("reading {name}: {e}"));
+    if from >= to {
+        // Nothing to copy.
+        return Ok(());
+    }
+    if check_range(scan, from, to, 1_000_000).map_err(unreadable)?.is_some() {
+        return Ok(());
+    }
+    let mut head = vec![0u8; usize::try_from((to - from).min(vdif::formats::IDENTIFY_BYTES as u64)).unwrap_or(0)];
+    let mut got = 0;
+    while got < head.len() {
+        match scan.read_at(&mut head[got..], from + got as u64).map_err(unreadable)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    head.truncate(got);
+    let whole = (got as u64) == to - from;
+    match vdif::formats::identify(&head, whole) {
+        Some(vdif::formats::KnownFormat::Mark5b { .. }) => Ok(()),
+        Some(other) => Err(refuse(
+            ReturnCode::Failed,
+            format!("bytes {from}-{to} of {name} are {other}, not VDIF or Mark5B, not copied"),
+        )),
+        None => Err(refuse(
+            ReturnCode::Failed,
+            format!(
+                "bytes {from}-{to} of {name} hold no VDIF or Mark5B frames (checked as scan_check? does), not copied"
+            ),
+        )),
+    }
 }
 
 impl Daemon {
@@ -292,18 +334,29 @@ impl Daemon {
                 end = v;
             }
         }
-        if start < 0 || end > len {
-            return refuse(ReturnCode::BadParameter, "scan pointer offset(s) are out of bound");
+        // jive5ab refuses only a start before the scan or an end after it, and takes a start
+        // past the end (`+40000000` on a 32 MB scan, `: 23h17m20s : 23h17m14s`) with 0; every
+        // read of that range is then empty or reversed. Refused here with jive5ab's words and
+        // the numbers, the pointer left as it was.
+        if !(0 <= start && start < end && end <= len) {
+            return refuse(
+                ReturnCode::BadParameter,
+                format!(
+                    "scan pointer offset(s) are out of bound (start {start}, end {end} of a {len}-byte scan, \
+                     0 <= start < end <= {len} needed)"
+                ),
+            );
         }
         st.session.pointer = Some(ScanPointer {
             name,
             start: start as u64,
-            end: end.max(0) as u64,
+            end: end as u64,
         });
         ok(vec![])
     }
 
-    /// The scan and range `scan_set` (or `record = off`) left; the end made explicit.
+    /// The scan and range `scan_set` (or `record = off`) left; the end made explicit. A range
+    /// the scan no longer holds (it was recorded again shorter since) is refused, never read.
     fn pointed(&self, st: &State, missing: &str) -> Result<(Arc<Scan>, ScanPointer, u64), Answer> {
         let p = st
             .session
@@ -312,6 +365,18 @@ impl Daemon {
             .ok_or_else(|| refuse(ReturnCode::BadParameter, missing))?;
         let scan = self.open_scan(st, &p.name)?;
         let end = if p.end == 0 { scan.len() } else { p.end.min(scan.len()) };
+        if p.start >= end {
+            return Err(refuse(
+                ReturnCode::Conflict,
+                format!(
+                    "the scan pointer ({}-{}) is past the data of {} ({} bytes), scan_set again",
+                    p.start,
+                    p.end,
+                    p.name,
+                    scan.len()
+                ),
+            ));
+        }
         Ok((scan, p, end))
     }
 
@@ -329,7 +394,16 @@ impl Daemon {
         }
         let mut f = vec!["?".to_string(), p.name.clone()];
         match self.check(st, &p.name, &scan, (p.start, end), a.bytes) {
-            Ok(Some(c)) => f.extend(vsis::playback::scan_check_fields(&c)),
+            Ok(Some(mut c)) => {
+                // The whole of a scan this session recorded: what reached the daemon but no
+                // disk is missing, whether or not the data shows the gap (at the end it cannot).
+                let lost = st.session.not_written.iter().find(|(n, _)| *n == p.name).map(|x| x.1);
+                if let (Some(lost), true) = (lost, p.start == 0 && end == scan.len()) {
+                    let lost = i64::try_from(lost).unwrap_or(i64::MAX);
+                    c.missing_bytes = Some(c.missing_bytes.map_or(lost, |m| m.max(lost)));
+                }
+                f.extend(vsis::playback::scan_check_fields(&c));
+            }
             Ok(None) => f.push("?".into()),
             Err(e) => return refuse(ReturnCode::Failed, format!("reading {}: {e}", p.name)),
         }
@@ -429,24 +503,29 @@ impl Daemon {
             Ok(f) => f,
             Err(e) => return refuse(ReturnCode::BadParameter, e.to_string()),
         };
-        let opened = match mode {
-            OpenMode::New => dir.create_file(&name, safedir::Create::default()),
-            OpenMode::Write => dir.open_write(&name, false),
-            OpenMode::Append | OpenMode::Resume => dir.open_write(&name, true),
-        };
-        let out = match opened {
-            Ok(f) => f,
+        if let Err(a) = copyable(&scan, from, to) {
+            return a;
+        }
+        let out = match open_destination(&dir, &name, mode, &scan) {
+            Ok(d) => d,
             Err(e) => return refuse(ReturnCode::Failed, e.to_string()),
+        };
+        // jive5ab answers 1 alone; what `w` or `a` did to a file that held data is said too.
+        let said = match (mode, out.had) {
+            (_, 0) => vec![],
+            (OpenMode::Write, n) => vec!["w".into(), format!("replacing the {n} bytes {dest} held")],
+            (OpenMode::Resume, n) => vec!["a".into(), format!("resuming after the {n} bytes {dest} holds")],
+            (_, n) => vec!["a".into(), format!("appending to the {n} bytes {dest} holds")],
         };
         if mode == OpenMode::Resume {
             // Resume where the file's length says the last copy stopped.
-            from = from.saturating_add(out.metadata().map_or(0, |m| m.len())).min(to);
+            from = from.saturating_add(out.had).min(to);
         }
-        match Disk2FileJob::start(scan, out, dest, (from, to), mode.name()) {
+        match Disk2FileJob::start(scan, out.file, dest, (from, to), mode.name()) {
             Ok(j) => {
                 st.running = Running::Disk2File(j);
                 st.tstat = None;
-                (ReturnCode::Initiated, vec![])
+                (ReturnCode::Initiated, said)
             }
             Err(e) => refuse(ReturnCode::Failed, format!("cannot start the copy: {e}")),
         }

@@ -7,9 +7,18 @@ use vsis::ReturnCode;
 use crate::transfer::Kind;
 use crate::{ok, refuse, Answer, Daemon, State};
 
+/// Most bytes read of the small system files below (a host name, a kernel version).
+const SMALL_FILE: u64 = 4096;
+
+/// A small system file as text, read through the one bounded reader (`/etc/hardware_id`
+/// could be anything a local user put there).
+fn small_text(path: &str) -> std::io::Result<String> {
+    safedir::read_regular_text(std::path::Path::new(path), SMALL_FILE).map_err(safedir::DirError::into_io)
+}
+
 /// The first line of `/proc/version` (what jive5ab's `os_rev?` answers).
 pub(crate) fn os_rev() -> Answer {
-    match std::fs::read_to_string("/proc/version") {
+    match small_text("/proc/version") {
         Ok(v) => ok(vec![v.lines().next().unwrap_or_default().to_string()]),
         Err(e) => refuse(ReturnCode::Failed, format!("failed to open /proc/version: {e}")),
     }
@@ -17,8 +26,8 @@ pub(crate) fn os_rev() -> Answer {
 
 /// This host's name up to the first dot (jive5ab's serial number without /etc/hardware_id).
 fn host_name() -> String {
-    std::fs::read_to_string("/etc/hardware_id")
-        .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/hostname"))
+    small_text("/etc/hardware_id")
+        .or_else(|_| small_text("/proc/sys/kernel/hostname"))
         .ok()
         .and_then(|s| {
             s.lines()

@@ -611,6 +611,7 @@ pub fn recv_status(r: &RecvReport) -> RecvStatus {
         writer_stalls: r.writer_stalls,
         naks_sent: r.naks_sent,
         disks_dropped: r.recording.as_ref().map_or(0, |x| x.disks_dropped),
+        frames_not_written: r.frames_not_written,
         live: r.live.clone(),
     }
 }

@@ -185,11 +185,15 @@ pub(crate) fn write_state(path: &Path, state: &RunState) -> Result<(), RealtimeE
     std::fs::rename(&tmp, path).map_err(|e| io_err("renaming into", e))
 }
 
-/// Reads a state file.
+/// Most bytes of a state file (a few hundred in practice).
+const MAX_STATE_FILE: u64 = 1 << 20;
+
+/// Reads a state file (a regular file of at most [`MAX_STATE_FILE`] bytes: the state directory
+/// may hold anything another user put there).
 pub fn read_state(path: &Path) -> Result<RunState, RealtimeError> {
-    let bytes = std::fs::read(path).map_err(|source| RealtimeError::Io {
+    let bytes = safedir::read_regular(path, MAX_STATE_FILE).map_err(|e| RealtimeError::Io {
         what: format!("reading state file {}", path.display()),
-        source,
+        source: e.into_io(),
     })?;
     serde_json::from_slice(&bytes).map_err(|e| RealtimeError::BadStateFile {
         path: path.to_owned(),

@@ -85,6 +85,7 @@ metrics! {
     STREAM_RATE "evlbi_stream_rate_bits_per_second" Gauge "Datagram bits per second received over the last interval.";
     STREAM_KERNEL_DROPS "evlbi_stream_kernel_drops" Counter "Datagrams the kernel dropped at the receive sockets (buffer full).";
     STREAM_FRAMES_WRITTEN "evlbi_stream_frames_written" Counter "Frames written to the recording, filled ones included.";
+    STREAM_FRAMES_NOT_WRITTEN "evlbi_stream_frames_not_written" Counter "Frames that reached the receiver but no file or disk (a disk dropped mid-scan, a write error): lost, though the network delivered them.";
     STREAM_WRITER_STALL "evlbi_stream_writer_stall_seconds" Counter "Time the receiver waited for the file writer (its buffer full).";
     STREAM_WRITER_STALLS "evlbi_stream_writer_stalls" Counter "Times the receiver waited for the file writer.";
     STREAM_DISKS_DROPPED "evlbi_stream_disks_dropped" Gauge "Disks that have left the multi-disk recording (vbs, Mark6) after a write error; the scan goes on over the others.";
@@ -138,6 +139,7 @@ metrics! {
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
     SERVE_CONNECTIONS "evlbi_serve_connections" Counter "VSI-S connections accepted.";
     SERVE_CONNECTIONS_REFUSED "evlbi_serve_connections_refused" Counter "VSI-S connections closed at once: the peer is neither loopback nor allowed (--vsi-allow).";
+    SERVE_INTERNAL_ERRORS "evlbi_serve_internal_errors" Counter "VSI-S statements whose handling failed inside the daemon (a bug), answered with return code 4; the daemon went on.";
     SERVE_DISK_FREE "evlbi_serve_disk_free_bytes" Gauge "Free space of each set disk's file system.";
     SERVE_DISK_SIZE "evlbi_serve_disk_size_bytes" Gauge "Size of each set disk's file system.";
     SERVE_TIME_LEFT "evlbi_serve_time_left_seconds" Gauge "Time until the set disks are full at the mode's rate (each file system counted once).";
@@ -213,6 +215,7 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
     o.int(&STREAM_WRITER_STALLS, &[], s.writer_stalls);
     o.int(&STREAM_NAKS, &[], s.naks_sent);
     o.int(&STREAM_DISKS_DROPPED, &[], s.disks_dropped);
+    o.int(&STREAM_FRAMES_NOT_WRITTEN, &[], s.frames_not_written);
     for l in &s.live {
         let at = [("endpoint", l.endpoint.as_str())];
         o.int(&LIVE_FRAMES_SENT, &at, l.frames_sent);
@@ -389,6 +392,7 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_OVERLONG, &[], s.overlong_lines);
     o.int(&SERVE_CONNECTIONS, &[], s.connections);
     o.int(&SERVE_CONNECTIONS_REFUSED, &[], s.connections_refused);
+    o.int(&SERVE_INTERNAL_ERRORS, &[], s.internal_errors);
     for d in &s.disks {
         o.int(&SERVE_DISK_FREE, &[("disk", d.path.as_str())], d.free_bytes);
         o.int(&SERVE_DISK_SIZE, &[("disk", d.path.as_str())], d.total_bytes);

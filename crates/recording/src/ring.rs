@@ -32,6 +32,9 @@ const MAGIC: [u8; 8] = *b"evlbiRNG";
 const FAILED_AT: usize = 16;
 const FAILED_LEN_AT: usize = 18;
 const FAILED_MSG_AT: usize = 24;
+/// Frames the writer could not write so far (a u64, atomic): a disk that failed mid-scan is
+/// loss the receiver reports while the scan goes on, not only when it ends.
+const NOT_WRITTEN_AT: usize = 1000;
 /// The writer's look at its disk ([`SharedRing::publish_space`]): the free bytes of the file
 /// system and the bytes it had written in all when it looked, each a u64 (8-aligned).
 const SPACE_FREE_AT: usize = 1008;
@@ -278,7 +281,7 @@ impl SharedRing {
         if self.failed_flag().load(Ordering::Acquire) != 0 {
             return;
         }
-        let mut n = why.len().min(SPACE_FREE_AT - FAILED_MSG_AT);
+        let mut n = why.len().min(NOT_WRITTEN_AT - FAILED_MSG_AT);
         while !why.is_char_boundary(n) {
             n -= 1;
         }
@@ -300,10 +303,20 @@ impl SharedRing {
         // SAFETY: header bytes, written before the flag was set (Acquire above pairs with the
         // writer's Release); the length is bounded to the message area.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(FAILED_LEN_AT), len.as_mut_ptr(), 2) };
-        let n = usize::from(u16::from_le_bytes(len)).min(SPACE_FREE_AT - FAILED_MSG_AT);
+        let n = usize::from(u16::from_le_bytes(len)).min(NOT_WRITTEN_AT - FAILED_MSG_AT);
         // SAFETY: as above.
         let msg = unsafe { std::slice::from_raw_parts(self.base.add(FAILED_MSG_AT), n) };
         Some(String::from_utf8_lossy(msg).into_owned())
+    }
+
+    /// Writer: the frames it could not write so far (its running total).
+    pub fn set_not_written(&self, frames: u64) {
+        self.word(NOT_WRITTEN_AT).store(frames, Ordering::Release);
+    }
+
+    /// Receiver: the frames the writer could not write so far.
+    pub fn not_written(&self) -> u64 {
+        self.word(NOT_WRITTEN_AT).load(Ordering::Acquire)
     }
 
     fn word(&self, at: usize) -> &AtomicU64 {
@@ -426,13 +439,19 @@ mod tests {
         tx.set_failed("a later reason is not kept");
         let got = rx.failed().unwrap();
         assert!(
-            got.len() <= SPACE_FREE_AT - FAILED_MSG_AT && got.starts_with("éé"),
+            got.len() <= NOT_WRITTEN_AT - FAILED_MSG_AT && got.starts_with("éé"),
             "{got}"
         );
         assert_eq!(rx.space(), None, "a long reason leaves the disk's space alone");
         tx.publish_space(5 << 20, 3 << 20);
         assert_eq!(rx.space(), Some((5 << 20, 3 << 20)));
         assert!(!got.contains('\u{fffd}'), "cut on a character boundary");
+        // The running count of frames not written, beside the long reason, intact.
+        assert_eq!(rx.not_written(), 0);
+        tx.set_not_written(12_345);
+        assert_eq!(rx.not_written(), 12_345);
+        assert_eq!(rx.space(), Some((5 << 20, 3 << 20)), "the count leaves the space alone");
+        assert_eq!(rx.failed().unwrap(), got);
         let mut held = vec![false; 2];
         let s = rx.try_take(&mut held).unwrap();
         assert_eq!(rx.handed_count(), 0);

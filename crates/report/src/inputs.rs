@@ -334,11 +334,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Input, InputError> {
     })
 }
 
-/// Read and parse one result file.
-pub fn load(path: &Path) -> Result<Input, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+/// Read one result file with `read` (the caller's bounded reader: this crate does no file IO
+/// of its own) and parse it.
+pub fn load(path: &Path, read: impl FnOnce(&Path) -> std::io::Result<Vec<u8>>) -> Result<Input, InputError> {
+    let bytes = read(path).map_err(|source| InputError::Read {
         path: path.to_path_buf(),
         source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| InputError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
     })?;
     parse(&text, path)
 }

@@ -27,11 +27,12 @@ pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
 static FONT: OnceLock<Result<PathBuf, FontError>> = OnceLock::new();
 
-/// Load the TrueType font at `path` for PNG text, once per process (plotters keeps fonts in a
-/// global registry). Later calls return the first call's outcome.
-pub fn load_font(path: &Path) -> Result<(), PlotError> {
+/// Load the TrueType font at `path`, its bytes from `read` (the caller's bounded reader: this
+/// crate does no file IO of its own), for PNG text, once per process (plotters keeps fonts in
+/// a global registry). Later calls return the first call's outcome.
+pub fn load_font(path: &Path, read: impl FnOnce(&Path) -> std::io::Result<Vec<u8>>) -> Result<(), PlotError> {
     let outcome = FONT.get_or_init(|| {
-        let bytes = std::fs::read(path).map_err(|e| FontError::Read(std::sync::Arc::new(e)))?;
+        let bytes = read(path).map_err(|e| FontError::Read(std::sync::Arc::new(e)))?;
         // plotters needs 'static font data; one font per process is a bounded, intended leak.
         let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
         plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes)

@@ -51,7 +51,7 @@ fn lossy(seq: u64) -> bool {
 }
 
 fn font() -> bool {
-    report::load_font(Path::new(report::DEFAULT_FONT)).is_ok()
+    report::load_font(Path::new(report::DEFAULT_FONT), |p| std::fs::read(p)).is_ok()
 }
 
 fn check_files(f: &report::Figure, png_expected: bool) {

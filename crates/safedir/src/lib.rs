@@ -14,6 +14,9 @@
 //! writing must be a regular file with one link (a hard link planted there would receive the
 //! data); opens are non-blocking so a planted FIFO cannot hang them.
 //!
+//! Files the operator names by path (a key, a config, a result file) are read through
+//! [`read_regular`]: a regular file only, never more than its reader's bound.
+//!
 //! std has no `openat`; rustix gives it safely (no `unsafe` here).
 
 use std::ffi::OsStr;
@@ -45,6 +48,17 @@ pub enum DirError {
     /// Not a single path component (empty, `.`, `..`, or with a `/` or NUL).
     #[error("{0:?} is not a single name below the directory")]
     BadName(String),
+    /// A path named as a file is something else: a device, a FIFO, a directory, a socket.
+    #[error("{0} is not a regular file (a device, a FIFO, a directory or a socket)")]
+    NotRegular(PathBuf),
+    /// A file read whole is longer than the bound its reader sets.
+    #[error("{path}: larger than {max} bytes, not read (this file is expected to be small)")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        max: u64,
+    },
     /// A file system call failed.
     #[error("{path}: {source}")]
     Io {
@@ -89,6 +103,8 @@ pub struct EntryStat {
     pub len: u64,
     /// When its content last changed, seconds since 1970 (POSIX).
     pub modified_unix: i64,
+    /// Its device and inode: two names with the same identity are the same file.
+    pub identity: (u64, u64),
 }
 
 /// How [`Dir::create_file`] opens a new file.
@@ -273,6 +289,9 @@ impl Dir {
                 // i64 on 64-bit Linux, narrower elsewhere.
                 #[allow(clippy::useless_conversion)]
                 modified_unix: i64::from(st.st_mtime),
+                // u64 on 64-bit Linux, other widths elsewhere.
+                #[allow(clippy::unnecessary_cast)]
+                identity: (st.st_dev as u64, st.st_ino as u64),
             })),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(io_at(self.display(name))(e)),
@@ -475,6 +494,61 @@ impl Dir {
     }
 }
 
+/// The regular file at `path`, for reading: a file the operator named (a key, a config, a
+/// result file, an input to send). A link *at* `path` is followed (the operator's choice, as
+/// [`Dir::open`] does); anything but a regular file — a device such as `/dev/zero`, a FIFO, a
+/// directory, a socket — is refused, and the open is non-blocking so a FIFO cannot hang it.
+pub fn open_regular(path: &Path) -> Result<File, DirError> {
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(io_at(path.to_path_buf()))?;
+    let f = regular(fd, path, false).map_err(|e| match e {
+        DirError::NotAFile(p) => DirError::NotRegular(p),
+        e => e,
+    })?;
+    rustix::fs::fcntl_setfl(&f, OFlags::empty()).map_err(io_at(path.to_path_buf()))?;
+    Ok(f)
+}
+
+/// The whole of the regular file at `path` ([`open_regular`]), which must hold at most `max`
+/// bytes: checked by its size first, and again while reading (a file that grows, or one that
+/// states no size as /proc's do, is read to `max + 1` bytes at most and then refused). Every
+/// small file the program reads by name goes through here, so none can make it read without
+/// end (`key_file = "/dev/zero"` once grew a daemon to 23 GB).
+pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, DirError> {
+    let mut f = open_regular(path)?;
+    let too_large = || DirError::TooLarge {
+        path: path.to_path_buf(),
+        max,
+    };
+    let len = f.metadata().map_err(|source| DirError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if len.len() > max {
+        return Err(too_large());
+    }
+    let mut v = Vec::with_capacity(usize::try_from(len.len()).unwrap_or(0));
+    Read::by_ref(&mut f)
+        .take(max.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(|source| DirError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if v.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(v)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, max: u64) -> Result<String, DirError> {
+    String::from_utf8(read_regular(path, max)?).map_err(|_| DirError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"),
+    })
+}
+
 fn entry_kind(t: FileType) -> EntryKind {
     match t {
         FileType::Directory => EntryKind::Dir,
@@ -500,6 +574,47 @@ fn regular(fd: OwnedFd, path: &Path, one_link: bool) -> Result<File, DirError> {
 mod tests {
     use super::*;
     use std::fs;
+
+    /// Files read whole by name: a device, a FIFO, a directory are refused without a byte read
+    /// (or a hang), a file over the bound is refused, /proc's size-less files are read.
+    #[test]
+    fn files_read_by_name_are_regular_and_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let small = d.path().join("key");
+        fs::write(&small, b"0123456789abcdef").unwrap();
+        assert_eq!(read_regular(&small, 16).unwrap(), b"0123456789abcdef");
+        assert!(matches!(
+            read_regular(&small, 15),
+            Err(DirError::TooLarge { max: 15, .. })
+        ));
+        // A link the operator named is followed.
+        std::os::unix::fs::symlink(&small, d.path().join("via")).unwrap();
+        assert_eq!(read_regular(&d.path().join("via"), 64).unwrap().len(), 16);
+        for dev in ["/dev/zero", "/dev/urandom", "/dev/null"] {
+            let e = read_regular(Path::new(dev), 1 << 20).unwrap_err();
+            assert!(matches!(e, DirError::NotRegular(_)), "{dev}: {e}");
+        }
+        assert!(matches!(read_regular(d.path(), 1 << 20), Err(DirError::NotRegular(_))));
+        let fifo = d.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        assert!(matches!(read_regular(&fifo, 1 << 20), Err(DirError::NotRegular(_))));
+        assert!(matches!(
+            read_regular(&d.path().join("none"), 10),
+            Err(DirError::Io { .. })
+        ));
+        let version = read_regular_text(Path::new("/proc/version"), 4096).unwrap();
+        assert!(version.starts_with("Linux"), "{version}");
+        assert!(matches!(
+            read_regular(Path::new("/proc/self/maps"), 8),
+            Err(DirError::TooLarge { .. })
+        ));
+        fs::write(&small, [0xff, 0xfe]).unwrap();
+        assert!(read_regular_text(&small, 16).is_err());
+    }
 
     #[test]
     fn links_anywhere_below_are_never_followed() {

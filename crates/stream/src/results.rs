@@ -418,6 +418,10 @@ pub struct RecvStatus {
     /// the scan goes on over the others.
     #[serde(default)]
     pub disks_dropped: u64,
+    /// Frames that reached the receiver but no file or disk (a disk that failed mid-scan, a
+    /// write error), so far: lost, though the network delivered them.
+    #[serde(default)]
+    pub frames_not_written: u64,
     /// Live outputs to a correlator's reader, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub live: Vec<LiveOutputStatus>,

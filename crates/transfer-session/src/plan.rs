@@ -1,7 +1,7 @@
 //! What a sender sends: the files and directories asked for, walked and planned as items in
 //! the order they are offered, each with the destination path it lands at.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
@@ -52,7 +52,11 @@ impl Source {
     pub(crate) fn open(&self) -> Result<(Arc<dyn ReadAt>, Option<u64>), IoError> {
         match self {
             Source::Path(p) => {
-                let f = File::open(p).map_err(io_err(format!("opening {}", p.display())))?;
+                // A regular file only: a device or a FIFO named as a file to send is refused
+                // (a FIFO would hang the open, /dev/zero never end).
+                let f = safedir::open_regular(p)
+                    .map_err(safedir::DirError::into_io)
+                    .map_err(io_err(format!("opening {}", p.display())))?;
                 let size = f.metadata().map_err(io_err(format!("reading {}", p.display())))?.len();
                 Ok((Arc::new(f), Some(size)))
             }
@@ -90,6 +94,10 @@ fn join(dest: &str, name: &str) -> String {
 
 fn file_item(source: &Path, dest: String) -> Result<Item, TransferSessionError> {
     let m = fs::metadata(source).map_err(io_err(format!("reading {}", source.display())))?;
+    if !m.is_file() {
+        let e = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file or directory");
+        return Err(io_err(format!("sending {}", source.display()))(e).into());
+    }
     let mtime_ns = m
         .modified()
         .ok()

@@ -32,7 +32,9 @@ pub struct VexTime {
 
 impl VexTime {
     /// Parse `2026y331d01h56m43.5s`, `12h30m`, `30s`, `1.5s`…: fields in this order, each a
-    /// number and its letter, none repeated, at least one (jive5ab's `parse_vex_time`).
+    /// number and its letter, none repeated, at least one, each within its range — day 1–366,
+    /// hour ≤ 23, minute ≤ 59, second < 60 — as jive5ab's `parse_vex_time` checks them (it then
+    /// refuses `99h99m99s` with 8; taken as a duration, `25h` is refused alike).
     pub fn parse(s: &str) -> Option<VexTime> {
         let mut t = VexTime {
             year: None,
@@ -55,11 +57,14 @@ impl VexTime {
             match unit {
                 b'y' => t.year = Some(i32::try_from(int()?).ok()?),
                 b'd' => t.day = Some(int().filter(|d| (1..=366).contains(d))?),
-                b'h' => t.hour = Some(int()?),
-                b'm' => t.minute = Some(int()?),
+                b'h' => t.hour = Some(int().filter(|h| *h <= 23)?),
+                b'm' => t.minute = Some(int().filter(|m| *m <= 59)?),
                 _ => {
                     let v: f64 = num.parse().ok()?;
-                    if !v.is_finite() || v < 0.0 || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    if !v.is_finite()
+                        || !(0.0..60.0).contains(&v)
+                        || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                    {
                         return None;
                     }
                     t.second = Some(v);
@@ -443,7 +448,23 @@ mod tests {
         assert_eq!(t.fields(), 5);
         assert_eq!(VexTime::parse("12h30m").unwrap().as_duration(), 45_000.0);
         assert_eq!(VexTime::parse("1.5s").unwrap().as_duration(), 1.5);
-        for bad in ["", "12", "30s12h", "1h1h", "12x", "h", "-1s", "1e3s", "400d", "nans"] {
+        for bad in [
+            "",
+            "12",
+            "30s12h",
+            "1h1h",
+            "12x",
+            "h",
+            "-1s",
+            "1e3s",
+            "400d",
+            "nans",
+            "99h99m99s",
+            "24h",
+            "60m",
+            "60s",
+            "59.9999999999999999s",
+        ] {
             assert_eq!(VexTime::parse(bad), None, "{bad}");
         }
     }

@@ -24,6 +24,10 @@ pub struct ServeStatus {
     /// Control connections closed at once because the peer is not allowed.
     #[serde(default)]
     pub connections_refused: u64,
+    /// Statements whose handling failed inside the daemon (a bug: a panic), answered with
+    /// return code 4; the daemon goes on.
+    #[serde(default)]
+    pub internal_errors: u64,
     /// The set disks (`set_disks`), each with its file system's space.
     #[serde(default)]
     pub disks: Vec<DiskSpace>,

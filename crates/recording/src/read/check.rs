@@ -22,7 +22,8 @@ pub fn check_range(scan: &Scan, start: u64, end: u64, sample: u64) -> io::Result
 }
 
 /// [`check_range`], taking `frames_per_second` (per thread, from a check of the whole scan)
-/// when the range is too short to show it.
+/// when the range is too short to show it. An empty or reversed range (a start at or past the
+/// end, or past the scan) holds no VDIF: `Ok(None)`.
 pub fn check_range_at_rate(
     scan: &Scan,
     start: u64,
@@ -31,6 +32,11 @@ pub fn check_range_at_rate(
     frames_per_second: Option<u32>,
 ) -> io::Result<Option<ScanCheck>> {
     let end = end.min(scan.len());
+    if start >= end {
+        // Every clamp below needs start ≤ end − sample (a start past the end panicked the
+        // daemon's connection thread on `data_check?`).
+        return Ok(None);
+    }
     let sample = sample.clamp(64, MAX_SAMPLE).min(end.saturating_sub(start));
     let read = |at: u64| -> io::Result<Vec<u8>> {
         let at = at.clamp(start, end.saturating_sub(sample));
@@ -141,6 +147,26 @@ mod tests {
         std::fs::write(disk.join("sc").join("sc.00000000"), data).unwrap();
         let scan = Scan::open(scanfmt::Layout::Vbs, "sc", &[disk]).unwrap();
         check_range(&scan, 0, scan.len(), 64 * FRAME as u64).unwrap().unwrap()
+    }
+
+    /// Ranges that hold nothing — empty, reversed, past the scan's end — check as no VDIF, never
+    /// a panic (`scan_set = SCAN : +40000000` on a 32 MB scan, then `data_check?`, panicked the
+    /// daemon's connection thread in `clamp`).
+    #[test]
+    fn empty_reversed_and_past_the_end_ranges_hold_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let disk = t.path().join("disk0");
+        std::fs::create_dir_all(disk.join("sc")).unwrap();
+        std::fs::write(disk.join("sc").join("sc.00000000"), recording(1, 0..0)).unwrap();
+        let scan = Scan::open(scanfmt::Layout::Vbs, "sc", &[disk]).unwrap();
+        let len = scan.len();
+        for (start, end) in [(len + 100, len), (len, len), (500, 400), (len + 1, u64::MAX), (0, 0)] {
+            for fps in [None, Some(FPS)] {
+                let c = check_range_at_rate(&scan, start, end, 1_000_000, fps).unwrap();
+                assert!(c.is_none(), "{start}-{end}: {c:?}");
+            }
+        }
+        assert!(check_range(&scan, 0, len, 64 * FRAME as u64).unwrap().is_some());
     }
 
     /// A third of the first second lost (jive5ab's recording on a busy host): the probe at the

@@ -391,6 +391,31 @@ impl Scan {
         Ok(got)
     }
 
+    /// Whether the file of device and inode `identity` is one of this scan's files, whatever
+    /// name reaches it (a copy must never write into the scan it reads). A file that cannot be
+    /// looked at counts as one of them.
+    pub fn holds_file(&self, identity: (u64, u64)) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match self.layout {
+            Layout::Mk6 => self
+                .mk6_files
+                .iter()
+                .any(|f| f.metadata().map_or(true, |m| (m.dev(), m.ino()) == identity)),
+            Layout::Vbs => self.files.iter().any(|sf| {
+                let dir = self
+                    .vbs_dirs
+                    .get(sf.disk * self.streams + sf.stream)
+                    .and_then(Option::as_ref);
+                let name = sf.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                match dir.map(|d| d.stat(name)) {
+                    Some(Ok(Some(st))) => st.identity == identity,
+                    Some(Ok(None)) => false,
+                    _ => true,
+                }
+            }),
+        }
+    }
+
     fn mk6_file(&self, file: usize) -> io::Result<&File> {
         // Mark6 files are numbered in the order opened, one per ScanFile.
         self.mk6_files

@@ -31,6 +31,10 @@ struct Open {
 pub(super) struct Shared {
     pub(super) error: Mutex<Option<String>>,
     pub(super) not_written: AtomicU64,
+    /// A writer thread's frames of vbs/Mark6 blocks not written so far, kept apart until the
+    /// end (then added to `not_written`): the live count of a disk that failed mid-scan (the
+    /// writer process keeps its whole count in the ring instead).
+    pub(super) scans_not_written: AtomicU64,
     /// A multi-disk recording's writer thread stopped on this error (the writer process says
     /// so in the ring).
     lane_failed: Mutex<Option<String>>,
@@ -294,13 +298,7 @@ pub(super) fn writer(
             }
             WriteOp::EndBlock { station } => scans.end_block(station),
         }
-        if let Some(why) = scans.failed() {
-            // The receiver learns it at once and sends later blocks to other disks.
-            match ring {
-                Some(r) => r.set_failed(why),
-                None => shared.set_lane_failed(why),
-            }
-        }
+        publish_trouble(&scans, &shared, ring);
     }
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
@@ -308,6 +306,10 @@ pub(super) fn writer(
     // What the disk has left once everything is written, for the report.
     space.look();
     shared.not_written.fetch_add(not_written, Ordering::Relaxed);
+    shared.scans_not_written.store(0, Ordering::Relaxed);
+    if let Some(r) = ring {
+        r.set_not_written(shared.not_written.load(Ordering::Relaxed));
+    }
     if let Some(why) = failed {
         if let Some(r) = ring {
             r.set_failed(&why);
@@ -318,6 +320,22 @@ pub(super) fn writer(
     Written {
         files: done,
         scans: lane_scans,
+    }
+}
+
+/// What went wrong on the disk so far, told the receiver at once: a scan file that failed (it
+/// sends later blocks to other disks) and the frames that did not reach the disk (loss it
+/// reports while the scan goes on).
+fn publish_trouble(scans: &ScanFiles, shared: &Shared, ring: Option<&SharedRing>) {
+    if let Some(why) = scans.failed() {
+        match ring {
+            Some(r) => r.set_failed(why),
+            None => shared.set_lane_failed(why),
+        }
+    }
+    match ring {
+        Some(r) => r.set_not_written(shared.not_written.load(Ordering::Relaxed) + scans.not_written),
+        None => shared.scans_not_written.store(scans.not_written, Ordering::Relaxed),
     }
 }
 

@@ -182,6 +182,18 @@ impl Lane {
         }
     }
 
+    /// Frames given to this lane that its writer could not write, so far (exact once it has
+    /// finished; while it runs, as of its last record).
+    pub(super) fn not_written(&self) -> u64 {
+        let here = self.shared.not_written.load(Ordering::Relaxed);
+        match &self.ring {
+            // Once finished, the process's count is in `here` (its report).
+            Some(side) if side.pipe.is_some() => here + side.ring.not_written(),
+            Some(_) => here,
+            None => here + self.shared.scans_not_written.load(Ordering::Relaxed),
+        }
+    }
+
     /// The writer's last look at its disk, `(free bytes, data bytes written in all then)`;
     /// `None` before its first.
     pub(super) fn space(&self) -> Option<(u64, u64)> {

@@ -301,6 +301,15 @@ impl Recorder {
         }
     }
 
+    /// Frames passed in that reached no file or disk so far (a disk that failed mid-scan, a
+    /// write error): loss, though the network delivered them.
+    pub fn not_written(&self) -> u64 {
+        match self {
+            Recorder::Files(s) => s.lane.as_ref().map_or(0, Lane::not_written),
+            Recorder::Scan(s) => s.not_written(),
+        }
+    }
+
     /// Time spent waiting for the writers, and how often.
     pub fn stalled(&self) -> (std::time::Duration, u64) {
         match self {

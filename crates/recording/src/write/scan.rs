@@ -267,6 +267,18 @@ impl ScanSink {
         self.filled
     }
 
+    /// Frames passed in that reached no disk so far: those this side could give no disk and
+    /// those each disk's writer could not write (a disk that failed mid-scan).
+    pub fn not_written(&self) -> u64 {
+        self.not_written
+            + self
+                .disks
+                .iter()
+                .filter_map(|d| d.lane.as_ref())
+                .map(Lane::not_written)
+                .sum::<u64>()
+    }
+
     /// Time waited for the writers (all of one disk's buffers with it), and how often.
     pub fn stalled(&self) -> (std::time::Duration, u64) {
         self.disks

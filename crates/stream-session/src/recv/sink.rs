@@ -73,6 +73,15 @@ impl Sink {
         }
     }
 
+    /// Frames taken that reached no disk so far (a live output drops for other reasons, counted
+    /// in its own status).
+    pub(super) fn not_written(&self) -> u64 {
+        match self {
+            Sink::Rec(r) => r.not_written(),
+            Sink::Live(_) => 0,
+        }
+    }
+
     /// Wait (until `deadline` at most) for the recording's writers' memory; whether it is.
     pub(super) fn wait_populated(&self, deadline: Instant) -> bool {
         match self {

@@ -62,6 +62,7 @@ pub(super) fn status(line: &LiveLine, rx: &Receiver, sink: &Sink, dropped: u64, 
         writer_stalls: stalls,
         naks_sent,
         disks_dropped: line.disks_dropped.into(),
+        frames_not_written: sink.not_written(),
         live: sink.live_status(),
     }
 }

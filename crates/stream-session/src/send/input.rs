@@ -2,7 +2,6 @@
 //! recorded vbs/Mark6 scan); each read once to be inspected — into memory when it fits, so it is
 //! sent from there — and given its [`Shape`].
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,7 +30,11 @@ impl Opener {
     }
 
     fn file(path: PathBuf) -> Opener {
-        Opener::new(move || File::open(&path).map(|f| Box::new(f) as Box<dyn Read + Send>))
+        Opener::new(move || {
+            safedir::open_regular(&path)
+                .map(|f| Box::new(f) as Box<dyn Read + Send>)
+                .map_err(safedir::DirError::into_io)
+        })
     }
 }
 
@@ -125,10 +128,11 @@ pub(crate) fn examine(
 /// read (then a reader thread sends it).
 fn examine_stream(fps: Option<u32>, name: &str, open: Opener, len: u64) -> Result<Examined, StreamSessionError> {
     let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
-    let mut r = open.open().map_err(read_err)?;
+    let r = open.open().map_err(read_err)?;
     if len <= MEMORY_SOURCE_MAX {
         let mut data = Vec::with_capacity(len as usize);
-        r.read_to_end(&mut data).map_err(read_err)?;
+        // Its length as examined, not more: a file that grows meanwhile is not read on.
+        r.take(len).read_to_end(&mut data).map_err(read_err)?;
         let rep = vdif::inspect::inspect(&data[..], fps, |_, _| {});
         return Ok((Some(open), Some(Bytes::from(data)), rep));
     }
@@ -141,7 +145,9 @@ fn examine_stream(fps: Option<u32>, name: &str, open: Opener, len: u64) -> Resul
 /// when it does not fit or cannot be mapped.
 fn examine_file(fps: Option<u32>, name: &str, path: PathBuf) -> Result<Examined, StreamSessionError> {
     let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
-    let file = File::open(&path).map_err(read_err)?;
+    // A regular file only (a device such as /dev/zero, a FIFO, a directory is refused here, not
+    // read without end), its length known before a byte is read.
+    let file = safedir::open_regular(&path).map_err(|e| read_err(e.into_io()))?;
     let len = file.metadata().map_err(read_err)?.len();
     if len <= MEMORY_SOURCE_MAX {
         if let Some(data) = crate::mapped::map(&file) {

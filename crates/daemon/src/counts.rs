@@ -122,9 +122,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
 /// lost after the last) are lost, reordered are out of order, late and duplicate copies are
-/// discarded, jumps are discontinuities.
+/// discarded, and so are the datagrams of sources refused as a station's boards (jive5ab records
+/// every datagram on its port), jumps are discontinuities.
 fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
+    let mut e = EvlbiStats {
+        pkt_disc: s.datagrams.foreign_source,
+        ..EvlbiStats::default()
+    };
     for st in &s.stations {
         let w = &st.window;
         e.add(&EvlbiStats {
@@ -141,9 +145,13 @@ fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
     e
 }
 
-/// `evlbi?`'s counters from a relay's input, per station by VDIF time.
+/// `evlbi?`'s counters from a relay's input, per station by VDIF time; the datagrams of sources
+/// refused as a station's boards are discarded.
 fn evlbi_of_relay(s: &RelayStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
+    let mut e = EvlbiStats {
+        pkt_disc: s.datagrams.foreign_source,
+        ..EvlbiStats::default()
+    };
     for st in &s.stations {
         e.add(&EvlbiStats {
             pkt_in: st.frames_in,

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod arq;
+mod in_step;
 mod intake;
 mod rate_check;
 pub mod receiver;

@@ -475,7 +475,7 @@ impl Receiver {
                     describe(s.members[0].source, s.members[0].session),
                     s.last_seen.saturating_duration_since(s.first_seen).as_millis()
                 );
-                self.retire(i, sink);
+                self.retire_tentative(i, sink);
                 return true;
             }
         }
@@ -625,6 +625,23 @@ impl Receiver {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
         sink.discontinuity(st.station_id);
+        let mut summary = summarize(&st);
+        summary.retired = true;
+        if self.retired.len() < RETIRED_KEPT {
+            self.retired.push(summary);
+        }
+    }
+
+    /// Tentative station `i` (a burst of phantom frames) gives its slot up: what its window
+    /// still holds is not written when it wrote nothing yet (its frames are counted placed in its
+    /// summary): a phantom that held a slot for a moment got a file of its 5 frames. A station
+    /// that wrote already is retired as any other (its file ends).
+    fn retire_tentative(&mut self, i: usize, sink: &mut impl FrameSink) {
+        let w = self.stations[i].window.stats();
+        if w.written_valid + w.written_filled > 0 {
+            return self.retire(i, sink);
+        }
+        let st = self.stations.remove(i);
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {

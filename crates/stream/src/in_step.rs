@@ -14,9 +14,9 @@
 //!   frames of the same VDIF seconds and frame numbers, one per thread. Over the VDIF times two
 //!   sources both cover, a board delivers as many frames per thread as the other ([`compare`]);
 //!   one with fewer than [`IN_STEP`] of them (a sparse source, or one numbered at another rate)
-//!   is not a board of the station and adds no thread. Where their times do not overlap at all,
-//!   their arrivals over the same time tell, with a wider margin (arrival times of a batch read
-//!   late are one).
+//!   is not a board of the station and adds no thread. Their arrivals over the same time tell
+//!   too, with a wider margin (arrival times of a batch read late are one): a source numbered
+//!   one frame after the other but sent at a fifth of the rate falls behind in time.
 //! - A lower rate per thread (more threads than counted: a board down at the start) is taken
 //!   only from frames that fill the threads seen at that rate (see [`crate::rate_check`]).
 //! - A source in a station that delivers less than half its threads' share of the station's
@@ -35,9 +35,10 @@ use vdif::VdifHeader;
 pub(crate) const IN_STEP: (u64, u64) = (3, 4);
 /// Frames per thread over the common VDIF times before two sources are judged.
 pub(crate) const MIN_COMMON: u64 = 4;
-/// Sources whose VDIF times do not overlap are judged by their arrivals over the same time: a
-/// board delivers at least half the other's frames per thread.
-const ARRIVAL_SHARE: (u64, u64) = (1, 2);
+/// Sources are judged by their arrivals over the same time too: a board delivers at least 2/3
+/// of the other's frames per thread (wider than [`IN_STEP`]: a batch read late gives its frames
+/// one arrival time).
+const ARRIVAL_SHARE: (u64, u64) = (2, 3);
 /// Frames per thread of the denser source arrived before sources are judged by arrivals.
 const MIN_ARRIVALS: u64 = 8;
 
@@ -275,6 +276,45 @@ mod tests {
         let fake = Evidence::new(fake.iter().map(|(h, at)| (h, *at)), 1);
         assert_eq!(compare(&real, &fake), Step::SecondSparse);
         assert_eq!(compare(&fake, &real), Step::FirstSparse);
+    }
+
+    proptest::proptest! {
+        /// Two boards of one backend — every frame of their threads over the same times, each
+        /// starting and ending anywhere within 4 frames of the other, a few frames lost — are
+        /// never judged sparse; a source sending one frame in `every` (≥ 2) of its thread, in step
+        /// or not, always is once the boards have sent 20 frames of theirs.
+        #[test]
+        fn boards_in_step_are_alike_and_a_fraction_of_a_thread_is_sparse(
+            starts in (0u32..4, 0u32..4),
+            ends in (0u32..4, 0u32..4),
+            lost in proptest::collection::vec(0u32..60, 0..3),
+            threads in (1usize..4, 1usize..4),
+            every in 2u32..10,
+            offset in 0u32..500,
+        ) {
+            let t0 = Instant::now();
+            let board = |first: u32, last: u32, ids: std::ops::Range<u16>| {
+                let hs: Vec<(VdifHeader, Instant)> = (first..last)
+                    .filter(|k| !lost.contains(k))
+                    .flat_map(|k| {
+                        ids.clone().map(move |t| (header(100, 300 + k, t), t0 + Duration::from_millis(u64::from(k))))
+                    })
+                    .collect();
+                let n = ids.len();
+                Evidence::new(hs.iter().map(|(h, at)| (h, *at)), n)
+            };
+            let a = board(starts.0, 60 - ends.0, 0..threads.0 as u16);
+            let b = board(starts.1, 60 - ends.1, 10..10 + threads.1 as u16);
+            proptest::prop_assert_eq!(compare(&a, &b), Step::Alike);
+            // The fraction: its own numbering (shifted by `offset`), one frame in `every`.
+            let hs: Vec<(VdifHeader, Instant)> = (0..60u32)
+                .step_by(every as usize)
+                .map(|k| (header(100, offset + k, 20), t0 + Duration::from_millis(u64::from(k))))
+                .collect();
+            let fake = Evidence::new(hs.iter().map(|(h, at)| (h, *at)), 1);
+            proptest::prop_assert_eq!(compare(&a, &fake), Step::SecondSparse);
+            proptest::prop_assert_eq!(compare(&fake, &a), Step::FirstSparse);
+        }
     }
 
     #[test]

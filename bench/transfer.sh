@@ -30,6 +30,8 @@
 #   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=1000 WAN_SECS=20 PARTS="loopback wan wan2 small"
 #        WAN_LOSSES="0.1% 1%" WAN2_LOSS=0.1% SMALL_FILES=1000 SMALL_MB=1 PER_FILE_COUNT=100
 #        WAN_TOOLS="evlbi bbr-file bbr" LOOP_TOOLS="evlbi udt tcp" LOOP_CASES="mem disk"
+#        (further tools: udt, srt, etransfer-tcp, etransfer-udt — etransfer 1.1, JIVE's etd/etc,
+#        built into the cache by scripts/build-etransfer.sh on first use)
 #        LOOP_EVLBI_CONFIGS="--cc adaptive" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
 #        KEEP_JSON=dir: keep every evlbi send --json report there (part-case-run.json)
@@ -67,6 +69,9 @@ fi
 WORK=$(mktemp -d /var/tmp/evlbi-transfer-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/evlbi-transfer-bench.XXXXXX)
 g++ -O2 -o "$WORK/udt_file" bench/peers/udt_file.cpp -ludt -lpthread
+# etransfer (tools etransfer-tcp, etransfer-udt): built once into the cache; absent, its rows are not run.
+scripts/build-etransfer.sh
+ETR=$(scripts/etransfer-path || true)
 TCPF="python3 bench/peers/tcp_file.py"
 PIDS=()
 EMU_PID=""
@@ -208,6 +213,46 @@ print(json.dumps(row))
 PY
 }
 
+# part case run src dstdir host "ra" "rb" proto(tcp|udt): etransfer 1.1, JIVE's own disk-to-disk
+# tool (scripts/build-etransfer.sh): `etd` in the receiving namespace, `etc` pushing the file to it.
+# Time: etc's wall time (connect to the last byte acknowledged by etd). Its TCP data channel runs
+# the receiving namespace's default congestion control (recorded in the row as "cc"); UDT its own.
+run_etransfer() {
+    local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8 proto=$9
+    if [[ -z $ETR ]]; then
+        echo "SKIPPED: etransfer-$proto (scripts/build-etransfer.sh could not build etransfer)" >&2
+        return
+    fi
+    local cport=$((port + 1)) dport=$((port + 2))
+    port=$((port + 2))
+    rm -rf "$dst" && mkdir -p "$dst"
+    local mss=()
+    [[ $proto == udt ]] && mss=(--udt-mss 8972)
+    # etd refuses to run in the foreground with root's rights (it asserts they were dropped): as
+    # nobody, into a directory nobody may write. `ip netns exec` and setpriv exec, so $! is etd's
+    # own PID: its CPU is read from /proc before it is stopped.
+    chown nobody "$dst"
+    chmod a+x "$(dirname "$dst")"
+    $rb setpriv --reuid=nobody --regid=nogroup --clear-groups "$ETR/etd" -f -m -1 "${mss[@]}" \
+        --command "tcp://$host:$cport" --data "$proto://$host:$dport" >/dev/null 2>"$WORK/rx.log" &
+    local rx=$!
+    PIDS+=("$rx")
+    sleep 0.5
+    timeout 900 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$ETR/etc" -s -m -1 "${mss[@]}" --overwrite \
+        "$src" "tcp://$host#$cport:$dst/" >/dev/null 2>"$WORK/tx.log" || true
+    local wall rx_cpu
+    wall=$(tail -n1 "$WORK/tx.time" | awk '{print $1}')
+    rx_cpu=$(awk -v t="$(getconf CLK_TCK)" -v w="$wall" '{ if (w > 0) printf "%.0f", ($14 + $15) / t / w * 100; else print 0 }' \
+        "/proc/$rx/stat" 2>/dev/null || echo 0)
+    stop_pid "$rx"
+    local ok=false
+    cmp -s "$src" "$dst/$(basename "$src")" && ok=true
+    local cc
+    cc=$([[ $proto == tcp ]] && $ra sysctl -n net.ipv4.tcp_congestion_control || echo udt)
+    row "$part" "$case" "etransfer-$proto" "$run" "$(stat -c %s "$src")" "$wall" "$(cpu_pct "$WORK/tx.time")" \
+        "${rx_cpu:-0}" "$ok" ",\"cc\":\"$cc\""
+}
+
 # part case run src dst host "ra" "rb" mode(file|tar|per-file) [name]: TCP BBR to a verified copy.
 run_tcpfile() {
     local part=$1 case=$2 run=$3 src=$4 dst=$5 host=$6 ra=$7 rb=$8 mode=$9 name=${10:-bbr-file}
@@ -280,6 +325,9 @@ part_loopback() {
                     ;;
                 udt) run_udt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" 9000 ;;
                 srt) run_srt loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" ;;
+                etransfer-tcp | etransfer-udt)
+                    run_etransfer loopback "$c" "$run" "$src" "$dst" 127.0.0.1 "" "" "${tool#etransfer-}"
+                    ;;
                 tcp)
                     if [[ $c == mem ]]; then
                         run_tcp loopback "$c" "$run" 127.0.0.1 "" "" "-n ${SIZE_MB}000000" cubic
@@ -313,6 +361,9 @@ part_wan() {
                 cubic | bbr) run_tcp wan "$case" "$run" 10.77.0.2 "$RA" "$RB" "-t $WAN_SECS" "$tool" ;;
                 udt) run_udt wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" 8972 ;;
                 srt) run_srt wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" ;;
+                etransfer-tcp | etransfer-udt)
+                    run_etransfer wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" "${tool#etransfer-}"
+                    ;;
                 esac
                 emu_stop
                 rm -rf "$SHM/dst"

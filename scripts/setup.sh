@@ -91,5 +91,8 @@ if [[ "${1:-}" != "--build" ]]; then
     fi
 fi
 
+# SFXC's mk5:// reader as a harness for the net2sfxc tests (scripts/build-sfxc.sh; cached like jive5ab).
+[[ "${1:-}" == "--build" ]] || scripts/build-sfxc.sh
+
 say "building target/release/evlbi"
 cargo build --release --locked -q -p evlbi

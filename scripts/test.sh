@@ -47,6 +47,9 @@ if ! scripts/jive5ab-path >/dev/null; then
     # The interop tests pass without a peer to talk to: say so where nobody can miss it.
     echo "SKIPPED: the jive5ab interop tests had no jive5ab (scripts/setup.sh builds it from ../shared/peers when cmake and g++ exist)"
 fi
+if ! scripts/sfxc-path >/dev/null; then
+    echo "SKIPPED: the SFXC tests had no mk5:// reader harness (scripts/build-sfxc.sh builds it from ../shared/peers when g++ exists)"
+fi
 for t in promtool prometheus systemd-analyze strace; do
     # The service tests (contrib/: alert rules, systemd unit) pass without their tool too.
     if ! command -v "$t" >/dev/null; then

@@ -192,7 +192,24 @@ pub fn run(a: ServeArgs) -> Result<()> {
         first_request: c.first_request_timeout.unwrap_or(Duration::from_secs(60)),
         ..VsiLimits::default()
     };
-    let stats = daemon::vsi::serve(&listener, &daemon, &limits, &stop).context("serving the control port")?;
+    // The disks' space and time left, looked at again every few seconds for the metrics.
+    let stats = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                daemon.refresh();
+                for _ in 0..50 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        });
+        let served = daemon::vsi::serve(&listener, &daemon, &limits, &stop);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        served
+    })
+    .context("serving the control port")?;
     let end = daemon.shutdown();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for s in services {

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use stream_session::live::sfxc::SfxcAddr;
+use stream_session::live::{LiveConfig, LiveTarget};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -156,8 +158,11 @@ pub struct RecvArgs {
     #[arg(long, required = true)]
     listen: Vec<String>,
     /// Output directory of the recordings (files STATION_UTC.vdif). Without it, frames are
-    /// counted and dropped.
-    #[arg(long, value_name = "DIR")]
+    /// counted and dropped. `sfxc:SOCKET` (a unix socket path) or `sfxc:tcp:[ADDRESS:]PORT`:
+    /// no recording, the station's frames live to SFXC's `mk5://` reader (as jive5ab's
+    /// `net2sfxc`): in time order, lost frames and silences (after 1 s) filled invalid at the
+    /// station's rate, one station, one reader at a time; --latency defaults to 2ms then.
+    #[arg(long, value_name = "DIR|sfxc:SOCKET")]
     out: Option<PathBuf>,
     /// Start a new file after this many bytes: 1G.
     #[arg(long, value_parser = parse_size)]
@@ -184,8 +189,9 @@ pub struct RecvArgs {
     /// frame may move the window past frames not yet arrived only as far as the time since the
     /// stream last advanced explains (at twice its rate; a quarter window at once, never over
     /// half): frames forged ahead of a live stream never flush real ones.
-    #[arg(long, value_parser = parse_duration, default_value = "50ms")]
-    latency: Duration,
+    /// [default: 50ms; 2ms with --out sfxc:]
+    #[arg(long, value_parser = parse_duration)]
+    latency: Option<Duration>,
     /// Ask the sender to repeat lost frames while they can still arrive within --latency.
     #[arg(long)]
     arq: bool,
@@ -211,6 +217,10 @@ pub struct RecvArgs {
     /// network's.
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     write_buffer: u64,
+    /// With --out sfxc:: memory queued for the reader. A reader slower than the station costs
+    /// the frames that do not fit, counted (`dropped_slow_reader`); the receiver never waits.
+    #[arg(long, value_parser = parse_size, default_value = "128M", value_name = "SIZE")]
+    live_buffer: u64,
     /// With --out: write with direct I/O (O_DIRECT), from the receiver's shared memory straight
     /// to the disk, past the page cache. Far less CPU at high rates (this VM, 8 GB: 2 s of
     /// system time instead of 17) and no dirty pages piling up when the disk is slower than
@@ -498,9 +508,19 @@ fn recv(a: RecvArgs) -> Result<()> {
     let output = a.output.resolve()?;
     let cfg = recv_config(&a)?;
     let cfg_recording = cfg.recording.clone();
+    let cfg_live = cfg.live.clone();
     let bound = BoundReceiver::bind(cfg).map_err(session_error)?;
     let addrs: Vec<String> = bound.local_addrs()?.iter().map(|a| a.to_string()).collect();
     let target = match (&a.out, &cfg_recording) {
+        (_, _) if cfg_live.is_some() => format!(
+            "live to SFXC's mk5:// reader at {}",
+            cfg_live
+                .iter()
+                .flat_map(|l| &l.targets)
+                .map(live_endpoint)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         (_, Some(r)) => format!(
             "{} scan {} over {} disk(s): {}",
             r.layout,
@@ -585,9 +605,27 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
     if recording.is_none() && a.out.is_none() && a.split == Split::Thread {
         return Err(usage("--split thread needs an output: --out DIR or --format vbs|mk6"));
     }
+    let live = sfxc_out(a.out.as_deref())?.map(|l| LiveConfig {
+        buffer: a.live_buffer,
+        ..l
+    });
+    if live.is_some() && (recording.is_some() || a.chunk.is_some() || a.direct || a.split == Split::Thread) {
+        return Err(usage(
+            "--out sfxc: is a live output: leave out --format vbs|mk6, --chunk, --direct and --split thread",
+        ));
+    }
+    let default_latency = if live.is_some() {
+        LIVE_LATENCY
+    } else {
+        Duration::from_millis(50)
+    };
     Ok(RecvConfig {
         listen,
-        out_dir: a.out.clone().map(recording::write::OutputDir::Path),
+        out_dir: a
+            .out
+            .clone()
+            .filter(|_| live.is_none())
+            .map(recording::write::OutputDir::Path),
         out_file: None,
         recording,
         chunk: a.chunk,
@@ -596,9 +634,11 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
             format: a.seq_format.into(),
             frames_per_second: a.fps,
             threads: a.threads,
-            latency: a.latency,
+            latency: a.latency.unwrap_or(default_latency),
             max_fill: a.max_fill,
-            max_stations: a.max_stations,
+            // One station per live output (further ones are counted and dropped).
+            max_stations: if live.is_some() { 1 } else { a.max_stations },
+            fill_silence_after: live.as_ref().map(|l| l.fill_silence_after),
             from: a.from,
             arq: a.arq,
             confirm: 4,
@@ -616,7 +656,38 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         direct_io: a.direct,
         split_threads: a.split == Split::Thread,
         output_before_bind: false,
+        live,
     })
+}
+
+/// A live reader's reorder window (frames are out this long after they are due).
+const LIVE_LATENCY: Duration = Duration::from_millis(2);
+
+/// `--out sfxc:SOCKET` or `sfxc:tcp:[ADDRESS:]PORT`: the live output, if asked for. The socket's
+/// directory is the operator's (opened once; the socket is made in it by descriptor).
+fn sfxc_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
+    let Some(spec) = out.and_then(|o| o.to_str()).and_then(|o| o.strip_prefix("sfxc:")) else {
+        return Ok(None);
+    };
+    let addr = if let Some(tcp) = spec.strip_prefix("tcp:") {
+        let a = match tcp.parse::<u16>() {
+            Ok(port) => std::net::SocketAddr::from(([0, 0, 0, 0], port)),
+            Err(_) => tcp
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| usage(format!("--out sfxc:tcp:{tcp}: a PORT or ADDRESS:PORT")))?,
+        };
+        SfxcAddr::Tcp(a)
+    } else {
+        SfxcAddr::unix_path(std::path::Path::new(spec)).map_err(|e| usage(format!("--out sfxc:{spec}: {e}")))?
+    };
+    Ok(Some(LiveConfig::new(vec![LiveTarget::Sfxc { addr, station: None }])))
+}
+
+/// Where a live output's readers connect, for the listening line.
+fn live_endpoint(t: &LiveTarget) -> String {
+    match t {
+        LiveTarget::Sfxc { addr, .. } => addr.endpoint(),
+    }
 }
 
 /// One live line of `stream recv` (every --interval).
@@ -648,6 +719,24 @@ fn live_line(l: &stream_session::recv::LiveLine) -> String {
             l.rejected,
             l.kernel_drops
         )
+}
+
+/// Which buffer took the output's stalls: the write buffer, then the socket's.
+fn buffers_line(r: &stream_session::report::RecvReport) {
+    if let (Some(size), Some(peak)) = (r.write_buffer, r.write_buffer_peak) {
+        let socket = match r.socket_queue_peak {
+            Some(q) if r.rcvbuf.granted_rcv > 0 => format!(
+                ", the socket buffer {:.0} % of {} bytes at most",
+                q as f64 * 100.0 / r.rcvbuf.granted_rcv as f64,
+                r.rcvbuf.granted_rcv
+            ),
+            _ => String::new(),
+        };
+        status!(
+            "buffers: the write buffer held {:.0} % of its {size} bytes at most{socket}",
+            peak as f64 * 100.0 / size.max(1) as f64
+        );
+    }
 }
 
 /// The closing lines of `stream recv`: per station, per file, and what went wrong where.
@@ -751,6 +840,7 @@ fn recv_summary(r: &stream_session::report::RecvReport) {
             r.writer_stall_s
         );
     }
+    buffers_line(r);
     let writer = r.writer_cpu.map_or(String::new(), |w| {
         format!("; file writer {:.0} % + {:.0} %", w.user_pct, w.system_pct)
     });

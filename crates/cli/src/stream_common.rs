@@ -54,8 +54,14 @@ pub fn recording_lines(rec: &scanfmt::results::RecordingReport) {
         );
     }
     for d in &rec.disks {
+        let free = d.free_bytes.map_or(String::new(), |f| format!(", {f} bytes free"));
+        let full = if d.passed_over_full > 0 {
+            format!(" (full: passed over for {} blocks)", d.passed_over_full)
+        } else {
+            String::new()
+        };
         status!(
-            "  disk {}: {} blocks, {} bytes{}",
+            "  disk {}: {} blocks, {} bytes{free}{full}{}",
             d.path,
             d.blocks,
             d.bytes,

@@ -876,8 +876,56 @@ fn a_stalled_disk_holds_the_receiver_up_without_ending_it() {
     assert!(stall >= 1.0, "the receiver waited for the stopped writer: {stall} s");
     assert!(r["writer_stalls"].as_u64().unwrap() >= 1);
     assert_eq!(r["write_buffer"], 1_000_000);
+    // The stall filled the write buffer, then reached into the socket's: both say so.
+    let peak = r["write_buffer_peak"].as_u64().unwrap();
+    assert!(
+        peak >= 1_000_000 - (256 << 10),
+        "the write buffer held at most {peak} bytes"
+    );
+    assert!(
+        r["socket_queue_peak"].as_u64().unwrap() > 0,
+        "{}",
+        r["socket_queue_peak"]
+    );
+    assert!(log.contains("buffers: the write buffer held"), "{log}");
     assert!(log.contains("the file writer held the receiver up"), "{log}");
     assert_eq!(output_of(&t.rx_dir, "Ef").len() as u64, frames_sent * FRAME as u64);
+}
+
+/// Issue 37: a stall of the output shorter than the write buffer holds is absorbed by it alone
+/// (the writer process stopped for 0.5 s: 8 MB of a 128 Mb/s stream, 32 MB of buffer). Every
+/// frame is written, none is dropped at the socket, and the report says how deep the stall
+/// reached.
+#[test]
+fn a_stall_that_fits_the_write_buffer_loses_nothing_and_says_how_much_it_took() {
+    let t = setup();
+    let rx = t.receiver(&["--write-buffer", "32M"]);
+    let writer = writer_child(rx.child.id());
+    let port = rx.port;
+    let ef = t.ef.clone();
+    let sender = std::thread::spawn(move || send(port, &[&ef], &["--loop", "--duration", "3s"]).1);
+    // Into the stream, then the writer stops: what arrives meanwhile waits in the write buffer.
+    std::thread::sleep(Duration::from_millis(1000));
+    let stopped = Stopped::new(writer);
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stopped);
+    let sent = sender.join().unwrap();
+    let (status, log) = rx.wait();
+    assert!(status.success(), "{log}");
+    let r = json(&t.summary);
+    let frames_sent = sent["stations"][0]["frames_sent"].as_u64().unwrap();
+    let w = &r["stations"][0]["window"];
+    assert_eq!(w["written_valid"].as_u64().unwrap(), frames_sent, "{log}");
+    assert_eq!(w["written_filled"], 0, "{log}");
+    assert_eq!(r["socket_drops"], 0, "{log}");
+    let peak = r["write_buffer_peak"].as_u64().unwrap();
+    // At least a fifth of the 0.5 s (16 MB/s) however the host scheduled the two processes.
+    assert!(
+        peak >= 1_600_000,
+        "the stall reached {peak} bytes into the write buffer"
+    );
+    assert!(peak <= 32_000_000, "{peak}");
+    assert!(log.contains("buffers: the write buffer held"), "{log}");
 }
 
 #[test]
@@ -970,5 +1018,56 @@ fn a_station_id_that_is_no_code_names_its_file_by_its_number() {
     assert!(
         output_of(&t.rx_dir, "17711") == data,
         "the file differs from what was sent"
+    );
+}
+
+/// Kilobytes of anonymous memory process `pid` holds (RssAnon), 0 once it is gone.
+fn rss_anon_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 37: `stream send --loop` of a large file read all of it into memory before its first
+/// datagram (1 GB: 1.6 s, during which a receiver's idle timeout ran out). The file is mapped
+/// and sent from the page cache: the sender's own memory stays far below the file's size.
+#[test]
+fn a_looped_file_is_sent_from_its_pages_not_copied_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = generate_with(dir.path(), &["--rate", "512M"]);
+    let size_kb = std::fs::metadata(&ef).unwrap().len() / 1024;
+    assert!(size_kb > 100_000, "a file of {size_kb} KB");
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let mut tx = common::Proc(
+        bin()
+            .args(["stream", "send", "--to", &to, "--loop", "--duration", "2s", "--json"])
+            .arg(&ef)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = tx.0.id();
+    let mut stdout = tx.0.stdout.take().unwrap();
+    let report = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut v).map(|_| v)
+    });
+    let mut most = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(20) && tx.0.try_wait().unwrap().is_none() {
+        most = most.max(rss_anon_kb(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(tx.0.wait().unwrap().success());
+    let s: Value = serde_json::from_slice(&report.join().unwrap().unwrap()).unwrap();
+    assert!(s["stations"][0]["frames_sent"].as_u64().unwrap() > 0, "{s}");
+    assert!(
+        most < size_kb / 4,
+        "the sender held {most} KB of its own memory for a file of {size_kb} KB"
     );
 }

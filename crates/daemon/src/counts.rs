@@ -60,6 +60,8 @@ impl TransferCounts {
     /// Bytes given out: written to files, relayed, or sent.
     pub fn bytes_out(&self) -> u64 {
         match self {
+            // A live output (net2sfxc): what its readers took.
+            TransferCounts::Recv(s) if !s.live.is_empty() => s.live.iter().map(|l| l.bytes_sent).sum(),
             TransferCounts::Recv(s) => written_bytes(s),
             TransferCounts::Relay(s) => s.output.iter().map(|o| o.bytes_sent).sum(),
             TransferCounts::Send(s) => s.stations.iter().map(|x| x.bytes_sent).sum(),
@@ -123,10 +125,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
 /// lost after the last) are lost, reordered are out of order, late and duplicate copies are
 /// discarded, and so are the datagrams of sources refused as a station's boards (jive5ab records
-/// every datagram on its port), jumps are discontinuities.
+/// every datagram on its port), jumps are discontinuities. A live output's frames dropped for a
+/// reader slower than the station (`net2sfxc`) are discarded too.
 fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
     let mut e = EvlbiStats {
-        pkt_disc: s.datagrams.foreign_source,
+        pkt_disc: s.datagrams.foreign_source + s.live.iter().map(|l| l.dropped_slow_reader).sum::<u64>(),
         ..EvlbiStats::default()
     };
     for st in &s.stations {

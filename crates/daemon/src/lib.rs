@@ -39,6 +39,7 @@ pub mod paths;
 mod recorder;
 pub mod scans;
 pub mod settings;
+mod space;
 mod station;
 pub mod transfer;
 pub mod vsi;
@@ -211,7 +212,17 @@ impl Daemon {
             Running::Disk2File(j) => Some(j.dest.clone()),
         };
         c.scans = st.session.recorded.len() as u64;
+        let set = space::look(&st.disks);
+        c.time_left_s = st.settings.mode.as_ref().map(|m| space::time_left_s(&set, m));
+        c.disks = set.disks;
         self.serve_pub.publish(Status::Serve(c));
+    }
+
+    /// Publish the counts again with a fresh look at the disks' space (the metrics' time left
+    /// stays current between statements): for a timer of the caller's, every few seconds.
+    pub fn refresh(&self) {
+        let st = self.lock();
+        self.publish(&st);
     }
 
     /// A transfer that ended by itself is collected: a failure goes to the error queue (bit
@@ -324,6 +335,10 @@ impl Daemon {
             Request::Record(r) => self.record(st, r),
             Request::Net2File(n) => self.net2file(st, n),
             Request::Net2Net(n) => self.net2net(st, n),
+            Request::Net2Sfxc(n) => self.net2sfxc(st, n),
+            // jive5ab's channel dropping: only 0 (none) parses.
+            Request::Trackmask(Setting::Query) => ok(vec!["0x0000000000000000".into()]),
+            Request::Trackmask(Setting::Set(_)) => ok(vec![]),
             Request::Fill2Net(f) => self.fill2net(st, f),
             Request::Evlbi(fmt) => {
                 let stats = self.evlbi_stats(st);
@@ -444,7 +459,7 @@ impl Daemon {
         let outlet = match kind {
             Kind::Net2Net => &self.relay_counts,
             Kind::Fill2Net => &self.fill_counts,
-            Kind::Record | Kind::Net2File => &self.record_counts,
+            Kind::Record | Kind::Net2File | Kind::Net2Sfxc => &self.record_counts,
             Kind::Disk2File => return None,
         };
         let c = outlet.latest()?;
@@ -473,6 +488,7 @@ impl Daemon {
         let out_name = match kind {
             Kind::Net2Net | Kind::Fill2Net => "NetWriter",
             Kind::Record | Kind::Net2File | Kind::Disk2File => "FileWriter",
+            Kind::Net2Sfxc => "SFXCWrite",
         };
         if !query {
             let now = unix_now();
@@ -524,7 +540,7 @@ impl Daemon {
             w |= 0x3 << 3;
             w |= match k {
                 Kind::Record | Kind::Net2File => 1 << 6,
-                Kind::Net2Net | Kind::Fill2Net => 1 << 16,
+                Kind::Net2Net | Kind::Fill2Net | Kind::Net2Sfxc => 1 << 16,
                 Kind::Disk2File => (1 << 8) | (1 << 12),
             };
         }
@@ -567,13 +583,18 @@ mod tests {
     use vsis::statement::split_request;
 
     fn daemon() -> (Daemon, tempfile::TempDir) {
+        daemon_on(Hub::new("serve", "0.1.0"))
+    }
+
+    /// A daemon publishing to `hub`.
+    fn daemon_on(hub: Arc<Hub>) -> (Daemon, tempfile::TempDir) {
         let root = tempfile::tempdir().unwrap();
         let env = TransferEnv {
             paths: paths::StationPaths::new(&[root.path().to_path_buf()], &[]).unwrap(),
             writer: recording::write::WriterPlacement::Thread,
             interval: std::time::Duration::from_millis(100),
         };
-        (Daemon::new(env, "0.1.0", Hub::new("serve", "0.1.0")).unwrap(), root)
+        (Daemon::new(env, "0.1.0", hub).unwrap(), root)
     }
 
     fn say(d: &Daemon, line: &str) -> String {
@@ -660,6 +681,52 @@ mod tests {
             say(&d, "rtime? ;").starts_with("!rtime? 0 : "),
             "{}",
             say(&d, "rtime? ;")
+        );
+    }
+
+    /// Issue 37 (3): each disk's free space in `rtime?` after jive5ab's fields, and in the
+    /// published status with the time left at the mode's rate — two directories on one file
+    /// system counted once.
+    #[test]
+    fn rtime_and_the_status_say_each_disks_space_and_the_time_left() {
+        let hub = Hub::new("serve", "0.1.0");
+        let (d, root) = daemon_on(hub.clone());
+        for n in ["d0", "d1"] {
+            std::fs::create_dir(root.path().join(n)).unwrap();
+        }
+        assert_eq!(say(&d, "mode = VDIF_8000-2048-16-2 ;"), "!mode = 0 ;");
+        assert_eq!(say(&d, "set_disks = d0 : d1 ;"), "!set_disks = 0 : 2 ;");
+        let reply = say(&d, "rtime? ;");
+        let fields: Vec<&str> = reply.trim_end_matches(" ;").split(" : ").collect();
+        assert_eq!(fields.len(), 1 + 7 + 2, "{reply}");
+        for (f, n) in fields[8..].iter().zip(["d0", "d1"]) {
+            assert!(f.contains(n) && f.ends_with("GB"), "{reply}");
+        }
+        let free = safedir::Dir::open(root.path()).unwrap().space().unwrap().free as f64;
+        let rate = 2048e6 * 8032.0 / 8000.0;
+        let said: f64 = fields[1].trim_end_matches('s').parse().unwrap();
+        // Free space changes as other processes write: within 1 %.
+        assert!(
+            (said - free * 8.0 / rate).abs() <= 0.01 * said,
+            "{said} s for {free} bytes: {reply}"
+        );
+        let serve = hub
+            .snapshot()
+            .into_iter()
+            .find_map(|(_, st)| match &*st {
+                Status::Serve(s) => Some(s.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(serve.disks.len(), 2, "{serve:?}");
+        assert!(serve
+            .disks
+            .iter()
+            .all(|x| x.total_bytes > 0 && x.free_bytes <= x.total_bytes));
+        let left = serve.time_left_s.unwrap();
+        assert!(
+            (left - free * 8.0 / rate).abs() <= 0.01 * left,
+            "one file system, counted once: {left} s"
         );
     }
 

@@ -2,6 +2,8 @@
 
 use recording::write::{unique_label, FileMode};
 use safedir::{DirError, EntryKind};
+use stream_session::live::sfxc::SfxcAddr;
+use vsis::command::Net2Sfxc;
 use vsis::command::{Net2File, Record, RecordFormat};
 use vsis::playback::OpenMode;
 use vsis::ReturnCode;
@@ -216,6 +218,90 @@ impl Daemon {
                 }
             }
             Net2File::Close => self.stop(st, Kind::Net2File),
+        }
+    }
+
+    /// `net2sfxc`: the data port's stream to SFXC's `mk5://` reader on a socket (a path below
+    /// the allowed directories, or a TCP port), as jive5ab serves a correlator input host.
+    pub(crate) fn net2sfxc(&self, st: &mut State, n: Net2Sfxc) -> Answer {
+        match n {
+            Net2Sfxc::Query => match &st.running {
+                Running::Recording(r) if r.kind == Kind::Net2Sfxc => {
+                    let live = self.live_status();
+                    let reader = if live.as_ref().is_some_and(|l| l.connected) {
+                        "connected"
+                    } else {
+                        "waiting"
+                    };
+                    let l = live.unwrap_or_default();
+                    ok(vec![
+                        "active".into(),
+                        l.bytes_sent.to_string(),
+                        r.name.clone(),
+                        reader.into(),
+                        format!("dropped {}", l.dropped_slow_reader),
+                    ])
+                }
+                _ => ok(vec!["inactive".into(), "0".into()]),
+            },
+            Net2Sfxc::Open { target } => {
+                if let Err(a) = Self::idle(st) {
+                    return a;
+                }
+                let default_dir = st.disks.first().cloned().unwrap_or_default();
+                let (addr, name) = match self.sfxc_addr(&target, &default_dir) {
+                    Ok(a) => a,
+                    Err(e) => return refuse(ReturnCode::BadParameter, e),
+                };
+                let live = stream_session::live::LiveTarget::Sfxc { addr, station: None };
+                match transfer::start_recording(
+                    Kind::Net2Sfxc,
+                    &name,
+                    Target::Live(live),
+                    &st.settings,
+                    &self.env,
+                    self.record_counts.clone(),
+                ) {
+                    Ok(rec) => {
+                        st.running = Running::Recording(rec);
+                        st.last = Some(Kind::Net2Sfxc);
+                        st.tstat = None;
+                        ok(vec![])
+                    }
+                    Err(e) => crate::refuse_start(&e),
+                }
+            }
+            Net2Sfxc::Close => self.stop(st, Kind::Net2Sfxc),
+        }
+    }
+
+    /// Where `net2sfxc = open : TARGET` serves: a TCP port (jive5ab's reading of a number: every
+    /// interface), or a unix socket below the allowed directories; and its name for replies (the
+    /// path, or the port: VSI-S fields hold no ':').
+    fn sfxc_addr(&self, target: &str, default_dir: &std::path::Path) -> Result<(SfxcAddr, String), String> {
+        if let Ok(port) = target.parse::<u16>() {
+            if port == 0 {
+                return Err("port 0: give the port SFXC connects to".into());
+            }
+            let a = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+            return Ok((SfxcAddr::Tcp(a), port.to_string()));
+        }
+        let (dir, name) = self.env.paths.file(target, default_dir).map_err(|e| e.to_string())?;
+        let shown = dir.display(&name).display().to_string();
+        Ok((
+            SfxcAddr::Unix {
+                dir: std::sync::Arc::new(dir),
+                name,
+            },
+            shown,
+        ))
+    }
+
+    /// The live output's counts, from the receiver's latest.
+    pub(crate) fn live_status(&self) -> Option<stream::results::LiveOutputStatus> {
+        match &*self.record_counts.latest()? {
+            crate::counts::TransferCounts::Recv(s) => s.live.first().cloned(),
+            _ => None,
         }
     }
 }

@@ -466,21 +466,16 @@ impl Daemon {
     /// `rtime?`: time left at the mode's rate (headers included) over the free space of the
     /// set disks — each file system counted once (jive5ab adds up directories, so four
     /// directories on one disk count it four times) —, the free space, its share, the format,
-    /// tracks, and the rate.
+    /// tracks, and the rate; then, beyond jive5ab's fields, each disk's free space as
+    /// `PATH=GB` (the fields the Field System reads come first and are unchanged).
     pub(crate) fn rtime(&self, st: &mut State) -> Answer {
-        let mut seen = Vec::new();
-        let (mut free, mut total) = (0u64, 0u64);
-        for d in &st.disks {
-            let Ok(dir) = safedir::Dir::open(d) else { continue };
-            let (Ok((dev, _)), Ok(space)) = (dir.identity(), dir.space()) else {
-                continue;
-            };
-            if !seen.contains(&dev) {
-                seen.push(dev);
-                free += space.free;
-                total += space.total;
-            }
-        }
+        let set = crate::space::look(&st.disks);
+        let (free, total) = (set.free, set.total);
+        let per_disk: Vec<String> = set
+            .disks
+            .iter()
+            .map(|d| format!("{}={}GB", d.path, cpp_double(d.free_bytes as f64 / 1e9)))
+            .collect();
         let gb = format!("{}GB", cpp_double(free as f64 / 1e9));
         let pct = format!(
             "{}%",
@@ -491,7 +486,7 @@ impl Daemon {
             })
         );
         let Some(m) = &st.settings.mode else {
-            return ok(vec![
+            let mut f = vec![
                 "<unknown> (no mode set yet)".into(),
                 gb,
                 pct,
@@ -499,10 +494,12 @@ impl Daemon {
                 "0".into(),
                 "0".into(),
                 "<unknown> Mbps".into(),
-            ]);
+            ];
+            f.extend(per_disk);
+            return ok(f);
         };
-        let rate = m.rate_bps() * f64::from(m.frame_len()) / f64::from(m.payload.max(1));
-        ok(vec![
+        let rate = crate::space::recorded_rate_bps(m);
+        let mut f = vec![
             format!("{}s", cpp_double(free as f64 * 8.0 / rate)),
             gb,
             pct,
@@ -510,6 +507,8 @@ impl Daemon {
             m.tracks().to_string(),
             "0MHz".into(),
             format!("{}Mbps", cpp_double(rate / 1e6)),
-        ])
+        ];
+        f.extend(per_disk);
+        ok(f)
     }
 }

@@ -44,6 +44,8 @@ pub enum Kind {
     Net2File,
     /// `net2net`.
     Net2Net,
+    /// `net2sfxc`: a receiver whose output is SFXC's `mk5://` socket.
+    Net2Sfxc,
     /// `fill2net`.
     Fill2Net,
     /// `disk2file`.
@@ -57,6 +59,7 @@ impl Kind {
             Kind::Record => "record",
             Kind::Net2File => "net2file",
             Kind::Net2Net => "net2net",
+            Kind::Net2Sfxc => "net2sfxc",
             Kind::Fill2Net => "fill2net",
             Kind::Disk2File => "disk2file",
         }
@@ -227,7 +230,13 @@ pub enum Target {
     /// One file (`net2file = open : PATH,mode`): its directory (opened below the roots through no
     /// link), name and mode.
     OneFile(safedir::Dir, String, FileMode),
+    /// SFXC's reader on a socket (`net2sfxc = open : SOCK`), not a recording.
+    Live(stream_session::live::LiveTarget),
 }
+
+/// A live reader's reorder window: frames are out this long after they are due (the added
+/// latency a correlator sees; jive5ab's net2sfxc reorders nothing beyond its read-ahead).
+pub const LIVE_LATENCY: Duration = Duration::from_millis(2);
 
 /// Start receiving into `target`; `name` is what `record?` and the metrics call it.
 pub fn start_recording(
@@ -242,10 +251,19 @@ pub fn start_recording(
     settings.check_receivable(format)?;
     let listen = settings.listen()?;
     let native = format == SeqFormat::Native;
-    let (out_dir, out_file, recording) = match target {
-        Target::Scan(r) => (None, None, Some(r)),
-        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None),
-        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None),
+    let (out_dir, out_file, recording, live) = match target {
+        Target::Scan(r) => (None, None, Some(r), None),
+        Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None, None),
+        Target::OneFile(d, n, m) => (Some(OutputDir::Opened(Arc::new(d))), Some((n, m)), None, None),
+        Target::Live(t) => (None, None, None, Some(stream_session::live::LiveConfig::new(vec![t]))),
+    };
+    let (latency, max_stations) = match &live {
+        // One station per socket, as jive5ab's net2sfxc carries one stream.
+        Some(_) => (LIVE_LATENCY, 1),
+        None => (
+            ReceiverConfig::default().latency,
+            ReceiverConfig::default().max_stations,
+        ),
     };
     let cfg = RecvConfig {
         listen,
@@ -265,6 +283,9 @@ pub fn start_recording(
             threads: settings.threads.filter(|_| !native),
             station_frames_per_second: if native { None } else { settings.frames_per_second()? },
             confirm: 4,
+            latency,
+            max_stations,
+            fill_silence_after: live.as_ref().map(|l| l.fill_silence_after),
             ..ReceiverConfig::default()
         },
         duration: None,
@@ -277,6 +298,7 @@ pub fn start_recording(
         // The backend streams before `record = on` and after: the recording begins once its
         // writers are up, not with a socket buffer's worth and then a gap while they start.
         output_before_bind: true,
+        live,
     };
     let bound = BoundReceiver::bind(cfg).map_err(StartError::Receive)?;
     outlet.clear();
@@ -666,6 +688,7 @@ pub fn recv_status(r: &RecvReport) -> RecvStatus {
         writer_stalls: r.writer_stalls,
         naks_sent: r.naks_sent,
         disks_dropped: r.recording.as_ref().map_or(0, |x| x.disks_dropped),
+        live: r.live.clone(),
     }
 }
 

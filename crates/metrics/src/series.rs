@@ -90,6 +90,13 @@ metrics! {
     STREAM_WRITER_STALLS "evlbi_stream_writer_stalls" Counter "Times the receiver waited for the file writer.";
     STREAM_DISKS_DROPPED "evlbi_stream_disks_dropped" Gauge "Disks that have left the multi-disk recording (vbs, Mark6) after a write error; the scan goes on over the others.";
     STREAM_NAKS "evlbi_stream_naks_sent" Counter "NAK datagrams sent asking for repeats (ARQ).";
+    LIVE_FRAMES_SENT "evlbi_live_frames_sent" Counter "Frames written to a correlator's reader (net2sfxc, --out sfxc:), filled ones included.";
+    LIVE_FILLED_SENT "evlbi_live_filled_sent" Counter "Filled invalid frames written to a correlator's reader.";
+    LIVE_BYTES_SENT "evlbi_live_bytes_sent" Counter "Bytes written to a correlator's reader.";
+    LIVE_DROPPED "evlbi_live_frames_dropped" Counter "Frames a live output did not send, by reason (slow_reader: the reader took less than the station sent; no_reader; at_start: before a time step at a reader's start; behind: time went back).";
+    LIVE_CONNECTED "evlbi_live_reader_connected" Gauge "1 while a correlator's reader is connected.";
+    LIVE_CLIENTS "evlbi_live_readers" Counter "Readers connected, and refused (busy) or closed for a bad request.";
+    LIVE_QUEUED "evlbi_live_queued_bytes" Gauge "Bytes queued for the reader.";
     STREAM_ARQ_NAKS "evlbi_stream_arq_naks" Counter "NAKs a sender or relay received.";
     STREAM_ARQ_RESENT "evlbi_stream_arq_resent" Counter "Frames a sender or relay sent again on NAK.";
     RELAY_SENDER_DATAGRAMS "evlbi_relay_sender_datagrams" Counter "Datagrams per input sender (backend board).";
@@ -132,6 +139,9 @@ metrics! {
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
     SERVE_CONNECTIONS "evlbi_serve_connections" Counter "VSI-S connections accepted.";
     SERVE_CONNECTIONS_REFUSED "evlbi_serve_connections_refused" Counter "VSI-S connections closed at once: the peer is neither loopback nor allowed (--vsi-allow).";
+    SERVE_DISK_FREE "evlbi_serve_disk_free_bytes" Gauge "Free space of each set disk's file system.";
+    SERVE_DISK_SIZE "evlbi_serve_disk_size_bytes" Gauge "Size of each set disk's file system.";
+    SERVE_TIME_LEFT "evlbi_serve_time_left_seconds" Gauge "Time until the set disks are full at the mode's rate (each file system counted once).";
 }
 
 /// Collects the samples of one source.
@@ -208,6 +218,33 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
     o.int(&STREAM_WRITER_STALLS, &[], s.writer_stalls);
     o.int(&STREAM_NAKS, &[], s.naks_sent);
     o.int(&STREAM_DISKS_DROPPED, &[], s.disks_dropped);
+    for l in &s.live {
+        let at = [("endpoint", l.endpoint.as_str())];
+        o.int(&LIVE_FRAMES_SENT, &at, l.frames_sent);
+        o.int(&LIVE_FILLED_SENT, &at, l.filled_sent);
+        o.int(&LIVE_BYTES_SENT, &at, l.bytes_sent);
+        for (reason, n) in [
+            ("slow_reader", l.dropped_slow_reader),
+            ("no_reader", l.dropped_no_reader),
+            ("at_start", l.skipped_at_start),
+            ("behind", l.behind),
+        ] {
+            o.int(
+                &LIVE_DROPPED,
+                &[("endpoint", l.endpoint.as_str()), ("reason", reason)],
+                n,
+            );
+        }
+        o.int(&LIVE_CONNECTED, &at, u64::from(l.connected));
+        for (what, n) in [
+            ("connected", l.clients),
+            ("refused", l.clients_refused),
+            ("bad_request", l.bad_requests),
+        ] {
+            o.int(&LIVE_CLIENTS, &[("endpoint", l.endpoint.as_str()), ("what", what)], n);
+        }
+        o.int(&LIVE_QUEUED, &at, l.queued_bytes);
+    }
 }
 
 /// The per-source datagram counts of a receiving command.
@@ -357,6 +394,13 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_OVERLONG, &[], s.overlong_lines);
     o.int(&SERVE_CONNECTIONS, &[], s.connections);
     o.int(&SERVE_CONNECTIONS_REFUSED, &[], s.connections_refused);
+    for d in &s.disks {
+        o.int(&SERVE_DISK_FREE, &[("disk", d.path.as_str())], d.free_bytes);
+        o.int(&SERVE_DISK_SIZE, &[("disk", d.path.as_str())], d.total_bytes);
+    }
+    if let Some(t) = s.time_left_s {
+        o.float(&SERVE_TIME_LEFT, &[], t);
+    }
 }
 
 #[cfg(test)]

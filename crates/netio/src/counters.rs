@@ -342,6 +342,27 @@ pub fn socket_drops(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
     UdpSocketEntry::read(inode).ok().flatten().map(|e| e.drops)
 }
 
+/// Bytes queued in `sock`'s receive buffer now, as the kernel charges them against the
+/// buffer's size (SO_MEMINFO `SK_MEMINFO_RMEM_ALLOC`: each datagram with its overhead, so the
+/// figure compares with the granted SO_RCVBUF); `None` where the kernel does not say. One
+/// system call: cheap enough to look after each wait of a receive loop.
+pub fn socket_queued_bytes(sock: &impl std::os::fd::AsRawFd) -> Option<u64> {
+    // SK_MEMINFO_VARS is 9 since Linux 4.x; the receive allocation is the first.
+    let mut info = [0u32; 16];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which holds them.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len >= 4).then(|| u64::from(info[0]))
+}
+
 /// Another process's CPU time and nice level from /proc/PID/stat (proc(5)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessStat {

@@ -20,7 +20,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -32,6 +32,10 @@ const MAGIC: [u8; 8] = *b"evlbiRNG";
 const FAILED_AT: usize = 16;
 const FAILED_LEN_AT: usize = 18;
 const FAILED_MSG_AT: usize = 24;
+/// The writer's look at its disk ([`SharedRing::publish_space`]): the free bytes of the file
+/// system and the bytes it had written in all when it looked, each a u64 (8-aligned).
+const SPACE_FREE_AT: usize = 1008;
+const SPACE_WRITTEN_AT: usize = 1016;
 const STATE_AT: usize = 1024;
 /// Slots the header page can describe.
 pub const MAX_SLOTS: u32 = (HEADER - STATE_AT) as u32;
@@ -132,15 +136,27 @@ impl SharedRing {
         Ok(ring)
     }
 
-    /// Wait until the ring's memory is allocated: for a receiver that sets its output up before
-    /// it binds its socket (nothing queues meanwhile), so the receive path never faults a page
-    /// in — allocating beside a receiver already reading held it off long enough to drop frames
-    /// at 2 Gb/s (bench/record_start.sh).
-    pub fn wait_populated(&self) {
-        let populator = self.populator.lock().map(|mut p| p.take()).unwrap_or(None);
-        if let Some((thread, _)) = populator {
+    /// Wait until the ring's memory is allocated, or until `deadline`: for a receiver that sets
+    /// its output up before it binds its socket (nothing queues meanwhile), so the receive path
+    /// never faults a page in — allocating beside a receiver already reading held it off long
+    /// enough to drop frames at 2 Gb/s (bench/record_start.sh). Past the deadline the thread
+    /// goes on allocating and the receiver faults in what it reaches first: a receiver never
+    /// waits for its own set-up without end (on a cold VM 8 MiB took 20–30 ms, 256 MiB up to
+    /// a second). Whether the memory is all allocated.
+    pub fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        let Ok(mut populator) = self.populator.lock() else {
+            return false;
+        };
+        while populator.as_ref().is_some_and(|(t, _)| !t.is_finished()) {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if let Some((thread, _)) = populator.take() {
             let _ = thread.join();
         }
+        true
     }
 
     /// Map a ring another process created and passed as `fd`, checking its header against its
@@ -262,7 +278,7 @@ impl SharedRing {
         if self.failed_flag().load(Ordering::Acquire) != 0 {
             return;
         }
-        let mut n = why.len().min(STATE_AT - FAILED_MSG_AT);
+        let mut n = why.len().min(SPACE_FREE_AT - FAILED_MSG_AT);
         while !why.is_char_boundary(n) {
             n -= 1;
         }
@@ -284,10 +300,34 @@ impl SharedRing {
         // SAFETY: header bytes, written before the flag was set (Acquire above pairs with the
         // writer's Release); the length is bounded to the message area.
         unsafe { std::ptr::copy_nonoverlapping(self.base.add(FAILED_LEN_AT), len.as_mut_ptr(), 2) };
-        let n = usize::from(u16::from_le_bytes(len)).min(STATE_AT - FAILED_MSG_AT);
+        let n = usize::from(u16::from_le_bytes(len)).min(SPACE_FREE_AT - FAILED_MSG_AT);
         // SAFETY: as above.
         let msg = unsafe { std::slice::from_raw_parts(self.base.add(FAILED_MSG_AT), n) };
         Some(String::from_utf8_lossy(msg).into_owned())
+    }
+
+    fn word(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at.is_multiple_of(8) && at + 8 <= STATE_AT);
+        // SAFETY: 8 aligned bytes of the header page (the mapping is page-aligned), below the
+        // slot states; only ever accessed atomically.
+        unsafe { &*self.base.add(at).cast::<AtomicU64>() }
+    }
+
+    /// Writer: its disk had `free` bytes free when it had written `written` bytes in all. The
+    /// free space first, then the count: a receiver reading the count first and the space after
+    /// ([`SharedRing::space`]) never pairs a space with an older count than its own, so it never
+    /// thinks the disk has more room than it had.
+    pub fn publish_space(&self, free: u64, written: u64) {
+        self.word(SPACE_FREE_AT).store(free, Ordering::Release);
+        self.word(SPACE_WRITTEN_AT).store(written, Ordering::Release);
+    }
+
+    /// Receiver: the writer's last look at its disk, `(free, written)` (see
+    /// [`SharedRing::publish_space`]); `None` before the first.
+    pub fn space(&self) -> Option<(u64, u64)> {
+        let written = self.word(SPACE_WRITTEN_AT).load(Ordering::Acquire);
+        let free = self.word(SPACE_FREE_AT).load(Ordering::Acquire);
+        (free != 0 || written != 0).then_some((free, written))
     }
 
     /// Slots with the writer (handed over, not yet written): its backlog.
@@ -385,7 +425,13 @@ mod tests {
         tx.set_failed(&long);
         tx.set_failed("a later reason is not kept");
         let got = rx.failed().unwrap();
-        assert!(got.len() <= STATE_AT - FAILED_MSG_AT && got.starts_with("éé"), "{got}");
+        assert!(
+            got.len() <= SPACE_FREE_AT - FAILED_MSG_AT && got.starts_with("éé"),
+            "{got}"
+        );
+        assert_eq!(rx.space(), None, "a long reason leaves the disk's space alone");
+        tx.publish_space(5 << 20, 3 << 20);
+        assert_eq!(rx.space(), Some((5 << 20, 3 << 20)));
         assert!(!got.contains('\u{fffd}'), "cut on a character boundary");
         let mut held = vec![false; 2];
         let s = rx.try_take(&mut held).unwrap();

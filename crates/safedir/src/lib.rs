@@ -76,7 +76,9 @@ pub enum EntryKind {
     Dir,
     /// A regular file.
     File,
-    /// Anything else: a symbolic link, a FIFO, a device, a socket.
+    /// A unix-domain socket.
+    Socket,
+    /// Anything else: a symbolic link, a FIFO, a device.
     Other,
 }
 
@@ -397,6 +399,33 @@ impl Dir {
         Ok(())
     }
 
+    /// `name` through this directory's descriptor (`/proc/self/fd/N/name`): a path that the
+    /// kernel resolves from the open directory, so no component of the directory's own path is
+    /// looked up again. For the calls that take only a path (a unix socket's `bind`/`connect`).
+    fn fd_path(&self, name: &str) -> Result<PathBuf, DirError> {
+        use std::os::fd::AsRawFd;
+        Ok(PathBuf::from(format!(
+            "/proc/self/fd/{}/{}",
+            self.fd.as_raw_fd(),
+            component(name)?
+        )))
+    }
+
+    /// A unix-domain socket listening at `name`, created in this directory. `bind` never follows
+    /// a link at `name` (anything there, link or not, fails it: `AddrInUse`).
+    pub fn bind_unix(&self, name: &str) -> io::Result<std::os::unix::net::UnixListener> {
+        std::os::unix::net::UnixListener::bind(self.fd_path(name).map_err(DirError::into_io)?)
+    }
+
+    /// Connect to the unix-domain socket `name` in this directory (whether one listens there).
+    /// A link at `name` is refused, not followed.
+    pub fn connect_unix(&self, name: &str) -> io::Result<std::os::unix::net::UnixStream> {
+        if self.kind(name).map_err(DirError::into_io)? != Some(EntryKind::Socket) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a socket"));
+        }
+        std::os::unix::net::UnixStream::connect(self.fd_path(name).map_err(DirError::into_io)?)
+    }
+
     /// Remove the entry `name` (a file or a link, never what a link points to).
     pub fn remove(&self, name: &str) -> io::Result<()> {
         rustix::fs::unlinkat(&self.fd, component(name).map_err(DirError::into_io)?, AtFlags::empty())?;
@@ -452,6 +481,7 @@ fn entry_kind(t: FileType) -> EntryKind {
     match t {
         FileType::Directory => EntryKind::Dir,
         FileType::RegularFile => EntryKind::File,
+        FileType::Socket => EntryKind::Socket,
         _ => EntryKind::Other,
     }
 }

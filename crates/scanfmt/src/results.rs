@@ -24,6 +24,14 @@ pub struct DiskReport {
     /// The error that dropped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Blocks that went to another disk because this one had no room left for a whole block
+    /// (its free space, less what it had yet to write, below a block and its headroom): a
+    /// disk filling up is left before a write fails on it, and stays in the set.
+    #[serde(default)]
+    pub passed_over_full: u64,
+    /// Free space of its file system at the writer's last look, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
 }
 
 /// One recording (scan) a recorder wrote: one per station, or per thread.

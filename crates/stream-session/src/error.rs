@@ -23,6 +23,9 @@ pub enum StreamSessionError {
         /// What is wrong with it.
         problem: InputProblem,
     },
+    /// A live output could not start (its socket, its thread).
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
     /// The sender's schedule cannot go on (a looped file ran past the VDIF time field).
     #[error(transparent)]
     Schedule(#[from] stream::SenderError),

@@ -8,14 +8,19 @@
 //!   live and at the end.
 //! - [`relay`]: input sockets read on their own threads, [`stream::relay::Relay`] between them
 //!   and the output socket, the tee through [`recording::write::Recorder`].
+//! - [`live`]: a station's frames, in time order, to a correlator reading a stream socket
+//!   (SFXC's `mk5://` reader, as jive5ab's `net2sfxc` serves it), never holding the receiver up.
 //! - [`report`]: the result structs (defined in [`stream::results`]; JSON is the source of truth).
 
 #![warn(missing_docs)]
 
+pub mod live;
 pub mod recv;
 pub mod relay;
 pub mod report;
 pub mod send;
+
+mod mapped;
 
 pub mod error;
 

@@ -9,11 +9,13 @@ use netio::counters::{clock_ticks_per_second, read_process_cpu, socket_drops, Pr
 use netio::BufferRequest;
 use stream::{Receiver, ReceiverConfig};
 
+use crate::live::{LiveConfig, LiveSink};
 use crate::report::RecvReport;
 use crate::{ConfigError, Observer, StreamSessionError};
 use netio::io_err;
-use recording::write::{OutputDir, Recorder, RecordingConfig, WriterPlacement};
-use stream::results::RecvStatus;
+use recording::write::{OutputDir, Recorder, RecordingConfig, SinkOutcome, WriterPlacement};
+use stream::results::{LiveOutputStatus, RecvStatus};
+use stream::FrameSink;
 
 /// How to run a receiver.
 #[derive(Debug, Clone)]
@@ -54,6 +56,9 @@ pub struct RecvConfig {
     /// four disks' writer processes took long enough on a host with both cores busy to drop
     /// 54–980 frames at the start of a scan, which the recording then showed as lost.
     pub output_before_bind: bool,
+    /// Live outputs to a correlator's reader instead of a recording (`out_dir`, `recording` and
+    /// `out_file` are then unset).
+    pub live: Option<LiveConfig>,
 }
 
 /// One live line: counts over the last interval and totals.
@@ -95,7 +100,7 @@ pub struct BoundReceiver {
     cfg: RecvConfig,
     socks: Vec<std::net::UdpSocket>,
     grants: Vec<netio::BufferGrant>,
-    sink: Recorder,
+    sink: Sink,
     /// Each datagram carries the socket's drop count (SO_RXQ_OVFL).
     drop_count: bool,
     observer: Option<Observer<RecvStatus>>,
@@ -114,8 +119,11 @@ impl BoundReceiver {
         }
         let early = if cfg.output_before_bind {
             let sink = Self::output(&cfg)?;
-            // Nothing queues yet: the receive path will never fault its buffers in.
-            sink.wait_populated();
+            // Nothing queues yet: the receive path will never fault its buffers in — unless
+            // allocating takes longer than the idle timeout (2 s without one), which the
+            // receiver never waits for its own set-up.
+            let limit = cfg.idle_timeout.unwrap_or(Duration::from_secs(2));
+            sink.wait_populated(Instant::now() + limit);
             Some(sink)
         } else {
             None
@@ -156,7 +164,10 @@ impl BoundReceiver {
     }
 
     /// The output `cfg` asks for, its writers started.
-    fn output(cfg: &RecvConfig) -> Result<Recorder, StreamSessionError> {
+    fn output(cfg: &RecvConfig) -> Result<Sink, StreamSessionError> {
+        if let Some(live) = &cfg.live {
+            return Ok(Sink::Live(live.start()?));
+        }
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),
             cfg.recording.as_ref(),
@@ -167,10 +178,10 @@ impl BoundReceiver {
             cfg.split_threads,
         )
         .map_err(io_err("set up the output directory (or disks) and its writers"))?;
-        Ok(match (sink, &cfg.out_file) {
+        Ok(Sink::Rec(match (sink, &cfg.out_file) {
             (Recorder::Files(f), Some((name, mode))) => Recorder::Files(f.into_one_file(name, *mode)),
             (s, _) => s,
-        })
+        }))
     }
 
     /// Hand `observer` the counts so far at every live interval.
@@ -240,6 +251,12 @@ impl BoundReceiver {
                 break "duration";
             }
             let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
+            if let Sink::Live(live) = &mut sink {
+                // A station gone quiet goes on as filled frames at its rate; what the batch
+                // gave goes to the readers now.
+                rx.fill_silence(Instant::now(), live);
+                live.flush();
+            }
             if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
                 say(n);
             }
@@ -247,8 +264,10 @@ impl BoundReceiver {
                 .idle_timeout
                 .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
             // Counted from the start until something arrives (`ready_since` starts there): a
-            // receiver that never hears a sender stops too (issue 29: it waited forever).
-            if !received && idle {
+            // receiver that never hears a sender stops too (issue 29: it waited forever). Never
+            // while datagrams are queued for it (a loop held off its core sees them late, not
+            // never).
+            if !received && idle && !queued(&socks) {
                 break "idle timeout";
             }
             let now = Instant::now();
@@ -292,13 +311,14 @@ impl BoundReceiver {
             receive_calls: t.calls,
             stopped_by: stopped_by.to_string(),
             data_age: std::mem::take(&mut tally.data_age),
+            queue_peak: tally.queue_peak,
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
     }
 }
 
 /// The counts so far, for an observer.
-fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_sent: u64) -> RecvStatus {
+fn status(line: &LiveLine, rx: &Receiver, sink: &Sink, dropped: u64, naks_sent: u64) -> RecvStatus {
     let (stall, stalls) = sink.stalled();
     RecvStatus {
         elapsed_s: line.elapsed_s,
@@ -312,7 +332,15 @@ fn status(line: &LiveLine, rx: &Receiver, sink: &Recorder, dropped: u64, naks_se
         writer_stalls: stalls,
         naks_sent,
         disks_dropped: line.disks_dropped.into(),
+        live: sink.live_status(),
     }
+}
+
+/// Whether any of the sockets has datagrams queued.
+fn queued(socks: &[std::net::UdpSocket]) -> bool {
+    socks
+        .iter()
+        .any(|s| netio::counters::socket_queued_bytes(s).is_some_and(|b| b > 0))
 }
 
 /// Our socket's drops alone (host-wide RcvbufErrors count every process's): /proc/net/udp is
@@ -362,7 +390,7 @@ fn receive_batch(
     wait: Duration,
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {
@@ -391,9 +419,17 @@ fn receive_batch(
                 // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
                 tally.data_age.record(wall.saturating_sub(t).max(1));
             }
+            let stalls = sink.stalled().1;
             for d in batch.iter() {
                 tally.bytes += d.data.len() as u64;
                 rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
+            }
+            // A full batch (the loop is behind) or a wait for the writer: how much the socket
+            // holds now is how deep the stall reached into its buffer.
+            if n == BATCH || sink.stalled().1 != stalls {
+                if let Some(q) = netio::counters::socket_queued_bytes(sock) {
+                    tally.queue_peak = Some(tally.queue_peak.unwrap_or(0).max(q));
+                }
             }
             t.ready_since = Instant::now();
             Ok(true)
@@ -418,7 +454,7 @@ fn receive_any(
     socks: &[std::net::UdpSocket],
     batch: &mut netio::batch::RecvBatch,
     rx: &mut Receiver,
-    sink: &mut Recorder,
+    sink: &mut Sink,
     t: &mut Timers,
     tally: &mut LiveTally,
 ) -> Result<bool, StreamSessionError> {
@@ -480,6 +516,8 @@ struct LiveTally {
     data_age: histogram::Hist,
     /// Which socket each sender's datagrams came to (several `--listen`), for its NAKs.
     routes: Vec<(SocketAddr, usize)>,
+    /// The most bytes seen queued in a receive socket (the whole run).
+    queue_peak: Option<u64>,
 }
 
 impl LiveTally {
@@ -503,7 +541,7 @@ impl LiveTally {
         first: Option<Instant>,
         interval: Duration,
         rx: &Receiver,
-        sink: &mut Recorder,
+        sink: &mut Sink,
         dropped: u64,
     ) -> LiveLine {
         let changes = rx.sender_changes();
@@ -537,6 +575,7 @@ impl LiveTally {
             stall,
             data_age: std::mem::take(&mut self.data_age),
             routes: std::mem::take(&mut self.routes),
+            queue_peak: self.queue_peak,
         };
         line
     }
@@ -554,6 +593,7 @@ struct RunEnd {
     data_age: histogram::Hist,
     dropped_after_last: u64,
     receive_calls: u64,
+    queue_peak: Option<u64>,
 }
 
 impl RunEnd {
@@ -567,10 +607,11 @@ impl RunEnd {
             &netio::batch::RecvBatch,
         ),
         rx: &Receiver,
-        mut sink: Recorder,
+        mut sink: Sink,
     ) -> RecvReport {
         let (writer_stall, writer_stalls) = sink.stalled();
-        let out = sink.finish();
+        let write_buffer_peak = sink.backlog_peak();
+        let (out, live) = sink.finish(cfg.live.as_ref().map_or(Duration::ZERO, |l| l.drain));
         let out_direct = out.recording.as_ref().is_some_and(|r| r.direct_io);
         let wall = self.started.elapsed().as_secs_f64();
         // After finish(): the writer process has been waited for, so its CPU is in ours.
@@ -615,12 +656,105 @@ impl RunEnd {
             writer_stall_s: writer_stall.as_secs_f64(),
             writer_stalls,
             write_buffer: records.then_some(cfg.write_buffer),
+            write_buffer_peak: write_buffer_peak.filter(|_| records),
+            socket_queue_peak: self.queue_peak,
             direct_io: match &cfg.recording {
                 Some(_) => out_direct,
                 None => cfg.out_dir.is_some() && cfg.direct_io,
             },
             stopped_by: self.stopped_by,
             data_age_ns: (self.data_age.count() > 0).then(|| self.data_age.summary(histogram::DEFAULT_MAX_BUCKETS)),
+            live,
+        }
+    }
+}
+
+/// Where the receiver's frames go: a recording (VDIF files, a vbs/Mark6 scan, or the memory
+/// sink) or live outputs to correlators' readers.
+#[allow(clippy::large_enum_variant)] // one per receiver, never moved on the data path
+pub(crate) enum Sink {
+    /// A recording.
+    Rec(Recorder),
+    /// Live outputs.
+    Live(LiveSink),
+}
+
+impl FrameSink for Sink {
+    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+        match self {
+            Sink::Rec(r) => r.frame(station, frame, filled),
+            Sink::Live(l) => l.frame(station, frame, filled),
+        }
+    }
+
+    fn discontinuity(&mut self, station: u16) {
+        match self {
+            Sink::Rec(r) => r.discontinuity(station),
+            Sink::Live(l) => l.discontinuity(station),
+        }
+    }
+}
+
+impl Sink {
+    fn frames(&self) -> u64 {
+        match self {
+            Sink::Rec(r) => r.frames(),
+            Sink::Live(l) => l.counts().0,
+        }
+    }
+
+    fn filled(&self) -> u64 {
+        match self {
+            Sink::Rec(r) => r.filled(),
+            Sink::Live(l) => l.counts().1,
+        }
+    }
+
+    /// Time waited for the writers (a live output never waits).
+    fn stalled(&self) -> (Duration, u64) {
+        match self {
+            Sink::Rec(r) => r.stalled(),
+            Sink::Live(_) => (Duration::ZERO, 0),
+        }
+    }
+
+    /// How deep into the write buffer a stall reached (`None` for live outputs: they never wait).
+    fn backlog_peak(&self) -> Option<u64> {
+        match self {
+            Sink::Rec(r) => r.backlog_peak(),
+            Sink::Live(_) => None,
+        }
+    }
+
+    fn disks_dropped(&mut self) -> u32 {
+        match self {
+            Sink::Rec(r) => r.disks_dropped(),
+            Sink::Live(_) => 0,
+        }
+    }
+
+    /// Wait until a recording's writers' memory is allocated, or `deadline`; whether it is (a
+    /// live output has none to wait for).
+    fn wait_populated(&self, deadline: Instant) -> bool {
+        match self {
+            Sink::Rec(r) => r.wait_populated(deadline),
+            Sink::Live(_) => true,
+        }
+    }
+
+    fn live_status(&self) -> Vec<LiveOutputStatus> {
+        match self {
+            Sink::Rec(_) => Vec::new(),
+            Sink::Live(l) => l.status(),
+        }
+    }
+
+    /// Close the recording (waiting for its writers) or stop the live outputs (a reader still
+    /// reading gets what is queued within `drain`).
+    fn finish(&mut self, drain: Duration) -> (SinkOutcome, Vec<LiveOutputStatus>) {
+        match self {
+            Sink::Rec(r) => (r.finish(), Vec::new()),
+            Sink::Live(l) => (SinkOutcome::default(), l.finish(drain)),
         }
     }
 }

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use linkemu::LossModel;
 use netio::counters::{clock_ticks_per_second, read_process_cpu};
 use netio::pacer::wait_until_spin;
@@ -169,8 +171,8 @@ struct Source {
     name: String,
     /// The input, when it is streamed by a reader thread.
     path: Option<Opener>,
-    /// The whole input as contiguous frames, when it is sent from memory.
-    memory: Option<Vec<u8>>,
+    /// The whole input as contiguous frames, when it is sent from memory (a file: mapped).
+    memory: Option<Bytes>,
     station_id: u16,
     threads: u16,
     frame_len: usize,
@@ -186,16 +188,11 @@ struct Source {
 fn examine(cfg: &SendConfig, input: Input) -> Result<Source, StreamSessionError> {
     let name = input.name();
     let (path, data, rep) = match input {
-        Input::File(path) => {
-            let len = std::fs::metadata(&path)
-                .map_err(io_err(format!("read {}", path.display())))?
-                .len();
-            examine_stream(cfg, &name, Opener::file(path), len)?
-        }
+        Input::File(path) => examine_file(cfg, &name, path)?,
         Input::Reader { len, open, .. } => examine_stream(cfg, &name, open, len)?,
         Input::Memory { data, .. } => {
             let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
-            (None, Some(data), rep)
+            (None, Some(Bytes::from(data)), rep)
         }
     };
     let rep = rep.map_err(|e| StreamSessionError::input(&name, e.into()))?;
@@ -284,7 +281,7 @@ fn unknown_frame_rate(rep: &vdif::inspect::InspectReport, bits_per_frame: f64) -
 /// memory, and the inspection.
 type Examined = (
     Option<Opener>,
-    Option<Vec<u8>>,
+    Option<Bytes>,
     Result<vdif::inspect::InspectReport, vdif::inspect::InspectError>,
 );
 
@@ -297,10 +294,26 @@ fn examine_stream(cfg: &SendConfig, name: &str, open: Opener, len: u64) -> Resul
         let mut data = Vec::with_capacity(len as usize);
         r.read_to_end(&mut data).map_err(read_err)?;
         let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
-        return Ok((Some(open), Some(data), rep));
+        return Ok((Some(open), Some(Bytes::from(data)), rep));
     }
     let rep = vdif::inspect::inspect(BufReader::with_capacity(1 << 20, r), cfg.fps, |_, _| {});
     Ok((Some(open), None, rep))
+}
+
+/// Inspect a file: mapped into memory when it fits ([`crate::mapped`]), so it is sent from its
+/// pages in the page cache and nothing is copied before the first datagram; read as a stream
+/// when it does not fit or cannot be mapped.
+fn examine_file(cfg: &SendConfig, name: &str, path: PathBuf) -> Result<Examined, StreamSessionError> {
+    let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
+    let file = File::open(&path).map_err(read_err)?;
+    let len = file.metadata().map_err(read_err)?.len();
+    if len <= MEMORY_SOURCE_MAX {
+        if let Some(data) = crate::mapped::map(&file) {
+            let rep = vdif::inspect::inspect(&data[..], cfg.fps, |_, _| {});
+            return Ok((Some(Opener::file(path)), Some(data), rep));
+        }
+    }
+    examine_stream(cfg, name, Opener::file(path), len)
 }
 
 #[derive(Default)]
@@ -716,10 +729,10 @@ fn build_boards(
     sources: Vec<Source>,
     (start, later): (Instant, u32),
 ) -> Result<(Vec<Board>, Option<usize>), StreamSessionError> {
-    let shared: Vec<(Source, Arc<Vec<u8>>)> = sources
+    let shared: Vec<(Source, Bytes)> = sources
         .into_iter()
         .map(|mut s| {
-            let data = Arc::new(s.memory.take().unwrap_or_default());
+            let data = s.memory.take().unwrap_or_default();
             (s, data)
         })
         .collect();
@@ -738,7 +751,7 @@ fn build_boards(
                 src.rate_bps.round() as u64,
             );
             let pacer = paced(cfg, Pacer::new(start, step));
-            let source = MemorySource::shared(data.clone(), src.frame_len, src.loop_seconds)
+            let source = MemorySource::from_bytes(data.clone(), src.frame_len, src.loop_seconds)
                 .only_threads(&share)
                 .later_by(later);
             let spec = StationSpec {
@@ -790,7 +803,7 @@ fn build_sender(
         let pacer = paced(cfg, Pacer::new(start, spacing));
         let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path.clone()) {
             (Some(data), _) => (
-                Box::new(MemorySource::new(data, src.frame_len, src.loop_seconds).later_by(later)),
+                Box::new(MemorySource::from_bytes(data, src.frame_len, src.loop_seconds).later_by(later)),
                 None,
             ),
             (None, path) => {

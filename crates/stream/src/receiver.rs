@@ -601,6 +601,8 @@ impl Receiver {
                 .split_from
                 .map(|total| RateCheck::new(total, p.fps, crate::intake::MAX_THREADS, now)),
             split_from: p.split_from,
+            silence: None,
+            flushed: None,
         }
     }
 
@@ -641,11 +643,50 @@ impl Receiver {
         if w.written_valid + w.written_filled > 0 {
             return self.retire(i, sink);
         }
-        let st = self.stations.remove(i);
+        let mut st = self.stations.remove(i);
+        st.window.abandon();
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {
             self.retired.push(summary);
+        }
+    }
+
+    /// For a live reader ([`ReceiverConfig::fill_silence_after`]): a station quiet for twice the
+    /// reorder latency has what its window holds written out; one that sent nothing for
+    /// `fill_silence_after` has its stream go on at its rate, from its newest frame, as filled
+    /// invalid frames (the window's [`StationWindow::advance_to`]) lagging the time since by
+    /// the same `fill_silence_after`, so frames of a station that comes back on time land after
+    /// them. Call often (every turn of the receive loop).
+    pub fn fill_silence(&mut self, now: Instant, sink: &mut impl FrameSink) {
+        let Some(after) = self.cfg.fill_silence_after else {
+            return;
+        };
+        for st in &mut self.stations {
+            let idle = now.saturating_duration_since(st.last_seen);
+            let Some(highest) = st.window.highest() else {
+                continue;
+            };
+            // A quiet moment of twice the reorder latency: what the window holds goes out now
+            // (its holes filled, as they would be by the next frame), not after `after`.
+            if idle >= 2 * self.cfg.latency && st.flushed != Some(st.last_seen) {
+                st.window.flush(sink);
+                st.flushed = Some(st.last_seen);
+            }
+            if idle < after {
+                continue;
+            }
+            let from = match st.silence {
+                Some((since, slot)) if since == st.last_seen => slot,
+                _ => {
+                    st.silence = Some((st.last_seen, highest));
+                    highest
+                }
+            };
+            let c = st.window.config();
+            let slots_per_s = f64::from(c.frames_per_second) * f64::from(c.threads);
+            let ahead = ((idle - after).as_secs_f64() * slots_per_s) as u64;
+            st.window.advance_to(from + ahead, sink);
         }
     }
 

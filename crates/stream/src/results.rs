@@ -218,6 +218,19 @@ pub struct RecvReport {
     /// Memory between the receiver and the file writer, bytes (null for the memory sink).
     #[serde(default)]
     pub write_buffer: Option<u64>,
+    /// What absorbed the output's stalls, the first of the two buffers a frame passes: the most
+    /// bytes the file writer process had at once, handed over and not yet written (the most
+    /// of any one disk's writer in a vbs/Mark6 recording, whose share of `write_buffer` is its
+    /// own). Below its share, every stall fit in the write buffer; at it, the receiver waited
+    /// (`writer_stall_s`) and the socket buffer took the rest. Null for a writer thread.
+    #[serde(default)]
+    pub write_buffer_peak: Option<u64>,
+    /// The second buffer: the most bytes queued in the receive socket, looked at after each
+    /// receive batch that came back full and each wait for the writer (SO_MEMINFO: each
+    /// datagram with the kernel's overhead, as `rcvbuf.granted_rcv` counts them). Near the
+    /// granted size, the socket overflowed: `socket_drops`. Null where the kernel does not say.
+    #[serde(default)]
+    pub socket_queue_peak: Option<u64>,
     /// The files were written with direct I/O (O_DIRECT, `--direct`).
     #[serde(default)]
     pub direct_io: bool,
@@ -228,6 +241,55 @@ pub struct RecvReport {
     /// holds their clocks' offset (a negative age is recorded as 1 ns).
     #[serde(default)]
     pub data_age_ns: Option<histogram::HistSummary>,
+    /// Live outputs to a correlator's reader (`--out sfxc:SOCK`, `net2sfxc`): what each
+    /// delivered and dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<LiveOutputStatus>,
+}
+
+/// A live output's counts: a station's frames, in time order, written to the stream socket a
+/// correlator reads (SFXC's `mk5://` reader through a unix socket or TCP, as jive5ab's
+/// `net2sfxc` serves it). Every frame handed to it is sent or counted in one of the `dropped_*`,
+/// `skipped_at_start` or `behind`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveOutputStatus {
+    /// Where readers connect: `unix:/path` or `tcp:ADDRESS:PORT`.
+    pub endpoint: String,
+    /// The station it carries (the first whose frames came, unless one was named).
+    pub station: Option<String>,
+    /// A reader is connected now.
+    pub connected: bool,
+    /// Readers that connected and made their request.
+    pub clients: u64,
+    /// Readers refused because another one was connected (closed at once).
+    pub clients_refused: u64,
+    /// Connections closed without a well-formed request in time.
+    pub bad_requests: u64,
+    /// Frames handed to this output by the receiver (filled ones included).
+    pub frames_in: u64,
+    /// Frames written to readers.
+    pub frames_sent: u64,
+    /// Of those, filled invalid frames (lost, or nothing arrived).
+    pub filled_sent: u64,
+    /// Bytes written to readers.
+    pub bytes_sent: u64,
+    /// Frames that came while no reader was connected (not kept: the stream is live).
+    pub dropped_no_reader: u64,
+    /// Frames dropped because the reader took them slower than the station sent (the output's
+    /// buffer was full): the receiver never waits for a reader.
+    pub dropped_slow_reader: u64,
+    /// Frames not sent at a reader's start (or after a drop) until a time step began, and those
+    /// queued when a reader went away.
+    pub skipped_at_start: u64,
+    /// Frames not after the last one sent in time (the stream went back): never sent, so a
+    /// reader never sees time go back.
+    pub behind: u64,
+    /// Bytes queued for the reader now.
+    pub queued_bytes: u64,
+    /// Most bytes ever queued.
+    pub queued_peak_bytes: u64,
+    /// How the last reader's connection ended, in words.
+    pub last_disconnect: Option<String>,
 }
 
 /// What a relay's tee recorded.
@@ -327,6 +389,9 @@ pub struct RecvStatus {
     /// the scan goes on over the others.
     #[serde(default)]
     pub disks_dropped: u64,
+    /// Live outputs to a correlator's reader, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<LiveOutputStatus>,
 }
 
 /// A running relay's counts, handed out once per live interval.

@@ -218,12 +218,21 @@ pub struct WindowStats {
     /// extent is this over `reordered`).
     #[serde(default)]
     pub reorder_extent_sum: u64,
+    /// Of `written_filled`, those written because time went on while nothing arrived (a live
+    /// output's stream continues at the station's rate: [`StationWindow::advance_to`]); not
+    /// counted lost.
+    #[serde(default)]
+    pub filled_silent: u64,
 }
 
 impl WindowStats {
-    /// Frames known lost: filled in their place, less those filled at the end.
+    /// Frames known lost: filled in their place, less those filled at the end and those filled
+    /// while nothing arrived at all (a live output's silence: nothing shows they were sent; an
+    /// outage that long shows there, in `filled_silent`).
     pub fn filled_lost(&self) -> u64 {
-        self.written_filled.saturating_sub(self.filled_at_end)
+        self.written_filled
+            .saturating_sub(self.filled_at_end)
+            .saturating_sub(self.filled_silent)
     }
 
     /// Fraction of the frames that are known lost (filled invalid in their place) over those and
@@ -254,6 +263,7 @@ impl WindowStats {
         self.discontinuities += other.discontinuities;
         self.unfilled_gap_frames += other.unfilled_gap_frames;
         self.reorder_extent_sum += other.reorder_extent_sum;
+        self.filled_silent += other.filled_silent;
     }
 }
 
@@ -779,6 +789,25 @@ impl StationWindow {
         }
     }
 
+    /// Time goes on with nothing arriving: the stream's newest slot is taken to be `slot` (a
+    /// later one than any that came), and what falls out of the window is written — filled
+    /// where nothing came, counted in `filled_silent` too. For a live reader, whose stream must
+    /// go on at the station's rate; frames that come later are placed (or jump the stream) from
+    /// there, as if the slots up to `slot` had been lost. Nothing before the first frames.
+    pub fn advance_to(&mut self, slot: u64, sink: &mut impl FrameSink) {
+        let Some(base) = self.base else { return };
+        if slot <= self.highest {
+            return;
+        }
+        self.highest = slot;
+        let until = (slot + 1).saturating_sub(self.cfg.window);
+        if until > base {
+            let before = self.stats.written_filled;
+            self.write_until(until, sink);
+            self.stats.filled_silent += self.stats.written_filled - before;
+        }
+    }
+
     /// (sequence number, slot) of the earlier candidates the last push placed, taken.
     pub fn take_confirmed(&mut self) -> Vec<(u64, u64)> {
         std::mem::take(&mut self.confirmed)
@@ -797,6 +826,13 @@ impl StationWindow {
         self.stats.add(&earlier.stats);
         self.written_any |= earlier.written_any || earlier.stats.placed > 0;
         self.threads = earlier.threads.resized(self.cfg.threads);
+    }
+
+    /// Give up what the window holds unwritten (a phantom station's few frames, issue 36): its
+    /// placed frames stay counted as placed, those held as candidates for a jump are counted out
+    /// of range, and nothing more is written.
+    pub fn abandon(&mut self) {
+        self.stats.out_of_range += self.candidates.clear();
     }
 
     /// Write what is left, up to the last frame that arrived: the other threads' frames of the

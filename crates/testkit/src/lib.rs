@@ -41,9 +41,15 @@ pub struct SmallDisk(tempfile::TempDir);
 impl SmallDisk {
     /// Mount `bytes` of tmpfs, or say why not (the caller skips its test and prints the reason).
     pub fn mount(bytes: u64) -> Result<SmallDisk, FixtureError> {
+        SmallDisk::mount_with(&format!("size={bytes}"))
+    }
+
+    /// Mount tmpfs with mount `options` (`size=4m,nr_inodes=6`: a disk that runs out of
+    /// files before it runs out of bytes), or say why not.
+    pub fn mount_with(options: &str) -> Result<SmallDisk, FixtureError> {
         let d = tempfile::tempdir().map_err(FixtureError::io("make a temporary directory"))?;
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "evlbi-test-full"])
+            .args(["-t", "tmpfs", "-o", options, "evlbi-test-full"])
             .arg(d.path())
             .output()
             .map_err(FixtureError::io("run mount"))?;

@@ -233,6 +233,22 @@ pub enum Net2File {
     Close,
 }
 
+/// `net2sfxc`: what arrives on the data port, frame-aligned and in time order, to SFXC's
+/// `mk5://` reader on a socket (jive5ab's `net2sfxc` on a correlator input host).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Net2Sfxc {
+    /// `net2sfxc? ;`
+    Query,
+    /// `net2sfxc = open : SOCKET [: strict] ;`: a unix socket path, or a TCP port (jive5ab's
+    /// reading of a number). jive5ab's `strict` (frames only) is what evlbi always does.
+    Open {
+        /// The socket: an absolute path (or a name in the first root), or a port.
+        target: String,
+    },
+    /// `net2sfxc = close ;`
+    Close,
+}
+
 /// `net2net`: relay what arrives on the data ports to another host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Net2Net {
@@ -301,6 +317,10 @@ pub enum Request {
     Net2File(Net2File),
     /// `net2net`.
     Net2Net(Net2Net),
+    /// `net2sfxc`.
+    Net2Sfxc(Net2Sfxc),
+    /// `trackmask`: jive5ab's channel dropping; only 0 (none) is taken.
+    Trackmask(Setting<u64>),
     /// `fill2net`.
     Fill2Net(Fill2Net),
     /// `evlbi? ;` (`None`) or `evlbi = fmt… ;`.
@@ -360,6 +380,8 @@ impl Request {
             "set_disks" => setting(s, disks).map(Request::SetDisks),
             "net2file" => net2file(s).map(Request::Net2File),
             "net2net" => net2net(s).map(Request::Net2Net),
+            "net2sfxc" => net2sfxc(s).map(Request::Net2Sfxc),
+            "trackmask" => setting(s, |_| trackmask(needed(arg(0))?)).map(Request::Trackmask),
             "fill2net" => fill2net(s).map(Request::Fill2Net),
             "evlbi" => Ok(Request::Evlbi((!s.query).then(|| f.join(" : ")))),
             "tstat" => Ok(Request::Tstat(s.query)),
@@ -590,6 +612,55 @@ fn net2file(s: &StatementRepr) -> Result<Net2File, CommandError> {
         "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
         other => Err(CommandError::param(format!("net2file = {other}: open or close"))),
     }
+}
+
+fn net2sfxc(s: &StatementRepr) -> Result<Net2Sfxc, CommandError> {
+    if s.query {
+        return Ok(Net2Sfxc::Query);
+    }
+    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
+    match arg(0) {
+        "open" => {
+            let target = needed(arg(1))?;
+            if target.split('/').any(|c| c == "..") || target.ends_with('/') || target.len() > 100 {
+                return Err(CommandError::param(format!(
+                    "socket '{target}': no '..', a name at the end, at most 100 bytes"
+                )));
+            }
+            match arg(2) {
+                "" | "1" => {}
+                other => {
+                    return Err(CommandError::param(format!(
+                        "<strict>, when set, MUST be 1 (not '{other}')"
+                    )))
+                }
+            }
+            Ok(Net2Sfxc::Open {
+                target: target.to_string(),
+            })
+        }
+        "close" => Ok(Net2Sfxc::Close),
+        "" => Err(CommandError::param("command w/o actual commands and/or arguments...")),
+        other => Err(CommandError::new(
+            ReturnCode::NotApplicable,
+            format!("{other} does not apply to net2sfxc"),
+        )),
+    }
+}
+
+/// jive5ab's track mask (hex or decimal): evlbi drops no channels, so only 0.
+fn trackmask(v: &str) -> Result<u64, CommandError> {
+    let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    }
+    .map_err(|_| CommandError::param(format!("trackmask '{v}': a number")))?;
+    if n != 0 {
+        return Err(CommandError::param(format!(
+            "trackmask {v}: evlbi does not drop channels (only 0, the whole band)"
+        )));
+    }
+    Ok(n)
 }
 
 fn datastream(s: &StatementRepr) -> Result<DataStreamCmd, CommandError> {

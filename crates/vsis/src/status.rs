@@ -24,4 +24,22 @@ pub struct ServeStatus {
     /// Control connections closed at once because the peer is not allowed.
     #[serde(default)]
     pub connections_refused: u64,
+    /// The set disks (`set_disks`), each with its file system's space.
+    #[serde(default)]
+    pub disks: Vec<DiskSpace>,
+    /// Seconds until the set disks are full at the mode's rate (headers included), each file
+    /// system counted once; null without a mode.
+    #[serde(default)]
+    pub time_left_s: Option<f64>,
+}
+
+/// One disk of the set and its space, as its file system reports it (statvfs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskSpace {
+    /// Its directory.
+    pub path: String,
+    /// Bytes free to an unprivileged writer.
+    pub free_bytes: u64,
+    /// Size of its file system, bytes.
+    pub total_bytes: u64,
 }

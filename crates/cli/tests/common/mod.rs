@@ -184,6 +184,15 @@ impl Drop for Stopped {
     }
 }
 
+/// SIGTERM to `pid`, a process the test started and has not reaped (the Ctrl-C of a command
+/// that writes its report on the way out).
+#[allow(dead_code)]
+pub fn sigterm(pid: u32) {
+    // SAFETY: kill(2) on the PID of a child the test started and has not reaped.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill TERM {pid}: {}", std::io::Error::last_os_error());
+}
+
 /// A process killed on drop if still running (tests must not leave servers behind).
 #[allow(dead_code)] // not every test binary starts processes this way
 pub struct Proc(pub Child);

@@ -34,6 +34,10 @@ pub(super) struct Shared {
     /// A multi-disk recording's writer thread stopped on this error (the writer process says
     /// so in the ring).
     lane_failed: Mutex<Option<String>>,
+    /// A writer thread's last look at its disk, as [`SharedRing::publish_space`] (the writer
+    /// process puts it in the ring): free bytes, then data bytes written in all when it looked.
+    space_free: AtomicU64,
+    space_written: AtomicU64,
 }
 
 impl Shared {
@@ -51,6 +55,57 @@ impl Shared {
 
     pub(super) fn lane_failed(&self) -> Option<String> {
         self.lane_failed.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// A writer thread's look at its disk: `free` bytes free with `written` data bytes written
+    /// (the order as in [`SharedRing::publish_space`]).
+    pub(super) fn publish_space(&self, free: u64, written: u64) {
+        self.space_free.store(free, Ordering::Release);
+        self.space_written.store(written, Ordering::Release);
+    }
+
+    /// A writer thread's last look at its disk, `(free, written)`; `None` before the first.
+    pub(super) fn space(&self) -> Option<(u64, u64)> {
+        let written = self.space_written.load(Ordering::Acquire);
+        let free = self.space_free.load(Ordering::Acquire);
+        (free != 0 || written != 0).then_some((free, written))
+    }
+}
+
+/// Data records between two looks at the disk's free space (fstatvfs): at 256 KiB a record,
+/// every 16 MiB, besides one at each block's start.
+const SPACE_EVERY: u32 = 64;
+
+/// The writer's looks at its disk's free space, for the receiver to leave a disk that has no
+/// room for another block before a write fails on it.
+struct SpaceLook<'a> {
+    root: &'a Dir,
+    ring: Option<&'a SharedRing>,
+    shared: &'a Shared,
+    /// Data bytes given to this writer so far (written, or counted as not written).
+    written: u64,
+    since: u32,
+}
+
+impl SpaceLook<'_> {
+    /// Look now (one fstatvfs) and say so; a disk that cannot say is left to its write errors.
+    fn look(&mut self) {
+        self.since = 0;
+        let Ok(space) = self.root.space() else { return };
+        // The free space first, then the count (see SharedRing::publish_space).
+        match self.ring {
+            Some(r) => r.publish_space(space.free, self.written),
+            None => self.shared.publish_space(space.free, self.written),
+        }
+    }
+
+    /// `bytes` of data went to the disk: look again every [`SPACE_EVERY`] records.
+    fn wrote(&mut self, bytes: u64) {
+        self.written += bytes;
+        self.since += 1;
+        if self.since >= SPACE_EVERY {
+            self.look();
+        }
     }
 }
 
@@ -159,6 +214,14 @@ pub(super) fn writer(
     let dir = root.path().to_path_buf();
     let mut scans = ScanFiles::new(root.try_clone(), direct);
     let mut done = Vec::new();
+    let mut space = SpaceLook {
+        root: &root,
+        ring,
+        shared: &shared,
+        written: 0,
+        since: 0,
+    };
+    space.look();
     for op in ops {
         match op {
             WriteOp::Open { station, file } => {
@@ -173,14 +236,17 @@ pub(super) fn writer(
                 frames,
                 filled,
                 frame_len,
-            } => data(
-                &mut open,
-                &mut scans,
-                station,
-                &buf,
-                (frames, filled, frame_len),
-                &shared,
-            ),
+            } => {
+                data(
+                    &mut open,
+                    &mut scans,
+                    station,
+                    &buf,
+                    (frames, filled, frame_len),
+                    &shared,
+                );
+                space.wrote(buf.len() as u64);
+            }
             WriteOp::Slot {
                 station,
                 slot,
@@ -207,6 +273,7 @@ pub(super) fn writer(
                 if let Some(r) = ring {
                     r.release(slot);
                 }
+                space.wrote(u64::from(len));
             }
             WriteOp::Close { station } => {
                 if let Some(o) = open.remove(&station) {
@@ -221,7 +288,10 @@ pub(super) fn writer(
                 number,
                 planned,
                 frame_len,
-            } => scans.block(station, &scan, layout, number, planned, frame_len),
+            } => {
+                scans.block(station, &scan, layout, number, planned, frame_len);
+                space.look();
+            }
             WriteOp::EndBlock { station } => scans.end_block(station),
         }
         if let Some(why) = scans.failed() {
@@ -235,6 +305,8 @@ pub(super) fn writer(
     done.extend(open.into_values().map(|o| close(o, &shared)));
     done.retain(|f| !f.path.is_empty());
     let (lane_scans, not_written, failed) = scans.finish();
+    // What the disk has left once everything is written, for the report.
+    space.look();
     shared.not_written.fetch_add(not_written, Ordering::Relaxed);
     if let Some(why) = failed {
         if let Some(r) = ring {

@@ -284,11 +284,12 @@ impl Recorder {
         }
     }
 
-    /// Wait until the writers' shared memory is allocated ([`crate::ring::SharedRing::wait_populated`]).
-    pub fn wait_populated(&self) {
+    /// Wait until the writers' shared memory is allocated
+    /// ([`crate::ring::SharedRing::wait_populated`]), or `deadline`; whether it is.
+    pub fn wait_populated(&self, deadline: std::time::Instant) -> bool {
         match self {
-            Recorder::Files(s) => s.lane.iter().for_each(Lane::wait_populated),
-            Recorder::Scan(s) => s.wait_populated(),
+            Recorder::Files(s) => s.lane.iter().all(|l| l.wait_populated(deadline)),
+            Recorder::Scan(s) => s.wait_populated(deadline),
         }
     }
 
@@ -306,6 +307,17 @@ impl Recorder {
             Recorder::Files(s) => s.stalled(),
             Recorder::Scan(s) => s.stalled(),
         }
+    }
+
+    /// Most bytes one writer process had at once, handed over and not yet written: how deep
+    /// into the write buffer a stall of the output reached (equal to a lane's share of it:
+    /// the receiver waited). `None` for a writer thread (its queue does not say) or no output.
+    pub fn backlog_peak(&self) -> Option<u64> {
+        let lanes: Vec<&Lane> = match self {
+            Recorder::Files(s) => s.lane.iter().collect(),
+            Recorder::Scan(s) => s.lanes().collect(),
+        };
+        lanes.iter().filter(|l| l.has_ring()).map(|l| l.backlog_peak).max()
     }
 
     /// Disks that left a multi-disk recording so far (0 for files).

@@ -104,6 +104,11 @@ struct Disk {
     lane: Option<Lane>,
     dropped: Option<String>,
     direct: bool,
+    /// Data bytes of the blocks begun on it, each counted whole from its start (a block ended
+    /// short gives back the rest): what it has written or will write.
+    promised: u64,
+    /// Times it was passed over for a block because it had no room for one.
+    passed_over_full: u64,
 }
 
 /// The block being gathered for a stream.
@@ -154,12 +159,9 @@ pub struct ScanSink {
 }
 
 impl ScanSink {
-    /// Wait until every disk's writer memory is allocated.
-    pub(super) fn wait_populated(&self) {
-        self.disks
-            .iter()
-            .filter_map(|d| d.lane.as_ref())
-            .for_each(Lane::wait_populated);
+    /// Wait until every disk's writer memory is allocated, or `deadline`; whether it is.
+    pub(super) fn wait_populated(&self, deadline: std::time::Instant) -> bool {
+        self.lanes().all(|l| l.wait_populated(deadline))
     }
 
     /// Start one writer per disk of `cfg` (a disk that cannot be set up leaves the set at once;
@@ -222,6 +224,8 @@ impl ScanSink {
                 lane,
                 dropped,
                 direct,
+                promised: 0,
+                passed_over_full: 0,
             });
         }
         if assigner.alive_count() == 0 {
@@ -251,6 +255,11 @@ impl ScanSink {
     /// Frames passed in (written or not).
     pub fn frames(&self) -> u64 {
         self.frames
+    }
+
+    /// The disks' writers.
+    pub(super) fn lanes(&self) -> impl Iterator<Item = &Lane> {
+        self.disks.iter().filter_map(|d| d.lane.as_ref())
     }
 
     /// Filled frames passed in.
@@ -323,6 +332,10 @@ impl ScanSink {
     fn end_block(&mut self, key: FileKey) {
         let Some(s) = self.streams.get_mut(&key) else { return };
         let Some(mut c) = s.current.take() else { return };
+        // A block ended short: its disk was promised less.
+        let unused = s.plan.block_data().saturating_sub(c.written);
+        let d = &mut self.disks[c.lane];
+        d.promised = d.promised.saturating_sub(unused);
         if self.layout == Layout::Mk6 {
             s.mk6_pos[c.lane] = c.pending.bytes_in_file;
         }
@@ -333,8 +346,26 @@ impl ScanSink {
         }
     }
 
-    /// Begin `key`'s next block on the disk with the least backlog; `false` when there is no
-    /// disk left or the scan has used every block number.
+    /// Which disks have room for a block of `block` data bytes, by their writers' last look
+    /// at their free space (read from memory: choosing never waits for a disk); a disk whose
+    /// writer has not looked yet counts as having room. Each disk without room is counted.
+    fn room(&mut self, block: u64) -> Vec<bool> {
+        self.disks
+            .iter_mut()
+            .map(|d| {
+                let fits = d
+                    .lane
+                    .as_ref()
+                    .and_then(Lane::space)
+                    .is_none_or(|(free, written)| scanfmt::plan::has_room(free, written, d.promised, block));
+                d.passed_over_full += u64::from(!fits && d.dropped.is_none());
+                fits
+            })
+            .collect()
+    }
+
+    /// Begin `key`'s next block on the disk with the least backlog among those with room for
+    /// it; `false` when there is no such disk or the scan has used every block number.
     fn start_block(&mut self, key: FileKey) -> bool {
         self.poll_disks();
         let backlog: Vec<u64> = self
@@ -342,9 +373,12 @@ impl ScanSink {
             .iter()
             .map(|d| d.lane.as_ref().map_or(u64::MAX, Lane::backlog))
             .collect();
-        let Some(l) = self.assigner.pick(&backlog) else {
+        let block = self.streams.get(&key).map_or(0, |s| s.plan.block_data());
+        let room = self.room(block);
+        let Some(l) = self.assigner.pick_with_room(&backlog, &room) else {
             return false;
         };
+        self.disks[l].promised += block;
         let layout = self.layout;
         let Some(s) = self.streams.get_mut(&key) else {
             return false;
@@ -406,6 +440,7 @@ impl ScanSink {
         for d in &mut self.disks {
             let mut disk = DiskReport {
                 path: d.path.display().to_string(),
+                passed_over_full: d.passed_over_full,
                 ..DiskReport::default()
             };
             if let Some(lane) = d.lane.as_mut() {
@@ -413,6 +448,8 @@ impl ScanSink {
                     lane.send(WriteOp::Close { station: k });
                 }
                 let written = lane.finish();
+                // The writer's last look, once it had written everything.
+                disk.free_bytes = lane.space().map(|(free, _)| free);
                 not_written += lane.shared.not_written.load(Ordering::Relaxed);
                 let lane_error = lane.shared.error.lock().ok().and_then(|e| e.clone());
                 if d.dropped.is_none() {

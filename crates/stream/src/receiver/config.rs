@@ -99,6 +99,9 @@ pub struct ReceiverConfig {
     pub provisional_timeout: Duration,
     /// A station silent this long gives its slot up when a new station needs one.
     pub station_timeout: Duration,
+    /// For a live reader: a station that sent nothing for this long has its stream go on at its
+    /// rate as filled invalid frames ([`crate::Receiver::fill_silence`]); `None` waits for frames.
+    pub fill_silence_after: Option<Duration>,
 }
 
 impl Default for ReceiverConfig {
@@ -118,6 +121,7 @@ impl Default for ReceiverConfig {
             source_quiet: Duration::from_millis(100),
             provisional_timeout: Duration::from_secs(1),
             station_timeout: Duration::from_secs(10),
+            fill_silence_after: None,
         }
     }
 }

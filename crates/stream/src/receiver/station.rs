@@ -38,6 +38,11 @@ pub(super) struct Station {
     pub(super) rate_check: Option<RateCheck>,
     /// The station's rate (all threads) its rate per thread was split from, if it was.
     pub(super) split_from: Option<u32>,
+    /// Since it went quiet ([`super::Receiver::fill_silence`]): its latest frame's arrival then,
+    /// and its newest slot then.
+    pub(super) silence: Option<(Instant, u64)>,
+    /// Its window was written out while quiet, since its latest frame's arrival then.
+    pub(super) flushed: Option<Instant>,
 }
 
 /// Window shape of a stream of `fps` frames a second per thread in `threads` threads of

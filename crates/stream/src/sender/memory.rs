@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::{Frame, FrameSource};
 
 /// Contiguous frames in memory, optionally looped: each pass after the first adds the file's
@@ -10,7 +12,8 @@ use super::{Frame, FrameSource};
 /// each send their share of a station's threads.
 #[derive(Debug, Clone)]
 pub struct MemorySource {
-    data: Arc<Vec<u8>>,
+    /// The frames: owned, shared, or a mapped file ([`Bytes`] over any of them).
+    data: Bytes,
     frame_len: usize,
     pos: usize,
     /// Whole seconds the data span, 0 when not looping.
@@ -25,11 +28,17 @@ impl MemorySource {
     /// Frames of `frame_len` bytes back to back in `data`; restarted at the end when
     /// `loop_seconds` (the seconds the data span) is not 0.
     pub fn new(data: Vec<u8>, frame_len: usize, loop_seconds: u32) -> MemorySource {
-        MemorySource::shared(Arc::new(data), frame_len, loop_seconds)
+        MemorySource::from_bytes(Bytes::from(data), frame_len, loop_seconds)
     }
 
     /// [`MemorySource::new`] over memory other sources may read too.
     pub fn shared(data: Arc<Vec<u8>>, frame_len: usize, loop_seconds: u32) -> MemorySource {
+        MemorySource::from_bytes(Bytes::from_owner(SharedVec(data)), frame_len, loop_seconds)
+    }
+
+    /// [`MemorySource::new`] over bytes held any way (a file mapped into memory: its pages are
+    /// read as they are sent, never copied).
+    pub fn from_bytes(data: Bytes, frame_len: usize, loop_seconds: u32) -> MemorySource {
         MemorySource {
             data,
             frame_len,
@@ -70,6 +79,15 @@ impl MemorySource {
             .and_then(|f| vdif::VdifHeader::parse(f).ok())
             .map_or(0, |h| h.thread_id);
         keep.get(usize::from(thread)).copied().unwrap_or(false)
+    }
+}
+
+/// A shared vector as the owner of [`Bytes`].
+struct SharedVec(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedVec {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
 }
 

@@ -1,0 +1,621 @@
+//! SFXC reads live from evlbi, proved with SFXC's own reader code: `sfxc-mk5-harness`
+//! (scripts/build-sfxc.sh: SFXC's `data_reader_mk5.cc`, reader factory and `vdif_reader.cc` with
+//! our main) opens `mk5:///path/sock/VSN:0` exactly as a correlator input node does and reports
+//! what SFXC's VDIF reader made of the stream; every byte it read is compared with the station's
+//! file. Served by `evlbi serve` (`net2sfxc = open : SOCK`, the statements JIVE's control sends)
+//! and by `evlbi stream recv --out sfxc:SOCK`; the same job by jive5ab 3.1.0 beside it. Without
+//! the harness every test prints "SKIPPED: ..." (scripts/test.sh says so too).
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::vsi::{Serve, Vsi};
+use common::{bin, free_udp_port, Proc};
+
+/// The harness, or `None` (the test then says SKIPPED).
+fn harness() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sfxc-path");
+    let out = Command::new(script).output().ok()?;
+    let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}
+
+macro_rules! harness_or_skip {
+    () => {
+        match harness() {
+            Some(h) => h,
+            None => {
+                println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
+                return;
+            }
+        }
+    };
+}
+
+/// The stations of these tests: 128 Mb/s, 2-bit, 4 channels, 8000-byte frames: 2000 frames/s
+/// over `threads` threads, 16 MS/s per channel.
+const RATE: &str = "128M";
+const MODE: &str = "VDIF_8000-128-4-2";
+const FRAME: usize = 8032;
+const SAMPLE_RATE: &str = "16000000";
+
+/// `seconds` of station Ef into `dir/Ef.vdif`, `threads` threads.
+fn gen(dir: &Path, seconds: u32, threads: u16) -> Vec<u8> {
+    let o = bin()
+        .args([
+            "vdif",
+            "gen",
+            "--stations",
+            "Ef",
+            "--rate",
+            RATE,
+            "--channels",
+            "4",
+            "--bits",
+            "2",
+        ])
+        .args([
+            "--frame",
+            "8000",
+            "--threads",
+            &threads.to_string(),
+            "--seconds",
+            &seconds.to_string(),
+        ])
+        .args(["--start", "2025-06-01T00:00:00Z", "-q", "-o"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read(dir.join("Ef.vdif")).unwrap()
+}
+
+/// The frames of a byte stream (every one `FRAME` long).
+fn frames(data: &[u8]) -> Vec<&[u8]> {
+    assert_eq!(data.len() % FRAME, 0, "not whole frames: {} bytes", data.len());
+    data.chunks(FRAME).collect()
+}
+
+fn invalid(f: &[u8]) -> bool {
+    f[3] & 0x80 != 0
+}
+
+/// A frame's place in time: (second, frame number, thread).
+fn when(f: &[u8]) -> (u32, u32, u32) {
+    let w = |i: usize| u32::from_le_bytes(f[i * 4..i * 4 + 4].try_into().unwrap());
+    (w(0) & 0x3fff_ffff, w(1) & 0xff_ffff, (w(3) >> 16) & 0x3ff)
+}
+
+/// SFXC's reader on `sock` (retried while the socket is not there yet): it reads `frames`
+/// frames (or until EOF, or 60 s) and writes every byte to `raw`.
+struct Reader {
+    child: Proc,
+    raw: PathBuf,
+}
+
+impl Reader {
+    fn start(h: &Path, sock: &Path, threads: u16, raw: &Path, frames: u64, extra: &[&str]) -> Reader {
+        let t0 = Instant::now();
+        while !sock.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{} never appeared",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let list: Vec<String> = (0..threads).map(|t| t.to_string()).collect();
+        let child = Command::new(h)
+            .arg(format!("mk5://{}/EF001:0", sock.display()))
+            .args([
+                "--threads",
+                &list.join(","),
+                "--payload",
+                "8000",
+                "--sample-rate",
+                SAMPLE_RATE,
+            ])
+            .args([
+                "--bits",
+                "2",
+                "--channels",
+                &(4 / threads).to_string(),
+                "--seconds",
+                "60",
+            ])
+            .args(["--frames", &frames.to_string(), "--raw"])
+            .arg(raw)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Reader {
+            child: Proc(child),
+            raw: raw.to_path_buf(),
+        }
+    }
+
+    /// What SFXC's reader said, once it ended (bounded), and the bytes it read.
+    fn result(mut self) -> (serde_json::Value, Vec<u8>) {
+        let t0 = Instant::now();
+        while self.child.0.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(90), "the reader did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut out = String::new();
+        self.child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        // SFXC's reader logs to stdout too ("Start of VDIF data at ..."): the report is the last line.
+        let last = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{out:?}: {e}"));
+        (v, std::fs::read(&self.raw).unwrap())
+    }
+}
+
+/// `stream send` of `file` in jive5ab's udps framing to `port`, `extra` options; its JSON.
+fn send(file: &Path, port: u16, extra: &[&str]) -> serde_json::Value {
+    let child = bin()
+        .args([
+            "stream",
+            "send",
+            "--to",
+            &format!("127.0.0.1:{port}"),
+            "--seq-format",
+            "jive5ab",
+        ])
+        .args(["--max-lag", "1h", "--json", "-q"])
+        .args(extra)
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::stream_send_json(Proc(child))
+}
+
+/// SFXC's reader saw one time line per thread: nothing missing, nothing back in time.
+fn in_place(r: &serde_json::Value) {
+    for t in r["threads"].as_array().unwrap() {
+        assert_eq!((t["gaps"].as_u64(), t["backwards"].as_u64()), (Some(0), Some(0)), "{r}");
+    }
+}
+
+/// `got` holds the station's `file` from its first frame on, in order: each frame byte-exact or
+/// filled invalid in its place (same time and thread); the frames after the file's last are
+/// filled ones continuing its time. The numbers of (valid, filled) frames within the file's
+/// span, and the index in the file of `got`'s first frame.
+fn against_file(got: &[&[u8]], file: &[&[u8]]) -> (u64, u64, usize) {
+    let first = file
+        .iter()
+        .position(|f| when(f) == when(got[0]))
+        .unwrap_or_else(|| panic!("the stream's first frame {:?} is not in the file", when(got[0])));
+    let (mut valid, mut filled) = (0, 0);
+    for (i, g) in got.iter().enumerate() {
+        match file.get(first + i) {
+            Some(f) if invalid(g) => {
+                assert_eq!(when(g), when(f), "filled frame {i} out of place");
+                assert!(g[32..].iter().all(|&b| b == 0), "filled frame {i} holds data");
+                filled += 1;
+            }
+            Some(f) => {
+                assert!(g == f, "frame {i} ({:?}) differs from the file's", when(g));
+                valid += 1;
+            }
+            None => assert!(invalid(g), "frame {i} after the file's end is not filled"),
+        }
+    }
+    (valid, filled, first)
+}
+
+#[test]
+fn sfxc_reads_net2sfxc_of_evlbi_serve_frame_exact_lost_frames_invalid_in_place() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 2, 1);
+    let file = frames(&data);
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    // What sfxc-gui/evlbi.py sends an input host (mode, protocol, mtu, ipd, trackmask), then
+    // the socket.
+    for cmd in [
+        format!("mode = {MODE} ;"),
+        "net_protocol = udps ;".into(),
+        format!("net_port = {port} ;"),
+        "mtu = 9000 ;".into(),
+        "ipd = 0 ;".into(),
+        "trackmask = 0x00000000 ;".into(),
+        format!("net2sfxc = open : {} ;", sock.display()),
+    ] {
+        v.ok(&cmd);
+    }
+    assert_eq!(v.ok("net2sfxc? ;")[..1], ["active"]);
+    // It reads the file's frames and half a second of what follows.
+    let reader = Reader::start(&h, &sock, 1, &t.path().join("raw"), file.len() as u64 + 1000, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = send(&t.path().join("Ef.vdif"), port, &["--inject-loss", "2%"]);
+    let dropped = sent["stations"][0]["injected_drops"].as_u64().unwrap();
+    assert!(dropped > 20, "{sent}");
+    let (r, raw) = reader.result();
+    assert_eq!(r["stopped_by"], "frames", "the reader was not fed to the end: {r}");
+    in_place(&r);
+    let got = frames(&raw);
+    let (valid, filled, first) = against_file(&got, &file);
+    // Every frame sent came, in place; every frame lost came as an invalid frame in its place.
+    assert_eq!(valid + filled + first as u64, file.len() as u64);
+    assert_eq!(filled + first as u64, dropped, "lost frames (first at {first})");
+    assert_eq!(
+        r["invalid"].as_u64().unwrap(),
+        got.iter().filter(|f| invalid(f)).count() as u64
+    );
+    let q = v.ok("net2sfxc? ;");
+    assert_eq!(q[0], "active", "{q:?}");
+    assert_eq!(q[4], "dropped 0", "{q:?}");
+    let (total, loss) = common::vsi::evlbi(&mut v);
+    assert_eq!(total, file.len() as u64 - dropped);
+    assert!(loss >= filled, "evlbi? loss {loss} < {filled} filled");
+    // The live output's counts in the metrics (published once per 200 ms interval).
+    let sent_line = format!(
+        "evlbi_live_frames_sent_total{{source=\"record\",endpoint=\"unix:{}\"}}",
+        sock.display()
+    );
+    let t0 = Instant::now();
+    let body = loop {
+        let (_, body) = common::http_get(s.metrics, "/metrics");
+        if body.lines().any(|l| l.starts_with(&sent_line) && !l.ends_with(" 0")) {
+            break body;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{sent_line} not in:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(body.contains("evlbi_live_reader_connected"), "{body}");
+    assert!(body.contains("reason=\"slow_reader\""), "{body}");
+    v.ok("net2sfxc = close ;");
+    assert!(!sock.exists(), "the socket is removed at close");
+    assert_eq!(v.ok("net2sfxc? ;")[0], "inactive");
+    s.stop();
+}
+
+/// `stream recv --out sfxc:SOCK` of `threads`-thread jive5ab-framed data on a free port, JSON on
+/// stdout; `extra` options.
+fn recv_sfxc(sock: &Path, port: u16, threads: u16, extra: &[&str]) -> Proc {
+    let child = bin()
+        .args([
+            "stream",
+            "recv",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--seq-format",
+            "jive5ab",
+        ])
+        .args([
+            "--fps",
+            &(2000 / u32::from(threads)).to_string(),
+            "--threads",
+            &threads.to_string(),
+        ])
+        .arg("--out")
+        .arg(format!("sfxc:{}", sock.display()))
+        .args(["--json", "-q"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Proc(child)
+}
+
+/// Stop a `stream recv` (SIGTERM, as Ctrl-C) and read its JSON.
+fn recv_json(mut p: Proc) -> serde_json::Value {
+    common::sigterm(p.0.id());
+    let t0 = Instant::now();
+    while p.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "stream recv did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = String::new();
+    p.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut err = String::new();
+    p.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out:?} {err}"))
+}
+
+/// The frames of `file` from second `from` (relative to its first) for `len` seconds, as bytes.
+fn slice(file: &[&[u8]], per_second: usize, from: f64, len: f64) -> Vec<u8> {
+    let a = (from * per_second as f64) as usize;
+    let b = ((from + len) * per_second as f64) as usize;
+    file[a..b].concat()
+}
+
+#[test]
+fn sfxc_reader_goes_on_through_a_station_pausing_3s_mid_scan() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 6, 2);
+    let file = frames(&data);
+    // The station sends 1.5 s, pauses 3 s (wall), and sends again from 5 s of its time on: its
+    // clock went on while it paused, 0.5 s further than the pause (a backend restarting).
+    let per_second = 2000;
+    std::fs::write(t.path().join("a.vdif"), slice(&file, per_second, 0.0, 1.5)).unwrap();
+    std::fs::write(t.path().join("b.vdif"), slice(&file, per_second, 5.0, 1.0)).unwrap();
+    let sock = t.path().join("sfxc.sock");
+    let port = free_udp_port();
+    let recv = recv_sfxc(&sock, port, 2, &[]);
+    // The whole span and a second after it: the reader must not stall, end, or see time jump.
+    let want = 7 * per_second as u64;
+    let reader = Reader::start(&h, &sock, 2, &t.path().join("raw"), want, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    send(&t.path().join("a.vdif"), port, &["--rate", RATE]);
+    std::thread::sleep(Duration::from_secs(3));
+    send(&t.path().join("b.vdif"), port, &["--rate", RATE]);
+    let (r, raw) = reader.result();
+    let report = recv_json(recv);
+    assert_eq!(r["stopped_by"], "frames", "the reader stalled or ended: {r}");
+    in_place(&r);
+    let got = frames(&raw);
+    let (valid, filled, first) = against_file(&got, &file);
+    assert_eq!(first, 0);
+    // Every frame sent arrived, byte-exact, in place; the pause is filled frames at the station's
+    // rate, no frame out of place.
+    assert_eq!(valid, (2.5 * per_second as f64) as u64, "{report}");
+    assert!(filled >= (3.0 * per_second as f64) as u64, "pause filled: {filled}");
+    let l = &report["live"][0];
+    assert_eq!(l["clients"], 1, "{l}");
+    assert!(
+        report["stations"][0]["window"]["filled_silent"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+}
+
+#[test]
+fn a_correlator_connecting_late_and_reconnecting_gets_the_stream_from_then_a_second_one_is_refused() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 5, 1);
+    let file = frames(&data);
+    let sock = t.path().join("mk5read");
+    let port = free_udp_port();
+    let recv = recv_sfxc(&sock, port, 1, &[]);
+    let sender = {
+        let file = t.path().join("Ef.vdif");
+        std::thread::spawn(move || send(&file, port, &[]))
+    };
+    // Connects a second into the scan, reads 2000 frames (a second) and goes away.
+    std::thread::sleep(Duration::from_secs(1));
+    let first = Reader::start(&h, &sock, 1, &t.path().join("raw1"), 2000, &[]);
+    // A second reader while the first reads: closed at once, it gets nothing.
+    std::thread::sleep(Duration::from_millis(300));
+    let busy = Reader::start(&h, &sock, 1, &t.path().join("raw-busy"), 10, &[]);
+    let (b, busy_raw) = busy.result();
+    assert_eq!(
+        (b["connected"].as_bool(), b["frames"].as_u64()),
+        (Some(true), Some(0)),
+        "{b}"
+    );
+    assert!(busy_raw.is_empty());
+    let (r1, raw1) = first.result();
+    assert_eq!(r1["stopped_by"], "frames", "{r1}");
+    // It reconnects: the stream from a time step after it came back.
+    let second = Reader::start(&h, &sock, 1, &t.path().join("raw2"), 2000, &[]);
+    let (r2, raw2) = second.result();
+    sender.join().unwrap();
+    let report = recv_json(recv);
+    for (r, raw) in [(&r1, &raw1), (&r2, &raw2)] {
+        in_place(r);
+        let got = frames(raw);
+        let (valid, filled, at) = against_file(&got, &file);
+        assert!(at > 0, "a late reader starts where the stream is, not at its start");
+        assert_eq!((valid, filled), (2000, 0));
+    }
+    let last1 = when(frames(&raw1).last().unwrap());
+    let first2 = when(frames(&raw2)[0]);
+    assert!(
+        first2 > last1,
+        "the second connection goes on after the first: {last1:?} {first2:?}"
+    );
+    let l = &report["live"][0];
+    assert_eq!(
+        (l["clients"].as_u64(), l["clients_refused"].as_u64()),
+        (Some(2), Some(1)),
+        "{l}"
+    );
+    assert!(l["dropped_no_reader"].as_u64().unwrap() > 0, "{l}");
+}
+
+#[test]
+fn a_correlator_slower_than_the_station_costs_counted_drops_never_the_receiver() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 3, 1);
+    let file = frames(&data);
+    let sock = t.path().join("slow.sock");
+    let port = free_udp_port();
+    let recv = recv_sfxc(&sock, port, 1, &["--live-buffer", "1M"]);
+    // 500 frames a second of a 2000-frame/s station.
+    let reader = Reader::start(&h, &sock, 1, &t.path().join("raw"), 1500, &["--read-delay-us", "2000"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = send(&t.path().join("Ef.vdif"), port, &[]);
+    assert_eq!(sent["stations"][0]["injected_drops"], 0);
+    let (r, raw) = reader.result();
+    let report = recv_json(recv);
+    // The receiver took every frame: none lost to the host, none late.
+    let w = &report["stations"][0]["window"];
+    assert_eq!(w["placed"].as_u64(), Some(file.len() as u64), "{report}");
+    assert_eq!(
+        (w["late"].as_u64(), report["socket_drops"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let l = &report["live"][0];
+    assert!(l["dropped_slow_reader"].as_u64().unwrap() > 0, "{l}");
+    assert!(l["queued_peak_bytes"].as_u64().unwrap() <= 1 << 20, "{l}");
+    // What the reader got is the station's frames in order (forward jumps where frames were
+    // dropped, never back), each byte-exact, each resuming at a time step.
+    assert_eq!(r["threads"][0]["backwards"], 0, "{r}");
+    let mut at = 0;
+    for g in frames(&raw) {
+        let i = file[at..]
+            .iter()
+            .position(|f| when(f) == when(g))
+            .unwrap_or_else(|| panic!("{:?} not after {at} in the file", when(g)));
+        assert!(invalid(g) || g == file[at + i]);
+        at += i + 1;
+    }
+}
+
+#[test]
+fn net2sfxc_refuses_a_socket_outside_the_allowed_directories_on_a_file_or_a_link() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("file"), b"keep").unwrap();
+    std::os::unix::fs::symlink(t.path(), root.join("link")).unwrap();
+    std::os::unix::fs::symlink(t.path().join("elsewhere"), root.join("dangling")).unwrap();
+    let s = Serve::start(&root, "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    v.ok(&format!("mode = {MODE} ;"));
+    v.ok("net_protocol = udps ;");
+    v.ok(&format!("net_port = {} ;", free_udp_port()));
+    let outside = t.path().join("mk5read");
+    for (path, why) in [
+        (outside.display().to_string(), "outside the directories"),
+        (root.join("file").display().to_string(), "not a socket"),
+        (root.join("dangling").display().to_string(), "not a socket"),
+        (root.join("link/mk5read").display().to_string(), "link"),
+    ] {
+        let r = v.ask(&format!("net2sfxc = open : {path} ;"));
+        assert_ne!(r.code, vsis::ReturnCode::Done, "{path}: {r}");
+        assert!(r.to_string().contains(why), "{path}: {r}");
+        assert_eq!(v.ok("net2sfxc? ;")[0], "inactive");
+    }
+    assert!(!outside.exists() && !t.path().join("elsewhere").exists());
+    assert_eq!(std::fs::read(root.join("file")).unwrap(), b"keep");
+    assert!(std::fs::symlink_metadata(root.join("dangling"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A socket someone serves already is in use; once it is gone, the stale one is replaced.
+    let other = std::os::unix::net::UnixListener::bind(root.join("busy")).unwrap();
+    let r = v.ask(&format!("net2sfxc = open : {} ;", root.join("busy").display()));
+    assert!(r.to_string().contains("in use"), "{r}");
+    drop(other);
+    v.ok(&format!("net2sfxc = open : {} ;", root.join("busy").display()));
+    v.ok("net2sfxc = close ;");
+    s.stop();
+}
+
+/// jive5ab's net2sfxc and evlbi's, each read by SFXC's reader, the same station.
+#[test]
+fn jive5ab_and_evlbi_serve_net2sfxc_side_by_side_to_sfxcs_reader() {
+    let h = harness_or_skip!();
+    let Some(j5) = common::jive5ab_path() else {
+        println!("SKIPPED: no jive5ab (scripts/setup.sh builds it from ../shared/peers)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 2, 1);
+    let file = frames(&data);
+    let mut delivered = Vec::new();
+    for who in ["jive5ab", "evlbi"] {
+        let sock = t.path().join(format!("{who}.sock"));
+        let port = free_udp_port();
+        let cmds = [
+            format!("mode = {MODE} ;"),
+            "net_protocol = udps ;".into(),
+            format!("net_port = {port} ;"),
+            "mtu = 9000 ;".into(),
+            format!("net2sfxc = open : {} ;", sock.display()),
+        ];
+        let j;
+        let s;
+        if who == "jive5ab" {
+            j = Some(common::Jive5ab::start(&j5));
+            j.as_ref()
+                .unwrap()
+                .vsi(&cmds.iter().map(String::as_str).collect::<Vec<_>>());
+            s = None;
+        } else {
+            j = None;
+            let serve = Serve::start(t.path(), "127.0.0.1:0", &[]);
+            let mut v = Vsi::connect(serve.vsi);
+            for c in &cmds {
+                v.ok(c);
+            }
+            s = Some(serve);
+        }
+        // It reads for 6 s whatever comes (jive5ab fakes frames when nothing comes).
+        let reader = Reader::start(&h, &sock, 1, &t.path().join(format!("{who}.raw")), 1 << 30, &[]);
+        std::thread::sleep(Duration::from_millis(500));
+        send(&t.path().join("Ef.vdif"), port, &[]);
+        let (r, raw) = {
+            // The reader's own bound: 60 s; stop it sooner by closing the server's side.
+            std::thread::sleep(Duration::from_secs(3));
+            if let Some(j) = &j {
+                j.vsi(&["net2sfxc = close ;"]);
+            }
+            if let Some(s) = s {
+                s.stop();
+            }
+            reader.result()
+        };
+        // Of the station's frames, which came valid and byte-exact, in order.
+        let mut at = 0;
+        let mut valid = 0;
+        for g in frames(&raw).into_iter().filter(|g| !invalid(g)) {
+            let i = file[at..]
+                .iter()
+                .position(|f| *f == g)
+                .unwrap_or_else(|| panic!("{who}: a valid frame {:?} not in the file after {at}", when(g)));
+            at += i + 1;
+            valid += 1;
+        }
+        println!(
+            "{who}: SFXC's reader got {} frames, {valid} of the station's {} valid and in order: {r}",
+            r["frames"],
+            file.len()
+        );
+        delivered.push(valid);
+        drop(j);
+    }
+    // evlbi delivers every frame; jive5ab all but what it holds back in its reader's blocks.
+    assert_eq!(delivered[1], file.len() as u64);
+    assert!(delivered[0] > 0 && delivered[0] <= delivered[1], "{delivered:?}");
+}
+
+/// The mode says 512 Mb/s, the station sends 128 Mb/s: the station's rate is checked against
+/// its frames at its first second boundary and corrected, so the reader gets every frame in its
+/// place and no made-up ones between them.
+#[test]
+fn net2sfxc_of_a_station_whose_mode_disagrees_with_its_frames_loses_nothing() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    let data = gen(t.path(), 3, 1);
+    let file = frames(&data);
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    for cmd in [
+        "mode = VDIF_8000-512-8-2 ;".to_string(),
+        "net_protocol = udps ;".into(),
+        format!("net_port = {port} ;"),
+        format!("net2sfxc = open : {} ;", sock.display()),
+    ] {
+        v.ok(&cmd);
+    }
+    let reader = Reader::start(&h, &sock, 1, &t.path().join("raw"), file.len() as u64 + 500, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    send(&t.path().join("Ef.vdif"), port, &[]);
+    let (r, raw) = reader.result();
+    assert_eq!(r["stopped_by"], "frames", "{r}");
+    in_place(&r);
+    let got = frames(&raw);
+    let (valid, filled, first) = against_file(&got, &file);
+    assert_eq!((valid, filled, first), (file.len() as u64, 0, 0), "{r}");
+    assert_eq!(common::vsi::settled(&mut v), (file.len() as u64, 0));
+    s.stop();
+}

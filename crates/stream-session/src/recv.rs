@@ -733,8 +733,8 @@ impl Sink {
         }
     }
 
-    /// Wait until a recording's writers' memory is allocated, or `deadline`; whether it is (a
-    /// live output has none to wait for).
+    /// Wait for the recording's writer memory until `deadline`; whether it is there (a live
+    /// output has nothing to wait for).
     fn wait_populated(&self, deadline: Instant) -> bool {
         match self {
             Sink::Rec(r) => r.wait_populated(deadline),

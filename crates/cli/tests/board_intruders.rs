@@ -44,6 +44,8 @@ struct Intruder {
     thread: u16,
     per_second: u32,
     numbered_fps: u32,
+    /// In evlbi's native framing announcing `numbered_fps` and one thread (else udps).
+    native: bool,
 }
 
 /// Send as `who` from `sock` to `to` until `stop` (at most 30 s), counting into `sent`.
@@ -64,9 +66,21 @@ fn intrude(who: Intruder, sock: UdpSocket, to: String, stop: Arc<AtomicBool>, se
         let index = wall.as_nanos() * u128::from(who.numbered_fps) / 1_000_000_000;
         h.set_frame_index(index as u64, who.numbered_fps);
         h.emit(&mut frame[..32]).unwrap();
-        datagram.clear();
-        datagram.extend_from_slice(&seq.to_le_bytes());
-        datagram.extend_from_slice(&frame);
+        if who.native {
+            let p = stream::wire::NativePrefix {
+                retransmit: false,
+                stream: 0,
+                seq,
+                frames_per_second: who.numbered_fps,
+                threads: 1,
+                session: 0,
+            };
+            stream::wire::encode_data(stream::SeqFormat::Native, &p, &frame, &mut datagram);
+        } else {
+            datagram.clear();
+            datagram.extend_from_slice(&seq.to_le_bytes());
+            datagram.extend_from_slice(&frame);
+        }
         let _ = sock.send_to(&datagram, &to);
         sent.fetch_add(1, Ordering::Relaxed);
         seq += 1;
@@ -123,6 +137,7 @@ const FAKE_BOARD: Intruder = Intruder {
     thread: 1,
     per_second: 200,
     numbered_fps: 500,
+    native: false,
 };
 
 /// The frames of VDIF data of 8032-byte frames: (thread id, frame index at 1000 frames/s,
@@ -277,4 +292,114 @@ fn a_fake_board_takes_no_part_in_net2net() {
     assert_eq!(filled, 0, "{report}");
     assert!(discarded > 0, "the fake's datagrams are counted discarded");
     drop(serve);
+}
+
+/// What the test's correlator saw of a relay's output: per datagram, its output stream, the
+/// rate per thread it announced, and whether its frame is the intruder's (its data all 0x55).
+fn watch(sock: UdpSocket, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u16, u32, bool)>> {
+    std::thread::spawn(move || {
+        sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = vec![0u8; 9000];
+        let mut seen = Vec::new();
+        let t0 = Instant::now();
+        while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(40) {
+            let Ok(n) = sock.recv(&mut buf) else { continue };
+            let Ok(d) = stream::wire::parse_data(stream::SeqFormat::Native, &buf[..n]) else {
+                continue;
+            };
+            let Some(p) = d.native else { continue };
+            let fake = d.frame[32..].iter().all(|b| *b == 0x55);
+            seen.push((p.stream, p.frames_per_second, fake));
+        }
+        seen
+    })
+}
+
+/// Issue 36, item 6, a rate-lowering attack through `stream relay` (native framing in, from an
+/// evlbi sender, no rate given: each datagram announces its stream's): a source there 0.1 s
+/// before the backend announces half its rate per thread (thread 0, 200 datagrams a second
+/// numbered as 500 frames/s). It made the station's rate: when the backend took its place, every
+/// real frame numbered past 499 was refused as another format, half the station lost for as long
+/// as it ran. Now the backend's frames numbered past that rate, announcing their own, have the
+/// station learned anew: the relay's last output stream is the backend's, at its rate, none of
+/// the fake's, and the fake is named.
+#[test]
+fn a_source_first_announcing_half_the_rate_does_not_halve_a_relayed_station() {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket2::SockRef::from(&sink).set_recv_buffer_size(8 << 20).unwrap();
+    let to = sink.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch(sink, stop.clone());
+    let mut child = bin()
+        .args([
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format-in",
+            "native",
+        ])
+        .args(["--to", &to, "--seq-format", "native", "--idle-timeout", "2s", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (relay_port, _log) = common::port_from_stderr(&mut child, "127.0.0.1").expect("the relay's port");
+    let relay = Proc(child);
+    let relay_at = format!("127.0.0.1:{relay_port}");
+    let fake = Running::start(
+        Intruder {
+            thread: 0,
+            per_second: 200,
+            numbered_fps: 500,
+            native: true,
+        },
+        &relay_at,
+    );
+    let fake_addr = fake.addr;
+    std::thread::sleep(Duration::from_millis(100));
+    let real = bin()
+        .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "64M"])
+        .args(["--channels", "2", "--threads", "1", "--frame", "8000"])
+        .args(["--seq-format", "native", "--loop", "--json", "--max-lag", "1h"])
+        .args(["--duration", "3s", "--to", &relay_at])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sent = stream_send_json(Proc(real));
+    let frames_sent = sent["stations"][0]["frames_sent"].as_u64().unwrap();
+    let forged = fake.stop();
+    let r = stream_send_json(relay);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
+    let st = r["stations"].as_array().unwrap().last().unwrap().clone();
+    let last_stream = seen.last().map(|d| d.0).expect("the relay sent nothing");
+    let last: Vec<&(u16, u32, bool)> = seen.iter().filter(|d| d.0 == last_stream).collect();
+    let real_in_last = last.iter().filter(|d| !d.2).count() as u64;
+    eprintln!(
+        "real {frames_sent}, fake {forged} from {fake_addr}; relay: {} frames/s, wrong format {}, out {}; \
+         correlator: {} datagrams, last stream {last_stream}: {real_in_last} real of {}",
+        st["frames_per_second"],
+        st["wrong_format"],
+        st["frames_out"],
+        seen.len(),
+        last.len()
+    );
+    assert_eq!(st["frames_per_second"], 1000, "{st}");
+    assert!(
+        last.iter().all(|d| d.1 == 1000 && !d.2),
+        "the last stream: the backend's frames at its rate only"
+    );
+    // The backend's frames from (at the latest) 1 s on; on a busy host its start may lag.
+    assert!(
+        real_in_last >= frames_sent / 2 && real_in_last <= frames_sent,
+        "{real_in_last} of {frames_sent}"
+    );
+    let refused = st["refused_sources"].as_array().unwrap();
+    assert!(
+        refused.iter().any(|s| s["source"] == fake_addr.to_string()),
+        "the fake is named: {refused:?}"
+    );
 }

@@ -275,6 +275,9 @@ struct StationIn {
     stream: Option<u16>,
     /// Its boards, once learned, and the sources refused as boards.
     boards: Boards,
+    /// Frames in a row from its boards numbered past its rate per thread, each stating a
+    /// higher rate of its own (see [`Relay::take_frame`]).
+    beyond_rate: usize,
     counts: RelayedStation,
 }
 
@@ -541,6 +544,7 @@ impl Relay {
             queue: None,
             stream: None,
             boards: Boards::default(),
+            beyond_rate: 0,
             counts: RelayedStation {
                 station: d.header.station_name(),
                 station_id: id,
@@ -682,11 +686,26 @@ impl Relay {
             self.sender.set_split(stream, st.fps, st.thread_count);
         }
         let pos = d.header.frame_index(self.stations[si].fps);
+        let stated = self.stated_rate(d);
         let st = &mut self.stations[si];
         if d.header.frame_number >= st.fps {
             st.counts.wrong_format += 1;
+            // A board's frames numbered past the station's rate, each stating a rate they fit:
+            // the rate held came from elsewhere (issue 36: a source first on the port announcing
+            // half the rate, whose place the backend took): learned anew from this frame on.
+            st.beyond_rate = match stated {
+                Some(r) if r > d.header.frame_number => st.beyond_rate + 1,
+                _ => 0,
+            };
+            if st.beyond_rate >= SOURCE_RUN {
+                st.beyond_rate = 0;
+                self.relearn(si, now, d);
+                self.hold_frame(now, si, (input, from), d, frame, tee);
+                return false;
+            }
             return true;
         }
+        st.beyond_rate = 0;
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
         tee.frame(st.station_id, d.frame, false);
@@ -780,20 +799,42 @@ impl Relay {
         }
     }
 
+    /// The rate per thread frame `d` states for itself — a native prefix announcing it with the
+    /// threads, else its header's sample rate — when the options set none.
+    fn stated_rate(&self, d: &DataDatagram<'_>) -> Option<u32> {
+        if self.cfg.frames_per_second.is_some() {
+            return None;
+        }
+        d.native
+            .filter(|n| n.threads > 0 && n.frames_per_second > 0)
+            .map(|n| n.frames_per_second)
+            .or(d.header.frame_rate().map(u32::from))
+    }
+
     /// Station `si`, whose boards all send under half their share (a source that got in while
     /// the backend was away), learns its threads and rate again from frame `d` on: the boards
     /// in step then make it, in a new output stream (the old one ends with what it has queued).
     fn relearn(&mut self, si: usize, now: Instant, d: &DataDatagram<'_>) {
+        // The shape comes anew from this frame, as a new station's would: the one learned came
+        // from the boards given up (issue 36: a source first on the port announcing half the
+        // rate held it there, and every real frame numbered past it was refused).
+        let fps_given = self.cfg.frames_per_second.or(self.station_rate_to_split(d));
+        let shape = stream_shape(d, fps_given, self.cfg.threads).ok();
+        let known = self.cfg.threads.is_some() || d.native.is_some_and(|n| n.threads > 0);
+        let given_only = self.cfg.frames_per_second.is_none();
         let st = &mut self.stations[si];
         for b in std::mem::take(&mut st.boards.list) {
             st.boards.refuse(b.addr, &b.threads, boards::UNDER_SHARE);
         }
-        let known = st.known_threads.is_some();
-        if let (false, Some(total)) = (known, st.station_rate) {
-            (st.fps, st.thread_count) = (total, 1);
-            st.threads = ThreadMap::new(1);
-            st.counts.frames_per_second = total;
+        if let Some((fps, threads)) = shape {
+            (st.fps, st.thread_count) = (fps, threads);
+            st.threads = ThreadMap::new(threads);
+            st.known_threads = known.then_some(threads);
+            st.station_rate = fps_given.filter(|_| given_only);
+            st.counts.frames_per_second = fps;
+            st.last_pos.fill(u64::MAX);
         }
+        let known = st.known_threads.is_some();
         st.rate_check = None;
         st.learning = Some(Learning::new(now, d.header.frame_index(st.fps), st.fps, known));
         let name = st.counts.station.clone();

@@ -955,3 +955,94 @@ fn a_fake_board_there_before_the_backend_gives_its_place_up_in_the_relay() {
         st.refused_sources
     );
 }
+
+/// Native framing in: `datagram` of frame `k` of thread 0 at `per` frames a second, announcing
+/// `per` and one thread.
+fn native_at(seq: u64, k: u32, per: u32) -> Vec<u8> {
+    let p = NativePrefix {
+        retransmit: false,
+        stream: 0,
+        seq,
+        frames_per_second: per,
+        threads: 1,
+        session: 0,
+    };
+    let mut d = Vec::new();
+    encode_data(SeqFormat::Native, &p, &frame_at(0, k, per), &mut d);
+    d
+}
+
+/// Issue 36, item 6, a rate-lowering attack through the relay (native framing in, no rate
+/// given): a source there 8 datagrams before the backend announces half its rate per thread and
+/// goes on sending 200 datagrams a second. It made the station's rate: when the backend took its
+/// place, every real frame numbered past 499 was refused as another format (1500 of 3000). Now a
+/// board's frames numbered past the station's rate, each announcing a rate they fit, have it
+/// learned anew: the backend's rate, every real frame from then on relayed, none of the fake's.
+#[test]
+fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
+    let t0 = Instant::now();
+    let cfg = RelayConfig::new(SeqFormat::Native, SeqFormat::Native, t0);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let (real, fake) = (addr(1), addr(9));
+    let faked = |seq: u64, k: u32| {
+        let mut d = native_at(seq, k, 500);
+        d[24 + 32..].fill(0x55);
+        d
+    };
+    for k in 0..8u32 {
+        let now = t0 + Duration::from_micros(100 * u64::from(k));
+        r.handle_datagram(now, 0, fake, &faked(u64::from(k), k), false, &mut tee);
+    }
+    for k in 0..3000u32 {
+        let now = t0 + Duration::from_millis(1 + u64::from(k));
+        r.handle_datagram(now, 0, real, &native_at(u64::from(k), k, 1000), false, &mut tee);
+        if k % 5 == 0 {
+            r.handle_datagram(now, 0, fake, &faked(100 + u64::from(k), k / 2), false, &mut tee);
+        }
+        if k % 16 == 0 {
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(5), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!((st.frames_per_second, st.thread_ids.clone()), (1000, vec![0]), "{st:?}");
+    // In the output stream it ends with: the backend's frames, in order, to its last.
+    let base = parse_data(SeqFormat::Native, &native_at(0, 0, 1000))
+        .unwrap()
+        .header
+        .frame_index(1000);
+    let last: Vec<(bool, u32, u64)> = out
+        .iter()
+        .map(|(_, d)| parse_data(SeqFormat::Native, d).unwrap())
+        .filter(|p| p.native.unwrap().stream == st.stream.unwrap())
+        .map(|p| {
+            let fake = p.frame[40..].iter().all(|b| *b == 0x55);
+            (
+                fake,
+                p.native.unwrap().frames_per_second,
+                p.header.frame_index(1000) - base,
+            )
+        })
+        .collect();
+    assert!(
+        last.iter().all(|f| !f.0 && f.1 == 1000),
+        "a fake frame, or the half rate, in the last stream"
+    );
+    let ks: Vec<u64> = last.iter().map(|f| f.2).collect();
+    assert!(
+        ks.windows(2).all(|w| w[1] == w[0] + 1),
+        "the backend's frames in order, none missing"
+    );
+    assert_eq!(ks.last(), Some(&2999));
+    assert!(
+        ks.len() >= 2400,
+        "{} of the backend's 3000 frames in its stream",
+        ks.len()
+    );
+    assert!(
+        st.refused_sources.iter().any(|s| s.source == fake.to_string()),
+        "{st:?}"
+    );
+}

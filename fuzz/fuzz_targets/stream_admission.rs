@@ -146,6 +146,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let filled: u64 = summaries.iter().map(|s| s.window.written_filled).sum();
     assert_eq!(sink.filled, filled);
+    // The sources refused as boards are named within their bound (issue 36), each once.
+    let refused: Vec<(u16, &str)> = summaries
+        .iter()
+        .flat_map(|s| s.refused_sources.iter().map(move |r| (s.station_id, r.source.as_str())))
+        .collect();
+    assert!(refused.len() <= 16, "{refused:?}");
     for s in &summaries {
         assert!(!s.boards.is_empty(), "a station has a source");
         assert!(s.boards.len() <= usize::from(s.threads), "{:?}", s.boards);

@@ -440,10 +440,15 @@ pub fn rejected_lines(d: &stream::DatagramCounters, first_problem: Option<&str>)
         status!("rejected datagrams: {} ({})", d.rejected(), first_problem.unwrap_or(""));
     }
     if d.phantoms_dropped > 0 {
+        // Not "never sent a run": a source refused beside a station's sender, or waiting for a
+        // slot, is forgotten too, with a run (issue 36: "never sent a run (0 datagrams)").
         status!(
-            "{} source(s) never sent a run of in-sequence frames and were dropped as strays ({} datagrams)",
+            "{} source(s) forgotten without becoming a station: {} datagrams never formed a run, {} refused \
+             as a station's second sender or not its board, {} beyond --max-stations",
             d.phantoms_dropped,
-            d.unconfirmed
+            d.unconfirmed,
+            d.foreign_source,
+            d.too_many_stations
         );
     }
 }

@@ -220,7 +220,7 @@ fn a_flood_of_new_source_ports_costs_a_two_station_stream_under_one_percent() {
 
 /// 300 phantom sources × `frames` before the real sender, `--max-stations 2`: what the real
 /// stations lost.
-fn preflood(frames: u32) -> (Value, String, u64, u64) {
+fn preflood(frames: u32) -> (Value, String, u64, u64, Vec<String>) {
     let t = Setup::new();
     let rx = t.receiver(&["--max-stations", "2"]);
     let sent = phantoms(rx.port, 0, 300, frames);
@@ -238,12 +238,16 @@ fn preflood(frames: u32) -> (Value, String, u64, u64) {
         // One file each: what could not be held was filled, not cut out of the time line.
         assert_eq!(outputs_of(&t.rx_dir(), name).len(), 1, "{name}: {log}");
     }
-    (r, log, ef, wb)
+    let files = std::fs::read_dir(t.rx_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    (r, log, ef, wb, files)
 }
 
 #[test]
 fn three_hundred_phantoms_of_three_frames_before_the_sender_cost_it_under_one_percent() {
-    let (r, log, ef, wb) = preflood(3);
+    let (r, log, ef, wb, _) = preflood(3);
     // Main lost 866 of Ef's 4000 (0.87 s), not even filled.
     assert!(ef < FRAMES / 100 && wb < FRAMES / 100, "Ef {ef} Wb {wb} lost: {log}");
     assert_eq!(r["datagrams"]["too_many_stations"], 0, "{}", r["datagrams"]);
@@ -251,7 +255,7 @@ fn three_hundred_phantoms_of_three_frames_before_the_sender_cost_it_under_one_pe
 
 #[test]
 fn phantoms_of_five_frames_before_the_sender_give_their_slots_to_the_real_stations() {
-    let (r, log, ef, wb) = preflood(5);
+    let (r, log, ef, wb, files) = preflood(5);
     // Main: two phantoms took both slots for 10 s and the real stations got nothing.
     assert!(ef < FRAMES / 100 && wb < FRAMES / 100, "Ef {ef} Wb {wb} lost: {log}");
     let retired = r["stations"]
@@ -264,6 +268,11 @@ fn phantoms_of_five_frames_before_the_sender_give_their_slots_to_the_real_statio
         retired <= 2,
         "only the phantoms holding slots were stations: {}",
         r["stations"]
+    );
+    // Issue 36: those that held a slot for a moment got a file of their 5 frames each.
+    assert!(
+        files.iter().all(|f| f.starts_with("Ef") || f.starts_with("Wb")),
+        "files of phantom stations: {files:?}"
     );
 }
 

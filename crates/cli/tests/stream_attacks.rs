@@ -19,6 +19,8 @@ use stream::wire::{Nak, SeqRange, MAX_NAK_RANGES, MAX_NAK_RANGE_LEN};
 struct Seen {
     originals: HashSet<u64>,
     repeats: u64,
+    /// Times each frame came again.
+    repeats_of: std::collections::HashMap<u64, u32>,
     newest: u64,
     sender: Option<SocketAddr>,
 }
@@ -40,6 +42,7 @@ fn receive(sock: UdpSocket, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
         s.newest = s.newest.max(p.seq);
         if p.retransmit {
             s.repeats += 1;
+            *s.repeats_of.entry(p.seq).or_default() += 1;
         } else {
             s.originals.insert(p.seq);
         }
@@ -56,11 +59,25 @@ fn send_under(attack: impl FnOnce(&UdpSocket, &Mutex<Seen>)) -> (serde_json::Val
 /// `stream send` of one generated station at 1000 frames/s for 3 s to `to`, native framing,
 /// answering NAKs for 300 ms; its JSON on a pipe.
 fn sender(to: &str) -> Proc {
+    sender_for(to, "3s")
+}
+
+/// [`sender`], sending for `duration`.
+fn sender_for(to: &str, duration: &str) -> Proc {
     let child = bin()
         .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "64M"])
         .args(["--frame", "8000", "--seq-format", "native", "--arq-latency", "300ms"])
         // A busy test host may hold the sender up; the attack must not be what does.
-        .args(["--loop", "--duration", "3s", "--max-lag", "1s", "--json", "--to", to])
+        .args([
+            "--loop",
+            "--duration",
+            duration,
+            "--max-lag",
+            "1s",
+            "--json",
+            "--to",
+            to,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -167,6 +184,54 @@ fn forged_naks_cost_at_most_the_repeat_budget_and_never_the_stream() {
     assert_eq!(seen.repeats, resent);
 }
 
+/// Issue 36: one forged NAK (780 bytes) had the sender repeat 620 KB, and the same NAK sent
+/// again had the same frames sent again, each time the budget refilled. A NAK costs at most what
+/// it asks for that was sent and not repeated twice yet (a real receiver asks again once when a
+/// repeat was lost too), so 1000 forged NAKs a second — for the whole window, then for one
+/// frame — cost each frame two repeats at most (one frame came 30 times); and NAKs from any
+/// address but the receiver's are never read.
+#[test]
+fn forged_naks_repeat_a_frame_twice_at_most_and_from_elsewhere_nothing() {
+    let mut forged = 0;
+    let (s, seen) = send_under(|sock, seen| {
+        // From another address: the sender's socket is connected to the receiver (the kernel
+        // may answer these with port unreachable: their sends can fail, and are tried on).
+        let elsewhere = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = seen.lock().unwrap().sender.unwrap();
+        for _ in 0..300 {
+            let newest = seen.lock().unwrap().newest;
+            let _ = elsewhere.send_to(&widest_nak(newest), to);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        forged = forge_for(sock, seen, Duration::from_secs(1), widest_nak);
+        // Then one frame asked for again and again while the sender keeps it (300 ms).
+        let target = seen.lock().unwrap().newest + 50;
+        forged += forge_for(sock, seen, Duration::from_millis(600), |_| {
+            let mut out = Vec::new();
+            let ranges = vec![SeqRange {
+                first: target,
+                count: 1,
+            }];
+            Nak { stream: 0, ranges }.encode(&mut out);
+            out
+        });
+    });
+    let arq = &s["arq"];
+    let resent = arq["resent"].as_u64().unwrap();
+    let most = seen.repeats_of.values().copied().max().unwrap_or(0);
+    eprintln!(
+        "forged {forged} NAKs: resent {resent} (asked {}, repeated already {}), most repeats of one frame {most}",
+        arq["asked"], arq["repeated_already"]
+    );
+    assert!(forged > 200, "the attack ran: {forged} NAKs");
+    assert!(resent > 0, "the NAKs from the receiver's address were read: {arq}");
+    assert!(most <= 2, "a frame came again {most} times");
+    assert_eq!(seen.repeats, resent);
+    assert!(resent <= 3000 / 10 + 256, "{arq}");
+    // Every datagram read back came from the receiver's address: those it forged.
+    assert!(s["returned_datagrams"].as_u64().unwrap() <= forged, "{s}");
+}
+
 /// Forged keep-alives (a jive5ab's text) from the receiver's address, 200 000 a second for 2 s
 /// (a jive5ab sends one every N datagrams: this is 200 per frame): read and counted, and the
 /// stream goes on, every frame on its timeline.
@@ -246,4 +311,134 @@ fn forged_naks_towards_a_relay_cost_at_most_the_repeat_budget() {
     assert_eq!(out, 3000, "{r}");
     assert_eq!(seen.originals.len(), 3000);
     assert!(resent <= 3000 / 10 + 256, "{arq}");
+    // Issue 36: and no frame more than twice, however often it is asked for.
+    let most = seen.repeats_of.values().copied().max().unwrap_or(0);
+    assert!(most <= 2, "a frame came again {most} times");
+}
+
+/// Issue 36: `stream relay --ack 1` answered every datagram it refused — even a 1-byte one —
+/// with a 22-byte keep-alive to its source, which anyone can forge: 1.72× the bytes on the wire,
+/// sent to whoever the source claims to be. Only a sender whose frames it takes is answered.
+#[test]
+fn a_relay_with_ack_answers_only_senders_whose_frames_it_takes() {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut child = bin()
+        .args(["stream", "relay", "--listen", "127.0.0.1:0", "--seq-format-in", "none"])
+        .args([
+            "--fps",
+            "1000",
+            "--ack",
+            "1",
+            "--seq-format",
+            "none",
+            "--idle-timeout",
+            "2s",
+        ])
+        .args(["--to", &sink.local_addr().unwrap().to_string(), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (port, _log) = common::port_from_stderr(&mut child, "127.0.0.1").expect("the relay's port");
+    let relay = Proc(child);
+    let to = format!("127.0.0.1:{port}");
+    let garbage = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let backend = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in [&garbage, &backend] {
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    }
+    let layout = vdif::FrameLayout::new(64e6, 2, 2, 1, 8000).unwrap();
+    let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+    let mut frame = vec![0u8; layout.frame_len];
+    let (mut junk, mut back_to_garbage, mut back_to_backend) = (0u64, 0u64, 0u64);
+    let mut buf = [0u8; 64];
+    for k in 0..400u32 {
+        h.seconds = 1000 + k / 1000;
+        h.frame_number = k % 1000;
+        h.emit(&mut frame[..32]).unwrap();
+        backend.send_to(&frame, &to).unwrap();
+        for _ in 0..5 {
+            garbage.send_to(&[0x42], &to).unwrap();
+            junk += 1;
+        }
+        // A frame's header cut from its data: the length it says is not the datagram's.
+        garbage.send_to(&frame[..40], &to).unwrap();
+        junk += 1;
+        while garbage.recv_from(&mut buf).is_ok() {
+            back_to_garbage += 1;
+        }
+        if k % 20 == 0 {
+            while backend.recv_from(&mut buf).is_ok() {
+                back_to_backend += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    while garbage.recv_from(&mut buf).is_ok() {
+        back_to_garbage += 1;
+    }
+    while backend.recv_from(&mut buf).is_ok() {
+        back_to_backend += 1;
+    }
+    let r = stream_send_json(relay);
+    eprintln!(
+        "{junk} refused datagrams: {back_to_garbage} keep-alives back; backend: {back_to_backend} back; {}",
+        r["datagrams"]
+    );
+    assert_eq!(
+        back_to_garbage, 0,
+        "keep-alives to a source whose every datagram was refused"
+    );
+    assert!(back_to_backend > 100, "the backend is answered: {back_to_backend}");
+}
+
+/// Issue 36: a source that delivered its run but was refused (a station beyond
+/// `--max-stations`, waiting for a slot all along) and forgotten at the end was summed up as a
+/// source that "never sent a run of in-sequence frames … (0 datagrams)": it had sent
+/// thousands. The summary says what it was.
+#[test]
+fn the_summary_says_a_refused_source_sent_its_datagrams() {
+    let recv = common::StreamRecv::start(&["--max-stations", "1"]);
+    let to = format!("127.0.0.1:{}", recv.port);
+    let station = |name: &str| {
+        let child = bin()
+            .args(["stream", "send", "--generate", "--stations", name, "--rate", "64M"])
+            .args([
+                "--frame",
+                "8000",
+                "--loop",
+                "--duration",
+                "2s",
+                "--max-lag",
+                "1s",
+                "--json",
+            ])
+            .args(["--to", &to])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Proc(child)
+    };
+    let ef = station("Ef");
+    std::thread::sleep(Duration::from_millis(300));
+    let wb = station("Wb");
+    stream_send_json(ef);
+    stream_send_json(wb);
+    let (status, log) = recv.wait();
+    assert!(status.success(), "{log}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("forgotten without becoming a station"))
+        .unwrap_or_else(|| panic!("no line on the forgotten source:\n{log}"));
+    let beyond: u64 = line
+        .split(" refused as a station's second sender or not its board, ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    eprintln!("{line}");
+    assert!(beyond > 1000, "the second station's datagrams: {line}");
+    assert!(!log.contains("never sent a run"), "{log}");
 }

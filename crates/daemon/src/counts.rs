@@ -124,14 +124,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// `evlbi?`'s counters from a receiver: frames taken are packets in, filled frames (and those
 /// lost after the last) are lost, reordered are out of order, late and duplicate copies are
-/// discarded, jumps are discontinuities. A live output's frames dropped for a reader slower
-/// than the station (`net2sfxc`) are discarded too. Frames taken that reached no disk (one
-/// dropped mid-scan) are lost, not received: the recording does not hold them, whatever the
-/// network did, and the loss percentage (lost of received + lost) says how much of the scan is
-/// gone.
+/// discarded, and so are the datagrams of sources refused as a station's boards (jive5ab records
+/// every datagram on its port), jumps are discontinuities. A live output's frames dropped for a
+/// reader slower than the station (`net2sfxc`) are discarded too. Frames taken that reached no
+/// disk (one dropped mid-scan) are lost, not received: the recording does not hold them,
+/// whatever the network did, and the loss percentage (lost of received + lost) says how much of
+/// the scan is gone.
 fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
     let mut e = EvlbiStats {
-        pkt_disc: s.live.iter().map(|l| l.dropped_slow_reader).sum(),
+        pkt_disc: s.datagrams.foreign_source + s.live.iter().map(|l| l.dropped_slow_reader).sum::<u64>(),
         ..EvlbiStats::default()
     };
     for st in &s.stations {
@@ -152,9 +153,13 @@ fn evlbi_of_recv(s: &RecvStatus) -> EvlbiStats {
     e
 }
 
-/// `evlbi?`'s counters from a relay's input, per station by VDIF time.
+/// `evlbi?`'s counters from a relay's input, per station by VDIF time; the datagrams of sources
+/// refused as a station's boards are discarded.
 fn evlbi_of_relay(s: &RelayStatus) -> EvlbiStats {
-    let mut e = EvlbiStats::default();
+    let mut e = EvlbiStats {
+        pkt_disc: s.datagrams.foreign_source,
+        ..EvlbiStats::default()
+    };
     for st in &s.stations {
         e.add(&EvlbiStats {
             pkt_in: st.frames_in,

@@ -79,6 +79,7 @@ metrics! {
     STREAM_LOSS "evlbi_stream_loss_fraction" Gauge "Data loss f per station: lost over lost plus received frames, since the start.";
     STREAM_SENDER_CHANGES "evlbi_stream_sender_changes" Counter "Times another source took a station over (a sender restarted).";
     STREAM_BOARD_FRAMES "evlbi_stream_board_frames" Counter "Datagrams per station and board (each source feeding it, its own threads) taken into its window.";
+    STREAM_REFUSED_SOURCE "evlbi_stream_refused_source_datagrams" Counter "Datagrams per station and source refused as a board of it (beside a live board, beyond its threads, not in step with its boards), counted from its refusal.";
     STREAM_DATAGRAMS "evlbi_stream_datagrams" Counter "Datagrams received.";
     STREAM_DATAGRAM_BYTES "evlbi_stream_datagram_bytes" Counter "Datagram bytes received.";
     STREAM_REJECTED "evlbi_stream_datagrams_rejected" Counter "Datagrams refused, by reason.";
@@ -204,6 +205,10 @@ fn recv(o: &mut Out<'_>, s: &RecvStatus) {
         for b in &st.boards {
             let l = [("station", st.station.as_str()), ("board", b.source.as_str())];
             o.int(&STREAM_BOARD_FRAMES, &l, b.frames);
+        }
+        for r in &st.refused_sources {
+            let l = [("station", st.station.as_str()), ("sender", r.source.as_str())];
+            o.int(&STREAM_REFUSED_SOURCE, &l, r.datagrams);
         }
         if let Some(q) = &st.arq {
             o.int(&STREAM_ARQ_REPAIRED, &l, q.recovered);

@@ -16,6 +16,8 @@ use crate::wire::{Nak, SeqRange, MAX_NAK_RANGES};
 
 /// Shortest time between two requests for the same frame.
 const MIN_RETRY: Duration = Duration::from_millis(5);
+/// Most times a sender sends one frame again (see [`RetransmitBuffer`]).
+pub const MAX_REPEATS: u8 = 2;
 
 /// Receiver-side ARQ settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +235,9 @@ pub struct RetransmitStats {
     pub unavailable: u64,
     /// Asked-for frames dropped because the repeat budget was spent.
     pub over_budget: u64,
+    /// Asked-for frames not sent again because they were sent again [`MAX_REPEATS`] times already.
+    #[serde(default)]
+    pub repeated_already: u64,
 }
 
 impl RetransmitStats {
@@ -244,6 +249,7 @@ impl RetransmitStats {
         self.resent_bytes += other.resent_bytes;
         self.unavailable += other.unavailable;
         self.over_budget += other.over_budget;
+        self.repeated_already += other.repeated_already;
     }
 }
 
@@ -251,12 +257,17 @@ impl RetransmitStats {
 ///
 /// NAKs are not authenticated: anyone who can send from the receiver's address can ask for
 /// anything. So a NAK costs the sender time in proportion to its ranges and to the repeats the
-/// budget can pay for, never to the frames it names (a 780-byte NAK may name 4.2 million), and
-/// a frame asked for twice is queued once.
+/// budget can pay for, never to the frames it names (a 780-byte NAK may name 4.2 million), a
+/// frame asked for twice is queued once, and a frame is sent again [`MAX_REPEATS`] times at most:
+/// a NAK costs at most the frames it asks for that were sent and not repeated that often yet.
+/// (Forged NAKs repeated 1000 times a second had the same frames sent again and again, each
+/// within the budget.) Twice, not once: a real receiver asks again when the repeat was lost
+/// too (sent once at most, 98.96 % of the frames lost at 1 % loss were recovered, not 99 %).
 #[derive(Debug)]
 pub struct RetransmitBuffer {
-    /// Datagrams by sequence number, oldest first; `first_seq` is the sequence of `kept[0]`.
-    kept: VecDeque<Vec<u8>>,
+    /// Datagrams by sequence number, oldest first; `first_seq` is the sequence of `kept[0]`,
+    /// each with the times it was sent again.
+    kept: VecDeque<(Vec<u8>, u8)>,
     first_seq: u64,
     capacity: usize,
     /// Repeats to send, oldest frame first, each once.
@@ -296,14 +307,14 @@ impl RetransmitBuffer {
             self.first_seq = seq;
         }
         if self.kept.len() == self.capacity {
-            if let Some(mut old) = self.kept.pop_front() {
+            if let Some((mut old, _)) = self.kept.pop_front() {
                 old.clear();
                 old.extend_from_slice(datagram);
-                self.kept.push_back(old);
+                self.kept.push_back((old, 0));
             }
             self.first_seq += 1;
         } else {
-            self.kept.push_back(datagram.to_vec());
+            self.kept.push_back((datagram.to_vec(), 0));
         }
         self.budget = (self.budget + self.share).min(self.burst);
     }
@@ -332,7 +343,11 @@ impl RetransmitBuffer {
                     break;
                 }
                 steps_left -= 1;
-                self.queue.insert(seq);
+                if self.kept[(seq - self.first_seq) as usize].1 >= MAX_REPEATS {
+                    self.stats.repeated_already += 1;
+                } else {
+                    self.queue.insert(seq);
+                }
                 seq += 1;
             }
         }
@@ -357,7 +372,8 @@ impl RetransmitBuffer {
                 return None;
             }
             self.budget -= 1.0;
-            let d = &self.kept[(seq - self.first_seq) as usize];
+            let (d, repeated) = &mut self.kept[(seq - self.first_seq) as usize];
+            *repeated = repeated.saturating_add(1);
             self.stats.resent += 1;
             self.stats.resent_bytes += d.len() as u64;
             return Some(d);
@@ -441,6 +457,28 @@ mod tests {
         assert!(tight.next_repeat().is_some());
         assert!(tight.next_repeat().is_none());
         assert_eq!(tight.stats().over_budget, 9);
+    }
+
+    #[test]
+    fn a_frame_is_sent_again_twice_at_most_however_often_it_is_asked_for() {
+        let mut b = RetransmitBuffer::new(100, 1.0);
+        for seq in 0..100u64 {
+            b.on_sent(seq, &[seq as u8]);
+        }
+        let nak = Nak {
+            stream: 0,
+            ranges: vec![SeqRange { first: 40, count: 3 }],
+        };
+        let mut resent = Vec::new();
+        for _ in 0..10 {
+            b.on_nak(&nak);
+            while let Some(d) = b.next_repeat() {
+                resent.push(d[0]);
+            }
+        }
+        resent.sort_unstable();
+        assert_eq!(resent, vec![40, 40, 41, 41, 42, 42]);
+        assert_eq!(b.stats().repeated_already, 8 * 3);
     }
 
     #[test]

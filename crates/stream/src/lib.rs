@@ -17,6 +17,7 @@
 
 pub mod arq;
 pub mod feed;
+mod in_step;
 mod intake;
 mod rate_check;
 pub mod receiver;

@@ -17,10 +17,19 @@
 //! per second of arrival): an outage that ended the second early, which leaves a low count too,
 //! shows the old rate there. Judged only while the station is young: a few boundaries, then the
 //! rate stands.
+//!
+//! A lower count is also taken only when the second's frames fill it: at least 3/4 of its frame
+//! numbers (from the first seen to the highest) in every thread seen. A source sending 200 frames
+//! a second numbered as a thread of 500 counts 500, and its numbers advance at 500 a second, but
+//! it fills 2 in 5: alone in a station of 1000 frames a second, it lowered the rate to 500 and
+//! made room for a thread of its own (issue 36). A real board sends every frame.
 
 use std::time::{Duration, Instant};
 
 use vdif::VdifHeader;
+
+use crate::in_step::{IN_STEP, MIN_COMMON};
+use crate::receiver::ThreadSet;
 
 /// Second boundaries judged before the rate stands.
 const MAX_BOUNDARIES: u8 = 4;
@@ -50,6 +59,9 @@ pub(crate) struct RateCheck {
     /// The lowest frame number seen in `second` and when; the highest and when.
     first: (u32, Instant),
     top: (u32, Instant),
+    /// Frames seen in `second` and their threads.
+    frames: u64,
+    threads: ThreadSet,
     boundaries: u8,
 }
 
@@ -64,6 +76,8 @@ impl RateCheck {
             second: None,
             first: (0, now),
             top: (0, now),
+            frames: 0,
+            threads: ThreadSet::default(),
             boundaries: 0,
         }
     }
@@ -76,6 +90,8 @@ impl RateCheck {
                 if n > self.top.0 {
                     self.top = (n, at);
                 }
+                self.frames += 1;
+                self.threads.insert(h.thread_id);
                 Verdict::Wait
             }
             // A frame of a second already judged (reordered over the boundary): no news.
@@ -86,21 +102,25 @@ impl RateCheck {
                 if verdict == Verdict::Wait && self.boundaries >= MAX_BOUNDARIES {
                     return Verdict::Keep;
                 }
-                self.start(s, n, at);
+                self.start(h, at);
                 verdict
             }
             // The first frame, or a jump: count from here.
             _ => {
-                self.start(s, n, at);
+                self.start(h, at);
                 Verdict::Wait
             }
         }
     }
 
-    fn start(&mut self, s: u32, n: u32, at: Instant) {
-        self.second = Some(s);
+    fn start(&mut self, h: &VdifHeader, at: Instant) {
+        let n = h.frame_number;
+        self.second = Some(h.seconds);
         self.first = (n, at);
         self.top = (n, at);
+        self.frames = 1;
+        self.threads = ThreadSet::default();
+        self.threads.insert(h.thread_id);
     }
 
     /// The second just ended (the next one's first frame came at `next`): what its frame numbers
@@ -117,6 +137,13 @@ impl RateCheck {
             return Verdict::Wait;
         };
         if threads > self.max_threads {
+            return Verdict::Wait;
+        }
+        // The frame numbers seen, in every thread seen: a sparse source does not fill them; and
+        // a few of them at least (one frame just before a boundary fills its one number).
+        let threads_seen = self.threads.len() as u64;
+        let numbers = u64::from(self.top.0 - self.first.0 + 1) * threads_seen;
+        if self.frames * IN_STEP.1 < numbers * IN_STEP.0 || self.frames < MIN_COMMON * threads_seen {
             return Verdict::Wait;
         }
         let span = self.top.1.saturating_duration_since(self.first.1);
@@ -235,5 +262,21 @@ mod tests {
     fn a_count_that_does_not_split_the_station_rate_is_left_and_the_check_ends() {
         // 8000 over 3 threads would be no whole number: never taken; after 4 boundaries, kept.
         assert_eq!(run(4000, 2667, 100, 2667 * 5, ALL), Some(Verdict::Keep));
+    }
+
+    #[test]
+    fn a_source_that_fills_a_fraction_of_its_numbers_does_not_lower_the_rate() {
+        // Numbered as a thread of 4000 at its arrivals, but 2 frames in 5 sent: it counts 4000
+        // (which splits 8000) and its numbers advance at 4000 a second, yet it is no thread of
+        // 4000. Never lowered; after 4 boundaries the rate stands.
+        assert_eq!(run(8000, 4000, 100, 4000 * 5, |_, n| n % 5 >= 2), Some(Verdict::Keep));
+        // One frame just before a boundary (its one number filled) is no evidence either: the
+        // next second judges.
+        assert_eq!(run(8000, 4000, 3999, 2, ALL), None);
+        // Three in four sent (a lossy path): still a thread of 4000.
+        assert_eq!(
+            run(8000, 4000, 100, 4000 * 2, |_, n| n % 4 == 1),
+            Some(Verdict::Rate { fps: 4000, threads: 2 })
+        );
     }
 }

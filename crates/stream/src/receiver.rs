@@ -28,6 +28,8 @@
 mod admission;
 mod boards;
 mod config;
+mod learning;
+mod standing;
 mod station;
 mod summary;
 
@@ -39,14 +41,15 @@ use vdif::VdifHeader;
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
 use crate::rate_check::RateCheck;
-use crate::window::{same_format, FrameSink, StationWindow, ThreadMap, WindowStats};
+use crate::window::{same_format, FrameSink, StationWindow, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak};
-use admission::{problem, Admission, At, Held, Provisional, Tally, HOLD_FRAMES};
+use admission::{problem, Admission, At, Held, Provisional, Tally};
 pub use boards::BoardSummary;
-use boards::{joining, Joining, Member, ThreadSet};
+pub(crate) use boards::ThreadSet;
+use boards::{Joining, Member};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
 use station::{feed, feed_held, finish_station, summarize, window_config, Station};
-pub use summary::{DatagramCounters, SenderChange, StationSummary};
+pub use summary::{DatagramCounters, RefusedSource, SenderChange, StationSummary};
 
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
 const RUN_GAP: i64 = 8;
@@ -54,6 +57,8 @@ const RUN_GAP: i64 = 8;
 const CHANGE_LOG: usize = 16;
 /// Retired stations whose summaries are kept (a flood of confirmed runs cannot grow memory).
 const RETIRED_KEPT: usize = 1024;
+/// Sources refused as boards that are named (all are counted).
+const REFUSED_KEPT: usize = 16;
 
 /// A sender in words: address, and session when it gives one.
 fn describe(source: SocketAddr, session: u16) -> String {
@@ -78,6 +83,8 @@ pub struct Receiver {
     notice: Option<String>,
     /// The frame rate was missing once already (its notice given).
     told_no_frame_rate: bool,
+    /// Sources refused as boards, by station id (see [`RefusedSource`]).
+    refused: Vec<(u16, RefusedSource)>,
 }
 
 impl Receiver {
@@ -92,6 +99,7 @@ impl Receiver {
             last_key: None,
             notice: None,
             told_no_frame_rate: false,
+            refused: Vec::new(),
         }
     }
 
@@ -298,6 +306,9 @@ impl Receiver {
             return;
         };
         self.admission.touch(at, now);
+        if self.admission.get(at).outsider {
+            self.count_refused_source(at);
+        }
         let p = self.admission.get_mut(at);
         let (fps, threads) = (p.fps, p.threads);
         let thread = match p.learning.as_mut() {
@@ -339,62 +350,6 @@ impl Receiver {
         if self.admission.get(at).run >= self.cfg.source_run.max(1) && self.threads_counted(at, now) {
             self.accept(at, now, sink);
         }
-    }
-
-    /// Whether the stream at `at` knows its threads: given, or counted once a thread came
-    /// round again and [`crate::intake::LEARN_SKEW`] has passed since its first frame (a board
-    /// behind the others shows up within it), or as many frames are held as can be — its rate
-    /// then split over them. `false` while counting, or (the stream dropped, counted) when the
-    /// station's rate does not split evenly.
-    fn threads_counted(&mut self, at: At, now: Instant) -> bool {
-        let p = self.admission.get_mut(at);
-        let Some(l) = p.learning.as_ref() else {
-            return true;
-        };
-        let skew_passed = now.saturating_duration_since(p.first_seen) >= crate::intake::LEARN_SKEW;
-        if !(l.cycled && skew_passed) && p.held.len() < HOLD_FRAMES {
-            return false;
-        }
-        let station_fps = l.station_fps;
-        // The other boards of the station, sending from their own addresses, count too: the
-        // mode's rate is the station's over all of them. Only those that formed a run of their
-        // own and came round their threads: a stray or a phantom of one frame cannot add a
-        // thread (and so change the rate every real frame is placed by). A board seen but not
-        // counted yet is waited for, as long as this stream can hold its frames: a receive loop
-        // that reads a batch late stamps it late, and a board's first frames then come in the
-        // same batch as the next of the other's (serve_cli's two boards: 1 run in 10 learned 2
-        // threads of 4, refused the second board and misplaced the first).
-        let (key, run) = (p.key, self.cfg.source_run.max(1));
-        if p.held.len() < HOLD_FRAMES && self.admission.board_counting(key, at, run) {
-            return false;
-        }
-        let boards = self.admission.learning_boards(key, at, run);
-        let ids = boards
-            .iter()
-            .fold(self.admission.get(at).own, |u, &b| u.union(&self.admission.get(b).own));
-        let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
-        if station_fps % u32::from(n) != 0 {
-            let name = self.admission.get(at).template.station_name();
-            problem!(
-                self.tally,
-                "station {name}: {station_fps} frames/s (the mode's) is no whole number over its {n} threads"
-            );
-            self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
-            return false;
-        }
-        let mut seen = ThreadMap::new(n);
-        for id in ids.ids() {
-            seen.index(id);
-        }
-        for b in boards.into_iter().chain([at]) {
-            let p = self.admission.get_mut(b);
-            p.fps = station_fps / u32::from(n);
-            p.threads = n;
-            p.threads_seen = seen.clone();
-            p.learning = None;
-            p.split_from = Some(station_fps);
-        }
-        true
     }
 
     /// Where in the admission table this datagram's stream is, put there when new (`None`,
@@ -455,6 +410,7 @@ impl Receiver {
         // window's oldest before the second's frames of that time came in (late, dropped).
         let mut held: Vec<(usize, Held)> = p.held.into_iter().map(|h| (0, h)).collect();
         let run = self.cfg.source_run.max(1);
+        let mut first_seen = vec![p.first_seen];
         while let Some(b) = self
             .admission
             .counted_board(p.key, (p.fps, p.threads), &st.members, run)
@@ -462,7 +418,20 @@ impl Receiver {
             let (source, session) = self.admission.source_of(b);
             let q = self.admission.take(b);
             st.members.push(Member::new(source, session, q.own, now));
+            first_seen.push(q.first_seen);
             held.extend(q.held.into_iter().map(|h| (st.members.len() - 1, h)));
+        }
+        // The boards in the order they began to send (whichever was judged first).
+        let mut order: Vec<usize> = (0..st.members.len()).collect();
+        order.sort_by_key(|&i| first_seen[i]);
+        let mut place = vec![0; order.len()];
+        for (to, &from) in order.iter().enumerate() {
+            place[from] = to;
+        }
+        let mut members: Vec<Option<Member>> = std::mem::take(&mut st.members).into_iter().map(Some).collect();
+        st.members = order.iter().filter_map(|&i| members[i].take()).collect();
+        for (m, _) in held.iter_mut() {
+            *m = place[*m];
         }
         held.sort_by_key(|(_, h)| h.at);
         for (m, h) in held {
@@ -506,7 +475,7 @@ impl Receiver {
                     describe(s.members[0].source, s.members[0].session),
                     s.last_seen.saturating_duration_since(s.first_seen).as_millis()
                 );
-                self.retire(i, sink);
+                self.retire_tentative(i, sink);
                 return true;
             }
         }
@@ -527,59 +496,31 @@ impl Receiver {
     }
 
     /// The stream at `at` has delivered its run for station `si`, which has sources already:
-    /// it joins as another board, takes the place of a board gone quiet (or of all of them), or
-    /// is refused beside a live one. `true` when the station was retired for it to start anew:
-    /// every source of it went quiet and this one's threads do not fit its window (a backend set
-    /// up with other threads; following it into the old window refused all its frames).
+    /// it joins as another board, takes the place of a board gone quiet (or of all of them, or of
+    /// one that delivers under half its share: see the `standing` module), or is refused beside a
+    /// live one. `true` when the station was retired for it to start anew: every source of it
+    /// went quiet and this one's threads do not fit its window (a backend set up with other
+    /// threads; following it into the old window refused all its frames), or its frames showed
+    /// the station's split of the mode's rate wrong.
     fn join(&mut self, si: usize, at: At, now: Instant, sink: &mut impl FrameSink) -> bool {
         let (source, session) = self.admission.source_of(at);
-        let p = self.admission.get(at);
-        let st = &self.stations[si];
-        // Several boards feed one stream only where nothing names the sender (jive5ab's and
-        // bare framing); a native stream is one sender's, its NAKs going back to it.
-        let boards_allowed = st.stream.is_none() && p.stream.is_none();
-        // The threads the window has placed and those its boards claim (a board whose frames
-        // were all refused has placed none): a board that joined on the window's count alone
-        // made three boards of a two-thread station (fuzz stream_admission).
-        let room = || {
-            let mapped: ThreadSet = st.window.thread_ids().into_iter().collect();
-            let claimed = st.members.iter().fold(mapped, |u, m| u.union(&m.threads));
-            claimed.union(&p.own).len() <= usize::from(st.window.config().threads)
-        };
-        let (member, succeeds) = match joining(&st.members, &p.own, now, self.cfg.source_quiet, boards_allowed, room) {
-            Joining::Beside(i) => {
-                let m = &st.members[i];
-                problem!(
-                    self.tally,
-                    "{} sends stream {} while its sender {} is live: refused",
-                    describe(source, session),
-                    st.stream
-                        .map_or_else(|| vdif::station_name(st.station_id), |s| s.to_string()),
-                    describe(m.source, m.session)
-                );
+        let (member, succeeds) = match self.standing(si, at, now, sink) {
+            Err(restarted) => return restarted,
+            Ok(Joining::Beside(i)) => {
+                self.refuse_beside(si, at, i);
                 return false;
             }
-            Joining::NoRoom => {
-                problem!(
-                    self.tally,
-                    "station {}: {} sends thread(s) {:?} beyond the {} its window was set up for (threads {:?}): \
-                     refused (a station's threads are counted from the boards sending at its start and checked \
-                     at its first second boundaries; give the threads with --threads)",
-                    vdif::station_name(st.station_id),
-                    describe(source, session),
-                    p.own.ids(),
-                    st.window.config().threads,
-                    st.window.thread_ids()
-                );
+            Ok(Joining::NoRoom) => {
+                self.refuse_no_room(si, at);
                 return false;
             }
-            Joining::Joins => (None, false),
-            Joining::Replaces(i) => (Some(i), false),
-            Joining::Succeeds if !room() => {
+            Ok(Joining::Joins) => (None, false),
+            Ok(Joining::Replaces(i)) => (Some(i), false),
+            Ok(Joining::Succeeds) if !self.room(si, at) => {
                 self.retire(si, sink);
                 return true;
             }
-            Joining::Succeeds => (Some(0), true),
+            Ok(Joining::Succeeds) => (Some(0), true),
         };
         let p = self.admission.take(at);
         let st = &mut self.stations[si];
@@ -605,6 +546,7 @@ impl Receiver {
                 }
                 let m = &mut st.members[i];
                 (m.source, m.session, m.last_seen) = (source, session, now);
+                m.meter = crate::in_step::Meter::new(now);
                 // What it sends now (its frames add to it): the old board's threads, kept, would
                 // make a restarted backend's other boards "beside" it.
                 m.threads = p.own;
@@ -658,6 +600,7 @@ impl Receiver {
             rate_check: p
                 .split_from
                 .map(|total| RateCheck::new(total, p.fps, crate::intake::MAX_THREADS, now)),
+            split_from: p.split_from,
             silence: None,
             flushed: None,
         }
@@ -684,6 +627,24 @@ impl Receiver {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
         sink.discontinuity(st.station_id);
+        let mut summary = summarize(&st);
+        summary.retired = true;
+        if self.retired.len() < RETIRED_KEPT {
+            self.retired.push(summary);
+        }
+    }
+
+    /// Tentative station `i` (a burst of phantom frames) gives its slot up: what its window
+    /// still holds is not written when it wrote nothing yet (its frames are counted placed in its
+    /// summary): a phantom that held a slot for a moment got a file of its 5 frames. A station
+    /// that wrote already is retired as any other (its file ends).
+    fn retire_tentative(&mut self, i: usize, sink: &mut impl FrameSink) {
+        let w = self.stations[i].window.stats();
+        if w.written_valid + w.written_filled > 0 {
+            return self.retire(i, sink);
+        }
+        let mut st = self.stations.remove(i);
+        st.window.abandon();
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {
@@ -774,12 +735,20 @@ impl Receiver {
         }
     }
 
-    /// Per-station results so far (stations that gave their slot up first).
+    /// Per-station results so far (stations that gave their slot up first); the sources each
+    /// station refused as boards are listed with its newest summary.
     pub fn summaries(&self) -> Vec<StationSummary> {
-        self.retired
+        let mut all: Vec<StationSummary> = self
+            .retired
             .iter()
             .cloned()
             .chain(self.stations.iter().map(summarize))
-            .collect()
+            .collect();
+        for (id, r) in &self.refused {
+            if let Some(s) = all.iter_mut().rev().find(|s| s.station_id == *id) {
+                s.refused_sources.push(r.clone());
+            }
+        }
+        all
     }
 }

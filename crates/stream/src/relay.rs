@@ -37,6 +37,7 @@
 //! - **Memory** is bounded by `buffer_bytes`: when a station's queue is full its oldest frame is
 //!   dropped and counted (`overflow_dropped`).
 
+mod boards;
 mod queue;
 mod senders;
 
@@ -50,14 +51,16 @@ use bytes::Bytes;
 use histogram::DEFAULT_MAX_BUCKETS;
 use serde::{Deserialize, Serialize};
 
+use crate::in_step::Meter;
 use crate::intake::{count_wire_error, stream_shape};
 use crate::rate_check::{RateCheck, Verdict};
-use crate::receiver::{DatagramCounters, SourceFilter};
+use crate::receiver::{DatagramCounters, RefusedSource, SourceFilter, ThreadSet};
 use crate::results::SentStation;
 use crate::sender::{Sender, SenderConfig, StationSpec, Transmit};
 use crate::window::{FrameSink, ThreadMap};
 use crate::wire::{parse_data, DataDatagram, SeqFormat};
 use crate::SenderError;
+use boards::{Board, Boards, HeldFrame, LearnSource, LEARN_SOURCES};
 pub use queue::LiveSchedule;
 use queue::{LiveQueue, LiveSource};
 use senders::SenderTable;
@@ -194,6 +197,10 @@ pub struct RelayedStation {
     pub frames_out: u64,
     /// Time each frame spent in the relay (arrival → sent), ns.
     pub queue_delay_ns: histogram::HistSummary,
+    /// Sources refused as its boards (not in step with them, beside a live one, beyond its
+    /// threads): neither relayed nor recorded, counted in `foreign_source`.
+    #[serde(default)]
+    pub refused_sources: Vec<RefusedSource>,
 }
 
 /// Loss of the input and of the queue over all stations, for live lines.
@@ -219,7 +226,28 @@ struct Learning {
     /// known (only a run is awaited), [`LEARN_SKEW`] of them when they are learned.
     steps: u64,
     seen: ThreadMap,
-    held: Vec<(Instant, Bytes)>,
+    /// The sources sending its frames (see the `boards` module).
+    sources: Vec<LearnSource>,
+    held: Vec<HeldFrame>,
+}
+
+impl Learning {
+    /// A learning from `now`, the first frame at time position `pos` at `fps` frames a second;
+    /// `known`: the threads are known (only a run is awaited).
+    fn new(now: Instant, pos: u64, fps: u32, known: bool) -> Learning {
+        Learning {
+            since: now,
+            first_pos: pos,
+            steps: if known {
+                2
+            } else {
+                (u64::from(fps) * LEARN_SKEW.as_nanos() as u64 / 1_000_000_000).max(2)
+            },
+            seen: ThreadMap::new(crate::intake::MAX_THREADS),
+            sources: Vec::new(),
+            held: Vec::new(),
+        }
+    }
 }
 
 /// A station's input side.
@@ -245,6 +273,11 @@ struct StationIn {
     rate_check: Option<RateCheck>,
     queue: Option<Rc<RefCell<LiveQueue>>>,
     stream: Option<u16>,
+    /// Its boards, once learned, and the sources refused as boards.
+    boards: Boards,
+    /// Frames in a row from its boards numbered past its rate per thread, each stating a
+    /// higher rate of its own (see [`Relay::take_frame`]).
+    beyond_rate: usize,
     counts: RelayedStation,
 }
 
@@ -296,19 +329,12 @@ impl StationIn {
         }
     }
 
-    /// Count the input continuity of the frames held while learning again, at the rate per
-    /// thread found when it ended (they were counted at the station's rate).
-    fn recount_input(&mut self, held: &[(Instant, Bytes)]) {
-        self.last_pos.fill(u64::MAX);
-        (
-            self.counts.lost_in_input,
-            self.counts.duplicates_in,
-            self.counts.reordered_in,
-        ) = (0, 0, 0);
-        for (_, frame) in held {
-            if let Ok(h) = vdif::VdifHeader::parse(frame) {
-                self.count_continuity(h.thread_id, h.frame_index(self.fps));
-            }
+    /// Count the frames held while learning that its boards sent, now the rate per thread is
+    /// known: taken from the input, and their continuity.
+    fn count_input(&mut self, held: &[&HeldFrame]) {
+        self.counts.frames_in += held.len() as u64;
+        for h in held {
+            self.count_continuity(h.header.thread_id, h.header.frame_index(self.fps));
         }
     }
 }
@@ -403,9 +429,7 @@ impl Relay {
         }
         let sender = self.senders.index(now, input, from);
         if let Some(s) = sender {
-            if self.senders.on_datagram(s, datagram.len(), self.cfg.ack_every) {
-                self.acks.push_back((input, from));
-            }
+            self.senders.on_datagram(s, datagram.len());
         }
         if truncated {
             self.counters.oversized += 1;
@@ -431,11 +455,24 @@ impl Relay {
         let Some(si) = self.station_for(now, from, &d) else {
             return;
         };
-        if let Some(s) = sender {
-            self.senders.on_frame(s, d.header.station_id, d.header.thread_id);
-        }
         let frame = whole.slice_ref(d.frame);
-        self.take_frame(now, si, &d, frame, tee);
+        if self.stations[si].learning.is_some() {
+            self.hold_frame(now, si, (input, from), &d, frame, tee);
+        } else if self.take_frame(now, si, (input, from), &d, frame, tee) {
+            self.taken_from(input, from, &d.header);
+        }
+    }
+
+    /// A frame (`h`) of sender (`input`, `from`) was taken for a station it is a board of:
+    /// counted, and answered with a keep-alive when one is due (`--ack`). Nothing goes back for
+    /// a refused or malformed datagram, nor while a station is learned: its source's address
+    /// is whatever the datagram claims.
+    fn taken_from(&mut self, input: u16, from: SocketAddr, h: &vdif::VdifHeader) {
+        if let Some(s) = self.senders.find(input, from) {
+            if self.senders.on_frame(s, h.station_id, h.thread_id, self.cfg.ack_every) {
+                self.acks.push_back((input, from));
+            }
+        }
     }
 
     /// The station of `d`: a confirmed one of its id and format, or a candidate, made on its
@@ -498,17 +535,7 @@ impl Relay {
             frame_len: d.frame.len(),
             confirmed: false,
             known_threads: known.then_some(threads),
-            learning: Some(Learning {
-                since: now,
-                first_pos: pos,
-                steps: if known {
-                    2
-                } else {
-                    (u64::from(fps) * LEARN_SKEW.as_nanos() as u64 / 1_000_000_000).max(2)
-                },
-                seen: ThreadMap::new(crate::intake::MAX_THREADS),
-                held: Vec::new(),
-            }),
+            learning: Some(Learning::new(now, pos, fps, known)),
             threads: ThreadMap::new(threads),
             thread_count: threads,
             last_pos: vec![u64::MAX; usize::from(crate::intake::MAX_THREADS)],
@@ -516,6 +543,8 @@ impl Relay {
             rate_check: None,
             queue: None,
             stream: None,
+            boards: Boards::default(),
+            beyond_rate: 0,
             counts: RelayedStation {
                 station: d.header.station_name(),
                 station_id: id,
@@ -557,8 +586,96 @@ impl Relay {
         crate::intake::station_rate_to_split(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
 
-    /// Count, tee and queue one frame of station `si` (held while the station is learned).
-    fn take_frame(&mut self, now: Instant, si: usize, d: &DataDatagram<'_>, frame: Bytes, tee: &mut impl FrameSink) {
+    /// A frame of station `si` from sender (`input`, `from`), its threads being learned: held
+    /// per source (a bounded few sources); the learning ends with a run once its threads are
+    /// learned and every source judged (see the `boards` module), or after [`LEARN_FOR`], or
+    /// with a full hold.
+    fn hold_frame(
+        &mut self,
+        now: Instant,
+        si: usize,
+        (input, from): (u16, SocketAddr),
+        d: &DataDatagram<'_>,
+        frame: Bytes,
+        tee: &mut impl FrameSink,
+    ) {
+        let st = &mut self.stations[si];
+        let Some(l) = st.learning.as_mut() else {
+            return;
+        };
+        if d.header.frame_number >= st.fps {
+            st.counts.wrong_format += 1;
+            return;
+        }
+        let source = match l.sources.iter().position(|s| s.addr == from) {
+            Some(i) => i,
+            None if l.sources.len() < LEARN_SOURCES => {
+                l.sources.push(LearnSource {
+                    addr: from,
+                    threads: ThreadSet::default(),
+                });
+                l.sources.len() - 1
+            }
+            None => {
+                self.counters.foreign_source += 1;
+                return;
+            }
+        };
+        l.sources[source].threads.insert(d.header.thread_id);
+        let _ = l.seen.index(d.header.thread_id);
+        if l.held.len() < LEARN_FRAMES {
+            l.held.push(HeldFrame {
+                at: now,
+                frame,
+                header: d.header,
+                source,
+                input,
+            });
+        } else {
+            st.counts.overflow_dropped += 1;
+        }
+        let run = l.held.len() >= SOURCE_RUN;
+        let bound = now.saturating_duration_since(l.since) >= LEARN_FOR || l.held.len() >= LEARN_FRAMES;
+        let learnt = d.header.frame_index(st.fps) >= l.first_pos + l.steps;
+        if run && (bound || (learnt && !boards::judge(&l.sources, &l.held).undecided)) {
+            self.end_learning(si, now, tee);
+        }
+    }
+
+    /// Count, tee and queue one frame from `from` of station `si`, relayed: a board's (see the
+    /// `boards` module), else refused. Whether it was taken.
+    fn take_frame(
+        &mut self,
+        now: Instant,
+        si: usize,
+        (input, from): (u16, SocketAddr),
+        d: &DataDatagram<'_>,
+        frame: Bytes,
+        tee: &mut impl FrameSink,
+    ) -> bool {
+        let thread = d.header.thread_id;
+        let StationIn {
+            boards,
+            threads,
+            thread_count,
+            fps,
+            ..
+        } = &mut self.stations[si];
+        let room = |t: u16| threads.ids().contains(&t) || threads.seen() < usize::from(*thread_count);
+        if let Err(why) = boards.seat(from, thread, now, *fps, room) {
+            if boards.none_holds(now, *fps) {
+                // Every live board of it sends under half its share: the station's threads and
+                // rate are learned anew, from this frame on.
+                self.relearn(si, now, d);
+                self.hold_frame(now, si, (input, from), d, frame, tee);
+                return false;
+            }
+            boards.refuse(from, &[thread].into_iter().collect(), why);
+            self.counters.foreign_source += 1;
+            let name = d.header.station_name();
+            self.problem(|| format!("station {name}: {from} {why}: refused (not relayed, not recorded)"));
+            return false;
+        }
         let checking = self.stations[si].rate_check.is_some();
         if let Some(said) = self.stations[si].check_rate(&d.header, now) {
             self.problem(|| said);
@@ -569,39 +686,39 @@ impl Relay {
             self.sender.set_split(stream, st.fps, st.thread_count);
         }
         let pos = d.header.frame_index(self.stations[si].fps);
+        let stated = self.stated_rate(d);
         let st = &mut self.stations[si];
         if d.header.frame_number >= st.fps {
             st.counts.wrong_format += 1;
-            return;
+            // A board's frames numbered past the station's rate, each stating a rate they fit:
+            // the rate held came from elsewhere (issue 36: a source first on the port announcing
+            // half the rate, whose place the backend took): learned anew from this frame on.
+            st.beyond_rate = match stated {
+                Some(r) if r > d.header.frame_number => st.beyond_rate + 1,
+                _ => 0,
+            };
+            if st.beyond_rate >= SOURCE_RUN {
+                st.beyond_rate = 0;
+                self.relearn(si, now, d);
+                self.hold_frame(now, si, (input, from), d, frame, tee);
+                return false;
+            }
+            return true;
         }
+        st.beyond_rate = 0;
         st.counts.frames_in += 1;
-        st.count_continuity(d.header.thread_id, pos);
-        if let Some(l) = st.learning.as_mut() {
-            let _ = l.seen.index(d.header.thread_id);
-            if l.held.len() < LEARN_FRAMES {
-                l.held.push((now, frame));
-            } else {
-                st.counts.overflow_dropped += 1;
-            }
-            let run = l.held.len() >= SOURCE_RUN;
-            let learnt = pos >= l.first_pos + l.steps
-                || now.saturating_duration_since(l.since) >= LEARN_FOR
-                || l.held.len() >= LEARN_FRAMES;
-            if run && learnt {
-                self.end_learning(si, now, tee);
-            }
-            return;
-        }
+        st.count_continuity(thread, pos);
         tee.frame(st.station_id, d.frame, false);
-        if st.threads.index(d.header.thread_id).is_none() {
+        if st.threads.index(thread).is_none() {
             st.counts.unexpected_thread += 1;
-            let (name, t, n) = (d.header.station_name(), d.header.thread_id, st.thread_count);
-            self.problem(|| format!("station {name}: thread {t} beyond its {n} thread(s): recorded, not relayed"));
-            return;
+            let (name, n) = (d.header.station_name(), st.thread_count);
+            self.problem(|| format!("station {name}: thread {thread} beyond its {n} thread(s): recorded, not relayed"));
+            return true;
         }
         if let Some(q) = st.queue.as_ref() {
             q.borrow_mut().push(now, frame);
         }
+        true
     }
 
     /// Candidate `si` formed its run and its threads are known: confirm it (other candidates
@@ -624,6 +741,11 @@ impl Relay {
                 i += 1;
             }
         }
+        let judged = boards::judge(&l.sources, &l.held);
+        self.seat_boards(si, &l, &judged.boards, now);
+        for h in l.held.iter().filter(|h| judged.boards.contains(&h.source)) {
+            self.taken_from(h.input, l.sources[h.source].addr, &h.header);
+        }
         let Relay {
             sender,
             cfg,
@@ -632,9 +754,13 @@ impl Relay {
             ..
         } = self;
         let st = &mut stations[si];
+        let held: Vec<&HeldFrame> = l.held.iter().filter(|h| judged.boards.contains(&h.source)).collect();
         if st.known_threads.is_none() {
-            let mut ids = l.seen.ids();
-            ids.sort_unstable();
+            let ids = st
+                .boards
+                .list
+                .iter()
+                .fold(ThreadSet::default(), |u, b| u.union(&b.threads));
             st.thread_count = (ids.len() as u16).max(1);
             st.threads = ThreadMap::new(st.thread_count);
             if let Some(total) = st.station_rate {
@@ -642,7 +768,6 @@ impl Relay {
                 if total % n == 0 {
                     st.fps = total / n;
                     st.counts.frames_per_second = st.fps;
-                    st.recount_input(&l.held);
                     st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));
                 } else if self.first_problem.is_none() {
                     // Relayed all the same (the output is paced by the rate), counted per thread
@@ -654,6 +779,7 @@ impl Relay {
                 }
             }
         }
+        st.count_input(&held);
         open_output(sender, cfg, queued, st, now);
         if let (Some(_), Some(total), Some(stream)) = (&st.rate_check, st.station_rate, st.stream) {
             // The split is a guess until the frames confirm it: the station's rate is announced.
@@ -663,13 +789,88 @@ impl Relay {
             return;
         };
         let mut q = q.borrow_mut();
-        for (at, frame) in l.held {
-            tee.frame(st.station_id, &frame, false);
-            let thread = vdif::VdifHeader::parse(&frame).map(|h| h.thread_id).unwrap_or(u16::MAX);
-            if st.threads.index(thread).is_some() {
-                q.push(at, frame);
+        for h in held {
+            tee.frame(st.station_id, &h.frame, false);
+            if st.threads.index(h.header.thread_id).is_some() {
+                q.push(h.at, h.frame.clone());
             } else {
                 st.counts.unexpected_thread += 1;
+            }
+        }
+    }
+
+    /// The rate per thread frame `d` states for itself — a native prefix announcing it with the
+    /// threads, else its header's sample rate — when the options set none.
+    fn stated_rate(&self, d: &DataDatagram<'_>) -> Option<u32> {
+        if self.cfg.frames_per_second.is_some() {
+            return None;
+        }
+        d.native
+            .filter(|n| n.threads > 0 && n.frames_per_second > 0)
+            .map(|n| n.frames_per_second)
+            .or(d.header.frame_rate().map(u32::from))
+    }
+
+    /// Station `si`, whose boards all send under half their share (a source that got in while
+    /// the backend was away), learns its threads and rate again from frame `d` on: the boards
+    /// in step then make it, in a new output stream (the old one ends with what it has queued).
+    fn relearn(&mut self, si: usize, now: Instant, d: &DataDatagram<'_>) {
+        // The shape comes anew from this frame, as a new station's would: the one learned came
+        // from the boards given up (issue 36: a source first on the port announcing half the
+        // rate held it there, and every real frame numbered past it was refused).
+        let fps_given = self.cfg.frames_per_second.or(self.station_rate_to_split(d));
+        let shape = stream_shape(d, fps_given, self.cfg.threads).ok();
+        let known = self.cfg.threads.is_some() || d.native.is_some_and(|n| n.threads > 0);
+        let given_only = self.cfg.frames_per_second.is_none();
+        let st = &mut self.stations[si];
+        for b in std::mem::take(&mut st.boards.list) {
+            st.boards.refuse(b.addr, &b.threads, boards::UNDER_SHARE);
+        }
+        if let Some((fps, threads)) = shape {
+            (st.fps, st.thread_count) = (fps, threads);
+            st.threads = ThreadMap::new(threads);
+            st.known_threads = known.then_some(threads);
+            st.station_rate = fps_given.filter(|_| given_only);
+            st.counts.frames_per_second = fps;
+            st.last_pos.fill(u64::MAX);
+        }
+        let known = st.known_threads.is_some();
+        st.rate_check = None;
+        st.learning = Some(Learning::new(now, d.header.frame_index(st.fps), st.fps, known));
+        let name = st.counts.station.clone();
+        self.problem(|| {
+            format!("station {name}: its boards sent under half their share of its rate: its threads are learned anew")
+        });
+    }
+
+    /// Station `si`'s learning `l` ended: sources `boards` are its boards; the others are
+    /// refused, named, their held frames counted `foreign_source`.
+    fn seat_boards(&mut self, si: usize, l: &Learning, boards: &[usize], now: Instant) {
+        let st = &mut self.stations[si];
+        for (i, src) in l.sources.iter().enumerate() {
+            if boards.contains(&i) {
+                st.boards.list.push(Board {
+                    addr: src.addr,
+                    threads: src.threads,
+                    last_seen: now,
+                    meter: Meter::new(now),
+                });
+                continue;
+            }
+            let n = l.held.iter().filter(|h| h.source == i).count() as u64;
+            self.counters.foreign_source += n;
+            st.boards.refuse(src.addr, &src.threads, boards::NOT_IN_STEP);
+            if let Some(r) = st.boards.refused.iter_mut().find(|r| r.source == src.addr.to_string()) {
+                r.datagrams = n;
+            }
+            let name = &st.counts.station;
+            if self.first_problem.is_none() {
+                self.first_problem = Some(format!(
+                    "station {name}: {} sends thread(s) {:?}, {}: refused (not relayed, not recorded)",
+                    src.addr,
+                    src.threads.ids(),
+                    boards::NOT_IN_STEP
+                ));
             }
         }
     }
@@ -790,6 +991,7 @@ impl Relay {
             .iter()
             .map(|s| {
                 let mut c = s.counts.clone();
+                c.refused_sources = s.boards.refused.clone();
                 c.thread_ids = match s.learning.as_ref() {
                     Some(l) => l.seen.ids(),
                     None => s.threads.ids(),

@@ -838,6 +838,13 @@ impl StationWindow {
         self.threads = earlier.threads.resized(self.cfg.threads);
     }
 
+    /// Give up what the window holds unwritten (a phantom station's few frames, issue 36): its
+    /// placed frames stay counted as placed, those held as candidates for a jump are counted out
+    /// of range, and nothing more is written.
+    pub fn abandon(&mut self) {
+        self.stats.out_of_range += self.candidates.clear();
+    }
+
     /// Write what is left, up to the last frame that arrived: the other threads' frames of the
     /// last frame period never came (the stream stopped there, or a recording was stopped
     /// between two threads' frames) and are not written as fill. A thread's frames of the

@@ -1263,3 +1263,143 @@ fn a_board_first_seen_in_a_late_batch_is_counted_with_the_other() {
     assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.counters());
     assert_accounted(&rx);
 }
+
+/// Issue 36, item 1: the arrivals of a one-thread station (thread 0, 1000 frames a second, from
+/// `real`) from `real_from` ms to 3 s, and of a fake board (thread `fake_thread` from `fake`)
+/// sending 200 datagrams a second from 0 to 3 s, numbered as a thread of `numbered` frames a
+/// second at its arrival time (or, `consecutive`, one number after the other). Each source its
+/// own jive5ab sequence numbers.
+fn real_and_fake(
+    (real, real_from): (SocketAddr, u32),
+    (fake, fake_thread, numbered, consecutive): (SocketAddr, u16, u32, bool),
+) -> Vec<(Duration, SocketAddr, Vec<u8>)> {
+    let mut out = Vec::new();
+    for k in real_from..3000u32 {
+        let f = station_frame(k, 1000, 0);
+        out.push((Duration::from_millis(u64::from(k)), real, jive5ab(u64::from(k), &f)));
+    }
+    for i in 0..600u32 {
+        let ms = 5 * i;
+        let n = if consecutive { i } else { ms * numbered / 1000 };
+        let mut f = station_frame(n, numbered, fake_thread);
+        f[40] ^= 0xa5;
+        out.push((
+            Duration::from_micros(u64::from(ms) * 1000 + 300),
+            fake,
+            jive5ab(7_000_000 + u64::from(i), &f),
+        ));
+    }
+    out.sort_by_key(|(at, _, _)| *at);
+    out
+}
+
+/// Feed `arrivals` to a receiver told the mode's rate (1000 frames a second) as `evlbi serve` is;
+/// the receiver and what it wrote.
+fn receive_mode_1000(arrivals: &[(Duration, SocketAddr, Vec<u8>)]) -> (Receiver, VecSink) {
+    let mut rx = Receiver::new(station_rate_known(1000));
+    let mut sink = VecSink::default();
+    let t0 = Instant::now();
+    for (at, from, d) in arrivals {
+        rx.handle_datagram(t0 + *at, *from, d, false, &mut sink);
+    }
+    rx.finish(&mut sink);
+    (rx, sink)
+}
+
+/// (thread, time step at 1000 a second from second 1000, invalid) of each frame written.
+fn written_frames(sink: &VecSink) -> Vec<(u16, u64, bool)> {
+    written(sink)
+        .chunks(8032)
+        .map(|f| {
+            let h = vdif::VdifHeader::parse(f).unwrap();
+            let k = u64::from(h.seconds - 1000) * 1000 + u64::from(h.frame_number);
+            (h.thread_id, k, h.invalid)
+        })
+        .collect()
+}
+
+/// A fake board sending a fifth of a thread while the backend's one thread streams: counted as a
+/// board, it split the station into 2 threads of 500 frames a second (the recording held none
+/// of the real thread's frames). Not in step with the real board, it adds no thread: every real
+/// frame is written, valid, in order; the fake is refused, counted and named.
+#[test]
+fn a_fake_board_sending_a_fraction_of_a_thread_does_not_split_the_station() {
+    let (real, fake) = (addr("10.0.0.1:5001"), addr("10.66.6.6:6666"));
+    for (numbered, consecutive) in [(500u32, false), (1000, false), (200, true)] {
+        let arrivals = real_and_fake((real, 0), (fake, 1, numbered, consecutive));
+        let (rx, sink) = receive_mode_1000(&arrivals);
+        let case = format!("fake numbered at {numbered}, consecutive {consecutive}");
+        let all = rx.summaries();
+        assert_eq!(all.len(), 1, "{case}: {all:?}");
+        let s = &all[0];
+        assert_eq!(
+            (s.threads, s.frames_per_second),
+            (1, 1000),
+            "{case}: {:?}",
+            rx.first_problem()
+        );
+        assert_eq!((s.window.written_valid, s.window.written_filled), (3000, 0), "{case}");
+        let w = written_frames(&sink);
+        assert!(w.iter().all(|(t, _, inv)| *t == 0 && !inv), "{case}");
+        assert!(w.windows(2).all(|p| p[1].1 == p[0].1 + 1), "{case}: out of order");
+        assert_eq!(s.boards.len(), 1, "{case}");
+        assert_eq!(s.refused_sources.len(), 1, "{case}: {:?}", s.refused_sources);
+        let r = &s.refused_sources[0];
+        assert_eq!(
+            (r.source.as_str(), r.threads.as_slice()),
+            (fake.to_string().as_str(), &[1u16][..])
+        );
+        // Refused as not in step when it was judged with the real board, or (it had not formed
+        // its run then) as a thread beyond the station's.
+        assert!(
+            r.reason.contains("not in step") || r.reason.contains("beyond the 1"),
+            "{case}: {}",
+            r.reason
+        );
+        // Every datagram of the fake is refused (those held when it was judged included).
+        let c = rx.counters();
+        assert_eq!(c.foreign_source + c.unconfirmed, 600, "{case}: {c:?}");
+        assert!(r.datagrams >= 590, "{case}: {r:?}");
+        assert_accounted(&rx);
+    }
+}
+
+/// The fake board there first (the backend starts 0.5 s after the recording): it is the station
+/// then, but sparse, it cannot lower the station's rate, and when the backend comes it gives its
+/// place up; the station starts anew from the backend's first frame, every real frame written.
+/// Sending thread 0, it held the real board off as a second sender "beside" it; sending thread
+/// 1, as a thread beyond the station's; numbered one frame after the other at 200 a second, it
+/// lowered the station's rate to 200 (a board of five up, as far as its frames tell) and the
+/// backend's frames were numbered past it.
+#[test]
+fn a_fake_board_there_before_the_backend_gives_its_place_up_when_the_backend_comes() {
+    let (real, fake) = (addr("10.0.0.1:5001"), addr("10.66.6.6:6666"));
+    for (thread, numbered, consecutive) in [(0u16, 1000u32, false), (1, 500, false), (1, 200, true)] {
+        let arrivals = real_and_fake((real, 500), (fake, thread, numbered, consecutive));
+        let (rx, sink) = receive_mode_1000(&arrivals);
+        let case = format!("fake thread {thread} numbered at {numbered}, consecutive {consecutive}");
+        let all = rx.summaries();
+        let s = all.last().unwrap();
+        assert_eq!((s.threads, s.frames_per_second), (1, 1000), "{case}: {all:?}");
+        assert_eq!(s.boards.len(), 1, "{case}");
+        assert_eq!(s.boards[0].source, real.to_string(), "{case}");
+        // The station starts anew from the backend's first frames (a new segment: in a scan, the
+        // frames of the fake's station until then come first): every real frame from 0.5 s on,
+        // valid, in order, nothing else.
+        let last = VecSink {
+            segments: vec![sink.segments.last().cloned().unwrap_or_default()],
+            filled: 0,
+        };
+        let w = written_frames(&last);
+        assert_eq!(w.first().map(|f| f.1), Some(500), "{case}: {:?}", rx.first_problem());
+        assert_eq!(w.len(), 2500, "{case}: {:?}", rx.first_problem());
+        assert!(w.iter().all(|(t, _, inv)| *t == 0 && !inv), "{case}");
+        assert!(w.windows(2).all(|p| p[1].1 == p[0].1 + 1), "{case}: out of order");
+        assert!(
+            s.refused_sources.iter().any(|r| r.source == fake.to_string()),
+            "{case}: {:?}",
+            s.refused_sources
+        );
+        assert_accounted(&rx);
+    }
+}

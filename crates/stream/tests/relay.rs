@@ -769,3 +769,280 @@ fn frames_leave_from_the_buffer_they_came_in_and_free_it_when_sent() {
     // layer's pool gets it back.
     assert!(buffer.is_unique(), "the relay still holds the buffer after sending");
 }
+
+/// Station Ef's frame of time step `k` of thread `thread`, `per` steps a second.
+fn frame_at(thread: u16, k: u32, per: u32) -> Vec<u8> {
+    let mut f = frame(thread, 0);
+    let mut h = vdif::VdifHeader::parse(&f).unwrap();
+    h.seconds = 1000 + k / per;
+    h.frame_number = k % per;
+    h.emit(&mut f[..32]).unwrap();
+    f[40] = k as u8;
+    f
+}
+
+/// Issue 36, item 1, through a relay that knows only the mode's rate (`evlbi serve`'s
+/// net2net): the backend's one thread at 1000 frames a second from one address, and a fake
+/// board from another sending thread 1 at 200 datagrams a second, numbered as a thread of 500,
+/// from the start. Learned as a second thread, it split the station into 2 × 500 and every
+/// real frame numbered past 499 was dropped as another format. Not in step with the backend, it
+/// is refused: every real frame is relayed and teed, none of the fake's, which is counted and
+/// named.
+#[test]
+fn a_fake_board_sending_a_fraction_of_a_thread_is_not_relayed_or_recorded() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+    cfg.station_frames_per_second = Some(1000);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let (real, fake) = (addr(1), addr(9));
+    let mut forged = 0u64;
+    for k in 0..3000u32 {
+        let now = t0 + Duration::from_millis(u64::from(k));
+        r.handle_datagram(
+            now,
+            0,
+            real,
+            &udps(u64::from(k), &frame_at(0, k, 1000)),
+            false,
+            &mut tee,
+        );
+        if k % 5 == 0 {
+            let now = now + Duration::from_micros(300);
+            let f = frame_at(1, k / 2, 500);
+            r.handle_datagram(now, 0, fake, &udps(u64::from(k / 5), &f), false, &mut tee);
+            forged += 1;
+        }
+        if k % 16 == 0 {
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(4), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!(st.thread_ids, vec![0], "{:?}", r.first_problem());
+    assert_eq!(
+        (
+            st.frames_per_second,
+            st.frames_in,
+            st.frames_out,
+            st.wrong_format,
+            st.lost_in_input
+        ),
+        (1000, 3000, 3000, 0, 0)
+    );
+    let threads = |frames: &[u8]| {
+        frames
+            .chunks(8032)
+            .filter(|f| f[14] & 0x3 != 0 || f[15] & 0x3 != 0)
+            .count()
+    };
+    assert_eq!(
+        tee.segments.concat().len(),
+        3000 * 8032,
+        "the tee holds the real frames only"
+    );
+    assert_eq!(threads(&tee.segments.concat()), 0, "no frame of thread 1 teed");
+    assert!(out
+        .iter()
+        .all(|(_, d)| parse_data(SeqFormat::Native, d).unwrap().header.thread_id == 0));
+    assert_eq!(r.counters().foreign_source, forged);
+    assert_eq!(st.refused_sources.len(), 1, "{:?}", st.refused_sources);
+    assert_eq!(st.refused_sources[0].source, fake.to_string());
+    assert_eq!(st.refused_sources[0].threads, vec![1]);
+    // Its keep-alives: none for what was refused (it was held, and answered, while learning).
+    let acks = std::iter::from_fn(|| r.poll_ack()).filter(|(_, a)| *a == fake).count();
+    assert_eq!(acks, 0, "no keep-alive to the fake without --ack");
+}
+
+/// `--ack`: keep-alives go to senders whose frames are taken, never in answer to refused
+/// datagrams — 1-byte garbage from a spoofable source got a 22-byte keep-alive each (1.72× the
+/// bytes on the wire back to whoever the source claims to be).
+#[test]
+fn keep_alives_answer_only_frames_taken() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::None, t0);
+    cfg.frames_per_second = Some(FPS);
+    cfg.ack_every = Some(1);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let (real, spoofed) = (addr(1), addr(7));
+    for k in 0..100u32 {
+        let now = t0 + Duration::from_micros(125) * k;
+        r.handle_datagram(now, 0, real, &udps(u64::from(k), &frame(0, k)), false, &mut tee);
+        r.handle_datagram(now, 0, spoofed, &[0x42], false, &mut tee);
+        let mut bad = udps(u64::from(k), &frame(0, k));
+        bad[8 + 3] ^= 0x40; // the legacy bit: the header says 16 bytes, the datagram carries 8032
+        r.handle_datagram(now, 0, spoofed, &bad, false, &mut tee);
+    }
+    let acks: Vec<_> = std::iter::from_fn(|| r.poll_ack()).collect();
+    assert_eq!(acks.iter().filter(|(_, a)| *a == real).count(), 100);
+    assert_eq!(
+        acks.iter().filter(|(_, a)| *a == spoofed).count(),
+        0,
+        "{:?}",
+        r.counters()
+    );
+    // The 1-byte ones refused as too short; the others are frames of another (legacy) format:
+    // a candidate that never formed a run, then the station's wrong format.
+    r.finish();
+    let wrong = r.stations()[0].wrong_format;
+    assert_eq!((r.counters().too_short, r.counters().unconfirmed + wrong), (100, 100));
+}
+
+/// The fake board there before the backend (it starts 0.5 s later): the fake is the station
+/// then, but when the backend's frames come and every board of the station sends under half its
+/// share, the station's threads are learned anew: from then on every real frame is relayed and
+/// teed, in a new output stream, and none of the fake's.
+#[test]
+fn a_fake_board_there_before_the_backend_gives_its_place_up_in_the_relay() {
+    let t0 = Instant::now();
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+    cfg.station_frames_per_second = Some(1000);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let (real, fake) = (addr(1), addr(9));
+    for k in 0..3000u32 {
+        let now = t0 + Duration::from_millis(u64::from(k));
+        if k >= 500 {
+            r.handle_datagram(
+                now,
+                0,
+                real,
+                &udps(u64::from(k), &frame_at(0, k, 1000)),
+                false,
+                &mut tee,
+            );
+        }
+        if k % 5 == 0 {
+            let now = now + Duration::from_micros(300);
+            r.handle_datagram(
+                now,
+                0,
+                fake,
+                &udps(u64::from(k / 5), &frame_at(1, k / 2, 500)),
+                false,
+                &mut tee,
+            );
+        }
+        if k % 16 == 0 {
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(4), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!(st.thread_ids, vec![0], "{:?}", r.first_problem());
+    assert_eq!(st.frames_per_second, 1000);
+    // Every real frame, from its first, out in order after the fake's; none of the fake's after.
+    let frames: Vec<(u16, u32)> = out
+        .iter()
+        .map(|(_, d)| {
+            let h = parse_data(SeqFormat::Native, d).unwrap().header;
+            (h.thread_id, (h.seconds - 1000) * 1000 + h.frame_number)
+        })
+        .collect();
+    let first_real = frames.iter().position(|f| f.0 == 0).expect("real frames out");
+    let tail = &frames[first_real..];
+    assert!(tail.iter().all(|f| f.0 == 0), "a fake frame after the first real one");
+    assert_eq!(
+        tail.iter().map(|f| f.1).collect::<Vec<_>>(),
+        (500..3000).collect::<Vec<_>>()
+    );
+    assert!(
+        st.refused_sources.iter().any(|s| s.source == fake.to_string()),
+        "{:?}",
+        st.refused_sources
+    );
+}
+
+/// Native framing in: `datagram` of frame `k` of thread 0 at `per` frames a second, announcing
+/// `per` and one thread.
+fn native_at(seq: u64, k: u32, per: u32) -> Vec<u8> {
+    let p = NativePrefix {
+        retransmit: false,
+        stream: 0,
+        seq,
+        frames_per_second: per,
+        threads: 1,
+        session: 0,
+    };
+    let mut d = Vec::new();
+    encode_data(SeqFormat::Native, &p, &frame_at(0, k, per), &mut d);
+    d
+}
+
+/// Issue 36, item 6, a rate-lowering attack through the relay (native framing in, no rate
+/// given): a source there 8 datagrams before the backend announces half its rate per thread and
+/// goes on sending 200 datagrams a second. It made the station's rate: when the backend took its
+/// place, every real frame numbered past 499 was refused as another format (1500 of 3000). Now a
+/// board's frames numbered past the station's rate, each announcing a rate they fit, have it
+/// learned anew: the backend's rate, every real frame from then on relayed, none of the fake's.
+#[test]
+fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
+    let t0 = Instant::now();
+    let cfg = RelayConfig::new(SeqFormat::Native, SeqFormat::Native, t0);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let (real, fake) = (addr(1), addr(9));
+    let faked = |seq: u64, k: u32| {
+        let mut d = native_at(seq, k, 500);
+        d[24 + 32..].fill(0x55);
+        d
+    };
+    for k in 0..8u32 {
+        let now = t0 + Duration::from_micros(100 * u64::from(k));
+        r.handle_datagram(now, 0, fake, &faked(u64::from(k), k), false, &mut tee);
+    }
+    for k in 0..3000u32 {
+        let now = t0 + Duration::from_millis(1 + u64::from(k));
+        r.handle_datagram(now, 0, real, &native_at(u64::from(k), k, 1000), false, &mut tee);
+        if k % 5 == 0 {
+            r.handle_datagram(now, 0, fake, &faked(100 + u64::from(k), k / 2), false, &mut tee);
+        }
+        if k % 16 == 0 {
+            run_until(&mut r, &mut tee, now, &mut out);
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(5), &mut out);
+    let st = &r.stations()[0];
+    assert_eq!((st.frames_per_second, st.thread_ids.clone()), (1000, vec![0]), "{st:?}");
+    // In the output stream it ends with: the backend's frames, in order, to its last.
+    let base = parse_data(SeqFormat::Native, &native_at(0, 0, 1000))
+        .unwrap()
+        .header
+        .frame_index(1000);
+    let last: Vec<(bool, u32, u64)> = out
+        .iter()
+        .map(|(_, d)| parse_data(SeqFormat::Native, d).unwrap())
+        .filter(|p| p.native.unwrap().stream == st.stream.unwrap())
+        .map(|p| {
+            let fake = p.frame[40..].iter().all(|b| *b == 0x55);
+            (
+                fake,
+                p.native.unwrap().frames_per_second,
+                p.header.frame_index(1000) - base,
+            )
+        })
+        .collect();
+    assert!(
+        last.iter().all(|f| !f.0 && f.1 == 1000),
+        "a fake frame, or the half rate, in the last stream"
+    );
+    let ks: Vec<u64> = last.iter().map(|f| f.2).collect();
+    assert!(
+        ks.windows(2).all(|w| w[1] == w[0] + 1),
+        "the backend's frames in order, none missing"
+    );
+    assert_eq!(ks.last(), Some(&2999));
+    assert!(
+        ks.len() >= 2400,
+        "{} of the backend's 3000 frames in its stream",
+        ks.len()
+    );
+    assert!(
+        st.refused_sources.iter().any(|s| s.source == fake.to_string()),
+        "{st:?}"
+    );
+}

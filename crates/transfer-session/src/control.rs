@@ -11,7 +11,9 @@
 //!                                       ◀──   welcome{udp_port, session_id}
 //!                                       ◀──   done{id} | accept{id, have} | refused{id, …}  (in order)
 //!   … one stream of DATA/REPORT on UDP: every accepted block not in `have`, in accept order …
-//!   hashes{id, first_block, [hash per block]} … file_hash{id, blake3}   ──▶  (as blocks are sent)
+//!                                       ◀──   held{id, first_block, [hash per block]} … (the blocks of `have`, read back)
+//!   hashes{id, first_block, [hash per block]} … file_hash{id, blake3}   ──▶  (as blocks are sent;
+//!                                              those of held blocks only once the receiver's `held` are all in)
 //!                                       ◀──   verified{id, path, blake3, synced} | resend{id, blocks} | refused{id, …}
 //!   bye                                 ──▶
 //! ```
@@ -21,6 +23,12 @@
 //! data of many files flows back to back with one congestion controller, and the block hashes
 //! the sender computes as it sends reach the receiver about with the data, so a file's verdict
 //! follows its last byte by about one round trip.
+//!
+//! A receiver proves what it says it holds: its hashes of the blocks in `have` (`held`) come
+//! before the sender's of them, and a held block whose hash is not the sender's counts only once
+//! it was sent again (`resend`). A receiver that claimed blocks it lacks learns their hashes (and
+//! so the file's) only after it gave its own, and cannot have the file verified without them
+//! being sent.
 //!
 //! The sender sends `auth` and, without waiting, `session` and its first offers, authenticated
 //! under the session key it already holds; the receiver's first authenticated line, `welcome`,
@@ -49,7 +57,7 @@ pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
 /// Wait this long for a control message before giving up on the peer.
 pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
@@ -153,6 +161,17 @@ pub enum Msg {
         id: u64,
         /// Block ranges `[first, end)` the receiver already holds from an earlier attempt.
         have: Vec<[u64; 2]>,
+    },
+    /// Receiver → sender: its hashes of blocks `first_block..first_block + hashes.len()` of file
+    /// `id`, all in the `accept`'s `have`, read back from its copy: the proof that it holds them,
+    /// sent before the sender's hashes of those blocks (see the module docs).
+    Held {
+        /// File id.
+        id: u64,
+        /// Index of the first block.
+        first_block: u64,
+        /// Hex hash per block ([`transfer::blocktree`]).
+        hashes: Vec<String>,
     },
     /// Receiver → sender: this item will not be received (refused, or failed for good); the
     /// session goes on.
@@ -276,6 +295,9 @@ impl ctlchan::Message for Msg {
             Msg::Resend { blocks, .. } => ranges("blocks", blocks, MAX_BLOCKS),
             Msg::Hashes {
                 first_block, hashes, ..
+            }
+            | Msg::Held {
+                first_block, hashes, ..
             } => {
                 if hashes.len() > HASHES_PER_MESSAGE || first_block.saturating_add(hashes.len() as u64) > MAX_BLOCKS {
                     return Err(InvalidField::new(
@@ -354,6 +376,7 @@ impl Msg {
             Msg::Accept { .. } => "accept",
             Msg::Refused { .. } => "refused",
             Msg::Hashes { .. } => "hashes",
+            Msg::Held { .. } => "held",
             Msg::FileHash { .. } => "file_hash",
             Msg::Verified { .. } => "verified",
             Msg::Resend { .. } => "resend",

@@ -125,18 +125,22 @@ impl RxFile {
         Ok(())
     }
 
-    /// Collect the held blocks' hashes if they are ready.
-    pub(crate) fn poll_held(&mut self) -> io::Result<()> {
-        if self.held_job.as_ref().is_some_and(|j| j.is_finished()) {
-            if let Some(job) = self.held_job.take() {
-                for (b, h) in join_block_hashing(job)? {
-                    if let Some(c) = self.cvs.get_mut(b as usize) {
-                        *c = Some(h);
-                    }
-                }
+    /// Collect the held blocks' hashes if they are ready: those collected now (`(block, hash)`,
+    /// in block order), the proof the sender waits for before it sends its own.
+    pub(crate) fn poll_held(&mut self) -> io::Result<Vec<(u64, Cv)>> {
+        if !self.held_job.as_ref().is_some_and(|j| j.is_finished()) {
+            return Ok(Vec::new());
+        }
+        let Some(job) = self.held_job.take() else {
+            return Ok(Vec::new());
+        };
+        let held = join_block_hashing(job)?;
+        for &(b, h) in &held {
+            if let Some(c) = self.cvs.get_mut(b as usize) {
+                *c = Some(h);
             }
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Blocks to send: every block not held.

@@ -13,10 +13,11 @@ use ctlchan::mac::{hex32, hex_encode};
 use ctlchan::Channel;
 use netio::{bind_udp, io_err, BufferRequest};
 use transfer::blocks::to_ranges;
+use transfer::blocktree::Cv;
 use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
-use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT};
+use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT, HASHES_PER_MESSAGE};
 use crate::error::{unexpected, ProtocolViolation, Refusal, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
 use crate::receiving::{Claim, Receiving, ServerEvent};
@@ -147,7 +148,7 @@ impl<'s> Session<'s> {
             if ready & 1 != 0 {
                 intake.pump(sock, receiver).map_err(io_err("receiving UDP"))?;
             }
-            self.completions(receiver)?;
+            self.completions(ch, receiver)?;
             self.verify_ready(ch, receiver, net)?;
             self.committed(ch, receiver, net)?;
             let now = Instant::now();
@@ -308,7 +309,11 @@ impl<'s> Session<'s> {
     }
 
     /// Blocks the stream completed (written and hashed), and write errors.
-    fn completions(&mut self, receiver: &mut Receiver<PartSink>) -> Result<(), TransferSessionError> {
+    fn completions(
+        &mut self,
+        ch: &mut Channel<Msg>,
+        receiver: &mut Receiver<PartSink>,
+    ) -> Result<(), TransferSessionError> {
         let sink = receiver.sink_mut();
         if let Some(e) = sink.last_error.take() {
             // Disk full or a failing disk: stop, keep what is on disk resumable.
@@ -324,9 +329,18 @@ impl<'s> Session<'s> {
                 }
             }
         }
-        for e in self.files.values_mut() {
-            e.rx.poll_held()
-                .map_err(io_err(format!("reading {}", e.rx.part_path.display())))?;
+        for (&id, e) in self.files.iter_mut() {
+            let held =
+                e.rx.poll_held()
+                    .map_err(io_err(format!("reading {}", e.rx.part_path.display())))?;
+            // The proof of what we said we hold: the sender's hashes of it come only after.
+            for run in runs_of_blocks(&held) {
+                ch.send(&Msg::Held {
+                    id,
+                    first_block: run[0].0,
+                    hashes: run.iter().map(|(_, h)| hex_encode(h)).collect(),
+                })?;
+            }
         }
         Ok(())
     }
@@ -475,6 +489,13 @@ impl<'s> Session<'s> {
             }
         }
     }
+}
+
+/// `(block, hash)` pairs in block order cut into runs of consecutive blocks, each at most
+/// [`HASHES_PER_MESSAGE`] long (one `held` message each).
+fn runs_of_blocks(held: &[(u64, Cv)]) -> impl Iterator<Item = &[(u64, Cv)]> {
+    held.chunk_by(|a, b| a.0 + 1 == b.0)
+        .flat_map(|run| run.chunks(HASHES_PER_MESSAGE))
 }
 
 /// Tell the sender why the session ends (best effort: the connection may be gone) and hand the

@@ -42,7 +42,37 @@ struct FileRun {
     /// Blocks the receiver held from an earlier attempt (resumed once they verify).
     held: BTreeSet<u64>,
     held_job: Option<HeldHashes>,
+    /// The receiver's proof of the held blocks: its hashes of them (`held`).
+    proofs: HashMap<u64, Cv>,
+    /// Our hashes of the held blocks, kept back until every proof is in (a receiver that saw
+    /// them first could echo them as its proof).
+    held_hashes: Option<Vec<(u64, Cv)>>,
+    /// Our hashes of the held blocks were sent: no proof counts any more.
+    proofs_settled: bool,
+    /// Held blocks whose proof was not our hash: they count only once sent again.
+    disputed: BTreeSet<u64>,
     report: FileSendReport,
+}
+
+impl FileRun {
+    /// Once our hashes of the held blocks are read and the receiver proved every block it still
+    /// holds: the held blocks whose proof is not ours are disputed, and our hashes may go out.
+    fn settle_proofs(&mut self) -> Vec<(u64, Cv)> {
+        if self.proofs_settled || !self.held.iter().all(|b| self.proofs.contains_key(b)) {
+            return Vec::new();
+        }
+        let Some(ours) = self.held_hashes.take() else {
+            return Vec::new();
+        };
+        self.proofs_settled = true;
+        for &(b, h) in &ours {
+            if self.held.contains(&b) && self.proofs.get(&b) != Some(&h) {
+                self.disputed.insert(b);
+            }
+        }
+        self.proofs = HashMap::new();
+        ours
+    }
 }
 
 /// The items of one session. See the module docs.
@@ -183,6 +213,10 @@ impl Items {
                 file_hash: None,
                 held: BTreeSet::new(),
                 held_job: None,
+                proofs: HashMap::new(),
+                held_hashes: None,
+                proofs_settled: false,
+                disputed: BTreeSet::new(),
                 report,
             },
         );
@@ -223,6 +257,11 @@ impl Items {
                 Ok(())
             }
             Msg::Accept { id, have } => self.accept(id, &have, sender),
+            Msg::Held {
+                id,
+                first_block,
+                hashes,
+            } => self.held(id, first_block, &hashes),
             Msg::Resend { id, blocks } => self.resend(id, &blocks, sender),
             Msg::Verified {
                 id,
@@ -231,7 +270,7 @@ impl Items {
                 synced,
                 sync_us,
             } => self.verified(id, path, blake3, synced, sync_us, sender),
-            m => Err(unexpected(&m, "accept, verified, resend, refused or done")),
+            m => Err(unexpected(&m, "accept, held, verified, resend, refused or done")),
         }
     }
 
@@ -278,6 +317,30 @@ impl Items {
         Ok(())
     }
 
+    /// The receiver's hashes of blocks it holds, from `first_block` on: kept until every held
+    /// block has one and ours are read, then compared ([`Items::send_hashes`]).
+    fn held(&mut self, id: u64, first_block: u64, hashes: &[String]) -> Result<(), TransferSessionError> {
+        let Some(f) = self.files.get_mut(&id).filter(|f| f.accepted && !f.proofs_settled) else {
+            return Err(ProtocolViolation::UnknownFile {
+                what: "a proof of held blocks",
+                id,
+                state: "accepted and waiting for one",
+            }
+            .into());
+        };
+        for (b, h) in (first_block..).zip(hashes) {
+            // Validated as 32 bytes of hex ([`crate::control`]); a block resent since, or never
+            // claimed, needs no proof.
+            let Some(h) = ctlchan::mac::hex32(h).filter(|_| f.held.contains(&b)) else {
+                continue;
+            };
+            if f.proofs.insert(b, h).is_some() {
+                return Err(ProtocolViolation::TwoHashes(id).into());
+            }
+        }
+        Ok(())
+    }
+
     fn resend(
         &mut self,
         id: u64,
@@ -296,6 +359,7 @@ impl Items {
         let mut bytes = 0;
         for b in from_ranges(blocks).filter(|&b| b < f.g.blocks()) {
             f.held.remove(&b);
+            f.disputed.remove(&b);
             if let Some((len, off)) = sender.source_mut().push_block(id, b) {
                 sender.push_segment(len, off);
                 bytes += len;
@@ -326,16 +390,23 @@ impl Items {
         let st = sender.source_mut().finish_file(id);
         let now = Instant::now();
         let ours = f.file_hash.map(|h| hex_encode(&h));
-        f.report.verified = ours.as_deref() == Some(blake3.as_str()) && path == f.report.path;
+        f.report.verified = ours.as_deref() == Some(blake3.as_str()) && path == f.report.path && f.disputed.is_empty();
         if path != f.report.path {
             f.report.error = Some(format!(
                 "the receiver verified {path:?}, not the offered {:?}",
                 f.report.path
             ));
+        } else if !f.disputed.is_empty() {
+            f.report.error = Some(format!(
+                "the receiver said it held {} blocks ({} bytes) it did not prove (its hashes of them \
+                 are not ours) and never fetched again: not verified",
+                f.disputed.len(),
+                f.g.len_of(f.disputed.iter().copied())
+            ));
         } else if !f.report.verified {
             f.report.error = Some(format!("receiver's BLAKE3 {blake3} differs from ours"));
         }
-        f.report.resumed_bytes = f.g.len_of(f.held.iter().copied());
+        f.report.resumed_bytes = f.g.len_of(f.held.difference(&f.disputed).copied());
         f.report.blake3 = Some(blake3);
         f.report.synced = synced;
         f.report.sync_s = synced.then(|| sync_us as f64 / 1e6);
@@ -364,9 +435,10 @@ impl Items {
                 if let Some(job) = f.held_job.take() {
                     let hashed =
                         join_block_hashing(job).map_err(netio::io_err(format!("reading {}", f.report.source)))?;
-                    fresh.extend(hashed.into_iter().map(|(b, h)| ((id, b), h)));
+                    f.held_hashes = Some(hashed);
                 }
             }
+            fresh.extend(f.settle_proofs().into_iter().map(|(b, h)| ((id, b), h)));
         }
         let mut runs: Vec<(u64, u64, Vec<String>)> = Vec::new();
         for ((id, b), h) in fresh {

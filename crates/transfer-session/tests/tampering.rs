@@ -178,10 +178,19 @@ enum Lie {
     VerifiedBeforeTheHash,
     /// Verifies a path other than the one offered.
     OtherPath,
+    /// Issue 36: claims to hold every block, then answers the file's hash the sender sent
+    /// (before, the sender reported the file verified with none of its bytes sent); gives up
+    /// after 5 s without one.
+    EchoesTheHash,
+    /// Claims to hold every block, sends made-up hashes of them as its proof, then answers the
+    /// file's hash the sender sent.
+    ForgedProof,
 }
 
-/// A receiver that speaks the protocol (no key) and lies as told about the one file offered.
-fn lying_receiver(lie: Lie) -> SocketAddr {
+/// A receiver that speaks the protocol (no key) and lies as told about the one file offered;
+/// what it was sent after the offer (message names, in order) comes on the channel.
+fn lying_receiver(lie: Lie) -> (SocketAddr, std::sync::mpsc::Receiver<&'static str>) {
+    let (saw, seen) = std::sync::mpsc::channel();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -208,7 +217,14 @@ fn lying_receiver(lie: Lie) -> SocketAddr {
             session_id: 7,
         });
         let mut offered = None;
+        let t = match lie {
+            Lie::EchoesTheHash => Duration::from_secs(5),
+            _ => t,
+        };
         while let Ok(m) = ch.recv(t) {
+            if offered.is_some() {
+                let _ = saw.send(m.name());
+            }
             match m {
                 Msg::Offer(o) => {
                     let blocks = o.size.div_ceil(o.block_size);
@@ -216,6 +232,13 @@ fn lying_receiver(lie: Lie) -> SocketAddr {
                         id: o.id,
                         have: vec![[0, blocks]],
                     });
+                    if let Lie::ForgedProof = lie {
+                        let _ = ch.send(&Msg::Held {
+                            id: o.id,
+                            first_block: 0,
+                            hashes: vec!["00".repeat(32); blocks as usize],
+                        });
+                    }
                     if let Lie::VerifiedBeforeTheHash = lie {
                         let _ = ch.send(&Msg::Verified {
                             id: o.id,
@@ -232,6 +255,7 @@ fn lying_receiver(lie: Lie) -> SocketAddr {
                     let (path, blake3) = match lie {
                         Lie::WrongHash => (o.path.clone(), "cd".repeat(32)),
                         Lie::OtherPath => ("elsewhere.bin".to_string(), blake3),
+                        Lie::EchoesTheHash | Lie::ForgedProof => (o.path.clone(), blake3),
                         Lie::VerifiedBeforeTheHash => continue,
                     };
                     let _ = ch.send(&Msg::Verified {
@@ -247,7 +271,7 @@ fn lying_receiver(lie: Lie) -> SocketAddr {
             }
         }
     });
-    addr
+    (addr, seen)
 }
 
 /// Whatever the receiver claims, the sender reports a file verified only if the receiver's
@@ -260,7 +284,7 @@ fn a_receiver_that_lies_about_the_hash_is_not_believed() {
     let f = src.path().join("f.bin");
     fs::write(&f, &data).unwrap();
     for lie in [Lie::WrongHash, Lie::VerifiedBeforeTheHash, Lie::OtherPath] {
-        let report = send_bounded(lying_receiver(lie), &f);
+        let report = send_bounded(lying_receiver(lie).0, &f);
         let report = match report {
             Ok(r) => r,
             // Refusing the session outright is an honest answer too.
@@ -273,5 +297,40 @@ fn a_receiver_that_lies_about_the_hash_is_not_believed() {
         assert!(!report.ok, "{lie:?}: {report:?}");
         assert!(!report.files[0].verified, "{lie:?}");
         assert!(report.files[0].error.is_some(), "{lie:?}");
+    }
+}
+
+/// Issue 36, item 6: a receiver that says it holds every block of a 2 MiB file and answers the
+/// file's BLAKE3 it is sent had the sender report the file verified, 2 MiB resumed, none of it
+/// ever sent. The receiver proves the blocks it claims (its hashes of them) before it is sent
+/// ours: one that cannot never learns the file's hash from the sender, and one whose proof is
+/// made up has the file reported not verified — its blocks never sent again, so not delivered.
+#[test]
+fn a_receiver_that_claims_blocks_it_does_not_hold_is_not_believed() {
+    let src = tempfile::tempdir().unwrap();
+    let data = pattern(2 << 20, 16);
+    let f = src.path().join("f.bin");
+    fs::write(&f, &data).unwrap();
+    for lie in [Lie::EchoesTheHash, Lie::ForgedProof] {
+        let (addr, seen) = lying_receiver(lie);
+        let report = send_bounded(addr, &f);
+        let seen: Vec<&str> = seen.try_iter().collect();
+        eprintln!("{lie:?}: the receiver was sent {seen:?}; {report:?}");
+        if let Lie::EchoesTheHash = lie {
+            // No proof, no hash of the held blocks: nothing to echo.
+            assert!(
+                !seen.iter().any(|m| *m == "hashes" || *m == "file_hash"),
+                "{lie:?}: the sender sent its hashes of blocks never proved: {seen:?}"
+            );
+        }
+        if let Ok(r) = report {
+            assert!(!r.ok, "{lie:?}: {r:?}");
+            assert!(!r.files[0].verified, "{lie:?}: {r:?}");
+            let why = r.files[0].error.as_deref().unwrap_or_default();
+            if let Lie::ForgedProof = lie {
+                assert!(why.contains("did not prove"), "{lie:?}: {why}");
+                assert_eq!(r.files[0].resumed_bytes, 0, "{lie:?}: nothing proved held");
+            }
+        }
     }
 }

@@ -262,6 +262,17 @@ impl Scan {
         };
         for (entry, kind) in entries {
             let Some(n) = vbs::parse_chunk_name(name, &entry) else {
+                // A chunk number past eight digits (jive5ab's `%08u` of a number ≥ 10^8, up to
+                // 4294967295) is no chunk its readers find either: left out, but said (issue 36:
+                // it was left out without a word).
+                let digits = entry.strip_prefix(name).and_then(|r| r.strip_prefix('.'));
+                if digits.is_some_and(|d| d.len() > vbs::CHUNK_DIGITS && d.bytes().all(|b| b.is_ascii_digit())) {
+                    self.problems.push(format!(
+                        "{}: a chunk number of more than {} digits: not read as part of the scan (nor by jive5ab); left out",
+                        dir.path().join(&entry).display(),
+                        vbs::CHUNK_DIGITS
+                    ));
+                }
                 continue;
             };
             let path = dir.path().join(&entry);

@@ -29,6 +29,7 @@ use vdif::VdifHeader;
 
 use super::boards::{Member, ThreadSet};
 use super::{describe, DatagramCounters, RUN_GAP};
+use crate::in_step::Evidence;
 use crate::window::ThreadMap;
 
 /// Most frames held for one stream of a source not accepted yet: the newest are kept, so what
@@ -83,6 +84,10 @@ pub(super) struct Provisional {
     /// It delivered its run but found no free slot: it waits for one (what it cannot hold is
     /// `too_many_stations`).
     pub(super) waiting: bool,
+    /// It was refused as a board of its station (not in step with the station's boards, beside
+    /// one, beyond its threads): its refused datagrams are `foreign_source`, and it is named in
+    /// the station's `refused_sources`.
+    pub(super) outsider: bool,
     pub(super) first_seen: Instant,
     pub(super) last_seen: Instant,
     pub(super) run: u32,
@@ -136,6 +141,7 @@ impl Provisional {
             announced,
             beside,
             waiting: false,
+            outsider: false,
             first_seen: now,
             last_seen: now,
             run: 0,
@@ -192,7 +198,7 @@ impl Provisional {
     /// Count `n` of its datagrams as refused: beside a live sender, waiting for a slot, or
     /// never confirmed.
     pub(super) fn count_refused(&self, c: &mut DatagramCounters, n: u64) {
-        if self.beside {
+        if self.beside || self.outsider {
             c.foreign_source += n;
         } else if self.waiting {
             c.too_many_stations += n;
@@ -218,6 +224,26 @@ impl Provisional {
 
     fn held_bytes(&self) -> usize {
         self.held.iter().map(|h| h.frame.len()).sum()
+    }
+
+    /// What its held frames show of it as a board ([`crate::in_step`]).
+    pub(super) fn evidence(&self) -> Evidence {
+        Evidence::new(self.held.iter().map(|h| (&h.header, h.at)), self.own.len())
+    }
+
+    /// Frames a second per thread over its held frames' arrivals once they span 2 ms (a batch
+    /// read at once spans none), and whether that is measured (they span 20 ms, or as many are
+    /// held as can be) or a first look.
+    pub(super) fn rate_per_thread(&self) -> Option<(f64, bool)> {
+        let (first, last) = (self.held.front()?, self.held.back()?);
+        let threads = self.own.len().max(1) as f64;
+        let span = last.at.saturating_duration_since(first.at);
+        let full = self.held.len() >= HOLD_FRAMES;
+        if span < Duration::from_millis(2) {
+            return full.then_some((f64::MAX, true));
+        }
+        let rate = (self.held.len() - 1) as f64 / span.as_secs_f64() / threads;
+        Some((rate, full || span >= crate::in_step::MEASURED))
     }
 }
 
@@ -299,38 +325,23 @@ impl Admission {
         p.last_seen = p.last_seen.max(now);
     }
 
-    /// The streams of station `key` from sources other than the one of `at` that are counting
-    /// their threads and have done so (came round, `run` frames in sequence), and have no station
-    /// yet: the other boards of a backend whose threads `at`'s station has too.
-    pub(super) fn learning_boards(&self, key: u32, at: At, run: u32) -> Vec<At> {
+    /// The streams of station `key` from sources other than the one of `at`, with no station
+    /// yet, that are counting their threads: the other boards of a backend, if they are in step
+    /// with it (see the `learning` module). Only where nothing names the sender (jive5ab's and
+    /// bare framing): a native stream is one sender's.
+    pub(super) fn learning_streams(&self, key: u32, at: At) -> Vec<At> {
         let mut out = Vec::new();
         for (si, s) in self.sources.iter().enumerate() {
             if si == at.0 {
                 continue;
             }
             for (pi, p) in s.streams.iter().enumerate() {
-                let counted = p.learning.as_ref().is_some_and(|l| l.cycled);
-                if p.key == key && !p.beside && counted && p.run >= run {
+                if p.key == key && !p.beside && p.stream.is_none() && p.learning.is_some() {
                     out.push((si, pi));
                 }
             }
         }
         out
-    }
-
-    /// Whether a stream of station `key` from a source other than the one of `at`, with no
-    /// station yet, is still counting its threads: a board seen whose count is to come.
-    pub(super) fn board_counting(&self, key: u32, at: At, run: u32) -> bool {
-        self.sources
-            .iter()
-            .enumerate()
-            .filter(|(si, _)| *si != at.0)
-            .any(|(_, s)| {
-                s.streams.iter().any(|p| {
-                    let counted = p.learning.as_ref().is_some_and(|l| l.cycled) && p.run >= run;
-                    p.key == key && !p.beside && p.learning.is_some() && !counted
-                })
-            })
     }
 
     /// A stream of station `key` that delivered its `run` with its threads counted to the same
@@ -345,6 +356,7 @@ impl Admission {
             let pi = s.streams.iter().position(|p| {
                 p.key == key
                     && !p.beside
+                    && !p.outsider
                     && p.learning.is_none()
                     && p.run >= run
                     && (p.fps, p.threads) == shape

@@ -17,6 +17,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::in_step::Meter;
+
 /// A set of VDIF thread ids (10 bits: VDIF 1.1.1 §3, word 3), as a bitmap: one `insert` per
 /// frame on the data path costs a shift and an or.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,6 +85,8 @@ pub(crate) struct Member {
     pub(crate) last_seen: Instant,
     /// Datagrams of it taken into the station's window.
     pub(crate) frames: u64,
+    /// Its frames a second, lately (a board delivers its threads' share of the station's).
+    pub(crate) meter: Meter,
     /// Its own sequence numbers (each board numbers its own), lowest and highest placed.
     pub(crate) seq_first: Option<u64>,
     pub(crate) seq_last: Option<u64>,
@@ -96,6 +100,7 @@ impl Member {
             threads,
             last_seen: now,
             frames: 0,
+            meter: Meter::new(now),
             seq_first: None,
             seq_last: None,
         }

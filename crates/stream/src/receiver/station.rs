@@ -36,6 +36,8 @@ pub(super) struct Station {
     /// Its rate per thread was split from the station's (a VSI-S mode's): checked against the
     /// frames' own count at its first second boundaries.
     pub(super) rate_check: Option<RateCheck>,
+    /// The station's rate (all threads) its rate per thread was split from, if it was.
+    pub(super) split_from: Option<u32>,
     /// Since it went quiet ([`super::Receiver::fill_silence`]): its latest frame's arrival then,
     /// and its newest slot then.
     pub(super) silence: Option<(Instant, u64)>,
@@ -112,6 +114,7 @@ pub(super) fn feed(
         }
     }
     st.members[member].frames += 1;
+    st.members[member].meter.frame(arrived);
     let placement = st.window.push_at(arrived, header, frame, seq, sink);
     // Earlier frames this one confirmed as the stream's start (or a jump's) were placed with it;
     // each is numbered for the board sending its thread (their numbers are that board's).
@@ -199,5 +202,6 @@ pub(super) fn summarize(st: &Station) -> StationSummary {
         sender_changes: st.changes,
         sender_change_log: st.change_log.clone(),
         retired: false,
+        refused_sources: Vec::new(),
     }
 }

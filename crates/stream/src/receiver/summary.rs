@@ -79,6 +79,23 @@ pub struct SenderChange {
     pub restarted: bool,
 }
 
+/// A source of a station's frames that was refused as a board of it (issue 36): a second
+/// sender beside a live board, a source of threads beyond the station's, one not in step with
+/// its boards (too few of the frames per thread they send), or a board that delivered under half
+/// its threads' share of the station's rate and gave its place up to one that delivered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedSource {
+    /// Its address (and session, native framing).
+    pub source: String,
+    /// The VDIF thread ids it sent.
+    pub threads: Vec<u16>,
+    /// Its datagrams for the station from then on (refused; those held for it are refused when
+    /// let go), counted in `foreign_source`.
+    pub datagrams: u64,
+    /// Why it was refused, in words (the first reason).
+    pub reason: String,
+}
+
 /// Per-station results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StationSummary {
@@ -133,6 +150,10 @@ pub struct StationSummary {
     /// stream is listed again.
     #[serde(default)]
     pub retired: bool,
+    /// Sources refused as its boards (the first 16 over all stations), in the order they were
+    /// refused; listed with the station's newest summary.
+    #[serde(default)]
+    pub refused_sources: Vec<RefusedSource>,
 }
 
 impl StationSummary {

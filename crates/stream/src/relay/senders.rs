@@ -184,12 +184,30 @@ impl SenderTable {
         Some(self.senders.len() - 1)
     }
 
-    /// A datagram of `len` bytes from sender `i`; whether a keep-alive is due to it (`--ack`
-    /// every `ack_every` datagrams).
-    pub(super) fn on_datagram(&mut self, i: usize, len: usize, ack_every: Option<u32>) -> bool {
+    /// Sender (`input`, `from`), if counted one by one.
+    pub(super) fn find(&self, input: u16, from: SocketAddr) -> Option<usize> {
+        self.senders.iter().position(|s| s.input == input && s.addr == from)
+    }
+
+    /// A datagram of `len` bytes from sender `i`.
+    pub(super) fn on_datagram(&mut self, i: usize, len: usize) {
         let s = &mut self.senders[i];
         s.stats.datagrams += 1;
         s.stats.bytes += len as u64;
+    }
+
+    /// Sender `i`'s datagram carried serial number `seq`.
+    pub(super) fn on_seq(&mut self, i: usize, seq: u64) {
+        self.senders[i].on_seq(seq);
+    }
+
+    /// Sender `i`'s datagram was a frame of `station`, thread `thread`, taken; whether a
+    /// keep-alive is due to it (`--ack` every `ack_every` of its frames taken: a sender whose
+    /// datagrams are all refused — garbage, a spoofed source — gets none).
+    pub(super) fn on_frame(&mut self, i: usize, station: u16, thread: u16, ack_every: Option<u32>) -> bool {
+        let s = &mut self.senders[i];
+        s.stats.frames += 1;
+        s.saw(station, thread);
         let Some(every) = ack_every.filter(|n| *n > 0) else {
             return false;
         };
@@ -200,17 +218,6 @@ impl SenderTable {
         s.until_ack = every;
         s.stats.acks_sent += 1;
         true
-    }
-
-    /// Sender `i`'s datagram carried serial number `seq`.
-    pub(super) fn on_seq(&mut self, i: usize, seq: u64) {
-        self.senders[i].on_seq(seq);
-    }
-
-    /// Sender `i`'s datagram was a frame of `station`, thread `thread`, taken.
-    pub(super) fn on_frame(&mut self, i: usize, station: u16, thread: u16) {
-        self.senders[i].stats.frames += 1;
-        self.senders[i].saw(station, thread);
     }
 
     /// Datagrams of senders not counted one by one while none could make room.

@@ -733,9 +733,10 @@ impl Sink {
         }
     }
 
-    fn wait_populated(&self) {
+    /// Wait (until `deadline` at most) for a recording's writer memory to be in place.
+    fn wait_populated(&self, deadline: Instant) {
         if let Sink::Rec(r) = self {
-            r.wait_populated();
+            r.wait_populated(deadline);
         }
     }
 

@@ -32,6 +32,12 @@ step() { # step NAME COMMAND...: run, show output, count tests from the runners'
 }
 
 step "setup (venv, release build)" scripts/setup.sh
+if ((${#failures[@]})); then
+    # Every later step needs the build: they would only repeat its error (or, as the baseband
+    # cross-check does, fail 26 times over a missing binary).
+    echo "FAILED steps: setup (venv, release build): see its output above; nothing else was run"
+    exit 1
+fi
 step "architecture (layers, long functions)" scripts/check_architecture.py
 step "architecture checker self-test" scripts/check_architecture.py --self-test
 step "cargo fmt --check" cargo fmt --all --check

@@ -390,3 +390,64 @@ fn a_sender_started_at_once_loses_nothing() {
     let r = json(&sum);
     assert_eq!(r["socket_drops"], 0, "{log}");
 }
+
+/// A looped input file that another process truncates while `stream send` sends it from its
+/// mapped pages: the sender stops with a clear error and exit code 1, not killed by SIGBUS, and
+/// what it sent after the truncation is at most a few rounds of frames.
+#[test]
+fn an_input_truncated_while_sent_stops_the_sender_with_a_reason() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = tempfile::tempdir().unwrap();
+    let (ef, _) = generate(t.path());
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let mut sender = Proc(
+        bin()
+            .args([
+                "stream",
+                "send",
+                "--loop",
+                "--duration",
+                "60s",
+                "--to",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg(&ef)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Truncate once the sender is sending (its first datagram arrived).
+    let mut buf = vec![0u8; 65536];
+    let t0 = Instant::now();
+    while sink.recv(&mut buf).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the sender sent nothing");
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ef)
+        .unwrap()
+        .set_len(100_000)
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        while sink.recv(&mut buf).is_ok() {}
+        if let Some(s) = sender.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the sender went on after its input was truncated"
+        );
+    };
+    let mut log = String::new();
+    if let Some(mut e) = sender.0.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut log);
+    }
+    assert_eq!(status.signal(), None, "the sender was killed by a signal: {log}");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("truncated while it was being sent"), "{log}");
+}

@@ -29,6 +29,12 @@ pub enum StreamSessionError {
     /// The sender's schedule cannot go on (a looped file ran past the VDIF time field).
     #[error(transparent)]
     Schedule(#[from] stream::SenderError),
+    /// An input file sent from its mapped pages was truncated by another process meanwhile.
+    #[error(
+        "an input file was truncated while it was being sent: the sender stopped (what was lost of it read as \
+         zeros; at most the frames of one send round left as such, not VDIF to a receiver)"
+    )]
+    InputTruncated,
 }
 
 impl StreamSessionError {

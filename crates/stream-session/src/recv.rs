@@ -733,10 +733,12 @@ impl Sink {
         }
     }
 
-    /// Wait (until `deadline` at most) for a recording's writer memory to be in place.
-    fn wait_populated(&self, deadline: Instant) {
-        if let Sink::Rec(r) = self {
-            r.wait_populated(deadline);
+    /// Wait for the recording's writer memory until `deadline`; whether it is there (a live
+    /// output has nothing to wait for).
+    fn wait_populated(&self, deadline: Instant) -> bool {
+        match self {
+            Sink::Rec(r) => r.wait_populated(deadline),
+            Sink::Live(_) => true,
         }
     }
 

@@ -871,13 +871,24 @@ fn drive(
             let round = Instant::now();
             for b in boards.iter_mut() {
                 while let Some(t) = b.sender.poll_transmit(round).map_err(loop_error)? {
-                    b.wire.send(&t)?;
+                    // A truncated mapped input: the kernel's read of its lost pages fails
+                    // (EFAULT), ours read zeros (crate::mapped): stop with the reason.
+                    b.wire.send(&t).map_err(|e| {
+                        if crate::mapped::truncated() {
+                            StreamSessionError::InputTruncated
+                        } else {
+                            e
+                        }
+                    })?;
                     // Departure gaps and lateness are those of the send call's return, as they
                     // were before the sender became a state machine (a GSO burst takes a while).
                     b.sender.on_transmitted(Instant::now());
                     sent = true;
                 }
             }
+        }
+        if crate::mapped::truncated() {
+            return Err(StreamSessionError::InputTruncated);
         }
         let now = Instant::now();
         // Read the socket with or without ARQ: a jive5ab sends a keep-alive back every N

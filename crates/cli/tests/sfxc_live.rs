@@ -45,12 +45,18 @@ const SAMPLE_RATE: &str = "16000000";
 
 /// `seconds` of station Ef into `dir/Ef.vdif`, `threads` threads.
 fn gen(dir: &Path, seconds: u32, threads: u16) -> Vec<u8> {
+    gen_stations(dir, "Ef", seconds, threads);
+    std::fs::read(dir.join("Ef.vdif")).unwrap()
+}
+
+/// `seconds` of `stations` (comma separated) into `dir/<station>.vdif`, `threads` threads.
+fn gen_stations(dir: &Path, stations: &str, seconds: u32, threads: u16) {
     let o = bin()
         .args([
             "vdif",
             "gen",
             "--stations",
-            "Ef",
+            stations,
             "--rate",
             RATE,
             "--channels",
@@ -71,7 +77,6 @@ fn gen(dir: &Path, seconds: u32, threads: u16) -> Vec<u8> {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::read(dir.join("Ef.vdif")).unwrap()
 }
 
 /// The frames of a byte stream (every one `FRAME` long).
@@ -617,5 +622,128 @@ fn net2sfxc_of_a_station_whose_mode_disagrees_with_its_frames_loses_nothing() {
     let (valid, filled, first) = against_file(&got, &file);
     assert_eq!((valid, filled, first), (file.len() as u64, 0, 0), "{r}");
     assert_eq!(common::vsi::settled(&mut v), (file.len() as u64, 0));
+    s.stop();
+}
+
+/// Poll `/metrics` (bounded) until a line starting with `prefix` has a value other than 0; the body.
+fn metric_nonzero(addr: std::net::SocketAddr, prefix: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let (_, body) = common::http_get(addr, "/metrics");
+        if body.lines().any(|l| l.starts_with(prefix) && !l.ends_with(" 0")) {
+            return body;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{prefix} not in:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A correlator input host serving two stations at once, as jive5ab does with runtimes: one
+/// control connection per station selects `runtime = NAME`, sets its own mode, data port and
+/// `net2sfxc` socket there; both stations stream at the same time with different losses and each
+/// of SFXC's readers gets its own station's frames, byte-exact, lost ones invalid in place. The
+/// default runtime is untouched; `evlbi?` and the metrics are per runtime; a transient runtime
+/// goes (its socket closed) with the connection that made it.
+#[test]
+fn one_evlbi_serve_serves_two_stations_into_two_sfxc_sockets_through_runtimes() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    gen_stations(t.path(), "Ef,Wb", 2, 1);
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let stations = [("Ef", "1%"), ("Wb", "3%")];
+    let mut ctl = Vec::new();
+    let mut readers = Vec::new();
+    for (i, (st, _)) in stations.iter().enumerate() {
+        let mut v = Vsi::connect(s.vsi);
+        assert_eq!(v.ok(&format!("runtime = {st} : new ;")), [*st]);
+        let port = free_udp_port();
+        let sock = t.path().join(format!("mk5read_{st}"));
+        for cmd in [
+            format!("mode = {MODE} ;"),
+            "net_protocol = udps ;".into(),
+            format!("net_port = {port} ;"),
+            "mtu = 9000 ;".into(),
+            "trackmask = 0x00000000 ;".into(),
+            format!("net2sfxc = open : {} ;", sock.display()),
+        ] {
+            v.ok(&cmd);
+        }
+        assert_eq!(v.ok("net2sfxc? ;")[..1], ["active"]);
+        // `runtime?`: this one first, then how many, then the others.
+        let q = v.ok("runtime? ;");
+        assert_eq!(
+            (q[0].as_str(), q[1].as_str()),
+            (*st, (i + 2).to_string().as_str()),
+            "{q:?}"
+        );
+        let n = frames(&std::fs::read(t.path().join(format!("{st}.vdif"))).unwrap()).len() as u64;
+        let raw = t.path().join(format!("raw_{st}"));
+        readers.push(Reader::start(&h, &sock, 1, &raw, n + 1000, &[]));
+        ctl.push((v, port, sock));
+    }
+    // The default runtime runs nothing and kept its own data port.
+    let mut v0 = Vsi::connect(s.vsi);
+    assert_eq!(v0.ok("net2sfxc? ;")[0], "inactive");
+    assert_eq!(v0.ok("runtime? ;")[..2], ["default", "3"]);
+    // A second `new` of a runtime that exists is refused (jive5ab: 6).
+    assert_eq!(v0.ask("runtime = Ef : new ;").code, vsis::ReturnCode::Conflict);
+    std::thread::sleep(Duration::from_millis(300));
+    let senders: Vec<_> = stations
+        .iter()
+        .zip(&ctl)
+        .map(|((st, loss), (_, port, _))| {
+            let (file, port, loss) = (t.path().join(format!("{st}.vdif")), *port, loss.to_string());
+            std::thread::spawn(move || send(&file, port, &["--inject-loss", &loss]))
+        })
+        .collect();
+    let sent: Vec<_> = senders.into_iter().map(|j| j.join().unwrap()).collect();
+    for (((st, _), reader), ((v, _, sock), sent)) in stations.iter().zip(readers).zip(ctl.iter_mut().zip(&sent)) {
+        let data = std::fs::read(t.path().join(format!("{st}.vdif"))).unwrap();
+        let file = frames(&data);
+        let dropped = sent["stations"][0]["injected_drops"].as_u64().unwrap();
+        assert!(dropped > 5, "{sent}");
+        let (r, raw) = reader.result();
+        assert_eq!(r["stopped_by"], "frames", "{st}'s reader was not fed to the end: {r}");
+        in_place(&r);
+        let got = frames(&raw);
+        // Its own station's frames (the files differ in every frame's station id and data).
+        let (valid, filled, first) = against_file(&got, &file);
+        assert_eq!(valid + filled + first as u64, file.len() as u64, "{st}");
+        assert_eq!(filled + first as u64, dropped, "{st}: lost frames (first at {first})");
+        let (total, loss) = common::vsi::evlbi(v);
+        assert_eq!(total, file.len() as u64 - dropped, "{st}'s runtime's evlbi?");
+        assert!(loss >= filled, "{st}: evlbi? loss {loss} < {filled} filled");
+        // Its counts in the metrics, labelled with its runtime.
+        let line = format!(
+            "evlbi_live_frames_sent_total{{source=\"record\",runtime=\"{st}\",endpoint=\"unix:{}\"}}",
+            sock.display()
+        );
+        let body = metric_nonzero(s.metrics, &line);
+        let serving = format!("evlbi_serve_transfer{{source=\"serve\",transfer=\"net2sfxc\",runtime=\"{st}\"}} 1");
+        assert!(body.lines().any(|l| l == serving), "{serving} not in:\n{body}");
+    }
+    // A transient runtime's transfer ends with the connection that made it.
+    let mut vt = Vsi::connect(s.vsi);
+    assert_eq!(vt.ok("runtime = tmp : transient ;"), ["tmp"]);
+    let sock_t = t.path().join("mk5read_tmp");
+    vt.ok(&format!("mode = {MODE} ;"));
+    vt.ok(&format!("net_port = {} ;", free_udp_port()));
+    vt.ok(&format!("net2sfxc = open : {} ;", sock_t.display()));
+    assert!(sock_t.exists());
+    drop(vt);
+    let t0 = Instant::now();
+    while v0.ok("runtime? ;")[1] != "3" {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the transient runtime stayed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!sock_t.exists(), "the transient runtime's socket is removed with it");
+    // Deleting a runtime stops its transfer; its connection is back in the default runtime.
+    let (v, _, sock) = &mut ctl[1];
+    assert_eq!(v.ok("runtime = Wb : delete ;"), ["default"]);
+    assert!(!sock.exists(), "the deleted runtime's socket is removed");
+    assert_eq!(v.ok("runtime? ;")[..2], ["default", "2"]);
+    let (v, _, sock) = &mut ctl[0];
+    v.ok("net2sfxc = close ;");
+    assert!(!sock.exists());
     s.stop();
 }

@@ -30,6 +30,7 @@
 //! | `record` (more) | `nthread : [readers] : [writers]` | `record? nthread` |
 //! | `scan_set`, `scan_check`, `data_check`, `disk2file` | see [`crate::playback`] | |
 //! | `reset` | `abort`: stop a `disk2file` | — |
+//! | `runtime` | `NAME [: new\|exists\|transient\|delete]`: the transfer context a connection works in ([`crate::runtime`]) | current, count, the others |
 
 use thiserror::Error;
 
@@ -349,6 +350,8 @@ pub enum Request {
     Disk2File(Disk2File),
     /// `reset = abort ;` (the Field System's `disk2file=abort`): stop a disk2file.
     Reset(String),
+    /// `runtime`: which transfer context the connection works in.
+    Runtime(crate::runtime::RuntimeCmd),
 }
 
 impl Request {
@@ -390,6 +393,7 @@ impl Request {
             "error" => query_only(Request::Error),
             "rtime" => query_only(Request::Rtime),
             "datastream" => datastream(s).map(Request::DataStream),
+            "runtime" => crate::runtime::parse(s).map(Request::Runtime),
             "scan_set" => crate::playback::scan_set(s.query, f).map(Request::ScanSet),
             "scan_check" => crate::playback::scan_check(s.query, f).map(Request::ScanCheck),
             "data_check" => query_only(Request::DataCheck),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::RealtimeError;
 use crate::sys;
-use crate::RealtimeError;
 
 /// Where `ip netns add` binds namespaces.
 const NETNS_DIR: &str = "/run/netns";

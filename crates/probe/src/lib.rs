@@ -60,9 +60,7 @@ pub mod tcp;
 pub mod tcp_results;
 pub mod wire;
 
-/// Bytes of framing per datagram on Ethernet beyond the UDP payload (seed 004 §4.1: "an extra
-/// 66 bytes"), as the wire model defines it.
-pub const WIRE_OVERHEAD_BYTES: u64 = models::wire::ETHERNET_UDP_OVERHEAD as u64;
+pub use wire::WIRE_OVERHEAD_BYTES;
 
 pub use recv_stats::{ReceiverReport, RecvConfig, RecvStats};
 pub use results::{ProbeResult, SweepResult};

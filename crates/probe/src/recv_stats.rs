@@ -11,10 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::lossfit::{fit_loss_intervals, PoissonFit};
-use crate::results::TestParams;
 use crate::seqwin::{SeqEvent, SeqTracker};
+use crate::wire::WIRE_OVERHEAD_BYTES;
 use crate::wire::{Packet, Repr, WireError};
-use crate::WIRE_OVERHEAD_BYTES;
 use histogram::{Bucket, Hist, HistSummary, SignedHist, DEFAULT_MAX_BUCKETS};
 
 /// Default duplicate/reorder memory: 2^16 sequence numbers (8 KiB of bitmap).
@@ -54,16 +53,6 @@ impl RecvConfig {
             window: DEFAULT_WINDOW,
             max_jump: DEFAULT_MAX_JUMP,
             keep_records: DEFAULT_KEEP_RECORDS,
-        }
-    }
-
-    /// The parameters of a trial (as negotiated in the session's `hello`).
-    pub fn from_params(p: &TestParams) -> Self {
-        RecvConfig {
-            size: Some(p.size as usize),
-            count: Some(p.count),
-            spacing_ns: (p.spacing_ns > 0).then_some(p.spacing_ns),
-            ..Self::new(p.test_id)
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::recv_stats::ReceiverReport;
+use crate::recv_stats::{ReceiverReport, RecvConfig};
 use crate::send_stats::SenderReport;
 use hostcounters::HostDelta;
 
@@ -32,7 +32,7 @@ impl TestParams {
     /// Offered wire rate including 66 bytes of framing per packet, bit/s.
     pub fn offered_wire_rate_bps(&self) -> Option<f64> {
         (self.spacing_ns > 0)
-            .then(|| (f64::from(self.size) + crate::WIRE_OVERHEAD_BYTES as f64) * 8e9 / self.spacing_ns as f64)
+            .then(|| (f64::from(self.size) + crate::wire::WIRE_OVERHEAD_BYTES as f64) * 8e9 / self.spacing_ns as f64)
     }
 }
 
@@ -341,6 +341,20 @@ pub struct ProbeServerStatus {
     pub last_loss_fraction: Option<f64>,
     /// The last trial's user rate, b/s.
     pub last_rate_bps: Option<f64>,
+}
+
+// Built from the negotiated parameters here, so the receiver's statistics need not import the
+// results they feed (results import the state machines' reports, never the reverse).
+impl RecvConfig {
+    /// The parameters of a trial (as negotiated in the session's `hello`).
+    pub fn from_params(p: &TestParams) -> Self {
+        RecvConfig {
+            size: Some(p.size as usize),
+            count: Some(p.count),
+            spacing_ns: (p.spacing_ns > 0).then_some(p.spacing_ns),
+            ..Self::new(p.test_id)
+        }
+    }
 }
 
 #[cfg(test)]

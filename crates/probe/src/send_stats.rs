@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::WIRE_OVERHEAD_BYTES;
+use crate::wire::WIRE_OVERHEAD_BYTES;
 use histogram::{Hist, HistSummary, DEFAULT_MAX_BUCKETS};
 
 /// Sender statistics parameters.

@@ -22,6 +22,10 @@
 
 use thiserror::Error;
 
+/// Bytes of framing per datagram on Ethernet beyond the UDP payload (seed 004 §4.1: "an extra
+/// 66 bytes"), as the wire model defines it.
+pub const WIRE_OVERHEAD_BYTES: u64 = models::wire::ETHERNET_UDP_OVERHEAD as u64;
+
 /// Magic bytes at offset 0.
 pub const MAGIC: [u8; 4] = *b"eVPB";
 /// Wire-format version written and accepted.

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::ScanError;
+use crate::error::ScanError;
 
 /// The directories `patterns` name (each a path or a glob; a comma separates several in one
 /// string). An error when a pattern is malformed or nothing matches at all.

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
 
-use crate::PlotError;
+use crate::error::PlotError;
 
 /// Pixel size of every figure.
 pub const WIDTH: u32 = 900;

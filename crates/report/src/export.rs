@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::error::PlotError;
 use crate::page::{Metric, Report, Table};
-use crate::PlotError;
 
 /// One serialisation of a report.
 pub trait Exporter {

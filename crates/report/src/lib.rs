@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub mod chart;
+mod error;
 pub mod export;
 pub mod html;
 pub mod inputs;
@@ -19,47 +20,10 @@ mod svgtext;
 pub mod tcpspecs;
 
 pub use chart::{ChartSpec, Series, SeriesData};
+pub use error::{FontError, PlotError};
 
 /// Where Debian's `fonts-dejavu-core` puts the font used for PNG text.
 pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-/// Errors of this crate.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// Reading the font or writing a figure failed.
-    #[error("{what} {path}: {source}")]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The font file is not a usable TrueType font.
-    #[error("font {0} cannot be used: {1}")]
-    Font(PathBuf, FontError),
-    /// plotters failed to draw.
-    #[error("drawing failed: {0}")]
-    Draw(String),
-    /// A figure had no finite data point to draw.
-    #[error("no data to draw in \"{0}\"")]
-    NoData(String),
-    /// The report could not be serialised.
-    #[error("cannot serialise the report: {0}")]
-    Export(String),
-}
-
-/// Why a font file cannot be used (kept for the process: plotters registers a font once).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum FontError {
-    /// The file cannot be read.
-    #[error(transparent)]
-    Read(std::sync::Arc<std::io::Error>),
-    /// plotters does not take it.
-    #[error("not a TrueType/OpenType font")]
-    NotAFont,
-}
 
 static FONT: OnceLock<Result<PathBuf, FontError>> = OnceLock::new();
 

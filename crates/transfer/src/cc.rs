@@ -28,9 +28,9 @@
 //!   dispersion through a FIFO that already carries traffic is stretched by it: it measures
 //!   less than the capacity and at least the bandwidth left over (the asymptotic dispersion
 //!   rate: Dovrolis, Ramanathan, Moore, IEEE/ACM ToN 2004), so starting from all of it
-//!   overshoots a shared path by at most what Startup's queue exit catches in a round. The inflight cap is 2 BDP already in Startup (BBR uses
-//!   2.885; at least two round trips at the start rate), the pipe plus a one-BDP buffer, so the
-//!   Startup overshoot into a one-BDP buffer loses little. Then **Drain** (pace at
+//!   overshoots a shared path by at most what Startup's queue exit catches in a round. The inflight cap is 1.75 BDP already in Startup (BBR uses
+//!   2.885; at least 1.75 round trips at the start rate), the pipe plus three quarters of a
+//!   one-BDP buffer, so the Startup overshoot into a one-BDP buffer loses nothing. Then **Drain** (pace at
 //!   `BtlBw / 2.885`) until inflight is down to one BDP (plus the receiver's report delay); the
 //!   overshoot's losses, still reported for two rounds after it, are not taken as congestion.
 //! - **ProbeBW**: cycles of 8 phases of one `RTprop` each with gains
@@ -197,6 +197,11 @@ pub struct AdaptiveConfig {
     pub drain_gain: f64,
     /// Inflight cap in BDPs.
     pub cwnd_gain: f64,
+    /// Inflight cap in BDPs during Startup (1.75: the pipe and three quarters of a one-BDP
+    /// buffer; 2, the whole buffer, overflowed it by the estimate's excess and the report delay:
+    /// 0.21 % of the datagrams dropped through 1 Gb/s, 100 ms, sim test
+    /// `startup_overshoot_drops_nothing_into_a_one_bdp_buffer`).
+    pub startup_cwnd_gain: f64,
     /// Window of the bandwidth max filter, rounds.
     pub bw_window_rounds: u64,
     /// Window of the RTT and one-way-delay min filters.
@@ -227,6 +232,7 @@ impl Default for AdaptiveConfig {
             probe_gain: 1.25,
             drain_gain: 0.75,
             cwnd_gain: 2.0,
+            startup_cwnd_gain: 1.75,
             bw_window_rounds: 10,
             min_rtt_window: Duration::from_secs(10),
             queue_threshold_min: Duration::from_millis(2),
@@ -672,9 +678,14 @@ impl CongestionController for Adaptive {
     fn inflight_cap(&self) -> Option<u64> {
         self.min_rtt.get()?;
         self.bw.get()?;
-        // Also in Startup: 2 BDP in flight is the pipe plus a one-BDP queue, so Startup cannot
-        // overflow a buffer of one BDP by much while the rate estimate catches up.
-        let gain = self.cfg.cwnd_gain;
+        // Also in Startup: 1.75 BDP in flight is the pipe plus three quarters of a one-BDP
+        // queue, so Startup does not overflow a buffer of one BDP while the rate estimate
+        // catches up.
+        let gain = if self.phase == Phase::Startup {
+            self.cfg.startup_cwnd_gain
+        } else {
+            self.cfg.cwnd_gain
+        };
         let floor = 4 * self.max_datagram;
         let mut cap = self.bdp_bytes(gain);
         if self.phase == Phase::Startup {

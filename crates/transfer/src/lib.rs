@@ -62,6 +62,11 @@
 //!   and still in flight is not sent again;
 //! - sends retransmissions before new data, paced at the controller's rate, and never has more
 //!   than the controller's inflight cap in flight (bytes sent after the echoed timestamp);
+//! - once every chunk so far has left and nothing is NAKed, resends the newest chunks sent in
+//!   the last half SRTT that the receiver has not yet accounted for, newest first, each once, in
+//!   the pacing slots that would otherwise go unused (tail protection, after RACK-TLP's tail
+//!   loss probe, RFC 8985 §7): a loss in the last round trip then costs at most half a round
+//!   trip more instead of a whole one (`SenderConfig::tail_protection`);
 //! - when REPORTs stop for `max(2·SRTT + 4·RTTVAR, 100 ms)` stops sending and probes (one
 //!   retransmission of the first unacknowledged chunk, interval doubling up to 1 s) until a
 //!   REPORT arrives again, so an outage costs a few datagrams, and gives up after

@@ -1,6 +1,7 @@
 //! The sending side: reads chunks from a [`Source`], paces DATA, repairs NAKed chunks.
 
 mod parts;
+mod tail;
 mod types;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -14,6 +15,7 @@ use crate::layout::Layout;
 use crate::session::{micros, parse_own, ConfigError, Reject, RejectCounters, SessionParams};
 use crate::wire::{self, DataHeader, Datagram, Fin, Kind, PayloadDigest, Report, DATA_HEADER_LEN};
 use parts::{InflightLog, RateSampler, RttEstimator};
+use tail::TailResend;
 pub use types::{Failure, RateSample, SenderState, SenderStats};
 
 /// Where the sender's bytes come from (a file, a recorder's buffer, a generator in tests).
@@ -69,10 +71,18 @@ pub struct SenderConfig {
     pub min_reorder_window: Duration,
     /// Period of [`SenderStats::rate_samples`].
     pub rate_sample_interval: Duration,
+    /// Once every chunk has left, resend the newest ones not yet known to have arrived in the
+    /// pacing slots that would otherwise go unused (tail protection, see the crate docs; default on).
+    #[serde(default = "on")]
+    pub tail_protection: bool,
     /// Authenticate every datagram both ways with this key (see [`crate::DataKey`]); both ends
     /// must agree. `None`: unauthenticated (simulations, trusted paths).
     #[serde(skip)]
     pub data_key: Option<wire::DataKey>,
+}
+
+fn on() -> bool {
+    true
 }
 
 impl SenderConfig {
@@ -90,6 +100,7 @@ impl SenderConfig {
             pacing_granularity: Duration::from_micros(100),
             min_reorder_window: Duration::from_millis(1),
             rate_sample_interval: Duration::from_millis(100),
+            tail_protection: true,
             data_key: None,
         }
     }
@@ -131,6 +142,8 @@ pub struct Sender<S> {
     tail_timer: Option<Instant>,
     last_naks: Vec<wire::SeqRange>,
     last_recv_high: u64,
+    /// Tail protection: what idle pacing slots resend once every chunk has left.
+    tail: TailResend,
     next_seq: u64,
     last_sent_us: u64,
     /// (timestamp, cumulative wire bytes sent up to and including that datagram).
@@ -147,6 +160,8 @@ pub struct Sender<S> {
     rtt: RttEstimator,
     first_send: Option<Instant>,
     acked_at: Option<Instant>,
+    /// When the newest chunk first left.
+    last_new_at: Option<Instant>,
     done_at: Option<Instant>,
     last_reject: Option<Reject>,
     /// The receiver's estimate from the opening train was handed to the controller.
@@ -192,6 +207,7 @@ impl<S: Source> Sender<S> {
             wire_bytes_sent: 0,
             retransmitted_datagrams: 0,
             retransmitted_bytes: 0,
+            tail_resent_datagrams: 0,
             probes_sent: 0,
             fins_sent: 0,
             report_timeouts: 0,
@@ -202,6 +218,7 @@ impl<S: Source> Sender<S> {
             rtt_min_us: None,
             srtt_us: None,
             duration_s: None,
+            tail_s: None,
             completion_s: None,
             goodput_bps: None,
             rate_samples: Vec::new(),
@@ -224,6 +241,7 @@ impl<S: Source> Sender<S> {
             tail_timer: None,
             last_naks: Vec::new(),
             last_recv_high: 0,
+            tail: TailResend::default(),
             next_seq: 0,
             last_sent_us: 0,
             inflight: InflightLog::default(),
@@ -235,6 +253,7 @@ impl<S: Source> Sender<S> {
             fin_next: now,
             first_send: None,
             acked_at: None,
+            last_new_at: None,
             done_at: None,
             last_reject: None,
             train_reported: false,
@@ -362,6 +381,7 @@ impl<S: Source> Sender<S> {
             let d = t.saturating_duration_since(start).as_secs_f64();
             s.duration_s = Some(d);
             s.goodput_bps = (d > 0.0).then(|| self.layout.total_bytes() as f64 * 8.0 / d);
+            s.tail_s = self.last_new_at.map(|l| t.saturating_duration_since(l).as_secs_f64());
         }
         s.completion_s = self.done_at.map(|t| t.saturating_duration_since(start).as_secs_f64());
         s
@@ -593,7 +613,40 @@ impl<S: Source> Sender<S> {
         if self.cc.inflight_cap().is_some_and(|cap| self.inflight.bytes >= cap) {
             return false;
         }
-        !self.retx.is_empty() || self.new_chunk_allowed()
+        !self.retx.is_empty() || self.new_chunk_allowed() || self.tail_may_resend()
+    }
+
+    /// Every chunk so far has left and nothing is NAKed: idle pacing slots may resend the
+    /// newest chunks not yet known to have arrived (module `tail`). Needs an RTT measured.
+    fn tail_may_resend(&self) -> bool {
+        self.cfg.tail_protection
+            && self.retx.is_empty()
+            && self.next_chunk == self.layout.total_chunks()
+            && self.rtt.smoothed.is_some()
+            && self.tail.may_resend(self.next_chunk, self.known_below())
+    }
+
+    /// Below this chunk the receiver's last report accounted for every chunk (received, or
+    /// NAKed and so repaired by the NAK).
+    fn known_below(&self) -> u64 {
+        self.last_recv_high.max(self.cum_ack)
+    }
+
+    fn next_tail_resend(&mut self) -> Option<u64> {
+        if !self.tail_may_resend() {
+            return None;
+        }
+        let (cum_ack, chunks) = (self.cum_ack, &self.chunks);
+        self.tail.next(
+            self.next_chunk,
+            self.known_below(),
+            self.last_sent_us,
+            self.srtt(),
+            |c| {
+                let st = chunks.get(usize::try_from(c.checked_sub(cum_ack)?).ok()?)?;
+                Some((st.sent_us, st.pending))
+            },
+        )
     }
 
     fn new_chunk_allowed(&self) -> bool {
@@ -732,11 +785,18 @@ impl<S: Source> Sender<S> {
                 if chunk.is_none() && self.new_chunk_allowed() {
                     chunk = Some((self.next_chunk, false));
                 }
+                let tail = chunk.is_none();
+                if tail {
+                    chunk = self.next_tail_resend().map(|c| (c, true));
+                }
                 let Some((c, retransmit)) = chunk else {
                     return false;
                 };
                 if !self.send_chunk(now, c, retransmit, out, start) {
                     return false;
+                }
+                if tail {
+                    self.stats.tail_resent_datagrams += 1;
                 }
                 let wire = (out.len() - start) as u64 + u64::from(self.cfg.wire_overhead);
                 self.pacer.on_sent(now, wire, self.cc.pacing_rate_bps());
@@ -800,6 +860,7 @@ impl<S: Source> Sender<S> {
                 pending: false,
             });
             self.next_chunk += 1;
+            self.last_new_at = Some(now);
         } else if let Some(st) = self.chunks.get_mut((chunk - self.cum_ack) as usize) {
             st.sent_us = ts;
             st.pending = false;

@@ -59,7 +59,7 @@ pub enum LayoutError {
     NotMultipleOf8(usize),
     /// Data array length of zero or larger than the frames the scanner believes
     /// ([`crate::scan::MAX_SCAN_FRAME_LEN`]).
-    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::scan::MAX_SCAN_FRAME_LEN - crate::header::HEADER_LEN)]
+    #[error("frame data size {0} bytes is outside 8..={max}", max = crate::sizes::MAX_SCAN_FRAME_LEN - crate::sizes::HEADER_LEN)]
     FrameSize(usize),
     /// Bits per sample not supported by the sample codec.
     #[error("{0} bits per sample is not supported (1 or 2)")]

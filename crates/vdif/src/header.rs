@@ -27,10 +27,7 @@ use crate::error::HeaderError;
 use crate::rate::FrameRate;
 use crate::station::StationId;
 
-/// Length of a standard VDIF header in bytes.
-pub const HEADER_LEN: usize = 32;
-/// Length of a legacy-mode VDIF header in bytes (words 0–3 only).
-pub const LEGACY_HEADER_LEN: usize = 16;
+pub use crate::sizes::{HEADER_LEN, LEGACY_HEADER_LEN};
 /// Largest frame the 24-bit length field can describe (2^24 − 1 units of 8 bytes).
 pub const MAX_FRAME_LEN: usize = ((1 << 24) - 1) * 8;
 
@@ -128,7 +125,7 @@ impl VdifHeader {
     /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz
     /// (see [`FrameRate::from_header`] for how the bits are read). Other EDVs carry no rate.
     pub fn header_sample_rate_hz(&self) -> Option<f64> {
-        crate::rate::header_samples_per_second(self).map(|r| r as f64)
+        header_samples_per_second(self).map(|r| r as f64)
     }
 
     /// Frames per second per thread where the header's bits say it (EDV 1 and 3; see
@@ -332,4 +329,35 @@ pub fn station_name(id: u16) -> String {
 /// Parse a station given as its code (a letter, then a letter or digit: "Ef", "O8") or a number ("65532").
 pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
     StationId::parse(s).map(|s| s.0)
+}
+
+// The header's reading of a rate lives here, beside the bits it reads, so that `rate` (the type
+// and its other sources) does not import the header: one direction between the two modules.
+impl FrameRate {
+    /// What the header's bits say: the sample rate of EDV 1 and EDV 3 (word 4: bit 23 the unit,
+    /// 0 kHz or 1 MHz, bits 22–0 the value; the complex sample rate, half the real rate — the
+    /// reading of the VLBA EDV 3 document that baseband and DiFX share) over the samples a frame
+    /// holds, when that is a whole number of frames. Other EDVs carry no rate.
+    pub fn from_header(h: &VdifHeader) -> Option<Self> {
+        let samples_per_second = header_samples_per_second(h)?;
+        let per_frame = h.samples_per_frame();
+        if per_frame == 0 || !samples_per_second.is_multiple_of(per_frame) {
+            return None;
+        }
+        let fps = u32::try_from(samples_per_second / per_frame).ok()?;
+        FrameRate::new(fps).ok()
+    }
+}
+
+/// Samples per second per channel stated by EDV 1 or EDV 3 (real samples; complex ones count
+/// once), as a whole number.
+pub(crate) fn header_samples_per_second(h: &VdifHeader) -> Option<u64> {
+    if h.legacy || !matches!(h.edv(), 1 | 3) {
+        return None;
+    }
+    let w = h.extended[0];
+    let value = u64::from(w & 0x7f_ffff);
+    let unit = if w & 0x80_0000 != 0 { 1_000_000 } else { 1_000 };
+    let rate = value * unit * if h.complex { 1 } else { 2 };
+    (rate > 0).then_some(rate)
 }

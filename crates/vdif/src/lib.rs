@@ -27,6 +27,7 @@ pub mod inspect;
 pub mod layout;
 pub mod rate;
 pub mod scan;
+mod sizes;
 pub mod station;
 pub mod stats;
 pub mod time;

@@ -21,8 +21,6 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::header::VdifHeader;
-
 /// Where a frame rate came from, the most believable first (the order of the variants is the
 /// order of belief): a sender's own announcement (a native prefix) knows its stream; an
 /// operator's number (`--fps`, a VSI-S mode) is the setup; the header's bits (EDV 1 and 3) are
@@ -171,20 +169,6 @@ impl FrameRate {
         self.0
     }
 
-    /// What the header's bits say: the sample rate of EDV 1 and EDV 3 (word 4: bit 23 the unit,
-    /// 0 kHz or 1 MHz, bits 22–0 the value; the complex sample rate, half the real rate — the
-    /// reading of the VLBA EDV 3 document that baseband and DiFX share) over the samples a frame
-    /// holds, when that is a whole number of frames. Other EDVs carry no rate.
-    pub fn from_header(h: &VdifHeader) -> Option<Self> {
-        let samples_per_second = header_samples_per_second(h)?;
-        let per_frame = h.samples_per_frame();
-        if per_frame == 0 || !samples_per_second.is_multiple_of(per_frame) {
-            return None;
-        }
-        let fps = u32::try_from(samples_per_second / per_frame).ok()?;
-        FrameRate::new(fps).ok()
-    }
-
     /// From a data rate in bits per second (sample bits, headers excluded, all threads) and the
     /// framing: `bits_per_second / (data_len × 8 × threads)`, refused unless whole.
     pub fn from_bit_rate(bits_per_second: u64, data_len: u64, threads: u32) -> Result<Self, RateError> {
@@ -239,22 +223,10 @@ pub fn whole_bits_per_second(rate_bps: f64) -> Result<u64, RateError> {
     Ok(whole as u64)
 }
 
-/// Samples per second per channel stated by EDV 1 or EDV 3 (real samples; complex ones count
-/// once), as a whole number.
-pub(crate) fn header_samples_per_second(h: &VdifHeader) -> Option<u64> {
-    if h.legacy || !matches!(h.edv(), 1 | 3) {
-        return None;
-    }
-    let w = h.extended[0];
-    let value = u64::from(w & 0x7f_ffff);
-    let unit = if w & 0x80_0000 != 0 { 1_000_000 } else { 1_000 };
-    let rate = value * unit * if h.complex { 1 } else { 2 };
-    (rate > 0).then_some(rate)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::header::VdifHeader;
     use proptest::prelude::*;
 
     #[test]

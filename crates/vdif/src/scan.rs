@@ -57,11 +57,7 @@ pub enum ScanEvent {
     },
 }
 
-/// Largest frame (header included) the scanner believes. VDIF allows 134 MB, but frames in the
-/// field are a few kB (8032, 5032, Mark5B-in-VDIF 10016; a jumbo datagram holds 9000), and
-/// every byte of a claimed length is buffered before a header is believed: the cap is what
-/// bounds memory on garbage.
-pub const MAX_SCAN_FRAME_LEN: usize = 4 << 20;
+pub use crate::sizes::MAX_SCAN_FRAME_LEN;
 /// Frames back to back (the first included) whose headers must agree before the scanner
 /// believes a header found after garbage or at the start of the stream.
 pub const CONFIRM_FRAMES: usize = 3;

@@ -6,7 +6,7 @@ use std::io;
 
 use scanfmt::check::{Ends, Sample, ScanCheck};
 
-use crate::Scan;
+use super::Scan;
 
 /// Second boundaries searched for the frame rate when frames lost across the first hide it.
 const MAX_BOUNDARIES: u64 = 8;

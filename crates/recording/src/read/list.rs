@@ -13,7 +13,8 @@ use scanfmt::{name, Layout};
 
 use safedir::{Dir, EntryKind};
 
-use crate::{Scan, ScanError};
+use super::Scan;
+use crate::error::ScanError;
 
 /// Most scans listed (a disk set with more is described by its first ones, by name).
 pub const MAX_SCANS: usize = 100_000;

@@ -4,7 +4,7 @@
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use crate::Scan;
+use super::Scan;
 
 /// Reads the continuous scan from a position.
 #[derive(Debug, Clone)]

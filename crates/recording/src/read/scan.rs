@@ -15,7 +15,7 @@ use scanfmt::{name, vbs, Layout};
 
 use safedir::{Dir, DirError, EntryKind};
 
-use crate::ScanError;
+use crate::error::ScanError;
 
 /// One file holding pieces of a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]

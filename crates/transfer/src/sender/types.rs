@@ -70,6 +70,9 @@ pub struct SenderStats {
     pub retransmitted_datagrams: u64,
     /// Their payload bytes.
     pub retransmitted_bytes: u64,
+    /// Chunks resent by tail protection, in otherwise idle pacing slots once every chunk had
+    /// left (counted in the retransmissions too).
+    pub tail_resent_datagrams: u64,
     /// Probes sent during silences (counted in the retransmissions too).
     pub probes_sent: u64,
     /// FINs sent.
@@ -90,6 +93,9 @@ pub struct SenderStats {
     pub srtt_us: Option<u64>,
     /// From the first DATA sent to everything acknowledged, seconds.
     pub duration_s: Option<f64>,
+    /// From the newest chunk's first transmission to everything acknowledged, seconds: one
+    /// round trip unless a chunk of the last one was lost and had to be repaired.
+    pub tail_s: Option<f64>,
     /// From the first DATA sent to FIN-ACK, seconds.
     pub completion_s: Option<f64>,
     /// File bits / `duration_s`.

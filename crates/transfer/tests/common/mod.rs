@@ -353,8 +353,19 @@ impl Flow {
     }
 
     pub fn sender(&self, cc: Box<dyn transfer::CongestionController>, now: Instant) -> Tx {
+        self.sender_with(cc, now, |_| {})
+    }
+
+    /// [`Flow::sender`] with its configuration changed by `tweak`.
+    pub fn sender_with(
+        &self,
+        cc: Box<dyn transfer::CongestionController>,
+        now: Instant,
+        tweak: impl FnOnce(&mut SenderConfig),
+    ) -> Tx {
         let mut cfg = SenderConfig::new(self.params());
         cfg.wire_overhead = self.data_overhead() as u32;
+        tweak(&mut cfg);
         let size = self.params().file_size;
         let s = Sender::new(cfg, GenSource { seed: self.seed, size }, cc, now).expect("valid config");
         Tx {

@@ -5,6 +5,7 @@
 //! [`MAX_STREAMS`] station/thread streams are tracked and [`MAX_LISTED`] gaps, garbage regions
 //! and problems are listed (all are counted).
 
+pub(crate) mod checked;
 mod span;
 mod tracker;
 
@@ -378,7 +379,7 @@ pub fn inspect<R: Read>(
     fps_hint: Option<u32>,
     mut on_frame: impl FnMut(&VdifHeader, &[u8]),
 ) -> Result<InspectReport, InspectError> {
-    let mut frames = crate::check::CheckedFrames::new(reader, fps_hint);
+    let mut frames = checked::CheckedFrames::new(reader, fps_hint);
     for ev in frames.by_ref() {
         if let ScanEvent::Frame { header, bytes, .. } = &ev? {
             on_frame(header, &bytes[header.header_len()..]);

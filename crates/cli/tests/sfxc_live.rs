@@ -45,12 +45,18 @@ const SAMPLE_RATE: &str = "16000000";
 
 /// `seconds` of station Ef into `dir/Ef.vdif`, `threads` threads.
 fn gen(dir: &Path, seconds: u32, threads: u16) -> Vec<u8> {
+    gen_stations(dir, "Ef", seconds, threads);
+    std::fs::read(dir.join("Ef.vdif")).unwrap()
+}
+
+/// `seconds` of `stations` (comma separated) into `dir/<station>.vdif`, `threads` threads.
+fn gen_stations(dir: &Path, stations: &str, seconds: u32, threads: u16) {
     let o = bin()
         .args([
             "vdif",
             "gen",
             "--stations",
-            "Ef",
+            stations,
             "--rate",
             RATE,
             "--channels",
@@ -71,7 +77,6 @@ fn gen(dir: &Path, seconds: u32, threads: u16) -> Vec<u8> {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::read(dir.join("Ef.vdif")).unwrap()
 }
 
 /// The frames of a byte stream (every one `FRAME` long).
@@ -623,4 +628,425 @@ fn net2sfxc_of_a_station_whose_mode_disagrees_with_its_frames_loses_nothing() {
     assert_eq!((valid, filled, first), (file.len() as u64, 0, 0), "{r}");
     assert_eq!(common::vsi::settled(&mut v), (file.len() as u64, 0));
     s.stop();
+}
+
+/// Poll `/metrics` (bounded) until a line starting with `prefix` has a value other than 0; the body.
+fn metric_nonzero(addr: std::net::SocketAddr, prefix: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let (_, body) = common::http_get(addr, "/metrics");
+        if body.lines().any(|l| l.starts_with(prefix) && !l.ends_with(" 0")) {
+            return body;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{prefix} not in:\n{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A correlator input host serving two stations at once, as jive5ab does with runtimes: one
+/// control connection per station selects `runtime = NAME`, sets its own mode, data port and
+/// `net2sfxc` socket there; both stations stream at the same time with different losses and each
+/// of SFXC's readers gets its own station's frames, byte-exact, lost ones invalid in place. The
+/// default runtime is untouched; `evlbi?` and the metrics are per runtime; a transient runtime
+/// goes (its socket closed) with the connection that made it.
+#[test]
+fn one_evlbi_serve_serves_two_stations_into_two_sfxc_sockets_through_runtimes() {
+    let h = harness_or_skip!();
+    let t = tempfile::tempdir().unwrap();
+    gen_stations(t.path(), "Ef,Wb", 2, 1);
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let stations = [("Ef", "1%"), ("Wb", "3%")];
+    let mut ctl = Vec::new();
+    let mut readers = Vec::new();
+    for (i, (st, _)) in stations.iter().enumerate() {
+        let mut v = Vsi::connect(s.vsi);
+        assert_eq!(v.ok(&format!("runtime = {st} : new ;")), [*st]);
+        let port = free_udp_port();
+        let sock = t.path().join(format!("mk5read_{st}"));
+        for cmd in [
+            format!("mode = {MODE} ;"),
+            "net_protocol = udps ;".into(),
+            format!("net_port = {port} ;"),
+            "mtu = 9000 ;".into(),
+            "trackmask = 0x00000000 ;".into(),
+            format!("net2sfxc = open : {} ;", sock.display()),
+        ] {
+            v.ok(&cmd);
+        }
+        assert_eq!(v.ok("net2sfxc? ;")[..1], ["active"]);
+        // `runtime?`: this one first, then how many, then the others.
+        let q = v.ok("runtime? ;");
+        assert_eq!(
+            (q[0].as_str(), q[1].as_str()),
+            (*st, (i + 2).to_string().as_str()),
+            "{q:?}"
+        );
+        let n = frames(&std::fs::read(t.path().join(format!("{st}.vdif"))).unwrap()).len() as u64;
+        let raw = t.path().join(format!("raw_{st}"));
+        readers.push(Reader::start(&h, &sock, 1, &raw, n + 1000, &[]));
+        ctl.push((v, port, sock));
+    }
+    // The default runtime runs nothing and kept its own data port.
+    let mut v0 = Vsi::connect(s.vsi);
+    assert_eq!(v0.ok("net2sfxc? ;")[0], "inactive");
+    assert_eq!(v0.ok("runtime? ;")[..2], ["default", "3"]);
+    // A second `new` of a runtime that exists is refused (jive5ab: 6).
+    assert_eq!(v0.ask("runtime = Ef : new ;").code, vsis::ReturnCode::Conflict);
+    std::thread::sleep(Duration::from_millis(300));
+    let senders: Vec<_> = stations
+        .iter()
+        .zip(&ctl)
+        .map(|((st, loss), (_, port, _))| {
+            let (file, port, loss) = (t.path().join(format!("{st}.vdif")), *port, loss.to_string());
+            std::thread::spawn(move || send(&file, port, &["--inject-loss", &loss]))
+        })
+        .collect();
+    let sent: Vec<_> = senders.into_iter().map(|j| j.join().unwrap()).collect();
+    for (((st, _), reader), ((v, _, sock), sent)) in stations.iter().zip(readers).zip(ctl.iter_mut().zip(&sent)) {
+        let data = std::fs::read(t.path().join(format!("{st}.vdif"))).unwrap();
+        let file = frames(&data);
+        let dropped = sent["stations"][0]["injected_drops"].as_u64().unwrap();
+        assert!(dropped > 5, "{sent}");
+        let (r, raw) = reader.result();
+        assert_eq!(r["stopped_by"], "frames", "{st}'s reader was not fed to the end: {r}");
+        in_place(&r);
+        let got = frames(&raw);
+        // Its own station's frames (the files differ in every frame's station id and data).
+        let (valid, filled, first) = against_file(&got, &file);
+        assert_eq!(valid + filled + first as u64, file.len() as u64, "{st}");
+        assert_eq!(filled + first as u64, dropped, "{st}: lost frames (first at {first})");
+        let (total, loss) = common::vsi::evlbi(v);
+        assert_eq!(total, file.len() as u64 - dropped, "{st}'s runtime's evlbi?");
+        assert!(loss >= filled, "{st}: evlbi? loss {loss} < {filled} filled");
+        // Its counts in the metrics, labelled with its runtime.
+        let line = format!(
+            "evlbi_live_frames_sent_total{{source=\"record\",runtime=\"{st}\",endpoint=\"unix:{}\"}}",
+            sock.display()
+        );
+        let body = metric_nonzero(s.metrics, &line);
+        let serving = format!("evlbi_serve_transfer{{source=\"serve\",transfer=\"net2sfxc\",runtime=\"{st}\"}} 1");
+        assert!(body.lines().any(|l| l == serving), "{serving} not in:\n{body}");
+    }
+    // A transient runtime's transfer ends with the connection that made it.
+    let mut vt = Vsi::connect(s.vsi);
+    assert_eq!(vt.ok("runtime = tmp : transient ;"), ["tmp"]);
+    let sock_t = t.path().join("mk5read_tmp");
+    vt.ok(&format!("mode = {MODE} ;"));
+    vt.ok(&format!("net_port = {} ;", free_udp_port()));
+    vt.ok(&format!("net2sfxc = open : {} ;", sock_t.display()));
+    assert!(sock_t.exists());
+    drop(vt);
+    let t0 = Instant::now();
+    while v0.ok("runtime? ;")[1] != "3" {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the transient runtime stayed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!sock_t.exists(), "the transient runtime's socket is removed with it");
+    // Deleting a runtime stops its transfer; its connection is back in the default runtime.
+    let (v, _, sock) = &mut ctl[1];
+    assert_eq!(v.ok("runtime = Wb : delete ;"), ["default"]);
+    assert!(!sock.exists(), "the deleted runtime's socket is removed");
+    assert_eq!(v.ok("runtime? ;")[..2], ["default", "2"]);
+    let (v, _, sock) = &mut ctl[0];
+    v.ok("net2sfxc = close ;");
+    assert!(!sock.exists());
+    s.stop();
+}
+
+/// Run `f` on a thread inside the network namespace named `ns`: sockets it opens are that
+/// namespace's (and stay usable from any thread afterwards).
+fn in_ns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = PathBuf::from("/var/run/netns").join(ns);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            testkit::netns::enter(&path).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// The monitoring host: a namespace of its own joined by a veth pair to each side of the WAN
+/// (10.78.0.0/24 to A, 10.79.0.0/24 to B), so scrapes never cross linkemu and every packet
+/// linkemu drops is a station's. Removed on drop.
+struct Monitor {
+    ns: String,
+}
+
+impl Monitor {
+    const ADDR: &'static str = "10.78.0.1";
+    /// The address of side A (the stations) and of side B (the input hosts) on its links.
+    const A_ADDR: &'static str = "10.78.0.2";
+    const B_ADDR: &'static str = "10.79.0.2";
+
+    fn attach(a: &str, b: &str) -> Monitor {
+        let ns = format!("evmon-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().unwrap();
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        ip(&["netns", "add", &ns]);
+        let m = Monitor { ns: ns.clone() };
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        for (side, net, peer) in [(a, "10.78.0", "mona"), (b, "10.79.0", "monb")] {
+            ip(&[
+                "link", "add", peer, "netns", &ns, "type", "veth", "peer", "name", "mon", "netns", side,
+            ]);
+            ip(&["-n", &ns, "addr", "add", &format!("{net}.1/24"), "dev", peer]);
+            ip(&["-n", side, "addr", "add", &format!("{net}.2/24"), "dev", "mon"]);
+            ip(&["-n", &ns, "link", "set", peer, "up"]);
+            ip(&["-n", side, "link", "set", "mon", "up"]);
+        }
+        m
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.ns]).output();
+    }
+}
+
+/// An instant query's result (each series' labels and value).
+fn prom_query(ns: &str, prom: std::net::SocketAddr, expr: &str) -> Vec<(serde_json::Value, f64)> {
+    let encoded: String = expr
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (_, body) = in_ns(ns, || common::http_get(prom, &format!("/api/v1/query?query={encoded}")));
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    doc["data"]["result"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| Some((r["metric"].clone(), r["value"][1].as_str()?.parse().ok()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One Prometheus in the monitor's namespace scraping `targets` every second (the tsdb below
+/// `dir`); it and its address.
+fn start_prometheus(mon: &Monitor, dir: &Path, targets: &[std::net::SocketAddr]) -> (Proc, std::net::SocketAddr) {
+    std::fs::create_dir_all(dir).unwrap();
+    let list: Vec<String> = targets.iter().map(|a| format!("'{a}'")).collect();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: evlbi\n    \
+             static_configs:\n      - targets: [{}]\n",
+            list.join(", ")
+        ),
+    )
+    .unwrap();
+    let prom: std::net::SocketAddr = format!("{}:9090", Monitor::ADDR).parse().unwrap();
+    let p = Proc(
+        Command::new("ip")
+            .args(["netns", "exec", &mon.ns, "/usr/bin/prometheus"])
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={prom}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    (p, prom)
+}
+
+/// Prometheus has (bounded wait) all 5 hosts up, the 3 stations' `net2net`, the 3 `net2sfxc`
+/// (Ef's and Wb's in their runtimes) and `frames_in` frames into the input hosts.
+fn prometheus_has_every_host(mon: &Monitor, prom: std::net::SocketAddr, frames_in: u64) {
+    let t0 = Instant::now();
+    loop {
+        let up = prom_query(&mon.ns, prom, "up");
+        let serving = prom_query(&mon.ns, prom, "evlbi_serve_transfer");
+        let into_hosts = prom_query(&mon.ns, prom, "evlbi_stream_frames_total{source=\"record\"}");
+        let got_in: f64 = into_hosts.iter().map(|s| s.1).sum();
+        let relays = serving.iter().filter(|s| s.0["transfer"] == "net2net").count();
+        let sfxc = serving.iter().filter(|s| s.0["transfer"] == "net2sfxc").count();
+        let runtimes: Vec<_> = serving.iter().filter_map(|s| s.0["runtime"].as_str()).collect();
+        if up.len() == 5 && up.iter().all(|s| s.1 == 1.0) && relays == 3 && sfxc == 3 && got_in == frames_in as f64 {
+            assert!(runtimes.contains(&"Ef") && runtimes.contains(&"Wb"), "{serving:?}");
+            println!("Prometheus: 5 hosts up, 3 net2net, 3 net2sfxc, {got_in} frames into the input hosts");
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "Prometheus: up {up:?}\ntransfers {serving:?}\nframes in {into_hosts:?} (want {frames_in})"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A runtime's data port `port` taking udps of this file's mode, then `then`.
+fn udps_port(v: &mut Vsi, port: u16, then: &[String]) {
+    v.ok(&format!("mode = {MODE} ;"));
+    v.ok("net_protocol = udps ;");
+    v.ok(&format!("net_port = {port} ;"));
+    v.ok("mtu = 9000 ;");
+    for cmd in then {
+        v.ok(cmd);
+    }
+}
+
+/// A backend: `stream send` (run by `evlbi`, e.g. in a namespace) of `file` in udps to the
+/// station's data port on its loopback.
+fn backend(mut evlbi: Command, file: &Path, port: u16) -> Proc {
+    evlbi
+        .args(["stream", "send", "--to", &format!("127.0.0.1:{port}")])
+        .args(["--seq-format", "jive5ab", "--max-lag", "1h", "--json", "-q"])
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    Proc(evlbi.spawn().unwrap())
+}
+
+/// Issue 35's multi-station, multi-host chain: 3 stations (a backend `stream send` of each
+/// station's file → the station's `evlbi serve` doing `net2net` in udps, namespace A) → `evlbi
+/// linkemu` WAN (1 % loss, 10 ms) → 2 correlator input hosts in namespace B (one `evlbi serve`
+/// serving Ef and Wb at once in two runtimes, the other Jb) → SFXC's mk5:// reader on each of the
+/// 3 sockets; the 5 hosts' metrics scraped by one Prometheus from a namespace of its own. Every
+/// reader gets its station's frames in order, byte-exact, lost ones invalid in place; what the
+/// readers lost together is what linkemu dropped; each host's `evlbi?` agrees; Prometheus has
+/// every host's series. (DiFX's input host is not here yet: both input hosts feed SFXC readers.)
+#[test]
+fn three_stations_over_a_lossy_wan_into_two_input_hosts_and_sfxc_readers() {
+    let h = harness_or_skip!();
+    if let Some(why) = common::Wan::skip_reason() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    if !Path::new("/usr/bin/prometheus").is_file() {
+        println!("SKIPPED: no /usr/bin/prometheus (scripts/setup.sh installs it)");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let names = ["Ef", "Wb", "Jb"];
+    gen_stations(t.path(), &names.join(","), 2, 1);
+    let mut wan = common::Wan::start(
+        "cor",
+        &[
+            "--loss", "1%", "--seed", "35", "--delay", "10ms", "--mtu", "9000", "--json",
+        ],
+    );
+    let mon = Monitor::attach(&wan.a, &wan.b);
+    let (a, b) = (wan.a.clone(), wan.b.clone());
+    let serve_in = |ns: &str, addr: &str, tag: &str| {
+        let root = t.path().join(tag);
+        std::fs::create_dir_all(&root).unwrap();
+        Serve::start_metrics_on(wan.evlbi_in(ns), &root, "127.0.0.1:0", &format!("{addr}:0"), &[])
+    };
+    // The input hosts: host 1 serves Ef and Wb (one runtime and socket each), host 2 Jb.
+    let host1 = serve_in(&b, Monitor::B_ADDR, "host1");
+    let host2 = serve_in(&b, Monitor::B_ADDR, "host2");
+    let mut inputs = Vec::new();
+    for (st, host, tag, runtime) in [
+        ("Ef", &host1, "host1", Some("Ef")),
+        ("Wb", &host1, "host1", Some("Wb")),
+        ("Jb", &host2, "host2", None),
+    ] {
+        let addr = host.vsi;
+        let mut v = in_ns(&b, move || Vsi::connect(addr));
+        if let Some(r) = runtime {
+            v.ok(&format!("runtime = {r} : new ;"));
+        }
+        let port = free_udp_port();
+        let sock = t.path().join(tag).join(format!("{st}.sock"));
+        udps_port(&mut v, port, &[format!("net2sfxc = open : {} ;", sock.display())]);
+        inputs.push((v, port, sock));
+    }
+    // The stations: each one's serve relays its data port to its input host across the WAN.
+    let mut stations = Vec::new();
+    for (st, (_, in_port, _)) in names.iter().zip(&inputs) {
+        let serve = serve_in(&a, Monitor::A_ADDR, st);
+        let addr = serve.vsi;
+        let mut v = in_ns(&a, move || Vsi::connect(addr));
+        let port = free_udp_port();
+        let to = format!("net2net = connect : {} : {in_port} : udps ;", common::Wan::B_ADDR);
+        udps_port(&mut v, port, &[to, "net2net = on ;".into()]);
+        stations.push((serve, v, port));
+    }
+    // One Prometheus scraping all five.
+    let hosts: Vec<std::net::SocketAddr> = [&host1, &host2]
+        .into_iter()
+        .chain(stations.iter().map(|s| &s.0))
+        .map(|s| s.metrics)
+        .collect();
+    let (_prometheus, prom) = start_prometheus(&mon, &t.path().join("prom"), &hosts);
+    // SFXC's readers, one per socket.
+    let files: Vec<Vec<u8>> = names
+        .iter()
+        .map(|st| std::fs::read(t.path().join(format!("{st}.vdif"))).unwrap())
+        .collect();
+    let readers: Vec<Reader> = names
+        .iter()
+        .zip(&inputs)
+        .zip(&files)
+        .map(|((st, (_, _, sock)), f)| {
+            let n = frames(f).len() as u64;
+            Reader::start(&h, sock, 1, &t.path().join(format!("{st}.raw")), n + 1000, &[])
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The backends, all at once, each into its station's data port.
+    let senders: Vec<_> = names
+        .iter()
+        .zip(&stations)
+        .map(|(st, (_, _, port))| backend(wan.evlbi_in(&a), &t.path().join(format!("{st}.vdif")), *port))
+        .collect();
+    let sent: Vec<serde_json::Value> = senders.into_iter().map(common::stream_send_json).collect();
+    let mut lost_by_readers = 0;
+    let mut totals = Vec::new();
+    for (i, (reader, st)) in readers.into_iter().zip(names).enumerate() {
+        let file = frames(&files[i]);
+        assert_eq!(
+            sent[i]["stations"][0]["frames_sent"].as_u64(),
+            Some(file.len() as u64),
+            "{}",
+            sent[i]
+        );
+        let (r, raw) = reader.result();
+        assert_eq!(r["stopped_by"], "frames", "{st}'s reader was not fed to the end: {r}");
+        in_place(&r);
+        let got = frames(&raw);
+        let (valid, filled, first) = against_file(&got, &file);
+        let lost = filled + first as u64;
+        assert_eq!(valid + lost, file.len() as u64, "{st}");
+        // The station's serve took every frame; its input host's runtime all but the lost.
+        let (st_total, st_loss) = common::vsi::settled(&mut stations[i].1);
+        assert_eq!((st_total, st_loss), (file.len() as u64, 0), "{st}'s station evlbi?");
+        let (total, _) = common::vsi::settled(&mut inputs[i].0);
+        assert_eq!(total, valid, "{st}'s input host evlbi? total");
+        println!(
+            "{st}: reader got {valid} frames of {}, {lost} lost (invalid in place)",
+            file.len()
+        );
+        lost_by_readers += lost;
+        totals.push(total);
+    }
+    let summary = wan.stop_with_summary();
+    let emu: serde_json::Value = serde_json::from_str(&summary).unwrap_or_else(|e| panic!("{e}: {summary}"));
+    let dropped = emu["a_to_b"]["model"]["dropped_loss"]["packets"].as_u64().unwrap()
+        + emu["a_to_b"]["model"]["dropped_queue"]["packets"].as_u64().unwrap_or(0);
+    println!("linkemu dropped {dropped}, the readers lost {lost_by_readers}");
+    assert!(dropped > 20, "1 % of 12000 frames: {dropped}");
+    assert_eq!(
+        lost_by_readers, dropped,
+        "what the readers lost is what the WAN dropped"
+    );
+    prometheus_has_every_host(&mon, prom, totals.iter().sum());
+    drop(inputs);
+    drop(stations);
+    host1.stop();
+    host2.stop();
 }

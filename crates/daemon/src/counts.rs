@@ -115,6 +115,11 @@ impl CountsOutlet {
     pub fn latest(&self) -> Option<Arc<TransferCounts>> {
         lock(&self.latest).clone()
     }
+
+    /// Where the metrics view gets the same counts.
+    pub fn view(&self) -> &Publisher {
+        &self.view
+    }
 }
 
 /// A slot's lock; a panicked holder leaves a plain value behind, still usable.

@@ -11,6 +11,10 @@
 //! `os_rev?` report. Settings cannot change while a transfer runs (return code 6, `not whilst
 //! record is in progress`), queries always work. [`vsi::serve`] is the control port.
 //!
+//! `runtime = NAME` ([`runtimes`]) gives a control connection a context of its own — settings
+//! and one transfer — beside the default one, as jive5ab's runtimes do: a correlator input host
+//! serves several stations at once, one runtime (data port, `net2sfxc` socket) each.
+//!
 //! Recordings are a FlexBuff's unless `record_format` (or jive5ab's `record = mk6 : 1`) says
 //! otherwise: FlexBuff vbs over every set disk, named by the Field System's label exactly —
 //! `<label>_ds<stream>` per data stream when the FS defined them (the thread procedure's
@@ -23,11 +27,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use counts::CountsOutlet;
 use metrics::{Hub, Publisher, Status};
 use vsis::command::{Fill2Net, Net2Net, Request, Setting};
 use vsis::evlbi::{EvlbiStats, UnixTime};
-use vsis::status::ServeStatus;
+use vsis::runtime::DEFAULT_RUNTIME;
+use vsis::status::RuntimeStatus;
 use vsis::{ReplyRepr, ReturnCode, StatementRepr};
 
 mod counts;
@@ -35,6 +39,7 @@ pub mod disk2file;
 pub mod errors;
 pub mod paths;
 mod recorder;
+pub mod runtimes;
 pub mod scans;
 pub mod settings;
 mod space;
@@ -43,7 +48,7 @@ pub mod transfer;
 pub mod vsi;
 
 use disk2file::{Disk2FileError, Disk2FileJob};
-use errors::ErrorQueue;
+use runtimes::{Here, Outlets, Session, Shared};
 use scans::ScanSession;
 use settings::Settings;
 use transfer::{Fill, Kind, Recording, Relay, StartError, TransferEnv, TransferError};
@@ -80,7 +85,7 @@ impl Running {
     }
 }
 
-/// The daemon's state behind its lock.
+/// One runtime's state (the default one, or one of `runtime = NAME`).
 struct State {
     settings: Settings,
     /// `set_disks`: the directories recordings go to, checked against the allowed ones.
@@ -92,9 +97,58 @@ struct State {
     session: ScanSession,
     /// `tstat?`'s previous look: transfer, seconds into it, bytes in, bytes out.
     tstat: Option<(Kind, f64, u64, u64)>,
-    /// Background errors until `error?` takes them.
-    errors: ErrorQueue,
-    counts: ServeStatus,
+    /// Where its transfers hand their counts, which `evlbi?`, `tstat?` and the transfers'
+    /// queries answer from.
+    outlets: Outlets,
+}
+
+impl State {
+    /// A runtime with the default settings recording on `disks`.
+    fn new(disks: Vec<PathBuf>, outlets: Outlets) -> State {
+        State {
+            settings: Settings::default(),
+            disks,
+            running: Running::None,
+            last: None,
+            session: ScanSession::default(),
+            tstat: None,
+            outlets,
+        }
+    }
+
+    /// The latest counts of a transfer kind: `evlbi?` statistics, seconds, bytes in, bytes out.
+    fn counts(&self, kind: Kind) -> Option<(EvlbiStats, f64, u64, u64)> {
+        let c = self.outlets.of(kind)?.latest()?;
+        Some((c.evlbi(), c.elapsed_s(), c.bytes_in(), c.bytes_out()))
+    }
+
+    fn bytes(&self, kind: Kind) -> (u64, u64) {
+        self.counts(kind).map_or((0, 0), |c| (c.2, c.3))
+    }
+
+    /// What `evlbi?` shows: the running transfer's counts, or the last one's.
+    fn evlbi_stats(&self) -> EvlbiStats {
+        self.running
+            .kind()
+            .or(self.last)
+            .and_then(|k| self.counts(k))
+            .map_or_else(EvlbiStats::default, |c| c.0)
+    }
+
+    /// What the metrics call its transfer and target.
+    fn transfer(&self) -> (String, Option<String>) {
+        let target = match &self.running {
+            Running::None => None,
+            Running::Recording(r) => Some(r.name.clone()),
+            Running::Relay(r) => Some(r.to().to_string()),
+            Running::Fill(f) => Some(f.to().to_string()),
+            Running::Disk2File(j) => Some(j.dest.clone()),
+        };
+        (
+            self.running.kind().map_or("no_transfer", Kind::name).to_string(),
+            target,
+        )
+    }
 }
 
 /// A code and fields for a reply.
@@ -117,55 +171,48 @@ fn refuse_start(e: &StartError) -> Answer {
 pub struct Daemon {
     env: TransferEnv,
     version: String,
-    /// Each transfer kind's latest counts (`record` and `net2file` share one), which
-    /// `evlbi?`, `tstat?` and the transfers' queries answer from.
-    record_counts: CountsOutlet,
-    relay_counts: CountsOutlet,
-    fill_counts: CountsOutlet,
+    hub: Arc<Hub>,
     serve_pub: Publisher,
-    state: Mutex<State>,
+    state: Mutex<Shared>,
 }
 
 impl Daemon {
     /// A daemon recording where `env.paths` allows, on its default disks until `set_disks`,
-    /// publishing to `hub` (sources `record`, `net2net`, `fill2net`, `serve`).
+    /// publishing to `hub` (sources `record`, `net2net`, `fill2net`, `serve`; each further
+    /// runtime's `record`, `net2net`, `fill2net` labelled with its name).
     pub fn new(env: TransferEnv, version: &str, hub: Arc<Hub>) -> Result<Daemon, metrics::HubError> {
-        let disks = env.paths.default_disks();
+        let default = State::new(env.paths.default_disks(), Outlets::new(&hub, DEFAULT_RUNTIME)?);
         let d = Daemon {
-            record_counts: CountsOutlet::new(hub.source("record")?),
-            relay_counts: CountsOutlet::new(hub.source("net2net")?),
-            fill_counts: CountsOutlet::new(hub.source("fill2net")?),
             serve_pub: hub.source("serve")?,
+            hub,
             env,
             version: version.to_string(),
-            state: Mutex::new(State {
-                settings: Settings::default(),
-                disks,
-                running: Running::None,
-                last: None,
-                session: ScanSession::default(),
-                tstat: None,
-                errors: ErrorQueue::default(),
-                counts: ServeStatus {
-                    transfer: "no_transfer".into(),
-                    ..ServeStatus::default()
-                },
-            }),
+            state: Mutex::new(Shared::new(default)),
         };
         d.publish(&d.lock());
         Ok(d)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Shared> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Answer one statement. A statement whose handling panics (a bug) is answered with 4 and
-    /// why, counted (`internal_errors`) and queued for `error?`: the connection, the running
-    /// transfer and the daemon's shutdown go on (a panic on `data_check?` used to drop the
-    /// client unanswered and leave `evlbi serve` deaf to SIGTERM).
+    /// Answer one statement in the default runtime, as a connection of its own that sends
+    /// nothing else (a runtime it selects is forgotten, a transient one deleted).
     pub fn execute(&self, s: &StatementRepr) -> ReplyRepr {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(s))) {
+        let mut session = self.session();
+        let r = self.execute_in(&mut session, s);
+        self.end_session(session);
+        r
+    }
+
+    /// Answer one statement of the control connection `session`, in its runtime. A statement
+    /// whose handling panics (a bug) is answered with 4 and why, counted (`internal_errors`)
+    /// and queued for `error?`: the connection, the running transfer and the daemon's shutdown
+    /// go on (a panic on `data_check?` used to drop the client unanswered and leave `evlbi
+    /// serve` deaf to SIGTERM).
+    pub fn execute_in(&self, session: &mut Session, s: &StatementRepr) -> ReplyRepr {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(session, s))) {
             Ok(reply) => reply,
             Err(payload) => {
                 let why = payload
@@ -174,29 +221,37 @@ impl Daemon {
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".into());
                 let what = format!("internal error answering {}: {why}", s.keyword);
-                let mut st = self.lock();
-                st.counts.statements += 1;
-                st.counts.refused += 1;
-                st.counts.internal_errors += 1;
-                st.errors.push(-1, what.clone(), unix_seconds());
-                self.publish(&st);
+                let mut g = self.lock();
+                g.counts.statements += 1;
+                g.counts.refused += 1;
+                g.counts.internal_errors += 1;
+                g.errors.push(-1, what.clone(), unix_seconds());
+                self.publish(&g);
                 ReplyRepr::new(s, ReturnCode::Failed, vec![what])
             }
         }
     }
 
-    fn answer(&self, s: &StatementRepr) -> ReplyRepr {
-        let mut st = self.lock();
-        self.reap(&mut st);
+    fn answer(&self, session: &mut Session, s: &StatementRepr) -> ReplyRepr {
+        let mut g = self.lock();
+        self.reap_all(&mut g);
         let (code, fields) = match Request::parse(s) {
-            Ok(r) => self.handle(&mut st, r),
+            Ok(Request::Runtime(cmd)) => self.runtime(&mut g, session, cmd),
+            Ok(r) => match g.here(session.runtime()) {
+                Some(mut h) => self.handle(&mut h, r),
+                // Another connection deleted it (jive5ab's reply).
+                None => refuse(
+                    ReturnCode::Failed,
+                    format!("current runtime ('{}') has been deleted", session.runtime()),
+                ),
+            },
             Err(e) => (e.code, vec![e.message]),
         };
-        st.counts.statements += 1;
+        g.counts.statements += 1;
         if !matches!(code, ReturnCode::Done | ReturnCode::Initiated) {
-            st.counts.refused += 1;
+            g.counts.refused += 1;
         }
-        self.publish(&st);
+        self.publish(&g);
         ReplyRepr::new(s, code, fields)
     }
 
@@ -215,41 +270,68 @@ impl Daemon {
         self.publish(&st);
     }
 
-    /// Stop whatever runs (the daemon is going away); the reports' errors, if any.
+    /// Stop whatever runs in every runtime (the daemon is going away); the first report's
+    /// error, if any.
     pub fn shutdown(&self) -> Option<StopError> {
-        let mut st = self.lock();
-        let r = self.stop_running(&mut st).err();
-        self.publish(&st);
-        r
+        let mut g = self.lock();
+        let names: Vec<String> = g.runtimes.keys().cloned().collect();
+        let mut first = None;
+        for name in &names {
+            if let Some(mut h) = g.here(name) {
+                let r = self.stop_running(&mut h).err();
+                first = first.or(r);
+            }
+        }
+        self.publish(&g);
+        first
     }
 
-    fn publish(&self, st: &State) {
-        let mut c = st.counts.clone();
-        c.transfer = st.running.kind().map_or("no_transfer", Kind::name).to_string();
-        c.target = match &st.running {
-            Running::None => None,
-            Running::Recording(r) => Some(r.name.clone()),
-            Running::Relay(r) => Some(r.to().to_string()),
-            Running::Fill(f) => Some(f.to().to_string()),
-            Running::Disk2File(j) => Some(j.dest.clone()),
-        };
-        c.scans = st.session.recorded.len() as u64;
+    /// The daemon's counts with the default runtime's transfer, disks and time left, and each
+    /// other runtime's transfer.
+    fn publish(&self, g: &Shared) {
+        let mut c = g.counts.clone();
+        let st = g.default_runtime();
+        (c.transfer, c.target) = st.transfer();
+        c.scans = g.runtimes.values().map(|r| r.session.recorded.len() as u64).sum();
         let set = space::look(&st.disks);
         c.time_left_s = st.settings.mode.as_ref().map(|m| space::time_left_s(&set, m));
         c.disks = set.disks;
+        c.runtimes = g
+            .runtimes
+            .iter()
+            .filter(|(n, _)| *n != DEFAULT_RUNTIME)
+            .map(|(name, r)| {
+                let (transfer, target) = r.transfer();
+                RuntimeStatus {
+                    name: name.clone(),
+                    transfer,
+                    target,
+                }
+            })
+            .collect();
         self.serve_pub.publish(Status::Serve(c));
     }
 
     /// Publish the counts again with a fresh look at the disks' space (the metrics' time left
     /// stays current between statements): for a timer of the caller's, every few seconds.
     pub fn refresh(&self) {
-        let st = self.lock();
-        self.publish(&st);
+        let g = self.lock();
+        self.publish(&g);
+    }
+
+    /// [`Daemon::reap`] every runtime.
+    fn reap_all(&self, g: &mut Shared) {
+        let names: Vec<String> = g.runtimes.keys().cloned().collect();
+        for name in &names {
+            if let Some(mut h) = g.here(name) {
+                self.reap(&mut h);
+            }
+        }
     }
 
     /// A transfer that ended by itself is collected: a failure goes to the error queue (bit
     /// 0x2 of `status?`, `error?`); a finished `disk2file` just ends.
-    fn reap(&self, st: &mut State) {
+    fn reap(&self, st: &mut Here<'_>) {
         let ended = match &st.running {
             Running::None => false,
             Running::Recording(r) => r.has_ended(),
@@ -260,7 +342,10 @@ impl Daemon {
         if !ended {
             return;
         }
-        let kind = st.running.kind().map_or("transfer", Kind::name);
+        let kind = match (st.running.kind().map_or("transfer", Kind::name), st.runtime) {
+            (k, DEFAULT_RUNTIME) => k.to_string(),
+            (k, rt) => format!("{k} (runtime {rt})"),
+        };
         let quiet = matches!(st.running, Running::Disk2File(_));
         match self.stop_running(st) {
             Ok(()) if quiet => {}
@@ -280,7 +365,7 @@ impl Daemon {
         }
     }
 
-    fn stop_running(&self, st: &mut State) -> Result<(), StopError> {
+    fn stop_running(&self, st: &mut Here<'_>) -> Result<(), StopError> {
         match std::mem::replace(&mut st.running, Running::None) {
             Running::None => Ok(()),
             Running::Recording(r) => {
@@ -321,7 +406,7 @@ impl Daemon {
 
     /// Answer one request: an arm per keyword, each a line or two; the work is in the methods
     /// they call.
-    fn handle(&self, st: &mut State, r: Request) -> Answer {
+    fn handle(&self, st: &mut Here<'_>, r: Request) -> Answer {
         macro_rules! set {
             ($setting:expr, $query:expr, |$v:ident| $apply:expr) => {
                 match $setting {
@@ -377,7 +462,7 @@ impl Daemon {
             Request::Trackmask(Setting::Set(_)) => ok(vec![]),
             Request::Fill2Net(f) => self.fill2net(st, f),
             Request::Evlbi(fmt) => {
-                let stats = self.evlbi_stats(st);
+                let stats = st.evlbi_stats();
                 let fmt = fmt.as_deref().unwrap_or(vsis::evlbi::DEFAULT_FORMAT);
                 let text = vsis::evlbi::format(&stats, fmt, unix_now());
                 ok(text.split(" : ").map(str::to_string).collect())
@@ -393,11 +478,13 @@ impl Daemon {
             Request::DataCheck => self.data_check(st),
             Request::Disk2File(d) => self.disk2file(st, d),
             Request::Reset(what) => self.reset(st, &what),
+            // Taken by `execute_in` before a runtime is chosen.
+            Request::Runtime(_) => refuse(ReturnCode::Failed, "runtime: not here"),
         }
     }
 
     /// Stop the running transfer if it is of `kind`.
-    fn stop(&self, st: &mut State, kind: Kind) -> Answer {
+    fn stop(&self, st: &mut Here<'_>, kind: Kind) -> Answer {
         if st.running.kind() != Some(kind) {
             return refuse(ReturnCode::Conflict, format!("Not doing {}", kind.name()));
         }
@@ -407,14 +494,14 @@ impl Daemon {
         }
     }
 
-    fn net2net(&self, st: &mut State, n: Net2Net) -> Answer {
+    fn net2net(&self, st: &mut Here<'_>, n: Net2Net) -> Answer {
         match n {
             Net2Net::Query => match &st.running {
                 Running::Relay(r @ Relay::Connected { .. }) => ok(vec!["connected".into(), r.to().to_string()]),
                 Running::Relay(r) => ok(vec![
                     "active".into(),
                     r.to().to_string(),
-                    self.bytes(Kind::Net2Net).1.to_string(),
+                    st.bytes(Kind::Net2Net).1.to_string(),
                 ]),
                 _ => ok(vec!["inactive".into()]),
             },
@@ -431,7 +518,7 @@ impl Daemon {
                 }
             }
             Net2Net::On => match std::mem::replace(&mut st.running, Running::None) {
-                Running::Relay(r) => match r.start(self.relay_counts.clone()) {
+                Running::Relay(r) => match r.start(st.outlets.relay.clone()) {
                     Ok(r) => {
                         st.running = Running::Relay(r);
                         st.last = Some(Kind::Net2Net);
@@ -449,14 +536,14 @@ impl Daemon {
         }
     }
 
-    fn fill2net(&self, st: &mut State, f: Fill2Net) -> Answer {
+    fn fill2net(&self, st: &mut Here<'_>, f: Fill2Net) -> Answer {
         match f {
             Fill2Net::Query => match &st.running {
                 Running::Fill(f @ Fill::Connected { .. }) => ok(vec!["connected".into(), f.to().to_string()]),
                 Running::Fill(f) => ok(vec![
                     "active".into(),
                     f.to().to_string(),
-                    self.counts(Kind::Fill2Net).map_or(0, |c| c.3).to_string(),
+                    st.counts(Kind::Fill2Net).map_or(0, |c| c.3).to_string(),
                 ]),
                 _ => ok(vec!["inactive".into()]),
             },
@@ -473,7 +560,7 @@ impl Daemon {
                 }
             }
             Fill2Net::On => match std::mem::replace(&mut st.running, Running::None) {
-                Running::Fill(f) => match f.start(&st.settings, self.fill_counts.clone()) {
+                Running::Fill(f) => match f.start(&st.settings, st.outlets.fill.clone()) {
                     Ok(f) => {
                         st.running = Running::Fill(f);
                         st.tstat = None;
@@ -490,37 +577,13 @@ impl Daemon {
         }
     }
 
-    /// The latest counts of a transfer kind: `evlbi?` statistics, seconds, bytes in, bytes out.
-    fn counts(&self, kind: Kind) -> Option<(EvlbiStats, f64, u64, u64)> {
-        let outlet = match kind {
-            Kind::Net2Net => &self.relay_counts,
-            Kind::Fill2Net => &self.fill_counts,
-            Kind::Record | Kind::Net2File | Kind::Net2Sfxc => &self.record_counts,
-            Kind::Disk2File => return None,
-        };
-        let c = outlet.latest()?;
-        Some((c.evlbi(), c.elapsed_s(), c.bytes_in(), c.bytes_out()))
-    }
-
-    fn bytes(&self, kind: Kind) -> (u64, u64) {
-        self.counts(kind).map_or((0, 0), |c| (c.2, c.3))
-    }
-
-    fn evlbi_stats(&self, st: &State) -> EvlbiStats {
-        st.running
-            .kind()
-            .or(st.last)
-            .and_then(|k| self.counts(k))
-            .map_or_else(EvlbiStats::default, |c| c.0)
-    }
-
     /// jive5ab's `tstat?` (rates since the previous `tstat?`; the first answers 1, "Retry")
     /// and `tstat =` (the counters with a timestamp).
-    fn tstat(&self, st: &mut State, query: bool) -> Answer {
+    fn tstat(&self, st: &mut Here<'_>, query: bool) -> Answer {
         let Some(kind) = st.running.kind() else {
             return ok(vec!["0.0".into(), "no_transfer".into()]);
         };
-        let (_, t, bytes_in, bytes_out) = self.counts(kind).unwrap_or_default();
+        let (_, t, bytes_in, bytes_out) = st.counts(kind).unwrap_or_default();
         let out_name = match kind {
             Kind::Net2Net | Kind::Fill2Net => "NetWriter",
             Kind::Record | Kind::Net2File | Kind::Disk2File => "FileWriter",
@@ -567,7 +630,7 @@ impl Daemon {
     /// `status?`: jive5ab's status word (bit 0 ready, 1 error pending, 3–4 a transfer in
     /// progress, 6 recording, 8 playback, 12 disk2file, 16 relaying) and, while errors are
     /// queued, the oldest (left for `error?` to take, as jive5ab does).
-    fn status_word(&self, st: &mut State) -> Vec<String> {
+    fn status_word(&self, st: &mut Here<'_>) -> Vec<String> {
         let mut w: u32 = 1;
         if !st.errors.is_empty() {
             w |= 1 << 1;

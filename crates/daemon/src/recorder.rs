@@ -8,16 +8,17 @@ use vsis::command::{Net2File, Record, RecordFormat};
 use vsis::playback::OpenMode;
 use vsis::ReturnCode;
 
+use crate::runtimes::Here;
 use crate::scans::ScanPointer;
 use crate::transfer::{self, Kind, Target};
 use crate::{ok, refuse, Answer, Daemon, Running, State};
 
 impl Daemon {
-    pub(crate) fn record(&self, st: &mut State, r: Record) -> Answer {
+    pub(crate) fn record(&self, st: &mut Here<'_>, r: Record) -> Answer {
         match r {
             Record::Query => match &st.running {
                 Running::Recording(rec) if rec.kind == Kind::Record => {
-                    let bytes = self.bytes(Kind::Record).1;
+                    let bytes = st.bytes(Kind::Record).1;
                     ok(vec![
                         "on".into(),
                         st.session.recorded.len().to_string(),
@@ -65,7 +66,7 @@ impl Daemon {
     /// no link: the writers use these handles, so no path is resolved after this check. A disk
     /// that is no longer one (swapped for a link, removed since `set_disks`) leaves the set and
     /// is said where the FS looks (status? bit 0x2, error?); the scan records on the others.
-    fn open_disks(&self, st: &mut State) -> Result<Vec<(std::path::PathBuf, safedir::Dir)>, Answer> {
+    fn open_disks(&self, st: &mut Here<'_>) -> Result<Vec<(std::path::PathBuf, safedir::Dir)>, Answer> {
         let now = crate::unix_seconds();
         let mut opened = Vec::new();
         let mut kept = Vec::new();
@@ -95,7 +96,7 @@ impl Daemon {
 
     /// `record = on : LABEL`: a FlexBuff recording over the set disks (or Mark6, or VDIF files
     /// in the first disk), renamed with a letter when the label is taken — and then said so.
-    fn record_on(&self, st: &mut State, label: &str) -> Answer {
+    fn record_on(&self, st: &mut Here<'_>, label: &str) -> Answer {
         if let Err(a) = Self::idle(st) {
             return a;
         }
@@ -133,7 +134,7 @@ impl Daemon {
             target,
             &st.settings,
             &self.env,
-            self.record_counts.clone(),
+            st.outlets.record.clone(),
         ) {
             Ok(rec) => {
                 st.session.recorded.push(name.clone());
@@ -166,11 +167,11 @@ impl Daemon {
         })
     }
 
-    pub(crate) fn net2file(&self, st: &mut State, n: Net2File) -> Answer {
+    pub(crate) fn net2file(&self, st: &mut Here<'_>, n: Net2File) -> Answer {
         match n {
             Net2File::Query => match &st.running {
                 Running::Recording(r) if r.kind == Kind::Net2File => {
-                    ok(vec!["active".into(), self.bytes(Kind::Net2File).1.to_string()])
+                    ok(vec!["active".into(), st.bytes(Kind::Net2File).1.to_string()])
                 }
                 _ => ok(vec!["inactive".into(), "0".into()]),
             },
@@ -206,7 +207,7 @@ impl Daemon {
                     target,
                     &st.settings,
                     &self.env,
-                    self.record_counts.clone(),
+                    st.outlets.record.clone(),
                 ) {
                     Ok(rec) => {
                         st.running = Running::Recording(rec);
@@ -223,11 +224,11 @@ impl Daemon {
 
     /// `net2sfxc`: the data port's stream to SFXC's `mk5://` reader on a socket (a path below
     /// the allowed directories, or a TCP port), as jive5ab serves a correlator input host.
-    pub(crate) fn net2sfxc(&self, st: &mut State, n: Net2Sfxc) -> Answer {
+    pub(crate) fn net2sfxc(&self, st: &mut Here<'_>, n: Net2Sfxc) -> Answer {
         match n {
             Net2Sfxc::Query => match &st.running {
                 Running::Recording(r) if r.kind == Kind::Net2Sfxc => {
-                    let live = self.live_status();
+                    let live = live_status(st);
                     let reader = if live.as_ref().is_some_and(|l| l.connected) {
                         "connected"
                     } else {
@@ -260,7 +261,7 @@ impl Daemon {
                     Target::Live(live),
                     &st.settings,
                     &self.env,
-                    self.record_counts.clone(),
+                    st.outlets.record.clone(),
                 ) {
                     Ok(rec) => {
                         st.running = Running::Recording(rec);
@@ -296,12 +297,12 @@ impl Daemon {
             shown,
         ))
     }
+}
 
-    /// The live output's counts, from the receiver's latest.
-    pub(crate) fn live_status(&self) -> Option<stream::results::LiveOutputStatus> {
-        match &*self.record_counts.latest()? {
-            crate::counts::TransferCounts::Recv(s) => s.live.first().cloned(),
-            _ => None,
-        }
+/// A runtime's live output's counts, from its receiver's latest.
+fn live_status(st: &State) -> Option<stream::results::LiveOutputStatus> {
+    match &*st.outlets.record.latest()? {
+        crate::counts::TransferCounts::Recv(s) => s.live.first().cloned(),
+        _ => None,
     }
 }

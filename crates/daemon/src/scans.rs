@@ -532,7 +532,7 @@ impl Daemon {
     }
 
     /// `reset = abort`: stop a running `disk2file` (the file keeps what was copied).
-    pub(crate) fn reset(&self, st: &mut State, _what: &str) -> Answer {
+    pub(crate) fn reset(&self, st: &mut crate::runtimes::Here<'_>, _what: &str) -> Answer {
         if !matches!(st.running, Running::Disk2File(_)) {
             return refuse(ReturnCode::Conflict, "nothing running to abort");
         }

@@ -22,6 +22,7 @@ use vsis::framing::{reply_terminator, Event, Framer, MAX_LINE};
 use vsis::statement::split_request;
 use vsis::{ReplyRepr, ReturnCode};
 
+use crate::runtimes::Session;
 use crate::Daemon;
 
 /// Bounds of the control port.
@@ -91,8 +92,16 @@ pub fn allowed(ip: IpAddr, allow: &[IpAddr]) -> bool {
     ip.is_loopback() || allow.contains(&ip)
 }
 
-/// One connection: requests in, replies out, until it closes, misbehaves or `stop`.
-fn connection(mut s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, stop: &AtomicBool) {
+/// One connection: requests in, replies out, until it closes, misbehaves or `stop`; it works
+/// in the runtime it selected last, and the transient runtimes it made go with it.
+fn connection(s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, stop: &AtomicBool) {
+    let mut session = daemon.session();
+    converse(s, ticket, daemon, &mut session, stop);
+    daemon.end_session(session);
+}
+
+/// [`connection`]'s requests and replies.
+fn converse(mut s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, session: &mut Session, stop: &AtomicBool) {
     let mut framer = Framer::new();
     let mut buf = vec![0u8; MAX_LINE];
     let mut admitted = false;
@@ -122,7 +131,7 @@ fn connection(mut s: TcpStream, ticket: &Ticket<'_>, daemon: &Daemon, stop: &Ato
                 }
                 admitted = true;
             }
-            let out = answer(daemon, event);
+            let out = answer(daemon, session, event);
             if !out.is_empty() && s.write_all(&out).is_err() {
                 return;
             }
@@ -139,7 +148,7 @@ fn holds_a_statement(event: &Event) -> bool {
 }
 
 /// The reply line to one request.
-fn answer(daemon: &Daemon, event: Event) -> Vec<u8> {
+fn answer(daemon: &Daemon, session: &mut Session, event: Event) -> Vec<u8> {
     let mut out = Vec::new();
     match event {
         Event::Overlong => {
@@ -161,7 +170,7 @@ fn answer(daemon: &Daemon, event: Event) -> Vec<u8> {
             }
             for statement in statements {
                 let reply = match statement {
-                    Ok(s) => daemon.execute(&s),
+                    Ok(s) => daemon.execute_in(session, &s),
                     // jive5ab: `!syntax = 7 : Not a command or query;`
                     Err(e) => ReplyRepr::for_keyword("syntax", false, ReturnCode::NoSuchKeyword, [e.to_string()]),
                 };

@@ -33,8 +33,8 @@ pub(crate) fn gather(hub: &Hub) -> Vec<Sample> {
         labels: vec![("program", program.to_string()), ("version", version.to_string())],
         value: Value::Int(1),
     }];
-    for (name, status) in hub.snapshot() {
-        series::samples(&name, &status, &mut all);
+    for (name, labels, status) in hub.labelled_snapshot() {
+        series::samples(&name, &labels, &status, &mut all);
     }
     let mut merged: Vec<Sample> = Vec::with_capacity(all.len());
     for s in all {

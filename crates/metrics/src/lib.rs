@@ -58,11 +58,28 @@ pub enum Status {
     Serve(vsis::status::ServeStatus),
 }
 
-/// One named source of counts (a command, or one kind of transfer of the daemon).
+/// A source's own labels (name, value), on every sample it gives.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// One named source of counts (a command, or one kind of transfer of the daemon), with labels
+/// of its own on every sample (the daemon's `runtime`).
 #[derive(Debug)]
 struct Source {
     name: String,
+    labels: Labels,
     latest: Mutex<Option<Arc<Status>>>,
+}
+
+impl Source {
+    /// Its name in snapshots: the name, and each label's value after an `@`.
+    fn key(&self) -> String {
+        let mut k = self.name.clone();
+        for (_, v) in &self.labels {
+            k.push('@');
+            k.push_str(v);
+        }
+        k
+    }
 }
 
 /// Where a data path hands its counts over.
@@ -138,8 +155,14 @@ impl Hub {
 
     /// The publisher of source `name` (the same slot each time for the same name).
     pub fn source(&self, name: &str) -> Result<Publisher, HubError> {
+        self.source_labelled(name, Vec::new())
+    }
+
+    /// The publisher of source `name` whose samples carry `labels` too (e.g. the daemon's
+    /// `runtime`); the same slot each time for the same name and labels.
+    pub fn source_labelled(&self, name: &str, labels: Labels) -> Result<Publisher, HubError> {
         let mut all = lock(&self.sources);
-        if let Some(s) = all.iter().find(|s| s.name == name) {
+        if let Some(s) = all.iter().find(|s| s.name == name && s.labels == labels) {
             return Ok(Publisher(s.clone()));
         }
         if all.len() >= MAX_SOURCES {
@@ -147,17 +170,33 @@ impl Hub {
         }
         let s = Arc::new(Source {
             name: name.to_string(),
+            labels,
             latest: Mutex::new(None),
         });
         all.push(s.clone());
         Ok(Publisher(s))
     }
 
-    /// The latest counts of every source that has published, in the order they were added.
+    /// Take a source away (what published it is gone for good: a deleted runtime); its place
+    /// is free for another.
+    pub fn remove(&self, p: &Publisher) {
+        lock(&self.sources).retain(|s| !Arc::ptr_eq(s, &p.0));
+    }
+
+    /// The latest counts of every source that has published, in the order they were added;
+    /// a labelled source is named `name@value…`.
     pub fn snapshot(&self) -> Vec<(String, Arc<Status>)> {
         let all: Vec<Arc<Source>> = lock(&self.sources).clone();
         all.iter()
-            .filter_map(|s| lock(&s.latest).clone().map(|st| (s.name.clone(), st)))
+            .filter_map(|s| lock(&s.latest).clone().map(|st| (s.key(), st)))
+            .collect()
+    }
+
+    /// [`Hub::snapshot`] with each source's name and labels apart (what the exposition needs).
+    pub(crate) fn labelled_snapshot(&self) -> Vec<(String, Labels, Arc<Status>)> {
+        let all: Vec<Arc<Source>> = lock(&self.sources).clone();
+        all.iter()
+            .filter_map(|s| lock(&s.latest).clone().map(|st| (s.name.clone(), s.labels.clone(), st)))
             .collect()
     }
 
@@ -211,5 +250,13 @@ mod tests {
         assert_eq!(hub.source("one_more").unwrap_err(), HubError::TooManySources);
         p.clear();
         assert!(hub.snapshot().is_empty());
+        // A removed source frees its place.
+        let s1 = hub.source("s1").unwrap();
+        hub.remove(&s1);
+        let more = hub.source_labelled("one_more", vec![("runtime", "Ef".into())]).unwrap();
+        assert!(more.publish(recv(4)));
+        assert_eq!(hub.snapshot()[0].0, "one_more@Ef");
+        // The same name without the label is another source (and the hub is full again).
+        assert_eq!(hub.source("one_more").unwrap_err(), HubError::TooManySources);
     }
 }

@@ -134,7 +134,7 @@ metrics! {
     PROBE_RATE "evlbi_probe_last_rate_bits_per_second" Gauge "The last trial's user rate.";
     LINK_PACKETS "evlbi_linkemu_packets" Counter "Packets per direction, by what happened to them.";
     LINK_BYTES "evlbi_linkemu_bytes" Counter "Bytes per direction, received and forwarded.";
-    SERVE_TRANSFER "evlbi_serve_transfer" Gauge "1 for the transfer evlbi serve is running (no_transfer when idle).";
+    SERVE_TRANSFER "evlbi_serve_transfer" Gauge "1 for the transfer evlbi serve is running (no_transfer when idle); runtime=NAME for each runtime besides the default.";
     SERVE_SCANS "evlbi_serve_scans" Counter "Scans recorded.";
     SERVE_STATEMENTS "evlbi_serve_statements" Counter "VSI-S statements answered, by outcome (ok: return code 0 or 1).";
     SERVE_OVERLONG "evlbi_serve_overlong_lines" Counter "VSI-S lines longer than the limit (dropped).";
@@ -149,6 +149,8 @@ metrics! {
 /// Collects the samples of one source.
 struct Out<'a> {
     source: &'a str,
+    /// The source's own labels, after `source` on every sample.
+    own: &'a [(&'static str, String)],
     out: &'a mut Vec<Sample>,
 }
 
@@ -165,6 +167,7 @@ impl Out<'_> {
 
     fn push(&mut self, metric: &'static Metric, labels: &[(&'static str, &str)], value: Value) {
         let mut l = vec![("source", self.source.to_string())];
+        l.extend(self.own.iter().cloned());
         l.extend(labels.iter().map(|(k, v)| (*k, v.to_string())));
         self.out.push(Sample {
             metric,
@@ -174,9 +177,10 @@ impl Out<'_> {
     }
 }
 
-/// Append the samples of `status` (from `source`) to `out`.
-pub fn samples(source: &str, status: &Status, out: &mut Vec<Sample>) {
-    let mut o = Out { source, out };
+/// Append the samples of `status` (from `source`, whose samples carry `own` labels after
+/// `source`) to `out`.
+pub fn samples(source: &str, own: &[(&'static str, String)], status: &Status, out: &mut Vec<Sample>) {
+    let mut o = Out { source, own, out };
     match status {
         Status::StreamRecv(s) => recv(&mut o, s),
         Status::StreamRelay(s) => relay(&mut o, s),
@@ -387,6 +391,13 @@ fn link(o: &mut Out<'_>, s: &LinkemuStatus) {
 
 fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     o.int(&SERVE_TRANSFER, &[("transfer", s.transfer.as_str())], 1);
+    for r in &s.runtimes {
+        o.int(
+            &SERVE_TRANSFER,
+            &[("transfer", r.transfer.as_str()), ("runtime", r.name.as_str())],
+            1,
+        );
+    }
     o.int(&SERVE_SCANS, &[], s.scans);
     o.int(
         &SERVE_STATEMENTS,

@@ -30,6 +30,7 @@
 //! | `record` (more) | `nthread : [readers] : [writers]` | `record? nthread` |
 //! | `scan_set`, `scan_check`, `data_check`, `disk2file` | see [`crate::playback`] | |
 //! | `reset` | `abort`: stop a `disk2file` | — |
+//! | `runtime` | `NAME [: new\|exists\|transient\|delete]`: the transfer context a connection works in ([`crate::runtime`]) | current, count, the others |
 
 use thiserror::Error;
 
@@ -352,6 +353,8 @@ pub enum Request {
     Disk2File(Disk2File),
     /// `reset = abort ;` (the Field System's `disk2file=abort`): stop a disk2file.
     Reset(String),
+    /// `runtime`: which transfer context the connection works in.
+    Runtime(crate::runtime::RuntimeCmd),
 }
 
 impl Request {
@@ -495,6 +498,11 @@ pub const KEYWORDS: &[Keyword] = &[
         name: "fill2net",
         forms: "fill2net=connect:HOST[:PORT[:STATION]]|on|off fill2net?",
         parse: |s| fill2net(s).map(Request::Fill2Net),
+    },
+    Keyword {
+        name: "runtime",
+        forms: "runtime=NAME[:new|exists|transient|delete] runtime?",
+        parse: |s| crate::runtime::parse(s).map(Request::Runtime),
     },
     Keyword {
         name: "scan_set",

@@ -38,6 +38,7 @@
 //! | [`mode`] | the `mode = VDIF_8000-2048-16-2` data mode: frame size, rate, frame rate |
 //! | [`evlbi`] | jive5ab's `evlbi?` statistics and its `%t %l %L …` format |
 //! | [`status`] | what the recorder counts about itself ([`status::ServeStatus`]: transfer, statements, connections) |
+//! | [`runtime`] | `runtime = NAME`: jive5ab's independent transfer contexts (several transfers at once) |
 //! | [`playback`] | recorded scans: `scan_set`, `scan_check?` (and its reply), `disk2file`, VEX times |
 //!
 //! # Example
@@ -65,6 +66,7 @@ pub mod framing;
 pub mod mode;
 pub mod playback;
 pub mod reply;
+pub mod runtime;
 pub mod statement;
 pub mod status;
 

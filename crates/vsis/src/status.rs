@@ -35,6 +35,21 @@ pub struct ServeStatus {
     /// system counted once; null without a mode.
     #[serde(default)]
     pub time_left_s: Option<f64>,
+    /// The runtimes besides the default one (`runtime = NAME`), each with its transfer; the
+    /// fields above are the default runtime's.
+    #[serde(default)]
+    pub runtimes: Vec<RuntimeStatus>,
+}
+
+/// One runtime besides the default and what it runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeStatus {
+    /// Its name.
+    pub name: String,
+    /// The transfer it runs (`net2sfxc`, `record`, …), or `no_transfer`.
+    pub transfer: String,
+    /// Its scan, file or socket, destination for `net2net`.
+    pub target: Option<String>,
 }
 
 /// One disk of the set and its space, as its file system reports it (statvfs).

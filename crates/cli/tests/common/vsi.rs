@@ -69,14 +69,26 @@ impl Serve {
     }
 
     /// [`Serve::start`] with `evlbi` run by `evlbi` (e.g. inside a network namespace).
-    pub fn start_with(mut evlbi: std::process::Command, root: &Path, vsi_listen: &str, extra: &[&str]) -> Serve {
+    pub fn start_with(evlbi: std::process::Command, root: &Path, vsi_listen: &str, extra: &[&str]) -> Serve {
+        Serve::start_metrics_on(evlbi, root, vsi_listen, "127.0.0.1:0", extra)
+    }
+
+    /// [`Serve::start_with`] with its metrics on `metrics_listen` (e.g. an address a
+    /// Prometheus in another namespace reaches).
+    pub fn start_metrics_on(
+        mut evlbi: std::process::Command,
+        root: &Path,
+        vsi_listen: &str,
+        metrics_listen: &str,
+        extra: &[&str],
+    ) -> Serve {
         let mut child = evlbi
             .args([
                 "serve",
                 "--vsi",
                 vsi_listen,
                 "--metrics",
-                "127.0.0.1:0",
+                metrics_listen,
                 "--interval",
                 "200ms",
             ])

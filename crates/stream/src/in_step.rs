@@ -17,6 +17,12 @@
 //!   is not a board of the station and adds no thread. Their arrivals over the same time tell
 //!   too, with a wider margin (arrival times of a batch read late are one): a source numbered
 //!   one frame after the other but sent at a fifth of the rate falls behind in time.
+//! - A board sends every frame of its threads: per thread, its frames carry one frame number
+//!   after the other within each second (VDIF 1.1.1 §3). A source whose frames skip [`IN_STEP`]
+//!   or more of its own numbers ([`own_numbering`]) is not a board even with no other source to
+//!   compare it with: alone at the start of a receiver (the backend starting at its next whole
+//!   second), the fake of issue 36 delivered its run of 4 frames and was made the station, and
+//!   its frames and the fill between them were recorded until the backend came.
 //! - A lower rate per thread (more threads than counted: a board down at the start) is taken
 //!   only from frames that fill the threads seen at that rate (see [`crate::rate_check`]).
 //! - A source in a station that delivers less than half its threads' share of the station's
@@ -136,6 +142,31 @@ pub(crate) fn compare(a: &Evidence, b: &Evidence) -> Step {
         (true, true) => Step::Undecided,
         (false, false) if by_arrival == Step::Alike && by_time != Some(Step::Undecided) => Step::Alike,
         (false, false) => Step::Undecided,
+    }
+}
+
+/// Whether a source's own frames are numbered as a board's: per thread, over the steps from
+/// one frame number to the next within a second (across a second the rate per thread, still to
+/// be learnt, says how many numbers lie between), at least [`IN_STEP`] of the numbers it steps
+/// over are frames it sent. `Alike` when they are, `FirstSparse` when not, `Undecided` over
+/// fewer than [`MIN_COMMON`] such steps.
+pub(crate) fn own_numbering(e: &Evidence) -> Step {
+    let mut last: std::collections::HashMap<u16, u64> = std::collections::HashMap::new();
+    let (mut steps, mut numbers) = (0u64, 0u64);
+    for &(p, thread) in &e.frames {
+        if let Some(prev) = last.insert(thread, p) {
+            if prev >> 24 == p >> 24 {
+                steps += 1;
+                numbers += p - prev;
+            }
+        }
+    }
+    if steps < MIN_COMMON {
+        Step::Undecided
+    } else if steps * IN_STEP.1 < numbers * IN_STEP.0 {
+        Step::FirstSparse
+    } else {
+        Step::Alike
     }
 }
 
@@ -315,6 +346,20 @@ mod tests {
             proptest::prop_assert_eq!(compare(&a, &fake), Step::SecondSparse);
             proptest::prop_assert_eq!(compare(&fake, &a), Step::FirstSparse);
         }
+    }
+
+    #[test]
+    fn a_source_skipping_its_own_frame_numbers_is_sparse_alone() {
+        let t0 = Instant::now();
+        assert_eq!(own_numbering(&evidence(300..303, &[0], 1000, t0)), Step::Undecided);
+        assert_eq!(own_numbering(&evidence(300..340, &[0, 1], 1000, t0)), Step::Alike);
+        // Across a second: its steps within each second only.
+        assert_eq!(own_numbering(&evidence(990..1010, &[0], 1000, t0)), Step::Alike);
+        // One lost frame in ten passes; two numbers in five (the issue's fake) does not.
+        let lossy = evidence((300..340).filter(|k| k % 10 != 0), &[0], 1000, t0);
+        assert_eq!(own_numbering(&lossy), Step::Alike);
+        let fake = evidence((300..340).filter(|k| k * 2 % 5 < 2), &[1], 1000, t0);
+        assert_eq!(own_numbering(&fake), Step::FirstSparse);
     }
 
     #[test]

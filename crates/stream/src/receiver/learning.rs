@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::admission::{problem, At, HOLD_FRAMES};
 use super::summary::RefusedSource;
 use super::{describe, Receiver, REFUSED_KEPT};
-use crate::in_step::{compare, Step};
+use crate::in_step::{compare, own_numbering, Step};
 use crate::window::ThreadMap;
 
 /// A source of a station's frames that sent nothing for this long, while another counts its
@@ -19,6 +19,10 @@ const GONE_QUIET: Duration = Duration::from_millis(20);
 const NOT_IN_STEP: &str =
     "not in step with the station's boards (too few of the frames per thread they send over the same \
                            VDIF time): not a board of it";
+
+/// Why a source whose frames skip its own numbers is refused.
+const NOT_NUMBERED: &str = "not in step with its own frame numbers (fewer than 3/4 of the numbers it steps over \
+                            are frames it sent, where a board sends every frame of its threads): not a board of it";
 
 impl Receiver {
     /// Whether the stream at `at` knows its threads: given, or counted once a thread came
@@ -38,6 +42,18 @@ impl Receiver {
             return false;
         }
         let station_fps = l.station_fps;
+        // Alone or not, a source whose frames skip its own numbers is no board (issue 36: alone
+        // at a receiver's start, the fake was made the station).
+        match own_numbering(&p.evidence()) {
+            Step::FirstSparse => {
+                if !p.outsider {
+                    self.refuse(at, NOT_NUMBERED);
+                }
+                return false;
+            }
+            Step::Undecided if !full => return false,
+            _ => {}
+        }
         let Some(boards) = self.boards_in_step(at, now, full) else {
             return false;
         };

@@ -694,10 +694,8 @@ fn record_format(s: &str) -> Result<RecordFormat, CommandError> {
 }
 
 fn record(s: &StatementRepr) -> Result<Record, CommandError> {
-    let f = &s.fields;
-    let arg = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
     if s.query {
-        return match arg(0) {
+        return match arg(s, 0) {
             "" => Ok(Record::Query),
             "mk6" => Ok(Record::QueryMk6),
             "nthread" => Ok(Record::QueryNthread),
@@ -706,9 +704,9 @@ fn record(s: &StatementRepr) -> Result<Record, CommandError> {
             ))),
         };
     }
-    match arg(0) {
+    match arg(s, 0) {
         "on" => {
-            let scan = arg(1);
+            let scan = arg(s, 1);
             if scan.is_empty() {
                 return Err(CommandError::new(ReturnCode::Conflict, "must provide a scan name"));
             }
@@ -721,12 +719,12 @@ fn record(s: &StatementRepr) -> Result<Record, CommandError> {
                 v => number::<u32>(v, 1, 1024, what).map(Some),
             };
             Ok(Record::Nthread {
-                readers: count(arg(1), "nParallelReader")?,
-                writers: count(arg(2), "nParallelWriter")?,
+                readers: count(arg(s, 1), "nParallelReader")?,
+                writers: count(arg(s, 2), "nParallelWriter")?,
             })
         }
         "off" => Ok(Record::Off),
-        "mk6" => match arg(1) {
+        "mk6" => match arg(s, 1) {
             "0" => Ok(Record::Mk6(false)),
             "1" => Ok(Record::Mk6(true)),
             other => Err(CommandError::param(format!(
@@ -759,11 +757,10 @@ fn net2file(s: &StatementRepr) -> Result<Net2File, CommandError> {
     if s.query {
         return Ok(Net2File::Query);
     }
-    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
-    match arg(0) {
+    match arg(s, 0) {
         "open" => {
             // jive5ab takes an open mode after a comma (`file,w`).
-            let (path, mode) = arg(1).split_once(',').unwrap_or((arg(1), "n"));
+            let (path, mode) = arg(s, 1).split_once(',').unwrap_or((arg(s, 1), "n"));
             let mode = match mode {
                 "n" => OpenMode::New,
                 "w" => OpenMode::Write,
@@ -791,16 +788,15 @@ fn net2sfxc(s: &StatementRepr) -> Result<Net2Sfxc, CommandError> {
     if s.query {
         return Ok(Net2Sfxc::Query);
     }
-    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
-    match arg(0) {
+    match arg(s, 0) {
         "open" => {
-            let target = needed(arg(1))?;
+            let target = needed(arg(s, 1))?;
             if target.split('/').any(|c| c == "..") || target.ends_with('/') || target.len() > 100 {
                 return Err(CommandError::param(format!(
                     "socket '{target}': no '..', a name at the end, at most 100 bytes"
                 )));
             }
-            match arg(2) {
+            match arg(s, 2) {
                 "" | "1" => {}
                 other => {
                     return Err(CommandError::param(format!(
@@ -837,17 +833,18 @@ fn trackmask(v: &str) -> Result<u64, CommandError> {
 }
 
 fn datastream(s: &StatementRepr) -> Result<DataStreamCmd, CommandError> {
-    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
     if s.query {
-        return Ok(DataStreamCmd::Query((!arg(0).is_empty()).then(|| arg(0).to_string())));
+        return Ok(DataStreamCmd::Query(
+            (!arg(s, 0).is_empty()).then(|| arg(s, 0).to_string()),
+        ));
     }
-    match arg(0) {
-        "add" | "remove" if arg(1).is_empty() => Err(CommandError::param("Missing data stream name")),
+    match arg(s, 0) {
+        "add" | "remove" if arg(s, 1).is_empty() => Err(CommandError::param("Missing data stream name")),
         "add" => Ok(DataStreamCmd::Add {
-            name: arg(1).to_string(),
+            name: arg(s, 1).to_string(),
             criteria: s.fields.iter().skip(2).filter(|c| !c.is_empty()).cloned().collect(),
         }),
-        "remove" => Ok(DataStreamCmd::Remove(arg(1).to_string())),
+        "remove" => Ok(DataStreamCmd::Remove(arg(s, 1).to_string())),
         "clear" => Ok(DataStreamCmd::Clear),
         "reset" => Ok(DataStreamCmd::Reset),
         "" => Err(CommandError::param("subcommand (add, delete, clear) is required")),
@@ -862,15 +859,14 @@ fn net2net(s: &StatementRepr) -> Result<Net2Net, CommandError> {
     if s.query {
         return Ok(Net2Net::Query);
     }
-    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
-    match arg(0) {
+    match arg(s, 0) {
         "connect" => {
-            let host = host(arg(1))?;
-            let port = match arg(2) {
+            let host = host(arg(s, 1))?;
+            let port = match arg(s, 2) {
                 "" => None,
                 p => Some(number(p, 1, 65_535, "port")?),
             };
-            let input = match arg(3) {
+            let input = match arg(s, 3) {
                 "" => None,
                 p => Some(Protocol::parse(p)?),
             };
@@ -903,15 +899,14 @@ fn fill2net(s: &StatementRepr) -> Result<Fill2Net, CommandError> {
     if s.query {
         return Ok(Fill2Net::Query);
     }
-    let arg = |i: usize| s.fields.get(i).map(String::as_str).unwrap_or("");
-    match arg(0) {
+    match arg(s, 0) {
         "connect" => {
-            let host = host(arg(1))?.to_string();
-            let port = match arg(2) {
+            let host = host(arg(s, 1))?.to_string();
+            let port = match arg(s, 2) {
                 "" => None,
                 p => Some(number(p, 1, 65_535, "port")?),
             };
-            let station = match arg(3) {
+            let station = match arg(s, 3) {
                 "" => None,
                 st if (1..=2).contains(&st.len()) && st.bytes().all(|b| b.is_ascii_alphanumeric()) => {
                     Some(st.to_string())

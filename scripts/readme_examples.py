@@ -19,13 +19,14 @@ An HTML comment before a block steers it (several may be given, one per comment)
   <!-- readme-test: setup COMMANDS -->     run first, unshown (e.g. what "another terminal" made)
   <!-- readme-test: timeout SECONDS -->    the block's bound (default 60)
   <!-- readme-test: linger SECONDS -->     how long background commands may run on after the
-                                           block's last command before they are killed (default 10)
+                                           block's last command before they are killed (default 5)
   <!-- readme-test: expect-exit N -->      the block's last command must exit N
   <!-- readme-test: no-compare REASON -->  run it, but its shown output is an excerpt of another run
   <!-- readme-test: background N[,N…] --> commands N (1-based) are typed in "another terminal":
                                            run in the background, 2 s given to each to start
   <!-- readme-test: repo -->               run in the repository (scripts/demo.sh), not the scratch
   <!-- readme-test: root -->               needs root (skipped, and counted, without it)
+  <!-- readme-test: needs TOOL [TOOL…] -->  skipped, and counted, where a tool is not installed
 
 Usage: scripts/readme_examples.py [--only LINE[,LINE…]] [--keep] [-v]   (LINE: the block's
 first line in README.md). Prints one line per block and the summary
@@ -129,11 +130,11 @@ def shape(line: str) -> str:
     s = line.strip()
     if re.fullmatch(r"-?\d+|exit \d+", s):
         return s  # an exit status is compared exactly
+    s = re.sub(r"\b[0-9a-f]{12,}\b", "HEX", s)  # hashes, random serials
     s = NUMBER.sub("0", s)
     s = re.sub(r"\b0\s*[kMGTPµmun]?(b/s|B/s|pkt/s|Hz|B|s|b)\b", r"0 \1", s)
     s = re.sub(r"0 µs|0 ms|0 ns|0 us", "0 s", s)
     s = re.sub(r"\b0\s*(kMGT)?B\b", "0 B", s)
-    s = re.sub(r"[0-9a-f]{16,}", "HEX", s)  # hashes, random serials
     s = re.sub(r"\s+", " ", s)
     return s
 
@@ -200,7 +201,7 @@ def kill_session(sid: int) -> int:
 def run_block(block: Block, scratch: Path, root: bool, verbose: bool) -> tuple[str, str]:
     """Returns (verdict, detail): verdict is ok, FAIL or skip."""
     timeout = float(block.directives.get("timeout", ["60"])[0])
-    linger = float(block.directives.get("linger", ["10"])[0])
+    linger = float(block.directives.get("linger", ["5"])[0])
     script = scratch / ".readme-block.sh"
     script.write_text(script_of(block, scratch))
     rcfile = scratch / ".readme-rc"
@@ -311,6 +312,10 @@ def main() -> int:
                 reason = b.directives["skip"][0] or "no reason given"
             elif not root and "root" in b.directives:
                 reason = "needs root"
+            else:
+                missing = [t for d in b.directives.get("needs", []) for t in d.split() if shutil.which(t) is None]
+                if missing:
+                    reason = "needs " + " ".join(missing)
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
                 print(f"README.md:{b.line}: skip ({reason}): {first}", flush=True)

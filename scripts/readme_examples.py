@@ -29,7 +29,8 @@ An HTML comment before a block steers it (several may be given, one per comment)
   <!-- readme-test: needs TOOL [TOOL…] -->  skipped, and counted, where a tool is not installed
 
 Usage: scripts/readme_examples.py [--only LINE[,LINE…]] [--keep] [-v]   (LINE: the block's
-first line in README.md). Prints one line per block and the summary
+first line in README.md); --self-test checks the harness's verdicts on blocks made to pass and
+to fail (drifted words, an unexplained exit status, a timeout, a skip, a background command). Prints one line per block and the summary
 "README examples: N ran, M skipped (reasons), K failed"; exit code 1 if any failed.
 """
 
@@ -282,25 +283,16 @@ def tail(output: str) -> str:
     return "\n      output (last lines):\n        " + "\n        ".join(l[:200] for l in last) if last else ""
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--readme", default=str(REPO / "README.md"))
-    ap.add_argument("--evlbi", default=str(REPO / "target/release/evlbi"))
-    ap.add_argument("--only", help="comma-separated first lines of the blocks to run (their setup blocks are yours to add)")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every block's output")
-    args = ap.parse_args()
-    evlbi = Path(args.evlbi).resolve()
-    if not evlbi.is_file():
-        sys.exit(f"{evlbi}: not built (cargo build --release -p evlbi)")
-    blocks = parse(Path(args.readme))
-    only = {int(x) for x in args.only.split(",")} if args.only else None
+def run_all(readme: Path, evlbi: Path, only: set[int] | None, keep: bool, verbose: bool) -> tuple[dict[int, str], int]:
+    """Runs the blocks of `readme`; their verdicts by first line (ok, FAIL, skip) and the exit code."""
+    blocks = parse(readme)
     root = os.geteuid() == 0 and shutil.which("unshare") is not None
     scratch = Path(tempfile.mkdtemp(prefix="evlbi-readme-"))
     (scratch / ".bin").mkdir()
     (scratch / ".bin" / "evlbi").symlink_to(evlbi)
     ran = failed = 0
     skipped: dict[str, int] = {}
+    verdicts: dict[int, str] = {}
     started = time.monotonic()
     try:
         for b in blocks:
@@ -318,14 +310,16 @@ def main() -> int:
                     reason = "needs " + " ".join(missing)
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
-                print(f"README.md:{b.line}: skip ({reason}): {first}", flush=True)
+                verdicts[b.line] = "skip"
+                print(f"{readme.name}:{b.line}: skip ({reason}): {first}", flush=True)
                 continue
-            verdict, detail = run_block(b, scratch, root, args.verbose)
+            verdict, detail = run_block(b, scratch, root, verbose)
             ran += 1
             failed += verdict == "FAIL"
-            print(f"README.md:{b.line}: {verdict} ({detail}): {first}", flush=True)
+            verdicts[b.line] = verdict
+            print(f"{readme.name}:{b.line}: {verdict} ({detail}): {first}", flush=True)
     finally:
-        if args.keep:
+        if keep:
             print(f"scratch kept: {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -334,7 +328,90 @@ def main() -> int:
         f"README examples: {ran} ran, {sum(skipped.values())} skipped ({reasons or 'none'}), {failed} failed"
         f" in {time.monotonic() - started:.0f} s"
     )
-    return 1 if failed else 0
+    return verdicts, 1 if failed else 0
+
+
+# The harness's own check: a README of known blocks, each with the verdict it must get.
+SELF_TEST = """
+Output as shown, numbers aside:
+```console
+$ echo "rate 5.5 Mb/s in 3 s"; echo done
+rate 7 Gb/s in 10 s
+done
+```
+Drifted words:
+```console
+$ echo "stopped by signal"
+stopped by idle timeout
+```
+A command that fails unexplained:
+```console
+$ false
+```
+A failure the README shows:
+```console
+$ echo "error: no such file" >&2; exit_1() { return 1; }; exit_1
+error: no such file
+```
+<!-- readme-test: skip a reason -->
+```console
+$ false
+```
+<!-- readme-test: background 1 -->
+<!-- readme-test: linger 1 -->
+```console
+$ sleep 1000
+$ echo other terminal
+other terminal
+```
+<!-- readme-test: timeout 2 -->
+```console
+$ sleep 30
+```
+<!-- readme-test: expect-exit 3 -->
+```console
+$ (exit 3)
+```
+```sh
+echo a made file > made.txt
+```
+```console
+$ cat made.txt
+a made file
+```
+"""
+SELF_TEST_VERDICTS = ["ok", "FAIL", "FAIL", "ok", "skip", "ok", "FAIL", "ok", "ok", "ok"]
+
+
+def self_test(evlbi: Path) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        readme = Path(d) / "SELFTEST.md"
+        readme.write_text(SELF_TEST)
+        verdicts, rc = run_all(readme, evlbi, None, False, False)
+    got = [verdicts[k] for k in sorted(verdicts)]
+    if got != SELF_TEST_VERDICTS or rc != 1:
+        print(f"self-test FAILED: verdicts {got}, expected {SELF_TEST_VERDICTS}; exit {rc}, expected 1")
+        return 1
+    print(f"self-test: {len(got)} blocks judged as expected")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--readme", default=str(REPO / "README.md"))
+    ap.add_argument("--evlbi", default=str(REPO / "target/release/evlbi"))
+    ap.add_argument("--only", help="comma-separated first lines of the blocks to run (their setup blocks are yours to add)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every block's output")
+    ap.add_argument("--self-test", action="store_true", help="check the harness's verdicts on blocks made to pass and fail")
+    args = ap.parse_args()
+    evlbi = Path(args.evlbi).resolve()
+    if not evlbi.is_file():
+        sys.exit(f"{evlbi}: not built (cargo build --release -p evlbi)")
+    if args.self_test:
+        return self_test(evlbi)
+    only = {int(x) for x in args.only.split(",")} if args.only else None
+    return run_all(Path(args.readme), evlbi, only, args.keep, args.verbose)[1]
 
 
 if __name__ == "__main__":

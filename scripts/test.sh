@@ -51,6 +51,7 @@ step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -q -- -D warnings
 step "cargo test" cargo test --workspace --release --locked --no-fail-fast
 step "baseband cross-check" .venv/bin/pytest -q tests/crosscheck
+step "README examples harness self-test" scripts/readme_examples.py --self-test
 step "README examples" scripts/readme_examples.py
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
     step "fuzz (${FUZZ_SECONDS:-30} s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"

@@ -97,5 +97,7 @@ fi
 # by its own script, which says "skipped" when it cannot be built.
 [[ "${1:-}" == "--build" ]] || scripts/build-difx.sh
 
-say "building target/release/evlbi"
-cargo build --release --locked -q -p evlbi
+# cargo's own progress is shown: a first build takes about 4 minutes on 2 cores, and a line
+# that says "building" and then nothing for that long looks hung.
+say "building target/release/evlbi (about 4 minutes the first time on 2 cores; cargo's progress below)"
+cargo build --release --locked -p evlbi

@@ -3,8 +3,15 @@
 # (real packets and files), the baseband cross-checks, and bounded fuzzing. Exit code 0 only if
 # all pass. Idempotent: installs what it needs through scripts/setup.sh.
 #
-#   scripts/test.sh              everything (~10 min on 2 cores)
+#   scripts/test.sh              everything
 #   FUZZ_SECONDS=0 scripts/test.sh   skip fuzzing
+#
+# What it takes on 2 cores: the first run on a fresh clone about 40 min — scripts/setup.sh
+# installs packages with apt and builds the peers (jive5ab, SFXC's reader, DiFX) into
+# ~/.cache/evlbi and the venv into .venv, ~25 min; the release and test builds; the tests; the
+# README's examples (scripts/readme_examples.py, a few minutes); fuzzing, 30 s for each of the
+# 16 targets, ~8 min. The peers, .venv and target/ stay cached, so later runs skip the installs
+# and the peer builds and recompile only what changed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp -d)
@@ -44,6 +51,8 @@ step "cargo fmt --check" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -q -- -D warnings
 step "cargo test" cargo test --workspace --release --locked --no-fail-fast
 step "baseband cross-check" .venv/bin/pytest -q tests/crosscheck
+step "README examples harness self-test" scripts/readme_examples.py --self-test
+step "README examples" scripts/readme_examples.py
 if [[ "${FUZZ_SECONDS:-30}" != 0 ]]; then
     step "fuzz (${FUZZ_SECONDS:-30} s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 fi

@@ -555,8 +555,9 @@ fn dump(a: DumpArgs) -> Result<()> {
             .map_err(std::io::Error::from)
             .and_then(|_| writeln!(out));
         match written {
-            // The reader (e.g. `head`) has seen enough: not an error.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            // The reader (e.g. `head`) has seen enough: no error message, but the status every
+            // command gives then (141, README "Conventions"), not success.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit_output_closed(),
             other => other?,
         }
         printed += 1;

@@ -232,6 +232,7 @@ fn printing_into_a_closed_pipe_ends_quietly() {
         &["vdif", "inspect", f][..],
         &["vdif", "inspect", "--json", f],
         &["vdif", "stats", f],
+        &["vdif", "dump", "--frames", "10", f],
         &["model", "vlbi-loss", "--loss", "Ef=1%,Wb=2%", "--frames", "1000"],
         &["model", "tcp", "--rtt", "100ms", "--loss", "0.01%"],
     ] {

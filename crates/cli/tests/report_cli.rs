@@ -521,3 +521,43 @@ fn a_linkemu_summary_becomes_a_section_with_its_figures() {
         assert!(png.exists(), "{} missing", png.display());
     }
 }
+
+/// The demo's report (scripts/demo.sh) is one input of three sections; with a probe trial after
+/// it the page numbers them 1 to 4 (each of the demo's three was once "1.").
+#[test]
+fn sections_are_numbered_in_page_order_when_one_input_makes_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let (send, recv) = stream_run(dir.path());
+    let trial = probe_trial(dir.path());
+    let read = |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let demo = serde_json::json!({
+        "generated": {},
+        "path": "127.0.0.1 with 3 % of the datagrams dropped at the sender",
+        "stream": {"send": read(&send), "recv": read(&recv)},
+        "correlate": {"sent": {"snr": 90.0}, "received": {"snr": 88.5, "delay_s": 1.5e-6}},
+    });
+    let demo_json = dir.path().join("demo.json");
+    std::fs::write(&demo_json, demo.to_string()).unwrap();
+    let (html, r) = report(dir.path(), &[&demo_json, &trial]);
+    let headings: Vec<&str> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["heading"].as_str().unwrap())
+        .collect();
+    let demo_src = demo_json.display().to_string();
+    let trial_src = trial.display().to_string();
+    assert_eq!(
+        headings,
+        [
+            format!("1. demo: correlation — {demo_src}"),
+            "2. demo: stream send".to_string(),
+            "3. demo: stream recv".to_string(),
+            format!("4. probe trial — {trial_src}"),
+        ]
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    for h in ["<h2>2. demo: stream send</h2>", "<h2>3. demo: stream recv</h2>"] {
+        assert!(page.contains(h), "{h} not on the page");
+    }
+}

@@ -735,7 +735,7 @@ fn fill_section(
         }
         Input::Demo(d) => {
             // One section per step of the demo, so equal names (duration, CPU) stay apart.
-            s.heading = format!("{n}. demo: correlation — {source}");
+            s.heading = format!("demo: correlation — {source}");
             if let Some(c) = &d.correlate {
                 s.metrics = correlation_metrics(c, d.recv.as_ref());
             }
@@ -744,7 +744,7 @@ fn fill_section(
             }
             if let Some(r) = &d.send {
                 let mut t = Section {
-                    heading: format!("{n}. demo: stream send"),
+                    heading: "demo: stream send".into(),
                     kind: Some(Kind::StreamSend),
                     ..s.clone()
                 };
@@ -754,7 +754,7 @@ fn fill_section(
             }
             if let Some(r) = &d.recv {
                 let mut t = Section {
-                    heading: format!("{n}. demo: stream recv"),
+                    heading: "demo: stream recv".into(),
                     kind: Some(Kind::StreamRecv),
                     ..s.clone()
                 };
@@ -784,7 +784,7 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
         let mut s = Section {
             source: source.clone(),
             kind: Some(input.kind()),
-            heading: format!("{n}. {} — {source}", input.kind().describe()),
+            heading: format!("{} — {source}", input.kind().describe()),
             metrics: Vec::new(),
             tables: Vec::new(),
             figures: Vec::new(),
@@ -804,7 +804,7 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
         let mut s = Section {
             source: String::new(),
             kind: None,
-            heading: format!("{}. Probe trials compared", inputs.len() + 1),
+            heading: "Probe trials compared".into(),
             metrics: Vec::new(),
             tables: Vec::new(),
             figures: Vec::new(),
@@ -815,6 +815,10 @@ pub fn build(inputs: &[(String, Input)], html: &Path) -> Result<Report, PlotErro
             "compare-inter-arrival".into(),
         )?;
         sections.push(s);
+    }
+    // Numbered in page order: an input of several sections (the demo's) takes several numbers.
+    for (i, s) in sections.iter_mut().enumerate() {
+        s.heading = format!("{}. {}", i + 1, s.heading);
     }
     let mut warnings = Vec::new();
     if !crate::font_loaded() {

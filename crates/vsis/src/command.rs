@@ -649,7 +649,7 @@ fn net_ports(f: &[String]) -> Result<Vec<PortSpec>, CommandError> {
     // on (a free port nobody sends to), so it is refused here.
     if out.len() > 1 && out.iter().any(|p| p.port == 0) {
         return Err(CommandError::param(
-            "port 0 in a list of ports: give each port (a lone 0 sets the default port)",
+            "port 0 in a list of ports (give each port; a lone 0 sets the default port)",
         ));
     }
     Ok(out)

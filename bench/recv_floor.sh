@@ -9,7 +9,7 @@
 # MADV_POPULATE_WRITE; d: a process does). Every run's file is checked frame by frame against the
 # input (looped). CPU = the receiver's threads' (and d's helper process's) /proc schedstat time.
 #
-#   bench/recv_floor.sh     env: MODES="m a1 a3 c" RUNS=3 SECS=10 DIR=/dev/shm OUT=bench/results/recv_floor.json
+#   bench/recv_floor.sh     env: MODES="m a1 a3 c" RUNS=3 SECS=10 DIR=/dev/shm RATE=4096M OUT=bench/results/recv_floor.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -22,6 +22,7 @@ OUT=${OUT:-bench/results/recv_floor.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 command -v gcc >/dev/null || { echo "recv_floor: gcc not found (apt install gcc)" >&2; exit 1; }
+RATE=${RATE:-4096M}
 WORK=$(mktemp -d /tmp/evlbi-floor.XXXXXX)
 PIDS=()
 cleanup() {
@@ -34,7 +35,7 @@ trap 'exit 130' INT TERM
 mkdir -p "$(dirname "$OUT")"
 gcc -O2 -o "$WORK/rx" bench/floor/rx.c -lpthread
 gcc -O2 -o "$WORK/verify" bench/floor/verify.c
-"$EVLBI" vdif gen --stations Ef --rate 4096M --channels 16 --frame 8000 --seconds 2 --out "$WORK/in" -q \
+"$EVLBI" vdif gen --stations Ef --rate "$RATE" --channels 16 --frame 8000 --seconds 2 --out "$WORK/in" -q \
     --start 2026-11-23T12:00:00Z >/dev/null
 : >"$WORK/rows"
 for mode in $MODES; do
@@ -47,7 +48,7 @@ for mode in $MODES; do
         RX=$!
         PIDS+=("$RX")
         for _ in $(seq 200); do grep -q ready "$WORK/rx.err" && break; sleep 0.05; done
-        "$EVLBI" stream send --to "127.0.0.1:$port" --seq-format jive5ab "$WORK/in/Ef.vdif" --rate 4096M --loop \
+        "$EVLBI" stream send --to "127.0.0.1:$port" --seq-format jive5ab "$WORK/in/Ef.vdif" --rate "$RATE" --loop \
             --duration "${SECS}s" --export-json "$WORK/send.json" >/dev/null 2>&1
         wait "$RX"
         "$WORK/verify" "$file" "$WORK/in/Ef.vdif" >"$WORK/verify.out"

@@ -434,7 +434,12 @@ impl Daemon {
             }
             Request::Threads(t) => set!(t, vec![s.threads_field()], |v| st.settings.threads = Some(v)),
             Request::NetProtocol(p) => set!(p, s.protocol_fields(), |v| st.settings.apply_protocol(&v)),
-            Request::NetPort(p) => set!(p, s.port_fields(), |v| st.settings.ports = v),
+            Request::NetPort(Setting::Query) => ok(s.port_fields()),
+            Request::NetPort(Setting::Set(v)) => match Self::idle(st).map(|()| st.settings.set_ports(v)) {
+                Err(a) => a,
+                Ok(Ok(())) => ok(vec![]),
+                Ok(Err(e)) => refuse(ReturnCode::BadParameter, e.to_string()),
+            },
             Request::Mtu(m) => set!(m, vec![s.mtu.to_string()], |v| st.settings.mtu = v),
             // jive5ab takes a new ipd at any time; here it applies to the next net2net.
             Request::Ipd(Setting::Query) => ok(vec![s.ipd_field()]),
@@ -722,6 +727,20 @@ mod tests {
             say(&d, "net_port = 46227 : 46228 ; net_port?;"),
             "!net_port = 0 ;!net_port? 0 : 46227 : 46228 ;"
         );
+        // A port twice is refused in the session's words; a lone 0 is the default (jive5ab).
+        assert_eq!(
+            say(&d, "net_port = 46227 : 10.0.0.1@46228 : 46228 ; net_port?;"),
+            "!net_port = 8 : net_port 46228 given twice (each port once) ;!net_port? 0 : 46227 : 46228 ;"
+        );
+        assert_eq!(
+            say(&d, "net_port = host@46229 ;"),
+            "!net_port = 8 : net_port host 'host' is not an IP address ;"
+        );
+        assert_eq!(
+            say(&d, "net_port = 0 ; net_port?;"),
+            "!net_port = 0 ;!net_port? 0 : 2630 ;"
+        );
+        assert_eq!(say(&d, "net_port = 46227 : 46228 ;"), "!net_port = 0 ;");
         assert_eq!(say(&d, "mtu=9000;mtu?;"), "!mtu = 0 ;!mtu? 0 : 9000 ;");
         assert_eq!(say(&d, "ipd = 10 ; ipd? ;"), "!ipd = 0 ;!ipd? 0 : 10 ;");
         assert_eq!(say(&d, "record?;"), "!record? 0 : off ;");

@@ -7,6 +7,7 @@ use scanfmt::datastream::DataStreams;
 use stream::{ReceiverConfig, SeqFormat};
 use stream_session::recv::RecvConfig;
 use stream_session::relay::RelayRunConfig;
+use stream_session::ConfigError;
 use stream_session::Setting as S;
 use thiserror::Error;
 use vsis::command::{NetProtocolSet, PortSpec, Protocol, RecordFormat};
@@ -29,6 +30,9 @@ pub enum SettingsError {
         /// Why it does not parse.
         source: netio::ListenSpecError,
     },
+    /// A `net_port` list the session cannot listen on (a port given twice), in VSI-S words.
+    #[error("{}", .0.describe(&vsi_word))]
+    Ports(ConfigError),
     /// The mode's data rate gives no whole number of frames per second over the threads.
     #[error("mode {mode} over {threads} thread(s) is not a whole number of frames per second")]
     NoWholeFrameRate {
@@ -143,6 +147,29 @@ impl Settings {
             self.workbuf.to_string(),
             self.nblock.to_string(),
         ]
+    }
+
+    /// Take a `net_port` list (jive5ab's: a lone port 0 is the default port) once the session
+    /// can listen on it: every host an address, each port once (the session's one rule).
+    pub fn set_ports(&mut self, ports: Vec<PortSpec>) -> Result<(), SettingsError> {
+        let ports = match ports.as_slice() {
+            [one] if one.port == 0 => Settings::default().ports,
+            _ => ports,
+        };
+        let candidate = Settings {
+            ports,
+            ..Settings::default()
+        };
+        stream_session::socket::check_listen(&candidate.listen()?).map_err(|e| match e {
+            // Named as the Field System wrote it, not as the socket address it became.
+            ConfigError::ListenTwice { index, .. } => SettingsError::Ports(ConfigError::ListenTwice {
+                spec: candidate.port_fields().swap_remove(index),
+                index,
+            }),
+            e => SettingsError::Ports(e),
+        })?;
+        self.ports = candidate.ports;
+        Ok(())
     }
 
     /// `net_port?`'s fields.

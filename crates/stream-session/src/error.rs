@@ -72,6 +72,14 @@ pub enum ConfigError {
         /// Addresses given.
         count: usize,
     },
+    /// Two listen addresses take the same port (the same address, or one of them every local
+    /// address): the second socket would not bind, or the two would split one sender's datagrams.
+    ListenTwice {
+        /// The second of the two, as written.
+        spec: String,
+        /// Its place in the list (from 0), for a door that writes the list its own way.
+        index: usize,
+    },
     /// NAKs name native sequence numbers: asking for or answering them (`setting`:
     /// [`Setting::Arq`] or [`Setting::ArqLatency`]) needs native framing.
     ArqNeedsNative {
@@ -138,6 +146,9 @@ impl ConfigError {
         use Setting as S;
         match self {
             ConfigError::ListenCount { count } => format!("{}: 1 to 64 addresses ({count} given)", name(S::Listen)),
+            ConfigError::ListenTwice { spec, .. } => {
+                format!("{} {spec} given twice (each port once)", name(S::Listen))
+            }
             ConfigError::ArqNeedsNative { setting } => format!(
                 "{} needs {} native (NAKs name native sequence numbers)",
                 name(*setting),
@@ -188,7 +199,7 @@ impl ConfigError {
     pub fn settings(&self) -> Vec<Setting> {
         use Setting as S;
         match self {
-            ConfigError::ListenCount { .. } => vec![S::Listen],
+            ConfigError::ListenCount { .. } | ConfigError::ListenTwice { .. } => vec![S::Listen],
             ConfigError::ArqNeedsNative { setting } => vec![*setting, S::Format],
             ConfigError::NoInputs | ConfigError::TooManyStations { .. } => vec![S::Inputs],
             ConfigError::OutOfRange { setting, .. } => vec![*setting],

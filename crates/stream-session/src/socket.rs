@@ -159,12 +159,39 @@ fn send_retrying(
 /// Most addresses a receiver or relay listens on (one thread reads them all in turn).
 pub const MAX_LISTEN: usize = 64;
 
-/// A receiver or relay listens on 1 to [`MAX_LISTEN`] addresses.
-pub(crate) fn check_listen(listen: &[netio::ListenSpec]) -> Result<(), ConfigError> {
+/// A receiver or relay listens on 1 to [`MAX_LISTEN`] addresses, each port once: two sockets on
+/// one port either fail to bind (unicast) or, for a group joined twice (SO_REUSEADDR), both get
+/// every datagram and each frame would be taken twice. Port 0 (a free port picked at bind) may
+/// repeat. The one rule both `validate()`s and the daemon's `net_port` apply.
+pub fn check_listen(listen: &[netio::ListenSpec]) -> Result<(), ConfigError> {
     if listen.is_empty() || listen.len() > MAX_LISTEN {
         return Err(ConfigError::ListenCount { count: listen.len() });
     }
+    for (i, b) in listen.iter().enumerate() {
+        if listen[..i].iter().any(|a| same_port(a, b)) {
+            return Err(ConfigError::ListenTwice {
+                spec: b.to_string(),
+                index: i,
+            });
+        }
+    }
     Ok(())
+}
+
+/// Whether two listen specs take the same (non-zero) port: the same address or group, or
+/// unicast where either is every local address of the family.
+fn same_port(a: &netio::ListenSpec, b: &netio::ListenSpec) -> bool {
+    use netio::ListenSpec as L;
+    if a.port() == 0 || a.port() != b.port() {
+        return false;
+    }
+    match (a, b) {
+        (L::Unicast(x), L::Unicast(y)) => {
+            x.ip() == y.ip() || (x.is_ipv4() == y.is_ipv4() && (x.ip().is_unspecified() || y.ip().is_unspecified()))
+        }
+        (L::Multicast { group: g, .. }, L::Multicast { group: h, .. }) => g == h,
+        _ => false,
+    }
 }
 
 /// The input sockets of a receiver or relay, one per listen spec, each with its receive buffer
@@ -230,5 +257,30 @@ mod tests {
             check_listen(&vec![one; 65]),
             Err(ConfigError::ListenCount { count: 65 })
         );
+    }
+
+    #[test]
+    fn each_port_is_listened_on_once() {
+        let specs = |l: &[&str]| l.iter().map(|s| s.parse().unwrap()).collect::<Vec<netio::ListenSpec>>();
+        let twice = |l: &[&str]| check_listen(&specs(l));
+        assert_eq!(twice(&["127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.2:5000"]), Ok(()));
+        assert_eq!(twice(&["127.0.0.1:0", "127.0.0.1:0"]), Ok(()));
+        assert_eq!(twice(&["239.1.2.3@5000", "239.1.2.4@5000"]), Ok(()));
+        for (l, second) in [
+            (&["127.0.0.1:5000", "127.0.0.1:5000"][..], "127.0.0.1:5000"),
+            (&["0.0.0.0:5000", "127.0.0.1:5001", "127.0.0.1:5000"], "127.0.0.1:5000"),
+            (&["127.0.0.1:5000", "5000"], "0.0.0.0:5000"),
+            (&["[::1]:5000", "[::]:5000"], "[::]:5000"),
+            (&["239.1.2.3@5000", "239.1.2.3@5000%lo"], "239.1.2.3@5000%lo"),
+        ] {
+            assert_eq!(
+                twice(l),
+                Err(ConfigError::ListenTwice {
+                    spec: second.into(),
+                    index: l.len() - 1
+                }),
+                "{l:?}"
+            );
+        }
     }
 }

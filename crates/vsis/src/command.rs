@@ -10,7 +10,7 @@
 //! | `mode` | `VDIF_8000-2048-16-2` or `none` | the mode ([`crate::mode`]) |
 //! | `threads` | VDIF threads per station (1 to 1024) | the number |
 //! | `net_protocol` | `udps\|udp\|udpsnor\|vtp\|pudp\|native [: socbuf [: workbuf [: nblock]]]` (sizes `32M`, `4k`) | the settings |
-//! | `net_port` | `[host@]port [: [host@]port …]` | the ports |
+//! | `net_port` | `[host@]port [: [host@]port …]`: 1 to 64 ports, each once; a lone 0 is 2630 | the ports |
 //! | `mtu` | 64 to 9000 | the MTU |
 //! | `ipd` | packet spacing, µs (or `…n` ns); 0 = at the data rate | the spacing |
 //! | `record` | `on : SCAN`, `off`, `mk6 : 0\|1` (FlexBuff vbs or Mark6) | `on : #scan : SCAN : bytes` or `off`; `record? mk6` |
@@ -436,7 +436,7 @@ pub const KEYWORDS: &[Keyword] = &[
     },
     Keyword {
         name: "net_port",
-        forms: "net_port=[HOST@]PORT[:…] net_port?",
+        forms: "net_port=[HOST@]PORT[:[HOST@]PORT…](1-64,each_once) net_port?",
         parse: |s| setting(s, net_ports).map(Request::NetPort),
     },
     Keyword {
@@ -644,6 +644,13 @@ fn net_ports(f: &[String]) -> Result<Vec<PortSpec>, CommandError> {
     }
     if out.is_empty() {
         return Err(CommandError::param("Missing argument to command"));
+    }
+    // jive5ab: a lone port 0 goes back to the default port; in a list it names no port to listen
+    // on (a free port nobody sends to), so it is refused here.
+    if out.len() > 1 && out.iter().any(|p| p.port == 0) {
+        return Err(CommandError::param(
+            "port 0 in a list of ports (give each port; a lone 0 sets the default port)",
+        ));
     }
     Ok(out)
 }
@@ -1112,6 +1119,9 @@ mod tests {
             "net_port = a@b@1 ;",
             "net_port = 1=x : 2=y ;",
             "net_port = ;",
+            "net_port = 46227 : 0 ;",
+            "net_port = 46227 : x ;",
+            "net_port = 46227 : -1 ;",
             "net_protocol = tcp ;",
             "net_protocol = bogus ;",
             "net_protocol = udps : 4G ;",

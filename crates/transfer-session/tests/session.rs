@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use ctlchan::Channel;
 use testkit::SmallDisk;
-use transfer_session::control::{Msg, MAX_LINE, PROTOCOL_VERSION};
+use transfer_session::control::{Msg, MAX_LINE};
 use transfer_session::resume::ResumeFile;
 use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, TransferSessionError};
 
@@ -240,11 +240,8 @@ fn idle_and_closed_connections_neither_delay_a_sender_nor_spend_once() {
     }
     // One that says hello and then nothing.
     let mut half = Channel::<Msg>::new(std::net::TcpStream::connect(srv.addr).unwrap(), MAX_LINE);
-    half.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-        client_nonce: "11".repeat(16),
-    })
-    .unwrap();
+    let (hello, _) = transfer_session::first_flight::client_hello(None, [0x11; 16], 0, 1, 1);
+    half.send(&hello).unwrap();
     let t0 = std::time::Instant::now();
     let report = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
     let took = t0.elapsed();

@@ -17,7 +17,7 @@ use transfer::blocktree::Cv;
 use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
-use crate::control::{clip, data_key, early_blocks, Msg, Offer, CONTROL_TIMEOUT, HASHES_PER_MESSAGE};
+use crate::control::{clip, data_key, early_blocks, Msg, Offer, HASHES_PER_MESSAGE};
 use crate::error::{unexpected, ProtocolViolation, Refusal, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
 use crate::receiving::{Claim, Receiving, ServerEvent};
@@ -47,6 +47,8 @@ pub(crate) struct Net<'a> {
     pub(crate) session_id: u64,
     /// Where the sender's data comes from (its first flight's UDP port).
     pub(crate) data_from: SocketAddr,
+    /// The first flight's `session`.
+    pub(crate) chunk_size: u32,
     pub(crate) local_ip: IpAddr,
     pub(crate) peer: SocketAddr,
     pub(crate) stop: &'a AtomicBool,
@@ -72,10 +74,7 @@ struct Session<'s> {
 
 /// Serve one authenticated session until the sender's `bye` (or a failure).
 pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
-    let chunk_size = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Session { chunk_size } => chunk_size,
-        m => return Err(fatal(ch, unexpected(&m, "session"))),
-    };
+    let chunk_size = net.chunk_size;
     // The session's own socket on the control port's number, connected to the sender's data
     // address; then what reached the shared socket before it existed ([`crate::early`]).
     let port = srv.data_listener.local_addr().map_err(io_err("UDP socket"))?.port();

@@ -98,7 +98,7 @@ impl Server {
             Err(e) => return on(ServerEvent::Rejected(peer, e.to_string())),
         };
         let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-        let flight = match self.first_flight(&mut ch, ticket) {
+        let (flight, chunk_size) = match self.first_flight(&mut ch, ticket) {
             Ok(a) => a,
             Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
@@ -110,6 +110,7 @@ impl Server {
         let net = crate::recv_session::Net {
             key: &flight.session_key,
             session_id: flight.session_id,
+            chunk_size,
             data_from: SocketAddr::new(peer.ip(), flight.udp_port),
             local_ip,
             peer,
@@ -127,9 +128,16 @@ impl Server {
 
     /// The sender's first flight ([`crate::first_flight`]) within the connection's handshake
     /// deadline: its `hello` checked against our key, clock and the nonces seen; from then on
-    /// every line is authenticated. Our first authenticated line, `welcome`, is our proof.
-    fn first_flight(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<Accepted, TransferSessionError> {
-        let hello = ch.recv(ticket.deadline().saturating_duration_since(Instant::now()))?;
+    /// every line is authenticated, and its `session` comes within the same deadline (a sender
+    /// that says hello and then nothing does not hold a session). Our first authenticated line,
+    /// `welcome`, is our proof.
+    fn first_flight(
+        &self,
+        ch: &mut Channel<Msg>,
+        ticket: &Ticket<'_>,
+    ) -> Result<(Accepted, u32), TransferSessionError> {
+        let left = || ticket.deadline().saturating_duration_since(Instant::now());
+        let hello = ch.recv(left())?;
         let accepted = self
             .shared
             .guard
@@ -138,7 +146,10 @@ impl Server {
             .check(self.shared.cfg.key.as_deref(), &hello, wall_ms())
             .map_err(AuthError::from)?;
         ch.authenticate(accepted.session_key, Role::Server);
-        Ok(accepted)
+        match ch.recv(left())? {
+            Msg::Session { chunk_size } => Ok((accepted, chunk_size)),
+            m => Err(crate::error::unexpected(&m, "session")),
+        }
     }
 }
 

@@ -427,3 +427,95 @@ fn offers_of_absurd_sizes_are_refused_not_allocated() {
     let refused = files(&events).into_iter().filter(|f| f.error.is_some()).count();
     assert_eq!(refused, 5, "4 unfinished at bye, 1 refused");
 }
+
+/// The bytes of a keyed first flight (hello, session, one offer) as a sender puts them on the
+/// wire, from `udp_port` (the flight's data port).
+fn keyed_flight(key: &[u8], time_ms: u64, udp_port: u16) -> Vec<u8> {
+    use ctlchan::{LineDecoder, Role};
+    let (hello, sk) = transfer_session::first_flight::client_hello(Some(key), [0x5a; 16], time_ms, 77, udp_port);
+    let mut enc = LineDecoder::<Msg>::new(transfer_session::control::MAX_LINE);
+    let mut bytes = enc.encode(&hello).unwrap();
+    enc.authenticate(sk, Role::Client);
+    bytes.extend(enc.encode(&Msg::Session { chunk_size: 8192 }).unwrap());
+    let offer = Offer {
+        id: 0,
+        path: "replayed.bin".into(),
+        size: 1 << 20,
+        mtime_ns: 1,
+        block_size: 1 << 20,
+        sync: false,
+    };
+    bytes.extend(enc.encode(&Msg::Offer(offer)).unwrap());
+    bytes
+}
+
+/// Send `flight` on a fresh connection to `addr` and read what comes back until it closes.
+fn play(addr: std::net::SocketAddr, flight: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(flight).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The accepted flight gets welcome and accept and then waits for more: stop at the accept.
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&got).contains("\"accept\"") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn a_replayed_or_stale_first_flight_is_refused_and_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    scfg.key = Some(key.clone());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, events) = mpsc::channel();
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || {
+        srv.serve(&st, false, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    let data = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = data.local_addr().unwrap().port();
+    let now = transfer_session::first_flight::wall_ms();
+    let flight = keyed_flight(&key, now, port);
+    // The real sender's flight: welcomed and its offer accepted.
+    let first = play(addr, &flight);
+    assert!(first.contains("\"welcome\"") && first.contains("\"accept\""), "{first}");
+    // The same bytes again, seconds later: refused before anything is opened.
+    let again = play(addr, &flight);
+    assert!(again.contains("replayed first flight"), "{again}");
+    // A flight with a valid proof stamped a minute ago (a replay older than the nonce cache).
+    let stale = play(addr, &keyed_flight(&key, now - 60_000, port));
+    assert!(stale.contains("outside ±30 s"), "{stale}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap().unwrap();
+    let g = server.first_flights();
+    assert_eq!((g.accepted, g.replayed, g.stale, g.bad_key), (1, 1, 1, 0), "{g:?}");
+    let rejected: Vec<String> = events
+        .try_iter()
+        .filter_map(|e| match e {
+            ServerEvent::Rejected(_, why) => Some(why),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    // Only the accepted flight's offer opened anything (its .part; it never got data).
+    let names: Vec<String> = fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("replayed.bin.part"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}

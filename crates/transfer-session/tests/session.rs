@@ -160,9 +160,13 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
 
     let srv = serve_once(root.path(), None);
     let report = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
-    let recv = files(&srv.finish());
+    let events = srv.finish();
+    let recv = files(&events);
     assert!(report.ok, "{report:?}");
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    // Protocol 5: the whole file is the first segment, sent before the accept said what the
+    // receiver holds; the four held blocks' 512 chunks arrived and were dropped, not written.
+    assert_eq!(stream(&events).first_segment_dropped, 512, "{:?}", stream(&events));
     let f = &report.files[0];
     assert_eq!(f.blake3.as_deref(), Some(blake3::hash(&data).to_hex().as_str()));
     // Four blocks were held, one of them rotten: three were really resumed.

@@ -54,7 +54,8 @@ pub struct EarlyPen {
 }
 
 impl EarlyPen {
-    /// Keep `data` from `from` (arrived at `now`) for its session, within the bounds.
+    /// Keep `data` from `from` (arrived at `now`: its kernel receive time, which the opening
+    /// train's dispersion is measured from) for its session, within the bounds.
     pub fn push(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.expire(now);
         let Some(session) = transfer::wire::peek_session(data) else {
@@ -75,15 +76,16 @@ impl EarlyPen {
         });
     }
 
-    /// The datagrams of `session` from `from`, in arrival order, out of the pen.
-    pub fn take(&mut self, now: Instant, session: u64, from: SocketAddr) -> Vec<Vec<u8>> {
+    /// The datagrams of `session` from `from`, in arrival order with their arrival times, out
+    /// of the pen.
+    pub fn take(&mut self, now: Instant, session: u64, from: SocketAddr) -> Vec<(Instant, Vec<u8>)> {
         self.expire(now);
         let mut out = Vec::new();
         let mut rest = VecDeque::with_capacity(self.queue.len());
         for p in self.queue.drain(..) {
             if p.session == session && p.from == from {
                 self.bytes -= p.data.len();
-                out.push(p.data);
+                out.push((p.at, p.data));
             } else {
                 rest.push_back(p);
             }
@@ -115,16 +117,32 @@ impl EarlyPen {
         }
     }
 
-    /// Move everything queued on the shared socket (without waiting) into the pen; at most
-    /// [`PEN_DATAGRAMS`] reads a call, so a flood cannot hold a session's set-up.
+    /// Move everything queued on the shared socket (without waiting) into the pen, each with its
+    /// kernel receive time (SO_TIMESTAMPNS on the shared socket); at most [`PEN_DATAGRAMS`]
+    /// datagrams a call, so a flood cannot hold a session's set-up.
     pub fn drain(&mut self, sock: &UdpSocket) {
-        let mut buf =
-            vec![0u8; transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN];
-        for _ in 0..PEN_DATAGRAMS {
-            match sock.recv_from(&mut buf) {
-                Ok((n, from)) => self.push(Instant::now(), from, &buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+        let max = transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN;
+        let mut rb = netio::RecvBatch::new(64, max);
+        let mut prev: Option<Instant> = None;
+        for _ in 0..PEN_DATAGRAMS / 64 {
+            match rb.recv_batch(sock, Some(Duration::ZERO)) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+            let (now, wall_ns) = (Instant::now(), crate::udp::wall_clock_ns());
+            for d in rb.iter() {
+                if d.truncated {
+                    self.stats.unparsed += 1;
+                    continue;
+                }
+                let at = crate::udp::arrival(
+                    now,
+                    wall_ns,
+                    d.kernel_time,
+                    prev.unwrap_or_else(|| now.checked_sub(PEN_AGE).unwrap_or(now)),
+                );
+                prev = Some(at);
+                self.push(at, d.from, d.data);
             }
         }
     }

@@ -147,7 +147,7 @@ impl<'s> Session<'s> {
         receiver: &mut Receiver<PartSink>,
         intake: &mut Intake,
         net: &Net<'_>,
-        early: Vec<Vec<u8>>,
+        early: Vec<(Instant, Vec<u8>)>,
     ) -> Result<(), TransferSessionError> {
         let mut out = Vec::with_capacity(2048);
         let mut ready = 3u64;

@@ -162,7 +162,12 @@ fn bind_both(listen: SocketAddr, rcvbuf: usize) -> Result<(TcpListener, std::net
         let listener = TcpListener::bind(listen).map_err(io_err(format!("binding TCP {listen}")))?;
         let at = listener.local_addr().map_err(io_err("local address"))?;
         match crate::udp::bind_shared(at, None, rcvbuf) {
-            Ok(u) => return Ok((listener, u)),
+            Ok(u) => {
+                // Receive stamps on what comes before its session: the opening train's
+                // dispersion is measured from them.
+                netio::enable_rx_timestamps(&u).map_err(io_err("SO_TIMESTAMPNS"))?;
+                return Ok((listener, u));
+            }
             Err(e) if listen.port() == 0 => last = Some(e),
             Err(e) => return Err(io_err(format!("binding UDP {at}"))(e).into()),
         }

@@ -239,11 +239,16 @@ impl Intake {
         Ok(n)
     }
 
-    /// Hand datagrams that came before the session ([`crate::early`]) from `from` to `receiver`,
-    /// under the same checks as those read from the socket.
-    pub fn feed_early<K: Sink>(&mut self, from: SocketAddr, datagrams: &[Vec<u8>], receiver: &mut Receiver<K>) {
-        for d in datagrams {
-            self.gate.feed(&mut self.foreign, Instant::now(), from, d, receiver);
+    /// Hand datagrams that came before the session ([`crate::early`]) from `from` to `receiver`
+    /// with their arrival times, under the same checks as those read from the socket.
+    pub fn feed_early<K: Sink>(
+        &mut self,
+        from: SocketAddr,
+        datagrams: &[(Instant, Vec<u8>)],
+        receiver: &mut Receiver<K>,
+    ) {
+        for (at, d) in datagrams {
+            self.gate.feed(&mut self.foreign, *at, from, d, receiver);
         }
     }
 }
@@ -298,7 +303,7 @@ pub fn pump_reports<S: Source>(sock: &UdpSocket, rb: &mut RecvBatch, sender: &mu
     Ok(n)
 }
 
-fn wall_clock_ns() -> u64 {
+pub(crate) fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -310,7 +315,7 @@ fn wall_clock_ns() -> u64 {
 /// difference is milliseconds, which the adaptive controller would read as a queue and yield to.
 /// Never earlier than the previous datagram's time (a wall-clock step cannot reorder them), never
 /// later than `now`, and `now` itself when there is no stamp or it is implausible (over 1 s old).
-fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
+pub(crate) fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
     let waited = match kernel_ns {
         Some(k) if k <= wall_now_ns && wall_now_ns - k < 1_000_000_000 => Duration::from_nanos(wall_now_ns - k),
         _ => Duration::ZERO,

@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ctlchan::handshake::{ClientHandshake, ClientStep, Fresh};
 use ctlchan::{Channel, ChannelError, Role};
 use netio::{clock_ticks_per_second, connect_udp, io_err, read_process_cpu, BufferRequest};
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
 
-use crate::control::{data_key, Msg, CONTROL_TIMEOUT, DIALECT, MAX_BLOCK, MAX_LINE, MIN_BLOCK, PROTOCOL_VERSION};
+use crate::control::{data_key, Msg, MAX_BLOCK, MAX_LINE, MIN_BLOCK};
 use crate::error::{unexpected, AuthError, ProtocolViolation, TransferSessionError, UsageError};
 use crate::fileio::FileSource;
+use crate::first_flight::{client_hello, wall_ms};
 use crate::plan::{plan_items, SendItem};
 use crate::send_items::Items;
 
@@ -84,42 +84,22 @@ pub struct SendProgress {
     pub srtt: Option<Duration>,
 }
 
-/// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]): prove the key (when
-/// we have one) or hand over a fresh session key (without), and from then on authenticate every
-/// line; returns the session key. The receiver's first authenticated line (`welcome`) is its
-/// proof: only a holder of the pre-shared key derives the same session key.
-fn handshake(ch: &mut Channel<Msg>, key: Option<&[u8]>) -> Result<[u8; 32], TransferSessionError> {
-    let hello = Msg::Hello {
-        version: PROTOCOL_VERSION,
-        client_nonce: String::new(),
-    };
-    let deadline = Instant::now() + CONTROL_TIMEOUT;
-    let (mut hs, hello) = ClientHandshake::start(DIALECT, hello, key.map(<[u8]>::to_vec), Fresh::draw(), deadline);
-    ch.send(&hello)?;
-    // Each round either ends the handshake or fails it for good, and waits until the deadline.
-    loop {
-        let msg = ch.recv(hs.remaining(Instant::now()))?;
-        match hs.handle(msg, Instant::now())? {
-            ClientStep::Send(m) => ch.send(&m)?,
-            ClientStep::SendThenAuthenticate { line, session_key } => {
-                ch.send(&line)?;
-                ch.authenticate(session_key, Role::Client);
-                return Ok(session_key);
-            }
-            // This dialect has no accepting line: the welcome comes authenticated.
-            ClientStep::Accepted { accept, .. } => return Err(unexpected(&accept, "challenge")),
-        }
+/// Before `welcome`, a failed control channel means the receiver refused our first flight: its
+/// refusal is in the clear, which our authenticated channel reads as a bad MAC.
+fn before_welcome(e: TransferSessionError) -> TransferSessionError {
+    match e {
+        TransferSessionError::Control(ChannelError::BadMac) => AuthError::ReceiverRefused.into(),
+        TransferSessionError::Control(c) => AuthError::EndedAfterProof(c).into(),
+        e => e,
     }
 }
 
-/// Wait for the receiver's `welcome`: the data port and the session id.
-fn welcome(ch: &mut Channel<Msg>) -> Result<(u16, u64), TransferSessionError> {
-    match ch.recv(CONTROL_TIMEOUT) {
-        Ok(Msg::Welcome { udp_port, session_id }) => Ok((udp_port, session_id)),
-        Ok(m) => Err(unexpected(&m, "welcome")),
-        // The receiver refused our proof and said so in the clear, or holds another key.
-        Err(ChannelError::BadMac) => Err(AuthError::ReceiverRefused.into()),
-        Err(e) => Err(e.into()),
+/// The receiver's `welcome` must echo our session id (its port is the one it listens on; behind
+/// a TCP-only proxy it is not the one we send to, and the data then never arrives).
+fn check_welcome(m: Msg, session_id: u64) -> Result<(), TransferSessionError> {
+    match m {
+        Msg::Welcome { session_id: s, .. } if s == session_id => Ok(()),
+        m => Err(unexpected(&m, "welcome for our session")),
     }
 }
 
@@ -156,23 +136,32 @@ pub fn send_items(
     let cpu0 = read_process_cpu().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to {}", cfg.server)))?;
+    // The first flight: hello (our authentication, the session id, our data port), the session,
+    // the first offers and, without waiting for an answer, the first segment's data to the
+    // control port's number on UDP (crate::first_flight, crate::control).
+    let to = cfg.server;
+    let local: SocketAddr = match to.ip() {
+        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let (sock, _) = connect_udp(local, to, BufferRequest::new(4 << 20, 4 << 20))
+        .map_err(|e| io_err(format!("UDP to {to}"))(std::io::Error::other(e)))?;
+    sock.set_nonblocking(true).map_err(io_err("UDP socket"))?;
+    let udp_port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
+    let session_id: u64 = rand::random();
+    let (hello, sk) = client_hello(cfg.key.as_deref(), rand::random(), wall_ms(), session_id, udp_port);
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-    let sk = handshake(&mut ch, cfg.key.as_deref())?;
+    ch.send(&hello)?;
+    ch.authenticate(sk, Role::Client);
+    let mut sender = data_sender(cfg, &sk, session_id)?;
     let mut items = Items::new(plan, block_size, cfg.sync);
-    // The session and the first offers go out before the welcome: the receiver answers them
-    // right after it. If the receiver refused our proof it has hung up meanwhile.
-    let (udp_port, session_id) = (|| {
+    (|| {
         ch.send(&Msg::Session {
             chunk_size: cfg.chunk_size,
         })?;
-        items.offer_more(&mut ch)?;
-        welcome(&mut ch)
+        items.offer_more(&mut ch, &mut sender)
     })()
-    .map_err(|e| match e {
-        TransferSessionError::Control(c) => AuthError::EndedAfterProof(c).into(),
-        e => e,
-    })?;
-    let handshake_s = started.elapsed().as_secs_f64();
+    .map_err(before_welcome)?;
 
     let (cc_name, rate) = cfg.cc.describe();
     let mut report = SendReport {
@@ -181,11 +170,16 @@ pub fn send_items(
         server: cfg.server.to_string(),
         cc: cc_name.to_string(),
         rate_bps: rate,
-        handshake_s,
         total_bytes: items.total_bytes(),
         ..SendReport::default()
     };
-    let (data, read) = run_stream(&mut ch, cfg, &sk, udp_port, session_id, &mut items, progress, stop)?;
+    let link = Link {
+        sock: &sock,
+        to,
+        session_id,
+    };
+    let (data, read, first_data) = run_stream(&mut ch, &link, &mut sender, &mut items, progress, stop)?;
+    report.handshake_s = first_data.map_or(0.0, |t| t.saturating_duration_since(started).as_secs_f64());
     report.source_bytes_read = read + items.held_bytes();
     ch.send(&Msg::Bye)?;
     let (files, dirs) = items.into_reports();
@@ -221,27 +215,12 @@ const TICK: Duration = Duration::from_millis(20);
 /// Below this, waiting in ppoll costs more than it saves: poll without blocking instead.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// The data stream: one open transfer for every block of every file, run until every item has
-/// its verdict. Returns its report and the bytes read from the sources for it.
-#[allow(clippy::too_many_arguments)]
-fn run_stream(
-    ch: &mut Channel<Msg>,
+/// The sans-IO sender of the session's one open stream, keyed under the session's data key.
+fn data_sender(
     cfg: &SendConfig,
     sk: &[u8; 32],
-    udp_port: u16,
     session_id: u64,
-    items: &mut Items,
-    progress: &mut dyn FnMut(&SendProgress),
-    stop: &AtomicBool,
-) -> Result<(DataReport, u64), TransferSessionError> {
-    let to = SocketAddr::new(cfg.server.ip(), udp_port);
-    let local: SocketAddr = match to.ip() {
-        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    let (sock, _) = connect_udp(local, to, BufferRequest::new(4 << 20, 4 << 20))
-        .map_err(|e| io_err(format!("UDP to {to}"))(std::io::Error::other(e)))?;
-    sock.set_nonblocking(true).map_err(io_err("UDP socket"))?;
+) -> Result<transfer::Sender<FileSource>, TransferSessionError> {
     let mut scfg = SenderConfig::new(SessionParams {
         session_id,
         file_size: 0,
@@ -254,8 +233,29 @@ fn run_stream(
     // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
     scfg.pacing_granularity = PACING_GRANULARITY;
     let source = FileSource::new(cfg.chunk_size);
-    let mut sender = transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now()).map_err(UsageError::from)?;
-    let mut tx = crate::udp::Transmit::new(netio::gso_supported(&sock));
+    Ok(transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now()).map_err(UsageError::from)?)
+}
+
+/// The data socket and what the receiver's `welcome` must confirm.
+struct Link<'a> {
+    sock: &'a std::net::UdpSocket,
+    to: SocketAddr,
+    session_id: u64,
+}
+
+/// The data stream: one open transfer for every block of every file, run until every item has
+/// its verdict. Returns its report, the bytes read from the sources for it and when its first
+/// datagram left.
+fn run_stream(
+    ch: &mut Channel<Msg>,
+    link: &Link<'_>,
+    sender: &mut transfer::Sender<FileSource>,
+    items: &mut Items,
+    progress: &mut dyn FnMut(&SendProgress),
+    stop: &AtomicBool,
+) -> Result<(DataReport, u64, Option<Instant>), TransferSessionError> {
+    let (sock, to) = (link.sock, link.to);
+    let mut tx = crate::udp::Transmit::new(netio::gso_supported(sock));
     let mut rb = netio::RecvBatch::new(64, 2048);
     let mut prog = SendProgress {
         total_bytes: items.total_bytes(),
@@ -263,23 +263,35 @@ fn run_stream(
     };
     let mut next_tick = Instant::now();
     let mut tcp_ready = true;
+    let mut welcomed = false;
     let mut first_data: Option<Instant> = None;
     let mut last_ack = (0u64, Instant::now());
     loop {
         if tcp_ready {
-            while let Some(m) = ch.try_recv()? {
-                items.handle(m, &mut sender)?;
+            while let Some(m) = ch.try_recv().map_err(|e| {
+                let e = TransferSessionError::from(e);
+                if welcomed {
+                    e
+                } else {
+                    before_welcome(e)
+                }
+            })? {
+                if welcomed {
+                    items.handle(m, sender)?;
+                } else {
+                    check_welcome(m, link.session_id)?;
+                    welcomed = true;
+                }
             }
         }
-        items.send_hashes(ch, &mut sender)?;
-        items.offer_more(ch)?;
+        items.send_hashes(ch, sender)?;
+        items.offer_more(ch, sender)?;
         let now = Instant::now();
         if sender.poll_timeout().is_some_and(|t| t <= now) {
             sender.handle_timeout(now);
         }
         sender.source_mut().now = now;
-        tx.pump(&sock, &mut sender)
-            .map_err(io_err(format!("sending to {to}")))?;
+        tx.pump(sock, sender).map_err(io_err(format!("sending to {to}")))?;
         if let Some(e) = sender.source_mut().error.take() {
             return Err(io_err("reading a source file")(e).into());
         }
@@ -312,14 +324,18 @@ fn run_stream(
         let wake = sender.poll_timeout().unwrap_or(next_tick).min(next_tick);
         let wait = wake.saturating_duration_since(Instant::now());
         let wait = if wait < SPIN { Duration::ZERO } else { wait };
-        let ready = wait_two(&sock, ch, wait)?;
+        let ready = wait_two(sock, ch, wait)?;
         tcp_ready = ready & 2 != 0;
         if ready & 1 != 0 {
-            crate::udp::pump_reports(&sock, &mut rb, &mut sender).map_err(io_err(format!("receiving from {to}")))?;
+            crate::udp::pump_reports(sock, &mut rb, sender).map_err(io_err(format!("receiving from {to}")))?;
         }
     }
     let read = sender.source().bytes_read + sender.source().read_back;
-    Ok((data_report(&sender, tx.stats(), first_data, last_ack.1), read))
+    Ok((
+        data_report(sender, tx.stats(), first_data, last_ack.1),
+        read,
+        first_data,
+    ))
 }
 
 /// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.

@@ -2,13 +2,13 @@
 //!
 //! ```text
 //! sender (evlbi send)                         receiver (evlbi recv)
-//!   hello{client_nonce}                 ──▶
-//!                                       ◀──   challenge{server_nonce, key_required}
-//!   auth{proof | session_key}           ──▶   (proof checked when the receiver has a key)
+//!   ── TCP connect (1 RTT) ──
+//!   hello{client_nonce, time_ms, session_id, udp_port, proof | session_key}   ──▶
 //!   ── from here on every line carries an HMAC under the session key (ctlchan::Channel::authenticate) ──
 //!   session{chunk_size}                 ──▶
 //!   mkdir{id, path} …  offer{id, …} …   ──▶   (pipelined: up to a window ahead, no round trip each)
-//!                                       ◀──   welcome{udp_port, session_id}
+//!   … DATA on UDP to the control port number: the first segment of the first offer (below) …
+//!                                       ◀──   welcome{udp_port, session_id}   (its MAC proves the key)
 //!                                       ◀──   done{id} | accept{id, have} | refused{id, …}  (in order)
 //!   … one stream of DATA/REPORT on UDP: every accepted block not in `have`, in accept order …
 //!                                       ◀──   held{id, first_block, [hash per block]} … (the blocks of `have`, read back)
@@ -17,6 +17,22 @@
 //!                                       ◀──   verified{id, path, blake3, synced} | resend{id, blocks} | refused{id, …}
 //!   bye                                 ──▶
 //! ```
+//!
+//! The first flight (protocol 5, [`crate::first_flight`]): `hello` carries the sender's
+//! authentication (a proof under the pre-shared key over its nonce, clock, session id and data
+//! port; replays refused by a clock window and a nonce cache), so the sender sends `session`,
+//! its first offers and its first data without waiting for an answer: data flows one round trip
+//! after the TCP connect. The data goes to the receiver's control port number on UDP (the
+//! receiver listens there from the start, [`crate::early`]); the session id is the sender's.
+//!
+//! The first segment: before any answer, the stream carries the first [`early_blocks`] blocks of
+//! the session's first `offer` (the sender pushes them at once, paced at the start rate; the
+//! Startup probe runs meanwhile). The receiver pushes the same segment when it reads that offer,
+//! before it answers it, and writes of it only the blocks it accepts and lacks: the blocks of
+//! `have` and every block of a refused offer are received and dropped (counted), never written —
+//! resume still wins. `accept` then appends the remaining missing blocks. The sender keeps the
+//! hashes of the first segment's blocks until the `accept`, and drops those of held blocks (the
+//! receiver proves those first, as below).
 //!
 //! Each `accept` (and `resend`) appends the blocks it names as segments of the session's one
 //! open transfer stream ([`transfer::segments`]), on both ends in the order of these messages: the
@@ -30,24 +46,17 @@
 //! so the file's) only after it gave its own, and cannot have the file verified without them
 //! being sent.
 //!
-//! The sender sends `auth` and, without waiting, `session` and its first offers, authenticated
-//! under the session key it already holds; the receiver's first authenticated line, `welcome`,
-//! proves the key back (only a holder of the pre-shared key can derive the session key). The
-//! data waits for `welcome`. Both key proofs are HMAC-SHA256 over a role label and both nonces
-//! ([`ctlchan::mac`]); the handshake is ctlchan's one ([`ctlchan::handshake`]) in this
-//! protocol's [`DIALECT`].
-//!
-//! What is authenticated: with a pre-shared key, both ends derive a session key from it and both
-//! nonces; every control line after `auth` carries an HMAC under it (a proxy
+//! What is authenticated: with a pre-shared key, both ends derive a session key from it and the
+//! first flight's fields; every control line after `hello` carries an HMAC under it (a proxy
 //! that rewrites an offered path, a verdict or a hash breaks the channel), the verdict names the
 //! path it is for, and every UDP datagram carries a BLAKE3 tag under a key derived from it and
 //! the session id ([`data_key`]), so a forged or altered datagram is dropped before it moves any
-//! state. Without a pre-shared key the sender draws a random session key and sends it in `auth`:
+//! state. Without a pre-shared key the sender draws a random session key and sends it in `hello`:
 //! that keeps out anyone who cannot read the control connection (blind injection of DATA or
 //! REPORTs), but someone on the path can read the key — only a pre-shared key authenticates the
-//! peer. Nothing is encrypted.
+//! peer. Nothing is encrypted. A receiver refusing a first flight says why in the clear (the
+//! sender, already authenticating, reads it as a refusal of its proof) and in its own log.
 
-use ctlchan::handshake::{Binding, Dialect, HandshakeMessage, Line, NonceInput, ServerProof, WithoutKey};
 use ctlchan::mac::NONCE_LEN;
 use ctlchan::InvalidField;
 
@@ -57,7 +66,7 @@ pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
 /// Wait this long for a control message before giving up on the peer.
 pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
@@ -70,6 +79,15 @@ pub const HASHES_PER_MESSAGE: usize = 16_384;
 pub const MAX_RANGES: usize = 65_536;
 /// Longest free-text message.
 pub const MAX_TEXT: usize = 1024;
+/// Bytes of the first segment (the first offer's blocks sent before its `accept`): more than a
+/// start rate of 300 Mb/s sends in a 200 ms round trip.
+pub const FIRST_SEGMENT_BYTES: u64 = 8 << 20;
+
+/// Blocks of `o` in the session's first segment when `o` is the session's first offer: whole
+/// blocks covering [`FIRST_SEGMENT_BYTES`] (at least one), at most the file's.
+pub fn early_blocks(o: &Offer) -> u64 {
+    FIRST_SEGMENT_BYTES.div_ceil(o.block_size.max(1)).max(1).min(o.blocks())
+}
 
 /// What the sender offers for one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,27 +122,26 @@ impl Offer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Msg {
-    /// Sender → receiver, first.
+    /// Sender → receiver, first: the whole first flight's authentication
+    /// ([`crate::first_flight`]).
     Hello {
         /// [`PROTOCOL_VERSION`].
         version: u8,
         /// 16 random bytes, hex.
         client_nonce: String,
-    },
-    /// Receiver → sender.
-    Challenge {
-        /// 16 random bytes, hex.
-        server_nonce: String,
-        /// The receiver has a pre-shared key and will refuse a sender without one.
-        key_required: bool,
-    },
-    /// Sender → receiver: proof of the key, or (without a pre-shared key) the session key the
-    /// sender drew. The last unauthenticated line.
-    Auth {
-        /// HMAC, hex.
+        /// The sender's wall clock, ms since the Unix epoch.
+        #[serde(default)]
+        time_ms: u64,
+        /// Session id of the data stream (the sender's choice).
+        #[serde(default)]
+        session_id: u64,
+        /// UDP port the sender's data comes from.
+        #[serde(default)]
+        udp_port: u16,
+        /// HMAC under the pre-shared key, hex.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         proof: Option<String>,
-        /// Without a pre-shared key: the session key (32 bytes, hex). With one it is derived on
-        /// both sides and never sent.
+        /// Without a pre-shared key: the session key (32 bytes, hex).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_key: Option<String>,
     },
@@ -133,9 +150,10 @@ pub enum Msg {
         /// Payload bytes per DATA datagram.
         chunk_size: u32,
     },
-    /// Receiver → sender, its first authenticated line: the session's data socket.
+    /// Receiver → sender, its first authenticated line (the proof of its key): the session's
+    /// data socket and id, as the sender's first flight set them.
     Welcome {
-        /// UDP port for the data.
+        /// UDP port for the data (the control port's number).
         udp_port: u16,
         /// Session id of the data stream.
         session_id: u64,
@@ -260,24 +278,33 @@ fn ranges(field: &'static str, r: &[[u64; 2]], limit: u64) -> Result<(), Invalid
 impl ctlchan::Message for Msg {
     fn validate(&self) -> Result<(), InvalidField> {
         match self {
-            Msg::Hello { version, client_nonce } => {
+            Msg::Hello {
+                version,
+                client_nonce,
+                udp_port,
+                proof,
+                session_key,
+                ..
+            } => {
                 if *version != PROTOCOL_VERSION {
                     return Err(InvalidField::new(
                         "version",
-                        format!("protocol version {version}, this side speaks {PROTOCOL_VERSION}"),
+                        format!(
+                            "protocol version {version}, this side speaks {PROTOCOL_VERSION} \
+                             (the 1-RTT first flight): use the same evlbi release on both ends"
+                        ),
                     ));
                 }
-                hex_len("client_nonce", client_nonce, NONCE_LEN)
-            }
-            Msg::Challenge { server_nonce, .. } => hex_len("server_nonce", server_nonce, NONCE_LEN),
-            Msg::Auth { proof, session_key } => {
+                if *udp_port == 0 {
+                    return Err(InvalidField::new("udp_port", "must name the data's source port"));
+                }
                 if let Some(p) = proof {
                     hex_len("proof", p, 32)?;
                 }
-                match session_key {
-                    Some(k) => hex_len("session_key", k, 32),
-                    None => Ok(()),
+                if let Some(k) = session_key {
+                    hex_len("session_key", k, 32)?;
                 }
+                hex_len("client_nonce", client_nonce, NONCE_LEN)
             }
             Msg::Session { chunk_size } => {
                 if !CHUNK_RANGE.contains(chunk_size) {
@@ -318,6 +345,10 @@ impl ctlchan::Message for Msg {
 }
 
 fn validate_offer(o: &Offer) -> Result<(), InvalidField> {
+    if o.id == u64::MAX {
+        // The receiver's stream marks blocks it drops with this id (crate::fileio::PartSink).
+        return Err(InvalidField::new("id", "must be below 2^64 - 1"));
+    }
     text("path", &o.path, MAX_PATH)?;
     if o.size > MAX_FILE_SIZE {
         return Err(InvalidField::new("size", format!("{} above {MAX_FILE_SIZE}", o.size)));
@@ -346,19 +377,6 @@ pub fn clip(text: &str) -> String {
     text[..end].to_string()
 }
 
-/// The transfer's labels and choices: nonces enter the MACs as the hex text sent; without a
-/// pre-shared key the sender draws the session key and sends it in `auth`; the receiver proves
-/// the key with its first authenticated line (`welcome`), so it has no proof of its own and its
-/// label is never used.
-pub const DIALECT: Dialect = Dialect {
-    client_label: b"evlbi-transfer-v1 sender",
-    server_label: b"evlbi-transfer-v2 receiver",
-    session_label: b"evlbi-transfer-v2 session key",
-    nonces: NonceInput::Hex,
-    without_key: WithoutKey::ClearSessionKey,
-    server_proof: ServerProof::FirstAuthenticatedLine,
-};
-
 const DATA_LABEL: &[u8] = b"evlbi-transfer-v2 datagram key";
 
 impl Msg {
@@ -366,8 +384,6 @@ impl Msg {
     pub fn name(&self) -> &'static str {
         match self {
             Msg::Hello { .. } => "hello",
-            Msg::Challenge { .. } => "challenge",
-            Msg::Auth { .. } => "auth",
             Msg::Session { .. } => "session",
             Msg::Welcome { .. } => "welcome",
             Msg::Mkdir { .. } => "mkdir",
@@ -383,49 +399,6 @@ impl Msg {
             Msg::Bye => "bye",
             Msg::Error { .. } => "error",
         }
-    }
-}
-
-impl HandshakeMessage for Msg {
-    fn line(&self) -> Line<'_> {
-        match self {
-            // The key proofs cover the nonces only: the parameters follow in authenticated lines.
-            Msg::Hello { client_nonce, .. } => Line::Hello {
-                client_nonce: Some(client_nonce),
-                binding: Binding::default(),
-            },
-            Msg::Challenge {
-                server_nonce,
-                key_required,
-            } => Line::Challenge {
-                server_nonce,
-                key_required: Some(*key_required),
-            },
-            Msg::Auth { proof, session_key } => Line::Auth {
-                proof: proof.as_deref(),
-                session_key: session_key.as_deref(),
-            },
-            Msg::Error { message } => Line::Refusal(message),
-            other => Line::Other(other.name()),
-        }
-    }
-
-    fn with_client_nonce(self, client_nonce: Option<String>) -> Self {
-        match (self, client_nonce) {
-            (Msg::Hello { version, .. }, Some(client_nonce)) => Msg::Hello { version, client_nonce },
-            (other, _) => other,
-        }
-    }
-
-    fn challenge(server_nonce: String, key_required: bool) -> Self {
-        Msg::Challenge {
-            server_nonce,
-            key_required,
-        }
-    }
-
-    fn auth(proof: Option<String>, session_key: Option<String>) -> Self {
-        Msg::Auth { proof, session_key }
     }
 }
 
@@ -548,21 +521,25 @@ mod tests {
             hashes: vec!["00".repeat(32)]
         })
         .is_err());
-        assert!(v(Msg::Hello {
-            version: PROTOCOL_VERSION,
-            client_nonce: "zz".repeat(16)
-        })
-        .is_err());
-        assert!(v(Msg::Hello {
-            version: 9,
-            client_nonce: "00".repeat(16)
-        })
-        .is_err());
-        assert!(v(Msg::Auth {
+        let hello = |version, client_nonce: &str, udp_port, session_key: &str| Msg::Hello {
+            version,
+            client_nonce: client_nonce.into(),
+            time_ms: 1,
+            session_id: 1,
+            udp_port,
             proof: None,
-            session_key: Some("00".repeat(31))
-        })
-        .is_err());
+            session_key: Some(session_key.into()),
+        };
+        assert!(v(hello(PROTOCOL_VERSION, &"00".repeat(16), 1, &"00".repeat(32))).is_ok());
+        assert!(v(hello(PROTOCOL_VERSION, &"zz".repeat(16), 1, &"00".repeat(32))).is_err());
+        assert!(v(hello(PROTOCOL_VERSION, &"00".repeat(16), 0, &"00".repeat(32))).is_err());
+        assert!(v(hello(PROTOCOL_VERSION, &"00".repeat(16), 1, &"00".repeat(31))).is_err());
+        // Protocol 4's hello (no first-flight fields) is refused by its version, not a field.
+        let why =
+            decode_line::<Msg>(br#"{"type":"hello","version":4,"client_nonce":"00000000000000000000000000000000"}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(why.contains("protocol version 4, this side speaks 5"), "{why}");
         assert_eq!(clip(&"é".repeat(MAX_TEXT)).len(), MAX_TEXT);
     }
 }

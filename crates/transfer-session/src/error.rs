@@ -55,9 +55,16 @@ pub enum AuthError {
     /// The handshake itself ([`ctlchan::handshake`]).
     #[error(transparent)]
     Handshake(HandshakeError),
-    /// The receiver's first authenticated line did not check: it refused our proof (and said so
-    /// in the clear) or derived another session key.
-    #[error("the receiver refused the key proof (or holds another key)")]
+    /// The receiver refused the sender's first flight ([`crate::first_flight`]).
+    #[error(transparent)]
+    FirstFlight(#[from] crate::first_flight::FirstFlightError),
+    /// The receiver's first authenticated line did not check: it refused our first flight (and
+    /// said why in the clear, in its log) or derived another session key.
+    #[error(
+        "the receiver refused our first flight: a wrong key, our clock more than {} s from its, \
+         or it needs a key we do not have (its log says which)",
+        crate::first_flight::CLOCK_WINDOW.as_secs()
+    )]
     ReceiverRefused,
     /// The receiver hung up right after our key proof.
     #[error("the receiver ended the connection after our key proof (a wrong key?): {0}")]

@@ -246,6 +246,10 @@ impl Source for FileSource {
     }
 }
 
+/// The file id of skipped blocks ([`PartSink::push_skipped`]); offers may not use it
+/// ([`crate::control`]).
+const SKIPPED: u64 = u64::MAX;
+
 /// One file the receiver is writing (its `.part`).
 struct RxFile {
     part: File,
@@ -265,6 +269,8 @@ pub struct PartSink {
     completed: Vec<BlockHashed>,
     /// Chunks of files no longer received (refused or failed meanwhile): dropped.
     pub orphan_chunks: u64,
+    /// Chunks of blocks pushed with [`PartSink::push_skipped`]: received and dropped unwritten.
+    pub skipped_chunks: u64,
     /// Most recent write error, for the session to judge (disk full ends the session).
     pub last_error: Option<io::Error>,
 }
@@ -277,6 +283,7 @@ impl PartSink {
             files: HashMap::new(),
             completed: Vec::new(),
             orphan_chunks: 0,
+            skipped_chunks: 0,
             last_error: None,
         }
     }
@@ -318,6 +325,15 @@ impl PartSink {
         Some((len, off))
     }
 
+    /// Append block `block` of a file of geometry `g` to the stream as a block to receive and
+    /// drop unwritten (a block of the first segment the receiver holds already, or of a refused
+    /// first offer); returns the segment to push to the protocol.
+    pub fn push_skipped(&mut self, g: Geometry, block: u64) -> (u64, u64) {
+        let (len, off) = (g.block_len(block), block.saturating_mul(g.block_size));
+        self.table.push(SKIPPED, block, off, len);
+        (len, off)
+    }
+
     /// Blocks completely written (with their hash) since the last call.
     pub fn take_completed(&mut self) -> Vec<BlockHashed> {
         std::mem::take(&mut self.completed)
@@ -334,6 +350,10 @@ impl Sink for PartSink {
             return Err(io::Error::other("chunk outside the stream"));
         };
         let (id, block) = (seg.file, seg.block);
+        if id == SKIPPED {
+            self.skipped_chunks += 1;
+            return Ok(());
+        }
         let Some(f) = self.files.get_mut(&id) else {
             // The file is gone (refused, failed): the chunk is received, and dropped.
             self.orphan_chunks += 1;

@@ -15,7 +15,9 @@
 //! so that the same command after a kill -9 of either side continues where it stopped.
 
 pub mod control;
+pub mod early;
 pub mod fileio;
+pub mod first_flight;
 pub mod hashing;
 pub mod paths;
 pub mod resume;

@@ -59,7 +59,7 @@ pub enum ServerEvent {
     /// A connection ended before it authenticated (bad or no key, silence past the handshake
     /// deadline, a protocol error, or the server was busy).
     Rejected(SocketAddr, String),
-    /// The session's data stream listens on this UDP port.
+    /// The session's data stream listens on this UDP port (the control port's number).
     DataPort(SocketAddr, u16),
     /// A file finished (verified or not).
     File(FileRecvReport),
@@ -75,15 +75,24 @@ pub enum ServerEvent {
 pub(crate) struct Receiving {
     pub(crate) cfg: ServerConfig,
     pub(crate) root: Root,
+    /// The UDP socket on the control port's number: datagrams that come before their session.
+    pub(crate) data_listener: std::net::UdpSocket,
+    /// What came on it, for the sessions to take ([`crate::early`]).
+    pub(crate) pen: Mutex<crate::early::EarlyPen>,
+    /// First flights seen ([`crate::first_flight`]).
+    pub(crate) guard: Mutex<crate::first_flight::ReplayGuard>,
     /// Paths being received right now: a second session offering one is refused.
     busy: Mutex<HashSet<String>>,
 }
 
 impl Receiving {
-    pub(crate) fn new(cfg: ServerConfig, root: Root) -> Self {
+    pub(crate) fn new(cfg: ServerConfig, root: Root, data_listener: std::net::UdpSocket) -> Self {
         Receiving {
             cfg,
             root,
+            data_listener,
+            pen: Mutex::new(crate::early::EarlyPen::default()),
+            guard: Mutex::new(crate::first_flight::ReplayGuard::default()),
             busy: Mutex::new(HashSet::new()),
         }
     }

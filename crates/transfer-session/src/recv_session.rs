@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use ctlchan::mac::{hex32, hex_encode};
 use ctlchan::Channel;
-use netio::{bind_udp, io_err, BufferRequest};
+use netio::io_err;
 use transfer::blocks::to_ranges;
 use transfer::blocktree::Cv;
 use transfer::results::{FileRecvReport, StreamRecvReport};
 use transfer::{Receiver, ReceiverConfig, ReceiverState, SessionParams};
 
-use crate::control::{clip, data_key, Msg, Offer, CONTROL_TIMEOUT, HASHES_PER_MESSAGE};
+use crate::control::{clip, data_key, early_blocks, Msg, Offer, HASHES_PER_MESSAGE};
 use crate::error::{unexpected, ProtocolViolation, Refusal, TransferSessionError, UsageError};
 use crate::fileio::PartSink;
 use crate::receiving::{Claim, Receiving, ServerEvent};
@@ -36,10 +36,19 @@ const MAX_FILES_IN_FLIGHT: usize = 1024;
 /// Most blocks of the files in flight (each costs two hashes of bookkeeping, ~70 bytes): offers
 /// of absurd sizes are refused, not allocated (1 << 22 blocks: 256 TiB of 64 MiB blocks).
 const MAX_BLOCKS_IN_FLIGHT: u64 = 1 << 22;
+/// Longest the data waits for the session's first offer (it comes in the same flight as the
+/// `hello`; a sender with only directories sends none).
+const EARLY_WAIT: Duration = Duration::from_secs(1);
 
 /// What a session needs of the connection it serves.
 pub(crate) struct Net<'a> {
     pub(crate) key: &'a [u8; 32],
+    /// The session id the sender's first flight set.
+    pub(crate) session_id: u64,
+    /// Where the sender's data comes from (its first flight's UDP port).
+    pub(crate) data_from: SocketAddr,
+    /// The first flight's `session`.
+    pub(crate) chunk_size: u32,
     pub(crate) local_ip: IpAddr,
     pub(crate) peer: SocketAddr,
     pub(crate) stop: &'a AtomicBool,
@@ -58,25 +67,27 @@ struct Session<'s> {
     files: HashMap<u64, Entry<'s>>,
     finisher: Finisher,
     last_control: Instant,
+    /// The session's first offer was read: its first segment is in the stream
+    /// ([`crate::control::early_blocks`]).
+    first_offer_seen: bool,
 }
 
 /// Serve one authenticated session until the sender's `bye` (or a failure).
 pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Result<(), TransferSessionError> {
-    let chunk_size = match ch.recv(CONTROL_TIMEOUT)? {
-        Msg::Session { chunk_size } => chunk_size,
-        m => return Err(fatal(ch, unexpected(&m, "session"))),
-    };
-    let (sock, _grant) = bind_udp(
-        SocketAddr::new(net.local_ip, 0),
-        BufferRequest::new(srv.cfg.rcvbuf, 4 << 20),
-    )
-    .map_err(|e| io_err("binding UDP")(std::io::Error::other(e)))?;
-    // Kernel receive stamps for the one-way delay; on before the sender hears the port,
-    // because the first socket on a host to ask turns stamping on through deferred work.
+    let chunk_size = net.chunk_size;
+    // The session's own socket on the control port's number, connected to the sender's data
+    // address; then what reached the shared socket before it existed ([`crate::early`]).
+    let port = srv.data_listener.local_addr().map_err(io_err("UDP socket"))?.port();
+    let sock = crate::udp::bind_shared(SocketAddr::new(net.local_ip, port), Some(net.data_from), srv.cfg.rcvbuf)
+        .map_err(io_err(format!("binding UDP port {port} for {}", net.data_from)))?;
+    // Kernel receive stamps for the one-way delay.
     netio::enable_rx_timestamps(&sock).map_err(io_err("SO_TIMESTAMPNS"))?;
-    sock.set_nonblocking(true).map_err(io_err("UDP socket"))?;
-    let port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
-    let session_id: u64 = rand::random();
+    let session_id = net.session_id;
+    let early = {
+        let mut pen = srv.pen.lock().unwrap_or_else(|p| p.into_inner());
+        pen.drain(&srv.data_listener);
+        pen.take(Instant::now(), session_id, net.data_from)
+    };
     ch.send(&Msg::Welcome {
         udp_port: port,
         session_id,
@@ -97,8 +108,10 @@ pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Resu
         files: HashMap::new(),
         finisher: Finisher::start(),
         last_control: Instant::now(),
+        first_offer_seen: false,
     };
-    let r = s.serve(ch, &sock, &mut receiver, &mut intake, net);
+    let early_datagrams = early.len() as u64;
+    let r = s.serve(ch, &sock, &mut receiver, &mut intake, net, early);
     s.close(net, r.is_ok());
     let st = receiver.stats();
     (net.on)(ServerEvent::Stream(
@@ -110,6 +123,12 @@ pub(crate) fn run(srv: &Receiving, ch: &mut Channel<Msg>, net: &Net<'_>) -> Resu
             foreign: intake.foreign,
             loss_fraction: st.loss_fraction,
             bytes_written: st.bytes_written,
+            early_datagrams,
+            early_dropped: {
+                let p = srv.pen.lock().unwrap_or_else(|p| p.into_inner());
+                p.stats.dropped_full + p.stats.expired + p.stats.unparsed
+            },
+            first_segment_dropped: receiver.sink().skipped_chunks,
         },
     ));
     r.map_err(|e| match e {
@@ -128,9 +147,12 @@ impl<'s> Session<'s> {
         receiver: &mut Receiver<PartSink>,
         intake: &mut Intake,
         net: &Net<'_>,
+        early: Vec<(Instant, Vec<u8>)>,
     ) -> Result<(), TransferSessionError> {
         let mut out = Vec::with_capacity(2048);
         let mut ready = 3u64;
+        let started = Instant::now();
+        let mut early = Some(early);
         let mut next_save = Instant::now() + SAVE_EVERY;
         loop {
             if net.stop.load(Ordering::Relaxed) {
@@ -145,7 +167,15 @@ impl<'s> Session<'s> {
                     self.control(m, ch, receiver, net)?;
                 }
             }
-            if ready & 1 != 0 {
+            // Data waits for the first offer (its first segment opens the stream), at most
+            // EARLY_WAIT: datagrams before it would fall outside the stream.
+            let data_open = self.first_offer_seen || started.elapsed() > EARLY_WAIT;
+            if data_open {
+                if let Some(e) = early.take() {
+                    intake.feed_early(net.data_from, &e, receiver);
+                }
+            }
+            if data_open && ready & 1 != 0 {
                 intake.pump(sock, receiver).map_err(io_err("receiving UDP"))?;
             }
             self.completions(ch, receiver)?;
@@ -180,8 +210,13 @@ impl<'s> Session<'s> {
             };
             let wake = receiver.poll_timeout().map_or(now + tick, |t| t.min(now + tick));
             let wait = wake.saturating_duration_since(Instant::now());
-            ready = netio::wait_fds_readable(&[sock.as_fd(), ch.stream().as_fd()], wait)
-                .map_err(io_err("waiting for the network"))?;
+            ready = if data_open {
+                netio::wait_fds_readable(&[sock.as_fd(), ch.stream().as_fd()], wait)
+            } else {
+                // Only the control connection until the first offer: bit 1 is its bit.
+                netio::wait_fds_readable(&[ch.stream().as_fd()], wait).map(|r| r << 1)
+            }
+            .map_err(io_err("waiting for the network"))?;
         }
     }
 
@@ -248,6 +283,13 @@ impl<'s> Session<'s> {
         if self.files.contains_key(&id) {
             return Err(ProtocolViolation::OfferedTwice(id).into());
         }
+        // The session's first offer: its first segment is already on its way, whatever the answer.
+        let early = if self.first_offer_seen { 0 } else { early_blocks(&o) };
+        self.first_offer_seen = true;
+        let g = transfer::blocks::Geometry {
+            size: o.size,
+            block_size: o.block_size,
+        };
         let blocks_in_flight: u64 = self.files.values().map(|e| e.rx.g.blocks()).sum();
         let opened = match self.srv.claim(&o.path) {
             _ if self.files.len() >= MAX_FILES_IN_FLIGHT || blocks_in_flight + o.blocks() > MAX_BLOCKS_IN_FLIGHT => {
@@ -262,6 +304,10 @@ impl<'s> Session<'s> {
         let (claim, rx) = match opened {
             Ok(x) => x,
             Err(why) => {
+                for b in 0..early {
+                    let (len, off) = receiver.sink_mut().push_skipped(g, b);
+                    receiver.push_segment(len, off);
+                }
                 let message = clip(&why.to_string());
                 ch.send(&Msg::Refused {
                     id,
@@ -282,7 +328,18 @@ impl<'s> Session<'s> {
             .map_err(io_err(format!("writing {}", rx.part_path.display())))?;
         let sink = receiver.sink_mut();
         sink.add_file(id, part, rx.g);
-        for b in rx.missing() {
+        // The first segment: the blocks we hold are received and dropped, never written twice.
+        for b in 0..early {
+            let seg = if rx.have.contains(&b) {
+                Some(receiver.sink_mut().push_skipped(g, b))
+            } else {
+                receiver.sink_mut().push_block(id, b)
+            };
+            if let Some((len, off)) = seg {
+                receiver.push_segment(len, off);
+            }
+        }
+        for b in rx.missing().into_iter().filter(|&b| b >= early) {
             if let Some((len, off)) = receiver.sink_mut().push_block(id, b) {
                 receiver.push_segment(len, off);
             }

@@ -12,7 +12,7 @@ use transfer::blocktree::{root_of_blocks, Cv};
 use transfer::results::{FileRound, FileSendReport};
 use transfer::Sender;
 
-use crate::control::{Msg, Offer, HASHES_PER_MESSAGE};
+use crate::control::{early_blocks, Msg, Offer, HASHES_PER_MESSAGE};
 use crate::error::{unexpected, ProtocolViolation, TransferSessionError};
 use crate::fileio::{FileSource, ReadAt};
 use crate::hashing::{join_block_hashing, spawn_block_hashing, HeldHashes};
@@ -34,6 +34,12 @@ struct FileRun {
     /// The opened source, until it moves into the stream's [`FileSource`] on `accept`.
     file: Option<Arc<dyn ReadAt>>,
     accepted: bool,
+    /// Blocks `0..early` went into the stream before the `accept` (the session's first
+    /// segment, [`crate::control::early_blocks`]).
+    early: u64,
+    /// Hashes of first-segment blocks sent before the `accept`: kept back until it says which
+    /// blocks the receiver holds (it must prove those first).
+    withheld: Vec<(u64, Cv)>,
     hashes: Vec<Option<Cv>>,
     /// Blocks whose hash is not known yet (the file's hash is sent once none is missing).
     hashes_missing: usize,
@@ -89,6 +95,10 @@ pub(crate) struct Items {
     ahead_bytes: u64,
     held_bytes: u64,
     current: String,
+    /// An offer was sent: later ones have no first segment.
+    offered_one: bool,
+    /// Withheld hashes the `accept` released: sent with the next ones.
+    released: Vec<((u64, u64), Cv)>,
 }
 
 impl Items {
@@ -106,6 +116,8 @@ impl Items {
             ahead_bytes: 0,
             held_bytes: 0,
             current: String::new(),
+            offered_one: false,
+            released: Vec::new(),
         }
     }
 
@@ -133,7 +145,11 @@ impl Items {
     }
 
     /// Offer (or mkdir) the next items while the window has room.
-    pub(crate) fn offer_more(&mut self, ch: &mut Channel<Msg>) -> Result<(), TransferSessionError> {
+    pub(crate) fn offer_more(
+        &mut self,
+        ch: &mut Channel<Msg>,
+        sender: &mut Sender<FileSource>,
+    ) -> Result<(), TransferSessionError> {
         while self.next < self.plan.len()
             && self.open.len() < MAX_OPEN_ITEMS
             && (self.open.is_empty() || self.ahead_bytes < MAX_AHEAD_BYTES)
@@ -152,7 +168,7 @@ impl Items {
                     dest,
                     size,
                     mtime_ns,
-                } => self.offer_file(ch, idx, &source, dest, size, mtime_ns)?,
+                } => self.offer_file(ch, sender, idx, &source, dest, size, mtime_ns)?,
             }
         }
         Ok(())
@@ -162,6 +178,7 @@ impl Items {
     fn offer_file(
         &mut self,
         ch: &mut Channel<Msg>,
+        sender: &mut Sender<FileSource>,
         idx: usize,
         source: &Source,
         dest: String,
@@ -188,14 +205,27 @@ impl Items {
             block_size: self.block_size,
         };
         let id = idx as u64;
-        ch.send(&Msg::Offer(Offer {
+        let offer = Offer {
             id,
             path: dest.clone(),
             size,
             mtime_ns,
             block_size: self.block_size,
             sync: self.sync,
-        }))?;
+        };
+        ch.send(&Msg::Offer(offer.clone()))?;
+        // The session's first offer: its first segment goes into the stream now, before any
+        // answer (the receiver drops what it turns out to hold or refuse).
+        let early = if self.offered_one { 0 } else { early_blocks(&offer) };
+        self.offered_one = true;
+        if early > 0 {
+            sender.source_mut().add_file(id, file.clone(), g);
+            for b in 0..early {
+                if let Some((len, off)) = sender.source_mut().push_block(id, b) {
+                    sender.push_segment(len, off);
+                }
+            }
+        }
         self.current = dest;
         self.ahead_bytes += size;
         self.open.insert(id, ());
@@ -208,6 +238,8 @@ impl Items {
                 ahead: size,
                 file: Some(file),
                 accepted: false,
+                early,
+                withheld: Vec::new(),
                 hashes: vec![None; g.blocks() as usize],
                 hashes_missing: g.blocks() as usize,
                 file_hash: None,
@@ -297,9 +329,18 @@ impl Items {
         f.held = from_ranges(have).filter(|&b| b < blocks).collect();
         let file = f.file.take().ok_or(ProtocolViolation::AcceptedTwice(id))?;
         let reader = file.clone();
-        sender.source_mut().add_file(id, file, f.g);
-        let mut bytes = 0;
-        for b in (0..blocks).filter(|b| !f.held.contains(b)) {
+        if f.early == 0 {
+            sender.source_mut().add_file(id, file, f.g);
+        }
+        // The first segment's hashes of blocks the receiver does not hold may go now; those of
+        // held blocks are read again and sent once it proved them.
+        for (b, h) in std::mem::take(&mut f.withheld) {
+            if !f.held.contains(&b) {
+                self.released.push(((id, b), h));
+            }
+        }
+        let mut bytes = f.g.len_of((0..f.early).filter(|b| !f.held.contains(b)));
+        for b in (f.early..blocks).filter(|b| !f.held.contains(b)) {
             if let Some((len, off)) = sender.source_mut().push_block(id, b) {
                 sender.push_segment(len, off);
                 bytes += len;
@@ -430,6 +471,18 @@ impl Items {
             .into_iter()
             .map(|h| ((h.file, h.block), h.hash))
             .collect();
+        fresh.extend(std::mem::take(&mut self.released));
+        // Before its accept, a file's hashes (of its first segment) are kept back; after it, the
+        // hash of a first-segment block the receiver says it holds never goes out as sent (it
+        // goes out read back, once the receiver proved the block: settle_proofs below).
+        fresh.retain(|&(id, b), h| match self.files.get_mut(&id) {
+            Some(f) if !f.accepted => {
+                f.withheld.push((b, *h));
+                false
+            }
+            Some(f) => !f.held.contains(&b),
+            None => true,
+        });
         for (&id, f) in self.files.iter_mut() {
             if f.held_job.as_ref().is_some_and(|j| j.is_finished()) {
                 if let Some(job) = f.held_job.take() {

@@ -6,13 +6,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use ctlchan::handshake::{Fresh, HandshakeError, ServerHandshake, ServerStep};
 use ctlchan::serve::{ServeStats, Ticket};
 use ctlchan::{Channel, Role};
 use netio::{error_chain, io_err};
 
-use crate::control::{Msg, DIALECT, MAX_LINE};
-use crate::error::{TransferSessionError, UsageError};
+use crate::control::{Msg, MAX_LINE};
+use crate::early::PenStats;
+use crate::error::{AuthError, TransferSessionError, UsageError};
+use crate::first_flight::{wall_ms, Accepted, GuardStats};
 use crate::paths::Root;
 use crate::receiving::{Receiving, ServerConfig, ServerEvent};
 use crate::recv_session::fatal;
@@ -30,11 +31,26 @@ impl Server {
         // sessions), more than the usual soft limit of 1024.
         netio::raise_fd_limit();
         let root = Root::open(&cfg.root).map_err(|_| UsageError::RootNotADirectory(cfg.root.clone()))?;
-        let listener = TcpListener::bind(cfg.listen).map_err(io_err(format!("binding TCP {}", cfg.listen)))?;
+        let (listener, udp) = bind_both(cfg.listen, cfg.rcvbuf)?;
         Ok(Server {
             listener,
-            shared: Receiving::new(cfg, root),
+            shared: Receiving::new(cfg, root, udp),
         })
+    }
+
+    /// First flights so far, by outcome (accepted, bad key, stale, replayed).
+    pub fn first_flights(&self) -> GuardStats {
+        self.shared
+            .guard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stats
+            .clone()
+    }
+
+    /// Datagrams that came before their session, by outcome.
+    pub fn early_datagrams(&self) -> PenStats {
+        self.shared.pen.lock().unwrap_or_else(|p| p.into_inner()).stats.clone()
     }
 
     /// The bound control address.
@@ -82,8 +98,8 @@ impl Server {
             Err(e) => return on(ServerEvent::Rejected(peer, e.to_string())),
         };
         let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-        let key = match self.handshake(&mut ch, ticket) {
-            Ok(k) => k,
+        let (flight, chunk_size) = match self.first_flight(&mut ch, ticket) {
+            Ok(a) => a,
             Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
         if let Err(e) = ticket.authenticated() {
@@ -92,7 +108,10 @@ impl Server {
         }
         on(ServerEvent::Connected(peer));
         let net = crate::recv_session::Net {
-            key: &key,
+            key: &flight.session_key,
+            session_id: flight.session_id,
+            chunk_size,
+            data_from: SocketAddr::new(peer.ip(), flight.udp_port),
             local_ip,
             peer,
             stop,
@@ -107,29 +126,52 @@ impl Server {
         on(ServerEvent::Ended(peer, r.err().map(|e| error_chain(&e))));
     }
 
-    /// The key handshake ([`ctlchan::handshake`] in the transfer's [`DIALECT`]) within the
-    /// connection's handshake deadline: challenge, check the sender's proof (or take its session
-    /// key when there is no pre-shared key), and from then on authenticate every line. The first
-    /// authenticated line, `welcome`, is our proof.
-    fn handshake(&self, ch: &mut Channel<Msg>, ticket: &Ticket<'_>) -> Result<[u8; 32], TransferSessionError> {
-        let mut hs = ServerHandshake::new(DIALECT, self.shared.cfg.key.clone(), Fresh::draw(), ticket.deadline());
-        // Each round either moves the handshake on or fails it for good, and waits until the
-        // deadline.
-        loop {
-            let msg = ch.recv(hs.remaining(Instant::now()))?;
-            match hs.handle(msg, Instant::now())? {
-                ServerStep::Send(m) => ch.send(&m)?,
-                ServerStep::Accepted {
-                    session_key: Some(sk), ..
-                } => {
-                    ch.authenticate(sk, Role::Server);
-                    return Ok(sk);
-                }
-                // This dialect always ends with a session key (derived, or the sender's).
-                ServerStep::Accepted { session_key: None, .. } => {
-                    return Err(HandshakeError::PeerNotAuthenticated.into())
-                }
-            }
+    /// The sender's first flight ([`crate::first_flight`]) within the connection's handshake
+    /// deadline: its `hello` checked against our key, clock and the nonces seen; from then on
+    /// every line is authenticated, and its `session` comes within the same deadline (a sender
+    /// that says hello and then nothing does not hold a session). Our first authenticated line,
+    /// `welcome`, is our proof.
+    fn first_flight(
+        &self,
+        ch: &mut Channel<Msg>,
+        ticket: &Ticket<'_>,
+    ) -> Result<(Accepted, u32), TransferSessionError> {
+        let left = || ticket.deadline().saturating_duration_since(Instant::now());
+        let hello = ch.recv(left())?;
+        let accepted = self
+            .shared
+            .guard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(self.shared.cfg.key.as_deref(), &hello, wall_ms())
+            .map_err(AuthError::from)?;
+        ch.authenticate(accepted.session_key, Role::Server);
+        match ch.recv(left())? {
+            Msg::Session { chunk_size } => Ok((accepted, chunk_size)),
+            m => Err(crate::error::unexpected(&m, "session")),
         }
     }
+}
+
+/// The control listener and the UDP socket on the same port number (SO_REUSEPORT, so each
+/// session binds its own connected socket there too). With port 0 the TCP port is the kernel's
+/// choice; a few tries find one whose UDP twin is free.
+fn bind_both(listen: SocketAddr, rcvbuf: usize) -> Result<(TcpListener, std::net::UdpSocket), TransferSessionError> {
+    let mut last = None;
+    for _ in 0..16 {
+        let listener = TcpListener::bind(listen).map_err(io_err(format!("binding TCP {listen}")))?;
+        let at = listener.local_addr().map_err(io_err("local address"))?;
+        match crate::udp::bind_shared(at, None, rcvbuf) {
+            Ok(u) => {
+                // Receive stamps on what comes before its session: the opening train's
+                // dispersion is measured from them.
+                netio::enable_rx_timestamps(&u).map_err(io_err("SO_TIMESTAMPNS"))?;
+                return Ok((listener, u));
+            }
+            Err(e) if listen.port() == 0 => last = Some(e),
+            Err(e) => return Err(io_err(format!("binding UDP {at}"))(e).into()),
+        }
+    }
+    let e = last.unwrap_or_else(|| std::io::Error::other("no port"));
+    Err(io_err(format!("binding UDP beside TCP {listen}"))(e).into())
 }

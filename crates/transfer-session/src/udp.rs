@@ -42,6 +42,23 @@ pub fn send_blocking(sock: &UdpSocket, to: Option<SocketAddr>, d: &[u8]) -> io::
     }
 }
 
+/// A UDP socket on `at` that shares the port (SO_REUSEPORT): the receiver's socket on its
+/// control port's number (`peer` `None`), or a session's, connected to `peer` — Linux (≥ 5.7)
+/// then hands that socket every datagram of its 4-tuple and the shared one the rest.
+pub fn bind_shared(at: SocketAddr, peer: Option<SocketAddr>, rcvbuf: usize) -> io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_port(true)?;
+    // Buffers before bind: a receive buffer must be large before the first burst arrives.
+    netio::size_buffers(&sock, netio::BufferRequest::new(rcvbuf, 4 << 20)).map_err(io::Error::other)?;
+    sock.bind(&at.into())?;
+    if let Some(p) = peer {
+        sock.connect(&p.into())?;
+    }
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
+}
+
 /// What [`Transmit`] did, for reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransmitStats {
@@ -169,9 +186,7 @@ impl Transmit {
 /// take the session's port.
 pub struct Intake {
     rb: RecvBatch,
-    peer: IpAddr,
-    locked: Option<SocketAddr>,
-    last_fed: Instant,
+    gate: Gate,
     /// Datagrams refused before the protocol saw them.
     pub foreign: ForeignCounters,
 }
@@ -186,16 +201,18 @@ impl Intake {
         rb.enable_gro(sock)?;
         Ok(Intake {
             rb,
-            peer,
-            locked: None,
-            last_fed: Instant::now(),
+            gate: Gate {
+                peer,
+                locked: None,
+                last_fed: Instant::now(),
+            },
             foreign: ForeignCounters::default(),
         })
     }
 
     /// Where the session's sender speaks from, once known.
     pub fn locked(&self) -> Option<SocketAddr> {
-        self.locked
+        self.gate.locked
     }
 
     /// Read what is queued (without waiting) and hand the session's datagrams to `receiver`;
@@ -212,29 +229,63 @@ impl Intake {
         let now = Instant::now();
         let wall_ns = wall_clock_ns();
         for d in self.rb.iter() {
-            if d.from.ip() != self.peer {
-                self.foreign.other_host += 1;
-                continue;
-            }
             if d.truncated {
                 self.foreign.oversized += 1;
                 continue;
             }
-            match self.locked {
-                Some(a) if a != d.from => {
-                    self.foreign.other_port += 1;
-                    continue;
-                }
-                Some(_) => {}
-                None if receiver.owns(d.data) => self.locked = Some(d.from),
-                // Not ours: the protocol counts it by reason, but it locks nothing.
-                None => {}
-            }
-            let arrived = arrival(now, wall_ns, d.kernel_time, self.last_fed);
-            self.last_fed = arrived;
-            receiver.handle_datagram(arrived, d.data);
+            let arrived = arrival(now, wall_ns, d.kernel_time, self.gate.last_fed);
+            self.gate.feed(&mut self.foreign, arrived, d.from, d.data, receiver);
         }
         Ok(n)
+    }
+
+    /// Hand datagrams that came before the session ([`crate::early`]) from `from` to `receiver`
+    /// with their arrival times, under the same checks as those read from the socket.
+    pub fn feed_early<K: Sink>(
+        &mut self,
+        from: SocketAddr,
+        datagrams: &[(Instant, Vec<u8>)],
+        receiver: &mut Receiver<K>,
+    ) {
+        for (at, d) in datagrams {
+            self.gate.feed(&mut self.foreign, *at, from, d, receiver);
+        }
+    }
+}
+
+/// Who may speak on a session's data socket. See [`Intake`].
+struct Gate {
+    peer: IpAddr,
+    locked: Option<SocketAddr>,
+    last_fed: Instant,
+}
+
+impl Gate {
+    fn feed<K: Sink>(
+        &mut self,
+        foreign: &mut ForeignCounters,
+        arrived: Instant,
+        from: SocketAddr,
+        data: &[u8],
+        receiver: &mut Receiver<K>,
+    ) {
+        if from.ip() != self.peer {
+            foreign.other_host += 1;
+            return;
+        }
+        match self.locked {
+            Some(a) if a != from => {
+                foreign.other_port += 1;
+                return;
+            }
+            Some(_) => {}
+            None if receiver.owns(data) => self.locked = Some(from),
+            // Not ours: the protocol counts it by reason, but it locks nothing.
+            None => {}
+        }
+        let arrived = arrived.max(self.last_fed);
+        self.last_fed = arrived;
+        receiver.handle_datagram(arrived, data);
     }
 }
 
@@ -252,7 +303,7 @@ pub fn pump_reports<S: Source>(sock: &UdpSocket, rb: &mut RecvBatch, sender: &mu
     Ok(n)
 }
 
-fn wall_clock_ns() -> u64 {
+pub(crate) fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -264,7 +315,7 @@ fn wall_clock_ns() -> u64 {
 /// difference is milliseconds, which the adaptive controller would read as a queue and yield to.
 /// Never earlier than the previous datagram's time (a wall-clock step cannot reorder them), never
 /// later than `now`, and `now` itself when there is no stamp or it is implausible (over 1 s old).
-fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
+pub(crate) fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
     let waited = match kernel_ns {
         Some(k) if k <= wall_now_ns && wall_now_ns - k < 1_000_000_000 => Duration::from_nanos(wall_now_ns - k),
         _ => Duration::ZERO,

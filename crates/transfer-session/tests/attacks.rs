@@ -6,12 +6,13 @@ mod common;
 
 use std::fs;
 use std::net::UdpSocket;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use common::*;
 use transfer_session::control::{Msg, Offer};
-use transfer_session::{CcChoice, ServerConfig, ServerEvent};
+use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent};
 
 #[test]
 fn paths_that_leave_the_root_are_refused() {
@@ -128,12 +129,62 @@ fn strays_on_the_data_port_are_counted_and_never_written() {
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
     assert!(sprayed > 0, "the sprayer never saw the port");
     let f = stream(&events);
-    let foreign = f.foreign.other_host + f.foreign.other_port + f.foreign.oversized + f.rejected;
-    assert!(foreign > 0, "no stray was counted: {f:?}");
+    // Protocol 5: the session's socket is connected to the sender's data address, so the kernel
+    // keeps every stray off it (they land on the receiver's shared socket, where a session being
+    // set up pens and drops them: early_datagrams_of_unknown_sessions_are_bounded_and_dropped).
+    let foreign = f.foreign.other_host + f.foreign.other_port + f.foreign.oversized;
+    assert_eq!(foreign, 0, "a stray reached the session's socket: {f:?}");
+}
+
+#[test]
+fn early_datagrams_of_unknown_sessions_are_bounded_and_dropped() {
+    use transfer_session::early::{PEN_BYTES, PEN_DATAGRAMS};
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(12 << 20, 31);
+    fs::write(src.path().join("f.bin"), &data).unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    scfg.key = Some(key.clone());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    // Before any session: twice the pen's count of DATA-looking datagrams of made-up sessions
+    // (unauthenticated: no session has their key) at the control port's number, plus garbage.
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut forged = vec![0u8; 40 + 1024];
+    forged[..4].copy_from_slice(b"eVTR");
+    forged[4] = transfer::wire::VERSION;
+    forged[5] = 1;
+    let mut sent = 0u64;
+    for i in 0..2 * PEN_DATAGRAMS as u64 {
+        forged[6..14].copy_from_slice(&i.to_be_bytes());
+        let d: &[u8] = if i % 64 == 0 { b"garbage" } else { &forged };
+        if s.send_to(d, addr).is_ok() {
+            sent += 1;
+        }
+    }
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || srv.serve(&st, true, &mut |_| {}));
+    let mut cfg = config(addr, "");
+    cfg.key = Some(key);
+    let report = run_send(&cfg, &[src.path().join("f.bin")]).unwrap();
+    t.join().unwrap().unwrap();
+    assert!(report.ok, "{report:?}");
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    let pen = server.early_datagrams();
+    // Whatever the kernel kept of them was penned, and none went anywhere but dropped.
+    let dropped = pen.dropped_full + pen.expired + pen.unparsed;
     assert!(
-        foreign <= sprayed,
-        "more strays counted ({foreign}) than sent ({sprayed})"
+        pen.penned + pen.unparsed > 0 && pen.penned + pen.unparsed <= sent + 1000,
+        "{pen:?}"
     );
+    assert!(dropped > 0, "nothing was dropped: {pen:?}");
+    assert!(
+        pen.penned - pen.dropped_full - pen.expired - pen.taken <= PEN_DATAGRAMS as u64,
+        "{pen:?} {PEN_BYTES}"
+    );
+    assert_eq!(server.first_flights().accepted, 1);
 }
 
 #[test]
@@ -176,12 +227,11 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
     let Raw {
         mut ch,
         key: sk,
-        udp_port: port,
+        udp_port: _,
         session_id,
+        data: sock,
     } = raw_session_key(srv.addr);
     raw_offer(&mut ch, 0, "f.bin", data.len() as u64);
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.connect(("127.0.0.1", port)).unwrap();
     // What the attacker sent: the session id, 13 MB ahead, random payload — untagged, then
     // tagged under a key of its own. Both come from the port the real data will use.
     let forged = |tag: Option<&transfer::DataKey>| {
@@ -376,4 +426,96 @@ fn offers_of_absurd_sizes_are_refused_not_allocated() {
     );
     let refused = files(&events).into_iter().filter(|f| f.error.is_some()).count();
     assert_eq!(refused, 5, "4 unfinished at bye, 1 refused");
+}
+
+/// The bytes of a keyed first flight (hello, session, one offer) as a sender puts them on the
+/// wire, from `udp_port` (the flight's data port).
+fn keyed_flight(key: &[u8], time_ms: u64, udp_port: u16) -> Vec<u8> {
+    use ctlchan::{LineDecoder, Role};
+    let (hello, sk) = transfer_session::first_flight::client_hello(Some(key), [0x5a; 16], time_ms, 77, udp_port);
+    let mut enc = LineDecoder::<Msg>::new(transfer_session::control::MAX_LINE);
+    let mut bytes = enc.encode(&hello).unwrap();
+    enc.authenticate(sk, Role::Client);
+    bytes.extend(enc.encode(&Msg::Session { chunk_size: 8192 }).unwrap());
+    let offer = Offer {
+        id: 0,
+        path: "replayed.bin".into(),
+        size: 1 << 20,
+        mtime_ns: 1,
+        block_size: 1 << 20,
+        sync: false,
+    };
+    bytes.extend(enc.encode(&Msg::Offer(offer)).unwrap());
+    bytes
+}
+
+/// Send `flight` on a fresh connection to `addr` and read what comes back until it closes.
+fn play(addr: std::net::SocketAddr, flight: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(flight).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The accepted flight gets welcome and accept and then waits for more: stop at the accept.
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&got).contains("\"accept\"") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn a_replayed_or_stale_first_flight_is_refused_and_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    scfg.key = Some(key.clone());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, events) = mpsc::channel();
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || {
+        srv.serve(&st, false, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    let data = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = data.local_addr().unwrap().port();
+    let now = transfer_session::first_flight::wall_ms();
+    let flight = keyed_flight(&key, now, port);
+    // The real sender's flight: welcomed and its offer accepted.
+    let first = play(addr, &flight);
+    assert!(first.contains("\"welcome\"") && first.contains("\"accept\""), "{first}");
+    // The same bytes again, seconds later: refused before anything is opened.
+    let again = play(addr, &flight);
+    assert!(again.contains("replayed first flight"), "{again}");
+    // A flight with a valid proof stamped a minute ago (a replay older than the nonce cache).
+    let stale = play(addr, &keyed_flight(&key, now - 60_000, port));
+    assert!(stale.contains("outside ±30 s"), "{stale}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap().unwrap();
+    let g = server.first_flights();
+    assert_eq!((g.accepted, g.replayed, g.stale, g.bad_key), (1, 1, 1, 0), "{g:?}");
+    let rejected: Vec<String> = events
+        .try_iter()
+        .filter_map(|e| match e {
+            ServerEvent::Rejected(_, why) => Some(why),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    // Only the accepted flight's offer opened anything (its .part; it never got data).
+    let names: Vec<String> = fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("replayed.bin.part"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
 }

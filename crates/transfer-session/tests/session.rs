@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use ctlchan::Channel;
 use testkit::SmallDisk;
-use transfer_session::control::{Msg, MAX_LINE, PROTOCOL_VERSION};
+use transfer_session::control::{Msg, MAX_LINE};
 use transfer_session::resume::ResumeFile;
 use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent, TransferSessionError};
 
@@ -160,9 +160,13 @@ fn a_corrupted_block_of_an_interrupted_file_is_fetched_again() {
 
     let srv = serve_once(root.path(), None);
     let report = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
-    let recv = files(&srv.finish());
+    let events = srv.finish();
+    let recv = files(&events);
     assert!(report.ok, "{report:?}");
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    // Protocol 5: the whole file is the first segment, sent before the accept said what the
+    // receiver holds; the four held blocks' 512 chunks arrived and were dropped, not written.
+    assert_eq!(stream(&events).first_segment_dropped, 512, "{:?}", stream(&events));
     let f = &report.files[0];
     assert_eq!(f.blake3.as_deref(), Some(blake3::hash(&data).to_hex().as_str()));
     // Four blocks were held, one of them rotten: three were really resumed.
@@ -240,11 +244,8 @@ fn idle_and_closed_connections_neither_delay_a_sender_nor_spend_once() {
     }
     // One that says hello and then nothing.
     let mut half = Channel::<Msg>::new(std::net::TcpStream::connect(srv.addr).unwrap(), MAX_LINE);
-    half.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-        client_nonce: "11".repeat(16),
-    })
-    .unwrap();
+    let (hello, _) = transfer_session::first_flight::client_hello(None, [0x11; 16], 0, 1, 1);
+    half.send(&hello).unwrap();
     let t0 = std::time::Instant::now();
     let report = run_send(&config(srv.addr, ""), &[src.path().join("f.bin")]).unwrap();
     let took = t0.elapsed();

@@ -193,18 +193,16 @@ fn lying_receiver(lie: Lie) -> (SocketAddr, std::sync::mpsc::Receiver<&'static s
     let (saw, seen) = std::sync::mpsc::channel();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The data port is the control port's number (protocol 5).
+    let udp = std::net::UdpSocket::bind(addr).unwrap();
     std::thread::spawn(move || {
         let Ok((s, _)) = l.accept() else { return };
         let mut ch = Channel::<Msg>::new(s, MAX_LINE);
         let t = Duration::from_secs(20);
-        let Ok(Msg::Hello { .. }) = ch.recv(t) else { return };
-        let _ = ch.send(&Msg::Challenge {
-            server_nonce: "11".repeat(16),
-            key_required: false,
-        });
-        let Ok(Msg::Auth {
-            session_key: Some(k), ..
+        let Ok(Msg::Hello {
+            session_key: Some(k),
+            session_id,
+            ..
         }) = ch.recv(t)
         else {
             return;
@@ -214,7 +212,7 @@ fn lying_receiver(lie: Lie) -> (SocketAddr, std::sync::mpsc::Receiver<&'static s
         let _ = ch.recv(t); // session
         let _ = ch.send(&Msg::Welcome {
             udp_port: udp.local_addr().unwrap().port(),
-            session_id: 7,
+            session_id,
         });
         let mut offered = None;
         let t = match lie {

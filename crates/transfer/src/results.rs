@@ -95,7 +95,8 @@ pub struct SendReport {
     pub files: Vec<FileSendReport>,
     /// The data stream.
     pub data: Option<DataReport>,
-    /// From the start to the receiver's `welcome` (connection, handshake), s.
+    /// From the start to the first data datagram, s: the TCP connect (protocol 5 sends its first
+    /// data with its first control flight; protocol 4 waited two more round trips for `welcome`).
     pub handshake_s: f64,
     /// Directories created (empty ones included).
     pub directories: Vec<String>,
@@ -179,6 +180,18 @@ pub struct StreamRecvReport {
     pub loss_fraction: f64,
     /// Payload bytes written.
     pub bytes_written: u64,
+    /// DATA datagrams that reached the receiver before the session existed and were taken from
+    /// its pen of early datagrams (protocol 5's first flight).
+    #[serde(default)]
+    pub early_datagrams: u64,
+    /// Datagrams the receiver's pen dropped so far, all sessions (full, expired or unparsable):
+    /// early datagrams no authenticated session took.
+    #[serde(default)]
+    pub early_dropped: u64,
+    /// Chunks of the first segment received and dropped unwritten: blocks the receiver already
+    /// held (`have`) or of a first offer it refused.
+    #[serde(default)]
+    pub first_segment_dropped: u64,
 }
 
 /// Datagrams the receiving loop refused before the protocol saw them.

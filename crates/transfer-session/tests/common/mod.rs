@@ -14,7 +14,7 @@ use std::time::Duration;
 use ctlchan::serve::ServeStats;
 use ctlchan::{Channel, Role};
 use transfer::results::{FileRecvReport, SendReport};
-use transfer_session::control::{Msg, Offer, MAX_LINE, PROTOCOL_VERSION};
+use transfer_session::control::{Msg, Offer, MAX_LINE};
 use transfer_session::{send, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, TransferSessionError};
 
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
@@ -139,25 +139,24 @@ pub struct Raw {
     pub key: [u8; 32],
     pub udp_port: u16,
     pub session_id: u64,
+    /// Bound to the port the first flight named, connected to the receiver's data port.
+    pub data: std::net::UdpSocket,
 }
 
 pub fn raw_session_key(addr: SocketAddr) -> Raw {
     let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
-    ch.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-        client_nonce: "00".repeat(16),
-    })
-    .unwrap();
-    assert!(matches!(
-        ch.recv(Duration::from_secs(10)).unwrap(),
-        Msg::Challenge { .. }
-    ));
-    let key = [0x42u8; 32];
-    ch.send(&Msg::Auth {
-        proof: None,
-        session_key: Some(ctlchan::mac::hex_encode(&key)),
-    })
-    .unwrap();
+    // The socket our data comes from (the first flight names its port).
+    let data = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    data.connect(addr).unwrap();
+    let udp_port = data.local_addr().unwrap().port();
+    let (hello, key) = transfer_session::first_flight::client_hello(
+        None,
+        rand_nonce(),
+        transfer_session::first_flight::wall_ms(),
+        0x5e55,
+        udp_port,
+    );
+    ch.send(&hello).unwrap();
     ch.authenticate(key, Role::Client);
     ch.send(&Msg::Session { chunk_size: 8192 }).unwrap();
     let Msg::Welcome { udp_port, session_id } = ch.recv(Duration::from_secs(10)).unwrap() else {
@@ -168,7 +167,16 @@ pub fn raw_session_key(addr: SocketAddr) -> Raw {
         key,
         udp_port,
         session_id,
+        data,
     }
+}
+
+fn rand_nonce() -> [u8; 16] {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    (t ^ u128::from(std::process::id())).to_le_bytes()
 }
 
 /// A hand-written sender that says what it likes: only the handshake is shared.

@@ -1,0 +1,193 @@
+//! Datagrams that arrive before their session exists (protocol 5: the sender's data leaves with
+//! its first control flight, and reaches the receiver about when that flight does).
+//!
+//! The receiver listens on UDP at its control port from the moment it binds. A session, once its
+//! first flight checked, binds its own socket on that port connected to the sender's data
+//! address (the kernel then hands it every later datagram of that 4-tuple, SO_REUSEPORT, Linux
+//! ≥ 5.7) and takes what reached the shared socket before from this pen. Nothing here is
+//! trusted: the pen only keeps raw datagrams, bounded in count, bytes and age, the oldest dropped
+//! first and every drop counted; the session's protocol checks each one's tag under the data key
+//! (which only the authenticated session has) before any byte of it is believed or written.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// Most datagrams penned at once.
+pub const PEN_DATAGRAMS: usize = 4096;
+/// Most bytes penned at once.
+pub const PEN_BYTES: usize = 16 << 20;
+/// A penned datagram no session took within this long is dropped.
+pub const PEN_AGE: Duration = Duration::from_secs(10);
+
+/// What happened to datagrams that came before their session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PenStats {
+    /// Read from the shared socket.
+    pub penned: u64,
+    /// Handed to their session.
+    pub taken: u64,
+    /// Dropped: the pen was full (the oldest go first).
+    pub dropped_full: u64,
+    /// Dropped: no session took them within [`PEN_AGE`].
+    pub expired: u64,
+    /// Dropped: too short to name a session.
+    pub unparsed: u64,
+}
+
+struct Penned {
+    at: Instant,
+    from: SocketAddr,
+    session: u64,
+    data: Vec<u8>,
+}
+
+/// The bounded pen. See the module docs.
+#[derive(Default)]
+pub struct EarlyPen {
+    queue: VecDeque<Penned>,
+    bytes: usize,
+    /// Outcomes so far.
+    pub stats: PenStats,
+}
+
+impl EarlyPen {
+    /// Keep `data` from `from` (arrived at `now`: its kernel receive time, which the opening
+    /// train's dispersion is measured from) for its session, within the bounds.
+    pub fn push(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.expire(now);
+        let Some(session) = transfer::wire::peek_session(data) else {
+            self.stats.unparsed += 1;
+            return;
+        };
+        while !self.queue.is_empty() && (self.queue.len() >= PEN_DATAGRAMS || self.bytes + data.len() > PEN_BYTES) {
+            self.drop_front();
+            self.stats.dropped_full += 1;
+        }
+        self.stats.penned += 1;
+        self.bytes += data.len();
+        self.queue.push_back(Penned {
+            at: now,
+            from,
+            session,
+            data: data.to_vec(),
+        });
+    }
+
+    /// The datagrams of `session` from `from`, in arrival order with their arrival times, out
+    /// of the pen.
+    pub fn take(&mut self, now: Instant, session: u64, from: SocketAddr) -> Vec<(Instant, Vec<u8>)> {
+        self.expire(now);
+        let mut out = Vec::new();
+        let mut rest = VecDeque::with_capacity(self.queue.len());
+        for p in self.queue.drain(..) {
+            if p.session == session && p.from == from {
+                self.bytes -= p.data.len();
+                out.push((p.at, p.data));
+            } else {
+                rest.push_back(p);
+            }
+        }
+        self.queue = rest;
+        self.stats.taken += out.len() as u64;
+        out
+    }
+
+    /// Datagrams and bytes penned now.
+    pub fn held(&self) -> (usize, usize) {
+        (self.queue.len(), self.bytes)
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while self
+            .queue
+            .front()
+            .is_some_and(|p| now.saturating_duration_since(p.at) > PEN_AGE)
+        {
+            self.drop_front();
+            self.stats.expired += 1;
+        }
+    }
+
+    fn drop_front(&mut self) {
+        if let Some(p) = self.queue.pop_front() {
+            self.bytes -= p.data.len();
+        }
+    }
+
+    /// Move everything queued on the shared socket (without waiting) into the pen, each with its
+    /// kernel receive time (SO_TIMESTAMPNS on the shared socket); at most [`PEN_DATAGRAMS`]
+    /// datagrams a call, so a flood cannot hold a session's set-up.
+    pub fn drain(&mut self, sock: &UdpSocket) {
+        let max = transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN;
+        let mut rb = netio::RecvBatch::new(64, max);
+        let mut prev: Option<Instant> = None;
+        for _ in 0..PEN_DATAGRAMS / 64 {
+            match rb.recv_batch(sock, Some(Duration::ZERO)) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+            let (now, wall_ns) = (Instant::now(), crate::udp::wall_clock_ns());
+            for d in rb.iter() {
+                if d.truncated {
+                    self.stats.unparsed += 1;
+                    continue;
+                }
+                let at = crate::udp::arrival(
+                    now,
+                    wall_ns,
+                    d.kernel_time,
+                    prev.unwrap_or_else(|| now.checked_sub(PEN_AGE).unwrap_or(now)),
+                );
+                prev = Some(at);
+                self.push(at, d.from, d.data);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn datagram(session: u64, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; len.max(16)];
+        d[..4].copy_from_slice(b"eVTR");
+        d[4] = transfer::wire::VERSION;
+        d[5] = 1;
+        d[6..14].copy_from_slice(&session.to_be_bytes());
+        d
+    }
+
+    #[test]
+    fn a_flood_for_unknown_sessions_is_bounded_and_the_newest_survive() {
+        let t0 = Instant::now();
+        let (a, b): (SocketAddr, SocketAddr) = ("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap());
+        let mut pen = EarlyPen::default();
+        for i in 0..3 * PEN_DATAGRAMS as u64 {
+            pen.push(t0, b, &datagram(i, 9000));
+            let (n, bytes) = pen.held();
+            assert!(n <= PEN_DATAGRAMS && bytes <= PEN_BYTES);
+        }
+        pen.push(t0, a, &datagram(5, 9000));
+        pen.push(t0, a, &[1, 2, 3]);
+        assert_eq!(
+            pen.take(t0, 5, a).len(),
+            1,
+            "the session's datagram, penned last, is there"
+        );
+        assert_eq!(
+            pen.take(t0, 5, b).len(),
+            0,
+            "another source's datagrams with its id are not"
+        );
+        assert!(pen.stats.dropped_full >= 2 * PEN_DATAGRAMS as u64);
+        assert_eq!(pen.stats.unparsed, 1);
+        // What no session took is dropped after PEN_AGE.
+        let held = pen.held().0 as u64;
+        assert!(pen.take(t0 + PEN_AGE + Duration::from_millis(1), 1, a).is_empty());
+        assert_eq!((pen.held(), pen.stats.expired), ((0, 0), held));
+    }
+}

@@ -1,0 +1,446 @@
+//! Protocol 5's start in virtual time (`linkemu::sim`, seeded and deterministic): the TCP
+//! connect takes one round trip, the sender's first flight (checked by the receiver's real
+//! [`ReplayGuard`]) reaches the receiver half a round trip later with the first segment's data
+//! right behind it, and the `accept` reaches the sender one round trip after its first flight.
+//! The control connection is modelled as a reliable channel of one-way delay RTT/2 (TCP); the
+//! data crosses the emulated lossy path. Run with `--release -- --nocapture` for the figures.
+
+use std::time::{Duration, Instant};
+
+use linkemu::sim::{Endpoint, Sim};
+use linkemu::{Duplex, LinkConfig, LossModel};
+use transfer::blocks::Geometry;
+use transfer::segments::SegmentTable;
+use transfer::wire::{self, Kind};
+use transfer::{Adaptive, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams, Sink, Source};
+use transfer_session::control::{data_key, early_blocks, Offer};
+use transfer_session::first_flight::{client_hello, ReplayGuard};
+
+const MS: Duration = Duration::from_millis(1);
+/// IPv4 + UDP + Ethernet framing per datagram.
+const FRAMING: usize = 66;
+/// Real payload bytes per chunk; each stands for [`NOMINAL_CHUNK`] at the bottleneck (the
+/// scaling of crates/transfer's simulations: 1 GB in seconds of CPU).
+const CHUNK: u32 = 512;
+const NOMINAL_CHUNK: u32 = 8192;
+const SCALE: u64 = (NOMINAL_CHUNK / CHUNK) as u64;
+
+fn byte(offset: u64) -> u8 {
+    (offset.wrapping_mul(0x9E37_79B9) >> 7) as u8
+}
+
+/// The file, read by stream offset through the session's segment table.
+struct FileSource(SegmentTable);
+
+impl Source for FileSource {
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some((s, at)) = self.0.locate(offset) else {
+            return Ok(0);
+        };
+        let n = ((s.file_offset + s.len - at) as usize).min(buf.len());
+        for (i, b) in buf[..n].iter_mut().enumerate() {
+            *b = byte(at + i as u64);
+        }
+        Ok(n)
+    }
+}
+
+/// Writes through the receiver's segment table; file id `SKIP` marks first-segment blocks it
+/// holds (received and dropped). Counts every byte written per file offset.
+struct CheckSink {
+    table: SegmentTable,
+    written: Vec<u8>,
+    twice: u64,
+    wrong: u64,
+    skipped_chunks: u64,
+}
+
+const SKIP: u64 = u64::MAX;
+
+impl Sink for CheckSink {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let Some((s, at)) = self.table.locate(offset) else {
+            return Err(std::io::Error::other("outside the stream"));
+        };
+        if s.file == SKIP {
+            self.skipped_chunks += 1;
+            return Ok(());
+        }
+        for (i, &b) in data.iter().enumerate() {
+            let p = (at + i as u64) as usize;
+            self.twice += u64::from(self.written[p] != 0);
+            self.written[p] = 1;
+            self.wrong += u64::from(b != byte(p as u64));
+        }
+        Ok(())
+    }
+}
+
+/// The sending side: nothing before `first_flight` (the TCP connect), the first segment from
+/// then on, the rest once the accept arrives (`first_flight` + RTT). `lose_first` of its first
+/// datagrams are corrupted on the wire (their tag fails: lost).
+struct Tx {
+    make: Option<Box<dyn FnOnce(Instant) -> Sender<FileSource>>>,
+    s: Option<Sender<FileSource>>,
+    first_flight: Instant,
+    accept_at: Instant,
+    rest: Vec<(u64, u64)>,
+    lose_first: u64,
+    sent: u64,
+    first_data: Option<Instant>,
+}
+
+impl Tx {
+    fn due(&mut self, now: Instant) {
+        if now >= self.first_flight {
+            if let Some(make) = self.make.take() {
+                self.s = Some(make(now));
+            }
+        }
+        if now >= self.accept_at && !self.rest.is_empty() {
+            if let Some(s) = &mut self.s {
+                for (len, off) in std::mem::take(&mut self.rest) {
+                    s.push_segment(len, off);
+                }
+                s.close(now);
+            }
+        }
+    }
+}
+
+impl Endpoint for Tx {
+    fn handle_datagram(&mut self, now: Instant, d: &[u8]) {
+        self.due(now);
+        if let Some(s) = &mut self.s {
+            s.handle_datagram(now, d);
+        }
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.due(now);
+        let mut d = self.s.as_mut()?.poll_transmit(now)?;
+        self.first_data.get_or_insert(now);
+        self.sent += 1;
+        if self.sent <= self.lose_first {
+            let last = d.len() - 1;
+            d[last] ^= 0xff;
+        }
+        Some(d)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.s.as_ref().and_then(|s| s.poll_timeout());
+        for pending in [
+            self.make.is_some().then_some(self.first_flight),
+            (!self.rest.is_empty()).then_some(self.accept_at),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            t = Some(t.map_or(pending, |x| x.min(pending)));
+        }
+        t
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.due(now);
+        if let Some(s) = &mut self.s {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+    }
+    fn wire_len(&self, d: &[u8]) -> usize {
+        match wire::peek_header(d) {
+            Ok(h) if h.kind == Kind::Data => d.len() + FRAMING + (NOMINAL_CHUNK - CHUNK) as usize,
+            _ => d.len() + FRAMING,
+        }
+    }
+}
+
+/// The receiving side: its segments are pushed when the first flight arrives (the receiver reads
+/// the offer before any of the data behind it).
+struct Rx {
+    r: Receiver<CheckSink>,
+    segments_at: Instant,
+    pending: Vec<(bool, u64, u64, u64)>,
+}
+
+impl Rx {
+    fn due(&mut self, now: Instant) {
+        if now >= self.segments_at {
+            for (skip, block, len, off) in std::mem::take(&mut self.pending) {
+                let file = if skip { SKIP } else { 0 };
+                self.r.sink_mut().table.push(file, block, off, len);
+                self.r.push_segment(len, off);
+            }
+        }
+    }
+}
+
+impl Endpoint for Rx {
+    fn handle_datagram(&mut self, now: Instant, d: &[u8]) {
+        self.due(now);
+        self.r.handle_datagram(now, d);
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.r.poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.r.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.due(now);
+        self.r.handle_timeout(now);
+    }
+    fn wire_len(&self, d: &[u8]) -> usize {
+        d.len() + FRAMING
+    }
+}
+
+/// One run's figures, seconds of virtual time from the start of the TCP connect.
+#[derive(Debug)]
+struct Run {
+    first_data_s: f64,
+    first_to_last_ack_s: f64,
+    /// To the last acknowledgement plus half a round trip (the verdict's way back).
+    end_to_end_s: f64,
+    skipped_chunks: u64,
+    retransmitted: u64,
+}
+
+struct Case {
+    rtt: Duration,
+    nominal_size: u64,
+    loss: f64,
+    seed: u64,
+    /// Protocol 4: data only after welcome + accept (3 RTT from the connect), no first segment.
+    three_rtt: bool,
+    /// Blocks the receiver holds (`have`).
+    have: Vec<u64>,
+    lose_first: u64,
+}
+
+/// The bench path: `rate`, one-way RTT/2, the case's random loss on the data's way, one BDP of
+/// drop-tail buffer.
+fn path(c: &Case, rate: u64) -> Duplex<Vec<u8>> {
+    let link = |loss| LinkConfig {
+        rate_bps: Some(rate),
+        buffer_bytes: rate / 8 * c.rtt.as_millis() as u64 / 1000,
+        delay: c.rtt / 2,
+        loss,
+        ..LinkConfig::default()
+    };
+    Duplex::asymmetric(link(LossModel::Bernoulli { p: c.loss }), link(LossModel::None), c.seed).unwrap()
+}
+
+fn run(c: &Case) -> Run {
+    let rate = 1_000_000_000u64;
+    let t0 = Instant::now();
+    let key = b"sixteen-byte-key-for-tests-0123";
+    // The first flight, checked as the receiver checks it.
+    let (hello, sk) = client_hello(Some(key), [9; 16], 1_800_000_000_000, 0xfeed, 5000);
+    let accepted = ReplayGuard::default()
+        .check(Some(key), &hello, 1_800_000_000_000 + (c.rtt / 2).as_millis() as u64)
+        .expect("the first flight checks");
+    assert_eq!(accepted.session_key, sk);
+    let offer = Offer {
+        id: 0,
+        path: "scan.vdif".into(),
+        size: c.nominal_size,
+        mtime_ns: 1,
+        block_size: 4 << 20,
+        sync: false,
+    };
+    let early = if c.three_rtt { 0 } else { early_blocks(&offer) };
+    // Real bytes: every nominal byte is 1/SCALE of a real one.
+    let g = Geometry {
+        size: c.nominal_size / SCALE,
+        block_size: offer.block_size / SCALE,
+    };
+    let seg = |b: u64| (g.block_len(b), b * g.block_size);
+    let params = SessionParams {
+        session_id: accepted.session_id,
+        file_size: 0,
+        chunk_size: CHUNK,
+    };
+    // Sender: the first segment (blocks 0..early) at once, the missing rest at the accept.
+    let mut stable = SegmentTable::new(CHUNK);
+    let mut first = Vec::new();
+    for b in 0..early {
+        stable.push(0, b, b * g.block_size, g.block_len(b));
+        first.push(seg(b));
+    }
+    let mut rest = Vec::new();
+    for b in (early..g.blocks()).filter(|b| !c.have.contains(b)) {
+        stable.push(0, b, b * g.block_size, g.block_len(b));
+        rest.push(seg(b));
+    }
+    let dk = data_key(&sk, accepted.session_id);
+    let dk_rx = data_key(&accepted.session_key, accepted.session_id);
+    let make = Box::new(move |now: Instant| {
+        let mut cfg = SenderConfig::new(params);
+        cfg.open = true;
+        cfg.data_key = Some(dk);
+        cfg.wire_overhead = (FRAMING + (NOMINAL_CHUNK - CHUNK) as usize) as u32;
+        let mut s = Sender::new(cfg, FileSource(stable), Box::new(Adaptive::default()), now).unwrap();
+        for (len, off) in first {
+            s.push_segment(len, off);
+        }
+        s
+    });
+    let (first_flight, accept_at, segments_at) = if c.three_rtt {
+        (t0 + 3 * c.rtt, t0 + 3 * c.rtt, t0 + 2 * c.rtt)
+    } else {
+        (t0 + c.rtt, t0 + 2 * c.rtt, t0 + c.rtt + c.rtt / 2)
+    };
+    let tx = Tx {
+        make: Some(make),
+        s: None,
+        first_flight,
+        accept_at,
+        rest,
+        lose_first: c.lose_first,
+        sent: 0,
+        first_data: None,
+    };
+    // Receiver: the same segments, the held blocks of the first segment as dropped ones.
+    let mut rcfg = ReceiverConfig::new(params);
+    rcfg.open = true;
+    rcfg.data_key = Some(dk_rx);
+    let sink = CheckSink {
+        table: SegmentTable::new(CHUNK),
+        written: vec![0; g.size as usize],
+        twice: 0,
+        wrong: 0,
+        skipped_chunks: 0,
+    };
+    let mut pending: Vec<(bool, u64, u64, u64)> = (0..early)
+        .map(|b| (c.have.contains(&b), b, seg(b).0, seg(b).1))
+        .collect();
+    pending.extend(
+        (early..g.blocks())
+            .filter(|b| !c.have.contains(b))
+            .map(|b| (false, b, seg(b).0, seg(b).1)),
+    );
+    let rx = Rx {
+        r: Receiver::new(rcfg, sink, t0).unwrap(),
+        segments_at,
+        pending,
+    };
+    let duplex = path(c, rate);
+    let mut sim = Sim::new(tx, rx, duplex, t0);
+    let res = sim.run_until(
+        |s| s.a().s.as_ref().is_some_and(|s| s.is_done()),
+        Duration::from_secs(300),
+    );
+    assert!(res.is_ok(), "{res:?}");
+    let (tx, rx) = (sim.a(), sim.b());
+    let sink = rx.r.sink();
+    assert_eq!((sink.twice, sink.wrong), (0, 0), "written twice / corrupted bytes");
+    for b in 0..g.blocks() {
+        let (len, off) = seg(b);
+        let w: u64 = sink.written[off as usize..(off + len) as usize]
+            .iter()
+            .map(|&x| u64::from(x))
+            .sum();
+        let want = if c.have.contains(&b) { 0 } else { len };
+        assert_eq!(w, want, "block {b}: bytes written (held blocks never)");
+    }
+    let st = tx.s.as_ref().unwrap().stats();
+    let first_data = tx.first_data.unwrap();
+    let d = st.duration_s.unwrap();
+    let first_data_s = first_data.duration_since(t0).as_secs_f64();
+    Run {
+        first_data_s,
+        first_to_last_ack_s: d,
+        end_to_end_s: first_data_s + d + c.rtt.as_secs_f64() / 2.0,
+        skipped_chunks: sink.skipped_chunks,
+        retransmitted: st.retransmitted_datagrams,
+    }
+}
+
+fn case(rtt_ms: u64) -> Case {
+    Case {
+        rtt: MS * rtt_ms as u32,
+        nominal_size: 64 << 20,
+        loss: 0.0,
+        seed: 7,
+        three_rtt: false,
+        have: Vec::new(),
+        lose_first: 0,
+    }
+}
+
+#[test]
+fn the_first_data_datagram_leaves_one_round_trip_after_the_connect() {
+    for rtt_ms in [100, 200] {
+        let r = run(&case(rtt_ms));
+        println!("[{rtt_ms} ms] {r:?}");
+        assert!(
+            (r.first_data_s - rtt_ms as f64 / 1e3).abs() < 1e-9,
+            "first data at the first flight: {r:?}"
+        );
+        let old = run(&Case {
+            three_rtt: true,
+            ..case(rtt_ms)
+        });
+        println!("[{rtt_ms} ms, protocol 4] {old:?}");
+        assert!((old.first_data_s - 3.0 * rtt_ms as f64 / 1e3).abs() < 1e-9, "{old:?}");
+    }
+}
+
+#[test]
+fn lost_first_flight_datagrams_are_repaired() {
+    for rtt_ms in [100, 200] {
+        let r = run(&Case {
+            lose_first: 40,
+            loss: 0.001,
+            ..case(rtt_ms)
+        });
+        println!("[{rtt_ms} ms, first 40 lost] {r:?}");
+        assert!(r.retransmitted >= 40, "{r:?}");
+    }
+}
+
+#[test]
+fn a_resume_have_inside_the_first_segment_is_received_and_dropped_never_written() {
+    for rtt_ms in [100, 200] {
+        let r = run(&Case {
+            have: vec![0, 1, 5],
+            lose_first: 10,
+            ..case(rtt_ms)
+        });
+        println!("[{rtt_ms} ms, have 0, 1, 5] {r:?}");
+        // Blocks 0 and 1 (the first segment, 4 MiB nominal each) were sent and dropped.
+        assert_eq!(r.skipped_chunks, 2 * (4 << 20) / u64::from(NOMINAL_CHUNK), "{r:?}");
+    }
+}
+
+/// bench/transfer.sh's wan path (1 Gb/s, 100 ms, 0.1 %, 1 GB) in virtual time, seeds 7–10:
+/// protocol 4's 3-RTT start against the first flight's 1-RTT one.
+#[test]
+fn one_gigabyte_through_the_bench_path_starts_two_round_trips_earlier() {
+    for seed in 7..=10 {
+        let c = Case {
+            nominal_size: 1_000_000_000,
+            loss: 0.001,
+            seed,
+            ..case(100)
+        };
+        let new = run(&c);
+        let old = run(&Case { three_rtt: true, ..c });
+        let gbps = |s: f64| 8.0 / s;
+        println!(
+            "[1 GB seed {seed}] first datagram to last ack: protocol 4 {:.3} s, 5 {:.3} s; \
+             end to end: 4 {:.3} s = {:.3} Gb/s, 5 {:.3} s = {:.3} Gb/s",
+            old.first_to_last_ack_s,
+            new.first_to_last_ack_s,
+            old.end_to_end_s,
+            gbps(old.end_to_end_s),
+            new.end_to_end_s,
+            gbps(new.end_to_end_s)
+        );
+        assert!(
+            new.end_to_end_s < old.end_to_end_s - 0.1,
+            "seed {seed}: {new:?} vs {old:?}"
+        );
+    }
+}

@@ -394,10 +394,14 @@ fn sfxc_reader_goes_on_through_a_station_pausing_3s_mid_scan() {
     let got = frames(&raw);
     let (valid, filled, first) = against_file(&got, &file);
     assert_eq!(first, 0);
-    // Every frame sent arrived, byte-exact, in place; the pause is filled frames at the station's
-    // rate, no frame out of place.
+    // Every frame sent arrived, byte-exact, in place, or is one the receiver counted late (its
+    // slot had gone to the reader filled: a sender held up for twice the 2 ms reorder latency
+    // mid-step, as a loaded host does, has the window go on without it); the pause is filled
+    // frames at the station's rate, no frame out of place.
+    let w = &report["stations"][0]["window"];
+    assert_eq!(w["written_valid"].as_u64(), Some(valid), "{w}");
     assert_eq!(
-        valid,
+        valid + w["late"].as_u64().unwrap(),
         (2.5 * per_second as f64) as u64,
         "resumed at {resume} s: {report}"
     );

@@ -78,6 +78,10 @@ pub trait Bound: Sized {
     fn observe(self, o: Observer<Self::Status>) -> Self;
     /// Hand `n` the sentences the operator must read when they happen.
     fn on_notice(self, n: Observer<String>) -> Self;
+    /// Hand `p` the lines of progress, each with its lead word (`waiting:`, `warning:`).
+    fn on_progress(self, _p: Observer<String>) -> Self {
+        self
+    }
     /// Run until stopped.
     fn run(self, stop: &AtomicBool, live: &mut dyn FnMut(&Self::Live)) -> Result<Self::Report, StreamSessionError>;
     /// Its counts as the metrics page takes them.
@@ -132,6 +136,9 @@ impl Bound for BoundRelay {
     fn on_notice(self, n: Observer<String>) -> Self {
         BoundRelay::on_notice(self, n)
     }
+    fn on_progress(self, p: Observer<String>) -> Self {
+        BoundRelay::on_progress(self, p)
+    }
     fn run(self, stop: &AtomicBool, live: &mut dyn FnMut(&RelayLiveLine)) -> Result<RelayReport, StreamSessionError> {
         BoundRelay::run(self, stop, live)
     }
@@ -161,6 +168,9 @@ pub fn run_bound<B: Bound>(bound: B, live: &LiveArgs, output: &JsonOutput) -> Re
     };
     // Said when it happens, quiet or not: nothing is recorded or relayed until the operator acts.
     let bound = bound.on_notice(Box::new(|n: String| status!("error: {n}")));
+    // A wait that goes on (a DiFX job's port not open yet) or a correction is no error: "error:"
+    // is for what stops or loses data (the relay's give-up at its end says so then).
+    let bound = bound.on_progress(Box::new(|n: String| status!("{n}")));
     let stop = stop_flag()?;
     let quiet = live.quiet.quiet;
     let r = bound.run(&stop, &mut |l| {

@@ -295,12 +295,15 @@ impl StationIn {
             }
             Verdict::Rate { fps, threads } => {
                 self.rate_check = None;
-                let said = crate::rate_check::corrected(
-                    &self.counts.station,
-                    (self.fps, self.thread_count),
-                    (fps, threads),
-                    h.seconds,
-                );
+                let said = match self.station_rate {
+                    Some(_) => crate::rate_check::corrected(
+                        &self.counts.station,
+                        (self.fps, self.thread_count),
+                        (fps, threads),
+                        h.seconds,
+                    ),
+                    None => crate::rate_check::given_corrected(&self.counts.station, self.fps, fps, h.seconds),
+                };
                 (self.fps, self.thread_count) = (fps, threads);
                 self.threads = self.threads.resized(threads);
                 self.counts.frames_per_second = fps;
@@ -350,6 +353,8 @@ pub struct Relay {
     first_problem: Option<String>,
     /// What the operator must act on now, said once each (see [`Relay::poll_notice`]).
     notices: VecDeque<String>,
+    /// What the relay corrected that the operator should know of (see [`Relay::poll_warning`]).
+    warnings: VecDeque<String>,
     /// The frame rate was missing once already (its notice given).
     told_no_frame_rate: bool,
     acks: VecDeque<(u16, SocketAddr)>,
@@ -379,6 +384,7 @@ impl Relay {
             counters: DatagramCounters::default(),
             first_problem: None,
             notices: VecDeque::new(),
+            warnings: VecDeque::new(),
             told_no_frame_rate: false,
             acks: VecDeque::new(),
             queued: Rc::new(Cell::new(0)),
@@ -678,6 +684,9 @@ impl Relay {
         }
         let checking = self.stations[si].rate_check.is_some();
         if let Some(said) = self.stations[si].check_rate(&d.header, now) {
+            if self.cfg.frames_per_second.is_some() {
+                self.warnings.push_back(said.clone());
+            }
             self.problem(|| said);
         }
         let st = &self.stations[si];
@@ -778,6 +787,10 @@ impl Relay {
                     ));
                 }
             }
+        }
+        if cfg.frames_per_second.is_some() {
+            // A rate per thread given is checked against the frames' own count as a split one is.
+            st.rate_check = Some(RateCheck::given(st.fps, st.thread_count, now));
         }
         st.count_input(&held);
         open_output(sender, cfg, queued, st, now);
@@ -956,6 +969,13 @@ impl Relay {
     /// option. The caller prints it when it comes; the report holds it too.
     pub fn poll_notice(&mut self) -> Option<String> {
         self.notices.pop_front()
+    }
+
+    /// A sentence the operator should read now (once): something given that the frames showed
+    /// wrong and the relay corrected (a `--fps` above the frames' own count). `first_problem`
+    /// holds it too.
+    pub fn poll_warning(&mut self) -> Option<String> {
+        self.warnings.pop_front()
     }
 
     /// The first reason a datagram was refused, in words.

@@ -1046,3 +1046,69 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
         "{st:?}"
     );
 }
+
+#[test]
+fn a_given_frame_rate_above_the_frames_own_count_is_corrected_and_said_not_counted_as_loss() {
+    // A station of 1000 frames a second per thread, relayed with --fps 4000: its frame numbers
+    // wrap at 1000, and at 4000 every second would have "lost" 3000 frames per thread.
+    let t0 = Instant::now();
+    let (actual, given, threads) = (1000u32, 4000u32, 2u16);
+    let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
+    cfg.frames_per_second = Some(given);
+    let mut r = Relay::new(cfg);
+    let mut tee = VecSink::default();
+    let mut out = Vec::new();
+    let step = Duration::from_nanos(1_000_000_000 / u64::from(actual * u32::from(threads)));
+    let mut seq = 0u64;
+    // 3.3 s from a third into a second: three second boundaries.
+    let (from, periods) = (333u32, actual * 33 / 10);
+    for k in from..from + periods {
+        for thread in 0..threads {
+            let mut f = frame(thread, 0);
+            let mut h = vdif::VdifHeader::parse(&f).unwrap();
+            h.seconds = 1000 + k / actual;
+            h.frame_number = k % actual;
+            h.emit(&mut f[..32]).unwrap();
+            let now = t0 + step * ((k - from) * u32::from(threads) + u32::from(thread));
+            r.handle_datagram(now, 0, addr(1), &udps(seq, &f), false, &mut tee);
+            seq += 1;
+        }
+        if k % 64 == 0 {
+            run_until(
+                &mut r,
+                &mut tee,
+                t0 + step * ((k - from) * u32::from(threads)),
+                &mut out,
+            );
+        }
+    }
+    run_until(&mut r, &mut tee, t0 + Duration::from_secs(5), &mut out);
+    let st = &r.stations()[0];
+    let n = u64::from(periods) * u64::from(threads);
+    assert_eq!(
+        (
+            st.frames_per_second,
+            st.frames_in,
+            st.frames_out,
+            st.lost_in_input,
+            st.wrong_format
+        ),
+        (actual, n, n, 0, 0),
+        "{st:?}"
+    );
+    assert_eq!(out.len() as u64, n);
+    // Said once, as it happened, and kept as the first problem.
+    let w = r.poll_warning().expect("a warning");
+    assert!(
+        w.contains("count 1000 a second per thread") && w.contains("not the 4000 given (--fps)"),
+        "{w}"
+    );
+    assert_eq!(r.poll_warning(), None);
+    assert_eq!(r.first_problem(), Some(w.as_str()));
+    // The output announces the rate the frames count.
+    let p = parse_data(SeqFormat::Native, &out[out.len() - 1].1)
+        .unwrap()
+        .native
+        .unwrap();
+    assert_eq!((p.threads, p.frames_per_second), (threads, actual));
+}

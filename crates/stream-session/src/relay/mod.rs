@@ -39,6 +39,7 @@ pub struct BoundRelay {
     tee: Recorder,
     observer: Option<Observer<RelayStatus>>,
     notice: Option<Observer<String>>,
+    progress: Option<Observer<String>>,
 }
 
 /// Where the relay's frames go: datagrams, or a TCP connection to a DiFX datastream.
@@ -114,6 +115,7 @@ impl BoundRelay {
             tee,
             observer: None,
             notice: None,
+            progress: None,
         })
     }
 
@@ -127,6 +129,15 @@ impl BoundRelay {
     /// a missing `--fps`), once each.
     pub fn on_notice(mut self, notice: Observer<String>) -> BoundRelay {
         self.notice = Some(notice);
+        self
+    }
+
+    /// Hand `progress` each line the operator should see while the relay goes on that is no
+    /// error, with its lead word: `waiting: ` (a DiFX job's port not open yet: an error only
+    /// when the relay gives up at its end), `warning: ` (a given `--fps` the frames showed wrong,
+    /// corrected).
+    pub fn on_progress(mut self, progress: Observer<String>) -> BoundRelay {
+        self.progress = Some(progress);
         self
     }
 
@@ -154,6 +165,7 @@ impl BoundRelay {
             mut tee,
             mut observer,
             mut notice,
+            mut progress,
         } = self;
         let base = Baseline::now();
         let started = base.started;
@@ -192,9 +204,14 @@ impl BoundRelay {
                     say(n);
                 }
             }
-            if let (Output::Tcp(_, watch), Some(say)) = (&wire, notice.as_mut()) {
+            while let Some(w) = relay.poll_warning() {
+                if let Some(say) = progress.as_mut() {
+                    say(format!("warning: {w}"));
+                }
+            }
+            if let (Output::Tcp(_, watch), Some(say)) = (&wire, progress.as_mut()) {
                 if let Some(n) = watch.poll_overdue() {
-                    say(n);
+                    say(format!("waiting: {n}"));
                 }
             }
             let now = Instant::now();

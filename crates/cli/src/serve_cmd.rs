@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use daemon::paths::StationPaths;
-use daemon::transfer::TransferEnv;
+use daemon::sessions::TransferEnv;
 use daemon::vsi::VsiLimits;
 use daemon::Daemon;
 use recording::write::WriterPlacement;

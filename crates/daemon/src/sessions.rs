@@ -1,7 +1,8 @@
-//! The transfers the daemon runs, one at a time as jive5ab's runtime does: a recording
-//! (`record = on`, `net2file = open`: `stream recv` writing below the root) or a relay
-//! (`net2net`: `stream relay` to another host), each on its own thread, handing its counts to
-//! the daemon (and through it to the metrics view) once per interval ([`CountsOutlet`]).
+//! The daemon's sessions (not the `transfer` crate): the transfers it runs, one at a time as
+//! jive5ab's runtime does: a recording (`record = on`, `net2file = open`: `stream recv` writing
+//! below the root) or a relay (`net2net`: `stream relay` to another host), each on its own
+//! thread, handing its counts to the daemon (and through it to the metrics view) once per
+//! interval ([`CountsOutlet`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

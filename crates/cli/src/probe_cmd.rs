@@ -16,7 +16,7 @@ use crate::probe_print::{host_line, live_printer};
 use crate::units::{
     parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
 };
-use crate::usage;
+use crate::{usage, usage_in};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -340,7 +340,7 @@ fn probe_event(e: ServerEvent, lines: &mut crate::flags::JsonLines) {
 /// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does
 /// not resolve a runtime failure.
 fn resolve(s: &str) -> Result<SocketAddr> {
-    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage(format!("server: {e}")))?;
+    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage_in("server", e))?;
     Ok(hp.resolve()?)
 }
 

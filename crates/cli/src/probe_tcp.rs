@@ -16,7 +16,7 @@ use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConf
 use crate::flags::ResultOutput;
 use crate::probe_print::{host_line, live_printer};
 use crate::units::{bytes_fmt, parse_size, parse_values, rate_fmt, si_fmt, with_default_unit};
-use crate::usage;
+use crate::usage_of;
 
 /// The competing task of `--cpu-load nice=N[,threads=K]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +178,7 @@ fn load_spec(l: CpuLoadArg, duration: Duration) -> Result<CpuLoadSpec> {
 pub fn run(a: TcpArgs, output: &ResultOutput) -> Result<()> {
     if let Some(cc) = &a.cc {
         // Refuse an unknown name before any connection, listing what the kernel has.
-        probe_session::tcpsock::check_congestion(cc).map_err(|e| usage(e.to_string()))?;
+        probe_session::tcpsock::check_congestion(cc).map_err(usage_of)?;
     }
     let config = |load: Option<CpuLoadArg>| -> Result<TcpClientConfig> {
         let mut c = TcpClientConfig::new(a.server);

@@ -126,11 +126,10 @@ fn key_parts(key: FileKey) -> (u16, Option<u16>) {
     (key as u16, ((key >> 16) as u16).checked_sub(1))
 }
 
-/// The VDIF thread id of a frame (word 3, bits 16–25, VDIF 1.1.1 §3), 0 for a short frame.
+/// The VDIF thread id of a frame as vdif's header reads it (word 3, VDIF 1.1.1 §3); 0 for a
+/// frame whose header does not parse (the receiver passes only frames whose headers did).
 fn frame_thread(frame: &[u8]) -> u16 {
-    frame
-        .get(14..16)
-        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
+    vdif::VdifHeader::parse(frame).map_or(0, |h| h.thread_id)
 }
 
 /// What file an [`WriteOp::Open`] starts.

@@ -35,7 +35,7 @@ mod station;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::VdifHeader;
+use vdif::{StationId, VdifHeader};
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
@@ -623,7 +623,7 @@ impl Receiver {
     fn retire(&mut self, i: usize, sink: &mut impl FrameSink) {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
-        sink.discontinuity(st.station_id);
+        sink.discontinuity(StationId(st.station_id));
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {

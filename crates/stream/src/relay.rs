@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use histogram::DEFAULT_MAX_BUCKETS;
+use vdif::StationId;
 
 use crate::in_step::Meter;
 use crate::intake::{count_wire_error, stream_shape};
@@ -669,7 +670,7 @@ impl Relay {
         st.beyond_rate = 0;
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
-        tee.frame(st.station_id, d.frame, false);
+        tee.frame(StationId(st.station_id), d.frame, false);
         if st.threads.index(thread).is_none() {
             st.counts.unexpected_thread += 1;
             let (name, n) = (d.header.station_name(), st.thread_count);
@@ -751,7 +752,7 @@ impl Relay {
         };
         let mut q = q.borrow_mut();
         for h in held {
-            tee.frame(st.station_id, &h.frame, false);
+            tee.frame(StationId(st.station_id), &h.frame, false);
             if st.threads.index(h.header.thread_id).is_some() {
                 q.push(h.at, h.frame.clone());
             } else {

@@ -344,7 +344,7 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
     let mut failures = Vec::new();
     for path in &a.files {
         let inspected = open(path, &a.disks).and_then(|(r, scan_problems)| {
-            let mut report = inspect(r, a.fps.get(), |_, _| {})?;
+            let mut report = inspect(r, a.fps.fps, |_, _| {})?;
             report.problems.splice(0..0, scan_problems);
             Ok(report)
         });

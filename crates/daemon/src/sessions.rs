@@ -484,7 +484,7 @@ impl Fill {
             });
         }
         let (threads, format) = (settings.threads.unwrap_or(1), seq_format(settings.protocol));
-        let fps = settings.frames_per_second()?;
+        let fps = settings.frame_rate()?;
         outlet.clear();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

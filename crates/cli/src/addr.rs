@@ -7,13 +7,13 @@ use std::net::SocketAddr;
 use anyhow::Result;
 use netio::{HostPort, ListenSpec};
 
-use crate::usage;
+use crate::{usage, usage_in};
 
 /// A peer `HOST:PORT` (or `HOST` when the command has a `default_port`) resolved to its first
 /// address. `what` names the flag or argument in the error.
 pub fn peer(what: &str, s: &str, default_port: Option<u16>) -> Result<(HostPort, SocketAddr)> {
-    let hp = HostPort::parse(s, default_port).map_err(|e| usage(format!("{what}: {e}")))?;
-    let addr = hp.resolve().map_err(|e| usage(format!("{what}: {e}")))?;
+    let hp = HostPort::parse(s, default_port).map_err(|e| usage_in(what, e))?;
+    let addr = hp.resolve().map_err(|e| usage_in(what, e))?;
     Ok((hp, addr))
 }
 

@@ -4,7 +4,7 @@
 //! - `--export-json FILE`: write the same JSON to FILE (text may still go to stdout);
 //! - `--out`: the data a command produces (a directory of recordings, a generated file), never
 //!   a JSON result;
-//! - `-q/--quiet`: no progress bar.
+//! - `-q/--quiet`: no live lines or progress bar (`shared_args::QuietArg`, the one declaration).
 //!
 //! Old spellings stay hidden for one release, each with a note on stderr when used:
 //! `--out FILE` where it meant the JSON result (probe client, probe host-jitter, send, stream
@@ -86,9 +86,8 @@ pub struct ResultOutput {
     pub result: JsonOutput,
     #[command(flatten)]
     legacy: LegacyJsonOut,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: crate::shared_args::QuietArg,
 }
 
 impl ResultOutput {
@@ -104,7 +103,7 @@ impl ResultOutput {
 
     /// A progress bar, hidden with --quiet or --json.
     pub fn bar(&self, total: u64, template: &str) -> indicatif::ProgressBar {
-        crate::progress_bar(total, self.quiet || self.result.json, template)
+        crate::progress_bar(total, self.quiet.quiet || self.result.json, template)
     }
 
     /// Write the JSON where asked; `true` when the text view should be printed too.
@@ -280,7 +279,7 @@ mod tests {
     fn result_output_takes_the_old_out_hidden() {
         let a = Result_::try_parse_from(["x", "--out", "r.json", "-q"]).unwrap();
         assert_eq!(a.o.export_path(), Some(Path::new("r.json")));
-        assert!(a.o.quiet && !a.o.json());
+        assert!(a.o.quiet.quiet && !a.o.json());
         let a = Result_::try_parse_from(["x", "--export-json", "n.json", "--json"]).unwrap();
         assert_eq!(a.o.export_path(), Some(Path::new("n.json")));
         assert!(a.o.json());

@@ -13,7 +13,7 @@ use linkemu_tun::{self as realtime, Emulator, LiveCounters, Mode, RealtimeConfig
 
 use crate::flags::JsonOutput;
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size, rate_fmt};
-use crate::usage;
+use crate::{usage, usage_in, usage_of};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -113,9 +113,8 @@ pub struct LinkemuArgs {
     pub duration: Option<Duration>,
     #[command(flatten)]
     pub output: JsonOutput,
-    /// No per-second status line.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: crate::shared_args::QuietArg,
     /// Bypass the model: plain TUN-to-TUN copy, to measure the plumbing alone.
     #[arg(long)]
     pub bare: bool,
@@ -145,7 +144,7 @@ fn parse_endpoint(flag: &str, s: &str) -> anyhow::Result<String> {
             "--{flag} {s:?}: expected ns:NAME (a network namespace), e.g. ns:tel"
         )));
     };
-    realtime::check_netns_name(name).map_err(|e| usage(format!("--{flag}: {e}")))?;
+    realtime::check_netns_name(name).map_err(|e| usage_in(format!("--{flag}"), e))?;
     Ok(name.to_owned())
 }
 
@@ -197,7 +196,7 @@ fn link_config(d: &DirectionArgs<'_>, duplicate: f64, reorder: bool) -> anyhow::
         loss,
         duplicate,
     };
-    config.validate().map_err(|e| usage(e.to_string()))?;
+    config.validate().map_err(usage_of)?;
     Ok(config)
 }
 
@@ -244,7 +243,7 @@ fn build_config(args: &LinkemuArgs) -> anyhow::Result<RealtimeConfig> {
         state_dir: Some(args.state_dir.clone()),
         ..RealtimeConfig::new(ns_a, ns_b)
     };
-    config.validate().map_err(|e| usage(e.to_string()))?;
+    config.validate().map_err(usage_of)?;
     Ok(config)
 }
 
@@ -316,7 +315,7 @@ pub fn run(args: LinkemuArgs) -> anyhow::Result<()> {
                 a_to_b: live.0.since(&last.1 .0),
                 b_to_a: live.1.since(&last.1 .1),
             };
-            if !args.quiet {
+            if !args.quiet.quiet {
                 stderr_open = say(format_args!(
                     "[{:>5.0}s] a->b {} | b->a {}",
                     sample.t_s,

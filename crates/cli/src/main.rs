@@ -35,6 +35,7 @@ mod stream_print;
 mod stream_recv_cmd;
 mod stream_relay_cmd;
 mod transfer_cmd;
+mod transfer_print;
 mod units;
 mod vdif_args;
 mod vdif_cmd;

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::flags::JsonOutput;
 use crate::units::{parse_fraction, parse_positive_duration, parse_rate, si_fmt};
-use crate::usage;
+use crate::{usage, usage_of};
 
 #[derive(Subcommand)]
 pub enum ModelCommand {
@@ -139,7 +139,7 @@ fn vlbi_loss(a: VlbiLossArgs) -> Result<()> {
     if a.burst.iter().any(|b| !(b.is_finite() && *b >= 1.0)) {
         return Err(usage("--burst: mean burst lengths are >= 1 packet"));
     }
-    let array = vlbi::array(&stations).map_err(|e| usage(e.to_string()))?;
+    let array = vlbi::array(&stations).map_err(usage_of)?;
     let mut frame_rejection = Vec::new();
     for (name, f) in &stations {
         for &burst in &a.burst {
@@ -152,9 +152,9 @@ fn vlbi_loss(a: VlbiLossArgs) -> Result<()> {
                 frames: a.frames,
                 seed: a.seed,
             };
-            let model = LossModel::from_mean_loss_and_burst(*f, burst).map_err(|e| usage(e.to_string()))?;
+            let model = LossModel::from_mean_loss_and_burst(*f, burst).map_err(usage_of)?;
             let mut process = LossProcess::new(model, a.seed);
-            let result = vlbi::frame_rejection(input, || process.lose()).map_err(|e| usage(e.to_string()))?;
+            let result = vlbi::frame_rejection(input, || process.lose()).map_err(usage_of)?;
             frame_rejection.push(StationFrameRejection {
                 station: name.clone(),
                 result,
@@ -223,7 +223,7 @@ fn tcp_model(a: TcpArgs) -> Result<()> {
         loss: a.loss,
         target_bps: a.target,
     })
-    .map_err(|e| usage(e.to_string()))?;
+    .map_err(usage_of)?;
     if !a.output.emit(&r)? {
         return Ok(());
     }
@@ -253,7 +253,7 @@ fn wire_model(a: WireArgs) -> Result<()> {
         app_header_bytes: a.app_header,
         overhead_bytes: a.overhead,
     })
-    .map_err(|e| usage(e.to_string()))?;
+    .map_err(usage_of)?;
     if !a.output.emit(&r)? {
         return Ok(());
     }

@@ -7,16 +7,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
-use probe::results::ProbeResult;
 use probe_session::{run_client_live, ClientConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::probe_multi;
-use crate::probe_print::{host_line, live_printer};
-use crate::units::{
-    parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt, us_fmt,
-};
-use crate::usage;
+use crate::probe_print::{live_printer, print_host_jitter, print_result};
+use crate::units::{parse_duration, parse_duration_within, parse_positive_duration, parse_rate, parse_size, si_fmt};
+use crate::{usage, usage_in};
 
 /// Default control port.
 pub const DEFAULT_PORT: u16 = 5301;
@@ -340,7 +337,7 @@ fn probe_event(e: ServerEvent, lines: &mut crate::flags::JsonLines) {
 /// The server argument, HOST or HOST:PORT: a malformed one is a usage error, a name that does
 /// not resolve a runtime failure.
 fn resolve(s: &str) -> Result<SocketAddr> {
-    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage(format!("server: {e}")))?;
+    let hp = netio::HostPort::parse(s, Some(DEFAULT_PORT)).map_err(|e| usage_in("server", e))?;
     Ok(hp.resolve()?)
 }
 
@@ -371,42 +368,6 @@ fn host_jitter(a: HostJitterArgs) -> Result<()> {
         print_host_jitter(&r);
     }
     Ok(())
-}
-
-fn print_host_jitter(r: &probe::host_jitter::HostJitterReport) {
-    let g = &r.releases.departure_gap_ns;
-    println!(
-        "host jitter: {} releases every {:.3} us over {:.2} s, nothing sent",
-        r.releases.packets_sent,
-        r.spacing_ns as f64 / 1e3,
-        r.seconds
-    );
-    println!(
-        "  departure gap us: p50 {} p90 {} p99 {} p99.9 {} max {}",
-        us_fmt(g.p50),
-        us_fmt(g.p90),
-        us_fmt(g.p99),
-        us_fmt(g.p999),
-        us_fmt(g.max)
-    );
-    if let Some(x) = r.gap_p99_excess_ns {
-        println!(
-            "  gap p99 excess: {:+.2} us — no sender on this host does better at this spacing",
-            x / 1e3
-        );
-    }
-    println!(
-        "  interruptions > {:.0} us while spinning: {} ({:.0}/s), longest {} us, {:.2} % of the spin time",
-        r.interruption_threshold_ns as f64 / 1e3,
-        r.interruptions.count,
-        r.interruptions_per_second,
-        us_fmt(r.interruptions.max),
-        r.interrupted_share * 100.0
-    );
-    println!(
-        "  involuntary context switches: {}; pacer slips (> catch-up bound): {}",
-        r.involuntary_context_switches, r.pacer_slips
-    );
 }
 
 fn client(a: ClientArgs) -> Result<()> {
@@ -534,66 +495,4 @@ fn tcp_client(a: ClientArgs) -> Result<()> {
         },
         &a.output,
     )
-}
-
-fn print_result(r: &ProbeResult) {
-    let p = &r.params;
-    println!(
-        "probe: {} x {} B, spacing {:.3} us, offered {}b/s user, {}b/s wire",
-        p.count,
-        p.size,
-        p.spacing_ns as f64 / 1e3,
-        si_fmt(r.offered_user_rate_bps.unwrap_or(0.0)),
-        si_fmt(r.offered_wire_rate_bps.unwrap_or(0.0))
-    );
-    if let Some(s) = &r.sender {
-        println!(
-            "sent       {} datagrams, {}b/s user; departure gap p50 {} us p99 {} us; {} late",
-            s.packets_sent,
-            si_fmt(s.user_rate_bps.unwrap_or(0.0)),
-            us_fmt(s.departure_gap_ns.p50),
-            us_fmt(s.departure_gap_ns.p99),
-            s.late_packets
-        );
-    }
-    if let Some(x) = &r.receiver {
-        println!(
-            "received   {} of {} ({} lost, loss {:.3e}), {} duplicates, {} reordered, {} strays",
-            x.unique_packets,
-            x.expected_packets,
-            x.lost_packets,
-            x.loss_fraction.unwrap_or(0.0),
-            x.duplicates,
-            x.reordering.reordered_packets,
-            x.strays.total()
-        );
-        println!(
-            "rate       {}b/s user, {}b/s wire",
-            si_fmt(x.user_rate_bps.unwrap_or(0.0)),
-            si_fmt(x.wire_rate_bps.unwrap_or(0.0))
-        );
-        println!(
-            "arrivals   inter-arrival p50 {} us p99 {} us",
-            us_fmt(x.inter_arrival_ns.p50),
-            us_fmt(x.inter_arrival_ns.p99)
-        );
-        let d = &x.one_way_delay;
-        println!(
-            "delay      one-way above minimum: p50 {} us p99 {} us max {} us",
-            us_fmt(d.p50_ns),
-            us_fmt(d.p99_ns),
-            us_fmt(d.max_ns)
-        );
-        if let Some(f) = &x.poisson {
-            println!("loss stats {}", f.verdict);
-        }
-    }
-    for (label, h) in [("sender", &r.host.sender), ("receiver", &r.host.receiver)] {
-        if let Some(h) = h {
-            println!("{}", host_line(label, h));
-        }
-    }
-    for n in &r.notes {
-        println!("note       {n}");
-    }
 }

@@ -61,7 +61,7 @@ fn parse_ns(s: &str, unit: Option<&str>) -> Result<u64, String> {
 
 /// Run `trials` sessions of `config` back to back and report their spread.
 pub fn trials(config: &ClientConfig, trials: u32, output: &ResultOutput) -> Result<()> {
-    let (quiet, json) = (output.quiet, output.json());
+    let (quiet, json) = (output.quiet.quiet, output.json());
     let bar = output.bar(u64::from(trials), "{bar:40} trial {pos}/{len} ETA {eta}");
     let mut results = Vec::new();
     for i in 0..trials {

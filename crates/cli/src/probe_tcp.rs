@@ -6,17 +6,15 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use probe::results::ProbeResult;
-use probe::tcp::TcpInterval;
-use probe::tcp_results::{CpuLoadPoint, CpuLoadSweepResult, RcvbufPoint, RcvbufSweepResult, TcpTestResult};
+use probe::tcp_results::{CpuLoadPoint, CpuLoadSweepResult, RcvbufPoint, RcvbufSweepResult};
 use probe_session::burn::{online_cpus, CpuLoadSpec, NICE_MAX, NICE_MIN};
 use probe_session::control::{MAX_RCVBUF, MIN_RCVBUF};
 use probe_session::{run_client_live, run_tcp_client, ClientConfig, TcpClientConfig};
 
 use crate::flags::ResultOutput;
-use crate::probe_print::{host_line, live_printer};
-use crate::units::{bytes_fmt, parse_size, parse_values, rate_fmt, si_fmt, with_default_unit};
-use crate::usage;
+use crate::probe_print::{interval_line, live_printer, print_rcvbuf, print_tcp};
+use crate::units::{parse_size, parse_values, rate_fmt, with_default_unit};
+use crate::usage_of;
 
 /// The competing task of `--cpu-load nice=N[,threads=K]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +176,7 @@ fn load_spec(l: CpuLoadArg, duration: Duration) -> Result<CpuLoadSpec> {
 pub fn run(a: TcpArgs, output: &ResultOutput) -> Result<()> {
     if let Some(cc) = &a.cc {
         // Refuse an unknown name before any connection, listing what the kernel has.
-        probe_session::tcpsock::check_congestion(cc).map_err(|e| usage(e.to_string()))?;
+        probe_session::tcpsock::check_congestion(cc).map_err(usage_of)?;
     }
     let config = |load: Option<CpuLoadArg>| -> Result<TcpClientConfig> {
         let mut c = TcpClientConfig::new(a.server);
@@ -231,108 +229,6 @@ fn partial_exit(partial: bool, error: Option<&str>, output: &ResultOutput) -> Re
         "the test ended early: {}{where_}",
         error.unwrap_or("no reason recorded")
     ))
-}
-
-/// One live line per interval (iperf3 style).
-fn interval_line(iv: &TcpInterval) -> String {
-    let opt = |v: Option<f64>| v.map_or("-".into(), rate_fmt);
-    format!(
-        "[{:>7.2}-{:>7.2} s] {:>12}  retrans {:>5}  cwnd {:>10}  srtt {:>8.3} ms  pacing {:>12}  delivery {:>12}",
-        iv.start_s,
-        iv.end_s,
-        rate_fmt(iv.rate_bps),
-        iv.retransmits,
-        bytes_fmt(iv.cwnd_bytes as f64),
-        iv.srtt_us / 1e3,
-        opt(iv.pacing_rate_bps),
-        opt(iv.delivery_rate_bps),
-    )
-}
-
-fn print_tcp(r: &TcpTestResult) {
-    println!(
-        "sent       {} written, {} acknowledged in {:.2} s: {}b/s; {} segments retransmitted",
-        bytes_fmt(r.bytes_written as f64),
-        bytes_fmt(r.bytes_acked as f64),
-        r.elapsed_s,
-        si_fmt(r.sender_rate_bps.unwrap_or(0.0)),
-        r.retransmits
-    );
-    match &r.receiver {
-        Some(x) => println!(
-            "received   {} in {:.2} s: {}b/s{}",
-            bytes_fmt(x.bytes as f64),
-            x.duration_s,
-            si_fmt(x.rate_bps.unwrap_or(0.0)),
-            if x.stray_connections > 0 {
-                format!(" ({} stray connections refused)", x.stray_connections)
-            } else {
-                String::new()
-            }
-        ),
-        None => println!("received   (no report from the server)"),
-    }
-    let rtts: Vec<f64> = r
-        .samples
-        .iter()
-        .filter(|s| s.srtt_us > 0)
-        .map(|s| f64::from(s.srtt_us))
-        .collect();
-    if let (Some(min), Some(max)) = (
-        rtts.iter().copied().reduce(f64::min),
-        rtts.iter().copied().reduce(f64::max),
-    ) {
-        println!(
-            "rtt        srtt {:.3} .. {:.3} ms over {} samples while writing, congestion control {}",
-            min / 1e3,
-            max / 1e3,
-            rtts.len(),
-            r.cc.as_deref().unwrap_or("?")
-        );
-    }
-    if let Some(m) = &r.mathis {
-        match (m.bound_bps, m.achieved_over_bound) {
-            (Some(b), Some(x)) => println!(
-                "mathis     bound {}b/s for MSS {} B, RTT {:.3} ms, p = {:.2e} ({} of {} segments retransmitted, {} stream(s)): achieved {}b/s = {x:.2} x bound",
-                si_fmt(b),
-                m.mss_bytes,
-                m.rtt_s * 1e3,
-                m.loss,
-                m.retransmitted_segments,
-                m.sent_segments,
-                m.streams,
-                si_fmt(m.achieved_bps)
-            ),
-            _ => println!(
-                "mathis     no retransmission in {} segments: no loss-based bound (MSS {} B, RTT {:.3} ms)",
-                m.sent_segments,
-                m.mss_bytes,
-                m.rtt_s * 1e3
-            ),
-        }
-    }
-    if let Some(c) = &r.cpu_load {
-        println!(
-            "cpu load   nice {} (kernel says {}), {} thread(s) on {} CPUs: took {} of all CPU, {} left",
-            c.nice,
-            c.nice_observed.map_or("?".into(), |n| n.to_string()),
-            c.threads,
-            c.cpus,
-            c.task_cpu_pct.map_or("?".into(), |p| format!("{p:.0}%")),
-            c.available_cpu_pct.map_or("?".into(), |p| format!("{p:.0}%")),
-        );
-    }
-    for (label, h) in [("sender", &r.host.sender), ("receiver", &r.host.receiver)] {
-        if let Some(h) = h {
-            println!("{}", host_line(label, h));
-        }
-    }
-    for n in &r.notes {
-        println!("note       {n}");
-    }
-    if let Some(e) = &r.error {
-        println!("PARTIAL    {e}");
-    }
 }
 
 fn cpu_sweep(
@@ -419,46 +315,6 @@ pub fn rcvbuf_sweep(config: &ClientConfig, rcvbufs: &[u64], output: &ResultOutpu
         print_rcvbuf(&sweep);
     }
     partial_exit(sweep.partial, sweep.error.as_deref(), output)
-}
-
-fn print_rcvbuf(s: &RcvbufSweepResult) {
-    let offered = ProbeResult::new(
-        probe::results::TestParams {
-            test_id: 0,
-            size: s.size,
-            count: s.count,
-            spacing_ns: s.spacing_ns,
-        },
-        None,
-        None,
-    )
-    .offered_user_rate_bps;
-    println!(
-        "receive-buffer sweep: {} x {} B at {} user rate",
-        s.count,
-        s.size,
-        offered.map_or("full speed".into(), rate_fmt)
-    );
-    println!(
-        "{:>12} {:>12} {:>9} {:>10} {:>13} {:>13} {:>14}",
-        "rcvbuf B", "granted B", "lost", "loss", "socket drops", "RcvbufErrors", "lost elsewhere"
-    );
-    let o = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
-    for p in &s.points {
-        println!(
-            "{:>12} {:>12} {:>9} {:>10} {:>13} {:>13} {:>14}",
-            p.rcvbuf_requested,
-            o(p.rcvbuf_granted),
-            o(p.lost_packets),
-            p.loss_fraction.map_or("-".into(), |f| format!("{f:.3e}")),
-            o(p.socket_drops),
-            o(p.rcvbuf_errors),
-            o(p.lost_elsewhere),
-        );
-    }
-    if let Some(e) = &s.error {
-        println!("PARTIAL  {e}");
-    }
 }
 
 #[cfg(test)]

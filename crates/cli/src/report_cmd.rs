@@ -8,7 +8,7 @@ use report::export::{CsvExporter, Exporter, HtmlExporter, JsonExporter, TextExpo
 use report::inputs::{Input, InputError};
 
 use crate::flags::JsonOutput;
-use crate::usage;
+use crate::{usage, usage_of};
 
 /// Arguments of `evlbi report`.
 #[derive(Args)]
@@ -59,7 +59,7 @@ fn load(path: &Path) -> anyhow::Result<Input> {
     match report::inputs::load(path, bounded(MAX_INPUT_BYTES)) {
         Ok(i) => Ok(i),
         // The wrong file on the command line is a usage error; a damaged result file is not.
-        Err(e @ (InputError::UnknownKind { .. } | InputError::Read { .. })) => Err(usage(e.to_string())),
+        Err(e @ (InputError::UnknownKind { .. } | InputError::Read { .. })) => Err(usage_of(e)),
         Err(e) => Err(e.into()),
     }
 }

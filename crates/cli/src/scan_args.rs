@@ -13,7 +13,7 @@ use recording::{Scan, ScanReader};
 use scanfmt::Layout;
 
 use crate::units::parse_size;
-use crate::usage;
+use crate::{usage, usage_in, usage_of};
 
 /// `--disks`: where recorded scans are (reading).
 #[derive(Args, Clone, Debug, Default)]
@@ -32,7 +32,7 @@ impl DisksArg {
         } else {
             self.disks.clone()
         };
-        recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))
+        recording::disks::expand(&patterns).map_err(|e| usage_in("--disks", e))
     }
 }
 
@@ -56,7 +56,7 @@ fn find_scan(input: &Path, disks: &DisksArg) -> Result<Option<Arc<Scan>>> {
     let d = disks.expand(layout)?;
     // As jive5ab's scan_set opens a name: the recording and its data streams (`NAME_ds*`) as one.
     let scan = Scan::open_with_streams(layout, name, &d).map_err(|e| match e {
-        recording::ScanError::Name(_) => usage(e.to_string()),
+        recording::ScanError::Name(_) => usage_of(e),
         e => anyhow::anyhow!(e),
     })?;
     Ok(Some(Arc::new(scan)))
@@ -153,11 +153,11 @@ impl RecordArgs {
             ))
         })?;
         if let Some(b) = self.block {
-            scanfmt::plan::BlockPlan::new(layout, b, 1).map_err(|e| usage(format!("--block: {e}")))?;
+            scanfmt::plan::BlockPlan::new(layout, b, 1).map_err(|e| usage_in("--block", e))?;
         }
         scanfmt::name::NameTemplate::new(&scan, true)
             .or_else(|_| scanfmt::name::NameTemplate::new(&scan, false))
-            .map_err(|e| usage(format!("--scan: {e}")))?;
+            .map_err(|e| usage_in("--scan", e))?;
         let patterns = if self.disks.is_empty() {
             vec![layout.default_disks().to_string()]
         } else {
@@ -168,7 +168,7 @@ impl RecordArgs {
                 std::fs::create_dir_all(p).with_context(|| format!("--disks: cannot make {p}"))?;
             }
         }
-        let disks = recording::disks::expand(&patterns).map_err(|e| usage(format!("--disks: {e}")))?;
+        let disks = recording::disks::expand(&patterns).map_err(|e| usage_in("--disks", e))?;
         Ok(Some(RecordingConfig {
             layout,
             disks,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use daemon::paths::StationPaths;
-use daemon::transfer::TransferEnv;
+use daemon::sessions::TransferEnv;
 use daemon::vsi::VsiLimits;
 use daemon::Daemon;
 use recording::write::WriterPlacement;
@@ -17,7 +17,7 @@ use recording::write::WriterPlacement;
 use crate::metrics_flag::MetricsArgs;
 use crate::serve_config::ServeConfig;
 use crate::units::parse_positive_duration;
-use crate::{usage, ProblemsFound};
+use crate::{usage, usage_of, ProblemsFound};
 
 pub const ABOUT: &str = "The recorder daemon: takes VSI-S commands (jive5ab's protocol, what the Field System \
 speaks) on --vsi and records scans, writes net2file recordings, relays to a correlator (net2net) or sends it \
@@ -148,7 +148,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     } else {
         root
     };
-    let paths = StationPaths::new(&roots, &disks).map_err(|e| usage(e.to_string()))?;
+    let paths = StationPaths::new(&roots, &disks).map_err(usage_of)?;
     let writer = if a.writer_in_thread {
         WriterPlacement::Thread
     } else {

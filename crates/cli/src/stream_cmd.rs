@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use stream_session::send::{run_sender_observed, Input, SendConfig};
+use vdif::FrameRate;
 
 use crate::flags::{JsonOutput, LegacyJsonOut};
 use crate::session_flags::session_error;
@@ -14,7 +15,7 @@ use crate::shared_args::{DataRateArg, FpsArg, QuietArg};
 use crate::stream_common::Format;
 use crate::stream_print::{held_up_notes, send_live_line, send_summary};
 use crate::units::{bytes_fmt, parse_duration, parse_factor, parse_fraction};
-use crate::{stop_flag, usage, ProblemsFound};
+use crate::{stop_flag, usage, usage_in, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum StreamCommand {
@@ -162,7 +163,7 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
 
 /// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`),
 /// and their frame rate per thread (a file of one second could not tell it otherwise).
-fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
+fn generate(a: &SendArgs) -> Result<(Vec<Input>, FrameRate)> {
     let rate = a.rate.rate.unwrap_or(512e6);
     let config = a.signal.to_config(rate, a.seconds)?;
     let bytes = config.layout.bytes_per_second() * u64::from(a.seconds);
@@ -173,7 +174,8 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
         )));
     }
     let names: Vec<String> = config.stations.iter().map(|s| s.name.clone()).collect();
-    let fps = config.layout.frames_per_second;
+    // The layout was built from flags; a rate outside VDIF's frame numbers is theirs to fix.
+    let fps = FrameRate::new(config.layout.frames_per_second).map_err(|e| usage_in("--rate", e))?;
     let generator = vdif::gen::Generator::new(config);
     let mut inputs = Vec::new();
     for (s, name) in names.into_iter().enumerate() {
@@ -191,10 +193,10 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, u32)> {
 
 /// The stations to send: generated, or read from files and recorded scans; their frame rate
 /// when known.
-fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
+fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<FrameRate>)> {
     Ok(if a.generate {
         let (inputs, fps) = generate(a)?;
-        (inputs, a.fps.get().or(Some(fps)))
+        (inputs, a.fps.fps.or(Some(fps)))
     } else {
         if !a.signal.stations.is_empty() {
             return Err(usage("--stations goes with --generate (files carry their own station)"));
@@ -204,7 +206,7 @@ fn send_inputs(a: &SendArgs) -> Result<(Vec<Input>, Option<u32>)> {
             .iter()
             .map(|f| crate::scan_args::stream_input(f, &a.disks))
             .collect::<Result<Vec<_>>>()?;
-        (inputs, a.fps.get())
+        (inputs, a.fps.fps)
     })
 }
 

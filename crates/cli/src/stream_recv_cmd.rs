@@ -17,7 +17,7 @@ use crate::session_flags::session_error;
 use crate::shared_args::{FpsArg, ListenArgs, LiveArgs};
 use crate::stream_common::{arrival, run_bound, Format, Split};
 use crate::units::{parse_duration, parse_size};
-use crate::{usage, ProblemsFound};
+use crate::{usage, usage_in, ProblemsFound};
 
 #[derive(Args)]
 pub struct RecvArgs {
@@ -203,7 +203,7 @@ fn live_out(out: Option<&std::path::Path>) -> Result<Option<LiveConfig>> {
         };
         SfxcAddr::Tcp(a)
     } else {
-        SfxcAddr::unix_path(std::path::Path::new(spec)).map_err(|e| usage(format!("--out sfxc:{spec}: {e}")))?
+        SfxcAddr::unix_path(std::path::Path::new(spec)).map_err(|e| usage_in(format!("--out sfxc:{spec}"), e))?
     };
     Ok(Some(LiveConfig::new(vec![LiveTarget::Sfxc { addr, station: None }])))
 }

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use transfer::results::SendReport;
 use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
 
 use crate::flags::{JsonOutput, ResultOutput};
-use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt, si_fmt};
+use crate::transfer_print::print_summary;
+use crate::units::{parse_duration_within, parse_rate, parse_size, rate_fmt};
 use crate::{usage, ProblemsFound};
 
 /// Default control port of `evlbi recv`.
@@ -325,41 +325,6 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         return Err(anyhow::anyhow!(ProblemsFound(format!("{n} file(s) not delivered"))));
     }
     Ok(())
-}
-
-fn print_summary(r: &SendReport) {
-    for f in &r.files {
-        match (&f.error, f.verified) {
-            (None, true) => println!(
-                "{}  {} B  verified {}  {} round(s), {} B resumed, {}, {:.2} s, last data to verdict {}",
-                f.path,
-                f.size,
-                f.blake3.as_deref().map_or("", |h| &h[..16]),
-                f.rounds.len(),
-                f.resumed_bytes,
-                f.sync_s
-                    .map_or("not fsync'd".into(), |s| format!("fsync {:.1} ms", s * 1e3)),
-                f.elapsed_s,
-                f.tail_s.map_or("-".into(), |t| format!("{:.1} ms", t * 1e3)),
-            ),
-            (e, _) => println!("{}  FAILED: {}", f.path, e.as_deref().unwrap_or("not verified")),
-        }
-    }
-    let d = r.data.clone().unwrap_or_default();
-    println!(
-        "{} file(s), {} B moved in {:.2} s (handshake {:.3} s): {}b/s while data flowed, {} B retransmitted, \
-         loss seen {:.2e}, min RTT {}, CPU {}",
-        r.files.len(),
-        r.transferred_bytes,
-        r.elapsed_s,
-        r.handshake_s,
-        r.goodput_bps.map_or("- ".into(), si_fmt),
-        r.retransmitted_bytes,
-        d.loss_seen,
-        d.rtt_min_us
-            .map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
-        r.cpu_total_pct().map_or("-".into(), |c| format!("{c:.0} %")),
-    );
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use vdif::FrameLayout;
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
 use crate::units::{parse_frequency, parse_seconds};
-use crate::usage;
+use crate::{usage, usage_in, usage_of};
 
 /// Progress-bar layout for work measured in bytes.
 pub const BYTES_BAR: &str = "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}";
@@ -76,7 +76,7 @@ impl SignalArgs {
 
     pub fn to_config(&self, rate: f64, seconds: u32) -> Result<GenConfig> {
         let layout = FrameLayout::with_complex(rate, self.bits, self.channels, self.threads, self.frame, self.complex)
-            .map_err(|e| usage(e.to_string()))?;
+            .map_err(usage_of)?;
         if self.stations.is_empty() {
             return Err(usage("--stations is required (e.g. --stations Ef,Wb)"));
         }
@@ -100,7 +100,7 @@ impl SignalArgs {
         }
         let mut stations = Vec::new();
         for s in &self.stations {
-            let id = vdif::parse_station(s).map_err(|e| usage(e.to_string()))?;
+            let id = vdif::parse_station(s).map_err(usage_of)?;
             if stations.iter().any(|x: &StationSpec| x.id == id) {
                 return Err(usage(format!("station {s} given twice")));
             }
@@ -129,7 +129,7 @@ impl SignalArgs {
         let now_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let start_unix = vdif::time::parse_start(&self.start, now_unix).map_err(|e| usage(format!("--start: {e}")))?;
+        let start_unix = vdif::time::parse_start(&self.start, now_unix).map_err(|e| usage_in("--start", e))?;
         let (ref_epoch, start_seconds) = vdif::time::to_epoch(start_unix)
             .ok_or_else(|| usage("--start must lie between 2000 and 2031 (VDIF epochs)"))?;
         Ok(GenConfig {

@@ -16,11 +16,11 @@ use vdif::{CheckedFrames, FrameLayout, FrameScanner, ScanEvent};
 
 use crate::flags::JsonOutput;
 use crate::scan_args::DisksArg;
-use crate::shared_args::QuietArg;
+use crate::shared_args::{FpsArg, QuietArg};
 use crate::units::{parse_rate, si_fmt};
 use crate::vdif_args::{CorrelateArgs, FileReport, SignalArgs, BYTES_BAR};
 use crate::vdif_print::{print_fringe, print_inspect, print_stats};
-use crate::{progress_bar, usage, ProblemsFound};
+use crate::{progress_bar, usage, usage_in, ProblemsFound};
 
 /// Bytes at the start of its input that `dump` checks (as `inspect` checks a whole file)
 /// before it prints a frame: reading a whole recording first would take minutes.
@@ -109,9 +109,8 @@ pub struct InspectArgs {
     files: Vec<PathBuf>,
     #[command(flatten)]
     disks: DisksArg,
-    /// Frames per second per thread, for files too short to show it.
-    #[arg(long)]
-    fps: Option<u32>,
+    #[command(flatten)]
+    fps: FpsArg,
     // --json, --export-json: the report as JSON (an object for one file, an array for several).
     #[command(flatten)]
     output: JsonOutput,
@@ -345,7 +344,7 @@ fn inspect_files(a: InspectArgs) -> Result<()> {
     let mut failures = Vec::new();
     for path in &a.files {
         let inspected = open(path, &a.disks).and_then(|(r, scan_problems)| {
-            let mut report = inspect(r, a.fps, |_, _| {})?;
+            let mut report = inspect(r, a.fps.fps, |_, _| {})?;
             report.problems.splice(0..0, scan_problems);
             Ok(report)
         });
@@ -441,7 +440,7 @@ fn stats(a: StatsArgs) -> Result<()> {
 fn correlate(a: CorrelateArgs) -> Result<()> {
     let station = |flag: &str, s: &Option<String>| {
         s.as_deref()
-            .map(|s| vdif::parse_station(s).map_err(|e| usage(format!("--{flag}: {e}"))))
+            .map(|s| vdif::parse_station(s).map_err(|e| usage_in(format!("--{flag}"), e)))
             .transpose()
     };
     let config = fxcorr::CorrelateConfig {

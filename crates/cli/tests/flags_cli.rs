@@ -241,6 +241,47 @@ fn help_shows_the_vocabulary_and_hides_the_old_spellings() {
     }
 }
 
+#[test]
+fn quiet_and_fps_are_one_flag_each_with_one_rule() {
+    // -q/--quiet: one declaration (shared_args::QuietArg), so the same short form and the same
+    // words in every command that has it.
+    for cmd in [
+        &["probe", "client"][..],
+        &["stream", "send"],
+        &["stream", "recv"],
+        &["stream", "relay"],
+        &["vdif", "gen"],
+        &["vdif", "gather"],
+        &["linkemu"],
+    ] {
+        let o = bin().args(cmd).arg("--help").output().unwrap();
+        ok(&o, "help");
+        // Words only: clap puts a long option's help on the next line.
+        let help = String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(help.matches("--quiet").count(), 1, "{cmd:?}: {help}");
+        assert!(
+            help.contains("-q, --quiet No live lines or progress bar"),
+            "{cmd:?}: {help}"
+        );
+    }
+    // --fps: one parser (a FrameRate, 1 to 2^24) wherever it is taken; vdif inspect once took
+    // any u32 and let 0 pass as "unknown".
+    let d = tempfile::tempdir().unwrap();
+    let (ef, _) = gen_two_stations(d.path(), &["--rate", "32M"]);
+    for bad in ["0", "16777217", "x"] {
+        let o = assert_usage_error(&["vdif", "inspect", "--fps", bad, s(&ef)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--fps"), "{bad}: {err}");
+        assert_usage_error(&["stream", "recv", "--listen", "127.0.0.1:0", "--fps", bad]);
+    }
+    let o = run(&["vdif", "inspect", "--json", "--fps", "500", s(&ef)]);
+    ok(&o, "inspect --fps 500");
+    assert_eq!(stdout_json(&o)["station"], "Ef");
+}
+
 /// A server-like process on 127.0.0.1:0 whose stdout is kept (read as it comes, so that a
 /// long JSON line cannot fill the pipe and hold the process up): the port from its stderr.
 fn spawn_keeping_stdout(cmd: &mut Command) -> (Running, u16, Receiver<String>) {

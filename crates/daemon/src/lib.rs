@@ -5,7 +5,7 @@
 //! `mtu`, `ipd`, `threads`, `record_format`, `datastream`, `record = nthread`) are kept in
 //! [`settings::Settings`]; `set_disks` takes directories the operator allowed ([`paths`]).
 //! `record = on : LABEL`, `net2file = open : PATH`, `net2net` (a relay), `fill2net` (a test
-//! stream of the mode) and `disk2file` run one at a time ([`transfer`], [`disk2file`]);
+//! stream of the mode) and `disk2file` run one at a time ([`sessions`], [`disk2file`]);
 //! `scan_set`, `scan_check?`, `data_check?`, `disk2file` read back what was recorded
 //! ([`scans`]); `evlbi?`, `tstat?`, `status?`, `record?`, `error?`, `rtime?`, `dts_id?`,
 //! `os_rev?` report. Settings cannot change while a transfer runs (return code 6, `not whilst
@@ -41,17 +41,17 @@ pub mod paths;
 mod recorder;
 pub mod runtimes;
 pub mod scans;
+pub mod sessions;
 pub mod settings;
 mod space;
 mod station;
-pub mod transfer;
 pub mod vsi;
 
 use disk2file::{Disk2FileError, Disk2FileJob};
 use runtimes::{Here, Outlets, Session, Shared};
 use scans::ScanSession;
+use sessions::{Fill, Kind, Recording, Relay, StartError, TransferEnv, TransferError};
 use settings::Settings;
-use transfer::{Fill, Kind, Recording, Relay, StartError, TransferEnv, TransferError};
 
 /// Why the running transfer failed when it was stopped (or stopped by itself).
 #[derive(Debug, thiserror::Error)]
@@ -514,7 +514,7 @@ impl Daemon {
                 if let Err(a) = Self::idle(st) {
                     return a;
                 }
-                match transfer::connect_relay(&host, port, input, &st.settings, &self.env) {
+                match sessions::connect_relay(&host, port, input, &st.settings, &self.env) {
                     Ok(r) => {
                         st.running = Running::Relay(r);
                         ok(vec![])
@@ -556,7 +556,7 @@ impl Daemon {
                 if let Err(a) = Self::idle(st) {
                     return a;
                 }
-                match transfer::connect_fill(&host, port, station, &st.settings) {
+                match sessions::connect_fill(&host, port, station, &st.settings) {
                     Ok(f) => {
                         st.running = Running::Fill(f);
                         ok(vec![])

@@ -10,7 +10,7 @@ use vsis::ReturnCode;
 
 use crate::runtimes::Here;
 use crate::scans::ScanPointer;
-use crate::transfer::{self, Kind, Target};
+use crate::sessions::{self, Kind, Target};
 use crate::{ok, refuse, Answer, Daemon, Running, State};
 
 impl Daemon {
@@ -120,7 +120,7 @@ impl Daemon {
                     Ok(d) => d,
                     Err(a) => return a,
                 };
-                transfer::scan_target(&name, layout, opened, &st.settings).map(|t| (name, t))
+                sessions::scan_target(&name, layout, opened, &st.settings).map(|t| (name, t))
             }
             None => self.vdif_directory(st, label),
         };
@@ -128,7 +128,7 @@ impl Daemon {
             Ok(t) => t,
             Err(e) => return crate::refuse_start(&e),
         };
-        match transfer::start_recording(
+        match sessions::start_recording(
             Kind::Record,
             &name,
             target,
@@ -151,7 +151,7 @@ impl Daemon {
     /// A new directory for `record_format = vdif`: `<first disk>/<label>`, a letter appended
     /// when taken (jive5ab's letters, [`scanfmt::name::label_candidates`]), made without a race
     /// and never through a link.
-    fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), transfer::StartError> {
+    fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), sessions::StartError> {
         let first = &st.disks[0];
         let disk = self.env.paths.open_dir(&first.display().to_string())?;
         for name in scanfmt::name::label_candidates(label) {
@@ -161,7 +161,7 @@ impl Daemon {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(transfer::StartError::NamesTaken {
+        Err(sessions::StartError::NamesTaken {
             label: label.to_string(),
             disk: first.display().to_string(),
         })
@@ -201,7 +201,7 @@ impl Daemon {
                     OpenMode::Append | OpenMode::Resume => FileMode::Append,
                 };
                 let target = Target::OneFile(dir, name.clone(), mode);
-                match transfer::start_recording(
+                match sessions::start_recording(
                     Kind::Net2File,
                     &name,
                     target,
@@ -255,7 +255,7 @@ impl Daemon {
                     Err(e) => return refuse(ReturnCode::BadParameter, e),
                 };
                 let live = stream_session::live::LiveTarget::Sfxc { addr, station: None };
-                match transfer::start_recording(
+                match sessions::start_recording(
                     Kind::Net2Sfxc,
                     &name,
                     Target::Live(live),

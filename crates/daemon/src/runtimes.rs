@@ -17,7 +17,7 @@ use vsis::ReturnCode;
 
 use crate::counts::CountsOutlet;
 use crate::errors::ErrorQueue;
-use crate::transfer::Kind;
+use crate::sessions::Kind;
 use crate::{ok, refuse, Answer, Daemon, State};
 
 /// Most runtimes besides the default one (each holds a data port and three metric sources).

@@ -215,10 +215,15 @@ impl Settings {
     /// Frames per second per thread the mode gives, if a mode is set (over one thread when
     /// the threads are not set); an error when it gives no whole number for the threads set.
     pub fn frames_per_second(&self) -> Result<Option<u32>, SettingsError> {
+        Ok(self.frame_rate()?.map(vdif::FrameRate::get))
+    }
+
+    /// [`Settings::frames_per_second`] as the typed rate (what a sender's config takes).
+    pub fn frame_rate(&self) -> Result<Option<vdif::FrameRate>, SettingsError> {
         let Some(m) = &self.mode else { return Ok(None) };
         let threads = self.threads.unwrap_or(1);
         m.frame_rate(threads)
-            .map(|r| Some(r.get()))
+            .map(Some)
             .map_err(|_| SettingsError::NoWholeFrameRate {
                 mode: m.text.clone(),
                 threads,

@@ -4,7 +4,7 @@
 use vsis::command::{DataStreamCmd, Setting};
 use vsis::ReturnCode;
 
-use crate::transfer::Kind;
+use crate::sessions::Kind;
 use crate::{ok, refuse, Answer, Daemon, State};
 
 /// Most bytes read of the small system files below (a host name, a kernel version).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use daemon::paths::StationPaths;
-use daemon::transfer::TransferEnv;
+use daemon::sessions::TransferEnv;
 use daemon::Daemon;
 use metrics::Hub;
 use proptest::prelude::*;

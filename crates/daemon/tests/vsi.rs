@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use daemon::transfer::TransferEnv;
+use daemon::sessions::TransferEnv;
 use daemon::vsi::{serve, VsiLimits};
 use daemon::Daemon;
 

@@ -11,8 +11,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::hub::Hub;
 use crate::series::{self, Kind, Metric, Sample, Value};
-use crate::Hub;
 
 /// Encodes a hub's counts on each scrape.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl Collector for HubCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Status;
+    use crate::status::Status;
     use stream::results::RecvStatus;
 
     #[test]

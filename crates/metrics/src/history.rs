@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::Status;
+use crate::status::Status;
 
 /// Points kept per station: ten minutes at one a second.
 pub const POINTS: usize = 600;

@@ -19,7 +19,9 @@ use ctlchan::serve::{Limits, Ticket};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 
-use crate::{history, Hub, Status};
+use crate::history;
+use crate::hub::Hub;
+use crate::status::Status;
 
 /// Largest request head read, bytes.
 pub const MAX_HEAD: usize = 8192;

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use stream::results::{RecvStatus, RelayStatus, SendStatus};
 
-use crate::Status;
+use crate::status::Status;
 use linkemu::LinkemuStatus;
 use probe::results::ProbeServerStatus;
 use transfer::results::{TransferRecvStatus, TransferSendStatus};

@@ -76,7 +76,7 @@ fn record_named(
     let mut sent = Vec::new();
     for i in 0..n {
         let f = frame(i);
-        sink.frame(EF, &f, i % 17 == 0);
+        sink.frame(vdif::StationId(EF), &f, i % 17 == 0);
         sent.extend_from_slice(&f);
     }
     let out = sink.finish();
@@ -139,7 +139,7 @@ fn a_scan_name_already_on_a_disk_gets_a_letter() {
     };
     let mut sink = ScanSink::new(&cfg, &WriterPlacement::Thread, 32 << 20, false).unwrap();
     for i in 0..10 {
-        sink.frame(EF, &frame(i), false);
+        sink.frame(vdif::StationId(EF), &frame(i), false);
     }
     let r = sink.finish().recording.unwrap();
     assert_eq!(r.scans[0].scan, "s_dsEfa");

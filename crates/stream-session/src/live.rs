@@ -175,15 +175,15 @@ impl LiveSink {
 }
 
 impl FrameSink for LiveSink {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: vdif::StationId, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
-        let at = match self.outputs.iter().position(|o| o.station() == Some(station)) {
+        let at = match self.outputs.iter().position(|o| o.station() == Some(station.0)) {
             Some(i) => Some(i),
             None => self
                 .outputs
                 .iter_mut()
-                .position(|o| o.station().is_none() && o.takes(station)),
+                .position(|o| o.station().is_none() && o.takes(station.0)),
         };
         match at {
             Some(i) => self.outputs[i].frame(frame, filled),
@@ -192,5 +192,5 @@ impl FrameSink for LiveSink {
     }
 
     // Time going back is caught frame by frame (`behind`); a gap forward is a reader's to see.
-    fn discontinuity(&mut self, _station: u16) {}
+    fn discontinuity(&mut self, _station: vdif::StationId) {}
 }

@@ -30,12 +30,12 @@ struct NullSink {
 }
 
 impl FrameSink for NullSink {
-    fn frame(&mut self, _station: u16, frame: &[u8], _filled: bool) {
+    fn frame(&mut self, _station: vdif::StationId, frame: &[u8], _filled: bool) {
         // The frame itself is kept from being optimised away, not copied.
         black_box(frame);
         self.frames += 1;
     }
-    fn discontinuity(&mut self, _station: u16) {}
+    fn discontinuity(&mut self, _station: vdif::StationId) {}
 }
 
 /// `BATCH` consecutive frames of a 4-thread station, from time step `from`.

@@ -1,7 +1,7 @@
 //! What every receiving side (the receiver, the relay) does with a datagram before it knows
 //! whose it is: count why it is not a frame, and work out the shape of a new stream.
 
-use crate::receiver::DatagramCounters;
+use crate::results::DatagramCounters;
 use crate::wire::{DataDatagram, WireError};
 use vdif::{RateSource, SourcedRate};
 

@@ -25,6 +25,7 @@ pub mod relay;
 pub mod results;
 pub mod schedule;
 pub mod sender;
+mod thread_set;
 pub mod window;
 pub mod wire;
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use vdif::VdifHeader;
 
 use crate::in_step::{IN_STEP, MIN_COMMON};
-use crate::receiver::ThreadSet;
+use crate::thread_set::ThreadSet;
 
 /// Second boundaries judged before the rate stands.
 const MAX_BOUNDARIES: u8 = 4;

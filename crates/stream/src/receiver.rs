@@ -31,25 +31,22 @@ mod config;
 mod learning;
 mod standing;
 mod station;
-mod summary;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::VdifHeader;
+use vdif::{StationId, VdifHeader};
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
 use crate::rate_check::RateCheck;
+pub use crate::results::{BoardSummary, DatagramCounters, RefusedSource, SenderChange, StationSummary};
 use crate::window::{same_format, FrameSink, StationWindow, WindowStats};
 use crate::wire::{parse_data, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally};
-pub use boards::BoardSummary;
-pub(crate) use boards::ThreadSet;
 use boards::{Joining, Member};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
 use station::{feed, feed_held, finish_station, summarize, window_config, Station};
-pub use summary::{DatagramCounters, RefusedSource, SenderChange, StationSummary};
 
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
 const RUN_GAP: i64 = 8;
@@ -626,7 +623,7 @@ impl Receiver {
     fn retire(&mut self, i: usize, sink: &mut impl FrameSink) {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
-        sink.discontinuity(st.station_id);
+        sink.discontinuity(StationId(st.station_id));
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {

@@ -49,17 +49,18 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use histogram::DEFAULT_MAX_BUCKETS;
-use serde::{Deserialize, Serialize};
+use vdif::StationId;
 
 use crate::in_step::Meter;
 use crate::intake::{count_wire_error, stream_shape};
 use crate::rate_check::{RateCheck, Verdict};
-use crate::receiver::{DatagramCounters, RefusedSource, SourceFilter, ThreadSet};
-use crate::results::SentStation;
-use crate::sender::{Sender, SenderConfig, StationSpec, Transmit};
+use crate::receiver::SourceFilter;
+pub use crate::results::RelayedStation;
+use crate::results::{DatagramCounters, SentStation};
+use crate::sender::{Sender, SenderConfig, SenderError, StationSpec, Transmit};
+use crate::thread_set::ThreadSet;
 use crate::window::{FrameSink, ThreadMap};
 use crate::wire::{parse_data, DataDatagram, SeqFormat};
-use crate::SenderError;
 use boards::{Board, Boards, HeldFrame, LearnSource, LEARN_SOURCES};
 pub use queue::LiveSchedule;
 use queue::{LiveQueue, LiveSource};
@@ -162,45 +163,6 @@ impl RelayConfig {
             start,
         }
     }
-}
-
-/// A station's input, as the relay saw it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RelayedStation {
-    /// Station code.
-    pub station: String,
-    /// VDIF station id.
-    pub station_id: u16,
-    /// Output stream index (native framing).
-    pub stream: Option<u16>,
-    /// Frames per second per thread.
-    pub frames_per_second: u32,
-    /// VDIF thread ids, in output order.
-    pub thread_ids: Vec<u16>,
-    /// Frame length, header included.
-    pub frame_len: usize,
-    /// Frames taken from the input (tee'd).
-    pub frames_in: u64,
-    /// Frames missing from the input, by the VDIF time of each thread (never invented).
-    pub lost_in_input: u64,
-    /// Frames that came after a later frame of their thread.
-    pub reordered_in: u64,
-    /// Second copies of a frame (same thread and time as the previous).
-    pub duplicates_in: u64,
-    /// Frames of a thread beyond the station's set (tee'd, not forwarded).
-    pub unexpected_thread: u64,
-    /// Frames of another format than the station's first (length, bits, channels).
-    pub wrong_format: u64,
-    /// Frames dropped because the station's queue was full (`buffer_bytes`).
-    pub overflow_dropped: u64,
-    /// Frames handed out for sending.
-    pub frames_out: u64,
-    /// Time each frame spent in the relay (arrival → sent), ns.
-    pub queue_delay_ns: histogram::HistSummary,
-    /// Sources refused as its boards (not in step with them, beside a live one, beyond its
-    /// threads): neither relayed nor recorded, counted in `foreign_source`.
-    #[serde(default)]
-    pub refused_sources: Vec<RefusedSource>,
 }
 
 /// Loss of the input and of the queue over all stations, for live lines.
@@ -717,7 +679,7 @@ impl Relay {
         st.beyond_rate = 0;
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
-        tee.frame(st.station_id, d.frame, false);
+        tee.frame(StationId(st.station_id), d.frame, false);
         if st.threads.index(thread).is_none() {
             st.counts.unexpected_thread += 1;
             let (name, n) = (d.header.station_name(), st.thread_count);
@@ -803,7 +765,7 @@ impl Relay {
         };
         let mut q = q.borrow_mut();
         for h in held {
-            tee.frame(st.station_id, &h.frame, false);
+            tee.frame(StationId(st.station_id), &h.frame, false);
             if st.threads.index(h.header.thread_id).is_some() {
                 q.push(h.at, h.frame.clone());
             } else {

@@ -8,7 +8,12 @@ use histogram::HistSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::arq::RetransmitStats;
-use crate::{DatagramCounters, StationSummary};
+
+mod received;
+mod relayed;
+
+pub use received::{BoardSummary, DatagramCounters, RefusedSource, SenderChange, StationSummary};
+pub use relayed::{InputSender, OtherSenders, RelayedStation};
 
 pub use hostcounters::{BufferGrant, ProcessCpuShare, UdpCounters};
 
@@ -98,7 +103,7 @@ pub struct SendReport {
     /// Destination.
     pub to: String,
     /// Framing.
-    pub format: crate::SeqFormat,
+    pub format: crate::wire::SeqFormat,
     /// Seconds from first to last datagram.
     pub duration_s: f64,
     /// Per station (with several senders: every board's share added up).
@@ -153,7 +158,7 @@ pub struct RecvReport {
     /// Address listened on.
     pub listen: String,
     /// Framing expected.
-    pub format: crate::SeqFormat,
+    pub format: crate::wire::SeqFormat,
     /// Output directory, or null for the memory sink.
     pub out_dir: Option<String>,
     /// Seconds from first to last datagram.
@@ -316,9 +321,9 @@ pub struct RelayReport {
     /// Destination.
     pub to: String,
     /// Framing of the input.
-    pub input_format: crate::SeqFormat,
+    pub input_format: crate::wire::SeqFormat,
     /// Framing of the output.
-    pub output_format: crate::SeqFormat,
+    pub output_format: crate::wire::SeqFormat,
     /// Seconds from the first input datagram to the last.
     pub duration_s: f64,
     /// Every input datagram, by reason when refused.
@@ -329,12 +334,12 @@ pub struct RelayReport {
     pub untracked_datagrams: u64,
     /// Per sender (input, address): datagrams, lost, reordered (jive5ab `udpsnor` style); the 16
     /// that gave the most frames.
-    pub senders: Vec<crate::relay::InputSender>,
+    pub senders: Vec<InputSender>,
     /// The other senders, summed.
     #[serde(default)]
-    pub other_senders: crate::relay::OtherSenders,
+    pub other_senders: OtherSenders,
     /// Per station: input continuity, queue, frames out.
-    pub stations: Vec<crate::relay::RelayedStation>,
+    pub stations: Vec<RelayedStation>,
     /// The output streams, as a sender reports them.
     pub output: Vec<SentStation>,
     /// Repeats (native output with ARQ).
@@ -437,12 +442,12 @@ pub struct RelayStatus {
     /// Every input datagram, by reason when refused.
     pub datagrams: DatagramCounters,
     /// Per input sender: datagrams, lost, reordered; the 16 that gave the most frames.
-    pub senders: Vec<crate::relay::InputSender>,
+    pub senders: Vec<InputSender>,
     /// The other senders, summed.
     #[serde(default)]
-    pub other_senders: crate::relay::OtherSenders,
+    pub other_senders: OtherSenders,
     /// Per station: input continuity, queue, frames out.
-    pub stations: Vec<crate::relay::RelayedStation>,
+    pub stations: Vec<RelayedStation>,
     /// The output streams.
     pub output: Vec<SentStation>,
     /// Repeats (native output with ARQ).

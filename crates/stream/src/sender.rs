@@ -29,8 +29,8 @@ use thiserror::Error;
 use crate::arq::{RetransmitBuffer, RetransmitStats};
 use crate::results::SentStation;
 pub use crate::schedule::Schedule;
+use crate::wire::SeqFormat;
 use crate::wire::{encode_data, Nak, NativePrefix};
-use crate::SeqFormat;
 
 mod memory;
 

@@ -38,16 +38,16 @@ mod evidence;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use vdif::VdifHeader;
+use vdif::{StationId, VdifHeader};
 
 use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES};
 
 /// Where the window writes frames, in time order.
 pub trait FrameSink {
     /// One frame of `station` (VDIF station id): received (`filled == false`) or made up invalid.
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool);
+    fn frame(&mut self, station: StationId, frame: &[u8], filled: bool);
     /// Time does not continue from the last frame written: start a new segment (file).
-    fn discontinuity(&mut self, station: u16);
+    fn discontinuity(&mut self, station: StationId);
 }
 
 /// The buffer a fill frame is made in: [`crate::feed::FILL_PATTERN`] throughout (the header is
@@ -69,7 +69,7 @@ pub struct VecSink {
 }
 
 impl FrameSink for VecSink {
-    fn frame(&mut self, _station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, _station: StationId, frame: &[u8], filled: bool) {
         if self.segments.is_empty() {
             self.segments.push(Vec::new());
         }
@@ -78,7 +78,7 @@ impl FrameSink for VecSink {
         }
         self.filled += u64::from(filled);
     }
-    fn discontinuity(&mut self, _station: u16) {
+    fn discontinuity(&mut self, _station: StationId) {
         self.segments.push(Vec::new());
     }
 }
@@ -726,7 +726,7 @@ impl StationWindow {
                 self.stats.unfilled_gap_frames += anchor - next;
             }
             self.stats.discontinuities += 1;
-            sink.discontinuity(self.template.station_id);
+            sink.discontinuity(StationId(self.template.station_id));
             self.base = Some(anchor);
         }
         self.highest = anchor;
@@ -748,13 +748,13 @@ impl StationWindow {
             if self.present[idx] {
                 self.present[idx] = false;
                 sink.frame(
-                    self.template.station_id,
+                    StationId(self.template.station_id),
                     &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
                     false,
                 );
                 self.stats.written_valid += 1;
             } else if self.make_fill(s) {
-                sink.frame(self.template.station_id, &self.fill, true);
+                sink.frame(StationId(self.template.station_id), &self.fill, true);
                 self.stats.written_filled += 1;
                 if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
                     // After its thread's last frame: the stream (or the recording) ended first.

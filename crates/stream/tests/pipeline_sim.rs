@@ -89,7 +89,7 @@ struct CheckingSink {
 }
 
 impl FrameSink for CheckingSink {
-    fn frame(&mut self, _station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, _station: vdif::StationId, frame: &[u8], filled: bool) {
         self.segments = self.segments.max(1);
         self.bytes += frame.len() as u64;
         let Ok(h) = VdifHeader::parse(frame) else {
@@ -107,7 +107,7 @@ impl FrameSink for CheckingSink {
             self.corrupt += 1;
         }
     }
-    fn discontinuity(&mut self, _station: u16) {
+    fn discontinuity(&mut self, _station: vdif::StationId) {
         self.segments += 1;
     }
 }

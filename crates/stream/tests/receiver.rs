@@ -442,11 +442,11 @@ struct Rec {
 }
 
 impl FrameSink for Rec {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
-        self.frames.push((station, frame.to_vec(), filled));
+    fn frame(&mut self, station: vdif::StationId, frame: &[u8], filled: bool) {
+        self.frames.push((station.0, frame.to_vec(), filled));
     }
-    fn discontinuity(&mut self, station: u16) {
-        self.breaks.push(station);
+    fn discontinuity(&mut self, station: vdif::StationId) {
+        self.breaks.push(station.0);
     }
 }
 

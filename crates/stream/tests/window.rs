@@ -302,10 +302,10 @@ fn wrong_format_frames_never_reach_the_output() {
 /// A sink that counts calls only.
 struct Count(u64);
 impl FrameSink for Count {
-    fn frame(&mut self, _: u16, _: &[u8], _: bool) {
+    fn frame(&mut self, _: vdif::StationId, _: &[u8], _: bool) {
         self.0 += 1;
     }
-    fn discontinuity(&mut self, _: u16) {}
+    fn discontinuity(&mut self, _: vdif::StationId) {}
 }
 
 #[test]

@@ -32,39 +32,15 @@
 //! | `reset` | `abort`: stop a `disk2file` | — |
 //! | `runtime` | `NAME [: new\|exists\|transient\|delete]`: the transfer context a connection works in ([`crate::runtime`]) | current, count, the others |
 
-use thiserror::Error;
-
 use scanfmt::name::ScanName;
 
+pub use crate::error::CommandError;
 use crate::mode::Mode;
 use crate::playback::{Disk2File, OpenMode, ScanCheckArgs, ScanSet};
 use crate::reply::ReturnCode;
 use crate::statement::StatementRepr;
 /// Most recording directories (`set_disks`).
 pub const MAX_DISKS: usize = 64;
-
-/// Why a statement is not a command this recorder takes: the code and the message of the reply.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{message}")]
-pub struct CommandError {
-    /// The reply's return code.
-    pub code: ReturnCode,
-    /// The reply's message field.
-    pub message: String,
-}
-
-impl CommandError {
-    pub(crate) fn new(code: ReturnCode, message: impl Into<String>) -> CommandError {
-        CommandError {
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn param(message: impl Into<String>) -> CommandError {
-        CommandError::new(ReturnCode::BadParameter, message)
-    }
-}
 
 /// A value that a command sets and a query asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -35,6 +35,7 @@
 //! | [`statement`] | [`statement::Statement`] accessors + [`statement::StatementRepr`] parse/emit |
 //! | [`reply`] | [`reply::ReturnCode`], [`reply::ReplyRepr`] emit (and parse, for clients and tests) |
 //! | [`command`] | typed commands and queries ([`command::Request`]) from a statement |
+//! | [`error`] | [`error::CommandError`]: why a statement is no command (its return code and message) |
 //! | [`mode`] | the `mode = VDIF_8000-2048-16-2` data mode: frame size, rate, frame rate |
 //! | [`evlbi`] | jive5ab's `evlbi?` statistics and its `%t %l %L …` format |
 //! | [`status`] | what the recorder counts about itself ([`status::ServeStatus`]: transfer, statements, connections) |
@@ -61,6 +62,7 @@
 //! ```
 
 pub mod command;
+pub mod error;
 pub mod evlbi;
 pub mod framing;
 pub mod mode;
@@ -70,6 +72,7 @@ pub mod runtime;
 pub mod statement;
 pub mod status;
 
-pub use command::{CommandError, Request};
+pub use command::Request;
+pub use error::CommandError;
 pub use reply::{ReplyRepr, ReturnCode};
 pub use statement::{StatementRepr, SyntaxError};

@@ -12,7 +12,7 @@
 //! | end (`scan_set` 3) | the same but `s`/`c`/`e`/`s+` |
 //! | `disk2file` | file : start byte : end byte (`+N`: N bytes from start) : open mode `n` (new, the default) `w` (truncate) `a` (append) `resume` |
 
-use crate::command::CommandError;
+use crate::error::CommandError;
 use crate::reply::ReturnCode;
 
 /// A VEX-style time or duration: the fields given, in order; at least one.

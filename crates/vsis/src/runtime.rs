@@ -17,7 +17,7 @@
 //!
 //! The reply to a command names the runtime the connection is in: `!runtime = 0 : NAME ;`.
 
-use crate::command::CommandError;
+use crate::error::CommandError;
 use crate::reply::ReturnCode;
 use crate::statement::StatementRepr;
 

@@ -122,8 +122,8 @@ pub(super) struct Written {
 
 fn create(dir: &Dir, key: FileKey, stamp: &str, direct: bool) -> std::io::Result<(File, PathBuf)> {
     let name = match key_parts(key) {
-        (station, None) => vdif::station_name(station),
-        (station, Some(t)) => format!("{}_t{t}", vdif::station_name(station)),
+        (station, None) => station.to_string(),
+        (station, Some(t)) => format!("{station}_t{t}"),
     };
     let how = Create { read: false, direct };
     for n in 0..1000 {
@@ -392,7 +392,7 @@ fn open_file(
     };
     let info = WrittenFile {
         path: path.display().to_string(),
-        station: vdif::station_name(key_parts(station).0),
+        station: key_parts(station).0.to_string(),
         thread: key_parts(station).1,
         bytes: 0,
         frames: 0,

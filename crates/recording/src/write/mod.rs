@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use stream::FrameSink;
+use vdif::StationId;
 
 use stream::results::WrittenFile;
 
@@ -117,20 +118,19 @@ impl WriterPlacement {
 type FileKey = u32;
 
 /// The file key of station `station`, thread `thread` (`None`: all threads in one file).
-fn file_key(station: u16, thread: Option<u16>) -> FileKey {
-    u32::from(station) | thread.map_or(0, |t| (u32::from(t) + 1) << 16)
+fn file_key(station: StationId, thread: Option<u16>) -> FileKey {
+    u32::from(station.0) | thread.map_or(0, |t| (u32::from(t) + 1) << 16)
 }
 
 /// A file key's station and thread.
-fn key_parts(key: FileKey) -> (u16, Option<u16>) {
-    (key as u16, ((key >> 16) as u16).checked_sub(1))
+fn key_parts(key: FileKey) -> (StationId, Option<u16>) {
+    (StationId(key as u16), ((key >> 16) as u16).checked_sub(1))
 }
 
-/// The VDIF thread id of a frame (word 3, bits 16–25, VDIF 1.1.1 §3), 0 for a short frame.
+/// The VDIF thread id of a frame as vdif's header reads it (word 3, VDIF 1.1.1 §3); 0 for a
+/// frame whose header does not parse (the receiver passes only frames whose headers did).
 fn frame_thread(frame: &[u8]) -> u16 {
-    frame
-        .get(14..16)
-        .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) & 0x3ff)
+    vdif::VdifHeader::parse(frame).map_or(0, |h| h.thread_id)
 }
 
 /// What file an [`WriteOp::Open`] starts.
@@ -355,14 +355,14 @@ impl Recorder {
 }
 
 impl FrameSink for Recorder {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: StationId, frame: &[u8], filled: bool) {
         match self {
             Recorder::Files(s) => s.frame(station, frame, filled),
             Recorder::Scan(s) => s.frame(station, frame, filled),
         }
     }
 
-    fn discontinuity(&mut self, station: u16) {
+    fn discontinuity(&mut self, station: StationId) {
         match self {
             Recorder::Files(s) => s.discontinuity(station),
             Recorder::Scan(s) => s.discontinuity(station),
@@ -543,7 +543,7 @@ impl FileSink {
 }
 
 impl FrameSink for FileSink {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: StationId, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
         if self.lane.is_none() {
@@ -576,7 +576,7 @@ impl FrameSink for FileSink {
         }
     }
 
-    fn discontinuity(&mut self, station: u16) {
+    fn discontinuity(&mut self, station: StationId) {
         if self.named.is_some() {
             // One file holds the whole recording, gaps included.
             return;
@@ -736,13 +736,16 @@ mod tests {
         assert!(decode_all(&open).is_err());
         // A file key naming a thread VDIF cannot have (ids are 10 bits).
         let far = encoded(&[WriteOp::Close {
-            station: file_key(7, Some(2000)),
+            station: file_key(StationId(7), Some(2000)),
         }]);
         assert!(decode_all(&far).is_err());
         let thread = encoded(&[WriteOp::Close {
-            station: file_key(7, Some(1023)),
+            station: file_key(StationId(7), Some(1023)),
         }]);
-        assert_eq!(key_parts(file_key(7, Some(1023))), (7, Some(1023)));
+        assert_eq!(
+            key_parts(file_key(StationId(7), Some(1023))),
+            (StationId(7), Some(1023))
+        );
         assert!(decode_all(&thread).is_ok());
     }
 

@@ -18,6 +18,7 @@ use scanfmt::plan::{Assigner, BlockPlan, DEFAULT_MK6_BLOCK, DEFAULT_VBS_BLOCK};
 use scanfmt::results::{DiskReport, RecordedScan, RecordingReport};
 use scanfmt::{vbs, Layout};
 use stream::FrameSink;
+use vdif::StationId;
 
 use super::direct::{check_direct, on_tmpfs};
 use super::lane::{Lane, Pending};
@@ -76,10 +77,10 @@ enum Naming {
 impl Naming {
     /// The recording of a frame of `station` (and `thread` when recordings depend on it);
     /// `None` when no recording takes it (a data stream matches none).
-    fn recording(&self, station: u16, thread: Option<u16>) -> Option<String> {
+    fn recording(&self, station: StationId, thread: Option<u16>) -> Option<String> {
         match self {
-            Naming::Template(t) => Some(t.expand(station, thread)),
-            Naming::Label(l) => l.recording(station, thread.unwrap_or(0)),
+            Naming::Template(t) => Some(t.expand(station.0, thread)),
+            Naming::Label(l) => l.recording(station.0, thread.unwrap_or(0)),
         }
     }
 }
@@ -125,7 +126,7 @@ struct Stream {
     base: String,
     scan: String,
     /// The first frame's station and (when recordings depend on it) thread, for the report.
-    station: u16,
+    station: StationId,
     thread: Option<u16>,
     plan: BlockPlan,
     next_number: u64,
@@ -305,7 +306,7 @@ impl ScanSink {
     /// The recording a frame of `station` goes to (its key in `streams`), made on its first
     /// frame: a name no disk has yet (jive5ab's rule for a duplicate: a letter appended),
     /// blocks for its frame length. `None` when no recording takes the frame.
-    fn stream(&mut self, station: u16, frame: &[u8]) -> Option<FileKey> {
+    fn stream(&mut self, station: StationId, frame: &[u8]) -> Option<FileKey> {
         let thread = self.by_thread.then(|| frame_thread(frame));
         let key = file_key(station, thread);
         if let Some(route) = self.route.get_mut(&key) {
@@ -498,7 +499,7 @@ impl ScanSink {
         for (key, mut r) in per_key {
             if let Some(s) = self.streams.get(&key) {
                 r.scan = s.scan.clone();
-                r.station = vdif::station_name(s.station);
+                r.station = s.station.to_string();
                 r.thread = s.thread;
             }
             report.scans.push(r);
@@ -517,7 +518,7 @@ impl ScanSink {
 }
 
 impl FrameSink for ScanSink {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: StationId, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
         let len = frame.len() as u64;
@@ -571,7 +572,7 @@ impl FrameSink for ScanSink {
         }
     }
 
-    fn discontinuity(&mut self, _station: u16) {
+    fn discontinuity(&mut self, _station: StationId) {
         // A scan is a recording interval, not a promise of continuity: time gaps stay inside
         // it (as in jive5ab's recordings) and show in `vdif inspect`.
     }

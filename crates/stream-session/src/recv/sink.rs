@@ -20,14 +20,14 @@ pub(crate) enum Sink {
 }
 
 impl FrameSink for Sink {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: vdif::StationId, frame: &[u8], filled: bool) {
         match self {
             Sink::Rec(r) => r.frame(station, frame, filled),
             Sink::Live(l) => l.frame(station, frame, filled),
         }
     }
 
-    fn discontinuity(&mut self, station: u16) {
+    fn discontinuity(&mut self, station: vdif::StationId) {
         match self {
             Sink::Rec(r) => r.discontinuity(station),
             Sink::Live(l) => l.discontinuity(station),

@@ -35,7 +35,7 @@ pub struct SendConfig {
     pub inputs: Vec<Input>,
     /// Frames per second per thread, when the file does not show it (shorter than 1 s, no rate in
     /// the header) and `rate_bps` is not given.
-    pub fps: Option<u32>,
+    pub fps: Option<vdif::FrameRate>,
     /// Data rate per station (sample bits, headers excluded); default: from the files.
     pub rate_bps: Option<f64>,
     /// Framing.

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use vdif::FrameRate;
 
 use super::shape::{shape, whole_frames, Found, Shape};
 use crate::{InputProblem, StreamSessionError};
@@ -102,7 +103,7 @@ type Examined = (
 /// competing for one of two cores, no per-frame allocation, no second read.
 pub(crate) fn examine(
     input: Input,
-    fps: Option<u32>,
+    fps: Option<FrameRate>,
     rate_bps: Option<f64>,
     looping: bool,
 ) -> Result<Source, StreamSessionError> {
@@ -126,7 +127,7 @@ pub(crate) fn examine(
 
 /// Inspect a stream of `len` bytes: read into memory when it fits, else inspected as it is
 /// read (then a reader thread sends it).
-fn examine_stream(fps: Option<u32>, name: &str, open: Opener, len: u64) -> Result<Examined, StreamSessionError> {
+fn examine_stream(fps: Option<FrameRate>, name: &str, open: Opener, len: u64) -> Result<Examined, StreamSessionError> {
     let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
     let r = open.open().map_err(read_err)?;
     if len <= MEMORY_SOURCE_MAX {
@@ -143,7 +144,7 @@ fn examine_stream(fps: Option<u32>, name: &str, open: Opener, len: u64) -> Resul
 /// Inspect a file: mapped into memory when it fits ([`crate::mapped`]), so it is sent from its
 /// pages in the page cache and nothing is copied before the first datagram; read as a stream
 /// when it does not fit or cannot be mapped.
-fn examine_file(fps: Option<u32>, name: &str, path: PathBuf) -> Result<Examined, StreamSessionError> {
+fn examine_file(fps: Option<FrameRate>, name: &str, path: PathBuf) -> Result<Examined, StreamSessionError> {
     let read_err = |e: std::io::Error| StreamSessionError::input(name, InputProblem::Read(e));
     // A regular file only (a device such as /dev/zero, a FIFO, a directory is refused here, not
     // read without end), its length known before a byte is read.

@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use vdif::VdifHeader;
 
-use super::boards::{Member, ThreadSet};
+use super::boards::Member;
 use super::{describe, DatagramCounters, RUN_GAP};
 use crate::in_step::Evidence;
+use crate::thread_set::ThreadSet;
 use crate::window::ThreadMap;
 
 /// Most frames held for one stream of a source not accepted yet: the newest are kept, so what

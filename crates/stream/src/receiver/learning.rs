@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::admission::{problem, At, HOLD_FRAMES};
-use super::summary::RefusedSource;
 use super::{describe, Receiver, REFUSED_KEPT};
 use crate::in_step::{compare, own_numbering, Step};
+use crate::results::RefusedSource;
 use crate::window::ThreadMap;
 
 /// A source of a station's frames that sent nothing for this long, while another counts its

@@ -22,8 +22,9 @@
 use std::time::Instant;
 
 use super::admission::{problem, At};
-use super::boards::{joining, Joining, ThreadSet};
+use super::boards::{joining, Joining};
 use super::{describe, Receiver};
+use crate::thread_set::ThreadSet;
 use crate::window::FrameSink;
 use vdif::station_name as vdif_name;
 

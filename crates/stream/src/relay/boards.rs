@@ -22,7 +22,8 @@ use bytes::Bytes;
 use vdif::VdifHeader;
 
 use crate::in_step::{compare, Evidence, Meter, Step};
-use crate::receiver::{RefusedSource, ThreadSet};
+use crate::results::RefusedSource;
+use crate::thread_set::ThreadSet;
 
 /// Sources a learning station holds frames of; frames of further sources are refused.
 pub(super) const LEARN_SOURCES: usize = 16;

@@ -6,8 +6,6 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
 use super::{PHANTOM_AFTER, SOURCE_RUN};
 
 /// Serial numbers kept per sender for the reordering extent.
@@ -17,63 +15,7 @@ pub const MAX_SENDERS: usize = 256;
 /// Senders reported one by one (those that gave the most frames); the rest are summed.
 pub const REPORTED_SENDERS: usize = 16;
 
-/// One sender (input and address) as the relay saw it, counted like jive5ab's `udpsnor`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputSender {
-    /// Index of the input (the `--listen` it came to).
-    pub input: u16,
-    /// Its address.
-    pub source: String,
-    /// Datagrams from it (valid or not).
-    pub datagrams: u64,
-    /// Frames from it that were taken.
-    pub frames: u64,
-    /// Bytes from it.
-    pub bytes: u64,
-    /// Lowest and highest packet serial number seen (jive5ab/native framing).
-    pub seq_first: Option<u64>,
-    /// Highest packet serial number seen.
-    pub seq_last: Option<u64>,
-    /// Serial numbers between the lowest and the highest that did not come.
-    pub lost: u64,
-    /// Datagrams whose serial number was below one already seen (RFC 4737 §3.3).
-    pub reordered: u64,
-    /// Largest reordering extent (RFC 4737 §4.2.2): how many datagrams with a higher serial
-    /// number came before a reordered one, over the last [`EXTENT_HISTORY`].
-    pub reorder_extent_max: u64,
-    /// Keep-alives sent back to it (`--ack`).
-    pub acks_sent: u64,
-    /// VDIF stations it sent.
-    pub stations: Vec<String>,
-    /// VDIF thread ids it sent.
-    pub threads: Vec<u16>,
-}
-
-/// The senders not reported one by one, summed: beyond the [`REPORTED_SENDERS`] that gave the
-/// most frames, and those no longer counted one by one (quiet, their place taken).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OtherSenders {
-    /// How many.
-    pub senders: u64,
-    /// Datagrams from them.
-    pub datagrams: u64,
-    /// Frames from them that were taken.
-    pub frames: u64,
-    /// Bytes from them.
-    pub bytes: u64,
-    /// Keep-alives sent back to them.
-    pub acks_sent: u64,
-}
-
-impl OtherSenders {
-    fn add(&mut self, s: &InputSender) {
-        self.senders += 1;
-        self.datagrams += s.datagrams;
-        self.frames += s.frames;
-        self.bytes += s.bytes;
-        self.acks_sent += s.acks_sent;
-    }
-}
+pub use crate::results::{InputSender, OtherSenders};
 
 /// A sender of input datagrams (input, address).
 struct SenderIn {

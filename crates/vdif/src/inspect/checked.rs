@@ -40,7 +40,7 @@ pub struct CheckedFrames<R: Read> {
 impl<R: Read> CheckedFrames<R> {
     /// Check `reader` from its current position. `fps_hint` supplies the frame rate when the
     /// stream is too short to show it.
-    pub fn new(reader: R, fps_hint: Option<u32>) -> Self {
+    pub fn new(reader: R, fps_hint: Option<crate::rate::FrameRate>) -> Self {
         CheckedFrames {
             scanner: FrameScanner::new(Prefix {
                 inner: reader,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::formats::KnownFormat;
 pub use crate::formats::MARK5B_SYNC_WORD;
 use crate::header::{station_name, VdifHeader};
-use crate::rate::{RateSource, SourcedRate};
+use crate::rate::{FrameRate, RateSource, SourcedRate};
 use crate::scan::ScanEvent;
 use crate::time::leap_table_covers;
 use span::{time_span, TimeSpan};
@@ -242,9 +242,9 @@ pub struct Inspector {
 
 impl Inspector {
     /// A fresh pass. `fps_hint` supplies the frame rate when the file is too short to show it.
-    pub fn new(fps_hint: Option<u32>) -> Self {
+    pub fn new(fps_hint: Option<FrameRate>) -> Self {
         let mut tracker = Tracker::default();
-        SourcedRate::offer(&mut tracker.rate, RateSource::Given, fps_hint);
+        SourcedRate::offer(&mut tracker.rate, RateSource::Given, fps_hint.map(FrameRate::get));
         Inspector {
             tracker,
             first: None,
@@ -376,7 +376,7 @@ impl Inspector {
 /// ([`crate::check::CheckedFrames`]).
 pub fn inspect<R: Read>(
     reader: R,
-    fps_hint: Option<u32>,
+    fps_hint: Option<FrameRate>,
     mut on_frame: impl FnMut(&VdifHeader, &[u8]),
 ) -> Result<InspectReport, InspectError> {
     let mut frames = checked::CheckedFrames::new(reader, fps_hint);

@@ -1,7 +1,8 @@
-//! The transfers the daemon runs, one at a time as jive5ab's runtime does: a recording
-//! (`record = on`, `net2file = open`: `stream recv` writing below the root) or a relay
-//! (`net2net`: `stream relay` to another host), each on its own thread, handing its counts to
-//! the daemon (and through it to the metrics view) once per interval ([`CountsOutlet`]).
+//! The daemon's sessions (not the `transfer` crate): the transfers it runs, one at a time as
+//! jive5ab's runtime does: a recording (`record = on`, `net2file = open`: `stream recv` writing
+//! below the root) or a relay (`net2net`: `stream relay` to another host), each on its own
+//! thread, handing its counts to the daemon (and through it to the metrics view) once per
+//! interval ([`CountsOutlet`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -483,7 +484,7 @@ impl Fill {
             });
         }
         let (threads, format) = (settings.threads.unwrap_or(1), seq_format(settings.protocol));
-        let fps = settings.frames_per_second()?;
+        let fps = settings.frame_rate()?;
         outlet.clear();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::BoardSummary;
 use crate::arq::NakStats;
 use crate::window::WindowStats;
 
@@ -128,7 +127,7 @@ pub struct StationSummary {
     pub arq: Option<NakStats>,
     /// Frames lost after the last one received, which no later frame revealed: the host's count
     /// of datagrams it dropped at the socket after the last one it delivered
-    /// ([`super::Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
+    /// ([`crate::receiver::Receiver::lost_at_end`]). Not written (their times are not known), counted in f.
     #[serde(default)]
     pub lost_at_end: u64,
     /// Data loss f: frames known lost (filled invalid in their place, plus those lost at the
@@ -162,4 +161,22 @@ impl StationSummary {
     pub fn frames_lost(&self) -> u64 {
         self.window.filled_lost() + self.lost_at_end
     }
+}
+
+/// One source feeding a station (a board of a multi-board backend), in the results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoardSummary {
+    /// Its address.
+    pub source: String,
+    /// Its session (native framing).
+    #[serde(default)]
+    pub session: Option<u16>,
+    /// The VDIF thread ids it sent.
+    pub threads: Vec<u16>,
+    /// Its datagrams taken into the station's window (placed, duplicate or late).
+    pub frames: u64,
+    /// Its own first and last sequence number placed (each board numbers its own).
+    pub seq_first: Option<u64>,
+    /// Its last (highest).
+    pub seq_last: Option<u64>,
 }

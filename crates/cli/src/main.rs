@@ -305,17 +305,25 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(u) = e.downcast_ref::<UsageError>() {
-                eprintln!("error: {u}\n\nFor more information, try '--help'.");
+                say_last(format!("error: {u}\n\nFor more information, try '--help'.\n"));
                 return ExitCode::from(2);
             }
             if e.downcast_ref::<ProblemsFound>().is_some() {
-                eprintln!("evlbi: {e}");
+                say_last(format!("evlbi: {e}\n"));
                 return ExitCode::from(1);
             }
-            eprintln!("error: {e:#}");
+            say_last(format!("error: {e:#}\n"));
             ExitCode::from(1)
         }
     }
+}
+
+/// The run's last word on stderr in one write: `eprintln!` writes a formatted line in pieces
+/// (stderr is unbuffered), so a pipe's last output (`vdif inspect --json … | head`) could land
+/// inside the line (seen: "evlbi: [" then the rest of the error after the JSON).
+fn say_last(text: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 #[cfg(test)]

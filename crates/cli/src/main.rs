@@ -320,10 +320,16 @@ fn main() -> ExitCode {
 
 /// The run's last word on stderr in one write: `eprintln!` writes a formatted line in pieces
 /// (stderr is unbuffered), so a pipe's last output (`vdif inspect --json … | head`) could land
-/// inside the line (seen: "evlbi: [" then the rest of the error after the JSON).
+/// inside the line (seen: "evlbi: [" then the rest of the error after the JSON). A closed
+/// stderr ends the run as a closed stdout does (141); any other failure to say it is ignored,
+/// as the run's exit status still says it failed.
 fn say_last(text: String) {
     use std::io::Write;
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    if let Err(e) = std::io::stderr().lock().write_all(text.as_bytes()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            exit_output_closed();
+        }
+    }
 }
 
 #[cfg(test)]

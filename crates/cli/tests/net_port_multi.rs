@@ -148,10 +148,11 @@ fn net2net_relays_each_boards_frames_from_its_own_port_once() {
     fs.ok("net2net = on ;");
     let (frames_sent, _) = sent(three_boards(&ports, "2s"));
     let (total, loss) = taken(&mut fs, frames_sent);
+    let said = fs.ask("evlbi? ;");
     fs.ok("net2net = off ;");
     assert_eq!((total, loss), (frames_sent, 0), "evlbi? total and loss");
-    let (status, log) = corr.wait();
-    assert!(status.success(), "{log}");
+    let (status, log_corr) = corr.wait();
+    assert!(status.success(), "{log_corr}");
     let data: Vec<u8> = std::fs::read_dir(out.path())
         .unwrap()
         .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
@@ -159,6 +160,15 @@ fn net2net_relays_each_boards_frames_from_its_own_port_once() {
     // Every frame once: a board starting behind the others on a loaded host lost its first
     // datagrams to the relay's board admission (112 of 16 000 at 512 Mb/s) until it judged
     // arrivals read in one late batch as such.
+    if frames_of(&data) != (frames_sent, 0) {
+        let log = serve.stop();
+        panic!(
+            "net2net: (valid, filled) {:?} of {frames_sent} sent\nevlbi?: {said}\ncorrelator:\n{corr_log}\n{log}",
+            frames_of(&data),
+            corr_log = log_corr,
+            log = log.join("\n")
+        );
+    }
     each_frame_once(&data, frames_sent, "net2net");
     serve.stop();
 }

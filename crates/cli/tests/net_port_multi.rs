@@ -96,10 +96,9 @@ fn record_takes_each_boards_frames_from_its_own_port_once() {
     let ports = three_ports();
     let mut fs = Vsi::connect(serve.vsi);
     fs.ok(MODE);
-    // The FS may say the threads; unset, the recorder learns them from the first frames, and a
-    // board whose first frames come late on a loaded host can be missed by
-    // that learning (seen: 10002 of 16000 frames taken) — learning is not what this tests.
-    fs.ok("threads = 4 ;");
+    // The threads unset, as the FS leaves them: the recorder counts them from the three boards'
+    // first frames, a board whose first frames come late on a loaded host included (it was
+    // missed 1 run in 10 at load 12: 10 002 of 16 000 frames taken).
     fs.ok("net_protocol = udps : 32M ;");
     let list = format!("{} : {} : {}", ports[0], ports[1], ports[2]);
     fs.ok(&format!("net_port = {list} ;"));
@@ -123,7 +122,7 @@ fn record_takes_each_boards_frames_from_its_own_port_once() {
 }
 
 /// `net2net` from three ports: every frame of the three boards reaches the correlator's
-/// `stream recv` once (a board's refused first datagrams aside, filled in place).
+/// `stream recv` once, none refused (a board starting behind the others included).
 #[test]
 fn net2net_relays_each_boards_frames_from_its_own_port_once() {
     let root = tempfile::tempdir().unwrap();
@@ -149,31 +148,33 @@ fn net2net_relays_each_boards_frames_from_its_own_port_once() {
     fs.ok("net2net = on ;");
     let (frames_sent, _) = sent(three_boards(&ports, "2s"));
     let (total, loss) = taken(&mut fs, frames_sent);
+    let said = fs.ask("evlbi? ;");
     fs.ok("net2net = off ;");
     assert_eq!((total, loss), (frames_sent, 0), "evlbi? total and loss");
-    let (status, log) = corr.wait();
-    assert!(status.success(), "{log}");
+    let (status, log_corr) = corr.wait();
+    assert!(status.success(), "{log_corr}");
     let data: Vec<u8> = std::fs::read_dir(out.path())
         .unwrap()
         .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
         .collect();
-    // A board's first datagrams may be refused by the relay's board admission when it starts
-    // behind the others on a loaded host (issue 36: "not in step with the station's boards";
-    // seen: 112 of 16000 at 512 Mb/s, filled in place at the correlator); `evlbi?` counted them as received.
-    // Every other frame once.
-    let (valid, filled) = frames_of(&data);
-    let counts = frame_counts(&data);
-    assert!(counts.values().all(|n| *n == 1), "a frame relayed twice");
-    assert_eq!(counts.len() as u64, valid);
-    assert!(
-        frames_sent - valid <= 128 && filled <= frames_sent - valid,
-        "{valid} valid + {filled} filled of {frames_sent} sent"
-    );
+    // Every frame once: a board starting behind the others on a loaded host lost its first
+    // datagrams to the relay's board admission (112 of 16 000 at 512 Mb/s) until it judged
+    // arrivals read in one late batch as such.
+    if frames_of(&data) != (frames_sent, 0) {
+        let log = serve.stop();
+        panic!(
+            "net2net: (valid, filled) {:?} of {frames_sent} sent\nevlbi?: {said}\ncorrelator:\n{corr_log}\n{log}",
+            frames_of(&data),
+            corr_log = log_corr,
+            log = log.join("\n")
+        );
+    }
+    each_frame_once(&data, frames_sent, "net2net");
     serve.stop();
 }
 
 /// `stream relay --listen A --listen B --listen C`: the CLI's multi-port relay, the three boards
-/// to the recorder, every frame the relay took once (a board's refused first datagrams aside).
+/// to the recorder, every frame taken and relayed once, none refused.
 #[test]
 fn stream_relay_listens_on_three_ports_and_relays_each_frame_once() {
     let out = tempfile::tempdir().unwrap();
@@ -237,18 +238,14 @@ fn stream_relay_listens_on_three_ports_and_relays_each_frame_once() {
     // Every datagram of the three ports reached the relay, and every frame it took left once.
     assert_eq!(r["datagrams"]["datagrams"].as_u64(), Some(frames_sent), "{what}");
     assert_eq!(frames_out, frames_in, "{what}");
-    // A board's first datagrams may be refused when it starts behind the others on a loaded
-    // host (issue 36's board admission: "not in step with the station's boards"; seen: 16 of
-    // 16000 at 512 Mb/s): counted and named there, never relayed. Every other frame once.
-    let refused = frames_sent - frames_in;
-    assert!(
-        refused == 0 || !st["refused_sources"].as_array().unwrap().is_empty(),
-        "{refused} frames neither relayed nor refused: {what}"
-    );
-    assert!(refused <= 64, "{refused} refused: {what}");
+    // None refused (a board starting behind the others on a loaded host lost 16 of 16 000 at
+    // 512 Mb/s to the board admission), every frame once.
+    assert_eq!(frames_in, frames_sent, "{what}");
+    assert_eq!(st["refused_sources"].as_array().map(Vec::len), Some(0), "{what}");
+    assert_eq!(r["datagrams"]["foreign_source"].as_u64(), Some(0), "{what}");
     let counts = frame_counts(&data);
     assert!(counts.values().all(|n| *n == 1), "a frame recorded twice: {what}");
-    assert_eq!(counts.len() as u64, frames_out, "{what}");
+    each_frame_once(&data, frames_sent, &what);
 }
 
 /// Lists no session can listen on are refused with the reason, and the ports set before stay:

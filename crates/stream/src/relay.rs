@@ -38,6 +38,7 @@
 //!   dropped and counted (`overflow_dropped`).
 
 mod boards;
+mod growth;
 mod queue;
 mod senders;
 
@@ -240,6 +241,10 @@ struct StationIn {
     /// Frames in a row from its boards numbered past its rate per thread, each stating a
     /// higher rate of its own (see [`Relay::take_frame`]).
     beyond_rate: usize,
+    /// A source of threads beyond its count, held while it is judged (the `growth` module).
+    newcomer: Option<growth::Newcomer>,
+    /// The highest frame number of a frame it took (a grown split must keep it valid).
+    max_frame_number: Option<u32>,
     counts: RelayedStation,
 }
 
@@ -513,6 +518,8 @@ impl Relay {
             stream: None,
             boards: Boards::default(),
             beyond_rate: 0,
+            newcomer: None,
+            max_frame_number: None,
             counts: RelayedStation {
                 station: d.header.station_name(),
                 station_id: id,
@@ -622,6 +629,22 @@ impl Relay {
         tee: &mut impl FrameSink,
     ) -> bool {
         let thread = d.header.thread_id;
+        if self.stations[si].newcomer.as_ref().is_some_and(|n| n.addr == from) {
+            let (header, input) = (d.header, input);
+            self.hold_newcomer(
+                now,
+                si,
+                HeldFrame {
+                    at: now,
+                    frame,
+                    header,
+                    source: 0,
+                    input,
+                },
+                tee,
+            );
+            return false;
+        }
         let StationIn {
             boards,
             threads,
@@ -638,6 +661,25 @@ impl Relay {
                 self.hold_frame(now, si, (input, from), d, frame, tee);
                 return false;
             }
+            if why == boards::BEYOND && self.may_grow(si, from) {
+                // Perhaps a board that came after the threads were counted: held and judged.
+                self.stations[si].newcomer = Some(growth::Newcomer::new(from, now));
+                let (header, input) = (d.header, input);
+                self.hold_newcomer(
+                    now,
+                    si,
+                    HeldFrame {
+                        at: now,
+                        frame,
+                        header,
+                        source: 0,
+                        input,
+                    },
+                    tee,
+                );
+                return false;
+            }
+            let StationIn { boards, .. } = &mut self.stations[si];
             boards.refuse(from, &[thread].into_iter().collect(), why);
             self.counters.foreign_source += 1;
             let name = d.header.station_name();
@@ -677,6 +719,13 @@ impl Relay {
             return true;
         }
         st.beyond_rate = 0;
+        st.max_frame_number = Some(
+            st.max_frame_number
+                .map_or(d.header.frame_number, |m| m.max(d.header.frame_number)),
+        );
+        if let Some(n) = st.newcomer.as_mut() {
+            n.board_frame(&d.header, now);
+        }
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
         tee.frame(StationId(st.station_id), d.frame, false);
@@ -797,6 +846,7 @@ impl Relay {
         let shape = stream_shape(d, fps_given, self.cfg.threads).ok();
         let known = self.cfg.threads.is_some() || d.native.is_some_and(|n| n.threads > 0);
         let given_only = self.cfg.frames_per_second.is_none();
+        self.refuse_newcomer(si, boards::UNDER_SHARE);
         let st = &mut self.stations[si];
         for b in std::mem::take(&mut st.boards.list) {
             st.boards.refuse(b.addr, &b.threads, boards::UNDER_SHARE);
@@ -853,6 +903,9 @@ impl Relay {
     /// End the learning of candidates whose time is up: confirmed with a run, forgotten
     /// without one.
     pub fn handle_timeout(&mut self, now: Instant, tee: &mut impl FrameSink) {
+        for si in 0..self.stations.len() {
+            self.judge_newcomer(now, si, tee);
+        }
         let mut si = 0;
         while si < self.stations.len() {
             let Some(l) = self.stations[si].learning.as_ref() else {
@@ -874,6 +927,9 @@ impl Relay {
     /// The run ends: candidates that never formed a run are strays (their frames counted
     /// `unconfirmed`), so every datagram ends up counted once.
     pub fn finish(&mut self) {
+        for si in 0..self.stations.len() {
+            self.refuse_newcomer(si, boards::NOT_IN_STEP);
+        }
         while let Some(i) = self.stations.iter().position(|s| !s.confirmed) {
             self.drop_candidate(i);
         }
@@ -895,6 +951,11 @@ impl Relay {
                         },
                 )
             })
+            .chain(
+                self.stations
+                    .iter()
+                    .filter_map(|s| s.newcomer.as_ref().map(|n| n.deadline())),
+            )
             .min();
         match (self.sender.poll_timeout(), learn) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -34,6 +34,8 @@ const REFUSED_KEPT: usize = 16;
 /// Why a source not in step with a station's boards is refused.
 pub(super) const NOT_IN_STEP: &str =
     "not in step with the station's boards (too few of the frames per thread they send over the same time): not a board of it";
+/// Why a source sending a thread no board sends, with no room for it, is refused.
+pub(super) const BEYOND: &str = "sends a thread beyond the station's";
 /// Why a board that sent under half its share lost its place.
 pub(super) const UNDER_SHARE: &str =
     "sent under half its share of the station's rate: its place went to the boards in step";
@@ -172,7 +174,7 @@ impl Boards {
                 });
                 Ok(())
             }
-            None => Err("sends a thread beyond the station's"),
+            None => Err(BEYOND),
         }
     }
 

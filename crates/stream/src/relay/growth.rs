@@ -26,7 +26,7 @@ use super::boards::{Board, HeldFrame, NOT_IN_STEP};
 use super::Relay;
 use crate::in_step::{compare, own_numbering, Evidence, Meter, Step};
 use crate::rate_check::RateCheck;
-use crate::receiver::ThreadSet;
+use crate::thread_set::ThreadSet;
 use crate::window::FrameSink;
 
 /// Frames of a newcomer held, and of the boards kept beside them, at most.
@@ -223,7 +223,7 @@ impl Relay {
         let held: Vec<&HeldFrame> = n.held.iter().collect();
         st.count_input(&held);
         for h in &held {
-            tee.frame(st.station_id, &h.frame, false);
+            tee.frame(vdif::StationId(st.station_id), &h.frame, false);
             st.max_frame_number = Some(
                 st.max_frame_number
                     .map_or(h.header.frame_number, |m| m.max(h.header.frame_number)),

@@ -1,5 +1,5 @@
-//! The one key handshake (ctlchan::handshake) fed arbitrary lines, in both dialects that speak
-//! it (the probe's and the transfer's), at both ends, keyed and not: every line gets a typed
+//! The one key handshake (ctlchan::handshake) fed arbitrary lines in the probe's dialect, at both
+//! ends, keyed and not, and the transfer's first flight (its own hello proof) likewise: every line gets a typed
 //! outcome, nothing panics, and without the key no server ever accepts a keyed client.
 #![no_main]
 use std::time::{Duration, Instant};
@@ -42,9 +42,20 @@ fuzz_target!(|data: &[u8]| {
         tcp: None,
     };
     drive(data, probe_session::auth::DIALECT, ControlMsg::Hello(hello));
-    let hello = transfer_session::control::Msg::Hello {
-        version: transfer_session::control::PROTOCOL_VERSION,
-        client_nonce: String::new(),
-    };
-    drive(data, transfer_session::control::DIALECT, hello);
+    // The transfer's first flight (protocol 5) is no ctlchan handshake: its hello carries the
+    // sender's proof. Any line as a hello: a keyed receiver never accepts it without the key,
+    // and the same bytes never pass twice (the replay guard).
+    if let Some(line) = data.split(|&b| b == b'\n').next() {
+        if let Ok(m) = ctlchan::decode_line::<transfer_session::control::Msg>(line) {
+            let mut guard = transfer_session::first_flight::ReplayGuard::default();
+            let now_ms = transfer_session::first_flight::wall_ms();
+            if guard.check(Some(b"fuzzing key"), &m, now_ms).is_ok() {
+                panic!("a keyed receiver accepted a first flight from someone without the key");
+            }
+            let _ = guard.check(None, &m, now_ms);
+            if guard.check(None, &m, now_ms).is_ok() {
+                panic!("a first flight passed twice");
+            }
+        }
+    }
 });

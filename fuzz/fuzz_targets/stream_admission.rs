@@ -32,12 +32,12 @@ struct Count {
 }
 
 impl FrameSink for Count {
-    fn frame(&mut self, station: u16, frame: &[u8], filled: bool) {
+    fn frame(&mut self, station: vdif::StationId, frame: &[u8], filled: bool) {
         assert_eq!(frame.len(), self.frame_len, "a whole frame");
-        *self.frames.entry(station).or_default() += 1;
+        *self.frames.entry(station.0).or_default() += 1;
         self.filled += u64::from(filled);
     }
-    fn discontinuity(&mut self, _: u16) {}
+    fn discontinuity(&mut self, _: vdif::StationId) {}
 }
 
 fn accounted(rx: &Receiver) {

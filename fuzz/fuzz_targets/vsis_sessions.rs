@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use daemon::paths::StationPaths;
-use daemon::transfer::TransferEnv;
+use daemon::sessions::TransferEnv;
 use daemon::Daemon;
 use libfuzzer_sys::fuzz_target;
 use vsis::statement::split_request;

@@ -630,19 +630,7 @@ impl Relay {
     ) -> bool {
         let thread = d.header.thread_id;
         if self.stations[si].newcomer.as_ref().is_some_and(|n| n.addr == from) {
-            let (header, input) = (d.header, input);
-            self.hold_newcomer(
-                now,
-                si,
-                HeldFrame {
-                    at: now,
-                    frame,
-                    header,
-                    source: 0,
-                    input,
-                },
-                tee,
-            );
+            self.hold_newcomer_frame(now, si, input, d, frame, tee);
             return false;
         }
         let StationIn {
@@ -664,19 +652,7 @@ impl Relay {
             if why == boards::BEYOND && self.may_grow(si, from) {
                 // Perhaps a board that came after the threads were counted: held and judged.
                 self.stations[si].newcomer = Some(growth::Newcomer::new(from, now));
-                let (header, input) = (d.header, input);
-                self.hold_newcomer(
-                    now,
-                    si,
-                    HeldFrame {
-                        at: now,
-                        frame,
-                        header,
-                        source: 0,
-                        input,
-                    },
-                    tee,
-                );
+                self.hold_newcomer_frame(now, si, input, d, frame, tee);
                 return false;
             }
             let StationIn { boards, .. } = &mut self.stations[si];

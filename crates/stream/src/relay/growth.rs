@@ -111,6 +111,26 @@ impl Relay {
             && !st.boards.refused.iter().any(|r| r.source == from.to_string())
     }
 
+    /// Hold datagram `d`'s `frame`, arrived now on `input` from station `si`'s newcomer, and judge it.
+    pub(super) fn hold_newcomer_frame(
+        &mut self,
+        now: Instant,
+        si: usize,
+        input: u16,
+        d: &crate::wire::DataDatagram<'_>,
+        frame: bytes::Bytes,
+        tee: &mut impl FrameSink,
+    ) {
+        let held = HeldFrame {
+            at: now,
+            frame,
+            header: d.header,
+            source: 0,
+            input,
+        };
+        self.hold_newcomer(now, si, held, tee);
+    }
+
     /// Hold `frame` of station `si`'s newcomer and judge it.
     pub(super) fn hold_newcomer(&mut self, now: Instant, si: usize, frame: HeldFrame, tee: &mut impl FrameSink) {
         let Some(n) = self.stations[si].newcomer.as_mut() else {

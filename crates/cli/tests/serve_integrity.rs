@@ -308,13 +308,16 @@ fn frames_no_disk_took_are_loss_in_evlbi_scan_check_and_metrics() {
     fs.ok(&format!("set_disks = {} ;", disk.display()));
     fs.ok("record = on : dropped ;");
     let sender = backend_sim(port, "3s", &[]);
-    // As soon as the scan's directory is made, every chunk name not taken yet is planted as a
-    // link: the writer's next chunk cannot be made, and the one disk leaves the recording.
+    // As soon as the scan's first chunk is made, every chunk name not taken yet is planted as a
+    // link: the writer's next chunk cannot be made, and the one disk leaves the recording. (Not
+    // as soon as the directory is made: a link planted before the first chunk leaves the scan
+    // with no chunk at all, and `scan_set` rightly says it does not exist; CI's busy host did.)
     let dir = disk.join("dropped");
+    let first_chunk = dir.join("dropped.00000000");
     let t0 = Instant::now();
-    while !dir.is_dir() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no scan directory");
-        std::thread::sleep(Duration::from_millis(5));
+    while std::fs::symlink_metadata(&first_chunk).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no first chunk");
+        std::thread::sleep(Duration::from_millis(1));
     }
     for i in 0..400 {
         let _ = std::os::unix::fs::symlink(

@@ -417,6 +417,41 @@ fn output_of(mut p: Proc) -> std::process::Output {
     }
 }
 
+/// `stream relay` of bare VDIF from 127.0.0.1:`inp` at `fps` frames/s into the DiFX datastream
+/// `tcp:127.0.0.1:PORT`, JSON on stdout; `extra` options after those.
+fn difx_relay(inp: u16, port: u16, fps: &str, extra: &[&str]) -> Proc {
+    Proc(
+        bin()
+            .args(["stream", "relay", "--listen", &format!("127.0.0.1:{inp}")])
+            .args(["--seq-format-in", "none", "--fps", fps])
+            .args(["--to", &format!("tcp:127.0.0.1:{port}"), "--json", "-q"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `stream send` of `file` as bare VDIF to 127.0.0.1:`port`, at its rate, never giving time up.
+fn send_bare(file: &Path, port: u16) -> Command {
+    let mut c = bin();
+    c.args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
+        .args(["--to", &format!("127.0.0.1:{port}")])
+        .arg(file);
+    c
+}
+
+/// The frames a relay's report says its tee wrote, over all its files.
+fn tee_frames(rep: &serde_json::Value) -> u64 {
+    rep["tee"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["frames"].as_u64().unwrap())
+        .sum()
+}
+
 #[test]
 fn relay_feeds_a_tcp_datastream_whose_job_starts_after_the_data_flow() {
     let Some((prefix, _turn)) = difx("relay_feeds_a_tcp_datastream") else {
@@ -439,30 +474,12 @@ fn relay_feeds_a_tcp_datastream_whose_job_starts_after_the_data_flow() {
     for (port, name) in [(pe, "Ef"), (pw, "Wb")] {
         let inp = free_udp_port();
         ins.push(inp);
-        let child = Proc(
-            bin()
-                .args([
-                    "stream",
-                    "relay",
-                    "--listen",
-                    &format!("127.0.0.1:{inp}"),
-                    "--seq-format-in",
-                    "none",
-                ])
-                .args([
-                    "--fps",
-                    "1000",
-                    "--to",
-                    &format!("tcp:127.0.0.1:{port}"),
-                    "--idle-timeout",
-                    "20s",
-                ])
-                .args(["--json", "-q", "--tee"])
-                .arg(dir.path().join(format!("tee-{name}")))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+        let tee = dir.path().join(format!("tee-{name}"));
+        let child = difx_relay(
+            inp,
+            port,
+            "1000",
+            &["--idle-timeout", "20s", "--tee", &tee.to_string_lossy()],
         );
         relays.push(child);
     }
@@ -471,10 +488,7 @@ fn relay_feeds_a_tcp_datastream_whose_job_starts_after_the_data_flow() {
         .into_iter()
         .map(|(f, p)| {
             Proc(
-                bin()
-                    .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
-                    .args(["--to", &format!("127.0.0.1:{p}")])
-                    .arg(f)
+                send_bare(f, p)
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -499,12 +513,7 @@ fn relay_feeds_a_tcp_datastream_whose_job_starts_after_the_data_flow() {
         assert!(t["dropped_no_reader"].as_u64().unwrap() > 0, "{t}");
         assert_eq!(t["dropped_slow_reader"].as_u64(), Some(0), "{t}");
         assert_eq!(t["behind"].as_u64(), Some(0), "{t}");
-        let tee_frames: u64 = rep["tee"]["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["frames"].as_u64().unwrap())
-            .sum();
+        let tee_frames = tee_frames(&rep);
         assert_eq!(rep["stations"][0]["frames_in"].as_u64(), Some(tee_frames), "{rep}");
         delivered.push(t["frames_sent"].as_u64().unwrap());
     }
@@ -553,27 +562,19 @@ fn a_station_whose_mode_disagrees_with_its_frames_feeds_the_job_only_its_own_fra
     for (port, name) in [(pe, "Ef"), (pw, "Wb")] {
         let inp = free_udp_port();
         ins.push(inp);
-        relays.push(Proc(
-            bin()
-                .args(["stream", "relay", "--listen", &format!("127.0.0.1:{inp}")])
-                .args(["--seq-format-in", "none", "--fps", "4000"])
-                .args(["--to", &format!("tcp:127.0.0.1:{port}"), "--idle-timeout", "20s"])
-                .args(["--json", "-q", "--tee"])
-                .arg(dir.path().join(format!("tee-{name}")))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+        let tee = dir.path().join(format!("tee-{name}"));
+        relays.push(difx_relay(
+            inp,
+            port,
+            "4000",
+            &["--idle-timeout", "20s", "--tee", &tee.to_string_lossy()],
         ));
     }
     let senders: Vec<Proc> = [(&ef, ins[0]), (&wb, ins[1])]
         .into_iter()
         .map(|(f, p)| {
             Proc(
-                bin()
-                    .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
-                    .args(["--to", &format!("127.0.0.1:{p}")])
-                    .arg(f)
+                send_bare(f, p)
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -619,12 +620,7 @@ fn a_station_whose_mode_disagrees_with_its_frames_feeds_the_job_only_its_own_fra
         assert!(t["clients"].as_u64().unwrap() >= 1, "{t}");
         assert_eq!(t["dropped_slow_reader"].as_u64(), Some(0), "{t}");
         // Every frame of the station's own was kept by the tee.
-        let tee_frames: u64 = rep["tee"]["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["frames"].as_u64().unwrap())
-            .sum();
+        let tee_frames = tee_frames(&rep);
         assert_eq!(st["frames_in"].as_u64(), Some(tee_frames), "{rep}");
     }
     let v = assert_same_visibilities(&input, &reference);
@@ -884,37 +880,21 @@ fn a_difx_port_that_never_opens_is_said_after_the_wait_and_nothing_the_tee_could
     assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
     // A relay: says so once it has waited, keeps relaying into its tee, exits 1 at the end.
     let inp = free_udp_port();
-    let relay = Proc(
-        bin()
-            .args([
-                "stream",
-                "relay",
-                "--listen",
-                &format!("127.0.0.1:{inp}"),
-                "--seq-format-in",
-                "none",
-            ])
-            .args([
-                "--fps",
-                "1000",
-                "--to",
-                &format!("tcp:127.0.0.1:{closed}"),
-                "--connect-wait",
-                "1s",
-            ])
-            .args(["--idle-timeout", "3s", "--json", "-q", "--tee"])
-            .arg(dir.path().join("tee"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let tee = dir.path().join("tee");
+    let relay = difx_relay(
+        inp,
+        closed,
+        "1000",
+        &[
+            "--connect-wait",
+            "1s",
+            "--idle-timeout",
+            "3s",
+            "--tee",
+            &tee.to_string_lossy(),
+        ],
     );
-    let send = bin()
-        .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
-        .args(["--to", &format!("127.0.0.1:{inp}")])
-        .arg(&ef)
-        .output()
-        .unwrap();
+    let send = send_bare(&ef, inp).output().unwrap();
     assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
     let out = output_of(relay);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -939,12 +919,7 @@ fn a_difx_port_that_never_opens_is_said_after_the_wait_and_nothing_the_tee_could
     assert_eq!(t["clients"].as_u64(), Some(0), "{t}");
     assert_eq!(t["frames_sent"].as_u64(), Some(0), "{t}");
     assert_eq!(t["dropped_no_reader"].as_u64(), Some(2 * STATION_FPS), "{t}");
-    let tee: u64 = rep["tee"]["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["frames"].as_u64().unwrap())
-        .sum();
+    let tee = tee_frames(&rep);
     assert_eq!(tee, 2 * STATION_FPS, "{rep}");
 }
 
@@ -1023,37 +998,21 @@ fn a_datastream_reading_slower_than_the_station_costs_counted_frames_never_the_r
     // Linux; the reader's receive buffer is 64 KiB), the live buffer 1 MiB and the reader 6 MiB.
     let reader = std::thread::spawn(move || slow_datastream(listener, 1 << 20, &[Duration::from_secs(6)]));
     let inp = free_udp_port();
-    let relay = Proc(
-        bin()
-            .args([
-                "stream",
-                "relay",
-                "--listen",
-                &format!("127.0.0.1:{inp}"),
-                "--seq-format-in",
-                "none",
-            ])
-            .args([
-                "--fps",
-                "1000",
-                "--to",
-                &format!("tcp:127.0.0.1:{port}"),
-                "--idle-timeout",
-                "2s",
-            ])
-            .args(["--live-buffer", "1M", "--json", "-q", "--tee"])
-            .arg(dir.path().join("tee"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let tee = dir.path().join("tee");
+    let relay = difx_relay(
+        inp,
+        port,
+        "1000",
+        &[
+            "--idle-timeout",
+            "2s",
+            "--live-buffer",
+            "1M",
+            "--tee",
+            &tee.to_string_lossy(),
+        ],
     );
-    let send = bin()
-        .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
-        .args(["--to", &format!("127.0.0.1:{inp}")])
-        .arg(&ef)
-        .output()
-        .unwrap();
+    let send = send_bare(&ef, inp).output().unwrap();
     assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
     let got = reader.join().unwrap();
     let out = output_of(relay);
@@ -1063,12 +1022,7 @@ fn a_datastream_reading_slower_than_the_station_costs_counted_frames_never_the_r
     // The relay took every frame in and recorded it: the slow reader held nothing up.
     assert_eq!(rep["stations"][0]["frames_in"].as_u64(), Some(5 * STATION_FPS), "{rep}");
     assert_eq!(rep["socket_drops"].as_u64(), Some(0), "{rep}");
-    let tee: u64 = rep["tee"]["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["frames"].as_u64().unwrap())
-        .sum();
+    let tee = tee_frames(&rep);
     assert_eq!(tee, 5 * STATION_FPS, "{rep}");
     // What the reader could not take was dropped, counted; what it got is whole frames in order.
     let slow = t["dropped_slow_reader"].as_u64().unwrap();
@@ -1095,36 +1049,8 @@ fn a_datastream_that_disconnects_mid_scan_and_comes_back_gets_whole_frames_from_
         slow_datastream(listener, 64 << 20, &[Duration::from_secs(1), Duration::from_secs(6)])
     });
     let inp = free_udp_port();
-    let relay = Proc(
-        bin()
-            .args([
-                "stream",
-                "relay",
-                "--listen",
-                &format!("127.0.0.1:{inp}"),
-                "--seq-format-in",
-                "none",
-            ])
-            .args([
-                "--fps",
-                "1000",
-                "--to",
-                &format!("tcp:127.0.0.1:{port}"),
-                "--idle-timeout",
-                "2s",
-            ])
-            .args(["--json", "-q"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let send = bin()
-        .args(["stream", "send", "--seq-format", "none", "--max-lag", "1h", "-q"])
-        .args(["--to", &format!("127.0.0.1:{inp}")])
-        .arg(&ef)
-        .output()
-        .unwrap();
+    let relay = difx_relay(inp, port, "1000", &["--idle-timeout", "2s"]);
+    let send = send_bare(&ef, inp).output().unwrap();
     assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
     let got = reader.join().unwrap();
     let out = output_of(relay);

@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     for format in [SeqFormat::Native, SeqFormat::Jive5ab, SeqFormat::None] {
         let mut rx = Receiver::new(ReceiverConfig {
             format,
-            frames_per_second: Some(100),
+            frames_per_second: vdif::FrameRate::new(100).ok(),
             latency: Duration::from_millis(100),
             arq: true,
             ..ReceiverConfig::default()

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         (SeqFormat::Native, SeqFormat::None),
     ] {
         let mut cfg = RelayConfig::new(input, output, t0);
-        cfg.frames_per_second = Some(100);
+        cfg.frames_per_second = vdif::FrameRate::new(100).ok();
         cfg.arq_latency = (output == SeqFormat::Native).then_some(Duration::from_millis(100));
         cfg.ack_every = Some(3);
         cfg.buffer_bytes = 1 << 20;

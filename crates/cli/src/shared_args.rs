@@ -24,13 +24,6 @@ pub struct FpsArg {
     pub fps: Option<FrameRate>,
 }
 
-impl FpsArg {
-    /// The number given, if any.
-    pub fn get(&self) -> Option<u32> {
-        self.fps.map(FrameRate::get)
-    }
-}
-
 /// `--fps N`: a VDIF frame rate, by vdif's one rule (1 to 2^24, the frame number's range).
 fn parse_frame_rate(s: &str) -> Result<FrameRate, String> {
     let n: u32 = s
@@ -196,8 +189,14 @@ mod tests {
 
     #[test]
     fn fps_parses_to_a_frame_rate_in_vdifs_range() {
-        assert_eq!(parse(&["--fps", "8000"]).unwrap().fps.get(), Some(8000));
-        assert_eq!(parse(&["--fps", "16777216"]).unwrap().fps.get(), Some(1 << 24));
+        assert_eq!(
+            parse(&["--fps", "8000"]).unwrap().fps.fps.map(FrameRate::get),
+            Some(8000)
+        );
+        assert_eq!(
+            parse(&["--fps", "16777216"]).unwrap().fps.fps.map(FrameRate::get),
+            Some(1 << 24)
+        );
         assert_eq!(parse(&[]).unwrap().fps, FpsArg::default());
         for bad in ["0", "16777217", "-1", "8k", "1.5"] {
             let e = parse(&[&format!("--fps={bad}")]).unwrap_err();

@@ -15,7 +15,7 @@ use crate::shared_args::{DataRateArg, FpsArg, QuietArg};
 use crate::stream_common::Format;
 use crate::stream_print::{held_up_notes, send_live_line, send_summary};
 use crate::units::{bytes_fmt, parse_duration, parse_factor, parse_fraction};
-use crate::{stop_flag, usage, usage_in, ProblemsFound};
+use crate::{stop_flag, usage, ProblemsFound};
 
 #[derive(Subcommand)]
 pub enum StreamCommand {
@@ -174,8 +174,7 @@ fn generate(a: &SendArgs) -> Result<(Vec<Input>, FrameRate)> {
         )));
     }
     let names: Vec<String> = config.stations.iter().map(|s| s.name.clone()).collect();
-    // The layout was built from flags; a rate outside VDIF's frame numbers is theirs to fix.
-    let fps = FrameRate::new(config.layout.frames_per_second).map_err(|e| usage_in("--rate", e))?;
+    let fps = config.layout.frames_per_second;
     let generator = vdif::gen::Generator::new(config);
     let mut inputs = Vec::new();
     for (s, name) in names.into_iter().enumerate() {

@@ -153,7 +153,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         rcvbuf: a.input.rcvbuf(),
         receiver: ReceiverConfig {
             format: a.seq_format.into(),
-            frames_per_second: a.fps.get(),
+            frames_per_second: a.fps.fps,
             threads: a.threads,
             latency: a.latency.unwrap_or(base.receiver.latency),
             max_fill: a.max_fill,

@@ -141,7 +141,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
     };
     let relay = &mut cfg.relay;
     relay.arq_latency = a.arq_latency;
-    relay.frames_per_second = a.fps.get();
+    relay.frames_per_second = a.fps.fps;
     relay.threads = a.threads;
     relay.rate_bps = a.rate.rate;
     relay.catch_up = a.catch_up;

@@ -263,7 +263,7 @@ impl Settings {
                 // them): counted from each stream's first frames, the mode's rate split over
                 // those.
                 frames_per_second: match (native, self.threads) {
-                    (false, Some(_)) => self.frames_per_second()?,
+                    (false, Some(_)) => self.frame_rate()?,
                     _ => None,
                 },
                 threads: self.threads.filter(|_| !native),
@@ -293,7 +293,7 @@ impl Settings {
             // the relay learns each station's threads and splits the mode's rate over those.
             match self.threads {
                 Some(t) => {
-                    relay.frames_per_second = self.frames_per_second()?;
+                    relay.frames_per_second = self.frame_rate()?;
                     relay.threads = Some(t);
                 }
                 None => relay.station_frames_per_second = self.frames_per_second()?,

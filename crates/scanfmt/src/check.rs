@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use vdif::{RateSource, SourcedRate, VdifHeader};
+use vdif::{FrameRate, RateSource, SourcedRate, VdifHeader};
 
 /// A piece of the scan: its offset in the scan and its bytes.
 #[derive(Debug, Clone, Copy)]
@@ -112,7 +112,7 @@ fn period(f: &Found) -> (i64, u32) {
 
 /// Frames per second per thread from a sample's frames: the number before a second boundary
 /// of one thread, plus one.
-fn boundary_rate(found: &[Found]) -> Option<u32> {
+fn boundary_rate(found: &[Found]) -> Option<FrameRate> {
     let mut best: Option<u32> = None;
     for (i, a) in found.iter().enumerate() {
         // The next frame of the same thread.
@@ -123,7 +123,7 @@ fn boundary_rate(found: &[Found]) -> Option<u32> {
             best = best.max(a.header.frame_number.checked_add(1));
         }
     }
-    best
+    best.and_then(|n| FrameRate::new(n).ok())
 }
 
 impl Ends {
@@ -139,7 +139,7 @@ impl Ends {
         let threads = all.clone().map(|x| x.header.thread_id).collect();
         let max_number = all.map(|x| x.header.frame_number).max().unwrap_or(0);
         let fps = SourcedRate::most_believable([
-            (RateSource::Header, f.header.frame_rate().map(u32::from)),
+            (RateSource::Header, f.header.frame_rate()),
             (RateSource::FrameNumbers, boundary_rate(&head).max(boundary_rate(&tail))),
         ]);
         let frame = f.header.frame_len() as u64;
@@ -219,7 +219,7 @@ impl Ends {
 
     /// Take the frame rate from elsewhere (a check of the whole scan) when the samples did not
     /// show it.
-    pub fn assume_rate(&mut self, frames_per_second: u32) {
+    pub fn assume_rate(&mut self, frames_per_second: FrameRate) {
         SourcedRate::offer(&mut self.fps, RateSource::FrameNumbers, Some(frames_per_second));
     }
 
@@ -240,8 +240,8 @@ impl Ends {
         let tracks_per_thread = h.channels() * u32::from(h.bits_per_sample) * if h.complex { 2 } else { 1 };
         let threads = self.threads.len().max(1) as u32;
         // A rate that contradicts a frame number seen is no rate.
-        let fps = self.fps.map(|r| r.fps).filter(|&n| n > self.max_number);
-        let time = |f: &Found, n: Option<u32>| VexTime {
+        let fps = self.fps.map(|r| r.fps).filter(|&n| n.get() > self.max_number);
+        let time = |f: &Found, n: Option<FrameRate>| VexTime {
             unix: f.header.unix_seconds(),
             frame: f.header.frame_number,
             per_second: n,
@@ -291,7 +291,7 @@ pub struct VexTime {
     /// The frame's number within its second.
     pub frame: u32,
     /// Frames per second per thread, if known.
-    pub per_second: Option<u32>,
+    pub per_second: Option<FrameRate>,
 }
 
 impl VexTime {
@@ -320,7 +320,7 @@ pub struct ScanCheck {
     /// Bits per second of one track, when the frame rate is known.
     pub track_rate_bps: Option<u64>,
     /// Frames per second per thread, when known.
-    pub frames_per_second: Option<u32>,
+    pub frames_per_second: Option<FrameRate>,
     /// Bytes missing between the first and the last frame (negative: more than the times
     /// say), when the rate is known.
     pub missing_bytes: Option<i64>,
@@ -342,7 +342,8 @@ impl ScanCheck {
             let v = f(first);
             parts.iter().all(|p| f(p) == v).then_some(v).flatten()
         };
-        let fps = same(&|p| p.frames_per_second.map(u64::from)).and_then(|n| u32::try_from(n).ok());
+        let fps = same(&|p| p.frames_per_second.map(u64::from))
+            .and_then(|n| first.frames_per_second.filter(|r| u64::from(*r) == n));
         let order = |t: &VexTime| (t.unix, t.frame);
         let start = parts.iter().map(|p| p.start).min_by_key(order)?;
         let end = parts.iter().map(|p| p.end).max_by_key(order)?;
@@ -451,7 +452,7 @@ mod tests {
     fn a_whole_scan_has_its_rate_time_and_nothing_missing() {
         let scan = stream(2, 400, 3, &[]);
         let c = check(&scan, 64 * FRAME);
-        assert_eq!(c.frames_per_second, Some(400));
+        assert_eq!(c.frames_per_second.map(FrameRate::get), Some(400));
         assert_eq!(c.threads, vec![0, 1]);
         assert_eq!(c.tracks, 64, "16 channels × 2 bits × 2 threads");
         assert_eq!(c.missing_bytes, Some(0));
@@ -467,7 +468,7 @@ mod tests {
     fn lost_frames_show_as_missing_bytes_and_a_cut_start_is_resynchronised() {
         let scan = stream(2, 400, 3, &[5, 6, 7, 900]);
         let c = check(&scan, 64 * FRAME);
-        assert_eq!(c.frames_per_second, Some(400), "{c:?}");
+        assert_eq!(c.frames_per_second.map(FrameRate::get), Some(400), "{c:?}");
         assert_eq!(c.missing_bytes, Some(4 * FRAME as i64), "{c:?}");
         // A scan_set to the middle of a frame: the first whole frame is found.
         let cut = &scan[FRAME / 2..];
@@ -484,7 +485,11 @@ mod tests {
         // Threads 0 and 1 of the last period kept, 2 and 3 not; thread 3 of the first not.
         let cut = &scan[3 * FRAME..scan.len() - 2 * FRAME];
         let c = check(cut, 64 * FRAME);
-        assert_eq!((c.frames_per_second, c.threads.len()), (Some(400), 4), "{c:?}");
+        assert_eq!(
+            (c.frames_per_second.map(FrameRate::get), c.threads.len()),
+            (Some(400), 4),
+            "{c:?}"
+        );
         assert_eq!(c.missing_bytes, Some(0), "{c:?}");
         // A frame lost inside is still counted.
         let lossy = stream(4, 400, 3, &[1000]);
@@ -506,7 +511,7 @@ mod tests {
         let c = ScanCheck::combine(&parts).unwrap();
         assert_eq!((c.tracks, c.threads.clone()), (64, vec![0, 1]));
         assert_eq!(c.missing_bytes, Some(FRAME as i64));
-        assert_eq!(c.frames_per_second, Some(400));
+        assert_eq!(c.frames_per_second.map(FrameRate::get), Some(400));
         assert_eq!(c.bytes_per_second(), Some(2 * 400 * FRAME as u64));
         assert_eq!(ScanCheck::combine(&[]), None);
     }

@@ -164,7 +164,7 @@ fn relay(c: &mut Criterion) {
     g.throughput(Throughput::Elements(BATCH as u64));
     g.bench_function("bare in, native out", |b| {
         let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
-        cfg.frames_per_second = Some(FPS);
+        cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
         cfg.threads = Some(THREADS);
         cfg.burst = 16;
         let mut r = Relay::new(cfg);
@@ -196,7 +196,7 @@ fn relay(c: &mut Criterion) {
     // and sent as handles, the frames never copied.
     g.bench_function("bare in, native out, shared buffers", |b| {
         let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
-        cfg.frames_per_second = Some(FPS);
+        cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
         cfg.threads = Some(THREADS);
         cfg.burst = 16;
         let mut r = Relay::new(cfg);

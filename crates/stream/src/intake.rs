@@ -3,7 +3,7 @@
 
 use crate::results::DatagramCounters;
 use crate::wire::{DataDatagram, WireError};
-use vdif::{RateSource, SourcedRate};
+use vdif::{FrameRate, RateSource, SourcedRate};
 
 /// Frame numbers have 24 bits (VDIF 1.1.1 §3, word 1).
 pub(crate) const MAX_FPS: u32 = vdif::rate::MAX_FRAMES_PER_SECOND;
@@ -68,17 +68,18 @@ impl ShapeError {
 /// station's rate is known (`station_fps`, a mode's).
 pub(crate) fn station_rate_to_split(
     d: &DataDatagram<'_>,
-    fps: Option<u32>,
+    fps: Option<FrameRate>,
     threads: Option<u16>,
     station_fps: Option<u32>,
-) -> Option<u32> {
+) -> Option<FrameRate> {
     if threads.is_some() || fps.is_some() {
         return None;
     }
     match d.native {
-        Some(n) if n.threads == 0 && n.frames_per_second > 0 => Some(n.frames_per_second),
+        // Past 2^24 it is no rate: stream_shape refuses the announcement with its number.
+        Some(n) if n.threads == 0 => FrameRate::new(n.frames_per_second).ok(),
         Some(_) => None,
-        None if d.header.frame_rate().is_none() => station_fps,
+        None if d.header.frame_rate().is_none() => station_fps.and_then(|n| FrameRate::new(n).ok()),
         None => None,
     }
 }
@@ -89,17 +90,22 @@ pub(crate) fn station_rate_to_split(
 /// Untrusted numbers size windows and queues, so they are kept within what VDIF can express.
 pub(crate) fn stream_shape(
     d: &DataDatagram<'_>,
-    fps: Option<u32>,
+    fps: Option<FrameRate>,
     threads: Option<u16>,
 ) -> Result<(u32, u16), ShapeError> {
-    let fps = SourcedRate::most_believable([
-        (RateSource::Announced, d.native.map(|n| n.frames_per_second)),
-        (RateSource::Given, fps),
-        (RateSource::Header, d.header.frame_rate().map(u32::from)),
-    ])
-    .map(|r| r.fps)
-    .ok_or(ShapeError::NoFrameRate)?;
     let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
+    // An announced rate past 2^24 is no frame rate: refused with its number, not ignored.
+    let announced = d.native.map(|n| n.frames_per_second).filter(|n| *n > 0);
+    if let Some(fps) = announced.filter(|n| *n > MAX_FPS) {
+        return Err(ShapeError::Implausible { fps, threads });
+    }
+    let fps = SourcedRate::most_believable([
+        (RateSource::Announced, announced.and_then(|n| FrameRate::new(n).ok())),
+        (RateSource::Given, fps),
+        (RateSource::Header, d.header.frame_rate()),
+    ])
+    .map(|r| r.fps.get())
+    .ok_or(ShapeError::NoFrameRate)?;
     if fps > MAX_FPS || threads > MAX_THREADS {
         return Err(ShapeError::Implausible { fps, threads });
     }

@@ -250,7 +250,7 @@ impl Receiver {
     /// from its frames ([`crate::intake::station_rate_to_split`]): only the station's rate is
     /// known (a VSI-S mode, or a relay's announcement of one), not the thread count or the rate
     /// per thread.
-    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<u32> {
+    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<vdif::FrameRate> {
         let c = &self.cfg;
         crate::intake::station_rate_to_split(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }

@@ -113,7 +113,7 @@ pub struct RelayConfig {
     /// Keep this much of each stream to answer NAKs (native output); `None`: no ARQ.
     pub arq_latency: Option<Duration>,
     /// Frames per second per thread when neither the framing nor the headers say.
-    pub frames_per_second: Option<u32>,
+    pub frames_per_second: Option<vdif::FrameRate>,
     /// VDIF threads per station; `None`: announced by a native input, else learned.
     pub threads: Option<u16>,
     /// Frames per second of a whole station, all its threads (a VSI-S mode's rate), when
@@ -512,7 +512,9 @@ impl Relay {
             threads: ThreadMap::new(threads),
             thread_count: threads,
             last_pos: vec![u64::MAX; usize::from(crate::intake::MAX_THREADS)],
-            station_rate: fps_given.filter(|_| self.cfg.frames_per_second.is_none()),
+            station_rate: fps_given
+                .filter(|_| self.cfg.frames_per_second.is_none())
+                .map(vdif::FrameRate::get),
             rate_check: None,
             queue: None,
             stream: None,
@@ -556,7 +558,7 @@ impl Relay {
     /// learned ([`crate::intake::station_rate_to_split`]): only the station's rate is known (a
     /// VSI-S mode, or an earlier relay's announcement of one), not the threads or the rate per
     /// thread.
-    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<u32> {
+    fn station_rate_to_split(&self, d: &DataDatagram<'_>) -> Option<vdif::FrameRate> {
         let c = &self.cfg;
         crate::intake::station_rate_to_split(d, c.frames_per_second, c.threads, c.station_frames_per_second)
     }
@@ -831,7 +833,7 @@ impl Relay {
             (st.fps, st.thread_count) = (fps, threads);
             st.threads = ThreadMap::new(threads);
             st.known_threads = known.then_some(threads);
-            st.station_rate = fps_given.filter(|_| given_only);
+            st.station_rate = fps_given.filter(|_| given_only).map(vdif::FrameRate::get);
             st.counts.frames_per_second = fps;
             st.last_pos.fill(u64::MAX);
         }

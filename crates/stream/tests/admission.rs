@@ -20,7 +20,7 @@ const SENDER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Ad
 /// Frame `k` of `station` at 2000 frames/s (1056 bytes), its data recognisable per frame.
 fn frame_of(station: u16, k: u32, fps: u32) -> Vec<u8> {
     let l = FrameLayout::new(f64::from(fps) * 8192.0, 2, 1, 1, 1024).unwrap();
-    assert_eq!(l.frames_per_second, fps);
+    assert_eq!(l.frames_per_second.get(), fps);
     let mut h = l.header(station);
     h.seconds = 1000 + k / fps;
     h.frame_number = k % fps;

@@ -22,7 +22,7 @@ struct Outcome {
 
 fn run(arq: bool, loss: f64, seconds: u64, seed: u64) -> Outcome {
     let l = FrameLayout::new(524.288e6, 2, 8, 1, 1024).unwrap();
-    assert_eq!(l.frames_per_second, 64_000);
+    assert_eq!(l.frames_per_second.get(), 64_000);
     let path = |seed| {
         Link::new(
             LinkConfig {

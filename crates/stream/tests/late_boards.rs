@@ -124,7 +124,7 @@ fn relay(cfg: RelayConfig, t0: Instant, third: Third) -> (Relay, u64) {
 
 fn configs(t0: Instant) -> [(&'static str, RelayConfig); 2] {
     let mut given = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    (given.frames_per_second, given.threads) = (Some(PER), Some(4));
+    (given.frames_per_second, given.threads) = (vdif::FrameRate::new(PER).ok(), Some(4));
     let mut learned = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
     learned.station_frames_per_second = Some(4 * PER);
     [("threads given", given), ("threads learned", learned)]

@@ -130,7 +130,7 @@ fn cases(cfg: impl Fn() -> ReceiverConfig, what: &str) -> Vec<String> {
 fn a_board_starting_late_or_read_in_a_late_batch_loses_no_frame_at_a_receiver_threads_given() {
     let cfg = || ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        frames_per_second: Some(PER),
+        frames_per_second: vdif::FrameRate::new(PER).ok(),
         threads: Some(4),
         ..ReceiverConfig::default()
     };

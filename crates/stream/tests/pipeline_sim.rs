@@ -38,7 +38,7 @@ const FIRST_SECOND: u32 = 700_000_000;
 fn layout() -> FrameLayout {
     let rate = f64::from(FPS) * f64::from(THREADS) * PAYLOAD as f64 * 8.0;
     let l = FrameLayout::new(rate, 2, 8, u32::from(THREADS), PAYLOAD).expect("layout");
-    assert_eq!(l.frames_per_second, FPS);
+    assert_eq!(l.frames_per_second.get(), FPS);
     l
 }
 

@@ -182,7 +182,10 @@ fn a_stray_datagram_before_the_sender_does_not_lock_it_out() {
 fn the_first_sequence_number_is_the_first_frames() {
     // Regression (issue 17): seq_first read the first number + 3: the frames a new stream's
     // window holds as candidates were placed without their numbers.
-    for (format, fps) in [(SeqFormat::Native, None), (SeqFormat::Jive5ab, Some(8000))] {
+    for (format, fps) in [
+        (SeqFormat::Native, None),
+        (SeqFormat::Jive5ab, vdif::FrameRate::new(8000).ok()),
+    ] {
         let mut rx = Receiver::new(ReceiverConfig {
             format,
             frames_per_second: fps,
@@ -222,7 +225,7 @@ fn a_stream_on_a_nonzero_thread_id_is_received_and_filled_on_its_thread() {
     // invalid frames per real one. Threads are their ids, whatever they are.
     let mut rx = Receiver::new(ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        frames_per_second: Some(8000),
+        frames_per_second: vdif::FrameRate::new(8000).ok(),
         ..ReceiverConfig::default()
     });
     let mut sink = VecSink::default();
@@ -552,7 +555,7 @@ proptest! {
                                         fps in any::<u32>(), threads in any::<u16>()) {
         let t0 = Instant::now();
         for format in [SeqFormat::Native, SeqFormat::Jive5ab, SeqFormat::None] {
-            let mut rx = Receiver::new(ReceiverConfig { format, frames_per_second: Some(fps.max(1)), threads: Some(threads.max(1)), arq: true, ..ReceiverConfig::default() });
+            let mut rx = Receiver::new(ReceiverConfig { format, frames_per_second: vdif::FrameRate::new(fps.max(1)).ok(), threads: Some(threads.max(1)), arq: true, ..ReceiverConfig::default() });
             let mut sink = VecSink::default();
             for (i, d) in ds.iter().enumerate() {
                 rx.handle_datagram(t0 + Duration::from_millis(i as u64), FROM, d, false, &mut sink);
@@ -746,7 +749,7 @@ fn loss_at_the_end_of_a_stream_is_in_f_with_exact_counts() {
     // 999 (the socket's drop counter says 3 after the last datagram). 995 arrives after 996.
     let mut rx = Receiver::new(ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        frames_per_second: Some(8000),
+        frames_per_second: vdif::FrameRate::new(8000).ok(),
         ..ReceiverConfig::default()
     });
     let mut sink = VecSink::default();
@@ -975,7 +978,7 @@ fn the_boards_of_a_station_sending_from_their_own_addresses_all_feed_its_window(
         } else {
             ReceiverConfig {
                 format: SeqFormat::Jive5ab,
-                frames_per_second: Some(2000),
+                frames_per_second: vdif::FrameRate::new(2000).ok(),
                 threads: Some(4),
                 ..ReceiverConfig::default()
             }
@@ -1046,7 +1049,7 @@ fn a_source_beside_a_live_board_or_beyond_the_window_is_refused_and_a_restarted_
     let (a, b, evil) = (addr("10.0.0.1:5001"), addr("10.0.0.2:5002"), addr("10.9.9.9:6666"));
     let mut rx = Receiver::new(ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        frames_per_second: Some(2000),
+        frames_per_second: vdif::FrameRate::new(2000).ok(),
         threads: Some(4),
         ..ReceiverConfig::default()
     });

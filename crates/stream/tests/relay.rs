@@ -49,7 +49,7 @@ fn addr(port: u16) -> SocketAddr {
 
 fn relay(input: SeqFormat, output: SeqFormat, t0: Instant) -> Relay {
     let mut cfg = RelayConfig::new(input, output, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     Relay::new(cfg)
 }
 
@@ -155,7 +155,7 @@ fn udps_serial_numbers_give_loss_reordering_and_extent_per_sender() {
 fn a_burst_in_is_paced_out_and_a_backlog_leaves_at_no_more_than_the_catch_up_rate() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     cfg.smoothing = Duration::from_millis(2);
     cfg.catch_up = 2.0;
@@ -196,7 +196,7 @@ fn a_burst_in_is_paced_out_and_a_backlog_leaves_at_no_more_than_the_catch_up_rat
 fn a_full_buffer_drops_the_oldest_frames_and_counts_them() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     cfg.buffer_bytes = 10 * 8032;
     let mut r = Relay::new(cfg);
@@ -223,7 +223,7 @@ fn a_full_buffer_drops_the_oldest_frames_and_counts_them() {
 fn naks_are_answered_from_the_repeat_buffer() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     cfg.arq_latency = Some(Duration::from_millis(300));
     let mut r = Relay::new(cfg);
@@ -417,7 +417,7 @@ fn a_board_starting_behind_the_other_within_the_skew_is_learned() {
 fn keep_alives_go_back_every_nth_datagram_of_each_sender() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.ack_every = Some(10);
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
@@ -496,7 +496,7 @@ proptest! {
 fn a_late_departure_is_made_up_not_carried_into_every_later_frame() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
@@ -546,7 +546,7 @@ fn frames_that_fell_due_leave_together_within_the_catch_up_rate() {
         .collect();
     let run = |burst: usize| {
         let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-        cfg.frames_per_second = Some(FPS);
+        cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
         cfg.threads = Some(1);
         cfg.burst = burst;
         let mut r = Relay::new(cfg);
@@ -645,7 +645,7 @@ fn a_departure_carries_at_most_the_batch_wait_of_a_slow_stream() {
     let t0 = Instant::now();
     let step = Duration::from_micros(125);
     let mut cfg = RelayConfig::new(SeqFormat::None, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     cfg.burst = stream::relay::DEFAULT_BURST;
     let mut r = Relay::new(cfg);
@@ -722,7 +722,7 @@ fn a_stream_without_a_frame_rate_is_refused_and_said_once_at_its_first_frame() {
 fn frames_leave_from_the_buffer_they_came_in_and_free_it_when_sent() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Jive5ab, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.threads = Some(1);
     cfg.burst = 4;
     let mut r = Relay::new(cfg);
@@ -862,7 +862,7 @@ fn a_fake_board_sending_a_fraction_of_a_thread_is_not_relayed_or_recorded() {
 fn keep_alives_answer_only_frames_taken() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::None, t0);
-    cfg.frames_per_second = Some(FPS);
+    cfg.frames_per_second = vdif::FrameRate::new(FPS).ok();
     cfg.ack_every = Some(1);
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
@@ -1054,7 +1054,7 @@ fn a_given_frame_rate_above_the_frames_own_count_is_corrected_and_said_not_count
     let t0 = Instant::now();
     let (actual, given, threads) = (1000u32, 4000u32, 2u16);
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    cfg.frames_per_second = Some(given);
+    cfg.frames_per_second = vdif::FrameRate::new(given).ok();
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
     let mut out = Vec::new();

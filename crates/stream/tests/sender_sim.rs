@@ -27,7 +27,7 @@ const STATION: u16 = 0x4566;
 
 fn layout() -> FrameLayout {
     let l = FrameLayout::new(RATE_BPS, 2, 1, 1, 1024).expect("layout");
-    assert_eq!(l.frames_per_second, FPS);
+    assert_eq!(l.frames_per_second.get(), FPS);
     l
 }
 

@@ -28,7 +28,7 @@ pub struct FrameLayout {
     /// Time samples (of all channels of a thread) per frame.
     pub samples_per_frame: u64,
     /// Frames per second per thread.
-    pub frames_per_second: u32,
+    pub frames_per_second: FrameRate,
     /// Sample rate per channel, Hz (twice the channel bandwidth for real sampling, equal to
     /// it for complex sampling).
     pub sample_rate_hz: f64,
@@ -103,7 +103,7 @@ impl FrameLayout {
             data_len,
             frame_len: data_len + HEADER_LEN,
             samples_per_frame,
-            frames_per_second: fps_int as u32,
+            frames_per_second: fps,
             sample_rate_hz: (fps_int * samples_per_frame) as f64,
             complex,
         })
@@ -143,7 +143,7 @@ mod tests {
     fn a_512_mbps_8_channel_2_bit_layout_gives_8000_frames_a_second() {
         // 512 Mb/s, 2 bit, 8 channels, 1 thread, 8000-byte frames: 8000 frames/s, 32 MS/s.
         let l = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
-        assert_eq!(l.frames_per_second, 8000);
+        assert_eq!(l.frames_per_second.get(), 8000);
         assert_eq!(l.samples_per_frame, 4000);
         assert_eq!(l.sample_rate_hz, 32e6);
         assert_eq!(l.frame_len, 8032);
@@ -153,7 +153,7 @@ mod tests {
     fn complex_halves_the_sample_rate() {
         let l = FrameLayout::with_complex(64e6, 2, 4, 1, 8000, true).unwrap();
         assert_eq!(
-            (l.frames_per_second, l.samples_per_frame, l.sample_rate_hz),
+            (l.frames_per_second.get(), l.samples_per_frame, l.sample_rate_hz),
             (1000, 4000, 4e6)
         );
         let h = l.header(1);

@@ -16,6 +16,7 @@
 //! assert_eq!(h.station_name(), "Ef");
 //! ```
 
+pub mod bitrate;
 pub mod check;
 pub mod codec;
 pub mod error;
@@ -33,6 +34,7 @@ pub mod stats;
 pub mod time;
 pub mod vtp;
 
+pub use bitrate::{BitRate, BitRateError};
 pub use check::CheckedFrames;
 pub use error::{CodecError, HeaderError, LayoutError, VtpError};
 pub use header::{parse_station, station_name, VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};

@@ -57,24 +57,26 @@ impl std::fmt::Display for RateSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourcedRate {
     /// Frames per second per thread.
-    pub fps: u32,
+    pub fps: FrameRate,
     /// Who said so.
     pub source: RateSource,
 }
 
 impl SourcedRate {
-    /// The most believable of the rates the sources give (0 and `None` say nothing), whatever
-    /// the order they are listed in.
-    pub fn most_believable(candidates: impl IntoIterator<Item = (RateSource, Option<u32>)>) -> Option<SourcedRate> {
+    /// The most believable of the rates the sources give (`None` says nothing), whatever the
+    /// order they are listed in.
+    pub fn most_believable(
+        candidates: impl IntoIterator<Item = (RateSource, Option<FrameRate>)>,
+    ) -> Option<SourcedRate> {
         candidates
             .into_iter()
-            .filter_map(|(source, fps)| fps.filter(|f| *f > 0).map(|fps| SourcedRate { fps, source }))
+            .filter_map(|(source, fps)| fps.map(|fps| SourcedRate { fps, source }))
             .min_by_key(|r| r.source)
     }
 
     /// Learn a rate as it comes: `source`'s `fps` replaces `current` only when more believable
     /// (a rate already in use is never replaced by an equal or lesser source).
-    pub fn offer(current: &mut Option<SourcedRate>, source: RateSource, fps: Option<u32>) {
+    pub fn offer(current: &mut Option<SourcedRate>, source: RateSource, fps: Option<FrameRate>) {
         let better =
             SourcedRate::most_believable([(source, fps)]).filter(|c| current.is_none_or(|now| c.source < now.source));
         if let Some(c) = better {
@@ -145,6 +147,19 @@ impl From<FrameRate> for u32 {
 impl From<FrameRate> for u64 {
     fn from(r: FrameRate) -> u64 {
         u64::from(r.0)
+    }
+}
+
+impl From<FrameRate> for i64 {
+    fn from(r: FrameRate) -> i64 {
+        i64::from(r.0)
+    }
+}
+
+/// Exact: every rate fits a double's 53-bit mantissa.
+impl From<FrameRate> for f64 {
+    fn from(r: FrameRate) -> f64 {
+        f64::from(r.0)
     }
 }
 
@@ -301,9 +316,10 @@ mod tests {
 
     #[test]
     fn the_most_believable_source_wins_whatever_the_order() {
-        let header = (RateSource::Header, Some(25_600));
-        let given = (RateSource::Given, Some(32_000));
-        let frames = (RateSource::FrameNumbers, Some(12_800));
+        let r = |n: u32| FrameRate::new(n).ok();
+        let header = (RateSource::Header, r(25_600));
+        let given = (RateSource::Given, r(32_000));
+        let frames = (RateSource::FrameNumbers, r(12_800));
         for list in [
             [header, given, frames],
             [frames, header, given],
@@ -312,28 +328,28 @@ mod tests {
             assert_eq!(
                 SourcedRate::most_believable(list),
                 Some(SourcedRate {
-                    fps: 32_000,
+                    fps: FrameRate(32_000),
                     source: RateSource::Given
                 })
             );
         }
-        // 0 and None say nothing.
-        let silent = [(RateSource::Announced, Some(0)), (RateSource::Given, None), frames];
+        // None (what a 0 parses to) says nothing.
+        let silent = [(RateSource::Announced, r(0)), (RateSource::Given, None), frames];
         assert_eq!(
             SourcedRate::most_believable(silent).map(|r| r.source),
             Some(RateSource::FrameNumbers)
         );
         // A rate in use is replaced only by a more believable source.
         let mut now = None;
-        SourcedRate::offer(&mut now, RateSource::Header, Some(25_600));
-        SourcedRate::offer(&mut now, RateSource::FrameNumbers, Some(12_800));
-        SourcedRate::offer(&mut now, RateSource::Header, Some(1));
-        assert_eq!(now.map(|r| r.fps), Some(25_600));
-        SourcedRate::offer(&mut now, RateSource::Announced, Some(16_000));
+        SourcedRate::offer(&mut now, RateSource::Header, r(25_600));
+        SourcedRate::offer(&mut now, RateSource::FrameNumbers, r(12_800));
+        SourcedRate::offer(&mut now, RateSource::Header, r(1));
+        assert_eq!(now.map(|s| s.fps), r(25_600));
+        SourcedRate::offer(&mut now, RateSource::Announced, r(16_000));
         assert_eq!(
             now,
             Some(SourcedRate {
-                fps: 16_000,
+                fps: FrameRate(16_000),
                 source: RateSource::Announced
             })
         );

@@ -29,7 +29,7 @@ pub fn check_range_at_rate(
     start: u64,
     end: u64,
     sample: u64,
-    frames_per_second: Option<u32>,
+    frames_per_second: Option<vdif::FrameRate>,
 ) -> io::Result<Option<ScanCheck>> {
     let end = end.min(scan.len());
     if start >= end {
@@ -161,7 +161,7 @@ mod tests {
         let scan = Scan::open(scanfmt::Layout::Vbs, "sc", &[disk]).unwrap();
         let len = scan.len();
         for (start, end) in [(len + 100, len), (len, len), (500, 400), (len + 1, u64::MAX), (0, 0)] {
-            for fps in [None, Some(FPS)] {
+            for fps in [None, vdif::FrameRate::new(FPS).ok()] {
                 let c = check_range_at_rate(&scan, start, end, 1_000_000, fps).unwrap();
                 assert!(c.is_none(), "{start}-{end}: {c:?}");
             }
@@ -175,10 +175,13 @@ mod tests {
     #[test]
     fn the_rate_is_found_when_frames_lost_before_the_boundary_moved_it() {
         let c = check(&recording(3, 100..1433));
-        assert_eq!(c.frames_per_second, Some(FPS), "{c:?}");
+        assert_eq!(c.frames_per_second, vdif::FrameRate::new(FPS).ok(), "{c:?}");
         assert_eq!(c.missing_bytes, Some(1333 * FRAME as i64), "{c:?}");
         let whole = check(&recording(3, 0..0));
-        assert_eq!((whole.frames_per_second, whole.missing_bytes), (Some(FPS), Some(0)));
+        assert_eq!(
+            (whole.frames_per_second, whole.missing_bytes),
+            (vdif::FrameRate::new(FPS).ok(), Some(0))
+        );
     }
 
     /// 100 ms lost across the first second boundary (a backend simulator held up on a loaded
@@ -187,10 +190,10 @@ mod tests {
     #[test]
     fn the_rate_is_found_at_a_later_boundary_when_frames_lost_across_the_first_hide_it() {
         let c = check(&recording_losing(4, FPS - 200..FPS + 200));
-        assert_eq!(c.frames_per_second, Some(FPS), "{c:?}");
+        assert_eq!(c.frames_per_second, vdif::FrameRate::new(FPS).ok(), "{c:?}");
         assert_eq!(c.missing_bytes, Some(400 * FRAME as i64), "{c:?}");
         // Across the first two boundaries: the third.
         let c = check(&recording_losing(4, FPS - 200..2 * FPS + 200));
-        assert_eq!(c.frames_per_second, Some(FPS), "{c:?}");
+        assert_eq!(c.frames_per_second, vdif::FrameRate::new(FPS).ok(), "{c:?}");
     }
 }

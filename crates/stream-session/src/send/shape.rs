@@ -22,7 +22,7 @@ pub(crate) struct Found {
     /// Frames found (all threads).
     pub frames: u64,
     /// Frames per second per thread, when the file (or `--fps`) showed it.
-    pub frames_per_second: Option<u32>,
+    pub frames_per_second: Option<vdif::FrameRate>,
     /// The lowest and the highest frame number of any thread.
     pub frame_numbers: (u32, u32),
     /// UTC of the start of the earliest frame's second.
@@ -80,8 +80,7 @@ pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: b
         vdif::FrameRate::from_bit_rate(bits, data_len as u64, u32::from(threads)).ok()
     };
     let fps = match (found.frames_per_second, rate_bps.and_then(from_rate)) {
-        (Some(f), _) => f,
-        (None, Some(r)) => r.get(),
+        (Some(f), _) | (None, Some(f)) => f.get(),
         _ => {
             return Err(unknown_frame_rate(
                 found,
@@ -167,6 +166,7 @@ mod tests {
 
     /// Two threads of 8032-byte frames (8000 bytes of data), `per_thread` frames each.
     fn found(per_thread: u64, fps: Option<u32>) -> Found {
+        let fps = fps.map(|n| vdif::FrameRate::new(n).unwrap());
         Found {
             station_id: Some(0x4566),
             thread_ids: vec![0, 1],

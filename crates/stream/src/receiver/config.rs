@@ -68,7 +68,7 @@ pub struct ReceiverConfig {
     /// Framing the sender uses.
     pub format: SeqFormat,
     /// Frames per second per thread, when the framing and headers do not say (jive5ab, none).
-    pub frames_per_second: Option<u32>,
+    pub frames_per_second: Option<vdif::FrameRate>,
     /// VDIF threads per station, when the framing does not say; default 1 (or counted, see
     /// `station_frames_per_second`).
     pub threads: Option<u16>,

@@ -29,7 +29,7 @@ const FRAME_LEN: usize = 32 + 64;
 /// `n` frames of 64 data bytes, 1000 frames/s, second 100 onwards.
 fn frames(n: u32) -> Vec<u8> {
     let l = vdif::FrameLayout::new(512_000.0, 2, 1, 1, 64).expect("layout");
-    assert_eq!(l.frames_per_second, 1000);
+    assert_eq!(l.frames_per_second.get(), 1000);
     let mut out = vec![0u8; FRAME_LEN * n as usize];
     for (i, f) in out.chunks_mut(FRAME_LEN).enumerate() {
         let mut h = l.header(1);

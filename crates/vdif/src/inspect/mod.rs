@@ -143,7 +143,7 @@ pub struct InspectReport {
     /// Time samples per frame.
     pub samples_per_frame: Option<u64>,
     /// Frames per second per thread, and how it was found.
-    pub frames_per_second: Option<u32>,
+    pub frames_per_second: Option<FrameRate>,
     /// "header" (EDV 1/3 sample rate), "frame numbers" (a second boundary was seen) or "given".
     pub frame_rate_source: Option<String>,
     /// Sample rate per channel, Hz (complex samples per second for complex data).
@@ -244,7 +244,7 @@ impl Inspector {
     /// A fresh pass. `fps_hint` supplies the frame rate when the file is too short to show it.
     pub fn new(fps_hint: Option<FrameRate>) -> Self {
         let mut tracker = Tracker::default();
-        SourcedRate::offer(&mut tracker.rate, RateSource::Given, fps_hint.map(FrameRate::get));
+        SourcedRate::offer(&mut tracker.rate, RateSource::Given, fps_hint);
         Inspector {
             tracker,
             first: None,
@@ -272,11 +272,7 @@ impl Inspector {
         self.valid_bytes += len as u64;
         if self.first.is_none() {
             self.first = Some(*header);
-            SourcedRate::offer(
-                &mut self.tracker.rate,
-                RateSource::Header,
-                header.frame_rate().map(u32::from),
-            );
+            SourcedRate::offer(&mut self.tracker.rate, RateSource::Header, header.frame_rate());
         }
         if !header.legacy
             && header.edv() == 0
@@ -424,7 +420,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     let tracker = std::mem::take(&mut i.tracker);
     let mut problems = std::mem::take(&mut i.problems);
     if let Some(fps) = tracker.fps() {
-        if tracker.max_frame >= fps {
+        if tracker.max_frame >= fps.get() {
             problems.push(format!(
                 "frame number {} exceeds the frame rate {fps}/s",
                 tracker.max_frame

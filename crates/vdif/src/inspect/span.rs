@@ -20,7 +20,7 @@ pub(super) struct TimeSpan {
 pub(super) fn time_span(
     h0: &VdifHeader,
     per_thread: &[ThreadSummary],
-    fps: Option<u32>,
+    fps: Option<crate::rate::FrameRate>,
     problems: &mut Vec<String>,
 ) -> TimeSpan {
     // Times are taken relative to the first frame in the file (as baseband does); a thread

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Gap, ThreadSummary, MAX_LISTED, MAX_STREAMS, MAX_TIME_SPREAD_S};
 use crate::header::VdifHeader;
-use crate::rate::{RateSource, SourcedRate};
+use crate::rate::{FrameRate, RateSource, SourcedRate};
 use crate::time::iso;
 
 /// Frames of one station/thread as they come.
@@ -28,7 +28,7 @@ pub(super) struct Tracker {
 
 impl Tracker {
     /// The frame rate in use, when known.
-    pub(super) fn fps(&self) -> Option<u32> {
+    pub(super) fn fps(&self) -> Option<FrameRate> {
         self.rate.map(|r| r.fps)
     }
 
@@ -52,7 +52,11 @@ impl Tracker {
         // earlier second have then been seen (frames are in time order within a thread).
         let crossed = t.frames > 0 && now.0 > t.last.0;
         if crossed {
-            SourcedRate::offer(&mut self.rate, RateSource::FrameNumbers, Some(self.max_frame + 1));
+            SourcedRate::offer(
+                &mut self.rate,
+                RateSource::FrameNumbers,
+                FrameRate::new(self.max_frame + 1).ok(),
+            );
         }
         t.frames += 1;
         t.last = now;
@@ -77,7 +81,7 @@ impl Tracker {
         let missing = if now.0 == l.0 {
             u64::from(now.1 - l.1 - 1)
         } else {
-            let fps = u64::from(self.rate.map_or(0, |r| r.fps));
+            let fps = self.rate.map_or(0, |r| u64::from(r.fps));
             (u64::from(now.0 - l.0) - 1) * fps + fps.saturating_sub(u64::from(l.1) + 1) + u64::from(now.1)
         };
         s.last = Some(now);
@@ -98,7 +102,7 @@ impl Tracker {
 
 /// Frames from `a` to `b` (second, frame number), `b` not before `a`: known within a second,
 /// across seconds only with the frame rate.
-fn frames_between(a: (u32, u32), b: (u32, u32), fps: Option<u32>) -> Option<u64> {
+fn frames_between(a: (u32, u32), b: (u32, u32), fps: Option<FrameRate>) -> Option<u64> {
     if a.0 == b.0 {
         return Some(u64::from(b.1.saturating_sub(a.1)));
     }
@@ -124,7 +128,7 @@ pub(super) struct Edges {
 pub(super) fn check_edges(
     per_thread: &mut [ThreadSummary],
     h0: &VdifHeader,
-    fps: Option<u32>,
+    fps: Option<FrameRate>,
     problems: &mut Vec<String>,
 ) -> Edges {
     let mut edges = Edges::default();

@@ -2,7 +2,8 @@
 //! up (here: its live-line callback takes two seconds, as a write to a stalled stderr would, or
 //! a host that does not schedule it), the frames that come are read from the socket and handed
 //! over, not dropped by the kernel at a socket buffer of a few dozen frames; every one leaves
-//! when the relay's thread goes on. Real sockets on 127.0.0.1.
+//! when the relay's thread goes on; with a hand-over too small for them, what does not fit is
+//! counted, and every frame sent is accounted for. Real sockets on 127.0.0.1.
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, UdpSocket};
@@ -59,8 +60,9 @@ fn collector(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<BTre
     (addr, t)
 }
 
-#[test]
-fn a_relay_thread_held_up_for_two_seconds_loses_nothing_at_its_input_socket() {
+/// Relay (queue and hand-over of `buffer_bytes`) while its thread is held up for [`HOLD`] and
+/// [`FRAMES`] frames come; the report and the frame numbers that reached the output.
+fn relay_held_up(buffer_bytes: usize) -> (stream::results::RelayReport, BTreeSet<u32>, String) {
     let out_stop = Arc::new(AtomicBool::new(false));
     let (out, collected) = collector(Arc::clone(&out_stop));
     let spec = ListenSpec::Unicast("127.0.0.1:0".parse().unwrap());
@@ -70,6 +72,7 @@ fn a_relay_thread_held_up_for_two_seconds_loses_nothing_at_its_input_socket() {
     cfg.interval = Duration::from_millis(50);
     cfg.relay.frames_per_second = Some(FPS);
     cfg.relay.threads = Some(1);
+    cfg.relay.buffer_bytes = buffer_bytes;
     let bound = BoundRelay::bind(cfg).unwrap();
     let to = bound.local_addrs()[0];
     let granted = bound.grants()[0].clone();
@@ -117,6 +120,13 @@ fn a_relay_thread_held_up_for_two_seconds_loses_nothing_at_its_input_socket() {
     let got = collected.join().unwrap();
     let json = serde_json::to_value(&report).unwrap();
     let said = format!("granted {granted:?}; sent while held: {sent_while_held}; report {json}");
+    (report, got, said)
+}
+
+#[test]
+fn a_relay_thread_held_up_for_two_seconds_loses_nothing_at_its_input_socket() {
+    let (report, got, said) = relay_held_up(256 << 20);
+    let json = serde_json::to_value(&report).unwrap();
     assert_eq!(report.socket_drops, 0, "the kernel dropped frames at the input: {said}");
     assert_eq!(json["handover_dropped"].as_u64().unwrap_or(0), 0, "{said}");
     assert_eq!(report.datagrams.datagrams, u64::from(FRAMES), "{said}");
@@ -126,4 +136,20 @@ fn a_relay_thread_held_up_for_two_seconds_loses_nothing_at_its_input_socket() {
         "{} frames never arrived: {missing:?}; {said}",
         missing.len()
     );
+}
+
+/// A hand-over of 512 KB (`--buffer 512K`: 65 frames) while 400 come: the receive thread drops
+/// what does not fit and counts it; every frame sent is taken by the relay or counted dropped
+/// (at the hand-over, or by the kernel), and every one taken arrives.
+#[test]
+fn what_does_not_fit_the_hand_over_is_counted_and_every_frame_is_accounted_for() {
+    let (report, got, said) = relay_held_up(512 << 10);
+    let handover = serde_json::to_value(&report).unwrap()["handover_dropped"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(handover > 0, "a 512 KB hand-over took 3.2 MB: {said}");
+    let taken = report.datagrams.datagrams;
+    assert_eq!(taken + handover + report.socket_drops, u64::from(FRAMES), "{said}");
+    let overflow: u64 = report.stations.iter().map(|s| s.overflow_dropped).sum();
+    assert_eq!(got.len() as u64 + overflow, taken, "{said}");
 }

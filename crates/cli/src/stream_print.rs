@@ -289,7 +289,7 @@ fn recv_station_lines(s: &stream::StationSummary) {
 pub fn relay_live_line(l: &RelayLiveLine) -> String {
     format!(
         "{:7.1} s  in {:>9}b/s  {} sender(s)  frames in {:>7}  out {:>7}  queued {:>5}  lost in input {:>4}  \
-         overflow {:>4}  rejected {:>4}  kernel drops {}",
+         overflow {:>4}  rejected {:>4}  kernel drops {}{}",
         l.elapsed_s,
         si_fmt(l.in_rate_bps),
         l.senders,
@@ -299,7 +299,12 @@ pub fn relay_live_line(l: &RelayLiveLine) -> String {
         l.lost_in_input,
         l.overflow_dropped,
         l.rejected,
-        l.kernel_drops
+        l.kernel_drops,
+        if l.handover_dropped > 0 {
+            format!("  hand-over full {}", l.handover_dropped)
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -382,6 +387,12 @@ pub fn relay_summary(r: &RelayReport) {
         status!(
             "kernel dropped {} datagrams at the input sockets, their buffers full",
             r.socket_drops
+        );
+    }
+    if r.handover_dropped > 0 {
+        status!(
+            "the receive thread dropped {} datagrams: its hand-over to the relay's thread was full (--buffer)",
+            r.handover_dropped
         );
     }
     if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {

@@ -352,6 +352,10 @@ pub struct RelayReport {
     pub tee: Option<TeeReport>,
     /// Datagrams the kernel dropped at the input sockets (their buffers full).
     pub socket_drops: u64,
+    /// Datagrams the receive thread read but dropped: its hand-over to the relay's thread was
+    /// full (`--buffer` bytes waiting to be taken: the relay's thread held up that long).
+    #[serde(default)]
+    pub handover_dropped: u64,
     /// Receive buffer granted per input.
     pub rcvbuf: Vec<BufferGrant>,
     /// Sends that found the socket buffer full (retried).

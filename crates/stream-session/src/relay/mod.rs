@@ -1,7 +1,8 @@
-//! `evlbi stream relay` over real sockets: the sans-IO [`stream::relay::Relay`] and its input
-//! sockets on one thread ([`inputs`]: recvmmsg straight into pooled buffers, frames queued and
-//! sent from there, never copied; one GSO sendmsg gathers prefix and frame per datagram), the
-//! tee through [`Recorder`](recording::write::Recorder).
+//! `evlbi stream relay` over real sockets: the sans-IO [`stream::relay::Relay`] on the relay's
+//! thread, its input sockets read by a receive thread apart ([`inputs`]: recvmmsg straight into
+//! pooled buffers handed over whole, frames queued and sent from there, never copied; one GSO
+//! sendmsg gathers prefix and frame per datagram), the tee through
+//! [`Recorder`](recording::write::Recorder).
 
 mod config;
 mod inputs;
@@ -178,7 +179,8 @@ impl BoundRelay {
         rcfg.session = new_session();
         rcfg.first_seq = first_seq(rcfg.output);
         let mut relay = Relay::new(rcfg);
-        let mut readers = inputs::Inputs::new(inputs, cfg.relay.buffer_bytes);
+        let mut readers =
+            inputs::Inputs::new(inputs, cfg.relay.buffer_bytes).map_err(io_err("start the relay's receive thread"))?;
         let mut t = Marks {
             first: None,
             last_in: started,
@@ -197,7 +199,7 @@ impl BoundRelay {
             if !readers.any_open() {
                 break "input readers ended";
             }
-            wait(&relay, &readers, now, spin);
+            wait(&relay, &mut readers, now, spin);
             readers.read(&mut relay, &mut t, &mut tally, &mut tee);
             while let Some(n) = relay.poll_notice() {
                 if let Some(say) = notice.as_mut() {
@@ -224,7 +226,7 @@ impl BoundRelay {
             }
             if now >= t.next_live {
                 let drops = readers.drops();
-                let line = tally.line(now, t.first, cfg.interval, &relay, drops);
+                let line = tally.line(now, t.first, cfg.interval, &relay, (drops, readers.handover_dropped()));
                 if let Some(observe) = observer.as_mut() {
                     observe(relay_status(&line, &relay, drops));
                 }
@@ -232,7 +234,8 @@ impl BoundRelay {
                 t.next_live += cfg.interval;
             }
         };
-        // The inputs are not read any more; what was taken still leaves.
+        // The inputs are not read any more; what was taken (the hand-over's too) still leaves.
+        readers.stop(&mut relay, &mut t, &mut tally, &mut tee);
         let answer_for = cfg.relay.arq_latency.filter(|_| stopped_by != "signal");
         drain(
             &mut relay,
@@ -250,8 +253,10 @@ impl BoundRelay {
             Output::Udp(_) => (None, None),
         };
         let socket_drops = readers.drops();
+        let handover_dropped = readers.handover_dropped();
         let (readers, reader_error) = readers.finish();
         let end = RelayEnd {
+            handover_dropped,
             base,
             marks: t,
             readers,
@@ -351,10 +356,11 @@ fn send_due(
 
 /// Wait for what comes first: input, or the next departure (a whole batch, see `--burst`),
 /// 1 ms at most. While frames wait to leave, the relay sleeps to their departure without
-/// waking for input (it waits in the socket buffer and is read then): a wake-up per input batch
+/// waking for input (the receive thread reads it meanwhile; it waits in the hand-over and is
+/// taken then): a wake-up per input batch
 /// and another per departure cost more than the frames (issue 30). Departures within `spin`
 /// are waited for by the sender, spinning.
-fn wait(relay: &Relay, inputs: &inputs::Inputs, now: Instant, spin: Duration) {
+fn wait(relay: &Relay, inputs: &mut inputs::Inputs, now: Instant, spin: Duration) {
     let cap = now + Duration::from_millis(1);
     match relay.poll_timeout() {
         Some(due) if due <= now + spin => {}

@@ -30,6 +30,8 @@ pub struct RelayLiveLine {
     pub rejected: u64,
     /// Datagrams the kernel dropped at the input sockets in the interval.
     pub kernel_drops: u64,
+    /// Datagrams read but dropped in the interval: the hand-over to the relay thread was full.
+    pub handover_dropped: u64,
     /// Frames waiting now.
     pub queued: u64,
     /// Senders seen.
@@ -75,6 +77,7 @@ pub(super) struct RelayEnd {
     pub(super) marks: Marks,
     pub(super) readers: Vec<UdpSocket>,
     pub(super) socket_drops: u64,
+    pub(super) handover_dropped: u64,
     pub(super) grants: Vec<netio::BufferGrant>,
     pub(super) reader_error: Option<ReaderError>,
     pub(super) stopped_by: &'static str,
@@ -125,6 +128,7 @@ impl RelayEnd {
                 write_error: out.error,
             }),
             socket_drops: self.socket_drops,
+            handover_dropped: self.handover_dropped,
             rcvbuf: self.grants,
             send_would_block,
             udp: netio::read_udp_counters().unwrap_or_default().delta(&base.udp0),
@@ -154,6 +158,7 @@ pub(super) struct Tally {
     pub(super) totals: stream::relay::RelayTotals,
     pub(super) rejected: u64,
     pub(super) drops: u64,
+    pub(super) handover: u64,
 }
 
 impl Tally {
@@ -163,7 +168,7 @@ impl Tally {
         first: Option<Instant>,
         interval: Duration,
         relay: &Relay,
-        drops: u64,
+        (drops, handover): (u64, u64),
     ) -> RelayLiveLine {
         let t = relay.totals();
         let rejected = relay.counters().rejected();
@@ -176,6 +181,7 @@ impl Tally {
             overflow_dropped: t.overflow_dropped - self.totals.overflow_dropped,
             rejected: rejected - self.rejected,
             kernel_drops: drops.saturating_sub(self.drops),
+            handover_dropped: handover.saturating_sub(self.handover),
             queued: t.queued,
             senders: relay.sender_count(),
         };
@@ -184,6 +190,7 @@ impl Tally {
             totals: t,
             rejected,
             drops,
+            handover,
         };
         line
     }

@@ -30,7 +30,9 @@
 #   env: RUNS=3 SIZE_MB=1000 WAN_SIZE_MB=1000 WAN_SECS=20 PARTS="loopback wan wan2 small"
 #        WAN_LOSSES="0.1% 1%" WAN2_LOSS=0.1% SMALL_FILES=1000 SMALL_MB=1 PER_FILE_COUNT=100
 #        WAN_TOOLS="evlbi bbr-file bbr" LOOP_TOOLS="evlbi udt tcp" LOOP_CASES="mem disk"
-#        (further tools: udt, srt, etransfer-tcp, etransfer-udt — etransfer 1.1, JIVE's etd/etc,
+#        (further tools: evlbi-second: the next session to the receiver the evlbi row before it
+#        measured, starting at the rate that one remembered (list it after evlbi); udt, srt,
+#        etransfer-tcp, etransfer-udt — etransfer 1.1, JIVE's etd/etc,
 #        built into the cache by scripts/build-etransfer.sh on first use)
 #        LOOP_EVLBI_CONFIGS="--cc adaptive" EVLBI_WAN_ARGS="" (e.g. "--rate 1G" to cap)
 #        OUT=bench/results/transfer.json EVLBI=target/release/evlbi
@@ -106,11 +108,13 @@ import json,sys
 try:
     r=json.load(open(sys.argv[1])); d=r.get("data") or {}; f=r["files"]
     tails=[x["tail_s"] for x in f if x.get("tail_s") is not None]
+    st=r.get("start") or {}
     syncs=[x["sync_s"] for x in f if x.get("sync_s") is not None]
-    print(",\"goodput_rounds_bps\":%s,\"retransmitted\":%d,\"loss_seen\":%g,\"handshake_s\":%g,\"tail_s\":%s,\"rtt_min_s\":%s,\"sync_s\":%s,\"yields\":%d,\"verified\":%d" % (
+    print(",\"goodput_rounds_bps\":%s,\"retransmitted\":%d,\"loss_seen\":%g,\"handshake_s\":%g,\"tail_s\":%s,\"rtt_min_s\":%s,\"sync_s\":%s,\"yields\":%d,\"verified\":%d,\"start_bps\":%s" % (
         d.get("goodput_bps") or 0, r["retransmitted_bytes"], d.get("loss_seen", 0), r["handshake_s"],
         max(tails) if tails else "null", (d.get("rtt_min_us") or 0) / 1e6, sum(syncs) if syncs else "null",
-        d.get("cc_events", {}).get("yields", 0), sum(1 for x in f if x["verified"])))
+        d.get("cc_events", {}).get("yields", 0), sum(1 for x in f if x["verified"]),
+        st.get("rate_bps") if st.get("used") else "null"))
 except Exception:
     print("")' "$1"
 }
@@ -127,8 +131,11 @@ run_evlbi() {
     local rx=$!
     PIDS+=("$rx")
     sleep 0.3
-    local ok=false
-    if timeout 600 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$bin" send "$src" "$host:$port" -q --json "$@" \
+    local ok=false xdg
+    # evlbi send remembers each receiver's path rate: every row starts from nothing unless it
+    # names a --state-dir (the wan part's evlbi-second row).
+    xdg=$(mktemp -d "$WORK/xdg.XXXXXX")
+    if XDG_STATE_HOME=$xdg timeout 600 $ra /usr/bin/time -f "%e %U %S" -o "$WORK/tx.time" "$bin" send "$src" "$host:$port" -q --json "$@" \
         >"$WORK/tx.json" 2>"$WORK/tx.log"; then
         if [[ -d $src ]]; then
             diff -rq "$src" "$dst/$(basename "$src")" >/dev/null && ok=true
@@ -352,7 +359,18 @@ part_wan() {
             for tool in ${WAN_TOOLS:-evlbi bbr-file bbr}; do
                 emu_start "$loss"
                 case $tool in
-                evlbi) run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-} ;;
+                evlbi)
+                    # A first session to this receiver: nothing remembered (its own state dir).
+                    rm -rf "$WORK/state" && mkdir -p "$WORK/state"
+                    run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive \
+                        --state-dir "$WORK/state" ${EVLBI_WAN_ARGS:-}
+                    ;;
+                evlbi-second)
+                    # The next session to the same receiver: starts at the rate the evlbi row
+                    # just before it remembered (careful resume).
+                    EVLBI_NAME=evlbi-second run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" \
+                        --cc adaptive --state-dir "$WORK/state" ${EVLBI_WAN_ARGS:-}
+                    ;;
                 evlbi-before)
                     EVLBI_BIN=${EVLBI_BEFORE:?EVLBI_BEFORE is not set} EVLBI_NAME=evlbi-before \
                         run_evlbi wan "$case" "$run" "$SHM/scan.bin" "$SHM/dst" 10.77.0.2 "$RA" "$RB" --cc adaptive ${EVLBI_WAN_ARGS:-}

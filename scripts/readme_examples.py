@@ -216,7 +216,9 @@ def run_block(block: Block, scratch: Path, root: bool, verbose: bool) -> tuple[s
         inner = "ip link set lo up && mount -t tmpfs readme-netns /run/netns && exec bash " + sh_quote(str(script))
         argv = ["unshare", "--net", "--mount", "--propagation", "private", "bash", "-c", inner]
         Path("/run/netns").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PATH=f"{scratch / '.bin'}:{os.environ['PATH']}", README_REPO=str(REPO))
+    # XDG_STATE_HOME: evlbi send remembers each receiver's path rate there; not the user's.
+    env = dict(os.environ, PATH=f"{scratch / '.bin'}:{os.environ['PATH']}", README_REPO=str(REPO),
+               XDG_STATE_HOME=str(scratch / ".state"))
     start = time.monotonic()
     with open(outfile, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=scratch, start_new_session=True)

@@ -19,6 +19,7 @@ mod flags;
 mod linkemu_cmd;
 mod metrics_flag;
 mod model_cmd;
+mod peer_rates;
 mod probe_cmd;
 mod probe_multi;
 mod probe_print;

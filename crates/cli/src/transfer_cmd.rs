@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, ServerEvent};
+use transfer_session::{send_items, CcChoice, SendConfig, Server, ServerConfig, ServerEvent, StartHint};
 
 use crate::flags::{JsonOutput, ResultOutput};
 use crate::transfer_print::print_summary;
@@ -112,6 +112,20 @@ pub struct SendArgs {
     /// Wire rate: the rate with --cc fixed, the cap with adaptive (e.g. 1G, 4.096G).
     #[arg(long, value_parser = parse_rate, default_value = "10G")]
     rate: f64,
+    /// Start the adaptive rate here instead of at the rate remembered for this receiver (or
+    /// 100 Mb/s): from the first datagram, kept if the path carries it, left at the first loss
+    /// burst or queue (e.g. 1G on a path known to carry 1 Gb/s).
+    #[arg(long, value_parser = parse_rate)]
+    start_rate: Option<f64>,
+    /// Where the rate each receiver's last session measured is remembered (peer-rates.json;
+    /// default $XDG_STATE_HOME/evlbi, else ~/.local/state/evlbi); the next session to it starts
+    /// at that rate. `--remember false`: neither read nor written.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Remember this receiver's path rate for the next session, and start from what was
+    /// remembered.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "true|false")]
+    remember: bool,
     /// Payload bytes per datagram: 8192 needs jumbo frames end to end (or loopback); 1416 fits
     /// a 1500-byte MTU.
     #[arg(long, default_value_t = 8192)]
@@ -270,6 +284,28 @@ pub fn run_send(a: SendArgs) -> Result<()> {
     if a.rate <= 0.0 {
         return Err(usage("--rate must be positive"));
     }
+    if a.start_rate.is_some_and(|r| r <= 0.0) {
+        return Err(usage("--start-rate must be positive"));
+    }
+    let state_dir = a
+        .remember
+        .then(|| a.state_dir.clone().or_else(crate::peer_rates::default_dir))
+        .flatten();
+    // Keyed by the receiver's host: its port says nothing of the path.
+    let peer = server.ip().to_string();
+    let start = match (a.start_rate, &state_dir) {
+        (Some(r), _) => Some(StartHint {
+            rate_bps: r,
+            rtt: None,
+            from: "--start-rate".into(),
+        }),
+        (None, Some(dir)) => crate::peer_rates::recall(dir, &peer).map(|p| StartHint {
+            rate_bps: p.rate_bps,
+            rtt: Some(std::time::Duration::from_micros(p.rtt_us)),
+            from: "remembered".into(),
+        }),
+        (None, None) => None,
+    };
     let cfg = SendConfig {
         server,
         dest: path,
@@ -281,6 +317,7 @@ pub fn run_send(a: SendArgs) -> Result<()> {
         chunk_size: a.chunk,
         block_size: a.block,
         sync: a.sync,
+        start,
     };
     let bar = a.output.bar(
         0,
@@ -317,6 +354,13 @@ pub fn run_send(a: SendArgs) -> Result<()> {
     )
     .with_context(|| format!("sending to {server}"))?;
     bar.finish_and_clear();
+    // What the path carried, for the next session to this receiver (adaptive only: a fixed
+    // rate measures nothing).
+    if let (Some(dir), Some(d), Cc::Adaptive) = (&state_dir, &report.data, a.cc) {
+        if let (Some(rate), Some(rtt)) = (d.bandwidth_estimate_bps, d.rtt_min_us) {
+            crate::peer_rates::remember(dir, &peer, rate, std::time::Duration::from_micros(rtt));
+        }
+    }
     if a.output.emit(&report)? {
         print_summary(&report);
     }

@@ -38,4 +38,18 @@ pub fn print_summary(r: &SendReport) {
             .map_or("-".into(), |us| format!("{:.3} ms", us as f64 / 1e3)),
         r.cpu_total_pct().map_or("-".into(), |c| format!("{c:.0} %")),
     );
+    if let Some(st) = &r.start {
+        println!(
+            "started at {}b/s ({}, measured at RTT {:.1} ms; this connect {:.1} ms){}",
+            si_fmt(st.rate_bps),
+            st.from,
+            st.rtt_s * 1e3,
+            st.connect_rtt_s * 1e3,
+            if st.used {
+                ""
+            } else {
+                ": not used, the path's RTT changed"
+            }
+        );
+    }
 }

@@ -225,3 +225,80 @@ fn through_linkemu_with_loss_and_delay_the_file_arrives_byte_exact() {
     assert_eq!(rep["files"][0]["verified"], serde_json::Value::Bool(true));
     assert_eq!(fs::read(root.path().join("wan/jb.vdif")).unwrap(), data);
 }
+
+/// `evlbi send` through 127.0.0.1 with the adaptive controller and `--state-dir`: the first
+/// session writes the path rate it measured for this receiver, the second starts from it (its
+/// JSON says so); a planted link, a huge file and garbage in its place are refused with a
+/// warning naming the file (the session starts at the default rate and succeeds), never
+/// followed or believed, and replaced by a good file afterwards.
+#[test]
+fn the_path_rate_is_remembered_per_receiver_and_a_bad_file_is_refused() {
+    let (src, root, data, file) = fixture("remember.vdif", 21);
+    let (_rx, port) = recv(root.path());
+    let state = tempfile::tempdir().unwrap();
+    let rates = state.path().join("peer-rates.json");
+    let send = |extra: &[&str]| {
+        let mut c = bin();
+        c.arg("send")
+            .arg(&file)
+            .arg(format!("127.0.0.1:{port}/r"))
+            .args(["--rate", "2G", "--block", "1048576", "--json", "-q", "--state-dir"])
+            .arg(state.path())
+            .args(extra);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(fs::read(root.path().join("r/remember.vdif")).unwrap(), data);
+        fs::remove_file(root.path().join("r/remember.vdif")).unwrap();
+        (json_of(&out), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (first, _) = send(&[]);
+    assert!(first["start"].is_null(), "nothing remembered yet: {}", first["start"]);
+    let saved: serde_json::Value = serde_json::from_slice(&fs::read(&rates).unwrap()).unwrap();
+    let entry = &saved["peers"]["127.0.0.1"];
+    let rate = entry["rate_bps"].as_f64().expect("the receiver's rate was remembered");
+    assert!(rate > 0.0 && entry["rtt_us"].as_u64().unwrap() > 0, "{saved}");
+    let (second, _) = send(&[]);
+    assert_eq!(second["start"]["from"], "remembered", "{}", second["start"]);
+    assert_eq!(second["start"]["rate_bps"].as_f64(), Some(rate));
+    // The operator's rate wins over the remembered one.
+    let (given, _) = send(&["--start-rate", "500M"]);
+    assert_eq!(given["start"]["from"], "--start-rate");
+    assert_eq!(given["start"]["rate_bps"].as_f64(), Some(500e6));
+    // A remembered file that cannot be believed: refused with a warning, never followed.
+    let secret = src.path().join("secret.json");
+    let link = r#"{"version":1,"peers":{"127.0.0.1":{"rate_bps":9e11,"rtt_us":100,"saved_unix_s":4000000000}}}"#;
+    fs::write(&secret, link).unwrap();
+    let huge = vec![b' '; 1 << 20];
+    for (what, plant) in [
+        (
+            "link",
+            Box::new(|p: &Path| std::os::unix::fs::symlink(&secret, p).unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        ("huge", Box::new(|p: &Path| fs::write(p, &huge).unwrap())),
+        (
+            "garbage",
+            Box::new(|p: &Path| fs::write(p, b"{\"version\":1,\"peers\":[1,2").unwrap()),
+        ),
+        (
+            "version",
+            Box::new(|p: &Path| fs::write(p, b"{\"version\":7,\"peers\":{}}").unwrap()),
+        ),
+    ] {
+        fs::remove_file(&rates).unwrap();
+        plant(&rates);
+        let (rep, stderr) = send(&[]);
+        assert!(rep["start"].is_null(), "{what}: believed: {}", rep["start"]);
+        assert!(
+            stderr.contains("peer-rates.json ignored"),
+            "{what}: no warning naming the file: {stderr}"
+        );
+        let meta = fs::symlink_metadata(&rates).unwrap();
+        assert!(meta.file_type().is_file(), "{what}: not replaced by a regular file");
+        assert!(fs::read(&rates).unwrap().len() < 4096, "{what}: not replaced");
+    }
+    assert_eq!(
+        fs::read_to_string(&secret).unwrap(),
+        link,
+        "the link's target was written"
+    );
+}

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use ctlchan::{Channel, ChannelError, Role};
 use netio::{clock_ticks_per_second, connect_udp, io_err, read_process_cpu, BufferRequest};
+use transfer::results::StartReport;
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
-use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, SenderConfig, SessionParams};
+use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, ResumeHint, SenderConfig, SessionParams};
 
 use crate::control::{data_key, Msg, MAX_BLOCK, MAX_LINE, MIN_BLOCK};
 use crate::error::{unexpected, AuthError, ProtocolViolation, TransferSessionError, UsageError};
@@ -29,12 +30,13 @@ pub enum CcChoice {
 }
 
 impl CcChoice {
-    fn build(&self) -> Box<dyn CongestionController> {
+    fn build(&self, resume: Option<ResumeHint>) -> Box<dyn CongestionController> {
         match *self {
             CcChoice::Fixed(r) => Box::new(FixedRate::new(r)),
             CcChoice::Adaptive(max) => Box::new(Adaptive::new(AdaptiveConfig {
                 max_rate_bps: max,
                 initial_rate_bps: AdaptiveConfig::default().initial_rate_bps.min(max),
+                resume,
                 ..AdaptiveConfig::default()
             })),
         }
@@ -65,6 +67,40 @@ pub struct SendConfig {
     pub block_size: u64,
     /// Ask the receiver to fsync each file before its verdict.
     pub sync: bool,
+    /// A rate to start the adaptive controller from (careful resume): remembered from an
+    /// earlier session to this receiver, or given by the operator.
+    pub start: Option<StartHint>,
+}
+
+/// Where the adaptive controller may start: see [`transfer::ResumeHint`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartHint {
+    /// Wire rate, bit/s.
+    pub rate_bps: f64,
+    /// The RTT it was measured at; `None` (an operator's rate): the one this connect measures.
+    pub rtt: Option<Duration>,
+    /// Where it came from, for the report ("remembered", "--start-rate").
+    pub from: String,
+}
+
+impl StartHint {
+    /// The hint checked against the round trip the TCP connect took (careful resume's path
+    /// confirmation), and what the report says of it.
+    fn confirm(&self, connect_rtt: Duration) -> (Option<ResumeHint>, StartReport) {
+        let hint = ResumeHint {
+            rate_bps: self.rate_bps,
+            rtt: self.rtt.unwrap_or(connect_rtt),
+        };
+        let ok = hint.confirmed(Some(connect_rtt));
+        let report = StartReport {
+            from: self.from.clone(),
+            rate_bps: self.rate_bps,
+            rtt_s: hint.rtt.as_secs_f64(),
+            connect_rtt_s: connect_rtt.as_secs_f64(),
+            used: ok.is_some(),
+        };
+        (ok, report)
+    }
 }
 
 /// Progress, for a bar.
@@ -136,6 +172,15 @@ pub fn send_items(
     let cpu0 = read_process_cpu().ok();
     let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
         .map_err(io_err(format!("connecting to {}", cfg.server)))?;
+    // SYN to SYN-ACK: one round trip of the path, before any data.
+    let connect_rtt = started.elapsed();
+    let (resume, start) = match (&cfg.start, cfg.cc) {
+        (Some(h), CcChoice::Adaptive(_)) => {
+            let (r, s) = h.confirm(connect_rtt);
+            (r, Some(s))
+        }
+        _ => (None, None),
+    };
     // The first flight: hello (our authentication, the session id, our data port), the session,
     // the first offers and, without waiting for an answer, the first segment's data to the
     // control port's number on UDP (crate::first_flight, crate::control).
@@ -153,7 +198,7 @@ pub fn send_items(
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
     ch.send(&hello)?;
     ch.authenticate(sk, Role::Client);
-    let mut sender = data_sender(cfg, &sk, session_id)?;
+    let mut sender = data_sender(cfg, resume, &sk, session_id)?;
     let mut items = Items::new(plan, block_size, cfg.sync);
     (|| {
         ch.send(&Msg::Session {
@@ -171,6 +216,7 @@ pub fn send_items(
         cc: cc_name.to_string(),
         rate_bps: rate,
         total_bytes: items.total_bytes(),
+        start,
         ..SendReport::default()
     };
     let link = Link {
@@ -218,6 +264,7 @@ const SPIN: Duration = Duration::from_micros(50);
 /// The sans-IO sender of the session's one open stream, keyed under the session's data key.
 fn data_sender(
     cfg: &SendConfig,
+    resume: Option<ResumeHint>,
     sk: &[u8; 32],
     session_id: u64,
 ) -> Result<transfer::Sender<FileSource>, TransferSessionError> {
@@ -233,7 +280,7 @@ fn data_sender(
     // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
     scfg.pacing_granularity = PACING_GRANULARITY;
     let source = FileSource::new(cfg.chunk_size);
-    Ok(transfer::Sender::new(scfg, source, cfg.cc.build(), Instant::now()).map_err(UsageError::from)?)
+    Ok(transfer::Sender::new(scfg, source, cfg.cc.build(resume), Instant::now()).map_err(UsageError::from)?)
 }
 
 /// The data socket and what the receiver's `welcome` must confirm.
@@ -370,5 +417,6 @@ fn data_report<S: transfer::Source>(
         gso: tx.gso,
         send_syscalls: tx.syscalls,
         rate_samples: st.rate_samples,
+        bandwidth_estimate_bps: sender.cc().bandwidth_estimate_bps(),
     }
 }

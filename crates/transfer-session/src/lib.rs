@@ -32,7 +32,7 @@ mod recv_session;
 mod send_items;
 mod server;
 
-pub use client::{send, send_items, CcChoice, SendConfig, SendProgress};
+pub use client::{send, send_items, CcChoice, SendConfig, SendProgress, StartHint};
 pub use control::CONTROL_TIMEOUT;
 pub use ctlchan::serve::{Limits, ServeStats};
 pub use error::{AuthError, ProtocolViolation, TransferSessionError, UsageError};

@@ -12,7 +12,9 @@ use linkemu::{Duplex, LinkConfig, LossModel};
 use transfer::blocks::Geometry;
 use transfer::segments::SegmentTable;
 use transfer::wire::{self, Kind};
-use transfer::{Adaptive, Receiver, ReceiverConfig, Sender, SenderConfig, SessionParams, Sink, Source};
+use transfer::{
+    Adaptive, AdaptiveConfig, Receiver, ReceiverConfig, ResumeHint, Sender, SenderConfig, SessionParams, Sink, Source,
+};
 use transfer_session::control::{data_key, early_blocks, Offer};
 use transfer_session::first_flight::{client_hello, ReplayGuard};
 
@@ -204,6 +206,11 @@ struct Run {
     end_to_end_s: f64,
     skipped_chunks: u64,
     retransmitted: u64,
+    /// Data datagrams the bottleneck's full buffer dropped (congestion loss).
+    dropped_queue: u64,
+    resume_retreats: u64,
+    /// The sender's rate estimate at the end: what a next session to this peer remembers.
+    remembered: Option<ResumeHint>,
 }
 
 struct Case {
@@ -216,6 +223,10 @@ struct Case {
     /// Blocks the receiver holds (`have`).
     have: Vec<u64>,
     lose_first: u64,
+    /// The path's bottleneck rate, bits/s.
+    rate: u64,
+    /// A rate remembered from an earlier session to the same peer.
+    resume: Option<ResumeHint>,
 }
 
 /// The bench path: `rate`, one-way RTT/2, the case's random loss on the data's way, one BDP of
@@ -231,8 +242,16 @@ fn path(c: &Case, rate: u64) -> Duplex<Vec<u8>> {
     Duplex::asymmetric(link(LossModel::Bernoulli { p: c.loss }), link(LossModel::None), c.seed).unwrap()
 }
 
+/// The adaptive controller, started from a remembered rate if any.
+fn adaptive(resume: Option<ResumeHint>) -> Adaptive {
+    Adaptive::new(AdaptiveConfig {
+        resume,
+        ..AdaptiveConfig::default()
+    })
+}
+
 fn run(c: &Case) -> Run {
-    let rate = 1_000_000_000u64;
+    let rate = c.rate;
     let t0 = Instant::now();
     let key = b"sixteen-byte-key-for-tests-0123";
     // The first flight, checked as the receiver checks it.
@@ -275,12 +294,14 @@ fn run(c: &Case) -> Run {
     }
     let dk = data_key(&sk, accepted.session_id);
     let dk_rx = data_key(&accepted.session_key, accepted.session_id);
+    let resume = c.resume;
     let make = Box::new(move |now: Instant| {
         let mut cfg = SenderConfig::new(params);
         cfg.open = true;
         cfg.data_key = Some(dk);
         cfg.wire_overhead = (FRAMING + (NOMINAL_CHUNK - CHUNK) as usize) as u32;
-        let mut s = Sender::new(cfg, FileSource(stable), Box::new(Adaptive::default()), now).unwrap();
+        let cc = Box::new(adaptive(resume));
+        let mut s = Sender::new(cfg, FileSource(stable), cc, now).unwrap();
         for (len, off) in first {
             s.push_segment(len, off);
         }
@@ -354,7 +375,18 @@ fn run(c: &Case) -> Run {
         end_to_end_s: first_data_s + d + c.rtt.as_secs_f64() / 2.0,
         skipped_chunks: sink.skipped_chunks,
         retransmitted: st.retransmitted_datagrams,
+        dropped_queue: sim.stats_a_to_b().dropped_queue.packets,
+        resume_retreats: st.cc_events.resume_retreats,
+        remembered: remembered(tx.s.as_ref().unwrap()),
     }
+}
+
+/// What `evlbi send` remembers of a session: the controller's bandwidth estimate and the
+/// minimum RTT.
+fn remembered<S: Source>(s: &Sender<S>) -> Option<ResumeHint> {
+    let rate_bps = s.cc().bandwidth_estimate_bps()?;
+    let rtt = Duration::from_micros(s.stats().rtt_min_us?);
+    Some(ResumeHint { rate_bps, rtt })
 }
 
 fn case(rtt_ms: u64) -> Case {
@@ -366,6 +398,8 @@ fn case(rtt_ms: u64) -> Case {
         three_rtt: false,
         have: Vec::new(),
         lose_first: 0,
+        rate: 1_000_000_000,
+        resume: None,
     }
 }
 
@@ -442,5 +476,75 @@ fn one_gigabyte_through_the_bench_path_starts_two_round_trips_earlier() {
             new.end_to_end_s < old.end_to_end_s - 0.1,
             "seed {seed}: {new:?} vs {old:?}"
         );
+    }
+}
+
+/// The bench path (1 Gb/s, 100 ms, 0.1 %, 1 GB) twice to the same peer, seeds 7–10: the second
+/// session starts from the rate the first measured (careful resume) instead of 100 Mb/s, and
+/// reaches the link rate from its first datagram.
+#[test]
+fn a_second_session_to_the_same_peer_starts_at_the_remembered_rate() {
+    for seed in 7..=10 {
+        let c = Case {
+            nominal_size: 1_000_000_000,
+            loss: 0.001,
+            seed,
+            ..case(100)
+        };
+        let first = run(&c);
+        let hint = first.remembered.expect("the first session measured the path");
+        let second = run(&Case {
+            resume: Some(hint),
+            seed: seed + 100,
+            ..c
+        });
+        let gbps = |s: f64| 8.0 / s;
+        println!(
+            "[1 GB seed {seed}] remembered {:.3} Gb/s at {:?}; first session: first datagram to last ack {:.3} s, \
+             end to end {:.3} Gb/s; second: {:.3} s, {:.3} Gb/s, {} dropped by the queue",
+            hint.rate_bps / 1e9,
+            hint.rtt,
+            first.first_to_last_ack_s,
+            gbps(first.end_to_end_s),
+            second.first_to_last_ack_s,
+            gbps(second.end_to_end_s),
+            second.dropped_queue
+        );
+        assert_eq!(second.resume_retreats, 0, "the right rate is kept: {second:?}");
+        // The first session's first round trip ran at 100 Mb/s (0.09 s of the link lost); the
+        // second fills it from the first datagram up to the first segment's 8 MiB.
+        assert!(
+            second.first_to_last_ack_s <= first.first_to_last_ack_s - 0.04,
+            "seed {seed}: second session {:.3} s vs first {:.3} s: {second:?}",
+            second.first_to_last_ack_s,
+            first.first_to_last_ack_s
+        );
+    }
+}
+
+/// A rate remembered from a faster path (10 Gb/s) on today's 1 Gb/s one: the first round trip
+/// puts at most the jump window into the path, the first report's queue makes it retreat, and
+/// the file still arrives byte-exact (`run` checks every byte).
+#[test]
+fn a_remembered_rate_far_above_the_path_costs_a_bounded_burst() {
+    for seed in 7..=8 {
+        let hint = ResumeHint {
+            rate_bps: 10e9,
+            rtt: 100 * MS,
+        };
+        let r = run(&Case {
+            nominal_size: 1_000_000_000,
+            loss: 0.001,
+            seed,
+            resume: Some(hint),
+            ..case(100)
+        });
+        println!("[10 Gb/s remembered, 1 Gb/s path, seed {seed}] {r:?}");
+        assert_eq!(r.resume_retreats, 1, "{r:?}");
+        // The bound: one jump window (0.9 × 10 Gb/s × 100 ms) minus what the path carries and
+        // buffers meanwhile, in nominal datagrams.
+        let jump = 0.9 * hint.rate_bps / 8.0 * hint.rtt.as_secs_f64();
+        let bound = (jump / f64::from(NOMINAL_CHUNK)) as u64;
+        assert!(r.dropped_queue <= bound, "{} dropped > {bound}: {r:?}", r.dropped_queue);
     }
 }

@@ -144,6 +144,10 @@ pub struct CcEvents {
     pub yields_to_loss: u64,
     /// Delivery samples ignored because the sender itself had offered too little.
     pub sender_limited_samples: u64,
+    /// Starts from a remembered rate ([`ResumeHint`]) given up in their first round: the path
+    /// was slower than remembered.
+    #[serde(default)]
+    pub resume_retreats: u64,
 }
 
 /// Paces at a fixed rate whatever happens: for dedicated lightpaths and reserved circuits.
@@ -220,6 +224,41 @@ pub struct AdaptiveConfig {
     pub train_fraction: f64,
     /// Fraction of the delivery rate kept on a yield.
     pub yield_factor: f64,
+    /// What a previous session to this peer measured (or the operator said), to start from
+    /// instead of [`AdaptiveConfig::initial_rate_bps`]; see [`ResumeHint`].
+    pub resume: Option<ResumeHint>,
+    /// Fraction of [`ResumeHint::rate_bps`] Startup starts from (careful resume,
+    /// draft-ietf-tsvwg-careful-resume §4.3, jumps to half the saved window; a remembered
+    /// *delivery* rate already excludes the queue a saved window holds, so more of it is safe).
+    pub resume_fraction: f64,
+}
+
+/// A path's rate remembered from a previous session (careful resume,
+/// draft-ietf-tsvwg-careful-resume): Startup starts at [`AdaptiveConfig::resume_fraction`] of
+/// `rate_bps` from the first datagram, with at most that rate times `rtt` in flight until the
+/// first report measures the path (the jump window, the first round trip's bound on what an
+/// estimate too high can put into the path), and retreats to what the path delivers (Drain at
+/// the measured rate) on the first sign that the path is slower: a loss burst in the first
+/// round, or a queue. Once a round ends without either, the estimate is validated and Startup
+/// goes on as usual.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ResumeHint {
+    /// Delivery rate, wire bits/s.
+    pub rate_bps: f64,
+    /// Round-trip time it was measured at.
+    pub rtt: Duration,
+}
+
+impl ResumeHint {
+    /// The hint if it is usable: a finite positive rate, an RTT of 10 µs to 10 s, and a
+    /// round trip measured now (e.g. the control connection's connect) within a factor of two
+    /// below and ten above the remembered one (careful resume's path confirmation, §4.2: a
+    /// different RTT means a different path, whose rate says nothing).
+    pub fn confirmed(self, rtt_now: Option<Duration>) -> Option<ResumeHint> {
+        let rtt_ok = (Duration::from_micros(10)..=Duration::from_secs(10)).contains(&self.rtt);
+        let path_ok = rtt_now.is_none_or(|r| r * 2 >= self.rtt && r <= self.rtt * 10);
+        (self.rate_bps.is_finite() && self.rate_bps >= 1e3 && rtt_ok && path_ok).then_some(self)
+    }
 }
 
 impl Default for AdaptiveConfig {
@@ -240,6 +279,8 @@ impl Default for AdaptiveConfig {
             loss_cluster_excess: 0.02,
             train_fraction: 1.0,
             yield_factor: 0.9,
+            resume: None,
+            resume_fraction: 0.9,
         }
     }
 }
@@ -296,6 +337,12 @@ pub struct Adaptive {
     /// to tell a path that delivers less from a sender that sent less.
     sent_log: VecDeque<(Instant, u64)>,
     sender_limited_samples: u64,
+    /// The jump window (wire bytes) while a [`ResumeHint`] is not yet validated: the inflight
+    /// cap until the first report, and whether a loss burst or queue in the first round makes
+    /// Startup retreat at once.
+    resume_window: Option<f64>,
+    /// Retreats from an unconfirmed resume hint.
+    resume_retreats: u64,
 }
 
 /// Width of a [`Adaptive::sent_log`] bucket.
@@ -304,7 +351,13 @@ const SENT_BUCKET: Duration = Duration::from_millis(1);
 impl Adaptive {
     /// A controller in Startup.
     pub fn new(cfg: AdaptiveConfig) -> Self {
-        let start_rate = cfg.initial_rate_bps.clamp(cfg.min_rate_bps, cfg.max_rate_bps);
+        let mut start_rate = cfg.initial_rate_bps.clamp(cfg.min_rate_bps, cfg.max_rate_bps);
+        let hint = cfg.resume.and_then(|h| h.confirmed(None));
+        let fraction = cfg.resume_fraction.clamp(0.0, 1.0);
+        let resume_window = hint.map(|h| {
+            start_rate = start_rate.max((h.rate_bps * fraction).min(cfg.max_rate_bps));
+            start_rate / 8.0 * h.rtt.as_secs_f64()
+        });
         Self {
             cfg,
             phase: Phase::Startup,
@@ -337,7 +390,32 @@ impl Adaptive {
             yields_to_loss: 0,
             sent_log: VecDeque::new(),
             sender_limited_samples: 0,
+            resume_window,
+            resume_retreats: 0,
         }
+    }
+
+    /// How many times an unconfirmed [`ResumeHint`] was given up for the measured rate.
+    pub fn resume_retreats(&self) -> u64 {
+        self.resume_retreats
+    }
+
+    /// Careful resume's safe retreat: the first round saw a loss burst or a queue, so the
+    /// remembered rate is not this path's. Drain at what the path delivered, as Startup's exit
+    /// does, and forget the remembered rate.
+    fn resume_retreat(&mut self) {
+        self.resume_window = None;
+        self.resume_retreats += 1;
+        self.start_rate = self
+            .cfg
+            .initial_rate_bps
+            .clamp(self.cfg.min_rate_bps, self.cfg.max_rate_bps);
+        if let Some(recent) = self.recent_rate {
+            self.bw.clear();
+            self.bw.push(self.round, recent.max(self.cfg.min_rate_bps));
+        }
+        self.phase = Phase::Drain;
+        self.hold_until_round = self.round + 2;
     }
 
     /// How many times it yielded to a congestion signal.
@@ -636,6 +714,20 @@ impl CongestionController for Adaptive {
             Phase::Startup => {
                 let queue = self.owd_base.get().map_or(0, |b| s.owd_interval_min_us - b);
                 let startup_queue = (2 * threshold).max(self.rtprop().as_micros() as i64 / 4);
+                if self.resume_window.is_some() {
+                    // The first round of a resumed rate: a queue or a loss burst (more than
+                    // 2 % of at least 8 datagrams, far above any random loss the rate was
+                    // remembered through) says the path is slower than remembered.
+                    let lost = s.seq_high.saturating_sub(s.rx_datagrams);
+                    let burst = lost >= 8 && lost as f64 > 0.02 * s.seq_high as f64;
+                    if burst || clustered || queue > startup_queue {
+                        self.resume_retreat();
+                        return;
+                    }
+                    if self.round >= 1 {
+                        self.resume_window = None; // a round at the resumed rate: confirmed
+                    }
+                }
                 if self.full_bw_rounds >= 3 || (may_react && (clustered || queue > startup_queue)) {
                     self.phase = Phase::Drain;
                     self.hold_until_round = self.round + 2;
@@ -676,6 +768,12 @@ impl CongestionController for Adaptive {
     }
 
     fn inflight_cap(&self) -> Option<u64> {
+        if let Some(jump) = self.resume_window {
+            // Until a report measured the path: the jump window of the resumed rate.
+            if self.min_rtt.get().is_none() || self.bw.get().is_none() {
+                return Some((jump as u64).max(4 * self.max_datagram));
+            }
+        }
         self.min_rtt.get()?;
         self.bw.get()?;
         // Also in Startup: 1.75 BDP in flight is the pipe plus three quarters of a one-BDP
@@ -691,7 +789,9 @@ impl CongestionController for Adaptive {
         if self.phase == Phase::Startup {
             // The rate Startup starts from (raised by the opening train's estimate) is a rate
             // it may fill the pipe at before any delivery confirms it.
-            let at_start = self.start_rate / 8.0 * gain * self.rtprop().as_secs_f64();
+            // An unconfirmed resumed rate: one round trip of it (the jump window), no more.
+            let start_gain = if self.resume_window.is_some() { 1.0 } else { gain };
+            let at_start = self.start_rate / 8.0 * start_gain * self.rtprop().as_secs_f64();
             cap = cap.max(at_start);
         }
         Some((cap as u64).max(floor))
@@ -718,6 +818,7 @@ impl CongestionController for Adaptive {
             yields: self.yields,
             yields_to_loss: self.yields_to_loss,
             sender_limited_samples: self.sender_limited_samples,
+            resume_retreats: self.resume_retreats,
         }
     }
 }

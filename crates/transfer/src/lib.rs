@@ -159,7 +159,7 @@ pub mod sender;
 mod session;
 pub mod wire;
 
-pub use cc::{Adaptive, AdaptiveConfig, CcEvents, CongestionController, FixedRate, ReportSample};
+pub use cc::{Adaptive, AdaptiveConfig, CcEvents, CongestionController, FixedRate, ReportSample, ResumeHint};
 pub use layout::Layout;
 pub use receiver::{Receiver, ReceiverConfig, ReceiverState, ReceiverStats, Sink};
 pub use sender::{RateSample, Sender, SenderConfig, SenderState, SenderStats, Source};

@@ -39,6 +39,10 @@ pub struct DataReport {
     pub send_syscalls: u64,
     /// Rate over time, every 100 ms: goodput, receive rate, pacing rate, inflight.
     pub rate_samples: Vec<crate::RateSample>,
+    /// The controller's bottleneck bandwidth estimate at the end, wire bit/s: what the next
+    /// session to this receiver starts from (`evlbi send` remembers it).
+    #[serde(default)]
+    pub bandwidth_estimate_bps: Option<f64>,
 }
 
 /// One round of one file: the bytes it had to move (the first round: the blocks the receiver
@@ -124,6 +128,25 @@ pub struct SendReport {
     pub cpu_percent_of_old_results: Option<f64>,
     /// Every file verified.
     pub ok: bool,
+    /// The adaptive controller's start from a remembered or given rate, if it had one.
+    #[serde(default)]
+    pub start: Option<StartReport>,
+}
+
+/// A rate the adaptive controller was offered to start from ([`crate::ResumeHint`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StartReport {
+    /// "remembered" (from an earlier session to this receiver) or "--start-rate".
+    pub from: String,
+    /// The rate, wire bit/s.
+    pub rate_bps: f64,
+    /// The RTT it was measured at, s.
+    pub rtt_s: f64,
+    /// The round trip this session's TCP connect took, s.
+    pub connect_rtt_s: f64,
+    /// Whether it was used: the connect's round trip within half to ten times `rtt_s` (else the
+    /// path changed and the controller started from its default rate).
+    pub used: bool,
 }
 
 impl SendReport {

@@ -13,7 +13,14 @@ pub mod vsi;
 
 /// The evlbi binary under test.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_evlbi"))
+    // `evlbi send` remembers each receiver's path rate in its state directory: a fresh one per
+    // command, so no test starts from a rate another test (or the user) measured.
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let state = format!("{}/state-{}-{n}", env!("CARGO_TARGET_TMPDIR"), std::process::id());
+    let mut c = Command::new(env!("CARGO_BIN_EXE_evlbi"));
+    c.env("XDG_STATE_HOME", state);
+    c
 }
 
 /// Run evlbi with `args` and assert it exits 2 (a usage error); its output for further checks.

@@ -79,6 +79,7 @@ pub fn config(addr: SocketAddr, dest: &str) -> SendConfig {
         chunk_size: 8192,
         block_size: 1 << 20,
         sync: true,
+        start: None,
     }
 }
 

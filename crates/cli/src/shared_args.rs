@@ -108,12 +108,49 @@ pub struct UntilArgs {
     /// Stop after this long.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Stop when no datagram arrived for this long (from the start when none ever does).
+    /// Stop when no datagram arrived for this long, once the first has (before it,
+    /// --first-datagram-timeout counts).
     #[arg(long, value_parser = parse_positive_duration)]
     pub idle_timeout: Option<Duration>,
+    /// Stop when no first datagram arrived for this long from the start, or `forever` (no
+    /// deadline). Default: with --idle-timeout T, the longer of T and 60s (a receiver started
+    /// before its sender waits for it); without, none.
+    #[arg(long, value_parser = parse_first_wait)]
+    pub first_datagram_timeout: Option<FirstWait>,
     /// Live line cadence (at least 50ms).
     #[arg(long, value_parser = parse_positive_duration, default_value = "1s")]
     pub interval: Duration,
+}
+
+/// How long a receiving command waits for its first datagram (`--first-datagram-timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstWait {
+    /// Stop after this long without one.
+    After(Duration),
+    /// Wait without a deadline.
+    Forever,
+}
+
+/// The default wait for the first datagram with an idle timeout: a recorder is often started
+/// a little before its sender (by hand, or by a schedule a minute ahead).
+const FIRST_DATAGRAM_WAIT: Duration = Duration::from_secs(60);
+
+fn parse_first_wait(s: &str) -> Result<FirstWait, String> {
+    if s == "forever" {
+        return Ok(FirstWait::Forever);
+    }
+    parse_positive_duration(s).map(FirstWait::After)
+}
+
+impl UntilArgs {
+    /// How long to wait for the first datagram (`None`: no deadline).
+    pub fn first_datagram_timeout(&self) -> Option<Duration> {
+        match self.first_datagram_timeout {
+            Some(FirstWait::After(d)) => Some(d),
+            Some(FirstWait::Forever) => None,
+            None => self.idle_timeout.map(|t| t.max(FIRST_DATAGRAM_WAIT)),
+        }
+    }
 }
 
 /// How a long-running receiving command runs: when it stops, `--metrics`, `--quiet`.
@@ -174,6 +211,19 @@ mod tests {
         assert_eq!(r.listen.from, Some(SourceFilter::Host("10.0.0.1".parse().unwrap())));
         assert_eq!((r.listen.rcvbuf(), r.listen.max_stations), (8_000_000, 16));
         assert_eq!(r.until.idle_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(r.until.first_datagram_timeout(), Some(Duration::from_secs(60)));
+        let wait = |extra: &[&str]| {
+            let args = ["x", "--listen", "1"].iter().chain(extra).copied();
+            Receiving::try_parse_from(args).unwrap().until.first_datagram_timeout()
+        };
+        assert_eq!(wait(&[]), None, "no deadline without an idle timeout");
+        assert_eq!(wait(&["--idle-timeout", "90s"]), Some(Duration::from_secs(90)));
+        let two = Some(Duration::from_secs(2));
+        assert_eq!(wait(&["--idle-timeout", "5s", "--first-datagram-timeout", "2s"]), two);
+        assert_eq!(
+            wait(&["--idle-timeout", "5s", "--first-datagram-timeout", "forever"]),
+            None
+        );
         assert_eq!((r.until.duration, r.until.interval), (None, Duration::from_secs(1)));
         // --listen is required; a bad one names the flag; an idle timeout of 0 is refused.
         assert_eq!(Receiving::try_parse_from(["x"]).unwrap_err().exit_code(), 2);

@@ -196,7 +196,7 @@ pub fn recv_summary(r: &RecvReport) {
         format!("; file writer {:.0} % + {:.0} %", w.user_pct, w.system_pct)
     });
     if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {
-        status!("no datagram arrived: the idle timeout counted from the start");
+        status!("no datagram arrived within the first-datagram timeout");
     }
     status!(
         "stopped by {}; receiver CPU {:.0} % user + {:.0} % system of one core{writer}",
@@ -396,7 +396,7 @@ pub fn relay_summary(r: &RelayReport) {
         );
     }
     if r.datagrams.datagrams == 0 && r.stopped_by == "idle timeout" {
-        status!("no datagram arrived: the idle timeout counted from the start");
+        status!("no datagram arrived within the first-datagram timeout");
     }
     status!(
         "stopped by {}; relay CPU {:.0} % user + {:.0} % system of one core",

@@ -164,6 +164,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         },
         duration: a.live.until.duration,
         idle_timeout: a.live.until.idle_timeout,
+        first_datagram_timeout: a.live.until.first_datagram_timeout(),
         interval: a.live.until.interval,
         writer: if a.writer_in_thread {
             WriterPlacement::Thread

@@ -133,6 +133,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         writer: WriterPlacement::this_executable()?,
         duration: a.live.until.duration,
         idle_timeout: a.live.until.idle_timeout,
+        first_datagram_timeout: a.live.until.first_datagram_timeout(),
         interval: a.live.until.interval,
         tcp,
         connect_wait: a.connect_wait,

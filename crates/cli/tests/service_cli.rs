@@ -876,3 +876,139 @@ fn prometheus_raises_the_recorder_alerts_from_a_live_daemon() {
         "{r:?}"
     );
 }
+
+/// Bytes of the files below `dir` (recursively).
+fn bytes_below(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().fold(0, |sum, e| {
+        let e = e.unwrap();
+        let m = e.metadata().unwrap();
+        sum + if m.is_dir() { bytes_below(&e.path()) } else { m.len() }
+    })
+}
+
+/// `PATH=GB` fields (after jive5ab's in `rtime?` and `status?`) as bytes, in order.
+fn disk_fields(fields: &[&str]) -> Vec<(String, f64)> {
+    fields
+        .iter()
+        .filter_map(|f| f.rsplit_once('='))
+        .map(|(p, gb)| (p.to_string(), gb.trim_end_matches("GB").parse::<f64>().unwrap() * 1e9))
+        .collect()
+}
+
+/// A reply's fields after the return code, the trailing " ;" gone.
+fn reply_fields(reply: &str) -> Vec<&str> {
+    reply.trim_end_matches(';').trim_end().split(" : ").skip(1).collect()
+}
+
+/// Issue 37 (3): two small file systems of different sizes (tmpfs size=24m and 48m) recording a
+/// 32 Mb/s stream in a 2048 Mb/s mode. While it records, `rtime?`'s time left is at the rate
+/// it measures (well under the mode's) over the set's free space, and `status?` and `rtime?`
+/// end with each disk's free space; the metrics say the rate was measured. Once stopped, each
+/// disk's free space is its size less what was written on it, and the rate is the mode's again.
+#[test]
+fn rtime_and_status_say_each_disks_free_space_and_the_time_left_at_the_measured_rate() {
+    let mut small = Vec::new();
+    for mib in [24u64, 48] {
+        match SmallDisk::mount(mib << 20) {
+            Ok(d) => small.push((d, mib << 20)),
+            Err(why) => {
+                eprintln!("SKIPPED: the disk space test: cannot mount a small tmpfs (needs root): {why}");
+                return;
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (vsi, metrics) = (free_tcp_port(), SocketAddr::from(([127, 0, 0, 1], free_tcp_port())));
+    let cfg = dir.path().join("serve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "vsi = \"127.0.0.1:{vsi}\"\nmetrics = \"{metrics}\"\ninterval = \"200ms\"\n\
+             disks = [\"{}\", \"{}\"]\n",
+            small[0].0.path().display(),
+            small[1].0.path().display()
+        ),
+    )
+    .unwrap();
+    let (_serve, log) = serve_with_config(&cfg, &[]);
+    lines_until(&log, "VSI-S on");
+    let fs = VsiDaemon { port: vsi };
+    let data = free_udp_port();
+    // 2048 Mb/s of data in 8000-byte payloads, 8032-byte frames, as rtime? prints it.
+    let (mode_mbps, mode_said) = (2048.0 * 8032.0 / 8000.0, "2056.19Mbps");
+    let r = fs.vsi(&[
+        "mode = VDIF_8000-2048-16-2 ;",
+        "net_protocol = udps : 32M : 1M ;",
+        &format!("net_port = {data} ;"),
+        "rtime? ;",
+        "record = on : spaced ;",
+    ]);
+    let idle = reply_fields(&r[3]);
+    assert_eq!(idle[6], mode_said, "idle: the mode's rate: {r:?}");
+    assert!(r[4].starts_with("!record = 0"), "{r:?}");
+    let sent_mbps = 32.0 * 8032.0 / 8000.0;
+    let send = Proc(
+        bin()
+            .args(["stream", "send", "--generate", "--stations", "Ef", "--rate", "32M"])
+            .args(["--frame", "8000", "--seq-format", "jive5ab", "--loop", "--json"])
+            .args(["--max-lag", "1h", "--duration", "4s"])
+            .args(["--to", &format!("127.0.0.1:{data}")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let measured = "evlbi_serve_fill_rate_measured{source=\"serve\"}";
+    assert_eq!(
+        metric_becomes(metrics, measured, 1.0),
+        Some(1.0),
+        "a running recording's rate"
+    );
+    let r = fs.vsi(&["rtime? ;", "status? ;"]);
+    let (rtime, status) = (reply_fields(&r[0]), reply_fields(&r[1]));
+    let rate: f64 = rtime[6].trim_end_matches("Mbps").parse().unwrap();
+    // Frames leave at their VDIF time or later, and the recording started before the sender:
+    // what it wrote over its time is at most the sent rate (a frame or two of slack).
+    assert!(
+        rate > 0.0 && rate <= sent_mbps * 1.05 && rate < mode_mbps / 10.0,
+        "the measured rate, not the mode's: {r:?}"
+    );
+    let set_free: f64 = rtime[1].trim_end_matches("GB").parse::<f64>().unwrap() * 1e9;
+    let left: f64 = rtime[0].trim_end_matches('s').parse().unwrap();
+    let want = set_free * 8.0 / (rate * 1e6);
+    assert!((left - want).abs() <= 0.01 * want, "{left} s, want {want}: {r:?}");
+    let per_disk = disk_fields(&rtime[7..]);
+    assert_eq!(per_disk.len(), 2, "{r:?}");
+    let sum: f64 = per_disk.iter().map(|d| d.1).sum();
+    assert!((sum - set_free).abs() <= 1e4, "two file systems, both counted: {r:?}");
+    let word = u32::from_str_radix(status[0].trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(word & 0x40, 0x40, "recording: {r:?}");
+    let on_status = disk_fields(&status[1..]);
+    assert_eq!(on_status.len(), 2, "each disk after the status word: {r:?}");
+    for (d, _) in &small {
+        let p = d.path().display().to_string();
+        assert!(on_status.iter().any(|x| x.0 == p), "{p}: {r:?}");
+    }
+    let _ = common::stream_send_json(send);
+    let r = fs.vsi(&["record = off ;"]);
+    assert!(r[0].starts_with("!record = 0"), "{r:?}");
+    assert_eq!(metric_becomes(metrics, measured, 0.0), Some(0.0), "idle again");
+    let r = fs.vsi(&["status? ;", "rtime? ;"]);
+    assert_eq!(reply_fields(&r[1])[6], mode_said, "idle: {r:?}");
+    let mut written_total = 0;
+    let after = disk_fields(&reply_fields(&r[0])[1..]);
+    for (d, size) in &small {
+        let p = d.path().display().to_string();
+        let free = after.iter().find(|x| x.0 == p).map(|x| x.1).expect(&p);
+        let written = bytes_below(d.path());
+        written_total += written;
+        // tmpfs uses whole pages, and a directory or two: within 64 KiB of the files' bytes.
+        let used = *size as f64 - free;
+        assert!(
+            used >= written as f64 - 1e4 && used <= written as f64 + 65536.0 + 1e4,
+            "{}: {written} bytes written, {used} used: {r:?}",
+            d.path().display()
+        );
+    }
+    assert!(written_total > 4_000_000, "the scan was written: {written_total} bytes");
+}

@@ -192,7 +192,13 @@ fn idle_timeout_fires_when_nothing_ever_arrives() {
     ] {
         let mut c = bin();
         c.args(cmd)
-            .args(["--idle-timeout", "1s", "--export-json"])
+            .args([
+                "--idle-timeout",
+                "1s",
+                "--first-datagram-timeout",
+                "1s",
+                "--export-json",
+            ])
             .arg(&summary);
         let (child, _, log) = spawn_with_port(&mut c);
         let mut p = Proc(child);
@@ -203,7 +209,7 @@ fn idle_timeout_fires_when_nothing_ever_arrives() {
         assert_eq!(status.code(), Some(1), "{cmd:?}: {rest:?}");
         assert!(
             rest.iter()
-                .any(|l| l == "no datagram arrived: the idle timeout counted from the start"),
+                .any(|l| l == "no datagram arrived within the first-datagram timeout"),
             "{rest:?}"
         );
         assert!(
@@ -215,6 +221,80 @@ fn idle_timeout_fires_when_nothing_ever_arrives() {
         let r: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
         assert_eq!(r["stopped_by"], "idle timeout", "{cmd:?}");
         assert_eq!(r["datagrams"]["datagrams"], 0, "{cmd:?}");
+    }
+}
+
+/// Issue 37: a receiver (and a relay) started before its sender waits for the first datagram
+/// past its idle timeout (by default the longer of it and 60 s): here the sender starts 3 s
+/// after a 1 s idle timeout, everything it sends arrives, and only then does the idle timeout
+/// stop the run, a success.
+#[test]
+fn the_idle_timeout_counts_from_the_first_datagram_not_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("r.json");
+    for cmd in [
+        &[
+            "stream",
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format",
+            "jive5ab",
+            "--fps",
+            "1000",
+        ][..],
+        &[
+            "stream",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--seq-format-in",
+            "jive5ab",
+            "--fps",
+            "1000",
+            "--to",
+            "127.0.0.1:9",
+        ],
+    ] {
+        let mut c = bin();
+        c.args(cmd)
+            .args(["--idle-timeout", "1s", "--export-json"])
+            .arg(&summary);
+        let (child, port, log) = spawn_with_port(&mut c);
+        let mut p = Proc(child);
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(
+            p.0.try_wait().unwrap().is_none(),
+            "{cmd:?} stopped before its sender started: {:?}",
+            rest_of(&log)
+        );
+        let sent = send(
+            port,
+            &[
+                "--generate",
+                "--stations",
+                "Ef",
+                "--rate",
+                "64M",
+                "--seconds",
+                "1",
+                "--seq-format",
+                "jive5ab",
+                "-q",
+            ],
+        );
+        assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+        let status = wait_exit(&mut p.0, Duration::from_secs(30)).unwrap_or_else(|| panic!("{cmd:?} never stopped"));
+        let rest = rest_of(&log);
+        assert_eq!(status.code(), Some(0), "{cmd:?}: {rest:?}");
+        let r: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert_eq!(r["stopped_by"], "idle timeout", "{cmd:?}");
+        let got = r["datagrams"]["datagrams"].as_u64().unwrap();
+        // 1 s of 64 Mb/s in 8000-byte frames on loopback.
+        assert!(got > 0, "{cmd:?}: {rest:?}");
+        if cmd[1] == "recv" {
+            assert_eq!(got, 1000, "{cmd:?}: every frame sent arrived: {rest:?}");
+        }
     }
 }
 

@@ -126,6 +126,19 @@ impl State {
         self.counts(kind).map_or((0, 0), |c| (c.2, c.3))
     }
 
+    /// The rate the set disks fill at: a running `record`'s measured rate after its first
+    /// second, else the mode's ([`space::fill_rate`]).
+    fn fill_rate(&self) -> Option<space::FillRate> {
+        let recording = match &self.running {
+            Running::Recording(r) if r.kind == Kind::Record => self.counts(Kind::Record).map(|c| space::Progress {
+                elapsed_s: c.1,
+                written: c.3,
+            }),
+            _ => None,
+        };
+        space::fill_rate(self.settings.mode.as_ref(), recording)
+    }
+
     /// What `evlbi?` shows: the running transfer's counts, or the last one's.
     fn evlbi_stats(&self) -> EvlbiStats {
         self.running
@@ -294,7 +307,10 @@ impl Daemon {
         (c.transfer, c.target) = st.transfer();
         c.scans = g.runtimes.values().map(|r| r.session.recorded.len() as u64).sum();
         let set = space::look(&st.disks);
-        c.time_left_s = st.settings.mode.as_ref().map(|m| space::time_left_s(&set, m));
+        let rate = st.fill_rate();
+        c.time_left_s = rate.map(|r| space::time_left_s(&set, r));
+        c.fill_rate_bps = rate.map(|r| r.bps);
+        c.fill_rate_measured = rate.is_some_and(|r| r.measured);
         c.disks = set.disks;
         c.runtimes = g
             .runtimes
@@ -634,7 +650,8 @@ impl Daemon {
 
     /// `status?`: jive5ab's status word (bit 0 ready, 1 error pending, 3–4 a transfer in
     /// progress, 6 recording, 8 playback, 12 disk2file, 16 relaying) and, while errors are
-    /// queued, the oldest (left for `error?` to take, as jive5ab does).
+    /// queued, the oldest (left for `error?` to take, as jive5ab does); then, beyond jive5ab's
+    /// fields, each set disk's free space as `PATH=GB` (as `rtime?` ends).
     fn status_word(&self, st: &mut Here<'_>) -> Vec<String> {
         let mut w: u32 = 1;
         if !st.errors.is_empty() {
@@ -652,6 +669,7 @@ impl Daemon {
         if let Some(e) = st.errors.peek() {
             f.extend([e.number.to_string(), e.message.clone(), errors::vex_timestamp(e.first)]);
         }
+        f.extend(space::look(&st.disks).disks.iter().map(space::free_field));
         f
     }
 }
@@ -711,7 +729,7 @@ mod tests {
 
     #[test]
     fn settings_are_set_and_reported_as_jive5ab_does() {
-        let (d, _root) = daemon();
+        let (d, root) = daemon();
         assert_eq!(say(&d, "mode?;"), "!mode? 0 : none : <unknown> : 0 : 0.000 ;");
         assert_eq!(say(&d, "mode = VDIF_8000-2048-16-2 ;"), "!mode = 0 ;");
         assert_eq!(
@@ -746,7 +764,10 @@ mod tests {
         assert_eq!(say(&d, "record?;"), "!record? 0 : off ;");
         assert_eq!(say(&d, "record = off ;"), "!record = 6 : Not doing record ;");
         assert_eq!(say(&d, "record? mk6 ;"), "!record? 0 : 0 ;");
-        assert_eq!(say(&d, "status?;"), "!status? 0 : 0x00000001 ;");
+        // jive5ab's word, then the set disk (the root here) and its free space.
+        let status = say(&d, "status?;");
+        let disk = format!("!status? 0 : 0x00000001 : {}=", root.path().display());
+        assert!(status.starts_with(&disk) && status.ends_with("GB ;"), "{status}");
         assert_eq!(say(&d, "tstat?;"), "!tstat? 0 : 0.0 : no_transfer ;");
         assert_eq!(
             say(&d, "evlbi?;"),

@@ -542,19 +542,16 @@ impl Daemon {
         }
     }
 
-    /// `rtime?`: time left at the mode's rate (headers included) over the free space of the
-    /// set disks — each file system counted once (jive5ab adds up directories, so four
-    /// directories on one disk count it four times) —, the free space, its share, the format,
-    /// tracks, and the rate; then, beyond jive5ab's fields, each disk's free space as
+    /// `rtime?`: time left over the free space of the set disks — each file system counted
+    /// once (jive5ab adds up directories, so four directories on one disk count it four
+    /// times) — at the rate they fill at: a running recording's measured rate after its first
+    /// second, the mode's (headers included) otherwise; the free space, its share, the
+    /// format, tracks, and that rate; then, beyond jive5ab's fields, each disk's free space as
     /// `PATH=GB` (the fields the Field System reads come first and are unchanged).
     pub(crate) fn rtime(&self, st: &mut State) -> Answer {
         let set = crate::space::look(&st.disks);
         let (free, total) = (set.free, set.total);
-        let per_disk: Vec<String> = set
-            .disks
-            .iter()
-            .map(|d| format!("{}={}GB", d.path, cpp_double(d.free_bytes as f64 / 1e9)))
-            .collect();
+        let per_disk = set.disks.iter().map(crate::space::free_field);
         let gb = format!("{}GB", cpp_double(free as f64 / 1e9));
         let pct = format!(
             "{}%",
@@ -564,7 +561,7 @@ impl Daemon {
                 0.0
             })
         );
-        let Some(m) = &st.settings.mode else {
+        let (Some(m), Some(rate)) = (&st.settings.mode, st.fill_rate()) else {
             let mut f = vec![
                 "<unknown> (no mode set yet)".into(),
                 gb,
@@ -577,15 +574,14 @@ impl Daemon {
             f.extend(per_disk);
             return ok(f);
         };
-        let rate = crate::space::recorded_rate_bps(m);
         let mut f = vec![
-            format!("{}s", cpp_double(free as f64 * 8.0 / rate)),
+            format!("{}s", cpp_double(crate::space::time_left_s(&set, rate))),
             gb,
             pct,
             "VDIF".into(),
             m.tracks().to_string(),
             "0MHz".into(),
-            format!("{}Mbps", cpp_double(rate / 1e6)),
+            format!("{}Mbps", cpp_double(rate.bps / 1e6)),
         ];
         f.extend(per_disk);
         ok(f)

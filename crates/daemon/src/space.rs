@@ -1,6 +1,6 @@
 //! The set disks' space: free and total per disk (what `rtime?`, `/status.json` and the metrics
 //! say), the set's free space with each file system counted once, and the time it lasts at the
-//! mode's rate.
+//! rate the set fills at: the recording's measured rate while one runs, the mode's otherwise.
 
 use std::path::PathBuf;
 
@@ -43,12 +43,78 @@ pub(crate) fn look(disks: &[PathBuf]) -> SetSpace {
     set
 }
 
+/// One disk's free space as `rtime?` and `status?` end with it: `PATH=GB`.
+pub(crate) fn free_field(d: &DiskSpace) -> String {
+    format!("{}={}GB", d.path, vsis::evlbi::cpp_double(d.free_bytes as f64 / 1e9))
+}
+
 /// The rate a recording in mode `m` fills disks at: its data rate with the frames' headers.
 pub(crate) fn recorded_rate_bps(m: &Mode) -> f64 {
     m.rate_bps() * f64::from(m.frame_len()) / f64::from(m.payload.max(1))
 }
 
-/// Seconds until the set is full at mode `m`'s rate.
-pub(crate) fn time_left_s(set: &SetSpace, m: &Mode) -> f64 {
-    set.free as f64 * 8.0 / recorded_rate_bps(m).max(1.0)
+/// A recording's progress: seconds since it started and bytes written to the set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress {
+    pub(crate) elapsed_s: f64,
+    pub(crate) written: u64,
+}
+
+/// The rate the set fills at, and whether it was measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FillRate {
+    /// Bits a second onto the disks.
+    pub(crate) bps: f64,
+    /// From what a running recording wrote (else the mode's rate, headers included).
+    pub(crate) measured: bool,
+}
+
+/// A recording must have run this long before its own rate is trusted over the mode's: the
+/// first interval's counts may cover a few frames only.
+const MEASURE_AFTER_S: f64 = 1.0;
+
+/// The rate the set fills at: a recording that has run at least a second and written
+/// something fills it at what it wrote over that time (a mode says 4 Gb/s where the station
+/// sends fewer threads, and a sender may fall short); idle, in its first second, or having
+/// written nothing yet, at mode `m`'s rate; `None` without either.
+pub(crate) fn fill_rate(m: Option<&Mode>, recording: Option<Progress>) -> Option<FillRate> {
+    if let Some(p) = recording.filter(|p| p.elapsed_s >= MEASURE_AFTER_S && p.written > 0) {
+        return Some(FillRate {
+            bps: p.written as f64 * 8.0 / p.elapsed_s,
+            measured: true,
+        });
+    }
+    m.map(|m| FillRate {
+        bps: recorded_rate_bps(m),
+        measured: false,
+    })
+}
+
+/// Seconds until the set is full at `rate`.
+pub(crate) fn time_left_s(set: &SetSpace, rate: FillRate) -> f64 {
+    set.free as f64 * 8.0 / rate.bps.max(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recording_past_its_first_second_fills_at_what_it_wrote() {
+        let m = Mode::parse("VDIF_8000-2048-16-2").unwrap().unwrap();
+        let mode = recorded_rate_bps(&m);
+        let at = |elapsed_s, written| fill_rate(Some(&m), Some(Progress { elapsed_s, written }));
+        assert_eq!(fill_rate(None, None), None);
+        assert_eq!(fill_rate(Some(&m), None).unwrap().bps, mode);
+        assert!(!at(0.5, 1_000_000).unwrap().measured, "too soon");
+        assert!(!at(3.0, 0).unwrap().measured, "nothing written yet");
+        let r = at(2.0, 16_000_000).unwrap();
+        assert!(r.measured);
+        assert_eq!(r.bps, 64e6);
+        let set = SetSpace {
+            free: 8_000_000,
+            ..SetSpace::default()
+        };
+        assert_eq!(time_left_s(&set, r), 1.0);
+    }
 }

@@ -143,7 +143,9 @@ metrics! {
     SERVE_INTERNAL_ERRORS "evlbi_serve_internal_errors" Counter "VSI-S statements whose handling failed inside the daemon (a bug), answered with return code 4; the daemon went on.";
     SERVE_DISK_FREE "evlbi_serve_disk_free_bytes" Gauge "Free space of each set disk's file system.";
     SERVE_DISK_SIZE "evlbi_serve_disk_size_bytes" Gauge "Size of each set disk's file system.";
-    SERVE_TIME_LEFT "evlbi_serve_time_left_seconds" Gauge "Time until the set disks are full at the mode's rate (each file system counted once).";
+    SERVE_TIME_LEFT "evlbi_serve_time_left_seconds" Gauge "Time until the set disks are full (each file system counted once) at evlbi_serve_fill_rate_bits_per_second.";
+    SERVE_FILL_RATE "evlbi_serve_fill_rate_bits_per_second" Gauge "Rate the set disks fill at: a running recording's measured rate after its first second, else the mode's (headers included).";
+    SERVE_FILL_RATE_MEASURED "evlbi_serve_fill_rate_measured" Gauge "1 while evlbi_serve_fill_rate_bits_per_second is a running recording's measured rate, 0 while it is the mode's.";
 }
 
 /// Collects the samples of one source.
@@ -415,6 +417,10 @@ fn serve(o: &mut Out<'_>, s: &ServeStatus) {
     }
     if let Some(t) = s.time_left_s {
         o.float(&SERVE_TIME_LEFT, &[], t);
+    }
+    if let Some(r) = s.fill_rate_bps {
+        o.float(&SERVE_FILL_RATE, &[], r);
+        o.int(&SERVE_FILL_RATE_MEASURED, &[], u64::from(s.fill_rate_measured));
     }
 }
 

@@ -21,11 +21,11 @@
 //! | `fill2net` | `connect : HOST [: PORT [: STATION]]`, `on`, `off` (`disconnect`): send synthetic VDIF of the mode | state, destination, frames |
 //! | `evlbi` | a format of its own ([`crate::evlbi`]) | the statistics in the default format |
 //! | `tstat` | counters with a timestamp | rates since the last `tstat?` |
-//! | `status` | — | the status word |
+//! | `status` | — | the status word (and the oldest queued error while bit 0x2 is set); then each set disk's free space, `PATH=GB` |
 //! | `dts_id` | — | system type, software date, media, serial (host name), ports, revisions |
 //! | `os_rev` | — | the kernel's version line |
 //! | `error` | — | the oldest queued error: number, message, time, last time, count |
-//! | `rtime` | — | time left at the mode's rate over the free space of the set disks |
+//! | `rtime` | — | time left over the free space of the set disks at a running recording's measured rate (the mode's when idle or in its first second), …, that rate; then each disk's free space, `PATH=GB` |
 //! | `datastream` | `add : NAME : criterion…`, `remove : NAME`, `clear`, `reset` ([`scanfmt::datastream`]) | the names, or one stream's criteria |
 //! | `record` (more) | `nthread : [readers] : [writers]` | `record? nthread` |
 //! | `scan_set`, `scan_check`, `data_check`, `disk2file` | see [`crate::playback`] | |

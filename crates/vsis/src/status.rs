@@ -31,10 +31,18 @@ pub struct ServeStatus {
     /// The set disks (`set_disks`), each with its file system's space.
     #[serde(default)]
     pub disks: Vec<DiskSpace>,
-    /// Seconds until the set disks are full at the mode's rate (headers included), each file
-    /// system counted once; null without a mode.
+    /// Seconds until the set disks are full at `fill_rate_bps`, each file system counted
+    /// once; null without a mode.
     #[serde(default)]
     pub time_left_s: Option<f64>,
+    /// The rate the set fills at, bits a second: a running recording's measured rate (bytes
+    /// written over its time) after its first second, else the mode's rate with the frames'
+    /// headers; null without a mode.
+    #[serde(default)]
+    pub fill_rate_bps: Option<f64>,
+    /// Whether `fill_rate_bps` was measured from a running recording (false: the mode's).
+    #[serde(default)]
+    pub fill_rate_measured: bool,
     /// The runtimes besides the default one (`runtime = NAME`), each with its transfer; the
     /// fields above are the default runtime's.
     #[serde(default)]

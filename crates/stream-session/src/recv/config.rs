@@ -30,8 +30,10 @@ pub struct RecvConfig {
     pub receiver: ReceiverConfig,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long (counted from the start until the first).
+    /// Stop when no datagram came for this long, once the first has.
     pub idle_timeout: Option<Duration>,
+    /// Stop when no first datagram came for this long from the start (`None`: no deadline).
+    pub first_datagram_timeout: Option<Duration>,
     /// Live line cadence (at least 50 ms).
     pub interval: Duration,
     /// Where the file writes run (a child process keeps files whole-framed across a SIGKILL).
@@ -68,6 +70,7 @@ impl RecvConfig {
             receiver: ReceiverConfig::default(),
             duration: None,
             idle_timeout: None,
+            first_datagram_timeout: None,
             interval: Duration::from_secs(1),
             writer: WriterPlacement::default(),
             write_buffer: recording::write::DEFAULT_WRITE_BUFFER,

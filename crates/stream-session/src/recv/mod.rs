@@ -174,13 +174,16 @@ impl BoundReceiver {
             if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
                 say(n);
             }
-            let idle = cfg
-                .idle_timeout
-                .is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
-            // Counted from the start until something arrives (`ready_since` starts there): a
-            // receiver that never hears a sender stops too (issue 29: it waited forever). Never
-            // while datagrams are queued for it (a loop held off its core sees them late, not
-            // never).
+            // Before the first datagram the first-datagram timeout counts from the start
+            // (`ready_since` starts there): a receiver started before its sender waits for it
+            // (issue 37), one that never hears a sender still stops if asked to (issue 29).
+            // Never while datagrams are queued for it (a loop held off its core, or a set-up
+            // slower than the limit, sees them late, not never).
+            let limit = match t.first {
+                Some(_) => cfg.idle_timeout,
+                None => cfg.first_datagram_timeout,
+            };
+            let idle = limit.is_some_and(|limit| now.saturating_duration_since(t.ready_since) >= limit);
             if !received && idle && !queued(&socks) {
                 break "idle timeout";
             }

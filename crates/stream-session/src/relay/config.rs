@@ -50,8 +50,10 @@ pub struct RelayRunConfig {
     pub write_buffer: u64,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when no datagram came for this long (counted from the start until the first).
+    /// Stop when no datagram came for this long, once the first has.
     pub idle_timeout: Option<Duration>,
+    /// Stop when no first datagram came for this long from the start (`None`: no deadline).
+    pub first_datagram_timeout: Option<Duration>,
     /// Live line cadence (at least 50 ms).
     pub interval: Duration,
 }
@@ -80,6 +82,7 @@ impl RelayRunConfig {
             write_buffer: recording::write::DEFAULT_WRITE_BUFFER,
             duration: None,
             idle_timeout: None,
+            first_datagram_timeout: None,
             interval: Duration::from_secs(1),
         }
     }

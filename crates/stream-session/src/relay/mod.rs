@@ -394,13 +394,18 @@ struct Marks {
 
 impl Marks {
     /// Why the run ends now, if it does: its duration is up, or nothing came for the idle
-    /// timeout — counted from the start until the first datagram (`last_in` starts there), so
-    /// a relay that never hears its backend stops too (issue 29: it waited forever).
+    /// timeout — before the first datagram, for the first-datagram timeout from the start
+    /// (`last_in` starts there): a relay started before its backend waits for it (issue 37),
+    /// one that never hears its backend still stops if asked to (issue 29).
     fn end(&self, cfg: &RelayRunConfig, started: Instant, now: Instant) -> Option<&'static str> {
         if cfg.duration.is_some_and(|d| now - started >= d) {
             return Some("duration");
         }
         let idle = now.saturating_duration_since(self.last_in);
-        cfg.idle_timeout.is_some_and(|d| idle >= d).then_some("idle timeout")
+        let limit = match self.first {
+            Some(_) => cfg.idle_timeout,
+            None => cfg.first_datagram_timeout,
+        };
+        limit.is_some_and(|d| idle >= d).then_some("idle timeout")
     }
 }

@@ -43,7 +43,7 @@ WORK=$(mktemp -d /tmp/evlbi-sfxc-bench.XXXXXX)
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -56,14 +56,16 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # run WHO N: one input host job; appends a JSON line to $WORK/runs.jsonl.
 run() {
-    local who=$1 n=$2 port ctl sock daemon reader t0 t1 sent
+    local who=$1 n=$2 port ctl mport sock daemon reader t0 t1 sent
     port=$(port SOCK_DGRAM)
     ctl=$(port SOCK_STREAM)
+    mport=$(port SOCK_STREAM)
+    echo '{}' >"$WORK/$who.status.json"
     sock=$WORK/$who.sock
     if [[ $who == jive5ab ]]; then
         "$J5" -m 0 -p "$ctl" >"$WORK/$who.log" 2>&1 &
     else
-        "$EVLBI" serve --vsi "127.0.0.1:$ctl" --root "$WORK" --interval 500ms >"$WORK/$who.log" 2>&1 &
+        "$EVLBI" serve --vsi "127.0.0.1:$ctl" --root "$WORK" --interval 500ms --metrics "127.0.0.1:$mport" >"$WORK/$who.log" 2>&1 &
     fi
     daemon=$!
     PIDS+=("$daemon")
@@ -87,6 +89,7 @@ run() {
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
     else
         vsi "$ctl" "evlbi? ;" "net2sfxc? ;" >>"$WORK/$who.vsi"
+        curl -s -m 5 "http://127.0.0.1:$mport/status.json" >"$WORK/$who.status.json" || echo '{}' >"$WORK/$who.status.json"
         grep -E "evlbi\?|net2sfxc\?" "$WORK/$who.vsi" | sed 's/^/  /' >&2
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
     fi

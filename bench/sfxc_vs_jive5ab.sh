@@ -43,7 +43,7 @@ WORK=$(mktemp -d /tmp/evlbi-sfxc-bench.XXXXXX)
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -56,14 +56,16 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # run WHO N: one input host job; appends a JSON line to $WORK/runs.jsonl.
 run() {
-    local who=$1 n=$2 port ctl sock daemon reader t0 t1 sent
+    local who=$1 n=$2 port ctl mport sock daemon reader t0 t1 sent
     port=$(port SOCK_DGRAM)
     ctl=$(port SOCK_STREAM)
+    mport=$(port SOCK_STREAM)
+    echo '{}' >"$WORK/$who.status.json"
     sock=$WORK/$who.sock
     if [[ $who == jive5ab ]]; then
         "$J5" -m 0 -p "$ctl" >"$WORK/$who.log" 2>&1 &
     else
-        "$EVLBI" serve --vsi "127.0.0.1:$ctl" --root "$WORK" --interval 500ms >"$WORK/$who.log" 2>&1 &
+        "$EVLBI" serve --vsi "127.0.0.1:$ctl" --root "$WORK" --interval 500ms --metrics "127.0.0.1:$mport" >"$WORK/$who.log" 2>&1 &
     fi
     daemon=$!
     PIDS+=("$daemon")
@@ -87,15 +89,16 @@ run() {
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
     else
         vsi "$ctl" "evlbi? ;" "net2sfxc? ;" >>"$WORK/$who.vsi"
+        curl -s -m 5 "http://127.0.0.1:$mport/status.json" >"$WORK/$who.status.json" || echo '{}' >"$WORK/$who.status.json"
         grep -E "evlbi\?|net2sfxc\?" "$WORK/$who.vsi" | sed 's/^/  /' >&2
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
     fi
     wait "$reader" 2>/dev/null || true
     stop_pid "$daemon"
     sent=$(python3 -c "import json; print(json.load(open('$WORK/send.json'))['stations'][0]['frames_sent'])")
-    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" >>"$WORK/runs.jsonl" <<'PY'
+    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" "$WORK/$who.status.json" >>"$WORK/runs.jsonl" <<'PY'
 import json, sys
-who, n, sent, t0, t1, tck, reader, log = sys.argv[1:]
+who, n, sent, t0, t1, tck, reader, log, status = sys.argv[1:]
 lines = [l for l in open(reader) if l.startswith("{")]
 r = json.loads(lines[-1]) if lines else {"frames": 0, "invalid": 0}
 valid = r["frames"] - r["invalid"]
@@ -104,6 +107,16 @@ out = {"who": who, "run": int(n), "sent": int(sent), "delivered": valid,
        "lost": int(sent) - valid, "invalid_frames": r["invalid"],
        "cpu_s": cpu_s, "cpu_us_per_frame": cpu_s * 1e6 / valid if valid else None,
        "age_us": r.get("age_us"), "reader": r}
+# evlbi: where the lost frames went (its daemon's /status.json at the end of the run).
+try:
+    st = next(x["status"] for x in json.load(open(status)).get("sources", []) if x["kind"] == "stream_recv")
+    w = st["stations"][0]["window"] if st["stations"] else {}
+    out["where"] = {"datagrams": st["datagrams"]["datagrams"], "kernel_drops": st["kernel_drops"],
+                    "out_of_range": w.get("out_of_range"), "late": w.get("late"),
+                    "filled": w.get("written_filled"),
+                    "dropped_slow_reader": sum(l["dropped_slow_reader"] for l in st["live"])}
+except (OSError, ValueError, StopIteration, KeyError, IndexError):
+    pass
 print(json.dumps(out))
 PY
 }
@@ -114,7 +127,7 @@ for n in $(seq "$RUNS"); do
         if [[ $who == jive5ab && -z $J5 ]]; then continue; fi
         echo "run $n: $who at $RATE for ${SECS}s" >&2
         run "$who" "$n"
-        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame age {r['age_us']}\")" >&2
+        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame age {r['age_us']} where {r.get('where')}\")" >&2
     done
 done
 

@@ -174,6 +174,23 @@ impl Receiver {
         truncated: bool,
         sink: &mut impl FrameSink,
     ) {
+        self.handle_datagram_arrived(now, now, from, datagram, truncated, sink);
+    }
+
+    /// [`Receiver::handle_datagram`] read at `now` of a datagram that arrived at `arrived` (the
+    /// kernel's receive time, earlier when the reading loop was held off its core): the station's
+    /// window judges the frame by when it came, so frames queued behind a gap the socket's
+    /// overflow left are read as the stream they were (the gap took its own time to be sent),
+    /// not as a burst ahead of it that no wall time explains.
+    pub fn handle_datagram_arrived(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        truncated: bool,
+        sink: &mut impl FrameSink,
+    ) {
         self.tally.counters.datagrams += 1;
         self.tally.counters.bytes += datagram.len() as u64;
         let Some(d) = self.screen(from, datagram, truncated) else {
@@ -198,7 +215,7 @@ impl Receiver {
             Some((i, m))
         });
         match owner {
-            Some((idx, member)) => self.feed_owner(idx, member, now, &d, sink),
+            Some((idx, member)) => self.feed_owner(idx, member, now, arrived.min(now), &d, sink),
             None => self.provisional(now, from, key, session, &d, sink),
         }
     }
@@ -232,7 +249,15 @@ impl Receiver {
     }
 
     /// A datagram from `member`, a source feeding station `idx`: into its window.
-    fn feed_owner(&mut self, idx: usize, member: usize, now: Instant, d: &DataDatagram<'_>, sink: &mut impl FrameSink) {
+    fn feed_owner(
+        &mut self,
+        idx: usize,
+        member: usize,
+        now: Instant,
+        arrived: Instant,
+        d: &DataDatagram<'_>,
+        sink: &mut impl FrameSink,
+    ) {
         let st = &mut self.stations[idx];
         st.last_seen = now;
         let m = &mut st.members[member];
@@ -240,7 +265,7 @@ impl Receiver {
         m.threads.insert(d.header.thread_id);
         let retransmit = d.native.is_some_and(|n| n.retransmit);
         if let Some(said) = feed(
-            st, &self.cfg, member, now, now, d.seq, retransmit, &d.header, d.frame, sink,
+            st, &self.cfg, member, arrived, now, d.seq, retransmit, &d.header, d.frame, sink,
         ) {
             problem!(self.tally, "{said}");
         }

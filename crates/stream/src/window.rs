@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use vdif::{StationId, VdifHeader};
 
-use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES};
+use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES, MAX_HELD_CANDIDATE_BYTES};
 
 /// Where the window writes frames, in time order.
 pub trait FrameSink {
@@ -577,6 +577,18 @@ impl StationWindow {
         Duration::from_secs_f64((f64::from(JUMP_SPAN_FRAMES) / slots_per_s).clamp(1e-3, 1.0))
     }
 
+    /// Candidate frames held whole while a timed run must last [`StationWindow::jump_span`]:
+    /// twice the frames the stream sends in that span (a run arriving at up to twice its rate
+    /// is held whole until it may move the stream: the span's 1 ms floor is 64 frames at 64 000
+    /// frames/s, and at [`MAX_HELD_CANDIDATES`] a burst read after a gap lost every frame past
+    /// the 64th), at least [`MAX_HELD_CANDIDATES`], at most [`MAX_HELD_CANDIDATE_BYTES`].
+    fn held_while_timed(&self) -> usize {
+        let slots_per_s = f64::from(self.cfg.frames_per_second) * f64::from(self.cfg.threads);
+        let span = (2.0 * self.jump_span().as_secs_f64() * slots_per_s).ceil() as usize;
+        let cap = (MAX_HELD_CANDIDATE_BYTES / self.frame_len.max(1)).max(MAX_HELD_CANDIDATES);
+        span.clamp(MAX_HELD_CANDIDATES, cap)
+    }
+
     fn place(&mut self, slot: u64, frame: &[u8], sink: &mut impl FrameSink) -> Placement {
         let Some(base) = self.base else {
             return Placement::Candidate;
@@ -654,7 +666,7 @@ impl StationWindow {
         // A run that must last (timed, anchored) is held whole meanwhile, within the bound.
         let timed = now.is_some() && self.clock.is_some();
         let keep = if timed {
-            MAX_HELD_CANDIDATES
+            self.held_while_timed()
         } else {
             (self.cfg.confirm as usize).max(threads).min(MAX_HELD_CANDIDATES)
         };

@@ -56,6 +56,14 @@ impl BoundReceiver {
             None
         };
         let (socks, grants, drop_count) = bind_inputs(&cfg.listen, cfg.rcvbuf)?;
+        if cfg.live.is_some() {
+            // A live window of 2 ms judges frames by when they came: a loop held off its core
+            // for 10-50 ms reads them late (see `arrival`). Without the stamps (never on Linux)
+            // the read time stands in.
+            for sock in &socks {
+                let _ = netio::batch::enable_rx_timestamps(sock);
+            }
+        }
         // Several sockets are read in turn: none may block the others.
         if socks.len() > 1 {
             for sock in &socks {
@@ -167,8 +175,12 @@ impl BoundReceiver {
             let received = receive_any(&socks, &mut batch, &mut rx, &mut sink, &mut t, &mut tally)?;
             if let Sink::Live(live) = &mut sink {
                 // A station gone quiet goes on as filled frames at its rate; what the batch
-                // gave goes to the readers now.
-                rx.fill_silence(Instant::now(), live);
+                // gave goes to the readers now. Not after a wait that found nothing while
+                // datagrams are queued now: the loop was held off its core past the wait, and
+                // the frames it has yet to read are not silence (filled, they came late).
+                if received || !queued(&socks) {
+                    rx.fill_silence(Instant::now(), live);
+                }
                 live.flush();
             }
             if let (Some(n), Some(say)) = (rx.poll_notice(), notice.as_mut()) {
@@ -232,6 +244,21 @@ impl BoundReceiver {
         };
         Ok(end.report(&cfg, (&socks, grants, &batch), &rx, sink))
     }
+}
+
+/// Most a kernel receive time may put a datagram's arrival before its read: a stamp older than
+/// any queue holds (the wall clock stepped) is not believed beyond it.
+const MAX_ARRIVAL_AGE: Duration = Duration::from_secs(2);
+
+/// When a datagram read at `now` (`wall`: the same moment in Unix ns) arrived, by its kernel
+/// receive time (SO_TIMESTAMPNS) if it has one: up to [`MAX_ARRIVAL_AGE`] before `now`, never
+/// after it.
+fn arrival(now: Instant, wall: u64, kernel_time: Option<u64>) -> Instant {
+    let Some(k) = kernel_time else {
+        return now;
+    };
+    let age = Duration::from_nanos(wall.saturating_sub(k)).min(MAX_ARRIVAL_AGE);
+    now.checked_sub(age).unwrap_or(now)
 }
 
 /// Whether any of the sockets has datagrams queued.
@@ -309,18 +336,19 @@ fn receive_batch(
             let now = Instant::now();
             t.first.get_or_insert(now);
             t.last_rx = now;
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |w| w.as_nanos() as u64);
             // The data's age, sampled once per batch (one clock read, one header parse).
             if let Some(t) = batch.iter().next().and_then(|d| rx.data_time_unix_ns(d.data)) {
-                let wall = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |w| w.as_nanos() as u64);
                 // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
                 tally.data_age.record(wall.saturating_sub(t).max(1));
             }
             let stalls = sink.stalled().1;
             for d in batch.iter() {
                 tally.bytes += d.data.len() as u64;
-                rx.handle_datagram(now, d.from, d.data, d.truncated, sink);
+                let arrived = arrival(now, wall, d.kernel_time);
+                rx.handle_datagram_arrived(now, arrived, d.from, d.data, d.truncated, sink);
             }
             // A full batch (the loop is behind) or a wait for the writer: how much the socket
             // holds now is how deep the stall reached into its buffer.

@@ -80,6 +80,9 @@ impl Candidates {
 /// Most candidate frames whose bytes are held (the newest of a run); older ones of a long run
 /// are counted out of range. Bounds the memory a flood of consistent forged frames can take.
 pub(super) const MAX_HELD_CANDIDATES: usize = 64;
+/// Most bytes of candidate frames held while a timed run must last (see
+/// `StationWindow::held_while_timed`): 4 MiB (512 frames of 8 KB).
+pub(super) const MAX_HELD_CANDIDATE_BYTES: usize = 4 << 20;
 /// The front may leave frame times unfilled behind it at this many times the frame rate of the
 /// time since it last advanced (a gap of lost frames takes that long to have been sent; twice,
 /// for jitter and a sender catching up).

@@ -70,7 +70,7 @@ fn relay_held_up(buffer_bytes: usize) -> (stream::results::RelayReport, BTreeSet
     // A socket buffer of a few dozen frames: what the kernel keeps while nobody reads.
     cfg.rcvbuf = 256 << 10;
     cfg.interval = Duration::from_millis(50);
-    cfg.relay.frames_per_second = Some(FPS);
+    cfg.relay.frames_per_second = Some(vdif::FrameRate::new(FPS).unwrap());
     cfg.relay.threads = Some(1);
     cfg.relay.buffer_bytes = buffer_bytes;
     let bound = BoundRelay::bind(cfg).unwrap();

@@ -67,7 +67,7 @@ fuzz_target!(|data: &[u8]| {
         if learned {
             cfg.station_frames_per_second = Some(4 * fps);
         } else {
-            (cfg.frames_per_second, cfg.threads) = (Some(fps), Some(4));
+            (cfg.frames_per_second, cfg.threads) = (vdif::FrameRate::new(fps).ok(), Some(4));
         }
     }
     let layout = FrameLayout::new(f64::from(fps) * 512.0, 2, 1, 1, 64).unwrap();

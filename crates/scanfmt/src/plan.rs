@@ -128,6 +128,17 @@ pub fn has_room(free: u64, written: u64, promised: u64, block: u64) -> bool {
     free.saturating_sub(to_come) >= block.saturating_add(headroom(block))
 }
 
+/// The data bytes of a block that still fit a disk [`has_room`] says is too full for a whole
+/// one: what is left after the blocks it was promised and the headroom of a block that size, at
+/// most `block`. The recorder writes a short block there rather than drop the frames while a
+/// disk has space (a disk set smaller than one default block lost the whole scan).
+pub fn room_for_block(free: u64, written: u64, promised: u64, block: u64) -> u64 {
+    let to_come = promised.saturating_sub(written);
+    let left = free.saturating_sub(to_come).saturating_sub(headroom(0));
+    // x + x / 64 <= left, the headroom's share of the block itself.
+    (left / 65 * 64).min(block)
+}
+
 /// Space kept free on a disk beyond a block's data: 1/64 of the block (the file system's
 /// indirect blocks, a chunk file's last partial page) and 256 KiB (directories, Mark6
 /// headers).
@@ -139,6 +150,20 @@ pub fn headroom(block: u64) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_short_block_takes_what_a_full_one_leaves_of_a_disk() {
+        let block = 128 << 20;
+        // 134 MB free: no room for 128 MiB and its headroom, 131 MB for a short block.
+        let free = 134_217_728;
+        assert!(!has_room(free, 0, 0, block));
+        let short = room_for_block(free, 0, 0, block);
+        assert!(short > 130_000_000 && short < block, "{short}");
+        assert!(has_room(free, 0, 0, short), "the short block has its headroom");
+        // Promised but unwritten bytes come off first; nothing left is nothing.
+        assert_eq!(room_for_block(free, 0, free, block), 0);
+        assert_eq!(room_for_block(1 << 40, 0, 0, block), block);
+    }
 
     #[test]
     fn blocks_hold_whole_frames() {

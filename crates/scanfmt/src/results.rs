@@ -77,6 +77,10 @@ pub struct RecordingReport {
     pub frames_unmatched: u64,
     /// Each disk's writer ran with direct I/O (O_DIRECT).
     pub direct_io: bool,
+    /// Blocks shorter than `block_bytes` begun because no disk had room for a whole one: the
+    /// disks' last space, filled rather than lost.
+    #[serde(default)]
+    pub short_blocks: u64,
 }
 
 /// What a reader found of one scan (`evlbi vdif scans`; what jive5ab's `scan_check?` and the

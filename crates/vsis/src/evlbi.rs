@@ -75,11 +75,9 @@ pub fn format(stats: &EvlbiStats, fmt: &str, now: UnixTime) -> String {
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let total = stats.pkt_in as f64 + stats.pkt_lost as f64;
     let pct = |n: u64| {
-        let v = if stats.pkt_in == 0 {
-            0.0
-        } else {
-            n as f64 / total * 100.0
-        };
+        // Over what was taken and lost: a recording that kept nothing of 8000 frames lost
+        // 100 %, not 0 (pkt_in 0 was read as "nothing happened").
+        let v = if total == 0.0 { 0.0 } else { n as f64 / total * 100.0 };
         format!("{v:5.2}%")
     };
     let mut out = String::with_capacity(fmt.len() + 32);
@@ -202,6 +200,15 @@ mod tests {
         assert_eq!(
             format(&EvlbiStats::default(), DEFAULT_FORMAT, NOW),
             "total : 0 : loss : 0 ( 0.00%) : out-of-order : 0 ( 0.00%) : extent : 0seqnr/pkt"
+        );
+        // Nothing kept of what came is all of it lost.
+        let none_kept = EvlbiStats {
+            pkt_lost: 8000,
+            ..EvlbiStats::default()
+        };
+        assert_eq!(
+            format(&none_kept, DEFAULT_FORMAT, NOW),
+            "total : 0 : loss : 8000 (100.00%) : out-of-order : 0 ( 0.00%) : extent : 0seqnr/pkt"
         );
     }
 

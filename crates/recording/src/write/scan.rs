@@ -118,6 +118,8 @@ struct Current {
     pending: Pending,
     /// Data bytes in the block so far.
     written: u64,
+    /// Data bytes it may hold: the plan's block, or less where that was all a disk had left.
+    limit: u64,
 }
 
 /// One recording (a station, a thread, a data stream, or all the scan's frames).
@@ -156,6 +158,8 @@ pub struct ScanSink {
     /// Frames this side could not give any disk (every disk gone, the scan at its last block
     /// number, a frame of another length).
     not_written: u64,
+    /// Blocks begun shorter than the plan's: no disk had room for a whole one.
+    short_blocks: u64,
     direct_io: bool,
 }
 
@@ -250,6 +254,7 @@ impl ScanSink {
             frames: 0,
             filled: 0,
             not_written: 0,
+            short_blocks: 0,
         })
     }
 
@@ -346,7 +351,7 @@ impl ScanSink {
         let Some(s) = self.streams.get_mut(&key) else { return };
         let Some(mut c) = s.current.take() else { return };
         // A block ended short: its disk was promised less.
-        let unused = s.plan.block_data().saturating_sub(c.written);
+        let unused = c.limit.saturating_sub(c.written);
         let d = &mut self.disks[c.lane];
         d.promised = d.promised.saturating_sub(unused);
         if self.layout == Layout::Mk6 {
@@ -386,10 +391,17 @@ impl ScanSink {
             .iter()
             .map(|d| d.lane.as_ref().map_or(u64::MAX, Lane::backlog))
             .collect();
-        let block = self.streams.get(&key).map_or(0, |s| s.plan.block_data());
+        let (block, frame_len) = self
+            .streams
+            .get(&key)
+            .map_or((0, 1), |s| (s.plan.block_data(), s.plan.frame_len()));
         let room = self.room(block);
-        let Some(l) = self.assigner.pick_with_room(&backlog, &room) else {
-            return false;
+        let (l, block) = match self.assigner.pick_with_room(&backlog, &room) {
+            Some(l) => (l, block),
+            None => match self.short_block(block, frame_len) {
+                Some(x) => x,
+                None => return false,
+            },
         };
         self.disks[l].promised += block;
         let layout = self.layout;
@@ -424,15 +436,39 @@ impl ScanSink {
             scan: s.scan.clone(),
             layout,
             number,
-            planned: s.plan.block_data(),
+            planned: block,
             frame_len: s.plan.frame_len(),
         });
         s.current = Some(Current {
             lane: l,
             pending: lane.pending(s.plan.frame_len(), pos),
             written: 0,
+            limit: block,
         });
+        self.short_blocks += u64::from(block < s.plan.block_data());
         true
+    }
+
+    /// Where no disk has room for a whole block: the disk with the most room left and a block
+    /// of the whole frames that fit it (a disk set smaller than one block lost every frame
+    /// before, where jive5ab filled it). `None` when not one frame fits anywhere.
+    fn short_block(&mut self, block: u64, frame_len: u64) -> Option<(usize, u64)> {
+        let fit: Vec<u64> = self
+            .disks
+            .iter()
+            .map(|d| match (d.dropped.is_some(), d.lane.as_ref().and_then(Lane::space)) {
+                (false, Some((free, written))) => {
+                    let x = scanfmt::plan::room_for_block(free, written, d.promised, block);
+                    x - x % frame_len.max(1)
+                }
+                _ => 0,
+            })
+            .collect();
+        let room: Vec<bool> = fit.iter().map(|&x| x >= frame_len).collect();
+        // The assigner takes the least "backlog": give it the room missing, so the most room wins.
+        let missing: Vec<u64> = fit.iter().map(|&x| block.saturating_sub(x)).collect();
+        let l = self.assigner.pick_with_room(&missing, &room)?;
+        Some((l, fit[l]))
     }
 
     /// Flush, close, wait for every writer: what the recording holds.
@@ -447,6 +483,7 @@ impl ScanSink {
             layout: Some(self.layout),
             block_bytes: self.block_bytes,
             direct_io: self.direct_io,
+            short_blocks: self.short_blocks,
             ..RecordingReport::default()
         };
         let mut per_key: Vec<(FileKey, RecordedScan)> = Vec::new();
@@ -536,10 +573,7 @@ impl FrameSink for ScanSink {
             self.not_written += 1;
             return;
         }
-        let full = s
-            .current
-            .as_ref()
-            .is_some_and(|c| c.written + len > s.plan.block_data());
+        let full = s.current.as_ref().is_some_and(|c| c.written + len > c.limit);
         if full {
             self.end_block(key);
         }

@@ -5,7 +5,8 @@
 # scripts/difx-path. Idempotent; says "skipped" (exit 0) when it cannot be built, and those tests
 # then print SKIPPED. Called by scripts/setup.sh.
 #
-XX
+# It builds the libraries mpifxcorr links (difxmessage, vdifio, codifio, mark5access, …), each
+# installed before the next is configured (their configure scripts call
 # PKG_CHECK_MODULES without a fallback), only their library directories, and only the mpifxcorr
 # program: about 4 minutes on 2 cores. FFTW instead of Intel IPP (--disable-ipp); Debian's
 # OpenMPI.

@@ -255,7 +255,7 @@ fn gen(a: GenArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "generated {} station(s) x {} s from {}: {}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} frames/s per thread, {}S/s per channel",
+        "generated {} station(s) x {} s from {}: {}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} per thread, {}S/s per channel",
         report.stations.len(),
         a.seconds,
         report.start_utc,

@@ -42,7 +42,7 @@ pub(crate) fn print_inspect(f: &FileReport) {
     );
     match r.frames_per_second {
         Some(fps) => println!(
-            "rate       {} frames/s per thread (from {}), {}S/s per channel, {}b/s",
+            "rate       {} per thread (from {}), {}S/s per channel, {}b/s",
             fps,
             opt(&r.frame_rate_source),
             si_fmt(r.sample_rate_hz.unwrap_or(0.0)),

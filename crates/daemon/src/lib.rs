@@ -387,26 +387,9 @@ impl Daemon {
             Running::Recording(r) => {
                 let name = r.name.clone();
                 let report = r.stop()?;
-                // Frames the daemon took but no disk holds are loss `scan_check?` reports too:
-                // lost at the scan's end (its last disk gone) they leave no gap to see.
-                let now = unix_seconds();
-                if report.frames_not_written > 0 {
-                    let frame = report.stations.first().map_or(0, |s| s.frame_len as u64);
-                    // Said where the FS looks too (status? bit 0x2, error?): `record = off`
-                    // answers 0 whatever the scan kept.
-                    st.errors.push(
-                        -1,
-                        format!(
-                            "record {name}: {} frames reached the recorder but no disk (evlbi? counts them lost)",
-                            report.frames_not_written
-                        ),
-                        now,
-                    );
-                    st.session.not_written.retain(|(n, _)| *n != name);
-                    st.session.not_written.push((name, report.frames_not_written * frame));
-                }
                 // A disk that left the set mid-scan is said where the FS looks (status? bit
                 // 0x2, error?), and leaves the disk set until the FS sets it again.
+                let now = unix_seconds();
                 for d in report.recording.iter().flat_map(|x| &x.disks).filter(|d| d.dropped) {
                     let why = d.error.clone().unwrap_or_default();
                     st.errors.push(
@@ -418,6 +401,23 @@ impl Daemon {
                         now,
                     );
                     st.disks.retain(|p| p.display().to_string() != d.path);
+                }
+                // Frames the daemon took but no disk holds are loss `scan_check?` reports too:
+                // lost at the scan's end (its last disk gone) they leave no gap to see.
+                if report.frames_not_written > 0 {
+                    let frame = report.stations.first().map_or(0, |s| s.frame_len as u64);
+                    // Said where the FS looks too (status? bit 0x2, error?), after the disks
+                    // that caused it: `record = off` answers 0 whatever the scan kept.
+                    st.errors.push(
+                        -1,
+                        format!(
+                            "record {name}: {} frames reached the recorder but no disk (evlbi? counts them lost)",
+                            report.frames_not_written
+                        ),
+                        now,
+                    );
+                    st.session.not_written.retain(|(n, _)| *n != name);
+                    st.session.not_written.push((name, report.frames_not_written * frame));
                 }
                 Ok(())
             }

@@ -422,7 +422,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     if let Some(fps) = tracker.fps() {
         if tracker.max_frame >= fps.get() {
             problems.push(format!(
-                "frame number {} exceeds the frame rate {fps}/s",
+                "frame number {} exceeds the frame rate {fps}",
                 tracker.max_frame
             ));
         }

@@ -33,6 +33,10 @@ BURST=${BURST:-8}
 OUT=${OUT:-bench/results/sfxc_vs_jive5ab.json}
 EVLBI=${EVLBI:-target/release/evlbi}
 J5=${JIVE5AB:-$(scripts/jive5ab-path || true)}
+if [[ -n $J5 && ! -x $J5 ]]; then
+    echo "no jive5ab at $J5: its runs are skipped" >&2
+    J5=
+fi
 H=$(scripts/sfxc-path || true)
 [[ -x $EVLBI ]] || scripts/setup.sh --build
 if [[ -z $H ]]; then

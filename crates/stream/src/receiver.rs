@@ -35,7 +35,7 @@ mod station;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::{StationId, VdifHeader};
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
@@ -283,7 +283,7 @@ impl Receiver {
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
     /// beyond what VDIF can express (they size a window). While its threads are counted, the
     /// station's rate over one thread.
-    fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
+    fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(FrameRate, u16)> {
         if let Some(total) = self.station_rate_to_split(d) {
             return stream_shape(d, Some(total), Some(1)).ok();
         }
@@ -342,11 +342,11 @@ impl Receiver {
             }
             None => p.threads_seen.index(d.header.thread_id),
         };
-        let (Some(thread), true) = (thread, d.header.frame_number < fps) else {
+        let (Some(thread), true) = (thread, d.header.frame_number < fps.get()) else {
             // Not placeable in this stream: a thread beyond its count, or a frame number beyond
             // its rate (the window would refuse it too).
             p.count_refused(&mut self.tally.counters, 1);
-            if d.header.frame_number < fps {
+            if d.header.frame_number < fps.get() {
                 let name = d.header.station_name();
                 problem!(
                     self.tally,
@@ -399,7 +399,7 @@ impl Receiver {
         let beside = self.stations.iter().any(|s| s.key == key);
         let mut p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
         if self.station_rate_to_split(d).is_some() {
-            p = p.learning(shape.0);
+            p = p.learning(shape.0.get());
         }
         let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);
         Some(

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use histogram::DEFAULT_MAX_BUCKETS;
-use vdif::StationId;
+use vdif::{FrameRate, StationId};
 
 use crate::in_step::Meter;
 use crate::intake::{count_wire_error, stream_shape};
@@ -197,7 +197,7 @@ struct Learning {
 impl Learning {
     /// A learning from `now`, the first frame at time position `pos` at `fps` frames a second;
     /// `known`: the threads are known (only a run is awaited).
-    fn new(now: Instant, pos: u64, fps: u32, known: bool) -> Learning {
+    fn new(now: Instant, pos: u64, fps: FrameRate, known: bool) -> Learning {
         Learning {
             since: now,
             first_pos: pos,
@@ -216,7 +216,7 @@ impl Learning {
 /// A station's input side.
 struct StationIn {
     station_id: u16,
-    fps: u32,
+    fps: FrameRate,
     template: vdif::VdifHeader,
     frame_len: usize,
     /// It delivered its run and is relayed; until then a candidate, its frames held.
@@ -273,7 +273,7 @@ impl StationIn {
                 };
                 (self.fps, self.thread_count) = (fps, threads);
                 self.threads = self.threads.resized(threads);
-                self.counts.frames_per_second = fps;
+                self.counts.frames_per_second = fps.get();
                 // Positions counted at the old rate do not compare with the new.
                 self.last_pos.fill(u64::MAX);
                 Some(said)
@@ -525,7 +525,7 @@ impl Relay {
             counts: RelayedStation {
                 station: d.header.station_name(),
                 station_id: id,
-                frames_per_second: fps,
+                frames_per_second: fps.get(),
                 frame_len: d.frame.len(),
                 ..RelayedStation::default()
             },
@@ -580,7 +580,7 @@ impl Relay {
         let Some(l) = st.learning.as_mut() else {
             return;
         };
-        if d.header.frame_number >= st.fps {
+        if d.header.frame_number >= st.fps.get() {
             st.counts.wrong_format += 1;
             return;
         }
@@ -679,7 +679,7 @@ impl Relay {
         let pos = d.header.frame_index(self.stations[si].fps);
         let stated = self.stated_rate(d);
         let st = &mut self.stations[si];
-        if d.header.frame_number >= st.fps {
+        if d.header.frame_number >= st.fps.get() {
             st.counts.wrong_format += 1;
             // A board's frames numbered past the station's rate, each stating a rate they fit:
             // the rate held came from elsewhere (issue 36: a source first on the port announcing
@@ -763,9 +763,10 @@ impl Relay {
             st.threads = ThreadMap::new(st.thread_count);
             if let Some(total) = st.station_rate {
                 let n = u32::from(st.thread_count);
-                if total % n == 0 {
-                    st.fps = total / n;
-                    st.counts.frames_per_second = st.fps;
+                let split = Some(total / n).filter(|_| total.is_multiple_of(n));
+                if let Some(fps) = split.and_then(|fps| FrameRate::new(fps).ok()) {
+                    st.fps = fps;
+                    st.counts.frames_per_second = st.fps.get();
                     st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));
                 } else if self.first_problem.is_none() {
                     // Relayed all the same (the output is paced by the rate), counted per thread
@@ -834,7 +835,7 @@ impl Relay {
             st.threads = ThreadMap::new(threads);
             st.known_threads = known.then_some(threads);
             st.station_rate = fps_given.filter(|_| given_only).map(vdif::FrameRate::get);
-            st.counts.frames_per_second = fps;
+            st.counts.frames_per_second = fps.get();
             st.last_pos.fill(u64::MAX);
         }
         let known = st.known_threads.is_some();

@@ -38,7 +38,7 @@ mod evidence;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use vdif::{StationId, VdifHeader};
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES, MAX_HELD_CANDIDATE_BYTES};
 
@@ -87,7 +87,7 @@ impl FrameSink for VecSink {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowConfig {
     /// Frames per second per thread.
-    pub frames_per_second: u32,
+    pub frames_per_second: FrameRate,
     /// VDIF threads of the stream (their ids may be any; see [`ThreadMap`]).
     pub threads: u16,
     /// Reorder window in frames (all threads), ≥ 1.
@@ -331,7 +331,6 @@ impl StationWindow {
         let cfg = WindowConfig {
             window: cfg.window.max(1),
             threads: cfg.threads.max(1),
-            frames_per_second: cfg.frames_per_second.max(1),
             confirm: cfg.confirm.max(1),
             ..cfg
         };
@@ -363,7 +362,7 @@ impl StationWindow {
     pub fn begins_at(&mut self, header: &VdifHeader) {
         if self.base.is_none()
             && same_format(header, &self.template)
-            && header.frame_number < self.cfg.frames_per_second
+            && header.frame_number < self.cfg.frames_per_second.get()
         {
             self.start_hint = self.slot_of(header);
         }
@@ -465,7 +464,7 @@ impl StationWindow {
     ) -> Placement {
         let slot = if !same_format(header, &self.template)
             || frame.len() != self.frame_len
-            || header.frame_number >= self.cfg.frames_per_second
+            || header.frame_number >= self.cfg.frames_per_second.get()
         {
             None
         } else {

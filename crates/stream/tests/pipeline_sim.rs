@@ -213,7 +213,7 @@ fn boards(t0: Instant) -> Vec<Sender<PacedSchedule>> {
                     threads: THREADS,
                     frame_len: l.frame_len,
                     data_len: PAYLOAD,
-                    fps: FPS,
+                    fps: vdif::FrameRate::new(FPS).unwrap(),
                     rate_bps: rate / 2.0,
                 },
                 Box::new(source),

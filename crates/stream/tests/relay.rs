@@ -1012,7 +1012,7 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
     let base = parse_data(SeqFormat::Native, &native_at(0, 0, 1000))
         .unwrap()
         .header
-        .frame_index(1000);
+        .frame_index(vdif::FrameRate::new(1000).unwrap());
     let last: Vec<(bool, u32, u64)> = out
         .iter()
         .map(|(_, d)| parse_data(SeqFormat::Native, d).unwrap())
@@ -1022,7 +1022,7 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
             (
                 fake,
                 p.native.unwrap().frames_per_second,
-                p.header.frame_index(1000) - base,
+                p.header.frame_index(vdif::FrameRate::new(1000).unwrap()) - base,
             )
         })
         .collect();

@@ -116,7 +116,7 @@ fn run(r: Run) -> Outcome {
             threads: 1,
             frame_len: l.frame_len,
             data_len: 1024,
-            fps: FPS,
+            fps: vdif::FrameRate::new(FPS).unwrap(),
             rate_bps: RATE_BPS,
         },
         Box::new(MemorySource::new(

@@ -29,7 +29,7 @@ fn frame(l: &FrameLayout, k: u64, start: u32) -> (VdifHeader, Vec<u8>) {
 
 fn cfg(l: &FrameLayout, window: u64) -> WindowConfig {
     WindowConfig {
-        frames_per_second: l.frames_per_second.get(),
+        frames_per_second: l.frames_per_second,
         threads: l.threads as u16,
         window,
         max_fill: u64::from(FPS) * 2,
@@ -574,7 +574,7 @@ fn a_board_leading_the_others_by_most_of_the_window_is_taken() {
 fn the_end_of_a_stream_is_its_last_frame_not_a_filled_period() {
     let l = vdif::FrameLayout::new(64e6, 2, 4, 2, 8000).unwrap();
     let cfg = stream::window::WindowConfig {
-        frames_per_second: l.frames_per_second.get(),
+        frames_per_second: l.frames_per_second,
         threads: 2,
         window: 64,
         max_fill: 1000,

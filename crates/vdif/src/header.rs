@@ -144,15 +144,15 @@ impl VdifHeader {
     /// The frame's position in its thread's sequence: frames since 1970 at `frames_per_second`
     /// (`unix_seconds × fps + frame_number`; a time before 1970 counts as 1970).
     #[inline]
-    pub fn frame_index(&self, frames_per_second: u32) -> u64 {
+    pub fn frame_index(&self, frames_per_second: FrameRate) -> u64 {
         (self.unix_seconds().max(0) as u64) * u64::from(frames_per_second) + u64::from(self.frame_number)
     }
 
     /// Set the time fields to frame position `index` at `frames_per_second` (the inverse of
     /// [`VdifHeader::frame_index`]), keeping the reference epoch; seconds before the epoch or
     /// past the 30-bit field are clamped to it.
-    pub fn set_frame_index(&mut self, index: u64, frames_per_second: u32) {
-        let fps = u64::from(frames_per_second.max(1));
+    pub fn set_frame_index(&mut self, index: u64, frames_per_second: FrameRate) {
+        let fps = u64::from(frames_per_second);
         self.frame_number = (index % fps) as u32;
         let unix = i64::try_from(index / fps).unwrap_or(i64::MAX);
         self.seconds = (unix - crate::time::epoch_unix(self.ref_epoch)).clamp(0, (1 << 30) - 1) as u32;
@@ -160,8 +160,8 @@ impl VdifHeader {
 
     /// When the frame's data were sampled, ns since 1970 (its second and its number's share of
     /// it at `frames_per_second`); `None` before 1970.
-    pub fn unix_nanos(&self, frames_per_second: u32) -> Option<u64> {
-        let sub = u64::from(self.frame_number) * 1_000_000_000 / u64::from(frames_per_second.max(1));
+    pub fn unix_nanos(&self, frames_per_second: FrameRate) -> Option<u64> {
+        let sub = u64::from(self.frame_number) * 1_000_000_000 / u64::from(frames_per_second);
         u64::try_from(self.unix_seconds())
             .ok()?
             .checked_mul(1_000_000_000)?

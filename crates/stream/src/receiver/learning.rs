@@ -6,6 +6,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use vdif::FrameRate;
+
 use super::admission::{problem, At, HOLD_FRAMES};
 use super::{describe, Receiver, REFUSED_KEPT};
 use crate::in_step::{compare, own_numbering, Step};
@@ -76,7 +78,11 @@ impl Receiver {
             .iter()
             .fold(self.admission.get(at).own, |u, &b| u.union(&self.admission.get(b).own));
         let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
-        if station_fps % u32::from(n) != 0 {
+        // A whole rate per thread VDIF can number (the station's total may exceed 2^24).
+        let per_thread = Some(station_fps / u32::from(n))
+            .filter(|_| station_fps.is_multiple_of(u32::from(n)))
+            .and_then(|fps| FrameRate::new(fps).ok());
+        let Some(fps) = per_thread else {
             let name = self.admission.get(at).template.station_name();
             problem!(
                 self.tally,
@@ -84,14 +90,14 @@ impl Receiver {
             );
             self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
             return false;
-        }
+        };
         let mut seen = ThreadMap::new(n);
         for id in ids.ids() {
             seen.index(id);
         }
         for b in boards.into_iter().chain([at]) {
             let p = self.admission.get_mut(b);
-            p.fps = station_fps / u32::from(n);
+            p.fps = fps;
             p.threads = n;
             p.threads_seen = seen.clone();
             p.learning = None;

@@ -141,7 +141,7 @@ impl Receiver {
             return Challenge::Holds;
         };
         let fps = st.window.config().frames_per_second;
-        let beyond = p.held.iter().any(|h| h.header.frame_number >= fps);
+        let beyond = p.held.iter().any(|h| h.header.frame_number >= fps.get());
         let fps = f64::from(fps);
         if st.split_from.is_some() && beyond && rate >= fps * 1.25 {
             return Challenge::Restarts;

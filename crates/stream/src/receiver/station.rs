@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use vdif::VdifHeader;
+use vdif::{FrameRate, VdifHeader};
 
 use super::admission::Held;
 use super::boards::Member;
@@ -47,7 +47,7 @@ pub(super) struct Station {
 
 /// Window shape of a stream of `fps` frames a second per thread in `threads` threads of
 /// `frame_len` bytes: the reorder latency's worth of frames, within [`MAX_WINDOW_BYTES`].
-pub(super) fn window_config(cfg: &ReceiverConfig, fps: u32, threads: u16, frame_len: usize) -> WindowConfig {
+pub(super) fn window_config(cfg: &ReceiverConfig, fps: FrameRate, threads: u16, frame_len: usize) -> WindowConfig {
     let slots_per_s = f64::from(fps) * f64::from(threads);
     let window = (cfg.latency.as_secs_f64() * slots_per_s)
         .ceil()
@@ -68,7 +68,7 @@ pub(super) fn window_config(cfg: &ReceiverConfig, fps: u32, threads: u16, frame_
 fn reshape(
     st: &mut Station,
     cfg: &ReceiverConfig,
-    fps: u32,
+    fps: FrameRate,
     threads: u16,
     header: &VdifHeader,
     sink: &mut impl FrameSink,
@@ -187,7 +187,7 @@ pub(super) fn summarize(st: &Station) -> StationSummary {
         stream: st.stream,
         source: first.source.to_string(),
         session: st.stream.map(|_| first.session),
-        frames_per_second: c.frames_per_second,
+        frames_per_second: c.frames_per_second.get(),
         threads: c.threads,
         frame_len: st.window.frame_len(),
         window: w,

@@ -51,7 +51,7 @@ struct Intruder {
 /// Send as `who` from `sock` to `to` until `stop` (at most 30 s), counting into `sent`.
 fn intrude(who: Intruder, sock: UdpSocket, to: String, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
     let layout = vdif::FrameLayout::new(64e6, 2, 2, 1, 8000).unwrap();
-    let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+    let mut h = layout.header(vdif::StationId::parse("Ef").unwrap());
     h.thread_id = who.thread;
     let now_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
     h.ref_epoch = vdif::time::to_epoch(now_unix).unwrap().0;

@@ -448,7 +448,7 @@ pub fn connect_fill(
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
     let station = station.unwrap_or_else(|| "FL".into());
-    vdif::parse_station(&station)?;
+    vdif::StationId::parse(&station)?;
     Ok(Fill::Connected {
         to: resolve(host, port)?,
         station,
@@ -552,11 +552,11 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|_| GenerateError::Clock)?;
     let (ref_epoch, start_seconds) = vdif::time::to_epoch(now.as_secs() as i64).ok_or(GenerateError::Clock)?;
-    let id = vdif::parse_station(station)?;
+    let id = vdif::StationId::parse(station)?;
     let config = vdif::gen::GenConfig {
         layout,
         stations: vec![vdif::gen::StationSpec {
-            name: vdif::station_name(id),
+            name: id.to_string(),
             id,
             delay_s: 0.0,
         }],

@@ -29,7 +29,7 @@ fn frame(i: u32) -> Vec<u8> {
         complex: false,
         bits_per_sample: 2,
         thread_id: (i % 2) as u16,
-        station_id: EF,
+        station_id: vdif::StationId(EF),
         extended: [0; 4],
     };
     let mut f = h.to_bytes().unwrap();

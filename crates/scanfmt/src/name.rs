@@ -146,8 +146,8 @@ impl NameTemplate {
     }
 
     /// The recording name of `station` (and `thread`, when recording per thread).
-    pub fn expand(&self, station: u16, thread: Option<u16>) -> String {
-        let st = vdif::StationId(station).to_string();
+    pub fn expand(&self, station: vdif::StationId, thread: Option<u16>) -> String {
+        let st = station.to_string();
         let thread = thread.filter(|_| self.per_thread);
         if self.fields {
             let th = thread.map_or(String::new(), |t| t.to_string());
@@ -273,25 +273,25 @@ mod tests {
     fn stations_are_named_as_reports_name_them() {
         // Report and disk agree: station 1 is "1" in both (was `_ds0001` on disk).
         let numbered = NameTemplate::new("ev123_no0001", false).unwrap();
-        assert_eq!(numbered.expand(0x0001, None), "ev123_no0001_ds1");
-        assert_eq!(vdif::station_name(0x0001), "1");
+        assert_eq!(numbered.expand(vdif::StationId(0x0001), None), "ev123_no0001_ds1");
+        assert_eq!(vdif::StationId(0x0001).to_string(), "1");
         assert_eq!(
-            numbered.expand(u16::from_be_bytes(*b"E/"), None),
+            numbered.expand(vdif::StationId(u16::from_be_bytes(*b"E/")), None),
             "ev123_no0001_ds17711"
         );
-        assert_eq!(numbered.expand(EF, None), "ev123_no0001_dsEf");
+        assert_eq!(numbered.expand(vdif::StationId(EF), None), "ev123_no0001_dsEf");
     }
 
     #[test]
     fn templates_expand_per_station_and_thread() {
         let plain = NameTemplate::new("ev123_no0001", false).unwrap();
-        assert_eq!(plain.expand(EF, None), "ev123_no0001_dsEf");
+        assert_eq!(plain.expand(vdif::StationId(EF), None), "ev123_no0001_dsEf");
         let threads = NameTemplate::new("ev123_no0001", true).unwrap();
-        assert_eq!(threads.expand(EF, Some(3)), "ev123_no0001_dsEf-3");
+        assert_eq!(threads.expand(vdif::StationId(EF), Some(3)), "ev123_no0001_dsEf-3");
         let field = NameTemplate::new("ev123_{station}_no0001", false).unwrap();
-        assert_eq!(field.expand(EF, None), "ev123_Ef_no0001");
+        assert_eq!(field.expand(vdif::StationId(EF), None), "ev123_Ef_no0001");
         let both = NameTemplate::new("ev123_{station}_no0001_t{thread}", true).unwrap();
-        assert_eq!(both.expand(0x0001, Some(12)), "ev123_1_no0001_t12");
+        assert_eq!(both.expand(vdif::StationId(0x0001), Some(12)), "ev123_1_no0001_t12");
         assert_eq!(
             NameTemplate::new("x_{thread}", false),
             Err(NameError::ThreadWithoutSplit("x_{thread}".into()))
@@ -327,7 +327,7 @@ mod tests {
             per_thread in any::<bool>(),
         ) {
             let t = NameTemplate::new(&base, per_thread).unwrap();
-            let name = t.expand(station, Some(thread));
+            let name = t.expand(vdif::StationId(station), Some(thread));
             prop_assert!(is_valid(&name), "{}", name);
             prop_assert!(is_data_stream_of(&base, &name));
         }

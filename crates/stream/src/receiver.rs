@@ -81,7 +81,7 @@ pub struct Receiver {
     /// The frame rate was missing once already (its notice given).
     told_no_frame_rate: bool,
     /// Sources refused as boards, by station id (see [`RefusedSource`]).
-    refused: Vec<(u16, RefusedSource)>,
+    refused: Vec<(StationId, RefusedSource)>,
 }
 
 impl Receiver {
@@ -200,7 +200,7 @@ impl Receiver {
         // different stations, each numbering its streams from 0) never collide, and a sender
         // that restarts with another stream index still takes its station over. The native
         // stream index is the sender's name for it (what its NAKs must carry).
-        let key = u32::from(d.header.station_id);
+        let key = u32::from(d.header.station_id.0);
         let session = d.native.map_or(0, |n| n.session);
         let stream = d.native.map(|n| n.stream);
         self.last_key = Some(key);
@@ -294,7 +294,7 @@ impl Receiver {
             Ok(shape) => Some(shape),
             Err(e) => {
                 e.count(&mut self.tally.counters);
-                let what = e.describe(&d.header.station_name(), from);
+                let what = e.describe(&d.header.station_id.to_string(), from);
                 // Without a frame rate every frame is refused until the options change: say it
                 // at the first (issue 29: it was said only when the receiver stopped).
                 if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
@@ -347,7 +347,7 @@ impl Receiver {
             // its rate (the window would refuse it too).
             p.count_refused(&mut self.tally.counters, 1);
             if d.header.frame_number < fps.get() {
-                let name = d.header.station_name();
+                let name = d.header.station_id.to_string();
                 problem!(
                     self.tally,
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
@@ -477,7 +477,7 @@ impl Receiver {
         let tentative = |s: &Station| s.last_seen.saturating_duration_since(s.first_seen) < quiet;
         let p = self.admission.get(at);
         let (name, live_for) = (
-            vdif::station_name(p.template.station_id),
+            p.template.station_id.to_string(),
             now.saturating_duration_since(p.first_seen),
         );
         if live_for >= quiet {
@@ -493,7 +493,7 @@ impl Receiver {
                 problem!(
                     self.tally,
                     "station {} from {} sent for {} ms only and went quiet: its slot went to station {name}",
-                    vdif::station_name(s.station_id),
+                    s.station_id.to_string(),
                     describe(s.members[0].source, s.members[0].session),
                     s.last_seen.saturating_duration_since(s.first_seen).as_millis()
                 );
@@ -648,7 +648,7 @@ impl Receiver {
     fn retire(&mut self, i: usize, sink: &mut impl FrameSink) {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
-        sink.discontinuity(StationId(st.station_id));
+        sink.discontinuity(st.station_id);
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {

@@ -215,7 +215,7 @@ impl Learning {
 
 /// A station's input side.
 struct StationIn {
-    station_id: u16,
+    station_id: StationId,
     fps: FrameRate,
     template: vdif::VdifHeader,
     frame_len: usize,
@@ -459,7 +459,7 @@ impl Relay {
                 return Some(i);
             }
             self.stations[i].counts.wrong_format += 1;
-            let (name, len) = (d.header.station_name(), self.stations[i].frame_len);
+            let (name, len) = (d.header.station_id.to_string(), self.stations[i].frame_len);
             self.problem(|| {
                 format!("station {name} from {from}: a frame of another format than its {len}-byte frames")
             });
@@ -474,7 +474,7 @@ impl Relay {
             self.problem(|| {
                 format!(
                     "station {} from {from} beyond --max-stations {max}",
-                    d.header.station_name()
+                    d.header.station_id
                 )
             });
             return None;
@@ -486,7 +486,7 @@ impl Relay {
             Ok(shape) => shape,
             Err(e) => {
                 e.count(&mut self.counters);
-                let what = e.describe(&d.header.station_name(), from);
+                let what = e.describe(&d.header.station_id.to_string(), from);
                 // Without a frame rate every frame is refused until the options change: say it
                 // at the first (issue 29: a relay of bare VDIF without --fps said it at the end).
                 if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
@@ -523,7 +523,7 @@ impl Relay {
             newcomer: None,
             max_frame_number: None,
             counts: RelayedStation {
-                station: d.header.station_name(),
+                station: d.header.station_id.to_string(),
                 station_id: id,
                 frames_per_second: fps.get(),
                 frame_len: d.frame.len(),
@@ -660,7 +660,7 @@ impl Relay {
             let StationIn { boards, .. } = &mut self.stations[si];
             boards.refuse(from, &[thread].into_iter().collect(), why);
             self.counters.foreign_source += 1;
-            let name = d.header.station_name();
+            let name = d.header.station_id.to_string();
             self.problem(|| format!("station {name}: {from} {why}: refused (not relayed, not recorded)"));
             return false;
         }
@@ -706,10 +706,10 @@ impl Relay {
         }
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
-        tee.frame(StationId(st.station_id), d.frame, false);
+        tee.frame(st.station_id, d.frame, false);
         if st.threads.index(thread).is_none() {
             st.counts.unexpected_thread += 1;
-            let (name, n) = (d.header.station_name(), st.thread_count);
+            let (name, n) = (d.header.station_id.to_string(), st.thread_count);
             self.problem(|| format!("station {name}: thread {thread} beyond its {n} thread(s): recorded, not relayed"));
             return true;
         }
@@ -793,7 +793,7 @@ impl Relay {
         };
         let mut q = q.borrow_mut();
         for h in held {
-            tee.frame(StationId(st.station_id), &h.frame, false);
+            tee.frame(st.station_id, &h.frame, false);
             if st.threads.index(h.header.thread_id).is_some() {
                 q.push(h.at, h.frame.clone());
             } else {

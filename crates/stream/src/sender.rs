@@ -25,7 +25,7 @@ use bytes::Bytes;
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use linkemu::{LossModel, LossProcess};
 use thiserror::Error;
-use vdif::FrameRate;
+use vdif::{FrameRate, StationId};
 
 use crate::arq::{RetransmitBuffer, RetransmitStats};
 use crate::results::SentStation;
@@ -86,7 +86,7 @@ pub struct StationSpec {
     /// Shown as the source in reports (a file name).
     pub name: String,
     /// VDIF station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// VDIF threads (ids 0..threads).
     pub threads: u16,
     /// Frame length, header included.
@@ -649,7 +649,7 @@ impl<P: Schedule> Sender<P> {
                     (st.frames.saturating_sub(st.schedule.frames_per_release())) as f64 * st.spec.data_len as f64 * 8.0;
                 SentStation {
                     file: st.spec.name.clone(),
-                    station: vdif::station_name(st.spec.station_id),
+                    station: st.spec.station_id.to_string(),
                     stream: i as u16,
                     frames_per_second: st.spec.fps.get(),
                     threads: st.spec.threads,

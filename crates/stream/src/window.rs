@@ -737,7 +737,7 @@ impl StationWindow {
                 self.stats.unfilled_gap_frames += anchor - next;
             }
             self.stats.discontinuities += 1;
-            sink.discontinuity(StationId(self.template.station_id));
+            sink.discontinuity(self.template.station_id);
             self.base = Some(anchor);
         }
         self.highest = anchor;
@@ -759,13 +759,13 @@ impl StationWindow {
             if self.present[idx] {
                 self.present[idx] = false;
                 sink.frame(
-                    StationId(self.template.station_id),
+                    self.template.station_id,
                     &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
                     false,
                 );
                 self.stats.written_valid += 1;
             } else if self.make_fill(s) {
-                sink.frame(StationId(self.template.station_id), &self.fill, true);
+                sink.frame(self.template.station_id, &self.fill, true);
                 self.stats.written_filled += 1;
                 if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
                     // After its thread's last frame: the stream (or the recording) ended first.

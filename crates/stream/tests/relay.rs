@@ -485,7 +485,7 @@ proptest! {
         let real: Vec<u32> = out
             .iter()
             .filter_map(|(_, d)| parse_data(SeqFormat::Native, d).ok())
-            .filter(|p| p.header.station_id == 0x4566 && p.frame == frame(p.header.thread_id, p.header.frame_number).as_slice())
+            .filter(|p| p.header.station_id.0 == 0x4566 && p.frame == frame(p.header.thread_id, p.header.frame_number).as_slice())
             .map(|p| p.header.frame_number)
             .collect();
         prop_assert_eq!(real, (0..50).collect::<Vec<_>>());

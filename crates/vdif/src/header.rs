@@ -60,7 +60,7 @@ pub struct VdifHeader {
     /// Thread id (10 bits).
     pub thread_id: u16,
     /// Station id: two ASCII characters (first in the high byte) or a number.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Words 4–7 as read (EDV in the top byte of word 4). Zero in legacy mode.
     pub extended: [u32; 4],
 }
@@ -115,11 +115,6 @@ impl VdifHeader {
         (self.data_len() as u64 / 4 * self.values_per_word())
             .checked_div(self.values_per_time_sample())
             .unwrap_or(0)
-    }
-
-    /// Station id as text (see [`StationId`]).
-    pub fn station_name(&self) -> String {
-        station_name(self.station_id)
     }
 
     /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz
@@ -206,7 +201,7 @@ impl VdifHeader {
             complex: w3 & (1 << 31) != 0,
             bits_per_sample: (((w3 >> 26) & 0x1f) + 1) as u8,
             thread_id: ((w3 >> 16) & 0x3ff) as u16,
-            station_id: (w3 & 0xffff) as u16,
+            station_id: StationId((w3 & 0xffff) as u16),
             extended,
         })
     }
@@ -283,7 +278,7 @@ impl VdifHeader {
         let w3 = (u32::from(self.complex) << 31)
             | (u32::from(self.bits_per_sample - 1) << 26)
             | (u32::from(self.thread_id) << 16)
-            | u32::from(self.station_id);
+            | u32::from(self.station_id.0);
         let mut words = vec![w0, w1, w2, w3];
         if !self.legacy {
             words.extend_from_slice(&self.extended);
@@ -317,18 +312,6 @@ pub fn values_per_word(bits: u8, complex: bool) -> usize {
     } else {
         32 / bits
     }
-}
-
-/// Station id as text, by the one rule of [`StationId`]'s `Display`: the two-character code
-/// when the first byte is an ASCII letter and the second a letter or digit, else the decimal
-/// number.
-pub fn station_name(id: u16) -> String {
-    StationId(id).to_string()
-}
-
-/// Parse a station given as its code (a letter, then a letter or digit: "Ef", "O8") or a number ("65532").
-pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
-    StationId::parse(s).map(|s| s.0)
 }
 
 // The header's reading of a rate lives here, beside the bits it reads, so that `rate` (the type

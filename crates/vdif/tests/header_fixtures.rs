@@ -32,7 +32,7 @@ fn fixture_parses_to_every_field() {
     assert!(!h.complex);
     assert_eq!(h.bits_per_sample, 2);
     assert_eq!(h.thread_id, 5);
-    assert_eq!(h.station_name(), "Ef");
+    assert_eq!(h.station_id.to_string(), "Ef");
     assert_eq!(h.edv(), 3);
     assert_eq!(h.extended, [0x0380_0010, 0xacab_feed, 0, 0]);
     // EDV 3 field 16 MHz is the complex rate: real sampling at 32 MS/s.
@@ -186,7 +186,7 @@ fn arb_header() -> impl Strategy<Value = VdifHeader> {
                     complex,
                     bits_per_sample: bits,
                     thread_id,
-                    station_id,
+                    station_id: vdif::StationId(station_id),
                     extended: if legacy { [0; 4] } else { ext },
                 }
             },
@@ -206,7 +206,7 @@ proptest! {
             let _ = h.validate();
             let _ = h.samples_per_frame();
             let _ = h.header_sample_rate_hz();
-            let _ = h.station_name();
+            let _ = h.station_id.to_string();
         }
         let _ = vdif::vtp::decode(&bytes);
     }

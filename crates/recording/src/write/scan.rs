@@ -79,8 +79,8 @@ impl Naming {
     /// `None` when no recording takes it (a data stream matches none).
     fn recording(&self, station: StationId, thread: Option<u16>) -> Option<String> {
         match self {
-            Naming::Template(t) => Some(t.expand(station.0, thread)),
-            Naming::Label(l) => l.recording(station.0, thread.unwrap_or(0)),
+            Naming::Template(t) => Some(t.expand(station, thread)),
+            Naming::Label(l) => l.recording(station, thread.unwrap_or(0)),
         }
     }
 }

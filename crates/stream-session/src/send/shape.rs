@@ -12,7 +12,7 @@ use crate::InputProblem;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
     /// Station id of the first frame.
-    pub station_id: Option<u16>,
+    pub station_id: Option<vdif::StationId>,
     /// Thread ids, sorted.
     pub thread_ids: Vec<u16>,
     /// Frame bytes, header included.
@@ -168,7 +168,7 @@ mod tests {
     fn found(per_thread: u64, fps: Option<u32>) -> Found {
         let fps = fps.map(|n| vdif::FrameRate::new(n).unwrap());
         Found {
-            station_id: Some(0x4566),
+            station_id: Some(vdif::StationId(0x4566)),
             thread_ids: vec![0, 1],
             frame_len: Some(8032),
             header_len: Some(32),
@@ -190,7 +190,7 @@ mod tests {
         let st = &s.station;
         assert_eq!(
             (st.station_id, st.threads, st.data_len, st.fps.get()),
-            (0x4566, 2, 8000, 8000)
+            (vdif::StationId(0x4566), 2, 8000, 8000)
         );
         assert_eq!(st.name, "Ef.vdif");
         // 8000 frames/s × 8000 B × 8 bits × 2 threads.

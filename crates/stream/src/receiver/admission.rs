@@ -543,7 +543,7 @@ impl Admission {
             "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
             describe(addr, session),
             p.stream
-                .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
+                .map_or_else(|| p.template.station_id.to_string(), |s| s.to_string()),
             source_run
         );
     }

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::FrameRate;
+use vdif::{FrameRate, StationId};
 
 use super::admission::{problem, At, HOLD_FRAMES};
 use super::{describe, Receiver, REFUSED_KEPT};
@@ -83,7 +83,7 @@ impl Receiver {
             .filter(|_| station_fps.is_multiple_of(u32::from(n)))
             .and_then(|fps| FrameRate::new(fps).ok());
         let Some(fps) = per_thread else {
-            let name = self.admission.get(at).template.station_name();
+            let name = self.admission.get(at).template.station_id.to_string();
             problem!(
                 self.tally,
                 "station {name}: {station_fps} frames/s (the mode's) is no whole number over its {n} threads"
@@ -156,7 +156,7 @@ impl Receiver {
         problem!(
             self.tally,
             "station {}: {} sends thread(s) {:?}, {reason}: refused",
-            vdif::station_name(p.template.station_id),
+            p.template.station_id.to_string(),
             describe(source, session),
             p.own.ids()
         );
@@ -186,7 +186,7 @@ impl Receiver {
     /// Name source `(source, session)` among the sources station `station_id` refused.
     pub(super) fn note_refused(
         &mut self,
-        station_id: u16,
+        station_id: StationId,
         source: SocketAddr,
         session: u16,
         threads: Vec<u16>,

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use vdif::{FrameRate, VdifHeader};
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use super::admission::Held;
 use super::boards::Member;
@@ -26,7 +26,7 @@ pub(super) struct Station {
     /// Its latest frame from any of its sources.
     pub(super) last_seen: Instant,
     pub(super) stream: Option<u16>,
-    pub(super) station_id: u16,
+    pub(super) station_id: StationId,
     pub(super) window: StationWindow,
     pub(super) arq: Option<NakScheduler>,
     pub(super) retransmits: u64,
@@ -79,7 +79,7 @@ fn reshape(
     window.take_over_from(&st.window);
     st.window = window;
     crate::rate_check::corrected(
-        &vdif::station_name(st.station_id),
+        &st.station_id.to_string(),
         (old.frames_per_second, old.threads),
         (fps, threads),
         header.seconds,
@@ -182,7 +182,7 @@ pub(super) fn summarize(st: &Station) -> StationSummary {
     let c = st.window.config();
     let first = &st.members[0];
     StationSummary {
-        station: vdif::station_name(st.station_id),
+        station: st.station_id.to_string(),
         station_id: st.station_id,
         stream: st.stream,
         source: first.source.to_string(),

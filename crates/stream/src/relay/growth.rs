@@ -247,7 +247,7 @@ impl Relay {
         let held: Vec<&HeldFrame> = n.held.iter().collect();
         st.count_input(&held);
         for h in &held {
-            tee.frame(vdif::StationId(st.station_id), &h.frame, false);
+            tee.frame(st.station_id, &h.frame, false);
             st.max_frame_number = Some(
                 st.max_frame_number
                     .map_or(h.header.frame_number, |m| m.max(h.header.frame_number)),

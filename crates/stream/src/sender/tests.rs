@@ -54,7 +54,7 @@ fn sender(format: SeqFormat, arq: bool, t0: Instant, n: u32, duration: Option<Du
     });
     let spec = StationSpec {
         name: "mem".into(),
-        station_id: 1,
+        station_id: vdif::StationId(1),
         threads: 1,
         frame_len: FRAME_LEN,
         data_len: 64,

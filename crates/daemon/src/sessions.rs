@@ -576,12 +576,12 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
 /// `record = on : LABEL` in vbs or Mark6: the scan over every set disk, named as a FlexBuff
 /// names it (the label, or `LABEL_ds<stream>` per data stream).
 pub fn scan_target(
-    label: &str,
+    label: &scanfmt::name::ScanName,
     layout: scanfmt::Layout,
     disks: Vec<(PathBuf, safedir::Dir)>,
     settings: &Settings,
 ) -> Result<Target, StartError> {
-    let names = LabelNames::new(label, settings.datastreams.clone())?;
+    let names = LabelNames::new(label, settings.datastreams.clone());
     let (disks, opened) = disks.into_iter().map(|(p, d)| (p, std::sync::Arc::new(d))).unzip();
     Ok(Target::Scan(RecordingConfig {
         layout,

@@ -246,14 +246,13 @@ pub struct LabelNames {
 }
 
 impl LabelNames {
-    /// Recordings of `label` (a valid scan name) under `streams`.
-    pub fn new(label: &str, streams: DataStreams) -> Result<LabelNames, crate::name::NameError> {
-        // The one rule of a new scan's label (room left for "_ds" and the longest stream name).
-        crate::name::ScanName::parse(label)?;
-        Ok(LabelNames {
+    /// Recordings of `label` under `streams` (a [`crate::name::ScanName`] leaves room for
+    /// "_ds" and the longest stream name: checked where it entered, not here).
+    pub fn new(label: &crate::name::ScanName, streams: DataStreams) -> LabelNames {
+        LabelNames {
             label: label.to_string(),
             streams,
-        })
+        }
     }
 
     /// The label.
@@ -295,7 +294,7 @@ mod tests {
     fn the_field_systems_thread_streams_name_one_recording_per_thread() {
         let mut ds = DataStreams::default();
         ds.add("ds{thread}", &v(&["*"])).unwrap();
-        let names = LabelNames::new("r41066_ef_no0001", ds).unwrap();
+        let names = LabelNames::new(&crate::name::ScanName::parse("r41066_ef_no0001").unwrap(), ds);
         assert_eq!(
             names.recording(vdif::StationId(EF), 0).unwrap(),
             "r41066_ef_no0001_dsds0"
@@ -305,7 +304,10 @@ mod tests {
             "r41066_ef_no0001_dsds17"
         );
         assert!(names.streams().by_thread());
-        let plain = LabelNames::new("r41066_ef_no0001", DataStreams::default()).unwrap();
+        let plain = LabelNames::new(
+            &crate::name::ScanName::parse("r41066_ef_no0001").unwrap(),
+            DataStreams::default(),
+        );
         assert_eq!(plain.recording(vdif::StationId(WB), 3).unwrap(), "r41066_ef_no0001");
     }
 
@@ -365,7 +367,7 @@ mod tests {
             if ds.add("s{thread}", &[c]).is_ok() {
                 let st = vdif::StationId(st);
                 if let Some(n) = ds.stream_of(st, th) {
-                    let names = LabelNames::new("lbl", ds.clone()).unwrap();
+                    let names = LabelNames::new(&crate::name::ScanName::parse("lbl").unwrap(), ds.clone());
                     prop_assert!(is_valid(&names.recording(st, th).unwrap()));
                     prop_assert_eq!(n, format!("s{th}"));
                 }

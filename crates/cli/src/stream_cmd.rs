@@ -164,7 +164,7 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
 /// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`),
 /// and their frame rate per thread (a file of one second could not tell it otherwise).
 fn generate(a: &SendArgs) -> Result<(Vec<Input>, FrameRate)> {
-    let rate = a.rate.rate.unwrap_or(512e6);
+    let rate = a.rate.rate.map_or(512e6, |r| r.get() as f64);
     let config = a.signal.to_config(rate, a.seconds)?;
     let bytes = config.layout.bytes_per_second() * u64::from(a.seconds);
     if bytes > 4 << 30 {

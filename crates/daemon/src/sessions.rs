@@ -498,7 +498,7 @@ impl Fill {
                 };
                 let cfg = stream_session::send::SendConfig {
                     fps,
-                    rate_bps: Some(mode.rate_bps()),
+                    rate_bps: vdif::BitRate::new(mode.rate_bps().round() as u64),
                     format,
                     loop_files: true,
                     realtime: true,

@@ -312,9 +312,13 @@ impl Settings {
             n => Some(u32::try_from(n).unwrap_or(1)),
         };
         relay.rate_bps = match (&self.mode, self.ipd_ns) {
-            // ipd: one datagram of every station's stream per spacing.
-            (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
-            (Some(m), _) => Some(m.rate_bps()),
+            // ipd: one datagram of every station's stream per spacing (whole b/s, rounded down;
+            // at least 1).
+            (Some(m), ipd) if ipd > 0 => {
+                let bps = u128::from(m.payload) * 8 * 1_000_000_000 / u128::from(ipd.unsigned_abs());
+                vdif::BitRate::new(u64::try_from(bps).unwrap_or(u64::MAX).max(1))
+            }
+            (Some(m), _) => vdif::BitRate::new(m.rate_bps().round() as u64),
             (None, _) => None,
         };
         Ok(cfg)

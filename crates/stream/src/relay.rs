@@ -121,7 +121,7 @@ pub struct RelayConfig {
     pub station_frames_per_second: Option<u32>,
     /// Data rate to pace each station at (sample bits, headers excluded); `None`: from the
     /// headers (frames per second × threads × data bytes).
-    pub rate_bps: Option<f64>,
+    pub rate_bps: Option<vdif::BitRate>,
     /// Most a backlog is sent at, as a multiple of the rate (1.0 to 16).
     pub catch_up: f64,
     /// A frame that waited this long makes its station catch up.
@@ -1089,6 +1089,15 @@ impl Relay {
     }
 }
 
+/// The rate a station's output is paced at: the one given, else its frames' own (frames per
+/// second × threads × data bits, integers; at least 1 b/s).
+fn output_rate(given: Option<vdif::BitRate>, fps: FrameRate, threads: u16, data_len: usize) -> vdif::BitRate {
+    given.unwrap_or_else(|| {
+        let natural = fps.bit_rate(data_len as u64, u32::from(threads));
+        vdif::BitRate::new(natural.max(1)).unwrap_or(vdif::BitRate::MIN)
+    })
+}
+
 /// Give station `st` its output stream, paced at its rate.
 fn open_output(
     sender: &mut Sender<LiveSchedule>,
@@ -1098,9 +1107,9 @@ fn open_output(
     now: Instant,
 ) {
     let data_len = st.frame_len.saturating_sub(st.template.header_len()).max(1);
-    let natural = f64::from(st.fps) * f64::from(st.thread_count) * data_len as f64 * 8.0;
-    let rate_bps = cfg.rate_bps.unwrap_or(natural).max(1.0);
-    let spacing = Duration::from_secs_f64(data_len as f64 * 8.0 / rate_bps);
+    let rate = output_rate(cfg.rate_bps, st.fps, st.thread_count, data_len);
+    let spacing = rate.time_of(data_len as u64);
+    let rate_bps = rate.get() as f64;
     let queue = Rc::new(RefCell::new(LiveQueue::new(
         now,
         spacing,

@@ -295,6 +295,15 @@ pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
 /// up to twice the rate is held whole meanwhile.
 pub const JUMP_SPAN_FRAMES: u32 = 32;
 
+/// [`JUMP_SPAN_FRAMES`] frame times of a stream of `fps` per thread over `threads`, whole
+/// nanoseconds from integers (rounded up, so a span is never shorter than its frames), within
+/// 1 ms and 1 s.
+pub(crate) fn jump_span(fps: FrameRate, threads: u16) -> Duration {
+    let slots_per_s = u64::from(fps) * u64::from(threads.max(1));
+    let ns = (u64::from(JUMP_SPAN_FRAMES) * 1_000_000_000).div_ceil(slots_per_s);
+    Duration::from_nanos(ns.clamp(1_000_000, 1_000_000_000))
+}
+
 /// One station's reorder window.
 pub struct StationWindow {
     cfg: WindowConfig,
@@ -572,8 +581,7 @@ impl StationWindow {
     /// How long a run of candidates must last to move an anchored stream (see
     /// [`JUMP_SPAN_FRAMES`]): at least 1 ms, at most 1 s.
     pub fn jump_span(&self) -> Duration {
-        let slots_per_s = f64::from(self.cfg.frames_per_second) * f64::from(self.cfg.threads);
-        Duration::from_secs_f64((f64::from(JUMP_SPAN_FRAMES) / slots_per_s).clamp(1e-3, 1.0))
+        jump_span(self.cfg.frames_per_second, self.cfg.threads)
     }
 
     /// Candidate frames held whole while a timed run must last [`StationWindow::jump_span`]:

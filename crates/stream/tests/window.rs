@@ -644,3 +644,28 @@ fn a_recording_stopped_while_one_board_lags_counts_only_what_its_own_frames_show
         ]
     );
 }
+
+/// How long a run of candidates must last to move the stream: 32 frame times of all threads,
+/// whole nanoseconds from integers (rounded up), within 1 ms and 1 s, at the edges of VDIF's
+/// rates.
+#[test]
+fn a_jump_span_is_32_frame_times_in_whole_nanoseconds_within_1_ms_and_1_s() {
+    let l = layout(1);
+    let (template, _) = frame(&l, 0, 1000);
+    let span = |fps: u32, threads: u16| {
+        let c = WindowConfig {
+            frames_per_second: vdif::FrameRate::new(fps).unwrap(),
+            threads,
+            ..cfg(&l, 64)
+        };
+        StationWindow::new(c, &template).jump_span()
+    };
+    assert_eq!(span(1000, 1), std::time::Duration::from_millis(32));
+    // 30 000 frames/s: 32/30 000 s is 1 066 666.67 ns, taken as 1 066 667.
+    assert_eq!(span(30_000, 1), std::time::Duration::from_nanos(1_066_667));
+    // 8 threads of 5000: 40 000 slots a second, 800 µs, held to the 1 ms floor.
+    assert_eq!(span(5000, 8), std::time::Duration::from_millis(1));
+    // 1 frame a second, 1 thread: 32 s, held to 1 s; the 2^24 ceiling: to 1 ms.
+    assert_eq!(span(1, 1), std::time::Duration::from_secs(1));
+    assert_eq!(span(1 << 24, 1024), std::time::Duration::from_millis(1));
+}

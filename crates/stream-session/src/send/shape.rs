@@ -62,7 +62,12 @@ pub(crate) struct Shape {
 
 /// The shape of input `name` that `found` describes: paced at `rate_bps` when given (else at
 /// the rate its frames give), looped when `looping` (a file of whole seconds only).
-pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: bool) -> Result<Shape, InputProblem> {
+pub(crate) fn shape(
+    found: &Found,
+    name: &str,
+    rate: Option<vdif::BitRate>,
+    looping: bool,
+) -> Result<Shape, InputProblem> {
     let (Some(station_id), Some(frame_len), Some(header_len)) = (found.station_id, found.frame_len, found.header_len)
     else {
         return Err(InputProblem::NoFrames);
@@ -75,11 +80,9 @@ pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: b
     }
     let data_len = frame_len.saturating_sub(header_len);
     // The file's rate (--fps, the header, its seconds), else the one the bit rate gives.
-    let from_rate = |r: f64| {
-        let bits = vdif::rate::whole_bits_per_second(r).ok()?;
-        vdif::FrameRate::from_bit_rate(bits, data_len as u64, u32::from(threads)).ok()
-    };
-    let fps = match (found.frames_per_second, rate_bps.and_then(from_rate)) {
+    let from_rate =
+        |r: vdif::BitRate| vdif::FrameRate::from_bit_rate(r.get(), data_len as u64, u32::from(threads)).ok();
+    let fps = match (found.frames_per_second, rate.and_then(from_rate)) {
         (Some(f), _) | (None, Some(f)) => f,
         _ => {
             return Err(unknown_frame_rate(
@@ -88,7 +91,8 @@ pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: b
             ))
         }
     };
-    let rate_bps = rate_bps.unwrap_or(f64::from(fps) * data_len as f64 * 8.0 * f64::from(threads));
+    // The station's pace, integers until the sender's report (b/s as f64 there).
+    let rate_bps = rate.map_or_else(|| fps.bit_rate(data_len as u64, u32::from(threads)), vdif::BitRate::get) as f64;
     let per_thread = found.frames / u64::from(threads.max(1));
     let loop_seconds = if looping {
         if per_thread == 0 || !per_thread.is_multiple_of(u64::from(fps)) {
@@ -181,7 +185,8 @@ mod tests {
     }
 
     fn shape_of(f: &Found, rate_bps: Option<f64>, looping: bool) -> Result<Shape, InputProblem> {
-        shape(f, "Ef.vdif", rate_bps, looping)
+        let rate = rate_bps.map(|r| vdif::BitRate::new(r as u64).expect("a test's rate"));
+        shape(f, "Ef.vdif", rate, looping)
     }
 
     #[test]

@@ -42,6 +42,15 @@ pub struct DataRateArg {
     pub rate: Option<vdif::BitRate>,
 }
 
+/// `--arq-latency`: how long a sender or relay keeps what it sent to answer NAKs (the daemon's
+/// `arq_latency` keyword sets the same for `net2net`).
+#[derive(Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArqLatencyArg {
+    /// Keep this much of each stream to answer the receiver's NAKs (native framing): 300ms.
+    #[arg(long, value_parser = parse_duration)]
+    pub arq_latency: Option<Duration>,
+}
+
 /// `--key-file`: the pre-shared key both ends of a control connection prove.
 #[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyFileArg {

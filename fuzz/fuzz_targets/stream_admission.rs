@@ -139,7 +139,7 @@ fuzz_target!(|data: &[u8]| {
     for (station, n) in &sink.frames {
         let reported: u64 = summaries
             .iter()
-            .filter(|s| s.station_id == *station)
+            .filter(|s| s.station_id.0 == *station)
             .map(|s| s.window.written_valid + s.window.written_filled)
             .sum();
         assert_eq!(*n, reported, "station {station:#x}: frames written and reported");
@@ -149,7 +149,7 @@ fuzz_target!(|data: &[u8]| {
     // The sources refused as boards are named within their bound (issue 36), each once.
     let refused: Vec<(u16, &str)> = summaries
         .iter()
-        .flat_map(|s| s.refused_sources.iter().map(move |r| (s.station_id, r.source.as_str())))
+        .flat_map(|s| s.refused_sources.iter().map(move |r| (s.station_id.0, r.source.as_str())))
         .collect();
     assert!(refused.len() <= 16, "{refused:?}");
     for s in &summaries {

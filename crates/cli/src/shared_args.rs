@@ -12,7 +12,7 @@ use clap::Args;
 use stream::SourceFilter;
 use vdif::FrameRate;
 
-use crate::units::{parse_duration, parse_positive_duration, parse_rate, parse_size};
+use crate::units::{parse_duration, parse_positive_duration, parse_size};
 
 /// `--fps`: frames per second per VDIF thread, for data that cannot show it.
 #[derive(Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,8 +38,17 @@ fn parse_frame_rate(s: &str) -> Result<FrameRate, String> {
 pub struct DataRateArg {
     /// Data rate per station, sample bits without headers: 4096M, 2.048G. What each station is
     /// paced at; default: the rate its frames give (frames/s × threads × frame data).
-    #[arg(long, value_parser = parse_rate)]
-    pub rate: Option<f64>,
+    #[arg(long, value_parser = crate::units::parse_bit_rate)]
+    pub rate: Option<vdif::BitRate>,
+}
+
+/// `--arq-latency`: how long a sender or relay keeps what it sent to answer NAKs (the daemon's
+/// `arq_latency` keyword sets the same for `net2net`).
+#[derive(Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArqLatencyArg {
+    /// Keep this much of each stream to answer the receiver's NAKs (native framing): 300ms.
+    #[arg(long, value_parser = parse_duration)]
+    pub arq_latency: Option<Duration>,
 }
 
 /// `--key-file`: the pre-shared key both ends of a control connection prove.
@@ -259,8 +268,11 @@ mod tests {
 
     #[test]
     fn rate_parses_a_bit_rate() {
-        assert_eq!(parse(&["--rate", "4096M"]).unwrap().rate.rate, Some(4.096e9));
-        assert_eq!(parse(&["--rate", "2.048G"]).unwrap().rate.rate, Some(2.048e9));
+        let bps = |args: &[&str]| parse(args).unwrap().rate.rate.map(vdif::BitRate::get);
+        assert_eq!(bps(&["--rate", "4096M"]), Some(4_096_000_000));
+        assert_eq!(bps(&["--rate", "2.048G"]), Some(2_048_000_000));
+        // Whole bits per second, or refused (a float once took 0.5 b/s and paced by it).
+        assert!(parse(&["--rate", "1.0000005k"]).is_err());
         assert_eq!(parse(&[]).unwrap().rate.rate, None);
         assert_eq!(parse(&["--rate", "fast"]).unwrap_err().exit_code(), 2);
     }

@@ -11,7 +11,7 @@ use vdif::FrameRate;
 
 use crate::flags::{JsonOutput, LegacyJsonOut};
 use crate::session_flags::session_error;
-use crate::shared_args::{DataRateArg, FpsArg, QuietArg};
+use crate::shared_args::{ArqLatencyArg, DataRateArg, FpsArg, QuietArg};
 use crate::stream_common::Format;
 use crate::stream_print::{held_up_notes, send_live_line, send_summary};
 use crate::units::{bytes_fmt, parse_duration, parse_factor, parse_fraction};
@@ -96,9 +96,8 @@ pub struct SendArgs {
     /// Restart each file at its end with VDIF time advanced (files of whole seconds).
     #[arg(long = "loop")]
     loop_files: bool,
-    /// Answer the receiver's NAKs for frames up to this old: 300ms (native framing).
-    #[arg(long, value_parser = parse_duration)]
-    arq_latency: Option<Duration>,
+    #[command(flatten)]
+    arq: ArqLatencyArg,
     /// Drop this fraction of datagrams at random before sending (a lossy path inside the host): 1%.
     #[arg(long, value_parser = parse_fraction, default_value = "0")]
     inject_loss: f64,
@@ -164,7 +163,7 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
 /// `--generate`: each station's frames synthesised into memory (the same generator as `vdif gen`),
 /// and their frame rate per thread (a file of one second could not tell it otherwise).
 fn generate(a: &SendArgs) -> Result<(Vec<Input>, FrameRate)> {
-    let rate = a.rate.rate.unwrap_or(512e6);
+    let rate = a.rate.rate.map_or(512e6, |r| r.get() as f64);
     let config = a.signal.to_config(rate, a.seconds)?;
     let bytes = config.layout.bytes_per_second() * u64::from(a.seconds);
     if bytes > 4 << 30 {
@@ -227,7 +226,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig> {
         // Generated data are whole seconds: `--generate --duration 4s` means four seconds sent,
         // not the one generated (issue 29: it sent 1 s unless --loop was given too).
         loop_files: a.loop_files || (a.generate && a.duration.is_some()),
-        arq_latency: a.arq_latency,
+        arq_latency: a.arq.arq_latency,
         inject_loss: a.inject_loss,
         seed: a.loss_seed,
         burst: a.burst,

@@ -11,7 +11,7 @@ use stream_session::relay::{BoundRelay, RelayRunConfig};
 
 use crate::flags::JsonOutput;
 use crate::session_flags::session_error;
-use crate::shared_args::{DataRateArg, FpsArg, ListenArgs, LiveArgs};
+use crate::shared_args::{ArqLatencyArg, DataRateArg, FpsArg, ListenArgs, LiveArgs};
 use crate::stream_common::{arrival, run_bound, Format, Split};
 use crate::units::{parse_duration, parse_factor, parse_size};
 use crate::{usage, ProblemsFound};
@@ -55,9 +55,8 @@ pub struct RelayArgs {
     /// Framing out: native (evlbi's prefix; needed for --arq-latency), jive5ab udps, none.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
-    /// Keep this much of each stream to answer the receiver's NAKs (native framing): 300ms.
-    #[arg(long, value_parser = parse_duration)]
-    arq_latency: Option<Duration>,
+    #[command(flatten)]
+    arq: ArqLatencyArg,
     /// Record exactly what came in, one continuous file per station (as `stream recv --out`
     /// writes them); frames lost in the input are not invented. `vbs:GLOB` or `mk6:GLOB`
     /// records a scan over those disks instead (as --format vbs|mk6 --disks GLOB).
@@ -141,7 +140,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         ..RelayRunConfig::new(listen, to, a.seq_format_in.into(), output)
     };
     let relay = &mut cfg.relay;
-    relay.arq_latency = a.arq_latency;
+    relay.arq_latency = a.arq.arq_latency;
     relay.frames_per_second = a.fps.fps;
     relay.threads = a.threads;
     relay.rate_bps = a.rate.rate;

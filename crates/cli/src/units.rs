@@ -84,6 +84,14 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(r)
 }
 
+/// A data rate as whole bits per second ([`vdif::BitRate`]: 4096M, 2.048G, 512000000), within
+/// what [`parse_rate`] allows.
+pub fn parse_bit_rate(s: &str) -> Result<vdif::BitRate, String> {
+    let r = vdif::BitRate::parse(s).map_err(|e| e.to_string())?;
+    parse_rate(s)?;
+    Ok(r)
+}
+
 /// Longest duration any option takes, in seconds (about 32 years): far beyond any run, yet small
 /// enough that no `Duration` or `Instant` arithmetic on it can overflow.
 pub const MAX_DURATION_S: f64 = 1e9;

@@ -100,12 +100,12 @@ impl SignalArgs {
         }
         let mut stations = Vec::new();
         for s in &self.stations {
-            let id = vdif::parse_station(s).map_err(usage_of)?;
+            let id = vdif::StationId::parse(s).map_err(usage_of)?;
             if stations.iter().any(|x: &StationSpec| x.id == id) {
                 return Err(usage(format!("station {s} given twice")));
             }
             stations.push(StationSpec {
-                name: vdif::station_name(id),
+                name: id.to_string(),
                 id,
                 delay_s: 0.0,
             });

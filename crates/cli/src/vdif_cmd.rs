@@ -440,7 +440,7 @@ fn stats(a: StatsArgs) -> Result<()> {
 fn correlate(a: CorrelateArgs) -> Result<()> {
     let station = |flag: &str, s: &Option<String>| {
         s.as_deref()
-            .map(|s| vdif::parse_station(s).map_err(|e| usage_in(format!("--{flag}"), e)))
+            .map(|s| vdif::StationId::parse(s).map_err(|e| usage_in(format!("--{flag}"), e)))
             .transpose()
     };
     let config = fxcorr::CorrelateConfig {
@@ -543,7 +543,7 @@ fn dump(a: DumpArgs) -> Result<()> {
         let line = DumpLine {
             offset,
             header,
-            station: header.station_name(),
+            station: header.station_id.to_string(),
             edv: header.edv(),
             second_utc: vdif::time::iso(header.ref_epoch, header.seconds, 0.0),
             samples_per_frame: header.samples_per_frame(),

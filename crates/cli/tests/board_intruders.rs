@@ -51,7 +51,7 @@ struct Intruder {
 /// Send as `who` from `sock` to `to` until `stop` (at most 30 s), counting into `sent`.
 fn intrude(who: Intruder, sock: UdpSocket, to: String, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) {
     let layout = vdif::FrameLayout::new(64e6, 2, 2, 1, 8000).unwrap();
-    let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+    let mut h = layout.header(vdif::StationId::parse("Ef").unwrap());
     h.thread_id = who.thread;
     let now_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
     h.ref_epoch = vdif::time::to_epoch(now_unix).unwrap().0;
@@ -64,7 +64,7 @@ fn intrude(who: Intruder, sock: UdpSocket, to: String, stop: Arc<AtomicBool>, se
     while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(30) {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let index = wall.as_nanos() * u128::from(who.numbered_fps) / 1_000_000_000;
-        h.set_frame_index(index as u64, who.numbered_fps);
+        h.set_frame_index(index as u64, vdif::FrameRate::new(who.numbered_fps).unwrap());
         h.emit(&mut frame[..32]).unwrap();
         if who.native {
             let p = stream::wire::NativePrefix {
@@ -147,7 +147,11 @@ fn frames(data: &[u8]) -> Vec<(u16, u64, bool)> {
     data.chunks(FRAME)
         .map(|f| {
             let h = vdif::VdifHeader::parse(f).unwrap();
-            (h.thread_id, h.frame_index(1000), h.invalid)
+            (
+                h.thread_id,
+                h.frame_index(vdif::FrameRate::new(1000).unwrap()),
+                h.invalid,
+            )
         })
         .collect()
 }

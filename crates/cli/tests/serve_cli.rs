@@ -843,6 +843,15 @@ fn a_scan_name_is_refused_by_one_rule_over_vsis_and_the_command_line() {
     fs.ok(&format!("record = on : {longest} ;"));
     assert_eq!(fs.ok("record? ;")[..3], ["on", "1", longest.as_str()]);
     fs.ok("record = off ;");
+    // That label taken on the disk (a recording of it there): the next recording of it gets
+    // jive5ab's letter and starts, the reply naming it. Before, the lettered name was checked
+    // again as a new label, one byte over MAX_LABEL, and refused ("scan name … use 1 to 92").
+    std::fs::create_dir_all(disks.join(&longest)).unwrap();
+    let lettered = format!("{longest}a");
+    assert_eq!(fs.ok(&format!("record = on : {longest} ;")), [lettered.as_str()]);
+    assert_eq!(fs.ok("record? ;")[0], "on");
+    assert_eq!(fs.ok("record? ;")[2], lettered);
+    fs.ok("record = off ;");
 }
 
 /// Run the binary with `args`: it must exit 2 (usage); its stderr.

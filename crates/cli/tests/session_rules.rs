@@ -1,7 +1,7 @@
 //! A stream session's rules, each written once (stream-session's `validate()`), through both
 //! front doors: the binary's flags (exit 2, the refusal said in flags) and `evlbi serve`'s VSI-S
 //! (return code 6, said in the keywords that set the value). The rules no VSI-S keyword can
-//! reach (the daemon sets ARQ, boards, tees and ranges itself) go through the binary alone; their
+//! reach (the daemon sets boards, tees and ranges itself) go through the binary alone; their
 //! library cases are unit tests of each `validate()`.
 
 mod common;
@@ -207,6 +207,55 @@ fn listen_addresses_are_counted_through_both_doors() {
     v.ok(&format!("net_port = {} ;", ports[..64].join(" : ")));
     v.ok("net2net = connect : 127.0.0.1 : 9 ;");
     assert_eq!(v.ok("net2net? ;")[0], "connected");
+    v.ok("net2net = off ;");
+    serve.stop();
+}
+
+/// ARQ on a relay through both doors: `stream relay --arq-latency` and `evlbi serve`'s
+/// `arq_latency` keyword (evlbi's, ms; jive5ab has none) fill the one relay config and meet its
+/// one rule, NAKs need native framing out: the binary says it in flags (exit 2), the daemon in
+/// the keywords that set the values (code 6); with `net_protocol = native` the relay starts.
+/// Before, the daemon's `net2net` could not keep a stream for NAKs at all (`arq_latency`: 7,
+/// no such keyword).
+#[test]
+fn arq_latency_reaches_the_relay_through_both_doors() {
+    refused(
+        &with(&RELAY, &["--arq-latency", "300ms", "--seq-format", "jive5ab"]),
+        "--arq-latency needs --seq-format native (NAKs name native sequence numbers)",
+    );
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(serve.vsi);
+    assert_eq!(v.ok("arq_latency? ;"), ["0"], "no ARQ until set");
+    for bad in ["arq_latency = 300ms ;", "arq_latency = 60001 ;", "arq_latency = ;"] {
+        assert_eq!(v.ask(bad).code, ReturnCode::BadParameter, "{bad}");
+    }
+    v.ok("arq_latency = 300 ;");
+    assert_eq!(v.ok("arq_latency? ;"), ["300"]);
+    v.ok("mode = VDIF_8000-512-16-2 ;");
+    v.ok("mtu = 9000 ;");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    v.ok(&format!("net_port = 127.0.0.1@{port} ;"));
+    v.ok("net_protocol = udps ;");
+    let r = v.ask("net2net = connect : 127.0.0.1 : 9 ;");
+    assert_eq!(r.code, ReturnCode::Conflict, "{r}");
+    let said = r.fields.join(":");
+    assert!(
+        said.contains("arq_latency needs net_protocol native (NAKs name native sequence numbers)"),
+        "{said}"
+    );
+    v.ok("net_protocol = native ;");
+    v.ok("net2net = connect : 127.0.0.1 : 9 ;");
+    assert_eq!(v.ok("net2net? ;")[0], "connected");
+    v.ok("net2net = off ;");
+    // 0 turns it off: udps relays again.
+    v.ok("arq_latency = 0 ;");
+    v.ok("net_protocol = udps ;");
+    v.ok("net2net = connect : 127.0.0.1 : 9 ;");
     v.ok("net2net = off ;");
     serve.stop();
 }

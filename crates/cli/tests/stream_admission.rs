@@ -59,7 +59,7 @@ fn tiny_frame(station: u16, k: u32) -> Vec<u8> {
         complex: false,
         bits_per_sample: 2,
         thread_id: 0,
-        station_id: station,
+        station_id: vdif::StationId(station),
         extended: [0; 4],
     };
     let mut f = vec![0u8; 40];

@@ -348,7 +348,7 @@ fn a_relay_with_ack_answers_only_senders_whose_frames_it_takes() {
         s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
     }
     let layout = vdif::FrameLayout::new(64e6, 2, 2, 1, 8000).unwrap();
-    let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+    let mut h = layout.header(vdif::StationId::parse("Ef").unwrap());
     let mut frame = vec![0u8; layout.frame_len];
     let (mut junk, mut back_to_garbage, mut back_to_backend) = (0u64, 0u64, 0u64);
     let mut buf = [0u8; 64];

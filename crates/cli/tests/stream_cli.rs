@@ -1002,7 +1002,7 @@ fn a_station_id_that_is_no_code_names_its_file_by_its_number() {
     let mut data = std::fs::read(&t.ef).unwrap();
     for frame in data.chunks_mut(FRAME) {
         let mut h = VdifHeader::parse(frame).unwrap();
-        h.station_id = u16::from_be_bytes(*b"E/");
+        h.station_id = vdif::StationId(u16::from_be_bytes(*b"E/"));
         h.emit(frame).unwrap();
     }
     let odd = t.rx_dir.with_file_name("odd.vdif");

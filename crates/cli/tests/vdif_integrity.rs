@@ -159,7 +159,7 @@ fn stray_header(claim: usize, bits: u8, frame_number: u32) -> Vec<u8> {
         complex: false,
         bits_per_sample: bits,
         thread_id: 0,
-        station_id: 0x4566,
+        station_id: vdif::StationId(0x4566),
         extended: [0; 4],
     };
     h.to_bytes().unwrap()

@@ -479,6 +479,12 @@ impl Daemon {
                 s.ack = v;
                 ok(vec![])
             }
+            // evlbi's; applies to the next net2net.
+            Request::ArqLatency(Setting::Query) => ok(vec![s.arq_latency_ms.to_string()]),
+            Request::ArqLatency(Setting::Set(v)) => {
+                s.arq_latency_ms = v;
+                ok(vec![])
+            }
             Request::RecordFormat(f) => {
                 set!(f, vec![s.record_format.name().into()], |v| st.settings.record_format =
                     v)

@@ -2,6 +2,7 @@
 
 use recording::write::{unique_label, FileMode};
 use safedir::{DirError, EntryKind};
+use scanfmt::name::ScanName;
 use stream_session::live::sfxc::SfxcAddr;
 use vsis::command::Net2Sfxc;
 use vsis::command::{Net2File, Record, RecordFormat};
@@ -48,7 +49,7 @@ impl Daemon {
                 *n = (readers.unwrap_or(n.0), writers.unwrap_or(n.1));
                 ok(vec![])
             }
-            Record::On { scan } => self.record_on(st, scan.as_str()),
+            Record::On { scan } => self.record_on(st, &scan),
             Record::Off => {
                 let answer = self.stop(st, Kind::Record);
                 // jive5ab's record=off sets the scan pointer to what was just recorded.
@@ -96,7 +97,7 @@ impl Daemon {
 
     /// `record = on : LABEL`: a FlexBuff recording over the set disks (or Mark6, or VDIF files
     /// in the first disk), renamed with a letter when the label is taken — and then said so.
-    fn record_on(&self, st: &mut Here<'_>, label: &str) -> Answer {
+    fn record_on(&self, st: &mut Here<'_>, label: &ScanName) -> Answer {
         if let Err(a) = Self::idle(st) {
             return a;
         }
@@ -120,7 +121,7 @@ impl Daemon {
                     Ok(d) => d,
                     Err(a) => return a,
                 };
-                sessions::scan_target(&name, layout, opened, &st.settings).map(|t| (name, t))
+                sessions::scan_target(&name, layout, opened, &st.settings).map(|t| (name.to_string(), t))
             }
             None => self.vdif_directory(st, label),
         };
@@ -142,7 +143,7 @@ impl Daemon {
                 st.last = Some(Kind::Record);
                 st.tstat = None;
                 // The reply names the recording only when it is not the label (jive5ab).
-                ok(if name == label { vec![] } else { vec![name] })
+                ok(if name == label.as_str() { vec![] } else { vec![name] })
             }
             Err(e) => crate::refuse_start(&e),
         }
@@ -151,12 +152,12 @@ impl Daemon {
     /// A new directory for `record_format = vdif`: `<first disk>/<label>`, a letter appended
     /// when taken (jive5ab's letters, [`scanfmt::name::label_candidates`]), made without a race
     /// and never through a link.
-    fn vdif_directory(&self, st: &State, label: &str) -> Result<(String, Target), sessions::StartError> {
+    fn vdif_directory(&self, st: &State, label: &ScanName) -> Result<(String, Target), sessions::StartError> {
         let first = &st.disks[0];
         let disk = self.env.paths.open_dir(&first.display().to_string())?;
         for name in scanfmt::name::label_candidates(label) {
-            match disk.create_subdir(&name) {
-                Ok(d) => return Ok((name, Target::Files(d))),
+            match disk.create_subdir(name.as_str()) {
+                Ok(d) => return Ok((name.to_string(), Target::Files(d))),
                 Err(DirError::Exists(_)) => continue,
                 Err(e) => return Err(e.into()),
             }

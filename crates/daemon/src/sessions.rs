@@ -448,7 +448,7 @@ pub fn connect_fill(
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
     let station = station.unwrap_or_else(|| "FL".into());
-    vdif::parse_station(&station)?;
+    vdif::StationId::parse(&station)?;
     Ok(Fill::Connected {
         to: resolve(host, port)?,
         station,
@@ -498,7 +498,7 @@ impl Fill {
                 };
                 let cfg = stream_session::send::SendConfig {
                     fps,
-                    rate_bps: Some(mode.rate_bps()),
+                    rate_bps: vdif::BitRate::new(mode.rate_bps().round() as u64),
                     format,
                     loop_files: true,
                     realtime: true,
@@ -552,11 +552,11 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|_| GenerateError::Clock)?;
     let (ref_epoch, start_seconds) = vdif::time::to_epoch(now.as_secs() as i64).ok_or(GenerateError::Clock)?;
-    let id = vdif::parse_station(station)?;
+    let id = vdif::StationId::parse(station)?;
     let config = vdif::gen::GenConfig {
         layout,
         stations: vec![vdif::gen::StationSpec {
-            name: vdif::station_name(id),
+            name: id.to_string(),
             id,
             delay_s: 0.0,
         }],
@@ -576,12 +576,12 @@ fn generate(mode: &vsis::mode::Mode, threads: u16, station: &str) -> Result<Vec<
 /// `record = on : LABEL` in vbs or Mark6: the scan over every set disk, named as a FlexBuff
 /// names it (the label, or `LABEL_ds<stream>` per data stream).
 pub fn scan_target(
-    label: &str,
+    label: &scanfmt::name::ScanName,
     layout: scanfmt::Layout,
     disks: Vec<(PathBuf, safedir::Dir)>,
     settings: &Settings,
 ) -> Result<Target, StartError> {
-    let names = LabelNames::new(label, settings.datastreams.clone())?;
+    let names = LabelNames::new(label, settings.datastreams.clone());
     let (disks, opened) = disks.into_iter().map(|(p, d)| (p, std::sync::Arc::new(d))).unzip();
     Ok(Target::Scan(RecordingConfig {
         layout,

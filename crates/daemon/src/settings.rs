@@ -2,6 +2,7 @@
 //! each is reported back; the receiver and relay configurations built from them.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use scanfmt::datastream::DataStreams;
 use stream::{ReceiverConfig, SeqFormat};
@@ -81,6 +82,8 @@ pub struct Settings {
     /// (jive5ab's, so switches on the way learn the recorder's address); 0 none (evlbi's
     /// default: jive5ab's is 10), below 0 every datagram (as jive5ab).
     pub ack: i32,
+    /// `arq_latency`, ms: `net2net` keeps each stream this long to answer NAKs (0: no ARQ).
+    pub arq_latency_ms: u32,
     /// `record_format` (FlexBuff vbs unless the Field System or the operator says otherwise).
     pub record_format: RecordFormat,
     /// `datastream`: how a recording's frames split into recordings.
@@ -106,6 +109,7 @@ impl Default for Settings {
             mtu: 1500,
             ipd_ns: 0,
             ack: 0,
+            arq_latency_ms: 0,
             record_format: RecordFormat::Vbs,
             datastreams: DataStreams::default(),
             nthread: (1, 1),
@@ -311,10 +315,15 @@ impl Settings {
             0 => None,
             n => Some(u32::try_from(n).unwrap_or(1)),
         };
+        relay.arq_latency = (self.arq_latency_ms > 0).then(|| Duration::from_millis(u64::from(self.arq_latency_ms)));
         relay.rate_bps = match (&self.mode, self.ipd_ns) {
-            // ipd: one datagram of every station's stream per spacing.
-            (Some(m), ipd) if ipd > 0 => Some(f64::from(m.payload) * 8.0 * 1e9 / ipd as f64),
-            (Some(m), _) => Some(m.rate_bps()),
+            // ipd: one datagram of every station's stream per spacing (whole b/s, rounded down;
+            // at least 1).
+            (Some(m), ipd) if ipd > 0 => {
+                let bps = u128::from(m.payload) * 8 * 1_000_000_000 / u128::from(ipd.unsigned_abs());
+                vdif::BitRate::new(u64::try_from(bps).unwrap_or(u64::MAX).max(1))
+            }
+            (Some(m), _) => vdif::BitRate::new(m.rate_bps().round() as u64),
             (None, _) => None,
         };
         Ok(cfg)

@@ -113,10 +113,10 @@ pub struct CorrelateConfig {
     pub min_snr: f64,
     /// Station id to take from stream A; `None`: the only one it holds (several are an error).
     #[serde(default)]
-    pub station_a: Option<u16>,
+    pub station_a: Option<vdif::StationId>,
     /// Station id to take from stream B, likewise.
     #[serde(default)]
-    pub station_b: Option<u16>,
+    pub station_b: Option<vdif::StationId>,
 }
 
 /// S/N a peak needs to count as a fringe: the highest of 256 lags of pure noise reaches about
@@ -182,12 +182,12 @@ struct Stream<R: std::io::Read> {
     name: char,
     thread: u16,
     /// The station chosen, or the first one seen of the thread.
-    station: Option<u16>,
+    station: Option<vdif::StationId>,
     chosen: bool,
 }
 
 impl<R: std::io::Read> Stream<R> {
-    fn new(reader: R, name: char, thread: u16, station: Option<u16>) -> Self {
+    fn new(reader: R, name: char, thread: u16, station: Option<vdif::StationId>) -> Self {
         Stream {
             frames: CheckedFrames::new(reader, None),
             name,
@@ -221,8 +221,8 @@ impl<R: std::io::Read> Stream<R> {
                 Some(s) => {
                     return Err(CorrelateError::SeveralStations {
                         station: self.name,
-                        first: vdif::station_name(s),
-                        other: header.station_name(),
+                        first: s.to_string(),
+                        other: header.station_id.to_string(),
                         offset,
                     })
                 }
@@ -259,7 +259,7 @@ impl<R: std::io::Read> Stream<R> {
         {
             return Err(CorrelateError::NoStation {
                 station: self.name,
-                wanted: vdif::station_name(s),
+                wanted: s.to_string(),
                 present: report.stations.iter().map(|x| x.station.clone()).collect(),
             });
         }
@@ -276,7 +276,7 @@ impl<R: std::io::Read> Stream<R> {
             return Err(CorrelateError::NoThread {
                 station: self.name,
                 thread: self.thread,
-                of: self.station.filter(|_| self.chosen).map(vdif::station_name),
+                of: self.station.filter(|_| self.chosen).map(|s| s.to_string()),
                 present,
             });
         }
@@ -383,8 +383,8 @@ pub fn correlate<A: Read, B: Read>(
     let rate = sample_rate_hz.or(report_a.sample_rate_hz);
     let mut f = fringe(&acc, n, power, config, paired, used, samples, rate);
     f.complex = complex;
-    f.station_a = station_a.map(vdif::station_name).unwrap_or_default();
-    f.station_b = station_b.map(vdif::station_name).unwrap_or_default();
+    f.station_a = station_a.map(|s| s.to_string()).unwrap_or_default();
+    f.station_b = station_b.map(|s| s.to_string()).unwrap_or_default();
     Ok(f)
 }
 

@@ -21,12 +21,12 @@ fn stations_of(layout: FrameLayout, rho: f64, delay_samples: f64, seconds: u32) 
         stations: vec![
             StationSpec {
                 name: "Ef".into(),
-                id: 1,
+                id: vdif::StationId(1),
                 delay_s: 0.0,
             },
             StationSpec {
                 name: "Wb".into(),
-                id: 2,
+                id: vdif::StationId(2),
                 delay_s: delay_samples / sr,
             },
         ],
@@ -147,7 +147,7 @@ fn mismatched_or_disjoint_streams_are_errors() {
             layout,
             stations: vec![StationSpec {
                 name: "Jb".into(),
-                id: 3,
+                id: vdif::StationId(3),
                 delay_s: 0.0,
             }],
             seconds: 1,
@@ -229,8 +229,8 @@ fn the_true_reason_is_named() {
         other => panic!("{other:?}"),
     }
     let pick = CorrelateConfig {
-        station_a: Some(1),
-        station_b: Some(2),
+        station_a: Some(vdif::StationId(1)),
+        station_b: Some(vdif::StationId(2)),
         ..cfg()
     };
     let f = correlate(&both[..], &both[..], pick, Some(sr)).unwrap();
@@ -243,7 +243,7 @@ fn the_true_reason_is_named() {
         &both[..],
         &b[..],
         CorrelateConfig {
-            station_a: Some(7),
+            station_a: Some(vdif::StationId(7)),
             ..cfg()
         },
         Some(sr),

@@ -421,12 +421,23 @@ impl RatePacer {
         self.next + self.granularity / 2
     }
 
-    /// A packet of `wire_bytes` left at `now` while the rate was `rate_bps` (bits per second, at
-    /// least 1000 taken).
-    pub fn on_sent(&mut self, now: Instant, wire_bytes: u64, rate_bps: f64) {
+    /// A packet of `wire_bytes` left at `now` while the rate was `bits_per_second` (at least
+    /// [`MIN_RATE_BPS`] taken): the next departure moves on by the packet's time at that rate,
+    /// in whole nanoseconds from integers (rounded down, as [`Spacing`] does; no float to drift).
+    pub fn on_sent(&mut self, now: Instant, wire_bytes: u64, bits_per_second: u64) {
         let base = self.next.max(now.checked_sub(self.granularity).unwrap_or(now));
-        self.next = base + Duration::from_secs_f64(wire_bytes as f64 * 8.0 / rate_bps.max(1e3));
+        self.next = base + packet_time(wire_bytes, bits_per_second);
     }
+}
+
+/// The lowest rate a [`RatePacer`] paces at, b/s: below it a packet would wait for seconds.
+pub const MIN_RATE_BPS: u64 = 1000;
+
+/// The time `wire_bytes` take at `bits_per_second` (at least [`MIN_RATE_BPS`]), whole ns rounded
+/// down, saturating at `u64::MAX` ns.
+fn packet_time(wire_bytes: u64, bits_per_second: u64) -> Duration {
+    let ns = u128::from(wire_bytes) * 8 * 1_000_000_000 / u128::from(bits_per_second.max(MIN_RATE_BPS));
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -588,20 +599,33 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_s_time_is_whole_nanoseconds_from_integers() {
+        // 1 byte at 3 kb/s is 8/3 ms: 2 666 666 ns, rounded down (not a float's nearest).
+        assert_eq!(packet_time(1, 3_000), Duration::from_nanos(2_666_666));
+        // Below the floor the floor paces; 0 b/s (a controller that knows nothing yet) too.
+        assert_eq!(packet_time(125, 0), Duration::from_secs(1));
+        assert_eq!(packet_time(125, 999), Duration::from_secs(1));
+        // 9000-byte jumbo frames at 100 Gb/s: 720 ns exactly.
+        assert_eq!(packet_time(9000, 100_000_000_000), Duration::from_nanos(720));
+        // Past what a Duration of u64 ns holds: saturated, no panic.
+        assert_eq!(packet_time(u64::MAX, 1000), Duration::from_nanos(u64::MAX));
+    }
+
+    #[test]
     fn a_rate_pacer_keeps_one_granularity_of_credit() {
         let t0 = Instant::now();
         let mut p = RatePacer::new(t0, 100 * US);
         assert!(p.ready(t0));
         // 1250 bytes at 1 Gb/s: 10 µs each.
-        p.on_sent(t0, 1250, 1e9);
+        p.on_sent(t0, 1250, 1_000_000_000);
         assert_eq!(p.next_departure(), t0 + 10 * US);
         assert!(!p.ready(t0 + 9 * US));
         // The rate halves: the next packet moves the departure on by 20 µs.
-        p.on_sent(t0 + 10 * US, 1250, 0.5e9);
+        p.on_sent(t0 + 10 * US, 1250, 500_000_000);
         assert_eq!(p.next_departure(), t0 + 30 * US);
         // Idle for a millisecond: only 100 µs of credit is kept (10 packets back to back).
         let later = t0 + Duration::from_millis(1);
-        p.on_sent(later, 1250, 1e9);
+        p.on_sent(later, 1250, 1_000_000_000);
         assert_eq!(p.next_departure(), later - 90 * US);
         assert_eq!(p.wake_at(), later - 40 * US);
         p.restart(later);

@@ -29,7 +29,7 @@ fn frame(i: u32) -> Vec<u8> {
         complex: false,
         bits_per_sample: 2,
         thread_id: (i % 2) as u16,
-        station_id: EF,
+        station_id: vdif::StationId(EF),
         extended: [0; 4],
     };
     let mut f = h.to_bytes().unwrap();
@@ -176,7 +176,12 @@ fn bad_configurations_are_refused_before_recording() {
 #[test]
 fn a_label_names_the_recording_as_a_flexbuff_does() {
     use scanfmt::datastream::{DataStreams, LabelNames};
-    let label = |streams| RecordingNames::Label(LabelNames::new("r41066_ef_no0001", streams).unwrap());
+    let label = |streams| {
+        RecordingNames::Label(LabelNames::new(
+            &scanfmt::name::ScanName::parse("r41066_ef_no0001").unwrap(),
+            streams,
+        ))
+    };
     let (_t, d, sent, out) = record_named(Layout::Vbs, 400, false, label(DataStreams::default()));
     let r = out.recording.unwrap();
     assert_eq!(r.scans.len(), 1);

@@ -412,7 +412,7 @@ mod tests {
                             complex: false,
                             bits_per_sample: 2,
                             thread_id: t,
-                            station_id: u16::from_be_bytes(*b"Ef"),
+                            station_id: vdif::StationId(u16::from_be_bytes(*b"Ef")),
                             extended: [0; 4],
                         };
                         out.extend(h.to_bytes().unwrap());

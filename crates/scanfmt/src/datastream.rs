@@ -126,7 +126,8 @@ impl Criterion {
         Ok(Criterion { station, threads })
     }
 
-    fn matches(&self, station: u16, thread: u16) -> bool {
+    fn matches(&self, station: vdif::StationId, thread: u16) -> bool {
+        let station = station.0;
         let station_ok = match self.station {
             StationMatch::Any => true,
             StationMatch::Id(id) | StationMatch::Code(id) => station == id,
@@ -216,14 +217,14 @@ impl DataStreams {
 
     /// The stream name a frame of `station`, `thread` belongs to (fields replaced); `None`
     /// when it meets no stream's criteria.
-    pub fn stream_of(&self, station: u16, thread: u16) -> Option<String> {
+    pub fn stream_of(&self, station: vdif::StationId, thread: u16) -> Option<String> {
         let (name, _) = self
             .streams
             .iter()
             .find(|(_, s)| s.criteria.iter().any(|c| c.matches(station, thread)))?;
         Some(
             name.replace("{thread}", &thread.to_string())
-                .replace("{station}", &vdif::StationId(station).jive5ab_field()),
+                .replace("{station}", &station.jive5ab_field()),
         )
     }
 
@@ -245,14 +246,13 @@ pub struct LabelNames {
 }
 
 impl LabelNames {
-    /// Recordings of `label` (a valid scan name) under `streams`.
-    pub fn new(label: &str, streams: DataStreams) -> Result<LabelNames, crate::name::NameError> {
-        // The one rule of a new scan's label (room left for "_ds" and the longest stream name).
-        crate::name::ScanName::parse(label)?;
-        Ok(LabelNames {
+    /// Recordings of `label` under `streams` (a [`crate::name::ScanName`] leaves room for
+    /// "_ds" and the longest stream name: checked where it entered, not here).
+    pub fn new(label: &crate::name::ScanName, streams: DataStreams) -> LabelNames {
+        LabelNames {
             label: label.to_string(),
             streams,
-        })
+        }
     }
 
     /// The label.
@@ -267,7 +267,7 @@ impl LabelNames {
 
     /// The recording a frame of `station`, `thread` goes to: the label itself without data
     /// streams, else `label_ds<stream>`; `None` when it meets no stream.
-    pub fn recording(&self, station: u16, thread: u16) -> Option<String> {
+    pub fn recording(&self, station: vdif::StationId, thread: u16) -> Option<String> {
         if self.streams.is_empty() {
             return Some(self.label.clone());
         }
@@ -294,12 +294,21 @@ mod tests {
     fn the_field_systems_thread_streams_name_one_recording_per_thread() {
         let mut ds = DataStreams::default();
         ds.add("ds{thread}", &v(&["*"])).unwrap();
-        let names = LabelNames::new("r41066_ef_no0001", ds).unwrap();
-        assert_eq!(names.recording(EF, 0).unwrap(), "r41066_ef_no0001_dsds0");
-        assert_eq!(names.recording(EF, 17).unwrap(), "r41066_ef_no0001_dsds17");
+        let names = LabelNames::new(&crate::name::ScanName::parse("r41066_ef_no0001").unwrap(), ds);
+        assert_eq!(
+            names.recording(vdif::StationId(EF), 0).unwrap(),
+            "r41066_ef_no0001_dsds0"
+        );
+        assert_eq!(
+            names.recording(vdif::StationId(EF), 17).unwrap(),
+            "r41066_ef_no0001_dsds17"
+        );
         assert!(names.streams().by_thread());
-        let plain = LabelNames::new("r41066_ef_no0001", DataStreams::default()).unwrap();
-        assert_eq!(plain.recording(WB, 3).unwrap(), "r41066_ef_no0001");
+        let plain = LabelNames::new(
+            &crate::name::ScanName::parse("r41066_ef_no0001").unwrap(),
+            DataStreams::default(),
+        );
+        assert_eq!(plain.recording(vdif::StationId(WB), 3).unwrap(), "r41066_ef_no0001");
     }
 
     #[test]
@@ -310,14 +319,14 @@ mod tests {
         ds.add("wb", &v(&["Wb.*"])).unwrap();
         ds.add("id", &v(&["*/0x0101.8"])).unwrap();
         ds.add("st{station}", &v(&["", "E.9"])).unwrap();
-        assert_eq!(ds.stream_of(EF, 0).as_deref(), Some("even"));
-        assert_eq!(ds.stream_of(EF, 6).as_deref(), Some("odd"));
+        assert_eq!(ds.stream_of(vdif::StationId(EF), 0).as_deref(), Some("even"));
+        assert_eq!(ds.stream_of(vdif::StationId(EF), 6).as_deref(), Some("odd"));
         // Both "even" and "wb" take Wb thread 2: the first by name wins.
-        assert_eq!(ds.stream_of(WB, 2).as_deref(), Some("even"));
-        assert_eq!(ds.stream_of(WB, 8).as_deref(), Some("wb"));
-        assert_eq!(ds.stream_of(0x0101, 8).as_deref(), Some("id"));
-        assert_eq!(ds.stream_of(EF, 9).as_deref(), Some("stEf"));
-        assert_eq!(ds.stream_of(EF, 8), None, "no stream takes it");
+        assert_eq!(ds.stream_of(vdif::StationId(WB), 2).as_deref(), Some("even"));
+        assert_eq!(ds.stream_of(vdif::StationId(WB), 8).as_deref(), Some("wb"));
+        assert_eq!(ds.stream_of(vdif::StationId(0x0101), 8).as_deref(), Some("id"));
+        assert_eq!(ds.stream_of(vdif::StationId(EF), 9).as_deref(), Some("stEf"));
+        assert_eq!(ds.stream_of(vdif::StationId(EF), 8), None, "no stream takes it");
         assert_eq!(ds.criteria("st{station}").unwrap(), ["E.9"]);
         assert_eq!(
             ds.names().collect::<Vec<_>>(),
@@ -356,8 +365,9 @@ mod tests {
         fn any_criterion_text_is_parsed_or_refused_never_panics(c in "[ -~]{0,24}", st in any::<u16>(), th in 0u16..1024) {
             let mut ds = DataStreams::default();
             if ds.add("s{thread}", &[c]).is_ok() {
+                let st = vdif::StationId(st);
                 if let Some(n) = ds.stream_of(st, th) {
-                    let names = LabelNames::new("lbl", ds.clone()).unwrap();
+                    let names = LabelNames::new(&crate::name::ScanName::parse("lbl").unwrap(), ds.clone());
                     prop_assert!(is_valid(&names.recording(st, th).unwrap()));
                     prop_assert_eq!(n, format!("s{th}"));
                 }

@@ -37,7 +37,7 @@ impl FrameSpan {
             .filter(|l| l.ref_epoch == h.ref_epoch || l.seconds >= h.seconds)
             .unwrap_or(h);
         Some(FrameSpan {
-            station: h.station_name(),
+            station: h.station_id.to_string(),
             first_thread: h.thread_id,
             frame_bytes: h.frame_len() as u64,
             start_utc: second(h.ref_epoch, h.seconds),
@@ -82,7 +82,7 @@ mod tests {
             complex: false,
             bits_per_sample: 2,
             thread_id: 1,
-            station_id: u16::from_be_bytes(*b"Ef"),
+            station_id: vdif::StationId(u16::from_be_bytes(*b"Ef")),
             extended: [0; 4],
         };
         let mut v = h.to_bytes().unwrap();

@@ -65,6 +65,8 @@ pub fn is_valid(s: &str) -> bool {
 /// The label of a new scan, checked once where it enters (`record = on : <label>` over VSI-S,
 /// `--scan` on the command line, the FS's data streams): 1 to [`MAX_LABEL`] of `A-Za-z0-9_+-`,
 /// so it and every name a recorder makes of it can name a directory and a file on every disk.
+/// Carried as this type from there on (the recorder's letter for a taken label, the data
+/// streams' suffixes), never checked again.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ScanName(String);
 
@@ -81,6 +83,13 @@ impl ScanName {
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The label with jive5ab's letter for a taken label appended (`ev_no1` → `ev_no1a`): one
+    /// ASCII letter, within what [`MAX_LABEL`] keeps room for; `None` for anything else, or a
+    /// label that already has its letter.
+    pub fn with_letter(&self, letter: char) -> Option<ScanName> {
+        (letter.is_ascii_alphabetic() && self.0.len() <= MAX_LABEL).then(|| ScanName(format!("{}{letter}", self.0)))
     }
 }
 
@@ -146,8 +155,8 @@ impl NameTemplate {
     }
 
     /// The recording name of `station` (and `thread`, when recording per thread).
-    pub fn expand(&self, station: u16, thread: Option<u16>) -> String {
-        let st = vdif::StationId(station).to_string();
+    pub fn expand(&self, station: vdif::StationId, thread: Option<u16>) -> String {
+        let st = station.to_string();
         let thread = thread.filter(|_| self.per_thread);
         if self.fields {
             let th = thread.map_or(String::new(), |t| t.to_string());
@@ -164,8 +173,8 @@ impl NameTemplate {
 /// The names a recording labelled `label` may take, in jive5ab's order (`mk_scan_name`,
 /// net2vbs.cc): the label itself, then the label with one letter appended, `a`…`z` then
 /// `A`…`Z` — 53 in all.
-pub fn label_candidates(label: &str) -> impl Iterator<Item = String> + '_ {
-    std::iter::once(label.to_string()).chain(LETTERS.iter().map(move |c| format!("{label}{c}")))
+pub fn label_candidates(label: &ScanName) -> impl Iterator<Item = ScanName> + '_ {
+    std::iter::once(label.clone()).chain(LETTERS.iter().filter_map(move |c| label.with_letter(*c)))
 }
 
 /// The letters a taken label is given, in jive5ab's order.
@@ -183,13 +192,14 @@ const LETTERS: [char; 52] = {
 /// The name jive5ab gives a new recording labelled `label` when `entries` are the names found
 /// on its disks (`mk_scan_name`, net2vbs.cc): `label` when none is `label`, `label<x>` (one
 /// letter) or either with a data-stream suffix (`_ds<stream>`); else `label` with the first
-/// letter none of them uses. `None` when all 52 are taken (jive5ab refuses then too), or the
-/// name would not be a valid one.
-pub fn free_label<'a>(label: &str, entries: impl IntoIterator<Item = &'a str>) -> Option<String> {
+/// letter none of them uses. `None` when all 52 are taken (jive5ab refuses then too).
+pub fn free_label<'a>(label: &ScanName, entries: impl IntoIterator<Item = &'a str>) -> Option<ScanName> {
     let mut taken_base = false;
     let mut letters = std::collections::BTreeSet::new();
     for name in entries {
-        let Some(rest) = name.strip_prefix(label) else { continue };
+        let Some(rest) = name.strip_prefix(label.as_str()) else {
+            continue;
+        };
         let (letter, rest) = match rest.chars().next() {
             Some(c) if c.is_ascii_alphabetic() => (Some(c), &rest[1..]),
             _ => (None, rest),
@@ -204,13 +214,12 @@ pub fn free_label<'a>(label: &str, entries: impl IntoIterator<Item = &'a str>) -
         }
     }
     if !taken_base {
-        return Some(label.to_string());
+        return Some(label.clone());
     }
     LETTERS
         .iter()
         .find(|c| !letters.contains(c))
-        .map(|c| format!("{label}{c}"))
-        .filter(|n| is_valid(n))
+        .and_then(|c| label.with_letter(*c))
 }
 
 /// Whether `candidate` is one of the data-stream recordings of `base`: `base_ds<label>` with a
@@ -231,18 +240,36 @@ mod tests {
 
     #[test]
     fn a_taken_label_gets_the_first_letter_no_recording_of_it_uses() {
-        let none: [&str; 0] = [];
-        assert_eq!(free_label("ev_ef_no1", none).as_deref(), Some("ev_ef_no1"));
+        let label = |s: &str| ScanName::parse(s).unwrap();
+        let free = |l: &str, entries: &[&str]| free_label(&label(l), entries.iter().copied()).map(|n| n.to_string());
+        assert_eq!(free("ev_ef_no1", &[]).as_deref(), Some("ev_ef_no1"));
         // A data stream's recording of the label takes the label; `b` is free after `a`.
         let taken = ["ev_ef_no1_dsds0", "ev_ef_no1a", "other"];
-        assert_eq!(free_label("ev_ef_no1", taken).as_deref(), Some("ev_ef_no1b"));
+        assert_eq!(free("ev_ef_no1", &taken).as_deref(), Some("ev_ef_no1b"));
         // Names that only start like it are other scans (`ev_ef_no1` for `ev_ef_no`).
-        assert_eq!(free_label("ev_ef_no", taken).as_deref(), Some("ev_ef_no"));
-        let all: Vec<String> = label_candidates("x").collect();
+        assert_eq!(free("ev_ef_no", &taken).as_deref(), Some("ev_ef_no"));
+        let all: Vec<String> = label_candidates(&label("x")).map(|n| n.to_string()).collect();
         assert_eq!(all.len(), 53);
         assert_eq!((all[0].as_str(), all[1].as_str(), all[27].as_str()), ("x", "xa", "xA"));
         let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-        assert_eq!(free_label("x", refs), None, "all 52 letters taken");
+        assert_eq!(free("x", &refs), None, "all 52 letters taken");
+    }
+
+    #[test]
+    fn a_taken_label_of_the_longest_length_still_gets_its_letter_and_stream_names() {
+        // The longest label a scan may be given, taken: its lettered name is a label too (was
+        // checked again as a new label and refused, one byte over MAX_LABEL), and every data
+        // stream's name of it fits MAX_NAME.
+        let long = ScanName::parse(&"l".repeat(MAX_LABEL)).unwrap();
+        let taken = [long.to_string()];
+        let next = free_label(&long, taken.iter().map(String::as_str)).unwrap();
+        assert_eq!(next.as_str().len(), MAX_LABEL + 1);
+        assert!(next.as_str().ends_with('a'));
+        let streams = format!("{next}_ds{}", "s".repeat(MAX_STREAM_NAME));
+        assert!(is_valid(&streams), "{} bytes", streams.len());
+        // A letter goes on a label once; only ASCII letters.
+        assert_eq!(next.with_letter('b'), None);
+        assert_eq!(long.with_letter('1'), None);
     }
 
     #[test]
@@ -273,25 +300,25 @@ mod tests {
     fn stations_are_named_as_reports_name_them() {
         // Report and disk agree: station 1 is "1" in both (was `_ds0001` on disk).
         let numbered = NameTemplate::new("ev123_no0001", false).unwrap();
-        assert_eq!(numbered.expand(0x0001, None), "ev123_no0001_ds1");
-        assert_eq!(vdif::station_name(0x0001), "1");
+        assert_eq!(numbered.expand(vdif::StationId(0x0001), None), "ev123_no0001_ds1");
+        assert_eq!(vdif::StationId(0x0001).to_string(), "1");
         assert_eq!(
-            numbered.expand(u16::from_be_bytes(*b"E/"), None),
+            numbered.expand(vdif::StationId(u16::from_be_bytes(*b"E/")), None),
             "ev123_no0001_ds17711"
         );
-        assert_eq!(numbered.expand(EF, None), "ev123_no0001_dsEf");
+        assert_eq!(numbered.expand(vdif::StationId(EF), None), "ev123_no0001_dsEf");
     }
 
     #[test]
     fn templates_expand_per_station_and_thread() {
         let plain = NameTemplate::new("ev123_no0001", false).unwrap();
-        assert_eq!(plain.expand(EF, None), "ev123_no0001_dsEf");
+        assert_eq!(plain.expand(vdif::StationId(EF), None), "ev123_no0001_dsEf");
         let threads = NameTemplate::new("ev123_no0001", true).unwrap();
-        assert_eq!(threads.expand(EF, Some(3)), "ev123_no0001_dsEf-3");
+        assert_eq!(threads.expand(vdif::StationId(EF), Some(3)), "ev123_no0001_dsEf-3");
         let field = NameTemplate::new("ev123_{station}_no0001", false).unwrap();
-        assert_eq!(field.expand(EF, None), "ev123_Ef_no0001");
+        assert_eq!(field.expand(vdif::StationId(EF), None), "ev123_Ef_no0001");
         let both = NameTemplate::new("ev123_{station}_no0001_t{thread}", true).unwrap();
-        assert_eq!(both.expand(0x0001, Some(12)), "ev123_1_no0001_t12");
+        assert_eq!(both.expand(vdif::StationId(0x0001), Some(12)), "ev123_1_no0001_t12");
         assert_eq!(
             NameTemplate::new("x_{thread}", false),
             Err(NameError::ThreadWithoutSplit("x_{thread}".into()))
@@ -327,7 +354,7 @@ mod tests {
             per_thread in any::<bool>(),
         ) {
             let t = NameTemplate::new(&base, per_thread).unwrap();
-            let name = t.expand(station, Some(thread));
+            let name = t.expand(vdif::StationId(station), Some(thread));
             prop_assert!(is_valid(&name), "{}", name);
             prop_assert!(is_data_stream_of(&base, &name));
         }

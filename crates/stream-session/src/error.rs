@@ -265,7 +265,7 @@ pub enum InputProblem {
         /// Frames per thread in the file.
         per_thread: u64,
         /// Frames per second per thread.
-        fps: u32,
+        fps: vdif::FrameRate,
     },
     /// Data in memory must be frames back to back.
     NotContiguous,
@@ -314,7 +314,7 @@ impl InputProblem {
                 name(S::Rate)
             ),
             InputProblem::LoopNeedsWholeSeconds { per_thread, fps } => format!(
-                "{} needs a file of whole seconds ({per_thread} frames per thread at {fps} frames/s)",
+                "{} needs a file of whole seconds ({per_thread} frames per thread at {fps})",
                 name(S::Loop)
             ),
             InputProblem::NotContiguous => "frames in memory are not contiguous VDIF".into(),

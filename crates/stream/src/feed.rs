@@ -144,7 +144,7 @@ mod tests {
             complex: false,
             bits_per_sample: 2,
             thread_id: thread,
-            station_id: 0x4566,
+            station_id: vdif::StationId(0x4566),
             extended: [0; 4],
         };
         let mut f = vec![0xAB; h.frame_len()];

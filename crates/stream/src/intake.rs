@@ -34,7 +34,8 @@ pub(crate) fn count_wire_error(c: &mut DatagramCounters, e: &WireError) {
 pub(crate) enum ShapeError {
     /// Neither the framing, the options nor the header give the frame rate.
     NoFrameRate,
-    /// A frame rate or thread count VDIF cannot have (it would size buffers).
+    /// A frame rate or thread count VDIF cannot have (it would size buffers): the numbers as
+    /// they came (an announced rate past 2^24 is no [`FrameRate`]).
     Implausible { fps: u32, threads: u16 },
 }
 
@@ -92,7 +93,7 @@ pub(crate) fn stream_shape(
     d: &DataDatagram<'_>,
     fps: Option<FrameRate>,
     threads: Option<u16>,
-) -> Result<(u32, u16), ShapeError> {
+) -> Result<(FrameRate, u16), ShapeError> {
     let threads = d.native.map(|n| n.threads).filter(|t| *t > 0).or(threads).unwrap_or(1);
     // An announced rate past 2^24 is no frame rate: refused with its number, not ignored.
     let announced = d.native.map(|n| n.frames_per_second).filter(|n| *n > 0);
@@ -104,10 +105,13 @@ pub(crate) fn stream_shape(
         (RateSource::Given, fps),
         (RateSource::Header, d.header.frame_rate()),
     ])
-    .map(|r| r.fps.get())
+    .map(|r| r.fps)
     .ok_or(ShapeError::NoFrameRate)?;
-    if fps > MAX_FPS || threads > MAX_THREADS {
-        return Err(ShapeError::Implausible { fps, threads });
+    if threads > MAX_THREADS {
+        return Err(ShapeError::Implausible {
+            fps: fps.get(),
+            threads,
+        });
     }
     Ok((fps, threads))
 }

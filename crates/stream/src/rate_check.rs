@@ -26,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use vdif::VdifHeader;
+use vdif::{FrameRate, VdifHeader};
 
 use crate::in_step::{IN_STEP, MIN_COMMON};
 use crate::thread_set::ThreadSet;
@@ -46,14 +46,16 @@ pub(crate) enum Verdict {
     /// The rate in use is right (or could not be judged in time): stop checking.
     Keep,
     /// The frames count `fps` a second per thread: the station has `threads`.
-    Rate { fps: u32, threads: u16 },
+    Rate { fps: FrameRate, threads: u16 },
 }
 
 /// The check of one station (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct RateCheck {
+    /// Over all threads: an integer, not a [`FrameRate`] (a station's total may exceed the
+    /// 2^24 frames one thread can number).
     station_fps: u32,
-    assumed: u32,
+    assumed: FrameRate,
     max_threads: u16,
     second: Option<u32>,
     /// The lowest frame number seen in `second` and when; the highest and when.
@@ -71,7 +73,7 @@ pub(crate) struct RateCheck {
 impl RateCheck {
     /// A station sending `station_fps` frames a second over all threads, given `assumed` per
     /// thread; at most `max_threads` threads.
-    pub(crate) fn new(station_fps: u32, assumed: u32, max_threads: u16, now: Instant) -> Self {
+    pub(crate) fn new(station_fps: u32, assumed: FrameRate, max_threads: u16, now: Instant) -> Self {
         RateCheck {
             station_fps,
             assumed,
@@ -91,8 +93,8 @@ impl RateCheck {
     /// given rate too high made every second's frame numbers stop short of it, and the frames
     /// not numbered were counted lost in the input: 24 000 in 8 s of a 1000-frame station told
     /// 4000).
-    pub(crate) fn given(assumed: u32, threads: u16, now: Instant) -> Self {
-        let mut c = RateCheck::new(assumed.saturating_mul(u32::from(threads)), assumed, threads, now);
+    pub(crate) fn given(assumed: FrameRate, threads: u16, now: Instant) -> Self {
+        let mut c = RateCheck::new(assumed.get().saturating_mul(u32::from(threads)), assumed, threads, now);
         c.given_threads = Some(threads);
         c
     }
@@ -142,10 +144,11 @@ impl RateCheck {
     /// and their arrival say.
     fn judge(&self, next: Instant) -> Verdict {
         let count = self.top.0.saturating_add(1);
-        if count == self.assumed {
+        let assumed = self.assumed.get();
+        if count == assumed {
             return Verdict::Keep;
         }
-        if count > self.assumed {
+        if count > assumed {
             return Verdict::Wait;
         }
         let threads = match self.given_threads {
@@ -174,7 +177,7 @@ impl RateCheck {
         let confirmed = if span >= MIN_SPAN {
             let measured = f64::from(self.top.0 - self.first.0) / span.as_secs_f64();
             let off = |rate: u32| (measured / f64::from(rate) - 1.0).abs();
-            off(count) <= RATE_TOLERANCE && off(count) < off(self.assumed)
+            off(count) <= RATE_TOLERANCE && off(count) < off(assumed)
         } else {
             // Too little of the second to measure a rate (the station began just before its
             // end; waiting for the next boundary left a second placed at the wrong rate: 4000
@@ -182,31 +185,35 @@ impl RateCheck {
             // next second follows the last frame at once; at the rate assumed, frames after it
             // were due for the rest of the second, and an outage to its end leaves that time
             // without frames.
-            let due = f64::from(self.assumed - count) / f64::from(self.assumed);
+            let due = f64::from(assumed - count) / f64::from(assumed);
             next.saturating_duration_since(self.top.1).as_secs_f64() < due / 2.0
         };
-        if confirmed {
-            Verdict::Rate { fps: count, threads }
-        } else {
-            Verdict::Wait
+        // 1 ≤ count < assumed ≤ 2^24: always a rate.
+        match FrameRate::new(count) {
+            Ok(fps) if confirmed => Verdict::Rate { fps, threads },
+            _ => Verdict::Wait,
         }
     }
 }
 
 /// What to tell the operator when station `station`'s rate per thread and threads go from
 /// `was` to `now` (fps, threads) from second `second` on.
-pub(crate) fn corrected(station: &str, was: (u32, u16), now: (u32, u16), second: u32) -> String {
+pub(crate) fn corrected(station: &str, was: (FrameRate, u16), now: (FrameRate, u16), second: u32) -> String {
     format!(
         "station {station}: its frames count {} a second per thread, not the {} its station rate over the {} \
          thread(s) sent at the start gave: {} threads from second {second} on (a board not sending then is taken \
          when it comes)",
-        now.0, was.0, was.1, now.1
+        now.0.get(),
+        was.0.get(),
+        was.1,
+        now.1
     )
 }
 
 /// What to tell the operator when station `station`'s frames count `now` a second per thread
 /// where `given` (`--fps`) was given, from second `second` on.
-pub(crate) fn given_corrected(station: &str, given: u32, now: u32, second: u32) -> String {
+pub(crate) fn given_corrected(station: &str, given: FrameRate, now: FrameRate, second: u32) -> String {
+    let (given, now) = (given.get(), now.get());
     format!(
         "station {station}: its frames count {now} a second per thread (their frame numbers wrap there), not the \
          {given} given (--fps): taken as {now} from second {second} on; frames it had not numbered are not loss"
@@ -231,7 +238,7 @@ mod tests {
     /// receiver stops checking there).
     fn run(assumed: u32, fps: u32, from: u32, frames: u32, skip: impl Fn(u32, u32) -> bool) -> Option<Verdict> {
         let t0 = Instant::now();
-        let mut check = RateCheck::new(8000, assumed, 1024, t0);
+        let mut check = RateCheck::new(8000, rate(assumed), 1024, t0);
         let step = Duration::from_secs(1) / fps;
         for k in 0..frames {
             let i = from + k;
@@ -247,6 +254,10 @@ mod tests {
         None
     }
 
+    fn rate(fps: u32) -> FrameRate {
+        FrameRate::new(fps).expect("a test's rate")
+    }
+
     const ALL: fn(u32, u32) -> bool = |_, _| false;
 
     #[test]
@@ -254,7 +265,10 @@ mod tests {
         // 8000 frames/s over 4 threads, 2 seen: given 4000 each, the frames count 2000.
         assert_eq!(
             run(4000, 2000, 700, 1400, ALL),
-            Some(Verdict::Rate { fps: 2000, threads: 4 })
+            Some(Verdict::Rate {
+                fps: rate(2000),
+                threads: 4
+            })
         );
     }
 
@@ -279,7 +293,10 @@ mod tests {
         // the next second's first frame followed the last at once: judged there (frame 21).
         assert_eq!(
             run(4000, 2000, 1980, 21, ALL),
-            Some(Verdict::Rate { fps: 2000, threads: 4 })
+            Some(Verdict::Rate {
+                fps: rate(2000),
+                threads: 4
+            })
         );
         // The right rate (4000) whose frames 2000-3999 were lost, 10 ms of frames before them:
         // the next second came half a second after the last frame. Not judged there (the
@@ -309,7 +326,10 @@ mod tests {
         // Three in four sent (a lossy path): still a thread of 4000.
         assert_eq!(
             run(8000, 4000, 100, 4000 * 2, |_, n| n % 4 == 1),
-            Some(Verdict::Rate { fps: 4000, threads: 2 })
+            Some(Verdict::Rate {
+                fps: rate(4000),
+                threads: 2
+            })
         );
     }
 }

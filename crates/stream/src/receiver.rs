@@ -35,7 +35,7 @@ mod station;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::{StationId, VdifHeader};
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use crate::arq::{NakConfig, NakScheduler};
 use crate::intake::{count_wire_error, stream_shape};
@@ -81,7 +81,7 @@ pub struct Receiver {
     /// The frame rate was missing once already (its notice given).
     told_no_frame_rate: bool,
     /// Sources refused as boards, by station id (see [`RefusedSource`]).
-    refused: Vec<(u16, RefusedSource)>,
+    refused: Vec<(StationId, RefusedSource)>,
 }
 
 impl Receiver {
@@ -200,7 +200,7 @@ impl Receiver {
         // different stations, each numbering its streams from 0) never collide, and a sender
         // that restarts with another stream index still takes its station over. The native
         // stream index is the sender's name for it (what its NAKs must carry).
-        let key = u32::from(d.header.station_id);
+        let key = u32::from(d.header.station_id.0);
         let session = d.native.map_or(0, |n| n.session);
         let stream = d.native.map(|n| n.stream);
         self.last_key = Some(key);
@@ -283,7 +283,7 @@ impl Receiver {
     /// Frame rate and threads of a stream's first datagram, or `None` (counted) when unknown or
     /// beyond what VDIF can express (they size a window). While its threads are counted, the
     /// station's rate over one thread.
-    fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(u32, u16)> {
+    fn shape(&mut self, from: SocketAddr, d: &DataDatagram<'_>) -> Option<(FrameRate, u16)> {
         if let Some(total) = self.station_rate_to_split(d) {
             return stream_shape(d, Some(total), Some(1)).ok();
         }
@@ -294,7 +294,7 @@ impl Receiver {
             Ok(shape) => Some(shape),
             Err(e) => {
                 e.count(&mut self.tally.counters);
-                let what = e.describe(&d.header.station_name(), from);
+                let what = e.describe(&d.header.station_id.to_string(), from);
                 // Without a frame rate every frame is refused until the options change: say it
                 // at the first (issue 29: it was said only when the receiver stopped).
                 if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
@@ -342,12 +342,12 @@ impl Receiver {
             }
             None => p.threads_seen.index(d.header.thread_id),
         };
-        let (Some(thread), true) = (thread, d.header.frame_number < fps) else {
+        let (Some(thread), true) = (thread, d.header.frame_number < fps.get()) else {
             // Not placeable in this stream: a thread beyond its count, or a frame number beyond
             // its rate (the window would refuse it too).
             p.count_refused(&mut self.tally.counters, 1);
-            if d.header.frame_number < fps {
-                let name = d.header.station_name();
+            if d.header.frame_number < fps.get() {
+                let name = d.header.station_id.to_string();
                 problem!(
                     self.tally,
                     "station {name}: thread {} beyond the {threads} thread(s) expected (pass --threads)",
@@ -399,7 +399,7 @@ impl Receiver {
         let beside = self.stations.iter().any(|s| s.key == key);
         let mut p = Provisional::new(now, key, stream, d.header, d.frame.len(), shape, announced, beside);
         if self.station_rate_to_split(d).is_some() {
-            p = p.learning(shape.0);
+            p = p.learning(shape.0.get());
         }
         let (timeout, run) = (self.cfg.provisional_timeout, self.cfg.source_run);
         Some(
@@ -477,7 +477,7 @@ impl Receiver {
         let tentative = |s: &Station| s.last_seen.saturating_duration_since(s.first_seen) < quiet;
         let p = self.admission.get(at);
         let (name, live_for) = (
-            vdif::station_name(p.template.station_id),
+            p.template.station_id.to_string(),
             now.saturating_duration_since(p.first_seen),
         );
         if live_for >= quiet {
@@ -493,7 +493,7 @@ impl Receiver {
                 problem!(
                     self.tally,
                     "station {} from {} sent for {} ms only and went quiet: its slot went to station {name}",
-                    vdif::station_name(s.station_id),
+                    s.station_id.to_string(),
                     describe(s.members[0].source, s.members[0].session),
                     s.last_seen.saturating_duration_since(s.first_seen).as_millis()
                 );
@@ -648,7 +648,7 @@ impl Receiver {
     fn retire(&mut self, i: usize, sink: &mut impl FrameSink) {
         let mut st = self.stations.remove(i);
         finish_station(&mut st, sink);
-        sink.discontinuity(StationId(st.station_id));
+        sink.discontinuity(st.station_id);
         let mut summary = summarize(&st);
         summary.retired = true;
         if self.retired.len() < RETIRED_KEPT {

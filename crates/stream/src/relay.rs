@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use histogram::DEFAULT_MAX_BUCKETS;
-use vdif::StationId;
+use vdif::{FrameRate, StationId};
 
 use crate::in_step::Meter;
 use crate::intake::{count_wire_error, stream_shape};
@@ -121,7 +121,7 @@ pub struct RelayConfig {
     pub station_frames_per_second: Option<u32>,
     /// Data rate to pace each station at (sample bits, headers excluded); `None`: from the
     /// headers (frames per second × threads × data bytes).
-    pub rate_bps: Option<f64>,
+    pub rate_bps: Option<vdif::BitRate>,
     /// Most a backlog is sent at, as a multiple of the rate (1.0 to 16).
     pub catch_up: f64,
     /// A frame that waited this long makes its station catch up.
@@ -197,7 +197,7 @@ struct Learning {
 impl Learning {
     /// A learning from `now`, the first frame at time position `pos` at `fps` frames a second;
     /// `known`: the threads are known (only a run is awaited).
-    fn new(now: Instant, pos: u64, fps: u32, known: bool) -> Learning {
+    fn new(now: Instant, pos: u64, fps: FrameRate, known: bool) -> Learning {
         Learning {
             since: now,
             first_pos: pos,
@@ -215,8 +215,8 @@ impl Learning {
 
 /// A station's input side.
 struct StationIn {
-    station_id: u16,
-    fps: u32,
+    station_id: StationId,
+    fps: FrameRate,
     template: vdif::VdifHeader,
     frame_len: usize,
     /// It delivered its run and is relayed; until then a candidate, its frames held.
@@ -273,7 +273,7 @@ impl StationIn {
                 };
                 (self.fps, self.thread_count) = (fps, threads);
                 self.threads = self.threads.resized(threads);
-                self.counts.frames_per_second = fps;
+                self.counts.frames_per_second = fps.get();
                 // Positions counted at the old rate do not compare with the new.
                 self.last_pos.fill(u64::MAX);
                 Some(said)
@@ -459,7 +459,7 @@ impl Relay {
                 return Some(i);
             }
             self.stations[i].counts.wrong_format += 1;
-            let (name, len) = (d.header.station_name(), self.stations[i].frame_len);
+            let (name, len) = (d.header.station_id.to_string(), self.stations[i].frame_len);
             self.problem(|| {
                 format!("station {name} from {from}: a frame of another format than its {len}-byte frames")
             });
@@ -474,7 +474,7 @@ impl Relay {
             self.problem(|| {
                 format!(
                     "station {} from {from} beyond --max-stations {max}",
-                    d.header.station_name()
+                    d.header.station_id
                 )
             });
             return None;
@@ -486,7 +486,7 @@ impl Relay {
             Ok(shape) => shape,
             Err(e) => {
                 e.count(&mut self.counters);
-                let what = e.describe(&d.header.station_name(), from);
+                let what = e.describe(&d.header.station_id.to_string(), from);
                 // Without a frame rate every frame is refused until the options change: say it
                 // at the first (issue 29: a relay of bare VDIF without --fps said it at the end).
                 if e == crate::intake::ShapeError::NoFrameRate && !self.told_no_frame_rate {
@@ -523,9 +523,9 @@ impl Relay {
             newcomer: None,
             max_frame_number: None,
             counts: RelayedStation {
-                station: d.header.station_name(),
+                station: d.header.station_id.to_string(),
                 station_id: id,
-                frames_per_second: fps,
+                frames_per_second: fps.get(),
                 frame_len: d.frame.len(),
                 ..RelayedStation::default()
             },
@@ -580,7 +580,7 @@ impl Relay {
         let Some(l) = st.learning.as_mut() else {
             return;
         };
-        if d.header.frame_number >= st.fps {
+        if d.header.frame_number >= st.fps.get() {
             st.counts.wrong_format += 1;
             return;
         }
@@ -660,7 +660,7 @@ impl Relay {
             let StationIn { boards, .. } = &mut self.stations[si];
             boards.refuse(from, &[thread].into_iter().collect(), why);
             self.counters.foreign_source += 1;
-            let name = d.header.station_name();
+            let name = d.header.station_id.to_string();
             self.problem(|| format!("station {name}: {from} {why}: refused (not relayed, not recorded)"));
             return false;
         }
@@ -679,7 +679,7 @@ impl Relay {
         let pos = d.header.frame_index(self.stations[si].fps);
         let stated = self.stated_rate(d);
         let st = &mut self.stations[si];
-        if d.header.frame_number >= st.fps {
+        if d.header.frame_number >= st.fps.get() {
             st.counts.wrong_format += 1;
             // A board's frames numbered past the station's rate, each stating a rate they fit:
             // the rate held came from elsewhere (issue 36: a source first on the port announcing
@@ -706,10 +706,10 @@ impl Relay {
         }
         st.counts.frames_in += 1;
         st.count_continuity(thread, pos);
-        tee.frame(StationId(st.station_id), d.frame, false);
+        tee.frame(st.station_id, d.frame, false);
         if st.threads.index(thread).is_none() {
             st.counts.unexpected_thread += 1;
-            let (name, n) = (d.header.station_name(), st.thread_count);
+            let (name, n) = (d.header.station_id.to_string(), st.thread_count);
             self.problem(|| format!("station {name}: thread {thread} beyond its {n} thread(s): recorded, not relayed"));
             return true;
         }
@@ -763,9 +763,10 @@ impl Relay {
             st.threads = ThreadMap::new(st.thread_count);
             if let Some(total) = st.station_rate {
                 let n = u32::from(st.thread_count);
-                if total % n == 0 {
-                    st.fps = total / n;
-                    st.counts.frames_per_second = st.fps;
+                let split = Some(total / n).filter(|_| total.is_multiple_of(n));
+                if let Some(fps) = split.and_then(|fps| FrameRate::new(fps).ok()) {
+                    st.fps = fps;
+                    st.counts.frames_per_second = st.fps.get();
                     st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));
                 } else if self.first_problem.is_none() {
                     // Relayed all the same (the output is paced by the rate), counted per thread
@@ -792,7 +793,7 @@ impl Relay {
         };
         let mut q = q.borrow_mut();
         for h in held {
-            tee.frame(StationId(st.station_id), &h.frame, false);
+            tee.frame(st.station_id, &h.frame, false);
             if st.threads.index(h.header.thread_id).is_some() {
                 q.push(h.at, h.frame.clone());
             } else {
@@ -834,7 +835,7 @@ impl Relay {
             st.threads = ThreadMap::new(threads);
             st.known_threads = known.then_some(threads);
             st.station_rate = fps_given.filter(|_| given_only).map(vdif::FrameRate::get);
-            st.counts.frames_per_second = fps;
+            st.counts.frames_per_second = fps.get();
             st.last_pos.fill(u64::MAX);
         }
         let known = st.known_threads.is_some();
@@ -1088,6 +1089,15 @@ impl Relay {
     }
 }
 
+/// The rate a station's output is paced at: the one given, else its frames' own (frames per
+/// second × threads × data bits, integers; at least 1 b/s).
+fn output_rate(given: Option<vdif::BitRate>, fps: FrameRate, threads: u16, data_len: usize) -> vdif::BitRate {
+    given.unwrap_or_else(|| {
+        let natural = fps.bit_rate(data_len as u64, u32::from(threads));
+        vdif::BitRate::new(natural.max(1)).unwrap_or(vdif::BitRate::MIN)
+    })
+}
+
 /// Give station `st` its output stream, paced at its rate.
 fn open_output(
     sender: &mut Sender<LiveSchedule>,
@@ -1097,9 +1107,9 @@ fn open_output(
     now: Instant,
 ) {
     let data_len = st.frame_len.saturating_sub(st.template.header_len()).max(1);
-    let natural = f64::from(st.fps) * f64::from(st.thread_count) * data_len as f64 * 8.0;
-    let rate_bps = cfg.rate_bps.unwrap_or(natural).max(1.0);
-    let spacing = Duration::from_secs_f64(data_len as f64 * 8.0 / rate_bps);
+    let rate = output_rate(cfg.rate_bps, st.fps, st.thread_count, data_len);
+    let spacing = rate.time_of(data_len as u64);
+    let rate_bps = rate.get() as f64;
     let queue = Rc::new(RefCell::new(LiveQueue::new(
         now,
         spacing,

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use histogram::{Hist, DEFAULT_MAX_BUCKETS};
 use linkemu::{LossModel, LossProcess};
 use thiserror::Error;
+use vdif::{FrameRate, StationId};
 
 use crate::arq::{RetransmitBuffer, RetransmitStats};
 use crate::results::SentStation;
@@ -85,7 +86,7 @@ pub struct StationSpec {
     /// Shown as the source in reports (a file name).
     pub name: String,
     /// VDIF station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// VDIF threads (ids 0..threads).
     pub threads: u16,
     /// Frame length, header included.
@@ -93,7 +94,7 @@ pub struct StationSpec {
     /// Data bytes per frame (frame length less the header).
     pub data_len: usize,
     /// Frames per second per thread.
-    pub fps: u32,
+    pub fps: FrameRate,
     /// Data rate paced at (sample bits, headers excluded), b/s.
     pub rate_bps: f64,
 }
@@ -213,7 +214,8 @@ struct StationTx<P> {
     repeats: Option<RetransmitBuffer>,
     done: bool,
     /// (frames per second, threads) its native prefixes announce: the spec's, or the station's
-    /// rate with threads 0 while the split is a guess ([`Sender::announce_station_rate`]).
+    /// rate with threads 0 while the split is a guess ([`Sender::announce_station_rate`]): the
+    /// prefix's integers, as a station's total may exceed the 2^24 a [`FrameRate`] holds.
     announced: (u32, u16),
 }
 
@@ -282,7 +284,7 @@ impl<P: Schedule> Sender<P> {
             )
         });
         self.stations.push(StationTx {
-            announced: (spec.fps, spec.threads),
+            announced: (spec.fps.get(), spec.threads),
             spec,
             source,
             schedule,
@@ -314,10 +316,10 @@ impl<P: Schedule> Sender<P> {
     /// Stream `stream` has `threads` threads of `fps` frames a second each (the split confirmed,
     /// or corrected): reported and announced from its next datagram on. Its pacing is unchanged
     /// (the station's rate is).
-    pub fn set_split(&mut self, stream: u16, fps: u32, threads: u16) {
+    pub fn set_split(&mut self, stream: u16, fps: FrameRate, threads: u16) {
         if let Some(st) = self.stations.get_mut(usize::from(stream)) {
             (st.spec.fps, st.spec.threads) = (fps, threads);
-            st.announced = (fps, threads);
+            st.announced = (fps.get(), threads);
         }
     }
 
@@ -647,9 +649,9 @@ impl<P: Schedule> Sender<P> {
                     (st.frames.saturating_sub(st.schedule.frames_per_release())) as f64 * st.spec.data_len as f64 * 8.0;
                 SentStation {
                     file: st.spec.name.clone(),
-                    station: vdif::station_name(st.spec.station_id),
+                    station: st.spec.station_id.to_string(),
                     stream: i as u16,
-                    frames_per_second: st.spec.fps,
+                    frames_per_second: st.spec.fps.get(),
                     threads: st.spec.threads,
                     frame_len: st.spec.frame_len,
                     rate_bps: st.spec.rate_bps,

@@ -38,7 +38,7 @@ mod evidence;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use vdif::{StationId, VdifHeader};
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES, MAX_HELD_CANDIDATE_BYTES};
 
@@ -87,7 +87,7 @@ impl FrameSink for VecSink {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowConfig {
     /// Frames per second per thread.
-    pub frames_per_second: u32,
+    pub frames_per_second: FrameRate,
     /// VDIF threads of the stream (their ids may be any; see [`ThreadMap`]).
     pub threads: u16,
     /// Reorder window in frames (all threads), ≥ 1.
@@ -295,6 +295,15 @@ pub(crate) fn same_format(a: &VdifHeader, b: &VdifHeader) -> bool {
 /// up to twice the rate is held whole meanwhile.
 pub const JUMP_SPAN_FRAMES: u32 = 32;
 
+/// [`JUMP_SPAN_FRAMES`] frame times of a stream of `fps` per thread over `threads`, whole
+/// nanoseconds from integers (rounded up, so a span is never shorter than its frames), within
+/// 1 ms and 1 s.
+pub(crate) fn jump_span(fps: FrameRate, threads: u16) -> Duration {
+    let slots_per_s = u64::from(fps) * u64::from(threads.max(1));
+    let ns = (u64::from(JUMP_SPAN_FRAMES) * 1_000_000_000).div_ceil(slots_per_s);
+    Duration::from_nanos(ns.clamp(1_000_000, 1_000_000_000))
+}
+
 /// One station's reorder window.
 pub struct StationWindow {
     cfg: WindowConfig,
@@ -331,7 +340,6 @@ impl StationWindow {
         let cfg = WindowConfig {
             window: cfg.window.max(1),
             threads: cfg.threads.max(1),
-            frames_per_second: cfg.frames_per_second.max(1),
             confirm: cfg.confirm.max(1),
             ..cfg
         };
@@ -363,7 +371,7 @@ impl StationWindow {
     pub fn begins_at(&mut self, header: &VdifHeader) {
         if self.base.is_none()
             && same_format(header, &self.template)
-            && header.frame_number < self.cfg.frames_per_second
+            && header.frame_number < self.cfg.frames_per_second.get()
         {
             self.start_hint = self.slot_of(header);
         }
@@ -465,7 +473,7 @@ impl StationWindow {
     ) -> Placement {
         let slot = if !same_format(header, &self.template)
             || frame.len() != self.frame_len
-            || header.frame_number >= self.cfg.frames_per_second
+            || header.frame_number >= self.cfg.frames_per_second.get()
         {
             None
         } else {
@@ -573,8 +581,7 @@ impl StationWindow {
     /// How long a run of candidates must last to move an anchored stream (see
     /// [`JUMP_SPAN_FRAMES`]): at least 1 ms, at most 1 s.
     pub fn jump_span(&self) -> Duration {
-        let slots_per_s = f64::from(self.cfg.frames_per_second) * f64::from(self.cfg.threads);
-        Duration::from_secs_f64((f64::from(JUMP_SPAN_FRAMES) / slots_per_s).clamp(1e-3, 1.0))
+        jump_span(self.cfg.frames_per_second, self.cfg.threads)
     }
 
     /// Candidate frames held whole while a timed run must last [`StationWindow::jump_span`]:
@@ -738,7 +745,7 @@ impl StationWindow {
                 self.stats.unfilled_gap_frames += anchor - next;
             }
             self.stats.discontinuities += 1;
-            sink.discontinuity(StationId(self.template.station_id));
+            sink.discontinuity(self.template.station_id);
             self.base = Some(anchor);
         }
         self.highest = anchor;
@@ -760,13 +767,13 @@ impl StationWindow {
             if self.present[idx] {
                 self.present[idx] = false;
                 sink.frame(
-                    StationId(self.template.station_id),
+                    self.template.station_id,
                     &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
                     false,
                 );
                 self.stats.written_valid += 1;
             } else if self.make_fill(s) {
-                sink.frame(StationId(self.template.station_id), &self.fill, true);
+                sink.frame(self.template.station_id, &self.fill, true);
                 self.stats.written_filled += 1;
                 if tail && self.thread_highest[(s % threads) as usize].is_none_or(|newest| s > newest) {
                     // After its thread's last frame: the stream (or the recording) ended first.

@@ -77,7 +77,7 @@ fn real(i: u32, t0: Instant) -> (Instant, Vec<u8>) {
 fn written(rx: &Receiver, station: u16) -> (u64, u64) {
     rx.summaries()
         .iter()
-        .filter(|s| s.station_id == station)
+        .filter(|s| s.station_id.0 == station)
         .fold((0, 0), |(v, f), s| {
             (v + s.window.written_valid, f + s.window.written_filled)
         })
@@ -188,7 +188,10 @@ fn phantom_stations_give_their_slots_to_live_stations() {
     let (rx, w) = stream_under(cfg, &flood, 5);
     assert_eq!(w, [(4000, 0), (4000, 0)], "{:?}", rx.counters());
     let s = rx.summaries();
-    let phantoms: Vec<_> = s.iter().filter(|s| s.station_id != EF && s.station_id != WB).collect();
+    let phantoms: Vec<_> = s
+        .iter()
+        .filter(|s| s.station_id.0 != EF && s.station_id.0 != WB)
+        .collect();
     assert_eq!(phantoms.len(), 2, "two phantoms held the slots: {s:?}");
     // Their 5 frames each were taken, and (issue 36) not written: a phantom that held a slot
     // for a moment got a file of its 5 frames.
@@ -223,7 +226,7 @@ fn frames_a_waiting_station_could_not_hold_are_filled() {
     }
     rx.finish(&mut sink);
     assert_accounted(&rx);
-    let s = rx.summaries().into_iter().find(|s| s.station_id == EF).unwrap();
+    let s = rx.summaries().into_iter().find(|s| s.station_id.0 == EF).unwrap();
     let w = s.window;
     assert_eq!(
         w.written_valid + w.written_filled,

@@ -209,11 +209,11 @@ fn boards(t0: Instant) -> Vec<Sender<PacedSchedule>> {
             board.add_station(
                 StationSpec {
                     name: format!("board {b}"),
-                    station_id: STATION,
+                    station_id: vdif::StationId(STATION),
                     threads: THREADS,
                     frame_len: l.frame_len,
                     data_len: PAYLOAD,
-                    fps: FPS,
+                    fps: vdif::FrameRate::new(FPS).unwrap(),
                     rate_bps: rate / 2.0,
                 },
                 Box::new(source),

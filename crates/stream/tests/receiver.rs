@@ -479,8 +479,8 @@ fn an_idle_station_gives_its_slot_up() {
     rx.finish(&mut sink);
     let s = rx.summaries();
     assert_eq!(s.len(), 2);
-    assert!(s[0].retired && s[0].station_id == 0x4566 && s[0].window.written_valid == 50);
-    assert!(!s[1].retired && s[1].station_id == 0x5762 && s[1].window.written_valid == 50);
+    assert!(s[0].retired && s[0].station_id.0 == 0x4566 && s[0].window.written_valid == 50);
+    assert!(!s[1].retired && s[1].station_id.0 == 0x5762 && s[1].window.written_valid == 50);
     assert_eq!(sink.breaks, vec![0x4566], "the retired station's file ends");
     assert_accounted(&rx);
 }

@@ -485,7 +485,7 @@ proptest! {
         let real: Vec<u32> = out
             .iter()
             .filter_map(|(_, d)| parse_data(SeqFormat::Native, d).ok())
-            .filter(|p| p.header.station_id == 0x4566 && p.frame == frame(p.header.thread_id, p.header.frame_number).as_slice())
+            .filter(|p| p.header.station_id.0 == 0x4566 && p.frame == frame(p.header.thread_id, p.header.frame_number).as_slice())
             .map(|p| p.header.frame_number)
             .collect();
         prop_assert_eq!(real, (0..50).collect::<Vec<_>>());
@@ -1012,7 +1012,7 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
     let base = parse_data(SeqFormat::Native, &native_at(0, 0, 1000))
         .unwrap()
         .header
-        .frame_index(1000);
+        .frame_index(vdif::FrameRate::new(1000).unwrap());
     let last: Vec<(bool, u32, u64)> = out
         .iter()
         .map(|(_, d)| parse_data(SeqFormat::Native, d).unwrap())
@@ -1022,7 +1022,7 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
             (
                 fake,
                 p.native.unwrap().frames_per_second,
-                p.header.frame_index(1000) - base,
+                p.header.frame_index(vdif::FrameRate::new(1000).unwrap()) - base,
             )
         })
         .collect();

@@ -112,11 +112,11 @@ fn run(r: Run) -> Outcome {
     sender.add_station(
         StationSpec {
             name: "memory".into(),
-            station_id: STATION,
+            station_id: vdif::StationId(STATION),
             threads: 1,
             frame_len: l.frame_len,
             data_len: 1024,
-            fps: FPS,
+            fps: vdif::FrameRate::new(FPS).unwrap(),
             rate_bps: RATE_BPS,
         },
         Box::new(MemorySource::new(

@@ -29,7 +29,7 @@ fn frame(l: &FrameLayout, k: u64, start: u32) -> (VdifHeader, Vec<u8>) {
 
 fn cfg(l: &FrameLayout, window: u64) -> WindowConfig {
     WindowConfig {
-        frames_per_second: l.frames_per_second.get(),
+        frames_per_second: l.frames_per_second,
         threads: l.threads as u16,
         window,
         max_fill: u64::from(FPS) * 2,
@@ -574,7 +574,7 @@ fn a_board_leading_the_others_by_most_of_the_window_is_taken() {
 fn the_end_of_a_stream_is_its_last_frame_not_a_filled_period() {
     let l = vdif::FrameLayout::new(64e6, 2, 4, 2, 8000).unwrap();
     let cfg = stream::window::WindowConfig {
-        frames_per_second: l.frames_per_second.get(),
+        frames_per_second: l.frames_per_second,
         threads: 2,
         window: 64,
         max_fill: 1000,
@@ -643,4 +643,29 @@ fn a_recording_stopped_while_one_board_lags_counts_only_what_its_own_frames_show
             (p(periods - 1), 1, false)
         ]
     );
+}
+
+/// How long a run of candidates must last to move the stream: 32 frame times of all threads,
+/// whole nanoseconds from integers (rounded up), within 1 ms and 1 s, at the edges of VDIF's
+/// rates.
+#[test]
+fn a_jump_span_is_32_frame_times_in_whole_nanoseconds_within_1_ms_and_1_s() {
+    let l = layout(1);
+    let (template, _) = frame(&l, 0, 1000);
+    let span = |fps: u32, threads: u16| {
+        let c = WindowConfig {
+            frames_per_second: vdif::FrameRate::new(fps).unwrap(),
+            threads,
+            ..cfg(&l, 64)
+        };
+        StationWindow::new(c, &template).jump_span()
+    };
+    assert_eq!(span(1000, 1), std::time::Duration::from_millis(32));
+    // 30 000 frames/s: 32/30 000 s is 1 066 666.67 ns, taken as 1 066 667.
+    assert_eq!(span(30_000, 1), std::time::Duration::from_nanos(1_066_667));
+    // 8 threads of 5000: 40 000 slots a second, 800 µs, held to the 1 ms floor.
+    assert_eq!(span(5000, 8), std::time::Duration::from_millis(1));
+    // 1 frame a second, 1 thread: 32 s, held to 1 s; the 2^24 ceiling: to 1 ms.
+    assert_eq!(span(1, 1), std::time::Duration::from_secs(1));
+    assert_eq!(span(1 << 24, 1024), std::time::Duration::from_millis(1));
 }

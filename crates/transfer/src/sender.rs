@@ -799,7 +799,8 @@ impl<S: Source> Sender<S> {
                     self.stats.tail_resent_datagrams += 1;
                 }
                 let wire = (out.len() - start) as u64 + u64::from(self.cfg.wire_overhead);
-                self.pacer.on_sent(now, wire, self.cc.pacing_rate_bps());
+                // The controller's rate as whole b/s (`as` saturates; NaN is 0, paced at the floor).
+                self.pacer.on_sent(now, wire, self.cc.pacing_rate_bps() as u64);
                 true
             }
         }

@@ -39,6 +39,9 @@ pub enum BitRateError {
 pub struct BitRate(u64);
 
 impl BitRate {
+    /// The lowest rate: 1 b/s.
+    pub const MIN: BitRate = BitRate(1);
+
     /// A rate of `bps` bits per second; 0 is refused.
     pub fn new(bps: u64) -> Option<BitRate> {
         (bps > 0).then_some(BitRate(bps))

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::gauss::{normal_quantile, OPTIMAL_2BIT_THRESHOLD_SIGMA};
 use crate::header::VdifHeader;
 use crate::layout::FrameLayout;
+use crate::station::StationId;
 
 /// Gaussian draws in the pool: 2^17 i16 = 256 KiB per scaled copy, so both copies stay in
 /// the L2 cache (an 8 MiB pool ran at half the speed, bound by cache misses).
@@ -43,7 +44,7 @@ pub struct StationSpec {
     /// Station code as written in the header (e.g. "Ef").
     pub name: String,
     /// VDIF station id.
-    pub id: u16,
+    pub id: StationId,
     /// Requested geometric delay of the sky signal at this station, seconds.
     pub delay_s: f64,
 }

@@ -60,7 +60,7 @@ pub struct VdifHeader {
     /// Thread id (10 bits).
     pub thread_id: u16,
     /// Station id: two ASCII characters (first in the high byte) or a number.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Words 4–7 as read (EDV in the top byte of word 4). Zero in legacy mode.
     pub extended: [u32; 4],
 }
@@ -117,11 +117,6 @@ impl VdifHeader {
             .unwrap_or(0)
     }
 
-    /// Station id as text (see [`StationId`]).
-    pub fn station_name(&self) -> String {
-        station_name(self.station_id)
-    }
-
     /// Sample rate stated in the header by EDV 1 (NICT) and EDV 3 (VLBA) extensions, in Hz
     /// (see [`FrameRate::from_header`] for how the bits are read). Other EDVs carry no rate.
     pub fn header_sample_rate_hz(&self) -> Option<f64> {
@@ -144,15 +139,15 @@ impl VdifHeader {
     /// The frame's position in its thread's sequence: frames since 1970 at `frames_per_second`
     /// (`unix_seconds × fps + frame_number`; a time before 1970 counts as 1970).
     #[inline]
-    pub fn frame_index(&self, frames_per_second: u32) -> u64 {
+    pub fn frame_index(&self, frames_per_second: FrameRate) -> u64 {
         (self.unix_seconds().max(0) as u64) * u64::from(frames_per_second) + u64::from(self.frame_number)
     }
 
     /// Set the time fields to frame position `index` at `frames_per_second` (the inverse of
     /// [`VdifHeader::frame_index`]), keeping the reference epoch; seconds before the epoch or
     /// past the 30-bit field are clamped to it.
-    pub fn set_frame_index(&mut self, index: u64, frames_per_second: u32) {
-        let fps = u64::from(frames_per_second.max(1));
+    pub fn set_frame_index(&mut self, index: u64, frames_per_second: FrameRate) {
+        let fps = u64::from(frames_per_second);
         self.frame_number = (index % fps) as u32;
         let unix = i64::try_from(index / fps).unwrap_or(i64::MAX);
         self.seconds = (unix - crate::time::epoch_unix(self.ref_epoch)).clamp(0, (1 << 30) - 1) as u32;
@@ -160,8 +155,8 @@ impl VdifHeader {
 
     /// When the frame's data were sampled, ns since 1970 (its second and its number's share of
     /// it at `frames_per_second`); `None` before 1970.
-    pub fn unix_nanos(&self, frames_per_second: u32) -> Option<u64> {
-        let sub = u64::from(self.frame_number) * 1_000_000_000 / u64::from(frames_per_second.max(1));
+    pub fn unix_nanos(&self, frames_per_second: FrameRate) -> Option<u64> {
+        let sub = u64::from(self.frame_number) * 1_000_000_000 / u64::from(frames_per_second);
         u64::try_from(self.unix_seconds())
             .ok()?
             .checked_mul(1_000_000_000)?
@@ -206,7 +201,7 @@ impl VdifHeader {
             complex: w3 & (1 << 31) != 0,
             bits_per_sample: (((w3 >> 26) & 0x1f) + 1) as u8,
             thread_id: ((w3 >> 16) & 0x3ff) as u16,
-            station_id: (w3 & 0xffff) as u16,
+            station_id: StationId((w3 & 0xffff) as u16),
             extended,
         })
     }
@@ -283,7 +278,7 @@ impl VdifHeader {
         let w3 = (u32::from(self.complex) << 31)
             | (u32::from(self.bits_per_sample - 1) << 26)
             | (u32::from(self.thread_id) << 16)
-            | u32::from(self.station_id);
+            | u32::from(self.station_id.0);
         let mut words = vec![w0, w1, w2, w3];
         if !self.legacy {
             words.extend_from_slice(&self.extended);
@@ -317,18 +312,6 @@ pub fn values_per_word(bits: u8, complex: bool) -> usize {
     } else {
         32 / bits
     }
-}
-
-/// Station id as text, by the one rule of [`StationId`]'s `Display`: the two-character code
-/// when the first byte is an ASCII letter and the second a letter or digit, else the decimal
-/// number.
-pub fn station_name(id: u16) -> String {
-    StationId(id).to_string()
-}
-
-/// Parse a station given as its code (a letter, then a letter or digit: "Ef", "O8") or a number ("65532").
-pub fn parse_station(s: &str) -> Result<u16, HeaderError> {
-    StationId::parse(s).map(|s| s.0)
 }
 
 // The header's reading of a rate lives here, beside the bits it reads, so that `rate` (the type

@@ -7,6 +7,7 @@ use crate::error::LayoutError;
 use crate::header::{VdifHeader, HEADER_LEN};
 use crate::rate::{whole_bits_per_second, FrameRate, RateError};
 use crate::scan::MAX_SCAN_FRAME_LEN;
+use crate::station::StationId;
 
 /// A validated layout of real- or complex-sampled VDIF data.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -110,7 +111,7 @@ impl FrameLayout {
     }
 
     /// A header template for this layout (time, thread and station to be filled in).
-    pub fn header(&self, station_id: u16) -> VdifHeader {
+    pub fn header(&self, station_id: impl Into<StationId>) -> VdifHeader {
         VdifHeader {
             invalid: false,
             legacy: false,
@@ -124,7 +125,7 @@ impl FrameLayout {
             complex: self.complex,
             bits_per_sample: self.bits,
             thread_id: 0,
-            station_id,
+            station_id: station_id.into(),
             extended: [0; 4],
         }
     }
@@ -156,7 +157,7 @@ mod tests {
             (l.frames_per_second.get(), l.samples_per_frame, l.sample_rate_hz),
             (1000, 4000, 4e6)
         );
-        let h = l.header(1);
+        let h = l.header(StationId(1));
         assert!(h.complex);
         assert_eq!(h.samples_per_frame(), 4000);
     }

@@ -9,11 +9,11 @@
 //! ```
 //! use vdif::{FrameLayout, VdifHeader};
 //! let layout = FrameLayout::new(512e6, 2, 8, 1, 8000).unwrap();
-//! let mut h = layout.header(vdif::parse_station("Ef").unwrap());
+//! let mut h = layout.header(vdif::StationId::parse("Ef").unwrap());
 //! h.seconds = 12;
 //! let bytes = h.to_bytes().unwrap();
 //! assert_eq!(VdifHeader::parse_valid(&bytes).unwrap(), h);
-//! assert_eq!(h.station_name(), "Ef");
+//! assert_eq!(h.station_id.to_string(), "Ef");
 //! ```
 
 pub mod bitrate;
@@ -37,7 +37,7 @@ pub mod vtp;
 pub use bitrate::{BitRate, BitRateError};
 pub use check::CheckedFrames;
 pub use error::{CodecError, HeaderError, LayoutError, VtpError};
-pub use header::{parse_station, station_name, VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
+pub use header::{VdifHeader, HEADER_LEN, LEGACY_HEADER_LEN};
 pub use layout::FrameLayout;
 pub use rate::{FrameRate, RateError, RateSource, SourcedRate};
 pub use scan::{FrameScanner, ScanEvent};

@@ -400,7 +400,7 @@ mod tests {
             let h = VdifHeader {
                 invalid: false, legacy: false, seconds: 0, ref_epoch: 0, unassigned: 0, frame_number: 0,
                 version: 0, log2_channels, frame_len_units: units, complex, bits_per_sample: 2,
-                thread_id: 0, station_id: 1,
+                thread_id: 0, station_id: crate::StationId(1),
                 extended: [(3 << 24) | (u32::from(mhz) << 23) | value, 0, 0, 0],
             };
             let hz = f64::from(value) * if mhz { 1e6 } else { 1e3 } * if complex { 1.0 } else { 2.0 };

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::HeaderError;
 
 /// A VDIF station id (word 3, bits 15–0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct StationId(pub u16);
 
@@ -49,6 +49,13 @@ impl StationId {
             Some([a, b]) => format!("{a}{b}"),
             None => format!("{:04x}", self.0),
         }
+    }
+}
+
+/// Every 16-bit number is a station id (a user-assigned number, or a code's two bytes).
+impl From<u16> for StationId {
+    fn from(id: u16) -> StationId {
+        StationId(id)
     }
 }
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gauss::{expected_2bit_fractions, normal_quantile, OPTIMAL_2BIT_THRESHOLD_SIGMA};
 use crate::header::VdifHeader;
+use crate::station::StationId;
 
 /// Quality of a channel's state distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -94,7 +95,7 @@ pub struct StateCounter {
     channels: u32,
     complex: bool,
     /// Per station and thread: one 256-bin byte histogram per byte phase of the channel pattern.
-    hist: BTreeMap<(u16, u16), Vec<[u64; 256]>>,
+    hist: BTreeMap<(StationId, u16), Vec<[u64; 256]>>,
     frames: u64,
     invalid: u64,
     uncounted: u64,
@@ -263,7 +264,7 @@ impl StateCounter {
                 });
                 let mean_code_offset = fractions.iter().zip(levels).map(|(f, l)| f * l).sum();
                 out.push(ChannelStates {
-                    station: crate::header::station_name(station),
+                    station: station.to_string(),
                     thread,
                     channel: channel as u32,
                     part,

@@ -12,7 +12,7 @@ fn generate(layout: FrameLayout, seconds: u32, complex_seed: u64) -> Vec<u8> {
         layout,
         stations: vec![StationSpec {
             name: "Ef".into(),
-            id: vdif::parse_station("Ef").unwrap(),
+            id: vdif::StationId::parse("Ef").unwrap(),
             delay_s: 0.0,
         }],
         seconds,
@@ -104,7 +104,7 @@ fn a_thread_short_of_the_others_is_counted() {
     let mut wb = generate(layout, 2, 2);
     for f in wb.chunks_exact_mut(1032) {
         let mut h = vdif::VdifHeader::parse_valid(f).unwrap();
-        (h.station_id, h.seconds) = (vdif::parse_station("Wb").unwrap(), h.seconds + 1);
+        (h.station_id, h.seconds) = (vdif::StationId::parse("Wb").unwrap(), h.seconds + 1);
         h.emit(f).unwrap();
     }
     let r = check(&[bytes.clone(), wb].concat()).unwrap();

@@ -22,12 +22,12 @@ fn config(snr: f64, delay_samples: f64, channels: u32, threads: u32, bits: u8) -
         stations: vec![
             StationSpec {
                 name: "Ef".into(),
-                id: vdif::parse_station("Ef").unwrap(),
+                id: vdif::StationId::parse("Ef").unwrap(),
                 delay_s: 0.0,
             },
             StationSpec {
                 name: "Wb".into(),
-                id: vdif::parse_station("Wb").unwrap(),
+                id: vdif::StationId::parse("Wb").unwrap(),
                 delay_s: delay_samples / sr,
             },
         ],
@@ -95,7 +95,7 @@ fn headers_follow_the_layout() {
     for (i, (h, _)) in fr.iter().enumerate() {
         assert_eq!(*h, expected_header(&c, 1, (i % 2) as u32, i as u64 / 2));
     }
-    assert_eq!(fr[0].0.station_name(), "Wb");
+    assert_eq!(fr[0].0.station_id.to_string(), "Wb");
     assert_eq!(fr[0].0.channels(), 2);
 }
 

@@ -32,7 +32,7 @@ fn fixture_parses_to_every_field() {
     assert!(!h.complex);
     assert_eq!(h.bits_per_sample, 2);
     assert_eq!(h.thread_id, 5);
-    assert_eq!(h.station_name(), "Ef");
+    assert_eq!(h.station_id.to_string(), "Ef");
     assert_eq!(h.edv(), 3);
     assert_eq!(h.extended, [0x0380_0010, 0xacab_feed, 0, 0]);
     // EDV 3 field 16 MHz is the complex rate: real sampling at 32 MS/s.
@@ -186,7 +186,7 @@ fn arb_header() -> impl Strategy<Value = VdifHeader> {
                     complex,
                     bits_per_sample: bits,
                     thread_id,
-                    station_id,
+                    station_id: vdif::StationId(station_id),
                     extended: if legacy { [0; 4] } else { ext },
                 }
             },
@@ -206,7 +206,7 @@ proptest! {
             let _ = h.validate();
             let _ = h.samples_per_frame();
             let _ = h.header_sample_rate_hz();
-            let _ = h.station_name();
+            let _ = h.station_id.to_string();
         }
         let _ = vdif::vtp::decode(&bytes);
     }
@@ -219,8 +219,9 @@ fn fixture_time_and_position() {
     let h = VdifHeader::parse_valid(&FIXTURE).unwrap();
     let unix = 1_782_864_000 + 0x0123_4567;
     assert_eq!(h.unix_seconds(), unix);
-    assert_eq!(h.frame_index(16_000), unix as u64 * 16_000 + 0xabc);
-    assert_eq!(h.unix_nanos(16_000), Some(unix as u64 * 1_000_000_000 + 0xabc * 62_500));
+    let fps = vdif::FrameRate::new(16_000).unwrap();
+    assert_eq!(h.frame_index(fps), unix as u64 * 16_000 + 0xabc);
+    assert_eq!(h.unix_nanos(fps), Some(unix as u64 * 1_000_000_000 + 0xabc * 62_500));
     // EDV 3, 16 MHz of real samples: 32 MS/s over 4000 samples a frame (8 channels × 2 bits in
     // 8000 bytes) is 8000 frames/s.
     assert_eq!(h.frame_rate().map(u32::from), Some(8000));
@@ -235,6 +236,7 @@ proptest! {
         h.ref_epoch = epoch;
         h.seconds = seconds;
         h.frame_number = number % fps;
+        let fps = vdif::FrameRate::new(fps).unwrap();
         let index = h.frame_index(fps);
         let mut g = h;
         g.seconds = 0;

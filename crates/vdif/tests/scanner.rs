@@ -12,7 +12,7 @@ fn stream(seconds: u32) -> (Vec<u8>, usize) {
         layout,
         stations: vec![StationSpec {
             name: "Ef".into(),
-            id: vdif::parse_station("Ef").unwrap(),
+            id: vdif::StationId::parse("Ef").unwrap(),
             delay_s: 0.0,
         }],
         seconds,

@@ -287,6 +287,9 @@ pub enum Request {
     /// `ack`: a keep-alive back to each sender every N of its datagrams (jive5ab's `ack`, any
     /// int: 0 the default, below 0 every datagram).
     Ack(Setting<i32>),
+    /// `arq_latency` (evlbi's; jive5ab has none): how long `net2net` keeps each stream to
+    /// answer an evlbi receiver's NAKs, ms (0: no ARQ; needs `net_protocol = native`).
+    ArqLatency(Setting<u32>),
     /// `record`.
     Record(Record),
     /// `record_format`.
@@ -368,6 +371,9 @@ fn query_only(s: &StatementRepr, r: Request) -> Result<Request, CommandError> {
     }
 }
 
+/// The longest `arq_latency`, ms: a minute of a stream held for repeats.
+pub const MAX_ARQ_LATENCY_MS: u64 = 60_000;
+
 /// Every keyword the recorder answers, in the order `--help` lists them.
 pub const KEYWORDS: &[Keyword] = &[
     Keyword {
@@ -429,6 +435,16 @@ pub const KEYWORDS: &[Keyword] = &[
         name: "ack",
         forms: "ack=N ack?",
         parse: |s| setting(s, |_| ack(needed(arg(s, 0))?)).map(Request::Ack),
+    },
+    Keyword {
+        name: "arq_latency",
+        forms: "arq_latency=MS arq_latency?",
+        parse: |s| {
+            setting(s, |_| {
+                number(needed(arg(s, 0))?, 0, MAX_ARQ_LATENCY_MS, "ARQ latency (ms)")
+            })
+            .map(Request::ArqLatency)
+        },
     },
     Keyword {
         name: "datastream",
@@ -927,6 +943,12 @@ mod tests {
         assert_eq!(parse("ack = 0x20 ;"), Ok(Request::Ack(Setting::Set(32))));
         assert_eq!(parse("ack = -1 ;"), Ok(Request::Ack(Setting::Set(-1))));
         assert_eq!(parse("ack? ;"), Ok(Request::Ack(Setting::Query)));
+        assert_eq!(parse("arq_latency = 300 ;"), Ok(Request::ArqLatency(Setting::Set(300))));
+        assert_eq!(parse("arq_latency = 0 ;"), Ok(Request::ArqLatency(Setting::Set(0))));
+        assert_eq!(parse("arq_latency? ;"), Ok(Request::ArqLatency(Setting::Query)));
+        assert!(parse("arq_latency = 60001 ;").is_err());
+        assert!(parse("arq_latency = 300ms ;").is_err());
+        assert!(parse("arq_latency = ;").is_err());
         for bad in ["ack = 2147483648 ;", "ack = ten ;", "ack = ;"] {
             assert_eq!(parse(bad).unwrap_err().code, ReturnCode::BadParameter, "{bad}");
         }

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use scanfmt::datastream::LabelNames;
 use scanfmt::mk6::{BLOCK_HEADER_V2_LEN, FILE_HEADER_LEN};
-use scanfmt::name::NameTemplate;
+use scanfmt::name::{NameTemplate, ScanName};
 use scanfmt::plan::{Assigner, BlockPlan, DEFAULT_MK6_BLOCK, DEFAULT_VBS_BLOCK};
 use scanfmt::results::{DiskReport, RecordedScan, RecordingReport};
 use scanfmt::{vbs, Layout};
@@ -79,8 +79,8 @@ impl Naming {
     /// `None` when no recording takes it (a data stream matches none).
     fn recording(&self, station: StationId, thread: Option<u16>) -> Option<String> {
         match self {
-            Naming::Template(t) => Some(t.expand(station.0, thread)),
-            Naming::Label(l) => l.recording(station.0, thread.unwrap_or(0)),
+            Naming::Template(t) => Some(t.expand(station, thread)),
+            Naming::Label(l) => l.recording(station, thread.unwrap_or(0)),
         }
     }
 }
@@ -631,7 +631,7 @@ fn free_name(base: &str, disks: &[Disk]) -> String {
 /// The name jive5ab gives a recording labelled `label` on `disks` ([`scanfmt::name::free_label`]
 /// of what they hold). Entries are looked at without following links (a link counts as taken).
 /// `None` when all 52 letters are taken.
-pub fn unique_label(label: &str, disks: &[PathBuf]) -> Option<String> {
+pub fn unique_label(label: &ScanName, disks: &[PathBuf]) -> Option<ScanName> {
     let names: Vec<String> = disks
         .iter()
         .filter_map(|d| safedir::Dir::open(d).and_then(|d| d.entries()).ok())
@@ -652,17 +652,37 @@ mod tests {
         for x in &d {
             std::fs::create_dir(x).unwrap();
         }
-        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1");
+        assert_eq!(
+            unique_label(&ScanName::parse("ev_ef_no1").unwrap(), &d)
+                .unwrap()
+                .to_string(),
+            "ev_ef_no1"
+        );
         std::fs::create_dir(d[1].join("ev_ef_no1_dsds0")).unwrap();
-        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1a");
+        assert_eq!(
+            unique_label(&ScanName::parse("ev_ef_no1").unwrap(), &d)
+                .unwrap()
+                .to_string(),
+            "ev_ef_no1a"
+        );
         std::fs::create_dir(d[0].join("ev_ef_no1a")).unwrap();
         std::os::unix::fs::symlink("/tmp", d[1].join("ev_ef_no1b")).unwrap();
-        assert_eq!(unique_label("ev_ef_no1", &d).unwrap(), "ev_ef_no1c");
+        assert_eq!(
+            unique_label(&ScanName::parse("ev_ef_no1").unwrap(), &d)
+                .unwrap()
+                .to_string(),
+            "ev_ef_no1c"
+        );
         // Names that only start like it are other scans.
-        assert_eq!(unique_label("ev_ef_no", &d).unwrap(), "ev_ef_no");
+        assert_eq!(
+            unique_label(&ScanName::parse("ev_ef_no").unwrap(), &d)
+                .unwrap()
+                .to_string(),
+            "ev_ef_no"
+        );
         for c in ('c'..='z').chain('A'..='Z') {
             std::fs::create_dir(d[0].join(format!("ev_ef_no1{c}"))).unwrap();
         }
-        assert_eq!(unique_label("ev_ef_no1", &d), None);
+        assert_eq!(unique_label(&ScanName::parse("ev_ef_no1").unwrap(), &d), None);
     }
 }

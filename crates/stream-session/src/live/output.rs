@@ -237,7 +237,7 @@ impl LiveOutput {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LiveOutputStatus {
             endpoint: self.endpoint.clone(),
-            station: self.station.map(vdif::station_name),
+            station: self.station.map(|s| vdif::StationId(s).to_string()),
             connected: self.shared.connected.load(Ordering::Relaxed),
             clients: get(&c.clients),
             clients_refused: get(&c.clients_refused),

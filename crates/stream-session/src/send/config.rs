@@ -37,7 +37,7 @@ pub struct SendConfig {
     /// the header) and `rate_bps` is not given.
     pub fps: Option<vdif::FrameRate>,
     /// Data rate per station (sample bits, headers excluded); default: from the files.
-    pub rate_bps: Option<f64>,
+    pub rate_bps: Option<vdif::BitRate>,
     /// Framing.
     pub format: SeqFormat,
     /// Stop after this long.

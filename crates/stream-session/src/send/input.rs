@@ -104,7 +104,7 @@ type Examined = (
 pub(crate) fn examine(
     input: Input,
     fps: Option<FrameRate>,
-    rate_bps: Option<f64>,
+    rate_bps: Option<vdif::BitRate>,
     looping: bool,
 ) -> Result<Source, StreamSessionError> {
     let name = input.name();

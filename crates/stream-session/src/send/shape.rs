@@ -12,7 +12,7 @@ use crate::InputProblem;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
     /// Station id of the first frame.
-    pub station_id: Option<u16>,
+    pub station_id: Option<vdif::StationId>,
     /// Thread ids, sorted.
     pub thread_ids: Vec<u16>,
     /// Frame bytes, header included.
@@ -62,7 +62,12 @@ pub(crate) struct Shape {
 
 /// The shape of input `name` that `found` describes: paced at `rate_bps` when given (else at
 /// the rate its frames give), looped when `looping` (a file of whole seconds only).
-pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: bool) -> Result<Shape, InputProblem> {
+pub(crate) fn shape(
+    found: &Found,
+    name: &str,
+    rate: Option<vdif::BitRate>,
+    looping: bool,
+) -> Result<Shape, InputProblem> {
     let (Some(station_id), Some(frame_len), Some(header_len)) = (found.station_id, found.frame_len, found.header_len)
     else {
         return Err(InputProblem::NoFrames);
@@ -75,12 +80,10 @@ pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: b
     }
     let data_len = frame_len.saturating_sub(header_len);
     // The file's rate (--fps, the header, its seconds), else the one the bit rate gives.
-    let from_rate = |r: f64| {
-        let bits = vdif::rate::whole_bits_per_second(r).ok()?;
-        vdif::FrameRate::from_bit_rate(bits, data_len as u64, u32::from(threads)).ok()
-    };
-    let fps = match (found.frames_per_second, rate_bps.and_then(from_rate)) {
-        (Some(f), _) | (None, Some(f)) => f.get(),
+    let from_rate =
+        |r: vdif::BitRate| vdif::FrameRate::from_bit_rate(r.get(), data_len as u64, u32::from(threads)).ok();
+    let fps = match (found.frames_per_second, rate.and_then(from_rate)) {
+        (Some(f), _) | (None, Some(f)) => f,
         _ => {
             return Err(unknown_frame_rate(
                 found,
@@ -88,7 +91,8 @@ pub(crate) fn shape(found: &Found, name: &str, rate_bps: Option<f64>, looping: b
             ))
         }
     };
-    let rate_bps = rate_bps.unwrap_or(f64::from(fps) * data_len as f64 * 8.0 * f64::from(threads));
+    // The station's pace, integers until the sender's report (b/s as f64 there).
+    let rate_bps = rate.map_or_else(|| fps.bit_rate(data_len as u64, u32::from(threads)), vdif::BitRate::get) as f64;
     let per_thread = found.frames / u64::from(threads.max(1));
     let loop_seconds = if looping {
         if per_thread == 0 || !per_thread.is_multiple_of(u64::from(fps)) {
@@ -168,7 +172,7 @@ mod tests {
     fn found(per_thread: u64, fps: Option<u32>) -> Found {
         let fps = fps.map(|n| vdif::FrameRate::new(n).unwrap());
         Found {
-            station_id: Some(0x4566),
+            station_id: Some(vdif::StationId(0x4566)),
             thread_ids: vec![0, 1],
             frame_len: Some(8032),
             header_len: Some(32),
@@ -181,7 +185,8 @@ mod tests {
     }
 
     fn shape_of(f: &Found, rate_bps: Option<f64>, looping: bool) -> Result<Shape, InputProblem> {
-        shape(f, "Ef.vdif", rate_bps, looping)
+        let rate = rate_bps.map(|r| vdif::BitRate::new(r as u64).expect("a test's rate"));
+        shape(f, "Ef.vdif", rate, looping)
     }
 
     #[test]
@@ -189,8 +194,8 @@ mod tests {
         let s = shape_of(&found(8000, Some(8000)), None, false).unwrap();
         let st = &s.station;
         assert_eq!(
-            (st.station_id, st.threads, st.data_len, st.fps),
-            (0x4566, 2, 8000, 8000)
+            (st.station_id, st.threads, st.data_len, st.fps.get()),
+            (vdif::StationId(0x4566), 2, 8000, 8000)
         );
         assert_eq!(st.name, "Ef.vdif");
         // 8000 frames/s × 8000 B × 8 bits × 2 threads.
@@ -198,14 +203,14 @@ mod tests {
         assert_eq!(s.loop_seconds, 0);
         // A given rate paces it; the file's own frame rate stays its rate.
         let s = shape_of(&found(8000, Some(8000)), Some(2.048e9), false).unwrap();
-        assert_eq!((s.station.fps, s.station.rate_bps), (8000, 2.048e9));
+        assert_eq!((s.station.fps.get(), s.station.rate_bps), (8000, 2.048e9));
     }
 
     #[test]
     fn a_rate_gives_the_frame_rate_a_file_does_not_show() {
         let s = shape_of(&found(800, None), Some(512e6), false).unwrap();
         // 512e6 / (8000 × 8 × 2) = 4000.
-        assert_eq!(s.station.fps, 4000);
+        assert_eq!(s.station.fps.get(), 4000);
         // Not a whole number of frames: no rate, and the numbers to pass one.
         match shape_of(&found(800, None), Some(512_000_001.0), false) {
             Err(InputProblem::FrameRateUnknown {
@@ -234,8 +239,8 @@ mod tests {
             shape_of(&found(12_000, Some(8000)), None, true),
             Err(InputProblem::LoopNeedsWholeSeconds {
                 per_thread: 12_000,
-                fps: 8000
-            })
+                fps
+            }) if fps.get() == 8000
         ));
         assert!(matches!(
             shape_of(&found(0, Some(8000)), None, true),

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::VdifHeader;
+use vdif::{FrameRate, VdifHeader};
 
 use super::boards::Member;
 use super::{describe, DatagramCounters, RUN_GAP};
@@ -75,9 +75,10 @@ pub(super) struct Provisional {
     pub(super) stream: Option<u16>,
     pub(super) template: VdifHeader,
     pub(super) frame_len: usize,
-    pub(super) fps: u32,
+    pub(super) fps: FrameRate,
     pub(super) threads: u16,
-    /// What the native prefix announced (0 = nothing): a change means another stream.
+    /// What the native prefix announced (0 = nothing): a change means another stream. Kept as
+    /// the prefix's integers (with threads 0 its rate is the station's, which may exceed 2^24).
     pub(super) announced: (u32, u16),
     /// Its stream had a station when it first spoke: a would-be successor (its refused
     /// datagrams are `foreign_source`), not a new station (`unconfirmed`).
@@ -113,7 +114,8 @@ pub(super) struct Provisional {
 /// Counting a stream's threads from its frames (a VSI-S mode gives the station's rate, not the
 /// threads it is split over; a DBBC3 sends one per board). The ids seen are the stream's `own`.
 pub(super) struct ThreadCount {
-    /// Frames per second over all threads.
+    /// Frames per second over all threads (an integer: a station's total may exceed the 2^24
+    /// frames one thread's [`FrameRate`] can number).
     pub(super) station_fps: u32,
     /// A thread came round again: every thread of the interleaved stream has been seen.
     pub(super) cycled: bool,
@@ -128,7 +130,7 @@ impl Provisional {
         stream: Option<u16>,
         template: VdifHeader,
         frame_len: usize,
-        (fps, threads): (u32, u16),
+        (fps, threads): (FrameRate, u16),
         announced: (u32, u16),
         beside: bool,
     ) -> Self {
@@ -348,7 +350,7 @@ impl Admission {
     /// A stream of station `key` that delivered its `run` with its threads counted to the same
     /// shape `(fps, threads)` (together with the station's first board), from a source that is
     /// none of `members`, sending threads none of them sends, with room beside theirs.
-    pub(super) fn counted_board(&self, key: u32, shape: (u32, u16), members: &[Member], run: u32) -> Option<At> {
+    pub(super) fn counted_board(&self, key: u32, shape: (FrameRate, u16), members: &[Member], run: u32) -> Option<At> {
         let taken = members.iter().fold(ThreadSet::default(), |u, m| u.union(&m.threads));
         self.sources.iter().enumerate().find_map(|(si, s)| {
             if members.iter().any(|m| m.source == s.addr && m.session == s.session) {
@@ -541,7 +543,7 @@ impl Admission {
             "{} sent frames of stream {} that never formed a run of {}: dropped as stray",
             describe(addr, session),
             p.stream
-                .map_or_else(|| vdif::station_name(p.template.station_id), |s| s.to_string()),
+                .map_or_else(|| p.template.station_id.to_string(), |s| s.to_string()),
             source_run
         );
     }

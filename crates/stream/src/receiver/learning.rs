@@ -6,6 +6,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use vdif::{FrameRate, StationId};
+
 use super::admission::{problem, At, HOLD_FRAMES};
 use super::{describe, Receiver, REFUSED_KEPT};
 use crate::in_step::{compare, own_numbering, Step};
@@ -76,22 +78,26 @@ impl Receiver {
             .iter()
             .fold(self.admission.get(at).own, |u, &b| u.union(&self.admission.get(b).own));
         let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
-        if station_fps % u32::from(n) != 0 {
-            let name = self.admission.get(at).template.station_name();
+        // A whole rate per thread VDIF can number (the station's total may exceed 2^24).
+        let per_thread = Some(station_fps / u32::from(n))
+            .filter(|_| station_fps.is_multiple_of(u32::from(n)))
+            .and_then(|fps| FrameRate::new(fps).ok());
+        let Some(fps) = per_thread else {
+            let name = self.admission.get(at).template.station_id.to_string();
             problem!(
                 self.tally,
                 "station {name}: {station_fps} frames/s (the mode's) is no whole number over its {n} threads"
             );
             self.admission.drop_stream(at, self.cfg.source_run, &mut self.tally);
             return false;
-        }
+        };
         let mut seen = ThreadMap::new(n);
         for id in ids.ids() {
             seen.index(id);
         }
         for b in boards.into_iter().chain([at]) {
             let p = self.admission.get_mut(b);
-            p.fps = station_fps / u32::from(n);
+            p.fps = fps;
             p.threads = n;
             p.threads_seen = seen.clone();
             p.learning = None;
@@ -150,7 +156,7 @@ impl Receiver {
         problem!(
             self.tally,
             "station {}: {} sends thread(s) {:?}, {reason}: refused",
-            vdif::station_name(p.template.station_id),
+            p.template.station_id.to_string(),
             describe(source, session),
             p.own.ids()
         );
@@ -180,7 +186,7 @@ impl Receiver {
     /// Name source `(source, session)` among the sources station `station_id` refused.
     pub(super) fn note_refused(
         &mut self,
-        station_id: u16,
+        station_id: StationId,
         source: SocketAddr,
         session: u16,
         threads: Vec<u16>,

@@ -26,7 +26,6 @@ use super::boards::{joining, Joining};
 use super::{describe, Receiver};
 use crate::thread_set::ThreadSet;
 use crate::window::FrameSink;
-use vdif::station_name as vdif_name;
 
 /// What a refused source's frames say against a station's boards.
 enum Challenge {
@@ -62,7 +61,7 @@ impl Receiver {
                     self.tally,
                     "station {}: {} sends frames numbered past its {} frames/s per thread at more than that rate: \
                      the mode's rate was split over threads that are not the backend's; the station starts anew",
-                    vdif_name(st.station_id),
+                    st.station_id.to_string(),
                     describe(source, session),
                     st.window.config().frames_per_second
                 );
@@ -141,7 +140,7 @@ impl Receiver {
             return Challenge::Holds;
         };
         let fps = st.window.config().frames_per_second;
-        let beyond = p.held.iter().any(|h| h.header.frame_number >= fps);
+        let beyond = p.held.iter().any(|h| h.header.frame_number >= fps.get());
         let fps = f64::from(fps);
         if st.split_from.is_some() && beyond && rate >= fps * 1.25 {
             return Challenge::Restarts;
@@ -192,7 +191,7 @@ impl Receiver {
             problem!(
                 self.tally,
                 "station {}: {} {reason}",
-                vdif_name(station_id),
+                station_id.to_string(),
                 describe(m.source, m.session)
             );
             self.note_refused(station_id, m.source, m.session, m.threads.ids(), &reason);
@@ -205,7 +204,7 @@ impl Receiver {
         let m = &st.members[i];
         let reason = format!(
             "sends stream {} while its sender {} is live",
-            st.stream.map_or_else(|| vdif_name(st.station_id), |s| s.to_string()),
+            st.stream.map_or_else(|| st.station_id.to_string(), |s| s.to_string()),
             describe(m.source, m.session)
         );
         let (source, session) = self.admission.source_of(at);
@@ -222,7 +221,7 @@ impl Receiver {
             "station {}: {} sends thread(s) {:?} beyond the {} its window was set up for (threads {:?}): \
              refused (a station's threads are counted from the boards sending at its start and checked \
              at its first second boundaries; give the threads with --threads)",
-            vdif_name(st.station_id),
+            st.station_id.to_string(),
             describe(source, session),
             self.admission.get(at).own.ids(),
             st.window.config().threads,

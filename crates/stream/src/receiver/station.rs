@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use vdif::VdifHeader;
+use vdif::{FrameRate, StationId, VdifHeader};
 
 use super::admission::Held;
 use super::boards::Member;
@@ -26,7 +26,7 @@ pub(super) struct Station {
     /// Its latest frame from any of its sources.
     pub(super) last_seen: Instant,
     pub(super) stream: Option<u16>,
-    pub(super) station_id: u16,
+    pub(super) station_id: StationId,
     pub(super) window: StationWindow,
     pub(super) arq: Option<NakScheduler>,
     pub(super) retransmits: u64,
@@ -47,7 +47,7 @@ pub(super) struct Station {
 
 /// Window shape of a stream of `fps` frames a second per thread in `threads` threads of
 /// `frame_len` bytes: the reorder latency's worth of frames, within [`MAX_WINDOW_BYTES`].
-pub(super) fn window_config(cfg: &ReceiverConfig, fps: u32, threads: u16, frame_len: usize) -> WindowConfig {
+pub(super) fn window_config(cfg: &ReceiverConfig, fps: FrameRate, threads: u16, frame_len: usize) -> WindowConfig {
     let slots_per_s = f64::from(fps) * f64::from(threads);
     let window = (cfg.latency.as_secs_f64() * slots_per_s)
         .ceil()
@@ -68,7 +68,7 @@ pub(super) fn window_config(cfg: &ReceiverConfig, fps: u32, threads: u16, frame_
 fn reshape(
     st: &mut Station,
     cfg: &ReceiverConfig,
-    fps: u32,
+    fps: FrameRate,
     threads: u16,
     header: &VdifHeader,
     sink: &mut impl FrameSink,
@@ -79,7 +79,7 @@ fn reshape(
     window.take_over_from(&st.window);
     st.window = window;
     crate::rate_check::corrected(
-        &vdif::station_name(st.station_id),
+        &st.station_id.to_string(),
         (old.frames_per_second, old.threads),
         (fps, threads),
         header.seconds,
@@ -182,12 +182,12 @@ pub(super) fn summarize(st: &Station) -> StationSummary {
     let c = st.window.config();
     let first = &st.members[0];
     StationSummary {
-        station: vdif::station_name(st.station_id),
+        station: st.station_id.to_string(),
         station_id: st.station_id,
         stream: st.stream,
         source: first.source.to_string(),
         session: st.stream.map(|_| first.session),
-        frames_per_second: c.frames_per_second,
+        frames_per_second: c.frames_per_second.get(),
         threads: c.threads,
         frame_len: st.window.frame_len(),
         window: w,

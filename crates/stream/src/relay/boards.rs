@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use vdif::VdifHeader;
+use vdif::{FrameRate, VdifHeader};
 
 use crate::in_step::{compare, Evidence, Meter, Step};
 use crate::results::RefusedSource;
@@ -134,7 +134,7 @@ impl Boards {
         from: SocketAddr,
         thread: u16,
         now: Instant,
-        fps: u32,
+        fps: FrameRate,
         room: impl FnOnce(u16) -> bool,
     ) -> Result<(), &'static str> {
         if let Some(b) = self.list.iter_mut().find(|b| b.addr == from) {
@@ -180,7 +180,7 @@ impl Boards {
 
     /// Whether no live board holds its place at `now` (every one sends under half its share of
     /// `fps` frames a second per thread, measured), and some board is live.
-    pub(super) fn none_holds(&self, now: Instant, fps: u32) -> bool {
+    pub(super) fn none_holds(&self, now: Instant, fps: FrameRate) -> bool {
         let live: Vec<&Board> = self
             .list
             .iter()

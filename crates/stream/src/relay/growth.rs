@@ -20,7 +20,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use vdif::VdifHeader;
+use vdif::{FrameRate, VdifHeader};
 
 use super::boards::{Board, HeldFrame, NOT_IN_STEP};
 use super::Relay;
@@ -211,8 +211,12 @@ impl Relay {
         let Some(n) = st.newcomer.take() else {
             return;
         };
-        if let (true, Some(total)) = (threads > st.thread_count, st.station_rate) {
-            let fps = total / u32::from(threads);
+        // The station's total split over its threads (none when they outnumber its frames).
+        let split = st
+            .station_rate
+            .filter(|_| threads > st.thread_count)
+            .and_then(|total| Some((total, FrameRate::new(total / u32::from(threads)).ok()?)));
+        if let Some((total, fps)) = split {
             let said = format!(
                 "station {}: {} sends thread(s) {:?} in step with its boards, after its threads were counted: \
                  {threads} threads of {fps} frames/s from here on (was {} of {})",
@@ -220,11 +224,11 @@ impl Relay {
                 n.addr,
                 n.threads.ids(),
                 st.thread_count,
-                st.fps
+                st.fps.get()
             );
             (st.fps, st.thread_count) = (fps, threads);
             st.threads = st.threads.resized(threads);
-            st.counts.frames_per_second = fps;
+            st.counts.frames_per_second = fps.get();
             // Positions counted at the old rate do not compare with the new.
             st.last_pos.fill(u64::MAX);
             st.rate_check = Some(RateCheck::new(total, fps, crate::intake::MAX_THREADS, now));
@@ -243,7 +247,7 @@ impl Relay {
         let held: Vec<&HeldFrame> = n.held.iter().collect();
         st.count_input(&held);
         for h in &held {
-            tee.frame(vdif::StationId(st.station_id), &h.frame, false);
+            tee.frame(st.station_id, &h.frame, false);
             st.max_frame_number = Some(
                 st.max_frame_number
                     .map_or(h.header.frame_number, |m| m.max(h.header.frame_number)),

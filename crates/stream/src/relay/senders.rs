@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use vdif::StationId;
+
 use super::{PHANTOM_AFTER, SOURCE_RUN};
 
 /// Serial numbers kept per sender for the reordering extent.
@@ -30,7 +32,7 @@ struct SenderIn {
     /// Datagrams with a serial number (for the loss count).
     numbered: u64,
     until_ack: u32,
-    stations: Vec<u16>,
+    stations: Vec<StationId>,
     threads: Vec<u16>,
 }
 
@@ -60,7 +62,7 @@ impl SenderIn {
     }
 
     /// Note that it sent `station`, thread `thread` (bounded: ids are 10 bits).
-    fn saw(&mut self, station: u16, thread: u16) {
+    fn saw(&mut self, station: StationId, thread: u16) {
         if !self.stations.contains(&station) && self.stations.len() < 64 {
             self.stations.push(station);
         }
@@ -146,7 +148,7 @@ impl SenderTable {
     /// Sender `i`'s datagram was a frame of `station`, thread `thread`, taken; whether a
     /// keep-alive is due to it (`--ack` every `ack_every` of its frames taken: a sender whose
     /// datagrams are all refused — garbage, a spoofed source — gets none).
-    pub(super) fn on_frame(&mut self, i: usize, station: u16, thread: u16, ack_every: Option<u32>) -> bool {
+    pub(super) fn on_frame(&mut self, i: usize, station: StationId, thread: u16, ack_every: Option<u32>) -> bool {
         let s = &mut self.senders[i];
         s.stats.frames += 1;
         s.saw(station, thread);
@@ -176,7 +178,7 @@ impl SenderTable {
             .enumerate()
             .filter(|(i, _)| top.contains(i))
             .map(|(_, s)| InputSender {
-                stations: s.stations.iter().map(|id| vdif::station_name(*id)).collect(),
+                stations: s.stations.iter().map(|id| id.to_string()).collect(),
                 threads: s.threads.clone(),
                 ..s.stats.clone()
             })

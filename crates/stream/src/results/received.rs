@@ -2,6 +2,7 @@
 //! its sources (boards) and its loss.
 
 use serde::{Deserialize, Serialize};
+use vdif::StationId;
 
 use crate::arq::NakStats;
 use crate::window::WindowStats;
@@ -101,7 +102,7 @@ pub struct StationSummary {
     /// Two-letter station code or number.
     pub station: String,
     /// VDIF station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Native stream index, if native framing.
     pub stream: Option<u16>,
     /// Where its datagrams came from (the current sender).

@@ -2,6 +2,7 @@
 //! `udpsnor`, and each station as it came in and went out.
 
 use serde::{Deserialize, Serialize};
+use vdif::StationId;
 
 use super::RefusedSource;
 
@@ -69,7 +70,7 @@ pub struct RelayedStation {
     /// Station code.
     pub station: String,
     /// VDIF station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Output stream index (native framing).
     pub stream: Option<u16>,
     /// Frames per second per thread.

@@ -54,11 +54,11 @@ fn sender(format: SeqFormat, arq: bool, t0: Instant, n: u32, duration: Option<Du
     });
     let spec = StationSpec {
         name: "mem".into(),
-        station_id: 1,
+        station_id: vdif::StationId(1),
         threads: 1,
         frame_len: FRAME_LEN,
         data_len: 64,
-        fps: 1000,
+        fps: vdif::FrameRate::new(1000).unwrap(),
         rate_bps: 512_000.0,
     };
     let src = MemorySource::new(frames(n), FRAME_LEN, 0);

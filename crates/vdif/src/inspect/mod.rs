@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::formats::KnownFormat;
 pub use crate::formats::MARK5B_SYNC_WORD;
-use crate::header::{station_name, VdifHeader};
+use crate::header::VdifHeader;
 use crate::rate::{FrameRate, RateSource, SourcedRate};
 use crate::scan::ScanEvent;
+use crate::station::StationId;
 use crate::time::leap_table_covers;
 use span::{time_span, TimeSpan};
 use tracker::{check_edges, Tracker};
@@ -33,7 +34,7 @@ pub const MIN_VALID_FRACTION: f64 = 0.5;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Gap {
     /// Station id of the thread.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Thread id.
     pub thread: u16,
     /// Second (since epoch) and frame number of the last frame before the gap.
@@ -59,7 +60,7 @@ pub struct ThreadSummary {
     /// Station as text ("Ef" or a number).
     pub station: String,
     /// Station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Thread id.
     pub thread: u16,
     /// Frames found.
@@ -101,7 +102,7 @@ pub struct StationSummary {
     /// Station as text.
     pub station: String,
     /// Station id.
-    pub station_id: u16,
+    pub station_id: StationId,
     /// Frames of this station.
     pub frames: u64,
     /// Its thread ids, sorted.
@@ -120,7 +121,7 @@ pub struct InspectReport {
     /// Station id of the first frame as text ("Ef" or a number).
     pub station: Option<String>,
     /// Station id of the first frame as a number.
-    pub station_id: Option<u16>,
+    pub station_id: Option<StationId>,
     /// Every station in the file, in id order (files recorded at a correlator or relay can
     /// hold several).
     pub stations: Vec<StationSummary>,
@@ -446,7 +447,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
                 s.threads.push(t.thread);
             }
             _ => stations.push(StationSummary {
-                station: station_name(t.station_id),
+                station: t.station_id.to_string(),
                 station_id: t.station_id,
                 frames: t.frames,
                 threads: vec![t.thread],
@@ -483,7 +484,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
         file_bytes: i.report_bytes,
         frames: i.frames,
         frame_bytes_total: i.valid_bytes,
-        station: Some(h0.station_name()),
+        station: Some(h0.station_id.to_string()),
         station_id: Some(h0.station_id),
         stations,
         threads,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::{Gap, ThreadSummary, MAX_LISTED, MAX_STREAMS, MAX_TIME_SPREAD_S};
 use crate::header::VdifHeader;
 use crate::rate::{FrameRate, RateSource, SourcedRate};
+use crate::station::StationId;
 use crate::time::iso;
 
 /// Frames of one station/thread as they come.
@@ -20,7 +21,7 @@ pub(super) struct Stream {
 pub(super) struct Tracker {
     pub(super) rate: Option<SourcedRate>,
     pub(super) max_frame: u32,
-    pub(super) streams: BTreeMap<(u16, u16), Stream>,
+    pub(super) streams: BTreeMap<(StationId, u16), Stream>,
     pub(super) untracked: u64,
     pub(super) gaps: u64,
     pub(super) gap_list: Vec<Gap>,
@@ -44,7 +45,7 @@ impl Tracker {
         let s = self.streams.entry(key).or_default();
         let t = &mut s.summary;
         if t.frames == 0 {
-            (t.station, t.station_id, t.thread) = (h.station_name(), h.station_id, h.thread_id);
+            (t.station, t.station_id, t.thread) = (h.station_id.to_string(), h.station_id, h.thread_id);
             (t.first, t.earliest, t.latest) = (now, now, now);
             (t.earliest_offset, t.latest_offset) = (offset, offset);
         }

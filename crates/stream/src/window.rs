@@ -96,15 +96,6 @@ pub struct WindowConfig {
     pub max_fill: u64,
     /// Consistent out-of-range frames needed to move the stream.
     pub confirm: u32,
-    /// Write a frame out as soon as every slot before it is written or placed, rather than when
-    /// it falls out of the window: the file's bytes and every count are the same (a placed
-    /// frame is never replaced, a gap is still filled only once it leaves the window), but a
-    /// recorder copies each frame on while it is still in the cache it was placed through, not
-    /// a window (50 ms, 25 MB at 4 Gb/s) later from memory: that copy was 32 % of the
-    /// receiver's CPU at 4.096 Gb/s into tmpfs (perf, issue 37). From the first frame written
-    /// in the usual way on (until then the start may still move back).
-    #[serde(default)]
-    pub write_in_order: bool,
 }
 
 /// What happened to one frame offered to the window.
@@ -319,9 +310,6 @@ pub struct StationWindow {
     thread_highest: Vec<Option<u64>>,
     ring: Vec<u8>,
     present: Vec<bool>,
-    /// Slots from `base` on already written ([`WindowConfig::write_in_order`]): placed frames,
-    /// still held (and `present`) for the duplicate check until they leave the window.
-    written_ahead: u64,
     /// Out-of-range frames that may show a jump.
     candidates: Candidates,
     /// (sequence number, slot) of earlier candidates placed when a later one confirmed them.
@@ -358,7 +346,6 @@ impl StationWindow {
             thread_highest: vec![None; usize::from(cfg.threads)],
             ring: vec![0u8; w * frame_len],
             present: vec![false; w],
-            written_ahead: 0,
             candidates: Candidates::default(),
             confirmed: Vec::new(),
             written_any: false,
@@ -651,29 +638,7 @@ impl StationWindow {
         if !reordered {
             self.highest = slot;
         }
-        if let (true, true, Some(base)) = (self.cfg.write_in_order, self.written_any, self.base) {
-            self.write_in_order(base, sink);
-        }
         Placement::Placed { slot, reordered }
-    }
-
-    /// Write the placed frames from `base` + `written_ahead` on, up to the first slot not
-    /// placed ([`WindowConfig::write_in_order`]).
-    fn write_in_order(&mut self, base: u64, sink: &mut impl FrameSink) {
-        loop {
-            let s = base + self.written_ahead;
-            let idx = (s % self.cfg.window) as usize;
-            if s > self.highest || self.written_ahead >= self.cfg.window || !self.present[idx] {
-                return;
-            }
-            sink.frame(
-                StationId(self.template.station_id),
-                &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
-                false,
-            );
-            self.stats.written_valid += 1;
-            self.written_ahead += 1;
-        }
     }
 
     /// A frame the window cannot place yet (`gated`: in range, held for its time; else out of
@@ -790,14 +755,9 @@ impl StationWindow {
         let Some(mut s) = self.base else { return };
         self.written_any |= s < until;
         let threads = u64::from(self.cfg.threads);
-        let ahead_to = s + self.written_ahead;
-        self.written_ahead = ahead_to.saturating_sub(until.max(s));
         while s < until {
             let idx = (s % self.cfg.window) as usize;
-            if s < ahead_to {
-                // Written already, in order: it leaves the window now.
-                self.present[idx] = false;
-            } else if self.present[idx] {
+            if self.present[idx] {
                 self.present[idx] = false;
                 sink.frame(
                     StationId(self.template.station_id),

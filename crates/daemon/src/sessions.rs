@@ -629,6 +629,7 @@ pub fn relay_status(r: &RelayReport) -> RelayStatus {
         output: r.output.clone(),
         arq: r.arq,
         kernel_drops: r.socket_drops,
+        handover_dropped: r.handover_dropped,
         queued: 0,
     }
 }

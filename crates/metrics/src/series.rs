@@ -109,6 +109,7 @@ metrics! {
     RELAY_OVERFLOW "evlbi_relay_frames_overflow_dropped" Counter "Frames dropped at the relay's full buffer.";
     RELAY_FRAMES_OUT "evlbi_relay_frames_out" Counter "Frames sent on per station (first transmissions).";
     RELAY_QUEUED "evlbi_relay_queued_frames" Gauge "Frames waiting to be sent.";
+    RELAY_HANDOVER_DROPPED "evlbi_relay_handover_dropped" Counter "Datagrams the relay's receive thread read but dropped: its hand-over to the relay's thread was full (that thread held up longer than --buffer holds).";
     SEND_FRAMES "evlbi_send_frames" Counter "Frames handed to the socket per station (injected drops included).";
     SEND_BYTES "evlbi_send_bytes" Counter "Datagram bytes sent per station.";
     SEND_INJECTED "evlbi_send_injected_drops" Counter "Frames dropped on purpose (--inject-loss).";
@@ -305,6 +306,7 @@ fn relay(o: &mut Out<'_>, s: &RelayStatus) {
     }
     datagrams(o, &s.datagrams, s.in_rate_bps, s.kernel_drops);
     o.int(&RELAY_QUEUED, &[], s.queued);
+    o.int(&RELAY_HANDOVER_DROPPED, &[], s.handover_dropped);
     arq(o, &s.arq);
 }
 

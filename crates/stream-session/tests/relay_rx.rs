@@ -63,6 +63,15 @@ fn collector(stop: Arc<AtomicBool>) -> (SocketAddr, std::thread::JoinHandle<BTre
 /// Relay (queue and hand-over of `buffer_bytes`) while its thread is held up for [`HOLD`] and
 /// [`FRAMES`] frames come; the report and the frame numbers that reached the output.
 fn relay_held_up(buffer_bytes: usize) -> (stream::results::RelayReport, BTreeSet<u32>, String) {
+    relay_held_up_observed(buffer_bytes, None)
+}
+
+/// [`relay_held_up`], its live counts handed to `publisher` (a metrics hub's source) at every
+/// interval, as `stream relay --metrics` and `evlbi serve`'s `net2net` hand them.
+fn relay_held_up_observed(
+    buffer_bytes: usize,
+    publisher: Option<metrics::Publisher>,
+) -> (stream::results::RelayReport, BTreeSet<u32>, String) {
     let out_stop = Arc::new(AtomicBool::new(false));
     let (out, collected) = collector(Arc::clone(&out_stop));
     let spec = ListenSpec::Unicast("127.0.0.1:0".parse().unwrap());
@@ -73,7 +82,12 @@ fn relay_held_up(buffer_bytes: usize) -> (stream::results::RelayReport, BTreeSet
     cfg.relay.frames_per_second = Some(vdif::FrameRate::new(FPS).unwrap());
     cfg.relay.threads = Some(1);
     cfg.relay.buffer_bytes = buffer_bytes;
-    let bound = BoundRelay::bind(cfg).unwrap();
+    let mut bound = BoundRelay::bind(cfg).unwrap();
+    if let Some(p) = publisher {
+        bound = bound.observe(Box::new(move |s| {
+            p.publish(metrics::Status::StreamRelay(s));
+        }));
+    }
     let to = bound.local_addrs()[0];
     let granted = bound.grants()[0].clone();
     let stop = Arc::new(AtomicBool::new(false));
@@ -152,4 +166,41 @@ fn what_does_not_fit_the_hand_over_is_counted_and_every_frame_is_accounted_for()
     assert_eq!(taken + handover + report.socket_drops, u64::from(FRAMES), "{said}");
     let overflow: u64 = report.stations.iter().map(|s| s.overflow_dropped).sum();
     assert_eq!(got.len() as u64 + overflow, taken, "{said}");
+}
+
+/// One GET of `path` from the metrics server at `addr`: the body (bounded in time and size).
+fn scrape(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    c.take(4 << 20).read_to_string(&mut body).unwrap();
+    body.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The hand-over's drops reach the live view: `/metrics` has `evlbi_relay_handover_dropped`
+/// and `/status.json` the relay's `handover_dropped`, both equal to what the report counts
+/// after a forced overflow (a 512 KB hand-over while 3.2 MB come).
+#[test]
+fn hand_over_drops_are_scraped_from_metrics_and_status_json() {
+    let hub = metrics::Hub::new("evlbi", "test");
+    let server = metrics::MetricsServer::start("127.0.0.1:0".parse().unwrap(), hub.clone()).unwrap();
+    let (report, _, said) = relay_held_up_observed(512 << 10, Some(hub.source("relay").unwrap()));
+    assert!(report.handover_dropped > 0, "the hand-over overflowed: {said}");
+    let text = scrape(server.local_addr(), "/metrics");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("evlbi_relay_handover_dropped_total"))
+        .unwrap_or_else(|| panic!("no evlbi_relay_handover_dropped in /metrics: {text}"));
+    let value: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(value as u64, report.handover_dropped, "{line}; {said}");
+    let json: serde_json::Value = serde_json::from_str(&scrape(server.local_addr(), "/status.json")).unwrap();
+    let found = json.to_string();
+    assert!(
+        found.contains(&format!("\"handover_dropped\":{}", report.handover_dropped)),
+        "status.json: {found}"
+    );
 }

@@ -458,6 +458,10 @@ pub struct RelayStatus {
     pub arq: Option<RetransmitStats>,
     /// Datagrams the kernel dropped at the input sockets.
     pub kernel_drops: u64,
+    /// Datagrams the receive thread read but dropped: its hand-over to the relay's thread was
+    /// full (the relay's thread held up for longer than `--buffer` holds).
+    #[serde(default)]
+    pub handover_dropped: u64,
     /// Frames waiting to be sent now.
     pub queued: u64,
 }

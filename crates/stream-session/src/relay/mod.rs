@@ -225,10 +225,10 @@ impl BoundRelay {
                 wire.read_returns(|d| relay.handle_return(now, d));
             }
             if now >= t.next_live {
-                let drops = readers.drops();
-                let line = tally.line(now, t.first, cfg.interval, &relay, (drops, readers.handover_dropped()));
+                let counts = (readers.drops(), readers.handover_dropped());
+                let line = tally.line(now, t.first, cfg.interval, &relay, counts);
                 if let Some(observe) = observer.as_mut() {
-                    observe(relay_status(&line, &relay, drops));
+                    observe(relay_status(&line, &relay, counts));
                 }
                 live(&line);
                 t.next_live += cfg.interval;

@@ -39,7 +39,7 @@ pub struct RelayLiveLine {
 }
 
 /// The counts so far, for an observer.
-pub(super) fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> RelayStatus {
+pub(super) fn relay_status(line: &RelayLiveLine, relay: &Relay, (drops, handover): (u64, u64)) -> RelayStatus {
     RelayStatus {
         elapsed_s: line.elapsed_s,
         in_rate_bps: line.in_rate_bps,
@@ -50,6 +50,7 @@ pub(super) fn relay_status(line: &RelayLiveLine, relay: &Relay, drops: u64) -> R
         output: relay.output(),
         arq: relay.arq_stats(),
         kernel_drops: drops,
+        handover_dropped: handover,
         queued: line.queued,
     }
 }

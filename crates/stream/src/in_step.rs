@@ -263,6 +263,9 @@ impl Meter {
     }
 }
 
+/// Arrivals spanning this long measure a source's rate (the rate check's least span too).
+pub(crate) const MEASURED: Duration = Duration::from_millis(20);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,13 +39,6 @@ pub(super) const HOLD_FRAMES: usize = 256;
 /// Most bytes held over all such sources: a flood of them cannot grow memory.
 pub(super) const HOLD_BYTES: usize = 32 << 20;
 
-/// How long a source's held frames must span before a rate below its share refuses it: a
-/// board whose first frames came just before the host held everything up looks sparse until
-/// its backlog arrives (stream_relay's boards test at load 14: a genuine board refused as
-/// "delivers 16 frames/s per thread" when judged over 20 ms); a sparse source is held, never
-/// placed, meanwhile. The relay waits as long (its newcomer hold).
-const SPARSE_FOR: Duration = Duration::from_millis(500);
-
 /// Datagram counters and the first problem in words, which the receiver and its admission
 /// table both update.
 #[derive(Default)]
@@ -242,8 +235,8 @@ impl Provisional {
     }
 
     /// Frames a second per thread over its held frames' arrivals once they span 2 ms (a batch
-    /// read at once spans none), and whether that is measured (they span [`SPARSE_FOR`], or as
-    /// many are held as can be) or a first look.
+    /// read at once spans none), and whether that is measured (they span 20 ms, or as many are
+    /// held as can be) or a first look.
     pub(super) fn rate_per_thread(&self) -> Option<(f64, bool)> {
         let (first, last) = (self.held.front()?, self.held.back()?);
         let threads = self.own.len().max(1) as f64;
@@ -253,7 +246,7 @@ impl Provisional {
             return full.then_some((f64::MAX, true));
         }
         let rate = (self.held.len() - 1) as f64 / span.as_secs_f64() / threads;
-        Some((rate, full || span >= SPARSE_FOR))
+        Some((rate, full || span >= crate::in_step::MEASURED))
     }
 }
 

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::vsi::{Serve, Vsi};
-use common::{free_udp_port, Proc};
+use common::{bin, free_udp_port, Proc};
 use vdif::{FrameRate, Mark5bHeader};
 
 /// 32 bit streams at 32 MHz decimated by 32: 32 Mb/s, 400 frames/s.
@@ -75,43 +75,32 @@ fn send_udps(frames: &[Vec<u8>], port: u16, gap: std::ops::Range<usize>) {
     }
 }
 
-#[test]
-fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_fill() {
-    let Some(h) = harness() else {
-        println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
-        return;
-    };
-    let t = tempfile::tempdir().unwrap();
-    let (file, mjd) = station(1200); // 3 s
-    let gap = 600..605;
-    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
-    let mut v = Vsi::connect(s.vsi);
-    let port = free_udp_port();
-    let sock = t.path().join("mk5read");
-    for cmd in [
-        format!("mode = {MODE} ;"),
-        "net_protocol = udps ;".into(),
-        format!("net_port = {port} ;"),
-        format!("net2sfxc = open : {} ;", sock.display()),
-    ] {
-        v.ok(&cmd);
-    }
-    assert_eq!(v.ok("mode? ;"), ["mark5b", "0xffffffff", "32", "1"]);
+/// SFXC's Mark5B reader on `sock` while `file` is sent to `port` (the frames of `gap` not):
+/// it must get every frame sent byte-exact in its place and each of the gap as a fill at its
+/// time (valid header, user bits 0, data the fill pattern) that it counts invalid.
+fn sfxc_reads_the_station(
+    h: &Path,
+    sock: &Path,
+    port: u16,
+    (file, mjd): &(Vec<Vec<u8>>, i64),
+    gap: std::ops::Range<usize>,
+) {
     let t0 = Instant::now();
     while !sock.exists() {
         assert!(t0.elapsed() < Duration::from_secs(10), "no socket");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let raw = t.path().join("raw");
+    let raw = sock.with_extension("raw");
+    let n = file.len();
     let mut reader = Proc(
-        Command::new(&h)
+        Command::new(h)
             .arg(format!("mk5://{}/EF001:0", sock.display()))
             .args(["--format", "mark5b", "--tracks", "32", "--sample-rate", "1000000"])
             .args([
                 "--mjd",
                 &mjd.to_string(),
                 "--frames",
-                "1200",
+                &n.to_string(),
                 "--seconds",
                 "60",
                 "--raw",
@@ -123,7 +112,7 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(300));
-    send_udps(&file, port, gap.clone());
+    send_udps(file, port, gap.clone());
     let t0 = Instant::now();
     while reader.0.try_wait().unwrap().is_none() {
         assert!(t0.elapsed() < Duration::from_secs(90), "the reader did not end");
@@ -140,17 +129,14 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
         (Some(0), Some(0)),
         "{r}"
     );
-    // What SFXC read, frame by frame, from the station's first frame: each sent one byte-exact
-    // in its place, each of the gap a fill at its time (valid header, fill pattern) that
-    // SFXC's reader counted invalid.
     let got = std::fs::read(&raw).unwrap();
     let first = got
         .windows(16)
         .position(|w| w == &file[0][..16])
         .expect("the first frame read");
     let got: Vec<&[u8]> = got[first..].chunks_exact(FRAME).collect();
-    assert!(got.len() >= 1200, "{} frames from the first: {r}", got.len());
-    for (k, g) in got.iter().take(1200).enumerate() {
+    assert!(got.len() >= n, "{} frames from the first: {r}", got.len());
+    for (k, g) in got.iter().take(n).enumerate() {
         if !gap.contains(&k) {
             let what = Mark5bHeader::parse(g).map(|h| (h.second_of_day, h.frame_number, h.user));
             assert!(
@@ -167,10 +153,79 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
         );
     }
     assert_eq!(r["invalid"].as_u64(), Some(gap.len() as u64), "{r}");
+}
+
+#[test]
+fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_fill() {
+    let Some(h) = harness() else {
+        println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let gap = 600..605;
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    for cmd in [
+        format!("mode = {MODE} ;"),
+        "net_protocol = udps ;".into(),
+        format!("net_port = {port} ;"),
+        format!("net2sfxc = open : {} ;", sock.display()),
+    ] {
+        v.ok(&cmd);
+    }
+    assert_eq!(v.ok("mode? ;"), ["mark5b", "0xffffffff", "32", "1"]);
+    sfxc_reads_the_station(&h, &sock, port, &station(1200), gap.clone());
     let (received, _) = common::vsi::settled(&mut v);
     assert_eq!(received, 1200 - gap.len() as u64);
     v.ok("net2sfxc = close ;");
     s.stop();
+}
+
+#[test]
+fn sfxc_mark5b_reader_gets_every_frame_of_stream_recv_out_sfxc() {
+    let Some(h) = harness() else {
+        println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    let recv = Proc(
+        bin()
+            .args(["stream", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args([
+                "--seq-format",
+                "jive5ab",
+                "--frames",
+                "mark5b",
+                "--fps",
+                &FPS.to_string(),
+            ])
+            .arg("--out")
+            .arg(format!("sfxc:{}", sock.display()))
+            .args(["--json", "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    sfxc_reads_the_station(&h, &sock, port, &station(800), 100..103);
+    drop(recv);
+    // Where Mark5B cannot go: a recording, DiFX's feed.
+    for out in [t.path().to_str().unwrap(), "difx:127.0.0.1:9"] {
+        let o = bin()
+            .args(["stream", "recv", "--listen", "127.0.0.1:0", "--seq-format", "jive5ab"])
+            .args(["--frames", "mark5b", "--fps", "400", "--out", out])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{out}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--frames mark5b needs --out sfxc:"),
+            "{o:?}"
+        );
+    }
 }
 
 #[test]

@@ -122,6 +122,7 @@ fn sfxc_reads_the_station(
     reader.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let last = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
     let r: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{out:?}: {e}"));
+    println!("SFXC's reader: {r}");
     assert_eq!(r["stopped_by"], "frames", "the reader was not fed to the end: {r}");
     let line = &r["threads"][0];
     assert_eq!(

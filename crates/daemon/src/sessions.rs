@@ -124,12 +124,10 @@ pub enum StartError {
     },
     /// A Mark5B mode where evlbi handles VDIF only (recording, relaying, generating): the
     /// correlator input host's `net2sfxc` is the Mark5B path.
-    #[error("{what} handles VDIF, not Mark5B mode {mode}: with a Mark5B mode, use net2sfxc")]
+    #[error("{what} handles VDIF only, not the Mark5B mode set (Mark5B goes to SFXC by net2sfxc)")]
     Mark5bNotHere {
         /// What was asked ("record", "net2file", "net2net", "fill2net").
         what: &'static str,
-        /// The mode as set.
-        mode: String,
     },
     /// `fill2net` holds one second of data in memory: the mode's rate is capped.
     #[error("fill2net generates at most {max_gbps} Gb/s")]
@@ -331,10 +329,7 @@ impl Recording {
 /// `what` cannot take the Mark5B mode set (if one is).
 fn refuse_mark5b(settings: &Settings, what: &'static str) -> Result<(), StartError> {
     match &settings.mode {
-        Some(m) if m.format == vdif::FrameFormat::Mark5b => Err(StartError::Mark5bNotHere {
-            what,
-            mode: m.text.clone(),
-        }),
+        Some(m) if m.format == vdif::FrameFormat::Mark5b => Err(StartError::Mark5bNotHere { what }),
         _ => Ok(()),
     }
 }

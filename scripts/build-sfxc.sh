@@ -2,8 +2,8 @@
 # Builds what the SFXC interop tests use from the SFXC tarball in ../shared/peers (or
 # $EVLBI_PEERS), into a cache outside the checkout (${EVLBI_CACHE:-~/.cache/evlbi}/sfxc-<ver>/):
 #
-#   bin/sfxc-mk5-harness   SFXC's own mk5:// reader (data_reader_mk5.cc, the reader factory) and
-#                          VDIF reader (vdif_reader.cc) compiled with our main and a stub
+#   bin/sfxc-mk5-harness   SFXC's own mk5:// reader (data_reader_mk5.cc, the reader factory),
+#                          VDIF and Mark5B readers (vdif_reader.cc, mark5b_reader.cc) compiled with our main and a stub
 #                          (tests/peers/sfxc/): it opens mk5://... exactly as SFXC's input node
 #                          does and reports what SFXC's VDIF reader made of the stream.
 #
@@ -64,7 +64,7 @@ rm -rf "$build" && mkdir -p "$build/inc" "$dir/bin"
 : >"$build/config.h"
 sfxc_sources=(
     src/data_reader.cc src/data_reader_blocking.cc src/data_reader_factory.cc src/data_reader_file.cc
-    src/data_reader_mk5.cc src/vdif_reader.cc src/input_data_format_reader.cc src/correlator_time.cc
+    src/data_reader_mk5.cc src/vdif_reader.cc src/mark5b_reader.cc src/input_data_format_reader.cc src/correlator_time.cc
     src/utils.cc lib/common/src/exception_common.cc lib/common/src/backtrace.cc lib/common/src/demangler.cc
     lib/common/src/mutex.cc lib/common/src/raiimutex.cc lib/common/src/condition.cc
 )

@@ -64,6 +64,14 @@ pub struct UsageError {
 }
 
 impl UsageError {
+    /// Flag values that do not go together, said in flags.
+    pub fn new(text: String) -> UsageError {
+        UsageError {
+            message: text,
+            source: None,
+        }
+    }
+
     /// A stream session's refusal (its settings, or an input), said in flags.
     pub fn of_session(text: String, e: stream_session::StreamSessionError) -> UsageError {
         UsageError {

@@ -45,6 +45,11 @@ pub struct RecvArgs {
     /// Datagram framing.
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
+    /// Frame format. `mark5b`: 10016-byte Mark5B frames, one stream (--fps: the data rate over
+    /// 80 000 bits), only with --out sfxc: (fills as jive5ab's net2sfxc makes them: a valid
+    /// header at the missing frame's time, data the fill pattern).
+    #[arg(long, value_enum, default_value = "vdif")]
+    frames: FramesArg,
     #[command(flatten)]
     fps: FpsArg,
     /// VDIF threads per station (jive5ab/none framing; default 1). Their ids may be any (a
@@ -130,6 +135,15 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     arrival(&r.datagrams, written, "written", &addrs, r.first_problem.as_deref())
 }
 
+/// `--frames`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FramesArg {
+    /// VDIF 1.1.1.
+    Vdif,
+    /// Mark5B.
+    Mark5b,
+}
+
 /// The receiver's configuration: the flags translated into [`RecvConfig`], checked by its one
 /// `validate()` (its errors said in flags).
 fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
@@ -142,6 +156,20 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         Some(l) => RecvConfig::new(listen).with_live(l),
         None => RecvConfig::new(listen),
     };
+    let frame_format = match a.frames {
+        FramesArg::Vdif => vdif::FrameFormat::Vdif,
+        FramesArg::Mark5b => vdif::FrameFormat::Mark5b,
+    };
+    let to_sfxc = base
+        .live
+        .as_ref()
+        .is_some_and(|l| l.targets.iter().all(|t| matches!(t, LiveTarget::Sfxc { .. })));
+    if frame_format == vdif::FrameFormat::Mark5b && !to_sfxc {
+        return Err(crate::UsageError::new(
+            "--frames mark5b needs --out sfxc: (recordings and DiFX's feed take VDIF)".into(),
+        )
+        .into());
+    }
     let cfg = RecvConfig {
         out_dir: a
             .out
@@ -153,6 +181,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         rcvbuf: a.input.rcvbuf(),
         receiver: ReceiverConfig {
             format: a.seq_format.into(),
+            frame_format,
             frames_per_second: a.fps.fps,
             threads: a.threads,
             latency: a.latency.unwrap_or(base.receiver.latency),

@@ -122,6 +122,13 @@ pub enum StartError {
         /// The mode as set.
         mode: String,
     },
+    /// A Mark5B mode where evlbi handles VDIF only (recording, relaying, generating): the
+    /// correlator input host's `net2sfxc` is the Mark5B path.
+    #[error("{what} handles VDIF only, not the Mark5B mode set (Mark5B goes to SFXC by net2sfxc)")]
+    Mark5bNotHere {
+        /// What was asked ("record", "net2file", "net2net", "fill2net").
+        what: &'static str,
+    },
     /// `fill2net` holds one second of data in memory: the mode's rate is capped.
     #[error("fill2net generates at most {max_gbps} Gb/s")]
     FillTooFast {
@@ -253,6 +260,9 @@ pub fn start_recording(
     env: &TransferEnv,
     outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
+    if !matches!(target, Target::Live(_)) {
+        refuse_mark5b(settings, kind.name())?;
+    }
     let (out_dir, out_file, recording, live) = match target {
         Target::Scan(r) => (None, None, Some(r), None),
         Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None, None),
@@ -316,6 +326,14 @@ impl Recording {
     }
 }
 
+/// `what` cannot take the Mark5B mode set (if one is).
+fn refuse_mark5b(settings: &Settings, what: &'static str) -> Result<(), StartError> {
+    match &settings.mode {
+        Some(m) if m.format == vdif::FrameFormat::Mark5b => Err(StartError::Mark5bNotHere { what }),
+        _ => Ok(()),
+    }
+}
+
 /// Bind a relay from the data ports to `host:port`.
 pub fn connect_relay(
     host: &str,
@@ -327,6 +345,7 @@ pub fn connect_relay(
     let port = port
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
+    refuse_mark5b(settings, "net2net")?;
     let to = resolve(host, port)?;
     let cfg = RelayRunConfig {
         writer: env.writer.clone(),
@@ -438,6 +457,7 @@ pub fn connect_fill(
     let mode = settings.mode.as_ref().ok_or(StartError::ModeNotSet {
         needed_for: ": fill2net sends data of the mode",
     })?;
+    refuse_mark5b(settings, "fill2net")?;
     settings.frames_per_second()?;
     if mode.bits > 2 || mode.complex || mode.legacy {
         return Err(StartError::FillMode {

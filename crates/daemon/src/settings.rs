@@ -259,6 +259,21 @@ impl Settings {
         let format = seq_format(self.protocol);
         self.check_receivable(format)?;
         let native = format == SeqFormat::Native;
+        let frame_format = self.mode.as_ref().map_or(vdif::FrameFormat::Vdif, |m| m.format);
+        if frame_format == vdif::FrameFormat::Mark5b {
+            // One stream, no threads to count: the mode's rate is its frame rate.
+            return Ok(RecvConfig {
+                rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
+                receiver: ReceiverConfig {
+                    format,
+                    frame_format,
+                    frames_per_second: self.frame_rate()?,
+                    threads: Some(1),
+                    ..ReceiverConfig::default()
+                },
+                ..RecvConfig::new(self.listen()?)
+            });
+        }
         Ok(RecvConfig {
             rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
             receiver: ReceiverConfig {

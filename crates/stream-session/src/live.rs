@@ -163,6 +163,13 @@ impl LiveSink {
         self.outputs.iter_mut().for_each(LiveOutput::flush);
     }
 
+    /// Its outputs carry frames of `format` (VDIF unless said): how each reads a frame's time
+    /// and header.
+    pub fn with_frame_format(mut self, format: vdif::FrameFormat) -> LiveSink {
+        self.outputs.iter_mut().for_each(|o| o.set_frame_format(format));
+        self
+    }
+
     /// Every output's counts now.
     pub fn status(&self) -> Vec<LiveOutputStatus> {
         self.outputs.iter().map(LiveOutput::status).collect()

@@ -24,7 +24,7 @@ pub(crate) fn count_wire_error(c: &mut DatagramCounters, e: &WireError) {
         WireError::TooShort(_) => c.too_short += 1,
         WireError::BadMagic(_) => c.bad_magic += 1,
         WireError::BadVersion(_) => c.bad_version += 1,
-        WireError::BadHeader(_) => c.bad_header += 1,
+        WireError::BadHeader(_) | WireError::BadFrame(_) => c.bad_header += 1,
         WireError::LengthMismatch { .. } => c.length_mismatch += 1,
     }
 }

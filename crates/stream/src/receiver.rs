@@ -42,7 +42,7 @@ use crate::intake::{count_wire_error, stream_shape};
 use crate::rate_check::RateCheck;
 pub use crate::results::{BoardSummary, DatagramCounters, RefusedSource, SenderChange, StationSummary};
 use crate::window::{same_format, FrameSink, StationWindow, WindowStats};
-use crate::wire::{parse_data, DataDatagram, Nak};
+use crate::wire::{parse_data_as, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally};
 use boards::{Joining, Member};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
@@ -125,9 +125,13 @@ impl Receiver {
     /// When the data of `datagram` were sampled: its VDIF time, ns since 1970 (frame rate from
     /// the framing, `--fps` or the header); `None` for a datagram that is not a frame. Against
     /// the clock at arrival it is the data's age — from a backend sending in real time, the
-    /// latency of the whole path.
+    /// latency of the whole path. `None` for Mark5B too: its time code names the day only
+    /// modulo 1000, and the order header's second is not since 1970.
     pub fn data_time_unix_ns(&self, datagram: &[u8]) -> Option<u64> {
-        let d = parse_data(self.cfg.format, datagram).ok()?;
+        if self.cfg.frame_format != vdif::FrameFormat::Vdif {
+            return None;
+        }
+        let d = parse_data_as(self.cfg.format, self.cfg.frame_format, datagram).ok()?;
         let (fps, _) = crate::intake::stream_shape(&d, self.cfg.frames_per_second, None).ok()?;
         d.header.unix_nanos(fps)
     }
@@ -238,7 +242,7 @@ impl Receiver {
             problem!(self.tally, "datagram from {from}, not from the --from address");
             return None;
         }
-        match parse_data(self.cfg.format, datagram) {
+        match parse_data_as(self.cfg.format, self.cfg.frame_format, datagram) {
             Ok(d) => Some(d),
             Err(e) => {
                 count_wire_error(&mut self.tally.counters, &e);
@@ -613,7 +617,7 @@ impl Receiver {
             last_seen: now,
             stream: p.stream,
             station_id: p.template.station_id,
-            window: StationWindow::new(wcfg, &p.template),
+            window: StationWindow::new(wcfg, &p.template).with_format(self.cfg.frame_format),
             arq,
             retransmits: 0,
             changes: 0,

@@ -2,7 +2,8 @@
 //! frame that did not arrive in time is replaced by one with the invalid bit set (VDIF 1.1.1 §3,
 //! word 0 bit 31), the right second, frame number and thread, and the fill pattern as its data
 //! (which readers that ignore the invalid bit skip too), so a correlator sees continuous time and
-//! weights the gap out instead of losing sync.
+//! weights the gap out instead of losing sync. A Mark5B stream is ordered by its frames' order
+//! headers and filled with Mark5B frames ([`vdif::frame_format`], [`StationWindow::with_format`]).
 //!
 //! Frames are numbered by *slot*: `((unix_second · fps) + frame_number) · threads + thread index`,
 //! a thread's index being the order in which its id first appeared ([`ThreadMap`]).
@@ -38,7 +39,7 @@ mod evidence;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use vdif::{FrameRate, StationId, VdifHeader};
+use vdif::{FrameFormat, FrameRate, StationId, VdifHeader};
 
 use evidence::{Candidates, FrontClock, MAX_HELD_CANDIDATES, MAX_HELD_CANDIDATE_BYTES};
 
@@ -332,6 +333,9 @@ pub struct StationWindow {
     /// Where the stream began, if before its first frames here: frames lost before they could be
     /// offered (a source held back while its admission was decided) are filled from here.
     start_hint: Option<u64>,
+    /// The frames' format: headers are order headers ([`vdif::frame_format`]), fills are
+    /// written in it.
+    format: FrameFormat,
 }
 
 impl StationWindow {
@@ -362,7 +366,20 @@ impl StationWindow {
             stats: WindowStats::default(),
             clock: None,
             start_hint: None,
+            format: FrameFormat::Vdif,
         }
+    }
+
+    /// The window of a stream of `format` frames (VDIF unless said): its headers are the
+    /// frames' order headers, its fill frames are made in that format.
+    pub fn with_format(mut self, format: FrameFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// The format of the stream's frames.
+    pub fn format(&self) -> FrameFormat {
+        self.format
     }
 
     /// The stream began at the time of `header`, before the first frames to be pushed (which
@@ -800,8 +817,9 @@ impl StationWindow {
         // The data array keeps the fill pattern from allocation: only the header (same length for
         // every frame of the stream) is rewritten. The template passed validation when it arrived; only time
         // fields changed, all in range.
-        let _ = h.emit(&mut self.fill[..h.header_len()]);
-        true
+        self.format
+            .write_fill_header(&h, self.cfg.frames_per_second, &mut self.fill)
+            .is_ok()
     }
 
     /// Write everything stored, up to the end of the newest time step (all its threads), filling

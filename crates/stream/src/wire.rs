@@ -1,6 +1,7 @@
 //! Datagram formats of `evlbi stream`.
 //!
-//! Every data datagram carries exactly one VDIF frame (VDIF 1.1.1 §3). Three framings:
+//! Every data datagram carries exactly one VDIF frame (VDIF 1.1.1 §3), or one Mark5B frame in a
+//! stream whose mode says Mark5B ([`parse_data_as`]). Three framings:
 //!
 //! | format    | prefix before the frame                                               |
 //! |-----------|-----------------------------------------------------------------------|
@@ -144,6 +145,9 @@ pub enum WireError {
     /// The VDIF header is not a header (field ranges, sample sizes).
     #[error("VDIF header rejected: {0}")]
     BadHeader(vdif::HeaderError),
+    /// A frame of a stream of another format (Mark5B) that is not one of its format.
+    #[error("frame rejected: {0}")]
+    BadFrame(vdif::FrameError),
     /// The header's frame length differs from the bytes carried.
     #[error("VDIF header says {header} bytes but the datagram carries {carried}")]
     LengthMismatch {
@@ -157,6 +161,16 @@ pub enum WireError {
 /// Parse a data datagram in `format`. The frame length stated by the header must equal the bytes
 /// carried, so a truncated or padded datagram is never written as a frame.
 pub fn parse_data(format: SeqFormat, datagram: &[u8]) -> Result<DataDatagram<'_>, WireError> {
+    parse_data_as(format, vdif::FrameFormat::Vdif, datagram)
+}
+
+/// [`parse_data`] of a stream of `frames` frames: the datagram's header is the frame's order
+/// header ([`vdif::frame_format`]; a VDIF frame's own), the frame as it came.
+pub fn parse_data_as(
+    format: SeqFormat,
+    frames: vdif::FrameFormat,
+    datagram: &[u8],
+) -> Result<DataDatagram<'_>, WireError> {
     let prefix = format.prefix_len();
     if datagram.len() < prefix + LEGACY_HEADER_LEN {
         return Err(WireError::TooShort(datagram.len()));
@@ -187,7 +201,11 @@ pub fn parse_data(format: SeqFormat, datagram: &[u8]) -> Result<DataDatagram<'_>
         SeqFormat::Jive5ab => Some(u64::from_le_bytes(head.try_into().unwrap_or_default())),
         SeqFormat::None => None,
     };
-    let header = VdifHeader::parse_valid(frame).map_err(WireError::BadHeader)?;
+    let header = match frames.order_header(frame) {
+        Ok(h) => h,
+        Err(vdif::FrameError::Vdif(e)) => return Err(WireError::BadHeader(e)),
+        Err(e) => return Err(WireError::BadFrame(e)),
+    };
     if header.frame_len() != frame.len() {
         return Err(WireError::LengthMismatch {
             header: header.frame_len(),

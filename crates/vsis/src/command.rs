@@ -398,10 +398,12 @@ pub const KEYWORDS: &[Keyword] = &[
     },
     Keyword {
         name: "mode",
-        forms: "mode=VDIF_<payload>-<Mb/s>-<channels>-<bits>|none mode?",
+        forms: "mode=VDIF_<payload>-<Mb/s>-<channels>-<bits>|MARK5B-<Mb/s>-<channels>-<bits>|mark5b:<mask>[:<decimation>]|none mode?",
         parse: |s| {
-            setting(s, |_| {
-                Mode::parse(needed(arg(s, 0))?).map_err(|e| CommandError::param(e.to_string()))
+            setting(s, |f| {
+                needed(arg(s, 0))?;
+                let fields: Vec<&str> = f.iter().map(String::as_str).collect();
+                Mode::parse_fields(&fields).map_err(|e| CommandError::param(e.to_string()))
             })
             .map(Request::Mode)
         },
@@ -1127,7 +1129,8 @@ mod tests {
             "ipd = -2 ;",
             "ipd = lots ;",
             "mode = garbage ;",
-            "mode = Mark5B-512-16-2 ;",
+            "mode = Mark5B-4096-16-2 ;",
+            "mode = mark5b : 0x7 : 1 ;",
             "threads = 0 ;",
             "record = on : ../etc ;",
             "record = on : a/b ;",

@@ -7,6 +7,15 @@
 //
 //   sfxc-mk5-harness mk5:///path/sock/VSN:0 --threads 0,1 --payload 8000 --sample-rate 16000000
 //       --bits 2 --channels 1 [--raw FILE] [--frames N] [--seconds S] [--read-delay-us U] [--age]
+//   sfxc-mk5-harness mk5:///path/sock/VSN:0 --format mark5b --tracks 32 --sample-rate 1000000
+//       [--mjd MJD] [--raw FILE] [--frames N] [--seconds S]
+//
+// --format mark5b: SFXC's Mark5b_reader instead (mark5b_reader.cc): `--tracks` bit streams at
+// `--sample-rate` each (SFXC's n_tracks and track bit rate), `--mjd` the day the data begin on
+// (SFXC's reference date; today by default). It reads 8 frames a block (N_MK5B_BLOCKS_TO_READ)
+// and marks the fill pattern in the data invalid: frames and invalid frames are counted from
+// blocks and from the invalid bytes (10 000 a frame); its one "thread" line is the blocks' time
+// line (a block whose time is not the previous one's plus 8 frames is out of place).
 //
 // --age: each valid frame's age when read (the clock less its VDIF time, µs), min/p50/p99/max
 // in the report: from a backend sending in real time, the whole path's latency up to SFXC's
@@ -27,6 +36,7 @@
 #include <vector>
 
 #include "data_reader_factory.h"
+#include "mark5b_reader.h"
 #include "vdif_reader.h"
 
 extern int harness_sample_rate;
@@ -99,7 +109,8 @@ int main(int argc, char **argv) {
   int payload = 0, channels = 1, mjd = today_mjd();
   long long max_frames = -1, read_delay_us = 0;
   unsigned seconds = 0;
-  bool age = false;
+  bool age = false, mark5b = false;
+  int tracks = 32;
   const char *raw = NULL;
   for (int i = 2; i < argc; i++) {
     std::string a = argv[i];
@@ -119,8 +130,11 @@ int main(int argc, char **argv) {
     else if (a == "--seconds") seconds = (unsigned)atoi(v);
     else if (a == "--read-delay-us") read_delay_us = atoll(v);
     else if (a == "--mjd") mjd = atoi(v);
+    else if (a == "--format") mark5b = std::string(v) == "mark5b";
+    else if (a == "--tracks") tracks = atoi(v);
     else usage(("unknown option " + a).c_str());
   }
+  if (mark5b) payload = SIZE_MK5B_FRAME * SIZE_MK5B_WORD;
   if (payload <= 0 || harness_sample_rate <= 0 || harness_bits_per_sample <= 0 || channels <= 0)
     usage("--payload, --sample-rate, --bits and --channels must be positive");
 
@@ -144,9 +158,10 @@ int main(int argc, char **argv) {
   bool connected = !mk5->eof();
 
   Input_node_parameters param;
-  param.n_tracks = 0;  // one VDIF thread per channel, the thread ids listed
+  param.n_tracks = mark5b ? tracks : 0;  // VDIF: one thread per channel, the thread ids listed
   param.frame_size = payload;
-  param.track_bit_rate = harness_sample_rate / 1000000;
+  // VDIF's reader takes Mb/s, Mark5B's b/s (a whole number of MHz).
+  param.track_bit_rate = mark5b ? harness_sample_rate : harness_sample_rate / 1000000;
   param.offset = Time();
   for (int t : threads) {
     Input_node_parameters::Channel_parameters c;
@@ -160,25 +175,39 @@ int main(int argc, char **argv) {
   Time ref;
   ref.set_time(mjd, 0);
   VDIF_reader vdif(reader, frame, ref);
-  vdif.set_parameters(param);
+  Mark5b_reader mk5b(reader, frame, ref);
+  Input_data_format_reader &fmt = mark5b ? (Input_data_format_reader &)mk5b : (Input_data_format_reader &)vdif;
+  fmt.set_parameters(param);
 
   // One frame's time: its samples over the sample rate (SFXC's own time_between_headers()
-  // assumes one channel per thread).
+  // assumes one channel per thread). Mark5B: a block of N_MK5B_BLOCKS_TO_READ frames.
   double samples = 8.0 * payload / (harness_bits_per_sample * channels);
   Time step(samples / harness_sample_rate * 1e6);
+  if (mark5b) {
+    threads = {0};
+    step = mk5b.time_between_headers();
+  }
+  const uint64_t per_block = mark5b ? N_MK5B_BLOCKS_TO_READ : 1;
   std::vector<Thread_line> lines(threads.size());
   for (size_t i = 0; i < threads.size(); i++) lines[i].thread = threads[i];
 
   uint64_t frames = 0, invalid = 0;
   std::vector<int32_t> ages;  // µs, valid frames (at most 16M kept)
   Time first, last;
-  bool open = connected && vdif.open_input_stream(frame);
+  bool open = connected && fmt.open_input_stream(frame);
   const char *stopped_by = "eof";
-  for (bool have = open; have; have = vdif.read_new_block(frame)) {
-    int ch = frame.channel;
+  for (bool have = open; have; have = fmt.read_new_block(frame)) {
+    int ch = mark5b ? 0 : frame.channel;
     if (ch < 0 || (size_t)ch >= lines.size()) ch = 0;
     Thread_line &l = lines[ch];
-    bool bad = !frame.invalid.empty();
+    // VDIF: one frame, invalid when marked so. Mark5B: a block, its frames whose data are the
+    // fill pattern counted from the invalid bytes SFXC marked.
+    uint64_t bad = !frame.invalid.empty();
+    if (mark5b) {
+      uint64_t invalid_bytes = 0;
+      for (size_t i = 0; i < frame.invalid.size(); i++) invalid_bytes += frame.invalid[i].nr_invalid;
+      bad = invalid_bytes / (SIZE_MK5B_FRAME * SIZE_MK5B_WORD);
+    }
     Time t = frame.start_time;
     if (l.seen) {
       int64_t d = (t - l.last).get_clock_ticks() - step.get_clock_ticks();
@@ -186,12 +215,12 @@ int main(int argc, char **argv) {
         l.backwards++;
       } else if (d > 2) {
         l.gaps++;
-        l.gap_frames += (uint64_t)((t - l.last) / step + 0.5) - 1;
+        l.gap_frames += ((uint64_t)((t - l.last) / step + 0.5) - 1) * per_block;
       }
     }
     l.seen = true;
     l.last = t;
-    l.frames++;
+    l.frames += per_block;
     l.invalid += bad;
     if (age && !bad && ages.size() < (16u << 20)) {
       struct timespec now;
@@ -202,7 +231,7 @@ int main(int argc, char **argv) {
     }
     if (frames == 0) first = t;
     last = t;
-    frames++;
+    frames += per_block;
     invalid += bad;
     frame.invalid.clear();
     if (max_frames >= 0 && (long long)frames >= max_frames) {

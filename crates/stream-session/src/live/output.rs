@@ -105,6 +105,8 @@ pub struct LiveOutput {
     last_time: Option<(u32, u32, u32)>,
     /// A chunk was dropped: the next one handed over resumes at a time step.
     resync: bool,
+    /// The frames' format (their time and header length are read in it).
+    format: vdif::FrameFormat,
     frames_in: u64,
     dropped_no_reader: u64,
     dropped_slow: u64,
@@ -142,12 +144,18 @@ impl LiveOutput {
             station,
             last_time: None,
             resync: false,
+            format: vdif::FrameFormat::Vdif,
             frames_in: 0,
             dropped_no_reader: 0,
             dropped_slow: 0,
             behind: 0,
             writer: Some(writer),
         })
+    }
+
+    /// It carries frames of `format` (VDIF until said).
+    pub fn set_frame_format(&mut self, format: vdif::FrameFormat) {
+        self.format = format;
     }
 
     /// The station it carries, once known.
@@ -169,7 +177,7 @@ impl LiveOutput {
     /// One frame, in time order (from the receiver's window): queued for the reader, or counted.
     pub fn frame(&mut self, frame: &[u8], filled: bool) {
         self.frames_in += 1;
-        let Some(time) = vdif_time(frame) else {
+        let Some(time) = frame_time(self.format, frame) else {
             self.behind += 1;
             return;
         };
@@ -186,7 +194,7 @@ impl LiveOutput {
         }
         // A filled frame is the stream's header with the fill pattern: its header alone is queued.
         let stored = if filled {
-            header_len(frame).min(frame.len())
+            self.format_header_len(frame).min(frame.len())
         } else {
             frame.len()
         };
@@ -201,6 +209,14 @@ impl LiveOutput {
         });
         if self.chunk.data.len() >= CHUNK_BYTES {
             self.flush();
+        }
+    }
+
+    /// The header bytes of `frame` in the output's format.
+    fn format_header_len(&self, frame: &[u8]) -> usize {
+        match self.format {
+            vdif::FrameFormat::Vdif => header_len(frame),
+            other => other.header_len(),
         }
     }
 
@@ -290,6 +306,18 @@ fn vdif_time(frame: &[u8]) -> Option<(u32, u32, u32)> {
     };
     let (w0, w1) = (word(0)?, word(1)?);
     Some(((w1 >> 24) & 0x3f, w0 & 0x3fff_ffff, w1 & 0x00ff_ffff))
+}
+
+/// A frame's time in `format`, compared as a time: VDIF's (epoch, second, frame number); a
+/// Mark5B frame's (0, second of its time code's 1000-day cycle, frame number).
+fn frame_time(format: vdif::FrameFormat, frame: &[u8]) -> Option<(u32, u32, u32)> {
+    match format {
+        vdif::FrameFormat::Vdif => vdif_time(frame),
+        vdif::FrameFormat::Mark5b => {
+            let h = vdif::Mark5bHeader::parse(frame).ok()?;
+            Some((0, u32::try_from(h.cycle_seconds()).ok()?, u32::from(h.frame_number)))
+        }
+    }
 }
 
 /// 16 bytes for a legacy header (word 0 bit 30), else 32.

@@ -88,7 +88,7 @@ impl BoundReceiver {
     /// The output `cfg` asks for, its writers started.
     fn output(cfg: &RecvConfig) -> Result<Sink, StreamSessionError> {
         if let Some(live) = &cfg.live {
-            return Ok(Sink::Live(live.start()?));
+            return Ok(Sink::Live(live.start()?.with_frame_format(cfg.receiver.frame_format)));
         }
         let sink = Recorder::new(
             cfg.out_dir.as_ref(),

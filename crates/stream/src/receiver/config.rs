@@ -67,6 +67,9 @@ impl fmt::Display for SourceFilter {
 pub struct ReceiverConfig {
     /// Framing the sender uses.
     pub format: SeqFormat,
+    /// Format of the frames (VDIF unless a mode says Mark5B): how they are parsed and ordered,
+    /// and how fills are made ([`vdif::frame_format`]).
+    pub frame_format: vdif::FrameFormat,
     /// Frames per second per thread, when the framing and headers do not say (jive5ab, none).
     pub frames_per_second: Option<vdif::FrameRate>,
     /// VDIF threads per station, when the framing does not say; default 1 (or counted, see
@@ -108,6 +111,7 @@ impl Default for ReceiverConfig {
     fn default() -> Self {
         ReceiverConfig {
             format: SeqFormat::Native,
+            frame_format: vdif::FrameFormat::Vdif,
             frames_per_second: None,
             threads: None,
             station_frames_per_second: None,

@@ -74,7 +74,8 @@ fn reshape(
     sink: &mut impl FrameSink,
 ) -> String {
     let old = *st.window.config();
-    let mut window = StationWindow::new(window_config(cfg, fps, threads, st.window.frame_len()), header);
+    let mut window = StationWindow::new(window_config(cfg, fps, threads, st.window.frame_len()), header)
+        .with_format(cfg.frame_format);
     st.window.finish(sink);
     window.take_over_from(&st.window);
     st.window = window;

@@ -148,7 +148,7 @@ mod tests {
             FrameFormat::Mark5b.order_header(&frame(&a)).unwrap(),
             FrameFormat::Mark5b.order_header(&frame(&b)).unwrap(),
         );
-        assert_eq!(ob.frame_index(400), oa.frame_index(400) + 1);
+        assert_eq!(ob.frame_index(fps), oa.frame_index(fps) + 1);
         assert_eq!((oa.frame_len(), oa.thread_id, oa.legacy), (10_016, 0, true));
         assert!(oa.validate().is_ok());
         // A fill at b's time is b's header (user bits 0), CRC and all.

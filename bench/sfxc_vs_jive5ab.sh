@@ -20,6 +20,11 @@
 #   bench/sfxc_vs_jive5ab.sh    env: SECS=20 RUNS=3 RATE=4096M BURST=8
 #                                    OUT=bench/results/sfxc_vs_jive5ab.json
 #                                    JIVE5AB=(default: what scripts/jive5ab-path finds)
+#                                    PERF=1: also the daemon's instructions per delivered frame
+#                                    (perf stat over the same span as the CPU figure; less noisy
+#                                    than CPU time on a loaded host)
+#                                    PERF_RECORD=DIR: perf record -g of each daemon over that
+#                                    span, to DIR/WHO.N.data (PERF_RECORD_ARGS: other than -g)
 # Without jive5ab the evlbi runs still go and the peer is reported as skipped; without the
 # harness nothing can read the socket and the bench says so and stops.
 set -euo pipefail
@@ -81,6 +86,17 @@ run() {
     reader=$!
     PIDS+=("$reader")
     sleep 0.5
+    local perf_pid=""
+    if [[ -n ${PERF:-} ]]; then
+        perf stat -x, -e task-clock,instructions -p "$daemon" -o "$WORK/$who.perf" &
+        perf_pid=$!
+    fi
+    local rec_pid=""
+    if [[ -n ${PERF_RECORD:-} ]]; then
+        mkdir -p "$PERF_RECORD"
+        perf record -q ${PERF_RECORD_ARGS:--g} -p "$daemon" -o "$PERF_RECORD/$who.$n.data" 2>/dev/null &
+        rec_pid=$!
+    fi
     t0=$(ticks "$daemon")
     nice -n -10 "$EVLBI" stream send --generate --stations Ef --rate "$RATE" --channels 16 --frame 8000 --seq-format jive5ab \
         --to "127.0.0.1:$port" --start now --late-frames send --duration "${SECS}s" --burst "$BURST" \
@@ -88,6 +104,7 @@ run() {
     # The input host's window and queues drain (evlbi fills silences only after 1 s).
     sleep 0.5
     t1=$(ticks "$daemon")
+    for p in $perf_pid $rec_pid; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     local evlbi_age=null
     if [[ $who == jive5ab ]]; then
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
@@ -100,9 +117,9 @@ run() {
     wait "$reader" 2>/dev/null || true
     stop_pid "$daemon"
     sent=$(python3 -c "import json; print(json.load(open('$WORK/send.json'))['stations'][0]['frames_sent'])")
-    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" "$WORK/$who.status.json" >>"$WORK/runs.jsonl" <<'PY'
+    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" "$WORK/$who.status.json" "$WORK/$who.perf" >>"$WORK/runs.jsonl" <<'PY'
 import json, sys
-who, n, sent, t0, t1, tck, reader, log, status = sys.argv[1:]
+who, n, sent, t0, t1, tck, reader, log, status, perf = sys.argv[1:]
 lines = [l for l in open(reader) if l.startswith("{")]
 r = json.loads(lines[-1]) if lines else {"frames": 0, "invalid": 0}
 valid = r["frames"] - r["invalid"]
@@ -111,6 +128,14 @@ out = {"who": who, "run": int(n), "sent": int(sent), "delivered": valid,
        "lost": int(sent) - valid, "invalid_frames": r["invalid"],
        "cpu_s": cpu_s, "cpu_us_per_frame": cpu_s * 1e6 / valid if valid else None,
        "age_us": r.get("age_us"), "reader": r}
+# perf stat -x, lines: value,unit,event,...
+try:
+    for l in open(perf):
+        f = l.strip().split(",")
+        if len(f) > 2 and f[2].startswith("instructions") and valid and f[0].isdigit():
+            out["instructions_per_frame"] = int(f[0]) / valid
+except OSError:
+    pass
 # evlbi: where the lost frames went (its daemon's /status.json at the end of the run).
 try:
     st = next(x["status"] for x in json.load(open(status)).get("sources", []) if x["kind"] == "stream_recv")
@@ -131,7 +156,7 @@ for n in $(seq "$RUNS"); do
         if [[ $who == jive5ab && -z $J5 ]]; then continue; fi
         echo "run $n: $who at $RATE for ${SECS}s" >&2
         run "$who" "$n"
-        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame age {r['age_us']} where {r.get('where')}\")" >&2
+        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame instr {r.get('instructions_per_frame') and round(r['instructions_per_frame'])}/frame age {r['age_us']} where {r.get('where')}\")" >&2
     done
 done
 
@@ -153,12 +178,17 @@ for who in ["evlbi", "jive5ab"]:
         "lost_each": [r["lost"] for r in runs if r["who"] == who],
         "delivered_median": med(who, lambda r: r["delivered"]),
         "cpu_us_per_frame_median": med(who, lambda r: r["cpu_us_per_frame"]),
+        "cpu_us_per_frame_each": [r["cpu_us_per_frame"] for r in runs if r["who"] == who],
+        "instructions_per_frame_median": med(who, lambda r: r.get("instructions_per_frame")),
         "added_latency_p50_us_median": med(who, lambda r: r["age_us"] and r["age_us"]["p50"] - r["age_us"]["min"]),
         "added_latency_p99_us_median": med(who, lambda r: r["age_us"] and r["age_us"]["p99"] - r["age_us"]["min"]),
     }
 e, j = summary["evlbi"], summary["jive5ab"]
 if isinstance(j, dict) and e["cpu_us_per_frame_median"] and j["cpu_us_per_frame_median"]:
     summary["cpu_ratio_evlbi_over_jive5ab"] = e["cpu_us_per_frame_median"] / j["cpu_us_per_frame_median"]
+    if e["instructions_per_frame_median"] and j["instructions_per_frame_median"]:
+        summary["instructions_ratio_evlbi_over_jive5ab"] = (
+            e["instructions_per_frame_median"] / j["instructions_per_frame_median"])
 res = {"rate": rate, "seconds": int(secs), "jive5ab": j5 or None, "summary": summary, "runs": runs}
 json.dump(res, open(out, "w"), indent=1)
 print(json.dumps(summary, indent=1))

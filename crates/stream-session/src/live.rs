@@ -5,7 +5,9 @@
 //! The receiver never waits for a reader: a full socket buffer at 4 Gb/s drops data within
 //! milliseconds, and a correlator may read slower than a station sends, stop, or go away. So
 //! [`LiveOutput::frame`] only appends to a chunk, and [`LiveOutput::flush`] (once per receive
-//! batch) hands the chunk to the output's writer thread through a queue bounded in bytes; when the
+//! batch) sends it to the reader's socket itself without waiting while nothing is queued (the
+//! writer thread not woken, the frames still in cache), then hands what the socket did not take
+//! to the output's writer thread through a queue bounded in bytes; when the
 //! queue is full the chunk's frames are dropped and counted (`dropped_slow_reader`), and the
 //! reader's stream resumes at the next time step (the first frame of a VDIF time, thread order
 //! whole). A filled (invalid) frame is queued as its header alone and written with the fill

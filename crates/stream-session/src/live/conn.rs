@@ -21,6 +21,8 @@ pub enum LiveConn {
 /// take big reads and the writer sleep between chunks, where the default (~200 KiB) wakes both
 /// every 0.4 ms at 4 Gb/s.
 const READER_SNDBUF: usize = 8 << 20;
+/// Slices one sendmsg(2) takes at most (IOV_MAX on Linux; std's writev caps the same).
+const MAX_IOV: usize = 1024;
 
 impl LiveConn {
     /// Ask for a larger send buffer (what the kernel grants is enough either way).
@@ -33,6 +35,26 @@ impl LiveConn {
             LiveConn::Unix(s) => netio::size_buffers(s, req),
             LiveConn::Tcp(s) => netio::size_buffers(s, req),
         };
+    }
+
+    /// A second handle on the same connection (the receiver's, for [`LiveConn::send_now`]).
+    pub(super) fn try_clone(&self) -> std::io::Result<LiveConn> {
+        Ok(match self {
+            LiveConn::Unix(s) => LiveConn::Unix(s.try_clone()?),
+            LiveConn::Tcp(s) => LiveConn::Tcp(s.try_clone()?),
+        })
+    }
+
+    /// What of `bufs` the socket takes now, never waiting (MSG_DONTWAIT: the connection's
+    /// O_NONBLOCK is shared with the writer thread's handle, whose writes wait with a timeout),
+    /// at most [`MAX_IOV`] slices; a reader gone is an error, not a SIGPIPE (MSG_NOSIGNAL).
+    pub(super) fn send_now(&self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        let bufs = &bufs[..bufs.len().min(MAX_IOV)];
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        match self {
+            LiveConn::Unix(s) => socket2::SockRef::from(s).send_vectored_with_flags(bufs, flags),
+            LiveConn::Tcp(s) => socket2::SockRef::from(s).send_vectored_with_flags(bufs, flags),
+        }
     }
 
     pub(super) fn set_write_timeout(&self, d: Duration) -> std::io::Result<()> {

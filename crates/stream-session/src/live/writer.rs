@@ -5,7 +5,7 @@ use std::io::{IoSlice, Write};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::output::{add, Chunk, Shared};
+use super::output::{add, frame_slices, Chunk, Shared};
 use super::{Connector, LiveConn};
 
 /// Longest single write to a reader before the writer looks at its stop flag again.
@@ -36,10 +36,6 @@ enum ReaderEnd {
 
 /// The writer thread: a reader at a time, until stopped.
 pub(super) fn writer(shared: &Shared, connector: &mut dyn Connector, rule: StartRule) {
-    // What follows a filled frame's header: the fill pattern, as the window fills (DiFX's
-    // INTERLACEDVDIF readers skip it; zeros they correlated as samples).
-    let mut fill = vec![0u8; 65_536];
-    stream::feed::fill_data(&mut fill, 0);
     while !shared.stop.load(Ordering::Relaxed) {
         let Some(mut conn) = connector.next_reader(&shared.stop, &shared.counts) else {
             break;
@@ -49,10 +45,18 @@ pub(super) fn writer(shared: &Shared, connector: &mut dyn Connector, rule: Start
         }
         conn.size_buffer();
         add(&shared.counts.clients, 1);
+        {
+            let mut q = shared.lock();
+            // Without a second handle every chunk goes through this thread, as it may.
+            q.direct = conn.try_clone().ok();
+            q.at_start = true;
+        }
         shared.connected.store(true, Ordering::Relaxed);
-        let why = serve_reader(shared, &mut conn, connector, rule, &fill);
+        let why = serve_reader(shared, &mut conn, connector, rule);
         shared.connected.store(false, Ordering::Relaxed);
         let mut q = shared.lock();
+        q.direct = None;
+        q.writing = false;
         let left: u64 = q.chunks.iter().map(|c| c.marks.len() as u64).sum();
         add(&shared.counts.skipped_at_start, left);
         let chunks: Vec<Chunk> = q.chunks.drain(..).collect();
@@ -66,14 +70,7 @@ pub(super) fn writer(shared: &Shared, connector: &mut dyn Connector, rule: Start
 }
 
 /// Write chunks to one reader until it goes away or the output stops; why it ended.
-fn serve_reader(
-    shared: &Shared,
-    conn: &mut LiveConn,
-    connector: &mut dyn Connector,
-    rule: StartRule,
-    zeros: &[u8],
-) -> ReaderEnd {
-    let mut at_start = true;
+fn serve_reader(shared: &Shared, conn: &mut LiveConn, connector: &mut dyn Connector, rule: StartRule) -> ReaderEnd {
     let mut looked = Instant::now();
     loop {
         // Other readers are turned away while this one reads, data flowing or not.
@@ -86,7 +83,8 @@ fn serve_reader(
             loop {
                 if let Some(c) = q.chunks.pop_front() {
                     q.bytes -= c.data.len() as u64;
-                    break Some(c);
+                    q.writing = true;
+                    break Some((c, q.at_start));
                 }
                 if shared.stop.load(Ordering::Relaxed) {
                     break None;
@@ -100,15 +98,19 @@ fn serve_reader(
                 }
             }
         };
-        let Some(mut chunk) = chunk else {
+        let Some((mut chunk, mut at_start)) = chunk else {
             if shared.stop.load(Ordering::Relaxed) {
                 return ReaderEnd::Stopped;
             }
             continue;
         };
-        let r = write_chunk(shared, conn, &chunk, &mut at_start, rule, zeros);
+        let r = write_chunk(shared, conn, &chunk, &mut at_start, rule);
         chunk.clear();
-        shared.lock().free.push(chunk);
+        let mut q = shared.lock();
+        q.free.push(chunk);
+        q.at_start = at_start;
+        q.writing = false;
+        drop(q);
         if let Err(why) = r {
             return why;
         }
@@ -122,33 +124,31 @@ fn write_chunk(
     chunk: &Chunk,
     at_start: &mut bool,
     rule: StartRule,
-    zeros: &[u8],
 ) -> Result<(), ReaderEnd> {
     *at_start |= chunk.resync;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(chunk.marks.len() * 2);
     let (mut frames, mut filled, mut bytes, mut skipped) = (0u64, 0u64, 0u64, 0u64);
+    // A frame the receiver sent in part goes on where it stopped; a reader starting anew
+    // never gets a frame's tail.
+    let mut skip = chunk.skip as usize;
     for m in &chunk.marks {
         if *at_start {
-            if !m.step || (rule.valid_only && m.filled) {
+            if skip > 0 || !m.step || (rule.valid_only && m.filled) {
+                skip = 0;
                 skipped += 1;
                 continue;
             }
             *at_start = false;
         }
-        let (start, stored) = (m.start as usize, m.stored as usize);
-        slices.push(IoSlice::new(&chunk.data[start..start + stored]));
-        let mut pad = (m.len - m.stored) as usize;
-        while pad > 0 {
-            let n = pad.min(zeros.len());
-            slices.push(IoSlice::new(&zeros[..n]));
-            pad -= n;
-        }
+        frame_slices(&mut slices, &chunk.data, m, &shared.fill);
         frames += 1;
         filled += u64::from(m.filled);
         bytes += u64::from(m.len);
     }
     add(&shared.counts.skipped_at_start, skipped);
-    if let Err(why) = write_all(shared, conn, &mut slices) {
+    let mut slices = &mut slices[..];
+    IoSlice::advance_slices(&mut slices, skip);
+    if let Err(why) = write_all(shared, conn, slices) {
         // Not (wholly) delivered: counted with those let go when a reader goes away.
         add(&shared.counts.skipped_at_start, frames);
         return Err(why);

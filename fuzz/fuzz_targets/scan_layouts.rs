@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(scanfmt::vbs::chunk_name(scan, n), rest);
         }
         if let Ok(t) = scanfmt::name::NameTemplate::new(scan, true) {
-            assert!(scanfmt::name::is_valid(&t.expand(0x4566, Some(1023))));
+            assert!(scanfmt::name::is_valid(&t.expand(vdif::StationId(0x4566), Some(1023))));
         }
         let _ = scanfmt::parse_scan_url(text);
     }

@@ -122,7 +122,7 @@ fn mark5b_order_header(h: &Mark5bHeader) -> VdifHeader {
         complex: false,
         bits_per_sample: 1,
         thread_id: 0,
-        station_id: crate::StationId(0),
+        station_id: crate::station::StationId(0),
         extended: [0; 4],
     }
 }

@@ -87,9 +87,16 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 /// A data rate as whole bits per second ([`vdif::BitRate`]: 4096M, 2.048G, 512000000), within
 /// what [`parse_rate`] allows.
 pub fn parse_bit_rate(s: &str) -> Result<vdif::BitRate, String> {
-    let r = vdif::BitRate::parse(s).map_err(|e| e.to_string())?;
-    parse_rate(s)?;
-    Ok(r)
+    // The forms and the range first, said as every rate option says them.
+    let r = parse_rate(s)?;
+    match vdif::BitRate::parse(s) {
+        Ok(b) => Ok(b),
+        // The exponent form ("1e9") that BitRate's decimal parser does not read: whole bits only.
+        Err(_) if r.fract() == 0.0 && r <= u64::MAX as f64 => {
+            vdif::BitRate::new(r as u64).ok_or_else(|| bad(s, "rate must be positive", RATE_FORMS))
+        }
+        Err(e) => Err(bad(s, e, RATE_FORMS)),
+    }
 }
 
 /// Longest duration any option takes, in seconds (about 32 years): far beyond any run, yet small
@@ -328,6 +335,25 @@ pub fn us_fmt(ns: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--rate` takes every form the help names, as whole bits; what is refused says the forms.
+    #[test]
+    fn bit_rates_take_every_form_the_help_names_as_whole_bits() {
+        let bps = |s: &str| parse_bit_rate(s).map(vdif::BitRate::get);
+        assert_eq!(bps("4.096G"), Ok(4_096_000_000));
+        assert_eq!(bps("4096Mbps"), Ok(4_096_000_000));
+        assert_eq!(bps("512Mb/s"), Ok(512_000_000));
+        assert_eq!(bps("1e9"), Ok(1_000_000_000));
+        for (bad, says) in [
+            ("fast", "expected a number first"),
+            ("1.0000005k", "whole number of bits"),
+            ("0", "positive"),
+            ("2e15", "out of range"),
+        ] {
+            let e = bps(bad).expect_err(bad);
+            assert!(e.contains(says) && e.contains("512M, 4.096G"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn rates_seconds_and_durations_parse_with_their_units() {

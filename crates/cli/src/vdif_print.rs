@@ -18,11 +18,19 @@ pub(crate) fn print_inspect(f: &FileReport) {
         for s in &r.stations {
             println!(
                 "  {:<8} (id {}) {} frames, threads {:?}",
-                s.station, s.station_id, s.frames, s.threads
+                // The id as the number in the header (the station's name is beside it).
+                s.station,
+                s.station_id.0,
+                s.frames,
+                s.threads
             );
         }
     } else {
-        println!("station    {} (id {})", opt(&r.station), opt(&r.station_id));
+        println!(
+            "station    {} (id {})",
+            opt(&r.station),
+            opt(&r.station_id.map(|id| id.0))
+        );
     }
     println!("threads    {} {:?}", r.threads.len(), r.threads);
     println!(

@@ -458,8 +458,13 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(20), "never connected");
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The reader starts only once the first batches are written: the socket's buffer (about
+        // 200 KB) then fills, and a later send straight from the receiver is taken in part
+        // whatever the scheduling (a reader that kept up took every send whole at load 1).
+        let (go, wait_go) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
             let (mut got, mut buf, mut reads) = (Vec::new(), [0u8; 1000], 0u32);
+            let _ = wait_go.recv_timeout(Duration::from_secs(30));
             loop {
                 match r.read(&mut buf) {
                     Ok(0) | Err(_) => return got,
@@ -489,7 +494,11 @@ mod tests {
                 i += 1;
             }
             out.flush();
+            if i == 64 {
+                let _ = go.send(());
+            }
         }
+        let _ = go.send(());
         let partial = out.shared.counts.direct_partial.load(Ordering::Relaxed);
         let s = out.finish(Duration::from_secs(20));
         let got = reader.join().unwrap();

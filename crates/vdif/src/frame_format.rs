@@ -86,12 +86,7 @@ impl FrameFormat {
                 Ok(order.emit(head)?)
             }
             FrameFormat::Mark5b => {
-                let h = Mark5bHeader::at(
-                    (order.seconds / 86_400 % 1000) as u16,
-                    order.seconds % 86_400,
-                    u16::try_from(order.frame_number).unwrap_or(u16::MAX),
-                    fps,
-                )?;
+                let h = Mark5bHeader::at_cycle_seconds(u64::from(order.seconds), u64::from(order.frame_number), fps)?;
                 Ok(h.emit(frame)?)
             }
         }

@@ -233,6 +233,20 @@ impl Mark5bHeader {
         u64::from(self.mjd_mod_1000) * 86_400 + u64::from(self.second_of_day)
     }
 
+    /// The header of frame `frame_number` of second `seconds` of the time code's cycle (as
+    /// [`Mark5bHeader::cycle_seconds`] counts, modulo the cycle) at `fps`, user bits 0: the
+    /// inverse of `cycle_seconds`.
+    pub fn at_cycle_seconds(seconds: u64, frame_number: u64, fps: FrameRate) -> Result<Self, Mark5bError> {
+        let seconds = seconds % MARK5B_TIME_CODE_SECONDS;
+        let frame_number = u16::try_from(frame_number).map_err(|_| Mark5bError::FieldOutOfRange {
+            field: "frame number",
+            value: frame_number,
+            max: 0x7fff,
+        })?;
+        // Both fit: seconds / 86 400 < 1000, seconds % 86 400 < 86 400.
+        Mark5bHeader::at((seconds / 86_400) as u16, (seconds % 86_400) as u32, frame_number, fps)
+    }
+
     /// The frame's place in time order at `fps`: frames since the cycle began
     /// (`cycle_seconds × fps + frame number`). Wraps every 1000 days, as the time code does.
     pub fn frame_index(&self, fps: FrameRate) -> u64 {
@@ -243,13 +257,7 @@ impl Mark5bHeader {
     /// at `fps`, the user bits and TVG flag kept from `self`.
     pub fn with_frame_index(&self, index: u64, fps: FrameRate) -> Result<Self, Mark5bError> {
         let rate = u64::from(fps.get());
-        let seconds = (index / rate) % MARK5B_TIME_CODE_SECONDS;
-        let frame_number = u16::try_from(index % rate).map_err(|_| Mark5bError::FieldOutOfRange {
-            field: "frame number",
-            value: index % rate,
-            max: 0x7fff,
-        })?;
-        let h = Mark5bHeader::at((seconds / 86_400) as u16, (seconds % 86_400) as u32, frame_number, fps)?;
+        let h = Mark5bHeader::at_cycle_seconds(index / rate, index % rate, fps)?;
         Ok(Mark5bHeader {
             user: self.user,
             tvg: self.tvg,

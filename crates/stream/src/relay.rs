@@ -763,8 +763,7 @@ impl Relay {
             st.threads = ThreadMap::new(st.thread_count);
             if let Some(total) = st.station_rate {
                 let n = u32::from(st.thread_count);
-                let split = Some(total / n).filter(|_| total.is_multiple_of(n));
-                if let Some(fps) = split.and_then(|fps| FrameRate::new(fps).ok()) {
+                if let Some(fps) = FrameRate::per_thread(total, n) {
                     st.fps = fps;
                     st.counts.frames_per_second = st.fps.get();
                     st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));

@@ -184,6 +184,15 @@ impl FrameRate {
         self.0
     }
 
+    /// A station's `total` frames per second shared by `threads` threads: the rate per thread
+    /// when it is whole and one VDIF can number (a station's total may exceed 2^24).
+    pub fn per_thread(total: u32, threads: u32) -> Option<Self> {
+        if threads == 0 || !total.is_multiple_of(threads) {
+            return None;
+        }
+        Self::new(total / threads).ok()
+    }
+
     /// From a data rate in bits per second (sample bits, headers excluded, all threads) and the
     /// framing: `bits_per_second / (data_len × 8 × threads)`, refused unless whole.
     pub fn from_bit_rate(bits_per_second: u64, data_len: u64, threads: u32) -> Result<Self, RateError> {
@@ -243,6 +252,17 @@ mod tests {
     use super::*;
     use crate::header::VdifHeader;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_station_total_splits_only_into_whole_numberable_rates() {
+        assert_eq!(FrameRate::per_thread(32_000, 4).map(FrameRate::get), Some(8_000));
+        assert_eq!(FrameRate::per_thread(32_001, 4), None, "not whole");
+        assert_eq!(FrameRate::per_thread(32_000, 0), None, "no threads");
+        assert_eq!(FrameRate::per_thread(3, 4), None, "below one frame a second");
+        // A total past 2^24 is fine when each thread's share is not.
+        assert_eq!(FrameRate::per_thread(1 << 25, 2).map(FrameRate::get), Some(1 << 24));
+        assert_eq!(FrameRate::per_thread(1 << 26, 2), None, "a thread's share past 2^24");
+    }
 
     #[test]
     fn bit_rates_that_divide_give_whole_rates() {

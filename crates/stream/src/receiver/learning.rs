@@ -79,10 +79,7 @@ impl Receiver {
             .fold(self.admission.get(at).own, |u, &b| u.union(&self.admission.get(b).own));
         let n = u16::try_from(ids.len()).unwrap_or(u16::MAX).max(1);
         // A whole rate per thread VDIF can number (the station's total may exceed 2^24).
-        let per_thread = Some(station_fps / u32::from(n))
-            .filter(|_| station_fps.is_multiple_of(u32::from(n)))
-            .and_then(|fps| FrameRate::new(fps).ok());
-        let Some(fps) = per_thread else {
+        let Some(fps) = FrameRate::per_thread(station_fps, u32::from(n)) else {
             let name = self.admission.get(at).template.station_id.to_string();
             problem!(
                 self.tally,

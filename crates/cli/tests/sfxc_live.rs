@@ -16,26 +16,6 @@ use std::time::{Duration, Instant};
 use common::vsi::{Serve, Vsi};
 use common::{bin, free_udp_port, Proc};
 
-/// The harness, or `None` (the test then says SKIPPED).
-fn harness() -> Option<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sfxc-path");
-    let out = Command::new(script).output().ok()?;
-    let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
-macro_rules! harness_or_skip {
-    () => {
-        match harness() {
-            Some(h) => h,
-            None => {
-                println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
-                return;
-            }
-        }
-    };
-}
-
 /// The stations of these tests: 128 Mb/s, 2-bit, 4 channels, 8000-byte frames: 2000 frames/s
 /// over `threads` threads, 16 MS/s per channel.
 const RATE: &str = "128M";
@@ -223,7 +203,9 @@ fn against_file(got: &[&[u8]], file: &[&[u8]]) -> (u64, u64, usize) {
 
 #[test]
 fn sfxc_reads_net2sfxc_of_evlbi_serve_frame_exact_lost_frames_invalid_in_place() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 2, 1);
     let file = frames(&data);
@@ -344,7 +326,9 @@ fn slice(file: &[&[u8]], per_second: usize, from: f64, len: f64) -> Vec<u8> {
 
 #[test]
 fn sfxc_reader_goes_on_through_a_station_pausing_3s_mid_scan() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 8, 2);
     let file = frames(&data);
@@ -416,7 +400,9 @@ fn sfxc_reader_goes_on_through_a_station_pausing_3s_mid_scan() {
 
 #[test]
 fn a_correlator_connecting_late_and_reconnecting_gets_the_stream_from_then_a_second_one_is_refused() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 5, 1);
     let file = frames(&data);
@@ -471,7 +457,9 @@ fn a_correlator_connecting_late_and_reconnecting_gets_the_stream_from_then_a_sec
 
 #[test]
 fn a_correlator_slower_than_the_station_costs_counted_drops_never_the_receiver() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 3, 1);
     let file = frames(&data);
@@ -553,7 +541,9 @@ fn net2sfxc_refuses_a_socket_outside_the_allowed_directories_on_a_file_or_a_link
 /// jive5ab's net2sfxc and evlbi's, each read by SFXC's reader, the same station.
 #[test]
 fn jive5ab_and_evlbi_serve_net2sfxc_side_by_side_to_sfxcs_reader() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let Some(j5) = common::jive5ab_path() else {
         println!("SKIPPED: no jive5ab (scripts/setup.sh builds it from ../shared/peers)");
         return;
@@ -640,7 +630,9 @@ fn jive5ab_and_evlbi_serve_net2sfxc_side_by_side_to_sfxcs_reader() {
 /// place and no made-up ones between them.
 #[test]
 fn net2sfxc_of_a_station_whose_mode_disagrees_with_its_frames_loses_nothing() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 3, 1);
     let file = frames(&data);
@@ -717,7 +709,9 @@ fn record_status(addr: std::net::SocketAddr, runtime: &str, sent: u64) -> serde_
 /// goes (its socket closed) with the connection that made it.
 #[test]
 fn one_evlbi_serve_serves_two_stations_into_two_sfxc_sockets_through_runtimes() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     gen_stations(t.path(), "Ef,Wb", 2, 1);
     let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
@@ -1004,7 +998,9 @@ fn backend(mut evlbi: Command, file: &Path, port: u16) -> Proc {
 /// every host's series. (DiFX's input host is not here yet: both input hosts feed SFXC readers.)
 #[test]
 fn three_stations_over_a_lossy_wan_into_two_input_hosts_and_sfxc_readers() {
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     if let Some(why) = common::Wan::skip_reason() {
         println!("SKIPPED: {why}");
         return;
@@ -1165,7 +1161,9 @@ fn a_receiver_held_off_its_core_across_a_gap_loses_none_of_the_frames_that_arriv
     // burst after it, the frames behind the gap came with no wall time between them to explain
     // it: the live window (2 ms) held them as a jump's candidates, at most 64, and lost the rest
     // (out_of_range). Judged by their kernel receive times they are the stream it was.
-    let h = harness_or_skip!();
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
     let t = tempfile::tempdir().unwrap();
     let data = gen(t.path(), 2, 1);
     let file = frames(&data);

@@ -10,7 +10,7 @@ mod common;
 
 use std::io::Read;
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,14 +22,6 @@ use vdif::{FrameRate, Mark5bHeader};
 const MODE: &str = "mark5b : 0xffffffff : 32";
 const FPS: u32 = 400;
 const FRAME: usize = 10_016;
-
-/// The harness, or `None` (the test then says SKIPPED).
-fn harness() -> Option<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sfxc-path");
-    let out = Command::new(script).output().ok()?;
-    let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
 
 /// `n` frames of a station from the start of the current second (today's MJD, as SFXC's reader
 /// takes its reference day), data distinct per frame; and that MJD.
@@ -158,8 +150,7 @@ fn sfxc_reads_the_station(
 
 #[test]
 fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_fill() {
-    let Some(h) = harness() else {
-        println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
+    let Some(h) = common::sfxc::harness_or_skip() else {
         return;
     };
     let t = tempfile::tempdir().unwrap();
@@ -186,8 +177,7 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
 
 #[test]
 fn sfxc_mark5b_reader_gets_every_frame_of_stream_recv_out_sfxc() {
-    let Some(h) = harness() else {
-        println!("SKIPPED: no SFXC mk5:// reader harness (scripts/build-sfxc.sh builds it)");
+    let Some(h) = common::sfxc::harness_or_skip() else {
         return;
     };
     let t = tempfile::tempdir().unwrap();

@@ -8,6 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)] // only the SFXC tests read through its harness
+pub mod sfxc;
 #[allow(dead_code)] // only the serve tests talk VSI-S
 pub mod vsi;
 

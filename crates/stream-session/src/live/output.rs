@@ -458,13 +458,67 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(20), "never connected");
             std::thread::sleep(Duration::from_millis(5));
         }
-        // The reader starts only once the first batches are written: the socket's buffer (about
-        // 200 KB) then fills, and a later send straight from the receiver is taken in part
-        // whatever the scheduling (a reader that kept up took every send whole at load 1).
-        let (go, wait_go) = std::sync::mpsc::channel::<()>();
+        // Phase 1, no thread: the test reads only when the writer is stuck on a full socket.
+        // A batch sent straight from the receiver into a socket with some room (taken whole
+        // skbs at a time) is then taken in part on any kernel and buffer size, and the rest
+        // goes to the writer with its first frame part-written. Batches of 13, 16 and 17
+        // frames so the socket's room never keeps lining up with a batch's end.
+        let mut expected = Vec::new();
+        let mut fill = vec![0u8; FRAME];
+        stream::feed::fill_data(&mut fill, 0);
+        let mut i = 0u32;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1000];
+        let feed = |out: &mut LiveOutput, expected: &mut Vec<u8>, i: &mut u32, n: u32| {
+            for _ in 0..n {
+                let f = frame(*i);
+                // Every 7th filled: its header alone is queued, the fill pattern written after it.
+                let filled = *i % 7 == 3;
+                out.frame(&f, filled);
+                expected.extend_from_slice(if filled { &f[..32] } else { &f[..] });
+                if filled {
+                    expected.extend_from_slice(&fill[32..]);
+                }
+                *i += 1;
+            }
+            out.flush();
+        };
+        let idle = |out: &LiveOutput| {
+            let q = out.shared.lock();
+            q.chunks.is_empty() && !q.writing && !q.at_start && q.direct.is_some()
+        };
+        let mut batch = 0usize;
+        while i < 8000 && out.shared.counts.direct_partial.load(Ordering::Relaxed) == 0 {
+            feed(&mut out, &mut expected, &mut i, [13, 16, 17][batch % 3]);
+            batch += 1;
+            // Until the writer is idle again (nothing queued, the stream started): while it
+            // is stuck on the full socket, read some.
+            let t0 = Instant::now();
+            while !idle(&out) {
+                assert!(t0.elapsed() < Duration::from_secs(30), "the writer never went idle");
+                if out.shared.counts.direct_partial.load(Ordering::Relaxed) > 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                r.set_nonblocking(true).unwrap();
+                for _ in 0..40 {
+                    match r.read(&mut buf) {
+                        Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                        _ => break,
+                    }
+                }
+                r.set_nonblocking(false).unwrap();
+            }
+        }
+        let partial = out.shared.counts.direct_partial.load(Ordering::Relaxed);
+        assert!(
+            partial > 0,
+            "no send straight from the receiver was taken in part ({i} frames)"
+        );
+        // Phase 2: a reader taking less than a frame per read and pausing now and then, while
+        // the receiver goes on (both paths, in whatever order the scheduling gives).
         let reader = std::thread::spawn(move || {
-            let (mut got, mut buf, mut reads) = (Vec::new(), [0u8; 1000], 0u32);
-            let _ = wait_go.recv_timeout(Duration::from_secs(30));
+            let mut reads = 0u32;
             loop {
                 match r.read(&mut buf) {
                     Ok(0) | Err(_) => return got,
@@ -476,36 +530,11 @@ mod tests {
                 }
             }
         });
-        // Until a send was taken in part (bounded: 8000 frames, 64 MB), 16 frames a batch, every
-        // 7th filled (its header alone is queued, the fill pattern written after it).
-        let mut expected = Vec::new();
-        let mut fill = vec![0u8; FRAME];
-        stream::feed::fill_data(&mut fill, 0);
-        let mut i = 0u32;
-        while i < 8000 && (i < 1600 || out.shared.counts.direct_partial.load(Ordering::Relaxed) == 0) {
-            for _ in 0..16 {
-                let f = frame(i);
-                let filled = i % 7 == 3;
-                out.frame(&f, filled);
-                expected.extend_from_slice(if filled { &f[..32] } else { &f[..] });
-                if filled {
-                    expected.extend_from_slice(&fill[32..]);
-                }
-                i += 1;
-            }
-            out.flush();
-            if i == 64 {
-                let _ = go.send(());
-            }
+        while i < 1600 {
+            feed(&mut out, &mut expected, &mut i, 16);
         }
-        let _ = go.send(());
-        let partial = out.shared.counts.direct_partial.load(Ordering::Relaxed);
         let s = out.finish(Duration::from_secs(20));
         let got = reader.join().unwrap();
-        assert!(
-            partial > 0,
-            "no send straight from the receiver was taken in part ({i} frames)"
-        );
         assert_eq!(
             (s.frames_in, s.frames_sent, s.dropped_slow_reader),
             (u64::from(i), u64::from(i), 0)

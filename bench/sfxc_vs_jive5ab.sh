@@ -25,6 +25,10 @@
 #                                    than CPU time on a loaded host)
 #                                    PERF_RECORD=DIR: perf record -g of each daemon over that
 #                                    span, to DIR/WHO.N.data (PERF_RECORD_ARGS: other than -g)
+#                                    SCHED=1: where each daemon thread was off the CPU over that
+#                                    span (system-wide sched_switch; bench/tools/offcpu.py), and
+#                                    the host's steal time: says whether a loss was the host
+#                                    (steal), a thread waiting for a core (R), a fault or reclaim (D)
 # Without jive5ab the evlbi runs still go and the peer is reported as skipped; without the
 # harness nothing can read the socket and the bench says so and stops.
 set -euo pipefail
@@ -97,6 +101,12 @@ run() {
         perf record -q ${PERF_RECORD_ARGS:--g} -p "$daemon" -o "$PERF_RECORD/$who.$n.data" 2>/dev/null &
         rec_pid=$!
     fi
+    local sched_pid="" steal0
+    steal0=$(awk '/^cpu /{ print $9 }' /proc/stat)
+    if [[ -n ${SCHED:-} ]]; then
+        perf record -q -a -e sched:sched_switch -o "$WORK/$who.sched" 2>/dev/null &
+        sched_pid=$!
+    fi
     t0=$(ticks "$daemon")
     nice -n -10 "$EVLBI" stream send --generate --stations Ef --rate "$RATE" --channels 16 --frame 8000 --seq-format jive5ab \
         --to "127.0.0.1:$port" --start now --late-frames send --duration "${SECS}s" --burst "$BURST" \
@@ -104,7 +114,13 @@ run() {
     # The input host's window and queues drain (evlbi fills silences only after 1 s).
     sleep 0.5
     t1=$(ticks "$daemon")
-    for p in $perf_pid $rec_pid; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    for p in $perf_pid $rec_pid $sched_pid; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    echo "{\"steal_ms\": $(( ($(awk '/^cpu /{ print $9 }' /proc/stat) - steal0) * 1000 / TCK ))}" >"$WORK/$who.host"
+    if [[ -n $sched_pid ]]; then
+        python3 bench/tools/offcpu.py "$WORK/$who.sched" $(ls "/proc/$daemon/task") >"$WORK/$who.offcpu" || echo '{}' >"$WORK/$who.offcpu"
+    else
+        echo '{}' >"$WORK/$who.offcpu"
+    fi
     local evlbi_age=null
     if [[ $who == jive5ab ]]; then
         vsi "$ctl" "net2sfxc = close ;" >>"$WORK/$who.vsi"
@@ -117,9 +133,9 @@ run() {
     wait "$reader" 2>/dev/null || true
     stop_pid "$daemon"
     sent=$(python3 -c "import json; print(json.load(open('$WORK/send.json'))['stations'][0]['frames_sent'])")
-    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" "$WORK/$who.status.json" "$WORK/$who.perf" >>"$WORK/runs.jsonl" <<'PY'
+    python3 - "$who" "$n" "$sent" "$t0" "$t1" "$TCK" "$WORK/reader.json" "$WORK/$who.log" "$WORK/$who.status.json" "$WORK/$who.perf" "$WORK/$who.host" "$WORK/$who.offcpu" >>"$WORK/runs.jsonl" <<'PY'
 import json, sys
-who, n, sent, t0, t1, tck, reader, log, status, perf = sys.argv[1:]
+who, n, sent, t0, t1, tck, reader, log, status, perf, host, offcpu = sys.argv[1:]
 lines = [l for l in open(reader) if l.startswith("{")]
 r = json.loads(lines[-1]) if lines else {"frames": 0, "invalid": 0}
 valid = r["frames"] - r["invalid"]
@@ -127,7 +143,8 @@ cpu_s = (int(t1) - int(t0)) / int(tck)
 out = {"who": who, "run": int(n), "sent": int(sent), "delivered": valid,
        "lost": int(sent) - valid, "invalid_frames": r["invalid"],
        "cpu_s": cpu_s, "cpu_us_per_frame": cpu_s * 1e6 / valid if valid else None,
-       "age_us": r.get("age_us"), "reader": r}
+       "age_us": r.get("age_us"), "reader": r,
+       "host_steal_ms": json.load(open(host)).get("steal_ms"), "off_cpu": json.load(open(offcpu))}
 # perf stat -x, lines: value,unit,event,...
 try:
     for l in open(perf):
@@ -143,7 +160,8 @@ try:
     out["where"] = {"datagrams": st["datagrams"]["datagrams"], "kernel_drops": st["kernel_drops"],
                     "out_of_range": w.get("out_of_range"), "late": w.get("late"),
                     "filled": w.get("written_filled"),
-                    "dropped_slow_reader": sum(l["dropped_slow_reader"] for l in st["live"])}
+                    "dropped_slow_reader": sum(l["dropped_slow_reader"] for l in st["live"]),
+                    "queued_peak_bytes": max((l["queued_peak_bytes"] for l in st["live"]), default=0)}
 except (OSError, ValueError, StopIteration, KeyError, IndexError):
     pass
 print(json.dumps(out))
@@ -156,7 +174,7 @@ for n in $(seq "$RUNS"); do
         if [[ $who == jive5ab && -z $J5 ]]; then continue; fi
         echo "run $n: $who at $RATE for ${SECS}s" >&2
         run "$who" "$n"
-        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame instr {r.get('instructions_per_frame') and round(r['instructions_per_frame'])}/frame age {r['age_us']} where {r.get('where')}\")" >&2
+        tail -n 1 "$WORK/runs.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"  sent {r['sent']} delivered {r['delivered']} lost {r['lost']} cpu {r['cpu_us_per_frame'] and round(r['cpu_us_per_frame'],2)} us/frame instr {r.get('instructions_per_frame') and round(r['instructions_per_frame'])}/frame age {r['age_us']} where {r.get('where')} steal {r['host_steal_ms']} ms\"); [print(f'  {k}: off {v[\"longest_off\"]} on {v[\"longest_on\"]} total {v[\"off_ms\"]}') for k, v in r['off_cpu'].items()]" >&2
     done
 done
 

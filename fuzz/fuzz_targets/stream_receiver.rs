@@ -1,6 +1,7 @@
 //! `evlbi stream` receiving arbitrary datagrams: the input is split into datagrams (2-byte length
-//! prefixes) and fed to receivers of every framing, then the NAK parser. Never a panic, never an
-//! allocation sized by a forged number, output always whole frames.
+//! prefixes) and fed to receivers of every framing (and a Mark5B stream in jive5ab's udps, whose
+//! datagrams may be pieces of frames), then the NAK parser. Never a panic, never an allocation
+//! sized by a forged number, output always whole frames.
 #![no_main]
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -12,9 +13,16 @@ use stream::{Receiver, ReceiverConfig, VecSink};
 fuzz_target!(|data: &[u8]| {
     let t0 = Instant::now();
     let from: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9));
-    for format in [SeqFormat::Native, SeqFormat::Jive5ab, SeqFormat::None] {
+    let framings = [
+        (SeqFormat::Native, vdif::FrameFormat::Vdif),
+        (SeqFormat::Jive5ab, vdif::FrameFormat::Vdif),
+        (SeqFormat::None, vdif::FrameFormat::Vdif),
+        (SeqFormat::Jive5ab, vdif::FrameFormat::Mark5b),
+    ];
+    for (format, frame_format) in framings {
         let mut rx = Receiver::new(ReceiverConfig {
             format,
+            frame_format,
             frames_per_second: vdif::FrameRate::new(100).ok(),
             latency: Duration::from_millis(100),
             arq: true,

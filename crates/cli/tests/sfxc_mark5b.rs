@@ -74,8 +74,20 @@ fn sfxc_reads_the_station(
     h: &Path,
     sock: &Path,
     port: u16,
+    station: &(Vec<Vec<u8>>, i64),
+    gap: std::ops::Range<usize>,
+) {
+    let send = || send_udps(&station.0, port, gap.clone());
+    sfxc_reads_what_is_sent(h, sock, station, gap.clone(), send);
+}
+
+/// [`sfxc_reads_the_station`] with the station's frames sent by `send`.
+fn sfxc_reads_what_is_sent(
+    h: &Path,
+    sock: &Path,
     (file, mjd): &(Vec<Vec<u8>>, i64),
     gap: std::ops::Range<usize>,
+    send: impl FnOnce(),
 ) {
     let t0 = Instant::now();
     while !sock.exists() {
@@ -104,7 +116,7 @@ fn sfxc_reads_the_station(
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(300));
-    send_udps(file, port, gap.clone());
+    send();
     let t0 = Instant::now();
     while reader.0.try_wait().unwrap().is_none() {
         assert!(t0.elapsed() < Duration::from_secs(90), "the reader did not end");
@@ -171,6 +183,59 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
     sfxc_reads_the_station(&h, &sock, port, &station(1200), gap.clone());
     let (received, _) = common::vsi::settled(&mut v);
     assert_eq!(received, 1200 - gap.len() as u64);
+    v.ok("net2sfxc = close ;");
+    s.stop();
+}
+
+/// A Mark5B station as jive5ab 3.1.0 sends it: its stream cut into datagrams of the MTU's size
+/// (8960 bytes under 9000), not frames, each with its udps sequence number — a frame straddles
+/// two or three datagrams. `evlbi serve` puts the frames together again: SFXC's reader gets every
+/// frame byte-exact in its place.
+#[test]
+fn a_mark5b_stream_jive5ab_cut_into_8960_byte_datagrams_reaches_sfxc_whole() {
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
+    let Some(j5) = common::jive5ab_path() else {
+        eprintln!("SKIPPED: a_mark5b_stream_jive5ab_cut: no jive5ab (scripts/setup.sh builds it from ../shared/peers)");
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    // jive5ab sends whole datagrams only (a file's tail shorter than one is not sent): 840
+    // frames are 939 datagrams of 8960 bytes exactly.
+    let station = station(840);
+    let file = t.path().join("ef.m5b");
+    std::fs::write(&file, station.0.concat()).unwrap();
+    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(s.vsi);
+    let port = free_udp_port();
+    let sock = t.path().join("mk5read");
+    for cmd in [
+        format!("mode = {MODE} ;"),
+        "net_protocol = udps ;".into(),
+        format!("net_port = {port} ;"),
+        format!("net2sfxc = open : {} ;", sock.display()),
+    ] {
+        v.ok(&cmd);
+    }
+    let j = common::Jive5ab::start(&j5);
+    let send = || {
+        // The station's 32 Mb/s in 8960-byte datagrams: one every 2.24 ms.
+        let file_cmd = format!("file2net = connect : 127.0.0.1 : {} ;", file.display());
+        let r = j.vsi(&[
+            "net_protocol = udps ;",
+            "mtu = 9000 ;",
+            "ipd = 2200 ;",
+            &format!("net_port = {port} ;"),
+            &file_cmd,
+            "file2net = on ;",
+        ]);
+        assert!(r.iter().all(|l| l.contains("= 0") || l.contains("=  0")), "{r:?}");
+        j.until_inactive("file2net? ;");
+    };
+    sfxc_reads_what_is_sent(&h, &sock, &station, 0..0, send);
+    let (received, _) = common::vsi::settled(&mut v);
+    assert_eq!(received, 840);
     v.ok("net2sfxc = close ;");
     s.stop();
 }

@@ -29,6 +29,7 @@ mod admission;
 mod boards;
 mod config;
 mod learning;
+mod pieces;
 mod standing;
 mod station;
 
@@ -46,6 +47,7 @@ use crate::wire::{parse_data_as, DataDatagram, Nak};
 use admission::{problem, Admission, At, Held, Provisional, Tally};
 use boards::{Joining, Member};
 pub use config::{ReceiverConfig, SourceFilter, SourceFilterError};
+use pieces::{FramePieces, Joined};
 use station::{feed, feed_held, finish_station, summarize, window_config, Station};
 
 /// Frames of a run may skip this many sequence numbers (a few lost on the path).
@@ -82,11 +84,17 @@ pub struct Receiver {
     told_no_frame_rate: bool,
     /// Sources refused as boards, by station id (see [`RefusedSource`]).
     refused: Vec<(StationId, RefusedSource)>,
+    /// Mark5B frames that come split over datagrams (jive5ab's udps), joined here first.
+    pieces: Option<FramePieces>,
+    /// A frame joined from its pieces, as one datagram.
+    joined: Vec<u8>,
 }
 
 impl Receiver {
     /// A receiver with no stations yet.
     pub fn new(cfg: ReceiverConfig) -> Self {
+        let split_mark5b =
+            cfg.frame_format == vdif::FrameFormat::Mark5b && cfg.format == crate::wire::SeqFormat::Jive5ab;
         Receiver {
             admission: Admission::new(cfg.max_stations),
             cfg,
@@ -97,6 +105,8 @@ impl Receiver {
             notice: None,
             told_no_frame_rate: false,
             refused: Vec::new(),
+            pieces: split_mark5b.then(FramePieces::default),
+            joined: Vec::new(),
         }
     }
 
@@ -197,6 +207,48 @@ impl Receiver {
     ) {
         self.tally.counters.datagrams += 1;
         self.tally.counters.bytes += datagram.len() as u64;
+        if let Some(pieces) = self.pieces.as_mut() {
+            if !truncated {
+                let mut joined = std::mem::take(&mut self.joined);
+                let before = pieces.counts;
+                let outcome = pieces.offer(from, datagram, &mut joined);
+                let c = pieces.counts;
+                let d = &mut self.tally.counters;
+                (
+                    d.split_frames_joined,
+                    d.split_frames_incomplete,
+                    d.split_datagrams_unplaced,
+                ) = (c.joined, c.incomplete, c.unplaced);
+                if c.incomplete > before.incomplete || c.unplaced > before.unplaced {
+                    problem!(
+                        self.tally,
+                        "Mark5B stream in pieces from {from}: {} frame(s) never came whole, {} datagram(s) could not be placed",
+                        c.incomplete,
+                        c.unplaced
+                    );
+                }
+                for frame in joined.chunks_exact(8 + vdif::formats::MARK5B_FRAME_LEN) {
+                    self.take_datagram(now, arrived, from, frame, false, sink);
+                }
+                self.joined = joined;
+                if outcome == Joined::Taken {
+                    return;
+                }
+            }
+        }
+        self.take_datagram(now, arrived, from, datagram, truncated, sink);
+    }
+
+    /// A datagram that is (or was joined into) one frame: to its station.
+    fn take_datagram(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+        truncated: bool,
+        sink: &mut impl FrameSink,
+    ) {
         let Some(d) = self.screen(from, datagram, truncated) else {
             return;
         };

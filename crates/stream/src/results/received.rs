@@ -48,6 +48,17 @@ pub struct DatagramCounters {
     /// their datagrams are in `unconfirmed` or `foreign_source`.
     #[serde(default)]
     pub phantoms_dropped: u64,
+    /// Mark5B frames made whole from datagrams that each carried part of the stream (jive5ab
+    /// cuts a Mark5B stream into datagrams of the MTU's size, not frames).
+    #[serde(default)]
+    pub split_frames_joined: u64,
+    /// Such frames some byte of which never came (let go; the window fills them as lost).
+    #[serde(default)]
+    pub split_frames_incomplete: u64,
+    /// Datagrams of such a stream whose bytes went nowhere: before any sync word told where
+    /// its frames start, or the same datagram twice.
+    #[serde(default)]
+    pub split_datagrams_unplaced: u64,
 }
 
 impl DatagramCounters {
@@ -65,6 +76,7 @@ impl DatagramCounters {
             + self.wrong_station
             + self.implausible_stream
             + self.unconfirmed
+            + self.split_datagrams_unplaced
     }
 }
 

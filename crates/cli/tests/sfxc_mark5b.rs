@@ -160,17 +160,13 @@ fn sfxc_reads_what_is_sent(
     assert_eq!(r["invalid"].as_u64(), Some(gap.len() as u64), "{r}");
 }
 
-#[test]
-fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_fill() {
-    let Some(h) = common::sfxc::harness_or_skip() else {
-        return;
-    };
-    let t = tempfile::tempdir().unwrap();
-    let gap = 600..605;
-    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
+/// `evlbi serve` in `root` set up as an input host for a Mark5B station: its control, the UDP
+/// port it listens on and its net2sfxc socket.
+fn input_host(root: &Path) -> (Serve, Vsi, u16, std::path::PathBuf) {
+    let s = Serve::start(root, "127.0.0.1:0", &[]);
     let mut v = Vsi::connect(s.vsi);
     let port = free_udp_port();
-    let sock = t.path().join("mk5read");
+    let sock = root.join("mk5read");
     for cmd in [
         format!("mode = {MODE} ;"),
         "net_protocol = udps ;".into(),
@@ -179,6 +175,17 @@ fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_f
     ] {
         v.ok(&cmd);
     }
+    (s, v, port, sock)
+}
+
+#[test]
+fn sfxc_mark5b_reader_gets_every_frame_of_serve_net2sfxc_in_place_and_a_gap_as_fill() {
+    let Some(h) = common::sfxc::harness_or_skip() else {
+        return;
+    };
+    let t = tempfile::tempdir().unwrap();
+    let gap = 600..605;
+    let (s, mut v, port, sock) = input_host(t.path());
     assert_eq!(v.ok("mode? ;"), ["mark5b", "0xffffffff", "32", "1"]);
     sfxc_reads_the_station(&h, &sock, port, &station(1200), gap.clone());
     let (received, _) = common::vsi::settled(&mut v);
@@ -206,18 +213,7 @@ fn a_mark5b_stream_jive5ab_cut_into_8960_byte_datagrams_reaches_sfxc_whole() {
     let station = station(840);
     let file = t.path().join("ef.m5b");
     std::fs::write(&file, station.0.concat()).unwrap();
-    let s = Serve::start(t.path(), "127.0.0.1:0", &[]);
-    let mut v = Vsi::connect(s.vsi);
-    let port = free_udp_port();
-    let sock = t.path().join("mk5read");
-    for cmd in [
-        format!("mode = {MODE} ;"),
-        "net_protocol = udps ;".into(),
-        format!("net_port = {port} ;"),
-        format!("net2sfxc = open : {} ;", sock.display()),
-    ] {
-        v.ok(&cmd);
-    }
+    let (s, mut v, port, sock) = input_host(t.path());
     let j = common::Jive5ab::start(&j5);
     let send = || {
         // The station's 32 Mb/s in 8960-byte datagrams: one every 2.24 ms.

@@ -244,7 +244,7 @@ fn sfxc_mark5b_reader_gets_every_frame_of_stream_recv_out_sfxc() {
     let t = tempfile::tempdir().unwrap();
     let port = free_udp_port();
     let sock = t.path().join("mk5read");
-    let recv = Proc(
+    let mut recv = Proc(
         bin()
             .args(["stream", "recv", "--listen", &format!("127.0.0.1:{port}")])
             .args([
@@ -257,13 +257,30 @@ fn sfxc_mark5b_reader_gets_every_frame_of_stream_recv_out_sfxc() {
             ])
             .arg("--out")
             .arg(format!("sfxc:{}", sock.display()))
-            .args(["--json", "-q"])
-            .stdout(Stdio::null())
+            .args(["--json", "-q", "--idle-timeout", "3s"])
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
+    let mut so = recv.0.stdout.take().unwrap();
+    let report = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = so.read_to_string(&mut out);
+        out
+    });
     sfxc_reads_the_station(&h, &sock, port, &station(800), 100..103);
+    let t0 = Instant::now();
+    while recv.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "stream recv did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r: serde_json::Value = serde_json::from_str(&report.join().unwrap()).unwrap();
+    // The data's age: the time code's day resolved against the clock (frames made for now and
+    // sent in real time are seconds old at most, not a 1000-day cycle off).
+    let age = &r["data_age_ns"];
+    assert!(age["count"].as_u64().unwrap_or(0) > 0, "{age}");
+    assert!(age["p50"].as_f64().unwrap_or(f64::MAX) < 30e9, "{age}");
     drop(recv);
     // Where Mark5B cannot go: a recording, DiFX's feed.
     for out in [t.path().to_str().unwrap(), "difx:127.0.0.1:9"] {

@@ -133,17 +133,24 @@ impl Receiver {
     }
 
     /// When the data of `datagram` were sampled: its VDIF time, ns since 1970 (frame rate from
-    /// the framing, `--fps` or the header); `None` for a datagram that is not a frame. Against
-    /// the clock at arrival it is the data's age — from a backend sending in real time, the
-    /// latency of the whole path. `None` for Mark5B too: its time code names the day only
-    /// modulo 1000, and the order header's second is not since 1970.
-    pub fn data_time_unix_ns(&self, datagram: &[u8]) -> Option<u64> {
-        if self.cfg.frame_format != vdif::FrameFormat::Vdif {
-            return None;
-        }
+    /// the framing, `--fps` or the header); `None` for a datagram that is not a whole frame.
+    /// Against the clock at arrival (`now_unix_ns`) it is the data's age — from a backend
+    /// sending in real time, the latency of the whole path. A Mark5B time code names the day
+    /// only modulo 1000: it is taken as the day of the 1000-day cycle nearest `now_unix_ns`, as
+    /// jive5ab and SFXC resolve it.
+    pub fn data_time_unix_ns(&self, datagram: &[u8], now_unix_ns: u64) -> Option<u64> {
         let d = parse_data_as(self.cfg.format, self.cfg.frame_format, datagram).ok()?;
-        let (fps, _) = crate::intake::stream_shape(&d, self.cfg.frames_per_second, None).ok()?;
-        d.header.unix_nanos(fps)
+        match self.cfg.frame_format {
+            vdif::FrameFormat::Vdif => {
+                let (fps, _) = crate::intake::stream_shape(&d, self.cfg.frames_per_second, None).ok()?;
+                d.header.unix_nanos(fps)
+            }
+            vdif::FrameFormat::Mark5b => {
+                let h = vdif::Mark5bHeader::parse(d.frame).ok()?;
+                let now_s = i64::try_from(now_unix_ns / 1_000_000_000).ok()?;
+                h.unix_nanos(self.cfg.frames_per_second?, now_s)
+            }
+        }
     }
 
     /// Stations receiving now (each holds a slot of `max_stations`).

@@ -119,3 +119,33 @@ fn what_is_not_mark5b_is_counted_and_dropped() {
     assert_eq!((c.split_frames_joined, c.split_frames_incomplete), (1, 1));
     assert_eq!(sink.segments.concat(), (0..11).flat_map(frame).collect::<Vec<u8>>());
 }
+
+#[test]
+fn a_mark5b_frame_s_time_resolves_its_day_against_the_clock_for_the_data_age() {
+    let rx = receiver();
+    const NS: u64 = 1_000_000_000;
+    // Frame 0: MJD ≡ 373 (mod 1000), second 86 390; frame 4000 is 10 s on, the next day.
+    let day_unix_s = |mjd: u64| (mjd - 40_587) * 86_400;
+    let want = (day_unix_s(61_373) + 86_390) * NS;
+    for clock_days_later in [0u64, 1, 400] {
+        let now = want + clock_days_later * 86_400 * NS;
+        assert_eq!(
+            rx.data_time_unix_ns(&udps(0, &frame(0)), now),
+            Some(want),
+            "{clock_days_later}"
+        );
+        assert_eq!(rx.data_time_unix_ns(&udps(1, &frame(4000)), now), Some(want + 10 * NS));
+        assert_eq!(rx.data_time_unix_ns(&udps(2, &frame(1)), now), Some(want + NS / 400));
+    }
+    // 600 days on, the nearest day ≡ 373 is the next cycle's.
+    let later = want + 600 * 86_400 * NS;
+    assert_eq!(
+        rx.data_time_unix_ns(&udps(0, &frame(0)), later),
+        Some(want + 1000 * 86_400 * NS)
+    );
+    // What is no whole Mark5B frame has no time.
+    assert_eq!(rx.data_time_unix_ns(&udps(0, &frame(0)[..5008]), want), None);
+    let mut no_sync = frame(0);
+    no_sync[0] ^= 1;
+    assert_eq!(rx.data_time_unix_ns(&udps(0, &no_sync), want), None);
+}

@@ -340,7 +340,7 @@ fn receive_batch(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |w| w.as_nanos() as u64);
             // The data's age, sampled once per batch (one clock read, one header parse).
-            if let Some(t) = batch.iter().next().and_then(|d| rx.data_time_unix_ns(d.data)) {
+            if let Some(t) = batch.iter().next().and_then(|d| rx.data_time_unix_ns(d.data, wall)) {
                 // Older than its own time (another host's clock ahead of ours) is recorded as 1 ns.
                 tally.data_age.record(wall.saturating_sub(t).max(1));
             }

@@ -525,7 +525,7 @@ mod tests {
                     Ok(n) => got.extend_from_slice(&buf[..n]),
                 }
                 reads += 1;
-                if reads % 64 == 0 {
+                if reads.is_multiple_of(64) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }

@@ -139,9 +139,6 @@ pub enum StartError {
     /// The station code is not one VDIF can carry.
     #[error(transparent)]
     Station(#[from] vdif::HeaderError),
-    /// The label gives no scan names.
-    #[error(transparent)]
-    Label(#[from] scanfmt::name::NameError),
     /// The destination does not resolve.
     #[error(transparent)]
     Resolve(#[from] netio::HostPortError),

@@ -124,6 +124,14 @@ pub enum RateError {
     /// A bit rate given as a real number that is not a whole number of bits per second.
     #[error("{0} b/s is not a whole number of bits per second")]
     NotWholeBits(f64),
+    /// A single-stream format (Mark5B) asked for over several threads.
+    #[error("{format} is one stream of frames, not {threads} threads")]
+    OneStream {
+        /// The format.
+        format: crate::FrameFormat,
+        /// Threads asked for.
+        threads: u32,
+    },
 }
 
 /// Frames per second per thread: a whole number 1..=2^24.

@@ -258,11 +258,9 @@ impl Mode {
     /// Mark5B is one stream: its rate is `rate / 80 000` for one thread, none for more.
     pub fn frame_rate(&self, threads: u16) -> Result<FrameRate, RateError> {
         if self.format == FrameFormat::Mark5b && threads > 1 {
-            return Err(RateError::Fractional {
-                bits: self.rate_mbps * 1_000_000,
-                period_s: self.period_s,
+            return Err(RateError::OneStream {
+                format: self.format,
                 threads: u32::from(threads),
-                data_len: u64::from(self.payload),
             });
         }
         FrameRate::from_bits_per_period(
@@ -318,6 +316,19 @@ mod tests {
         assert_eq!(m.frame_rate(1).map(FrameRate::get), Ok(32_000));
         assert_eq!(m.frame_rate(4).map(FrameRate::get), Ok(8_000));
         assert!(matches!(m.frame_rate(3), Err(RateError::Fractional { .. })));
+        // Mark5B is one stream: more threads are refused as such, not as a fractional rate
+        // (512 Mb/s over 2 threads of 10000-byte frames would be a whole 3200 frames/s each).
+        let m5b = Mode::parse("MARK5B-512-16-2").unwrap().unwrap();
+        assert_eq!(m5b.frame_rate(1).map(FrameRate::get), Ok(6400));
+        let two = m5b.frame_rate(2).unwrap_err();
+        assert_eq!(
+            two,
+            RateError::OneStream {
+                format: FrameFormat::Mark5b,
+                threads: 2
+            }
+        );
+        assert_eq!(two.to_string(), "Mark5B is one stream of frames, not 2 threads");
         let l = Mode::parse("vdifl_1024-512/2-8-2/4").unwrap().unwrap();
         assert!(l.legacy && !l.complex);
         assert_eq!((l.frame_len(), l.rate_bps()), (1040, 256e6));

@@ -59,6 +59,20 @@ pub struct Mode {
     /// The frames' format: VDIF, or Mark5B (payload 10 000, a 16-byte header; channels are its
     /// bit streams of one bit in the `mark5b : <mask>` form).
     pub format: FrameFormat,
+    /// The `mark5b : <mask> : <decimation>` form's fields, when given so (`mode?` answers in
+    /// that form then).
+    pub mask_form: Option<MaskForm>,
+}
+
+/// A Mark5B mode given as `mark5b : <mask> [: <decimation>]` (or `ext : …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaskForm {
+    /// The mode's name as given (`mark5b`, `ext`).
+    pub name: String,
+    /// The bit-stream mask as given (`0xffffffff`).
+    pub mask: String,
+    /// The decimation (1 when not given).
+    pub decimation: u64,
 }
 
 impl Mode {
@@ -117,6 +131,7 @@ impl Mode {
             channels: u32::try_from(num(channels)?).map_err(|_| invalid())?,
             bits: u32::try_from(num(bits)?).map_err(|_| invalid())?,
             format: FrameFormat::Vdif,
+            mask_form: None,
         };
         if mode.payload == 0 || !mode.payload.is_multiple_of(8) || mode.payload > 65_536 - 32 {
             return Err(range("the payload must be a multiple of 8 bytes, 8 to 65504"));
@@ -171,6 +186,7 @@ impl Mode {
             channels: num(channels)?,
             bits: num(bits)?,
             format: FrameFormat::Mark5b,
+            mask_form: None,
         };
         mode.check_mark5b()
     }
@@ -203,7 +219,6 @@ impl Mode {
             ));
         }
         let mode = Mode {
-            text,
             legacy: false,
             complex: false,
             payload: vdif::mark5b::MARK5B_DATA_LEN as u32,
@@ -212,6 +227,12 @@ impl Mode {
             channels: tracks,
             bits: 1,
             format: FrameFormat::Mark5b,
+            mask_form: Some(MaskForm {
+                name: fields.first().copied().unwrap_or("").to_string(),
+                mask: fields.get(1).copied().unwrap_or("").to_string(),
+                decimation,
+            }),
+            text,
         };
         mode.check_mark5b()
     }
@@ -275,11 +296,11 @@ impl Mode {
     /// for `mark5b : <mask> : <decimation>`, its reply of that form: the mode, mask,
     /// decimation and track bit rate in MHz).
     pub fn query_fields(&self) -> Vec<String> {
-        if let [mode, mask, rest @ ..] = &self.text.split(':').collect::<Vec<_>>()[..] {
+        if let Some(f) = &self.mask_form {
             return vec![
-                mode.to_string(),
-                mask.to_string(),
-                rest.first().copied().unwrap_or("1").to_string(),
+                f.name.clone(),
+                f.mask.clone(),
+                f.decimation.to_string(),
                 format!("{}", self.rate_mbps / u64::from(self.tracks().max(1))),
             ];
         }
@@ -355,6 +376,11 @@ mod tests {
         let ext = Mode::parse_fields(&["ext", "0x0000ffff", "2"]).unwrap().unwrap();
         assert_eq!((ext.rate_mbps, ext.text.as_str()), (256, "ext:0x0000ffff:2"));
         assert_eq!(ext.query_fields(), ["ext", "0x0000ffff", "2", "16"]);
+        // The form is the parser's: the mask form answers in it (decimation 1 when not given),
+        // the magic form in its own.
+        let no_decimation = Mode::parse_fields(&["mark5b", "0xf"]).unwrap().unwrap();
+        assert_eq!(no_decimation.query_fields(), ["mark5b", "0xf", "1", "32"]);
+        assert_eq!(m.mask_form, None);
         assert_eq!(
             Mode::parse_fields(&["mark5b", "0xf"]).map(|m| m.map(|m| m.rate_mbps)),
             Ok(Some(128))

@@ -124,11 +124,9 @@ pub enum RateError {
     /// A bit rate given as a real number that is not a whole number of bits per second.
     #[error("{0} b/s is not a whole number of bits per second")]
     NotWholeBits(f64),
-    /// A single-stream format (Mark5B) asked for over several threads.
-    #[error("{format} is one stream of frames, not {threads} threads")]
-    OneStream {
-        /// The format.
-        format: crate::FrameFormat,
+    /// Mark5B, one stream of frames, asked for over several threads.
+    #[error("Mark5B is one stream of frames, not {threads} threads")]
+    Mark5bOneStream {
         /// Threads asked for.
         threads: u32,
     },

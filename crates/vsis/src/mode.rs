@@ -279,8 +279,7 @@ impl Mode {
     /// Mark5B is one stream: its rate is `rate / 80 000` for one thread, none for more.
     pub fn frame_rate(&self, threads: u16) -> Result<FrameRate, RateError> {
         if self.format == FrameFormat::Mark5b && threads > 1 {
-            return Err(RateError::OneStream {
-                format: self.format,
+            return Err(RateError::Mark5bOneStream {
                 threads: u32::from(threads),
             });
         }
@@ -342,13 +341,7 @@ mod tests {
         let m5b = Mode::parse("MARK5B-512-16-2").unwrap().unwrap();
         assert_eq!(m5b.frame_rate(1).map(FrameRate::get), Ok(6400));
         let two = m5b.frame_rate(2).unwrap_err();
-        assert_eq!(
-            two,
-            RateError::OneStream {
-                format: FrameFormat::Mark5b,
-                threads: 2
-            }
-        );
+        assert_eq!(two, RateError::Mark5bOneStream { threads: 2 });
         assert_eq!(two.to_string(), "Mark5B is one stream of frames, not 2 threads");
         let l = Mode::parse("vdifl_1024-512/2-8-2/4").unwrap().unwrap();
         assert!(l.legacy && !l.complex);

@@ -37,6 +37,7 @@ pub fn flag(s: Setting) -> &'static str {
         Setting::Ack => "--ack",
         Setting::Interval => "--interval",
         Setting::Live => "--out sfxc:",
+        Setting::Frames => "--frames",
     }
 }
 

@@ -67,7 +67,7 @@ pub fn send_summary(r: &SendReport) {
             s.frames_sent,
             r.duration_s,
             si_fmt(s.achieved_rate_bps),
-            si_fmt(s.rate_bps),
+            si_fmt(s.rate_bps.get() as f64),
             us_fmt(g.p50),
             us_fmt(g.p99),
             us_fmt(g.stdev.map(|v| v.round() as u64)),

@@ -160,16 +160,6 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         FramesArg::Vdif => vdif::FrameFormat::Vdif,
         FramesArg::Mark5b => vdif::FrameFormat::Mark5b,
     };
-    let to_sfxc = base
-        .live
-        .as_ref()
-        .is_some_and(|l| l.targets.iter().all(|t| matches!(t, LiveTarget::Sfxc { .. })));
-    if frame_format == vdif::FrameFormat::Mark5b && !to_sfxc {
-        return Err(crate::UsageError::new(
-            "--frames mark5b needs --out sfxc: (recordings and DiFX's feed take VDIF)".into(),
-        )
-        .into());
-    }
     let cfg = RecvConfig {
         out_dir: a
             .out

@@ -259,3 +259,57 @@ fn arq_latency_reaches_the_relay_through_both_doors() {
     v.ok("net2net = off ;");
     serve.stop();
 }
+
+/// Mark5B goes to SFXC's reader only, a rule of the receiver's one `validate()` (it was the
+/// CLI's own check and the daemon's own refusal): `stream recv --frames mark5b` into a
+/// directory, a vbs scan, DiFX's feed or nothing exits 2 saying it in flags; `evlbi serve`'s
+/// `record` and `net2file` of a Mark5B mode return 6 saying it in keywords, and `net2sfxc`
+/// takes the same mode.
+#[test]
+fn mark5b_goes_to_sfxc_only_through_both_doors() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let m5b = with(
+        &RECV,
+        &["--seq-format", "jive5ab", "--frames", "mark5b", "--fps", "400"],
+    );
+    for out in [
+        &["--out", dir][..],
+        &["--format", "vbs", "--disks", dir, "--scan", "x"],
+        &["--out", "difx:127.0.0.1:9"],
+        &[],
+    ] {
+        refused(
+            &with(&m5b, out),
+            "--frames mark5b needs --out sfxc: (recordings and DiFX's feed take VDIF, not Mark5B)",
+        );
+    }
+
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(serve.vsi);
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    v.ok("mode = mark5b : 0xffffffff : 1 ;");
+    v.ok("net_protocol = udps ;");
+    v.ok(&format!("net_port = 127.0.0.1@{port} ;"));
+    for cmd in ["record = on : scan1 ;", "net2file = open : m5b.vdif,w ;"] {
+        let r = v.ask(cmd);
+        assert_eq!(r.code, ReturnCode::Conflict, "{cmd} -> {r}");
+        // (A reply's field holds no ':', the daemon writes '.' for it.)
+        assert_eq!(
+            r.fields.join(":"),
+            "cannot receive. mode mark5b needs net2sfxc (recordings and DiFX's feed take VDIF, not Mark5B)",
+            "{cmd}"
+        );
+    }
+    v.ok("record_format = vdif ;");
+    assert_eq!(v.ask("record = on : scan2 ;").code, ReturnCode::Conflict);
+    let sock = root.path().join("mk5read");
+    v.ok(&format!("net2sfxc = open : {} ;", sock.display()));
+    v.ok("net2sfxc = close ;");
+    serve.stop();
+}

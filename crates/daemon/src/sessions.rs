@@ -122,11 +122,12 @@ pub enum StartError {
         /// The mode as set.
         mode: String,
     },
-    /// A Mark5B mode where evlbi handles VDIF only (recording, relaying, generating): the
-    /// correlator input host's `net2sfxc` is the Mark5B path.
+    /// A Mark5B mode where evlbi handles VDIF only (relaying, generating): the correlator
+    /// input host's `net2sfxc` is the Mark5B path (a recording's refusal is the receiver's
+    /// rule, [`stream_session::ConfigError::Mark5bNeedsSfxc`]).
     #[error("{what} handles VDIF only, not the Mark5B mode set (Mark5B goes to SFXC by net2sfxc)")]
     Mark5bNotHere {
-        /// What was asked ("record", "net2file", "net2net", "fill2net").
+        /// What was asked ("net2net", "fill2net").
         what: &'static str,
     },
     /// `fill2net` holds one second of data in memory: the mode's rate is capped.
@@ -138,9 +139,6 @@ pub enum StartError {
     /// The station code is not one VDIF can carry.
     #[error(transparent)]
     Station(#[from] vdif::HeaderError),
-    /// The label gives no scan names.
-    #[error(transparent)]
-    Label(#[from] scanfmt::name::NameError),
     /// The destination does not resolve.
     #[error(transparent)]
     Resolve(#[from] netio::HostPortError),
@@ -260,9 +258,6 @@ pub fn start_recording(
     env: &TransferEnv,
     outlet: CountsOutlet,
 ) -> Result<Recording, StartError> {
-    if !matches!(target, Target::Live(_)) {
-        refuse_mark5b(settings, kind.name())?;
-    }
     let (out_dir, out_file, recording, live) = match target {
         Target::Scan(r) => (None, None, Some(r), None),
         Target::Files(d) => (Some(OutputDir::Opened(Arc::new(d))), None, None, None),

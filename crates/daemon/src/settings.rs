@@ -354,7 +354,7 @@ pub fn vsi_word(s: S) -> &'static str {
         S::Format => "net_protocol",
         S::InputFormat => "net2net = connect's input protocol",
         S::To => "net2net = connect's host",
-        S::Fps | S::Rate => "mode",
+        S::Fps | S::Rate | S::Frames => "mode",
         S::Threads => "threads",
         S::Burst => "ipd",
         S::Ack => "ack",

@@ -590,7 +590,7 @@ fn send_parts(s: &SendReport) -> (Vec<Metric>, Vec<Table>) {
             .map(|st| {
                 vec![
                     st.station.clone(),
-                    format!("{:.1}", st.rate_bps / MBIT),
+                    format!("{:.1}", st.rate_bps.get() as f64 / MBIT),
                     format!("{:.1}", st.achieved_rate_bps / MBIT),
                     st.frames_sent.to_string(),
                     st.injected_drops.to_string(),

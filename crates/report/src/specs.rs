@@ -368,7 +368,7 @@ pub fn stream_send_rates(s: &SendReport) -> Option<ChartSpec> {
             .map(|(i, st)| (i as f64 - 0.35, i as f64 + 0.35, f(st) / 1e6))
             .collect()
     };
-    spec.push("paced", SeriesData::Bars(bars(&|st| st.rate_bps)));
+    spec.push("paced", SeriesData::Bars(bars(&|st| st.rate_bps.get() as f64)));
     spec.push("achieved", SeriesData::Bars(bars(&|st| st.achieved_rate_bps)));
     Some(spec)
 }

@@ -138,6 +138,12 @@ pub enum ConfigError {
         /// The datagram setting given beside the TCP destination.
         setting: Setting,
     },
+    /// Mark5B frames go to SFXC's live reader only: a recording, files and DiFX's feed take
+    /// VDIF (`output`: the one given, [`Setting::Out`] when none is).
+    Mark5bNeedsSfxc {
+        /// The VDIF-only output asked for.
+        output: Setting,
+    },
 }
 
 impl ConfigError {
@@ -192,6 +198,11 @@ impl ConfigError {
                 name(S::To),
                 name(*setting)
             ),
+            ConfigError::Mark5bNeedsSfxc { .. } => format!(
+                "{} mark5b needs {} (recordings and DiFX's feed take VDIF, not Mark5B)",
+                name(S::Frames),
+                name(S::Live)
+            ),
         }
     }
 
@@ -209,6 +220,8 @@ impl ConfigError {
             ConfigError::SplitNeedsOutput { output } => vec![S::SplitThreads, *output, S::Recording],
             ConfigError::LiveAndRecording { files } => vec![*files, S::Live],
             ConfigError::TcpCarriesBareFrames { setting } => vec![*setting, S::To],
+            ConfigError::Mark5bNeedsSfxc { output: S::Live } => vec![S::Frames, S::Live],
+            ConfigError::Mark5bNeedsSfxc { output } => vec![S::Frames, *output, S::Live],
         }
     }
 }

@@ -65,11 +65,13 @@ pub enum Setting {
     Interval,
     /// Live outputs to correlators' readers instead of a recording (`live`).
     Live,
+    /// The frames a receiver takes, VDIF or Mark5B (`frame_format`).
+    Frames,
 }
 
 impl Setting {
     /// Every setting, in declaration order (a front door's table is tested against it).
-    pub const ALL: [Setting; 28] = [
+    pub const ALL: [Setting; 29] = [
         Setting::Listen,
         Setting::To,
         Setting::Inputs,
@@ -98,6 +100,7 @@ impl Setting {
         Setting::Ack,
         Setting::Interval,
         Setting::Live,
+        Setting::Frames,
     ];
 
     /// The field of the session configuration that holds it: what the library's own messages
@@ -132,6 +135,7 @@ impl Setting {
             Setting::Ack => "ack_every",
             Setting::Interval => "interval",
             Setting::Live => "live",
+            Setting::Frames => "frame_format",
         }
     }
 }
@@ -174,6 +178,6 @@ mod tests {
         for (i, s) in Setting::ALL.iter().enumerate() {
             assert_eq!(*s as usize, i, "{s}");
         }
-        assert_eq!(Setting::ALL.len(), Setting::Live as usize + 1);
+        assert_eq!(Setting::ALL.len(), Setting::Frames as usize + 1);
     }
 }

@@ -273,7 +273,7 @@ impl StationIn {
                 };
                 (self.fps, self.thread_count) = (fps, threads);
                 self.threads = self.threads.resized(threads);
-                self.counts.frames_per_second = fps.get();
+                self.counts.frames_per_second = fps;
                 // Positions counted at the old rate do not compare with the new.
                 self.last_pos.fill(u64::MAX);
                 Some(said)
@@ -522,13 +522,7 @@ impl Relay {
             beyond_rate: 0,
             newcomer: None,
             max_frame_number: None,
-            counts: RelayedStation {
-                station: d.header.station_id.to_string(),
-                station_id: id,
-                frames_per_second: fps.get(),
-                frame_len: d.frame.len(),
-                ..RelayedStation::default()
-            },
+            counts: RelayedStation::new(id, fps, d.frame.len()),
         });
         Some(self.stations.len() - 1)
     }
@@ -765,7 +759,7 @@ impl Relay {
                 let n = u32::from(st.thread_count);
                 if let Some(fps) = FrameRate::per_thread(total, n) {
                     st.fps = fps;
-                    st.counts.frames_per_second = st.fps.get();
+                    st.counts.frames_per_second = st.fps;
                     st.rate_check = Some(RateCheck::new(total, st.fps, crate::intake::MAX_THREADS, now));
                 } else if self.first_problem.is_none() {
                     // Relayed all the same (the output is paced by the rate), counted per thread
@@ -834,7 +828,7 @@ impl Relay {
             st.threads = ThreadMap::new(threads);
             st.known_threads = known.then_some(threads);
             st.station_rate = fps_given.filter(|_| given_only).map(vdif::FrameRate::get);
-            st.counts.frames_per_second = fps.get();
+            st.counts.frames_per_second = fps;
             st.last_pos.fill(u64::MAX);
         }
         let known = st.known_threads.is_some();
@@ -1108,7 +1102,6 @@ fn open_output(
     let data_len = st.frame_len.saturating_sub(st.template.header_len()).max(1);
     let rate = output_rate(cfg.rate_bps, st.fps, st.thread_count, data_len);
     let spacing = rate.time_of(data_len as u64);
-    let rate_bps = rate.get() as f64;
     let queue = Rc::new(RefCell::new(LiveQueue::new(
         now,
         spacing,
@@ -1123,7 +1116,7 @@ fn open_output(
         frame_len: st.frame_len,
         data_len,
         fps: st.fps,
-        rate_bps,
+        rate_bps: rate,
     };
     let source = LiveSource {
         queue: Rc::clone(&queue),

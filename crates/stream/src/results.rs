@@ -27,13 +27,14 @@ pub struct SentStation {
     /// Native stream index.
     pub stream: u16,
     /// Frames per second per thread.
-    pub frames_per_second: u32,
+    pub frames_per_second: vdif::FrameRate,
     /// Threads.
     pub threads: u16,
     /// Frame length, header included.
     pub frame_len: usize,
-    /// Data rate paced at (sample bits, headers excluded), b/s.
-    pub rate_bps: f64,
+    /// Data rate paced at (sample bits, headers excluded), b/s (a float in the JSON, as always).
+    #[serde(with = "vdif::bitrate::as_f64")]
+    pub rate_bps: vdif::BitRate,
     /// Nominal spacing between this station's datagrams, µs.
     pub spacing_us: f64,
     /// Frames handed to the socket (first transmissions; injected drops included).

@@ -95,14 +95,14 @@ pub struct StationSpec {
     pub data_len: usize,
     /// Frames per second per thread.
     pub fps: FrameRate,
-    /// Data rate paced at (sample bits, headers excluded), b/s.
-    pub rate_bps: f64,
+    /// Data rate paced at (sample bits, headers excluded).
+    pub rate_bps: vdif::BitRate,
 }
 
 impl StationSpec {
     /// Frames per second over all threads at the paced rate.
     pub fn frames_per_second(&self) -> f64 {
-        self.rate_bps / (self.data_len as f64 * 8.0)
+        self.rate_bps.get() as f64 / (self.data_len as f64 * 8.0)
     }
 }
 
@@ -651,11 +651,11 @@ impl<P: Schedule> Sender<P> {
                     file: st.spec.name.clone(),
                     station: st.spec.station_id.to_string(),
                     stream: i as u16,
-                    frames_per_second: st.spec.fps.get(),
+                    frames_per_second: st.spec.fps,
                     threads: st.spec.threads,
                     frame_len: st.spec.frame_len,
                     rate_bps: st.spec.rate_bps,
-                    spacing_us: st.spec.data_len as f64 * 8.0 / st.spec.rate_bps * 1e6,
+                    spacing_us: st.spec.data_len as f64 * 8.0 / st.spec.rate_bps.get() as f64 * 1e6,
                     frames_sent: st.frames,
                     bytes_sent: st.bytes,
                     injected_drops: st.injected,
@@ -699,7 +699,8 @@ pub fn combined_results<P: Schedule>(boards: &[&Sender<P>]) -> Option<Vec<SentSt
                 r.slips += o.slips;
                 r.slipped_s += o.slipped_s;
                 r.skipped_late += o.skipped_late;
-                r.rate_bps += o.rate_bps;
+                r.rate_bps =
+                    vdif::BitRate::new(r.rate_bps.get().saturating_add(o.rate_bps.get())).unwrap_or(r.rate_bps);
             }
         }
         let span = match (
@@ -713,9 +714,7 @@ pub fn combined_results<P: Schedule>(boards: &[&Sender<P>]) -> Option<Vec<SentSt
         let last_release: u64 = txs().map(|s| s.schedule.frames_per_release()).sum();
         let data_bits = r.frames_sent.saturating_sub(last_release) as f64 * data_len as f64 * 8.0;
         r.achieved_rate_bps = if span > 0.0 { data_bits / span } else { 0.0 };
-        if r.rate_bps > 0.0 {
-            r.spacing_us = data_len as f64 * 8.0 / r.rate_bps * 1e6;
-        }
+        r.spacing_us = data_len as f64 * 8.0 / r.rate_bps.get() as f64 * 1e6;
         r.departure_gap_ns = gaps.summary(DEFAULT_MAX_BUCKETS);
         r.lateness_ns = lateness.summary(DEFAULT_MAX_BUCKETS);
     }

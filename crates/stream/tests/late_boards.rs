@@ -233,7 +233,7 @@ fn a_fake_board_coming_after_the_threads_were_counted_does_not_grow_the_station(
         let st = &r.stations()[0];
         assert_eq!(st.thread_ids, vec![0], "{what}: {:?}", r.first_problem());
         assert_eq!(
-            (st.frames_per_second, st.frames_in, st.wrong_format),
+            (st.frames_per_second.get(), st.frames_in, st.wrong_format),
             (1000, 3000, 0),
             "{what}"
         );

@@ -98,7 +98,7 @@ fn loss(cfg: ReceiverConfig, third: Third, what: &str) -> Option<String> {
     let filled: u64 = all.iter().map(|s| s.window.written_filled).sum();
     let refused: Vec<_> = all.iter().flat_map(|s| s.refused_sources.clone()).collect();
     let c = rx.counters();
-    let last = all.last().map(|s| (s.threads, s.frames_per_second));
+    let last = all.last().map(|s| (s.threads, s.frames_per_second.get()));
     let got = (valid, filled, refused.len(), c.foreign_source, last);
     // A board starting late never sent its threads' frames before: those are filled in place
     // (up to the window's max_fill), not lost.

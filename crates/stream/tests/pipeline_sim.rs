@@ -214,7 +214,7 @@ fn boards(t0: Instant) -> Vec<Sender<PacedSchedule>> {
                     frame_len: l.frame_len,
                     data_len: PAYLOAD,
                     fps: vdif::FrameRate::new(FPS).unwrap(),
-                    rate_bps: rate / 2.0,
+                    rate_bps: vdif::BitRate::new(rate as u64 / 2).unwrap(),
                 },
                 Box::new(source),
                 PacedSchedule::steps(Pacer::new(t0, step), 2),
@@ -316,7 +316,10 @@ fn backend_relay_wan_receiver_delivers_every_frame_that_reached_the_relay() {
 
     // The relay: 4 threads learned, the mode's rate split over them, each board counted.
     let r = &station.relay.stations()[0];
-    assert_eq!((r.thread_ids.clone(), r.frames_per_second), (vec![0, 1, 2, 3], FPS));
+    assert_eq!(
+        (r.thread_ids.clone(), r.frames_per_second.get()),
+        (vec![0, 1, 2, 3], FPS)
+    );
     assert_eq!(r.frames_in, total - o.lan_lost);
     let senders = station.relay.senders();
     assert_eq!(senders.len(), 2);

@@ -859,7 +859,7 @@ fn the_threads_of_a_stream_are_counted_from_its_frames_when_only_the_stations_ra
             "{threads} threads"
         );
         assert_eq!(s.threads, threads, "{threads} threads counted");
-        assert_eq!(s.frames_per_second, 8000 / u32::from(threads));
+        assert_eq!(s.frames_per_second.get(), 8000 / u32::from(threads));
         assert_accounted(&rx);
     }
     // A rate that does not split over the threads seen is refused with the reason.
@@ -912,7 +912,7 @@ fn the_threads_of_a_board_behind_the_other_are_counted() {
     rx.finish(&mut sink);
     let s = &rx.summaries()[0];
     assert_eq!(s.threads, 4, "threads counted: {:?}", rx.first_problem());
-    assert_eq!(s.frames_per_second, 2000);
+    assert_eq!(s.frames_per_second.get(), 2000);
     assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0));
     assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.counters());
     assert_accounted(&rx);
@@ -1001,7 +1001,7 @@ fn the_boards_of_a_station_sending_from_their_own_addresses_all_feed_its_window(
         let all = rx.summaries();
         assert_eq!(all.len(), 1, "{case}: one station");
         let s = &all[0];
-        assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{case}");
+        assert_eq!((s.threads, s.frames_per_second.get()), (4, 2000), "{case}");
         assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0), "{case}");
         assert_eq!(s.loss_fraction, 0.0, "{case}");
         assert_eq!(s.sender_changes, 0, "{case}");
@@ -1144,7 +1144,12 @@ fn a_phantom_board_at_the_start_does_not_change_the_threads_counted() {
     }
     rx.finish(&mut sink);
     let s = &rx.summaries()[0];
-    assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{:?}", rx.first_problem());
+    assert_eq!(
+        (s.threads, s.frames_per_second.get()),
+        (4, 2000),
+        "{:?}",
+        rx.first_problem()
+    );
     assert_eq!((s.window.written_valid, s.window.written_filled), (4000, 0));
     assert_eq!(rx.counters().unconfirmed, 3);
     assert_accounted(&rx);
@@ -1232,7 +1237,7 @@ fn a_backend_back_with_other_threads_starts_its_station_anew() {
     assert_eq!(all.len(), 2, "{all:?}");
     assert!(all[0].retired);
     assert_eq!((all[0].threads, all[0].window.written_valid), (1, 4000));
-    assert_eq!((all[1].threads, all[1].frames_per_second), (2, 4000));
+    assert_eq!((all[1].threads, all[1].frames_per_second.get()), (2, 4000));
     assert_eq!((all[1].window.written_valid, all[1].window.written_filled), (4000, 0));
     assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.first_problem());
     assert_accounted(&rx);
@@ -1261,7 +1266,12 @@ fn a_board_first_seen_in_a_late_batch_is_counted_with_the_other() {
     }
     rx.finish(&mut sink);
     let s = &rx.summaries()[0];
-    assert_eq!((s.threads, s.frames_per_second), (4, 2000), "{:?}", rx.first_problem());
+    assert_eq!(
+        (s.threads, s.frames_per_second.get()),
+        (4, 2000),
+        "{:?}",
+        rx.first_problem()
+    );
     assert_eq!((s.window.written_valid, s.window.written_filled), (16_000, 0));
     assert_eq!(s.boards.len(), 2);
     assert_eq!(rx.counters().rejected(), 0, "{:?}", rx.counters());
@@ -1337,7 +1347,7 @@ fn a_fake_board_sending_a_fraction_of_a_thread_does_not_split_the_station() {
         assert_eq!(all.len(), 1, "{case}: {all:?}");
         let s = &all[0];
         assert_eq!(
-            (s.threads, s.frames_per_second),
+            (s.threads, s.frames_per_second.get()),
             (1, 1000),
             "{case}: {:?}",
             rx.first_problem()
@@ -1384,7 +1394,7 @@ fn a_fake_board_there_before_the_backend_gives_its_place_up_when_the_backend_com
         let case = format!("fake thread {thread} numbered at {numbered}, consecutive {consecutive}");
         let all = rx.summaries();
         let s = all.last().unwrap();
-        assert_eq!((s.threads, s.frames_per_second), (1, 1000), "{case}: {all:?}");
+        assert_eq!((s.threads, s.frames_per_second.get()), (1, 1000), "{case}: {all:?}");
         assert_eq!(s.boards.len(), 1, "{case}");
         assert_eq!(s.boards[0].source, real.to_string(), "{case}");
         // The station starts anew from the backend's first frames (a new segment: in a scan, the
@@ -1436,7 +1446,7 @@ fn a_fake_board_alone_at_the_start_is_never_the_station() {
         let all = rx.summaries();
         assert_eq!(all.len(), 1, "{case}: {all:?}");
         let s = &all[0];
-        assert_eq!((s.threads, s.frames_per_second), (1, 1000), "{case}");
+        assert_eq!((s.threads, s.frames_per_second.get()), (1, 1000), "{case}");
         assert_eq!(s.boards.len(), 1, "{case}");
         assert!(
             s.refused_sources.iter().any(|r| r.source == fake.to_string()),

@@ -299,7 +299,7 @@ fn a_station_rate_is_split_over_the_threads_learned() {
         assert_eq!(st.thread_ids.len(), usize::from(threads), "{threads} threads");
         assert_eq!(
             (
-                st.frames_per_second,
+                st.frames_per_second.get(),
                 st.frames_in,
                 st.frames_out,
                 st.lost_in_input,
@@ -823,7 +823,7 @@ fn a_fake_board_sending_a_fraction_of_a_thread_is_not_relayed_or_recorded() {
     assert_eq!(st.thread_ids, vec![0], "{:?}", r.first_problem());
     assert_eq!(
         (
-            st.frames_per_second,
+            st.frames_per_second.get(),
             st.frames_in,
             st.frames_out,
             st.wrong_format,
@@ -933,7 +933,7 @@ fn a_fake_board_there_before_the_backend_gives_its_place_up_in_the_relay() {
     run_until(&mut r, &mut tee, t0 + Duration::from_secs(4), &mut out);
     let st = &r.stations()[0];
     assert_eq!(st.thread_ids, vec![0], "{:?}", r.first_problem());
-    assert_eq!(st.frames_per_second, 1000);
+    assert_eq!(st.frames_per_second.get(), 1000);
     // Every real frame, from its first, out in order after the fake's; none of the fake's after.
     let frames: Vec<(u16, u32)> = out
         .iter()
@@ -1007,7 +1007,11 @@ fn a_source_first_announcing_half_the_rate_does_not_halve_the_station() {
     }
     run_until(&mut r, &mut tee, t0 + Duration::from_secs(5), &mut out);
     let st = &r.stations()[0];
-    assert_eq!((st.frames_per_second, st.thread_ids.clone()), (1000, vec![0]), "{st:?}");
+    assert_eq!(
+        (st.frames_per_second.get(), st.thread_ids.clone()),
+        (1000, vec![0]),
+        "{st:?}"
+    );
     // In the output stream it ends with: the backend's frames, in order, to its last.
     let base = parse_data(SeqFormat::Native, &native_at(0, 0, 1000))
         .unwrap()
@@ -1087,7 +1091,7 @@ fn a_given_frame_rate_above_the_frames_own_count_is_corrected_and_said_not_count
     let n = u64::from(periods) * u64::from(threads);
     assert_eq!(
         (
-            st.frames_per_second,
+            st.frames_per_second.get(),
             st.frames_in,
             st.frames_out,
             st.lost_in_input,

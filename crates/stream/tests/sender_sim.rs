@@ -117,7 +117,7 @@ fn run(r: Run) -> Outcome {
             frame_len: l.frame_len,
             data_len: 1024,
             fps: vdif::FrameRate::new(FPS).unwrap(),
-            rate_bps: RATE_BPS,
+            rate_bps: vdif::BitRate::new(RATE_BPS as u64).unwrap(),
         },
         Box::new(MemorySource::new(
             frames(r.seconds),

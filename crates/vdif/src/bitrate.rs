@@ -151,9 +151,62 @@ impl std::fmt::Display for BitRate {
     }
 }
 
+/// Serde of a [`BitRate`] field in a result JSON has always carried as a float
+/// (`"rate_bps": 512000000.0`): written as that float, so the JSON stays as it was, and read from
+/// a float or an integer (whole b/s, rounded; 0, negative or not finite refused).
+pub mod as_f64 {
+    use super::BitRate;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    /// The rate as a float.
+    pub fn serialize<S: Serializer>(r: &BitRate, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(r.0 as f64)
+    }
+
+    /// A positive, finite number of b/s, rounded to whole.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BitRate, D::Error> {
+        let v = f64::deserialize(d)?;
+        // 2^64 as f64: every value below it rounds into a u64.
+        let whole = v.round();
+        if !(1.0..18_446_744_073_709_551_616.0).contains(&whole) {
+            return Err(D::Error::custom(format!("{v} b/s: a rate is 1 to 2^64 - 1 b/s")));
+        }
+        Ok(BitRate(whole as u64))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Report {
+        #[serde(with = "as_f64")]
+        rate_bps: BitRate,
+    }
+
+    #[test]
+    fn a_results_float_rate_is_written_as_a_float_and_read_from_either_form() {
+        let r = Report {
+            rate_bps: BitRate(512_000_000),
+        };
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"rate_bps":512000000.0}"#);
+        for text in [
+            r#"{"rate_bps":512000000.0}"#,
+            r#"{"rate_bps":512000000}"#,
+            r#"{"rate_bps":5.12e8}"#,
+        ] {
+            assert_eq!(serde_json::from_str::<Report>(text).unwrap(), r, "{text}");
+        }
+        for bad in [
+            r#"{"rate_bps":0}"#,
+            r#"{"rate_bps":-8}"#,
+            r#"{"rate_bps":2e19}"#,
+            r#"{"rate_bps":"8"}"#,
+        ] {
+            assert!(serde_json::from_str::<Report>(bad).is_err(), "{bad}");
+        }
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -124,6 +124,12 @@ pub enum RateError {
     /// A bit rate given as a real number that is not a whole number of bits per second.
     #[error("{0} b/s is not a whole number of bits per second")]
     NotWholeBits(f64),
+    /// Mark5B, one stream of frames, asked for over several threads.
+    #[error("Mark5B is one stream of frames, not {threads} threads")]
+    Mark5bOneStream {
+        /// Threads asked for.
+        threads: u32,
+    },
 }
 
 /// Frames per second per thread: a whole number 1..=2^24.

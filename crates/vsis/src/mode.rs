@@ -59,6 +59,20 @@ pub struct Mode {
     /// The frames' format: VDIF, or Mark5B (payload 10 000, a 16-byte header; channels are its
     /// bit streams of one bit in the `mark5b : <mask>` form).
     pub format: FrameFormat,
+    /// The `mark5b : <mask> : <decimation>` form's fields, when given so (`mode?` answers in
+    /// that form then).
+    pub mask_form: Option<MaskForm>,
+}
+
+/// A Mark5B mode given as `mark5b : <mask> [: <decimation>]` (or `ext : …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaskForm {
+    /// The mode's name as given (`mark5b`, `ext`).
+    pub name: String,
+    /// The bit-stream mask as given (`0xffffffff`).
+    pub mask: String,
+    /// The decimation (1 when not given).
+    pub decimation: u64,
 }
 
 impl Mode {
@@ -117,6 +131,7 @@ impl Mode {
             channels: u32::try_from(num(channels)?).map_err(|_| invalid())?,
             bits: u32::try_from(num(bits)?).map_err(|_| invalid())?,
             format: FrameFormat::Vdif,
+            mask_form: None,
         };
         if mode.payload == 0 || !mode.payload.is_multiple_of(8) || mode.payload > 65_536 - 32 {
             return Err(range("the payload must be a multiple of 8 bytes, 8 to 65504"));
@@ -171,6 +186,7 @@ impl Mode {
             channels: num(channels)?,
             bits: num(bits)?,
             format: FrameFormat::Mark5b,
+            mask_form: None,
         };
         mode.check_mark5b()
     }
@@ -203,7 +219,6 @@ impl Mode {
             ));
         }
         let mode = Mode {
-            text,
             legacy: false,
             complex: false,
             payload: vdif::mark5b::MARK5B_DATA_LEN as u32,
@@ -212,6 +227,12 @@ impl Mode {
             channels: tracks,
             bits: 1,
             format: FrameFormat::Mark5b,
+            mask_form: Some(MaskForm {
+                name: fields.first().copied().unwrap_or("").to_string(),
+                mask: fields.get(1).copied().unwrap_or("").to_string(),
+                decimation,
+            }),
+            text,
         };
         mode.check_mark5b()
     }
@@ -258,11 +279,8 @@ impl Mode {
     /// Mark5B is one stream: its rate is `rate / 80 000` for one thread, none for more.
     pub fn frame_rate(&self, threads: u16) -> Result<FrameRate, RateError> {
         if self.format == FrameFormat::Mark5b && threads > 1 {
-            return Err(RateError::Fractional {
-                bits: self.rate_mbps * 1_000_000,
-                period_s: self.period_s,
+            return Err(RateError::Mark5bOneStream {
                 threads: u32::from(threads),
-                data_len: u64::from(self.payload),
             });
         }
         FrameRate::from_bits_per_period(
@@ -277,11 +295,11 @@ impl Mode {
     /// for `mark5b : <mask> : <decimation>`, its reply of that form: the mode, mask,
     /// decimation and track bit rate in MHz).
     pub fn query_fields(&self) -> Vec<String> {
-        if let [mode, mask, rest @ ..] = &self.text.split(':').collect::<Vec<_>>()[..] {
+        if let Some(f) = &self.mask_form {
             return vec![
-                mode.to_string(),
-                mask.to_string(),
-                rest.first().copied().unwrap_or("1").to_string(),
+                f.name.clone(),
+                f.mask.clone(),
+                f.decimation.to_string(),
                 format!("{}", self.rate_mbps / u64::from(self.tracks().max(1))),
             ];
         }
@@ -318,6 +336,13 @@ mod tests {
         assert_eq!(m.frame_rate(1).map(FrameRate::get), Ok(32_000));
         assert_eq!(m.frame_rate(4).map(FrameRate::get), Ok(8_000));
         assert!(matches!(m.frame_rate(3), Err(RateError::Fractional { .. })));
+        // Mark5B is one stream: more threads are refused as such, not as a fractional rate
+        // (512 Mb/s over 2 threads of 10000-byte frames would be a whole 3200 frames/s each).
+        let m5b = Mode::parse("MARK5B-512-16-2").unwrap().unwrap();
+        assert_eq!(m5b.frame_rate(1).map(FrameRate::get), Ok(6400));
+        let two = m5b.frame_rate(2).unwrap_err();
+        assert_eq!(two, RateError::Mark5bOneStream { threads: 2 });
+        assert_eq!(two.to_string(), "Mark5B is one stream of frames, not 2 threads");
         let l = Mode::parse("vdifl_1024-512/2-8-2/4").unwrap().unwrap();
         assert!(l.legacy && !l.complex);
         assert_eq!((l.frame_len(), l.rate_bps()), (1040, 256e6));
@@ -344,6 +369,11 @@ mod tests {
         let ext = Mode::parse_fields(&["ext", "0x0000ffff", "2"]).unwrap().unwrap();
         assert_eq!((ext.rate_mbps, ext.text.as_str()), (256, "ext:0x0000ffff:2"));
         assert_eq!(ext.query_fields(), ["ext", "0x0000ffff", "2", "16"]);
+        // The form is the parser's: the mask form answers in it (decimation 1 when not given),
+        // the magic form in its own.
+        let no_decimation = Mode::parse_fields(&["mark5b", "0xf"]).unwrap().unwrap();
+        assert_eq!(no_decimation.query_fields(), ["mark5b", "0xf", "1", "32"]);
+        assert_eq!(m.mask_form, None);
         assert_eq!(
             Mode::parse_fields(&["mark5b", "0xf"]).map(|m| m.map(|m| m.rate_mbps)),
             Ok(Some(128))

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use recording::write::{OutputDir, RecordingConfig, WriterPlacement};
 use stream::{ReceiverConfig, SeqFormat};
+use vdif::FrameFormat;
 
-use crate::live::{LiveConfig, LIVE_LATENCY};
+use crate::live::{LiveConfig, LiveTarget, LIVE_LATENCY};
 use crate::socket::{check_listen, DEFAULT_RCVBUF};
 use crate::{ConfigError, Setting};
 
@@ -123,8 +124,24 @@ impl RecvConfig {
         } else if self.out_dir.is_none() && self.split_threads {
             return Err(ConfigError::SplitNeedsOutput { output: Setting::Out });
         }
+        if let Some(output) = self.output_refusing_frames() {
+            return Err(ConfigError::Mark5bNeedsSfxc { output });
+        }
         self.interval = self.interval.max(crate::setting::MIN_INTERVAL);
         Ok(self)
+    }
+
+    /// The output asked for that cannot take the frames received, if one is: SFXC's reader
+    /// takes Mark5B (as jive5ab's `net2sfxc`), recordings, files and DiFX's feed take VDIF
+    /// only. One arm per format, to widen as an output learns Mark5B.
+    fn output_refusing_frames(&self) -> Option<Setting> {
+        let sfxc_only = |l: &LiveConfig| l.targets.iter().all(|t| matches!(t, LiveTarget::Sfxc { .. }));
+        match (self.receiver.frame_format, &self.live) {
+            (FrameFormat::Vdif, _) => None,
+            (FrameFormat::Mark5b, Some(l)) => (!sfxc_only(l)).then_some(Setting::Live),
+            (FrameFormat::Mark5b, None) if self.recording.is_some() => Some(Setting::Recording),
+            (FrameFormat::Mark5b, None) => Some(Setting::Out),
+        }
     }
 }
 
@@ -208,5 +225,67 @@ mod tests {
         c.split_threads = true;
         c.recording = Some(crate::testing::scan());
         assert!(c.validate().is_ok());
+    }
+
+    /// Mark5B goes to SFXC's reader only; each output that takes VDIF alone is named.
+    #[test]
+    fn mark5b_frames_go_to_sfxcs_reader_only_and_the_refusal_names_the_output_given() {
+        let mark5b = |f: &dyn Fn(RecvConfig) -> RecvConfig| {
+            let mut c = f(cfg());
+            c.receiver.frame_format = FrameFormat::Mark5b;
+            c.validate()
+        };
+        let sfxc = || crate::live::LiveTarget::Sfxc {
+            addr: crate::live::sfxc::SfxcAddr::Tcp("127.0.0.1:0".parse().unwrap()),
+            station: None,
+        };
+        let difx = || crate::live::LiveTarget::Difx {
+            to: "127.0.0.1:9".parse().unwrap(),
+            station: None,
+            connect_wait: Duration::from_secs(1),
+        };
+        assert!(mark5b(&|c| c.with_live(LiveConfig::new(vec![sfxc()]))).is_ok());
+        for (f, output) in [
+            (&(|c: RecvConfig| c) as &dyn Fn(RecvConfig) -> RecvConfig, Setting::Out),
+            (
+                &|c: RecvConfig| RecvConfig {
+                    out_dir: Some(OutputDir::Path("o".into())),
+                    ..c
+                },
+                Setting::Out,
+            ),
+            (
+                &|c: RecvConfig| RecvConfig {
+                    recording: Some(crate::testing::scan()),
+                    ..c
+                },
+                Setting::Recording,
+            ),
+            (
+                &|c: RecvConfig| c.with_live(LiveConfig::new(vec![difx()])),
+                Setting::Live,
+            ),
+            (
+                &|c: RecvConfig| c.with_live(LiveConfig::new(vec![sfxc(), difx()])),
+                Setting::Live,
+            ),
+        ] {
+            assert_eq!(mark5b(f).unwrap_err(), ConfigError::Mark5bNeedsSfxc { output });
+        }
+        let e = ConfigError::Mark5bNeedsSfxc {
+            output: Setting::Recording,
+        };
+        assert_eq!(e.settings(), [Setting::Frames, Setting::Recording, Setting::Live]);
+        assert_eq!(
+            e.to_string(),
+            "frame_format mark5b needs live (recordings and DiFX's feed take VDIF, not Mark5B)"
+        );
+        // VDIF goes everywhere.
+        assert!(RecvConfig {
+            out_dir: Some(OutputDir::Path("o".into())),
+            ..cfg()
+        }
+        .validate()
+        .is_ok());
     }
 }

@@ -16,7 +16,7 @@ use stream::PacedSchedule;
 
 use super::input::Source;
 use super::reader::{self, ReaderStats};
-use super::shape::board_threads;
+use super::shape::{board_rate, board_threads};
 use super::SendConfig;
 use crate::socket::{first_seq, new_session, Wire};
 use crate::StreamSessionError;
@@ -103,13 +103,13 @@ fn build_boards(
             let share = board_threads(s.threads, cfg.senders, b);
             let m = share.len() as u64;
             // One time step of the whole station (a frame of every thread) at its rate.
-            let step = Spacing::from_rate((s.data_len as u64) * u64::from(s.threads), s.rate_bps.round() as u64);
+            let step = Spacing::from_rate((s.data_len as u64) * u64::from(s.threads), s.rate_bps.get());
             let pacer = paced(cfg, Pacer::new(start, step));
             let source = MemorySource::from_bytes(data.clone(), s.frame_len, loop_seconds)
                 .only_threads(&share)
                 .later_by(later);
             let station = StationSpec {
-                rate_bps: s.rate_bps * m as f64 / f64::from(s.threads.max(1)),
+                rate_bps: board_rate(s.rate_bps, s.threads, &share),
                 ..s.clone()
             };
             sender.add_station(station, Box::new(source), PacedSchedule::steps(pacer, m));
@@ -146,7 +146,7 @@ fn build_sender(
     let mut readers = Vec::new();
     for src in sources {
         let (s, loop_seconds) = (src.shape.station, src.shape.loop_seconds);
-        let spacing = Spacing::from_rate(s.data_len as u64, s.rate_bps.round() as u64);
+        let spacing = Spacing::from_rate(s.data_len as u64, s.rate_bps.get());
         let pacer = paced(cfg, Pacer::new(start, spacing));
         let (source, reader): (Box<dyn FrameSource>, _) = match (src.memory, src.path) {
             (Some(data), _) => (

@@ -91,8 +91,11 @@ pub(crate) fn shape(
             ))
         }
     };
-    // The station's pace, integers until the sender's report (b/s as f64 there).
-    let rate_bps = rate.map_or_else(|| fps.bit_rate(data_len as u64, u32::from(threads)), vdif::BitRate::get) as f64;
+    // The station's pace, in integers (a frame of no data paces at the lowest rate: it carries
+    // no bits).
+    let rate_bps = rate.unwrap_or_else(|| {
+        vdif::BitRate::new(fps.bit_rate(data_len as u64, u32::from(threads))).unwrap_or(vdif::BitRate::MIN)
+    });
     let per_thread = found.frames / u64::from(threads.max(1));
     let loop_seconds = if looping {
         if per_thread == 0 || !per_thread.is_multiple_of(u64::from(fps)) {
@@ -164,6 +167,16 @@ pub fn board_threads(threads: u16, senders: usize, board: usize) -> Vec<u16> {
     (lo..hi.min(t)).filter_map(|x| u16::try_from(x).ok()).collect()
 }
 
+/// The share of a station's `rate` (over `threads` threads) of the board carrying `share`
+/// (a block of [`board_threads`]): the rate up to the block's end less the rate up to its start,
+/// in integers, so the boards' shares add up to the station's rate exactly.
+pub fn board_rate(rate: vdif::BitRate, threads: u16, share: &[u16]) -> vdif::BitRate {
+    let lo = share.first().map_or(0, |&t| u128::from(t));
+    let hi = lo + share.len() as u128;
+    let upto = |n: u128| u128::from(rate.get()) * n / u128::from(threads.max(1));
+    vdif::BitRate::new(u64::try_from(upto(hi) - upto(lo)).unwrap_or(u64::MAX)).unwrap_or(vdif::BitRate::MIN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,11 +212,11 @@ mod tests {
         );
         assert_eq!(st.name, "Ef.vdif");
         // 8000 frames/s × 8000 B × 8 bits × 2 threads.
-        assert_eq!(st.rate_bps, 1_024_000_000.0);
+        assert_eq!(st.rate_bps.get(), 1_024_000_000);
         assert_eq!(s.loop_seconds, 0);
         // A given rate paces it; the file's own frame rate stays its rate.
         let s = shape_of(&found(8000, Some(8000)), Some(2.048e9), false).unwrap();
-        assert_eq!((s.station.fps.get(), s.station.rate_bps), (8000, 2.048e9));
+        assert_eq!((s.station.fps.get(), s.station.rate_bps.get()), (8000, 2_048_000_000));
     }
 
     #[test]
@@ -296,6 +309,38 @@ mod tests {
                 let sizes: Vec<usize> = blocks(t, k).iter().map(Vec::len).collect();
                 let (lo, hi) = (sizes.iter().min(), sizes.iter().max());
                 assert!(lo.zip(hi).is_some_and(|(l, h)| h - l <= 1 && *l >= 1), "{sizes:?}");
+            }
+        }
+    }
+
+    /// The boards' shares of a station's rate add up to it exactly, each in proportion to its
+    /// threads (within 1 b/s): 512 Mb/s over 3 threads on 2 boards is 170666666 + 341333334.
+    #[test]
+    fn the_boards_shares_of_a_rate_add_up_to_it_exactly() {
+        let r = |bps| vdif::BitRate::new(bps).unwrap();
+        let shares = |rate, t, k| {
+            (0..k)
+                .map(|b| board_rate(r(rate), t, &board_threads(t, k, b)).get())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shares(512_000_000, 3, 2), [170_666_666, 341_333_334]);
+        assert_eq!(shares(2_048_000_000, 4, 2), [1_024_000_000, 1_024_000_000]);
+        for (rate, t, k) in [
+            (512_000_000, 3, 3),
+            (1_000_000_007, 7, 4),
+            (4_096_000_000, 16, 5),
+            (7, 5, 5),
+        ] {
+            let s = shares(rate, t, k);
+            assert_eq!(
+                s.iter().sum::<u64>(),
+                rate,
+                "{rate} over {t} threads, {k} boards: {s:?}"
+            );
+            for (b, got) in s.iter().enumerate() {
+                let m = board_threads(t, k, b).len() as f64;
+                let exact = rate as f64 * m / f64::from(t);
+                assert!((*got as f64 - exact).abs() <= 1.0, "{got} vs {exact}");
             }
         }
     }

@@ -188,7 +188,7 @@ pub(super) fn summarize(st: &Station) -> StationSummary {
         stream: st.stream,
         source: first.source.to_string(),
         session: st.stream.map(|_| first.session),
-        frames_per_second: c.frames_per_second.get(),
+        frames_per_second: c.frames_per_second,
         threads: c.threads,
         frame_len: st.window.frame_len(),
         window: w,

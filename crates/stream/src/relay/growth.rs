@@ -228,7 +228,7 @@ impl Relay {
             );
             (st.fps, st.thread_count) = (fps, threads);
             st.threads = st.threads.resized(threads);
-            st.counts.frames_per_second = fps.get();
+            st.counts.frames_per_second = fps;
             // Positions counted at the old rate do not compare with the new.
             st.last_pos.fill(u64::MAX);
             st.rate_check = Some(RateCheck::new(total, fps, crate::intake::MAX_THREADS, now));

@@ -123,7 +123,7 @@ pub struct StationSummary {
     #[serde(default)]
     pub session: Option<u16>,
     /// Frames per second per thread used for placement.
-    pub frames_per_second: u32,
+    pub frames_per_second: vdif::FrameRate,
     /// VDIF threads.
     pub threads: u16,
     /// Frame length, header included.

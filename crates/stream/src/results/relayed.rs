@@ -65,7 +65,7 @@ impl OtherSenders {
 }
 
 /// A station's input, as the relay saw it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RelayedStation {
     /// Station code.
     pub station: String,
@@ -74,7 +74,7 @@ pub struct RelayedStation {
     /// Output stream index (native framing).
     pub stream: Option<u16>,
     /// Frames per second per thread.
-    pub frames_per_second: u32,
+    pub frames_per_second: vdif::FrameRate,
     /// VDIF thread ids, in output order.
     pub thread_ids: Vec<u16>,
     /// Frame length, header included.
@@ -101,4 +101,28 @@ pub struct RelayedStation {
     /// threads): neither relayed nor recorded, counted in `foreign_source`.
     #[serde(default)]
     pub refused_sources: Vec<RefusedSource>,
+}
+
+impl RelayedStation {
+    /// A station first seen with these frames, nothing counted yet.
+    pub fn new(station_id: StationId, frames_per_second: vdif::FrameRate, frame_len: usize) -> RelayedStation {
+        RelayedStation {
+            station: station_id.to_string(),
+            station_id,
+            stream: None,
+            frames_per_second,
+            thread_ids: Vec::new(),
+            frame_len,
+            frames_in: 0,
+            lost_in_input: 0,
+            reordered_in: 0,
+            duplicates_in: 0,
+            unexpected_thread: 0,
+            wrong_format: 0,
+            overflow_dropped: 0,
+            frames_out: 0,
+            queue_delay_ns: histogram::HistSummary::default(),
+            refused_sources: Vec::new(),
+        }
+    }
 }

@@ -59,7 +59,7 @@ fn sender(format: SeqFormat, arq: bool, t0: Instant, n: u32, duration: Option<Du
         frame_len: FRAME_LEN,
         data_len: 64,
         fps: vdif::FrameRate::new(1000).unwrap(),
-        rate_bps: 512_000.0,
+        rate_bps: vdif::BitRate::new(512_000).unwrap(),
     };
     let src = MemorySource::new(frames(n), FRAME_LEN, 0);
     s.add_station(spec, Box::new(src), Ms { start: t0, next: 0 });

@@ -1,5 +1,7 @@
-//! Datagrams that arrive before their session exists (protocol 5: the sender's data leaves with
-//! its first control flight, and reaches the receiver about when that flight does).
+//! Datagrams that arrive before their session exists (protocol 6: the sender's data leaves with
+//! its TCP connect, and reaches the receiver a round trip before its first control flight; the
+//! sender puts at most ¾ of this pen's bounds on the path before that,
+//! [`crate::control::PRE_CONNECT_BYTES`]).
 //!
 //! The receiver listens on UDP at its control port from the moment it binds. A session, once its
 //! first flight checked, binds its own socket on that port connected to the sender's data
@@ -133,6 +135,14 @@ impl EarlyPen {
             for d in rb.iter() {
                 if d.truncated {
                     self.stats.unparsed += 1;
+                    continue;
+                }
+                // Queued in the kernel for longer than the pen keeps anything (no session
+                // started meanwhile to drain it): expired, not fresh.
+                if d.kernel_time
+                    .is_some_and(|k| wall_ns.saturating_sub(k) > PEN_AGE.as_nanos() as u64)
+                {
+                    self.stats.expired += 1;
                     continue;
                 }
                 let at = crate::udp::arrival(

@@ -172,6 +172,35 @@ mod tests {
     }
 
     #[test]
+    fn penned_datagrams_keep_their_kernel_arrival_spacing() {
+        let shared = crate::udp::bind_shared("127.0.0.1:0".parse().unwrap(), None, 4 << 20).unwrap();
+        netio::enable_rx_timestamps(&shared).unwrap();
+        let to = shared.local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let from = tx.local_addr().unwrap();
+        // 150 datagrams over at least 150 ms (sleeps only lengthen it), then a wait.
+        let t0 = Instant::now();
+        for _ in 0..150 {
+            tx.send_to(&datagram(9, 1000), to).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sent_over = t0.elapsed();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut pen = EarlyPen::default();
+        pen.drain(&shared);
+        let got = pen.take(Instant::now(), 9, from);
+        assert_eq!(got.len(), 150);
+        let spread = got[149].0.duration_since(got[0].0);
+        // The kernel's stamps, not the drain's clock: as spread as the sending (less a little
+        // of the first send's and the last receive's jitter).
+        assert!(
+            spread + Duration::from_millis(20) >= sent_over.min(Duration::from_millis(900)),
+            "stamps {spread:?} apart, sent over {sent_over:?}"
+        );
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
+    #[test]
     fn a_flood_for_unknown_sessions_is_bounded_and_the_newest_survive() {
         let t0 = Instant::now();
         let (a, b): (SocketAddr, SocketAddr) = ("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap());

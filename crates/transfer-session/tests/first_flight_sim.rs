@@ -442,7 +442,7 @@ fn run(c: &Case) -> Run {
             .map(|b| (false, b, seg(b).0, seg(b).1)),
     );
     let rx = Rx {
-        r: Receiver::new(rcfg, sink, t0).unwrap(),
+        r: Receiver::new(rcfg, sink, segments_at).unwrap(),
         segments_at,
         pending,
         pen: Default::default(),

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ctlchan::{Channel, ChannelError, Role};
@@ -13,7 +14,9 @@ use transfer::results::StartReport;
 use transfer::results::{DataReport, SendReport, REPORT_SCHEMA_VERSION};
 use transfer::{Adaptive, AdaptiveConfig, CongestionController, FixedRate, ResumeHint, SenderConfig, SessionParams};
 
-use crate::control::{data_key, Msg, MAX_BLOCK, MAX_LINE, MIN_BLOCK};
+use crate::control::{
+    data_key, first_segment_bytes, pre_connect_budget, pre_connect_wire_bytes, Msg, MAX_BLOCK, MAX_LINE, MIN_BLOCK,
+};
 use crate::error::{unexpected, AuthError, ProtocolViolation, TransferSessionError, UsageError};
 use crate::fileio::FileSource;
 use crate::first_flight::{client_hello, wall_ms};
@@ -30,13 +33,16 @@ pub enum CcChoice {
 }
 
 impl CcChoice {
-    fn build(&self, resume: Option<ResumeHint>) -> Box<dyn CongestionController> {
+    /// `blind_bytes`: what the sender sends before the connect completes (see
+    /// [`AdaptiveConfig::blind_bytes`]).
+    fn build(&self, resume: Option<ResumeHint>, blind_bytes: u64) -> Box<dyn CongestionController> {
         match *self {
             CcChoice::Fixed(r) => Box::new(FixedRate::new(r)),
             CcChoice::Adaptive(max) => Box::new(Adaptive::new(AdaptiveConfig {
                 max_rate_bps: max,
                 initial_rate_bps: AdaptiveConfig::default().initial_rate_bps.min(max),
                 resume,
+                blind_bytes,
                 ..AdaptiveConfig::default()
             })),
         }
@@ -84,6 +90,17 @@ pub struct StartHint {
 }
 
 impl StartHint {
+    /// The hint before the connect measured the path (its remembered RTT sets the jump
+    /// window); `None` without an RTT or with an unusable one.
+    fn unconfirmed(&self) -> Option<ResumeHint> {
+        let rtt = self.rtt?;
+        ResumeHint {
+            rate_bps: self.rate_bps,
+            rtt,
+        }
+        .confirmed(None)
+    }
+
     /// The hint checked against the round trip the TCP connect took (careful resume's path
     /// confirmation), and what the report says of it.
     fn confirm(&self, connect_rtt: Duration) -> (Option<ResumeHint>, StartReport) {
@@ -170,20 +187,9 @@ pub fn send_items(
     netio::raise_fd_limit();
     let started = Instant::now();
     let cpu0 = read_process_cpu().ok();
-    let stream = TcpStream::connect_timeout(&cfg.server, Duration::from_secs(10))
-        .map_err(io_err(format!("connecting to {}", cfg.server)))?;
-    // SYN to SYN-ACK: one round trip of the path, before any data.
-    let connect_rtt = started.elapsed();
-    let (resume, start) = match (&cfg.start, cfg.cc) {
-        (Some(h), CcChoice::Adaptive(_)) => {
-            let (r, s) = h.confirm(connect_rtt);
-            (r, Some(s))
-        }
-        _ => (None, None),
-    };
-    // The first flight: hello (our authentication, the session id, our data port), the session,
-    // the first offers and, without waiting for an answer, the first segment's data to the
-    // control port's number on UDP (crate::first_flight, crate::control).
+    // Data with the connect (protocol 6): the TCP connect runs on its own thread while the first
+    // segment leaves on UDP; hello, session and the offers follow once it completed.
+    let connecting = connect_in_background(cfg.server);
     let to = cfg.server;
     let local: SocketAddr = match to.ip() {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -195,18 +201,56 @@ pub fn send_items(
     let udp_port = sock.local_addr().map_err(io_err("UDP socket"))?.port();
     let session_id: u64 = rand::random();
     let (hello, sk) = client_hello(cfg.key.as_deref(), rand::random(), wall_ms(), session_id, udp_port);
+    // A start rate given without its round trip (--start-rate) needs the connect's before any
+    // datagram: its jump window is that rate for that long.
+    let hint = match cfg.cc {
+        CcChoice::Adaptive(_) => cfg.start.as_ref(),
+        CcChoice::Fixed(_) => None,
+    };
+    let mut connected = match hint {
+        Some(h) if h.rtt.is_none() => Some(wait_connect(&connecting, cfg.server, stop)?),
+        _ => None,
+    };
+    let resume = hint.and_then(|h| match &connected {
+        Some((_, rtt)) => h.confirm(*rtt).0,
+        None => h.unconfirmed(),
+    });
+    let first_segment = first_segment_bytes(resume);
+    let mut sender = data_sender(cfg, resume, &sk, session_id)?;
+    let mut items = Items::new(plan, block_size, cfg.sync, first_segment);
+    let mut lines = Vec::new();
+    items.offer_more(&mut lines, &mut sender)?;
+    let mut tx = crate::udp::Transmit::new(netio::gso_supported(&sock));
+    let mut first_data = None;
+    let (stream, connect_rtt) = match connected.take() {
+        Some(c) => c,
+        None => {
+            let pre = PreConnect {
+                connecting: &connecting,
+                server: cfg.server,
+                sock: &sock,
+                budget: pre_connect_budget(cfg.chunk_size),
+                stop,
+            };
+            pre.send(&mut tx, &mut sender, &mut first_data)?
+        }
+    };
+    // SYN to SYN-ACK: one round trip of the path. A remembered rate it does not confirm is
+    // given up (careful resume's path confirmation, after the fact: the jump window and the
+    // pre-connect budget bounded what it let out).
+    sender.cc_mut().on_path_rtt(Instant::now(), connect_rtt);
+    let start = hint.map(|h| h.confirm(connect_rtt).1);
     let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
     ch.send(&hello)?;
     ch.authenticate(sk, Role::Client);
-    let mut sender = data_sender(cfg, resume, &sk, session_id)?;
-    let mut items = Items::new(plan, block_size, cfg.sync);
     (|| {
         ch.send(&Msg::Session {
             chunk_size: cfg.chunk_size,
+            first_segment,
         })?;
-        items.offer_more(&mut ch, &mut sender)
+        lines.drain(..).try_for_each(|m| ch.send(&m))
     })()
-    .map_err(before_welcome)?;
+    .map_err(|e| before_welcome(e.into()))?;
 
     let (cc_name, rate) = cfg.cc.describe();
     let mut report = SendReport {
@@ -224,7 +268,14 @@ pub fn send_items(
         to,
         session_id,
     };
-    let (data, read, first_data) = run_stream(&mut ch, &link, &mut sender, &mut items, progress, stop)?;
+    let (data, read, first_data) = run_stream(
+        &mut ch,
+        &link,
+        (&mut sender, &mut tx, first_data),
+        &mut items,
+        progress,
+        stop,
+    )?;
     report.handshake_s = first_data.map_or(0.0, |t| t.saturating_duration_since(started).as_secs_f64());
     report.source_bytes_read = read + items.held_bytes();
     ch.send(&Msg::Bye)?;
@@ -280,7 +331,10 @@ fn data_sender(
     // rate. 1 ms is what Linux TCP hands its NIC at once at high rates (TSO autosizing).
     scfg.pacing_granularity = PACING_GRANULARITY;
     let source = FileSource::new(cfg.chunk_size);
-    Ok(transfer::Sender::new(scfg, source, cfg.cc.build(resume), Instant::now()).map_err(UsageError::from)?)
+    // The data sent before the connect completes is reported on one round trip late (the
+    // receiver's session does not exist yet): blind, beyond a resumed rate's jump window.
+    let cc = cfg.cc.build(resume, pre_connect_wire_bytes(cfg.chunk_size));
+    Ok(transfer::Sender::new(scfg, source, cc, Instant::now()).map_err(UsageError::from)?)
 }
 
 /// The data socket and what the receiver's `welcome` must confirm.
@@ -296,13 +350,16 @@ struct Link<'a> {
 fn run_stream(
     ch: &mut Channel<Msg>,
     link: &Link<'_>,
-    sender: &mut transfer::Sender<FileSource>,
+    (sender, tx, mut first_data): (
+        &mut transfer::Sender<FileSource>,
+        &mut crate::udp::Transmit,
+        Option<Instant>,
+    ),
     items: &mut Items,
     progress: &mut dyn FnMut(&SendProgress),
     stop: &AtomicBool,
 ) -> Result<(DataReport, u64, Option<Instant>), TransferSessionError> {
     let (sock, to) = (link.sock, link.to);
-    let mut tx = crate::udp::Transmit::new(netio::gso_supported(sock));
     let mut rb = netio::RecvBatch::new(64, 2048);
     let mut prog = SendProgress {
         total_bytes: items.total_bytes(),
@@ -311,7 +368,6 @@ fn run_stream(
     let mut next_tick = Instant::now();
     let mut tcp_ready = true;
     let mut welcomed = false;
-    let mut first_data: Option<Instant> = None;
     let mut last_ack = (0u64, Instant::now());
     loop {
         if tcp_ready {
@@ -332,7 +388,7 @@ fn run_stream(
             }
         }
         items.send_hashes(ch, sender)?;
-        items.offer_more(ch, sender)?;
+        offer_more(items, ch, sender)?;
         let now = Instant::now();
         if sender.poll_timeout().is_some_and(|t| t <= now) {
             sender.handle_timeout(now);
@@ -383,6 +439,130 @@ fn run_stream(
         read,
         first_data,
     ))
+}
+
+/// Offer the next items on the control channel while the window has room.
+fn offer_more(
+    items: &mut Items,
+    ch: &mut Channel<Msg>,
+    sender: &mut transfer::Sender<FileSource>,
+) -> Result<(), TransferSessionError> {
+    let mut lines = Vec::new();
+    items.offer_more(&mut lines, sender)?;
+    lines.iter().try_for_each(|m| ch.send(m))?;
+    Ok(())
+}
+
+/// The TCP connect to `server`, on its own thread (bounded by its 10 s timeout): the stream,
+/// and the round trip it took (SYN to SYN-ACK).
+type Connecting = mpsc::Receiver<std::io::Result<(TcpStream, Duration)>>;
+
+fn connect_in_background(server: SocketAddr) -> Connecting {
+    let (tx, rx) = mpsc::channel();
+    let t0 = Instant::now();
+    std::thread::spawn(move || {
+        let r = TcpStream::connect_timeout(&server, CONNECT_TIMEOUT).map(|s| (s, t0.elapsed()));
+        let _ = tx.send(r);
+    });
+    rx
+}
+
+/// How long the TCP connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn connect_result(
+    r: Result<std::io::Result<(TcpStream, Duration)>, mpsc::RecvTimeoutError>,
+    server: SocketAddr,
+) -> Result<Option<(TcpStream, Duration)>, TransferSessionError> {
+    let what = format!("connecting to {server}");
+    match r {
+        Ok(Ok(c)) => Ok(Some(c)),
+        Ok(Err(e)) => Err(io_err(what)(e).into()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Err(io_err(what)(std::io::Error::other("the connect thread ended")).into())
+        }
+    }
+}
+
+/// Wait for the connect, sending nothing meanwhile.
+fn wait_connect(
+    connecting: &Connecting,
+    server: SocketAddr,
+    stop: &AtomicBool,
+) -> Result<(TcpStream, Duration), TransferSessionError> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT + TICK;
+    while Instant::now() < deadline {
+        if stop.load(Ordering::Relaxed) {
+            return Err(TransferSessionError::Interrupted);
+        }
+        if let Some(c) = connect_result(connecting.recv_timeout(TICK), server)? {
+            return Ok(c);
+        }
+    }
+    Err(io_err(format!("connecting to {server}"))(std::io::ErrorKind::TimedOut.into()).into())
+}
+
+/// The data that leaves before the connect completes (see [`pre_connect_budget`]; the pacer
+/// may overshoot it by one burst of [`PACING_GRANULARITY`], inside the pen's last ¼).
+struct PreConnect<'a> {
+    connecting: &'a Connecting,
+    server: SocketAddr,
+    sock: &'a std::net::UdpSocket,
+    budget: u64,
+    stop: &'a AtomicBool,
+}
+
+impl PreConnect<'_> {
+    /// Send the first segment, paced, within the budget, until the connect completes.
+    fn send(
+        &self,
+        tx: &mut crate::udp::Transmit,
+        sender: &mut transfer::Sender<FileSource>,
+        first_data: &mut Option<Instant>,
+    ) -> Result<(TcpStream, Duration), TransferSessionError> {
+        let deadline = Instant::now() + CONNECT_TIMEOUT + TICK;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                let e = std::io::Error::from(std::io::ErrorKind::TimedOut);
+                return Err(io_err(format!("connecting to {}", self.server))(e).into());
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(TransferSessionError::Interrupted);
+            }
+            if sender.datagrams_sent() < self.budget {
+                if sender.poll_timeout().is_some_and(|t| t <= now) {
+                    sender.handle_timeout(now);
+                }
+                sender.source_mut().now = now;
+                tx.pump(self.sock, sender)
+                    .map_err(io_err(format!("sending to {}", self.server)))?;
+                if let Some(e) = sender.source_mut().error.take() {
+                    return Err(io_err("reading a source file")(e).into());
+                }
+                if sender.datagrams_sent() > 0 {
+                    first_data.get_or_insert(now);
+                }
+            }
+            let wake = match sender.poll_timeout() {
+                Some(t) if sender.datagrams_sent() < self.budget => t.min(now + TICK),
+                _ => now + TICK,
+            };
+            let wait = wake.saturating_duration_since(Instant::now());
+            let r = if wait < SPIN {
+                self.connecting.try_recv().map_err(|e| match e {
+                    mpsc::TryRecvError::Empty => mpsc::RecvTimeoutError::Timeout,
+                    mpsc::TryRecvError::Disconnected => mpsc::RecvTimeoutError::Disconnected,
+                })
+            } else {
+                self.connecting.recv_timeout(wait)
+            };
+            if let Some(c) = connect_result(r, self.server)? {
+                return Ok(c);
+            }
+        }
+    }
 }
 
 /// Wait until the data socket (bit 0) or the control connection (bit 1) is readable.

@@ -18,15 +18,23 @@
 //!   bye                                 ──▶
 //! ```
 //!
-//! The first flight (protocol 5, [`crate::first_flight`]): `hello` carries the sender's
-//! authentication (a proof under the pre-shared key over its nonce, clock, session id and data
-//! port; replays refused by a clock window and a nonce cache), so the sender sends `session`,
-//! its first offers and its first data without waiting for an answer: data flows one round trip
-//! after the TCP connect. The data goes to the receiver's control port number on UDP (the
-//! receiver listens there from the start, [`crate::early`]); the session id is the sender's.
+//! The first flight ([`crate::first_flight`]): `hello` carries the sender's authentication (a
+//! proof under the pre-shared key over its nonce, clock, session id and data port; replays
+//! refused by a clock window and a nonce cache), so the sender sends `session`, its first offers
+//! and its first data without waiting for an answer. Protocol 6 sends the data with the TCP
+//! connect (0-RTT): the first segment leaves on UDP the moment the connect starts, at most
+//! [`PRE_CONNECT_BYTES`] / [`PRE_CONNECT_DATAGRAMS`] of it before the connect completes (what
+//! the receiver's pen keeps for a session it does not know yet), and `hello`, `session` and the
+//! offers follow on TCP once it has. The data goes to the receiver's control port number on UDP
+//! (the receiver listens there from the start, [`crate::early`]); the session id is the
+//! sender's. Data that comes before its `hello` moves nothing: it is penned raw and only the
+//! session the `hello` authenticates checks it, under a data key derived from that `hello`'s
+//! fresh nonce ([`data_key`]), so a replayed or forged first flight is never written.
 //!
 //! The first segment: before any answer, the stream carries the first [`early_blocks`] blocks of
-//! the session's first `offer` (the sender pushes them at once, paced at the start rate; the
+//! the session's first `offer`, `session.first_segment` bytes of it (the sender's choice within
+//! [`FIRST_SEGMENT_RANGE`]: what it expects to send in the two round trips before the `accept`
+//! reaches it; the sender pushes them at once, paced at the start rate; the
 //! Startup probe runs meanwhile). The receiver pushes the same segment when it reads that offer,
 //! before it answers it, and writes of it only the blocks it accepts and lacks: the blocks of
 //! `have` and every block of a refused offer are received and dropped (counted), never written —
@@ -66,7 +74,7 @@ pub use transfer::blocks::{MAX_BLOCK, MAX_BLOCKS, MAX_FILE_SIZE, MIN_BLOCK};
 /// Wait this long for a control message before giving up on the peer.
 pub const CONTROL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Version of this protocol.
-pub const PROTOCOL_VERSION: u8 = 5;
+pub const PROTOCOL_VERSION: u8 = 6;
 /// Longest control line accepted.
 pub const MAX_LINE: usize = 2 << 20;
 /// Longest path in an offer, bytes.
@@ -79,14 +87,48 @@ pub const HASHES_PER_MESSAGE: usize = 16_384;
 pub const MAX_RANGES: usize = 65_536;
 /// Longest free-text message.
 pub const MAX_TEXT: usize = 1024;
-/// Bytes of the first segment (the first offer's blocks sent before its `accept`): more than a
-/// start rate of 300 Mb/s sends in a 200 ms round trip.
+/// Bytes of the first segment (the first offer's blocks sent before its `accept`) without a
+/// remembered rate: more than a start rate of 100 Mb/s sends in two 200 ms round trips, about
+/// what Startup sends at 1 Gb/s in the second of two 100 ms ones.
 pub const FIRST_SEGMENT_BYTES: u64 = 8 << 20;
+/// What a first segment may be (`session.first_segment`): at most 64 MiB, the receiver's cost of
+/// a first segment it turns out to hold (received and dropped).
+pub const FIRST_SEGMENT_RANGE: std::ops::RangeInclusive<u64> = (1 << 20)..=(64 << 20);
+/// Most payload bytes a sender puts on UDP before its TCP connect completed: ¾ of the
+/// receiver's pen ([`crate::early::PEN_BYTES`]) for datagrams that come before their `hello`.
+pub const PRE_CONNECT_BYTES: u64 = 12 << 20;
+/// Most datagrams a sender puts on UDP before its TCP connect completed: ¾ of
+/// [`crate::early::PEN_DATAGRAMS`].
+pub const PRE_CONNECT_DATAGRAMS: u64 = 3072;
 
-/// Blocks of `o` in the session's first segment when `o` is the session's first offer: whole
-/// blocks covering [`FIRST_SEGMENT_BYTES`] (at least one), at most the file's.
-pub fn early_blocks(o: &Offer) -> u64 {
-    FIRST_SEGMENT_BYTES.div_ceil(o.block_size.max(1)).max(1).min(o.blocks())
+/// Datagrams of `chunk_size` payload bytes a sender may put on UDP before its connect
+/// completed: what the receiver's pen keeps for a session it does not know yet.
+pub fn pre_connect_budget(chunk_size: u32) -> u64 {
+    PRE_CONNECT_DATAGRAMS.min(PRE_CONNECT_BYTES / u64::from(chunk_size.max(1)))
+}
+
+/// Wire bytes of [`pre_connect_budget`]'s datagrams (with their header, tag and 66 bytes of
+/// UDP/IPv4/Ethernet framing): what the controller may send blind, beyond a resumed rate's jump
+/// window ([`transfer::AdaptiveConfig::blind_bytes`]).
+pub fn pre_connect_wire_bytes(chunk_size: u32) -> u64 {
+    let per = u64::from(chunk_size) + (transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN + 66) as u64;
+    pre_connect_budget(chunk_size) * per
+}
+
+/// The sender's first segment: what its start rate sends in the two round trips before an
+/// `accept` can reach it (the connect's, then the first flight's), with a margin of ¼; without
+/// a remembered rate [`FIRST_SEGMENT_BYTES`]. Within [`FIRST_SEGMENT_RANGE`].
+pub fn first_segment_bytes(resume: Option<transfer::ResumeHint>) -> u64 {
+    resume.map_or(FIRST_SEGMENT_BYTES, |h| {
+        let bytes = 2.5 * h.rate_bps / 8.0 * h.rtt.as_secs_f64();
+        (bytes as u64).clamp(FIRST_SEGMENT_BYTES, *FIRST_SEGMENT_RANGE.end())
+    })
+}
+
+/// Blocks of `o` in the session's first segment of `first_segment` bytes when `o` is the
+/// session's first offer: whole blocks covering it (at least one), at most the file's.
+pub fn early_blocks(o: &Offer, first_segment: u64) -> u64 {
+    first_segment.div_ceil(o.block_size.max(1)).max(1).min(o.blocks())
 }
 
 /// What the sender offers for one file.
@@ -149,6 +191,8 @@ pub enum Msg {
     Session {
         /// Payload bytes per DATA datagram.
         chunk_size: u32,
+        /// Bytes of the first segment ([`early_blocks`]), within [`FIRST_SEGMENT_RANGE`].
+        first_segment: u64,
     },
     /// Receiver → sender, its first authenticated line (the proof of its key): the session's
     /// data socket and id, as the sender's first flight set them.
@@ -291,7 +335,7 @@ impl ctlchan::Message for Msg {
                         "version",
                         format!(
                             "protocol version {version}, this side speaks {PROTOCOL_VERSION} \
-                             (the 1-RTT first flight): use the same evlbi release on both ends"
+                             (data with the connect): use the same evlbi release on both ends"
                         ),
                     ));
                 }
@@ -306,11 +350,20 @@ impl ctlchan::Message for Msg {
                 }
                 hex_len("client_nonce", client_nonce, NONCE_LEN)
             }
-            Msg::Session { chunk_size } => {
+            Msg::Session {
+                chunk_size,
+                first_segment,
+            } => {
                 if !CHUNK_RANGE.contains(chunk_size) {
                     return Err(InvalidField::new(
                         "chunk_size",
                         format!("{chunk_size} outside {CHUNK_RANGE:?}"),
+                    ));
+                }
+                if !FIRST_SEGMENT_RANGE.contains(first_segment) {
+                    return Err(InvalidField::new(
+                        "first_segment",
+                        format!("{first_segment} outside {FIRST_SEGMENT_RANGE:?}"),
                     ));
                 }
                 Ok(())
@@ -476,8 +529,19 @@ mod tests {
         ] {
             assert!(ctlchan::Message::validate(&Msg::Offer(bad.clone())).is_err(), "{bad:?}");
         }
-        assert!(ctlchan::Message::validate(&Msg::Session { chunk_size: 100 }).is_err());
-        assert!(ctlchan::Message::validate(&Msg::Session { chunk_size: 8192 }).is_ok());
+        let session = |chunk_size, first_segment| {
+            ctlchan::Message::validate(&Msg::Session {
+                chunk_size,
+                first_segment,
+            })
+        };
+        assert!(session(100, FIRST_SEGMENT_BYTES).is_err());
+        assert!(session(8192, FIRST_SEGMENT_BYTES).is_ok());
+        assert!(session(8192, 0).is_err());
+        assert!(
+            session(8192, (64 << 20) + 1).is_err(),
+            "a first segment the receiver would not bound"
+        );
     }
 
     #[test]
@@ -539,7 +603,19 @@ mod tests {
             decode_line::<Msg>(br#"{"type":"hello","version":4,"client_nonce":"00000000000000000000000000000000"}"#)
                 .unwrap_err()
                 .to_string();
-        assert!(why.contains("protocol version 4, this side speaks 5"), "{why}");
+        assert!(why.contains("protocol version 4, this side speaks 6"), "{why}");
+        // Protocol 5's (its data only after the connect; a `session` without its first
+        // segment's size): refused by its version, with what to do.
+        let v5 = format!(
+            r#"{{"type":"hello","version":5,"client_nonce":"{}","time_ms":1,"session_id":2,"udp_port":3,"proof":"{}"}}"#,
+            "00".repeat(16),
+            "00".repeat(32)
+        );
+        let why = decode_line::<Msg>(v5.as_bytes()).unwrap_err().to_string();
+        assert!(
+            why.contains("protocol version 5, this side speaks 6") && why.contains("same evlbi release"),
+            "{why}"
+        );
         assert_eq!(clip(&"é".repeat(MAX_TEXT)).len(), MAX_TEXT);
     }
 }

@@ -1,5 +1,7 @@
-//! Datagrams that arrive before their session exists (protocol 5: the sender's data leaves with
-//! its first control flight, and reaches the receiver about when that flight does).
+//! Datagrams that arrive before their session exists (protocol 6: the sender's data leaves with
+//! its TCP connect, and reaches the receiver a round trip before its first control flight; the
+//! sender puts at most ¾ of this pen's bounds on the path before that,
+//! [`crate::control::PRE_CONNECT_BYTES`]).
 //!
 //! The receiver listens on UDP at its control port from the moment it binds. A session, once its
 //! first flight checked, binds its own socket on that port connected to the sender's data
@@ -135,6 +137,14 @@ impl EarlyPen {
                     self.stats.unparsed += 1;
                     continue;
                 }
+                // Queued in the kernel for longer than the pen keeps anything (no session
+                // started meanwhile to drain it): expired, not fresh.
+                if d.kernel_time
+                    .is_some_and(|k| wall_ns.saturating_sub(k) > PEN_AGE.as_nanos() as u64)
+                {
+                    self.stats.expired += 1;
+                    continue;
+                }
                 let at = crate::udp::arrival(
                     now,
                     wall_ns,
@@ -159,6 +169,35 @@ mod tests {
         d[5] = 1;
         d[6..14].copy_from_slice(&session.to_be_bytes());
         d
+    }
+
+    #[test]
+    fn penned_datagrams_keep_their_kernel_arrival_spacing() {
+        let shared = crate::udp::bind_shared("127.0.0.1:0".parse().unwrap(), None, 4 << 20).unwrap();
+        netio::enable_rx_timestamps(&shared).unwrap();
+        let to = shared.local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let from = tx.local_addr().unwrap();
+        // 150 datagrams over at least 150 ms (sleeps only lengthen it), then a wait.
+        let t0 = Instant::now();
+        for _ in 0..150 {
+            tx.send_to(&datagram(9, 1000), to).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sent_over = t0.elapsed();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut pen = EarlyPen::default();
+        pen.drain(&shared);
+        let got = pen.take(Instant::now(), 9, from);
+        assert_eq!(got.len(), 150);
+        let spread = got[149].0.duration_since(got[0].0);
+        // The kernel's stamps, not the drain's clock: as spread as the sending (less a little
+        // of the first send's and the last receive's jitter).
+        assert!(
+            spread + Duration::from_millis(20) >= sent_over.min(Duration::from_millis(900)),
+            "stamps {spread:?} apart, sent over {sent_over:?}"
+        );
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0));
     }
 
     #[test]

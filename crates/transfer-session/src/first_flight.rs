@@ -1,6 +1,6 @@
-//! The sender's first flight (protocol 5): everything the receiver needs to start a session in
-//! one line, so that data flows one round trip after the TCP connect (sans-IO: the clock comes
-//! in as an argument).
+//! The sender's first flight (protocol 6): everything the receiver needs to start a session in
+//! one line, so that its data may leave with the TCP connect and be taken once this line proves
+//! it (sans-IO: the clock comes in as an argument).
 //!
 //! `hello` carries a random client nonce, the sender's wall clock (ms since the Unix epoch), the
 //! session id the sender proposes and the UDP port its data comes from, and either a key proof
@@ -38,8 +38,8 @@ pub const CLOCK_WINDOW: Duration = Duration::from_secs(30);
 /// refused (only flights with a valid proof count, so only key holders can fill it).
 pub const MAX_REMEMBERED: usize = 65_536;
 
-const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v5 sender";
-const SESSION_LABEL: &[u8] = b"evlbi-transfer-v5 session key";
+const CLIENT_LABEL: &[u8] = b"evlbi-transfer-v6 sender";
+const SESSION_LABEL: &[u8] = b"evlbi-transfer-v6 session key";
 
 /// What both ends take from an accepted first flight.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -49,6 +49,8 @@ pub(crate) struct Net<'a> {
     pub(crate) data_from: SocketAddr,
     /// The first flight's `session`.
     pub(crate) chunk_size: u32,
+    /// Its first segment's bytes ([`crate::control::early_blocks`]).
+    pub(crate) first_segment: u64,
     pub(crate) local_ip: IpAddr,
     pub(crate) peer: SocketAddr,
     pub(crate) stop: &'a AtomicBool,
@@ -284,7 +286,11 @@ impl<'s> Session<'s> {
             return Err(ProtocolViolation::OfferedTwice(id).into());
         }
         // The session's first offer: its first segment is already on its way, whatever the answer.
-        let early = if self.first_offer_seen { 0 } else { early_blocks(&o) };
+        let early = if self.first_offer_seen {
+            0
+        } else {
+            early_blocks(&o, net.first_segment)
+        };
         self.first_offer_seen = true;
         let g = transfer::blocks::Geometry {
             size: o.size,

@@ -97,17 +97,21 @@ pub(crate) struct Items {
     current: String,
     /// An offer was sent: later ones have no first segment.
     offered_one: bool,
+    /// Bytes of the session's first segment.
+    first_segment: u64,
     /// Withheld hashes the `accept` released: sent with the next ones.
     released: Vec<((u64, u64), Cv)>,
 }
 
 impl Items {
-    pub(crate) fn new(plan: Vec<Item>, block_size: u64, sync: bool) -> Items {
+    /// `first_segment`: the bytes of the session's first segment (`session.first_segment`).
+    pub(crate) fn new(plan: Vec<Item>, block_size: u64, sync: bool, first_segment: u64) -> Items {
         let n = plan.len();
         Items {
             plan,
             next: 0,
             block_size,
+            first_segment,
             sync,
             open: BTreeMap::new(),
             files: HashMap::new(),
@@ -144,10 +148,11 @@ impl Items {
         self.next == self.plan.len() && self.open.is_empty()
     }
 
-    /// Offer (or mkdir) the next items while the window has room.
+    /// Offer (or mkdir) the next items while the window has room: their lines go to `out`
+    /// (before the TCP connect completes there is no channel to send them on yet).
     pub(crate) fn offer_more(
         &mut self,
-        ch: &mut Channel<Msg>,
+        out: &mut Vec<Msg>,
         sender: &mut Sender<FileSource>,
     ) -> Result<(), TransferSessionError> {
         while self.next < self.plan.len()
@@ -160,7 +165,7 @@ impl Items {
             match self.plan[idx].clone() {
                 Item::Dir(d) if d.is_empty() => {}
                 Item::Dir(d) => {
-                    ch.send(&Msg::Mkdir { id, path: d })?;
+                    out.push(Msg::Mkdir { id, path: d });
                     self.open.insert(id, ());
                 }
                 Item::File {
@@ -168,7 +173,7 @@ impl Items {
                     dest,
                     size,
                     mtime_ns,
-                } => self.offer_file(ch, sender, idx, &source, dest, size, mtime_ns)?,
+                } => self.offer_file(out, sender, idx, &source, dest, size, mtime_ns),
             }
         }
         Ok(())
@@ -177,14 +182,14 @@ impl Items {
     #[allow(clippy::too_many_arguments)]
     fn offer_file(
         &mut self,
-        ch: &mut Channel<Msg>,
+        out: &mut Vec<Msg>,
         sender: &mut Sender<FileSource>,
         idx: usize,
         source: &Source,
         dest: String,
         planned_size: u64,
         mtime_ns: u64,
-    ) -> Result<(), TransferSessionError> {
+    ) {
         let mut report = FileSendReport {
             source: source.name(),
             path: dest.clone(),
@@ -196,7 +201,7 @@ impl Items {
             Err(e) => {
                 report.error = Some(netio::error_chain(&e));
                 self.reports[idx] = Some(report);
-                return Ok(());
+                return;
             }
         };
         report.size = size;
@@ -213,10 +218,14 @@ impl Items {
             block_size: self.block_size,
             sync: self.sync,
         };
-        ch.send(&Msg::Offer(offer.clone()))?;
         // The session's first offer: its first segment goes into the stream now, before any
         // answer (the receiver drops what it turns out to hold or refuse).
-        let early = if self.offered_one { 0 } else { early_blocks(&offer) };
+        let early = if self.offered_one {
+            0
+        } else {
+            early_blocks(&offer, self.first_segment)
+        };
+        out.push(Msg::Offer(offer));
         self.offered_one = true;
         if early > 0 {
             sender.source_mut().add_file(id, file.clone(), g);
@@ -252,7 +261,6 @@ impl Items {
                 report,
             },
         );
-        Ok(())
     }
 
     /// A control message from the receiver.

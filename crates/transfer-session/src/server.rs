@@ -98,7 +98,7 @@ impl Server {
             Err(e) => return on(ServerEvent::Rejected(peer, e.to_string())),
         };
         let mut ch = Channel::<Msg>::new(stream, MAX_LINE);
-        let (flight, chunk_size) = match self.first_flight(&mut ch, ticket) {
+        let (flight, session) = match self.first_flight(&mut ch, ticket) {
             Ok(a) => a,
             Err(e) => return on(ServerEvent::Rejected(peer, error_chain(&fatal(&mut ch, e)))),
         };
@@ -110,7 +110,8 @@ impl Server {
         let net = crate::recv_session::Net {
             key: &flight.session_key,
             session_id: flight.session_id,
-            chunk_size,
+            chunk_size: session.0,
+            first_segment: session.1,
             data_from: SocketAddr::new(peer.ip(), flight.udp_port),
             local_ip,
             peer,
@@ -135,7 +136,7 @@ impl Server {
         &self,
         ch: &mut Channel<Msg>,
         ticket: &Ticket<'_>,
-    ) -> Result<(Accepted, u32), TransferSessionError> {
+    ) -> Result<(Accepted, (u32, u64)), TransferSessionError> {
         let left = || ticket.deadline().saturating_duration_since(Instant::now());
         let hello = ch.recv(left())?;
         let accepted = self
@@ -147,7 +148,10 @@ impl Server {
             .map_err(AuthError::from)?;
         ch.authenticate(accepted.session_key, Role::Server);
         match ch.recv(left())? {
-            Msg::Session { chunk_size } => Ok((accepted, chunk_size)),
+            Msg::Session {
+                chunk_size,
+                first_segment,
+            } => Ok((accepted, (chunk_size, first_segment))),
             m => Err(crate::error::unexpected(&m, "session")),
         }
     }

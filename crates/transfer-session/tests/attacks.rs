@@ -220,39 +220,50 @@ fn planted_links_below_the_root_receive_nothing() {
 }
 
 #[test]
-fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
+fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing_before_or_after_the_hello() {
     let root = tempfile::tempdir().unwrap();
     let data = pattern(16 << 20, 12);
     let srv = serve_once(root.path(), None);
-    let Raw {
-        mut ch,
-        key: sk,
-        udp_port: _,
-        session_id,
-        data: sock,
-    } = raw_session_key(srv.addr);
-    raw_offer(&mut ch, 0, "f.bin", data.len() as u64);
-    // What the attacker sent: the session id, 13 MB ahead, random payload — untagged, then
-    // tagged under a key of its own. Both come from the port the real data will use.
-    let forged = |tag: Option<&transfer::DataKey>| {
+    // What the attacker sent: the session id, 13 MB ahead (and, before the hello, at the first
+    // segment's start), random payload — untagged, then tagged under a key of its own. All come
+    // from the port the real data will use; those before the hello wait in the receiver's pen
+    // and reach the session with the real first flight's.
+    let session_id = 0x5e55;
+    let forged = |tag: Option<&transfer::DataKey>, offset: u64| {
         let mut d = Vec::new();
         transfer::wire::DataHeader {
             session_id,
             seq: 0,
-            offset: 13 << 20,
+            offset,
             timestamp_us: 0,
             retransmit: false,
         }
         .write(&mut d);
         d.extend_from_slice(&pattern(8192, 99));
         if let Some(k) = tag {
-            let digest = transfer::wire::payload_digest(13 << 20, &d[transfer::wire::DATA_HEADER_LEN..]);
+            let digest = transfer::wire::payload_digest(offset, &d[transfer::wire::DATA_HEADER_LEN..]);
             k.seal_data(&mut d, 0, &digest);
         }
         d
     };
-    sock.send(&forged(None)).unwrap();
-    sock.send(&forged(Some(&transfer::DataKey([9; 32])))).unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(srv.addr).unwrap();
+    let before_hello = 16;
+    for i in 0..before_hello {
+        let tag = (i % 2 == 1).then_some(transfer::DataKey([9; 32]));
+        sock.send(&forged(tag.as_ref(), i / 2 * 8192)).unwrap();
+    }
+    let Raw {
+        mut ch,
+        key: sk,
+        udp_port: _,
+        session_id: welcomed,
+        data: sock,
+    } = raw_session_from(srv.addr, sock, session_id);
+    assert_eq!(welcomed, session_id);
+    raw_offer(&mut ch, 0, "f.bin", data.len() as u64);
+    sock.send(&forged(None, 13 << 20)).unwrap();
+    sock.send(&forged(Some(&transfer::DataKey([9; 32])), 13 << 20)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     // The real stream, keyed as the real sender keys it.
     let src = tempfile::NamedTempFile::new().unwrap();
@@ -318,7 +329,14 @@ fn a_forged_data_datagram_from_the_senders_own_port_moves_nothing() {
     let events = srv.finish();
     assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
     let f = stream(&events);
-    assert!(f.rejected >= 2, "the forged datagrams were not counted: {f:?}");
+    assert_eq!(
+        f.early_datagrams, before_hello,
+        "the session took the forged flight: {f:?}"
+    );
+    assert!(
+        f.rejected >= 2 + before_hello,
+        "the forged datagrams were not counted: {f:?}"
+    );
     assert_eq!(f.foreign.other_port, 0, "a forged datagram locked the port: {f:?}");
 }
 
@@ -431,22 +449,33 @@ fn offers_of_absurd_sizes_are_refused_not_allocated() {
 /// The bytes of a keyed first flight (hello, session, one offer) as a sender puts them on the
 /// wire, from `udp_port` (the flight's data port).
 fn keyed_flight(key: &[u8], time_ms: u64, udp_port: u16) -> Vec<u8> {
+    keyed_flight_of(key, [0x5a; 16], time_ms, udp_port, "replayed.bin").0
+}
+
+/// [`keyed_flight`] with its nonce and path, and its session key (session id 77).
+fn keyed_flight_of(key: &[u8], nonce: [u8; 16], time_ms: u64, udp_port: u16, path: &str) -> (Vec<u8>, [u8; 32]) {
     use ctlchan::{LineDecoder, Role};
-    let (hello, sk) = transfer_session::first_flight::client_hello(Some(key), [0x5a; 16], time_ms, 77, udp_port);
+    let (hello, sk) = transfer_session::first_flight::client_hello(Some(key), nonce, time_ms, 77, udp_port);
     let mut enc = LineDecoder::<Msg>::new(transfer_session::control::MAX_LINE);
     let mut bytes = enc.encode(&hello).unwrap();
     enc.authenticate(sk, Role::Client);
-    bytes.extend(enc.encode(&Msg::Session { chunk_size: 8192 }).unwrap());
+    bytes.extend(
+        enc.encode(&Msg::Session {
+            chunk_size: 8192,
+            first_segment: transfer_session::control::FIRST_SEGMENT_BYTES,
+        })
+        .unwrap(),
+    );
     let offer = Offer {
         id: 0,
-        path: "replayed.bin".into(),
+        path: path.into(),
         size: 1 << 20,
         mtime_ns: 1,
         block_size: 1 << 20,
         sync: false,
     };
     bytes.extend(enc.encode(&Msg::Offer(offer)).unwrap());
-    bytes
+    (bytes, sk)
 }
 
 /// Send `flight` on a fresh connection to `addr` and read what comes back until it closes.
@@ -518,4 +547,179 @@ fn a_replayed_or_stale_first_flight_is_refused_and_counted() {
         .filter(|n| !n.starts_with("replayed.bin.part"))
         .collect();
     assert!(names.is_empty(), "{names:?}");
+}
+
+/// [`play`], and after the accept send `then` from `sock` (the flight's data port) and wait for
+/// the receiver's first REPORT there: the session has read its data socket, after everything
+/// its pen held (it feeds those first).
+fn play_until_report(addr: std::net::SocketAddr, flight: &[u8], sock: &UdpSocket, then: &[Vec<u8>]) -> String {
+    use std::io::{Read, Write};
+    sock.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 65_536];
+    while sock.recv(&mut buf).is_ok() {}
+    sock.set_nonblocking(false).unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(flight).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&got).contains("\"accept\"") {
+            break;
+        }
+    }
+    for d in then {
+        sock.send(d).unwrap();
+    }
+    sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let n = sock.recv(&mut buf).expect("a report within 30 s");
+    assert_eq!(
+        transfer::wire::peek_header(&buf[..n]).unwrap().kind,
+        transfer::wire::Kind::Report
+    );
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Wait for the receiver's report of a session's data stream (it ends when its connection does).
+fn next_stream(events: &mpsc::Receiver<ServerEvent>) -> transfer::results::StreamRecvReport {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while let Ok(e) = events.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+        if let ServerEvent::Stream(_, s) = e {
+            return s;
+        }
+    }
+    panic!("no stream report within 30 s");
+}
+
+/// Data with the connect, replayed: an attacker who recorded a sender's whole first flight (its
+/// datagrams, sent before the TCP connect completed, and its control lines) plays it back. The
+/// control lines are refused (the nonce was used), the datagrams wait in the pen; a later real
+/// session with the same session id from the same port takes them and refuses every one (their
+/// tags are under the recorded session's data key): nothing is written.
+#[test]
+fn a_replayed_zero_rtt_flight_writes_nothing_even_into_a_session_with_its_id() {
+    let root = tempfile::tempdir().unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    scfg.key = Some(key.clone());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, events) = mpsc::channel();
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || {
+        srv.serve(&st, false, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(addr).unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let now = transfer_session::first_flight::wall_ms();
+    let payload = pattern(1 << 20, 41);
+    let (flight, sk) = keyed_flight_of(&key, [0x11; 16], now, port, "recorded.bin");
+    let datagrams = keyed_datagrams(&sk, 77, &payload);
+    let send_all = || {
+        for d in &datagrams {
+            sock.send(d).unwrap();
+        }
+    };
+    // The real sender: its data first (with the connect), then its control lines; its session
+    // reports on the data once it took it from the pen.
+    send_all();
+    let first = play_until_report(addr, &flight, &sock, &[]);
+    assert!(first.contains("\"accept\""), "{first}");
+    let real = next_stream(&events);
+    assert_eq!(real.early_datagrams, datagrams.len() as u64, "{real:?}");
+    assert_eq!((real.rejected, real.bytes_written), (0, 1 << 20), "{real:?}");
+    let part = |name: &str| fs::read(root.path().join(format!("{name}.part"))).ok();
+    let recorded = part("recorded.bin").expect("the real session's .part");
+    // The replay: the same datagrams, then the same control lines. Refused, nothing taken.
+    send_all();
+    let again = play(addr, &flight);
+    assert!(again.contains("replayed first flight"), "{again}");
+    // A fresh, real session with the same session id from the same port: it takes the
+    // replayed datagrams from the pen and refuses each (their tags are under the recorded
+    // session's data key). Its own first chunk, sent after its accept, is written; a report
+    // on it says the session has read everything before it.
+    let (fresh, fresh_sk) = keyed_flight_of(&key, [0x22; 16], now, port, "fresh.bin");
+    let fresh_payload = pattern(1 << 20, 42);
+    let own = keyed_datagrams(&fresh_sk, 77, &fresh_payload);
+    let third = play_until_report(addr, &fresh, &sock, &own[..1]);
+    assert!(third.contains("\"accept\""), "{third}");
+    let taken = next_stream(&events);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.join().unwrap().unwrap();
+    assert_eq!(taken.early_datagrams, datagrams.len() as u64, "{taken:?}");
+    assert_eq!(
+        taken.rejected,
+        datagrams.len() as u64,
+        "every replayed datagram refused: {taken:?}"
+    );
+    assert_eq!(
+        taken.bytes_written, 8192,
+        "only the fresh session's own chunk: {taken:?}"
+    );
+    assert_eq!(
+        part("recorded.bin"),
+        Some(recorded),
+        "the replay changed the recorded file"
+    );
+    let fresh_part = part("fresh.bin").expect("the fresh session's .part");
+    assert_eq!(&fresh_part[..8192], &fresh_payload[..8192]);
+    assert!(
+        fresh_part[8192..].iter().all(|&b| b == 0),
+        "replayed bytes in the fresh session's file"
+    );
+    let g = server.first_flights();
+    assert_eq!((g.accepted, g.replayed), (2, 1), "{g:?}");
+}
+
+/// A sender that sent its first segment with the connect and then never said hello (it died,
+/// or it was an attacker with no key): its datagrams, correctly tagged for a session that never
+/// existed, stay in the pen until [`transfer_session::early::PEN_AGE`], are counted as expired
+/// and are written nowhere; the next real session is not disturbed.
+#[test]
+fn a_zero_rtt_flight_whose_hello_never_comes_expires_from_the_pen_unwritten() {
+    use transfer_session::early::PEN_AGE;
+    let src = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let data = pattern(2 << 20, 17);
+    fs::write(src.path().join("f.bin"), &data).unwrap();
+    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
+    scfg.key = Some(key.clone());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    let orphan = UdpSocket::bind("127.0.0.1:0").unwrap();
+    orphan.connect(addr).unwrap();
+    let port = orphan.local_addr().unwrap().port();
+    let (_, sk) = keyed_flight_of(
+        &key,
+        [0x33; 16],
+        transfer_session::first_flight::wall_ms(),
+        port,
+        "orphan.bin",
+    );
+    let datagrams = keyed_datagrams(&sk, 77, &pattern(1 << 20, 3));
+    for d in &datagrams {
+        orphan.send(d).unwrap();
+    }
+    std::thread::sleep(PEN_AGE + Duration::from_millis(500));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || srv.serve(&st, true, &mut |_| {}));
+    let mut cfg = config(addr, "");
+    cfg.key = Some(key);
+    let report = run_send(&cfg, &[src.path().join("f.bin")]).unwrap();
+    t.join().unwrap().unwrap();
+    assert!(report.ok, "{report:?}");
+    assert_eq!(fs::read(root.path().join("f.bin")).unwrap(), data);
+    assert_eq!(walk(root.path()), vec!["f.bin".to_string()], "only the real file");
+    let pen = server.early_datagrams();
+    assert_eq!(pen.expired, datagrams.len() as u64, "{pen:?}");
+    assert_eq!(server.first_flights().accepted, 1);
 }

@@ -1,9 +1,12 @@
-//! Protocol 5's start in virtual time (`linkemu::sim`, seeded and deterministic): the TCP
-//! connect takes one round trip, the sender's first flight (checked by the receiver's real
-//! [`ReplayGuard`]) reaches the receiver half a round trip later with the first segment's data
-//! right behind it, and the `accept` reaches the sender one round trip after its first flight.
-//! The control connection is modelled as a reliable channel of one-way delay RTT/2 (TCP); the
-//! data crosses the emulated lossy path. Run with `--release -- --nocapture` for the figures.
+//! The session's start in virtual time (`linkemu::sim`, seeded and deterministic). Protocol 6:
+//! the first segment's data leaves the moment the TCP connect starts (at most the pre-connect
+//! budget of it until the connect completes one round trip later), the receiver pens what
+//! arrives before the sender's first flight (`hello`, checked by the receiver's real
+//! [`ReplayGuard`]; session; offers) reaches it half a round trip after the connect, and the
+//! `accept` reaches the sender one round trip after its first flight. Protocols 5 (data after
+//! the connect) and 4 (after welcome and accept) for comparison. The control connection is
+//! modelled as a reliable channel of one-way delay RTT/2 (TCP); the data crosses the emulated
+//! lossy path. Run with `--release -- --nocapture` for the figures.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +18,10 @@ use transfer::wire::{self, Kind};
 use transfer::{
     Adaptive, AdaptiveConfig, Receiver, ReceiverConfig, ResumeHint, Sender, SenderConfig, SessionParams, Sink, Source,
 };
-use transfer_session::control::{data_key, early_blocks, Offer};
+use transfer_session::control::{
+    data_key, early_blocks, first_segment_bytes, pre_connect_budget, pre_connect_wire_bytes, Offer,
+};
+use transfer_session::early::{PEN_BYTES, PEN_DATAGRAMS};
 use transfer_session::first_flight::{client_hello, ReplayGuard};
 
 const MS: Duration = Duration::from_millis(1);
@@ -78,13 +84,17 @@ impl Sink for CheckSink {
     }
 }
 
-/// The sending side: nothing before `first_flight` (the TCP connect), the first segment from
-/// then on, the rest once the accept arrives (`first_flight` + RTT). `lose_first` of its first
-/// datagrams are corrupted on the wire (their tag fails: lost).
+/// The sending side: nothing before `first_flight`, the first segment from then on (at most
+/// `budget` datagrams before `connected`, when the connect's round trip `rtt` reaches the
+/// controller), the rest once the accept arrives. `lose_first` of its first datagrams are
+/// corrupted on the wire (their tag fails: lost).
 struct Tx {
     make: Option<Box<dyn FnOnce(Instant) -> Sender<FileSource>>>,
     s: Option<Sender<FileSource>>,
     first_flight: Instant,
+    connected: Instant,
+    rtt: Option<Duration>,
+    budget: u64,
     accept_at: Instant,
     rest: Vec<(u64, u64)>,
     lose_first: u64,
@@ -97,6 +107,11 @@ impl Tx {
         if now >= self.first_flight {
             if let Some(make) = self.make.take() {
                 self.s = Some(make(now));
+            }
+        }
+        if now >= self.connected {
+            if let (Some(s), Some(rtt)) = (&mut self.s, self.rtt.take()) {
+                s.cc_mut().on_path_rtt(now, rtt);
             }
         }
         if now >= self.accept_at && !self.rest.is_empty() {
@@ -119,6 +134,9 @@ impl Endpoint for Tx {
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         self.due(now);
+        if now < self.connected && self.sent >= self.budget {
+            return None;
+        }
         let mut d = self.s.as_mut()?.poll_transmit(now)?;
         self.first_data.get_or_insert(now);
         self.sent += 1;
@@ -130,8 +148,13 @@ impl Endpoint for Tx {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.s.as_ref().and_then(|s| s.poll_timeout());
+        if self.sent >= self.budget {
+            // Out of pre-connect budget: nothing to do before the connect completes.
+            t = t.map(|x| x.max(self.connected));
+        }
         for pending in [
             self.make.is_some().then_some(self.first_flight),
+            self.rtt.is_some().then_some(self.connected),
             (!self.rest.is_empty()).then_some(self.accept_at),
         ]
         .into_iter()
@@ -157,13 +180,28 @@ impl Endpoint for Tx {
     }
 }
 
-/// The receiving side: its segments are pushed when the first flight arrives (the receiver reads
-/// the offer before any of the data behind it).
+/// The receiving side: its session exists when the first flight arrives (`segments_at`: the
+/// receiver reads the offer before any of the data behind it); datagrams that come before are
+/// penned as `crate::early` pens them (bounded, oldest dropped first) and fed then with their
+/// arrival times.
 struct Rx {
     r: Receiver<CheckSink>,
     segments_at: Instant,
     pending: Vec<(bool, u64, u64, u64)>,
+    pen: std::collections::VecDeque<(Instant, Vec<u8>)>,
+    penned: u64,
+    pen_dropped: u64,
 }
+
+/// The pen's bound in datagrams of [`NOMINAL_CHUNK`].
+const PEN_HOLDS: usize = {
+    let by_bytes = PEN_BYTES / NOMINAL_CHUNK as usize;
+    if by_bytes < PEN_DATAGRAMS {
+        by_bytes
+    } else {
+        PEN_DATAGRAMS
+    }
+};
 
 impl Rx {
     fn due(&mut self, now: Instant) {
@@ -173,12 +211,24 @@ impl Rx {
                 self.r.sink_mut().table.push(file, block, off, len);
                 self.r.push_segment(len, off);
             }
+            for (at, d) in std::mem::take(&mut self.pen) {
+                self.r.handle_datagram(at, &d);
+            }
         }
     }
 }
 
 impl Endpoint for Rx {
     fn handle_datagram(&mut self, now: Instant, d: &[u8]) {
+        if now < self.segments_at {
+            if self.pen.len() >= PEN_HOLDS {
+                self.pen.pop_front();
+                self.pen_dropped += 1;
+            }
+            self.pen.push_back((now, d.to_vec()));
+            self.penned += 1;
+            return;
+        }
         self.due(now);
         self.r.handle_datagram(now, d);
     }
@@ -186,7 +236,11 @@ impl Endpoint for Rx {
         self.r.poll_transmit(now)
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        self.r.poll_timeout()
+        let t = self.r.poll_timeout();
+        if self.pending.is_empty() && self.pen.is_empty() {
+            return t;
+        }
+        Some(t.map_or(self.segments_at, |x| x.min(self.segments_at)))
     }
     fn handle_timeout(&mut self, now: Instant) {
         self.due(now);
@@ -202,10 +256,23 @@ impl Endpoint for Rx {
 struct Run {
     first_data_s: f64,
     first_to_last_ack_s: f64,
-    /// To the last acknowledgement plus half a round trip (the verdict's way back).
+    /// The start of the TCP connect to the last acknowledgement (the receiver's verdict leaves
+    /// with its last report: it is on its way back as that acknowledgement is).
     end_to_end_s: f64,
     skipped_chunks: u64,
     retransmitted: u64,
+    /// Of `retransmitted`: tail protection's resends (the newest half round trip's chunks,
+    /// once each, in slots the link would not have used).
+    tail_resent: u64,
+    /// The last chunk's first departure to its acknowledgement, s.
+    tail_s: f64,
+    /// Datagrams the receiver got twice.
+    duplicates: u64,
+    /// Datagrams the path lost at random (the repairs they need).
+    lost_random: u64,
+    /// Data datagrams that came before the receiver's session, and those its pen dropped.
+    penned: u64,
+    pen_dropped: u64,
     /// Data datagrams the bottleneck's full buffer dropped (congestion loss).
     dropped_queue: u64,
     resume_retreats: u64,
@@ -213,13 +280,13 @@ struct Run {
     remembered: Option<ResumeHint>,
 }
 
+#[derive(Clone)]
 struct Case {
     rtt: Duration,
     nominal_size: u64,
     loss: f64,
     seed: u64,
-    /// Protocol 4: data only after welcome + accept (3 RTT from the connect), no first segment.
-    three_rtt: bool,
+    start: Start,
     /// Blocks the receiver holds (`have`).
     have: Vec<u64>,
     lose_first: u64,
@@ -227,6 +294,17 @@ struct Case {
     rate: u64,
     /// A rate remembered from an earlier session to the same peer.
     resume: Option<ResumeHint>,
+}
+
+/// When the data starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Start {
+    /// Protocol 4: data only after welcome + accept (3 RTT from the connect), no first segment.
+    AfterAccept,
+    /// Protocol 5: the first segment with the first flight, after the connect (1 RTT).
+    AfterConnect,
+    /// Protocol 6: the first segment with the connect.
+    WithConnect,
 }
 
 /// The bench path: `rate`, one-way RTT/2, the case's random loss on the data's way, one BDP of
@@ -242,10 +320,12 @@ fn path(c: &Case, rate: u64) -> Duplex<Vec<u8>> {
     Duplex::asymmetric(link(LossModel::Bernoulli { p: c.loss }), link(LossModel::None), c.seed).unwrap()
 }
 
-/// The adaptive controller, started from a remembered rate if any.
-fn adaptive(resume: Option<ResumeHint>) -> Adaptive {
+/// The adaptive controller, started from a remembered rate if any, with `blind_bytes` sent
+/// before the connect completes.
+fn adaptive(resume: Option<ResumeHint>, blind_bytes: u64) -> Adaptive {
     Adaptive::new(AdaptiveConfig {
         resume,
+        blind_bytes,
         ..AdaptiveConfig::default()
     })
 }
@@ -268,7 +348,15 @@ fn run(c: &Case) -> Run {
         block_size: 4 << 20,
         sync: false,
     };
-    let early = if c.three_rtt { 0 } else { early_blocks(&offer) };
+    let first_segment = match c.start {
+        Start::WithConnect => first_segment_bytes(c.resume.and_then(|h| h.confirmed(None))),
+        _ => 8 << 20,
+    };
+    let early = if c.start == Start::AfterAccept {
+        0
+    } else {
+        early_blocks(&offer, first_segment)
+    };
     // Real bytes: every nominal byte is 1/SCALE of a real one.
     let g = Geometry {
         size: c.nominal_size / SCALE,
@@ -295,27 +383,39 @@ fn run(c: &Case) -> Run {
     let dk = data_key(&sk, accepted.session_id);
     let dk_rx = data_key(&accepted.session_key, accepted.session_id);
     let resume = c.resume;
+    let blind_bytes = if c.start == Start::WithConnect {
+        pre_connect_wire_bytes(NOMINAL_CHUNK)
+    } else {
+        0
+    };
     let make = Box::new(move |now: Instant| {
         let mut cfg = SenderConfig::new(params);
         cfg.open = true;
         cfg.data_key = Some(dk);
         cfg.wire_overhead = (FRAMING + (NOMINAL_CHUNK - CHUNK) as usize) as u32;
-        let cc = Box::new(adaptive(resume));
+        let cc = Box::new(adaptive(resume, blind_bytes));
         let mut s = Sender::new(cfg, FileSource(stable), cc, now).unwrap();
         for (len, off) in first {
             s.push_segment(len, off);
         }
         s
     });
-    let (first_flight, accept_at, segments_at) = if c.three_rtt {
-        (t0 + 3 * c.rtt, t0 + 3 * c.rtt, t0 + 2 * c.rtt)
-    } else {
-        (t0 + c.rtt, t0 + 2 * c.rtt, t0 + c.rtt + c.rtt / 2)
+    let (first_flight, accept_at, segments_at) = match c.start {
+        Start::AfterAccept => (t0 + 3 * c.rtt, t0 + 3 * c.rtt, t0 + 2 * c.rtt),
+        Start::AfterConnect => (t0 + c.rtt, t0 + 2 * c.rtt, t0 + c.rtt + c.rtt / 2),
+        Start::WithConnect => (t0, t0 + 2 * c.rtt, t0 + c.rtt + c.rtt / 2),
     };
     let tx = Tx {
         make: Some(make),
         s: None,
         first_flight,
+        connected: t0 + c.rtt,
+        rtt: Some(c.rtt),
+        budget: if c.start == Start::WithConnect {
+            pre_connect_budget(NOMINAL_CHUNK)
+        } else {
+            u64::MAX
+        },
         accept_at,
         rest,
         lose_first: c.lose_first,
@@ -342,9 +442,12 @@ fn run(c: &Case) -> Run {
             .map(|b| (false, b, seg(b).0, seg(b).1)),
     );
     let rx = Rx {
-        r: Receiver::new(rcfg, sink, t0).unwrap(),
+        r: Receiver::new(rcfg, sink, segments_at).unwrap(),
         segments_at,
         pending,
+        pen: Default::default(),
+        penned: 0,
+        pen_dropped: 0,
     };
     let duplex = path(c, rate);
     let mut sim = Sim::new(tx, rx, duplex, t0);
@@ -353,6 +456,12 @@ fn run(c: &Case) -> Run {
         Duration::from_secs(300),
     );
     assert!(res.is_ok(), "{res:?}");
+    figures(c, &sim, t0, g)
+}
+
+/// Check every byte the receiver wrote (held blocks never), and the run's figures.
+fn figures(c: &Case, sim: &Sim<Tx, Rx>, t0: Instant, g: Geometry) -> Run {
+    let seg = |b: u64| (g.block_len(b), b * g.block_size);
     let (tx, rx) = (sim.a(), sim.b());
     let sink = rx.r.sink();
     assert_eq!((sink.twice, sink.wrong), (0, 0), "written twice / corrupted bytes");
@@ -372,9 +481,15 @@ fn run(c: &Case) -> Run {
     Run {
         first_data_s,
         first_to_last_ack_s: d,
-        end_to_end_s: first_data_s + d + c.rtt.as_secs_f64() / 2.0,
+        end_to_end_s: first_data_s + d,
         skipped_chunks: sink.skipped_chunks,
         retransmitted: st.retransmitted_datagrams,
+        tail_resent: st.tail_resent_datagrams,
+        tail_s: st.tail_s.unwrap_or(0.0),
+        duplicates: rx.r.stats().duplicate_datagrams,
+        lost_random: sim.stats_a_to_b().dropped_loss.packets,
+        penned: rx.penned,
+        pen_dropped: rx.pen_dropped,
         dropped_queue: sim.stats_a_to_b().dropped_queue.packets,
         resume_retreats: st.cc_events.resume_retreats,
         remembered: remembered(tx.s.as_ref().unwrap()),
@@ -395,7 +510,7 @@ fn case(rtt_ms: u64) -> Case {
         nominal_size: 64 << 20,
         loss: 0.0,
         seed: 7,
-        three_rtt: false,
+        start: Start::WithConnect,
         have: Vec::new(),
         lose_first: 0,
         rate: 1_000_000_000,
@@ -404,20 +519,20 @@ fn case(rtt_ms: u64) -> Case {
 }
 
 #[test]
-fn the_first_data_datagram_leaves_one_round_trip_after_the_connect() {
+fn the_first_data_datagram_leaves_with_the_connect() {
     for rtt_ms in [100, 200] {
-        let r = run(&case(rtt_ms));
-        println!("[{rtt_ms} ms] {r:?}");
-        assert!(
-            (r.first_data_s - rtt_ms as f64 / 1e3).abs() < 1e-9,
-            "first data at the first flight: {r:?}"
-        );
-        let old = run(&Case {
-            three_rtt: true,
-            ..case(rtt_ms)
-        });
-        println!("[{rtt_ms} ms, protocol 4] {old:?}");
-        assert!((old.first_data_s - 3.0 * rtt_ms as f64 / 1e3).abs() < 1e-9, "{old:?}");
+        for (start, rtts) in [
+            (Start::WithConnect, 0.0),
+            (Start::AfterConnect, 1.0),
+            (Start::AfterAccept, 3.0),
+        ] {
+            let r = run(&Case { start, ..case(rtt_ms) });
+            println!("[{rtt_ms} ms, {start:?}] {r:?}");
+            assert!(
+                (r.first_data_s - rtts * rtt_ms as f64 / 1e3).abs() < 1e-9,
+                "first data {rtts} round trips after the connect starts: {r:?}"
+            );
+        }
     }
 }
 
@@ -449,9 +564,9 @@ fn a_resume_have_inside_the_first_segment_is_received_and_dropped_never_written(
 }
 
 /// bench/transfer.sh's wan path (1 Gb/s, 100 ms, 0.1 %, 1 GB) in virtual time, seeds 7–10:
-/// protocol 4's 3-RTT start against the first flight's 1-RTT one.
+/// protocol 4's 3-RTT start against protocol 6's data with the connect.
 #[test]
-fn one_gigabyte_through_the_bench_path_starts_two_round_trips_earlier() {
+fn one_gigabyte_through_the_bench_path_starts_round_trips_earlier() {
     for seed in 7..=10 {
         let c = Case {
             nominal_size: 1_000_000_000,
@@ -460,11 +575,14 @@ fn one_gigabyte_through_the_bench_path_starts_two_round_trips_earlier() {
             ..case(100)
         };
         let new = run(&c);
-        let old = run(&Case { three_rtt: true, ..c });
+        let old = run(&Case {
+            start: Start::AfterAccept,
+            ..c
+        });
         let gbps = |s: f64| 8.0 / s;
         println!(
-            "[1 GB seed {seed}] first datagram to last ack: protocol 4 {:.3} s, 5 {:.3} s; \
-             end to end: 4 {:.3} s = {:.3} Gb/s, 5 {:.3} s = {:.3} Gb/s",
+            "[1 GB seed {seed}] first datagram to last ack: protocol 4 {:.3} s, 6 {:.3} s; \
+             connect to last ack: 4 {:.3} s = {:.3} Gb/s, 6 {:.3} s = {:.3} Gb/s",
             old.first_to_last_ack_s,
             new.first_to_last_ack_s,
             old.end_to_end_s,
@@ -481,9 +599,16 @@ fn one_gigabyte_through_the_bench_path_starts_two_round_trips_earlier() {
 
 /// The bench path (1 Gb/s, 100 ms, 0.1 %, 1 GB) twice to the same peer, seeds 7–10: the second
 /// session starts from the rate the first measured (careful resume) instead of 100 Mb/s, and
-/// reaches the link rate from its first datagram.
+/// reaches the link rate from its first datagram. Prints the table of bench/RESULTS.md, for
+/// protocol 5 (data after the connect) and 6 (data with it); `run` checks every byte, and here
+/// the repairs are bounded: beyond tail protection's resends (at most 1.5 × half a round trip
+/// of datagrams), one per datagram the path lost.
 #[test]
 fn a_second_session_to_the_same_peer_starts_at_the_remembered_rate() {
+    println!(
+        "| seed | session, protocol | first datagram → last ack, s | connect → last ack, s | Gb/s | \
+         tail, s | repeated (tail) / path lost / received twice | queue drops | penned / pen dropped |"
+    );
     for seed in 7..=10 {
         let c = Case {
             nominal_size: 1_000_000_000,
@@ -496,20 +621,48 @@ fn a_second_session_to_the_same_peer_starts_at_the_remembered_rate() {
         let second = run(&Case {
             resume: Some(hint),
             seed: seed + 100,
-            ..c
+            ..c.clone()
         });
-        let gbps = |s: f64| 8.0 / s;
-        println!(
-            "[1 GB seed {seed}] remembered {:.3} Gb/s at {:?}; first session: first datagram to last ack {:.3} s, \
-             end to end {:.3} Gb/s; second: {:.3} s, {:.3} Gb/s, {} dropped by the queue",
-            hint.rate_bps / 1e9,
-            hint.rtt,
-            first.first_to_last_ack_s,
-            gbps(first.end_to_end_s),
-            second.first_to_last_ack_s,
-            gbps(second.end_to_end_s),
-            second.dropped_queue
-        );
+        let second_1rtt = run(&Case {
+            resume: Some(hint),
+            seed: seed + 100,
+            start: Start::AfterConnect,
+            ..c.clone()
+        });
+        let first_1rtt = run(&Case {
+            start: Start::AfterConnect,
+            ..c.clone()
+        });
+        for (what, r) in [
+            ("first, protocol 5", &first_1rtt),
+            ("first, protocol 6", &first),
+            ("second, protocol 5", &second_1rtt),
+            ("second, protocol 6", &second),
+        ] {
+            println!(
+                "| {seed} | {what} | {:.3} | {:.3} | **{:.3}** | {:.3} | {} ({} tail) / {} / {} | {} | {} / {} |",
+                r.first_to_last_ack_s,
+                r.end_to_end_s,
+                8.0 / r.end_to_end_s,
+                r.tail_s,
+                r.retransmitted,
+                r.tail_resent,
+                r.lost_random,
+                r.duplicates,
+                r.dropped_queue,
+                r.penned,
+                r.pen_dropped
+            );
+        }
+        for r in [&first_1rtt, &first, &second_1rtt, &second] {
+            let half_rtt_datagrams = 0.05 * 1e9 / 8.0 / f64::from(NOMINAL_CHUNK + 122);
+            assert!(r.tail_resent as f64 <= 1.5 * half_rtt_datagrams, "{r:?}");
+            assert!(
+                r.retransmitted - r.tail_resent <= r.lost_random + r.dropped_queue,
+                "repairs of datagrams that were not lost: {r:?}"
+            );
+            assert_eq!(r.pen_dropped, 0, "{r:?}");
+        }
         assert_eq!(second.resume_retreats, 0, "the right rate is kept: {second:?}");
         // The first session's first round trip ran at 100 Mb/s (0.09 s of the link lost); the
         // second fills it from the first datagram up to the first segment's 8 MiB.

@@ -112,6 +112,11 @@ pub trait CongestionController: Debug + Send {
     fn on_capacity_estimate(&mut self, now: Instant, capacity_bps: f64) {
         let _ = (now, capacity_bps);
     }
+    /// A round trip of this session's path measured outside the data stream (the control
+    /// connection's TCP connect), which completed after the data started. Default: ignored.
+    fn on_path_rtt(&mut self, now: Instant, rtt: Duration) {
+        let _ = (now, rtt);
+    }
     /// Reports stopped: the sender switched to probing. The next
     /// [`CongestionController::on_report`] is the first after the silence.
     fn on_report_timeout(&mut self, now: Instant) {
@@ -231,6 +236,12 @@ pub struct AdaptiveConfig {
     /// draft-ietf-tsvwg-careful-resume §4.3, jumps to half the saved window; a remembered
     /// *delivery* rate already excludes the queue a saved window holds, so more of it is safe).
     pub resume_fraction: f64,
+    /// Wire bytes the sender may send beyond the jump window before the first report, because
+    /// no report can come for them before it: data sent with the TCP connect, before the
+    /// receiver's session exists (its pre-connect budget). Reports of all of it come one round
+    /// trip later than they would otherwise, so without this the jump window would stall a
+    /// resumed rate for that round trip.
+    pub blind_bytes: u64,
 }
 
 /// A path's rate remembered from a previous session (careful resume,
@@ -281,6 +292,7 @@ impl Default for AdaptiveConfig {
             yield_factor: 0.9,
             resume: None,
             resume_fraction: 0.9,
+            blind_bytes: 0,
         }
     }
 }
@@ -356,7 +368,7 @@ impl Adaptive {
         let fraction = cfg.resume_fraction.clamp(0.0, 1.0);
         let resume_window = hint.map(|h| {
             start_rate = start_rate.max((h.rate_bps * fraction).min(cfg.max_rate_bps));
-            start_rate / 8.0 * h.rtt.as_secs_f64()
+            start_rate / 8.0 * h.rtt.as_secs_f64() + cfg.blind_bytes as f64
         });
         Self {
             cfg,
@@ -645,6 +657,22 @@ impl CongestionController for Adaptive {
         "adaptive"
     }
 
+    /// Careful resume's path confirmation (§4.2) when the data left before the connect's round
+    /// trip was known: a remembered rate that round trip does not confirm is given up before
+    /// any report, back to the initial rate (what the jump window let out meanwhile is the
+    /// unconfirmed hint's whole cost); after a report the first round's own checks decide.
+    fn on_path_rtt(&mut self, _now: Instant, rtt: Duration) {
+        let confirmed = self.cfg.resume.and_then(|h| h.confirmed(Some(rtt))).is_some();
+        if self.resume_window.is_some() && !confirmed && self.round == 0 && self.recent_rate.is_none() {
+            self.resume_window = None;
+            self.resume_retreats += 1;
+            self.start_rate = self
+                .cfg
+                .initial_rate_bps
+                .clamp(self.cfg.min_rate_bps, self.cfg.max_rate_bps);
+        }
+    }
+
     fn on_sent(&mut self, now: Instant, wire_bytes: u64, _retransmission: bool) {
         self.inflight += wire_bytes;
         self.max_datagram = self.max_datagram.max(wire_bytes);
@@ -842,6 +870,37 @@ mod tests {
             owd_latest_us: owd_us,
             inflight: 0,
         }
+    }
+
+    #[test]
+    fn a_resumed_rate_the_connects_round_trip_does_not_confirm_is_given_up() {
+        let t0 = Instant::now();
+        let hint = ResumeHint {
+            rate_bps: 1e9,
+            rtt: Duration::from_millis(100),
+        };
+        let resumed = |blind_bytes| {
+            Adaptive::new(AdaptiveConfig {
+                resume: Some(hint),
+                blind_bytes,
+                ..AdaptiveConfig::default()
+            })
+        };
+        // The jump window: 0.9 Gb/s for 100 ms, and what is sent blind before the connect.
+        assert_eq!(resumed(0).inflight_cap(), Some(11_250_000));
+        assert_eq!(resumed(1_000_000).inflight_cap(), Some(12_250_000));
+        // The same path (100 ms, 150 ms): kept.
+        for ms in [100, 150] {
+            let mut cc = resumed(0);
+            cc.on_path_rtt(t0, Duration::from_millis(ms));
+            assert_eq!((cc.pacing_rate_bps(), cc.resume_retreats()), (0.9e9, 0), "{ms} ms");
+        }
+        // Another path (20 ms: less than half the remembered round trip): the initial rate.
+        let mut cc = resumed(0);
+        cc.on_path_rtt(t0, Duration::from_millis(20));
+        assert_eq!(cc.pacing_rate_bps(), AdaptiveConfig::default().initial_rate_bps);
+        assert_eq!(cc.resume_retreats(), 1);
+        assert_ne!(cc.inflight_cap(), Some(11_250_000), "the jump window is gone");
     }
 
     #[test]

@@ -321,6 +321,12 @@ impl<S: Source> Sender<S> {
         self.cc.as_ref()
     }
 
+    /// The congestion controller, to tell it what the session learnt outside the data stream
+    /// (e.g. [`CongestionController::on_path_rtt`]).
+    pub fn cc_mut(&mut self) -> &mut dyn CongestionController {
+        self.cc.as_mut()
+    }
+
     /// Wire bytes in flight (sent after the newest datagram the receiver reported).
     pub fn inflight(&self) -> u64 {
         self.inflight.bytes

@@ -145,21 +145,30 @@ pub struct Raw {
 }
 
 pub fn raw_session_key(addr: SocketAddr) -> Raw {
-    let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
     // The socket our data comes from (the first flight names its port).
     let data = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     data.connect(addr).unwrap();
+    raw_session_from(addr, data, 0x5e55)
+}
+
+/// [`raw_session_key`] with its data from `data` (connected to `addr`) and session id `session`.
+pub fn raw_session_from(addr: SocketAddr, data: std::net::UdpSocket, session: u64) -> Raw {
+    let mut ch = Channel::<Msg>::new(std::net::TcpStream::connect(addr).unwrap(), MAX_LINE);
     let udp_port = data.local_addr().unwrap().port();
     let (hello, key) = transfer_session::first_flight::client_hello(
         None,
         rand_nonce(),
         transfer_session::first_flight::wall_ms(),
-        0x5e55,
+        session,
         udp_port,
     );
     ch.send(&hello).unwrap();
     ch.authenticate(key, Role::Client);
-    ch.send(&Msg::Session { chunk_size: 8192 }).unwrap();
+    ch.send(&Msg::Session {
+        chunk_size: 8192,
+        first_segment: transfer_session::control::FIRST_SEGMENT_BYTES,
+    })
+    .unwrap();
     let Msg::Welcome { udp_port, session_id } = ch.recv(Duration::from_secs(10)).unwrap() else {
         panic!("no welcome");
     };
@@ -170,6 +179,47 @@ pub fn raw_session_key(addr: SocketAddr) -> Raw {
         session_id,
         data,
     }
+}
+
+/// The DATA datagrams of `payload` (stream offsets 0..) in 8192-byte chunks, keyed as a sender
+/// of session `session_id` under session key `sk` keys them.
+pub fn keyed_datagrams(sk: &[u8; 32], session_id: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+    struct Mem(Vec<u8>);
+    impl transfer::Source for Mem {
+        fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            let at = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - at);
+            buf[..n].copy_from_slice(&self.0[at..at + n]);
+            Ok(n)
+        }
+    }
+    let mut cfg = transfer::SenderConfig::new(transfer::SessionParams {
+        session_id,
+        file_size: 0,
+        chunk_size: 8192,
+    });
+    cfg.open = true;
+    cfg.data_key = Some(transfer_session::control::data_key(sk, session_id));
+    let t0 = std::time::Instant::now();
+    let cc = Box::new(transfer::FixedRate::new(1e9));
+    let mut s = transfer::Sender::new(cfg, Mem(payload.to_vec()), cc, t0).unwrap();
+    s.push_segment(payload.len() as u64, 0);
+    let want = payload.len().div_ceil(8192);
+    let mut out = Vec::new();
+    // Virtual time, 1 ms a step: 1 Gb/s sends 15 chunks a step.
+    for step in 0..100_000u32 {
+        let now = t0 + Duration::from_millis(u64::from(step));
+        while let Some(d) = s.poll_transmit(now) {
+            if transfer::wire::peek_header(&d).is_ok_and(|h| h.kind == transfer::wire::Kind::Data) {
+                out.push(d);
+            }
+        }
+        if out.len() >= want {
+            break;
+        }
+    }
+    assert_eq!(out.len(), want, "the sender gave every chunk");
+    out
 }
 
 fn rand_nonce() -> [u8; 16] {

@@ -97,18 +97,6 @@ pub struct WindowConfig {
     pub max_fill: u64,
     /// Consistent out-of-range frames needed to move the stream.
     pub confirm: u32,
-    /// Write a frame out as soon as every slot before it is written or placed, rather than when
-    /// it falls out of the window: the file's bytes and every count are the same (a placed
-    /// frame is never replaced, a gap is still filled only once it leaves the window). A frame
-    /// that arrives in order (the next slot to write: the common case) goes from the caller's
-    /// buffer straight to the sink, never copied into the window, which keeps only a keyed
-    /// digest of it for the duplicate check: a recorder then copies each frame once on its way
-    /// from the datagram to the writer's buffer, where it was copied twice (into the window,
-    /// and 50 ms — 25 MB at 4 Gb/s — later out of it from memory: 45 % of the receiver's CPU at
-    /// 4.096 Gb/s into tmpfs, perf, issue 37). From the first frame written in the usual way
-    /// on (until then the start may still move back).
-    #[serde(default)]
-    pub write_in_order: bool,
 }
 
 /// What happened to one frame offered to the window.
@@ -332,15 +320,6 @@ pub struct StationWindow {
     thread_highest: Vec<Option<u64>>,
     ring: Vec<u8>,
     present: Vec<bool>,
-    /// Slots from `base` on already written ([`WindowConfig::write_in_order`]): placed frames,
-    /// still held (and `present`) for the duplicate check until they leave the window.
-    written_ahead: u64,
-    /// Per slot: the digest of a frame written straight from the caller's buffer (its bytes
-    /// are not in `ring`), `None` where `ring` holds the frame.
-    digest: Vec<Option<u64>>,
-    /// The digest's key, random per window: a forger who cannot see it cannot make a copy
-    /// that differs yet passes for a duplicate.
-    digest_key: u64,
     /// Out-of-range frames that may show a jump.
     candidates: Candidates,
     /// (sequence number, slot) of earlier candidates placed when a later one confirmed them.
@@ -379,9 +358,6 @@ impl StationWindow {
             thread_highest: vec![None; usize::from(cfg.threads)],
             ring: vec![0u8; w * frame_len],
             present: vec![false; w],
-            written_ahead: 0,
-            digest: vec![None; w],
-            digest_key: std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), w),
             candidates: Candidates::default(),
             confirmed: Vec::new(),
             written_any: false,
@@ -659,11 +635,8 @@ impl StationWindow {
             // Never overwrite an accepted frame: a later copy cannot be more genuine than the
             // first, and replacing would let a forger rewrite data by repeating its time. A copy
             // that differs is counted apart, since it is evidence of forgery or corruption.
-            let same = match self.digest[idx] {
-                Some(d) => twox_hash::XxHash3_64::oneshot_with_seed(self.digest_key, frame) == d,
-                None => self.ring[idx * self.frame_len..(idx + 1) * self.frame_len] == *frame,
-            };
-            if same {
+            let kept = &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len];
+            if kept == frame {
                 self.stats.duplicates += 1;
                 return Placement::Duplicate;
             }
@@ -671,16 +644,7 @@ impl StationWindow {
             return Placement::DuplicateMismatch;
         }
         self.present[idx] = true;
-        // In order (the next slot to write, all before it written): on to the sink from where
-        // it is, only its digest kept. Else into the window, to wait for the slots before it.
-        let ahead =
-            self.cfg.write_in_order && self.written_any && slot == self.base.unwrap_or(base) + self.written_ahead;
-        if ahead {
-            self.digest[idx] = Some(twox_hash::XxHash3_64::oneshot_with_seed(self.digest_key, frame));
-        } else {
-            self.digest[idx] = None;
-            self.ring[idx * self.frame_len..(idx + 1) * self.frame_len].copy_from_slice(frame);
-        }
+        self.ring[idx * self.frame_len..(idx + 1) * self.frame_len].copy_from_slice(frame);
         self.stats.placed += 1;
         // Reordered as the network reorders: behind a later frame of its own thread (one board's
         // threads leading another's by a few frames is not reordering); the extent in the
@@ -698,34 +662,7 @@ impl StationWindow {
         if !reordered {
             self.highest = slot;
         }
-        if ahead {
-            sink.frame(self.template.station_id, frame, false);
-            self.stats.written_valid += 1;
-            self.written_ahead += 1;
-        }
-        if let (true, true, Some(base)) = (self.cfg.write_in_order, self.written_any, self.base) {
-            self.write_in_order(base, sink);
-        }
         Placement::Placed { slot, reordered }
-    }
-
-    /// Write the placed frames from `base` + `written_ahead` on, up to the first slot not
-    /// placed ([`WindowConfig::write_in_order`]).
-    fn write_in_order(&mut self, base: u64, sink: &mut impl FrameSink) {
-        loop {
-            let s = base + self.written_ahead;
-            let idx = (s % self.cfg.window) as usize;
-            if s > self.highest || self.written_ahead >= self.cfg.window || !self.present[idx] {
-                return;
-            }
-            sink.frame(
-                self.template.station_id,
-                &self.ring[idx * self.frame_len..(idx + 1) * self.frame_len],
-                false,
-            );
-            self.stats.written_valid += 1;
-            self.written_ahead += 1;
-        }
     }
 
     /// A frame the window cannot place yet (`gated`: in range, held for its time; else out of
@@ -842,14 +779,9 @@ impl StationWindow {
         let Some(mut s) = self.base else { return };
         self.written_any |= s < until;
         let threads = u64::from(self.cfg.threads);
-        let ahead_to = s + self.written_ahead;
-        self.written_ahead = ahead_to.saturating_sub(until.max(s));
         while s < until {
             let idx = (s % self.cfg.window) as usize;
-            if s < ahead_to {
-                // Written already, in order: it leaves the window now.
-                self.present[idx] = false;
-            } else if self.present[idx] {
+            if self.present[idx] {
                 self.present[idx] = false;
                 sink.frame(
                     self.template.station_id,

@@ -34,7 +34,6 @@ fn cfg(l: &FrameLayout, window: u64) -> WindowConfig {
         window,
         max_fill: u64::from(FPS) * 2,
         confirm: 4,
-        write_in_order: false,
     }
 }
 
@@ -580,7 +579,6 @@ fn the_end_of_a_stream_is_its_last_frame_not_a_filled_period() {
         window: 64,
         max_fill: 1000,
         confirm: 4,
-        write_in_order: false,
     };
     let template = l.header(0x4566);
     let mut w = stream::window::StationWindow::new(cfg, &template);
@@ -670,123 +668,4 @@ fn a_jump_span_is_32_frame_times_in_whole_nanoseconds_within_1_ms_and_1_s() {
     // 1 frame a second, 1 thread: 32 s, held to 1 s; the 2^24 ceiling: to 1 ms.
     assert_eq!(span(1, 1), std::time::Duration::from_secs(1));
     assert_eq!(span(1 << 24, 1024), std::time::Duration::from_millis(1));
-}
-
-/// A recorder's window writes each frame out as soon as all before it are (issue 37: the copy
-/// on to the writer then reads it from the cache): after the first window's worth, the sink
-/// holds every frame pushed in order the moment it is pushed, not a window later.
-#[test]
-fn in_order_frames_reach_a_recorders_sink_as_they_are_placed() {
-    let l = layout(1);
-    let (h0, _) = frame(&l, 0, 1000);
-    let mut w = StationWindow::new(
-        WindowConfig {
-            write_in_order: true,
-            ..cfg(&l, 64)
-        },
-        &h0,
-    );
-    let mut sink = VecSink::default();
-    let mut expect = Vec::new();
-    for k in 0..1000u64 {
-        let (h, f) = frame(&l, k, 1000);
-        w.push(&h, &f, &mut sink);
-        expect.extend_from_slice(&f);
-        let held = sink.segments.first().map_or(0, Vec::len) / l.frame_len;
-        // The first frames wait for the window to fill once (the start may still move back).
-        let want = if k < 64 { 0 } else { k as usize + 1 };
-        assert_eq!(held, want, "frames in the sink after pushing frame {k}");
-    }
-    // A gap waits for its frame (or its fill) and holds the frames behind it.
-    let (h, f) = frame(&l, 1001, 1000);
-    w.push(&h, &f, &mut sink);
-    assert_eq!(sink.segments[0].len(), expect.len(), "frame 1001 waits behind 1000");
-    let (h, f1000) = frame(&l, 1000, 1000);
-    assert!(matches!(
-        w.push(&h, &f1000, &mut sink),
-        Placement::Placed { reordered: true, .. }
-    ));
-    expect.extend_from_slice(&f1000);
-    expect.extend_from_slice(&f);
-    assert!(sink.segments[0] == expect, "1000 then 1001, at once");
-    // A copy of a frame already written, still in the window: a duplicate, as before.
-    let (h, f) = frame(&l, 990, 1000);
-    assert_eq!(w.push(&h, &f, &mut sink), Placement::Duplicate);
-    let mut forged = f.clone();
-    forged[40] ^= 0xff;
-    assert_eq!(w.push(&h, &forged, &mut sink), Placement::DuplicateMismatch);
-    w.finish(&mut sink);
-    assert!(sink.segments[0] == expect, "nothing written twice");
-    assert_eq!(w.stats().written_valid, 1002);
-}
-
-/// What a window pushed `order` writes and counts, and each push's placement, with or without
-/// [`WindowConfig::write_in_order`].
-fn run_mode(
-    l: &FrameLayout,
-    window: u64,
-    order: &[(u64, bool)],
-    in_order: bool,
-) -> (VecSink, StationWindow, Vec<Placement>) {
-    let (h0, _) = frame(l, order[0].0, 1000);
-    let mut w = StationWindow::new(
-        WindowConfig {
-            write_in_order: in_order,
-            ..cfg(l, window)
-        },
-        &h0,
-    );
-    let mut sink = VecSink::default();
-    let placed = order
-        .iter()
-        .map(|&(k, forged)| {
-            let (h, mut f) = frame(l, k, 1000);
-            if forged {
-                f[40] ^= 0xff;
-            }
-            w.push(&h, &f, &mut sink)
-        })
-        .collect();
-    w.finish(&mut sink);
-    (sink, w, placed)
-}
-
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
-    /// Writing in order changes when frames are written, never what: over streams with loss,
-    /// reordering, duplicates, forged copies, late frames and jumps, the bytes written (each
-    /// segment), the fill frames, every count and every placement are those of the window
-    /// that writes a frame only when it leaves.
-    #[test]
-    fn writing_in_order_writes_the_same_bytes_and_counts(
-        ops in proptest::collection::vec((0u8..10, 1u64..300), 50..1500),
-        threads in proptest::sample::select(vec![1u32, 4]),
-        window in 4u64..200,
-    ) {
-        let l = layout(threads);
-        let mut order = Vec::new();
-        let mut k = 0u64;
-        for (op, d) in ops {
-            match op {
-                0..=3 => { order.push((k, false)); k += 1; }
-                4 => k += 1 + d % 5,                                   // lost
-                5 => order.push((k.saturating_sub(d), false)),        // duplicate or late
-                6 => { order.push((k + 1, false)); order.push((k, false)); k += 2; } // swapped
-                7 => order.push((k.saturating_sub(d % (window + 1)), true)), // a forged copy
-                8 if d > 290 => k += 300_000,                          // a new segment
-                8 => k += window * (2 + d % 8),                        // the stream jumps
-                _ => { order.push((k + d % window, false)); }          // ahead, within reach
-            }
-        }
-        order.push((k, false));
-        let (lazy, wl, pl) = run_mode(&l, window, &order, false);
-        let (eager, we, pe) = run_mode(&l, window, &order, true);
-        proptest::prop_assert_eq!(pl, pe);
-        proptest::prop_assert_eq!(lazy.filled, eager.filled);
-        proptest::prop_assert_eq!(wl.stats(), we.stats());
-        proptest::prop_assert_eq!(lazy.segments.len(), eager.segments.len());
-        for (a, b) in lazy.segments.iter().zip(&eager.segments) {
-            proptest::prop_assert!(a == b, "segment bytes differ");
-        }
-    }
 }

@@ -58,9 +58,6 @@ pub(super) fn window_config(cfg: &ReceiverConfig, fps: FrameRate, threads: u16, 
         window,
         max_fill: (cfg.max_fill.as_secs_f64() * slots_per_s).ceil() as u64,
         confirm: cfg.confirm,
-        // A recording's frames go on to its writer while in the cache; a live output's window
-        // (it fills silence) keeps the timing its readers see.
-        write_in_order: cfg.fill_silence_after.is_none(),
     }
 }
 

@@ -278,6 +278,8 @@ pub enum InputProblem {
     },
     /// Several boards send from memory.
     BoardsNeedMemory,
+    /// Mark5B data that are not contiguous whole frames, or too large to hold in memory.
+    Mark5b(String),
 }
 
 impl From<vdif::inspect::InspectError> for InputProblem {
@@ -295,6 +297,7 @@ impl InputProblem {
             InputProblem::ReadWhileSending { op, source } => format!("{op} {source}"),
             InputProblem::Inspect(e) => e.to_string(),
             InputProblem::NoFrames => "no VDIF frames found".into(),
+            InputProblem::Mark5b(why) => format!("Mark5B: {why}"),
             InputProblem::ThreadIds { ids, threads } => {
                 format!("thread ids {ids:?} are not 0..{threads}; the receiver places frames by thread id")
             }

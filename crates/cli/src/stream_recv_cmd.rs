@@ -46,8 +46,8 @@ pub struct RecvArgs {
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
     /// Frame format. `mark5b`: 10016-byte Mark5B frames, one stream (--fps: the data rate over
-    /// 80 000 bits), only with --out sfxc: (fills as jive5ab's net2sfxc makes them: a valid
-    /// header at the missing frame's time, data the fill pattern).
+    /// 80 000 bits), only with --out sfxc: or difx: (fills as jive5ab's net2sfxc makes them: a
+    /// valid header at the missing frame's time, data the fill pattern).
     #[arg(long, value_enum, default_value = "vdif")]
     frames: FramesArg,
     #[command(flatten)]
@@ -160,13 +160,16 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         FramesArg::Vdif => vdif::FrameFormat::Vdif,
         FramesArg::Mark5b => vdif::FrameFormat::Mark5b,
     };
-    let to_sfxc = base
-        .live
-        .as_ref()
-        .is_some_and(|l| l.targets.iter().all(|t| matches!(t, LiveTarget::Sfxc { .. })));
-    if frame_format == vdif::FrameFormat::Mark5b && !to_sfxc {
+    // A live output carries Mark5B as it came (SFXC's reader, DiFX's Mk5DataStream read it);
+    // a recording is VDIF.
+    let live_only = base.live.as_ref().is_some_and(|l| {
+        l.targets
+            .iter()
+            .all(|t| matches!(t, LiveTarget::Sfxc { .. } | LiveTarget::Difx { .. }))
+    });
+    if frame_format == vdif::FrameFormat::Mark5b && !live_only {
         return Err(crate::UsageError::new(
-            "--frames mark5b needs --out sfxc: (recordings and DiFX's feed take VDIF)".into(),
+            "--frames mark5b needs a live output, --out sfxc: or difx: (recordings take VDIF)".into(),
         )
         .into());
     }

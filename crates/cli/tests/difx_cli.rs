@@ -1055,6 +1055,146 @@ fn recv_live_output_feeds_a_difx_job_that_starts_after_the_data_flow() {
     eprintln!("stream recv --out difx: fringe {delay} µs S/N {snr:.1}, identical to FILE");
 }
 
+/// Mark5B over UDP with jive5ab's PSN into one `stream recv --frames mark5b` per station, each
+/// with its live output to a TCP datastream of a job that starts while the data flow: the job
+/// gets whole frames from a valid one on and equals the FILE job.
+#[test]
+fn recv_live_output_feeds_a_mark5b_tcp_datastream() {
+    let Some((prefix, _turn)) = difx("recv_live_output_feeds_a_mark5b_tcp_datastream") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, wb) = stations_mark5b(dir.path(), 10);
+    let reference = file_reference_of(MARK5B, &prefix, dir.path(), 6, 1, &ef, &wb);
+    let (pe, pw) = (free_tcp_port(), free_tcp_port());
+    let input = job_of(
+        MARK5B,
+        &dir.path().join("recv"),
+        "recv",
+        6,
+        1,
+        &[format!("Ef=TCP:{pe}"), format!("Wb=TCP:{pw}")],
+    );
+    let fps = MARK5B.fps.to_string();
+    let recvs: Vec<common::StreamRecv> = [pe, pw]
+        .iter()
+        .map(|p| {
+            common::StreamRecv::start(&[
+                "--seq-format",
+                "jive5ab",
+                "--frames",
+                "mark5b",
+                "--fps",
+                &fps,
+                "--out",
+                &format!("difx:127.0.0.1:{p}"),
+            ])
+        })
+        .collect();
+    let senders: Vec<Proc> = [(&ef, recvs[0].port), (&wb, recvs[1].port)]
+        .into_iter()
+        .map(|(f, p)| {
+            Proc(
+                bin()
+                    .args(["stream", "send", "--seq-format", "jive5ab", "--max-lag", "1h", "-q"])
+                    .args(["--to", &format!("127.0.0.1:{p}")])
+                    .arg(f)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    Mpifxcorr::start(&prefix, &input).finish();
+    drop(senders);
+    for r in recvs {
+        let (status, log) = r.wait();
+        assert!(status.success(), "{log}");
+    }
+    let v = assert_same_visibilities(&input, &reference);
+    let (delay, snr) = fringe(&v);
+    eprintln!("stream recv --frames mark5b --out difx: fringe {delay} µs S/N {snr:.1}, identical to FILE");
+}
+
+/// What a Mark5B live output sends a datastream's port, byte for byte (no mpifxcorr needed): whole
+/// 10 016-byte frames, the first a frame of data, each the station's frame of its time or, where
+/// one was lost, a frame at that time with the fill pattern as data, in time order.
+#[test]
+fn a_mark5b_live_output_to_difx_sends_whole_frames_in_order_from_a_frame_of_data() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (ef, _) = stations_mark5b(dir.path(), 3);
+    let file = std::fs::read(&ef).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut data = Vec::new();
+        let _ = s.read_to_end(&mut data);
+        data
+    });
+    let fps = MARK5B.fps.to_string();
+    let recv = common::StreamRecv::start(&[
+        "--seq-format",
+        "jive5ab",
+        "--frames",
+        "mark5b",
+        "--fps",
+        &fps,
+        "--out",
+        &format!("difx:127.0.0.1:{port}"),
+    ]);
+    let send = bin()
+        .args(["stream", "send", "--seq-format", "jive5ab", "--max-lag", "1h", "-q"])
+        .args(["--to", &format!("127.0.0.1:{}", recv.port)])
+        .arg(&ef)
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
+    let (status, log) = recv.wait();
+    assert!(status.success(), "{log}");
+    let data = reader.join().unwrap();
+    let frame = MARK5B.frame as usize;
+    assert!(!data.is_empty() && data.len() % frame == 0, "{} bytes", data.len());
+    let rate = vdif::FrameRate::new(800).unwrap();
+    let index = |f: &[u8]| vdif::Mark5bHeader::parse(f).unwrap().frame_index(rate);
+    let first_of_file = index(&file[..frame]);
+    let fill = stream_fill();
+    let (mut filled, mut last) = (0, None);
+    for (i, f) in data.chunks(frame).enumerate() {
+        let k = index(f);
+        assert!(last.is_none_or(|l| k == l + 1), "frame {i}: index {k} after {last:?}");
+        last = Some(k);
+        let at = ((k - first_of_file) as usize) * frame;
+        // Past the file's end the stream goes on with fill at its rate while the station is
+        // silent (LiveConfig::fill_silence_after), each at its own time (index checked above).
+        if let Some(own) = file.get(at..at + frame) {
+            if f == own {
+                continue;
+            }
+            assert_eq!(f[..16], own[..16], "frame {i}: a fill frame has the header of its time");
+        }
+        assert!(i > 0, "the first frame is the station's");
+        assert!(
+            f[16..].chunks(4).all(|w| w == fill),
+            "frame {i}: neither the station's nor fill"
+        );
+        filled += 1;
+    }
+    let n = data.len() / frame;
+    // The station's 2400 frames (a lost one as fill in its place), then fill while it was silent.
+    assert!(n >= 2400, "{n} frames");
+    eprintln!("Mark5B live output to a DiFX port: {n} whole frames in order, {filled} filled (after the station's 2400: its silence)");
+}
+
+/// The fill pattern as a reader compares it (mark5access's MARK5_FILL_PATTERN, little-endian).
+fn stream_fill() -> [u8; 4] {
+    0x1122_3344u32.to_le_bytes()
+}
+
 #[test]
 fn a_difx_port_that_never_opens_is_said_after_the_wait_and_nothing_the_tee_could_keep_is_lost() {
     let dir = tempfile::tempdir().unwrap();

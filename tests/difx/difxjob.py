@@ -403,7 +403,8 @@ def main():
     j.add_argument("--seconds", type=int, required=True)
     j.add_argument("--station", action="append", required=True,
                    help="NAME=FILE:path | NAME=TCP:port | NAME=UDP:port, in array order")
-    j.add_argument("--format", default="VDIF")
+    j.add_argument("--format", default="VDIF",
+                   help="VDIF, or MARK5B (one stream of 10016-byte frames, mark5access's Mark5B-<Mbps>-<nchan>-<nbits>)")
     j.add_argument("--bits", type=int, default=2)
     j.add_argument("--threads", type=int, default=1, help="VDIF threads per station (ids 0..N-1)")
     j.add_argument("--interlaced", action="store_true",
@@ -411,18 +412,28 @@ def main():
     j.add_argument("--channels", type=int, default=4, help="sub-bands (VDIF channels)")
     j.add_argument("--bandwidth-mhz", type=float, default=8.0)
     j.add_argument("--sky-mhz", type=float, default=8400.0)
-    j.add_argument("--frame-bytes", type=int, default=8032, help="header included")
+    j.add_argument("--frame-bytes", type=int, help="header included (default 8032 for VDIF, 10016 for MARK5B)")
     j.add_argument("--nchan", type=int, default=128, help="spectral channels per sub-band")
     j.add_argument("--int-time", type=float, default=0.5)
     j.add_argument("--subint-ns", type=int, default=10000000)
-    j.add_argument("--udp-bytes", type=int, default=8040,
-                   help="|TCP WINDOW (KB)| of a UDP station: its datagram size, 8-byte PSN included")
+    j.add_argument("--udp-bytes", type=int,
+                   help="|TCP WINDOW (KB)| of a UDP station: its datagram size, 8-byte PSN included "
+                        "(default the frame + 8)")
     j.add_argument("--core-threads", type=int, default=1)
     v = sub.add_parser("vis", help="read NAME.difx: records, fringes (JSON)")
     v.add_argument("difx")
     v.add_argument("--bandwidth-mhz", type=float, default=8.0)
     v.add_argument("--compare", help="another .difx output of the same job")
     a = p.parse_args()
+    if a.cmd == "job":
+        if a.format not in ("VDIF", "MARK5B"):
+            raise SystemExit(f"--format {a.format!r}: VDIF or MARK5B")
+        if a.format == "MARK5B" and (a.threads != 1 or a.interlaced):
+            raise SystemExit("--format MARK5B is one stream: no --threads, no --interlaced")
+        if a.frame_bytes is None:
+            a.frame_bytes = 10016 if a.format == "MARK5B" else 8032
+        if a.udp_bytes is None:
+            a.udp_bytes = a.frame_bytes + 8
     {"job": write_job, "vis": vis}[a.cmd](a)
 
 

@@ -36,7 +36,7 @@ pub fn flag(s: Setting) -> &'static str {
         Setting::InjectLoss => "--inject-loss",
         Setting::Ack => "--ack",
         Setting::Interval => "--interval",
-        Setting::Live => "--out sfxc:",
+        Setting::Live => "--out sfxc:|difx:",
         Setting::Frames => "--frames",
     }
 }

@@ -46,8 +46,8 @@ pub struct RecvArgs {
     #[arg(long, value_enum, default_value = "native")]
     seq_format: Format,
     /// Frame format. `mark5b`: 10016-byte Mark5B frames, one stream (--fps: the data rate over
-    /// 80 000 bits), only with --out sfxc: (fills as jive5ab's net2sfxc makes them: a valid
-    /// header at the missing frame's time, data the fill pattern).
+    /// 80 000 bits), only with --out sfxc: or difx: (fills as jive5ab's net2sfxc makes them: a
+    /// valid header at the missing frame's time, data the fill pattern).
     #[arg(long, value_enum, default_value = "vdif")]
     frames: FramesArg,
     #[command(flatten)]

@@ -35,7 +35,8 @@ pub enum VdifCommand {
         --seconds 10 --delay Wb=1.5us --snr 0.01 --tone 1.2MHz --out data/\n  \
         evlbi vdif gen --stations Ef,Wb --rate 4096M --channels 16 --threads 2 --seconds 1 --seed 7 --start 2026-01-01T00:00:00Z\n  \
         evlbi vdif gen --stations Ef,Wb --rate 64M --channels 4 --complex --delay Wb=1.25us --seconds 2 --out cplx/   # I/Q, 4 MS/s\n\n\
-        One file per station, DIR/<station>.vdif. The same --seed and --start give byte-identical files.")]
+        evlbi vdif gen --format mark5b --stations Ef,Wb --rate 64M --channels 2 --delay Wb=1.5us --seconds 2 --out m5b/\n\n\
+        One file per station, DIR/<station>.vdif (.m5b with --format mark5b). The same --seed and --start give byte-identical files.")]
     Gen(GenArgs),
     /// Describe a VDIF file: stations, threads, frame size, bits, channels, rate, start time
     /// (leap seconds counted), duration, invalid frames, gaps (within a second even without a
@@ -93,13 +94,28 @@ pub struct GenArgs {
     /// Seconds of data to generate.
     #[arg(long, default_value_t = 10)]
     seconds: u32,
-    /// Output directory of the VDIF files (created if missing).
+    /// Output directory of the files (created if missing).
     #[arg(long, short, default_value = ".", value_name = "DIR")]
     out: PathBuf,
+    /// Frame format of the files. `mark5b`: DIR/<station>.m5b, 10016-byte Mark5B frames (VLBA
+    /// time code and CRC, 10 000-byte payloads: --frame is 10000) of the same samples, one
+    /// stream (--threads 1), 2-bit real only.
+    #[arg(long, value_enum, default_value = "vdif")]
+    format: GenFormat,
     #[command(flatten)]
     output: JsonOutput,
     #[command(flatten)]
     quiet: QuietArg,
+}
+
+/// `vdif gen --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum GenFormat {
+    /// VDIF 1.1.1.
+    Vdif,
+    /// Mark5B.
+    Mark5b,
 }
 
 #[derive(Args)]
@@ -161,7 +177,9 @@ pub fn run(cmd: VdifCommand) -> Result<()> {
 /// Result of `evlbi vdif gen`.
 #[derive(Serialize)]
 struct GenReport {
-    /// Frame layout used.
+    /// Frame format of the files.
+    format: GenFormat,
+    /// Frame layout used (`frame_len` is VDIF's: a Mark5B frame is `data_len` + 16 bytes).
     layout: FrameLayout,
     /// Start time of the first frame, UTC.
     start_utc: String,
@@ -190,16 +208,34 @@ struct GenStation {
     output: StationOutput,
 }
 
-fn gen(a: GenArgs) -> Result<()> {
+fn gen(mut a: GenArgs) -> Result<()> {
+    let mark5b = a.format == GenFormat::Mark5b;
+    if mark5b {
+        const DEFAULT_FRAME: usize = 8000;
+        let payload = vdif::mark5b::MARK5B_DATA_LEN;
+        if a.signal.frame != DEFAULT_FRAME && a.signal.frame != payload {
+            return Err(usage(format!(
+                "--frame {}: a Mark5B payload is {payload} bytes",
+                a.signal.frame
+            )));
+        }
+        a.signal.frame = payload;
+    }
     let config = a.signal.to_config(a.rate, a.seconds)?;
     let (layout, ref_epoch, start_seconds) = (config.layout, config.ref_epoch, config.start_seconds);
+    let (extension, frame_len) = if mark5b {
+        vdif::gen::mark5b_layout(&layout).map_err(crate::usage_of)?;
+        ("m5b", vdif::formats::MARK5B_FRAME_LEN)
+    } else {
+        ("vdif", layout.frame_len)
+    };
     std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let paths: Vec<PathBuf> = config
         .stations
         .iter()
-        .map(|s| a.out.join(format!("{}.vdif", s.name)))
+        .map(|s| a.out.join(format!("{}.{extension}", s.name)))
         .collect();
-    let total = layout.bytes_per_second() * u64::from(a.seconds) * paths.len() as u64;
+    let total = (frame_len as u64) * u64::from(layout.frames_per_second) * u64::from(a.seconds) * paths.len() as u64;
     let started = Instant::now();
     let generator = Generator::new(config);
     let done = AtomicU64::new(0);
@@ -215,11 +251,15 @@ fn gen(a: GenArgs) -> Result<()> {
                 scope.spawn(move || -> Result<StationOutput> {
                     let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
                     let mut w = BufWriter::with_capacity(1 << 20, f);
-                    generator
-                        .write_station(s, &mut w, |n| {
-                            done.fetch_add(n, Ordering::Relaxed);
-                        })
-                        .with_context(|| format!("writing {}", path.display()))
+                    let progress = |n| {
+                        done.fetch_add(n, Ordering::Relaxed);
+                    };
+                    let written = if mark5b {
+                        generator.write_station_mark5b(s, &mut w, progress)
+                    } else {
+                        generator.write_station(s, &mut w, progress)
+                    };
+                    written.with_context(|| format!("writing {}", path.display()))
                 })
             })
             .collect();
@@ -240,6 +280,7 @@ fn gen(a: GenArgs) -> Result<()> {
     }
     let bytes: u64 = stations.iter().map(|s| s.output.bytes).sum();
     let report = GenReport {
+        format: a.format,
         layout,
         start_utc: vdif::time::iso(ref_epoch, start_seconds, 0.0),
         seconds: a.seconds,
@@ -255,16 +296,17 @@ fn gen(a: GenArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "generated {} station(s) x {} s from {}: {}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} per thread, {}S/s per channel",
+        "generated {} station(s) x {} s from {}: {}{}b/s, {}-bit {}, {} channel(s) in {} thread(s), {}-byte frames, {} per thread, {}S/s per channel",
         report.stations.len(),
         a.seconds,
         report.start_utc,
+        if mark5b { "Mark5B, " } else { "" },
         si_fmt(layout.rate_bps),
         layout.bits,
         if layout.complex { "complex" } else { "real" },
         layout.channels,
         layout.threads,
-        layout.frame_len,
+        frame_len,
         layout.frames_per_second,
         si_fmt(layout.sample_rate_hz)
     );

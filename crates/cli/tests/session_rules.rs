@@ -157,19 +157,19 @@ fn a_live_output_takes_no_recording_flag_and_names_the_one_given() {
     let live = with(&RECV, &["--out", "sfxc:tcp:127.0.0.1:0"]);
     refused(
         &with(&live, &["--chunk", "1G"]),
-        "--out sfxc: is a live output: leave out --chunk",
+        "--out sfxc:|difx: is a live output: leave out --chunk",
     );
     refused(
         &with(&live, &["--direct"]),
-        "--out sfxc: is a live output: leave out --direct",
+        "--out sfxc:|difx: is a live output: leave out --direct",
     );
     refused(
         &with(&live, &["--split", "thread"]),
-        "--out sfxc: is a live output: leave out --split thread",
+        "--out sfxc:|difx: is a live output: leave out --split thread",
     );
     refused(
         &with(&live, &["--format", "vbs", "--disks", disk, "--scan", "x"]),
-        "--out sfxc: is a live output: leave out --format vbs|mk6",
+        "--out sfxc:|difx: is a live output: leave out --format vbs|mk6",
     );
 }
 
@@ -266,7 +266,7 @@ fn arq_latency_reaches_the_relay_through_both_doors() {
 /// `record` and `net2file` of a Mark5B mode return 6 saying it in keywords, and `net2sfxc`
 /// takes the same mode.
 #[test]
-fn mark5b_goes_to_sfxc_only_through_both_doors() {
+fn mark5b_goes_to_live_outputs_only_through_both_doors() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().to_str().unwrap();
     let m5b = with(
@@ -276,12 +276,11 @@ fn mark5b_goes_to_sfxc_only_through_both_doors() {
     for out in [
         &["--out", dir][..],
         &["--format", "vbs", "--disks", dir, "--scan", "x"],
-        &["--out", "difx:127.0.0.1:9"],
         &[],
     ] {
         refused(
             &with(&m5b, out),
-            "--frames mark5b needs --out sfxc: (recordings and DiFX's feed take VDIF, not Mark5B)",
+            "--frames mark5b needs --out sfxc:|difx: (recordings take VDIF, not Mark5B)",
         );
     }
 
@@ -302,7 +301,7 @@ fn mark5b_goes_to_sfxc_only_through_both_doors() {
         // (A reply's field holds no ':', the daemon writes '.' for it.)
         assert_eq!(
             r.fields.join(":"),
-            "cannot receive. mode mark5b needs net2sfxc (recordings and DiFX's feed take VDIF, not Mark5B)",
+            "cannot receive. mode mark5b needs net2sfxc (recordings take VDIF, not Mark5B)",
             "{cmd}"
         );
     }

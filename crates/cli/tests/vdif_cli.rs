@@ -282,3 +282,106 @@ fn correlate_finds_the_generated_delay() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// mark5access's reading of one 2-bit sample of a Mark5B payload (mark5_format_mark5b.c
+/// `initluts`: bit 2k the sign, bit 2k+1 the magnitude, lut4level = {−H, +1, −1, +H} indexed by
+/// sign + 2 × magnitude) as its level −2 −1 +1 +2, against VDIF's offset binary 0 1 2 3 read as
+/// the same levels (mark5access's format_vdif.c: lut4level = {−H, −1, +1, +H}).
+fn mark5b_level(byte: u8, k: usize) -> i8 {
+    let (sign, mag) = ((byte >> (2 * k)) & 1, (byte >> (2 * k + 1)) & 1);
+    [-2, 1, -1, 2][usize::from(sign + 2 * mag)]
+}
+
+fn vdif_level(byte: u8, k: usize) -> i8 {
+    [-2, -1, 1, 2][usize::from((byte >> (2 * k)) & 3)]
+}
+
+#[test]
+fn gen_mark5b_writes_timed_frames_of_the_samples_vdif_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let common = [
+        "vdif",
+        "gen",
+        "--stations",
+        "Ef,Wb",
+        "--rate",
+        "64M",
+        "--channels",
+        "2",
+        "--seconds",
+        "2",
+        "--delay",
+        "Wb=1.5us",
+        "--seed",
+        "7",
+        "--start",
+        "2026-11-23T23:59:59Z",
+        "--json",
+    ];
+    let m5b_dir = d.join("m5b");
+    let mut args = common.to_vec();
+    args.extend(["--format", "mark5b", "--out", m5b_dir.to_str().unwrap()]);
+    let out = evlbi(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["format"], "mark5b", "{rep}");
+    // 64 Mb/s in 80 000-bit payloads: 800 frames a second.
+    assert_eq!(rep["layout"]["frames_per_second"].as_u64(), Some(800), "{rep}");
+    // The same samples as VDIF with 10 000-byte payloads.
+    let vdif_dir = d.join("vdif");
+    let mut args = common.to_vec();
+    args.extend(["--frame", "10000", "--out", vdif_dir.to_str().unwrap()]);
+    let out = evlbi(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for station in ["Ef", "Wb"] {
+        let m5b = std::fs::read(m5b_dir.join(format!("{station}.m5b"))).unwrap();
+        let vdif = std::fs::read(vdif_dir.join(format!("{station}.vdif"))).unwrap();
+        assert_eq!(m5b.len(), 1600 * 10_016, "{station}");
+        assert_eq!(vdif.len(), 1600 * 10_032, "{station}");
+        let fps = vdif::FrameRate::new(800).unwrap();
+        for (i, (f, v)) in m5b.chunks(10_016).zip(vdif.chunks(10_032)).enumerate() {
+            let h = vdif::Mark5bHeader::parse(f).unwrap_or_else(|e| panic!("{station} frame {i}: {e}"));
+            // 2026-11-23 is MJD 61 367; its last second, then the next day's first: the time
+            // code steps across a day.
+            let (day, second) = if i < 800 { (367, 86_399) } else { (368, 0) };
+            let n = (i % 800) as u16;
+            assert_eq!(
+                (h.mjd_mod_1000, h.second_of_day, h.frame_number),
+                (day, second, n),
+                "{station} frame {i}"
+            );
+            // Frame n starts n × 1.25 ms into the second; the code holds 0.1 ms, truncated.
+            assert_eq!(u32::from(h.fraction), u32::from(n) * 125 / 10, "{station} frame {i}");
+            assert!(h.crc_ok() && h.crc != 0, "{station} frame {i}: {h:?}");
+            assert_eq!(
+                h.frame_index(fps),
+                ((367 * 86_400 + 86_399) * 800 + i as u64) % (1000 * 86_400 * 800)
+            );
+            // Every sample as mark5access decodes each format.
+            let (pm, pv) = (&f[16..], &v[32..]);
+            for (j, (&a, &b)) in pm.iter().zip(pv).enumerate() {
+                for k in 0..4 {
+                    assert_eq!(
+                        mark5b_level(a, k),
+                        vdif_level(b, k),
+                        "{station} frame {i} byte {j} sample {k}"
+                    );
+                }
+            }
+        }
+    }
+    // Only what Mark5B carries.
+    for (extra, said) in [
+        (&["--threads", "2"][..], "one stream"),
+        (&["--bits", "1"][..], "2-bit real samples only"),
+        (&["--frame", "8192"][..], "a Mark5B payload is 10000 bytes"),
+    ] {
+        let mut args = common.to_vec();
+        args.extend(["--format", "mark5b", "--out", m5b_dir.to_str().unwrap()]);
+        args.extend(extra);
+        let out = evlbi(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{extra:?}: {}", stderr(&out));
+    }
+}

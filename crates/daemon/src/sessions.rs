@@ -124,7 +124,7 @@ pub enum StartError {
     },
     /// A Mark5B mode where evlbi handles VDIF only (relaying, generating): the correlator
     /// input host's `net2sfxc` is the Mark5B path (a recording's refusal is the receiver's
-    /// rule, [`stream_session::ConfigError::Mark5bNeedsSfxc`]).
+    /// rule, [`stream_session::ConfigError::Mark5bNeedsLive`]).
     #[error("{what} handles VDIF only, not the Mark5B mode set (Mark5B goes to SFXC by net2sfxc)")]
     Mark5bNotHere {
         /// What was asked ("net2net", "fill2net").

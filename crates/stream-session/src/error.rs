@@ -138,9 +138,9 @@ pub enum ConfigError {
         /// The datagram setting given beside the TCP destination.
         setting: Setting,
     },
-    /// Mark5B frames go to SFXC's live reader only: a recording, files and DiFX's feed take
-    /// VDIF (`output`: the one given, [`Setting::Out`] when none is).
-    Mark5bNeedsSfxc {
+    /// Mark5B frames go to a live output only (SFXC's reader, DiFX's feed): a recording and
+    /// files take VDIF (`output`: the one given, [`Setting::Out`] when none is).
+    Mark5bNeedsLive {
         /// The VDIF-only output asked for.
         output: Setting,
     },
@@ -198,8 +198,8 @@ impl ConfigError {
                 name(S::To),
                 name(*setting)
             ),
-            ConfigError::Mark5bNeedsSfxc { .. } => format!(
-                "{} mark5b needs {} (recordings and DiFX's feed take VDIF, not Mark5B)",
+            ConfigError::Mark5bNeedsLive { .. } => format!(
+                "{} mark5b needs {} (recordings take VDIF, not Mark5B)",
                 name(S::Frames),
                 name(S::Live)
             ),
@@ -220,8 +220,8 @@ impl ConfigError {
             ConfigError::SplitNeedsOutput { output } => vec![S::SplitThreads, *output, S::Recording],
             ConfigError::LiveAndRecording { files } => vec![*files, S::Live],
             ConfigError::TcpCarriesBareFrames { setting } => vec![*setting, S::To],
-            ConfigError::Mark5bNeedsSfxc { output: S::Live } => vec![S::Frames, S::Live],
-            ConfigError::Mark5bNeedsSfxc { output } => vec![S::Frames, *output, S::Live],
+            ConfigError::Mark5bNeedsLive { output: S::Live } => vec![S::Frames, S::Live],
+            ConfigError::Mark5bNeedsLive { output } => vec![S::Frames, *output, S::Live],
         }
     }
 }
@@ -291,6 +291,8 @@ pub enum InputProblem {
     },
     /// Several boards send from memory.
     BoardsNeedMemory,
+    /// Mark5B data that are not contiguous whole frames, or too large to hold in memory.
+    Mark5b(String),
 }
 
 impl From<vdif::inspect::InspectError> for InputProblem {
@@ -308,6 +310,7 @@ impl InputProblem {
             InputProblem::ReadWhileSending { op, source } => format!("{op} {source}"),
             InputProblem::Inspect(e) => e.to_string(),
             InputProblem::NoFrames => "no VDIF frames found".into(),
+            InputProblem::Mark5b(why) => format!("Mark5B: {why}"),
             InputProblem::ThreadIds { ids, threads } => {
                 format!("thread ids {ids:?} are not 0..{threads}; the receiver places frames by thread id")
             }

@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use vdif::VdifHeader;
+use vdif::{FrameFormat, VdifHeader};
 
 /// The Mark5 / jive5ab fill pattern: a data word a VLBI reader takes as "no data here"
 /// (mark5access's `MARK5_FILL_PATTERN`, vdifio's `FILL_PATTERN`).
@@ -44,13 +44,16 @@ pub struct FeedCounts {
     /// Frames not passed on while waiting for the start: before the first valid frame of a
     /// new time step, or of a step before the start that came after it.
     pub skipped_before_start: u64,
-    /// Frames that were not VDIF (never passed on).
+    /// Frames that were not of the stream's format (never passed on).
     pub not_vdif: u64,
 }
 
 /// The start rule and the fill rewriting of one connection after another; see the module docs.
 #[derive(Debug, Default, Clone)]
 pub struct CorrelatorFeed {
+    /// The frames' format (Mark5B frames are ordered by their order header; one whose data
+    /// begin with the fill pattern is an invalid one, as mark5access takes it).
+    format: FrameFormat,
     /// Latest time step seen (`seconds << 32 | frame number`).
     latest: Option<u64>,
     /// The step the current connection started at.
@@ -62,6 +65,28 @@ impl CorrelatorFeed {
     /// A feed waiting for its first start.
     pub fn new() -> CorrelatorFeed {
         CorrelatorFeed::default()
+    }
+
+    /// A feed of `format` frames waiting for its first start.
+    pub fn of_format(format: FrameFormat) -> CorrelatorFeed {
+        CorrelatorFeed {
+            format,
+            ..CorrelatorFeed::default()
+        }
+    }
+
+    /// The header `frame` is ordered by, its invalid bit set for a Mark5B frame of fill data.
+    fn header(&self, frame: &[u8]) -> Option<VdifHeader> {
+        match self.format {
+            FrameFormat::Vdif => VdifHeader::parse(frame).ok(),
+            FrameFormat::Mark5b => {
+                let mut h = self.format.order_header(frame).ok()?;
+                let fill = FILL_PATTERN.to_le_bytes();
+                let data = frame.get(self.format.header_len()..)?;
+                h.invalid = data.len() >= 8 && data[..4] == fill && data[4..8] == fill;
+                Some(h)
+            }
+        }
     }
 
     /// A new connection: wait for a new start (what was seen so far still counts as seen).
@@ -82,7 +107,7 @@ impl CorrelatorFeed {
     /// A frame that will not be passed on (no connection yet): it counts as seen, so the start
     /// is a later step.
     pub fn seen(&mut self, frame: &[u8]) {
-        if let Ok(h) = VdifHeader::parse(frame) {
+        if let Some(h) = self.header(frame) {
             let step = step_of(&h);
             self.latest = Some(self.latest.map_or(step, |l| l.max(step)));
         }
@@ -91,7 +116,7 @@ impl CorrelatorFeed {
     /// The frame to pass on for `frame` (the frame itself, or a copy with the fill pattern as
     /// its data when it is flagged invalid), or `None` while waiting for the start.
     pub fn frame<'a>(&mut self, frame: &'a [u8]) -> Option<Cow<'a, [u8]>> {
-        let Ok(h) = VdifHeader::parse(frame) else {
+        let Some(h) = self.header(frame) else {
             self.counts.not_vdif += 1;
             return None;
         };
@@ -115,6 +140,10 @@ impl CorrelatorFeed {
             return Some(Cow::Borrowed(frame));
         }
         self.counts.invalid_filled += 1;
+        if self.format == FrameFormat::Mark5b {
+            // Its data are the fill pattern already (that is how it is known invalid).
+            return Some(Cow::Borrowed(frame));
+        }
         let mut out = frame.to_vec();
         fill_data(&mut out, h.header_len());
         Some(Cow::Owned(out))
@@ -180,6 +209,33 @@ mod tests {
         assert_eq!(out[..32], bad[..32], "the header is kept");
         assert!(out[32..].chunks(4).all(|w| w == FILL_PATTERN.to_le_bytes()));
         assert_eq!(feed.counts().invalid_filled, 1);
+    }
+
+    #[test]
+    fn a_mark5b_feed_starts_on_a_frame_of_data_after_everything_seen() {
+        let fps = vdif::FrameRate::new(800).unwrap();
+        let m5b = |n: u16, fill: bool| {
+            let mut f = vec![0x5a; 10_016];
+            vdif::Mark5bHeader::at(367, 100, n, fps).unwrap().emit(&mut f).unwrap();
+            if fill {
+                fill_data(&mut f, 16);
+            }
+            f
+        };
+        let mut feed = CorrelatorFeed::of_format(FrameFormat::Mark5b);
+        // A frame of fill data is no start; the next frame of data is.
+        assert!(feed.frame(&m5b(0, true)).is_none());
+        assert_eq!(feed.frame(&m5b(1, false)).as_deref(), Some(&m5b(1, false)[..]));
+        // Fill after the start passes as it is; a frame from before the start does not.
+        assert_eq!(feed.frame(&m5b(2, true)).as_deref(), Some(&m5b(2, true)[..]));
+        assert!(feed.frame(&m5b(0, false)).is_none());
+        // A VDIF frame is not of the stream.
+        assert!(feed.frame(&frame(1, 3, 0, false)).is_none());
+        let c = feed.counts();
+        assert_eq!(
+            (c.frames, c.invalid_filled, c.skipped_before_start, c.not_vdif),
+            (2, 1, 2, 1)
+        );
     }
 
     #[test]

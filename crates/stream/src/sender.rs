@@ -242,11 +242,14 @@ pub struct Sender<P> {
     returned: u64,
 }
 
-/// Add `seconds` to the time of the VDIF frame at the start of `frame` (in place). A frame whose
-/// header does not parse is left alone (the receiver judges it).
+/// Add `seconds` to the time of the VDIF or Mark5B frame at the start of `frame` (in place). A
+/// frame whose header does not parse is left alone (the receiver judges it).
 pub fn advance_time(frame: &mut [u8], seconds: u32) -> Result<(), SenderError> {
     if seconds == 0 {
         return Ok(());
+    }
+    if vdif::mark5b_file::starts_mark5b(frame) {
+        return advance_mark5b_time(frame, seconds);
     }
     let Ok(mut h) = vdif::VdifHeader::parse(frame) else {
         return Ok(());
@@ -255,6 +258,23 @@ pub fn advance_time(frame: &mut [u8], seconds: u32) -> Result<(), SenderError> {
     let hl = h.header_len();
     let header = frame.get_mut(..hl).ok_or(SenderError::LoopTimeOverflow)?;
     h.emit(header).map_err(|_| SenderError::LoopTimeOverflow)
+}
+
+/// [`advance_time`] of a Mark5B frame: its time code `seconds` later (modulo its 1000-day
+/// cycle), frame number and fraction kept, the CRC recomputed.
+fn advance_mark5b_time(frame: &mut [u8], seconds: u32) -> Result<(), SenderError> {
+    let Ok(h) = vdif::Mark5bHeader::parse(frame) else {
+        return Ok(());
+    };
+    let s = (h.cycle_seconds() + u64::from(seconds)) % vdif::mark5b::MARK5B_TIME_CODE_SECONDS;
+    let mut later = vdif::Mark5bHeader {
+        // Both fit: s / 86 400 < 1000, s % 86 400 < 86 400.
+        mjd_mod_1000: (s / 86_400) as u16,
+        second_of_day: (s % 86_400) as u32,
+        ..h
+    };
+    later.crc = later.computed_crc();
+    later.emit(frame).map_err(|_| SenderError::LoopTimeOverflow)
 }
 
 impl<P: Schedule> Sender<P> {

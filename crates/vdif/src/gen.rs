@@ -24,8 +24,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::gauss::{normal_quantile, OPTIMAL_2BIT_THRESHOLD_SIGMA};
-use crate::header::VdifHeader;
+use crate::header::{VdifHeader, HEADER_LEN};
 use crate::layout::FrameLayout;
+use crate::mark5b::{Mark5bError, Mark5bHeader, MARK5B_DATA_LEN, MARK5B_HEADER_LEN, MARK5B_MAX_FRAMES_PER_SECOND};
 use crate::station::StationId;
 
 /// Gaussian draws in the pool: 2^17 i16 = 256 KiB per scaled copy, so both copies stay in
@@ -314,17 +315,71 @@ impl Generator {
         self.fill_frame(s, thread, k, scratch, data);
     }
 
-    /// Write station `s`'s whole stream to `out`, calling `progress(bytes)` after each chunk.
+    /// Write station `s`'s whole stream to `out` as VDIF, calling `progress(bytes)` after each
+    /// chunk.
     pub fn write_station<W: Write>(
         &self,
         s: usize,
         out: &mut W,
+        progress: impl FnMut(u64),
+    ) -> io::Result<StationOutput> {
+        let l = &self.config.layout;
+        let mut header = l.header(self.config.stations[s].id);
+        header.ref_epoch = self.config.ref_epoch;
+        let fps = u64::from(l.frames_per_second);
+        let frame = |kk: u64, thread: u32, bytes: &mut [u8]| -> io::Result<usize> {
+            header.seconds = self.config.start_seconds + (kk / fps) as u32;
+            header.frame_number = (kk % fps) as u32;
+            header.thread_id = thread as u16;
+            header
+                .emit(bytes)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            Ok(HEADER_LEN)
+        };
+        self.write_frames(s, out, progress, HEADER_LEN, frame, |_| {})
+    }
+
+    /// Write station `s`'s whole stream to `out` as Mark5B (one stream: the layout must pass
+    /// [`mark5b_layout`]): the same samples as [`Self::write_station`] writes, each 10 000-byte
+    /// payload under a header with the VLBA time code of the frame's start (the first frame's
+    /// time is the configuration's VDIF start) and its CRC, the two bits of each 2-bit sample
+    /// swapped from VDIF's order into Mark5B's ([`vdif_to_mark5b_2bit`]).
+    pub fn write_station_mark5b<W: Write>(
+        &self,
+        s: usize,
+        out: &mut W,
+        progress: impl FnMut(u64),
+    ) -> io::Result<StationOutput> {
+        let l = &self.config.layout;
+        let bad = |e: Mark5bGenError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        mark5b_layout(l).map_err(bad)?;
+        let fps = l.frames_per_second;
+        let start = mark5b_cycle_seconds(self.config.ref_epoch, self.config.start_seconds);
+        let rate = u64::from(fps.get());
+        let frame = |kk: u64, _thread: u32, bytes: &mut [u8]| -> io::Result<usize> {
+            let h = Mark5bHeader::at_cycle_seconds(start + kk / rate, kk % rate, fps)
+                .map_err(|e| bad(Mark5bGenError::Header(e)))?;
+            h.emit(bytes).map_err(|e| bad(Mark5bGenError::Header(e)))?;
+            Ok(MARK5B_HEADER_LEN)
+        };
+        self.write_frames(s, out, progress, MARK5B_HEADER_LEN, frame, vdif_to_mark5b_2bit)
+    }
+
+    /// The writer of both formats: frames of `header_len` + the layout's data bytes, each
+    /// header written by `header(frame index, thread, bytes)` and each payload, as VDIF packs
+    /// it, then passed through `recode`.
+    fn write_frames<W: Write>(
+        &self,
+        s: usize,
+        out: &mut W,
         mut progress: impl FnMut(u64),
+        header_len: usize,
+        mut header: impl FnMut(u64, u32, &mut [u8]) -> io::Result<usize>,
+        recode: impl Fn(&mut [u8]),
     ) -> io::Result<StationOutput> {
         let l = &self.config.layout;
         let spec = &self.config.stations[s];
-        let mut header = l.header(spec.id);
-        header.ref_epoch = self.config.ref_epoch;
+        let frame_len = header_len + l.data_len;
         let samples = l.samples_per_frame as usize * l.channels_per_thread as usize * if l.complex { 2 } else { 1 };
         let mut scratch = Scratch {
             values: vec![0i16; samples],
@@ -335,8 +390,8 @@ impl Generator {
         let frames_total = u64::from(self.config.seconds) * u64::from(l.frames_per_second);
         // Write in chunks of ~256 KiB: still few syscalls, and the chunk is still in the L2
         // cache when the kernel copies it into the page cache (4 MiB chunks ran at 2/3 speed).
-        let frames_per_chunk = ((256 << 10) / (l.frame_len * l.threads as usize)).max(1) as u64;
-        let mut chunk = Vec::with_capacity(frames_per_chunk as usize * l.frame_len * l.threads as usize);
+        let frames_per_chunk = ((256 << 10) / (frame_len * l.threads as usize)).max(1) as u64;
+        let mut chunk = Vec::with_capacity(frames_per_chunk as usize * frame_len * l.threads as usize);
         let mut written = 0u64;
         let mut k = 0u64;
         while k < frames_total {
@@ -344,15 +399,11 @@ impl Generator {
             let end = (k + frames_per_chunk).min(frames_total);
             for kk in k..end {
                 for thread in 0..l.threads {
-                    header.seconds = self.config.start_seconds + (kk / u64::from(l.frames_per_second)) as u32;
-                    header.frame_number = (kk % u64::from(l.frames_per_second)) as u32;
-                    header.thread_id = thread as u16;
                     let at = chunk.len();
-                    chunk.resize(at + l.frame_len, 0);
-                    header
-                        .emit(&mut chunk[at..at + 32])
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                    self.fill_frame_best(s, thread, kk, &mut scratch, &mut chunk[at + 32..at + l.frame_len]);
+                    chunk.resize(at + frame_len, 0);
+                    let data = at + header(kk, thread, &mut chunk[at..at + header_len])?;
+                    self.fill_frame_best(s, thread, kk, &mut scratch, &mut chunk[data..at + frame_len]);
+                    recode(&mut chunk[data..at + frame_len]);
                 }
             }
             out.write_all(&chunk)?;
@@ -369,6 +420,73 @@ impl Generator {
             frames: frames_total * u64::from(l.threads),
             bytes: written,
         })
+    }
+}
+
+/// Why a layout cannot be written as Mark5B.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Mark5bGenError {
+    /// Mark5B carries one stream: no threads.
+    #[error("Mark5B carries one stream: {0} threads asked for (give --threads 1)")]
+    Threads(u32),
+    /// Only 2-bit real samples are written (the bit order mark5access decodes is mapped for them).
+    #[error("Mark5B is written with 2-bit real samples only ({bits}-bit{} asked for)", if *complex { " complex" } else { "" })]
+    Samples {
+        /// Bits per sample asked for.
+        bits: u8,
+        /// Complex asked for.
+        complex: bool,
+    },
+    /// The payload is 10 000 bytes.
+    #[error("a Mark5B payload is {MARK5B_DATA_LEN} bytes, not {0}")]
+    DataLen(usize),
+    /// The rate gives more frames per second than the 15-bit frame number counts.
+    #[error("{0} Mark5B frames per second: the frame number counts {MARK5B_MAX_FRAMES_PER_SECOND} at most")]
+    TooFast(u32),
+    /// A header field out of range.
+    #[error(transparent)]
+    Header(#[from] Mark5bError),
+}
+
+/// The layout can be written as Mark5B: one stream of 2-bit real samples in 10 000-byte
+/// payloads, at most 2^15 frames a second.
+pub fn mark5b_layout(l: &FrameLayout) -> Result<(), Mark5bGenError> {
+    if l.threads != 1 {
+        return Err(Mark5bGenError::Threads(l.threads));
+    }
+    if l.bits != 2 || l.complex {
+        return Err(Mark5bGenError::Samples {
+            bits: l.bits,
+            complex: l.complex,
+        });
+    }
+    if l.data_len != MARK5B_DATA_LEN {
+        return Err(Mark5bGenError::DataLen(l.data_len));
+    }
+    if l.frames_per_second.get() > MARK5B_MAX_FRAMES_PER_SECOND {
+        return Err(Mark5bGenError::TooFast(l.frames_per_second.get()));
+    }
+    Ok(())
+}
+
+/// Seconds since the Mark5B time code's cycle began (an MJD that is a multiple of 1000) at
+/// VDIF time (`epoch`, `seconds`), leap seconds counted.
+pub fn mark5b_cycle_seconds(epoch: u8, seconds: u32) -> u64 {
+    /// MJD of 1970-01-01.
+    const MJD_UNIX_EPOCH: i64 = 40_587;
+    let (unix, _) = crate::time::frame_utc(epoch, seconds);
+    let mjd = unix.div_euclid(86_400) + MJD_UNIX_EPOCH;
+    // Both non-negative: rem_euclid.
+    (mjd.rem_euclid(1000) * 86_400 + unix.rem_euclid(86_400)) as u64
+}
+
+/// 2-bit samples packed as VDIF (offset binary in bits 2k+1..2k: −H −1 +1 +H = 0 1 2 3)
+/// recoded in place as Mark5B decodes them (mark5access, mark5_format_mark5b.c `initluts`:
+/// bit 2k the sign, 1 = positive; bit 2k+1 the magnitude, 1 = high when positive, low when
+/// negative; so −H −1 +1 +H = 0 2 1 3): the two bits of every sample swapped.
+pub fn vdif_to_mark5b_2bit(data: &mut [u8]) {
+    for b in data {
+        *b = ((*b & 0x55) << 1) | ((*b >> 1) & 0x55);
     }
 }
 

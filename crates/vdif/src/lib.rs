@@ -28,6 +28,7 @@ pub mod header;
 pub mod inspect;
 pub mod layout;
 pub mod mark5b;
+pub mod mark5b_file;
 pub mod rate;
 pub mod scan;
 mod sizes;

@@ -178,23 +178,47 @@ pub enum DifxError {
     },
 }
 
-/// Send a VDIF file to a DiFX datastream's port: after waiting up to `give_up_after` for the
-/// job to open it, every frame once, in the file's order, as fast as mpifxcorr reads (TCP's
-/// flow control paces it: a file is not live), from its first valid frame of a time step
-/// ([`CorrelatorFeed`]), invalid frames with the fill pattern as data. Bytes between frames that
-/// are not VDIF are skipped and counted. `stop` ends it early.
+/// Send a VDIF or Mark5B file (told by its first bytes: a Mark5B sync word) to a DiFX
+/// datastream's port: after waiting up to `give_up_after` for the job to open it, every frame
+/// once, in the file's order, as fast as mpifxcorr reads (TCP's flow control paces it: a file
+/// is not live), from its first valid frame of a time step ([`CorrelatorFeed`]), invalid frames
+/// with the fill pattern as data. Bytes between frames that are not frames are skipped and
+/// counted. `stop` ends it early.
 pub fn send_file(
     path: &Path,
     to: SocketAddr,
     give_up_after: Duration,
     stop: &AtomicBool,
 ) -> Result<DifxFileReport, DifxError> {
-    use vdif::{FrameScanner, ScanEvent};
+    use vdif::mark5b_file::{Mark5bEvent, Mark5bFrames};
+    use vdif::{FrameFormat, FrameScanner, ScanEvent};
     let read_err = |source| DifxError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut head = [0u8; 4];
+    let mark5b = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(read_err)?;
+        f.read_exact(&mut head).is_ok() && vdif::mark5b_file::starts_mark5b(&head)
+    };
+    let file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(read_err)?);
+    // One stream of frames, whichever the format: a frame, or bytes skipped.
+    let events: Box<dyn Iterator<Item = std::io::Result<Result<Vec<u8>, u64>>>> = if mark5b {
+        Box::new(Mark5bFrames::new(file).map(|ev| {
+            ev.map(|e| match e {
+                Mark5bEvent::Frame(bytes) => Ok(bytes),
+                Mark5bEvent::Garbage(len) => Err(len),
+            })
+        }))
+    } else {
+        Box::new(FrameScanner::new(file).map(|ev| {
+            ev.map(|e| match e {
+                ScanEvent::Frame { bytes, .. } => Ok(bytes),
+                ScanEvent::Garbage { len, .. } | ScanEvent::Truncated { len, .. } => Err(len),
+            })
+        }))
+    };
     let started = Instant::now();
     let (mut connector, watch) = DifxConnector::new(to, give_up_after);
     let mut sock = connector.connect(stop, true).ok_or_else(|| DifxError::NoListener {
@@ -209,14 +233,14 @@ pub fn send_file(
         connected_after_s: started.elapsed().as_secs_f64(),
         ..DifxFileReport::default()
     };
-    let mut feed = CorrelatorFeed::new();
-    for ev in FrameScanner::new(std::io::BufReader::with_capacity(1 << 20, file)) {
+    let mut feed = CorrelatorFeed::of_format(if mark5b { FrameFormat::Mark5b } else { FrameFormat::Vdif });
+    for ev in events {
         if stop.load(Ordering::Relaxed) {
             r.interrupted = true;
             break;
         }
         match ev.map_err(read_err)? {
-            ScanEvent::Frame { bytes, .. } => {
+            Ok(bytes) => {
                 r.frames_read += 1;
                 let Some(out) = feed.frame(&bytes) else { continue };
                 write_frame(&mut sock, &out, stop).map_err(|source| DifxError::Lost {
@@ -228,7 +252,7 @@ pub fn send_file(
                 r.frames_sent += 1;
                 r.bytes_sent += out.len() as u64;
             }
-            ScanEvent::Garbage { len, .. } | ScanEvent::Truncated { len, .. } => r.garbage_bytes += len,
+            Err(len) => r.garbage_bytes += len,
         }
     }
     r.feed = feed.counts();

@@ -6,7 +6,7 @@ use recording::write::{OutputDir, RecordingConfig, WriterPlacement};
 use stream::{ReceiverConfig, SeqFormat};
 use vdif::FrameFormat;
 
-use crate::live::{LiveConfig, LiveTarget, LIVE_LATENCY};
+use crate::live::{LiveConfig, LIVE_LATENCY};
 use crate::socket::{check_listen, DEFAULT_RCVBUF};
 use crate::{ConfigError, Setting};
 
@@ -125,20 +125,19 @@ impl RecvConfig {
             return Err(ConfigError::SplitNeedsOutput { output: Setting::Out });
         }
         if let Some(output) = self.output_refusing_frames() {
-            return Err(ConfigError::Mark5bNeedsSfxc { output });
+            return Err(ConfigError::Mark5bNeedsLive { output });
         }
         self.interval = self.interval.max(crate::setting::MIN_INTERVAL);
         Ok(self)
     }
 
-    /// The output asked for that cannot take the frames received, if one is: SFXC's reader
-    /// takes Mark5B (as jive5ab's `net2sfxc`), recordings, files and DiFX's feed take VDIF
-    /// only. One arm per format, to widen as an output learns Mark5B.
+    /// The output asked for that cannot take the frames received, if one is: a live output
+    /// (SFXC's reader, as jive5ab's `net2sfxc`, and DiFX's feed) takes Mark5B as it came,
+    /// recordings and files take VDIF only. One arm per format, to widen as an output learns
+    /// Mark5B.
     fn output_refusing_frames(&self) -> Option<Setting> {
-        let sfxc_only = |l: &LiveConfig| l.targets.iter().all(|t| matches!(t, LiveTarget::Sfxc { .. }));
         match (self.receiver.frame_format, &self.live) {
-            (FrameFormat::Vdif, _) => None,
-            (FrameFormat::Mark5b, Some(l)) => (!sfxc_only(l)).then_some(Setting::Live),
+            (FrameFormat::Vdif, _) | (FrameFormat::Mark5b, Some(_)) => None,
             (FrameFormat::Mark5b, None) if self.recording.is_some() => Some(Setting::Recording),
             (FrameFormat::Mark5b, None) => Some(Setting::Out),
         }
@@ -227,9 +226,10 @@ mod tests {
         assert!(c.validate().is_ok());
     }
 
-    /// Mark5B goes to SFXC's reader only; each output that takes VDIF alone is named.
+    /// Mark5B goes to live outputs only (SFXC's reader, DiFX's feed); each output that takes
+    /// VDIF alone is named.
     #[test]
-    fn mark5b_frames_go_to_sfxcs_reader_only_and_the_refusal_names_the_output_given() {
+    fn mark5b_frames_go_to_live_outputs_only_and_the_refusal_names_the_output_given() {
         let mark5b = |f: &dyn Fn(RecvConfig) -> RecvConfig| {
             let mut c = f(cfg());
             c.receiver.frame_format = FrameFormat::Mark5b;
@@ -244,7 +244,9 @@ mod tests {
             station: None,
             connect_wait: Duration::from_secs(1),
         };
-        assert!(mark5b(&|c| c.with_live(LiveConfig::new(vec![sfxc()]))).is_ok());
+        for live in [vec![sfxc()], vec![difx()], vec![sfxc(), difx()]] {
+            assert!(mark5b(&|c| c.with_live(LiveConfig::new(live.clone()))).is_ok());
+        }
         for (f, output) in [
             (&(|c: RecvConfig| c) as &dyn Fn(RecvConfig) -> RecvConfig, Setting::Out),
             (
@@ -261,24 +263,16 @@ mod tests {
                 },
                 Setting::Recording,
             ),
-            (
-                &|c: RecvConfig| c.with_live(LiveConfig::new(vec![difx()])),
-                Setting::Live,
-            ),
-            (
-                &|c: RecvConfig| c.with_live(LiveConfig::new(vec![sfxc(), difx()])),
-                Setting::Live,
-            ),
         ] {
-            assert_eq!(mark5b(f).unwrap_err(), ConfigError::Mark5bNeedsSfxc { output });
+            assert_eq!(mark5b(f).unwrap_err(), ConfigError::Mark5bNeedsLive { output });
         }
-        let e = ConfigError::Mark5bNeedsSfxc {
+        let e = ConfigError::Mark5bNeedsLive {
             output: Setting::Recording,
         };
         assert_eq!(e.settings(), [Setting::Frames, Setting::Recording, Setting::Live]);
         assert_eq!(
             e.to_string(),
-            "frame_format mark5b needs live (recordings and DiFX's feed take VDIF, not Mark5B)"
+            "frame_format mark5b needs live (recordings take VDIF, not Mark5B)"
         );
         // VDIF goes everywhere.
         assert!(RecvConfig {

@@ -116,13 +116,51 @@ pub(crate) fn examine(
             (None, Some(Bytes::from(data)), rep)
         }
     };
-    let found = Found::of(&rep.map_err(|e| StreamSessionError::input(&name, e.into()))?);
+    // Mark5B (its sync word first): one stream, station 0, surveyed in memory.
+    let found = match data.as_deref().filter(|d| vdif::mark5b_file::starts_mark5b(d)) {
+        Some(d) => mark5b_found(d, fps).map_err(|p| StreamSessionError::input(&name, p))?,
+        None if rep.is_err() && path.as_ref().is_some_and(|_| data.is_none()) && first_bytes_mark5b(&path) => {
+            return Err(StreamSessionError::input(
+                &name,
+                InputProblem::Mark5b(format!(
+                    "more than {MEMORY_SOURCE_MAX} bytes: Mark5B is sent from memory only"
+                )),
+            ))
+        }
+        None => Found::of(&rep.map_err(|e| StreamSessionError::input(&name, e.into()))?),
+    };
     let shape = shape(&found, &name, rate_bps, looping).map_err(|p| StreamSessionError::input(&name, p))?;
     let memory = data.filter(|d| whole_frames(&found, d.len()));
     if memory.is_none() && path.is_none() {
         return Err(StreamSessionError::input(name, InputProblem::NotContiguous));
     }
     Ok(Source { path, memory, shape })
+}
+
+/// What a sender needs of Mark5B `data` (contiguous whole frames): one thread (0) of station 0,
+/// 10 016-byte frames with 16-byte headers, the frame rate the frame numbers show across a
+/// second (else `fps`).
+fn mark5b_found(data: &[u8], fps: Option<FrameRate>) -> Result<Found, InputProblem> {
+    let s = vdif::mark5b_file::survey(data).map_err(|e| InputProblem::Mark5b(e.to_string()))?;
+    Ok(Found {
+        station_id: Some(vdif::StationId(0)),
+        thread_ids: vec![0],
+        frame_len: Some(vdif::formats::MARK5B_FRAME_LEN),
+        header_len: Some(vdif::mark5b::MARK5B_HEADER_LEN),
+        frames: s.frames,
+        frames_per_second: s.frames_per_second.or(fps),
+        frame_numbers: (u32::from(s.frame_numbers.0), u32::from(s.frame_numbers.1)),
+        first_second_utc: None,
+        edv: None,
+    })
+}
+
+/// Whether the stream `open` opens begins with a Mark5B sync word.
+fn first_bytes_mark5b(open: &Option<Opener>) -> bool {
+    let mut head = [0u8; 4];
+    open.as_ref()
+        .and_then(|o| o.open().ok())
+        .is_some_and(|mut r| r.read_exact(&mut head).is_ok() && vdif::mark5b_file::starts_mark5b(&head))
 }
 
 /// Inspect a stream of `len` bytes: read into memory when it fits, else inspected as it is

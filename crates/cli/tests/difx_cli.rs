@@ -460,7 +460,23 @@ fn tcp_datastreams_fed_by_stream_send_before_the_job_starts_equal_the_files() {
         1,
         &[format!("Ef=TCP:{pe}"), format!("Wb=TCP:{pw}")],
     );
-    // The data flow first: the sender waits for the job's ports to open.
+    for r in send_then_run_the_job(&prefix, &input, (&ef, pe), (&wb, pw)) {
+        assert_eq!(r["frames_read"].as_u64(), Some(2 * STATION_FPS), "{r}");
+        assert_eq!(r["frames_sent"].as_u64(), Some(2 * STATION_FPS), "{r}");
+        // It connected after the job started, well after its own start.
+        assert!(r["connected_after_s"].as_f64().unwrap() > 1.0, "{r}");
+    }
+    assert_same_visibilities(&input, &reference);
+}
+
+/// The data flow first: `stream send` of both stations to their TCP datastream ports (it waits
+/// for them to open), then the job at `input` runs; the sender's reports, one per station.
+fn send_then_run_the_job(
+    prefix: &Path,
+    input: &Path,
+    (ef, pe): (&Path, u16),
+    (wb, pw): (&Path, u16),
+) -> Vec<serde_json::Value> {
     let send = Proc(
         bin()
             .args(["stream", "send", "--json", "--connect-wait", "60s"])
@@ -470,25 +486,21 @@ fn tcp_datastreams_fed_by_stream_send_before_the_job_starts_equal_the_files() {
                 "--to",
                 &format!("tcp:127.0.0.1:{pw}"),
             ])
-            .arg(&ef)
-            .arg(&wb)
+            .arg(ef)
+            .arg(wb)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(1500));
-    Mpifxcorr::start(&prefix, &input).finish();
+    Mpifxcorr::start(prefix, input).finish();
     let out = output_of(send);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for r in reports.as_array().unwrap() {
-        assert_eq!(r["frames_read"].as_u64(), Some(2 * STATION_FPS), "{r}");
-        assert_eq!(r["frames_sent"].as_u64(), Some(2 * STATION_FPS), "{r}");
-        // It connected after the job started, well after its own start.
-        assert!(r["connected_after_s"].as_f64().unwrap() > 1.0, "{r}");
-    }
-    assert_same_visibilities(&input, &reference);
+    let reports = reports.as_array().cloned().unwrap_or_default();
+    assert_eq!(reports.len(), 2, "a report per station: {reports:?}");
+    reports
 }
 
 /// A process's exit status, stdout and stderr once it ends (60 s at most, then it is killed
@@ -831,28 +843,7 @@ fn mark5b_tcp_datastreams_fed_by_stream_send_equal_the_files() {
         1,
         &[format!("Ef=TCP:{pe}"), format!("Wb=TCP:{pw}")],
     );
-    let send = Proc(
-        bin()
-            .args(["stream", "send", "--json", "--connect-wait", "60s"])
-            .args([
-                "--to",
-                &format!("tcp:127.0.0.1:{pe}"),
-                "--to",
-                &format!("tcp:127.0.0.1:{pw}"),
-            ])
-            .arg(&ef)
-            .arg(&wb)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(1500));
-    Mpifxcorr::start(&prefix, &input).finish();
-    let out = output_of(send);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for r in reports.as_array().unwrap() {
+    for r in send_then_run_the_job(&prefix, &input, (&ef, pe), (&wb, pw)) {
         assert_eq!(r["frames_read"].as_u64(), Some(2 * MARK5B.fps), "{r}");
         assert_eq!(r["frames_sent"].as_u64(), Some(2 * MARK5B.fps), "{r}");
         assert_eq!(r["bytes_sent"].as_u64(), Some(2 * MARK5B.fps * MARK5B.frame), "{r}");

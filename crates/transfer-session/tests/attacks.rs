@@ -14,6 +14,38 @@ use common::*;
 use transfer_session::control::{Msg, Offer};
 use transfer_session::{CcChoice, Server, ServerConfig, ServerEvent};
 
+/// The tests' pre-shared key.
+const KEY: &[u8] = b"sixteen-byte-key-for-tests-0123";
+
+/// A receiver holding [`KEY`] on a free port, writing below `root`, not serving yet; its address.
+fn keyed_server(root: &std::path::Path) -> (std::sync::Arc<Server>, std::net::SocketAddr) {
+    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.to_path_buf());
+    scfg.key = Some(KEY.to_vec());
+    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
+    let addr = server.local_addr().unwrap();
+    (server, addr)
+}
+
+/// `server` serving on a thread until the flag is set, its events sent to the receiver.
+#[allow(clippy::type_complexity)]
+fn serve_with_events(
+    server: &std::sync::Arc<Server>,
+) -> (
+    std::sync::Arc<AtomicBool>,
+    mpsc::Receiver<ServerEvent>,
+    std::thread::JoinHandle<Result<transfer_session::ServeStats, transfer_session::TransferSessionError>>,
+) {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, events) = mpsc::channel();
+    let (srv, st) = (server.clone(), stop.clone());
+    let t = std::thread::spawn(move || {
+        srv.serve(&st, false, &mut |e| {
+            let _ = tx.send(e);
+        })
+    });
+    (stop, events, t)
+}
+
 #[test]
 fn paths_that_leave_the_root_are_refused() {
     let root = tempfile::tempdir().unwrap();
@@ -143,11 +175,8 @@ fn early_datagrams_of_unknown_sessions_are_bounded_and_dropped() {
     let root = tempfile::tempdir().unwrap();
     let data = pattern(12 << 20, 31);
     fs::write(src.path().join("f.bin"), &data).unwrap();
-    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
-    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
-    scfg.key = Some(key.clone());
-    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
-    let addr = server.local_addr().unwrap();
+    let key = KEY.to_vec();
+    let (server, addr) = keyed_server(root.path());
     // Before any session: twice the pen's count of DATA-looking datagrams of made-up sessions
     // (unauthenticated: no session has their key) at the control port's number, plus garbage.
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -363,7 +392,7 @@ fn a_proxy_that_rewrites_the_offered_path_breaks_the_session_and_writes_nothing(
     let root = tempfile::tempdir().unwrap();
     let data = pattern(500_000, 31);
     fs::write(src.path().join("p.bin"), &data).unwrap();
-    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
+    let key = KEY.to_vec();
     let srv = serve_once(root.path(), Some(&key));
     let proxy = rewriting_proxy(srv.addr, "\"path\":\"p.bin\"", "\"path\":\"evil/owned.bin\"");
     let mut cfg = config(proxy, "");
@@ -502,19 +531,9 @@ fn play(addr: std::net::SocketAddr, flight: &[u8]) -> String {
 #[test]
 fn a_replayed_or_stale_first_flight_is_refused_and_counted() {
     let root = tempfile::tempdir().unwrap();
-    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
-    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
-    scfg.key = Some(key.clone());
-    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
-    let addr = server.local_addr().unwrap();
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let (tx, events) = mpsc::channel();
-    let (srv, st) = (server.clone(), stop.clone());
-    let t = std::thread::spawn(move || {
-        srv.serve(&st, false, &mut |e| {
-            let _ = tx.send(e);
-        })
-    });
+    let key = KEY.to_vec();
+    let (server, addr) = keyed_server(root.path());
+    let (stop, events, t) = serve_with_events(&server);
     let data = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = data.local_addr().unwrap().port();
     let now = transfer_session::first_flight::wall_ms();
@@ -602,19 +621,9 @@ fn next_stream(events: &mpsc::Receiver<ServerEvent>) -> transfer::results::Strea
 #[test]
 fn a_replayed_zero_rtt_flight_writes_nothing_even_into_a_session_with_its_id() {
     let root = tempfile::tempdir().unwrap();
-    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
-    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
-    scfg.key = Some(key.clone());
-    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
-    let addr = server.local_addr().unwrap();
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let (tx, events) = mpsc::channel();
-    let (srv, st) = (server.clone(), stop.clone());
-    let t = std::thread::spawn(move || {
-        srv.serve(&st, false, &mut |e| {
-            let _ = tx.send(e);
-        })
-    });
+    let key = KEY.to_vec();
+    let (server, addr) = keyed_server(root.path());
+    let (stop, events, t) = serve_with_events(&server);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.connect(addr).unwrap();
     let port = sock.local_addr().unwrap().port();
@@ -689,11 +698,8 @@ fn a_zero_rtt_flight_whose_hello_never_comes_expires_from_the_pen_unwritten() {
     let root = tempfile::tempdir().unwrap();
     let data = pattern(2 << 20, 17);
     fs::write(src.path().join("f.bin"), &data).unwrap();
-    let key = b"sixteen-byte-key-for-tests-0123".to_vec();
-    let mut scfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), root.path().to_path_buf());
-    scfg.key = Some(key.clone());
-    let server = std::sync::Arc::new(Server::bind(scfg).unwrap());
-    let addr = server.local_addr().unwrap();
+    let key = KEY.to_vec();
+    let (server, addr) = keyed_server(root.path());
     let orphan = UdpSocket::bind("127.0.0.1:0").unwrap();
     orphan.connect(addr).unwrap();
     let port = orphan.local_addr().unwrap().port();

@@ -991,6 +991,44 @@ fn frames_a_receiver_filled_are_missing_data_to_difx_not_samples() {
     eprintln!("filled recordings: {filled} of Ef's frames filled, DiFX weight {w:.3}, visibilities identical to the recordings without them");
 }
 
+/// Each station's file sent (`send_args` besides) to its receiver of `recvs`, whose live outputs
+/// feed the job at `input`, which starts while the data flow; the receivers end well, and the
+/// job's visibilities equal `reference`'s (returned).
+fn send_through_receivers_then_run_the_job(
+    prefix: &Path,
+    input: &Path,
+    reference: &Path,
+    files: [&Path; 2],
+    recvs: Vec<common::StreamRecv>,
+    send_args: &[&str],
+) -> serde_json::Value {
+    let senders: Vec<Proc> = files
+        .iter()
+        .zip(&recvs)
+        .map(|(f, r)| {
+            Proc(
+                bin()
+                    .args(["stream", "send", "--max-lag", "1h", "-q"])
+                    .args(send_args)
+                    .args(["--to", &format!("127.0.0.1:{}", r.port)])
+                    .arg(f)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    Mpifxcorr::start(prefix, input).finish();
+    drop(senders);
+    for r in recvs {
+        let (status, log) = r.wait();
+        assert!(status.success(), "{log}");
+    }
+    assert_same_visibilities(input, reference)
+}
+
 #[test]
 fn recv_live_output_feeds_a_difx_job_that_starts_after_the_data_flow() {
     let Some((prefix, _turn)) = difx("recv_live_output_feeds_a_difx_job") else {
@@ -1012,36 +1050,7 @@ fn recv_live_output_feeds_a_difx_job_that_starts_after_the_data_flow() {
         .iter()
         .map(|p| common::StreamRecv::start(&["--out", &format!("difx:127.0.0.1:{p}")]))
         .collect();
-    let senders: Vec<Proc> = [(&ef, recvs[0].port), (&wb, recvs[1].port)]
-        .into_iter()
-        .map(|(f, p)| {
-            Proc(
-                bin()
-                    .args([
-                        "stream",
-                        "send",
-                        "--max-lag",
-                        "1h",
-                        "-q",
-                        "--to",
-                        &format!("127.0.0.1:{p}"),
-                    ])
-                    .arg(f)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    Mpifxcorr::start(&prefix, &input).finish();
-    drop(senders);
-    for r in recvs {
-        let (status, log) = r.wait();
-        assert!(status.success(), "{log}");
-    }
-    let v = assert_same_visibilities(&input, &reference);
+    let v = send_through_receivers_then_run_the_job(&prefix, &input, &reference, [&ef, &wb], recvs, &[]);
     let (delay, snr) = fringe(&v);
     eprintln!("stream recv --out difx: fringe {delay} µs S/N {snr:.1}, identical to FILE");
 }
@@ -1082,29 +1091,8 @@ fn recv_live_output_feeds_a_mark5b_tcp_datastream() {
             ])
         })
         .collect();
-    let senders: Vec<Proc> = [(&ef, recvs[0].port), (&wb, recvs[1].port)]
-        .into_iter()
-        .map(|(f, p)| {
-            Proc(
-                bin()
-                    .args(["stream", "send", "--seq-format", "jive5ab", "--max-lag", "1h", "-q"])
-                    .args(["--to", &format!("127.0.0.1:{p}")])
-                    .arg(f)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    Mpifxcorr::start(&prefix, &input).finish();
-    drop(senders);
-    for r in recvs {
-        let (status, log) = r.wait();
-        assert!(status.success(), "{log}");
-    }
-    let v = assert_same_visibilities(&input, &reference);
+    let seq = ["--seq-format", "jive5ab"];
+    let v = send_through_receivers_then_run_the_job(&prefix, &input, &reference, [&ef, &wb], recvs, &seq);
     let (delay, snr) = fringe(&v);
     eprintln!("stream recv --frames mark5b --out difx: fringe {delay} µs S/N {snr:.1}, identical to FILE");
 }

@@ -217,24 +217,17 @@ impl Receiver {
         if let Some(pieces) = self.pieces.as_mut() {
             if !truncated {
                 let mut joined = std::mem::take(&mut self.joined);
-                let before = pieces.counts;
-                let outcome = pieces.offer(from, datagram, &mut joined);
-                let c = pieces.counts;
                 let d = &mut self.tally.counters;
-                (
-                    d.split_frames_joined,
-                    d.split_frames_incomplete,
-                    d.split_datagrams_unplaced,
-                ) = (c.joined, c.incomplete, c.unplaced);
-                if c.incomplete > before.incomplete || c.unplaced > before.unplaced {
+                let lost = (d.split_frames_incomplete, d.split_datagrams_unplaced);
+                let outcome = pieces.offer(from, datagram, &mut joined, d);
+                if (d.split_frames_incomplete, d.split_datagrams_unplaced) != lost {
+                    let (incomplete, unplaced) = (d.split_frames_incomplete, d.split_datagrams_unplaced);
                     problem!(
                         self.tally,
-                        "Mark5B stream in pieces from {from}: {} frame(s) never came whole, {} datagram(s) could not be placed",
-                        c.incomplete,
-                        c.unplaced
+                        "Mark5B stream in pieces from {from}: {incomplete} frame(s) never came whole, {unplaced} datagram(s) could not be placed"
                     );
                 }
-                for frame in joined.chunks_exact(8 + vdif::formats::MARK5B_FRAME_LEN) {
+                for frame in joined.chunks_exact(pieces::JOINED_LEN) {
                     self.take_datagram(now, arrived, from, frame, false, sink);
                 }
                 self.joined = joined;

@@ -15,6 +15,8 @@ use std::net::SocketAddr;
 
 use vdif::formats::{MARK5B_FRAME_LEN, MARK5B_SYNC_WORD};
 
+use crate::results::DatagramCounters;
+
 /// Frames being put together at once per source: datagrams reordered by the path within about
 /// this many frames still join.
 const FRAMES_IN_MAKING: usize = 8;
@@ -25,6 +27,8 @@ const SOURCES: usize = 16;
 const SMALLEST_PIECE: usize = 320;
 /// The udps sequence number before each datagram's bytes (jive5ab's udps, little-endian).
 const SEQ_LEN: usize = 8;
+/// A frame joined: its udps datagram, sequence number and frame.
+pub(crate) const JOINED_LEN: usize = SEQ_LEN + MARK5B_FRAME_LEN;
 const FRAME: u128 = MARK5B_FRAME_LEN as u128;
 
 /// What became of a datagram offered as a piece.
@@ -58,25 +62,11 @@ struct Source {
     last_seen: u64,
 }
 
-/// Counts of what the joiner did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PieceCounts {
-    /// Frames made whole from datagrams that each carried part of them.
-    pub joined: u64,
-    /// Frames some but not all of whose bytes came (let go), or that did not start with the
-    /// sync word once whole (the phase is then learned again).
-    pub incomplete: u64,
-    /// Datagrams whose bytes went nowhere: before any sync word told where frames start, or
-    /// the same datagram twice.
-    pub unplaced: u64,
-}
-
 /// Joins the frames of Mark5B streams in jive5ab's udps framing.
 #[derive(Default)]
 pub(crate) struct FramePieces {
     sources: Vec<Source>,
     clock: u64,
-    pub(crate) counts: PieceCounts,
 }
 
 /// A datagram's piece length when it carries part of a stream rather than one whole frame.
@@ -93,8 +83,14 @@ fn sync_at(bytes: &[u8]) -> Option<usize> {
 
 impl FramePieces {
     /// Offer `datagram` from `from`; the frames it completed are appended to `out` (cleared
-    /// first), each `8 + 10 016` bytes.
-    pub(crate) fn offer(&mut self, from: SocketAddr, datagram: &[u8], out: &mut Vec<u8>) -> Joined {
+    /// first), each [`JOINED_LEN`] bytes; what it cost is counted in `counts`' `split_*`.
+    pub(crate) fn offer(
+        &mut self,
+        from: SocketAddr,
+        datagram: &[u8],
+        out: &mut Vec<u8>,
+        counts: &mut DatagramCounters,
+    ) -> Joined {
         out.clear();
         let Some(len) = piece_len(datagram) else {
             return Joined::NotAPiece;
@@ -103,8 +99,7 @@ impl FramePieces {
         let mut seq = [0u8; SEQ_LEN];
         seq.copy_from_slice(head);
         self.clock += 1;
-        let at = self.source(from, len);
-        let counts = &mut self.counts;
+        let at = self.source(from, len, counts);
         let s = &mut self.sources[at];
         // A shorter datagram is the stream's last (what was left of the file or scan).
         let cut = s.piece_len as u128;
@@ -115,7 +110,7 @@ impl FramePieces {
             None => match sync_at(piece) {
                 Some(x) => *s.phase.insert((start + x as u128) % FRAME),
                 None => {
-                    counts.unplaced += 1;
+                    counts.split_datagrams_unplaced += 1;
                     return Joined::Taken;
                 }
             },
@@ -140,7 +135,7 @@ impl FramePieces {
             // Bit of this datagram among those the frame spans (at most 64: SMALLEST_PIECE).
             let bit = 1u64 << ((start / cut) - f0 / cut).min(63);
             if p.came & bit != 0 {
-                counts.unplaced += 1;
+                counts.split_datagrams_unplaced += 1;
                 return Joined::Taken;
             }
             p.came |= bit;
@@ -160,12 +155,12 @@ impl FramePieces {
             if sync_at(&done.bytes[..4]) != Some(0) {
                 // Not where a frame starts: the sender began its numbering anew, or the phase
                 // was learned from data that looked like a sync word.
-                counts.incomplete += 1 + s.partials.len() as u64;
+                counts.split_frames_incomplete += 1 + s.partials.len() as u64;
                 s.partials.clear();
                 s.phase = None;
                 return Joined::Taken;
             }
-            counts.joined += 1;
+            counts.split_frames_joined += 1;
             // Frame counts fit 64 bits for any stream a u64 sequence number can number.
             out.extend_from_slice(&(frame as u64).to_le_bytes());
             out.extend_from_slice(&done.bytes);
@@ -175,12 +170,12 @@ impl FramePieces {
 
     /// Frame `frame` of `s` in the making: found, or begun (the oldest let go when there are
     /// too many).
-    fn partial<'s>(s: &'s mut Source, counts: &mut PieceCounts, frame: u128) -> Option<&'s mut Partial> {
+    fn partial<'s>(s: &'s mut Source, counts: &mut DatagramCounters, frame: u128) -> Option<&'s mut Partial> {
         let at = match s.partials.iter().position(|p| p.frame == frame) {
             Some(at) => at,
             None => {
                 if s.partials.len() == FRAMES_IN_MAKING && s.partials.pop_front().is_some() {
-                    counts.incomplete += 1;
+                    counts.split_frames_incomplete += 1;
                 }
                 s.partials.push_back(Partial {
                     frame,
@@ -197,7 +192,7 @@ impl FramePieces {
     /// Where the state of `from`'s datagrams of `len` bytes is (a new one, the least recently
     /// heard let go when the table is full; a source that sends longer datagrams than before
     /// starts over, a shorter one is its stream's last).
-    fn source(&mut self, from: SocketAddr, len: usize) -> usize {
+    fn source(&mut self, from: SocketAddr, len: usize, counts: &mut DatagramCounters) -> usize {
         match self.sources.iter().position(|s| s.from == from) {
             Some(at) if self.sources[at].piece_len >= len => at,
             found => {
@@ -213,7 +208,7 @@ impl FramePieces {
                 match found.or(if full { oldest } else { None }) {
                     Some(i) => {
                         let old = std::mem::replace(&mut self.sources[i], fresh);
-                        self.counts.incomplete += old.partials.len() as u64;
+                        counts.split_frames_incomplete += old.partials.len() as u64;
                         i
                     }
                     None => {
@@ -231,7 +226,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const WHOLE: usize = SEQ_LEN + MARK5B_FRAME_LEN;
+    const WHOLE: usize = JOINED_LEN;
+
+    /// The joiner and its counts, as the receiver holds them.
+    #[derive(Default)]
+    struct Joiner {
+        pieces: FramePieces,
+        counts: DatagramCounters,
+    }
+
+    impl Joiner {
+        fn offer(&mut self, from: SocketAddr, datagram: &[u8], out: &mut Vec<u8>) -> Joined {
+            self.pieces.offer(from, datagram, out, &mut self.counts)
+        }
+    }
 
     fn from(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
@@ -269,7 +277,7 @@ mod tests {
     }
 
     /// The frames the datagrams `ds` from `src` completed, in order.
-    fn offer_all(j: &mut FramePieces, src: SocketAddr, ds: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    fn offer_all(j: &mut Joiner, src: SocketAddr, ds: &[Vec<u8>]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let mut got = Vec::new();
         for d in ds {
@@ -297,7 +305,7 @@ mod tests {
             (5008, 0),
             (63_960, 10_000),
         ] {
-            let mut j = FramePieces::default();
+            let mut j = Joiner::default();
             let ds = stream(0..30, lead, len, 1_260_856_734);
             let got = offer_all(&mut j, from(1), &ds);
             let n = ((carried(&ds) - lead) / MARK5B_FRAME_LEN) as u64;
@@ -307,14 +315,14 @@ mod tests {
                 got.windows(2).all(|w| seq(&w[1]) == seq(&w[0]) + 1),
                 "one number a frame"
             );
-            assert_eq!(j.counts.joined, n);
-            assert_eq!(j.counts.unplaced, u64::from(lead > 0 && len < lead + 4));
+            assert_eq!(j.counts.split_frames_joined, n);
+            assert_eq!(j.counts.split_datagrams_unplaced, u64::from(lead > 0 && len < lead + 4));
         }
     }
 
     #[test]
     fn a_lost_datagram_costs_the_frames_it_carried_bytes_of_and_reordering_costs_nothing() {
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let mut ds = stream(0..40, 0, 8960, 99);
         let n = (carried(&ds) / MARK5B_FRAME_LEN) as u64; // whole frames in the datagrams cut
                                                           // Datagram 10 carries bytes 89 600..98 560: frames 8 (89 600 − 80 128 in) and 9.
@@ -330,7 +338,7 @@ mod tests {
 
     #[test]
     fn bytes_before_any_sync_word_and_a_repeated_datagram_are_unplaced() {
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let mut ds = vec![{
             let mut d = 5u64.to_le_bytes().to_vec();
             d.resize(SEQ_LEN + 8960, 0x77);
@@ -342,12 +350,12 @@ mod tests {
         ds.insert(3, s[1].clone());
         let got = offer_all(&mut j, from(1), &ds);
         assert_eq!(which(&got), (0..n).collect::<Vec<_>>());
-        assert_eq!(j.counts.unplaced, 2);
+        assert_eq!(j.counts.split_datagrams_unplaced, 2);
     }
 
     #[test]
     fn a_sender_that_restarts_its_numbering_is_followed_after_a_frame() {
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let mut ds = stream(0..10, 0, 8960, 0);
         ds.truncate(5); // frames 0..3 whole, frame 4 cut by the restart
         ds.extend(stream(20..40, 0, 8960, 777));
@@ -358,12 +366,12 @@ mod tests {
         // the new stream's frames join.
         assert!(frames[4..].iter().all(|&f| f >= 20), "{frames:?}");
         assert!(frames.len() >= 4 + 12, "{frames:?}");
-        assert!(j.counts.incomplete >= 1);
+        assert!(j.counts.split_frames_incomplete >= 1);
     }
 
     #[test]
     fn whole_frames_and_tiny_datagrams_are_not_pieces() {
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let mut out = Vec::new();
         let mut whole = 9u64.to_le_bytes().to_vec();
         whole.extend_from_slice(&frame(0));
@@ -371,20 +379,20 @@ mod tests {
         for len in [0usize, 7, 8 + 100, 8 + SMALLEST_PIECE - 1] {
             assert_eq!(j.offer(from(1), &vec![0u8; len], &mut out), Joined::NotAPiece, "{len}");
         }
-        assert_eq!(j.counts, PieceCounts::default());
+        assert_eq!(j.counts, DatagramCounters::default());
     }
 
     #[test]
     fn many_sources_cost_a_bounded_table_and_streams_are_joined_apart() {
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let mut out = Vec::new();
         for port in 0..1000u16 {
             j.offer(from(port), &stream(0..2, 0, 8960, 0)[0], &mut out);
         }
-        assert_eq!(j.sources.len(), SOURCES);
-        assert!(j.sources.iter().all(|s| s.partials.len() <= FRAMES_IN_MAKING));
+        assert_eq!(j.pieces.sources.len(), SOURCES);
+        assert!(j.pieces.sources.iter().all(|s| s.partials.len() <= FRAMES_IN_MAKING));
         // Two stations interleaved, numbered alike: each joins its own.
-        let mut j = FramePieces::default();
+        let mut j = Joiner::default();
         let (a, b) = (stream(0..5, 0, 8960, 0), stream(50..55, 0, 8960, 0));
         let mut got = Vec::new();
         for (x, y) in a.iter().zip(&b) {
@@ -407,7 +415,7 @@ mod tests {
             ds in proptest::collection::vec(
                 (0u16..40, proptest::num::u64::ANY, 0usize..9000, 0usize..5), 0..200)
         ) {
-            let mut j = FramePieces::default();
+            let mut j = Joiner::default();
             let mut out = Vec::new();
             let sizes = [8960usize, 1464, 5008, 320, 20_000];
             for (port, seq, sync, size) in ds {
@@ -418,8 +426,8 @@ mod tests {
                 j.offer(from(port), &d, &mut out);
                 prop_assert_eq!(out.len() % WHOLE, 0);
             }
-            prop_assert!(j.sources.len() <= SOURCES);
-            prop_assert!(j.sources.iter().all(|s| s.partials.len() <= FRAMES_IN_MAKING));
+            prop_assert!(j.pieces.sources.len() <= SOURCES);
+            prop_assert!(j.pieces.sources.iter().all(|s| s.partials.len() <= FRAMES_IN_MAKING));
         }
     }
 }

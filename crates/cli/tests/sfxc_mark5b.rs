@@ -224,9 +224,22 @@ fn a_mark5b_stream_jive5ab_cut_into_8960_byte_datagrams_reaches_sfxc_whole() {
             "ipd = 2200 ;",
             &format!("net_port = {port} ;"),
             &file_cmd,
-            "file2net = on ;",
         ]);
         assert!(r.iter().all(|l| l.contains("= 0") || l.contains("=  0")), "{r:?}");
+        // jive5ab connects in the background: `on` before it has is "6 : not connected yet".
+        let t0 = Instant::now();
+        loop {
+            let on = j.vsi(&["file2net = on ;"]);
+            if on[0].contains("=  0") || on[0].contains("= 0") {
+                break;
+            }
+            assert!(on[0].contains("not connected yet"), "{on:?}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "jive5ab never connected: {on:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         j.until_inactive("file2net? ;");
     };
     sfxc_reads_what_is_sent(&h, &sock, &station, 0..0, send);

@@ -150,6 +150,7 @@ impl EarlyPen {
                     wall_ns,
                     d.kernel_time,
                     prev.unwrap_or_else(|| now.checked_sub(PEN_AGE).unwrap_or(now)),
+                    PEN_AGE,
                 );
                 prev = Some(at);
                 self.push(at, d.from, d.data);
@@ -185,7 +186,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         let sent_over = t0.elapsed();
-        std::thread::sleep(Duration::from_millis(200));
+        // A host stalled for over a second between arrival and drain (CI once: the first stamp
+        // then read as implausible and every later one collapsed onto it, 0 ns apart).
+        std::thread::sleep(Duration::from_millis(1200));
         let mut pen = EarlyPen::default();
         pen.drain(&shared);
         let got = pen.take(Instant::now(), 9, from);

@@ -233,7 +233,7 @@ impl Intake {
                 self.foreign.oversized += 1;
                 continue;
             }
-            let arrived = arrival(now, wall_ns, d.kernel_time, self.gate.last_fed);
+            let arrived = arrival(now, wall_ns, d.kernel_time, self.gate.last_fed, LIVE_STAMP_AGE);
             self.gate.feed(&mut self.foreign, arrived, d.from, d.data, receiver);
         }
         Ok(n)
@@ -303,6 +303,9 @@ pub fn pump_reports<S: Source>(sock: &UdpSocket, rb: &mut RecvBatch, sender: &mu
     Ok(n)
 }
 
+/// How old a kernel receive stamp on a session's own socket may be and still be believed.
+pub(crate) const LIVE_STAMP_AGE: Duration = Duration::from_secs(1);
+
 pub(crate) fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -314,10 +317,21 @@ pub(crate) fn wall_clock_ns() -> u64 {
 /// then measures the path, not how long this thread took to be scheduled — on a busy host the
 /// difference is milliseconds, which the adaptive controller would read as a queue and yield to.
 /// Never earlier than the previous datagram's time (a wall-clock step cannot reorder them), never
-/// later than `now`, and `now` itself when there is no stamp or it is implausible (over 1 s old).
-pub(crate) fn arrival(now: Instant, wall_now_ns: u64, kernel_ns: Option<u64>, previous: Instant) -> Instant {
+/// later than `now`, and `now` itself when there is no stamp or it is implausible (older than
+/// `max_age`: a live socket is drained within milliseconds, so [`LIVE_STAMP_AGE`]; the early pen
+/// keeps datagrams up to its own age bound, and a stall of the host between arrival and drain
+/// must not flatten their spacing onto one instant).
+pub(crate) fn arrival(
+    now: Instant,
+    wall_now_ns: u64,
+    kernel_ns: Option<u64>,
+    previous: Instant,
+    max_age: Duration,
+) -> Instant {
     let waited = match kernel_ns {
-        Some(k) if k <= wall_now_ns && wall_now_ns - k < 1_000_000_000 => Duration::from_nanos(wall_now_ns - k),
+        Some(k) if k <= wall_now_ns && u128::from(wall_now_ns - k) < max_age.as_nanos() => {
+            Duration::from_nanos(wall_now_ns - k)
+        }
         _ => Duration::ZERO,
     };
     now.checked_sub(waited).unwrap_or(now).max(previous).min(now)
@@ -333,14 +347,23 @@ mod tests {
         let prev = now - Duration::from_millis(10);
         let wall = 1_000_000_000_000;
         assert_eq!(
-            arrival(now, wall, Some(wall - 3_000_000), prev),
+            arrival(now, wall, Some(wall - 3_000_000), prev, LIVE_STAMP_AGE),
             now - Duration::from_millis(3)
         );
         // Older than the previous datagram: clamped to it.
-        assert_eq!(arrival(now, wall, Some(wall - 50_000_000), prev), prev);
+        assert_eq!(arrival(now, wall, Some(wall - 50_000_000), prev, LIVE_STAMP_AGE), prev);
         // In the future, missing or absurdly old: now.
-        assert_eq!(arrival(now, wall, Some(wall + 5), prev), now);
-        assert_eq!(arrival(now, wall, None, prev), now);
-        assert_eq!(arrival(now, wall, Some(wall - 2_000_000_000), prev), now);
+        assert_eq!(arrival(now, wall, Some(wall + 5), prev, LIVE_STAMP_AGE), now);
+        assert_eq!(arrival(now, wall, None, prev, LIVE_STAMP_AGE), now);
+        assert_eq!(
+            arrival(now, wall, Some(wall - 2_000_000_000), prev, LIVE_STAMP_AGE),
+            now
+        );
+        // The same stamp within a longer bound (the early pen's) is believed.
+        let long = Duration::from_secs(10);
+        assert_eq!(
+            arrival(now, wall, Some(wall - 2_000_000_000), now - long, long),
+            now - Duration::from_secs(2)
+        );
     }
 }

@@ -272,7 +272,11 @@ impl Receiver {
         });
         match owner {
             Some((idx, member)) => self.feed_owner(idx, member, now, arrived.min(now), &d, sink),
-            None => self.provisional(now, from, key, session, &d, sink),
+            // A source not accepted yet is judged on when its datagrams came, not when they
+            // were read: its rate, its boards' being in step, how long it has been counted and
+            // who went quiet meanwhile (a loop held off its core for 50 ms read a genuine
+            // board's second frame 50 ms after its first and refused it as 20 frames/s).
+            None => self.provisional(arrived.min(now), from, key, session, &d, sink),
         }
     }
 

@@ -1,8 +1,10 @@
 //! A station's boards starting late or read in late batches at a receiver (`evlbi serve`'s
 //! recorder, `stream recv`), in virtual time: a backend's three boards (threads 0, 1 and 2-3,
 //! 500 frames a second each, 2000 the station), the third starting 50 ms or 1 s behind the
-//! others, or its first datagrams arriving in one batch read late. Every frame of a genuine
-//! board is written, none refused, whether the threads are given or counted from the mode's rate.
+//! others, or its first datagrams arriving in one batch read late, or the whole host stalled
+//! right after the third board's first frames (every socket read late, the kernel's receive
+//! stamps telling when each datagram came). Every frame of a genuine board is written, none
+//! refused, whether the threads are given or counted from the mode's rate.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -51,30 +53,39 @@ enum Third {
     Late(u32),
     /// Its first `.0` steps are read in one batch, after the others' frames of that step.
     Batch(u32),
+    /// It starts `.0` steps late; right after its first step is read the receiving loop is held
+    /// off its core for `.1` steps, then reads what every board sent meanwhile at once, each
+    /// datagram with its kernel receive time.
+    LateThenStall(u32, u32),
 }
 
-/// The boards' datagrams (arrival, source, datagram) in the order they are read.
-fn datagrams(t0: Instant, third: Third) -> Vec<(Instant, SocketAddr, Vec<u8>)> {
+/// The boards' datagrams (read, arrived, source, datagram) in the order they are read.
+fn datagrams(t0: Instant, third: Third) -> Vec<(Instant, Instant, SocketAddr, Vec<u8>)> {
     let step = Duration::from_secs(1) / PER;
     let boards: [(u16, &[u16]); 3] = [(1, &[0]), (2, &[1]), (3, &[2, 3])];
     let mut seqs = [0u64; 3];
     let (mut out, mut batch) = (Vec::new(), Vec::new());
     for k in 0..STEPS {
         let now = t0 + step * k;
+        let read = match third {
+            Third::LateThenStall(late, stall) if k > late && k <= late + stall => t0 + step * (late + stall),
+            _ => now,
+        };
         for (b, (port, threads)) in boards.iter().enumerate() {
-            let mut d: Vec<(Instant, SocketAddr, Vec<u8>)> = threads
+            let mut d: Vec<(Instant, Instant, SocketAddr, Vec<u8>)> = threads
                 .iter()
                 .map(|&t| {
                     seqs[b] += 1;
-                    (now, addr(*port), udps(seqs[b], &frame(t, k)))
+                    (read, now, addr(*port), udps(seqs[b], &frame(t, k)))
                 })
                 .collect();
             match (b, third) {
-                (2, Third::Late(n)) if k < n => continue,
+                (2, Third::Late(n) | Third::LateThenStall(n, _)) if k < n => continue,
                 (2, Third::Batch(n)) if k < n => batch.append(&mut d),
+                // Read late without receive stamps: arrived when read.
                 (2, Third::Batch(n)) if k == n => {
                     batch.append(&mut d);
-                    out.extend(batch.drain(..).map(|(_, from, d)| (now, from, d)));
+                    out.extend(batch.drain(..).map(|(_, _, from, d)| (now, now, from, d)));
                 }
                 _ => out.append(&mut d),
             }
@@ -89,8 +100,8 @@ fn loss(cfg: ReceiverConfig, third: Third, what: &str) -> Option<String> {
     let mut rx = Receiver::new(cfg);
     let mut sink = VecSink::default();
     let ds = datagrams(t0, third);
-    for (now, from, d) in &ds {
-        rx.handle_datagram(*now, *from, d, false, &mut sink);
+    for (read, arrived, from, d) in &ds {
+        rx.handle_datagram_arrived(*read, *arrived, *from, d, false, &mut sink);
     }
     rx.finish(&mut sink);
     let all = rx.summaries();
@@ -103,7 +114,7 @@ fn loss(cfg: ReceiverConfig, third: Third, what: &str) -> Option<String> {
     // A board starting late never sent its threads' frames before: those are filled in place
     // (up to the window's max_fill), not lost.
     let never_sent = match third {
-        Third::Late(_) => filled,
+        Third::Late(_) | Third::LateThenStall(..) => filled,
         Third::Batch(_) => 0,
     };
     let want = (ds.len() as u64, never_sent, 0, 0, Some((4, PER)));
@@ -119,11 +130,20 @@ fn loss(cfg: ReceiverConfig, third: Third, what: &str) -> Option<String> {
 }
 
 fn cases(cfg: impl Fn() -> ReceiverConfig, what: &str) -> Vec<String> {
-    // 50 ms and 1 s late (25 and 500 steps); a first batch of 10 and 40 ms.
-    [Third::Late(25), Third::Late(500), Third::Batch(5), Third::Batch(20)]
-        .into_iter()
-        .filter_map(|third| loss(cfg(), third, what))
-        .collect()
+    // 50 ms and 1 s late (25 and 500 steps); a first batch of 10 and 40 ms; 50 ms late, then
+    // the host stalls for 50 ms and 200 ms (a board refused as "delivers 16 frames/s per
+    // thread" at load 15 before its held frames were judged by their kernel arrival times).
+    [
+        Third::Late(25),
+        Third::Late(500),
+        Third::Batch(5),
+        Third::Batch(20),
+        Third::LateThenStall(25, 25),
+        Third::LateThenStall(25, 100),
+    ]
+    .into_iter()
+    .filter_map(|third| loss(cfg(), third, what))
+    .collect()
 }
 
 #[test]

@@ -56,13 +56,13 @@ impl BoundReceiver {
             None
         };
         let (socks, grants, drop_count) = bind_inputs(&cfg.listen, cfg.rcvbuf)?;
-        if cfg.live.is_some() {
-            // A live window of 2 ms judges frames by when they came: a loop held off its core
-            // for 10-50 ms reads them late (see `arrival`). Without the stamps (never on Linux)
-            // the read time stands in.
-            for sock in &socks {
-                let _ = netio::batch::enable_rx_timestamps(sock);
-            }
+        // Frames are judged by when they came: a live window of 2 ms, and a source not accepted
+        // yet by the rate its frames arrive at (a genuine board read in one burst after the loop
+        // was held off its core 50 ms was refused as 20 frames/s). A loop held off its core for
+        // 10-50 ms reads them late (see `arrival`). Without the stamps (never on Linux) the read
+        // time stands in.
+        for sock in &socks {
+            let _ = netio::batch::enable_rx_timestamps(sock);
         }
         // Several sockets are read in turn: none may block the others.
         if socks.len() > 1 {

@@ -13,8 +13,8 @@
 //! `cwnd_gain · BtlBw · RTprop` in flight.
 //!
 //! - **`BtlBw`**: windowed max (10 rounds) of the delivery rate the receiver reports, averaged
-//!   over ≥ max(20 ms, RTprop/2) of reports (their bytes over the longer of the time they took
-//!   to arrive and to leave) and divided by `1 − p`, where `p` is the long-run
+//!   over ≥ max(20 ms, RTprop/2) of reports (their bytes over the time they took to arrive, or
+//!   to leave if they arrived in under 2/3 of that) and divided by `1 − p`, where `p` is the long-run
 //!   random loss rate (lost packets used the bottleneck too; without this the estimate and the
 //!   rate would shrink by the loss rate).
 //! - **`RTprop`**: windowed min (10 s) of RTT samples (now − echoed timestamp − echo delay).

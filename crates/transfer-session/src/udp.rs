@@ -204,7 +204,7 @@ impl Intake {
             gate: Gate {
                 peer,
                 locked: None,
-                last_fed: Instant::now(),
+                last_fed: None,
             },
             foreign: ForeignCounters::default(),
         })
@@ -233,7 +233,11 @@ impl Intake {
                 self.foreign.oversized += 1;
                 continue;
             }
-            let arrived = arrival(now, wall_ns, d.kernel_time, self.gate.last_fed, LIVE_STAMP_AGE);
+            let previous = self
+                .gate
+                .last_fed
+                .unwrap_or_else(|| now.checked_sub(LIVE_STAMP_AGE).unwrap_or(now));
+            let arrived = arrival(now, wall_ns, d.kernel_time, previous, LIVE_STAMP_AGE);
             self.gate.feed(&mut self.foreign, arrived, d.from, d.data, receiver);
         }
         Ok(n)
@@ -257,7 +261,11 @@ impl Intake {
 struct Gate {
     peer: IpAddr,
     locked: Option<SocketAddr>,
-    last_fed: Instant,
+    /// The arrival time of the latest datagram fed: later ones are never earlier. None before
+    /// the first, so the penned datagrams keep the times they arrived at before the intake
+    /// existed (clamped to its creation, the whole first segment read as one instant's: the
+    /// sender's estimate jumped to 2–3 Gb/s, issue 37).
+    last_fed: Option<Instant>,
 }
 
 impl Gate {
@@ -283,8 +291,8 @@ impl Gate {
             // Not ours: the protocol counts it by reason, but it locks nothing.
             None => {}
         }
-        let arrived = arrived.max(self.last_fed);
-        self.last_fed = arrived;
+        let arrived = self.last_fed.map_or(arrived, |l| arrived.max(l));
+        self.last_fed = Some(arrived);
         receiver.handle_datagram(arrived, data);
     }
 }
@@ -340,6 +348,59 @@ pub(crate) fn arrival(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Zeros;
+    impl Source for Zeros {
+        fn read_at(&mut self, _: u64, buf: &mut [u8]) -> io::Result<usize> {
+            buf.fill(0);
+            Ok(buf.len())
+        }
+    }
+
+    struct Discard;
+    impl Sink for Discard {
+        fn write_at(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Issue 37: datagrams penned before the session existed, 1 ms apart, reach the session's
+    /// receiver with those arrival times, not all at the intake's creation (which made one
+    /// report interval of microseconds carry the whole first segment).
+    #[test]
+    fn penned_datagrams_reach_the_session_with_their_arrival_times() {
+        let params = transfer::SessionParams {
+            session_id: 7,
+            file_size: 0,
+            chunk_size: 1000,
+        };
+        let t0 = Instant::now().checked_sub(Duration::from_millis(500)).unwrap();
+        let mut scfg = transfer::SenderConfig::new(params);
+        scfg.open = true;
+        let mut sender = Sender::new(scfg, Zeros, Box::new(transfer::FixedRate::new(1e9)), t0).unwrap();
+        sender.push_segment(200_000, 0);
+        let mut rcfg = transfer::ReceiverConfig::new(params);
+        rcfg.open = true;
+        let mut receiver = Receiver::new(rcfg, Discard, t0).unwrap();
+        receiver.push_segment(200_000, 0);
+        let early: Vec<(Instant, Vec<u8>)> = (0..100u64)
+            .map(|i| {
+                let at = t0 + Duration::from_millis(i);
+                (at, sender.poll_transmit(at).expect("a data datagram"))
+            })
+            .collect();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut intake = Intake::new(&sock, "127.0.0.1".parse().unwrap()).unwrap();
+        intake.feed_early("127.0.0.1:5000".parse().unwrap(), &early, &mut receiver);
+        assert_eq!(receiver.stats().datagrams_received, 100);
+        let mut out = Vec::new();
+        assert!(receiver.poll_transmit_into(Instant::now(), &mut out));
+        let Ok(transfer::wire::Datagram::Report(r)) = transfer::wire::parse(&out) else {
+            panic!("not a report");
+        };
+        assert_eq!(r.interval_datagrams, 100);
+        assert_eq!(r.interval_us, 99_000, "the first to the last penned arrival");
+    }
 
     #[test]
     fn arrival_uses_the_kernel_stamp_within_bounds() {

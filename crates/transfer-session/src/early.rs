@@ -125,7 +125,7 @@ impl EarlyPen {
     pub fn drain(&mut self, sock: &UdpSocket) {
         let max = transfer::wire::MAX_PAYLOAD + transfer::wire::DATA_HEADER_LEN + transfer::wire::TAG_LEN;
         let mut rb = netio::RecvBatch::new(64, max);
-        let mut prev: Option<Instant> = None;
+        let penned_before = self.stats.penned;
         for _ in 0..PEN_DATAGRAMS / 64 {
             match rb.recv_batch(sock, Some(Duration::ZERO)) {
                 Ok(n) if n > 0 => {}
@@ -149,12 +149,23 @@ impl EarlyPen {
                     now,
                     wall_ns,
                     d.kernel_time,
-                    prev.unwrap_or_else(|| now.checked_sub(PEN_AGE).unwrap_or(now)),
+                    now.checked_sub(PEN_AGE).unwrap_or(now),
                     PEN_AGE,
                 );
-                prev = Some(at);
                 self.push(at, d.from, d.data);
             }
+        }
+        // In queue order, each no later than the next: a stamp too new (the kernel stamps the
+        // datagrams that came while it was still turning stamping on when they are read, and a
+        // wall-clock step) is pulled back to the next one's, never the others forward to it —
+        // clamping forward let one such stamp flatten a whole train onto one instant.
+        let new = usize::try_from(self.stats.penned - penned_before).map_or(0, |n| n.min(self.queue.len()));
+        let mut next: Option<Instant> = None;
+        for p in self.queue.iter_mut().rev().take(new) {
+            if let Some(n) = next {
+                p.at = p.at.min(n);
+            }
+            next = Some(p.at);
         }
     }
 }
@@ -179,6 +190,17 @@ mod tests {
         let to = shared.local_addr().unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let from = tx.local_addr().unwrap();
+        // The kernel turns receive stamping on in deferred work: until it has, a datagram is
+        // stamped when read. Wait (bounded) until one sent 30 ms before its read says so.
+        let mut warm = EarlyPen::default();
+        let stamped = (0..200).any(|_| {
+            tx.send_to(&datagram(8, 100), to).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            warm.drain(&shared);
+            let got = warm.take(Instant::now(), 8, from);
+            got.iter().all(|(at, _)| at.elapsed() >= Duration::from_millis(20)) && !got.is_empty()
+        });
+        assert!(stamped, "the kernel never stamped a datagram on arrival within 6 s");
         // 150 datagrams over at least 150 ms (sleeps only lengthen it), then a wait.
         let t0 = Instant::now();
         for _ in 0..150 {

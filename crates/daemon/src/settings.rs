@@ -286,7 +286,7 @@ impl Settings {
                     _ => None,
                 },
                 threads: self.threads.filter(|_| !native),
-                station_frames_per_second: if native { None } else { self.frames_per_second()? },
+                station_frames_per_second: if native { None } else { self.frame_rate()? },
                 ..ReceiverConfig::default()
             },
             ..RecvConfig::new(self.listen()?)
@@ -315,7 +315,7 @@ impl Settings {
                     relay.frames_per_second = self.frame_rate()?;
                     relay.threads = Some(t);
                 }
-                None => relay.station_frames_per_second = self.frames_per_second()?,
+                None => relay.station_frames_per_second = self.frame_rate()?,
             }
         }
         // `ipd` set: the FS asked for a spacing between packets, so every frame leaves alone at

@@ -304,6 +304,7 @@ impl Settings {
         }
         let mut cfg = RelayRunConfig {
             rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
+            frame_format: self.mode.as_ref().map_or(vdif::FrameFormat::Vdif, |m| m.format),
             ..RelayRunConfig::new(self.listen()?, to, input, output)
         };
         let relay = &mut cfg.relay;

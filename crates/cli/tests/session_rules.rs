@@ -312,3 +312,41 @@ fn mark5b_goes_to_live_outputs_only_through_both_doors() {
     v.ok("net2sfxc = close ;");
     serve.stop();
 }
+
+/// The relay orders, paces and fills VDIF only: `net2net` of a Mark5B mode is refused by the
+/// relay's one `validate()` (it was the daemon's own check, never tested), saying it in
+/// keywords, and `fill2net`, which generates VDIF, refuses the mode as one it cannot generate.
+#[test]
+fn net2net_and_fill2net_of_a_mark5b_mode_are_refused_in_keywords() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start(root.path(), "127.0.0.1:0", &[]);
+    let mut v = Vsi::connect(serve.vsi);
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    v.ok("mode = mark5b : 0xffffffff : 1 ;");
+    v.ok("net_protocol = udps ;");
+    v.ok(&format!("net_port = 127.0.0.1@{port} ;"));
+    let r = v.ask("net2net = connect : 127.0.0.1 ;");
+    assert_eq!(r.code, ReturnCode::Conflict, "{r}");
+    // (A reply's field holds no ':', the daemon writes '.' for it.)
+    assert_eq!(
+        r.fields.join(":"),
+        "cannot relay. mode mark5b is not relayed (a relay handles VDIF only, Mark5B goes to net2sfxc)"
+    );
+    let r = v.ask("fill2net = connect : 127.0.0.1 ;");
+    assert_eq!(r.code, ReturnCode::Conflict, "{r}");
+    assert!(
+        r.fields
+            .join(":")
+            .starts_with("fill2net generates real 1- or 2-bit VDIF, not mode mark5b"),
+        "{r}"
+    );
+    // Nothing was started by either: the same mode still goes to SFXC's reader.
+    let sock = root.path().join("mk5read");
+    v.ok(&format!("net2sfxc = open : {} ;", sock.display()));
+    v.ok("net2sfxc = close ;");
+    serve.stop();
+}

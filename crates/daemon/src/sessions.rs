@@ -116,19 +116,12 @@ pub enum StartError {
         /// The `mtu` setting.
         mtu: u32,
     },
-    /// `fill2net` generates real 1- or 2-bit VDIF only.
+    /// `fill2net` generates real 1- or 2-bit VDIF only (no Mark5B: the correlator input
+    /// host's `net2sfxc` is the Mark5B path).
     #[error("fill2net generates real 1- or 2-bit VDIF, not mode {mode}")]
     FillMode {
         /// The mode as set.
         mode: String,
-    },
-    /// A Mark5B mode where evlbi handles VDIF only (relaying, generating): the correlator
-    /// input host's `net2sfxc` is the Mark5B path (a recording's refusal is the receiver's
-    /// rule, [`stream_session::ConfigError::Mark5bNeedsLive`]).
-    #[error("{what} handles VDIF only, not the Mark5B mode set (Mark5B goes to SFXC by net2sfxc)")]
-    Mark5bNotHere {
-        /// What was asked ("net2net", "fill2net").
-        what: &'static str,
     },
     /// `fill2net` holds one second of data in memory: the mode's rate is capped.
     #[error("fill2net generates at most {max_gbps} Gb/s")]
@@ -321,14 +314,6 @@ impl Recording {
     }
 }
 
-/// `what` cannot take the Mark5B mode set (if one is).
-fn refuse_mark5b(settings: &Settings, what: &'static str) -> Result<(), StartError> {
-    match &settings.mode {
-        Some(m) if m.format == vdif::FrameFormat::Mark5b => Err(StartError::Mark5bNotHere { what }),
-        _ => Ok(()),
-    }
-}
-
 /// Bind a relay from the data ports to `host:port`.
 pub fn connect_relay(
     host: &str,
@@ -340,13 +325,15 @@ pub fn connect_relay(
     let port = port
         .or(settings.ports.first().map(|p| p.port))
         .unwrap_or(crate::settings::DEFAULT_PORT);
-    refuse_mark5b(settings, "net2net")?;
     let to = resolve(host, port)?;
+    // The relay's rules (a Mark5B mode among them) before the datagram's size is judged.
     let cfg = RelayRunConfig {
         writer: env.writer.clone(),
         interval: env.interval,
         ..settings.relay_config(to, input)?
-    };
+    }
+    .validate()
+    .map_err(|e| StartError::Relay(e.into()))?;
     if let Some(m) = &settings.mode {
         let datagram = m.frame_len() as usize + cfg.relay.output.prefix_len() + 28;
         if datagram > settings.mtu as usize {
@@ -452,9 +439,8 @@ pub fn connect_fill(
     let mode = settings.mode.as_ref().ok_or(StartError::ModeNotSet {
         needed_for: ": fill2net sends data of the mode",
     })?;
-    refuse_mark5b(settings, "fill2net")?;
     settings.frames_per_second()?;
-    if mode.bits > 2 || mode.complex || mode.legacy {
+    if mode.format == vdif::FrameFormat::Mark5b || mode.bits > 2 || mode.complex || mode.legacy {
         return Err(StartError::FillMode {
             mode: mode.text.clone(),
         });

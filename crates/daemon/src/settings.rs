@@ -286,7 +286,7 @@ impl Settings {
                     _ => None,
                 },
                 threads: self.threads.filter(|_| !native),
-                station_frames_per_second: if native { None } else { self.frames_per_second()? },
+                station_frames_per_second: if native { None } else { self.frame_rate()? },
                 ..ReceiverConfig::default()
             },
             ..RecvConfig::new(self.listen()?)
@@ -304,6 +304,7 @@ impl Settings {
         }
         let mut cfg = RelayRunConfig {
             rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
+            frame_format: self.mode.as_ref().map_or(vdif::FrameFormat::Vdif, |m| m.format),
             ..RelayRunConfig::new(self.listen()?, to, input, output)
         };
         let relay = &mut cfg.relay;
@@ -315,7 +316,7 @@ impl Settings {
                     relay.frames_per_second = self.frame_rate()?;
                     relay.threads = Some(t);
                 }
-                None => relay.station_frames_per_second = self.frames_per_second()?,
+                None => relay.station_frames_per_second = self.frame_rate()?,
             }
         }
         // `ipd` set: the FS asked for a spacing between packets, so every frame leaves alone at

@@ -114,3 +114,40 @@ fn sessions_are_capped_and_freed() {
     c.write_all(b"version?;\n").unwrap();
     assert!(line(&mut cr).starts_with("!version? 0 : evlbi"));
 }
+
+#[test]
+fn a_scan_set_name_no_recording_can_have_is_refused_where_it_enters_and_is_not_remembered_as_a_search() {
+    let d = start(VsiLimits::default());
+    let (mut s, mut r) = client(d.addr);
+    let mut say = |statement: &str| {
+        s.write_all(format!("{statement}\n").as_bytes()).unwrap();
+        line(&mut r)
+    };
+    // Names no recording can have (a dot, a path, a space inside the field) are the statement's
+    // parameter error, 8, with the rule a name must meet (its `:` shown as `.`, VSI-S field rule).
+    for bad in ["a.b", "../x", "x/y"] {
+        let reply = say(&format!("scan_set = {bad} ;"));
+        assert!(
+            reply.starts_with(&format!("!scan_set = 8 : scan name \"{bad}\". use 1 to 128")),
+            "{bad}: {reply}"
+        );
+    }
+    // Refused before it became this session's search string: `next` has none to repeat
+    // (jive5ab's words and code). It was remembered, and answered 8 again, before.
+    let reply = say("scan_set = next ;");
+    assert!(
+        reply.starts_with("!scan_set = 4 : no search string given yet"),
+        "{reply}"
+    );
+    // A name a recording can have, longer than a new scan's label may be (a label, its letter
+    // and `_ds<stream>`): looked for on the disks, as jive5ab does.
+    let long = format!("{}a_ds{}", "l".repeat(scanfmt::name::MAX_LABEL), "s".repeat(32));
+    assert_eq!(long.len(), scanfmt::name::MAX_NAME);
+    let reply = say(&format!("scan_set = {long} ;"));
+    assert!(
+        reply.starts_with(&format!("!scan_set = 4 : '{long}' does not exist in Mk6/VBS format")),
+        "{reply}"
+    );
+    let reply = say("scan_set = next ;");
+    assert!(reply.contains("does not exist in Mk6/VBS format"), "{reply}");
+}

@@ -99,6 +99,32 @@ impl std::fmt::Display for ScanName {
     }
 }
 
+/// The name of a recording already on a disk, or part of one, as `scan_set` is given it: the
+/// rule every recording name meets ([`is_valid`]: up to [`MAX_NAME`], longer than a
+/// [`ScanName`] label may be, since a recorder appends a letter and `_ds<stream>` to a label).
+/// Checked once where it enters, so no path is ever made of anything else. Not a label: a new
+/// scan is named by a [`ScanName`] only.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordingName(String);
+
+impl RecordingName {
+    /// `s` as a recording's name (or part of one).
+    pub fn parse(s: &str) -> Result<RecordingName, NameError> {
+        check(s).map(|s| RecordingName(s.to_string()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for RecordingName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// `s` if it is a valid scan name.
 pub fn check(s: &str) -> Result<&str, NameError> {
     if is_valid(s) {

@@ -144,6 +144,9 @@ pub enum ConfigError {
         /// The VDIF-only output asked for.
         output: Setting,
     },
+    /// A relay orders, paces and fills VDIF frames only: Mark5B goes to a live output of a
+    /// receiver (SFXC's reader, DiFX's feed).
+    Mark5bNotRelayed,
 }
 
 impl ConfigError {
@@ -203,6 +206,11 @@ impl ConfigError {
                 name(S::Frames),
                 name(S::Live)
             ),
+            ConfigError::Mark5bNotRelayed => format!(
+                "{} mark5b is not relayed (a relay handles VDIF only, Mark5B goes to {})",
+                name(S::Frames),
+                name(S::Live)
+            ),
         }
     }
 
@@ -222,6 +230,7 @@ impl ConfigError {
             ConfigError::TcpCarriesBareFrames { setting } => vec![*setting, S::To],
             ConfigError::Mark5bNeedsLive { output: S::Live } => vec![S::Frames, S::Live],
             ConfigError::Mark5bNeedsLive { output } => vec![S::Frames, *output, S::Live],
+            ConfigError::Mark5bNotRelayed => vec![S::Frames, S::Live],
         }
     }
 }

@@ -50,7 +50,7 @@ pub enum LiveTarget {
         /// Where it connects.
         addr: sfxc::SfxcAddr,
         /// The station it carries.
-        station: Option<u16>,
+        station: Option<vdif::StationId>,
     },
     /// DiFX's mpifxcorr NETWORK datastream ([`difx`]): this side connects to its port,
     /// retrying, and says so after `connect_wait`.
@@ -58,7 +58,7 @@ pub enum LiveTarget {
         /// The datastream's port.
         to: std::net::SocketAddr,
         /// The station it carries.
-        station: Option<u16>,
+        station: Option<vdif::StationId>,
         /// How long to wait for the job's port before saying so.
         connect_wait: Duration,
     },
@@ -187,12 +187,12 @@ impl FrameSink for LiveSink {
     fn frame(&mut self, station: vdif::StationId, frame: &[u8], filled: bool) {
         self.frames += 1;
         self.filled += u64::from(filled);
-        let at = match self.outputs.iter().position(|o| o.station() == Some(station.0)) {
+        let at = match self.outputs.iter().position(|o| o.station() == Some(station)) {
             Some(i) => Some(i),
             None => self
                 .outputs
                 .iter_mut()
-                .position(|o| o.station().is_none() && o.takes(station.0)),
+                .position(|o| o.station().is_none() && o.takes(station)),
         };
         match at {
             Some(i) => self.outputs[i].frame(frame, filled),

@@ -54,7 +54,7 @@ fn a_reader_gets_frames_from_a_time_step_in_order_and_a_second_is_refused() {
     let t = tempfile::tempdir().unwrap();
     let l = listener(t.path(), "mk5read").unwrap();
     let mut out = LiveOutput::start(Box::new(l), None, 1 << 20, StartRule::default()).unwrap();
-    assert!(out.takes(0x4566));
+    assert!(out.takes(vdif::StationId(0x4566)));
     // Before any reader: not kept.
     out.frame(&frame(10, 0, 0, 1), false);
     out.frame(&frame(10, 1, 0, 1), false);

@@ -71,7 +71,7 @@ pub(crate) fn station_rate_to_split(
     d: &DataDatagram<'_>,
     fps: Option<FrameRate>,
     threads: Option<u16>,
-    station_fps: Option<u32>,
+    station_fps: Option<FrameRate>,
 ) -> Option<FrameRate> {
     if threads.is_some() || fps.is_some() {
         return None;
@@ -80,7 +80,7 @@ pub(crate) fn station_rate_to_split(
         // Past 2^24 it is no rate: stream_shape refuses the announcement with its number.
         Some(n) if n.threads == 0 => FrameRate::new(n.frames_per_second).ok(),
         Some(_) => None,
-        None if d.header.frame_rate().is_none() => station_fps.and_then(|n| FrameRate::new(n).ok()),
+        None if d.header.frame_rate().is_none() => station_fps,
         None => None,
     }
 }

@@ -118,7 +118,7 @@ pub struct RelayConfig {
     pub threads: Option<u16>,
     /// Frames per second of a whole station, all its threads (a VSI-S mode's rate), when
     /// neither the threads nor the rate per thread are known: split over the threads learned.
-    pub station_frames_per_second: Option<u32>,
+    pub station_frames_per_second: Option<FrameRate>,
     /// Data rate to pace each station at (sample bits, headers excluded); `None`: from the
     /// headers (frames per second × threads × data bytes).
     pub rate_bps: Option<vdif::BitRate>,

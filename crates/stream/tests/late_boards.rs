@@ -126,7 +126,7 @@ fn configs(t0: Instant) -> [(&'static str, RelayConfig); 2] {
     let mut given = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
     (given.frames_per_second, given.threads) = (vdif::FrameRate::new(PER).ok(), Some(4));
     let mut learned = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    learned.station_frames_per_second = Some(4 * PER);
+    learned.station_frames_per_second = vdif::FrameRate::new(4 * PER).ok();
     [("threads given", given), ("threads learned", learned)]
 }
 
@@ -206,7 +206,7 @@ fn a_fake_board_coming_after_the_threads_were_counted_does_not_grow_the_station(
     ];
     for (what, fake_frame) in fakes {
         let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-        cfg.station_frames_per_second = Some(1000);
+        cfg.station_frames_per_second = vdif::FrameRate::new(1000).ok();
         let mut r = Relay::new(cfg);
         let mut tee = VecSink::default();
         let (mut forged, mut seq) = (0u64, 0u64);

@@ -162,7 +162,7 @@ fn a_board_starting_late_or_read_in_a_late_batch_loses_no_frame_at_a_receiver_th
 fn a_board_starting_late_or_read_in_a_late_batch_loses_no_frame_at_a_receiver_threads_counted() {
     let cfg = || ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(4 * PER),
+        station_frames_per_second: vdif::FrameRate::new(4 * PER).ok(),
         ..ReceiverConfig::default()
     };
     let failed = cases(cfg, "threads counted from the mode's rate");

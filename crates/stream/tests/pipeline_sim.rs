@@ -244,7 +244,7 @@ fn run(seed: u64) -> Outcome {
     .expect("LAN");
     let mut relay_cfg = RelayConfig::new(SeqFormat::None, SeqFormat::Native, t0);
     // The VSI-S mode's rate of the whole station: the relay learns the 4 threads and splits it.
-    relay_cfg.station_frames_per_second = Some(FPS * u32::from(THREADS));
+    relay_cfg.station_frames_per_second = vdif::FrameRate::new(FPS * u32::from(THREADS)).ok();
     relay_cfg.arq_latency = Some(Duration::from_millis(400));
     let latency = Duration::from_millis(300);
     let receiver = Receiver::new(ReceiverConfig {

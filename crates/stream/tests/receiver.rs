@@ -806,7 +806,7 @@ fn loss_at_the_end_is_not_guessed_between_stations() {
 fn station_rate_known(fps: u32) -> ReceiverConfig {
     ReceiverConfig {
         format: SeqFormat::Jive5ab,
-        station_frames_per_second: Some(fps),
+        station_frames_per_second: vdif::FrameRate::new(fps).ok(),
         ..ReceiverConfig::default()
     }
 }

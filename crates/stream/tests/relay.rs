@@ -270,7 +270,7 @@ fn a_station_rate_is_split_over_the_threads_learned() {
     for (threads, station_fps) in [(4u16, FPS), (2, FPS), (1, FPS)] {
         let per_thread = station_fps / u32::from(threads);
         let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-        cfg.station_frames_per_second = Some(station_fps);
+        cfg.station_frames_per_second = vdif::FrameRate::new(station_fps).ok();
         let mut r = Relay::new(cfg);
         let mut tee = VecSink::default();
         let mut out = Vec::new();
@@ -321,7 +321,7 @@ fn a_station_rate_is_split_over_the_threads_learned() {
     }
     // A rate that does not split over the threads seen is said.
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    cfg.station_frames_per_second = Some(1000);
+    cfg.station_frames_per_second = vdif::FrameRate::new(1000).ok();
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
     let mut out = Vec::new();
@@ -792,7 +792,7 @@ fn frame_at(thread: u16, k: u32, per: u32) -> Vec<u8> {
 fn a_fake_board_sending_a_fraction_of_a_thread_is_not_relayed_or_recorded() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    cfg.station_frames_per_second = Some(1000);
+    cfg.station_frames_per_second = vdif::FrameRate::new(1000).ok();
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
     let mut out = Vec::new();
@@ -898,7 +898,7 @@ fn keep_alives_answer_only_frames_taken() {
 fn a_fake_board_there_before_the_backend_gives_its_place_up_in_the_relay() {
     let t0 = Instant::now();
     let mut cfg = RelayConfig::new(SeqFormat::Jive5ab, SeqFormat::Native, t0);
-    cfg.station_frames_per_second = Some(1000);
+    cfg.station_frames_per_second = vdif::FrameRate::new(1000).ok();
     let mut r = Relay::new(cfg);
     let mut tee = VecSink::default();
     let mut out = Vec::new();

@@ -382,7 +382,7 @@ mod tests {
         /// Any header built parses back to itself; any 16 bytes parse or are refused, and what
         /// parses emits the same bytes.
         #[test]
-        fn round_trip(day in 0u16..1000, sod in 0u32..86_400, n in 0u32..32_768, rate in 1u32..=32_768, user: u16, tvg: bool) {
+        fn any_header_built_parses_back_to_itself_with_its_crc_and_frame_index(day in 0u16..1000, sod in 0u32..86_400, n in 0u32..32_768, rate in 1u32..=32_768, user: u16, tvg: bool) {
             let f = fps(rate);
             let h = Mark5bHeader { user, tvg, ..Mark5bHeader::at(day, sod, (n % rate) as u16, f).unwrap() };
             let b = h.to_bytes().unwrap();

@@ -14,6 +14,7 @@
 
 use crate::error::CommandError;
 use crate::reply::ReturnCode;
+use scanfmt::name::RecordingName;
 
 /// A VEX-style time or duration: the fields given, in order; at least one.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,8 +113,10 @@ pub enum ScanSelect {
     Number(u64),
     /// `next`: the next match of the last search.
     SearchAgain,
-    /// A search string or a recording name.
-    Name(String),
+    /// A search string or a recording name: what a recording name may hold, checked here (a
+    /// name that could never name a recording, `a.b` or `../x`, is refused as the statement's
+    /// parameter error, 8).
+    Name(RecordingName),
 }
 
 /// A start or end of the byte range.
@@ -224,7 +227,7 @@ pub(crate) fn scan_set(query: bool, f: &[String]) -> Result<ScanSet, CommandErro
         "next" => ScanSelect::SearchAgain,
         s => match s.parse::<u64>() {
             Ok(n) if n >= 1 && !s.starts_with('+') => ScanSelect::Number(n),
-            _ => ScanSelect::Name(s.to_string()),
+            _ => ScanSelect::Name(RecordingName::parse(s).map_err(|e| CommandError::param(e.to_string()))?),
         },
     };
     Ok(ScanSet::Set {
@@ -482,7 +485,7 @@ mod tests {
         assert_eq!(
             scan_set(false, &s(&["r41066_ef_no0001", "", ""])).unwrap(),
             ScanSet::Set {
-                scan: ScanSelect::Name("r41066_ef_no0001".into()),
+                scan: ScanSelect::Name(RecordingName::parse("r41066_ef_no0001").unwrap()),
                 start: Pointer::Default,
                 end: Pointer::Default
             }
@@ -516,6 +519,23 @@ mod tests {
         assert_eq!(
             scan_set(false, &s(&["x", "+junk"])).unwrap_err().code,
             ReturnCode::BadParameter
+        );
+    }
+
+    #[test]
+    fn a_scan_set_name_no_recording_can_have_is_a_parameter_error_and_the_longest_recording_name_is_not() {
+        for bad in ["a.b", "../x", "x/y", "é", &"n".repeat(scanfmt::name::MAX_NAME + 1)] {
+            let e = scan_set(false, &s(&[bad])).unwrap_err();
+            assert_eq!(e.code, ReturnCode::BadParameter, "{bad}");
+        }
+        let longest = "n".repeat(scanfmt::name::MAX_NAME);
+        assert_eq!(
+            scan_set(false, &s(&[&longest])).unwrap(),
+            ScanSet::Set {
+                scan: ScanSelect::Name(RecordingName::parse(&longest).unwrap()),
+                start: Pointer::Default,
+                end: Pointer::Default
+            }
         );
     }
 

@@ -137,7 +137,7 @@ pub struct LiveOutput {
     capacity: u64,
     chunk: Chunk,
     /// The station it carries: named, or the first to come.
-    station: Option<u16>,
+    station: Option<vdif::StationId>,
     /// VDIF time (epoch, second, frame) of the last frame taken.
     last_time: Option<(u32, u32, u32)>,
     /// A chunk was dropped: the next one handed over resumes at a time step.
@@ -156,7 +156,7 @@ impl LiveOutput {
     /// (a VDIF station id) or, `None`, the first station whose frames come.
     pub fn start(
         mut connector: Box<dyn Connector>,
-        station: Option<u16>,
+        station: Option<vdif::StationId>,
         capacity: u64,
         rule: StartRule,
     ) -> std::io::Result<LiveOutput> {
@@ -201,12 +201,12 @@ impl LiveOutput {
     }
 
     /// The station it carries, once known.
-    pub fn station(&self) -> Option<u16> {
+    pub fn station(&self) -> Option<vdif::StationId> {
         self.station
     }
 
     /// Whether it takes frames of `station` (claiming it when it carries the first to come).
-    pub fn takes(&mut self, station: u16) -> bool {
+    pub fn takes(&mut self, station: vdif::StationId) -> bool {
         match self.station {
             Some(s) => s == station,
             None => {
@@ -306,7 +306,7 @@ impl LiveOutput {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LiveOutputStatus {
             endpoint: self.endpoint.clone(),
-            station: self.station.map(|s| vdif::StationId(s).to_string()),
+            station: self.station.map(|s| s.to_string()),
             connected: self.shared.connected.load(Ordering::Relaxed),
             clients: get(&c.clients),
             clients_refused: get(&c.clients_refused),

@@ -56,6 +56,9 @@ pub struct RelayRunConfig {
     pub first_datagram_timeout: Option<Duration>,
     /// Live line cadence (at least 50 ms).
     pub interval: Duration,
+    /// Format of the frames that come (a VSI-S mode's): the relay orders, paces and fills
+    /// VDIF only, so Mark5B is refused here ([`ConfigError::Mark5bNotRelayed`]).
+    pub frame_format: vdif::FrameFormat,
 }
 
 /// Longest a relay keeps frames to answer NAKs: 10 s of 4 Gb/s is 5 GB, more than any buffer.
@@ -84,11 +87,15 @@ impl RelayRunConfig {
             idle_timeout: None,
             first_datagram_timeout: None,
             interval: Duration::from_secs(1),
+            frame_format: vdif::FrameFormat::Vdif,
         }
     }
 
     /// Apply every rule and clamp of a relay's settings.
     pub fn validate(mut self) -> Result<RelayRunConfig, ConfigError> {
+        if self.frame_format == vdif::FrameFormat::Mark5b {
+            return Err(ConfigError::Mark5bNotRelayed);
+        }
         check_listen(&self.listen)?;
         let r = &mut self.relay;
         if self.tcp {

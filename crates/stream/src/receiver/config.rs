@@ -78,7 +78,7 @@ pub struct ReceiverConfig {
     /// Frames per second of a station over all its threads (a VSI-S mode's rate), when neither
     /// `frames_per_second` nor `threads` is given: a stream's threads are counted from its
     /// first frames (until a thread comes round again) and the rate split over them.
-    pub station_frames_per_second: Option<u32>,
+    pub station_frames_per_second: Option<vdif::FrameRate>,
     /// Reorder latency: a frame is written this long (in stream time) after it is due.
     pub latency: Duration,
     /// Longest gap filled with invalid frames; longer gaps start a new segment.

@@ -183,6 +183,13 @@ fn jive5ab_udps_mark5b_is_relayed_as_whole_frames_byte_exact() {
     assert_eq!(st["frames_per_second"], 400, "learned from the frame numbers: {r}");
     assert_eq!(r["datagrams"]["datagrams"], (data.len() / PIECE) as u64, "{r}");
     assert_eq!(r["datagrams"]["split_frames_joined"], 799, "{r}");
+    // jive5ab's sender: its datagrams in order, the frames they made counted for it.
+    let sender = &r["senders"][0];
+    assert_eq!(
+        (sender["lost"].as_u64(), sender["frames"].as_u64()),
+        (Some(0), Some(799)),
+        "{r}"
+    );
 }
 
 /// The same stream cut as jive5ab cuts it, sent by the test with one datagram left out and a

@@ -427,9 +427,19 @@ impl Relay {
             return;
         }
         if let Some(m) = self.mark5b.as_mut() {
+            let before = m.counts().map_or(0, |c| c.frames_in);
             let seq = m.handle(now, from, datagram, &mut self.counters);
+            let taken = m.counts().map_or(0, |c| c.frames_in) - before;
             if let (Some(s), Some(seq)) = (sender, seq) {
                 self.senders.on_seq(s, seq);
+            }
+            // Its frames count for its sender (and its keep-alives, `--ack`): one stream, thread 0.
+            for _ in 0..taken {
+                if let Some(s) = sender {
+                    if self.senders.on_frame(s, StationId(0), 0, self.cfg.ack_every) {
+                        self.acks.push_back((input, from));
+                    }
+                }
             }
             if let Some(p) = m.take_problem() {
                 self.problem(|| p);

@@ -135,13 +135,22 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     arrival(&r.datagrams, written, "written", &addrs, r.first_problem.as_deref())
 }
 
-/// `--frames`.
+/// `--frames` (of `stream recv` and `stream relay`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum FramesArg {
+pub(crate) enum FramesArg {
     /// VDIF 1.1.1.
     Vdif,
     /// Mark5B.
     Mark5b,
+}
+
+impl From<FramesArg> for vdif::FrameFormat {
+    fn from(f: FramesArg) -> vdif::FrameFormat {
+        match f {
+            FramesArg::Vdif => vdif::FrameFormat::Vdif,
+            FramesArg::Mark5b => vdif::FrameFormat::Mark5b,
+        }
+    }
 }
 
 /// The receiver's configuration: the flags translated into [`RecvConfig`], checked by its one
@@ -156,10 +165,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig> {
         Some(l) => RecvConfig::new(listen).with_live(l),
         None => RecvConfig::new(listen),
     };
-    let frame_format = match a.frames {
-        FramesArg::Vdif => vdif::FrameFormat::Vdif,
-        FramesArg::Mark5b => vdif::FrameFormat::Mark5b,
-    };
+    let frame_format = a.frames.into();
     let cfg = RecvConfig {
         out_dir: a
             .out

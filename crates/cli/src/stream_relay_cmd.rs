@@ -13,6 +13,7 @@ use crate::flags::JsonOutput;
 use crate::session_flags::session_error;
 use crate::shared_args::{ArqLatencyArg, DataRateArg, FpsArg, ListenArgs, LiveArgs};
 use crate::stream_common::{arrival, run_bound, Format, Split};
+use crate::stream_recv_cmd::FramesArg;
 use crate::units::{parse_duration, parse_factor, parse_size};
 use crate::{usage, ProblemsFound};
 
@@ -27,6 +28,8 @@ pub const EXAMPLES: &str = "Examples:\n  \
     # the station's copy as a FlexBuff scan over four disks (vbs://ev123_no0001_dsEf), as jive5ab would record it\n  \
     evlbi stream relay --listen 46227 --to corr:46227 --format vbs --disks /mnt/disk0,/mnt/disk1,/mnt/disk2,/mnt/disk3 --scan ev123_no0001\n  \
     evlbi stream relay --listen 46227 --to corr:46227 --tee 'mk6:/mnt/disks/1/*' --scan ev123_no0001   # the same, Mark6\n  \
+    # a Mark5B station's jive5ab udps (8960-byte datagrams) on to a DiFX datastream, whole frames with their sequence numbers\n  \
+    evlbi stream relay --listen 46227 --seq-format-in jive5ab --frames mark5b --to difx-host:46227 --seq-format jive5ab\n  \
     # what it did, as JSON\n  \
     evlbi stream relay --listen 46227 --to corr:46227 --duration 10m --export-json relay.json";
 
@@ -71,6 +74,15 @@ pub struct RelayArgs {
     /// each station.
     #[arg(long, value_enum, default_value = "station")]
     split: Split,
+    /// Frame format. `mark5b`: one Mark5B stream in jive5ab's udps framing (--seq-format-in
+    /// jive5ab, one --listen): jive5ab's datagrams of the MTU's size (8960 bytes, a frame
+    /// straddling two or three) are joined into whole frames, and each frame leaves in one
+    /// datagram as it is made whole, in order, behind an 8-byte sequence number that is its
+    /// count in the stream (--seq-format jive5ab: what DiFX's Mark5B UDP reader and `stream recv
+    /// --frames mark5b` take; a gap in the numbers is the gap in the data) or bare (none). Frames
+    /// missing are counted (lost_in_input), never invented; no tee (recordings take VDIF).
+    #[arg(long, value_enum, default_value = "vdif")]
+    frames: FramesArg,
     #[command(flatten)]
     fps: FpsArg,
     /// VDIF threads per station. Default: learned from the first frames (the ids seen before
@@ -140,6 +152,7 @@ fn config(a: &RelayArgs) -> Result<RelayRunConfig> {
         ..RelayRunConfig::new(listen, to, a.seq_format_in.into(), output)
     };
     let relay = &mut cfg.relay;
+    relay.frame_format = a.frames.into();
     relay.arq_latency = a.arq.arq_latency;
     relay.frames_per_second = a.fps.fps;
     relay.threads = a.threads;

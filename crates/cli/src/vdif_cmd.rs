@@ -42,9 +42,11 @@ pub enum VdifCommand {
     /// (leap seconds counted), duration, invalid frames, gaps (within a second even without a
     /// frame rate; a thread that starts late or ends early against its station's others) and
     /// garbage. Exit code 1 when problems are found (a recorded scan's missing blocks among
-    /// them) or the file is not VDIF (Mark5B, Mark4, DADA, GUPPI data are named).
+    /// them) or the file is not VDIF (Mark4, DADA, GUPPI data are named). A Mark5B file is
+    /// inspected as Mark5B (`"format": "mark5b"` in the JSON): frames, rate, time (the time
+    /// code's day taken nearest today), gaps and garbage.
     #[command(
-        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n\nFrames are believed only in runs of three, each starting where the one before ends, whose headers agree.\nA file with under half of its bytes in such frames is \"not VDIF (n % of bytes in valid frames)\", naming Mark5B, Mark4, DADA and GUPPI data."
+        after_help = "Examples:\n  evlbi vdif inspect data/Ef.vdif\n  evlbi vdif inspect --disks '/mnt/disk*' vbs://ev123_no0001_dsEf   # a FlexBuff recording\n  evlbi vdif inspect mk6://ev123_ef_no0001                             # on /mnt/disks/*/*\n  evlbi vdif inspect --json data/*.vdif   # one object per file; {\"file\", \"error\"} where one fails\n  evlbi vdif inspect --export-json inspect.json data/Ef.vdif   # text on stdout, JSON in the file\n  evlbi vdif inspect --fps 1600 short.vdif   # frame rate of a file shorter than a second\n  evlbi vdif inspect Ef.m5b                  # a Mark5B file\n\nFrames are believed only in runs of three, each starting where the one before ends, whose headers agree.\nA file with under half of its bytes in such frames is \"not VDIF (n % of bytes in valid frames)\", naming Mark4, DADA and GUPPI data (Mark5B is read as Mark5B)."
     )]
     Inspect(InspectArgs),
     /// Sampler statistics: how often each 2-bit (or 1-bit) state occurs per thread and channel
@@ -381,12 +383,32 @@ enum FileResult {
     Failed { file: PathBuf, error: String },
 }
 
+/// Inspect VDIF, or Mark5B when the first bytes say so (`vdif::formats::identify`, the check
+/// that names Mark5B in "not VDIF").
+fn inspect_any(mut r: ProgressReader, fps: Option<vdif::FrameRate>) -> Result<vdif::inspect::InspectReport> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    (&mut r)
+        .take(vdif::formats::IDENTIFY_BYTES as u64)
+        .read_to_end(&mut head)?;
+    let whole = head.len() < vdif::formats::IDENTIFY_BYTES;
+    let all = std::io::Cursor::new(head.clone()).chain(r);
+    if let Some(vdif::formats::KnownFormat::Mark5b { .. }) = vdif::formats::identify(&head, whole) {
+        // The time code's day is resolved nearest today.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        return Ok(vdif::inspect::mark5b::inspect_mark5b(all, fps, now)?);
+    }
+    Ok(inspect(all, fps, |_, _| {})?)
+}
+
 fn inspect_files(a: InspectArgs) -> Result<()> {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for path in &a.files {
         let inspected = open(path, &a.disks).and_then(|(r, scan_problems)| {
-            let mut report = inspect(r, a.fps.fps, |_, _| {})?;
+            let mut report = inspect_any(r, a.fps.fps)?;
             report.problems.splice(0..0, scan_problems);
             Ok(report)
         });

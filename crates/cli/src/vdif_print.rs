@@ -13,6 +13,35 @@ fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
 pub(crate) fn print_inspect(f: &FileReport) {
     let r = &f.report;
     println!("file       {} ({} bytes)", f.file.display(), r.file_bytes);
+    if r.format.as_deref() == Some(vdif::inspect::mark5b::MARK5B_FORMAT) {
+        print_mark5b_head(r);
+    } else {
+        print_vdif_head(r);
+    }
+    print_inspect_tail(r);
+}
+
+/// A Mark5B file's format lines: one stream of 10 016-byte frames, its rate.
+fn print_mark5b_head(r: &vdif::inspect::InspectReport) {
+    println!("format     Mark5B, one stream");
+    println!(
+        "frames     {} of {} bytes (16-byte header)",
+        r.frames,
+        opt(&r.frame_bytes)
+    );
+    match r.frames_per_second {
+        Some(fps) => println!(
+            "rate       {} (from {}), {}b/s",
+            fps,
+            opt(&r.frame_rate_source),
+            si_fmt(r.data_rate_bps.unwrap_or(0.0))
+        ),
+        None => println!("rate       unknown (the frames do not cross a second; pass --fps)"),
+    }
+}
+
+/// A VDIF file's format lines: stations, threads, frames, samples, rate.
+fn print_vdif_head(r: &vdif::inspect::InspectReport) {
     if r.stations.len() > 1 {
         println!("stations   {}", r.stations.len());
         for s in &r.stations {
@@ -58,6 +87,10 @@ pub(crate) fn print_inspect(f: &FileReport) {
         ),
         None => println!("rate       unknown (no thread crosses a second; pass --fps)"),
     }
+}
+
+/// The lines every format has: time, invalid and missing frames, garbage, notes, verdict.
+fn print_inspect_tail(r: &vdif::inspect::InspectReport) {
     match (&r.start_utc, &r.first_second_utc) {
         (None, Some(sec)) => println!("time       in the second from {sec} (no frame rate: no time within it)"),
         _ => println!(

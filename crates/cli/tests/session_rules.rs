@@ -313,9 +313,9 @@ fn mark5b_goes_to_live_outputs_only_through_both_doors() {
     serve.stop();
 }
 
-/// The relay orders, paces and fills VDIF only: `net2net` of a Mark5B mode is refused by the
-/// relay's one `validate()` (it was the daemon's own check, never tested), saying it in
-/// keywords, and `fill2net`, which generates VDIF, refuses the mode as one it cannot generate.
+/// `net2net` of a Mark5B mode is refused saying why (a relay sends whole frames, which no mtu
+/// carries; net2sfxc or `stream relay --frames mark5b` instead), and `fill2net`, which generates
+/// VDIF, refuses the mode as one it cannot generate.
 #[test]
 fn net2net_and_fill2net_of_a_mark5b_mode_are_refused_in_keywords() {
     let root = tempfile::tempdir().unwrap();
@@ -329,12 +329,16 @@ fn net2net_and_fill2net_of_a_mark5b_mode_are_refused_in_keywords() {
     v.ok("mode = mark5b : 0xffffffff : 1 ;");
     v.ok("net_protocol = udps ;");
     v.ok(&format!("net_port = 127.0.0.1@{port} ;"));
-    let r = v.ask("net2net = connect : 127.0.0.1 ;");
+    // A relay sends each frame whole in one datagram: Mark5B's 10016-byte frames fit no mtu
+    // (at most 9000, the range jive5ab takes), where jive5ab cuts the stream instead.
+    v.ok("mtu = 9000 ;");
+    let r = v.ask(&format!("net2net = connect : 127.0.0.1 : {port} : udps ;"));
     assert_eq!(r.code, ReturnCode::Conflict, "{r}");
-    // (A reply's field holds no ':', the daemon writes '.' for it.)
-    assert_eq!(
-        r.fields.join(":"),
-        "cannot relay. mode mark5b is not relayed (a relay handles VDIF only, Mark5B goes to net2sfxc)"
+    assert!(
+        r.fields.join(":").starts_with(
+            "10052-byte datagrams (IP header included). no mtu (at most 9000) carries a frame of this mode whole"
+        ),
+        "{r}"
     );
     let r = v.ask("fill2net = connect : 127.0.0.1 ;");
     assert_eq!(r.code, ReturnCode::Conflict, "{r}");
@@ -344,7 +348,7 @@ fn net2net_and_fill2net_of_a_mark5b_mode_are_refused_in_keywords() {
             .starts_with("fill2net generates real 1- or 2-bit VDIF, not mode mark5b"),
         "{r}"
     );
-    // Nothing was started by either: the same mode still goes to SFXC's reader.
+    // Nothing was started: the same mode still goes to SFXC's reader.
     let sock = root.path().join("mk5read");
     v.ok(&format!("net2sfxc = open : {} ;", sock.display()));
     v.ok("net2sfxc = close ;");

@@ -319,6 +319,15 @@ fn other_formats_are_named_by_every_command() {
             args.push(p(&path));
             let o = evlbi(&args);
             let err = text(&o.stderr);
+            if args[1] == "inspect" && named.starts_with("Mark5B") {
+                // `vdif inspect` reads Mark5B (issue 35): its 8 frames, the stray VDIF headers
+                // inside their data not taken for frames.
+                assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+                let out = text(&o.stdout);
+                assert!(out.contains("format     Mark5B, one stream"), "{out}");
+                assert!(out.contains("frames     8 of 10016 bytes"), "{out}");
+                continue;
+            }
             assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
             assert!(err.contains("not VDIF (") && err.contains(named), "{args:?}: {err}");
             assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o.stdout));

@@ -116,6 +116,16 @@ pub enum StartError {
         /// The `mtu` setting.
         mtu: u32,
     },
+    /// One datagram of the mode is larger than any `mtu` (at most 9000): a relay sends each
+    /// frame whole in one datagram (Mark5B's 10016-byte frames; jive5ab cuts them instead).
+    #[error(
+        "{datagram}-byte datagrams (IP header included): no mtu (at most 9000) carries a frame of this mode whole, \
+         as a relay sends it (Mark5B: feed SFXC with net2sfxc, or relay with evlbi stream relay --frames mark5b where the path takes {datagram} bytes)"
+    )]
+    FrameOverAnyMtu {
+        /// Datagram bytes, IP and UDP headers included.
+        datagram: usize,
+    },
     /// `fill2net` generates real 1- or 2-bit VDIF only (no Mark5B: the correlator input
     /// host's `net2sfxc` is the Mark5B path).
     #[error("fill2net generates real 1- or 2-bit VDIF, not mode {mode}")]
@@ -336,6 +346,9 @@ pub fn connect_relay(
     .map_err(|e| StartError::Relay(e.into()))?;
     if let Some(m) = &settings.mode {
         let datagram = m.frame_len() as usize + cfg.relay.output.prefix_len() + 28;
+        if datagram > 9000 {
+            return Err(StartError::FrameOverAnyMtu { datagram });
+        }
         if datagram > settings.mtu as usize {
             return Err(StartError::DatagramOverMtu {
                 datagram,

@@ -304,10 +304,10 @@ impl Settings {
         }
         let mut cfg = RelayRunConfig {
             rcvbuf: usize::try_from(self.socbuf).unwrap_or(usize::MAX),
-            frame_format: self.mode.as_ref().map_or(vdif::FrameFormat::Vdif, |m| m.format),
             ..RelayRunConfig::new(self.listen()?, to, input, output)
         };
         let relay = &mut cfg.relay;
+        relay.frame_format = self.mode.as_ref().map_or(vdif::FrameFormat::Vdif, |m| m.format);
         if input != SeqFormat::Native {
             // Threads set: the mode's rate split over them. Not set (the FS never sets them):
             // the relay learns each station's threads and splits the mode's rate over those.

@@ -144,9 +144,13 @@ pub enum ConfigError {
         /// The VDIF-only output asked for.
         output: Setting,
     },
-    /// A relay orders, paces and fills VDIF frames only: Mark5B goes to a live output of a
-    /// receiver (SFXC's reader, DiFX's feed).
-    Mark5bNotRelayed,
+    /// A relay of Mark5B takes one stream in jive5ab's udps framing (the sequence numbers
+    /// order the frames; Mark5B has no station id to tell streams apart) and sends it on as
+    /// udps or bare datagrams (`setting`: the one that cannot be).
+    Mark5bRelayed {
+        /// The setting Mark5B cannot go with.
+        setting: Setting,
+    },
 }
 
 impl ConfigError {
@@ -206,10 +210,11 @@ impl ConfigError {
                 name(S::Frames),
                 name(S::Live)
             ),
-            ConfigError::Mark5bNotRelayed => format!(
-                "{} mark5b is not relayed (a relay handles VDIF only, Mark5B goes to {})",
+            ConfigError::Mark5bRelayed { setting } => format!(
+                "{} mark5b relays one Mark5B stream as jive5ab udps in, udps or bare datagrams out: {} {}",
                 name(S::Frames),
-                name(S::Live)
+                name(*setting),
+                mark5b_relay_why(*setting)
             ),
         }
     }
@@ -230,8 +235,19 @@ impl ConfigError {
             ConfigError::TcpCarriesBareFrames { setting } => vec![*setting, S::To],
             ConfigError::Mark5bNeedsLive { output: S::Live } => vec![S::Frames, S::Live],
             ConfigError::Mark5bNeedsLive { output } => vec![S::Frames, *output, S::Live],
-            ConfigError::Mark5bNotRelayed => vec![S::Frames, S::Live],
+            ConfigError::Mark5bRelayed { setting } => vec![*setting, S::Frames],
         }
+    }
+}
+
+/// Why a relay of Mark5B cannot take `setting` as given.
+fn mark5b_relay_why(setting: Setting) -> &'static str {
+    match setting {
+        Setting::InputFormat => "must be jive5ab (bare datagrams carry no count to order the frames by)",
+        Setting::Format => "must be jive5ab or none (native framing and its ARQ carry VDIF)",
+        Setting::Listen => "must name one input (Mark5B has no station id to tell streams apart)",
+        Setting::To => "cannot be tcp: (send a DiFX datastream Mark5B over UDP)",
+        _ => "is for VDIF (recordings take VDIF, not Mark5B)",
     }
 }
 

@@ -29,7 +29,7 @@ mod admission;
 mod boards;
 mod config;
 mod learning;
-mod pieces;
+pub(crate) mod pieces;
 mod standing;
 mod station;
 

@@ -39,6 +39,7 @@
 
 mod boards;
 mod growth;
+mod mark5b;
 mod queue;
 mod senders;
 
@@ -63,6 +64,8 @@ use crate::thread_set::ThreadSet;
 use crate::window::{FrameSink, ThreadMap};
 use crate::wire::{parse_data, DataDatagram, SeqFormat};
 use boards::{Board, Boards, HeldFrame, LearnSource, LEARN_SOURCES};
+use mark5b::Mark5bRelay;
+pub use mark5b::MARK5B_STREAM_NAME;
 pub use queue::LiveSchedule;
 use queue::{LiveQueue, LiveSource};
 use senders::SenderTable;
@@ -106,6 +109,9 @@ pub struct RelayConfig {
     pub input: SeqFormat,
     /// Framing of the output datagrams.
     pub output: SeqFormat,
+    /// Format of the frames: VDIF, or one Mark5B stream (jive5ab udps in, joined into whole
+    /// frames when cut into pieces; whole frames out, in order: the `mark5b` module).
+    pub frame_format: vdif::FrameFormat,
     /// Sender session of the native prefix (not 0; differs between runs).
     pub session: u16,
     /// First sequence number out.
@@ -147,6 +153,7 @@ impl RelayConfig {
         RelayConfig {
             input,
             output,
+            frame_format: vdif::FrameFormat::Vdif,
             session: 1,
             first_seq: 0,
             arq_latency: None,
@@ -327,11 +334,15 @@ pub struct Relay {
     acks: VecDeque<(u16, SocketAddr)>,
     /// Bytes queued over all stations.
     queued: Rc<Cell<usize>>,
+    /// The relay of a Mark5B stream, in place of the stations (`frame_format`).
+    mark5b: Option<Mark5bRelay>,
 }
 
 impl Relay {
     /// A relay with no input yet.
     pub fn new(cfg: RelayConfig) -> Relay {
+        let mark5b = (cfg.frame_format == vdif::FrameFormat::Mark5b)
+            .then(|| Mark5bRelay::new(cfg.output, cfg.buffer_bytes, cfg.frames_per_second));
         let sender = Sender::new(SenderConfig {
             format: cfg.output,
             session: cfg.session,
@@ -355,6 +366,7 @@ impl Relay {
             told_no_frame_rate: false,
             acks: VecDeque::new(),
             queued: Rc::new(Cell::new(0)),
+            mark5b,
         }
     }
 
@@ -412,6 +424,26 @@ impl Relay {
                     datagram.len()
                 )
             });
+            return;
+        }
+        if let Some(m) = self.mark5b.as_mut() {
+            let before = m.counts().map_or(0, |c| c.frames_in);
+            let seq = m.handle(now, from, datagram, &mut self.counters);
+            let taken = m.counts().map_or(0, |c| c.frames_in) - before;
+            if let (Some(s), Some(seq)) = (sender, seq) {
+                self.senders.on_seq(s, seq);
+            }
+            // Its frames count for its sender (and its keep-alives, `--ack`): one stream, thread 0.
+            for _ in 0..taken {
+                if let Some(s) = sender {
+                    if self.senders.on_frame(s, StationId(0), 0, self.cfg.ack_every) {
+                        self.acks.push_back((input, from));
+                    }
+                }
+            }
+            if let Some(p) = m.take_problem() {
+                self.problem(|| p);
+            }
             return;
         }
         let d = match parse_data(self.cfg.input, datagram) {
@@ -929,6 +961,10 @@ impl Relay {
                     .filter_map(|s| s.newcomer.as_ref().map(|n| n.deadline())),
             )
             .min();
+        if let Some(m) = self.mark5b.as_ref() {
+            // Its frames leave as they are made whole: due now (the run's start is past).
+            return (m.queued() > 0).then_some(self.cfg.start);
+        }
         match (self.sender.poll_timeout(), learn) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -937,11 +973,18 @@ impl Relay {
 
     /// The next datagrams to send at `now` (repeats first); `None` when nothing is due.
     pub fn poll_transmit(&mut self, now: Instant) -> Result<Option<Transmit<'_>>, SenderError> {
+        if let Some(m) = self.mark5b.as_mut() {
+            return Ok(m.poll_transmit());
+        }
         self.sender.poll_transmit(now)
     }
 
     /// The transmit returned last was handed to the socket at `now`.
     pub fn on_transmitted(&mut self, now: Instant) {
+        if let Some(m) = self.mark5b.as_mut() {
+            m.on_transmitted(now);
+            return;
+        }
         self.sender.on_transmitted(now);
     }
 
@@ -1002,6 +1045,9 @@ impl Relay {
 
     /// Each station's counters.
     pub fn stations(&self) -> Vec<RelayedStation> {
+        if let Some(m) = self.mark5b.as_ref() {
+            return m.station().into_iter().collect();
+        }
         self.stations
             .iter()
             .map(|s| {
@@ -1025,6 +1071,13 @@ impl Relay {
     /// Totals over all stations (live lines).
     pub fn totals(&self) -> RelayTotals {
         let mut t = RelayTotals::default();
+        if let Some(m) = self.mark5b.as_ref() {
+            if let Some(c) = m.counts() {
+                (t.frames_in, t.frames_out) = (c.frames_in, c.frames_out);
+                (t.lost_in_input, t.overflow_dropped) = (c.lost_in_input, c.overflow_dropped);
+            }
+            t.queued = m.queued() as u64;
+        }
         for s in &self.stations {
             t.frames_in += s.counts.frames_in;
             t.lost_in_input += s.counts.lost_in_input;

@@ -56,9 +56,6 @@ pub struct RelayRunConfig {
     pub first_datagram_timeout: Option<Duration>,
     /// Live line cadence (at least 50 ms).
     pub interval: Duration,
-    /// Format of the frames that come (a VSI-S mode's): the relay orders, paces and fills
-    /// VDIF only, so Mark5B is refused here ([`ConfigError::Mark5bNotRelayed`]).
-    pub frame_format: vdif::FrameFormat,
 }
 
 /// Longest a relay keeps frames to answer NAKs: 10 s of 4 Gb/s is 5 GB, more than any buffer.
@@ -87,16 +84,13 @@ impl RelayRunConfig {
             idle_timeout: None,
             first_datagram_timeout: None,
             interval: Duration::from_secs(1),
-            frame_format: vdif::FrameFormat::Vdif,
         }
     }
 
     /// Apply every rule and clamp of a relay's settings.
     pub fn validate(mut self) -> Result<RelayRunConfig, ConfigError> {
-        if self.frame_format == vdif::FrameFormat::Mark5b {
-            return Err(ConfigError::Mark5bNotRelayed);
-        }
         check_listen(&self.listen)?;
+        self.check_mark5b()?;
         let r = &mut self.relay;
         if self.tcp {
             if r.arq_latency.is_some() {
@@ -141,6 +135,26 @@ impl RelayRunConfig {
         r.max_stations = r.max_stations.clamp(1, 1024);
         self.interval = self.interval.max(MIN_INTERVAL);
         Ok(self)
+    }
+
+    /// A Mark5B relay's rules: one stream, jive5ab udps in, udps or bare datagrams out, no
+    /// recording (the stream crate's `relay::mark5b` module says why).
+    fn check_mark5b(&self) -> Result<(), ConfigError> {
+        if self.relay.frame_format != vdif::FrameFormat::Mark5b {
+            return Ok(());
+        }
+        let refused = [
+            (self.listen.len() > 1, Setting::Listen),
+            (self.relay.input != SeqFormat::Jive5ab, Setting::InputFormat),
+            (self.tcp, Setting::To),
+            (self.relay.output == SeqFormat::Native, Setting::Format),
+            (self.tee.is_some(), Setting::Tee),
+            (self.tee_recording.is_some(), Setting::Recording),
+        ];
+        match refused.into_iter().find(|(bad, _)| *bad) {
+            Some((_, setting)) => Err(ConfigError::Mark5bRelayed { setting }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -220,6 +234,55 @@ mod tests {
                 setting: Setting::ArqLatency
             }
         );
+    }
+
+    /// A Mark5B relay refuses, naming the setting, what it cannot do: several inputs, bare or
+    /// native input, native output, TCP, a tee or recording; jive5ab in and udps or bare out
+    /// pass.
+    #[test]
+    fn a_mark5b_relay_refuses_what_it_cannot_carry() {
+        let mark5b = |f: &dyn Fn(&mut RelayRunConfig)| {
+            let mut c = cfg();
+            c.relay.frame_format = vdif::FrameFormat::Mark5b;
+            c.relay.input = SeqFormat::Jive5ab;
+            c.relay.output = SeqFormat::Jive5ab;
+            f(&mut c);
+            c.validate().map(|_| ())
+        };
+        let refused = |setting| Err(ConfigError::Mark5bRelayed { setting });
+        assert_eq!(mark5b(&|_| {}), Ok(()));
+        assert_eq!(mark5b(&|c| c.relay.output = SeqFormat::None), Ok(()));
+        assert_eq!(
+            mark5b(&|c| c.listen.push("127.0.0.1:1".parse().unwrap())),
+            refused(Setting::Listen)
+        );
+        assert_eq!(
+            mark5b(&|c| c.relay.input = SeqFormat::None),
+            refused(Setting::InputFormat)
+        );
+        assert_eq!(
+            mark5b(&|c| c.relay.input = SeqFormat::Native),
+            refused(Setting::InputFormat)
+        );
+        assert_eq!(
+            mark5b(&|c| c.relay.output = SeqFormat::Native),
+            refused(Setting::Format)
+        );
+        assert_eq!(
+            mark5b(&|c| {
+                c.tcp = true;
+                c.relay.output = SeqFormat::None;
+            }),
+            refused(Setting::To)
+        );
+        assert_eq!(mark5b(&|c| c.tee = Some("t".into())), refused(Setting::Tee));
+        assert_eq!(
+            mark5b(&|c| c.tee_recording = Some(crate::testing::scan())),
+            refused(Setting::Recording)
+        );
+        let e = ConfigError::Mark5bRelayed { setting: Setting::Tee };
+        assert_eq!(e.settings(), [Setting::Tee, Setting::Frames]);
+        assert!(e.to_string().contains("recordings take VDIF"), "{e}");
     }
 
     /// What the binary clamped alone before is clamped for every caller (`evlbi serve` too).

@@ -6,6 +6,7 @@
 //! and problems are listed (all are counted).
 
 pub(crate) mod checked;
+pub mod mark5b;
 mod span;
 mod tracker;
 
@@ -112,6 +113,11 @@ pub struct StationSummary {
 /// Everything `evlbi vdif inspect` reports. Fields are `None` when the file cannot tell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InspectReport {
+    /// The frames' format when not VDIF: `mark5b` ([`mark5b::inspect_mark5b`]; then the VDIF
+    /// fields that do not apply are empty, and a gap's `after` second counts the time code's
+    /// 1000-day cycle). Absent for VDIF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     /// Bytes read.
     pub file_bytes: u64,
     /// Total frames found.
@@ -481,6 +487,7 @@ fn summarise(mut i: Inspector, h0: VdifHeader) -> InspectReport {
     }
     let streams = per_thread.len() as f64;
     InspectReport {
+        format: None,
         file_bytes: i.report_bytes,
         frames: i.frames,
         frame_bytes_total: i.valid_bytes,

@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     if boards {
         cfg.format = SeqFormat::Jive5ab;
         if learned {
-            cfg.station_frames_per_second = Some(4 * fps);
+            cfg.station_frames_per_second = vdif::FrameRate::new(4 * fps).ok();
         } else {
             (cfg.frames_per_second, cfg.threads) = (vdif::FrameRate::new(fps).ok(), Some(4));
         }

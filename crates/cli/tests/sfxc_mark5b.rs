@@ -215,33 +215,8 @@ fn a_mark5b_stream_jive5ab_cut_into_8960_byte_datagrams_reaches_sfxc_whole() {
     std::fs::write(&file, station.0.concat()).unwrap();
     let (s, mut v, port, sock) = input_host(t.path());
     let j = common::Jive5ab::start(&j5);
-    let send = || {
-        // The station's 32 Mb/s in 8960-byte datagrams: one every 2.24 ms.
-        let file_cmd = format!("file2net = connect : 127.0.0.1 : {} ;", file.display());
-        let r = j.vsi(&[
-            "net_protocol = udps ;",
-            "mtu = 9000 ;",
-            "ipd = 2200 ;",
-            &format!("net_port = {port} ;"),
-            &file_cmd,
-        ]);
-        assert!(r.iter().all(|l| l.contains("= 0") || l.contains("=  0")), "{r:?}");
-        // jive5ab connects in the background: `on` before it has is "6 : not connected yet".
-        let t0 = Instant::now();
-        loop {
-            let on = j.vsi(&["file2net = on ;"]);
-            if on[0].contains("=  0") || on[0].contains("= 0") {
-                break;
-            }
-            assert!(on[0].contains("not connected yet"), "{on:?}");
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "jive5ab never connected: {on:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        j.until_inactive("file2net? ;");
-    };
+    // The station's 32 Mb/s in 8960-byte datagrams: one every 2.24 ms.
+    let send = || j.file2net_udps(&file, port, 2200);
     sfxc_reads_what_is_sent(&h, &sock, &station, 0..0, send);
     let (received, _) = common::vsi::settled(&mut v);
     assert_eq!(received, 840);

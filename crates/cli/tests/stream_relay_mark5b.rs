@@ -146,30 +146,7 @@ fn jive5ab_udps_mark5b_is_relayed_as_whole_frames_byte_exact() {
     let json = t.path().join("relay.json");
     let (relay, port, _lines) = start_relay(to, &json);
     let j = common::Jive5ab::start(&j5);
-    let file_cmd = format!("file2net = connect : 127.0.0.1 : {} ;", file.display());
-    let r = j.vsi(&[
-        "net_protocol = udps ;",
-        "mtu = 9000 ;",
-        "ipd = 1000 ;",
-        &format!("net_port = {port} ;"),
-        &file_cmd,
-    ]);
-    assert!(r.iter().all(|l| l.contains("= 0") || l.contains("=  0")), "{r:?}");
-    // jive5ab connects in the background: `on` before it has is "6 : not connected yet".
-    let t0 = Instant::now();
-    loop {
-        let on = j.vsi(&["file2net = on ;"]);
-        if on[0].contains("=  0") || on[0].contains("= 0") {
-            break;
-        }
-        assert!(on[0].contains("not connected yet"), "{on:?}");
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "jive5ab never connected: {on:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    j.until_inactive("file2net? ;");
+    j.file2net_udps(&file, port, 1000);
     let r = relay_report(relay, &json);
     let got = reader.join().unwrap();
     // 800 frames are 894 whole datagrams and 6400 bytes jive5ab keeps: 799 frames whole.

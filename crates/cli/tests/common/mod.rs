@@ -541,4 +541,33 @@ impl Jive5ab {
     pub fn until_inactive(&self, query: &str) {
         until_inactive(query, |q| self.vsi(q))
     }
+
+    /// `file2net` of `file` to 127.0.0.1:`port` in udps under a 9000-byte MTU (8960-byte
+    /// datagrams) with `ipd_ns` between datagrams, until jive5ab says it is done.
+    pub fn file2net_udps(&self, file: &std::path::Path, port: u16, ipd_ns: u32) {
+        let file_cmd = format!("file2net = connect : 127.0.0.1 : {} ;", file.display());
+        let r = self.vsi(&[
+            "net_protocol = udps ;",
+            "mtu = 9000 ;",
+            &format!("ipd = {ipd_ns} ;"),
+            &format!("net_port = {port} ;"),
+            &file_cmd,
+        ]);
+        assert!(r.iter().all(|l| l.contains("= 0") || l.contains("=  0")), "{r:?}");
+        // jive5ab connects in the background: `on` before it has is "6 : not connected yet".
+        let t0 = std::time::Instant::now();
+        loop {
+            let on = self.vsi(&["file2net = on ;"]);
+            if on[0].contains("=  0") || on[0].contains("= 0") {
+                break;
+            }
+            assert!(on[0].contains("not connected yet"), "{on:?}");
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "jive5ab never connected: {on:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.until_inactive("file2net? ;");
+    }
 }

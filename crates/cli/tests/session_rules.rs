@@ -336,7 +336,7 @@ fn net2net_and_fill2net_of_a_mark5b_mode_are_refused_in_keywords() {
     assert_eq!(r.code, ReturnCode::Conflict, "{r}");
     assert!(
         r.fields.join(":").starts_with(
-            "10052-byte datagrams (IP header included). no mtu (at most 9000) carries a frame of this mode whole"
+            "net2net sends each frame whole. 10052-byte datagrams (IP header included), more than any mtu (at most 9000) carries"
         ),
         "{r}"
     );

@@ -55,7 +55,10 @@ fn start_relay(to: u16, json: &Path) -> (Proc, u16, Receiver<String>) {
 }
 
 /// Every datagram that reaches `sock` until none came for 5 s after the first (30 s at most).
+/// Its buffer holds 1.6 s of the tests' streams: this thread may wait for a core meanwhile (a
+/// default 208 KiB buffer held 20 frames and dropped one in a suite run).
 fn read_all(sock: UdpSocket) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    let _ = netio::socket::size_buffers(&sock, netio::socket::BufferRequest::new(32 << 20, 0));
     std::thread::spawn(move || {
         sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
         let mut got = Vec::new();

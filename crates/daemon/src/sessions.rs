@@ -119,8 +119,8 @@ pub enum StartError {
     /// One datagram of the mode is larger than any `mtu` (at most 9000): a relay sends each
     /// frame whole in one datagram (Mark5B's 10016-byte frames; jive5ab cuts them instead).
     #[error(
-        "{datagram}-byte datagrams (IP header included): no mtu (at most 9000) carries a frame of this mode whole, \
-         as a relay sends it (Mark5B: feed SFXC with net2sfxc, or relay with evlbi stream relay --frames mark5b where the path takes {datagram} bytes)"
+        "net2net sends each frame whole: {datagram}-byte datagrams (IP header included), more than any mtu (at most 9000) \
+         carries (Mark5B: feed SFXC with net2sfxc, or relay with evlbi stream relay --frames mark5b where the path takes {datagram} bytes)"
     )]
     FrameOverAnyMtu {
         /// Datagram bytes, IP and UDP headers included.
@@ -128,10 +128,12 @@ pub enum StartError {
     },
     /// `fill2net` generates real 1- or 2-bit VDIF only (no Mark5B: the correlator input
     /// host's `net2sfxc` is the Mark5B path).
-    #[error("fill2net generates real 1- or 2-bit VDIF, not mode {mode}")]
+    #[error("fill2net generates real 1- or 2-bit VDIF, not mode {mode}{}", if *.mark5b { " (Mark5B data goes to SFXC through net2sfxc)" } else { "" })]
     FillMode {
         /// The mode as set.
         mode: String,
+        /// It is a Mark5B mode (the reply then says where Mark5B goes).
+        mark5b: bool,
     },
     /// `fill2net` holds one second of data in memory: the mode's rate is capped.
     #[error("fill2net generates at most {max_gbps} Gb/s")]
@@ -456,6 +458,7 @@ pub fn connect_fill(
     if mode.format == vdif::FrameFormat::Mark5b || mode.bits > 2 || mode.complex || mode.legacy {
         return Err(StartError::FillMode {
             mode: mode.text.clone(),
+            mark5b: mode.format == vdif::FrameFormat::Mark5b,
         });
     }
     let port = port

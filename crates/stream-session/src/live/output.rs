@@ -151,27 +151,6 @@ pub struct LiveOutput {
     writer: Option<JoinHandle<()>>,
 }
 
-/// Chunks enough for `capacity` queued bytes, their pages touched, into the free list — by the
-/// writer thread as the output starts, so the receive thread never faults a fresh page in
-/// while a reader that stalled lets the queue grow: on this VM class a fresh page costs
-/// several µs, and a 300 ms reader stall grows the queue by ~150 MB at 4 Gb/s (a net2sfxc run
-/// whose queue reached 109 MB held the receive thread 48 ms on its core and lost 11 096
-/// frames, bench/RESULTS.md session 7). Stops early if the output stops.
-fn populate(shared: &Shared, capacity: u64) {
-    let chunks = usize::try_from(capacity / CHUNK_BYTES as u64)
-        .unwrap_or(usize::MAX)
-        .saturating_add(2);
-    for _ in 0..chunks {
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut c = Chunk::with_room();
-        c.data.resize(CHUNK_ROOM, 0);
-        c.data.clear();
-        shared.lock().free.push(c);
-    }
-}
-
 impl LiveOutput {
     /// An output serving `connector`'s readers with up to `capacity` bytes queued, for `station`
     /// (a VDIF station id) or, `None`, the first station whose frames come.
@@ -196,15 +175,13 @@ impl LiveOutput {
         });
         let endpoint = connector.endpoint();
         let s = shared.clone();
-        let capacity = capacity.max(CHUNK_BYTES as u64 * 2);
-        let writer = std::thread::Builder::new().name("live-writer".into()).spawn(move || {
-            populate(&s, capacity);
-            writer(&s, connector.as_mut(), rule)
-        })?;
+        let writer = std::thread::Builder::new()
+            .name("live-writer".into())
+            .spawn(move || writer(&s, connector.as_mut(), rule))?;
         Ok(LiveOutput {
             shared,
             endpoint,
-            capacity,
+            capacity: capacity.max(CHUNK_BYTES as u64 * 2),
             chunk: Chunk::with_room(),
             station,
             last_time: None,

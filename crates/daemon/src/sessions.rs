@@ -348,7 +348,7 @@ pub fn connect_relay(
     .map_err(|e| StartError::Relay(e.into()))?;
     if let Some(m) = &settings.mode {
         let datagram = m.frame_len() as usize + cfg.relay.output.prefix_len() + 28;
-        if datagram > 9000 {
+        if datagram > vsis::command::MAX_MTU as usize {
             return Err(StartError::FrameOverAnyMtu { datagram });
         }
         if datagram > settings.mtu as usize {

@@ -34,6 +34,9 @@
 
 use scanfmt::name::ScanName;
 
+/// The largest `mtu` taken (jive5ab's range ends here too).
+pub const MAX_MTU: u32 = 9000;
+
 pub use crate::error::CommandError;
 use crate::mode::Mode;
 use crate::playback::{Disk2File, OpenMode, ScanCheckArgs, ScanSet};
@@ -426,7 +429,7 @@ pub const KEYWORDS: &[Keyword] = &[
     Keyword {
         name: "mtu",
         forms: "mtu=N mtu?",
-        parse: |s| setting(s, |_| number(needed(arg(s, 0))?, 64, 9000, "MTU")).map(Request::Mtu),
+        parse: |s| setting(s, |_| number(needed(arg(s, 0))?, 64, MAX_MTU.into(), "MTU")).map(Request::Mtu),
     },
     Keyword {
         name: "ipd",
